@@ -1,0 +1,116 @@
+/**
+ * librdmacm: a communication identifier bound to a local address, and the message, read and
+ * write regions registered on it (rdma_reg_msgs, rdma_reg_read, rdma_reg_write). Regions are
+ * deregistered (rdma_dereg_mr) before their identifier is destroyed.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import { type CmIdHandle, type CmMrHandle, type CmMrInfo, type CmRegistrationKind, RdmaDriver } from "./Driver.js"
+import * as pins from "./internal/pins.js"
+import { release } from "./internal/release.js"
+import * as Memory from "./Memory.js"
+import type { MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface CmId {
+  readonly handle: CmIdHandle
+  readonly address: string
+}
+
+/**
+ * A region registered on an identifier. `K` says which call made it: "msgs" regions can be posted
+ * with rdma_post_send / rdma_post_recv, "read" ones are the target of a remote read, "write" ones
+ * of a remote write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CmMr<K extends CmRegistrationKind = CmRegistrationKind> extends CmMrInfo {
+  readonly handle: CmMrHandle
+  readonly kind: K
+  readonly id: CmId
+  readonly memory: Uint8Array
+}
+
+/**
+ * Creates an identifier bound to `address` (rdma_getaddrinfo + rdma_create_ep) with its own
+ * protection domain; destroyed when the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (address: string): Effect.Effect<CmId, RdmaCmError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.acquireRelease(
+      Effect.map(driver.cmCreateId(address), (handle): CmId => ({ handle, address })),
+      (id) => release("rdma_destroy_ep", `the rdma_cm id bound to ${address}`, driver.cmDestroyId(id.handle))
+    ))
+
+const operations: Record<CmRegistrationKind, string> = {
+  msgs: "rdma_reg_msgs",
+  read: "rdma_reg_read",
+  write: "rdma_reg_write"
+}
+
+const registerAs = <K extends CmRegistrationKind>(kind: K) =>
+(id: CmId, memory: Uint8Array): Effect.Effect<CmMr<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(RdmaDriver, (driver) => {
+    const deregister = (handle: CmMrHandle) =>
+      release(
+        "rdma_dereg_mr",
+        `a ${memory.byteLength}-byte region from ${operations[kind]}`,
+        Effect.tap(driver.cmDeregMr(handle), () => pins.unpin(memory)),
+        () => pins.quarantine(memory)
+      )
+    return Effect.acquireRelease(
+      Memory.validate(memory).pipe(
+        Effect.flatMap((bytes) => driver.cmReg(id.handle, kind, bytes)),
+        Effect.tap(() => pins.pin(memory)),
+        Effect.flatMap((handle) =>
+          driver.cmMrInfo(handle).pipe(
+            Effect.map((info): CmMr<K> => ({ ...info, handle, kind, id, memory })),
+            Effect.tapError(() => deregister(handle))
+          )
+        )
+      ),
+      (mr) => deregister(mr.handle)
+    )
+  })
+
+/**
+ * rdma_reg_msgs: buffers to post with rdma_post_send / rdma_post_recv.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const registerMessages: (
+  id: CmId,
+  memory: Uint8Array
+) => Effect.Effect<CmMr<"msgs">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> = registerAs("msgs")
+
+/**
+ * rdma_reg_read: memory a remote peer may read.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const registerRead: (
+  id: CmId,
+  memory: Uint8Array
+) => Effect.Effect<CmMr<"read">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> = registerAs("read")
+
+/**
+ * rdma_reg_write: memory a remote peer may write.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const registerWrite: (
+  id: CmId,
+  memory: Uint8Array
+) => Effect.Effect<CmMr<"write">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> = registerAs("write")

@@ -1,0 +1,178 @@
+/**
+ * The native calls, as a service. Everything above this Tag (resources, ordering, release policy,
+ * logging) is written once in core; a driver only performs calls and reports codes through
+ * {@link RdmaError.fromRpmaCode} / {@link RdmaError.fromErrno}. `@effect-rdma/native` implements it
+ * over librpma and librdmacm; `@effect-rdma/testing` implements it in memory.
+ *
+ * Drivers validate their arguments at run time the way the C libraries do (a `null` where C takes
+ * a pointer, a size of 0, a usage of 0 or with unknown bits: RPMA_E_INVAL), since JavaScript
+ * callers can pass anything.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type { RdmaCmError, RpmaError } from "./RdmaError.js"
+
+declare const HandleTypeId: unique symbol
+
+/**
+ * An opaque handle owned by a driver. `Kind` keeps handles of different kinds apart at compile
+ * time; drivers check it again at run time.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Handle<Kind extends string> {
+  readonly [HandleTypeId]: Kind
+}
+
+/**
+ * `struct ibv_context *` as returned by rpma_utils_get_ibv_context. Owned by librdmacm's device
+ * list: it needs no release.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type IbvContextHandle = Handle<"IbvContext">
+/**
+ * `struct rpma_peer *`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type PeerHandle = Handle<"Peer">
+/**
+ * `struct rpma_mr_local *`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type MrHandle = Handle<"MrLocal">
+/**
+ * `struct rpma_mr_remote *`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RemoteMrHandle = Handle<"MrRemote">
+/**
+ * `struct rdma_cm_id *` bound to a local address, with a protection domain.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CmIdHandle = Handle<"CmId">
+/**
+ * `struct ibv_mr *` from rdma_reg_msgs / rdma_reg_read / rdma_reg_write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CmMrHandle = Handle<"CmMr">
+
+/**
+ * Which side of a connection an address is (librpma's `enum rpma_util_ibv_context_type`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AddressKind = "local" | "remote"
+
+/**
+ * What librdmacm exposes of a `struct ibv_mr`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CmMrInfo {
+  readonly address: bigint
+  readonly length: number
+  readonly lkey: number
+  readonly rkey: number
+}
+
+/**
+ * Which rdma_cm registration call made a region.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CmRegistrationKind = "msgs" | "read" | "write"
+
+/**
+ * One Effect per native call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Driver {
+  /** "native", "simulated", ...: for logs and reports. */
+  readonly name: string
+
+  /** rpma_utils_get_ibv_context: the device that answers at an IP address. */
+  readonly getIbvContext: (address: string, kind: AddressKind) => Effect.Effect<IbvContextHandle, RpmaError>
+  /** rpma_peer_new. */
+  readonly peerNew: (context: IbvContextHandle) => Effect.Effect<PeerHandle, RpmaError>
+  /** rpma_peer_delete. The handle is gone afterwards, even when it fails (librpma frees it). */
+  readonly peerDelete: (peer: PeerHandle) => Effect.Effect<void, RpmaError>
+
+  /**
+   * rpma_mr_reg. `usage` is a raw number so that drivers can be shown to refuse bad ones; the
+   * driver keeps `memory` alive for as long as the registration lives.
+   */
+  readonly mrReg: (peer: PeerHandle, memory: Uint8Array, usage: number) => Effect.Effect<MrHandle, RpmaError>
+  /** rpma_mr_dereg. The handle is gone afterwards, even when it fails (librpma frees it). */
+  readonly mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError>
+  /** rpma_mr_get_descriptor_size. */
+  readonly mrGetDescriptorSize: (mr: MrHandle) => Effect.Effect<number, RpmaError>
+  /** rpma_mr_get_descriptor. */
+  readonly mrGetDescriptor: (mr: MrHandle) => Effect.Effect<Uint8Array, RpmaError>
+  /** rpma_mr_get_ptr. */
+  readonly mrGetPtr: (mr: MrHandle) => Effect.Effect<bigint, RpmaError>
+  /** rpma_mr_get_size. */
+  readonly mrGetSize: (mr: MrHandle) => Effect.Effect<number, RpmaError>
+
+  /** rpma_mr_remote_from_descriptor, with librpma's own (lenient) checks. */
+  readonly mrRemoteFromDescriptor: (descriptor: Uint8Array) => Effect.Effect<RemoteMrHandle, RpmaError>
+  /** rpma_mr_remote_delete. */
+  readonly mrRemoteDelete: (mr: RemoteMrHandle) => Effect.Effect<void, RpmaError>
+  /** rpma_mr_remote_get_size. */
+  readonly mrRemoteGetSize: (mr: RemoteMrHandle) => Effect.Effect<bigint, RpmaError>
+  /** rpma_mr_remote_get_flush_type: the FLUSH_TYPE_* bits of the remote usage. */
+  readonly mrRemoteGetFlushType: (mr: RemoteMrHandle) => Effect.Effect<number, RpmaError>
+
+  /**
+   * rdma_getaddrinfo + rdma_create_ep, bound to a local address, with a protection domain
+   * allocated for it (rdma_reg_* would otherwise dereference a NULL `id->pd`).
+   */
+  readonly cmCreateId: (address: string) => Effect.Effect<CmIdHandle, RdmaCmError>
+  /** Deallocates the protection domain and rdma_destroy_ep. */
+  readonly cmDestroyId: (id: CmIdHandle) => Effect.Effect<void, RdmaCmError>
+  /** rdma_reg_msgs / rdma_reg_read / rdma_reg_write. */
+  readonly cmReg: (
+    id: CmIdHandle,
+    kind: CmRegistrationKind,
+    memory: Uint8Array
+  ) => Effect.Effect<CmMrHandle, RdmaCmError>
+  /** rdma_dereg_mr. The handle is gone afterwards, even when it fails. */
+  readonly cmDeregMr: (mr: CmMrHandle) => Effect.Effect<void, RdmaCmError>
+  /** The address, length and keys of an rdma_cm registration. */
+  readonly cmMrInfo: (mr: CmMrHandle) => Effect.Effect<CmMrInfo, RdmaCmError>
+
+  /** Page-aligned memory owned by the driver (posix_memalign for the native one). */
+  readonly allocate: (size: number) => Effect.Effect<Uint8Array, RpmaError>
+  /**
+   * Gives back memory from {@link allocate}: detaches its ArrayBuffer so that JavaScript can no
+   * longer reach it. Core calls it only when nothing registered covers the memory.
+   */
+  readonly free: (memory: Uint8Array) => Effect.Effect<void>
+}
+
+/**
+ * The driver service.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class RdmaDriver extends Context.Tag("@effect-rdma/core/Driver")<RdmaDriver, Driver>() {}

@@ -1,0 +1,165 @@
+/**
+ * A local memory registration (`struct rpma_mr_local`): memory the device may read or write, with
+ * the usage it was registered for in its type. It lives exactly as long as its Scope: the
+ * finalizer deregisters it (rpma_mr_dereg) on success, failure, defect and interruption.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Descriptors from "./Descriptor.js"
+import { type MrHandle, RdmaDriver } from "./Driver.js"
+import * as pins from "./internal/pins.js"
+import { release } from "./internal/release.js"
+import * as Memory from "./Memory.js"
+import * as Peers from "./Peer.js"
+import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
+import * as Usages from "./Usage.js"
+import type { Flag, Usage } from "./Usage.js"
+
+/**
+ * A registered region. `F` is the set of usage flags it was registered with: a function that needs
+ * a write source takes `LocalMr<"WRITE_SRC">`, and any region whose flags include WRITE_SRC fits.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LocalMr<F extends Flag = Flag> {
+  readonly handle: MrHandle
+  readonly peer: Peers.Peer
+  /** The registered bytes. Kept alive by the registration, not by this reference alone. */
+  readonly memory: Uint8Array
+  readonly usage: Usage<F>
+  /** The region's address in this process (rpma_mr_get_ptr). */
+  readonly address: bigint
+  readonly size: number
+}
+
+/**
+ * A region that can be the source of an RDMA write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WriteSource = LocalMr<"WRITE_SRC">
+/**
+ * A region that can receive the data of an RDMA read.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ReadDestination = LocalMr<"READ_DST">
+/**
+ * A region whose contents can be sent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SendBuffer = LocalMr<"SEND">
+/**
+ * A region that can receive sent messages.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RecvBuffer = LocalMr<"RECV">
+
+/**
+ * Registers `memory` with `peer` for `usage` (rpma_mr_reg); deregistered (rpma_mr_dereg) when the
+ * scope closes. The memory is kept alive while registered. If the deregistration fails, the
+ * failure is logged and counted, never retried, and the memory is kept alive for good.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr, Memory, Peer, Usage } from "@effect-rdma/core"
+ *
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const memory = yield* Memory.allocate(4096)
+ *   const mr = yield* LocalMr.register(peer, memory, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
+ *   return yield* LocalMr.descriptor(mr) // 21 bytes to send to the other peer
+ * }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const register = <F extends Flag>(
+  peer: Peers.Peer,
+  memory: Uint8Array,
+  usage: Usage<F>
+): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.acquireRelease(
+      Memory.validate(memory).pipe(
+        Effect.flatMap((bytes) => driver.mrReg(peer.handle, bytes, usage)),
+        Effect.tap(() => pins.pin(memory)),
+        Effect.flatMap((handle) =>
+          driver.mrGetPtr(handle).pipe(
+            Effect.map((address): LocalMr<F> => ({ handle, peer, memory, usage, address, size: memory.byteLength })),
+            // Registered but not described: give the registration back before failing.
+            Effect.tapError(() => deregister(driver.mrDereg, handle, memory, usage))
+          )
+        )
+      ),
+      (mr) => deregister(driver.mrDereg, mr.handle, mr.memory, mr.usage)
+    ))
+
+const deregister = (
+  mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError>,
+  handle: MrHandle,
+  memory: Uint8Array,
+  usage: number
+): Effect.Effect<void> =>
+  release(
+    "rpma_mr_dereg",
+    `a ${memory.byteLength}-byte region registered for ${Usages.format(usage)}`,
+    Effect.tap(mrDereg(handle), () => pins.unpin(memory)),
+    () => pins.quarantine(memory)
+  )
+
+/**
+ * Registers `memory` with the program's {@link Peers.Peer}.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const registerWithPeer = <F extends Flag>(
+  memory: Uint8Array,
+  usage: Usage<F>
+): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Peers.Peer | Scope.Scope> =>
+  Effect.flatMap(Peers.Peer, (peer) => register(peer, memory, usage))
+
+/**
+ * Allocates `size` page-aligned bytes and registers them; both are released with the scope,
+ * the registration first.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const allocate = <F extends Flag>(
+  peer: Peers.Peer,
+  size: number,
+  usage: Usage<F>
+): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(Memory.allocate(size), (memory) => register(peer, memory, usage))
+
+/**
+ * The region's descriptor (rpma_mr_get_descriptor): the 21 bytes another peer needs to reach it.
+ * Send it over an authenticated channel (TLS), not rdma_cm private data.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const descriptor = (mr: LocalMr<any>): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
+  Effect.flatMap(RdmaDriver, (driver) => driver.mrGetDescriptor(mr.handle))
+
+/**
+ * The region's descriptor, decoded.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const describe = (mr: LocalMr<any>): Effect.Effect<Descriptors.Descriptor, RpmaError, RdmaDriver> =>
+  Effect.flatMap(descriptor(mr), (bytes) => Effect.orDie(Descriptors.decode(bytes)))

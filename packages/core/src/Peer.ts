@@ -1,0 +1,79 @@
+/**
+ * A librpma peer: the protection domain of one RDMA device, found by the IP address it answers on.
+ * Regions are registered with a peer and must be released before it; Scope order guarantees it
+ * when the peer is acquired first.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import { type AddressKind, type PeerHandle, RdmaDriver } from "./Driver.js"
+import { release } from "./internal/release.js"
+import type { RpmaError } from "./RdmaError.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Peer {
+  readonly handle: PeerHandle
+  /** The address the device was looked up by. */
+  readonly address: string
+}
+
+/**
+ * The peer a program works with, for the common case of one peer per process.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export const Peer: Context.Tag<Peer, Peer> = Context.GenericTag<Peer>("@effect-rdma/core/Peer")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MakeOptions {
+  /** Whether `address` is this machine's ("local", the default) or a remote one to reach. */
+  readonly kind?: AddressKind | undefined
+}
+
+/**
+ * Looks up the device at `address` (rpma_utils_get_ibv_context) and creates a peer on it
+ * (rpma_peer_new), deleted (rpma_peer_delete) when the scope closes.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  address: string,
+  options?: MakeOptions
+): Effect.Effect<Peer, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.acquireRelease(
+      driver.getIbvContext(address, options?.kind ?? "local").pipe(
+        Effect.flatMap(driver.peerNew),
+        Effect.map((handle): Peer => ({ handle, address }))
+      ),
+      (peer) => release("rpma_peer_delete", `the peer at ${address}`, driver.peerDelete(peer.handle))
+    ))
+
+/**
+ * A Layer with one peer for the device at `address`, deleted when the layer is released.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Peer } from "@effect-rdma/core"
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * const PeerLive = Peer.layer("192.168.77.1").pipe(Layer.provide(SimulatedDriver.layer()))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (address: string, options?: MakeOptions): Layer.Layer<Peer, RpmaError, RdmaDriver> =>
+  Layer.scoped(Peer, make(address, options))

@@ -1,0 +1,329 @@
+/**
+ * Tagged errors for every failure the native libraries report, and the one function that maps
+ * their codes to those errors. Every driver uses {@link fromRpmaCode} and {@link fromErrno}, so
+ * the same bad input gives the same error whichever driver runs.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import { constants as osConstants } from "node:os"
+
+interface RpmaErrorFields {
+  /** The librpma function that failed, e.g. "rpma_mr_reg". */
+  readonly operation: string
+  /** What was wrong and, where it is known, what to do. */
+  readonly detail?: string | undefined
+  readonly cause?: unknown
+}
+
+const formatRpma = (e: RpmaErrorFields & { readonly code: number; readonly codeName: string }, summary: string) => {
+  const head = `${e.operation} failed with ${e.codeName} (${e.code}): ${summary}`
+  return e.detail === undefined ? head : `${head}: ${e.detail}`
+}
+
+/**
+ * RPMA_E_UNKNOWN (-100000).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaUnknownError extends Data.TaggedError("RpmaUnknownError")<RpmaErrorFields> {
+  static readonly code = -100000
+  readonly code = -100000 as const
+  readonly codeName = "RPMA_E_UNKNOWN" as const
+  override get message(): string {
+    return formatRpma(this, "unknown error")
+  }
+}
+
+/**
+ * RPMA_E_NOSUPP (-100001).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaNoSupportError extends Data.TaggedError("RpmaNoSupportError")<RpmaErrorFields> {
+  static readonly code = -100001
+  readonly code = -100001 as const
+  readonly codeName = "RPMA_E_NOSUPP" as const
+  override get message(): string {
+    return formatRpma(this, "not supported")
+  }
+}
+
+/**
+ * RPMA_E_PROVIDER (-100002): the verbs provider refused, e.g. memory registration failed or no
+ * RDMA device answers at an address.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaProviderError extends Data.TaggedError("RpmaProviderError")<RpmaErrorFields> {
+  static readonly code = -100002
+  readonly code = -100002 as const
+  readonly codeName = "RPMA_E_PROVIDER" as const
+  override get message(): string {
+    return formatRpma(this, "the RDMA provider refused")
+  }
+}
+
+/**
+ * RPMA_E_NOMEM (-100003).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaNoMemoryError extends Data.TaggedError("RpmaNoMemoryError")<RpmaErrorFields> {
+  static readonly code = -100003
+  readonly code = -100003 as const
+  readonly codeName = "RPMA_E_NOMEM" as const
+  override get message(): string {
+    return formatRpma(this, "out of memory")
+  }
+}
+
+/**
+ * RPMA_E_INVAL (-100004): a NULL argument, a size of 0, a usage of 0 or with unknown bits, a short
+ * descriptor.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaInvalidError extends Data.TaggedError("RpmaInvalidError")<RpmaErrorFields> {
+  static readonly code = -100004
+  readonly code = -100004 as const
+  readonly codeName = "RPMA_E_INVAL" as const
+  override get message(): string {
+    return formatRpma(this, "invalid argument")
+  }
+}
+
+/**
+ * RPMA_E_NO_COMPLETION (-100005).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaNoCompletionError extends Data.TaggedError("RpmaNoCompletionError")<RpmaErrorFields> {
+  static readonly code = -100005
+  readonly code = -100005 as const
+  readonly codeName = "RPMA_E_NO_COMPLETION" as const
+  override get message(): string {
+    return formatRpma(this, "no completion available")
+  }
+}
+
+/**
+ * RPMA_E_NO_EVENT (-100006).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaNoEventError extends Data.TaggedError("RpmaNoEventError")<RpmaErrorFields> {
+  static readonly code = -100006
+  readonly code = -100006 as const
+  readonly codeName = "RPMA_E_NO_EVENT" as const
+  override get message(): string {
+    return formatRpma(this, "no next event available")
+  }
+}
+
+/**
+ * RPMA_E_AGAIN (-100007).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaAgainError extends Data.TaggedError("RpmaAgainError")<RpmaErrorFields> {
+  static readonly code = -100007
+  readonly code = -100007 as const
+  readonly codeName = "RPMA_E_AGAIN" as const
+  override get message(): string {
+    return formatRpma(this, "temporary error, try again")
+  }
+}
+
+/**
+ * RPMA_E_SHARED_CHANNEL (-100008).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaSharedChannelError extends Data.TaggedError("RpmaSharedChannelError")<RpmaErrorFields> {
+  static readonly code = -100008
+  readonly code = -100008 as const
+  readonly codeName = "RPMA_E_SHARED_CHANNEL" as const
+  override get message(): string {
+    return formatRpma(this, "the completion channel is shared")
+  }
+}
+
+/**
+ * RPMA_E_NOT_SHARED_CHNL (-100009).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RpmaNotSharedChannelError extends Data.TaggedError("RpmaNotSharedChannelError")<RpmaErrorFields> {
+  static readonly code = -100009
+  readonly code = -100009 as const
+  readonly codeName = "RPMA_E_NOT_SHARED_CHNL" as const
+  override get message(): string {
+    return formatRpma(this, "the completion channel is not shared")
+  }
+}
+
+/**
+ * Any librpma error.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RpmaError =
+  | RpmaUnknownError
+  | RpmaNoSupportError
+  | RpmaProviderError
+  | RpmaNoMemoryError
+  | RpmaInvalidError
+  | RpmaNoCompletionError
+  | RpmaNoEventError
+  | RpmaAgainError
+  | RpmaSharedChannelError
+  | RpmaNotSharedChannelError
+
+const rpmaErrorsByCode = new Map<number, new(fields: RpmaErrorFields) => RpmaError>(
+  [
+    RpmaUnknownError,
+    RpmaNoSupportError,
+    RpmaProviderError,
+    RpmaNoMemoryError,
+    RpmaInvalidError,
+    RpmaNoCompletionError,
+    RpmaNoEventError,
+    RpmaAgainError,
+    RpmaSharedChannelError,
+    RpmaNotSharedChannelError
+  ].map((ctor) => [ctor.code, ctor])
+)
+
+/**
+ * The librpma codes, by name.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const RpmaCode = {
+  RPMA_E_UNKNOWN: -100000,
+  RPMA_E_NOSUPP: -100001,
+  RPMA_E_PROVIDER: -100002,
+  RPMA_E_NOMEM: -100003,
+  RPMA_E_INVAL: -100004,
+  RPMA_E_NO_COMPLETION: -100005,
+  RPMA_E_NO_EVENT: -100006,
+  RPMA_E_AGAIN: -100007,
+  RPMA_E_SHARED_CHANNEL: -100008,
+  RPMA_E_NOT_SHARED_CHNL: -100009
+} as const
+
+/**
+ * The name of a librpma code.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RpmaCodeName = keyof typeof RpmaCode
+
+/**
+ * Maps a librpma return code to its tagged error. A code librpma does not define becomes
+ * RPMA_E_UNKNOWN with the raw code in the detail, so nothing is lost.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromRpmaCode = (code: number, operation: string, detail?: string, cause?: unknown): RpmaError => {
+  const ctor = rpmaErrorsByCode.get(code)
+  if (ctor !== undefined) return new ctor({ operation, detail, cause })
+  return new RpmaUnknownError({
+    operation,
+    detail: `unexpected return code ${code}${detail === undefined ? "" : `: ${detail}`}`,
+    cause
+  })
+}
+
+/**
+ * Whether a value is one of the librpma errors.
+ *
+ * @since 0.1.0
+ * @category refinements
+ */
+export const isRpmaError = (u: unknown): u is RpmaError =>
+  typeof u === "object" && u !== null && "_tag" in u && "code" in u &&
+  rpmaErrorsByCode.get((u as { code: number }).code)?.name === (u as { _tag: string })._tag
+
+const errnoNames: ReadonlyMap<number, string> = new Map(
+  Object.entries(osConstants.errno).map(([name, value]) => [value, name])
+)
+
+/**
+ * The symbolic name of an errno value (`12` → `"ENOMEM"`).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const errnoName = (errno: number): string => errnoNames.get(errno) ?? `E${errno}`
+
+/**
+ * A failure of librdmacm (rdma_reg_msgs, rdma_dereg_mr, rdma_create_ep, ...), which reports through
+ * errno.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RdmaCmError extends Data.TaggedError("RdmaCmError")<{
+  readonly operation: string
+  readonly errno: number
+  readonly errnoName: string
+  readonly detail?: string | undefined
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    const head = `${this.operation} failed with ${this.errnoName} (errno ${this.errno})`
+    return this.detail === undefined ? head : `${head}: ${this.detail}`
+  }
+}
+
+/**
+ * Maps an errno from librdmacm to its tagged error.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromErrno = (errno: number, operation: string, detail?: string, cause?: unknown): RdmaCmError =>
+  new RdmaCmError({ operation, errno, errnoName: errnoName(errno), detail, cause })
+
+/**
+ * Memory the library will not register, with the reason and what to use instead.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MemoryRefusedError extends Data.TaggedError("MemoryRefusedError")<{
+  readonly reason: "SharedBufferPool" | "Detached" | "NotBytes" | "Released"
+  readonly byteLength: number
+}> {
+  override get message(): string {
+    switch (this.reason) {
+      case "SharedBufferPool":
+        return `a ${this.byteLength}-byte Buffer that is a slice of Node's shared Buffer pool (Buffer.allocUnsafe, ` +
+          `Buffer.from and Buffer.concat use it for small sizes) cannot be registered: the registration would pin ` +
+          `pages shared with unrelated Buffers, and the pool, not you, decides how long those bytes live. ` +
+          `Use Buffer.alloc, new Uint8Array(size) or Memory.allocate instead`
+      case "Detached":
+        return "the memory's ArrayBuffer is detached (transferred): there is nothing left to register"
+      case "NotBytes":
+        return "memory to register must be a Uint8Array (or a Buffer)"
+      case "Released":
+        return "this allocation was released when its scope closed and can no longer be registered"
+    }
+  }
+}

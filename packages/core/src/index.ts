@@ -1,0 +1,40 @@
+/**
+ * @since 0.1.0
+ */
+export * as CmId from "./CmId.js"
+/**
+ * @since 0.1.0
+ */
+export * as Descriptor from "./Descriptor.js"
+/**
+ * @since 0.1.0
+ */
+export * as Driver from "./Driver.js"
+/**
+ * @since 0.1.0
+ */
+export * as LocalMr from "./LocalMr.js"
+/**
+ * @since 0.1.0
+ */
+export * as Memory from "./Memory.js"
+/**
+ * @since 0.1.0
+ */
+export * as Peer from "./Peer.js"
+/**
+ * @since 0.1.0
+ */
+export * as RdmaError from "./RdmaError.js"
+/**
+ * @since 0.1.0
+ */
+export * as RdmaMetrics from "./RdmaMetrics.js"
+/**
+ * @since 0.1.0
+ */
+export * as RemoteMr from "./RemoteMr.js"
+/**
+ * @since 0.1.0
+ */
+export * as Usage from "./Usage.js"
