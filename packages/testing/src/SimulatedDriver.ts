@@ -1,0 +1,501 @@
+/**
+ * A driver that runs without RDMA hardware. It follows the C libraries' rules (the same tagged
+ * error for the same bad input, descriptors in librpma's format, plausible addresses and keys),
+ * records every live handle in a ledger, and fails the calls a fault plan names.
+ *
+ * @since 0.1.0
+ */
+import * as Descriptor from "@effect-rdma/core/Descriptor"
+import type * as Driver from "@effect-rdma/core/Driver"
+import { RdmaDriver } from "@effect-rdma/core/Driver"
+import * as RdmaError from "@effect-rdma/core/RdmaError"
+import * as Usage from "@effect-rdma/core/Usage"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Tracer from "effect/Tracer"
+import * as fabric from "./internal/fabric.js"
+
+/**
+ * The address the simulated device answers on unless told otherwise. It is also the address the
+ * Soft-RoCE virtual machine gives its device, so programs run unchanged on either.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_ADDRESS = "192.168.77.1"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Operation = fabric.Operation
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Fault = fabric.Fault
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type LedgerEntry = fabric.LedgerEntry
+
+/**
+ * Control of a running simulation: plan faults, read the ledger.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Simulation {
+  /** Makes the `nth` call of an operation, counted from now, fail with a code (see {@link Fault}). */
+  readonly fail: (fault: Fault) => Effect.Effect<void>
+  /** Peers, regions, remote regions, rdma_cm ids and their regions that are still alive. */
+  readonly live: Effect.Effect<ReadonlyArray<LedgerEntry>>
+  /** How many times an operation was called. */
+  readonly calls: (operation: Operation) => Effect.Effect<number>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class SimulationControl extends Context.Tag("@effect-rdma/testing/SimulationControl")<
+  SimulationControl,
+  Simulation
+>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Addresses with a simulated RDMA device. Default: [{@link DEFAULT_ADDRESS}]. */
+  readonly devices?: ReadonlyArray<string> | undefined
+  /** Faults planned from the start. */
+  readonly faults?: ReadonlyArray<Fault> | undefined
+  /** Largest single allocation or registration; above it, RPMA_E_NOMEM / RPMA_E_PROVIDER. Default 4 GiB. */
+  readonly maxRegionSize?: number | undefined
+}
+
+// The errno values librdmacm reports.
+const EINVAL = 22
+const EBUSY = 16
+const EADDRNOTAVAIL = 99
+
+const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
+  const names: Array<string> = []
+  let current = Option.getOrUndefined(span)
+  while (current !== undefined) {
+    if (current._tag === "Span") names.unshift(current.name)
+    current = current._tag === "Span" ? Option.getOrUndefined(current.parent) : undefined
+  }
+  return names.length === 0 ? "(no span: wrap the acquiring code in Effect.withSpan or Effect.fn to name it)" :
+    names.join(" > ")
+}
+
+/**
+ * Builds a simulated driver and its control.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options?: Options): { readonly driver: Driver.Driver; readonly control: Simulation } => {
+  const world = fabric.makeFabric(options?.devices ?? [DEFAULT_ADDRESS])
+  for (const fault of options?.faults ?? []) fabric.planFault(world, fault)
+  const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
+
+  const rpma = (operation: string, code: number, detail?: string) =>
+    Effect.fail(RdmaError.fromRpmaCode(code, operation, detail))
+  const invalid = (operation: string, detail: string) => rpma(operation, RdmaError.RpmaCode.RPMA_E_INVAL, detail)
+  const errno = (operation: string, code: number, detail?: string) =>
+    Effect.fail(RdmaError.fromErrno(code, operation, detail))
+
+  /** Runs `body` after counting the call; a planned fault wins over success, not over bad arguments. */
+  const call = <A, E>(
+    operation: fabric.Operation,
+    validate: () => Effect.Effect<never, E> | undefined,
+    fault: (code: number) => Effect.Effect<never, E>,
+    body: () => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> =>
+    Effect.suspend(() => {
+      const refused = validate()
+      if (refused !== undefined) return refused
+      const code = fabric.countCall(world, operation)
+      return code === undefined ? body() : fault(code)
+    })
+
+  const acquire = <H extends fabric.SimHandle>(handle: H, kind: fabric.LedgerEntry["kind"], description: string) =>
+    Effect.map(Effect.currentSpan.pipe(Effect.option), (span) => {
+      world.ledger.set(handle, { kind, id: handle.id, description, acquiredIn: spanChain(span) })
+      return fabric.track(handle)
+    })
+
+  const releaseHandle = (handle: fabric.SimHandle) => {
+    handle.alive = false
+    world.ledger.delete(handle)
+  }
+
+  const deadOrWrong = (operation: string, what: string, handle: fabric.SimHandle | undefined) =>
+    handle === undefined
+      ? invalid(operation, `expected ${what} handle`)
+      : !handle.alive
+      ? invalid(operation, `the ${what} was already released; a handle is not usable after its release`)
+      : undefined
+
+  const validMemory = (operation: string, memory: unknown, onBad: (detail: string) => Effect.Effect<never, any>) =>
+    !(memory instanceof Uint8Array)
+      ? onBad("memory is NULL (not a Uint8Array)")
+      : memory.byteLength === 0
+      ? onBad("size is 0")
+      : undefined
+
+  const peerOf = (value: unknown) => fabric.asHandle(value, "Peer")
+  const mrOf = (value: unknown) => fabric.asHandle(value, "MrLocal")
+  const remoteOf = (value: unknown) => fabric.asHandle(value, "MrRemote")
+  const cmIdOf = (value: unknown) => fabric.asHandle(value, "CmId")
+  const cmMrOf = (value: unknown) => fabric.asHandle(value, "CmMr")
+
+  const liveMr = (operation: string, value: unknown) => {
+    const mr = mrOf(value)
+    return { mr: mr!, refused: deadOrWrong(operation, "local memory region", mr) }
+  }
+
+  const getMr = <A>(operation: string, value: Driver.MrHandle, f: (mr: fabric.MrLocal) => A) =>
+    Effect.suspend(() => {
+      const { mr, refused } = liveMr(operation, value)
+      return refused ?? Effect.succeed(f(mr))
+    })
+
+  const getRemote = <A>(operation: string, value: Driver.RemoteMrHandle, f: (mr: fabric.MrRemote) => A) =>
+    Effect.suspend(() => {
+      const mr = remoteOf(value)
+      return deadOrWrong(operation, "remote memory region", mr) ?? Effect.succeed(f(mr!))
+    })
+
+  const driver: Driver.Driver = {
+    name: "simulated",
+
+    getIbvContext: (address, kind) =>
+      call(
+        "rpma_utils_get_ibv_context",
+        () =>
+          typeof address !== "string"
+            ? invalid("rpma_utils_get_ibv_context", "address is NULL")
+            : kind !== "local" && kind !== "remote"
+            ? invalid("rpma_utils_get_ibv_context", `unknown address type ${String(kind)}`)
+            : undefined,
+        (code) => rpma("rpma_utils_get_ibv_context", code, "planned fault"),
+        () =>
+          world.devices.has(address)
+            ? Effect.succeed(
+              fabric.track<fabric.IbvContext>({ kind: "IbvContext", id: world.nextId++, alive: true, address })
+            )
+            : rpma(
+              "rpma_utils_get_ibv_context",
+              RdmaError.RpmaCode.RPMA_E_PROVIDER,
+              `no RDMA device answers at ${address}`
+            )
+      ),
+
+    peerNew: (context) =>
+      call(
+        "rpma_peer_new",
+        () =>
+          fabric.asHandle(context, "IbvContext") === undefined
+            ? invalid("rpma_peer_new", "ibv_ctx is NULL (not an ibv context handle)")
+            : undefined,
+        (code) => rpma("rpma_peer_new", code, "planned fault"),
+        () => {
+          const ctx = fabric.asHandle(context, "IbvContext")!
+          const peer: fabric.Peer = { kind: "Peer", id: world.nextId++, alive: true, context: ctx, regions: new Set() }
+          return acquire(peer, "Peer", `peer on ${ctx.address}`)
+        }
+      ),
+
+    peerDelete: (value) =>
+      call(
+        "rpma_peer_delete",
+        () => {
+          const peer = peerOf(value)
+          return deadOrWrong("rpma_peer_delete", "peer", peer) ??
+            (peer!.regions.size > 0
+              ? invalid(
+                "rpma_peer_delete",
+                `${peer!.regions.size} regions still registered with this peer: deregister them first`
+              )
+              : undefined)
+        },
+        (code) => {
+          // librpma frees the peer even when ibv_dealloc_pd fails.
+          releaseHandle(peerOf(value)!)
+          return rpma("rpma_peer_delete", code, "ibv_dealloc_pd failed (planned fault)")
+        },
+        () => Effect.sync(() => releaseHandle(peerOf(value)!))
+      ),
+
+    mrReg: (peerValue, memory, usage) =>
+      call(
+        "rpma_mr_reg",
+        () => {
+          const peer = peerOf(peerValue)
+          return deadOrWrong("rpma_mr_reg", "peer", peer) ??
+            validMemory("rpma_mr_reg", memory, (d) => invalid("rpma_mr_reg", d)) ??
+            (typeof usage !== "number" || !Number.isInteger(usage) || usage === 0 || (usage & ~Usage.ALL_BITS) !== 0
+              ? invalid("rpma_mr_reg", `usage ${String(usage)} is 0 or has bits outside RPMA_MR_USAGE_*`)
+              : undefined)
+        },
+        (code) => rpma("rpma_mr_reg", code, "planned fault"),
+        () => {
+          if (memory.byteLength > maxRegionSize) {
+            return rpma("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory")
+          }
+          const peer = peerOf(peerValue)!
+          const mr: fabric.MrLocal = {
+            kind: "MrLocal",
+            id: world.nextId++,
+            alive: true,
+            peer,
+            memory,
+            address: fabric.addressOf(memory),
+            rkey: fabric.nextKey(world),
+            usage
+          }
+          peer.regions.add(mr)
+          return acquire(mr, "MrLocal", `${memory.byteLength}-byte region for ${Usage.format(usage)}`)
+        }
+      ),
+
+    mrDereg: (value) =>
+      call(
+        "rpma_mr_dereg",
+        () => liveMr("rpma_mr_dereg", value).refused,
+        (code) => {
+          // librpma frees the handle even when ibv_dereg_mr fails (mr.c).
+          const mr = mrOf(value)!
+          mr.peer.regions.delete(mr)
+          releaseHandle(mr)
+          return rpma("rpma_mr_dereg", code, "ibv_dereg_mr() failed (planned fault)")
+        },
+        () =>
+          Effect.sync(() => {
+            const mr = mrOf(value)!
+            mr.peer.regions.delete(mr)
+            releaseHandle(mr)
+          })
+      ),
+
+    mrGetDescriptorSize: (value) => getMr("rpma_mr_get_descriptor_size", value, () => Descriptor.SIZE),
+    mrGetDescriptor: (value) =>
+      call(
+        "rpma_mr_get_descriptor",
+        () => liveMr("rpma_mr_get_descriptor", value).refused,
+        (code) => rpma("rpma_mr_get_descriptor", code, "planned fault"),
+        () => {
+          const mr = mrOf(value)!
+          return Effect.succeed(Descriptor.encode({
+            address: mr.address,
+            length: BigInt(mr.memory.byteLength),
+            rkey: mr.rkey,
+            usage: mr.usage
+          }))
+        }
+      ),
+    mrGetPtr: (value) => getMr("rpma_mr_get_ptr", value, (mr) => mr.address),
+    mrGetSize: (value) => getMr("rpma_mr_get_size", value, (mr) => mr.memory.byteLength),
+
+    mrRemoteFromDescriptor: (bytes) =>
+      call(
+        "rpma_mr_remote_from_descriptor",
+        () => {
+          // librpma's own checks only: at least 21 bytes and a non-zero usage.
+          const decoded = Descriptor.validate(bytes, { lenient: true })
+          return decoded._tag === "Left"
+            ? invalid("rpma_mr_remote_from_descriptor", decoded.left.message)
+            : undefined
+        },
+        (code) => rpma("rpma_mr_remote_from_descriptor", code, "planned fault"),
+        () => {
+          const d = Either.getOrThrow(Descriptor.validate(bytes, { lenient: true }))
+          const remote: fabric.MrRemote = {
+            kind: "MrRemote",
+            id: world.nextId++,
+            alive: true,
+            address: d.address,
+            length: d.length,
+            rkey: d.rkey,
+            usage: d.usage
+          }
+          return acquire(remote, "MrRemote", `remote region ${Descriptor.format(d)}`)
+        }
+      ),
+    mrRemoteDelete: (value) =>
+      call(
+        "rpma_mr_remote_delete",
+        () => deadOrWrong("rpma_mr_remote_delete", "remote memory region", remoteOf(value)),
+        (code) => {
+          releaseHandle(remoteOf(value)!)
+          return rpma("rpma_mr_remote_delete", code, "planned fault")
+        },
+        () => Effect.sync(() => releaseHandle(remoteOf(value)!))
+      ),
+    mrRemoteGetSize: (value) => getRemote("rpma_mr_remote_get_size", value, (mr) => mr.length),
+    mrRemoteGetFlushType: (value) =>
+      getRemote(
+        "rpma_mr_remote_get_flush_type",
+        value,
+        (mr) => mr.usage & (Usage.Flags.FLUSH_TYPE_VISIBILITY | Usage.Flags.FLUSH_TYPE_PERSISTENT)
+      ),
+
+    cmCreateId: (address) =>
+      call(
+        "rdma_create_ep",
+        () => typeof address !== "string" ? errno("rdma_getaddrinfo", EINVAL, "address is NULL") : undefined,
+        (code) => errno("rdma_create_ep", code, "planned fault"),
+        () => {
+          if (!world.devices.has(address)) {
+            return errno("rdma_create_ep", EADDRNOTAVAIL, `no RDMA device answers at ${address}`)
+          }
+          const id: fabric.CmId = { kind: "CmId", id: world.nextId++, alive: true, address, regions: new Set() }
+          return acquire(id, "CmId", `rdma_cm id bound to ${address}`)
+        }
+      ),
+    cmDestroyId: (value) =>
+      call(
+        "rdma_destroy_ep",
+        () => {
+          const id = cmIdOf(value)
+          return id === undefined || !id.alive
+            ? errno("rdma_destroy_ep", EINVAL, id === undefined ? "expected an rdma_cm id" : "the id was already destroyed")
+            : id.regions.size > 0
+            ? errno("rdma_destroy_ep", EBUSY, `${id.regions.size} regions still registered on this id`)
+            : undefined
+        },
+        (code) => {
+          releaseHandle(cmIdOf(value)!)
+          return errno("rdma_destroy_ep", code, "planned fault")
+        },
+        () => Effect.sync(() => releaseHandle(cmIdOf(value)!))
+      ),
+    cmReg: (idValue, kind, memory) => {
+      const operation = kind === "msgs" ? "rdma_reg_msgs" : kind === "read" ? "rdma_reg_read" : "rdma_reg_write"
+      return call(
+        operation,
+        () => {
+          const id = cmIdOf(idValue)
+          return id === undefined || !id.alive
+            ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm id" : "the id was already destroyed")
+            : kind !== "msgs" && kind !== "read" && kind !== "write"
+            ? errno(operation, EINVAL, `unknown registration kind ${String(kind)}`)
+            : validMemory(operation, memory, (d) => errno(operation, EINVAL, d))
+        },
+        (code) => errno(operation, code, "planned fault"),
+        () => {
+          const id = cmIdOf(idValue)!
+          const mr: fabric.CmMr = {
+            kind: "CmMr",
+            id: world.nextId++,
+            alive: true,
+            cmId: id,
+            memory,
+            address: fabric.addressOf(memory),
+            lkey: fabric.nextKey(world),
+            rkey: kind === "msgs" ? 0 : fabric.nextKey(world)
+          }
+          id.regions.add(mr)
+          return acquire(mr, "CmMr", `${memory.byteLength}-byte ${operation} region`)
+        }
+      )
+    },
+    cmDeregMr: (value) =>
+      call(
+        "rdma_dereg_mr",
+        () => {
+          const mr = cmMrOf(value)
+          return mr === undefined || !mr.alive
+            ? errno("rdma_dereg_mr", EINVAL, mr === undefined ? "expected an rdma_cm region" : "already deregistered")
+            : undefined
+        },
+        (code) => {
+          const mr = cmMrOf(value)!
+          mr.cmId.regions.delete(mr)
+          releaseHandle(mr)
+          return errno("rdma_dereg_mr", code, "planned fault")
+        },
+        () =>
+          Effect.sync(() => {
+            const mr = cmMrOf(value)!
+            mr.cmId.regions.delete(mr)
+            releaseHandle(mr)
+          })
+      ),
+    cmMrInfo: (value) =>
+      Effect.suspend(() => {
+        const mr = cmMrOf(value)
+        return mr === undefined || !mr.alive
+          ? errno("rdma_cm region", EINVAL, "not a live rdma_cm region")
+          : Effect.succeed({ address: mr.address, length: mr.memory.byteLength, lkey: mr.lkey, rkey: mr.rkey })
+      }),
+
+    allocate: (size) =>
+      call(
+        "posix_memalign",
+        () =>
+          typeof size !== "number" || !Number.isInteger(size) || size <= 0
+            ? invalid("posix_memalign", `size ${String(size)} is not a positive integer`)
+            : undefined,
+        (code) => rpma("posix_memalign", code, "planned fault"),
+        () =>
+          size > maxRegionSize
+            ? rpma("posix_memalign", RdmaError.RpmaCode.RPMA_E_NOMEM, `cannot allocate ${size} bytes`)
+            : Effect.sync(() => new Uint8Array(size))
+      ),
+    free: (memory) =>
+      Effect.sync(() => {
+        // Detach, so that nothing can read or write it any more, as the native driver does.
+        if (memory.buffer.byteLength > 0) structuredClone(memory.buffer, { transfer: [memory.buffer as ArrayBuffer] })
+      })
+  }
+
+  const control: Simulation = {
+    fail: (fault) => Effect.sync(() => fabric.planFault(world, fault)),
+    live: Effect.sync(() => Array.from(world.ledger.values())),
+    calls: (operation) => Effect.sync(() => world.calls.get(operation) ?? 0)
+  }
+
+  return { driver, control }
+}
+
+/**
+ * The simulated driver and its control, as a Layer. Each build is a new, empty world.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Peer } from "@effect-rdma/core"
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * const TestLive = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options?: Options): Layer.Layer<RdmaDriver | SimulationControl> =>
+  Layer.effectContext(Effect.sync(() => {
+    const { control, driver } = make(options)
+    return Context.make(RdmaDriver, driver).pipe(Context.add(SimulationControl, control))
+  }))
+
+/**
+ * Plans a fault in the current simulation.
+ *
+ * @since 0.1.0
+ * @category faults
+ */
+export const fail = (fault: Fault): Effect.Effect<void, never, SimulationControl> =>
+  Effect.flatMap(SimulationControl, (s) => s.fail(fault))

@@ -1,0 +1,168 @@
+/**
+ * The state of a simulated RDMA world: devices by address, live handles, call counters and the
+ * faults planned for them. Kept apart from the Driver methods so that the rules read in one place.
+ *
+ * @internal
+ */
+import type * as Driver from "@effect-rdma/core/Driver"
+
+/** @internal Every native call the simulated driver answers, by its C name. */
+export type Operation =
+  | "rpma_utils_get_ibv_context"
+  | "rpma_peer_new"
+  | "rpma_peer_delete"
+  | "rpma_mr_reg"
+  | "rpma_mr_dereg"
+  | "rpma_mr_get_descriptor"
+  | "rpma_mr_remote_from_descriptor"
+  | "rpma_mr_remote_delete"
+  | "rdma_create_ep"
+  | "rdma_destroy_ep"
+  | "rdma_reg_msgs"
+  | "rdma_reg_read"
+  | "rdma_reg_write"
+  | "rdma_dereg_mr"
+  | "posix_memalign"
+
+/** @internal */
+export type Kind = "IbvContext" | "Peer" | "MrLocal" | "MrRemote" | "CmId" | "CmMr"
+
+/** @internal A simulated native object. `alive` turns false when its C counterpart would be freed. */
+export interface SimHandle<K extends Kind = Kind> {
+  readonly kind: K
+  readonly id: number
+  alive: boolean
+}
+
+/** @internal */
+export interface IbvContext extends SimHandle<"IbvContext"> {
+  readonly address: string
+}
+/** @internal */
+export interface Peer extends SimHandle<"Peer"> {
+  readonly context: IbvContext
+  readonly regions: Set<MrLocal>
+}
+/** @internal */
+export interface MrLocal extends SimHandle<"MrLocal"> {
+  readonly peer: Peer
+  readonly memory: Uint8Array
+  readonly address: bigint
+  readonly rkey: number
+  readonly usage: number
+}
+/** @internal */
+export interface MrRemote extends SimHandle<"MrRemote"> {
+  readonly address: bigint
+  readonly length: bigint
+  readonly rkey: number
+  readonly usage: number
+}
+/** @internal */
+export interface CmId extends SimHandle<"CmId"> {
+  readonly address: string
+  readonly regions: Set<CmMr>
+}
+/** @internal */
+export interface CmMr extends SimHandle<"CmMr"> {
+  readonly cmId: CmId
+  readonly memory: Uint8Array
+  readonly address: bigint
+  readonly lkey: number
+  readonly rkey: number
+}
+
+/** @internal What is still alive, and where it was acquired. */
+export interface LedgerEntry {
+  readonly kind: Exclude<Kind, "IbvContext">
+  readonly id: number
+  readonly description: string
+  readonly acquiredIn: string
+}
+
+/** @internal A planned failure: the `nth` call of `operation` from now fails with `code`. */
+export interface Fault {
+  readonly operation: Operation
+  readonly nth: number
+  /** A librpma code (-100000..-100009) for rpma_* operations, an errno for rdma_* ones. */
+  readonly code: number
+}
+
+/** @internal */
+export interface Fabric {
+  readonly devices: ReadonlySet<string>
+  readonly ledger: Map<SimHandle, LedgerEntry>
+  readonly calls: Map<Operation, number>
+  readonly faults: Array<{ readonly operation: Operation; readonly at: number; readonly code: number }>
+  nextId: number
+  nextKey: number
+}
+
+/** @internal */
+export const makeFabric = (devices: Iterable<string>): Fabric => ({
+  devices: new Set(devices),
+  ledger: new Map(),
+  calls: new Map(),
+  faults: [],
+  nextId: 1,
+  // Keys look like hardware's: 32-bit, not small sequential numbers.
+  nextKey: 0x1a2b3
+})
+
+/** @internal Counts a call and returns the planned failure code for it, if any. */
+export const countCall = (fabric: Fabric, operation: Operation): number | undefined => {
+  const n = (fabric.calls.get(operation) ?? 0) + 1
+  fabric.calls.set(operation, n)
+  const index = fabric.faults.findIndex((f) => f.operation === operation && f.at === n)
+  if (index === -1) return undefined
+  const [fault] = fabric.faults.splice(index, 1)
+  return fault!.code
+}
+
+/** @internal */
+export const planFault = (fabric: Fabric, fault: Fault): void => {
+  fabric.faults.push({
+    operation: fault.operation,
+    at: (fabric.calls.get(fault.operation) ?? 0) + fault.nth,
+    code: fault.code
+  })
+}
+
+/** @internal A fresh rkey / lkey: distinct, non-zero, spread over 32 bits. */
+export const nextKey = (fabric: Fabric): number => {
+  fabric.nextKey = (Math.imul(fabric.nextKey, 0x9e3779b1) + 0x7f4a7c15) >>> 0
+  return fabric.nextKey === 0 ? 1 : fabric.nextKey
+}
+
+// Plausible user-space addresses: every ArrayBuffer gets its own page-aligned range, stable for its life.
+const bases = new WeakMap<ArrayBufferLike, bigint>()
+let nextBase = 0x7f3a_0000_0000n
+
+/** @internal The simulated virtual address of a view's first byte. */
+export const addressOf = (memory: Uint8Array): bigint => {
+  let base = bases.get(memory.buffer)
+  if (base === undefined) {
+    base = nextBase
+    const pages = BigInt(Math.ceil(Math.max(memory.buffer.byteLength, 1) / 4096)) + 1n
+    nextBase += pages * 4096n
+    bases.set(memory.buffer, base)
+  }
+  return base + BigInt(memory.byteOffset)
+}
+
+/** @internal Drivers receive handles as opaque values; this recovers ours, or nothing. */
+export const asHandle = <K extends Kind>(
+  value: unknown,
+  kind: K
+): Extract<IbvContext | Peer | MrLocal | MrRemote | CmId | CmMr, SimHandle<K>> | undefined =>
+  typeof value === "object" && value !== null && handles.has(value) && (value as SimHandle).kind === kind
+    ? value as any
+    : undefined
+
+const handles = new WeakSet<object>()
+
+/** @internal */
+export const track = <H extends SimHandle>(handle: H): H & Driver.Handle<H["kind"]> => {
+  handles.add(handle)
+  return handle as H & Driver.Handle<H["kind"]>
+}
