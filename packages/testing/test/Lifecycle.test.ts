@@ -1,0 +1,167 @@
+/**
+ * Every registration lives exactly as long as its scope: finalizers on success, failure, defect
+ * and interruption, in reverse order, and a failed release is reported, never retried.
+ */
+import { CmId, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+
+/** A simulated driver whose releases are recorded in order. */
+const recording = () => {
+  const released: Array<string> = []
+  const layer = Layer.effect(
+    Driver.RdmaDriver,
+    Effect.map(Driver.RdmaDriver, (d): Driver.Driver => ({
+      ...d,
+      mrDereg: (mr) => Effect.ensuring(d.mrDereg(mr), Effect.sync(() => released.push("mr"))),
+      peerDelete: (p) => Effect.ensuring(d.peerDelete(p), Effect.sync(() => released.push("peer"))),
+      mrRemoteDelete: (r) => Effect.ensuring(d.mrRemoteDelete(r), Effect.sync(() => released.push("remote"))),
+      cmDeregMr: (m) => Effect.ensuring(d.cmDeregMr(m), Effect.sync(() => released.push("cm-mr"))),
+      cmDestroyId: (i) => Effect.ensuring(d.cmDestroyId(i), Effect.sync(() => released.push("cm-id"))),
+      free: (m) => Effect.ensuring(d.free(m), Effect.sync(() => released.push("free")))
+    }))
+  ).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+  return { released, layer }
+}
+
+/** A program that holds a peer, `regions` regions, a remote region and an rdma_cm id with a region. */
+const holdEverything = (regions: number) =>
+  Effect.gen(function*() {
+    const peer = yield* Peer.make(address)
+    const mrs = yield* Effect.forEach(
+      Array.from({ length: regions }, (_, i) => i),
+      (i) =>
+        // A real program does other work between acquisitions: yield, so interruption can land anywhere.
+        Effect.zipLeft(
+          LocalMr.allocate(peer, 4096 * (1 + (i % 3)), Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)),
+          Effect.yieldNow()
+        )
+    )
+    const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(mrs[0]!))
+    const id = yield* CmId.make(address)
+    yield* CmId.registerMessages(id, new Uint8Array(512))
+    return { peer, mrs, remote }
+  })
+
+const liveCount = Effect.map(Ledger.live, (l) => l.length)
+
+describe("finalizers", () => {
+  it.effect("run on success, regions before their peer and id", () => {
+    const { layer, released } = recording()
+    return Effect.gen(function*() {
+      const held = yield* Effect.scoped(Effect.gen(function*() {
+        const held = yield* holdEverything(3)
+        assert.strictEqual(yield* liveCount, 1 + 3 + 1 + 1 + 1)
+        return held
+      }))
+      assert.strictEqual(held.mrs.length, 3)
+      yield* Ledger.assertEmpty
+      assert.deepStrictEqual(released, ["cm-mr", "cm-id", "remote", "mr", "free", "mr", "free", "mr", "free", "peer"])
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.effect("run on failure", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Effect.scoped(Effect.zipRight(holdEverything(5), Effect.fail("boom" as const))))
+      assert.deepStrictEqual(exit, Exit.fail("boom"))
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+
+  it.effect("run on a defect", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Effect.scoped(Effect.zipRight(holdEverything(5), Effect.dieMessage("bug"))))
+      assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+
+  it.effect("run when an acquisition fails halfway", () =>
+    Effect.gen(function*() {
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 4, code: -100002 })
+      const exit = yield* Effect.exit(Effect.scoped(holdEverything(10)))
+      assert.isTrue(Exit.isFailure(exit))
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+
+  it.live("run on interruption at any point of a program that holds a peer and many regions", () => {
+    const heldAtInterruption = new Set<number>()
+    return Effect.promise(() =>
+      fc.assert(
+        fc.asyncProperty(fc.integer({ min: 0, max: 30 }), (yields) =>
+          Effect.runPromise(
+            Effect.gen(function*() {
+              const fiber = yield* Effect.fork(Effect.scoped(Effect.zipRight(holdEverything(20), Effect.never)))
+              for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+              heldAtInterruption.add(yield* liveCount)
+              yield* Fiber.interrupt(fiber)
+              yield* Ledger.assertEmpty
+            }).pipe(Effect.provide(SimulatedDriver.layer()))
+          )
+        ),
+        { numRuns: 100 }
+      )
+    ).pipe(Effect.map(() => assert.isAtLeast(heldAtInterruption.size, 8, "interruptions landed at too few points")))
+  })
+
+  it.effect("1,000 fibers registering concurrently under one scope", () =>
+    Effect.gen(function*() {
+      const rkeys = yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        const mrs = yield* Effect.forEach(
+          Array.from({ length: 1000 }, () => new Uint8Array(128)),
+          (memory) => LocalMr.register(peer, memory, Usage.SEND),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(yield* liveCount, 1001)
+        return yield* Effect.forEach(mrs, (mr) => Effect.map(LocalMr.describe(mr), (d) => d.rkey))
+      }))
+      assert.strictEqual(new Set(rkeys).size, 1000)
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+})
+
+describe("a failing release", () => {
+  it.effect("is logged and counted, never retried, and keeps its memory alive", () => {
+    const logs: Array<string> = []
+    const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message[0] : message)))
+    const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
+    return Effect.gen(function*() {
+      const before = (yield* Metric.value(failures)).count
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_dereg", nth: 2, code: -100002 })
+      const kept = yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        const memories = yield* Effect.forEach([1, 2, 3], () => Memory.allocate(4096))
+        yield* Effect.forEach(memories, (m) => LocalMr.register(peer, m, Usage.RECV))
+        return memories
+      }))
+      // Released in reverse order: the second dereg is the middle region's, and it failed.
+      assert.deepStrictEqual(kept.map((m) => m.byteLength), [0, 4096, 0])
+      assert.strictEqual(yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_dereg"))), 3)
+      assert.strictEqual((yield* Metric.value(failures)).count - before, 1)
+      assert.isTrue(logs.some((l) => /rpma_mr_dereg failed while releasing a 4096-byte region registered for RECV/.test(l)))
+      assert.isTrue(logs.some((l) => /kept 4096 bytes alive/.test(l)))
+      // librpma freed the handle anyway, so the peer could be deleted and nothing is alive.
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer()), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+  })
+
+  it.effect("of a peer is reported and does not stop the other releases", () =>
+    Effect.gen(function*() {
+      yield* SimulatedDriver.fail({ operation: "rpma_peer_delete", nth: 1, code: -100002 })
+      yield* SimulatedDriver.fail({ operation: "rdma_dereg_mr", nth: 1, code: 16 })
+      const exit = yield* Effect.exit(Effect.scoped(holdEverything(2)))
+      assert.isTrue(Exit.isSuccess(exit))
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer()), Effect.provide(Logger.remove(Logger.defaultLogger))))
+
+  it.effect("lists what leaked and where it was acquired", () =>
+    Effect.gen(function*() {
+      const d = yield* Driver.RdmaDriver
+      const ctx = yield* d.getIbvContext(address, "local")
+      yield* d.peerNew(ctx).pipe(Effect.withSpan("leaky handler"))
+      const error = yield* Effect.flip(Ledger.assertEmpty)
+      assert.match(error.message, /1 resources still alive:\n {2}- Peer #\d+: peer on 192\.168\.77\.1, acquired in leaky handler/)
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+})

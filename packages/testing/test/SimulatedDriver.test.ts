@@ -1,0 +1,207 @@
+/**
+ * The error conditions of the three manual pages, at the Driver level and through core, on the
+ * simulated driver. The conformance suite (run on every driver) repeats the ones a device can show.
+ */
+import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, type Scope } from "effect"
+
+const World = Layer.provideMerge(Peer.layer(SimulatedDriver.DEFAULT_ADDRESS), SimulatedDriver.layer())
+
+/** Runs a test in a fresh world with a peer, and checks that nothing is left alive afterwards. */
+const inWorld = <A, E>(
+  effect: Effect.Effect<A, E, Driver.RdmaDriver | Peer.Peer | SimulatedDriver.SimulationControl | Scope.Scope>
+) =>
+  Ledger.checked(Effect.provide(Effect.scoped(effect), Peer.layer(SimulatedDriver.DEFAULT_ADDRESS))).pipe(
+    Effect.provide(SimulatedDriver.layer())
+  )
+
+const tagOf = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.map(Effect.flip(effect), (e) => e._tag)
+
+const driver = Driver.RdmaDriver
+
+describe("rpma_mr_reg", () => {
+  it.effect("peer NULL, ptr NULL, size 0 → RPMA_E_INVAL", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      const peer = yield* Peer.Peer
+      assert.strictEqual(yield* tagOf(d.mrReg(null as any, new Uint8Array(8), Usage.READ_SRC)), "RpmaInvalidError")
+      assert.strictEqual(yield* tagOf(d.mrReg(peer.handle, null as any, Usage.READ_SRC)), "RpmaInvalidError")
+      const empty = yield* Effect.flip(LocalMr.register(peer, new Uint8Array(0), Usage.READ_SRC))
+      assert.strictEqual(empty._tag, "RpmaInvalidError")
+      assert.match(empty.message, /rpma_mr_reg failed with RPMA_E_INVAL \(-100004\).*size is 0/)
+    })))
+
+  it.effect("usage 0 or with unknown bits → RPMA_E_INVAL", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      const peer = yield* Peer.Peer
+      for (const usage of [0, 0x100, -1, 1.5]) {
+        assert.strictEqual(yield* tagOf(d.mrReg(peer.handle, new Uint8Array(8), usage)), "RpmaInvalidError")
+      }
+    })))
+
+  it.effect("out of memory → RPMA_E_NOMEM; provider refusal → RPMA_E_PROVIDER", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.Peer
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 1, code: RdmaError.RpmaCode.RPMA_E_NOMEM })
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 3, code: RdmaError.RpmaCode.RPMA_E_PROVIDER })
+      const memory = new Uint8Array(64)
+      const results = yield* Effect.forEach([1, 2, 3], () =>
+        Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST)).pipe(
+          Effect.match({ onFailure: (e) => e._tag, onSuccess: () => "ok" })
+        ))
+      assert.deepStrictEqual(results, ["RpmaNoMemoryError", "ok", "RpmaProviderError"])
+    })))
+
+  it.effect("a Buffer from the shared pool is refused before the driver sees it", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.Peer
+      const error = yield* Effect.flip(LocalMr.register(peer, Buffer.allocUnsafe(64), Usage.SEND))
+      assert.strictEqual(error._tag, "MemoryRefusedError")
+      assert.strictEqual(yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_reg"))), 0)
+    })))
+
+  it.effect("an unknown address → RPMA_E_PROVIDER from rpma_utils_get_ibv_context", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Effect.scoped(Peer.make("192.0.2.99")))
+      assert.strictEqual(error._tag, "RpmaProviderError")
+      assert.match(error.message, /no RDMA device answers at 192\.0\.2\.99/)
+      assert.strictEqual(yield* tagOf(Effect.scoped(Peer.make(null as any))), "RpmaInvalidError")
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+})
+
+describe("handles", () => {
+  it.effect("double dereg, use after dereg and a handle of the wrong kind → RPMA_E_INVAL", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      const peer = yield* Peer.Peer
+      const mr = yield* d.mrReg(peer.handle, new Uint8Array(64), Usage.READ_SRC)
+      yield* d.mrDereg(mr)
+      const again = yield* Effect.flip(d.mrDereg(mr))
+      assert.strictEqual(again._tag, "RpmaInvalidError")
+      assert.match(again.message, /already released/)
+      assert.strictEqual(yield* tagOf(d.mrGetDescriptor(mr)), "RpmaInvalidError")
+      assert.strictEqual(yield* tagOf(d.mrGetPtr(mr)), "RpmaInvalidError")
+      assert.strictEqual(yield* tagOf(d.mrReg(mr as any, new Uint8Array(8), Usage.READ_SRC)), "RpmaInvalidError")
+      assert.strictEqual(yield* tagOf(d.peerDelete(mr as any)), "RpmaInvalidError")
+      assert.strictEqual(yield* tagOf(d.mrDereg({} as any)), "RpmaInvalidError")
+    })))
+
+  it.effect("a peer with live regions is not deleted", () =>
+    Effect.gen(function*() {
+      const d = yield* driver
+      const context = yield* d.getIbvContext(SimulatedDriver.DEFAULT_ADDRESS, "local")
+      const peer = yield* d.peerNew(context)
+      const mr = yield* d.mrReg(peer, new Uint8Array(64), Usage.READ_SRC)
+      const refused = yield* Effect.flip(d.peerDelete(peer))
+      assert.strictEqual(refused._tag, "RpmaInvalidError")
+      assert.match(refused.message, /1 regions still registered/)
+      yield* d.mrDereg(mr)
+      yield* d.peerDelete(peer)
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+})
+
+describe("descriptors", () => {
+  it.effect("a region's descriptor describes it, and rebuilds into a remote region", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.Peer
+      const usage = Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT, Usage.READ_SRC)
+      const mr = yield* LocalMr.allocate(peer, 8192, usage)
+      const bytes = yield* LocalMr.descriptor(mr)
+      assert.strictEqual(bytes.length, 21)
+      const d = yield* LocalMr.describe(mr)
+      assert.strictEqual(d.address, mr.address)
+      assert.strictEqual(d.length, 8192n)
+      assert.strictEqual(d.usage, usage)
+      assert.strictEqual(d.address % 4096n, 0n)
+      const remote = yield* RemoteMr.fromDescriptor(bytes)
+      assert.strictEqual(remote.size, 8192n)
+      assert.strictEqual(remote.flushType, Usage.FLUSH_TYPE_PERSISTENT)
+      const target = yield* RemoteMr.require(Usage.WRITE_DST)(remote)
+      assert.strictEqual(target.descriptor.rkey, d.rkey)
+      const missing = yield* Effect.flip(RemoteMr.require(Usage.SEND)(remote))
+      assert.strictEqual(missing._tag, "MissingUsageError")
+      assert.match(missing.message, /lacks SEND/)
+    })))
+
+  it.effect("desc NULL, short or with usage 0 → RPMA_E_INVAL; NOSUPP and NOMEM when the library says so", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      assert.strictEqual(yield* tagOf(d.mrRemoteFromDescriptor(null as any)), "RpmaInvalidError")
+      assert.strictEqual(yield* tagOf(d.mrRemoteFromDescriptor(new Uint8Array(20))), "RpmaInvalidError")
+      const noUsage = Descriptor.encode({ address: 0x1000n, length: 64n, rkey: 7, usage: 0 })
+      assert.strictEqual(yield* tagOf(d.mrRemoteFromDescriptor(noUsage)), "RpmaInvalidError")
+      const good = Descriptor.encode({ address: 0x1000n, length: 64n, rkey: 7, usage: 1 })
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_remote_from_descriptor", nth: 1, code: -100001 })
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_remote_from_descriptor", nth: 2, code: -100003 })
+      assert.strictEqual(yield* tagOf(Effect.scoped(RemoteMr.fromDescriptor(good))), "RpmaNoSupportError")
+      assert.strictEqual(yield* tagOf(Effect.scoped(RemoteMr.fromDescriptor(good))), "RpmaNoMemoryError")
+      // Strict decoding refuses what librpma would accept.
+      const padded = new Uint8Array(32)
+      padded.set(good)
+      const strict = yield* Effect.flip(Effect.scoped(RemoteMr.fromDescriptor(padded)))
+      assert.strictEqual(strict._tag, "InvalidDescriptorError")
+      const lenient = yield* Effect.scoped(RemoteMr.fromDescriptor(padded, { lenient: true }))
+      assert.strictEqual(lenient.size, 64n)
+    })))
+})
+
+describe("rdma_reg_msgs", () => {
+  it.effect("registers on an id and reports errno failures", () =>
+    inWorld(Effect.gen(function*() {
+      const id = yield* CmId.make(SimulatedDriver.DEFAULT_ADDRESS)
+      const msgs = yield* CmId.registerMessages(id, new Uint8Array(256))
+      const read = yield* CmId.registerRead(id, new Uint8Array(256))
+      const write = yield* CmId.registerWrite(id, new Uint8Array(256))
+      assert.deepStrictEqual([msgs.kind, read.kind, write.kind], ["msgs", "read", "write"])
+      assert.strictEqual(msgs.length, 256)
+      assert.notStrictEqual(read.rkey, write.rkey)
+
+      const empty = yield* Effect.flip(Effect.scoped(CmId.registerMessages(id, new Uint8Array(0))))
+      assert.strictEqual(empty._tag, "RdmaCmError")
+      assert.strictEqual(empty._tag === "RdmaCmError" && empty.errnoName, "EINVAL")
+      yield* SimulatedDriver.fail({ operation: "rdma_reg_msgs", nth: 1, code: 12 })
+      const nomem = yield* Effect.flip(Effect.scoped(CmId.registerMessages(id, new Uint8Array(8))))
+      assert.strictEqual(nomem.message, "rdma_reg_msgs failed with ENOMEM (errno 12): planned fault")
+      const d = yield* driver
+      assert.strictEqual(yield* tagOf(d.cmReg(msgs.handle as any, "msgs", new Uint8Array(8))), "RdmaCmError")
+      const unbound = yield* Effect.flip(Effect.scoped(CmId.make("192.0.2.99")))
+      assert.strictEqual(unbound.errnoName, "EADDRNOTAVAIL")
+    })))
+
+  it.effect("an id with live regions is not destroyed", () =>
+    Effect.gen(function*() {
+      const d = yield* driver
+      const id = yield* d.cmCreateId(SimulatedDriver.DEFAULT_ADDRESS)
+      const mr = yield* d.cmReg(id, "msgs", new Uint8Array(8))
+      assert.strictEqual((yield* Effect.flip(d.cmDestroyId(id))).errnoName, "EBUSY")
+      yield* d.cmDeregMr(mr)
+      assert.strictEqual((yield* Effect.flip(d.cmDeregMr(mr))).errnoName, "EINVAL")
+      yield* d.cmDestroyId(id)
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer())))
+})
+
+describe("Memory.allocate", () => {
+  it.effect("gives zeroed memory and detaches it when the scope closes", () =>
+    inWorld(Effect.gen(function*() {
+      const memory = yield* Effect.scoped(Memory.allocate(4096).pipe(Effect.tap((m) => assert.strictEqual(m[100], 0))))
+      assert.strictEqual(memory.byteLength, 0)
+      assert.isTrue(Memory.isDetached(memory))
+      const refused = yield* Effect.flip(Effect.scoped(Memory.allocate(0)))
+      assert.strictEqual(refused._tag, "RpmaInvalidError")
+      const peer = yield* Peer.Peer
+      const released = yield* Effect.flip(LocalMr.register(peer, memory, Usage.READ_SRC))
+      assert.strictEqual(released._tag, "MemoryRefusedError")
+    })))
+})
+
+it.effect("World layer example compiles and runs", () =>
+  Effect.gen(function*() {
+    const peer = yield* Peer.Peer
+    assert.strictEqual(peer.address, SimulatedDriver.DEFAULT_ADDRESS)
+  }).pipe(Effect.provide(World), Effect.exit, Effect.map((exit) => assert.isTrue(Exit.isSuccess(exit)))))
