@@ -101,6 +101,20 @@ export interface CmMrInfo {
 export type CmRegistrationKind = "msgs" | "read" | "write"
 
 /**
+ * How many handles of each kind a driver holds alive: what a leak check reads.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LiveHandles {
+  readonly peers: number
+  readonly localRegions: number
+  readonly remoteRegions: number
+  readonly cmIds: number
+  readonly cmRegions: number
+}
+
+/**
  * One Effect per native call.
  *
  * @since 0.1.0
@@ -167,6 +181,9 @@ export interface Driver {
    * longer reach it. Core calls it only when nothing registered covers the memory.
    */
   readonly free: (memory: Uint8Array) => Effect.Effect<void>
+
+  /** The handles alive now, by kind. */
+  readonly live: Effect.Effect<LiveHandles>
 }
 
 /**

@@ -458,7 +458,19 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
       Effect.sync(() => {
         // Detach, so that nothing can read or write it any more, as the native driver does.
         if (memory.buffer.byteLength > 0) structuredClone(memory.buffer, { transfer: [memory.buffer as ArrayBuffer] })
-      })
+      }),
+
+    live: Effect.sync(() => {
+      const count = { Peer: 0, MrLocal: 0, MrRemote: 0, CmId: 0, CmMr: 0 }
+      for (const entry of world.ledger.values()) count[entry.kind]++
+      return {
+        peers: count.Peer,
+        localRegions: count.MrLocal,
+        remoteRegions: count.MrRemote,
+        cmIds: count.CmId,
+        cmRegions: count.CmMr
+      }
+    })
   }
 
   const control: Simulation = {
