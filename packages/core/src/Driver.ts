@@ -72,6 +72,112 @@ export type CmIdHandle = Handle<"CmId">
 export type CmMrHandle = Handle<"CmMr">
 
 /**
+ * `struct rpma_ep *`: a listening endpoint.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type EndpointHandle = Handle<"Endpoint">
+/**
+ * `struct rpma_conn_req *`: an outgoing or incoming connection request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConnReqHandle = Handle<"ConnReq">
+/**
+ * `struct rpma_conn *`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConnHandle = Handle<"Conn">
+
+/**
+ * librpma's connection events (`enum rpma_conn_event`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ConnEvent = "ESTABLISHED" | "CLOSED" | "LOST" | "REJECTED" | "UNREACHABLE" | "UNDEFINED"
+
+/**
+ * Connection settings (`struct rpma_conn_cfg`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConnConfig {
+  /** Address and route resolution timeout, and the wait for a connection to be established. */
+  readonly timeoutMs: number
+  /** Send queue size: work requests (write, read, flush, atomic write, send) in flight at once. */
+  readonly sqSize: number
+  /** Receive queue size: receives posted at once. */
+  readonly rqSize: number
+  /** Completion queue size: at least sqSize + rqSize. */
+  readonly cqSize: number
+  /** The remote peer writes directly to persistent memory (rpma_peer_cfg_set_direct_write_to_pmem): allows persistent flushes. */
+  readonly directWriteToPmem: boolean
+}
+
+/**
+ * A work request to post on a connection. `id` comes back in its {@link Completion}. Offsets and
+ * lengths are checked by core before a driver sees them.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WorkRequest =
+  | {
+    readonly op: "write"
+    readonly id: number
+    readonly dst: RemoteMrHandle
+    readonly dstOffset: number
+    readonly src: MrHandle
+    readonly srcOffset: number
+    readonly length: number
+  }
+  | {
+    readonly op: "read"
+    readonly id: number
+    readonly dst: MrHandle
+    readonly dstOffset: number
+    readonly src: RemoteMrHandle
+    readonly srcOffset: number
+    readonly length: number
+  }
+  | {
+    readonly op: "flush"
+    readonly id: number
+    readonly dst: RemoteMrHandle
+    readonly dstOffset: number
+    readonly length: number
+    readonly type: "visibility" | "persistent"
+  }
+  | {
+    readonly op: "atomicWrite"
+    readonly id: number
+    readonly dst: RemoteMrHandle
+    readonly dstOffset: number
+    readonly value: Uint8Array
+  }
+  | { readonly op: "send"; readonly id: number; readonly src: MrHandle; readonly offset: number; readonly length: number }
+  | { readonly op: "recv"; readonly id: number; readonly dst: MrHandle; readonly offset: number; readonly length: number }
+
+/**
+ * A work completion (`struct ibv_wc`): `status` is an `enum ibv_wc_status` (0 is success).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Completion {
+  readonly id: number
+  readonly status: number
+  /** The bytes received, for a recv. */
+  readonly byteLength: number
+}
+
+/**
  * Which side of a connection an address is (librpma's `enum rpma_util_ibv_context_type`).
  *
  * @since 0.1.0
@@ -112,6 +218,9 @@ export interface LiveHandles {
   readonly remoteRegions: number
   readonly cmIds: number
   readonly cmRegions: number
+  readonly endpoints: number
+  readonly connectionRequests: number
+  readonly connections: number
 }
 
 /**
@@ -181,6 +290,49 @@ export interface Driver {
    * longer reach it. Core calls it only when nothing registered covers the memory.
    */
   readonly free: (memory: Uint8Array) => Effect.Effect<void>
+
+  /** rpma_ep_listen on `address`:`port`. */
+  readonly epListen: (peer: PeerHandle, address: string, port: number) => Effect.Effect<EndpointHandle, RpmaError>
+  /** The port an endpoint listens on (useful after listening on port 0). */
+  readonly epPort: (ep: EndpointHandle) => Effect.Effect<number, RpmaError>
+  /** rpma_ep_shutdown. Pending {@link epNextConnReq} calls fail. */
+  readonly epShutdown: (ep: EndpointHandle) => Effect.Effect<void, RpmaError>
+  /** rpma_ep_next_conn_req: waits, without blocking the event loop, for an incoming request. */
+  readonly epNextConnReq: (ep: EndpointHandle, config: ConnConfig) => Effect.Effect<ConnReqHandle, RpmaError>
+  /** rpma_conn_req_new: an outgoing request to `address`:`port` (resolves the address and route). */
+  readonly connReqNew: (
+    peer: PeerHandle,
+    address: string,
+    port: number,
+    config: ConnConfig
+  ) => Effect.Effect<ConnReqHandle, RpmaError>
+  /** rpma_conn_req_get_private_data of an incoming request. */
+  readonly connReqPrivateData: (req: ConnReqHandle) => Effect.Effect<Uint8Array, RpmaError>
+  /**
+   * rpma_conn_req_connect: accepts an incoming request or initiates an outgoing one. The request
+   * is consumed, success or not. The connection is not usable before its ESTABLISHED event.
+   */
+  readonly connReqConnect: (req: ConnReqHandle, privateData: Uint8Array | undefined) => Effect.Effect<
+    ConnHandle,
+    RpmaError
+  >
+  /** rpma_conn_req_delete: rejects an incoming request or drops an outgoing one. */
+  readonly connReqDelete: (req: ConnReqHandle) => Effect.Effect<void, RpmaError>
+  /** rpma_conn_next_event: waits, without blocking the event loop, for the next connection event. */
+  readonly connNextEvent: (conn: ConnHandle) => Effect.Effect<ConnEvent, RpmaError>
+  /** rpma_conn_get_private_data. */
+  readonly connPrivateData: (conn: ConnHandle) => Effect.Effect<Uint8Array, RpmaError>
+  /** rpma_conn_disconnect. */
+  readonly connDisconnect: (conn: ConnHandle) => Effect.Effect<void, RpmaError>
+  /** rpma_conn_delete. */
+  readonly connDelete: (conn: ConnHandle) => Effect.Effect<void, RpmaError>
+  /** rpma_write / rpma_read / rpma_flush / rpma_atomic_write / rpma_send / rpma_recv, with a completion always. */
+  readonly post: (conn: ConnHandle, request: WorkRequest) => Effect.Effect<void, RpmaError>
+  /**
+   * Waits, without blocking the event loop, for completions on the connection's queue
+   * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one.
+   */
+  readonly nextCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
 
   /** The handles alive now, by kind. */
   readonly live: Effect.Effect<LiveHandles>

@@ -327,3 +327,85 @@ export class MemoryRefusedError extends Data.TaggedError("MemoryRefusedError")<{
     }
   }
 }
+
+const wcStatusNames = [
+  "IBV_WC_SUCCESS",
+  "IBV_WC_LOC_LEN_ERR",
+  "IBV_WC_LOC_QP_OP_ERR",
+  "IBV_WC_LOC_EEC_OP_ERR",
+  "IBV_WC_LOC_PROT_ERR",
+  "IBV_WC_WR_FLUSH_ERR",
+  "IBV_WC_MW_BIND_ERR",
+  "IBV_WC_BAD_RESP_ERR",
+  "IBV_WC_LOC_ACCESS_ERR",
+  "IBV_WC_REM_INV_REQ_ERR",
+  "IBV_WC_REM_ACCESS_ERR",
+  "IBV_WC_REM_OP_ERR",
+  "IBV_WC_RETRY_EXC_ERR",
+  "IBV_WC_RNR_RETRY_EXC_ERR",
+  "IBV_WC_LOC_RDD_VIOL_ERR",
+  "IBV_WC_REM_INV_RD_REQ_ERR",
+  "IBV_WC_REM_ABORT_ERR",
+  "IBV_WC_INV_EECN_ERR",
+  "IBV_WC_INV_EEC_STATE_ERR",
+  "IBV_WC_FATAL_ERR",
+  "IBV_WC_RESP_TIMEOUT_ERR",
+  "IBV_WC_GENERAL_ERR"
+] as const
+
+/**
+ * The values of `enum ibv_wc_status` this library names.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const WcStatus = {
+  SUCCESS: 0,
+  LOC_LEN_ERR: 1,
+  LOC_PROT_ERR: 4,
+  WR_FLUSH_ERR: 5,
+  REM_INV_REQ_ERR: 9,
+  REM_ACCESS_ERR: 10,
+  REM_OP_ERR: 11,
+  RETRY_EXC_ERR: 12,
+  RNR_RETRY_EXC_ERR: 13
+} as const
+
+/**
+ * The name of a work-completion status (`10` → `"IBV_WC_REM_ACCESS_ERR"`).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const wcStatusName = (status: number): string => wcStatusNames[status] ?? `IBV_WC_STATUS_${status}`
+
+const wcHints: Partial<Record<number, string>> = {
+  1: "the received message is longer than the posted receive buffer",
+  4: "the local region is not registered for this operation, or belongs to another peer",
+  5: "the connection went into the error state before this request ran (an earlier request failed, or it closed)",
+  10: "the remote region refused: wrong rkey, out of its bounds, or not registered for this access",
+  12: "the remote side did not answer (transport retries exhausted)",
+  13: "the remote side had no receive posted (receiver-not-ready retries exhausted)"
+}
+
+/**
+ * An operation was posted but its work completion reports a failure.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class CompletionError extends Data.TaggedError("CompletionError")<{
+  /** "rpma_write", "rpma_read", ... */
+  readonly operation: string
+  /** The `enum ibv_wc_status` value. */
+  readonly status: number
+}> {
+  /** The status's name, e.g. "IBV_WC_REM_ACCESS_ERR". */
+  get statusName(): string {
+    return wcStatusName(this.status)
+  }
+  override get message(): string {
+    const hint = wcHints[this.status]
+    return `${this.operation} completed with ${this.statusName} (${this.status})${hint === undefined ? "" : `: ${hint}`}`
+  }
+}

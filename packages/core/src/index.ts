@@ -5,11 +5,19 @@ export * as CmId from "./CmId.js"
 /**
  * @since 0.1.0
  */
+export * as Connection from "./Connection.js"
+/**
+ * @since 0.1.0
+ */
 export * as Descriptor from "./Descriptor.js"
 /**
  * @since 0.1.0
  */
 export * as Driver from "./Driver.js"
+/**
+ * @since 0.1.0
+ */
+export * as Endpoint from "./Endpoint.js"
 /**
  * @since 0.1.0
  */

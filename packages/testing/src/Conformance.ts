@@ -305,6 +305,6 @@ export const runCase = <E>(
   Effect.gen(function*() {
     yield* Effect.scoped(testCase.run(address))
     const live = yield* Effect.flatMap(driver, (d) => d.live)
-    const total = live.peers + live.localRegions + live.remoteRegions + live.cmIds + live.cmRegions
+    const total = Object.values(live).reduce((a, b) => a + b, 0)
     yield* check(total === 0, `handles alive at the end: ${JSON.stringify(live)}`)
   }).pipe(Effect.provide(layer))

@@ -14,9 +14,9 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import type * as Tracer from "effect/Tracer"
 import * as fabric from "./internal/fabric.js"
+import { makeNetwork } from "./internal/network.js"
+import { makeTools } from "./internal/tools.js"
 
 /**
  * The address the simulated device answers on unless told otherwise. It is also the address the
@@ -87,17 +87,6 @@ const EINVAL = 22
 const EBUSY = 16
 const EADDRNOTAVAIL = 99
 
-const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
-  const names: Array<string> = []
-  let current = Option.getOrUndefined(span)
-  while (current !== undefined) {
-    if (current._tag === "Span") names.unshift(current.name)
-    current = current._tag === "Span" ? Option.getOrUndefined(current.parent) : undefined
-  }
-  return names.length === 0 ? "(no span: wrap the acquiring code in Effect.withSpan or Effect.fn to name it)" :
-    names.join(" > ")
-}
-
 /**
  * Builds a simulated driver and its control.
  *
@@ -109,73 +98,10 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
   for (const fault of options?.faults ?? []) fabric.planFault(world, fault)
   const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
 
-  const rpma = (operation: string, code: number, detail?: string) =>
-    Effect.fail(RdmaError.fromRpmaCode(code, operation, detail))
-  const invalid = (operation: string, detail: string) => rpma(operation, RdmaError.RpmaCode.RPMA_E_INVAL, detail)
-  const errno = (operation: string, code: number, detail?: string) =>
-    Effect.fail(RdmaError.fromErrno(code, operation, detail))
-
-  /** Runs `body` after counting the call; a planned fault wins over success, not over bad arguments. */
-  const call = <A, E>(
-    operation: fabric.Operation,
-    validate: () => Effect.Effect<never, E> | undefined,
-    fault: (code: number) => Effect.Effect<never, E>,
-    body: () => Effect.Effect<A, E>
-  ): Effect.Effect<A, E> =>
-    Effect.suspend(() => {
-      const refused = validate()
-      if (refused !== undefined) return refused
-      const code = fabric.countCall(world, operation)
-      return code === undefined ? body() : fault(code)
-    })
-
-  const acquire = <H extends fabric.SimHandle>(handle: H, kind: fabric.LedgerEntry["kind"], description: string) =>
-    Effect.map(Effect.currentSpan.pipe(Effect.option), (span) => {
-      world.ledger.set(handle, { kind, id: handle.id, description, acquiredIn: spanChain(span) })
-      return fabric.track(handle)
-    })
-
-  const releaseHandle = (handle: fabric.SimHandle) => {
-    handle.alive = false
-    world.ledger.delete(handle)
-  }
-
-  const deadOrWrong = (operation: string, what: string, handle: fabric.SimHandle | undefined) =>
-    handle === undefined
-      ? invalid(operation, `expected ${what} handle`)
-      : !handle.alive
-      ? invalid(operation, `the ${what} was already released; a handle is not usable after its release`)
-      : undefined
-
-  const validMemory = (operation: string, memory: unknown, onBad: (detail: string) => Effect.Effect<never, any>) =>
-    !(memory instanceof Uint8Array)
-      ? onBad("memory is NULL (not a Uint8Array)")
-      : memory.byteLength === 0
-      ? onBad("size is 0")
-      : undefined
-
-  const peerOf = (value: unknown) => fabric.asHandle(value, "Peer")
-  const mrOf = (value: unknown) => fabric.asHandle(value, "MrLocal")
-  const remoteOf = (value: unknown) => fabric.asHandle(value, "MrRemote")
-  const cmIdOf = (value: unknown) => fabric.asHandle(value, "CmId")
-  const cmMrOf = (value: unknown) => fabric.asHandle(value, "CmMr")
-
-  const liveMr = (operation: string, value: unknown) => {
-    const mr = mrOf(value)
-    return { mr: mr!, refused: deadOrWrong(operation, "local memory region", mr) }
-  }
-
-  const getMr = <A>(operation: string, value: Driver.MrHandle, f: (mr: fabric.MrLocal) => A) =>
-    Effect.suspend(() => {
-      const { mr, refused } = liveMr(operation, value)
-      return refused ?? Effect.succeed(f(mr))
-    })
-
-  const getRemote = <A>(operation: string, value: Driver.RemoteMrHandle, f: (mr: fabric.MrRemote) => A) =>
-    Effect.suspend(() => {
-      const mr = remoteOf(value)
-      return deadOrWrong(operation, "remote memory region", mr) ?? Effect.succeed(f(mr!))
-    })
+  const tools = makeTools(world)
+  const { acquire, call, deadOrWrong, errno, invalid, releaseHandle, rpma, validMemory } = tools
+  const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
+  const network = makeNetwork(world, tools)
 
   const driver: Driver.Driver = {
     name: "simulated",
@@ -266,6 +192,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
             usage
           }
           peer.regions.add(mr)
+          network.registered(mr)
           return acquire(mr, "MrLocal", `${memory.byteLength}-byte region for ${Usage.format(usage)}`)
         }
       ),
@@ -278,6 +205,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
           // librpma frees the handle even when ibv_dereg_mr fails (mr.c).
           const mr = mrOf(value)!
           mr.peer.regions.delete(mr)
+          network.deregistered(mr)
           releaseHandle(mr)
           return rpma("rpma_mr_dereg", code, "ibv_dereg_mr() failed (planned fault)")
         },
@@ -285,6 +213,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
           Effect.sync(() => {
             const mr = mrOf(value)!
             mr.peer.regions.delete(mr)
+            network.deregistered(mr)
             releaseHandle(mr)
           })
       ),
@@ -460,15 +389,20 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         if (memory.buffer.byteLength > 0) structuredClone(memory.buffer, { transfer: [memory.buffer as ArrayBuffer] })
       }),
 
+    ...network.calls,
+
     live: Effect.sync(() => {
-      const count = { Peer: 0, MrLocal: 0, MrRemote: 0, CmId: 0, CmMr: 0 }
+      const count = { Peer: 0, MrLocal: 0, MrRemote: 0, CmId: 0, CmMr: 0, Endpoint: 0, ConnReq: 0, Conn: 0 }
       for (const entry of world.ledger.values()) count[entry.kind]++
       return {
         peers: count.Peer,
         localRegions: count.MrLocal,
         remoteRegions: count.MrRemote,
         cmIds: count.CmId,
-        cmRegions: count.CmMr
+        cmRegions: count.CmMr,
+        endpoints: count.Endpoint,
+        connectionRequests: count.ConnReq,
+        connections: count.Conn
       }
     })
   }

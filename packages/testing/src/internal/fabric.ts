@@ -23,9 +23,20 @@ export type Operation =
   | "rdma_reg_write"
   | "rdma_dereg_mr"
   | "posix_memalign"
+  | "rpma_ep_listen"
+  | "rpma_ep_next_conn_req"
+  | "rpma_conn_req_new"
+  | "rpma_conn_req_connect"
+  | "rpma_conn_disconnect"
+  | "rpma_write"
+  | "rpma_read"
+  | "rpma_flush"
+  | "rpma_atomic_write"
+  | "rpma_send"
+  | "rpma_recv"
 
 /** @internal */
-export type Kind = "IbvContext" | "Peer" | "MrLocal" | "MrRemote" | "CmId" | "CmMr"
+export type Kind = "IbvContext" | "Peer" | "MrLocal" | "MrRemote" | "CmId" | "CmMr" | "Endpoint" | "ConnReq" | "Conn"
 
 /** @internal A simulated native object. `alive` turns false when its C counterpart would be freed. */
 export interface SimHandle<K extends Kind = Kind> {
@@ -72,6 +83,35 @@ export interface CmMr extends SimHandle<"CmMr"> {
   readonly rkey: number
 }
 
+/** @internal */
+export interface Endpoint extends SimHandle<"Endpoint"> {
+  readonly peer: Peer
+  readonly address: string
+  readonly port: number
+}
+/** @internal */
+export interface ConnReq extends SimHandle<"ConnReq"> {
+  readonly peer: Peer
+  readonly config: Driver.ConnConfig
+  readonly address: string
+  readonly port: number
+  /** For an incoming request: the client's connection, waiting for the answer, and its private data. */
+  readonly client: Conn | undefined
+  readonly privateData: Uint8Array
+}
+/** @internal */
+export interface Conn extends SimHandle<"Conn"> {
+  readonly peer: Peer
+  readonly config: Driver.ConnConfig
+  other: Conn | undefined
+  /** "connecting" until ESTABLISHED; "error" after a failed request (every later one is flushed). */
+  state: "connecting" | "established" | "error" | "closed"
+  privateData: Uint8Array
+}
+
+/** @internal */
+export type AnyHandle = IbvContext | Peer | MrLocal | MrRemote | CmId | CmMr | Endpoint | ConnReq | Conn
+
 /** @internal What is still alive, and where it was acquired. */
 export interface LedgerEntry {
   readonly kind: Exclude<Kind, "IbvContext">
@@ -80,20 +120,26 @@ export interface LedgerEntry {
   readonly acquiredIn: string
 }
 
-/** @internal A planned failure: the `nth` call of `operation` from now fails with `code`. */
-export interface Fault {
-  readonly operation: Operation
-  readonly nth: number
-  /** A librpma code (-100000..-100009) for rpma_* operations, an errno for rdma_* ones. */
-  readonly code: number
-}
+/** @internal The operations that post work requests. */
+export type DataOperation = "rpma_write" | "rpma_read" | "rpma_flush" | "rpma_atomic_write" | "rpma_send" | "rpma_recv"
+
+/**
+ * @internal A planned failure of the `nth` call of `operation`, counted from when it is planned:
+ * - `code`: the call returns it (a librpma code for rpma_* calls, an errno for rdma_* ones);
+ * - `completionStatus`: the request is posted but completes with this `ibv_wc_status`;
+ * - `loseConnection`: the connection is lost just before the request is posted.
+ */
+export type Fault =
+  | { readonly operation: Operation; readonly nth: number; readonly code: number }
+  | { readonly operation: DataOperation; readonly nth: number; readonly completionStatus: number }
+  | { readonly operation: DataOperation; readonly nth: number; readonly loseConnection: true }
 
 /** @internal */
 export interface Fabric {
   readonly devices: ReadonlySet<string>
   readonly ledger: Map<SimHandle, LedgerEntry>
   readonly calls: Map<Operation, number>
-  readonly faults: Array<{ readonly operation: Operation; readonly at: number; readonly code: number }>
+  readonly faults: Array<{ readonly at: number; readonly fault: Fault }>
   nextId: number
   nextKey: number
 }
@@ -109,23 +155,18 @@ export const makeFabric = (devices: Iterable<string>): Fabric => ({
   nextKey: 0x1a2b3
 })
 
-/** @internal Counts a call and returns the planned failure code for it, if any. */
-export const countCall = (fabric: Fabric, operation: Operation): number | undefined => {
+/** @internal Counts a call and returns the failure planned for it, if any. */
+export const countCall = (fabric: Fabric, operation: Operation): Fault | undefined => {
   const n = (fabric.calls.get(operation) ?? 0) + 1
   fabric.calls.set(operation, n)
-  const index = fabric.faults.findIndex((f) => f.operation === operation && f.at === n)
+  const index = fabric.faults.findIndex((f) => f.fault.operation === operation && f.at === n)
   if (index === -1) return undefined
-  const [fault] = fabric.faults.splice(index, 1)
-  return fault!.code
+  return fabric.faults.splice(index, 1)[0]!.fault
 }
 
 /** @internal */
 export const planFault = (fabric: Fabric, fault: Fault): void => {
-  fabric.faults.push({
-    operation: fault.operation,
-    at: (fabric.calls.get(fault.operation) ?? 0) + fault.nth,
-    code: fault.code
-  })
+  fabric.faults.push({ at: (fabric.calls.get(fault.operation) ?? 0) + fault.nth, fault })
 }
 
 /** @internal A fresh rkey / lkey: distinct, non-zero, spread over 32 bits. */
@@ -154,7 +195,7 @@ export const addressOf = (memory: Uint8Array): bigint => {
 export const asHandle = <K extends Kind>(
   value: unknown,
   kind: K
-): Extract<IbvContext | Peer | MrLocal | MrRemote | CmId | CmMr, SimHandle<K>> | undefined =>
+): Extract<AnyHandle, SimHandle<K>> | undefined =>
   typeof value === "object" && value !== null && handles.has(value) && (value as SimHandle).kind === kind
     ? value as any
     : undefined

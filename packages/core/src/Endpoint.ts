@@ -1,0 +1,132 @@
+/**
+ * A listening endpoint (`struct rpma_ep`): incoming connection requests arrive as a Stream; each
+ * is accepted (a scoped {@link Connection.Connection}) or rejected. Requests left unanswered are
+ * rejected when the endpoint shuts down with its scope.
+ *
+ * @since 0.1.0
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Connection from "./Connection.js"
+import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
+import { release } from "./internal/release.js"
+import type { Peer } from "./Peer.js"
+import type { RpmaError } from "./RdmaError.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Endpoint {
+  readonly handle: EndpointHandle
+  readonly address: string
+  /** The port it listens on (the one chosen by the system when asked for port 0). */
+  readonly port: number
+  /** @internal */
+  readonly unanswered: Set<ConnectionRequest>
+}
+
+/**
+ * An incoming request: accept it with {@link accept} or refuse it with {@link reject}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConnectionRequest {
+  readonly handle: ConnReqHandle
+  /** What the client sent with its request (rdma_cm private data: unauthenticated, padded). */
+  readonly privateData: Uint8Array
+  /** @internal */
+  readonly endpoint: Endpoint
+}
+
+/**
+ * Listens on `address`:`port` (rpma_ep_listen); shut down (rpma_ep_shutdown) with the scope.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const listen = (
+  peer: Peer,
+  address: string,
+  port: number
+): Effect.Effect<Endpoint, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.acquireRelease(
+      Effect.flatMap(driver.epListen(peer.handle, address, port), (handle) =>
+        Effect.map(
+          driver.epPort(handle).pipe(Effect.tapError(() => release("rpma_ep_shutdown", "an endpoint", driver.epShutdown(handle)))),
+          (actualPort): Endpoint => ({ handle, address, port: actualPort, unanswered: new Set() })
+        )),
+      (ep) =>
+        Effect.forEach(ep.unanswered, (req) => reject(req), { discard: true }).pipe(
+          Effect.zipRight(release("rpma_ep_shutdown", `the endpoint on ${address}:${ep.port}`, driver.epShutdown(ep.handle))),
+          Effect.provideService(RdmaDriver, driver)
+        )
+    ))
+
+/**
+ * The incoming connection requests, as they arrive. The stream ends with the endpoint.
+ *
+ * @since 0.1.0
+ * @category streams
+ */
+export const requests = (
+  ep: Endpoint,
+  options?: Connection.Options
+): Stream.Stream<ConnectionRequest, RpmaError, RdmaDriver> =>
+  Stream.repeatEffect(
+    Effect.flatMap(RdmaDriver, (driver) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(restore(driver.epNextConnReq(ep.handle, Connection.toConfig(options))), (handle) =>
+          driver.connReqPrivateData(handle).pipe(
+            Effect.map((privateData): ConnectionRequest => {
+              const req = { handle, privateData, endpoint: ep }
+              ep.unanswered.add(req)
+              return req
+            }),
+            Effect.tapError(() => Effect.ignore(driver.connReqDelete(handle)))
+          ))
+      ))
+  )
+
+/**
+ * Accepts a request (rpma_conn_req_connect) and waits for the connection to be established.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const accept = (
+  req: ConnectionRequest,
+  options?: Connection.Options
+): Effect.Effect<
+  Connection.Connection,
+  RpmaError | Connection.ConnectionFailedError,
+  RdmaDriver | Scope.Scope
+> =>
+  Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.suspend(() => {
+      req.endpoint.unanswered.delete(req)
+      return Connection.accept(
+        driver,
+        req.handle,
+        options?.privateData,
+        { address: req.endpoint.address, port: req.endpoint.port },
+        Connection.toConfig(options)
+      )
+    }))
+
+/**
+ * Rejects a request (rpma_conn_req_delete).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const reject = (req: ConnectionRequest): Effect.Effect<void, never, RdmaDriver> =>
+  Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.suspend(() =>
+      req.endpoint.unanswered.delete(req)
+        ? release("rpma_conn_req_delete", "a connection request", driver.connReqDelete(req.handle))
+        : Effect.void
+    ))

@@ -1,0 +1,455 @@
+/**
+ * The simulated fabric's connections: endpoints, requests and connections between peers of one
+ * process, and work requests that copy bytes between registered memories, enforcing what RDMA
+ * hardware enforces (rkey, bounds, access rights from the usage) with the same completion statuses.
+ *
+ * @internal
+ */
+import type * as Driver from "@effect-rdma/core/Driver"
+import { RpmaCode, WcStatus } from "@effect-rdma/core/RdmaError"
+import { Flags } from "@effect-rdma/core/Usage"
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import * as fabric from "./fabric.js"
+import type { Tools } from "./tools.js"
+
+// What ibv_reg_mr grants for each usage (librpma's usage_to_access).
+const REMOTE_READ = Flags.READ_SRC | Flags.FLUSH_TYPE_VISIBILITY | Flags.FLUSH_TYPE_PERSISTENT
+const REMOTE_WRITE = Flags.WRITE_DST
+const LOCAL_WRITE = Flags.READ_DST | Flags.WRITE_SRC | Flags.WRITE_DST | Flags.RECV
+// librpma's flush reads this many bytes from the flushed range (RAW_SIZE in flush.c).
+const FLUSH_READ_SIZE = 8
+
+interface PostedRecv {
+  readonly id: number
+  readonly mr: fabric.MrLocal
+  readonly offset: number
+  readonly length: number
+}
+
+interface PendingSend {
+  readonly id: number
+  readonly bytes: Uint8Array
+  readonly from: fabric.Conn
+}
+
+/** Per-handle queues, kept beside the handles so that the fabric's types stay plain data. */
+interface ConnQueues {
+  readonly events: Queue.Queue<Driver.ConnEvent>
+  readonly completions: Queue.Queue<Driver.Completion>
+  readonly recvs: Array<PostedRecv>
+  readonly sends: Array<PendingSend>
+}
+
+/** @internal */
+export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
+  const { acquire, call, deadOrWrong, invalid, peerOf, releaseHandle, rpma } = tools
+  const listeners = new Map<string, fabric.Endpoint>()
+  const incoming = new WeakMap<fabric.Endpoint, Queue.Queue<fabric.ConnReq | undefined>>()
+  const queues = new WeakMap<fabric.Conn, ConnQueues>()
+  // Every live local region by rkey: the fabric's view of what a remote key reaches.
+  const byRkey = new Map<number, fabric.MrLocal>()
+  let nextPort = 20000
+
+  const unsafeQueue = <A>() => Effect.runSync(Queue.unbounded<A>())
+  const key = (address: string, port: number) => `${address}:${port}`
+  const endpointOf = (value: unknown) => fabric.asHandle(value, "Endpoint")
+  const reqOf = (value: unknown) => fabric.asHandle(value, "ConnReq")
+  const connOf = (value: unknown) => fabric.asHandle(value, "Conn")
+  const q = (conn: fabric.Conn) => queues.get(conn)!
+
+  const emit = (conn: fabric.Conn, event: Driver.ConnEvent) => Queue.unsafeOffer(q(conn).events, event)
+  const complete = (conn: fabric.Conn, id: number, status: number, byteLength = 0) =>
+    Queue.unsafeOffer(q(conn).completions, { id, status, byteLength })
+
+  /** Fails every request still waiting on a connection, as a QP in the error state does. */
+  const flushAll = (conn: fabric.Conn) => {
+    const { recvs, sends } = q(conn)
+    for (const r of recvs.splice(0)) complete(conn, r.id, WcStatus.WR_FLUSH_ERR)
+    for (const s of sends.splice(0)) complete(s.from, s.id, WcStatus.WR_FLUSH_ERR)
+  }
+
+  const endConnection = (conn: fabric.Conn, event: "CLOSED" | "LOST") => {
+    for (const side of [conn, conn.other]) {
+      if (side === undefined || side.state === "closed") continue
+      side.state = "closed"
+      flushAll(side)
+      emit(side, event)
+    }
+  }
+
+  const newConn = (peer: fabric.Peer, config: Driver.ConnConfig, privateData: Uint8Array, address: string) => {
+    const conn: fabric.Conn = {
+      kind: "Conn",
+      id: world.nextId++,
+      alive: true,
+      peer,
+      config,
+      other: undefined,
+      state: "connecting",
+      privateData
+    }
+    queues.set(conn, { events: unsafeQueue(), completions: unsafeQueue(), recvs: [], sends: [] })
+    return acquire(conn, "Conn", `connection with ${address}`)
+  }
+
+  /** The local region a local handle names, if it may be used on this connection. */
+  const localRegion = (conn: fabric.Conn, value: unknown, access: number): number | fabric.MrLocal => {
+    const mr = fabric.asHandle(value, "MrLocal")
+    if (mr === undefined || !mr.alive) return -1
+    // A region of another peer (another protection domain) or without the access: a local protection error.
+    if (mr.peer !== conn.peer || (access !== 0 && (mr.usage & access) === 0)) return WcStatus.LOC_PROT_ERR
+    return mr
+  }
+
+  /** What a remote key and address reach on the other side, or the completion status that refuses it. */
+  const remoteTarget = (conn: fabric.Conn, remote: fabric.MrRemote, offset: number, length: number, access: number) => {
+    const target = byRkey.get(remote.rkey)
+    const address = remote.address + BigInt(offset)
+    if (
+      target === undefined || !target.alive || target.peer !== conn.other?.peer ||
+      (target.usage & access) === 0 || address < target.address ||
+      address + BigInt(length) > target.address + BigInt(target.memory.byteLength)
+    ) return WcStatus.REM_ACCESS_ERR
+    return { target, at: Number(address - target.address) }
+  }
+
+  /** Delivers a send to the other side's next posted receive, or queues it there (RNR retries forever). */
+  const deliver = (to: fabric.Conn, send: PendingSend) => {
+    const recv = q(to).recvs.shift()
+    if (recv === undefined) return void q(to).sends.push(send)
+    if (send.bytes.byteLength > recv.length) {
+      complete(to, recv.id, WcStatus.LOC_LEN_ERR)
+      complete(send.from, send.id, WcStatus.REM_INV_REQ_ERR)
+      to.state = "error"
+      send.from.state = "error"
+      return
+    }
+    recv.mr.memory.set(send.bytes, recv.offset)
+    complete(to, recv.id, WcStatus.SUCCESS, send.bytes.byteLength)
+    complete(send.from, send.id, WcStatus.SUCCESS)
+  }
+
+  /** Runs a work request; returns the completion status, or undefined when it completes later. */
+  const execute = (conn: fabric.Conn, wr: Driver.WorkRequest): number | undefined => {
+    switch (wr.op) {
+      case "write":
+      case "atomicWrite": {
+        const length = wr.op === "write" ? wr.length : 8
+        let bytes: Uint8Array
+        if (wr.op === "write") {
+          const src = localRegion(conn, wr.src, 0)
+          if (typeof src === "number") return WcStatus.LOC_PROT_ERR
+          if (wr.srcOffset + length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
+          bytes = src.memory.subarray(wr.srcOffset, wr.srcOffset + length)
+        } else {
+          bytes = wr.value
+        }
+        const dst = remoteTarget(conn, fabric.asHandle(wr.dst, "MrRemote")!, wr.dstOffset, length, REMOTE_WRITE)
+        if (typeof dst === "number") return dst
+        dst.target.memory.set(bytes, dst.at)
+        return WcStatus.SUCCESS
+      }
+      case "read": {
+        const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
+        if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
+        if (wr.dstOffset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        const src = remoteTarget(conn, fabric.asHandle(wr.src, "MrRemote")!, wr.srcOffset, wr.length, REMOTE_READ)
+        if (typeof src === "number") return src
+        dst.memory.set(src.target.memory.subarray(src.at, src.at + wr.length), wr.dstOffset)
+        return WcStatus.SUCCESS
+      }
+      case "flush": {
+        const remote = fabric.asHandle(wr.dst, "MrRemote")!
+        const length = Math.min(FLUSH_READ_SIZE, Math.max(wr.length, 1))
+        const dst = remoteTarget(conn, remote, wr.dstOffset, length, REMOTE_READ)
+        return typeof dst === "number" ? dst : WcStatus.SUCCESS
+      }
+      case "send": {
+        const src = localRegion(conn, wr.src, 0)
+        if (typeof src === "number") return WcStatus.LOC_PROT_ERR
+        if (wr.offset + wr.length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        // The bytes leave when the request runs, as a NIC's DMA read would take them.
+        deliver(conn.other!, { id: wr.id, bytes: src.memory.slice(wr.offset, wr.offset + wr.length), from: conn })
+        return undefined
+      }
+      case "recv": {
+        const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
+        if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
+        if (wr.offset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        q(conn).recvs.push({ id: wr.id, mr: dst, offset: wr.offset, length: wr.length })
+        const waiting = q(conn).sends.shift()
+        if (waiting !== undefined) deliver(conn, waiting)
+        return undefined
+      }
+    }
+  }
+
+  const operationOf = (wr: Driver.WorkRequest): fabric.DataOperation =>
+    wr.op === "atomicWrite" ? "rpma_atomic_write" : `rpma_${wr.op}`
+
+  /** librpma's own argument checks of a work request, before anything is posted. */
+  const refuse = (conn: fabric.Conn, wr: Driver.WorkRequest) => {
+    const operation = operationOf(wr)
+    const handles: Array<[unknown, fabric.Kind]> = wr.op === "write"
+      ? [[wr.dst, "MrRemote"], [wr.src, "MrLocal"]]
+      : wr.op === "read"
+      ? [[wr.dst, "MrLocal"], [wr.src, "MrRemote"]]
+      : wr.op === "flush" || wr.op === "atomicWrite"
+      ? [[wr.dst, "MrRemote"]]
+      : wr.op === "send"
+      ? [[wr.src, "MrLocal"]]
+      : wr.op === "recv"
+      ? [[wr.dst, "MrLocal"]]
+      : []
+    if (handles.length === 0) return invalid("post", `unknown work request ${String((wr as { op: unknown }).op)}`)
+    for (const [value, kind] of handles) {
+      const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
+      if (refused !== undefined) return refused
+    }
+    if (wr.op === "atomicWrite" && wr.dstOffset % 8 !== 0) {
+      return invalid(operation, `dst_offset ${wr.dstOffset} is not aligned to 8 bytes`)
+    }
+    if (wr.op === "flush") {
+      if (wr.type !== "visibility" && wr.type !== "persistent") return invalid(operation, "unknown flush type")
+      if (wr.type === "persistent" && !conn.config.directWriteToPmem) {
+        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
+      }
+      const flushBit = wr.type === "persistent" ? Flags.FLUSH_TYPE_PERSISTENT : Flags.FLUSH_TYPE_VISIBILITY
+      if ((fabric.asHandle(wr.dst, "MrRemote")!.usage & flushBit) === 0) {
+        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
+      }
+    }
+    if (conn.state === "connecting") return rpma(operation, RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
+    return undefined
+  }
+
+  const calls = {
+    epListen: (peerValue, address, port) =>
+      call(
+        "rpma_ep_listen",
+        () =>
+          deadOrWrong("rpma_ep_listen", "peer", peerOf(peerValue)) ??
+            (typeof address !== "string" || !Number.isInteger(port) || port < 0 || port > 65535
+              ? invalid("rpma_ep_listen", "addr or port is NULL or invalid")
+              : undefined),
+        (code) => rpma("rpma_ep_listen", code, "planned fault"),
+        () => {
+          const actual = port === 0 ? nextPort++ : port
+          if (!world.devices.has(address)) {
+            return rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`)
+          }
+          if (listeners.has(key(address, actual))) {
+            return rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`)
+          }
+          const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
+          listeners.set(key(address, actual), ep)
+          incoming.set(ep, unsafeQueue())
+          return acquire(ep, "Endpoint", `endpoint listening on ${address}:${actual}`)
+        }
+      ),
+
+    epPort: (value) =>
+      Effect.suspend(() => {
+        const ep = endpointOf(value)
+        return deadOrWrong("rpma_ep_get_port", "endpoint", ep) ?? Effect.succeed(ep!.port)
+      }),
+
+    epShutdown: (value) =>
+      Effect.suspend(() => {
+        const ep = endpointOf(value)
+        const refused = deadOrWrong("rpma_ep_shutdown", "endpoint", ep)
+        if (refused !== undefined) return refused
+        listeners.delete(key(ep!.address, ep!.port))
+        releaseHandle(ep!)
+        // Waiters wake up to a shut-down endpoint.
+        Queue.unsafeOffer(incoming.get(ep!)!, undefined)
+        return Effect.void
+      }),
+
+    epNextConnReq: (value, config) =>
+      call(
+        "rpma_ep_next_conn_req",
+        () => deadOrWrong("rpma_ep_next_conn_req", "endpoint", endpointOf(value)),
+        (code) => rpma("rpma_ep_next_conn_req", code, "planned fault"),
+        () => {
+          const ep = endpointOf(value)!
+          const queue = incoming.get(ep)!
+          return Effect.flatMap(Queue.take(queue), (client) => {
+            if (client === undefined || !ep.alive) {
+              Queue.unsafeOffer(queue, undefined)
+              return invalid("rpma_ep_next_conn_req", "the endpoint was shut down")
+            }
+            const req: fabric.ConnReq = {
+              kind: "ConnReq",
+              id: world.nextId++,
+              alive: true,
+              peer: ep.peer,
+              config,
+              address: ep.address,
+              port: ep.port,
+              client: client.client,
+              privateData: client.privateData
+            }
+            return acquire(req, "ConnReq", `incoming connection request on ${ep.address}:${ep.port}`)
+          })
+        }
+      ),
+
+    connReqNew: (peerValue, address, port, config) =>
+      call(
+        "rpma_conn_req_new",
+        () =>
+          deadOrWrong("rpma_conn_req_new", "peer", peerOf(peerValue)) ??
+            (typeof address !== "string" || !Number.isInteger(port) ? invalid("rpma_conn_req_new", "addr or port is NULL") : undefined),
+        (code) => rpma("rpma_conn_req_new", code, "planned fault"),
+        () => {
+          if (!world.devices.has(address)) {
+            return rpma("rpma_conn_req_new", RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`)
+          }
+          const req: fabric.ConnReq = {
+            kind: "ConnReq",
+            id: world.nextId++,
+            alive: true,
+            peer: peerOf(peerValue)!,
+            config,
+            address,
+            port,
+            client: undefined,
+            privateData: new Uint8Array(0)
+          }
+          return acquire(req, "ConnReq", `outgoing connection request to ${address}:${port}`)
+        }
+      ),
+
+    connReqPrivateData: (value) =>
+      Effect.suspend(() => {
+        const req = reqOf(value)
+        return deadOrWrong("rpma_conn_req_get_private_data", "connection request", req) ??
+          Effect.succeed(Uint8Array.from(req!.privateData))
+      }),
+
+    connReqConnect: (value, privateData) =>
+      call(
+        "rpma_conn_req_connect",
+        () => deadOrWrong("rpma_conn_req_connect", "connection request", reqOf(value)),
+        (code) => {
+          releaseHandle(reqOf(value)!)
+          return rpma("rpma_conn_req_connect", code, "planned fault")
+        },
+        () => {
+          const req = reqOf(value)!
+          releaseHandle(req) // consumed, as rpma_conn_req_connect does
+          // rdma_cm pads private data; like it, we keep what was sent (the padding is the native driver's).
+          const sent = privateData === undefined ? new Uint8Array(0) : Uint8Array.from(privateData)
+          if (req.client === undefined) {
+            return Effect.tap(newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`), (conn) => {
+              const ep = listeners.get(key(req.address, req.port))
+              if (ep === undefined) return void emit(conn, "REJECTED")
+              Queue.unsafeOffer(incoming.get(ep)!, {
+                ...req,
+                client: conn,
+                privateData: sent
+              })
+            })
+          }
+          const client = req.client
+          return Effect.tap(newConn(req.peer, req.config, req.privateData, `${req.address}:${req.port}`), (server) => {
+            if (!client.alive || client.state !== "connecting") return void emit(server, "LOST")
+            server.other = client
+            client.other = server
+            client.privateData = sent
+            server.state = "established"
+            client.state = "established"
+            emit(server, "ESTABLISHED")
+            emit(client, "ESTABLISHED")
+          })
+        }
+      ),
+
+    connReqDelete: (value) =>
+      Effect.suspend(() => {
+        const req = reqOf(value)
+        const refused = deadOrWrong("rpma_conn_req_delete", "connection request", req)
+        if (refused !== undefined) return refused
+        releaseHandle(req!)
+        if (req!.client !== undefined && req!.client.alive) emit(req!.client, "REJECTED")
+        return Effect.void
+      }),
+
+    connNextEvent: (value) =>
+      Effect.suspend(() => {
+        const conn = connOf(value)
+        return deadOrWrong("rpma_conn_next_event", "connection", conn) ?? Queue.take(q(conn!).events)
+      }),
+
+    connPrivateData: (value) =>
+      Effect.suspend(() => {
+        const conn = connOf(value)
+        return deadOrWrong("rpma_conn_get_private_data", "connection", conn) ??
+          Effect.succeed(Uint8Array.from(conn!.privateData))
+      }),
+
+    connDisconnect: (value) =>
+      call(
+        "rpma_conn_disconnect",
+        () => deadOrWrong("rpma_conn_disconnect", "connection", connOf(value)),
+        (code) => rpma("rpma_conn_disconnect", code, "planned fault"),
+        () => Effect.sync(() => endConnection(connOf(value)!, "CLOSED"))
+      ),
+
+    connDelete: (value) =>
+      Effect.suspend(() => {
+        const conn = connOf(value)
+        const refused = deadOrWrong("rpma_conn_delete", "connection", conn)
+        if (refused !== undefined) return refused
+        // Deleting without disconnecting: the other side sees the connection end.
+        if (conn!.state !== "closed") endConnection(conn!, "CLOSED")
+        releaseHandle(conn!)
+        return Effect.void
+      }),
+
+    post: (value, wr) => {
+      const conn = connOf(value)
+      const operation = typeof wr === "object" && wr !== null ? operationOf(wr) : "rpma_write"
+      return call(
+        operation,
+        () => deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr),
+        (code) => rpma(operation, code, "planned fault"),
+        (planned) =>
+          Effect.sync(() => {
+            const c = conn!
+            if (planned !== undefined && "loseConnection" in planned) endConnection(c, "LOST")
+            if (c.state === "closed" || c.state === "error") return complete(c, wr.id, WcStatus.WR_FLUSH_ERR)
+            const status = planned !== undefined && "completionStatus" in planned
+              ? planned.completionStatus
+              : execute(c, wr)
+            if (status === undefined) return
+            // A failed request moves the queue pair to the error state: everything after it is flushed.
+            if (status !== WcStatus.SUCCESS) {
+              c.state = "error"
+              flushAll(c)
+            }
+            complete(c, wr.id, status)
+          })
+      )
+    },
+
+    nextCompletions: (value) =>
+      Effect.suspend(() => {
+        const conn = connOf(value)
+        const refused = deadOrWrong("rpma_cq_wait", "connection", conn)
+        if (refused !== undefined) return refused
+        const completions = q(conn!).completions
+        return Effect.flatMap(Queue.take(completions), (first) =>
+          Effect.map(Queue.takeAll(completions), (rest) => [first, ...rest]))
+      })
+  } satisfies Partial<Driver.Driver>
+
+  return {
+    calls,
+    /** Keeps the rkey index in step with registrations. */
+    registered: (mr: fabric.MrLocal) => void byRkey.set(mr.rkey, mr),
+    deregistered: (mr: fabric.MrLocal) => void byRkey.delete(mr.rkey)
+  }
+}

@@ -1,0 +1,242 @@
+/**
+ * Connections and the data path on the simulated fabric: two peers in one process.
+ */
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Exit, Fiber, Option, Stream } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+const serverUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+
+/** A server with an exposed region and a client connected to it. */
+const pair = (options?: Connection.Options) =>
+  Effect.gen(function*() {
+    const serverPeer = yield* Peer.make(address)
+    const clientPeer = yield* Peer.make(address)
+    const target = yield* LocalMr.allocate(serverPeer, 65536, serverUsage)
+    const ep = yield* Endpoint.listen(serverPeer, address, 0)
+    const accepting = yield* Endpoint.requests(ep).pipe(
+      Stream.take(1),
+      Stream.runHead,
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.dieMessage("no request"),
+        onSome: (req) => Endpoint.accept(req, { privateData: new TextEncoder().encode("welcome") })
+      })),
+      Effect.fork
+    )
+    const client = yield* Connection.connect(clientPeer, address, ep.port, {
+      ...options,
+      privateData: new TextEncoder().encode("hello")
+    })
+    const server = yield* Fiber.join(accepting)
+    const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
+      Effect.flatMap(RemoteMr.require(serverUsage))
+    )
+    return { serverPeer, clientPeer, target, client, server, remote, ep }
+  })
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer()))
+
+describe("connections", () => {
+  it.effect("connect, accept, exchange private data; the client's close is seen by the server", () =>
+    inWorld(Effect.gen(function*() {
+      const serverPeer = yield* Peer.make(address)
+      const clientPeer = yield* Peer.make(address)
+      const ep = yield* Endpoint.listen(serverPeer, address, 0)
+      const accepting = yield* Endpoint.requests(ep).pipe(
+        Stream.runHead,
+        Effect.flatMap(Option.match({
+          onNone: () => Effect.dieMessage("no request"),
+          onSome: (req) => Endpoint.accept(req, { privateData: new TextEncoder().encode("welcome") })
+        })),
+        Effect.fork
+      )
+      const server = yield* Effect.scoped(Effect.gen(function*() {
+        const client = yield* Connection.connect(clientPeer, address, ep.port, {
+          privateData: new TextEncoder().encode("hello")
+        })
+        const server = yield* Fiber.join(accepting)
+        assert.strictEqual(new TextDecoder().decode(server.privateData), "hello")
+        assert.strictEqual(new TextDecoder().decode(client.privateData), "welcome")
+        assert.strictEqual(yield* client.state, "ESTABLISHED")
+        return server
+      }))
+      // The client's scope has closed: it disconnected, and the server saw it.
+      const events = yield* Stream.runCollect(server.events)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(events), ["CLOSED"])
+      assert.strictEqual(yield* server.state, "CLOSED")
+    })))
+
+  it.effect("nobody listening → ConnectionFailedError (REJECTED); no device → RpmaProviderError", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const rejected = yield* Effect.flip(Effect.scoped(Connection.connect(peer, address, 4791)))
+      assert.strictEqual(rejected._tag, "ConnectionFailedError")
+      assert.match(rejected.message, /rejected/)
+      const unreachable = yield* Effect.flip(Effect.scoped(Connection.connect(peer, "192.0.2.99", 4791)))
+      assert.strictEqual(unreachable._tag, "RpmaProviderError")
+    })))
+
+  it.effect("an endpoint rejects the requests it never answered when it shuts down", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const port = yield* Effect.scoped(Effect.gen(function*() {
+        const ep = yield* Endpoint.listen(peer, address, 0)
+        const client = yield* Effect.fork(Effect.scoped(Connection.connect(peer, address, ep.port)))
+        yield* Endpoint.requests(ep).pipe(Stream.take(1), Stream.runDrain)
+        return { port: ep.port, client }
+      }))
+      const exit = yield* Fiber.await(port.client)
+      assert.isTrue(Exit.isFailure(exit))
+    })))
+})
+
+describe("operations", () => {
+  it.effect("write, flush and read back", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+      const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+      src.memory.set(new TextEncoder().encode("record #1"), 0)
+      yield* Connection.write(client, remote, 1000, src, 0, 9)
+      yield* Connection.flush(client, remote, 1000, 9)
+      assert.strictEqual(new TextDecoder().decode(target.memory.subarray(1000, 1009)), "record #1")
+      yield* Connection.read(client, dst, 100, remote, 1000, 9)
+      assert.strictEqual(new TextDecoder().decode(dst.memory.subarray(100, 109)), "record #1")
+    })))
+
+  it.effect("atomic write of 8 aligned bytes; misaligned or wrong size refused before posting", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, remote, target } = yield* pair()
+      yield* Connection.atomicWrite(client, remote, 64, Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8))
+      assert.deepStrictEqual(Array.from(target.memory.subarray(64, 72)), [1, 2, 3, 4, 5, 6, 7, 8])
+      const misaligned = yield* Effect.flip(Connection.atomicWrite(client, remote, 63, new Uint8Array(8)))
+      assert.strictEqual(misaligned._tag, "OutOfRangeError")
+      const short = yield* Effect.flip(Connection.atomicWrite(client, remote, 64, new Uint8Array(4)))
+      assert.strictEqual(short._tag, "OutOfRangeError")
+    })))
+
+  it.effect("send and recv; a message longer than the receive buffer fails on both sides", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, server, serverPeer } = yield* pair()
+      const out = yield* LocalMr.allocate(clientPeer, 256, Usage.SEND)
+      const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
+      out.memory.set(new TextEncoder().encode("ping"))
+      const received = yield* Effect.fork(Connection.recv(server, inbox, 0, 128))
+      yield* Connection.send(client, out, 0, 4)
+      assert.strictEqual(yield* Fiber.join(received), 4)
+      assert.strictEqual(new TextDecoder().decode(inbox.memory.subarray(0, 4)), "ping")
+      // Send before the receive is posted: it waits (receiver-not-ready retries), then lands.
+      const early = yield* Effect.fork(Connection.send(client, out, 0, 4))
+      assert.strictEqual(yield* Connection.recv(server, inbox, 4, 4), 4)
+      yield* Fiber.join(early)
+      const tooSmall = yield* Effect.fork(Effect.flip(Connection.recv(server, inbox, 0, 2)))
+      const sendError = yield* Effect.flip(Connection.send(client, out, 0, 4))
+      assert.strictEqual(sendError._tag === "CompletionError" && sendError.statusName, "IBV_WC_REM_INV_REQ_ERR")
+      const recvError = yield* Fiber.join(tooSmall)
+      assert.strictEqual(recvError._tag === "CompletionError" && recvError.statusName, "IBV_WC_LOC_LEN_ERR")
+    })))
+
+  it.effect("the fabric enforces rkeys, bounds and access rights; the queue pair then fails what follows", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+      // A tampered descriptor: the right rkey, an address past the region.
+      const d = yield* LocalMr.describe(target)
+      const forged = yield* RemoteMr.fromDescriptor(Descriptor.encode({ ...d, address: d.address + 65536n })).pipe(
+        Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
+      )
+      const error = yield* Effect.flip(Connection.write(client, forged, 0, src, 0, 16))
+      assert.strictEqual(error._tag, "CompletionError")
+      assert.match(error.message, /IBV_WC_REM_ACCESS_ERR \(10\): the remote region refused/)
+      const next = yield* Effect.flip(Connection.write(client, remote, 0, src, 0, 16))
+      assert.strictEqual(next._tag === "CompletionError" && next.statusName, "IBV_WC_WR_FLUSH_ERR")
+    })))
+
+  it.effect("a region registered without WRITE_DST cannot be written, even with a forged usage", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, serverPeer } = yield* pair()
+      const readOnly = yield* LocalMr.allocate(serverPeer, 4096, Usage.READ_SRC)
+      const d = yield* LocalMr.describe(readOnly)
+      const forged = yield* RemoteMr.fromDescriptor(Descriptor.encode({ ...d, usage: Usage.WRITE_DST })).pipe(
+        Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
+      )
+      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+      const error = yield* Effect.flip(Connection.write(client, forged, 0, src, 0, 16))
+      assert.strictEqual(error._tag === "CompletionError" && error.status, 10)
+    })))
+
+  it.effect("offsets and lengths are checked against both regions before anything is posted", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote } = yield* pair()
+      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+      const before = yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_write")))
+      const cases: Array<[number, number, number, RegExp]> = [
+        [0, 4000, 200, /source range \[4000, 4200\) is outside its 4096-byte region/],
+        [65530, 0, 16, /destination range \[65530, 65546\) is outside its 65536-byte region/],
+        [-1, 0, 1, /offset -1 is not a non-negative integer/],
+        [0, 0, 2 ** 32, /exceeds 2\^32 - 1/]
+      ]
+      for (const [dstOffset, srcOffset, length, message] of cases) {
+        const error = yield* Effect.flip(Connection.write(client, remote, dstOffset, src, srcOffset, length))
+        assert.strictEqual(error._tag, "OutOfRangeError")
+        assert.match(error.message, message)
+      }
+      const after = yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_write")))
+      assert.strictEqual(after, before)
+    })))
+
+  it.effect("a persistent flush needs a peer that writes directly to persistent memory", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, serverPeer } = yield* pair()
+      const pmem = yield* LocalMr.allocate(serverPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT))
+      const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(pmem)).pipe(
+        Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
+      )
+      const error = yield* Effect.flip(Connection.flushPersistent(client, remote, 0, 64))
+      assert.strictEqual(error._tag, "RpmaNoSupportError")
+    })))
+
+  it.effect("many operations in flight at once", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const src = yield* LocalMr.allocate(clientPeer, 65536, Usage.WRITE_SRC)
+      for (let i = 0; i < 512; i++) src.memory[i * 128] = i % 251
+      yield* Effect.forEach(
+        Array.from({ length: 512 }, (_, i) => i),
+        (i) => Connection.write(client, remote, i * 128, src, i * 128, 128),
+        { concurrency: "unbounded", discard: true }
+      )
+      for (let i = 0; i < 512; i++) assert.strictEqual(target.memory[i * 128], i % 251)
+    })))
+})
+
+describe("a lost connection", () => {
+  it.effect("fails pending and later operations instead of hanging, and is seen as LOST", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, server, serverPeer } = yield* pair()
+      const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
+      const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, inbox, 0, 256)))
+      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+      yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
+      const lost = yield* Effect.flip(Connection.write(client, remote, 0, src, 0, 64))
+      assert.include(["ConnectionClosedError", "CompletionError"], lost._tag)
+      const pending = yield* Fiber.join(waiting)
+      assert.include(["ConnectionClosedError", "CompletionError"], pending._tag)
+      const later = yield* Effect.flip(Connection.write(client, remote, 0, src, 0, 64))
+      assert.strictEqual(later._tag, "ConnectionClosedError")
+      assert.strictEqual(yield* client.state, "LOST")
+      assert.strictEqual(yield* server.state, "LOST")
+    })))
+
+  it.effect("a planned completion failure reaches the caller as a CompletionError", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote } = yield* pair()
+      const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+      yield* SimulatedDriver.fail({ operation: "rpma_read", nth: 1, completionStatus: 12 })
+      const error = yield* Effect.flip(Connection.read(client, dst, 0, remote, 0, 64))
+      assert.strictEqual(error._tag === "CompletionError" && error.statusName, "IBV_WC_RETRY_EXC_ERR")
+    })))
+})
