@@ -1,0 +1,23 @@
+{
+  "targets": [
+    {
+      "target_name": "rpma_addon",
+      "sources": [
+        "src/addon.cc",
+        "src/errors.cc",
+        "src/memory.cc",
+        "src/peer.cc",
+        "src/mr.cc",
+        "src/cm.cc"
+      ],
+      "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
+      "defines": [
+        "NAPI_VERSION=8",
+        "NODE_ADDON_API_DISABLE_DEPRECATED"
+      ],
+      "include_dirs": ["<!@(pkg-config --cflags-only-I librpma librdmacm libibverbs | sed s/-I//g)"],
+      "libraries": ["<!@(pkg-config --libs librpma librdmacm libibverbs)"],
+      "cflags_cc": ["-std=c++17", "-Wall", "-Wextra"]
+    }
+  ]
+}

@@ -1,0 +1,186 @@
+/**
+ * The raw addon as a service, so that tests and embedders can load it from another path or
+ * provide a fake. Loading happens when a layer is built, never on import: a machine without the
+ * built addon or without the RDMA libraries can still import this package and fall back to
+ * another driver.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { existsSync, readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+/**
+ * What the addon exports. Handles are opaque objects; arguments are typed `unknown` because the
+ * addon checks them at run time (a wrong kind, a closed handle or a `null` is RPMA_E_INVAL or
+ * EINVAL, never a crash). Failures are thrown (or rejected) as Errors with `operation`, an
+ * optional `detail`, and `code` (librpma) or `errno` (librdmacm, verbs).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Binding {
+  /** Routes librpma's log into the failing call's `detail`. Idempotent. */
+  readonly installLogCapture: () => void
+  readonly getIbvContext: (address: unknown, kind: unknown) => Promise<object>
+  readonly peerNew: (context: unknown) => object
+  readonly peerDelete: (peer: unknown) => void
+  readonly mrReg: (peer: unknown, memory: unknown, usage: unknown) => object
+  readonly mrDereg: (mr: unknown) => void
+  readonly mrGetDescriptorSize: (mr: unknown) => number
+  readonly mrGetDescriptor: (mr: unknown) => Uint8Array
+  readonly mrGetPtr: (mr: unknown) => bigint
+  readonly mrGetSize: (mr: unknown) => number
+  readonly mrRemoteFromDescriptor: (descriptor: unknown) => object
+  readonly mrRemoteDelete: (mr: unknown) => void
+  readonly mrRemoteGetSize: (mr: unknown) => bigint
+  readonly mrRemoteGetFlushType: (mr: unknown) => number
+  readonly cmCreateId: (address: unknown) => Promise<object>
+  readonly cmDestroyId: (id: unknown) => void
+  readonly cmReg: (id: unknown, kind: unknown, memory: unknown) => object
+  readonly cmDeregMr: (mr: unknown) => void
+  readonly cmMrInfo: (mr: unknown) => { address: bigint; length: number; lkey: number; rkey: number }
+  readonly allocate: (size: unknown) => Uint8Array
+  readonly free: (memory: unknown) => void
+  /** Live native objects by kind, process-wide. */
+  readonly liveHandles: () => {
+    peers: number
+    localRegions: number
+    remoteRegions: number
+    cmIds: number
+    cmRegions: number
+  }
+  /** How many allocate() blocks are not yet freed (kept alive by an ArrayBuffer or a registration). */
+  readonly liveAllocations: () => number
+}
+
+/**
+ * The addon.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class RpmaBinding extends Context.Tag("@effect-rdma/native/RpmaBinding")<RpmaBinding, Binding>() {}
+
+/**
+ * The addon could not be loaded. `AddonNotBuilt`: there is no (usable) build, run
+ * `pnpm --filter @effect-rdma/native build:addon`. `LibraryMissing`: a shared library it links is
+ * not installed; `library` and `debianPackage` say which.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NativeLoadError extends Data.TaggedError("NativeLoadError")<{
+  readonly reason: "AddonNotBuilt" | "LibraryMissing" | "Unknown"
+  readonly path: string
+  readonly library?: string | undefined
+  readonly debianPackage?: string | undefined
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    switch (this.reason) {
+      case "AddonNotBuilt":
+        return `the @effect-rdma/native addon is not built (${this.path}): install librpma-dev librdmacm-dev ` +
+          `libibverbs-dev pkg-config, then run \`pnpm --filter @effect-rdma/native build:addon\``
+      case "LibraryMissing":
+        return `the @effect-rdma/native addon needs ${this.library ?? "a shared library"}, which is not installed` +
+          (this.debianPackage === undefined ? "" : `: install the Debian package ${this.debianPackage}`) +
+          ` (${causeMessage(this.cause)})`
+      case "Unknown":
+        return `the @effect-rdma/native addon at ${this.path} failed to load: ${causeMessage(this.cause)}`
+    }
+  }
+}
+
+const causeMessage = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
+
+const causeCode = (cause: unknown): unknown =>
+  typeof cause === "object" && cause !== null ? (cause as { readonly code?: unknown }).code : undefined
+
+/**
+ * Debian names a library's runtime package after its soname: libibverbs.so.1 → libibverbs1,
+ * librpma.so.0 → librpma0, libfoo-2.so.3 → libfoo-2-3.
+ */
+const debianPackageOf = (soname: string): string | undefined => {
+  const match = /^(lib.+?)\.so\.(\d+)/.exec(soname)
+  if (match === null) return undefined
+  const [, name, major] = match as unknown as [string, string, string]
+  return /\d$/.test(name) ? `${name}-${major}` : `${name}${major}`
+}
+
+/** @internal */
+export const classify = (path: string, cause: unknown): NativeLoadError => {
+  const code = causeCode(cause)
+  const message = causeMessage(cause)
+  if (code === "MODULE_NOT_FOUND") return new NativeLoadError({ reason: "AddonNotBuilt", path, cause })
+  if (code === "ERR_DLOPEN_FAILED") {
+    const missing = /([^\s:/]+\.so[.\d]*): cannot open shared object file/.exec(message)
+    if (missing !== null) {
+      const library = missing[1]!
+      return new NativeLoadError({
+        reason: "LibraryMissing",
+        path,
+        library,
+        debianPackage: debianPackageOf(library),
+        cause
+      })
+    }
+    // Built for another Node.js ABI: a rebuild fixes it.
+    if (message.includes("NODE_MODULE_VERSION")) return new NativeLoadError({ reason: "AddonNotBuilt", path, cause })
+  }
+  return new NativeLoadError({ reason: "Unknown", path, cause })
+}
+
+const packageRoot = (): string => {
+  let dir = dirname(fileURLToPath(import.meta.url))
+  for (;;) {
+    const manifest = join(dir, "package.json")
+    if (existsSync(manifest) && JSON.parse(readFileSync(manifest, "utf8")).name === "@effect-rdma/native") return dir
+    const parent = dirname(dir)
+    if (parent === dir) return dirname(fileURLToPath(import.meta.url))
+    dir = parent
+  }
+}
+
+/**
+ * Where node-gyp puts the addon: `build/Release/rpma_addon.node` under the package root, the
+ * same whether this module runs from `src/` or from a compiled `build/esm/`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultPath: string = join(packageRoot(), "build", "Release", "rpma_addon.node")
+
+/**
+ * Loads the addon at `path` (default {@link defaultPath}).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const load = (path: string = defaultPath): Effect.Effect<Binding, NativeLoadError> =>
+  Effect.try({
+    try: () => createRequire(import.meta.url)(path) as Binding,
+    catch: (cause) => classify(path, cause)
+  })
+
+/**
+ * The addon from {@link defaultPath}.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<RpmaBinding, NativeLoadError> = Layer.effect(RpmaBinding, load())
+
+/**
+ * The addon from another path (a debug build, a prebuilt copy).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerFromPath = (path: string): Layer.Layer<RpmaBinding, NativeLoadError> =>
+  Layer.effect(RpmaBinding, load(path))

@@ -1,0 +1,107 @@
+// @effect-rdma/native's addon: a thin layer over librpma and librdmacm. It converts arguments,
+// calls C, and returns results or the library's codes; policy lives in TypeScript.
+#include <napi.h>
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "errors.h"
+#include "handles.h"
+#include "memory.h"
+
+namespace rdma {
+
+namespace {
+
+// Random, fixed per kind: a handle of one kind never passes for another.
+const napi_type_tag kTags[static_cast<int>(Kind::Count)] = {
+    {0x8d6f1c3e2b7a4f01ULL, 0x9e2c4b7d1a3f5e60ULL},  // IbvContext
+    {0x1b9e7d3c5a2f4e02ULL, 0x7c3a5e1d9b2f4a61ULL},  // Peer
+    {0x4e2a9c7b1d5f3e03ULL, 0x2d8b6f4a1c9e3b62ULL},  // MrLocal
+    {0x6c1d8e4a2f7b5a04ULL, 0x5a9e3c7d2b1f6e63ULL},  // MrRemote
+    {0x3f7a2e9d4c1b6e05ULL, 0x8b4d1f6a3e9c2d64ULL},  // CmId
+    {0x9a3e5c1f7d2b4a06ULL, 0x1e6c9a4d7b3f5c65ULL},  // CmMr
+};
+
+const char* const kNames[static_cast<int>(Kind::Count)] = {"ibv_context", "peer", "mr_local",
+                                                           "mr_remote",   "cm_id", "cm_mr"};
+
+}  // namespace
+
+const char* KindName(Kind kind) { return kNames[static_cast<int>(kind)]; }
+const napi_type_tag* TypeTag(Kind kind) { return &kTags[static_cast<int>(kind)]; }
+
+bool KindOf(Napi::Value value, Kind* kind) {
+  if (!value.IsObject()) return false;
+  Napi::Object object = value.As<Napi::Object>();
+  for (int i = 0; i < static_cast<int>(Kind::Count); i++) {
+    if (object.CheckTypeTag(&kTags[i])) {
+      *kind = static_cast<Kind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+std::atomic<long> live[static_cast<int>(Kind::Count)];
+}  // namespace
+
+void Count(Kind kind, int delta) { live[static_cast<int>(kind)] += delta; }
+
+Napi::Value LiveHandles(const Napi::CallbackInfo& info) {
+  auto get = [](Kind kind) { return static_cast<double>(live[static_cast<int>(kind)].load()); };
+  Napi::Object result = Napi::Object::New(info.Env());
+  result.Set("peers", get(Kind::Peer));
+  result.Set("localRegions", get(Kind::MrLocal));
+  result.Set("remoteRegions", get(Kind::MrRemote));
+  result.Set("cmIds", get(Kind::CmId));
+  result.Set("cmRegions", get(Kind::CmMr));
+  return result;
+}
+
+void Quarantine(std::shared_ptr<v8::BackingStore> memory) {
+  // Never destroyed: exit must not run BackingStore destructors after V8 is gone.
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::shared_ptr<v8::BackingStore>>();
+  if (!memory) return;
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(memory));
+}
+
+namespace {
+
+Napi::Value InstallLogCaptureJs(const Napi::CallbackInfo& info) {
+  InstallLogCapture();
+  return info.Env().Undefined();
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  auto* module = new Module();
+  env.SetInstanceData(module);  // deleted with the environment
+  IbvContext::Define(env, module);
+  Peer::Define(env, module);
+  MrLocal::Define(env, module);
+  MrRemote::Define(env, module);
+  CmId::Define(env, module);
+  CmMr::Define(env, module);
+
+  exports.Set("installLogCapture", Napi::Function::New(env, InstallLogCaptureJs, "installLogCapture"));
+  exports.Set("allocate", Napi::Function::New(env, Allocate, "allocate"));
+  exports.Set("free", Napi::Function::New(env, Free, "free"));
+  exports.Set("liveHandles", Napi::Function::New(env, LiveHandles, "liveHandles"));
+  exports.Set("liveAllocations", Napi::Function::New(env, LiveAllocations, "liveAllocations"));
+  RegisterPeer(env, exports);
+  RegisterMr(env, exports);
+  RegisterCm(env, exports);
+  return exports;
+}
+
+}  // namespace
+
+}  // namespace rdma
+
+static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return rdma::Init(env, exports); }
+
+NODE_API_MODULE(rpma_addon, InitAddon)

@@ -1,0 +1,86 @@
+#include "errors.h"
+
+#include <librpma.h>
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace rdma {
+
+Napi::Error MakeError(Napi::Env env, Domain domain, int code, const char* operation, const std::string& detail) {
+  std::string message = std::string(operation) + ": " +
+                        (domain == Domain::Rpma ? rpma_err_2str(code) : std::strerror(code));
+  if (!detail.empty()) message += ": " + detail;
+  Napi::Error error = Napi::Error::New(env, message);
+  error.Set("operation", Napi::String::New(env, operation));
+  error.Set(domain == Domain::Rpma ? "code" : "errno", Napi::Number::New(env, code));
+  if (!detail.empty()) error.Set("detail", Napi::String::New(env, detail));
+  return error;
+}
+
+Napi::Value Call::Fail(int code, const std::string& detail) const {
+  MakeError(env_, domain_, code, operation_, detail).ThrowAsJavaScriptException();
+  return env_.Undefined();
+}
+
+Napi::Value Call::Invalid(const std::string& detail) const {
+  return Fail(domain_ == Domain::Rpma ? RPMA_E_INVAL : EINVAL, detail);
+}
+
+namespace {
+
+thread_local std::string captured;
+
+// librpma 1.2's rpma_log_function: printf-like, called on the failing call's thread.
+void Capture(enum rpma_log_level level, const char* /* file */, const int /* line */, const char* function,
+             const char* format, ...) {
+  if (level > RPMA_LOG_LEVEL_WARNING) return;
+  char text[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  std::size_t end = std::strlen(text);
+  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) text[--end] = '\0';
+  // Only the last few messages matter; bound the buffer for long-lived threads.
+  if (captured.size() > 2048) captured.clear();
+  if (!captured.empty()) captured += "; ";
+  if (function != nullptr) captured += std::string(function) + ": ";
+  captured += text;
+}
+
+}  // namespace
+
+void InstallLogCapture() {
+  // Process-wide in librpma, so once per process whatever the number of Node environments.
+  static std::once_flag once;
+  std::call_once(once, [] { rpma_log_set_function(Capture); });
+}
+
+void ClearLog() { captured.clear(); }
+
+std::string TakeLog() {
+  std::string log;
+  log.swap(captured);
+  return log;
+}
+
+std::string MemlockHint(std::size_t size) {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY || size <= limit.rlim_cur) return {};
+  return "registering " + std::to_string(size) + " bytes exceeds RLIMIT_MEMLOCK (" + std::to_string(limit.rlim_cur) +
+         " bytes of locked memory): raise it with `ulimit -l unlimited` in the shell, LimitMEMLOCK=infinity in a "
+         "systemd unit, or --ulimit memlock=-1:-1 for a container";
+}
+
+std::string Join(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "; " + b;
+}
+
+}  // namespace rdma

@@ -1,0 +1,85 @@
+import { RdmaDriver } from "@effect-rdma/core/Driver"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as NativeDriver from "../src/NativeDriver.js"
+import * as RpmaBinding from "../src/RpmaBinding.js"
+
+describe("loading the addon", () => {
+  it.effect("the addon is built and NativeDriver.layer builds", () =>
+    Effect.gen(function*() {
+      const driver = yield* RdmaDriver
+      assert.strictEqual(driver.name, "native")
+      const live = yield* driver.live
+      for (const kind of ["peers", "localRegions", "remoteRegions", "cmIds", "cmRegions"] as const) {
+        assert.isNumber(live[kind], kind)
+      }
+    }).pipe(Effect.provide(NativeDriver.layer)))
+
+  it.effect("a missing build is AddonNotBuilt, with the command to run", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(RpmaBinding.load("/nonexistent/build/Release/rpma_addon.node"))
+      assert.strictEqual(error._tag, "NativeLoadError")
+      assert.strictEqual(error.reason, "AddonNotBuilt")
+      assert.include(error.message, "build:addon")
+    }))
+
+  it.effect("the layer fails with the tagged error, not a defect", () =>
+    Effect.gen(function*() {
+      const layer = Layer.provide(NativeDriver.layerWithBinding, RpmaBinding.layerFromPath("/nonexistent.node"))
+      const error = yield* Effect.flip(Effect.provide(RdmaDriver, layer))
+      assert.strictEqual(error.reason, "AddonNotBuilt")
+    }))
+
+  it.effect("a file that is not a shared object is Unknown, with dlopen's reason", () =>
+    Effect.gen(function*() {
+      const path = join(mkdtempSync(join(tmpdir(), "rpma-")), "garbage.node")
+      writeFileSync(path, Buffer.alloc(4096, 0x41)) // long enough for dlopen to read a header
+      const error = yield* Effect.flip(RpmaBinding.load(path))
+      assert.strictEqual(error.reason, "Unknown")
+      assert.include(error.message, "invalid ELF header") // dlopen's own reason
+    }))
+
+  it("a missing shared library is LibraryMissing, naming the Debian package", () => {
+    const dlopen = (library: string) =>
+      Object.assign(new Error(`${library}: cannot open shared object file: No such file or directory`), {
+        code: "ERR_DLOPEN_FAILED"
+      })
+    const cases = [["librpma.so.0", "librpma0"], ["librpma.so.1", "librpma1"], ["librdmacm.so.1", "librdmacm1"], [
+      "libibverbs.so.1",
+      "libibverbs1"
+    ]] as const
+    for (const [library, pkg] of cases) {
+      const error = RpmaBinding.classify("/x.node", dlopen(library))
+      assert.strictEqual(error.reason, "LibraryMissing")
+      assert.strictEqual(error.library, library)
+      assert.strictEqual(error.debianPackage, pkg)
+      assert.include(error.message, `install the Debian package ${pkg}`)
+    }
+  })
+
+  it("an addon built for another Node.js ABI is AddonNotBuilt", () => {
+    const message = "The module was compiled against a different Node.js version using NODE_MODULE_VERSION 108"
+    const cause = Object.assign(new Error(message), { code: "ERR_DLOPEN_FAILED" })
+    assert.strictEqual(RpmaBinding.classify("/x.node", cause).reason, "AddonNotBuilt")
+  })
+
+  it.effect("a fake binding can stand in for the addon", () =>
+    Effect.gen(function*() {
+      const driver = yield* RdmaDriver
+      const error = yield* Effect.flip(driver.peerDelete(null as never))
+      assert.strictEqual(error._tag, "RpmaInvalidError")
+      assert.strictEqual(error.detail, "fake")
+    }).pipe(
+      Effect.provide(NativeDriver.layerWithBinding),
+      Effect.provideService(RpmaBinding.RpmaBinding, {
+        installLogCapture: () => {},
+        peerDelete: () => {
+          throw Object.assign(new Error("fake"), { code: -100004, operation: "rpma_peer_delete", detail: "fake" })
+        }
+      } as unknown as RpmaBinding.Binding)
+    ))
+})

@@ -1,0 +1,57 @@
+// When allocate()'s memory is freed: once neither its ArrayBuffer nor a registration holds it.
+// Alone in its file, so that the process-wide count moves only with this test.
+import { RdmaDriver } from "@effect-rdma/core/Driver"
+import { assert, describe, layer } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
+import * as NativeDriver from "../src/NativeDriver.js"
+import * as RpmaBinding from "../src/RpmaBinding.js"
+
+setFlagsFromString("--expose-gc")
+const gc = runInNewContext("gc") as () => void
+
+// The allocation finalizer runs from a SetImmediate after its store goes.
+const settle = Effect.promise(() => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve))))
+
+const waitUntil = (predicate: () => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 50 && !predicate(); i++) {
+      gc()
+      yield* settle
+    }
+    return predicate()
+  })
+
+describe("allocations are freed once nothing holds them", () => {
+  layer(NativeDriver.layer)((it) => {
+    it.effect("by free(), by GC, and a transfer copies instead of moving them", () =>
+      Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        const binding = yield* RpmaBinding.load()
+        const base = binding.liveAllocations()
+
+        const freed = yield* driver.allocate(1 << 20)
+        assert.strictEqual(binding.liveAllocations(), base + 1)
+        yield* driver.free(freed)
+        assert.isTrue(yield* waitUntil(() => binding.liveAllocations() === base), "free()")
+
+        // Dropped without free(): the ArrayBuffer's finalizer frees it.
+        yield* Effect.sync(() => {
+          binding.allocate(1 << 20)
+        })
+        assert.isTrue(yield* waitUntil(() => binding.liveAllocations() === base), "GC")
+
+        // Transfer is harmless: Node marks external ArrayBuffers untransferable, so structuredClone
+        // and postMessage copy them, and the allocation stays where it was, owned by the driver.
+        const kept = yield* driver.allocate(4096)
+        kept[0] = 42
+        const copy = new Uint8Array(structuredClone(kept.buffer, { transfer: [kept.buffer as ArrayBuffer] }))
+        assert.strictEqual(kept.byteLength, 4096)
+        copy[0] = 7
+        assert.strictEqual(kept[0], 42)
+        yield* driver.free(kept)
+        assert.isTrue(yield* waitUntil(() => binding.liveAllocations() === base), "free() after a transfer")
+      }), { timeout: 30_000 })
+  })
+})
