@@ -226,23 +226,33 @@ const establish = (
       })
     )
 
-    // Once posted, a request cannot be recalled: the device may still touch its memory. So the
-    // whole operation is uninterruptible; an interruption takes effect when the completion arrives
-    // (a lost or closed connection completes every pending request).
-    const post = (operation: string, request: (id: number) => WorkRequest) =>
-      Effect.uninterruptible(Effect.gen(function*() {
+    // The queues have fixed sizes: more requests than that would make ibv_post_send fail, so wait for a slot.
+    const sendSlots = yield* Effect.makeSemaphore(config.sqSize)
+    const recvSlots = yield* Effect.makeSemaphore(config.rqSize)
+
+    // Once posted, a request cannot be recalled: the device may still touch its memory. So an
+    // operation is uninterruptible from the moment it has a slot; an interruption takes effect
+    // when the completion arrives (a lost or closed connection completes every pending request).
+    const postAndAwait = (operation: string, request: WorkRequest) =>
+      Effect.gen(function*() {
         if (state !== "ESTABLISHED") {
           return yield* Effect.fail(new ConnectionClosedError({ operation, reason: state }))
         }
-        const id = nextId++
         const deferred = yield* Deferred.make<number, OperationError>()
-        pending.set(id, deferred)
-        operations.set(id, operation)
-        yield* driver.post(handle, request(id)).pipe(
-          Effect.tapError(() => Effect.sync(() => (pending.delete(id), operations.delete(id))))
+        pending.set(request.id, deferred)
+        operations.set(request.id, operation)
+        yield* driver.post(handle, request).pipe(
+          Effect.tapError(() => Effect.sync(() => (pending.delete(request.id), operations.delete(request.id))))
         )
         return yield* Deferred.await(deferred)
-      }))
+      })
+
+    const post = (operation: string, request: (id: number) => WorkRequest) =>
+      Effect.uninterruptibleMask((restore) => {
+        const wr = request(nextId++)
+        const slots = wr.op === "recv" ? recvSlots : sendSlots
+        return Effect.zipRight(restore(slots.take(1)), Effect.ensuring(postAndAwait(operation, wr), slots.release(1)))
+      })
 
     return {
       handle,

@@ -291,10 +291,11 @@ export interface Driver {
    */
   readonly free: (memory: Uint8Array) => Effect.Effect<void>
 
-  /** rpma_ep_listen on `address`:`port`. */
+  /**
+   * rpma_ep_listen on `address`:`port`. Port 0 is refused (RPMA_E_INVAL): librpma cannot report
+   * which port the system would choose.
+   */
   readonly epListen: (peer: PeerHandle, address: string, port: number) => Effect.Effect<EndpointHandle, RpmaError>
-  /** The port an endpoint listens on (useful after listening on port 0). */
-  readonly epPort: (ep: EndpointHandle) => Effect.Effect<number, RpmaError>
   /** rpma_ep_shutdown. Pending {@link epNextConnReq} calls fail. */
   readonly epShutdown: (ep: EndpointHandle) => Effect.Effect<void, RpmaError>
   /** rpma_ep_next_conn_req: waits, without blocking the event loop, for an incoming request. */

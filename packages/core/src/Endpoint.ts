@@ -21,7 +21,6 @@ import type { RpmaError } from "./RdmaError.js"
 export interface Endpoint {
   readonly handle: EndpointHandle
   readonly address: string
-  /** The port it listens on (the one chosen by the system when asked for port 0). */
   readonly port: number
   /** @internal */
   readonly unanswered: Set<ConnectionRequest>
@@ -43,6 +42,7 @@ export interface ConnectionRequest {
 
 /**
  * Listens on `address`:`port` (rpma_ep_listen); shut down (rpma_ep_shutdown) with the scope.
+ * The port must be 1 to 65535: librpma cannot report a port the system chose.
  *
  * @since 0.1.0
  * @category constructors
@@ -54,11 +54,12 @@ export const listen = (
 ): Effect.Effect<Endpoint, RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(RdmaDriver, (driver) =>
     Effect.acquireRelease(
-      Effect.flatMap(driver.epListen(peer.handle, address, port), (handle) =>
-        Effect.map(
-          driver.epPort(handle).pipe(Effect.tapError(() => release("rpma_ep_shutdown", "an endpoint", driver.epShutdown(handle)))),
-          (actualPort): Endpoint => ({ handle, address, port: actualPort, unanswered: new Set() })
-        )),
+      Effect.map(driver.epListen(peer.handle, address, port), (handle): Endpoint => ({
+        handle,
+        address,
+        port,
+        unanswered: new Set()
+      })),
       (ep) =>
         Effect.forEach(ep.unanswered, (req) => reject(req), { discard: true }).pipe(
           Effect.zipRight(release("rpma_ep_shutdown", `the endpoint on ${address}:${ep.port}`, driver.epShutdown(ep.handle))),

@@ -6,7 +6,20 @@
  *
  * @since 0.1.0
  */
-import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import {
+  CmId,
+  Connection,
+  Descriptor,
+  Driver,
+  Endpoint,
+  LocalMr,
+  Memory,
+  Peer,
+  RemoteMr,
+  Usage
+} from "@effect-rdma/core"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -19,8 +32,12 @@ import type * as Scope from "effect/Scope"
  */
 export interface Case {
   readonly name: string
-  readonly run: (address: string) => Effect.Effect<void, unknown, Driver.RdmaDriver | Scope.Scope>
+  /** `port` is free for this case alone, for an endpoint to listen on. */
+  readonly run: (address: string, port: number) => Effect.Effect<void, unknown, Driver.RdmaDriver | Scope.Scope>
 }
+
+/** A port for each case, so that cases never share one (rdma_cm keeps a port busy for a while). */
+const portOf = (testCase: Case): number => 17000 + cases.indexOf(testCase)
 
 /** An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
 const NOWHERE = "192.0.2.99"
@@ -288,8 +305,195 @@ export const cases: ReadonlyArray<Case> = [
         yield* equal(memory.byteLength, 0, "released memory is detached")
         yield* expectTag(LocalMr.register(peer, Buffer.allocUnsafe(100), Usage.SEND), "MemoryRefusedError", "pool")
       })
-  }
+  },
+  ...connectionCases()
 ]
+
+/** A server peer with an exposed region, and a client connected to it. */
+const connectedPair = (address: string, port: number, options?: Connection.Options) =>
+  Effect.gen(function*() {
+    const serverPeer = yield* Peer.make(address)
+    const clientPeer = yield* Peer.make(address)
+    const target = yield* LocalMr.allocate(serverPeer, 65536, exposed)
+    const ep = yield* Endpoint.listen(serverPeer, address, port)
+    const accepting = yield* Endpoint.requests(ep, options).pipe(
+      Stream.runHead,
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.dieMessage("the endpoint's request stream ended"),
+        onSome: (req) => Endpoint.accept(req, { ...options, privateData: new TextEncoder().encode("welcome") })
+      })),
+      Effect.fork
+    )
+    const client = yield* Connection.connect(clientPeer, address, port, {
+      ...options,
+      privateData: new TextEncoder().encode("hello")
+    })
+    const server = yield* Fiber.join(accepting)
+    const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
+      Effect.flatMap(RemoteMr.require(exposed))
+    )
+    return { serverPeer, clientPeer, target, client, server, remote }
+  })
+
+const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+
+function connectionCases(): ReadonlyArray<Case> {
+  return [
+    {
+      name: "connection: connect, accept, private data both ways; a close is seen by the other side",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const serverPeer = yield* Peer.make(address)
+          const clientPeer = yield* Peer.make(address)
+          const ep = yield* Endpoint.listen(serverPeer, address, port)
+          const accepting = yield* Endpoint.requests(ep).pipe(
+            Stream.runHead,
+            Effect.flatMap(Option.match({
+              onNone: () => Effect.dieMessage("no request"),
+              onSome: (req) => Endpoint.accept(req, { privateData: new TextEncoder().encode("welcome") })
+            })),
+            Effect.fork
+          )
+          const server = yield* Effect.scoped(Effect.gen(function*() {
+            const client = yield* Connection.connect(clientPeer, address, port, {
+              privateData: new TextEncoder().encode("hello")
+            })
+            const server = yield* Fiber.join(accepting)
+            // rdma_cm pads private data: compare the prefix.
+            yield* equal(text(server.privateData.subarray(0, 5)), "hello", "the client's private data")
+            yield* equal(text(client.privateData.subarray(0, 7)), "welcome", "the server's private data")
+            yield* equal(yield* client.state, "ESTABLISHED", "client state")
+            return server
+          }))
+          const events = yield* Stream.runCollect(server.events)
+          yield* equal([...events].at(-1), "CLOSED", "the server's last event after the client closed")
+        })
+    },
+    {
+      name: "connection: nobody listening → ConnectionFailedError; no device → RPMA_E_PROVIDER",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const peer = yield* Peer.make(address)
+          yield* expectTag(Effect.scoped(Connection.connect(peer, address, port)), "ConnectionFailedError", "no listener")
+          yield* expectTag(Effect.scoped(Connection.connect(peer, NOWHERE, port)), "RpmaProviderError", "no device")
+          yield* expectTag(Effect.scoped(Endpoint.listen(peer, address, 0)), "RpmaInvalidError", "listen on port 0")
+        })
+    },
+    {
+      name: "rpma_write + rpma_flush + rpma_read: the bytes arrive and come back",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const { client, clientPeer, remote, target } = yield* connectedPair(address, port)
+          const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+          const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+          src.memory.set(new TextEncoder().encode("record #1"), 10)
+          yield* Connection.write(client, remote, 1000, src, 10, 9)
+          yield* Connection.flush(client, remote, 1000, 9)
+          yield* equal(text(target.memory.subarray(1000, 1009)), "record #1", "the server's memory after write+flush")
+          yield* Connection.read(client, dst, 100, remote, 1000, 9)
+          yield* equal(text(dst.memory.subarray(100, 109)), "record #1", "read back")
+          yield* Connection.atomicWrite(client, remote, 2048, Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8))
+          yield* Connection.flush(client, remote, 2048, 8)
+          yield* equal(target.memory.subarray(2048, 2056).join(","), "1,2,3,4,5,6,7,8", "atomic write")
+          yield* expectTag(Connection.atomicWrite(client, remote, 2047, new Uint8Array(8)), "OutOfRangeError", "misaligned")
+        })
+    },
+    {
+      name: "rpma_send + rpma_recv: a message arrives with its length",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const { client, clientPeer, server, serverPeer } = yield* connectedPair(address, port)
+          const out = yield* LocalMr.allocate(clientPeer, 256, Usage.SEND)
+          const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
+          out.memory.set(new TextEncoder().encode("ping"), 0)
+          const received = yield* Effect.fork(Connection.recv(server, inbox, 0, 128))
+          yield* Effect.yieldNow()
+          yield* Connection.send(client, out, 0, 4)
+          yield* equal(yield* Fiber.join(received), 4, "bytes received")
+          yield* equal(text(inbox.memory.subarray(0, 4)), "ping", "message")
+        })
+    },
+    {
+      name: "the device enforces rkeys and bounds: a forged descriptor → IBV_WC_REM_ACCESS_ERR",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const { client, clientPeer, target } = yield* connectedPair(address, port)
+          const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+          const d = yield* LocalMr.describe(target)
+          const forged = yield* RemoteMr.fromDescriptor(
+            Descriptor.encode({ ...d, address: d.address + 65536n, length: 4096n })
+          ).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+          const error = yield* Effect.flip(Connection.write(client, forged, 0, src, 0, 16))
+          yield* equal(error._tag, "CompletionError", "outcome of a write outside the region")
+          yield* equal((error as { status?: number }).status, 10, "work completion status")
+        })
+    },
+    {
+      name: "offsets and lengths are checked before posting; a persistent flush needs pmem → RPMA_E_NOSUPP",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const { client, clientPeer, remote, serverPeer } = yield* connectedPair(address, port)
+          const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+          yield* expectTag(Connection.write(client, remote, 0, src, 4000, 200), "OutOfRangeError", "source range")
+          yield* expectTag(Connection.write(client, remote, 65530, src, 0, 16), "OutOfRangeError", "destination range")
+          yield* expectTag(Connection.write(client, remote, 0, src, 0, 2 ** 32), "OutOfRangeError", "length ≥ 2^32")
+          const pmem = yield* LocalMr.allocate(serverPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT))
+          const persistent = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(pmem)).pipe(
+            Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
+          )
+          yield* expectTag(Connection.flushPersistent(client, persistent, 0, 64), "RpmaNoSupportError", "no pmem")
+          // The connection is still usable.
+          yield* Connection.write(client, remote, 0, src, 0, 64)
+        })
+    },
+    {
+      name: "many requests in flight: more than the send queue holds, all complete",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const { client, clientPeer, remote, target } = yield* connectedPair(address, port, { sendQueueSize: 16 })
+          const src = yield* LocalMr.allocate(clientPeer, 65536, Usage.WRITE_SRC)
+          for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
+          yield* Effect.forEach(
+            Array.from({ length: 256 }, (_, i) => i),
+            (i) => Connection.write(client, remote, i * 256, src, i * 256, 256),
+            { concurrency: "unbounded", discard: true }
+          )
+          yield* Connection.flush(client, remote, 0, 65536)
+          let wrong = 0
+          for (let i = 0; i < 256; i++) if (target.memory[i * 256] !== (i % 250) + 1) wrong++
+          yield* equal(wrong, 0, "chunks that did not arrive")
+        })
+    },
+    {
+      name: "a pending receive fails, not hangs, when the other side closes",
+      run: (address, port) =>
+        Effect.gen(function*() {
+          const serverPeer = yield* Peer.make(address)
+          const clientPeer = yield* Peer.make(address)
+          const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
+          const ep = yield* Endpoint.listen(serverPeer, address, port)
+          const accepting = yield* Endpoint.requests(ep).pipe(
+            Stream.runHead,
+            Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage("no request"), onSome: (r) => Endpoint.accept(r) })),
+            Effect.fork
+          )
+          const waiting = yield* Effect.scoped(Effect.gen(function*() {
+            yield* Connection.connect(clientPeer, address, port)
+            const server = yield* Fiber.join(accepting)
+            const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, inbox, 0, 256)))
+            yield* Effect.yieldNow()
+            return waiting
+          }))
+          const error = yield* Fiber.join(waiting)
+          yield* check(
+            error._tag === "ConnectionClosedError" || error._tag === "CompletionError",
+            `a pending receive after the close failed with ${error._tag}`
+          )
+        })
+    }
+  ]
+}
 
 /**
  * Runs one case against a driver Layer, then checks that the driver holds nothing.
@@ -303,7 +507,7 @@ export const runCase = <E>(
   address: string
 ): Effect.Effect<void, unknown> =>
   Effect.gen(function*() {
-    yield* Effect.scoped(testCase.run(address))
+    yield* Effect.scoped(testCase.run(address, portOf(testCase)))
     const live = yield* Effect.flatMap(driver, (d) => d.live)
     const total = Object.values(live).reduce((a, b) => a + b, 0)
     yield* check(total === 0, `handles alive at the end: ${JSON.stringify(live)}`)

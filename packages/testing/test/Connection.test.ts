@@ -15,7 +15,7 @@ const pair = (options?: Connection.Options) =>
     const serverPeer = yield* Peer.make(address)
     const clientPeer = yield* Peer.make(address)
     const target = yield* LocalMr.allocate(serverPeer, 65536, serverUsage)
-    const ep = yield* Endpoint.listen(serverPeer, address, 0)
+    const ep = yield* Endpoint.listen(serverPeer, address, 7471)
     const accepting = yield* Endpoint.requests(ep).pipe(
       Stream.take(1),
       Stream.runHead,
@@ -44,7 +44,7 @@ describe("connections", () => {
     inWorld(Effect.gen(function*() {
       const serverPeer = yield* Peer.make(address)
       const clientPeer = yield* Peer.make(address)
-      const ep = yield* Endpoint.listen(serverPeer, address, 0)
+      const ep = yield* Endpoint.listen(serverPeer, address, 7471)
       const accepting = yield* Endpoint.requests(ep).pipe(
         Stream.runHead,
         Effect.flatMap(Option.match({
@@ -83,7 +83,7 @@ describe("connections", () => {
     inWorld(Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const port = yield* Effect.scoped(Effect.gen(function*() {
-        const ep = yield* Endpoint.listen(peer, address, 0)
+        const ep = yield* Endpoint.listen(peer, address, 7471)
         const client = yield* Effect.fork(Effect.scoped(Connection.connect(peer, address, ep.port)))
         yield* Endpoint.requests(ep).pipe(Stream.take(1), Stream.runDrain)
         return { port: ep.port, client }

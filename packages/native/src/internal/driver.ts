@@ -71,7 +71,6 @@ const cmOperations = { msgs: "rdma_reg_msgs", read: "rdma_reg_read", write: "rdm
  */
 type ConnectionCalls =
   | "epListen"
-  | "epPort"
   | "epShutdown"
   | "epNextConnReq"
   | "connReqNew"
@@ -90,7 +89,6 @@ const notYet = (name: string) => () =>
 
 const connectionCalls: Pick<Driver, ConnectionCalls> = {
   epListen: notYet("epListen"),
-  epPort: notYet("epPort"),
   epShutdown: notYet("epShutdown"),
   epNextConnReq: notYet("epNextConnReq"),
   connReqNew: notYet("connReqNew"),

@@ -49,7 +49,6 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const queues = new WeakMap<fabric.Conn, ConnQueues>()
   // Every live local region by rkey: the fabric's view of what a remote key reaches.
   const byRkey = new Map<number, fabric.MrLocal>()
-  let nextPort = 20000
 
   const unsafeQueue = <A>() => Effect.runSync(Queue.unbounded<A>())
   const key = (address: string, port: number) => `${address}:${port}`
@@ -230,12 +229,12 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         "rpma_ep_listen",
         () =>
           deadOrWrong("rpma_ep_listen", "peer", peerOf(peerValue)) ??
-            (typeof address !== "string" || !Number.isInteger(port) || port < 0 || port > 65535
-              ? invalid("rpma_ep_listen", "addr or port is NULL or invalid")
+            (typeof address !== "string" || !Number.isInteger(port) || port < 1 || port > 65535
+              ? invalid("rpma_ep_listen", `addr is NULL or port ${String(port)} is not 1 to 65535`)
               : undefined),
         (code) => rpma("rpma_ep_listen", code, "planned fault"),
         () => {
-          const actual = port === 0 ? nextPort++ : port
+          const actual = port
           if (!world.devices.has(address)) {
             return rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`)
           }
@@ -248,12 +247,6 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           return acquire(ep, "Endpoint", `endpoint listening on ${address}:${actual}`)
         }
       ),
-
-    epPort: (value) =>
-      Effect.suspend(() => {
-        const ep = endpointOf(value)
-        return deadOrWrong("rpma_ep_get_port", "endpoint", ep) ?? Effect.succeed(ep!.port)
-      }),
 
     epShutdown: (value) =>
       Effect.suspend(() => {
