@@ -13,6 +13,10 @@ export * as Descriptor from "./Descriptor.js"
 /**
  * @since 0.1.0
  */
+export * as DescriptorExchange from "./DescriptorExchange.js"
+/**
+ * @since 0.1.0
+ */
 export * as Driver from "./Driver.js"
 /**
  * @since 0.1.0
