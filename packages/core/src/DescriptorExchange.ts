@@ -14,6 +14,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
+import { isIP } from "node:net"
 import * as tls from "node:tls"
 import * as Descriptors from "./Descriptor.js"
 
@@ -201,7 +202,8 @@ export const fetch = (options: {
         ca: caList(options.tls.ca),
         key: options.tls.key,
         cert: options.tls.cert,
-        servername: options.tls.servername ?? options.host,
+        // SNI takes names, not addresses (RFC 6066); the certificate is still checked against the host.
+        servername: options.tls.servername ?? (isIP(options.host) === 0 ? options.host : undefined),
         rejectUnauthorized: true
       })
       const onError = (cause: Error) =>
