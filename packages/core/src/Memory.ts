@@ -85,7 +85,12 @@ export const allocate = (size: number): Effect.Effect<Uint8Array, RpmaError, Rdm
     Effect.acquireRelease(
       driver.allocate(size),
       (memory) =>
-        pins.isReachableByDevice(memory)
-          ? Effect.logWarning(`kept ${memory.byteLength} bytes alive: a registration over them failed to release`)
-          : release("free", `${memory.byteLength} bytes`, driver.free(memory))
+        // Cached registrations over this memory go first: a cache must never outlive what it covers.
+        Effect.forEach(pins.memoryReleaseHooks(), (hook) => hook(memory.buffer), { discard: true }).pipe(
+          Effect.zipRight(Effect.suspend(() =>
+            pins.isReachableByDevice(memory)
+              ? Effect.logWarning(`kept ${memory.byteLength} bytes alive: a registration over them is still live`)
+              : release("free", `${memory.byteLength} bytes`, driver.free(memory))
+          ))
+        )
     ))

@@ -45,6 +45,10 @@ export * as RdmaMetrics from "./RdmaMetrics.js"
 /**
  * @since 0.1.0
  */
+export * as RegistrationCache from "./RegistrationCache.js"
+/**
+ * @since 0.1.0
+ */
 export * as RemoteMr from "./RemoteMr.js"
 /**
  * @since 0.1.0

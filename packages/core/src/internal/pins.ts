@@ -40,3 +40,15 @@ export const quarantinedBytes = (): number => {
   for (const q of quarantined) total += q.byteLength
   return total
 }
+
+type ReleaseHook = (buffer: ArrayBufferLike) => import("effect/Effect").Effect<void>
+const releaseHooks = new Set<ReleaseHook>()
+
+/** @internal Called before library-owned memory is freed, so that caches drop what covers it. */
+export const onMemoryRelease = (hook: ReleaseHook): (() => void) => {
+  releaseHooks.add(hook)
+  return () => releaseHooks.delete(hook)
+}
+
+/** @internal */
+export const memoryReleaseHooks = (): ReadonlyArray<ReleaseHook> => Array.from(releaseHooks)

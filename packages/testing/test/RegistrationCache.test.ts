@@ -1,0 +1,91 @@
+import { Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Scope, TestClock } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+const registrations = SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_reg")))
+const deregistrations = SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_dereg")))
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer()))
+
+describe("RegistrationCache", () => {
+  it.effect("a second registration of the same memory and usage is a hit", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cache = yield* RegistrationCache.make(peer)
+      const memory = new Uint8Array(8192)
+      const [a, b] = yield* Effect.all([
+        cache.register(memory, Usage.WRITE_DST),
+        cache.register(memory, Usage.WRITE_DST)
+      ])
+      assert.strictEqual(a.handle, b.handle)
+      assert.strictEqual(yield* registrations, 1)
+      const other = yield* cache.register(memory, Usage.READ_SRC)
+      assert.notStrictEqual(other.handle, a.handle)
+      const slice = yield* cache.register(memory.subarray(0, 4096), Usage.WRITE_DST)
+      assert.notStrictEqual(slice.handle, a.handle)
+      assert.strictEqual(yield* registrations, 3)
+    })))
+
+  it.effect("an unused registration is deregistered after its idle time", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cache = yield* RegistrationCache.make(peer, { idleTimeToLive: "10 seconds" })
+      const memory = new Uint8Array(4096)
+      yield* Effect.scoped(cache.register(memory, Usage.SEND))
+      yield* Effect.scoped(cache.register(memory, Usage.SEND))
+      assert.strictEqual(yield* registrations, 1)
+      assert.strictEqual(yield* cache.size, 1)
+      yield* TestClock.adjust("11 seconds")
+      assert.strictEqual(yield* cache.size, 0)
+      assert.strictEqual(yield* deregistrations, 1)
+      yield* Effect.scoped(cache.register(memory, Usage.SEND))
+      assert.strictEqual(yield* registrations, 2)
+    })))
+
+  it.effect("releasing the memory drops its cached registrations first, and a new allocation is never served a stale one", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cache = yield* RegistrationCache.make(peer, { idleTimeToLive: "1 hour" })
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const memory = yield* Memory.allocate(4096)
+        const mr = yield* Effect.scoped(cache.register(memory, Usage.RECV))
+        return { memory, mr }
+      }))
+      // The memory's scope closed: its registration went with it, and it was freed (detached).
+      assert.strictEqual(yield* cache.size, 0)
+      assert.strictEqual(yield* deregistrations, 1)
+      assert.isTrue(Memory.isDetached(first.memory))
+      const second = yield* Effect.scoped(Effect.gen(function*() {
+        const memory = yield* Memory.allocate(4096)
+        return yield* Effect.scoped(cache.register(memory, Usage.RECV))
+      }))
+      assert.notStrictEqual(second.handle, first.mr.handle)
+      assert.strictEqual(yield* registrations, 2)
+    })))
+
+  it.effect("closing the cache deregisters everything it holds", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const scope = yield* Scope.make()
+      const cache = yield* RegistrationCache.make(peer).pipe(Scope.extend(scope))
+      yield* Effect.forEach([1, 2, 3], () => Effect.scoped(cache.register(new Uint8Array(64), Usage.READ_SRC)))
+      assert.strictEqual(yield* cache.size, 3)
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(yield* deregistrations, 3)
+    })))
+
+  it.effect("a failed registration is not cached", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cache = yield* RegistrationCache.make(peer)
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 1, code: -100002 })
+      const memory = new Uint8Array(64)
+      const error = yield* Effect.flip(Effect.scoped(cache.register(memory, Usage.READ_SRC)))
+      assert.strictEqual(error._tag, "RpmaProviderError")
+      const mr = yield* Effect.scoped(cache.register(memory, Usage.READ_SRC))
+      assert.strictEqual(mr.size, 64)
+    })))
+})
