@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { type CmIdHandle, type CmMrHandle, type CmMrInfo, type CmRegistrationKind, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
+import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import type { MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
@@ -45,7 +46,7 @@ export interface CmMr<K extends CmRegistrationKind = CmRegistrationKind> extends
  * @category constructors
  */
 export const make = (address: string): Effect.Effect<CmId, RdmaCmError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(RdmaDriver, (driver) =>
+  Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
       Effect.map(driver.cmCreateId(address), (handle): CmId => ({ handle, address })),
       (id) => release("rdma_destroy_ep", `the rdma_cm id bound to ${address}`, driver.cmDestroyId(id.handle))
@@ -59,24 +60,29 @@ const operations: Record<CmRegistrationKind, string> = {
 
 const registerAs = <K extends CmRegistrationKind>(kind: K) =>
 (id: CmId, memory: Uint8Array): Effect.Effect<CmMr<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(RdmaDriver, (driver) => {
+  Effect.flatMap(instrument.driver, (driver) => {
     const deregister = (handle: CmMrHandle) =>
       release(
         "rdma_dereg_mr",
         `a ${memory.byteLength}-byte region from ${operations[kind]}`,
         Effect.tap(driver.cmDeregMr(handle), () => pins.unpin(memory)),
         () => pins.quarantine(memory)
+      ).pipe(
+        Effect.zipRight(instrument.registered(id.address, -memory.byteLength)),
+        Effect.zipRight(instrument.released("rdma_dereg_mr"))
       )
     return Effect.acquireRelease(
       Memory.validate(memory).pipe(
         Effect.flatMap((bytes) => driver.cmReg(id.handle, kind, bytes)),
         Effect.tap(() => pins.pin(memory)),
+        Effect.tap(() => instrument.registered(id.address, memory.byteLength)),
         Effect.flatMap((handle) =>
           driver.cmMrInfo(handle).pipe(
             Effect.map((info): CmMr<K> => ({ ...info, handle, kind, id, memory })),
             Effect.tapError(() => deregister(handle))
           )
-        )
+        ),
+        (registering) => instrument.registration(operations[kind], registering)
       ),
       (mr) => deregister(mr.handle)
     )

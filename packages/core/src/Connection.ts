@@ -20,6 +20,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, WorkRequest } from "./Driver.js"
 import { RdmaDriver } from "./Driver.js"
+import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import type { LocalMr } from "./LocalMr.js"
 import type { Peer } from "./Peer.js"
@@ -309,7 +310,7 @@ export const connect = (
   port: number,
   options?: Options
 ): Effect.Effect<Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(RdmaDriver, (driver) => {
+  Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
     return Effect.flatMap(
       driver.connReqNew(peer.handle, address, port, config),

@@ -10,6 +10,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
+import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import type { Peer } from "./Peer.js"
 import type { RpmaError } from "./RdmaError.js"
@@ -52,7 +53,7 @@ export const listen = (
   address: string,
   port: number
 ): Effect.Effect<Endpoint, RpmaError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(RdmaDriver, (driver) =>
+  Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
       Effect.map(driver.epListen(peer.handle, address, port), (handle): Endpoint => ({
         handle,
@@ -78,7 +79,7 @@ export const requests = (
   options?: Connection.Options
 ): Stream.Stream<ConnectionRequest, RpmaError, RdmaDriver> =>
   Stream.repeatEffect(
-    Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.flatMap(instrument.driver, (driver) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(restore(driver.epNextConnReq(ep.handle, Connection.toConfig(options))), (handle) =>
           driver.connReqPrivateData(handle).pipe(
@@ -106,7 +107,7 @@ export const accept = (
   RpmaError | Connection.ConnectionFailedError,
   RdmaDriver | Scope.Scope
 > =>
-  Effect.flatMap(RdmaDriver, (driver) =>
+  Effect.flatMap(instrument.driver, (driver) =>
     Effect.suspend(() => {
       req.endpoint.unanswered.delete(req)
       return Connection.accept(
@@ -125,7 +126,7 @@ export const accept = (
  * @category constructors
  */
 export const reject = (req: ConnectionRequest): Effect.Effect<void, never, RdmaDriver> =>
-  Effect.flatMap(RdmaDriver, (driver) =>
+  Effect.flatMap(instrument.driver, (driver) =>
     Effect.suspend(() =>
       req.endpoint.unanswered.delete(req)
         ? release("rpma_conn_req_delete", "a connection request", driver.connReqDelete(req.handle))

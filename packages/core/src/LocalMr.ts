@@ -10,6 +10,7 @@ import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import { type MrHandle, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
+import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
@@ -90,25 +91,28 @@ export const register = <F extends Flag>(
   memory: Uint8Array,
   usage: Usage<F>
 ): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(RdmaDriver, (driver) =>
+  Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
       Memory.validate(memory).pipe(
         Effect.flatMap((bytes) => driver.mrReg(peer.handle, bytes, usage)),
         Effect.tap(() => pins.pin(memory)),
+        Effect.tap(() => instrument.registered(peer.address, memory.byteLength)),
         Effect.flatMap((handle) =>
           driver.mrGetPtr(handle).pipe(
             Effect.map((address): LocalMr<F> => ({ handle, peer, memory, usage, address, size: memory.byteLength })),
             // Registered but not described: give the registration back before failing.
-            Effect.tapError(() => deregister(driver.mrDereg, handle, memory, usage))
+            Effect.tapError(() => deregister(driver.mrDereg, handle, peer, memory, usage))
           )
-        )
+        ),
+        (registering) => instrument.registration("rpma_mr_reg", registering)
       ),
-      (mr) => deregister(driver.mrDereg, mr.handle, mr.memory, mr.usage)
+      (mr) => deregister(driver.mrDereg, mr.handle, peer, mr.memory, mr.usage)
     ))
 
 const deregister = (
   mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError>,
   handle: MrHandle,
+  peer: Peers.Peer,
   memory: Uint8Array,
   usage: number
 ): Effect.Effect<void> =>
@@ -117,6 +121,10 @@ const deregister = (
     `a ${memory.byteLength}-byte region registered for ${Usages.format(usage)}`,
     Effect.tap(mrDereg(handle), () => pins.unpin(memory)),
     () => pins.quarantine(memory)
+  ).pipe(
+    // The handle is gone either way (librpma frees it even when ibv_dereg_mr fails).
+    Effect.zipRight(instrument.registered(peer.address, -memory.byteLength)),
+    Effect.zipRight(instrument.released("rpma_mr_dereg"))
   )
 
 /**
@@ -153,7 +161,7 @@ export const allocate = <F extends Flag>(
  * @category getters
  */
 export const descriptor = (mr: LocalMr<any>): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
-  Effect.flatMap(RdmaDriver, (driver) => driver.mrGetDescriptor(mr.handle))
+  Effect.flatMap(instrument.driver, (driver) => driver.mrGetDescriptor(mr.handle))
 
 /**
  * The region's descriptor, decoded.

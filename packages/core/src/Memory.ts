@@ -9,6 +9,7 @@ import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
+import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
 
@@ -81,7 +82,7 @@ export const isPoolSlice = (memory: Uint8Array): boolean =>
  * @category constructors
  */
 export const allocate = (size: number): Effect.Effect<Uint8Array, RpmaError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(RdmaDriver, (driver) =>
+  Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
       driver.allocate(size),
       (memory) =>

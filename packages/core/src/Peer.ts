@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { type AddressKind, type PeerHandle, RdmaDriver } from "./Driver.js"
+import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import type { RpmaError } from "./RdmaError.js"
 
@@ -51,7 +52,7 @@ export const make = (
   address: string,
   options?: MakeOptions
 ): Effect.Effect<Peer, RpmaError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(RdmaDriver, (driver) =>
+  Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
       driver.getIbvContext(address, options?.kind ?? "local").pipe(
         Effect.flatMap(driver.peerNew),

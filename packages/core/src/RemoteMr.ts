@@ -11,6 +11,7 @@ import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import type { Descriptor, InvalidDescriptorError } from "./Descriptor.js"
 import { RdmaDriver, type RemoteMrHandle } from "./Driver.js"
+import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import type { RpmaError } from "./RdmaError.js"
 import * as Usages from "./Usage.js"
@@ -78,7 +79,7 @@ export const fromDescriptor = (
   options?: Descriptors.DecodeOptions
 ): Effect.Effect<RemoteMr, InvalidDescriptorError | RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(Descriptors.decode(bytes, options), (descriptor) =>
-    Effect.flatMap(RdmaDriver, (driver) =>
+    Effect.flatMap(instrument.driver, (driver) =>
       Effect.acquireRelease(
         Effect.flatMap(driver.mrRemoteFromDescriptor(bytes), (handle) =>
           Effect.all({ size: driver.mrRemoteGetSize(handle), flushType: driver.mrRemoteGetFlushType(handle) }).pipe(

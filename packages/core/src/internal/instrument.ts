@@ -1,0 +1,97 @@
+/**
+ * The one place where every native call gets a span and every registration its metrics, whatever
+ * the driver: core reaches the driver through {@link driver}, which wraps it once.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import type { Driver } from "../Driver.js"
+import { RdmaDriver } from "../Driver.js"
+import * as RdmaMetrics from "../RdmaMetrics.js"
+import * as Usage from "../Usage.js"
+
+type Attributes = (...args: ReadonlyArray<any>) => Record<string, unknown>
+
+const bytes = (memory: unknown) => (memory instanceof Uint8Array ? memory.byteLength : 0)
+
+// The C function behind each Driver method, and the attributes its span carries.
+const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes?: Attributes] } = {
+  getIbvContext: ["rpma_utils_get_ibv_context", (address, kind) => ({ "rdma.address": address, "rdma.kind": kind })],
+  peerNew: ["rpma_peer_new"],
+  peerDelete: ["rpma_peer_delete"],
+  mrReg: ["rpma_mr_reg", (_peer, memory, usage) => ({ "rdma.size": bytes(memory), "rdma.usage": Usage.format(usage) })],
+  mrDereg: ["rpma_mr_dereg"],
+  mrGetDescriptor: ["rpma_mr_get_descriptor"],
+  mrRemoteFromDescriptor: ["rpma_mr_remote_from_descriptor", (d) => ({ "rdma.size": bytes(d) })],
+  mrRemoteDelete: ["rpma_mr_remote_delete"],
+  cmCreateId: ["rdma_create_ep", (address) => ({ "rdma.address": address })],
+  cmDestroyId: ["rdma_destroy_ep"],
+  cmReg: ["rdma_reg", (_id, kind, memory) => ({ "rdma.kind": kind, "rdma.size": bytes(memory) })],
+  cmDeregMr: ["rdma_dereg_mr"],
+  allocate: ["posix_memalign", (size) => ({ "rdma.size": size })],
+  epListen: ["rpma_ep_listen", (_peer, address, port) => ({ "rdma.address": address, "rdma.port": port })],
+  epShutdown: ["rpma_ep_shutdown"],
+  connReqNew: ["rpma_conn_req_new", (_peer, address, port) => ({ "rdma.address": address, "rdma.port": port })],
+  connReqConnect: ["rpma_conn_req_connect"],
+  connReqDelete: ["rpma_conn_req_delete"],
+  connDisconnect: ["rpma_conn_disconnect"],
+  connDelete: ["rpma_conn_delete"],
+  post: ["rpma_post", (_conn, wr) => ({ "rdma.op": wr?.op, "rdma.size": wr?.length ?? 8 })]
+}
+
+const wrap = (driver: Driver): Driver => {
+  const wrapped: Record<string, unknown> = { ...driver }
+  for (const [method, [name, attributes]] of Object.entries(calls) as Array<[keyof Driver, [string, Attributes?]]>) {
+    const call = driver[method] as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>
+    wrapped[method] = (...args: ReadonlyArray<unknown>) =>
+      Effect.withSpan(call(...args), name, {
+        attributes: attributes === undefined ? { "rdma.driver": driver.name } : { "rdma.driver": driver.name, ...attributes(...args) },
+        captureStackTrace: false
+      })
+  }
+  return wrapped as unknown as Driver
+}
+
+const instrumented = new WeakMap<Driver, Driver>()
+
+/** @internal The current driver, instrumented. */
+export const driver: Effect.Effect<Driver, never, RdmaDriver> = Effect.map(RdmaDriver, (d) => {
+  let w = instrumented.get(d)
+  if (w === undefined) {
+    w = wrap(d)
+    instrumented.set(d, w)
+  }
+  return w
+})
+
+/** @internal Times a registration and counts its outcome. */
+export const registration = <A, E extends { readonly _tag: string }, R>(
+  operation: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  effect.pipe(
+    Metric.trackDuration(Metric.tagged(RdmaMetrics.registrationLatency, "operation", operation)),
+    Effect.tapBoth({
+      onSuccess: () => Metric.increment(Metric.tagged(RdmaMetrics.registrations, "operation", operation)),
+      onFailure: (e) =>
+        Metric.increment(
+          Metric.tagged(Metric.tagged(RdmaMetrics.registrationFailures, "operation", operation), "error", e._tag)
+        )
+    })
+  )
+
+/** @internal Adds `size` bytes (negative to remove) to the live gauges, in total and for the peer. */
+export const registered = (peer: string, size: number): Effect.Effect<void> => {
+  const sign = size < 0 ? -1 : 1
+  return Effect.all([
+    Metric.incrementBy(RdmaMetrics.liveRegions, sign),
+    Metric.incrementBy(Metric.tagged(RdmaMetrics.liveRegions, "peer", peer), sign),
+    Metric.incrementBy(RdmaMetrics.registeredBytes, size),
+    Metric.incrementBy(Metric.tagged(RdmaMetrics.registeredBytes, "peer", peer), size)
+  ], { discard: true })
+}
+
+/** @internal */
+export const released = (operation: string): Effect.Effect<void> =>
+  Metric.increment(Metric.tagged(RdmaMetrics.releases, "operation", operation))

@@ -1,0 +1,72 @@
+/**
+ * What operators see: metrics read back through Effect's Metric API, and a span around every
+ * native call with its size and usage.
+ */
+import { LocalMr, Peer, RdmaMetrics, Usage } from "@effect-rdma/core"
+import { SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Metric, Option, Tracer } from "effect"
+
+// An address of this test file alone, so that the per-peer metrics are not shared with other tests.
+const address = "10.77.0.42"
+
+const gauge = (metric: Metric.Metric.Gauge<number>) => Effect.map(Metric.value(metric), (s) => s.value)
+
+describe("metrics", () => {
+  it.effect("live regions and registered bytes per peer, registrations, failures by error, latency", () =>
+    Effect.gen(function*() {
+      const regions = Metric.tagged(RdmaMetrics.liveRegions, "peer", address)
+      const bytes = Metric.tagged(RdmaMetrics.registeredBytes, "peer", address)
+      const failures = Metric.tagged(
+        Metric.tagged(RdmaMetrics.registrationFailures, "operation", "rpma_mr_reg"),
+        "error",
+        "RpmaInvalidError"
+      )
+      const latency = Metric.tagged(RdmaMetrics.registrationLatency, "operation", "rpma_mr_reg")
+      const failuresBefore = (yield* Metric.value(failures)).count
+      const latencyBefore = (yield* Metric.value(latency)).count
+
+      yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        yield* LocalMr.register(peer, new Uint8Array(4096), Usage.READ_SRC)
+        yield* LocalMr.register(peer, new Uint8Array(1000), Usage.SEND)
+        assert.strictEqual(yield* gauge(regions), 2)
+        assert.strictEqual(yield* gauge(bytes), 5096)
+        yield* Effect.flip(LocalMr.register(peer, new Uint8Array(0), Usage.SEND))
+      }))
+      assert.strictEqual(yield* gauge(regions), 0)
+      assert.strictEqual(yield* gauge(bytes), 0)
+      assert.strictEqual((yield* Metric.value(failures)).count - failuresBefore, 1)
+      // Timed: the two successful registrations (a failure is counted, not timed).
+      assert.isAtLeast((yield* Metric.value(latency)).count - latencyBefore, 2)
+    }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
+})
+
+describe("spans", () => {
+  it.effect("every native call has a span with its size and usage", () =>
+    Effect.gen(function*() {
+      const spans: Array<Tracer.Span> = []
+      const base = yield* Effect.tracer
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: base.context
+      })
+      yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        yield* LocalMr.register(peer, new Uint8Array(8192), Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+      })).pipe(Effect.withSpan("handler"), Effect.withTracer(recording))
+      const names = spans.map((s) => s.name)
+      for (const call of ["rpma_utils_get_ibv_context", "rpma_peer_new", "rpma_mr_reg", "rpma_mr_dereg", "rpma_peer_delete"]) {
+        assert.include(names, call)
+      }
+      const reg = spans.find((s) => s.name === "rpma_mr_reg")!
+      assert.strictEqual(reg.attributes.get("rdma.size"), 8192)
+      assert.strictEqual(reg.attributes.get("rdma.usage"), "READ_SRC|WRITE_DST (0x09)")
+      assert.strictEqual(reg.attributes.get("rdma.driver"), "simulated")
+      assert.strictEqual(Option.getOrUndefined(reg.parent)?.spanId, spans.find((s) => s.name === "handler")!.spanId)
+    }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
+})
