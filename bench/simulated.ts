@@ -1,0 +1,108 @@
+/**
+ * Benchmarks that need no device: each row is a figure of ours against a baseline measured in the
+ * same process, in the same run. These machines are noisy: read the ratios, not the absolutes.
+ *
+ *   pnpm bench
+ */
+import { Descriptor, LocalMr, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { Effect, Either, Scope } from "effect"
+import { type Row, printTable, rate } from "./table.js"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+
+/** Runs `body` `n` times in a tight loop and returns operations per second (best of `rounds`). */
+const opsPerSecond = (n: number, body: () => void, rounds = 5): number => {
+  let best = 0
+  for (let r = 0; r < rounds; r++) {
+    const t0 = performance.now()
+    for (let i = 0; i < n; i++) body()
+    best = Math.max(best, n / ((performance.now() - t0) / 1000))
+  }
+  return best
+}
+
+const effectOpsPerSecond = (n: number, effect: Effect.Effect<void, unknown, any>, rounds = 5) =>
+  Effect.gen(function*() {
+    let best = 0
+    for (let r = 0; r < rounds; r++) {
+      const t0 = performance.now()
+      for (let i = 0; i < n; i++) yield* effect
+      best = Math.max(best, n / ((performance.now() - t0) / 1000))
+    }
+    return best
+  })
+
+const program = Effect.gen(function*() {
+  const rows: Array<Row> = []
+  const peer = yield* Peer.make(address)
+
+  // Scoped register + deregister against a bare acquireRelease of a no-op resource.
+  const memory = new Uint8Array(4096)
+  const bare = yield* effectOpsPerSecond(100_000, Effect.scoped(Effect.acquireRelease(Effect.succeed(1), () => Effect.void)))
+  const pairs = yield* effectOpsPerSecond(100_000, Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST)))
+  rows.push({
+    what: "scoped register+deregister, 4 KiB, simulated driver",
+    ours: rate(pairs, "pairs/s"),
+    baseline: `${rate(bare, "pairs/s")} (bare acquireRelease)`,
+    ratio: bare / pairs,
+    target: "≥ 250k pairs/s, ≤ 1.5×",
+    met: pairs >= 250_000 && bare / pairs <= 1.5
+  })
+
+  // A cache hit against an uncached registration, both scoped.
+  const cache = yield* RegistrationCache.make(peer)
+  const hit = yield* effectOpsPerSecond(100_000, Effect.scoped(cache.register(memory, Usage.WRITE_DST)))
+  rows.push({
+    what: "registration cache hit, 4 KiB, simulated driver",
+    ours: rate(hit, "hits/s"),
+    baseline: `${rate(pairs, "pairs/s")} (uncached)`,
+    ratio: pairs / hit,
+    target: "(≥ 20× faster on a device)",
+    met: undefined
+  })
+
+  // Descriptor decode + validation against Buffer's own readers with no validation.
+  const bytes = Descriptor.encode({ address: 0x7f0000001000n, length: 4096n, rkey: 0x1234, usage: 0x11 })
+  const buf = Buffer.from(bytes)
+  let sink = 0n
+  const decode = opsPerSecond(2_000_000, () => {
+    const d = Descriptor.validate(bytes)
+    if (Either.isRight(d)) sink += d.right.length
+  })
+  const naive = opsPerSecond(2_000_000, () => {
+    sink += buf.readBigUInt64LE(8) + buf.readBigUInt64LE(0) + BigInt(buf.readUInt32LE(16) + buf[20]!)
+  })
+  rows.push({
+    what: "descriptor decode + validation (TypeScript)",
+    ours: rate(decode, "/s"),
+    baseline: `${rate(naive, "/s")} (Buffer readers, unchecked)`,
+    ratio: naive / decode,
+    target: "≥ 10M/s",
+    met: decode >= 10_000_000
+  })
+  if (sink === -1n) console.log(sink)
+
+  // Resident set growth over 1,000,000 register/deregister cycles.
+  globalThis.gc?.()
+  const before = process.memoryUsage().rss
+  for (let i = 0; i < 1_000_000; i++) yield* Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST))
+  globalThis.gc?.()
+  const after = process.memoryUsage().rss
+  const growth = (after - before) / 1024 / 1024
+  rows.push({
+    what: "RSS growth over 1,000,000 register/deregister cycles, simulated",
+    ours: `${growth.toFixed(2)} MiB`,
+    baseline: `${(before / 1024 / 1024).toFixed(1)} MiB at start`,
+    ratio: undefined,
+    target: "< 1 MiB, nothing alive",
+    met: growth < 1
+  })
+  return rows
+})
+
+const rows = await Effect.runPromise(
+  Effect.scoped(program).pipe(Effect.zipLeft(Ledger.assertEmpty), Effect.provide(SimulatedDriver.layer()))
+)
+printTable(rows)
+void Scope
