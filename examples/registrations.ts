@@ -4,9 +4,9 @@
  * cycle's registrations are released with its scope. Runs on the simulated driver by default;
  * `--native --address <ip>` runs it on a real RDMA device.
  *
- *   pnpm example                               # simulated driver
- *   pnpm example -- --cycles 500               # more traffic
- *   pnpm example -- --native --address 192.168.77.1
+ *   pnpm tsx examples/registrations.ts                # simulated driver
+ *   pnpm tsx examples/registrations.ts --cycles 500   # more traffic
+ *   pnpm tsx examples/registrations.ts --native --address 192.168.77.1
  */
 import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
@@ -14,6 +14,8 @@ import { Console, Effect, Layer } from "effect"
 import { parseArgs } from "node:util"
 
 const { values: args } = parseArgs({
+  // `pnpm example -- --flag` passes its "--" along: drop it.
+  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === "--")),
   options: {
     native: { type: "boolean", default: false },
     address: { type: "string", default: SimulatedDriver.DEFAULT_ADDRESS },

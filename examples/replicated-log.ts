@@ -8,8 +8,8 @@
  * everything with their scopes; on the simulated driver the leak ledger proves it.
  *
  *   pnpm example                                   # simulated fabric, no setup
- *   pnpm example -- --records 20000                # more traffic
- *   pnpm example -- --native --address 192.168.77.1  # a real RDMA device (e.g. Soft-RoCE)
+ *   pnpm example --records 20000                # more traffic
+ *   pnpm example --native --address 192.168.77.1  # a real RDMA device (e.g. Soft-RoCE)
  */
 import {
   Connection,
@@ -27,6 +27,8 @@ import { readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 
 const { values: args } = parseArgs({
+  // `pnpm example -- --flag` passes its "--" along: drop it.
+  args: process.argv.slice(2).filter((arg, i) => !(i === 0 && arg === "--")),
   options: {
     native: { type: "boolean", default: false },
     address: { type: "string", default: SimulatedDriver.DEFAULT_ADDRESS },
