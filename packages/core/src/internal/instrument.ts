@@ -65,33 +65,50 @@ export const driver: Effect.Effect<Driver, never, RdmaDriver> = Effect.map(RdmaD
   return w
 })
 
+// Tagged metrics are looked up once per tag set: building a tagged metric hashes its key.
+const memo = <A>(make: (key: string) => A) => {
+  const cache = new Map<string, A>()
+  return (key: string): A => {
+    let value = cache.get(key)
+    if (value === undefined) cache.set(key, value = make(key))
+    return value
+  }
+}
+const latencyOf = memo((op) => Metric.tagged(RdmaMetrics.registrationLatency, "operation", op))
+const registrationsOf = memo((op) => Metric.tagged(RdmaMetrics.registrations, "operation", op))
+const releasesOf = memo((op) => Metric.tagged(RdmaMetrics.releases, "operation", op))
+const failuresOf = memo((key) => {
+  const [op, error] = key.split("\u0000") as [string, string]
+  return Metric.tagged(Metric.tagged(RdmaMetrics.registrationFailures, "operation", op), "error", error)
+})
+const peerGaugesOf = memo((peer) => ({
+  regions: Metric.tagged(RdmaMetrics.liveRegions, "peer", peer),
+  bytes: Metric.tagged(RdmaMetrics.registeredBytes, "peer", peer)
+}))
+
 /** @internal Times a registration and counts its outcome. */
 export const registration = <A, E extends { readonly _tag: string }, R>(
   operation: string,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   effect.pipe(
-    Metric.trackDuration(Metric.tagged(RdmaMetrics.registrationLatency, "operation", operation)),
+    Metric.trackDuration(latencyOf(operation)),
     Effect.tapBoth({
-      onSuccess: () => Metric.increment(Metric.tagged(RdmaMetrics.registrations, "operation", operation)),
-      onFailure: (e) =>
-        Metric.increment(
-          Metric.tagged(Metric.tagged(RdmaMetrics.registrationFailures, "operation", operation), "error", e._tag)
-        )
+      onSuccess: () => Metric.increment(registrationsOf(operation)),
+      onFailure: (e) => Metric.increment(failuresOf(`${operation}\u0000${e._tag}`))
     })
   )
 
 /** @internal Adds `size` bytes (negative to remove) to the live gauges, in total and for the peer. */
-export const registered = (peer: string, size: number): Effect.Effect<void> => {
-  const sign = size < 0 ? -1 : 1
-  return Effect.all([
-    Metric.incrementBy(RdmaMetrics.liveRegions, sign),
-    Metric.incrementBy(Metric.tagged(RdmaMetrics.liveRegions, "peer", peer), sign),
-    Metric.incrementBy(RdmaMetrics.registeredBytes, size),
-    Metric.incrementBy(Metric.tagged(RdmaMetrics.registeredBytes, "peer", peer), size)
-  ], { discard: true })
-}
+export const registered = (peer: string, size: number): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const sign = size < 0 ? -1 : 1
+    const gauges = peerGaugesOf(peer)
+    RdmaMetrics.liveRegions.unsafeModify(sign, [])
+    gauges.regions.unsafeModify(sign, [])
+    RdmaMetrics.registeredBytes.unsafeModify(size, [])
+    gauges.bytes.unsafeModify(size, [])
+  })
 
 /** @internal */
-export const released = (operation: string): Effect.Effect<void> =>
-  Metric.increment(Metric.tagged(RdmaMetrics.releases, "operation", operation))
+export const released = (operation: string): Effect.Effect<void> => Metric.increment(releasesOf(operation))
