@@ -22,7 +22,7 @@ const opsPerSecond = (n: number, body: () => void, rounds = 5): number => {
   return best
 }
 
-const effectOpsPerSecond = (n: number, effect: Effect.Effect<void, unknown, any>, rounds = 5) =>
+const effectOpsPerSecond = <E, R>(n: number, effect: Effect.Effect<unknown, E, R>, rounds = 5) =>
   Effect.gen(function*() {
     let best = 0
     for (let r = 0; r < rounds; r++) {
