@@ -1,0 +1,37 @@
+// Summarises a `pnpm test` run: how many conformance cases passed on each driver, the totals,
+// and a closing "N passed, N failed" line. Exits non-zero if anything failed, or if the device
+// tests did not run in CI (CI installs qemu, so there they must run).
+import { existsSync, readFileSync } from "node:fs"
+
+const [hostStatus, deviceStatus, reason] = process.argv.slice(2)
+const read = (file) => (existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : undefined)
+const host = read(".cache/test/host.json")
+const device = read(".cache/test/device.json")
+
+const tests = (report) => report?.testResults.flatMap((file) => file.assertionResults) ?? []
+const conformance = (report, title) => {
+  const cases = tests(report).filter((t) => t.ancestorTitles.includes(title))
+  return `${cases.filter((t) => t.status === "passed").length}/${cases.length}`
+}
+const count = (report, status) => tests(report).filter((t) => t.status === status).length
+
+const lines = [
+  "",
+  "summary",
+  `  conformance suite: ${conformance(host, "conformance: simulated driver")} cases passed on the simulated driver (host)` +
+    (device ? `, ${conformance(device, "conformance: native driver")} on the native driver (Soft-RoCE VM)` : ""),
+  `  host:   ${count(host, "passed")} passed, ${count(host, "failed")} failed`,
+  deviceStatus === "not-run"
+    ? `  device: NOT RUN: ${reason}`
+    : `  device: ${count(device, "passed")} passed, ${count(device, "failed")} failed in the VM` +
+      (deviceStatus === "0" ? "" : ` (vm/run exited ${deviceStatus}: a test, the example smoke test or the VM failed)`)
+]
+console.log(lines.join("\n"))
+const passed = count(host, "passed") + count(device, "passed")
+const failed = count(host, "failed") + count(device, "failed")
+console.log(`${passed} passed, ${failed} failed`)
+
+const deviceFailed = deviceStatus !== "not-run" && deviceStatus !== "0"
+const mustRunDevice = process.env.CI === "true" && deviceStatus === "not-run"
+if (mustRunDevice) console.log("the device tests must run in CI: install qemu (scripts/setup does)")
+process.exit(hostStatus !== "0" || deviceFailed || mustRunDevice || failed > 0 ? 1 : 0)
