@@ -64,7 +64,7 @@ const registerAs = <K extends CmRegistrationKind>(kind: K) =>
     const deregister = (handle: CmMrHandle) =>
       release(
         "rdma_dereg_mr",
-        `a ${memory.byteLength}-byte region from ${operations[kind]}`,
+        () => `a ${memory.byteLength}-byte region from ${operations[kind]}`,
         Effect.tap(driver.cmDeregMr(handle), () => pins.unpin(memory)),
         () => pins.quarantine(memory)
       ).pipe(

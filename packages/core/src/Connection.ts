@@ -207,7 +207,9 @@ const establish = (
       Effect.tap((event) => {
         const reason = event === "LOST" ? "LOST" : "CLOSED"
         state = reason
-        return failPending(reason)
+        // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
+        // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
+        return Effect.zipRight(failPending(reason), Effect.ignore(driver.connDisconnect(handle)))
       }),
       Effect.ensuring(Deferred.succeed(ended, undefined)),
       Effect.interruptible,

@@ -118,7 +118,7 @@ const deregister = (
 ): Effect.Effect<void> =>
   release(
     "rpma_mr_dereg",
-    `a ${memory.byteLength}-byte region registered for ${Usages.format(usage)}`,
+    () => `a ${memory.byteLength}-byte region registered for ${Usages.format(usage)}`,
     Effect.tap(mrDereg(handle), () => pins.unpin(memory)),
     () => pins.quarantine(memory)
   ).pipe(

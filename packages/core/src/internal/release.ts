@@ -13,7 +13,8 @@ import * as RdmaMetrics from "../RdmaMetrics.js"
 /** @internal */
 export const release = <E>(
   operation: string,
-  describe: string,
+  /** What is released, for the log line; a function when building the text costs something. */
+  describe: string | (() => string),
   effect: Effect.Effect<void, E>,
   onFailure: () => void = () => {}
 ): Effect.Effect<void> =>
@@ -21,9 +22,12 @@ export const release = <E>(
     Effect.sync(onFailure).pipe(
       Effect.zipRight(Metric.increment(Metric.tagged(RdmaMetrics.releaseFailures, "operation", operation))),
       Effect.zipRight(
-        Effect.logError(`${operation} failed while releasing ${describe}; not retried, memory kept alive`, cause)
+        Effect.suspend(() => {
+          const resource = typeof describe === "string" ? describe : describe()
+          return Effect.logError(`${operation} failed while releasing ${resource}; not retried, memory kept alive`, cause)
+            .pipe(Effect.annotateLogs({ operation, resource }))
+        })
       ),
-      Effect.annotateLogs({ operation, resource: describe }),
       // An interruption of the release itself cannot happen (finalizers are uninterruptible), but
       // a failure caused by one must not be reported as a release failure.
       Effect.unlessEffect(Effect.succeed(Cause.isInterruptedOnly(cause)))

@@ -106,6 +106,8 @@ export interface Conn extends SimHandle<"Conn"> {
   other: Conn | undefined
   /** "connecting" until ESTABLISHED; "error" after a failed request (every later one is flushed). */
   state: "connecting" | "established" | "error" | "closed"
+  /** Whether this side has had its CLOSED or LOST event: each side gets exactly one. */
+  notified: boolean
   privateData: Uint8Array
 }
 
@@ -117,6 +119,7 @@ export interface LedgerEntry {
   readonly kind: Exclude<Kind, "IbvContext">
   readonly id: number
   readonly description: string
+  /** The spans the handle was acquired in, outermost first (computed when read). */
   readonly acquiredIn: string
 }
 

@@ -68,13 +68,29 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     for (const s of sends.splice(0)) complete(s.from, s.id, WcStatus.WR_FLUSH_ERR)
   }
 
-  const endConnection = (conn: fabric.Conn, event: "CLOSED" | "LOST") => {
-    for (const side of [conn, conn.other]) {
-      if (side === undefined || side.state === "closed") continue
-      side.state = "closed"
-      flushAll(side)
-      emit(side, event)
-    }
+  /** Ends one side: no more requests, pending ones flushed, and its one CLOSED or LOST event. */
+  const notify = (side: fabric.Conn | undefined, event: "CLOSED" | "LOST") => {
+    if (side === undefined || side.notified) return
+    side.notified = true
+    side.state = "closed"
+    flushAll(side)
+    emit(side, event)
+  }
+
+  /**
+   * rdma_cm's disconnect: this side stops at once, and the other side sees CLOSED. This side sees
+   * its own CLOSED only when the other side answers with its own disconnect (or deletes).
+   */
+  const disconnect = (conn: fabric.Conn) => {
+    conn.state = "closed"
+    flushAll(conn)
+    notify(conn.other, "CLOSED")
+  }
+
+  /** A lost connection: both sides see LOST at once. */
+  const lose = (conn: fabric.Conn) => {
+    notify(conn, "LOST")
+    notify(conn.other, "LOST")
   }
 
   const newConn = (peer: fabric.Peer, config: Driver.ConnConfig, privateData: Uint8Array, address: string) => {
@@ -86,6 +102,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       config,
       other: undefined,
       state: "connecting",
+      notified: false,
       privateData
     }
     queues.set(conn, { events: unsafeQueue(), completions: unsafeQueue(), recvs: [], sends: [] })
@@ -388,7 +405,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         "rpma_conn_disconnect",
         () => deadOrWrong("rpma_conn_disconnect", "connection", connOf(value)),
         (code) => rpma("rpma_conn_disconnect", code, "planned fault"),
-        () => Effect.sync(() => endConnection(connOf(value)!, "CLOSED"))
+        () => Effect.sync(() => disconnect(connOf(value)!))
       ),
 
     connDelete: (value) =>
@@ -396,8 +413,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         const conn = connOf(value)
         const refused = deadOrWrong("rpma_conn_delete", "connection", conn)
         if (refused !== undefined) return refused
-        // Deleting without disconnecting: the other side sees the connection end.
-        if (conn!.state !== "closed") endConnection(conn!, "CLOSED")
+        // Deleting ends the connection for the other side too.
+        disconnect(conn!)
         releaseHandle(conn!)
         return Effect.void
       }),
@@ -412,7 +429,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         (planned) =>
           Effect.sync(() => {
             const c = conn!
-            if (planned !== undefined && "loseConnection" in planned) endConnection(c, "LOST")
+            if (planned !== undefined && "loseConnection" in planned) lose(c)
             if (c.state === "closed" || c.state === "error") return complete(c, wr.id, WcStatus.WR_FLUSH_ERR)
             const status = planned !== undefined && "completionStatus" in planned
               ? planned.completionStatus

@@ -46,7 +46,14 @@ export const makeTools = (world: fabric.Fabric) => {
 
   const acquire = <H extends fabric.SimHandle>(handle: H, kind: fabric.LedgerEntry["kind"], description: string) =>
     Effect.map(Effect.currentSpan.pipe(Effect.option), (span) => {
-      world.ledger.set(handle, { kind, id: handle.id, description, acquiredIn: spanChain(span) })
+      world.ledger.set(handle, {
+        kind,
+        id: handle.id,
+        description,
+        get acquiredIn() {
+          return spanChain(span)
+        }
+      })
       return fabric.track(handle)
     })
 
