@@ -8,7 +8,9 @@
         "src/memory.cc",
         "src/peer.cc",
         "src/mr.cc",
-        "src/cm.cc"
+        "src/cm.cc",
+        "src/poll.cc",
+        "src/conn.cc"
       ],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
       "defines": [

@@ -55,6 +55,38 @@ for (const value of bogus) {
   for (const name of ["cmDestroyId", "cmDeregMr", "cmMrInfo"]) expectThrow(name, () => binding[name](value), "errno", 22)
   expectThrow("cmReg", () => binding.cmReg(value, "msgs", new Uint8Array(64)), "errno", 22)
 }
+// Connection calls (endpoints, requests, connections, work requests, waits): every guard.
+const config = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
+const badConfigs = [null, {}, { ...config, timeoutMs: -1 }, { ...config, sqSize: 2 ** 32 }, { ...config, directWriteToPmem: 1 }]
+const rejections = []
+for (const value of bogus) {
+  for (const name of ["epShutdown", "connReqPrivateData", "connReqDelete", "connPrivateData", "connDisconnect", "connDelete", "connPollCompletions"]) {
+    expectThrow(name, () => binding[name](value), "code", -100004)
+  }
+  expectThrow("epListen", () => binding.epListen(value, "127.0.0.1", 7000), "code", -100004)
+  expectThrow("epListen port 0", () => binding.epListen(value, "127.0.0.1", 0), "code", -100004)
+  expectThrow("connReqConnect", () => binding.connReqConnect(value, new Uint8Array(300)), "code", -100004)
+  for (const cfg of [config, ...badConfigs]) {
+    expectThrow("epNextConnReq", () => binding.epNextConnReq(value, cfg, () => failures++), "code", -100004)
+    rejections.push(binding.connReqNew(value, "127.0.0.1", 7000, cfg))
+  }
+  expectThrow("connNextEvent", () => binding.connNextEvent(value, () => failures++), "code", -100004)
+  expectThrow("connWaitCompletions", () => binding.connWaitCompletions(value, undefined), "code", -100004)
+  for (const request of [
+    null,
+    { op: "nope", id: 1 },
+    { op: "write", id: 1, dst: remote, dstOffset: 0, src: value, srcOffset: 0, length: 8 },
+    { op: "read", id: 2, dst: value, dstOffset: 0, src: remote, srcOffset: 0, length: 8 },
+    { op: "flush", id: 3, dst: remote, dstOffset: 0, length: 8, type: "nope" },
+    { op: "atomicWrite", id: 4, dst: remote, dstOffset: 0, value: new Uint8Array(7) },
+    { op: "send", id: 5, src: value, offset: -1, length: 8 },
+    { op: "recv", id: 6, dst: value, offset: 0, length: 2 ** 40 }
+  ]) {
+    expectThrow("post", () => binding.post(value, request), "code", -100004)
+  }
+  if (binding.cancelWait(value, 1) !== false) failures++
+}
+
 try {
   new remote.constructor()
   failures++
@@ -82,7 +114,8 @@ Promise.allSettled([
   binding.getIbvContext("127.0.0.1", "remote"),
   binding.getIbvContext(null, "local"),
   binding.cmCreateId("127.0.0.1"),
-  binding.cmCreateId(undefined)
+  binding.cmCreateId(undefined),
+  ...rejections
 ]).then((results) => {
   for (const result of results) if (result.status !== "rejected") failures++
   if (typeof globalThis.gc === "function") globalThis.gc()

@@ -45,6 +45,25 @@ export interface Binding {
   readonly cmReg: (id: unknown, kind: unknown, memory: unknown) => object
   readonly cmDeregMr: (mr: unknown) => void
   readonly cmMrInfo: (mr: unknown) => { address: bigint; length: number; lkey: number; rkey: number }
+  readonly epListen: (peer: unknown, address: unknown, port: unknown) => object
+  readonly epShutdown: (ep: unknown) => void
+  /** Starts waiting for an incoming request; returns the wait's id for {@link Binding.cancelWait}. */
+  readonly epNextConnReq: (ep: unknown, config: unknown, callback: WaitCallback<object>) => number
+  readonly connReqNew: (peer: unknown, address: unknown, port: unknown, config: unknown) => Promise<object>
+  readonly connReqPrivateData: (req: unknown) => Uint8Array
+  readonly connReqConnect: (req: unknown, privateData: unknown) => object
+  readonly connReqDelete: (req: unknown) => void
+  readonly connNextEvent: (conn: unknown, callback: WaitCallback<string>) => number
+  readonly connPrivateData: (conn: unknown) => Uint8Array
+  readonly connDisconnect: (conn: unknown) => void
+  readonly connDelete: (conn: unknown) => void
+  readonly post: (conn: unknown, request: unknown) => void
+  /** The completions already in the queue (possibly none), without waiting. */
+  readonly connPollCompletions: (conn: unknown) => Array<WaitedCompletion>
+  /** Starts waiting for completions (at least one); returns the wait's id. */
+  readonly connWaitCompletions: (conn: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
+  /** Stops a wait: its callback is never called. False if it had already ended. Never throws. */
+  readonly cancelWait: (handle: unknown, id: unknown) => boolean
   readonly allocate: (size: unknown) => Uint8Array
   readonly free: (memory: unknown) => void
   /** Live native objects by kind, process-wide. */
@@ -54,9 +73,33 @@ export interface Binding {
     remoteRegions: number
     cmIds: number
     cmRegions: number
+    endpoints: number
+    connectionRequests: number
+    connections: number
   }
   /** How many allocate() blocks are not yet freed (kept alive by an ArrayBuffer or a registration). */
   readonly liveAllocations: () => number
+}
+
+/**
+ * How a wait answers: once, with an error (an Error like the thrown ones) or a value. Called from
+ * the event loop, or synchronously when the wait ends by a call (a shutdown, a delete).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type WaitCallback<A> = (error: unknown, value: A) => void
+
+/**
+ * A work completion as the addon reports it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WaitedCompletion {
+  readonly id: number
+  readonly status: number
+  readonly byteLength: number
 }
 
 /**

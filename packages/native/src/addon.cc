@@ -22,10 +22,14 @@ const napi_type_tag kTags[static_cast<int>(Kind::Count)] = {
     {0x6c1d8e4a2f7b5a04ULL, 0x5a9e3c7d2b1f6e63ULL},  // MrRemote
     {0x3f7a2e9d4c1b6e05ULL, 0x8b4d1f6a3e9c2d64ULL},  // CmId
     {0x9a3e5c1f7d2b4a06ULL, 0x1e6c9a4d7b3f5c65ULL},  // CmMr
+    {0x5d2b8f6e3a1c7d07ULL, 0x6f1a8c3e5d9b2a66ULL},  // Endpoint
+    {0x2c7e4a9f1b6d3e08ULL, 0x3a5d7f1c9e2b8d67ULL},  // ConnReq
+    {0x7b4f1d3a9c5e2f09ULL, 0x9c2e6a4f1d7b3e68ULL},  // Conn
 };
 
-const char* const kNames[static_cast<int>(Kind::Count)] = {"ibv_context", "peer", "mr_local",
-                                                           "mr_remote",   "cm_id", "cm_mr"};
+const char* const kNames[static_cast<int>(Kind::Count)] = {"ibv_context", "peer",     "mr_local",
+                                                           "mr_remote",   "cm_id",    "cm_mr",
+                                                           "endpoint",    "conn_req", "conn"};
 
 }  // namespace
 
@@ -58,6 +62,9 @@ Napi::Value LiveHandles(const Napi::CallbackInfo& info) {
   result.Set("remoteRegions", get(Kind::MrRemote));
   result.Set("cmIds", get(Kind::CmId));
   result.Set("cmRegions", get(Kind::CmMr));
+  result.Set("endpoints", get(Kind::Endpoint));
+  result.Set("connectionRequests", get(Kind::ConnReq));
+  result.Set("connections", get(Kind::Conn));
   return result;
 }
 
@@ -86,6 +93,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   MrRemote::Define(env, module);
   CmId::Define(env, module);
   CmMr::Define(env, module);
+  Endpoint::Define(env, module);
+  ConnReq::Define(env, module);
+  Conn::Define(env, module);
+  module->polls = PollSet::Create(env);
 
   exports.Set("installLogCapture", Napi::Function::New(env, InstallLogCaptureJs, "installLogCapture"));
   exports.Set("allocate", Napi::Function::New(env, Allocate, "allocate"));
@@ -95,6 +106,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterPeer(env, exports);
   RegisterMr(env, exports);
   RegisterCm(env, exports);
+  RegisterConn(env, exports);
   return exports;
 }
 

@@ -16,23 +16,28 @@
 #include <rdma/rdma_cma.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
+#include <unordered_map>
 
 #include "errors.h"
 #include "memory.h"
+#include "poll.h"
 
 namespace rdma {
 
-enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmId, CmMr, Count };
+enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmId, CmMr, Endpoint, ConnReq, Conn, Count };
 
 // Names as the Driver calls them, for details such as "expected a peer, got a cm_mr".
 const char* KindName(Kind kind);
 const napi_type_tag* TypeTag(Kind kind);
 
-// The constructors of every handle class, per Node environment.
+// The constructors of every handle class, and the libuv watchers, per Node environment.
 struct Module {
   Napi::FunctionReference constructors[static_cast<int>(Kind::Count)];
+  PollSet* polls = nullptr;  // owned by itself: it outlives the module until its handles are closed
 };
 
 // Live native objects by kind, process-wide (librpma and librdmacm state is process-wide too):
@@ -104,6 +109,8 @@ struct PeerState {
   ~PeerState();
   rpma_peer* peer = nullptr;
   std::size_t regions = 0;
+  // Endpoints, connection requests and connections made with it: librpma keeps the peer's pointer.
+  std::size_t users = 0;
 };
 
 class Peer : public Handle<Peer> {
@@ -115,18 +122,25 @@ class Peer : public Handle<Peer> {
   std::shared_ptr<PeerState> state;
 };
 
-class MrLocal : public Handle<MrLocal> {
- public:
-  static constexpr Kind kKind = Kind::MrLocal;
-  static constexpr const char* kClosed = "deregistered";
-  using Handle::Handle;
-  ~MrLocal() override { Dereg(); }
-  bool IsOpen() const { return mr != nullptr; }
+// A local registration. Shared between its handle and the work requests posted with it, so that a
+// region the device may still write into is never deregistered under it, whatever the GC does.
+struct MrLocalState {
+  ~MrLocalState() { Dereg(); }
   // rpma_mr_dereg, once: librpma frees the handle even when it fails.
   int Dereg();
   rpma_mr_local* mr = nullptr;
   std::shared_ptr<PeerState> peer;
   std::shared_ptr<v8::BackingStore> memory;
+  std::size_t in_flight = 0;  // posted requests whose completion has not been returned
+};
+
+class MrLocal : public Handle<MrLocal> {
+ public:
+  static constexpr Kind kKind = Kind::MrLocal;
+  static constexpr const char* kClosed = "deregistered";
+  using Handle::Handle;
+  bool IsOpen() const { return state && state->mr != nullptr; }
+  std::shared_ptr<MrLocalState> state;
 };
 
 class MrRemote : public Handle<MrRemote> {
@@ -176,6 +190,97 @@ class CmMr : public Handle<CmMr> {
   std::shared_ptr<v8::BackingStore> memory;
 };
 
+// What a connection is made with (struct rpma_conn_cfg, plus the peer cfg applied once connected).
+struct ConnConfig {
+  int timeout_ms = 1000;
+  uint32_t sq_size = 0;
+  uint32_t rq_size = 0;
+  uint32_t cq_size = 0;
+  bool direct_write_to_pmem = false;
+  // rpma_conn_cfg_new + setters; nullptr and a code on failure.
+  int Make(rpma_conn_cfg** out) const;
+};
+
+struct ConnReqState;
+
+// A listening endpoint, the waits for its incoming requests, and the requests it produced that
+// are not yet answered (they use its event channel, so they go before it).
+struct EndpointState : std::enable_shared_from_this<EndpointState> {
+  EndpointState();
+  ~EndpointState();
+  // Rejects the unanswered requests, stops watching and rpma_ep_shutdown; returns its code.
+  int Shutdown();
+  void OnReadable(Napi::Env env, int status);
+  rpma_ep* ep = nullptr;
+  std::shared_ptr<PeerState> peer;
+  std::set<ConnReqState*> unanswered;
+  Poller requests;
+};
+
+class Endpoint : public Handle<Endpoint> {
+ public:
+  static constexpr Kind kKind = Kind::Endpoint;
+  static constexpr const char* kClosed = "shut down";
+  using Handle::Handle;
+  bool IsOpen() const { return state && state->ep != nullptr; }
+  std::shared_ptr<EndpointState> state;
+};
+
+struct ConnReqState {
+  ~ConnReqState() { Delete(); }
+  // rpma_conn_req_delete, once; returns its code.
+  int Delete();
+  // Forgets the request after rpma_conn_req_connect consumed it.
+  void Consumed();
+  rpma_conn_req* req = nullptr;
+  std::shared_ptr<PeerState> peer;
+  std::shared_ptr<EndpointState> endpoint;  // incoming requests only
+  ConnConfig config;
+};
+
+class ConnReq : public Handle<ConnReq> {
+ public:
+  static constexpr Kind kKind = Kind::ConnReq;
+  static constexpr const char* kClosed = "consumed or deleted";
+  using Handle::Handle;
+  bool IsOpen() const { return state && state->req != nullptr; }
+  std::shared_ptr<ConnReqState> state;
+};
+
+// A posted work request until its completion is returned.
+struct Posted {
+  double id = 0;
+  bool recv = false;
+  std::shared_ptr<MrLocalState> region;  // the local region the device reads or writes, if any
+};
+
+struct ConnState : std::enable_shared_from_this<ConnState> {
+  ConnState();
+  ~ConnState();
+  // Stops watching, rpma_conn_delete, releases the regions of requests in flight; returns the code.
+  int Delete();
+  void OnEvent(Napi::Env env, int status);
+  void OnCompletion(Napi::Env env, int status);
+  // rpma_cq_get_wc until RPMA_E_NO_COMPLETION, into `out`; returns 0 or a code.
+  int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
+  rpma_conn* conn = nullptr;
+  rpma_cq* cq = nullptr;
+  std::shared_ptr<PeerState> peer;
+  uint64_t next_token = 1;
+  std::unordered_map<uint64_t, Posted> posted;
+  Poller events;
+  Poller completions;
+};
+
+class Conn : public Handle<Conn> {
+ public:
+  static constexpr Kind kKind = Kind::Conn;
+  static constexpr const char* kClosed = "deleted";
+  using Handle::Handle;
+  bool IsOpen() const { return state && state->conn != nullptr; }
+  std::shared_ptr<ConnState> state;
+};
+
 // A registration whose release failed may still be reachable by the device: keep its bytes for
 // the life of the process.
 void Quarantine(std::shared_ptr<v8::BackingStore> memory);
@@ -183,5 +288,6 @@ void Quarantine(std::shared_ptr<v8::BackingStore> memory);
 void RegisterPeer(Napi::Env env, Napi::Object exports);
 void RegisterMr(Napi::Env env, Napi::Object exports);
 void RegisterCm(Napi::Env env, Napi::Object exports);
+void RegisterConn(Napi::Env env, Napi::Object exports);
 
 }  // namespace rdma

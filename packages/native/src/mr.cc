@@ -21,7 +21,7 @@ constexpr int kUsageAll = 0xff;  // USAGE_ALL_ALLOWED in librpma's mr.c
 
 }  // namespace
 
-int MrLocal::Dereg() {
+int MrLocalState::Dereg() {
   if (mr == nullptr) return 0;
   int code;
   {
@@ -29,7 +29,7 @@ int MrLocal::Dereg() {
     code = rpma_mr_dereg(&mr);
   }
   mr = nullptr;  // librpma frees it even on failure
-  Count(kKind, -1);
+  Count(Kind::MrLocal, -1);
   if (code != 0) Quarantine(memory);
   memory.reset();
   if (peer) peer->regions--;
@@ -68,10 +68,11 @@ Napi::Value MrReg(const Napi::CallbackInfo& info) {
 
   MrLocal* handle;
   Napi::Object object = MrLocal::New(env, &handle);
-  handle->mr = mr;
-  handle->peer = peer->state;
-  handle->memory = std::move(bytes.owner);
-  handle->peer->regions++;
+  handle->state = std::make_shared<MrLocalState>();
+  handle->state->mr = mr;
+  handle->state->peer = peer->state;
+  handle->state->memory = std::move(bytes.owner);
+  peer->state->regions++;
   Count(Kind::MrLocal, +1);
   return object;
 }
@@ -80,8 +81,15 @@ Napi::Value MrDereg(const Napi::CallbackInfo& info) {
   Call call(info.Env(), "rpma_mr_dereg", Domain::Rpma);
   MrLocal* handle = Open<MrLocal>(call, info[0]);
   if (handle == nullptr) return info.Env().Undefined();
+  std::size_t in_flight = handle->state->in_flight;
+  // The device may still read or write it: refuse, and leave the region usable.
+  if (in_flight != 0) {
+    return call.Invalid(std::to_string(in_flight) +
+                        (in_flight == 1 ? " request in flight uses" : " requests in flight use") +
+                        " this region: wait for their completions (or delete the connection) first");
+  }
   ClearLog();
-  int code = handle->Dereg();
+  int code = handle->state->Dereg();
   std::string log = TakeLog();
   if (code != 0) return call.Fail(code, Join(log, "the handle is gone; its memory is kept for the life of the process"));
   return info.Env().Undefined();
@@ -92,7 +100,7 @@ Napi::Value MrGetDescriptorSize(const Napi::CallbackInfo& info) {
   MrLocal* handle = Open<MrLocal>(call, info[0]);
   if (handle == nullptr) return info.Env().Undefined();
   size_t size = 0;
-  int code = rpma_mr_get_descriptor_size(handle->mr, &size);
+  int code = rpma_mr_get_descriptor_size(handle->state->mr, &size);
   if (code != 0) return call.Fail(code);
   return Napi::Number::New(info.Env(), static_cast<double>(size));
 }
@@ -102,10 +110,10 @@ Napi::Value MrGetDescriptor(const Napi::CallbackInfo& info) {
   MrLocal* handle = Open<MrLocal>(call, info[0]);
   if (handle == nullptr) return info.Env().Undefined();
   size_t size = 0;
-  int code = rpma_mr_get_descriptor_size(handle->mr, &size);
+  int code = rpma_mr_get_descriptor_size(handle->state->mr, &size);
   if (code != 0) return call.Fail(code);
   Napi::Uint8Array descriptor = Napi::Uint8Array::New(info.Env(), size);
-  code = rpma_mr_get_descriptor(handle->mr, descriptor.Data());
+  code = rpma_mr_get_descriptor(handle->state->mr, descriptor.Data());
   if (code != 0) return call.Fail(code);
   return descriptor;
 }
@@ -115,7 +123,7 @@ Napi::Value MrGetPtr(const Napi::CallbackInfo& info) {
   MrLocal* handle = Open<MrLocal>(call, info[0]);
   if (handle == nullptr) return info.Env().Undefined();
   void* ptr = nullptr;
-  int code = rpma_mr_get_ptr(handle->mr, &ptr);
+  int code = rpma_mr_get_ptr(handle->state->mr, &ptr);
   if (code != 0) return call.Fail(code);
   return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr)));
 }
@@ -125,7 +133,7 @@ Napi::Value MrGetSize(const Napi::CallbackInfo& info) {
   MrLocal* handle = Open<MrLocal>(call, info[0]);
   if (handle == nullptr) return info.Env().Undefined();
   size_t size = 0;
-  int code = rpma_mr_get_size(handle->mr, &size);
+  int code = rpma_mr_get_size(handle->state->mr, &size);
   if (code != 0) return call.Fail(code);
   return Napi::Number::New(info.Env(), static_cast<double>(size));
 }

@@ -110,6 +110,12 @@ Napi::Value PeerDelete(const Napi::CallbackInfo& info) {
     return call.Invalid(std::to_string(state.regions) + (state.regions == 1 ? " region" : " regions") +
                         " still registered: deregister them first");
   }
+  if (state.users != 0) {
+    return call.Invalid(std::to_string(state.users) +
+                        (state.users == 1 ? " endpoint, connection request or connection still uses it"
+                                          : " endpoints, connection requests or connections still use it") +
+                        ": shut down or delete them first");
+  }
   ClearLog();
   // Sets state.peer to NULL even when it fails (librpma frees it): never retried.
   int code = rpma_peer_delete(&state.peer);

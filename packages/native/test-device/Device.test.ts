@@ -3,12 +3,13 @@
 // Without RDMA_ADDRESS the suite fails: a device run that silently skips proves nothing.
 import * as CmId from "@effect-rdma/core/CmId"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
-import { type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
+import { type ConnConfig, type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as Usage from "@effect-rdma/core/Usage"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
@@ -39,6 +40,29 @@ const withPeer = <A, E>(f: (driver: Driver, peer: PeerHandle) => Effect.Effect<A
       (peer) => f(driver, peer),
       (peer) => Effect.orDie(driver.peerDelete(peer))
     )
+  })
+
+const withTwoPeers = <A, E>(f: (driver: Driver, server: PeerHandle, client: PeerHandle) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const driver = yield* RdmaDriver
+    const context = yield* driver.getIbvContext(address, "local")
+    const peers = Effect.acquireRelease(driver.peerNew(context), (peer) => Effect.orDie(driver.peerDelete(peer)))
+    return yield* Effect.scoped(Effect.flatMap(Effect.zip(peers, peers), ([server, client]) => f(driver, server, client)))
+  })
+
+const config: ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
+
+// A connection made with the raw calls, both sides ESTABLISHED.
+const rawPair = (driver: Driver, server: PeerHandle, client: PeerHandle, port: number) =>
+  Effect.gen(function*() {
+    const ep = yield* driver.epListen(server, address, port)
+    const incoming = yield* Effect.fork(driver.epNextConnReq(ep, config))
+    const outgoing = yield* driver.connReqNew(client, address, port, config)
+    const clientConn = yield* driver.connReqConnect(outgoing, new TextEncoder().encode("hi"))
+    const serverConn = yield* driver.connReqConnect(yield* Fiber.join(incoming), undefined)
+    assert.strictEqual(yield* driver.connNextEvent(clientConn), "ESTABLISHED")
+    assert.strictEqual(yield* driver.connNextEvent(serverConn), "ESTABLISHED")
+    return { ep, clientConn, serverConn }
   })
 
 const READ_SRC = 0x01
@@ -228,19 +252,107 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
       ))
   })
 
+  describe("connections, raw", () => {
+    it.effect("epListen: port 0 or out of range is RpmaInvalidError; a peer with an endpoint is not deleted", () =>
+      withPeer((driver, peer) =>
+        Effect.gen(function*() {
+          for (const port of [0, -1, 65536, 1.5]) {
+            const error = yield* Effect.flip(driver.epListen(peer, address, port))
+            assert.strictEqual(error._tag, "RpmaInvalidError", String(port))
+          }
+          const ep = yield* driver.epListen(peer, address, 18101)
+          assert.strictEqual((yield* driver.live).endpoints, 1)
+          const refused = yield* Effect.flip(driver.peerDelete(peer))
+          assert.strictEqual(refused._tag, "RpmaInvalidError")
+          assert.include(refused.detail, "endpoint, connection request or connection still uses it")
+          yield* driver.epShutdown(ep)
+          assert.strictEqual((yield* Effect.flip(driver.epShutdown(ep)))._tag, "RpmaInvalidError")
+        })
+      ))
+
+    it.effect("connReqNew to an address no device reaches is RpmaProviderError", () =>
+      withPeer((driver, peer) =>
+        Effect.gen(function*() {
+          const error = yield* Effect.flip(driver.connReqNew(peer, "192.0.2.99", 18102, config))
+          assert.strictEqual(error._tag, "RpmaProviderError")
+          assert.strictEqual((yield* driver.live).connectionRequests, 0)
+        })
+      ))
+
+    it.effect("epShutdown fails a pending epNextConnReq; an interrupted one leaves nothing behind", () =>
+      withPeer((driver, peer) =>
+        Effect.gen(function*() {
+          const ep = yield* driver.epListen(peer, address, 18103)
+          const interrupted = yield* Effect.fork(driver.epNextConnReq(ep, config))
+          yield* settle
+          yield* Fiber.interrupt(interrupted)
+          const pending = yield* Effect.fork(driver.epNextConnReq(ep, config))
+          yield* settle
+          yield* driver.epShutdown(ep)
+          const error = yield* Effect.flip(Fiber.join(pending))
+          assert.strictEqual(error._tag, "RpmaInvalidError")
+          assert.strictEqual(error.detail, "the endpoint was shut down")
+        })
+      ))
+
+    it.effect("a region in flight is not deregistered; connDelete fails the waits and releases it", () =>
+      withTwoPeers((driver, server, client) =>
+        Effect.gen(function*() {
+          const { clientConn, ep, serverConn } = yield* rawPair(driver, server, client, 18104)
+          const inbox = yield* driver.mrReg(server, new Uint8Array(256), 0x80)
+          yield* driver.post(serverConn, { op: "recv", id: 1, dst: inbox, offset: 0, length: 256 })
+          const refused = yield* Effect.flip(driver.mrDereg(inbox))
+          assert.strictEqual(refused._tag, "RpmaInvalidError")
+          assert.include(refused.detail, "1 request in flight uses this region")
+          const event = yield* Effect.fork(driver.connNextEvent(serverConn))
+          const completions = yield* Effect.fork(driver.nextCompletions(serverConn))
+          yield* settle
+          yield* driver.connDelete(serverConn)
+          assert.strictEqual((yield* Effect.flip(Fiber.join(event)))._tag, "RpmaInvalidError")
+          assert.strictEqual((yield* Effect.flip(Fiber.join(completions)))._tag, "RpmaInvalidError")
+          yield* driver.mrDereg(inbox)
+          assert.strictEqual(yield* driver.connNextEvent(clientConn), "CLOSED")
+          yield* driver.connDelete(clientConn)
+          yield* driver.epShutdown(ep)
+          assert.strictEqual((yield* driver.live).connections, 0)
+        })
+      ))
+
+    it.effect("a connection collected while waits run on it is deleted, its watchers closed", () =>
+      withTwoPeers((driver, server, client) =>
+        Effect.gen(function*() {
+          const binding = yield* RpmaBinding.load()
+          const ep = yield* Effect.gen(function*() {
+            const { clientConn, ep, serverConn } = yield* rawPair(driver, server, client, 18105)
+            for (const conn of [clientConn, serverConn]) {
+              binding.connNextEvent(conn, () => {})
+              binding.connWaitCompletions(conn, () => {})
+            }
+            return ep
+          })
+          yield* collect
+          assert.strictEqual((yield* driver.live).connections, 0)
+          yield* driver.epShutdown(ep)
+        })
+      ))
+  })
+
   describe("through core's scoped resources", () => {
     it.scoped("Peer.layer, LocalMr.allocate and CmId.registerMessages release in order", () =>
       Effect.gen(function*() {
         const driver = yield* RdmaDriver
-        yield* Effect.scoped(
-          Effect.gen(function*() {
-            const peer = yield* Peer.Peer
-            const mr = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
-            const described = yield* LocalMr.describe(mr)
-            assert.strictEqual(described.length, 4096n)
-            const id = yield* CmId.make(address)
-            yield* CmId.registerMessages(id, new Uint8Array(4096))
-          }).pipe(Effect.provide(Layer.provideMerge(Peer.layer(address), Layer.succeed(RdmaDriver, driver))))
+        // Scoped inside the layer: the regions' scope closes before the layer deletes the peer
+        // (the other way round, rpma_peer_delete is refused while the region is registered).
+        yield* Effect.gen(function*() {
+          const peer = yield* Peer.Peer
+          const mr = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
+          const described = yield* LocalMr.describe(mr)
+          assert.strictEqual(described.length, 4096n)
+          const id = yield* CmId.make(address)
+          yield* CmId.registerMessages(id, new Uint8Array(4096))
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(Layer.provideMerge(Peer.layer(address), Layer.succeed(RdmaDriver, driver)))
         )
         const live = yield* driver.live
         assert.isTrue(Object.values(live).every((n) => n === 0), JSON.stringify(live))

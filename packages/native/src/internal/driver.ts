@@ -2,15 +2,21 @@
 import type {
   CmIdHandle,
   CmMrHandle,
+  Completion,
+  ConnEvent,
+  ConnHandle,
+  ConnReqHandle,
   Driver,
+  EndpointHandle,
   IbvContextHandle,
   MrHandle,
   PeerHandle,
-  RemoteMrHandle
+  RemoteMrHandle,
+  WorkRequest
 } from "@effect-rdma/core/Driver"
 import { fromErrno, fromRpmaCode, type RdmaCmError, type RpmaError } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
-import type { Binding } from "../RpmaBinding.js"
+import type { Binding, WaitCallback } from "../RpmaBinding.js"
 
 interface NativeFailure {
   readonly operation?: unknown
@@ -65,11 +71,53 @@ const as = <H>(handle: object): H => handle as H
 
 const cmOperations = { msgs: "rdma_reg_msgs", read: "rdma_reg_read", write: "rdma_reg_write" } as const
 
+const postOperations = {
+  write: "rpma_write",
+  read: "rpma_read",
+  flush: "rpma_flush",
+  atomicWrite: "rpma_atomic_write",
+  send: "rpma_send",
+  recv: "rpma_recv"
+} as const
+
+const operationOf = (request: WorkRequest): string =>
+  typeof request === "object" && request !== null ? postOperations[request.op] ?? "rpma_write" : "rpma_write"
+
 /**
- * Connections (rpma_ep_*, rpma_conn_*, work requests) are a later issue; until the addon has
- * them, calling one is a defect that says so, as in FileSystem.layerNoop.
+ * A wait in the addon (an incoming request, a connection event, completions) as an interruptible
+ * Effect: the addon answers the callback once, from the event loop; the canceller stops the wait
+ * (cancelWait), so an interrupted fiber leaves no libuv watcher behind.
  */
-type ConnectionCalls =
+const wait = <A>(
+  binding: Binding,
+  operation: string,
+  handle: unknown,
+  start: (callback: WaitCallback<A>) => number
+): Effect.Effect<A, RpmaError> =>
+  Effect.async<A, RpmaError>((resume) => {
+    let done = false
+    const callback: WaitCallback<A> = (error, value) => {
+      if (done) return
+      done = true
+      resume(error === undefined || error === null ? Effect.succeed(value) : rpmaFailure(operation)(error))
+    }
+    let id: number
+    try {
+      id = start(callback)
+    } catch (cause) {
+      done = true
+      resume(rpmaFailure(operation)(cause))
+      return
+    }
+    return Effect.sync(() => {
+      if (done) return
+      done = true
+      binding.cancelWait(handle, id)
+    })
+  })
+
+const connectionCalls = (binding: Binding): Pick<
+  Driver,
   | "epListen"
   | "epShutdown"
   | "epNextConnReq"
@@ -83,29 +131,49 @@ type ConnectionCalls =
   | "connDelete"
   | "post"
   | "nextCompletions"
-
-const notYet = (name: string) => () =>
-  Effect.dieMessage(`Driver.${name} is not implemented by @effect-rdma/native yet`)
-
-const connectionCalls: Pick<Driver, ConnectionCalls> = {
-  epListen: notYet("epListen"),
-  epShutdown: notYet("epShutdown"),
-  epNextConnReq: notYet("epNextConnReq"),
-  connReqNew: notYet("connReqNew"),
-  connReqPrivateData: notYet("connReqPrivateData"),
-  connReqConnect: notYet("connReqConnect"),
-  connReqDelete: notYet("connReqDelete"),
-  connNextEvent: notYet("connNextEvent"),
-  connPrivateData: notYet("connPrivateData"),
-  connDisconnect: notYet("connDisconnect"),
-  connDelete: notYet("connDelete"),
-  post: notYet("post"),
-  nextCompletions: notYet("nextCompletions")
-}
+> => ({
+  epListen: (peer, address, port) =>
+    rpma("rpma_ep_listen", () => as<EndpointHandle>(binding.epListen(peer, address, port))),
+  epShutdown: (ep) => rpma("rpma_ep_shutdown", () => binding.epShutdown(ep)),
+  epNextConnReq: (ep, config) =>
+    wait<object>(binding, "rpma_ep_next_conn_req", ep, (callback) => binding.epNextConnReq(ep, config, callback)).pipe(
+      Effect.map(as<ConnReqHandle>)
+    ),
+  connReqNew: (peer, address, port, config) =>
+    attemptPromise(() => binding.connReqNew(peer, address, port, config), rpmaFailure("rpma_conn_req_new")).pipe(
+      Effect.map(as<ConnReqHandle>)
+    ),
+  connReqPrivateData: (req) => rpma("rpma_conn_req_get_private_data", () => binding.connReqPrivateData(req)),
+  connReqConnect: (req, privateData) =>
+    rpma("rpma_conn_req_connect", () => as<ConnHandle>(binding.connReqConnect(req, privateData))),
+  connReqDelete: (req) => rpma("rpma_conn_req_delete", () => binding.connReqDelete(req)),
+  connNextEvent: (conn) =>
+    wait<string>(binding, "rpma_conn_next_event", conn, (callback) => binding.connNextEvent(conn, callback)).pipe(
+      Effect.map((event) => event as ConnEvent)
+    ),
+  connPrivateData: (conn) => rpma("rpma_conn_get_private_data", () => binding.connPrivateData(conn)),
+  connDisconnect: (conn) => rpma("rpma_conn_disconnect", () => binding.connDisconnect(conn)),
+  connDelete: (conn) => rpma("rpma_conn_delete", () => binding.connDelete(conn)),
+  post: (conn, request) => rpma(operationOf(request), () => binding.post(conn, request)),
+  // What the queue holds already, else a wait on the completion channel.
+  nextCompletions: (conn) =>
+    Effect.flatMap(
+      rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.connPollCompletions(conn)),
+      (ready) =>
+        ready.length > 0 ?
+          Effect.succeed(ready) :
+          wait<ReadonlyArray<Completion>>(
+            binding,
+            "rpma_cq_wait",
+            conn,
+            (callback) => binding.connWaitCompletions(conn, callback)
+          )
+    )
+})
 
 /** @internal */
 export const makeDriver = (binding: Binding): Driver => ({
-  ...connectionCalls,
+  ...connectionCalls(binding),
   name: "native",
 
   getIbvContext: (address, kind) =>
@@ -139,5 +207,5 @@ export const makeDriver = (binding: Binding): Driver => ({
   allocate: (size) => rpma("posix_memalign", () => binding.allocate(size)),
   // Core frees only what it allocated; anything else reaching here is a bug, hence a defect.
   free: (memory) => Effect.sync(() => binding.free(memory)),
-  live: Effect.sync(() => ({ ...binding.liveHandles(), endpoints: 0, connectionRequests: 0, connections: 0 }))
+  live: Effect.sync(() => binding.liveHandles())
 })

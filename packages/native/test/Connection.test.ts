@@ -1,0 +1,206 @@
+// The connection calls without a device: every guard (a value that is not a handle, a handle of
+// another kind, bad ports, configs and work requests) is RPMA_E_INVAL, never a crash or a hang;
+// and the driver's waits are interruptible Effects whose canceller reaches the addon (checked
+// against a fake binding, since without a device nothing can be waited on).
+import * as Descriptor from "@effect-rdma/core/Descriptor"
+import { type ConnConfig, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
+import { assert, describe, it, layer } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as NativeDriver from "../src/NativeDriver.js"
+import * as RpmaBinding from "../src/RpmaBinding.js"
+
+type Bad = never
+const config: ConnConfig = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
+const descriptor = Descriptor.encode({ address: 0x1000n, length: 64n, rkey: 7, usage: 0x11 })
+
+const calls = (driver: Driver, handle: unknown) => ({
+  epListen: driver.epListen(handle as Bad, "127.0.0.1", 7000),
+  epShutdown: driver.epShutdown(handle as Bad),
+  epNextConnReq: driver.epNextConnReq(handle as Bad, config),
+  connReqNew: driver.connReqNew(handle as Bad, "127.0.0.1", 7000, config),
+  connReqPrivateData: driver.connReqPrivateData(handle as Bad),
+  connReqConnect: driver.connReqConnect(handle as Bad, undefined),
+  connReqDelete: driver.connReqDelete(handle as Bad),
+  connNextEvent: driver.connNextEvent(handle as Bad),
+  connPrivateData: driver.connPrivateData(handle as Bad),
+  connDisconnect: driver.connDisconnect(handle as Bad),
+  connDelete: driver.connDelete(handle as Bad),
+  post: driver.post(handle as Bad, { op: "send", id: 1, src: handle as Bad, offset: 0, length: 1 }),
+  nextCompletions: driver.nextCompletions(handle as Bad)
+})
+
+const expectInvalid = (name: string, effect: Effect.Effect<unknown, { readonly _tag: string }>) =>
+  Effect.map(Effect.flip(effect), (error) => {
+    assert.strictEqual(error._tag, "RpmaInvalidError", name)
+    return error as unknown as { readonly detail?: string; readonly operation?: string }
+  })
+
+layer(NativeDriver.layer)("connection calls without a device", (it) => {
+  it.effect("values that are not handles are RpmaInvalidError, never a hang", () =>
+    Effect.gen(function*() {
+      const driver = yield* RdmaDriver
+      for (const value of [null, undefined, {}, 42, "conn", () => {}, new Proxy({}, {})]) {
+        for (const [name, call] of Object.entries(calls(driver, value))) {
+          const error = yield* expectInvalid(`${name}(${String(value)})`, call)
+          if (value === null || value === undefined) assert.match(error.detail!, / is NULL$/, name)
+        }
+      }
+    }))
+
+  it.effect("a remote region where a peer, endpoint, request or connection is expected names both kinds", () =>
+    Effect.gen(function*() {
+      const driver = yield* RdmaDriver
+      const remote = yield* driver.mrRemoteFromDescriptor(descriptor)
+      for (const [name, call] of Object.entries(calls(driver, remote))) {
+        const error = yield* expectInvalid(name, call)
+        assert.include(error.detail, "got a mr_remote", name)
+      }
+      assert.strictEqual(yield* driver.mrRemoteGetSize(remote), 64n)
+      yield* driver.mrRemoteDelete(remote)
+    }))
+
+  it.effect("post names the operation of the request it refuses", () =>
+    Effect.gen(function*() {
+      const driver = yield* RdmaDriver
+      const remote = yield* driver.mrRemoteFromDescriptor(descriptor)
+      const requests = [
+        { op: "write", id: 1, dst: remote, dstOffset: 0, src: remote as Bad, srcOffset: 0, length: 8 },
+        { op: "read", id: 2, dst: remote as Bad, dstOffset: 0, src: remote, srcOffset: 0, length: 8 },
+        { op: "flush", id: 3, dst: remote, dstOffset: 0, length: 8, type: "visibility" },
+        { op: "atomicWrite", id: 4, dst: remote, dstOffset: 0, value: new Uint8Array(8) },
+        { op: "recv", id: 5, dst: remote as Bad, offset: 0, length: 8 }
+      ] as const
+      const operations = ["rpma_write", "rpma_read", "rpma_flush", "rpma_atomic_write", "rpma_recv"]
+      for (const [i, request] of requests.entries()) {
+        const error = yield* expectInvalid(request.op, driver.post(remote as Bad, request))
+        assert.strictEqual(error.operation, operations[i])
+      }
+      yield* expectInvalid("not an object", driver.post(remote as Bad, null as Bad))
+      yield* driver.mrRemoteDelete(remote)
+    }))
+
+  it.effect("the live counts include endpoints, requests and connections", () =>
+    Effect.gen(function*() {
+      const live = yield* Effect.flatMap(RdmaDriver, (driver) => driver.live)
+      assert.deepStrictEqual(
+        { endpoints: live.endpoints, connectionRequests: live.connectionRequests, connections: live.connections },
+        { endpoints: 0, connectionRequests: 0, connections: 0 }
+      )
+    }))
+})
+
+describe("the addon's guards, raw", () => {
+  it.effect("waits refuse a missing callback; cancelWait never throws", () =>
+    Effect.gen(function*() {
+      const binding = yield* RpmaBinding.load()
+      const remote = binding.mrRemoteFromDescriptor(descriptor)
+      for (const value of [null, undefined, {}, 1, "x", remote, Object.create(remote)]) {
+        assert.strictEqual(binding.cancelWait(value, 1), false)
+        assert.strictEqual(binding.cancelWait(value, "1"), false)
+        assert.throws(() => binding.epNextConnReq(value, config, () => {}), /Invalid argument/)
+        assert.throws(() => binding.connNextEvent(value, () => {}), /Invalid argument/)
+        assert.throws(() => binding.connWaitCompletions(value, () => {}), /Invalid argument/)
+        assert.throws(() => binding.connPollCompletions(value), /Invalid argument/)
+      }
+      binding.mrRemoteDelete(remote)
+    }))
+
+  it.effect("connReqNew rejects (never throws) bad arguments", () =>
+    Effect.gen(function*() {
+      const binding = yield* RpmaBinding.load()
+      const cases: ReadonlyArray<readonly [unknown, unknown, unknown, unknown]> = [
+        [null, "127.0.0.1", 1, config],
+        [{}, 1, 1, config],
+        [{}, "127.0.0.1", -1, config]
+      ]
+      for (const [peer, address, port, cfg] of cases) {
+        const promise = binding.connReqNew(peer, address, port, cfg)
+        const error = yield* Effect.flip(Effect.tryPromise({ try: () => promise, catch: (e) => e as { code: number } }))
+        assert.strictEqual(error.code, -100004)
+      }
+    }))
+})
+
+// A binding whose waits never answer by themselves: what the driver does with them.
+const fakeBinding = (log: Array<string>) => {
+  const callbacks = new Map<number, (error: unknown, value: unknown) => void>()
+  let next = 0
+  const start = (name: string) => (...args: Array<unknown>) => {
+    const id = ++next
+    callbacks.set(id, args.at(-1) as (error: unknown, value: unknown) => void)
+    log.push(`${name} ${id}`)
+    return id
+  }
+  const binding = {
+    installLogCapture: () => {},
+    epNextConnReq: start("epNextConnReq"),
+    connNextEvent: start("connNextEvent"),
+    connWaitCompletions: start("connWaitCompletions"),
+    connPollCompletions: () => [],
+    cancelWait: (_handle: unknown, id: number) => {
+      log.push(`cancel ${id}`)
+      return callbacks.delete(id)
+    }
+  } as unknown as RpmaBinding.Binding
+  return { binding, callbacks }
+}
+
+describe("waits are interruptible Effects", () => {
+  const handle = {}
+  const driverWith = (binding: RpmaBinding.Binding) =>
+    Effect.provide(
+      RdmaDriver,
+      NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, binding)))
+    )
+
+  it.effect("interrupting a wait cancels it in the addon, once", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const { binding, callbacks } = fakeBinding(log)
+      const driver = yield* driverWith(binding)
+      const waits: ReadonlyArray<Effect.Effect<unknown, unknown>> = [
+        driver.epNextConnReq(handle as Bad, config),
+        driver.connNextEvent(handle as Bad),
+        driver.nextCompletions(handle as Bad)
+      ]
+      for (const wait of waits) {
+        const fiber = yield* Effect.fork(wait)
+        yield* Effect.yieldNow()
+        yield* Fiber.interrupt(fiber)
+      }
+      assert.deepStrictEqual(log, [
+        "epNextConnReq 1",
+        "cancel 1",
+        "connNextEvent 2",
+        "cancel 2",
+        "connWaitCompletions 3",
+        "cancel 3"
+      ])
+      assert.strictEqual(callbacks.size, 0)
+    }))
+
+  it.effect("an answer resumes the fiber; an error is a tagged error; a late answer is ignored", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const { binding, callbacks } = fakeBinding(log)
+      const driver = yield* driverWith(binding)
+      const event = yield* Effect.fork(driver.connNextEvent(handle as Bad))
+      const failing = yield* Effect.fork(driver.nextCompletions(handle as Bad))
+      yield* Effect.yieldNow()
+      callbacks.get(1)!(undefined, "CLOSED")
+      callbacks.get(1)!(undefined, "LOST") // ignored
+      const deleted = { code: -100004, operation: "rpma_cq_wait", detail: "the connection was deleted" }
+      callbacks.get(2)!(Object.assign(new Error("x"), deleted), undefined)
+      assert.strictEqual(yield* Fiber.join(event), "CLOSED")
+      const exit = yield* Fiber.await(failing)
+      assert.isTrue(Exit.isFailure(exit))
+      const error = yield* Effect.flip(Fiber.join(failing))
+      assert.strictEqual(error._tag, "RpmaInvalidError")
+      assert.strictEqual(error.detail, "the connection was deleted")
+      // No cancel for waits that ended.
+      assert.deepStrictEqual(log, ["connNextEvent 1", "connWaitCompletions 2"])
+    }))
+})
