@@ -79,6 +79,42 @@ export interface Binding {
   }
   /** How many allocate() blocks are not yet freed (kept alive by an ArrayBuffer or a registration). */
   readonly liveAllocations: () => number
+  /**
+   * The doctor's: every device libibverbs lists, with its ports (each opened only for the call).
+   * Throws with `errno` when the list itself fails (ENOSYS: no RDMA support in the kernel).
+   */
+  readonly ibvDevices: () => Array<IbvDeviceInfo>
+  /** The doctor's: `ibv_is_fork_initialized()`, after libibverbs has initialised. */
+  readonly ibvForkStatus: () => "disabled" | "enabled" | "unneeded"
+  /** The doctor's: the name of the device behind a handle from {@link Binding.getIbvContext}. */
+  readonly ibvContextDeviceName: (context: unknown) => string
+  /** The doctor's: how the addon was built. */
+  readonly buildInfo: () => { napiVersion: number }
+}
+
+/**
+ * A device as libibverbs lists it (for the doctor). `error` says why it could not be opened or
+ * queried; a port's `error` why that port could not be queried.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface IbvDeviceInfo {
+  readonly name: string
+  /** As ibv_devinfo prints it: "0002:c9ff:fe12:3456". */
+  readonly nodeGuid: string
+  /** ibv_node_type_str: "InfiniBand channel adapter", "iWARP", ... */
+  readonly nodeType: string
+  readonly ports: ReadonlyArray<{
+    readonly port: number
+    /** As ibv_devinfo prints it: "PORT_ACTIVE", "PORT_DOWN", ... */
+    readonly state?: string
+    /** Bytes: 256 to 4096. */
+    readonly activeMtu?: number
+    readonly linkLayer?: "InfiniBand" | "Ethernet" | "unspecified"
+    readonly error?: string
+  }>
+  readonly error?: string
 }
 
 /**

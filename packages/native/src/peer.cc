@@ -1,7 +1,13 @@
-// rpma_utils_get_ibv_context, rpma_peer_new, rpma_peer_delete.
+// rpma_utils_get_ibv_context, rpma_peer_new, rpma_peer_delete; and, for the doctor, the devices
+// as libibverbs sees them.
+#include <endian.h>
+#include <infiniband/verbs.h>
 #include <librpma.h>
 #include <napi.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "errors.h"
@@ -38,6 +44,9 @@ class GetIbvContextWorker : public Napi::AsyncWorker {
 
   void OnOK() override {
     Napi::Env env = Env();
+    // rdma_cm binds a loopback address without a device: librpma then "succeeds" with a NULL
+    // context. No device answers there, which is what RPMA_E_PROVIDER says everywhere else.
+    if (code_ == 0 && context_ == nullptr) code_ = RPMA_E_PROVIDER;
     if (code_ != 0) {
       std::string detail = code_ == RPMA_E_PROVIDER
                                ? "no RDMA device answers at " + kind_ + " address " + address_ +
@@ -126,12 +135,145 @@ Napi::Value PeerDelete(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// ---------------------------------------------------------------------------------------------
+// The doctor (bin/doctor.ts): read-only queries of libibverbs. They open nothing that outlives
+// the call and take no part in the driver.
+
+// "0002:c9ff:fe12:3456", as ibv_devinfo prints a node GUID.
+std::string FormatGuid(__be64 guid) {
+  uint64_t value = be64toh(guid);
+  char text[20];
+  std::snprintf(text, sizeof text, "%04x:%04x:%04x:%04x", static_cast<unsigned>((value >> 48) & 0xffff),
+                static_cast<unsigned>((value >> 32) & 0xffff), static_cast<unsigned>((value >> 16) & 0xffff),
+                static_cast<unsigned>(value & 0xffff));
+  return text;
+}
+
+int MtuBytes(ibv_mtu mtu) {
+  switch (mtu) {
+    case IBV_MTU_256: return 256;
+    case IBV_MTU_512: return 512;
+    case IBV_MTU_1024: return 1024;
+    case IBV_MTU_2048: return 2048;
+    case IBV_MTU_4096: return 4096;
+  }
+  return 0;
+}
+
+// As ibv_devinfo prints them (ibv_port_state_str gives lower-case prose instead).
+const char* PortStateName(ibv_port_state state) {
+  switch (state) {
+    case IBV_PORT_NOP: return "PORT_NOP";
+    case IBV_PORT_DOWN: return "PORT_DOWN";
+    case IBV_PORT_INIT: return "PORT_INIT";
+    case IBV_PORT_ARMED: return "PORT_ARMED";
+    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
+  }
+  return "PORT_UNKNOWN";
+}
+
+const char* LinkLayerName(uint8_t layer) {
+  switch (layer) {
+    case IBV_LINK_LAYER_INFINIBAND: return "InfiniBand";
+    case IBV_LINK_LAYER_ETHERNET: return "Ethernet";
+    default: return "unspecified";
+  }
+}
+
+// [{ name, nodeGuid, nodeType, ports: [{ port, state, activeMtu, linkLayer }], error? }]: every
+// device ibv_get_device_list returns, each opened just long enough to query its ports. A device
+// that cannot be opened or queried is listed with `error`; only a failing list throws (errno).
+Napi::Value IbvDevices(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "ibv_get_device_list", Domain::Errno);
+  int count = 0;
+  errno = 0;
+  ibv_device** list = ibv_get_device_list(&count);
+  if (list == nullptr) return call.Fail(errno != 0 ? errno : ENOSYS);
+  Napi::Array devices = Napi::Array::New(env);
+  for (int i = 0; i < count; i++) {
+    ibv_device* device = list[i];
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("name", ibv_get_device_name(device));
+    entry.Set("nodeGuid", FormatGuid(ibv_get_device_guid(device)));
+    entry.Set("nodeType", ibv_node_type_str(device->node_type));
+    Napi::Array ports = Napi::Array::New(env);
+    entry.Set("ports", ports);
+    ibv_context* context = ibv_open_device(device);
+    if (context == nullptr) {
+      entry.Set("error", std::string("ibv_open_device: ") + std::strerror(errno));
+    } else {
+      ibv_device_attr attr {};
+      int code = ibv_query_device(context, &attr);
+      if (code != 0) {
+        entry.Set("error", std::string("ibv_query_device: ") + std::strerror(code));
+      } else {
+        for (uint8_t port = 1; port <= attr.phys_port_cnt; port++) {
+          Napi::Object item = Napi::Object::New(env);
+          item.Set("port", static_cast<double>(port));
+          ibv_port_attr port_attr {};
+          code = ibv_query_port(context, port, &port_attr);
+          if (code != 0) {
+            item.Set("error", std::string("ibv_query_port: ") + std::strerror(code));
+          } else {
+            item.Set("state", PortStateName(port_attr.state));
+            item.Set("activeMtu", static_cast<double>(MtuBytes(port_attr.active_mtu)));
+            item.Set("linkLayer", LinkLayerName(port_attr.link_layer));
+          }
+          ports.Set(ports.Length(), item);
+        }
+      }
+      ibv_close_device(context);
+    }
+    devices.Set(devices.Length(), entry);
+  }
+  ibv_free_device_list(list);
+  return devices;
+}
+
+// ibv_is_fork_initialized (rdma-core >= 35): "disabled", "enabled" or "unneeded". libibverbs
+// learns whether the kernel copies pinned pages on fork when it initialises, on the first
+// ibv_get_device_list; this makes sure that has happened.
+Napi::Value IbvForkStatus(const Napi::CallbackInfo& info) {
+  int count = 0;
+  ibv_device** list = ibv_get_device_list(&count);
+  if (list != nullptr) ibv_free_device_list(list);
+  switch (ibv_is_fork_initialized()) {
+    case IBV_FORK_ENABLED: return Napi::String::New(info.Env(), "enabled");
+    case IBV_FORK_UNNEEDED: return Napi::String::New(info.Env(), "unneeded");
+    default: return Napi::String::New(info.Env(), "disabled");
+  }
+}
+
+// The name of the device behind an ibv_context handle (from getIbvContext).
+Napi::Value IbvContextDeviceName(const Napi::CallbackInfo& info) {
+  Call call(info.Env(), "ibv_get_device_name", Domain::Rpma);
+  IbvContext* context = Open<IbvContext>(call, info[0]);
+  if (context == nullptr) return info.Env().Undefined();
+  return Napi::String::New(info.Env(), ibv_get_device_name(context->context->device));
+}
+
+// How this addon was built.
+Napi::Value BuildInfo(const Napi::CallbackInfo& info) {
+  Napi::Object result = Napi::Object::New(info.Env());
+  result.Set("napiVersion", static_cast<double>(NAPI_VERSION));
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+
 }  // namespace
 
 void RegisterPeer(Napi::Env env, Napi::Object exports) {
   exports.Set("getIbvContext", Napi::Function::New(env, GetIbvContext, "getIbvContext"));
   exports.Set("peerNew", Napi::Function::New(env, PeerNew, "peerNew"));
   exports.Set("peerDelete", Napi::Function::New(env, PeerDelete, "peerDelete"));
+  // The doctor's.
+  exports.Set("ibvDevices", Napi::Function::New(env, IbvDevices, "ibvDevices"));
+  exports.Set("ibvForkStatus", Napi::Function::New(env, IbvForkStatus, "ibvForkStatus"));
+  exports.Set("ibvContextDeviceName", Napi::Function::New(env, IbvContextDeviceName, "ibvContextDeviceName"));
+  exports.Set("buildInfo", Napi::Function::New(env, BuildInfo, "buildInfo"));
 }
 
 }  // namespace rdma

@@ -87,6 +87,8 @@ export const cases: ReadonlyArray<Case> = [
         const d = yield* driver
         yield* expectTag(d.getIbvContext(NOWHERE, "local"), "RpmaProviderError", "unknown address")
         yield* expectTag(d.getIbvContext(null as any, "local"), "RpmaInvalidError", "NULL address")
+        // rdma_cm binds loopback without a device; librpma then returns no context.
+        yield* expectTag(d.getIbvContext("127.0.0.1", "local"), "RpmaProviderError", "loopback address")
       })
   },
   {

@@ -8,7 +8,7 @@ import type * as Driver from "@effect-rdma/core/Driver"
 import * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type * as Tracer from "effect/Tracer"
+import * as Tracer from "effect/Tracer"
 import * as fabric from "./fabric.js"
 
 const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
@@ -45,7 +45,8 @@ export const makeTools = (world: fabric.Fabric) => {
     })
 
   const acquire = <H extends fabric.SimHandle>(handle: H, kind: fabric.LedgerEntry["kind"], description: string) =>
-    Effect.map(Effect.currentSpan.pipe(Effect.option), (span) => {
+    // serviceOption, not Effect.currentSpan: the latter fails (building an exception) when there is no span.
+    Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) => {
       world.ledger.set(handle, {
         kind,
         id: handle.id,

@@ -1,0 +1,267 @@
+// The doctor on this host, which has no RDMA device: the report's shape, the no-device finding,
+// the memlock logic, and the bin's --json output and exit code.
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { spawn } from "node:child_process"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import * as Checks from "../src/doctor/Checks.js"
+import * as Report from "../src/doctor/Report.js"
+import * as Size from "../src/doctor/Size.js"
+import type * as System from "../src/doctor/System.js"
+import type * as RpmaBinding from "../src/RpmaBinding.js"
+
+const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..")
+
+const byId = (report: Report.Report, id: string): Report.Check => {
+  const found = report.checks.find((c) => c.id === id)
+  assert.isDefined(found, `no ${id} check`)
+  return found!
+}
+
+describe("doctor", () => {
+  it.effect("reports every check, in order, each with a status and fixes for its problems", () =>
+    Effect.gen(function*() {
+      const report = yield* Checks.run({ size: Size.parse("16MiB") })
+      assert.deepStrictEqual(report.checks.map((c) => c.id), ["addon", "libraries", "devices", "memlock", "fork"])
+      for (const c of report.checks) {
+        assert.oneOf(c.status, ["ok", "warn", "fail"], c.id)
+        assert.isString(c.summary)
+        assert.isNotEmpty(c.summary, c.id)
+        if (c.status !== "ok") assert.isNotEmpty(c.fixes, `${c.id} is ${c.status} without a fix`)
+      }
+      assert.strictEqual(report.options.size, 16 * 1024 ** 2)
+      assert.deepStrictEqual(report.counts, {
+        ok: report.checks.filter((c) => c.status === "ok").length,
+        warn: report.checks.filter((c) => c.status === "warn").length,
+        fail: report.checks.filter((c) => c.status === "fail").length
+      })
+      assert.strictEqual(report.ok, report.counts.fail === 0)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("loads the addon and names librpma and rdma-core", () =>
+    Effect.gen(function*() {
+      const report = yield* Checks.run()
+      const addon = byId(report, "addon")
+      assert.strictEqual(addon.status, "ok")
+      assert.include(addon.summary, "build/Release/rpma_addon.node")
+      assert.strictEqual(addon.data.napiVersion, 8)
+      const libraries = byId(report, "libraries")
+      assert.match(libraries.summary, /^librpma \S+, rdma-core \d+\.\d+/)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("without a device: fails, says so and what it means, and how to add Soft-RoCE", () =>
+    Effect.gen(function*() {
+      const report = yield* Checks.run()
+      const devices = byId(report, "devices")
+      assert.strictEqual(devices.status, "fail")
+      assert.strictEqual(devices.summary, "no RDMA devices found")
+      assert.deepStrictEqual(devices.data.devices, [])
+      assert.isTrue(devices.details.some((d) => d.includes("RpmaProviderError")))
+      assert.isTrue(devices.fixes.some((f) => f.includes("modprobe rdma_rxe") && f.includes("rdma link add rxe0")))
+      assert.isFalse(report.ok)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("--address: no device answers at it", () =>
+    Effect.gen(function*() {
+      const report = yield* Checks.run({ addresses: ["127.0.0.1"] })
+      const address = byId(report, "address")
+      assert.strictEqual(address.title, "address 127.0.0.1")
+      assert.strictEqual(address.status, "fail")
+      assert.strictEqual(address.summary, "no device answers at 127.0.0.1")
+      assert.strictEqual(address.data.error, "RpmaProviderError")
+      assert.include(address.fixes[0], "loopback")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("an addon that is not built: NativeLoadError AddonNotBuilt, with the build command", () =>
+    Effect.gen(function*() {
+      const report = yield* Checks.run({ addonPath: "/nonexistent/build/Release/rpma_addon.node" })
+      const addon = byId(report, "addon")
+      assert.strictEqual(addon.status, "fail")
+      assert.strictEqual(addon.data.reason, "AddonNotBuilt")
+      assert.isTrue(addon.fixes.some((f) => f.includes("build:addon")))
+      assert.isTrue(addon.fixes.some((f) => f.includes("librpma-dev")))
+      // The rest still runs, from what the kernel and dpkg show.
+      assert.strictEqual(byId(report, "devices").status, "fail")
+      assert.strictEqual(byId(report, "fork").status, "warn")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  describe("devices (from libibverbs' list)", () => {
+    const rxe = (state: string): RpmaBinding.IbvDeviceInfo => ({
+      name: "rxe0",
+      nodeGuid: "746d:a0ff:fe8c:047b",
+      nodeType: "InfiniBand channel adapter",
+      ports: [{ port: 1, state, activeMtu: 1024, linkLayer: "Ethernet" }]
+    })
+    const facts = (state: string): Checks.DeviceFacts => ({
+      verbs: { _tag: "Listed", devices: [rxe(state)] },
+      kernel: [{ name: "rxe0", ports: [{ port: 1, netdev: "dummy0" }] }],
+      interfaces: [{ name: "dummy0", internal: false, addresses: ["192.168.77.1"] }]
+    })
+
+    it("an active port is ok, with its MTU, GUID, interface and addresses", () => {
+      const c = Checks.devicesCheck(facts("PORT_ACTIVE"))
+      assert.strictEqual(c.status, "ok")
+      assert.strictEqual(c.summary, "1 device: rxe0")
+      assert.strictEqual(
+        c.details[0],
+        "rxe0: port 1 ACTIVE, MTU 1024, Ethernet; node GUID 746d:a0ff:fe8c:047b; on dummy0 (192.168.77.1)"
+      )
+    })
+
+    it("a port that is down is a warning: bring its interface up", () => {
+      const c = Checks.devicesCheck(facts("PORT_DOWN"))
+      assert.strictEqual(c.status, "warn")
+      assert.include(c.fixes[0], "ip link set dummy0 up")
+    })
+
+    it("a kernel device that libibverbs does not list: the provider is missing", () => {
+      const c = Checks.devicesCheck({ ...facts("PORT_ACTIVE"), verbs: { _tag: "Listed", devices: [] } })
+      assert.strictEqual(c.status, "fail")
+      assert.include(c.fixes.join(" "), "ibverbs-providers")
+    })
+  })
+
+  describe("memlock", () => {
+    const limited: System.MemlockFacts = {
+      soft: 8 * 1024 ** 2,
+      hard: 8 * 1024 ** 2,
+      capIpcLock: false,
+      initialUserNamespace: true,
+      uid: 1000
+    }
+
+    it("a tiny size fits under the limit", () => {
+      const c = Checks.memlockCheck(limited, Size.parse("4KiB")!)
+      assert.strictEqual(c.status, "ok")
+      assert.include(c.summary, "soft 8 MiB, hard 8 MiB")
+    })
+
+    it("a huge size fails, with every way to raise the limit", () => {
+      const c = Checks.memlockCheck(limited, Size.parse("1TiB")!)
+      assert.strictEqual(c.status, "fail")
+      assert.include(c.summary, "below the 1 TiB to register")
+      const fixes = c.fixes.join("\n")
+      for (const way of ["/etc/security/limits.conf", "LimitMEMLOCK=infinity", "--ulimit memlock=-1", "prlimit"]) {
+        assert.include(fixes, way)
+      }
+      // The hard limit is below too: ulimit -l alone cannot do it.
+      assert.include(c.fixes[0], "only root")
+    })
+
+    it("a soft limit below the size but a hard limit above it: ulimit -l", () => {
+      const c = Checks.memlockCheck({ ...limited, hard: "unlimited" }, Size.parse("1GiB")!)
+      assert.strictEqual(c.status, "fail")
+      assert.include(c.fixes[0], "ulimit -l unlimited")
+      assert.include(c.fixes[0], "ulimit -l 1048576")
+    })
+
+    it("unlimited is ok for any size", () => {
+      assert.strictEqual(Checks.memlockCheck({ ...limited, soft: "unlimited" }, Size.parse("1TiB")!).status, "ok")
+    })
+
+    it("CAP_IPC_LOCK lifts the limit, except in a user namespace", () => {
+      const root = { ...limited, capIpcLock: true, uid: 0 }
+      const huge = Size.parse("1TiB")!
+      assert.strictEqual(Checks.memlockCheck(root, huge).status, "ok")
+      const container = Checks.memlockCheck({ ...root, initialUserNamespace: false }, huge)
+      assert.strictEqual(container.status, "fail")
+      assert.isTrue(container.details.some((d) => d.includes("user namespace")))
+    })
+
+    it.effect("this process: the real limit, against a tiny and a huge size", () =>
+      Effect.gen(function*() {
+        const tiny = byId(yield* Checks.run({ size: 4096 }), "memlock")
+        assert.strictEqual(tiny.status, "ok")
+        assert.isDefined(tiny.data.soft)
+        const huge = byId(yield* Checks.run({ size: 2 ** 50 }), "memlock")
+        // Fails unless the limit is unlimited or CAP_IPC_LOCK lifts it (as root here).
+        const lifted = huge.data.soft === "unlimited" || (huge.data.capIpcLock === true && huge.data.initialUserNamespace)
+        assert.strictEqual(huge.status, lifted ? "ok" : "fail")
+      }).pipe(Effect.provide(NodeContext.layer)))
+  })
+
+  describe("fork safety", () => {
+    it("disabled is a warning that explains child_process.fork and how to fix it", () => {
+      const c = Checks.forkCheck({ status: "disabled", RDMAV_FORK_SAFE: undefined, IBV_FORK_SAFE: undefined })
+      assert.strictEqual(c.status, "warn")
+      assert.include(c.details[0], "child_process.fork")
+      assert.isTrue(c.fixes.some((f) => f.includes("RDMAV_FORK_SAFE=1")))
+    })
+
+    it("enabled and unneeded are ok", () => {
+      for (const status of ["enabled", "unneeded"] as const) {
+        const c = Checks.forkCheck({ status, RDMAV_FORK_SAFE: "1", IBV_FORK_SAFE: undefined })
+        assert.strictEqual(c.status, "ok", status)
+        assert.isEmpty(c.fixes)
+      }
+    })
+  })
+
+  it("sizes", () => {
+    assert.strictEqual(Size.parse("4096"), 4096)
+    assert.strictEqual(Size.parse("64MiB"), 64 * 1024 ** 2)
+    assert.strictEqual(Size.parse("1G"), 1024 ** 3)
+    assert.strictEqual(Size.parse("1GB"), 1e9)
+    assert.strictEqual(Size.parse("1.5 GiB"), 1.5 * 1024 ** 3)
+    assert.isUndefined(Size.parse("lots"))
+    assert.isUndefined(Size.parse("-1MiB"))
+    assert.strictEqual(Size.format(64 * 1024 ** 2), "64 MiB")
+    assert.strictEqual(Size.format(1.5 * 1024 ** 3), "1.5 GiB")
+    assert.strictEqual(Size.format(100), "100 bytes")
+  })
+
+  describe("the bin", () => {
+    // Not spawnSync: the three runs overlap (tests run concurrently).
+    const doctor = (...args: Array<string>) =>
+      new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+        const child = spawn(process.execPath, ["--import", "tsx", join(packageRoot, "bin", "doctor.ts"), ...args], {
+          cwd: packageRoot,
+          stdio: ["ignore", "pipe", "pipe"],
+          timeout: 60_000
+        })
+        let stdout = ""
+        let stderr = ""
+        child.stdout.setEncoding("utf8").on("data", (chunk: string) => stdout += chunk)
+        child.stderr.setEncoding("utf8").on("data", (chunk: string) => stderr += chunk)
+        child.on("error", reject)
+        child.on("close", (status) => resolve({ status, stdout, stderr }))
+      })
+
+    it("--json prints the report as JSON; exit code 1 since a check failed", async () => {
+      const run = await doctor("--json", "--size", "16MiB", "--address", "127.0.0.1")
+      assert.strictEqual(run.status, 1, run.stderr)
+      const report = JSON.parse(run.stdout) as Report.Report
+      assert.isFalse(report.ok)
+      assert.deepStrictEqual(report.options, { size: 16 * 1024 ** 2, addresses: ["127.0.0.1"] })
+      assert.deepStrictEqual(report.checks.map((c) => c.id), [
+        "addon",
+        "libraries",
+        "devices",
+        "address",
+        "memlock",
+        "fork"
+      ])
+      for (const c of report.checks) {
+        assert.hasAllKeys(c, ["id", "title", "status", "summary", "details", "fixes", "data"])
+      }
+      assert.strictEqual(report.checks.find((c) => c.id === "devices")?.summary, "no RDMA devices found")
+    }, 60_000)
+
+    it("text: a line per check, the fixes, and the tally", async () => {
+      const run = await doctor()
+      assert.strictEqual(run.status, 1, run.stderr)
+      assert.match(run.stdout, /^ok {4}addon/m)
+      assert.match(run.stdout, /^fail {2}devices +no RDMA devices found/m)
+      assert.include(run.stdout, "fix: ")
+      assert.match(run.stdout, /^1 failed, \d+ warnings?, \d+ ok/m)
+    }, 60_000)
+
+    it("an invalid --size is exit code 1, with the reason", async () => {
+      const run = await doctor("--size", "lots")
+      assert.strictEqual(run.status, 1)
+      assert.include(run.stdout + run.stderr, "not a size: lots")
+    }, 60_000)
+  })
+})
