@@ -18,11 +18,12 @@ import {
   Endpoint,
   LocalMr,
   Peer,
+  RdmaMetrics,
   RemoteMr,
   Usage
 } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
-import { Console, Effect, Fiber, Layer, Option, Stream } from "effect"
+import { Console, Effect, Fiber, Layer, Metric, Option, Stream } from "effect"
 import { readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 
@@ -146,6 +147,12 @@ const main = Effect.gen(function*() {
   let stored = 0
   for (let seq = 0; seq < records; seq++) if (checkRecord(log.memory, seq * recordSize, seq)) stored++
   const live = yield* driver.live
+  const metric = <A>(m: Metric.Metric<any, any, A>) => Metric.value(m)
+  const registrations = (yield* metric(Metric.tagged(RdmaMetrics.registrations, "operation", "rpma_mr_reg"))).count
+  const registered = (yield* metric(RdmaMetrics.registeredBytes)).value
+  const regions = (yield* metric(RdmaMetrics.liveRegions)).value
+  const releaseFailures = (yield* metric(RdmaMetrics.releaseFailures)).count
+  const latency = yield* metric(Metric.tagged(RdmaMetrics.registrationLatency, "operation", "rpma_mr_reg"))
   yield* Console.log(
     [
       "summary:",
@@ -154,7 +161,11 @@ const main = Effect.gen(function*() {
       `  write+flush latency p50 ${(result.p50 * 1000).toFixed(1)} µs, p99 ${(result.p99 * 1000).toFixed(1)} µs`,
       `  read-back mismatches ${result.mismatches}`,
       `  records on server   ${stored}/${records}`,
-      `  client handles left ${live.connections} connections, ${live.remoteRegions} remote regions`
+      `  client handles left ${live.connections} connections, ${live.remoteRegions} remote regions`,
+      "metrics:",
+      `  rpma_mr_reg calls   ${registrations}, mean ${(latency.sum / Math.max(1, latency.count)).toFixed(3)} ms each`,
+      `  live now            ${regions} regions, ${registered} bytes registered (the server's log)`,
+      `  release failures    ${releaseFailures}`
     ].join("\n")
   )
   if (result.mismatches > 0 || stored !== records) return yield* Effect.dieMessage("the log does not hold what was written")

@@ -303,6 +303,26 @@ const connectRequest = (
  * Connects to a peer listening at `address`:`port` (rpma_conn_req_new + rpma_conn_req_connect)
  * and waits for the connection to be established. Disconnected and deleted when the scope closes.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, DescriptorExchange, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+ *
+ * const append = (record: Uint8Array, at: number) =>
+ *   Effect.scoped(Effect.gen(function*() {
+ *     const peer = yield* Peer.Peer
+ *     const offer = yield* DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls: { ca } })
+ *     const log = yield* RemoteMr.fromDescriptor(offer.regions.log!).pipe(
+ *       Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)))
+ *     )
+ *     const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port)
+ *     const src = yield* LocalMr.allocate(peer, record.length, Usage.WRITE_SRC)
+ *     src.memory.set(record)
+ *     yield* Connection.write(conn, log, at, src, 0, record.length)
+ *     yield* Connection.flush(conn, log, at, record.length)
+ *   }))
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */

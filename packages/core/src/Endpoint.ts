@@ -45,6 +45,23 @@ export interface ConnectionRequest {
  * Listens on `address`:`port` (rpma_ep_listen); shut down (rpma_ep_shutdown) with the scope.
  * The port must be 1 to 65535: librpma cannot report a port the system chose.
  *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { Endpoint, Peer } from "@effect-rdma/core"
+ *
+ * // Accept every client; each connection lives until its client closes it.
+ * const serve = Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const ep = yield* Endpoint.listen(peer, "192.168.77.1", 7471)
+ *   yield* Endpoint.requests(ep).pipe(
+ *     Stream.runForEach((req) =>
+ *       Effect.forkScoped(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (conn) => Stream.runDrain(conn.events))))
+ *     )
+ *   )
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
