@@ -266,6 +266,16 @@ const establish = (
     }
   })
 
+/**
+ * Resumes once the event loop has run its I/O phase: setImmediate callbacks run right after it.
+ * Node runs expired timers before it polls for I/O, so after the loop was held up (synchronous
+ * work, a long GC, a stalled VM) a deadline fires ahead of an event that arrived well before it.
+ */
+const afterPendingIo: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const immediate = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(immediate))
+})
+
 const awaitEstablished = (
   driver: Driver,
   handle: ConnHandle,
@@ -273,11 +283,14 @@ const awaitEstablished = (
   port: number,
   config: ConnConfig
 ): Effect.Effect<void, RpmaError | ConnectionFailedError> =>
-  driver.connNextEvent(handle).pipe(
-    Effect.timeoutFail({
-      duration: Duration.millis(config.timeoutMs),
-      onTimeout: () => new ConnectionFailedError({ address, port, event: "TIMEOUT" })
-    }),
+  Effect.raceFirst(
+    driver.connNextEvent(handle),
+    // The deadline counts only once what was ready before it has been delivered.
+    Effect.sleep(Duration.millis(config.timeoutMs)).pipe(
+      Effect.zipRight(afterPendingIo),
+      Effect.zipRight(Effect.fail(new ConnectionFailedError({ address, port, event: "TIMEOUT" })))
+    )
+  ).pipe(
     Effect.flatMap((event) =>
       event === "ESTABLISHED" ? Effect.void : Effect.fail(new ConnectionFailedError({ address, port, event }))
     )

@@ -2,15 +2,21 @@
 //   RDMA_ADDRESS=192.168.122.10 pnpm --filter @effect-rdma/native test:device
 // Without RDMA_ADDRESS the suite fails: a device run that silently skips proves nothing.
 import * as CmId from "@effect-rdma/core/CmId"
+import * as Connection from "@effect-rdma/core/Connection"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
 import { type ConnConfig, type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
+import * as Endpoint from "@effect-rdma/core/Endpoint"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
+import * as RemoteMr from "@effect-rdma/core/RemoteMr"
 import * as Usage from "@effect-rdma/core/Usage"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Queue from "effect/Queue"
+import * as Stream from "effect/Stream"
+import * as TestServices from "effect/TestServices"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import * as NativeDriver from "../src/NativeDriver.js"
@@ -357,6 +363,68 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
         const live = yield* driver.live
         assert.isTrue(Object.values(live).every((n) => n === 0), JSON.stringify(live))
       }))
+
+    // The replicated-log example in one process: the client connects and appends while the
+    // server's accept waits for its ESTABLISHED. Soft-RoCE completes a loopback write inside the
+    // post, so the client's loop found every completion ready and never let the event loop poll:
+    // the server's ESTABLISHED, ready within milliseconds, was read only when the client stopped,
+    // after the accept's timer (run before I/O) had failed it. The live clock: the timeouts must
+    // fire. The endpoint keeps its request stream running across several accepts, one of
+    // them late.
+    it.effect("a server accepts, again and again, while a client in the same process keeps the completions coming", () =>
+      TestServices.provideLive(Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        const port = 18106
+        const acceptTimeout = "1 second"
+        const busyMillis = 1500 // longer than the accept's timeout
+        const usage = Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)
+        yield* Effect.scoped(Effect.gen(function*() {
+          const serverPeer = yield* Peer.make(address)
+          const log = yield* LocalMr.allocate(serverPeer, 4096, usage)
+          const ep = yield* Endpoint.listen(serverPeer, address, port)
+          const accepted = yield* Queue.unbounded<string>()
+          let requests = 0
+          yield* Endpoint.requests(ep).pipe(
+            Stream.runForEach((req) =>
+              Effect.forkDaemon(
+                Effect.sleep(requests++ === 1 ? "300 millis" : "0 millis").pipe(
+                  Effect.zipRight(Effect.scoped(Effect.flatMap(
+                    Endpoint.accept(req, { timeout: acceptTimeout }),
+                    (conn) => Effect.zipRight(Queue.offer(accepted, "ESTABLISHED"), Stream.runDrain(conn.events))
+                  ))),
+                  Effect.catchAll((error) => Queue.offer(accepted, String(error)))
+                )
+              )
+            ),
+            Effect.forkScoped
+          )
+          const remote = yield* LocalMr.descriptor(log)
+          for (let n = 0; n < 3; n++) {
+            const ticks = yield* Effect.scoped(Effect.gen(function*() {
+              const peer = yield* Peer.make(address)
+              const dst = yield* RemoteMr.fromDescriptor(remote).pipe(Effect.flatMap(RemoteMr.require(usage)))
+              const conn = yield* Connection.connect(peer, address, port, { timeout: "30 seconds" })
+              const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
+              let ticks = 0
+              const timer = yield* Effect.acquireRelease(
+                Effect.sync(() => setInterval(() => ticks++, 10)),
+                (timer) => Effect.sync(() => clearInterval(timer))
+              )
+              const started = performance.now()
+              while (performance.now() - started < busyMillis) {
+                yield* Connection.write(conn, dst, 0, src, 0, 64)
+                yield* Connection.flush(conn, dst, 0, 64)
+              }
+              clearInterval(timer)
+              return ticks
+            }))
+            assert.strictEqual(yield* Queue.take(accepted), "ESTABLISHED", `accept ${n + 1}`)
+            assert.isAbove(ticks, 0, `the event loop ran timers while connection ${n + 1} was busy`)
+          }
+        }))
+        const live = yield* driver.live
+        assert.isTrue(Object.values(live).every((n) => n === 0), JSON.stringify(live))
+      })), { timeout: 120_000 })
   })
 })
 

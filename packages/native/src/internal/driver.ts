@@ -84,6 +84,46 @@ const operationOf = (request: WorkRequest): string =>
   typeof request === "object" && request !== null ? postOperations[request.op] ?? "rpma_write" : "rpma_write"
 
 /**
+ * How long the driver's synchronous paths may keep the event loop from its I/O phase. A completion
+ * that is already in the queue is returned without a trip through the loop (Soft-RoCE completes a
+ * loopback write inside the post call), so a fiber posting and awaiting in a loop would otherwise
+ * never give the loop a turn: every other wait of the process (another connection's ESTABLISHED,
+ * a request, a socket) and every timer would stall until it stops, and a timeout armed before would
+ * then fire ahead of the event that had long been ready.
+ */
+const LOOP_BUDGET_MS = 2
+
+/**
+ * Watches for a run of synchronous answers that keeps the event loop from its I/O phase: the first
+ * call of a run notes the time and queues a setImmediate (it runs right after the I/O phase, so
+ * when it has run the loop has turned and the run is over); a call once the run is older than
+ * {@link LOOP_BUDGET_MS} waits for that turn.
+ */
+const makeLoopTurns = () => {
+  let runStart: number | undefined
+  const yieldToLoop = Effect.async<void>((resume) => {
+    const immediate = setImmediate(() => resume(Effect.void))
+    return Effect.sync(() => clearImmediate(immediate))
+  })
+  return {
+    /** Nothing, or a turn of the event loop if it has not had one for too long. */
+    fair: Effect.suspend(() => {
+      const now = performance.now()
+      if (runStart === undefined) {
+        runStart = now
+        setImmediate(() => {
+          runStart = undefined
+        })
+        return Effect.void
+      }
+      return now - runStart >= LOOP_BUDGET_MS ? yieldToLoop : Effect.void
+    })
+  }
+}
+
+type LoopTurns = ReturnType<typeof makeLoopTurns>
+
+/**
  * A wait in the addon (an incoming request, a connection event, completions) as an interruptible
  * Effect: the addon answers the callback once, from the event loop; the canceller stops the wait
  * (cancelWait), so an interrupted fiber leaves no libuv watcher behind.
@@ -116,7 +156,7 @@ const wait = <A>(
     })
   })
 
-const connectionCalls = (binding: Binding): Pick<
+const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): Pick<
   Driver,
   | "epListen"
   | "epShutdown"
@@ -155,10 +195,14 @@ const connectionCalls = (binding: Binding): Pick<
   connDisconnect: (conn) => rpma("rpma_conn_disconnect", () => binding.connDisconnect(conn)),
   connDelete: (conn) => rpma("rpma_conn_delete", () => binding.connDelete(conn)),
   post: (conn, request) => rpma(operationOf(request), () => binding.post(conn, request)),
-  // What the queue holds already, else a wait on the completion channel.
+  // What the queue holds already, else a wait on the completion channel. The event loop gets a
+  // turn first when the queue has kept answering synchronously for too long (see LOOP_BUDGET_MS).
   nextCompletions: (conn) =>
     Effect.flatMap(
-      rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.connPollCompletions(conn)),
+      Effect.zipRight(
+        loop.fair,
+        rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.connPollCompletions(conn))
+      ),
       (ready) =>
         ready.length > 0 ?
           Effect.succeed(ready) :
