@@ -1,0 +1,360 @@
+/**
+ * The write benchmarks, run inside the Soft-RoCE VM (bench/device.sh): rpma_write latency (one
+ * write at a time, each awaited) and bandwidth (a window of W writes in flight) through
+ * Connection.write on the native driver, against the C program bench/c/write_bench.c run first in
+ * the same boot. Both connect a client to a server in the same process over the one device
+ * address, with the same queue sizes, sizes, write counts and best-of-3 rounds. Each of our
+ * measurements runs on a fresh connection, so that one failure costs one figure (NaN), not the
+ * table; connection events and progress go to stderr.
+ *
+ * Breakdown rows say where the time goes, on a second connection made with the driver alone:
+ * the addon called straight from JavaScript callbacks (no Effect: the floor for any wrapper over
+ * this addon), the driver's own Effects (post + nextCompletions, without Connection's
+ * bookkeeping), and the same with each post in a span, as core's instrumentation does.
+ *
+ *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path)
+ */
+import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import { Cause, Effect, Fiber, Layer, Stream } from "effect"
+import { execFileSync } from "node:child_process"
+import { type Row, printTable } from "./table.js"
+
+const address = process.env.RDMA_ADDRESS
+if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
+const cProgram = process.env.WRITE_BENCH ?? "bench/.build/write_bench"
+/** Scales every write count (WRITE_SCALE=0.1 for a quick look). */
+const scale = Number(process.env.WRITE_SCALE ?? "1")
+
+/** Writes in flight for the bandwidth runs: the send queue size, on both sides. */
+const W = 16
+const MAX_SIZE = 65536
+/** Writes before each measured run: JIT warm-up under TCG takes many (the C program warms up with 50). */
+const WARMUP = 300
+const ROUNDS = 3
+const [cPort, oursPort, rawPort] = [7480, 7481, 7482]
+
+const sizes: ReadonlyArray<readonly [bytes: number, label: string, latencyWrites: number, bandwidthWrites: number]> = [
+  [64, "64 B", 1000, 4000],
+  [4096, "4 KiB", 1000, 4000],
+  [65536, "64 KiB", 300, 1000]
+].map(([bytes, label, n, m]) =>
+  [
+    bytes as number,
+    label as string,
+    Math.max(10, Math.round((n as number) * scale)),
+    Math.max(W, Math.round((m as number) * scale))
+  ] as const
+)
+
+interface Figures {
+  /** Mean µs per write, one in flight. */
+  readonly latencyUs: number
+  /** 10^6 bytes per second, W in flight. */
+  readonly bandwidthMBps: number
+}
+
+// ---- timing ----
+
+/** The best of ROUNDS of `run(n)` after a warm-up: mean µs per write. */
+const bestLatency = <E, R>(n: number, run: (n: number) => Effect.Effect<void, E, R>) =>
+  Effect.gen(function*() {
+    yield* run(WARMUP)
+    let best = Infinity
+    for (let r = 0; r < ROUNDS; r++) {
+      const t0 = performance.now()
+      yield* run(n)
+      best = Math.min(best, ((performance.now() - t0) * 1000) / n)
+    }
+    return best
+  })
+
+/** The best of ROUNDS of `run(n)` after a warm-up: MB/s. */
+const bestBandwidth = <E, R>(n: number, bytes: number, run: (n: number) => Effect.Effect<void, E, R>) =>
+  Effect.gen(function*() {
+    yield* run(WARMUP)
+    let best = 0
+    for (let r = 0; r < ROUNDS; r++) {
+      const t0 = performance.now()
+      yield* run(n)
+      best = Math.max(best, (n * bytes) / ((performance.now() - t0) * 1000))
+    }
+    return best
+  })
+
+// ---- the C baseline ----
+
+const baseline = (): Map<number, Figures> => {
+  const out = execFileSync(cProgram, [address, String(cPort), ...sizes.map(([b, , n, m]) => `${b}:${n}:${m}`)], {
+    encoding: "utf8"
+  })
+  const figures = new Map<number, Figures>()
+  for (const line of out.trim().split("\n")) {
+    const [, bytes, , latencyUs, , bandwidthMBps] = line.split(" ")
+    figures.set(Number(bytes), { latencyUs: Number(latencyUs), bandwidthMBps: Number(bandwidthMBps) })
+  }
+  return figures
+}
+
+// ---- a connection through the driver alone, for the breakdown ----
+
+const rawConfig: Driver.ConnConfig = { timeoutMs: 5000, sqSize: W, rqSize: 64, cqSize: W + 64, directWriteToPmem: false }
+
+const expectEvent = (driver: Driver.Driver, conn: Driver.ConnHandle, expected: Driver.ConnEvent) =>
+  Effect.flatMap(
+    driver.connNextEvent(conn),
+    (event) => event === expected ? Effect.void : Effect.dieMessage(`expected ${expected}, got ${event}`)
+  )
+
+/** A client connection to a server connection, both made with driver calls only; torn down with the scope. */
+const rawConnection = (driver: Driver.Driver, peer: Peer.Peer) =>
+  Effect.gen(function*() {
+    const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, rawPort), (ep) =>
+      Effect.ignore(driver.epShutdown(ep)))
+    const server = yield* driver.epNextConnReq(ep, rawConfig).pipe(
+      Effect.flatMap((req) => driver.connReqConnect(req, undefined)),
+      Effect.tap((conn) => expectEvent(driver, conn, "ESTABLISHED")),
+      Effect.fork
+    )
+    const client = yield* Effect.flatMap(
+      driver.connReqNew(peer.handle, address, rawPort, rawConfig),
+      (req) => driver.connReqConnect(req, undefined)
+    )
+    yield* expectEvent(driver, client, "ESTABLISHED")
+    const serverConn = yield* Fiber.join(server)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* driver.connDisconnect(client)
+        yield* expectEvent(driver, serverConn, "CLOSED")
+        yield* driver.connDisconnect(serverConn)
+        yield* expectEvent(driver, client, "CLOSED")
+        yield* driver.connDelete(serverConn)
+        yield* driver.connDelete(client)
+      }).pipe(Effect.orDie)
+    )
+    return client
+  })
+
+const writeRequest = (
+  id: number,
+  dst: RemoteMr.RemoteMr,
+  src: LocalMr.LocalMr<any>,
+  slot: number,
+  size: number
+): Driver.WorkRequest => ({
+  op: "write",
+  id,
+  dst: dst.handle,
+  dstOffset: slot * size,
+  src: src.handle,
+  srcOffset: slot * size,
+  length: size
+})
+
+/**
+ * `count` writes, `window` in flight, through the addon alone, no Effect anywhere: post, take what
+ * the queue holds already (connPollCompletions), else wait on the completion channel with a
+ * callback (connWaitCompletions): what the driver does, minus its Effects.
+ */
+const addonWrites = (
+  binding: RpmaBinding.Binding,
+  conn: Driver.ConnHandle,
+  dst: RemoteMr.RemoteMr,
+  src: LocalMr.LocalMr<any>,
+  size: number,
+  count: number,
+  window: number
+) =>
+  Effect.async<void, unknown>((resume) => {
+    let posted = 0
+    let completed = 0
+    const pump = (error: unknown, waited: ReadonlyArray<RpmaBinding.WaitedCompletion> | undefined) => {
+      if (error !== undefined && error !== null) return resume(Effect.fail(error))
+      let list = waited
+      for (;;) {
+        if (list !== undefined) {
+          for (const c of list) if (c.status !== 0) return resume(Effect.fail(new Error(`completion status ${c.status}`)))
+          completed += list.length
+        }
+        if (completed >= count) return resume(Effect.void)
+        while (posted < count && posted - completed < window) {
+          binding.post(conn, writeRequest(posted, dst, src, posted++ % W, size))
+        }
+        list = binding.connPollCompletions(conn)
+        if (list.length === 0) return void binding.connWaitCompletions(conn, pump)
+      }
+    }
+    pump(undefined, undefined)
+  })
+
+/** `count` writes one at a time through the driver's Effects: post (in a span, as core does, or bare), then nextCompletions. */
+const driverWrites = (
+  driver: Driver.Driver,
+  conn: Driver.ConnHandle,
+  dst: RemoteMr.RemoteMr,
+  src: LocalMr.LocalMr<any>,
+  size: number,
+  count: number,
+  span: boolean
+) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < count; i++) {
+      const wr = writeRequest(i, dst, src, 0, size)
+      // What core's instrumentation wraps every post in (packages/core/src/internal/instrument.ts).
+      yield* span
+        ? Effect.withSpan(driver.post(conn, wr), "rpma_post", {
+          attributes: { "rdma.driver": driver.name, "rdma.op": wr.op, "rdma.size": size },
+          captureStackTrace: false
+        })
+        : driver.post(conn, wr)
+      const completions = yield* driver.nextCompletions(conn)
+      if (completions.some((c) => c.status !== 0)) return yield* Effect.dieMessage("a write failed")
+    }
+  })
+
+// ---- the benchmark ----
+
+const regionUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+
+const program = Effect.gen(function*() {
+  const c = baseline()
+  console.error(`[write] C baseline: ${JSON.stringify([...c])}`)
+  const driver = yield* Driver.RdmaDriver
+  const binding = yield* RpmaBinding.RpmaBinding
+
+  // The server: a region and an endpoint; each connection is held until the client closes it.
+  const started = performance.now()
+  const log = (line: string) => Effect.sync(() => console.error(`[write ${((performance.now() - started) / 1000).toFixed(1)} s] ${line}`))
+  const peer = yield* Peer.make(address)
+  const region = yield* LocalMr.allocate(peer, W * MAX_SIZE, regionUsage)
+  const endpoint = yield* Endpoint.listen(peer, address, oursPort)
+  yield* Endpoint.requests(endpoint).pipe(
+    Stream.runForEach((req) =>
+      Effect.scoped(
+        Effect.flatMap(Endpoint.accept(req), (conn) =>
+          Stream.runForEach(conn.events, (event) => log(`server connection: ${event}`)))
+      ).pipe(Effect.catchAllCause((cause) => log(`server connection failed: ${Cause.pretty(cause)}`)), Effect.fork)
+    ),
+    Effect.forkScoped
+  )
+
+  // The client: the descriptor goes through memory (same process), then a connection per measurement.
+  const dst = yield* LocalMr.descriptor(region).pipe(
+    Effect.flatMap((bytes) => RemoteMr.fromDescriptor(bytes)),
+    Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
+  )
+  const src = yield* LocalMr.allocate(peer, W * MAX_SIZE, Usage.WRITE_SRC)
+  src.memory.fill(0xa5)
+
+  /** Runs `measure` on a fresh connection; a failure is logged and becomes NaN in the table. */
+  const onConnection = (what: string, measure: (conn: Connection.Connection) => Effect.Effect<number, unknown>) =>
+    Effect.scoped(Effect.gen(function*() {
+      const conn = yield* Connection.connect(peer, address, oursPort, { sendQueueSize: W })
+      yield* Effect.forkScoped(Stream.runForEach(conn.events, (event) => log(`client connection (${what}): ${event}`)))
+      const figure = yield* measure(conn)
+      yield* log(`${what}: ${figure.toFixed(2)}`)
+      return figure
+    })).pipe(Effect.catchAllCause((cause) => Effect.as(log(`${what} FAILED: ${Cause.pretty(cause)}`), NaN)))
+
+  const ours = new Map<number, Figures>()
+  const addon = new Map<number, Figures>()
+  const driverLatency = new Map<number, number>()
+  const spanLatency = new Map<number, number>()
+
+  for (const [bytes, , n, m] of sizes) {
+    const latencyUs = yield* onConnection(`Connection.write latency ${bytes} B, µs`, (conn) =>
+      bestLatency(n, (k) =>
+        Effect.gen(function*() {
+          for (let i = 0; i < k; i++) yield* Connection.write(conn, dst, 0, src, 0, bytes)
+        })))
+    const bandwidthMBps = yield* onConnection(`Connection.write bandwidth ${bytes} B, MB/s`, (conn) =>
+      bestBandwidth(m, bytes, (k) =>
+        Effect.forEach(
+          Array.from({ length: k }, (_, i) => (i % W) * bytes),
+          (offset) => Connection.write(conn, dst, offset, src, offset, bytes),
+          { concurrency: W, discard: true }
+        )))
+    ours.set(bytes, { latencyUs, bandwidthMBps })
+  }
+
+  yield* Effect.scoped(Effect.gen(function*() {
+    const conn = yield* rawConnection(driver, peer)
+    for (const [bytes, , n, m] of sizes) {
+      const latencyUs = yield* bestLatency(n, (k) => addonWrites(binding, conn, dst, src, bytes, k, 1))
+      const bandwidthMBps = yield* bestBandwidth(m, bytes, (k) => addonWrites(binding, conn, dst, src, bytes, k, W))
+      addon.set(bytes, { latencyUs, bandwidthMBps })
+      driverLatency.set(bytes, yield* bestLatency(n, (k) => driverWrites(driver, conn, dst, src, bytes, k, false)))
+      spanLatency.set(bytes, yield* bestLatency(n, (k) => driverWrites(driver, conn, dst, src, bytes, k, true)))
+      yield* log(
+        `addon/driver ${bytes} B: ${latencyUs.toFixed(1)} µs, ${bandwidthMBps.toFixed(2)} MB/s, driver ${
+          driverLatency.get(bytes)!.toFixed(1)
+        } µs, with span ${spanLatency.get(bytes)!.toFixed(1)} µs`
+      )
+    }
+  })).pipe(Effect.catchAllCause((cause) => log(`breakdown FAILED: ${Cause.pretty(cause)}`)))
+
+  const rows: Array<Row> = []
+  const us = (x: number) => `${x.toFixed(1)} µs`
+  const mbps = (x: number) => `${x.toFixed(2)} MB/s`
+  for (const [bytes, label] of sizes) {
+    const o = ours.get(bytes)!
+    const b = c.get(bytes)!
+    const a = addon.get(bytes) ?? { latencyUs: NaN, bandwidthMBps: NaN }
+    const d = driverLatency.get(bytes) ?? NaN
+    const sp = spanLatency.get(bytes) ?? NaN
+    const latencyTarget = bytes === 64 ? 1.2 : undefined
+    const bandwidthTarget = bytes === 65536 ? 0.9 : undefined
+    rows.push({
+      what: `rpma_write latency ${label}`,
+      ours: us(o.latencyUs),
+      baseline: `${us(b.latencyUs)} (C: rpma_write + rpma_cq_wait + rpma_cq_get_wc)`,
+      ratio: o.latencyUs / b.latencyUs,
+      target: latencyTarget === undefined ? "informative" : `≤ ${latencyTarget}×`,
+      met: latencyTarget === undefined ? undefined : o.latencyUs / b.latencyUs <= latencyTarget
+    })
+    rows.push({
+      what: `  breakdown: latency ${label}, addon from JS callbacks (no Effect)`,
+      ours: us(a.latencyUs),
+      baseline: us(b.latencyUs),
+      ratio: a.latencyUs / b.latencyUs,
+      target: "",
+      met: undefined
+    })
+    rows.push({
+      what: `  breakdown: latency ${label}, driver Effects (post + nextCompletions)`,
+      ours: us(d),
+      baseline: us(b.latencyUs),
+      ratio: d / b.latencyUs,
+      target: "",
+      met: undefined
+    })
+    rows.push({
+      what: `  breakdown: latency ${label}, driver Effects, post in a span (as core)`,
+      ours: us(sp),
+      baseline: us(b.latencyUs),
+      ratio: sp / b.latencyUs,
+      target: "",
+      met: undefined
+    })
+    rows.push({
+      what: `rpma_write bandwidth ${label}, ${W} in flight`,
+      ours: mbps(o.bandwidthMBps),
+      baseline: `${mbps(b.bandwidthMBps)} (C: window of ${W})`,
+      ratio: b.bandwidthMBps / o.bandwidthMBps,
+      target: bandwidthTarget === undefined ? "informative" : `≥ ${bandwidthTarget}× of C (ratio ≤ ${(1 / bandwidthTarget).toFixed(2)}×)`,
+      met: bandwidthTarget === undefined ? undefined : o.bandwidthMBps / b.bandwidthMBps >= bandwidthTarget
+    })
+    rows.push({
+      what: `  breakdown: bandwidth ${label}, addon from JS callbacks (no Effect)`,
+      ours: mbps(a.bandwidthMBps),
+      baseline: mbps(b.bandwidthMBps),
+      ratio: b.bandwidthMBps / a.bandwidthMBps,
+      target: "",
+      met: undefined
+    })
+  }
+  return rows
+})
+
+const layer = Layer.provideMerge(NativeDriver.layerWithBinding, RpmaBinding.layer)
+printTable(await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(layer))))
