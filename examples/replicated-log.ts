@@ -23,7 +23,7 @@ import {
   Usage
 } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
-import { Console, Effect, Fiber, Layer, Metric, Option, Stream } from "effect"
+import { Console, Effect, Fiber, Layer, Metric, Stream } from "effect"
 import { readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 
@@ -84,14 +84,8 @@ const server = Effect.gen(function*() {
     }
   })
   // Serve one client: accept it and hold the connection until the client closes it.
-  const serving = yield* Endpoint.requests(endpoint).pipe(
-    Stream.runHead,
-    Effect.flatMap(Option.match({
-      onNone: () => Effect.void,
-      onSome: (req) =>
-        Effect.scoped(Effect.flatMap(Endpoint.accept(req), (conn) => Stream.runDrain(conn.events)))
-    })),
-    Effect.fork
+  const serving = yield* Effect.fork(
+    Effect.scoped(Effect.flatMap(Endpoint.acceptNext(endpoint), (conn) => Stream.runDrain(conn.events)))
   )
   return { log, exchangePort: exchange.port, serving }
 })

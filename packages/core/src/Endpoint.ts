@@ -86,7 +86,31 @@ export const listen = (
     ))
 
 /**
- * The incoming connection requests, as they arrive. The stream ends with the endpoint.
+ * Waits for the next incoming connection request; accept it with {@link accept} or refuse it with
+ * {@link reject} (left unanswered, it is rejected when the endpoint shuts down).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const next = (
+  ep: Endpoint,
+  options?: Connection.Options
+): Effect.Effect<ConnectionRequest, RpmaError, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(driver.epNextConnReq(ep.handle, Connection.toConfig(options))), (handle) =>
+        driver.connReqPrivateData(handle).pipe(
+          Effect.map((privateData): ConnectionRequest => {
+            const req = { handle, privateData, endpoint: ep }
+            ep.unanswered.add(req)
+            return req
+          }),
+          Effect.tapError(() => Effect.ignore(driver.connReqDelete(handle)))
+        ))
+    ))
+
+/**
+ * The incoming connection requests, as they arrive.
  *
  * @since 0.1.0
  * @category streams
@@ -94,21 +118,7 @@ export const listen = (
 export const requests = (
   ep: Endpoint,
   options?: Connection.Options
-): Stream.Stream<ConnectionRequest, RpmaError, RdmaDriver> =>
-  Stream.repeatEffect(
-    Effect.flatMap(instrument.driver, (driver) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(restore(driver.epNextConnReq(ep.handle, Connection.toConfig(options))), (handle) =>
-          driver.connReqPrivateData(handle).pipe(
-            Effect.map((privateData): ConnectionRequest => {
-              const req = { handle, privateData, endpoint: ep }
-              ep.unanswered.add(req)
-              return req
-            }),
-            Effect.tapError(() => Effect.ignore(driver.connReqDelete(handle)))
-          ))
-      ))
-  )
+): Stream.Stream<ConnectionRequest, RpmaError, RdmaDriver> => Stream.repeatEffect(next(ep, options))
 
 /**
  * Accepts a request (rpma_conn_req_connect) and waits for the connection to be established.
@@ -135,6 +145,22 @@ export const accept = (
         Connection.toConfig(options)
       )
     }))
+
+/**
+ * Waits for the next incoming request and accepts it: the common case of a server that takes
+ * whoever connects.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const acceptNext = (
+  ep: Endpoint,
+  options?: Connection.Options
+): Effect.Effect<
+  Connection.Connection,
+  RpmaError | Connection.ConnectionFailedError,
+  RdmaDriver | Scope.Scope
+> => Effect.flatMap(next(ep, options), (req) => accept(req, options))
 
 /**
  * Rejects a request (rpma_conn_req_delete).

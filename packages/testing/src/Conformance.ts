@@ -18,7 +18,6 @@ import {
   RemoteMr,
   Usage
 } from "@effect-rdma/core"
-import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -318,13 +317,8 @@ const connectedPair = (address: string, port: number, options?: Connection.Optio
     const clientPeer = yield* Peer.make(address)
     const target = yield* LocalMr.allocate(serverPeer, 65536, exposed)
     const ep = yield* Endpoint.listen(serverPeer, address, port)
-    const accepting = yield* Endpoint.requests(ep, options).pipe(
-      Stream.runHead,
-      Effect.flatMap(Option.match({
-        onNone: () => Effect.dieMessage("the endpoint's request stream ended"),
-        onSome: (req) => Endpoint.accept(req, { ...options, privateData: new TextEncoder().encode("welcome") })
-      })),
-      Effect.fork
+    const accepting = yield* Effect.fork(
+      Endpoint.acceptNext(ep, { ...options, privateData: new TextEncoder().encode("welcome") })
     )
     const client = yield* Connection.connect(clientPeer, address, port, {
       ...options,
@@ -349,13 +343,8 @@ function connectionCases(): ReadonlyArray<Case> {
           const serverPeer = yield* Peer.make(address)
           const clientPeer = yield* Peer.make(address)
           const ep = yield* Endpoint.listen(serverPeer, address, port)
-          const accepting = yield* Endpoint.requests(ep).pipe(
-            Stream.runHead,
-            Effect.flatMap(Option.match({
-              onNone: () => Effect.dieMessage("no request"),
-              onSome: (req) => Endpoint.accept(req, { privateData: new TextEncoder().encode("welcome") })
-            })),
-            Effect.fork
+          const accepting = yield* Effect.fork(
+            Endpoint.acceptNext(ep, { privateData: new TextEncoder().encode("welcome") })
           )
           const server = yield* Effect.scoped(Effect.gen(function*() {
             const client = yield* Connection.connect(clientPeer, address, port, {
@@ -475,11 +464,7 @@ function connectionCases(): ReadonlyArray<Case> {
           const clientPeer = yield* Peer.make(address)
           const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
           const ep = yield* Endpoint.listen(serverPeer, address, port)
-          const accepting = yield* Endpoint.requests(ep).pipe(
-            Stream.runHead,
-            Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage("no request"), onSome: (r) => Endpoint.accept(r) })),
-            Effect.fork
-          )
+          const accepting = yield* Effect.fork(Endpoint.acceptNext(ep))
           const waiting = yield* Effect.scoped(Effect.gen(function*() {
             yield* Connection.connect(clientPeer, address, port)
             const server = yield* Fiber.join(accepting)

@@ -4,7 +4,7 @@
 import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Fiber, Option, Stream } from "effect"
+import { Chunk, Effect, Exit, Fiber, Stream } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const serverUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
@@ -16,15 +16,7 @@ const pair = (options?: Connection.Options) =>
     const clientPeer = yield* Peer.make(address)
     const target = yield* LocalMr.allocate(serverPeer, 65536, serverUsage)
     const ep = yield* Endpoint.listen(serverPeer, address, 7471)
-    const accepting = yield* Endpoint.requests(ep).pipe(
-      Stream.take(1),
-      Stream.runHead,
-      Effect.flatMap(Option.match({
-        onNone: () => Effect.dieMessage("no request"),
-        onSome: (req) => Endpoint.accept(req, { privateData: new TextEncoder().encode("welcome") })
-      })),
-      Effect.fork
-    )
+    const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { privateData: new TextEncoder().encode("welcome") }))
     const client = yield* Connection.connect(clientPeer, address, ep.port, {
       ...options,
       privateData: new TextEncoder().encode("hello")
@@ -45,14 +37,7 @@ describe("connections", () => {
       const serverPeer = yield* Peer.make(address)
       const clientPeer = yield* Peer.make(address)
       const ep = yield* Endpoint.listen(serverPeer, address, 7471)
-      const accepting = yield* Endpoint.requests(ep).pipe(
-        Stream.runHead,
-        Effect.flatMap(Option.match({
-          onNone: () => Effect.dieMessage("no request"),
-          onSome: (req) => Endpoint.accept(req, { privateData: new TextEncoder().encode("welcome") })
-        })),
-        Effect.fork
-      )
+      const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { privateData: new TextEncoder().encode("welcome") }))
       const server = yield* Effect.scoped(Effect.gen(function*() {
         const client = yield* Connection.connect(clientPeer, address, ep.port, {
           privateData: new TextEncoder().encode("hello")

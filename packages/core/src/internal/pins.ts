@@ -34,13 +34,6 @@ export const isReachableByDevice = (memory: Uint8Array): boolean => {
   return false
 }
 
-/** @internal */
-export const quarantinedBytes = (): number => {
-  let total = 0
-  for (const q of quarantined) total += q.byteLength
-  return total
-}
-
 type ReleaseHook = (buffer: ArrayBufferLike) => import("effect/Effect").Effect<void>
 const releaseHooks = new Set<ReleaseHook>()
 
