@@ -10,6 +10,7 @@ import type * as Scope from "effect/Scope"
 import { type CmIdHandle, type CmMrHandle, type CmMrInfo, type CmRegistrationKind, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
+import * as Owner from "./internal/owner.js"
 import { release } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import type { MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
@@ -21,6 +22,8 @@ import type { MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
 export interface CmId {
   readonly handle: CmIdHandle
   readonly address: string
+  /** @internal Its regions: the id is destroyed after the last of them is deregistered. */
+  readonly owner: Owner.Owner
 }
 
 /**
@@ -48,8 +51,12 @@ export interface CmMr<K extends CmRegistrationKind = CmRegistrationKind> extends
 export const make = (address: string): Effect.Effect<CmId, RdmaCmError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
-      Effect.map(driver.cmCreateId(address), (handle): CmId => ({ handle, address })),
-      (id) => release("rdma_destroy_ep", `the rdma_cm id bound to ${address}`, driver.cmDestroyId(id.handle))
+      Effect.map(
+        driver.cmCreateId(address),
+        (handle): CmId => ({ handle, address, owner: Owner.make(`the rdma_cm id bound to ${address}`) })
+      ),
+      (id) =>
+        Owner.releaseWhenUnused(id.owner, Effect.asVoid(release("rdma_destroy_ep", id.owner.what, driver.cmDestroyId(id.handle))))
     ))
 
 const operations: Record<CmRegistrationKind, string> = {
@@ -69,12 +76,16 @@ const registerAs = <K extends CmRegistrationKind>(kind: K) =>
         () => pins.quarantine(memory)
       ).pipe(
         Effect.zipRight(instrument.registered(id.address, -memory.byteLength)),
-        Effect.zipRight(instrument.released("rdma_dereg_mr"))
+        Effect.zipRight(instrument.released("rdma_dereg_mr")),
+        Effect.zipRight(Owner.drop(id.owner))
       )
     return Effect.acquireRelease(
       Memory.validate(memory).pipe(
         Effect.flatMap((bytes) => driver.cmReg(id.handle, kind, bytes)),
-        Effect.tap(() => pins.pin(memory)),
+        Effect.tap(() => {
+          Owner.retain(id.owner)
+          return pins.pin(memory)
+        }),
         Effect.tap(() => instrument.registered(id.address, memory.byteLength)),
         Effect.flatMap((handle) =>
           driver.cmMrInfo(handle).pipe(

@@ -6,22 +6,26 @@
  * Completions are collected by one fiber per connection that waits on the driver (the native one
  * polls the completion channel's file descriptor through libuv: no thread per operation, nothing
  * blocks the event loop), so any number of operations can be in flight. When the connection is
- * lost or closed, every pending operation fails with {@link ConnectionClosedError}.
+ * lost or closed, the completions already queued are delivered, then every operation still pending
+ * fails with {@link ConnectionClosedError}.
+ *
+ * An operation can be interrupted (a timeout, a closing scope) while it waits for its completion:
+ * it then ends at once with its outcome unknown, but its request stays posted, and the regions it
+ * names stay registered (their release is deferred) until it completes or its connection is
+ * deleted, because the device may still reach them. A receive interrupted that way may still take
+ * the next message.
  *
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
-import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
-import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, WorkRequest } from "./Driver.js"
+import type * as Stream from "effect/Stream"
+import type { ConnConfig, ConnEvent, ConnHandle, WorkRequest } from "./Driver.js"
 import { RdmaDriver } from "./Driver.js"
+import * as internal from "./internal/connection.js"
 import * as instrument from "./internal/instrument.js"
-import { release } from "./internal/release.js"
 import type { LocalMr } from "./LocalMr.js"
 import type { Peer } from "./Peer.js"
 import { CompletionError, type RpmaError } from "./RdmaError.js"
@@ -97,9 +101,15 @@ export class ConnectionFailedError extends Data.TaggedError("ConnectionFailedErr
 export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedError")<{
   readonly operation: string
   readonly reason: "CLOSED" | "LOST"
+  /** What ended the connection, when it was a failure (of its event channel or completion queue). */
+  readonly cause?: unknown
 }> {
   override get message(): string {
-    return `${this.operation}: the connection was ${this.reason === "LOST" ? "lost" : "closed"}`
+    const head = `${this.operation}: the connection was ${this.reason === "LOST" ? "lost" : "closed"}`
+    const cause = this.cause instanceof Error || (typeof this.cause === "object" && this.cause !== null && "message" in this.cause)
+      ? String((this.cause as { message: unknown }).message)
+      : undefined
+    return cause === undefined ? head : `${head}: ${cause}`
   }
 }
 
@@ -146,171 +156,16 @@ export interface Connection {
   /** The connection's events from now on: CLOSED or LOST, then the stream ends. */
   readonly events: Stream.Stream<ConnEvent>
   readonly state: Effect.Effect<State>
-  /** @internal */
-  readonly post: (operation: string, request: (id: number) => WorkRequest) => Effect.Effect<number, OperationError>
+  /** @internal Posts a request built with its id on the send or receive queue, and awaits its completion. */
+  readonly post: (
+    operation: string,
+    queue: "send" | "recv",
+    regions: ReadonlyArray<LocalMr<any>>,
+    build: (id: number) => WorkRequest
+  ) => Effect.Effect<number, OperationError>
 }
 
 const MAX_LENGTH = 2 ** 32 - 1
-
-/**
- * Wraps an established connection: starts its completion and event fibers and returns the
- * resource. The release disconnects, waits (bounded) for CLOSED, stops the fibers and deletes.
- */
-const establish = (
-  driver: Driver,
-  handle: ConnHandle,
-  config: ConnConfig
-): Effect.Effect<Connection, RpmaError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const privateData = yield* driver.connPrivateData(handle)
-    const pending = new Map<number, Deferred.Deferred<number, OperationError>>()
-    const operations = new Map<number, string>()
-    let nextId = 1
-    let state: State = "ESTABLISHED"
-    const events = yield* PubSub.unbounded<ConnEvent>({ replay: 1 })
-    const ended = yield* Deferred.make<void>()
-
-    const failPending = (reason: "CLOSED" | "LOST") =>
-      Effect.forEach(pending, ([id, deferred]) =>
-        Deferred.fail(deferred, new ConnectionClosedError({ operation: operations.get(id) ?? "operation", reason })), {
-        discard: true
-      }).pipe(Effect.zipRight(Effect.sync(() => {
-        pending.clear()
-        operations.clear()
-      })))
-
-    const completionFiber = yield* driver.nextCompletions(handle).pipe(
-      Effect.flatMap((completions) =>
-        Effect.forEach(completions, (c) => {
-          const deferred = pending.get(c.id)
-          if (deferred === undefined) return Effect.void
-          const operation = operations.get(c.id)!
-          pending.delete(c.id)
-          operations.delete(c.id)
-          return c.status === 0
-            ? Deferred.succeed(deferred, c.byteLength)
-            : Deferred.fail(deferred, new CompletionError({ operation, status: c.status }))
-        }, { discard: true })
-      ),
-      Effect.forever,
-      // The completion queue failing is the connection failing.
-      Effect.catchAll(() => Effect.zipRight(Effect.sync(() => (state = "LOST")), failPending("LOST"))),
-      // Forked while the connection is being acquired (uninterruptibly): the loop itself must stay interruptible.
-      Effect.interruptible,
-      Effect.forkDaemon
-    )
-
-    const eventFiber = yield* driver.connNextEvent(handle).pipe(
-      Effect.catchAll(() => Effect.succeed("LOST" as const)),
-      Effect.tap((event) => PubSub.publish(events, event)),
-      Effect.repeat({ until: (event) => event === "CLOSED" || event === "LOST" }),
-      Effect.tap((event) => {
-        const reason = event === "LOST" ? "LOST" : "CLOSED"
-        state = reason
-        // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
-        // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
-        return Effect.zipRight(failPending(reason), Effect.ignore(driver.connDisconnect(handle)))
-      }),
-      Effect.ensuring(Deferred.succeed(ended, undefined)),
-      Effect.interruptible,
-      Effect.forkDaemon
-    )
-
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        if (state === "ESTABLISHED") {
-          yield* release("rpma_conn_disconnect", "a connection", driver.connDisconnect(handle))
-          yield* Deferred.await(ended).pipe(Effect.timeout(Duration.millis(config.timeoutMs)), Effect.ignore)
-        }
-        yield* Fiber.interrupt(eventFiber)
-        yield* Fiber.interrupt(completionFiber)
-        yield* failPending("CLOSED")
-        yield* release("rpma_conn_delete", "a connection", driver.connDelete(handle))
-      })
-    )
-
-    // The queues have fixed sizes: more requests than that would make ibv_post_send fail, so wait for a slot.
-    const sendSlots = yield* Effect.makeSemaphore(config.sqSize)
-    const recvSlots = yield* Effect.makeSemaphore(config.rqSize)
-
-    // Once posted, a request cannot be recalled: the device may still touch its memory. So an
-    // operation is uninterruptible from the moment it has a slot; an interruption takes effect
-    // when the completion arrives (a lost or closed connection completes every pending request).
-    const postAndAwait = (operation: string, request: WorkRequest) =>
-      Effect.gen(function*() {
-        if (state !== "ESTABLISHED") {
-          return yield* Effect.fail(new ConnectionClosedError({ operation, reason: state }))
-        }
-        const deferred = yield* Deferred.make<number, OperationError>()
-        pending.set(request.id, deferred)
-        operations.set(request.id, operation)
-        yield* driver.post(handle, request).pipe(
-          Effect.tapError(() => Effect.sync(() => (pending.delete(request.id), operations.delete(request.id))))
-        )
-        return yield* Deferred.await(deferred)
-      })
-
-    const post = (operation: string, request: (id: number) => WorkRequest) =>
-      Effect.uninterruptibleMask((restore) => {
-        const wr = request(nextId++)
-        const slots = wr.op === "recv" ? recvSlots : sendSlots
-        return Effect.zipRight(restore(slots.take(1)), Effect.ensuring(postAndAwait(operation, wr), slots.release(1)))
-      })
-
-    return {
-      handle,
-      privateData,
-      events: Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
-      state: Effect.sync(() => state),
-      post
-    }
-  })
-
-/**
- * Resumes once the event loop has run its I/O phase: setImmediate callbacks run right after it.
- * Node runs expired timers before it polls for I/O, so after the loop was held up (synchronous
- * work, a long GC, a stalled VM) a deadline fires ahead of an event that arrived well before it.
- */
-const afterPendingIo: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const immediate = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(immediate))
-})
-
-const awaitEstablished = (
-  driver: Driver,
-  handle: ConnHandle,
-  address: string,
-  port: number,
-  config: ConnConfig
-): Effect.Effect<void, RpmaError | ConnectionFailedError> =>
-  Effect.raceFirst(
-    driver.connNextEvent(handle),
-    // The deadline counts only once what was ready before it has been delivered.
-    Effect.sleep(Duration.millis(config.timeoutMs)).pipe(
-      Effect.zipRight(afterPendingIo),
-      Effect.zipRight(Effect.fail(new ConnectionFailedError({ address, port, event: "TIMEOUT" })))
-    )
-  ).pipe(
-    Effect.flatMap((event) =>
-      event === "ESTABLISHED" ? Effect.void : Effect.fail(new ConnectionFailedError({ address, port, event }))
-    )
-  )
-
-/** Connects a request (consumed either way) and waits for ESTABLISHED; deletes the connection on failure. */
-const connectRequest = (
-  driver: Driver,
-  req: ConnReqHandle,
-  privateData: Uint8Array | undefined,
-  where: { readonly address: string; readonly port: number },
-  config: ConnConfig
-): Effect.Effect<Connection, RpmaError | ConnectionFailedError, Scope.Scope> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(driver.connReqConnect(req, privateData), (handle) =>
-      restore(awaitEstablished(driver, handle, where.address, where.port, config)).pipe(
-        Effect.tapErrorCause(() => release("rpma_conn_delete", "a failed connection", driver.connDelete(handle))),
-        Effect.zipRight(establish(driver, handle, config))
-      ))
-  )
 
 /**
  * Connects to a peer listening at `address`:`port` (rpma_conn_req_new + rpma_conn_req_connect)
@@ -347,14 +202,15 @@ export const connect = (
 ): Effect.Effect<Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
-    return Effect.flatMap(
+    return internal.open(
+      driver,
+      peer,
       driver.connReqNew(peer.handle, address, port, config),
-      (req) => connectRequest(driver, req, options?.privateData, { address, port }, config)
+      options?.privateData,
+      { address, port },
+      config
     )
   })
-
-/** @internal Used by Endpoint to accept an incoming request. */
-export const accept = connectRequest
 
 const checkRange = (
   operation: string,
@@ -412,7 +268,7 @@ export const write = (
       checkRange("rpma_write", "destination", dstOffset, length, dst.size),
       checkRange("rpma_write", "source", srcOffset, length, src.size)
     ],
-    Effect.asVoid(conn.post("rpma_write", (id) => ({
+    Effect.asVoid(conn.post("rpma_write", "send", [src], (id) => ({
       op: "write",
       id,
       dst: dst.handle,
@@ -442,7 +298,7 @@ export const read = (
       checkRange("rpma_read", "destination", dstOffset, length, dst.size),
       checkRange("rpma_read", "source", srcOffset, length, src.size)
     ],
-    Effect.asVoid(conn.post("rpma_read", (id) => ({
+    Effect.asVoid(conn.post("rpma_read", "send", [dst], (id) => ({
       op: "read",
       id,
       dst: dst.handle,
@@ -490,7 +346,7 @@ const flushWith = (
 ) =>
   guarded(
     [checkRange("rpma_flush", "destination", offset, length, dst.size)],
-    Effect.asVoid(conn.post("rpma_flush", (id) => ({ op: "flush", id, dst: dst.handle, dstOffset: offset, length, type })))
+    Effect.asVoid(conn.post("rpma_flush", "send", [], (id) => ({ op: "flush", id, dst: dst.handle, dstOffset: offset, length, type })))
   )
 
 /**
@@ -515,7 +371,7 @@ export const atomicWrite = (
         : new OutOfRangeError({ operation: "rpma_atomic_write", detail: `offset ${offset} is not 8-byte aligned` }),
       checkRange("rpma_atomic_write", "destination", offset, 8, dst.size)
     ],
-    Effect.asVoid(conn.post("rpma_atomic_write", (id) => ({
+    Effect.asVoid(conn.post("rpma_atomic_write", "send", [], (id) => ({
       op: "atomicWrite",
       id,
       dst: dst.handle,
@@ -538,7 +394,7 @@ export const send = (
 ): Effect.Effect<void, OperationError> =>
   guarded(
     [checkRange("rpma_send", "source", offset, length, src.size)],
-    Effect.asVoid(conn.post("rpma_send", (id) => ({ op: "send", id, src: src.handle, offset, length })))
+    Effect.asVoid(conn.post("rpma_send", "send", [src], (id) => ({ op: "send", id, src: src.handle, offset, length })))
   )
 
 /**
@@ -555,5 +411,5 @@ export const recv = (
 ): Effect.Effect<number, OperationError> =>
   guarded(
     [checkRange("rpma_recv", "destination", offset, length, dst.size)],
-    conn.post("rpma_recv", (id) => ({ op: "recv", id, dst: dst.handle, offset, length }))
+    conn.post("rpma_recv", "recv", [dst], (id) => ({ op: "recv", id, dst: dst.handle, offset, length }))
   )

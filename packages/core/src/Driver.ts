@@ -8,11 +8,17 @@
  * a pointer, a size of 0, a usage of 0 or with unknown bits: RPMA_E_INVAL), since JavaScript
  * callers can pass anything.
  *
+ * A release has three outcomes, and drivers keep them apart: success; a failure with the library's
+ * error, after which the handle is gone (librpma frees it even when the verbs call fails); and a
+ * refusal, {@link ResourceInUseError}, when something still uses the handle (a region with requests
+ * in flight, a peer with regions, endpoints, requests or connections, an rdma_cm id with regions),
+ * after which the handle is alive and unchanged.
+ *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { RdmaCmError, RpmaError } from "./RdmaError.js"
+import type { RdmaCmError, ResourceInUseError, RpmaError } from "./RdmaError.js"
 
 declare const HandleTypeId: unique symbol
 
@@ -237,16 +243,24 @@ export interface Driver {
   readonly getIbvContext: (address: string, kind: AddressKind) => Effect.Effect<IbvContextHandle, RpmaError>
   /** rpma_peer_new. */
   readonly peerNew: (context: IbvContextHandle) => Effect.Effect<PeerHandle, RpmaError>
-  /** rpma_peer_delete. The handle is gone afterwards, even when it fails (librpma frees it). */
-  readonly peerDelete: (peer: PeerHandle) => Effect.Effect<void, RpmaError>
+  /**
+   * rpma_peer_delete. Refused ({@link ResourceInUseError}, still alive) while regions, endpoints,
+   * connection requests or connections use the peer; otherwise the handle is gone afterwards, even
+   * when it fails (librpma frees it).
+   */
+  readonly peerDelete: (peer: PeerHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>
 
   /**
    * rpma_mr_reg. `usage` is a raw number so that drivers can be shown to refuse bad ones; the
    * driver keeps `memory` alive for as long as the registration lives.
    */
   readonly mrReg: (peer: PeerHandle, memory: Uint8Array, usage: number) => Effect.Effect<MrHandle, RpmaError>
-  /** rpma_mr_dereg. The handle is gone afterwards, even when it fails (librpma frees it). */
-  readonly mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError>
+  /**
+   * rpma_mr_dereg. Refused ({@link ResourceInUseError}, still registered) while posted requests
+   * that use the region have not completed and their connection is not deleted; otherwise the
+   * handle is gone afterwards, even when it fails (librpma frees it).
+   */
+  readonly mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>
   /** rpma_mr_get_descriptor_size. */
   readonly mrGetDescriptorSize: (mr: MrHandle) => Effect.Effect<number, RpmaError>
   /** rpma_mr_get_descriptor. */
@@ -270,8 +284,11 @@ export interface Driver {
    * allocated for it (rdma_reg_* would otherwise dereference a NULL `id->pd`).
    */
   readonly cmCreateId: (address: string) => Effect.Effect<CmIdHandle, RdmaCmError>
-  /** Deallocates the protection domain and rdma_destroy_ep. */
-  readonly cmDestroyId: (id: CmIdHandle) => Effect.Effect<void, RdmaCmError>
+  /**
+   * Deallocates the protection domain and rdma_destroy_ep. Refused ({@link ResourceInUseError},
+   * still alive) while regions are registered on the id.
+   */
+  readonly cmDestroyId: (id: CmIdHandle) => Effect.Effect<void, RdmaCmError | ResourceInUseError>
   /** rdma_reg_msgs / rdma_reg_read / rdma_reg_write. */
   readonly cmReg: (
     id: CmIdHandle,
@@ -311,7 +328,9 @@ export interface Driver {
   readonly connReqPrivateData: (req: ConnReqHandle) => Effect.Effect<Uint8Array, RpmaError>
   /**
    * rpma_conn_req_connect: accepts an incoming request or initiates an outgoing one. The request
-   * is consumed, success or not. The connection is not usable before its ESTABLISHED event.
+   * is consumed, success or not, including when the driver refuses the arguments (e.g. private
+   * data too long): an incoming request refused that way is rejected. The connection is not
+   * usable before its ESTABLISHED event.
    */
   readonly connReqConnect: (req: ConnReqHandle, privateData: Uint8Array | undefined) => Effect.Effect<
     ConnHandle,
@@ -329,6 +348,8 @@ export interface Driver {
   readonly connDelete: (conn: ConnHandle) => Effect.Effect<void, RpmaError>
   /** rpma_write / rpma_read / rpma_flush / rpma_atomic_write / rpma_send / rpma_recv, with a completion always. */
   readonly post: (conn: ConnHandle, request: WorkRequest) => Effect.Effect<void, RpmaError>
+  /** rpma_cq_get_wc without waiting: the completions already queued, possibly none. */
+  readonly pollCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
   /**
    * Waits, without blocking the event loop, for completions on the connection's queue
    * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one.

@@ -10,10 +10,12 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
+import * as internalConnection from "./internal/connection.js"
 import * as instrument from "./internal/instrument.js"
+import * as Owner from "./internal/owner.js"
 import { release } from "./internal/release.js"
 import type { Peer } from "./Peer.js"
-import type { RpmaError } from "./RdmaError.js"
+import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
 
 /**
  * @since 0.1.0
@@ -21,6 +23,7 @@ import type { RpmaError } from "./RdmaError.js"
  */
 export interface Endpoint {
   readonly handle: EndpointHandle
+  readonly peer: Peer
   readonly address: string
   readonly port: number
   /** @internal */
@@ -72,15 +75,14 @@ export const listen = (
 ): Effect.Effect<Endpoint, RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
-      Effect.map(driver.epListen(peer.handle, address, port), (handle): Endpoint => ({
-        handle,
-        address,
-        port,
-        unanswered: new Set()
-      })),
+      Effect.map(driver.epListen(peer.handle, address, port), (handle): Endpoint => {
+        Owner.retain(peer.owner)
+        return { handle, peer, address, port, unanswered: new Set() }
+      }),
       (ep) =>
         Effect.forEach(ep.unanswered, (req) => reject(req), { discard: true }).pipe(
           Effect.zipRight(release("rpma_ep_shutdown", `the endpoint on ${address}:${ep.port}`, driver.epShutdown(ep.handle))),
+          Effect.zipRight(Owner.drop(peer.owner)),
           Effect.provideService(RdmaDriver, driver)
         )
     ))
@@ -136,10 +138,18 @@ export const accept = (
 > =>
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.suspend(() => {
-      req.endpoint.unanswered.delete(req)
-      return Connection.accept(
+      // Answered from here on: a refused accept consumes (rejects) the request too.
+      const answered = req.endpoint.unanswered.delete(req)
+      return internalConnection.open(
         driver,
-        req.handle,
+        req.endpoint.peer,
+        answered ? Effect.succeed(req.handle) : Effect.fail(
+          fromRpmaCode(
+            RpmaCode.RPMA_E_INVAL,
+            "rpma_conn_req_connect",
+            "the request was already accepted or rejected (or its endpoint shut down)"
+          )
+        ),
         options?.privateData,
         { address: req.endpoint.address, port: req.endpoint.port },
         Connection.toConfig(options)

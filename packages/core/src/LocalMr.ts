@@ -11,10 +11,11 @@ import * as Descriptors from "./Descriptor.js"
 import { type MrHandle, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
+import * as Owner from "./internal/owner.js"
 import { release } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
-import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
+import type { MemoryRefusedError, ResourceInUseError, RpmaError } from "./RdmaError.js"
 import * as Usages from "./Usage.js"
 import type { Flag, Usage } from "./Usage.js"
 
@@ -34,6 +35,8 @@ export interface LocalMr<F extends Flag = Flag> {
   /** The region's address in this process (rpma_mr_get_ptr). */
   readonly address: bigint
   readonly size: number
+  /** @internal The requests in flight that use it: it is deregistered after the last completes. */
+  readonly owner: Owner.Owner
 }
 
 /**
@@ -95,22 +98,33 @@ export const register = <F extends Flag>(
     Effect.acquireRelease(
       Memory.validate(memory).pipe(
         Effect.flatMap((bytes) => driver.mrReg(peer.handle, bytes, usage)),
-        Effect.tap(() => pins.pin(memory)),
+        Effect.tap(() => {
+          Owner.retain(peer.owner)
+          return pins.pin(memory)
+        }),
         Effect.tap(() => instrument.registered(peer.address, memory.byteLength)),
         Effect.flatMap((handle) =>
           driver.mrGetPtr(handle).pipe(
-            Effect.map((address): LocalMr<F> => ({ handle, peer, memory, usage, address, size: memory.byteLength })),
+            Effect.map((address): LocalMr<F> => ({
+              handle,
+              peer,
+              memory,
+              usage,
+              address,
+              size: memory.byteLength,
+              owner: Owner.make(`a ${memory.byteLength}-byte region`)
+            })),
             // Registered but not described: give the registration back before failing.
             Effect.tapError(() => deregister(driver.mrDereg, handle, peer, memory, usage))
           )
         ),
         (registering) => instrument.registration("rpma_mr_reg", registering)
       ),
-      (mr) => deregister(driver.mrDereg, mr.handle, peer, mr.memory, mr.usage)
+      (mr) => Owner.releaseWhenUnused(mr.owner, deregister(driver.mrDereg, mr.handle, peer, mr.memory, mr.usage))
     ))
 
 const deregister = (
-  mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError>,
+  mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>,
   handle: MrHandle,
   peer: Peers.Peer,
   memory: Uint8Array,
@@ -122,9 +136,15 @@ const deregister = (
     Effect.tap(mrDereg(handle), () => pins.unpin(memory)),
     () => pins.quarantine(memory)
   ).pipe(
-    // The handle is gone either way (librpma frees it even when ibv_dereg_mr fails).
-    Effect.zipRight(instrument.registered(peer.address, -memory.byteLength)),
-    Effect.zipRight(instrument.released("rpma_mr_dereg"))
+    // Gone unless refused (librpma frees it even when ibv_dereg_mr fails).
+    Effect.flatMap((gone) =>
+      gone
+        ? instrument.registered(peer.address, -memory.byteLength).pipe(
+          Effect.zipRight(instrument.released("rpma_mr_dereg")),
+          Effect.zipRight(Owner.drop(peer.owner))
+        )
+        : Effect.void
+    )
   )
 
 /**

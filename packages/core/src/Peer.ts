@@ -11,6 +11,7 @@ import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { type AddressKind, type PeerHandle, RdmaDriver } from "./Driver.js"
 import * as instrument from "./internal/instrument.js"
+import * as Owner from "./internal/owner.js"
 import { release } from "./internal/release.js"
 import type { RpmaError } from "./RdmaError.js"
 
@@ -22,6 +23,8 @@ export interface Peer {
   readonly handle: PeerHandle
   /** The address the device was looked up by. */
   readonly address: string
+  /** @internal Its regions, endpoints and connections: the peer is deleted after the last of them. */
+  readonly owner: Owner.Owner
 }
 
 /**
@@ -43,7 +46,8 @@ export interface MakeOptions {
 
 /**
  * Looks up the device at `address` (rpma_utils_get_ibv_context) and creates a peer on it
- * (rpma_peer_new), deleted (rpma_peer_delete) when the scope closes.
+ * (rpma_peer_new), deleted (rpma_peer_delete) when the scope closes, or, if regions, endpoints or
+ * connections made with it outlive that scope, when the last of them is released.
  *
  * @since 0.1.0
  * @category constructors
@@ -56,9 +60,13 @@ export const make = (
     Effect.acquireRelease(
       driver.getIbvContext(address, options?.kind ?? "local").pipe(
         Effect.flatMap(driver.peerNew),
-        Effect.map((handle): Peer => ({ handle, address }))
+        Effect.map((handle): Peer => ({ handle, address, owner: Owner.make(`the peer at ${address}`) }))
       ),
-      (peer) => release("rpma_peer_delete", `the peer at ${address}`, driver.peerDelete(peer.handle))
+      (peer) =>
+        Owner.releaseWhenUnused(
+          peer.owner,
+          Effect.asVoid(release("rpma_peer_delete", peer.owner.what, driver.peerDelete(peer.handle)))
+        )
     ))
 
 /**

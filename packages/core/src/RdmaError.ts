@@ -302,6 +302,27 @@ export const fromErrno = (errno: number, operation: string, detail?: string, cau
   new RdmaCmError({ operation, errno, errnoName: errnoName(errno), detail, cause })
 
 /**
+ * A release the driver refused because something still uses the handle: a region with requests in
+ * flight, a peer with regions, endpoints or connections, an rdma_cm id with regions. Unlike a
+ * failed release (after which the handle is gone, as librpma frees it either way), the handle is
+ * still alive and usable, and can be released once its users are gone.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ResourceInUseError extends Data.TaggedError("ResourceInUseError")<{
+  /** The release that was refused, e.g. "rpma_peer_delete". */
+  readonly operation: string
+  /** What still uses the handle. */
+  readonly detail: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `${this.operation} refused: ${this.detail}; the handle is still alive`
+  }
+}
+
+/**
  * Memory the library will not register, with the reason and what to use instead.
  *
  * @since 0.1.0

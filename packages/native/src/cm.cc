@@ -150,7 +150,7 @@ Napi::Value CmDestroyId(const Napi::CallbackInfo& info) {
   if (handle == nullptr) return info.Env().Undefined();
   CmIdState& state = *handle->state;
   if (state.regions != 0) {
-    return call.Fail(EBUSY, std::to_string(state.regions) + (state.regions == 1 ? " region" : " regions") +
+    return call.InUse(std::to_string(state.regions) + (state.regions == 1 ? " region" : " regions") +
                                 " still registered: deregister them first");
   }
   int result = state.Destroy();

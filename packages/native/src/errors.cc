@@ -31,6 +31,13 @@ Napi::Value Call::Invalid(const std::string& detail) const {
   return Fail(domain_ == Domain::Rpma ? RPMA_E_INVAL : EINVAL, detail);
 }
 
+Napi::Value Call::InUse(const std::string& detail) const {
+  Napi::Error error = MakeError(env_, domain_, domain_ == Domain::Rpma ? RPMA_E_INVAL : EBUSY, operation_, detail);
+  error.Set("inUse", Napi::Boolean::New(env_, true));
+  error.ThrowAsJavaScriptException();
+  return env_.Undefined();
+}
+
 namespace {
 
 thread_local std::string captured;

@@ -29,6 +29,9 @@ class Call {
   Napi::Value Fail(int code, const std::string& detail = {}) const;
   // What C would call a bad argument: RPMA_E_INVAL or EINVAL.
   Napi::Value Invalid(const std::string& detail) const;
+  // A release refused because something still uses the handle, which stays alive: RPMA_E_INVAL or
+  // EBUSY, marked `inUse` so that the driver can tell it from a failure after which it is gone.
+  Napi::Value InUse(const std::string& detail) const;
 
  private:
   Napi::Env env_;

@@ -84,7 +84,7 @@ Napi::Value MrDereg(const Napi::CallbackInfo& info) {
   std::size_t in_flight = handle->state->in_flight;
   // The device may still read or write it: refuse, and leave the region usable.
   if (in_flight != 0) {
-    return call.Invalid(std::to_string(in_flight) +
+    return call.InUse(std::to_string(in_flight) +
                         (in_flight == 1 ? " request in flight uses" : " requests in flight use") +
                         " this region: wait for their completions (or delete the connection) first");
   }

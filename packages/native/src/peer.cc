@@ -116,11 +116,11 @@ Napi::Value PeerDelete(const Napi::CallbackInfo& info) {
   PeerState& state = *handle->state;
   // librpma would free the peer under its regions' feet; refuse and leave the peer usable.
   if (state.regions != 0) {
-    return call.Invalid(std::to_string(state.regions) + (state.regions == 1 ? " region" : " regions") +
+    return call.InUse(std::to_string(state.regions) + (state.regions == 1 ? " region" : " regions") +
                         " still registered: deregister them first");
   }
   if (state.users != 0) {
-    return call.Invalid(std::to_string(state.users) +
+    return call.InUse(std::to_string(state.users) +
                         (state.users == 1 ? " endpoint, connection request or connection still uses it"
                                           : " endpoints, connection requests or connections still use it") +
                         ": shut down or delete them first");

@@ -203,13 +203,13 @@ export const cases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "rpma_peer_delete: refused while regions are registered, then succeeds",
+    name: "rpma_peer_delete: refused (ResourceInUseError, still alive) while regions are registered, then succeeds",
     run: (address) =>
       Effect.gen(function*() {
         const d = yield* driver
         const peer = yield* Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew)
         const mr = yield* d.mrReg(peer, new Uint8Array(4096), Usage.READ_SRC)
-        yield* expectTag(d.peerDelete(peer), "RpmaInvalidError", "delete with a live region")
+        yield* expectTag(d.peerDelete(peer), "ResourceInUseError", "delete with a live region")
         yield* equal((yield* d.live).peers, 1, "the refused peer is still alive")
         yield* d.mrDereg(mr)
         yield* d.peerDelete(peer)
@@ -230,7 +230,7 @@ export const cases: ReadonlyArray<Case> = [
         yield* equal(write.length, 16384, "rdma_reg_write length")
         yield* check(read.rkey !== write.rkey, "distinct rkeys")
         yield* equal((yield* d.live).cmRegions, 3, "rdma_cm regions alive")
-        yield* expectTag(d.cmDestroyId(id.handle), "RdmaCmError", "destroy an id with live regions")
+        yield* expectTag(d.cmDestroyId(id.handle), "ResourceInUseError", "destroy an id with live regions")
         yield* expectTag(d.cmReg(msgs.handle as any, "msgs", new Uint8Array(64)), "RdmaCmError", "region as id")
         yield* expectTag(d.cmReg(id.handle, "msgs", null as any), "RdmaCmError", "NULL addr")
         const raw = yield* d.cmReg(id.handle, "msgs", new Uint8Array(64))

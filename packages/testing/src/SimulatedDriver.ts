@@ -84,7 +84,6 @@ export interface Options {
 
 // The errno values librdmacm reports.
 const EINVAL = 22
-const EBUSY = 16
 const EADDRNOTAVAIL = 99
 
 /**
@@ -99,7 +98,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
   const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
 
   const tools = makeTools(world)
-  const { acquire, call, deadOrWrong, errno, invalid, releaseHandle, rpma, validMemory } = tools
+  const { acquire, call, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma, validMemory } = tools
   const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
   const network = makeNetwork(world, tools)
 
@@ -144,17 +143,26 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
       ),
 
     peerDelete: (value) =>
-      call(
+      call<void, RdmaError.RpmaError | RdmaError.ResourceInUseError>(
         "rpma_peer_delete",
         () => {
           const peer = peerOf(value)
-          return deadOrWrong("rpma_peer_delete", "peer", peer) ??
-            (peer!.regions.size > 0
-              ? invalid(
-                "rpma_peer_delete",
-                `${peer!.regions.size} regions still registered with this peer: deregister them first`
-              )
-              : undefined)
+          const refused = deadOrWrong("rpma_peer_delete", "peer", peer)
+          if (refused !== undefined) return refused
+          // As the native driver: librpma would free the peer under its users' feet.
+          if (peer!.regions.size > 0) {
+            const n = peer!.regions.size
+            return inUse("rpma_peer_delete", `${n} ${n === 1 ? "region" : "regions"} still registered: deregister them first`)
+          }
+          const users = network.usersOf(peer!)
+          return users === 0 ? undefined : inUse(
+            "rpma_peer_delete",
+            `${users} ${
+              users === 1
+                ? "endpoint, connection request or connection still uses it"
+                : "endpoints, connection requests or connections still use it"
+            }: shut down or delete them first`
+          )
         },
         (code) => {
           // librpma frees the peer even when ibv_dealloc_pd fails.
@@ -189,7 +197,8 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
             memory,
             address: fabric.addressOf(memory),
             rkey: fabric.nextKey(world),
-            usage
+            usage,
+            inFlight: 0
           }
           peer.regions.add(mr)
           network.registered(mr)
@@ -198,9 +207,17 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
       ),
 
     mrDereg: (value) =>
-      call(
+      call<void, RdmaError.RpmaError | RdmaError.ResourceInUseError>(
         "rpma_mr_dereg",
-        () => liveMr("rpma_mr_dereg", value).refused,
+        () => {
+          const { mr, refused } = liveMr("rpma_mr_dereg", value)
+          if (refused !== undefined || mr.inFlight === 0) return refused
+          return inUse(
+            "rpma_mr_dereg",
+            `${mr.inFlight} ${mr.inFlight === 1 ? "request in flight uses" : "requests in flight use"} this region: ` +
+              "wait for their completions (or delete the connection) first"
+          )
+        },
         (code) => {
           // librpma frees the handle even when ibv_dereg_mr fails (mr.c).
           const mr = mrOf(value)!
@@ -294,14 +311,17 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         }
       ),
     cmDestroyId: (value) =>
-      call(
+      call<void, RdmaError.RdmaCmError | RdmaError.ResourceInUseError>(
         "rdma_destroy_ep",
         () => {
           const id = cmIdOf(value)
           return id === undefined || !id.alive
             ? errno("rdma_destroy_ep", EINVAL, id === undefined ? "expected an rdma_cm id" : "the id was already destroyed")
             : id.regions.size > 0
-            ? errno("rdma_destroy_ep", EBUSY, `${id.regions.size} regions still registered on this id`)
+            ? inUse(
+              "rdma_destroy_ep",
+              `${id.regions.size} ${id.regions.size === 1 ? "region" : "regions"} still registered: deregister them first`
+            )
             : undefined
         },
         (code) => {

@@ -1,34 +1,56 @@
 /**
- * The one release policy: a failed release is logged and counted, never retried (librpma frees the
- * handle even when the deregistration fails, so a retry would be a double free), and the caller
- * decides what to keep alive.
+ * The one release policy. A release has three outcomes (see the Driver's contract):
+ * - success: the handle is gone;
+ * - a failure: logged and counted, never retried (librpma frees the handle even when the
+ *   deregistration fails, so a retry would be a double free); the handle is gone, and the caller
+ *   decides what to keep alive (`onFailure`);
+ * - a refusal ({@link ResourceInUseError}): something still uses the handle, which is alive and
+ *   unchanged. Core defers releases until their users are gone (internal/owner.ts), so a refusal
+ *   means a user core does not know of (a raw Driver call): it is logged, and nothing is counted as
+ *   released.
  *
  * @internal
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
 import * as RdmaMetrics from "../RdmaMetrics.js"
 
-/** @internal */
+const refusal = (cause: Cause.Cause<unknown>): string | undefined => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isNone(failure)) return undefined
+  const error = failure.value as { readonly _tag?: unknown; readonly message?: unknown }
+  return error?._tag === "ResourceInUseError" ? String(error.message) : undefined
+}
+
+/** @internal Runs a release; succeeds with whether the handle is gone (false only when refused). */
 export const release = <E>(
   operation: string,
   /** What is released, for the log line; a function when building the text costs something. */
   describe: string | (() => string),
   effect: Effect.Effect<void, E>,
   onFailure: () => void = () => {}
-): Effect.Effect<void> =>
-  Effect.catchAllCause(effect, (cause) =>
-    Effect.sync(onFailure).pipe(
-      Effect.zipRight(Metric.increment(Metric.tagged(RdmaMetrics.releaseFailures, "operation", operation))),
-      Effect.zipRight(
-        Effect.suspend(() => {
-          const resource = typeof describe === "string" ? describe : describe()
-          return Effect.logError(`${operation} failed while releasing ${resource}; not retried, memory kept alive`, cause)
-            .pipe(Effect.annotateLogs({ operation, resource }))
-        })
-      ),
+): Effect.Effect<boolean> =>
+  Effect.matchCauseEffect(effect, {
+    onSuccess: () => Effect.succeed(true),
+    onFailure: (cause) => {
+      const resource = typeof describe === "string" ? describe : describe()
+      const refused = refusal(cause)
+      if (refused !== undefined) {
+        return Effect.logError(`${operation} refused while releasing ${resource}: it is still in use and stays alive`)
+          .pipe(Effect.annotateLogs({ operation, resource }), Effect.as(false))
+      }
       // An interruption of the release itself cannot happen (finalizers are uninterruptible), but
       // a failure caused by one must not be reported as a release failure.
-      Effect.unlessEffect(Effect.succeed(Cause.isInterruptedOnly(cause)))
-    ))
+      if (Cause.isInterruptedOnly(cause)) return Effect.succeed(true)
+      return Effect.sync(onFailure).pipe(
+        Effect.zipRight(Metric.increment(Metric.tagged(RdmaMetrics.releaseFailures, "operation", operation))),
+        Effect.zipRight(
+          Effect.logError(`${operation} failed while releasing ${resource}; not retried, memory kept alive`, cause)
+            .pipe(Effect.annotateLogs({ operation, resource }))
+        ),
+        Effect.as(true)
+      )
+    }
+  })

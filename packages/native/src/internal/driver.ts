@@ -14,7 +14,13 @@ import type {
   RemoteMrHandle,
   WorkRequest
 } from "@effect-rdma/core/Driver"
-import { fromErrno, fromRpmaCode, type RdmaCmError, type RpmaError } from "@effect-rdma/core/RdmaError"
+import {
+  fromErrno,
+  fromRpmaCode,
+  type RdmaCmError,
+  ResourceInUseError,
+  type RpmaError
+} from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
 
@@ -23,6 +29,7 @@ interface NativeFailure {
   readonly detail?: unknown
   readonly code?: unknown
   readonly errno?: unknown
+  readonly inUse?: unknown
 }
 
 const field = (cause: unknown, key: keyof NativeFailure): unknown =>
@@ -62,6 +69,19 @@ const attemptPromise = <A, E>(
   onFailure: (cause: unknown) => Effect.Effect<never, E>
 ): Effect.Effect<A, E> =>
   Effect.tryPromise({ try: run, catch: (cause) => cause }).pipe(Effect.catchAll(onFailure))
+
+/** A release the addon refused because the handle is in use (it stays alive), else `otherwise`. */
+const inUseOr = <E>(operation: string, otherwise: (cause: unknown) => Effect.Effect<never, E>) =>
+(cause: unknown): Effect.Effect<never, E | ResourceInUseError> =>
+  field(cause, "inUse") === true
+    ? Effect.fail(
+      new ResourceInUseError({
+        operation: text(field(cause, "operation")) ?? operation,
+        detail: text(field(cause, "detail")) ?? "the handle is in use",
+        cause
+      })
+    )
+    : otherwise(cause)
 
 const rpma = <A>(operation: string, run: () => A) => attempt(run, rpmaFailure(operation))
 const cm = <A>(operation: string, run: () => A) => attempt(run, cmFailure(operation))
@@ -170,6 +190,7 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   | "connDisconnect"
   | "connDelete"
   | "post"
+  | "pollCompletions"
   | "nextCompletions"
 > => ({
   epListen: (peer, address, port) =>
@@ -184,8 +205,21 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
       Effect.map(as<ConnReqHandle>)
     ),
   connReqPrivateData: (req) => rpma("rpma_conn_req_get_private_data", () => binding.connReqPrivateData(req)),
+  // The Driver's contract: the request is consumed, success or not. The addon leaves it alive when
+  // it refuses the arguments before librpma sees them (private data too long, say): delete it then
+  // (which rejects an incoming one at once instead of leaving its client waiting out its timeout).
   connReqConnect: (req, privateData) =>
-    rpma("rpma_conn_req_connect", () => as<ConnHandle>(binding.connReqConnect(req, privateData))),
+    attempt(
+      () => as<ConnHandle>(binding.connReqConnect(req, privateData)),
+      (cause) => {
+        try {
+          binding.connReqDelete(req)
+        } catch {
+          // Already consumed: nothing left to delete.
+        }
+        return rpmaFailure("rpma_conn_req_connect")(cause)
+      }
+    ),
   connReqDelete: (req) => rpma("rpma_conn_req_delete", () => binding.connReqDelete(req)),
   connNextEvent: (conn) =>
     wait<string>(binding, "rpma_conn_next_event", conn, (callback) => binding.connNextEvent(conn, callback)).pipe(
@@ -195,6 +229,8 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   connDisconnect: (conn) => rpma("rpma_conn_disconnect", () => binding.connDisconnect(conn)),
   connDelete: (conn) => rpma("rpma_conn_delete", () => binding.connDelete(conn)),
   post: (conn, request) => rpma(operationOf(request), () => binding.post(conn, request)),
+  pollCompletions: (conn) =>
+    rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.connPollCompletions(conn)),
   // What the queue holds already, else a wait on the completion channel. The event loop gets a
   // turn first when the queue has kept answering synchronously for too long (see LOOP_BUDGET_MS).
   nextCompletions: (conn) =>
@@ -225,10 +261,11 @@ export const makeDriver = (binding: Binding): Driver => ({
       Effect.map(as<IbvContextHandle>)
     ),
   peerNew: (context) => rpma("rpma_peer_new", () => as<PeerHandle>(binding.peerNew(context))),
-  peerDelete: (peer) => rpma("rpma_peer_delete", () => binding.peerDelete(peer)),
+  peerDelete: (peer) =>
+    attempt(() => binding.peerDelete(peer), inUseOr("rpma_peer_delete", rpmaFailure("rpma_peer_delete"))),
 
   mrReg: (peer, memory, usage) => rpma("rpma_mr_reg", () => as<MrHandle>(binding.mrReg(peer, memory, usage))),
-  mrDereg: (mr) => rpma("rpma_mr_dereg", () => binding.mrDereg(mr)),
+  mrDereg: (mr) => attempt(() => binding.mrDereg(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg"))),
   mrGetDescriptorSize: (mr) => rpma("rpma_mr_get_descriptor_size", () => binding.mrGetDescriptorSize(mr)),
   mrGetDescriptor: (mr) => rpma("rpma_mr_get_descriptor", () => binding.mrGetDescriptor(mr)),
   mrGetPtr: (mr) => rpma("rpma_mr_get_ptr", () => binding.mrGetPtr(mr)),
@@ -242,7 +279,8 @@ export const makeDriver = (binding: Binding): Driver => ({
 
   cmCreateId: (address) =>
     attemptPromise(() => binding.cmCreateId(address), cmFailure("rdma_create_ep")).pipe(Effect.map(as<CmIdHandle>)),
-  cmDestroyId: (id) => cm("rdma_destroy_ep", () => binding.cmDestroyId(id)),
+  cmDestroyId: (id) =>
+    attempt(() => binding.cmDestroyId(id), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
   cmReg: (id, kind, memory) =>
     cm(cmOperations[kind] ?? "rdma_reg_msgs", () => as<CmMrHandle>(binding.cmReg(id, kind, memory))),
   cmDeregMr: (mr) => cm("rdma_dereg_mr", () => binding.cmDeregMr(mr)),

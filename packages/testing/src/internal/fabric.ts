@@ -61,6 +61,8 @@ export interface MrLocal extends SimHandle<"MrLocal"> {
   readonly address: bigint
   readonly rkey: number
   readonly usage: number
+  /** Posted requests naming it whose completion has not been returned (nor their connection deleted). */
+  inFlight: number
 }
 /** @internal */
 export interface MrRemote extends SimHandle<"MrRemote"> {

@@ -47,6 +47,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const listeners = new Map<string, fabric.Endpoint>()
   const incoming = new WeakMap<fabric.Endpoint, Queue.Queue<fabric.ConnReq | undefined>>()
   const queues = new WeakMap<fabric.Conn, ConnQueues>()
+  /** The local regions each posted request names, until its completion is returned (as the addon keeps them). */
+  const posted = new WeakMap<fabric.Conn, Map<number, Array<fabric.MrLocal>>>()
   // Every live local region by rkey: the fabric's view of what a remote key reaches.
   const byRkey = new Map<number, fabric.MrLocal>()
 
@@ -56,6 +58,30 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const reqOf = (value: unknown) => fabric.asHandle(value, "ConnReq")
   const connOf = (value: unknown) => fabric.asHandle(value, "Conn")
   const q = (conn: fabric.Conn) => queues.get(conn)!
+
+  const localRegionsOf = (wr: Driver.WorkRequest): Array<fabric.MrLocal> => {
+    const value = wr.op === "write" || wr.op === "send" ? wr.src : wr.op === "read" || wr.op === "recv" ? wr.dst : undefined
+    const mr = fabric.asHandle(value, "MrLocal")
+    return mr === undefined || !mr.alive ? [] : [mr]
+  }
+  const holdRegions = (conn: fabric.Conn, wr: Driver.WorkRequest) => {
+    const regions = localRegionsOf(wr)
+    if (regions.length === 0) return
+    for (const mr of regions) mr.inFlight++
+    let byId = posted.get(conn)
+    if (byId === undefined) posted.set(conn, byId = new Map())
+    byId.set(wr.id, regions)
+  }
+  const letGo = (conn: fabric.Conn, ids: Iterable<number> | undefined) => {
+    const byId = posted.get(conn)
+    if (byId === undefined) return
+    for (const id of ids ?? [...byId.keys()]) {
+      const regions = byId.get(id)
+      if (regions === undefined) continue
+      byId.delete(id)
+      for (const mr of regions) mr.inFlight--
+    }
+  }
 
   const emit = (conn: fabric.Conn, event: Driver.ConnEvent) => Queue.unsafeOffer(q(conn).events, event)
   const complete = (conn: fabric.Conn, id: number, status: number, byteLength = 0) =>
@@ -351,7 +377,19 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           const req = reqOf(value)!
           releaseHandle(req) // consumed, as rpma_conn_req_connect does
           // rdma_cm pads private data; like it, we keep what was sent (the padding is the native driver's).
-          const sent = privateData === undefined ? new Uint8Array(0) : Uint8Array.from(privateData)
+          if (privateData !== undefined && privateData !== null) {
+            const refused = !(privateData instanceof Uint8Array)
+              ? "private data must be a Uint8Array"
+              : privateData.byteLength > 255
+              ? `private data is ${privateData.byteLength} bytes; rdma_cm carries at most 255 (56 with a connection request)`
+              : undefined
+            if (refused !== undefined) {
+              // Consumed all the same (the Driver's contract): an incoming request is rejected.
+              if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
+              return invalid("rpma_conn_req_connect", refused)
+            }
+          }
+          const sent = privateData === undefined || privateData === null ? new Uint8Array(0) : Uint8Array.from(privateData)
           if (req.client === undefined) {
             return Effect.tap(newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`), (conn) => {
               const ep = listeners.get(key(req.address, req.port))
@@ -415,6 +453,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         if (refused !== undefined) return refused
         // Deleting ends the connection for the other side too.
         disconnect(conn!)
+        letGo(conn!, undefined)
         releaseHandle(conn!)
         return Effect.void
       }),
@@ -429,6 +468,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         (planned) =>
           Effect.sync(() => {
             const c = conn!
+            holdRegions(c, wr)
             if (planned !== undefined && "loseConnection" in planned) lose(c)
             if (c.state === "closed" || c.state === "error") return complete(c, wr.id, WcStatus.WR_FLUSH_ERR)
             const status = planned !== undefined && "completionStatus" in planned
@@ -445,6 +485,18 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       )
     },
 
+    pollCompletions: (value) =>
+      Effect.suspend(() => {
+        const conn = connOf(value)
+        const refused = deadOrWrong("rpma_cq_get_wc", "connection", conn)
+        if (refused !== undefined) return refused
+        return Effect.map(Queue.takeAll(q(conn!).completions), (chunk) => {
+          const all = Array.from(chunk)
+          letGo(conn!, all.map((c) => c.id))
+          return all
+        })
+      }),
+
     nextCompletions: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
@@ -452,12 +504,27 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         if (refused !== undefined) return refused
         const completions = q(conn!).completions
         return Effect.flatMap(Queue.take(completions), (first) =>
-          Effect.map(Queue.takeAll(completions), (rest) => [first, ...rest]))
+          Effect.map(Queue.takeAll(completions), (rest) => {
+            const all = [first, ...rest]
+            letGo(conn!, all.map((c) => c.id))
+            return all
+          }))
       })
   } satisfies Partial<Driver.Driver>
 
   return {
     calls,
+    /** Endpoints, connection requests and connections of a peer that are alive: they use it. */
+    usersOf: (peer: fabric.Peer): number => {
+      let users = 0
+      for (const handle of world.ledger.keys()) {
+        const user = handle as fabric.AnyHandle
+        if ((user.kind === "Endpoint" || user.kind === "ConnReq" || user.kind === "Conn") && user.peer === peer) {
+          users++
+        }
+      }
+      return users
+    },
     /** Keeps the rkey index in step with registrations. */
     registered: (mr: fabric.MrLocal) => void byRkey.set(mr.rkey, mr),
     deregistered: (mr: fabric.MrLocal) => void byRkey.delete(mr.rkey)

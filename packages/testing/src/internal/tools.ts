@@ -29,6 +29,9 @@ export const makeTools = (world: fabric.Fabric) => {
   const invalid = (operation: string, detail: string) => rpma(operation, RdmaError.RpmaCode.RPMA_E_INVAL, detail)
   const errno = (operation: string, code: number, detail?: string) =>
     Effect.fail(RdmaError.fromErrno(code, operation, detail))
+  /** A release refused because the handle is in use: it stays alive (the Driver's contract). */
+  const inUse = (operation: string, detail: string) =>
+    Effect.fail(new RdmaError.ResourceInUseError({ operation, detail }))
 
   /** Runs `body` after counting the call; a planned fault wins over success, not over bad arguments. */
   const call = <A, E>(
@@ -100,7 +103,7 @@ export const makeTools = (world: fabric.Fabric) => {
       return deadOrWrong(operation, "remote memory region", mr) ?? Effect.succeed(f(mr!))
     })
 
-  return { acquire, call, deadOrWrong, errno, invalid, releaseHandle, rpma, validMemory, cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf }
+  return { acquire, call, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma, validMemory, cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf }
 }
 
 /** @internal */

@@ -1,0 +1,256 @@
+/**
+ * A connection's life: from the request to the deletion, with every handle covered by a finalizer
+ * from the moment it exists, and every wait of a release bounded by the connection's timeout.
+ *
+ * - The request (rpma_conn_req_new, which resolves the address and route within the timeout) is
+ *   created uninterruptibly, with its release already registered: an interruption never leaves it
+ *   to the garbage collector.
+ * - rpma_conn_req_connect consumes the request, success or not (the Driver's contract).
+ * - Waiting for ESTABLISHED is interruptible and bounded. If anything fails after the connection
+ *   exists (not established in time, rejected, its private data unreadable), it is closed at once,
+ *   not when the caller's scope ends.
+ * - Closing: rpma_conn_disconnect, then a wait for CLOSED that is interruptible and so really
+ *   bounded by the timeout (the other side may never answer: a dead host, a peer that never
+ *   disconnects), then the completions already queued are delivered, the operations still waiting
+ *   fail, and rpma_conn_delete. Regions of requests still posted are released only after that.
+ *
+ * @internal
+ */
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as PubSub from "effect/PubSub"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { Connection, OperationError, State } from "../Connection.js"
+import { ConnectionClosedError, ConnectionFailedError } from "../Connection.js"
+import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver } from "../Driver.js"
+import type { LocalMr } from "../LocalMr.js"
+import type { Peer } from "../Peer.js"
+import type { RpmaError } from "../RdmaError.js"
+import { type Build, PendingTable, runAll, Slots } from "./dataPath.js"
+import * as Owner from "./owner.js"
+import { release } from "./release.js"
+
+/** @internal Where a connection goes, for its errors. */
+export interface Where {
+  readonly address: string
+  readonly port: number
+}
+
+/**
+ * Resumes once the event loop has run its I/O phase: setImmediate callbacks run right after it.
+ * Node runs expired timers before it polls for I/O, so after the loop was held up (synchronous
+ * work, a long GC, a stalled VM) a deadline fires ahead of an event that arrived well before it.
+ */
+const afterPendingIo: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const immediate = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(immediate))
+})
+
+/** The next event, or undefined once `timeoutMs` has passed (and what was ready by then was seen). */
+const nextEventWithin = (
+  driver: Driver,
+  handle: ConnHandle,
+  timeoutMs: number
+): Effect.Effect<ConnEvent | undefined, RpmaError> =>
+  Effect.raceFirst(
+    driver.connNextEvent(handle),
+    Effect.sleep(Duration.millis(timeoutMs)).pipe(Effect.zipRight(afterPendingIo), Effect.as(undefined))
+  )
+
+/**
+ * @internal A wait inside a finalizer, really bounded. `Effect.timeout` cannot end what it times in
+ * an uninterruptible region, and making that part interruptible is no better when the finalizer
+ * runs because its fiber was interrupted: the pending interruption would end the finalizer there
+ * and skip the rest of it. So the wait runs in a fiber of its own, interruptible, and this one
+ * (still uninterruptible) awaits it.
+ */
+export const boundedWait = <A, E>(wait: Effect.Effect<A, E>, timeoutMs: number): Effect.Effect<void> =>
+  Effect.flatMap(
+    Effect.forkDaemon(Effect.interruptible(Effect.timeout(wait, Duration.millis(timeoutMs)))),
+    Fiber.await
+  ).pipe(Effect.asVoid)
+
+/** What one attempt has created so far: what its finalizer must release. */
+interface Attempt {
+  req: ConnReqHandle | undefined
+  handle: ConnHandle | undefined
+  established: boolean
+  /** The connection's own close, once it runs its fibers. */
+  close: Effect.Effect<void> | undefined
+  closed: boolean
+}
+
+/**
+ * Releases what an attempt holds, once (it runs when the attempt fails and again, as a no-op, when
+ * the scope closes). Never longer than the timeout, plus the native calls themselves.
+ */
+const closeAttempt = (driver: Driver, peer: Peer, attempt: Attempt, config: ConnConfig): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (attempt.closed) return Effect.void
+    attempt.closed = true
+    const steps: Array<Effect.Effect<unknown>> = []
+    if (attempt.req !== undefined) {
+      steps.push(release("rpma_conn_req_delete", "a connection request", driver.connReqDelete(attempt.req)))
+    }
+    if (attempt.close !== undefined) {
+      steps.push(attempt.close)
+    } else if (attempt.handle !== undefined) {
+      const handle = attempt.handle
+      if (attempt.established) {
+        // The other side learns of the end from the disconnect; its answer, if any, within the timeout.
+        steps.push(release("rpma_conn_disconnect", "a connection", driver.connDisconnect(handle)))
+        steps.push(boundedWait(driver.connNextEvent(handle), config.timeoutMs))
+      }
+      steps.push(release("rpma_conn_delete", "a connection", driver.connDelete(handle)))
+    }
+    steps.push(Owner.drop(peer.owner))
+    return Effect.forEach(steps, (step) => step, { discard: true })
+  })
+
+/**
+ * @internal Opens a connection from a request: `request` creates it (uninterruptibly), and the
+ * result is scoped. Used for outgoing connections and for accepting incoming requests.
+ */
+export const open = (
+  driver: Driver,
+  peer: Peer,
+  request: Effect.Effect<ConnReqHandle, RpmaError>,
+  privateData: Uint8Array | undefined,
+  where: Where,
+  config: ConnConfig
+): Effect.Effect<Connection, RpmaError | ConnectionFailedError, Scope.Scope> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function*() {
+      const attempt: Attempt = { req: undefined, handle: undefined, established: false, close: undefined, closed: false }
+      const close = closeAttempt(driver, peer, attempt, config)
+      Owner.retain(peer.owner)
+      yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, close))
+      return yield* Effect.gen(function*() {
+        attempt.req = yield* request
+        const req = attempt.req
+        attempt.req = undefined // consumed, success or not
+        attempt.handle = yield* driver.connReqConnect(req, privateData)
+        const event = yield* restore(nextEventWithin(driver, attempt.handle, config.timeoutMs))
+        if (event !== "ESTABLISHED") {
+          return yield* Effect.fail(new ConnectionFailedError({ ...where, event: event ?? "TIMEOUT" }))
+        }
+        attempt.established = true
+        const connection = yield* establish(driver, attempt.handle, config)
+        attempt.close = connection.close
+        return connection.connection
+      }).pipe(Effect.onError(() => close))
+    })
+  )
+
+/**
+ * Starts an established connection's event and completion fibers; returns it and its close.
+ */
+const establish = (
+  driver: Driver,
+  handle: ConnHandle,
+  config: ConnConfig
+): Effect.Effect<{ readonly connection: Connection; readonly close: Effect.Effect<void> }, RpmaError> =>
+  Effect.gen(function*() {
+    const privateData = yield* driver.connPrivateData(handle)
+    const table = new PendingTable<OperationError>()
+    const sendSlots = new Slots(config.sqSize)
+    const recvSlots = new Slots(config.rqSize)
+    let state: State = "ESTABLISHED"
+    let endCause: unknown = undefined
+    const events = yield* PubSub.unbounded<ConnEvent>({ replay: 1 })
+    const ended = yield* Deferred.make<void>()
+
+    /** The end, once: completions already queued are delivered first, then what still waits fails. */
+    const end = (reason: "CLOSED" | "LOST", cause?: unknown): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (state !== "ESTABLISHED") return Effect.void
+        return driver.pollCompletions(handle).pipe(
+          Effect.map((ready) => table.dispatch(ready)),
+          Effect.orElseSucceed(() => []),
+          Effect.flatMap(runAll),
+          Effect.zipRight(Effect.sync(() => {
+            state = reason
+            endCause = cause
+            table.failAll((operation) => new ConnectionClosedError({ operation, reason, cause }))
+            sendSlots.close()
+            recvSlots.close()
+          }))
+        )
+      })
+
+    const completionFiber = yield* driver.nextCompletions(handle).pipe(
+      Effect.flatMap((completions) => runAll(table.dispatch(completions))),
+      Effect.forever,
+      // The completion queue failing is the connection failing.
+      Effect.catchAll((cause) => end("LOST", cause)),
+      // Forked while the connection is being acquired (uninterruptibly): the loop itself must stay interruptible.
+      Effect.interruptible,
+      Effect.forkDaemon
+    )
+
+    const eventFiber = yield* driver.connNextEvent(handle).pipe(
+      Effect.map((event) => ({ event, cause: undefined as unknown })),
+      Effect.catchAll((cause) => Effect.succeed({ event: "LOST" as const, cause: cause as unknown })),
+      Effect.tap(({ event }) => PubSub.publish(events, event)),
+      Effect.repeat({ until: ({ event }) => event === "CLOSED" || event === "LOST" }),
+      Effect.flatMap(({ cause, event }) =>
+        Effect.zipRight(
+          end(event === "LOST" ? "LOST" : "CLOSED", cause),
+          // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
+          // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
+          Effect.ignore(driver.connDisconnect(handle))
+        )
+      ),
+      Effect.ensuring(Deferred.succeed(ended, undefined)),
+      Effect.interruptible,
+      Effect.forkDaemon
+    )
+
+    const close: Effect.Effect<void> = Effect.gen(function*() {
+      if (state === "ESTABLISHED") {
+        yield* release("rpma_conn_disconnect", "a connection", driver.connDisconnect(handle))
+        // The other side may never answer (a dead host, a peer that never disconnects).
+        yield* boundedWait(Deferred.await(ended), config.timeoutMs)
+      }
+      yield* Fiber.interrupt(eventFiber)
+      yield* Fiber.interrupt(completionFiber)
+      yield* end("CLOSED")
+      yield* release("rpma_conn_delete", "a connection", driver.connDelete(handle))
+      yield* runAll(table.releaseHeld())
+    })
+
+    const post = (
+      operation: string,
+      slots: Slots,
+      regions: ReadonlyArray<LocalMr<any>>,
+      build: Build
+    ): Effect.Effect<number, OperationError> =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(
+          restore(slots.take),
+          Effect.suspend(() => {
+            if (state !== "ESTABLISHED") {
+              slots.give()
+              return Effect.fail(new ConnectionClosedError({ operation, reason: state, cause: endCause }))
+            }
+            const id = table.add(operation, regions, slots)
+            return Effect.matchEffect(driver.post(handle, build(id)), {
+              onFailure: (error) => Effect.zipRight(runAll(table.unpost(id)), Effect.fail(error)),
+              onSuccess: () => restore(table.await(id))
+            })
+          })
+        )
+      )
+
+    const connection: Connection = {
+      handle,
+      privateData,
+      events: Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
+      state: Effect.sync(() => state),
+      post: (operation, kind, regions, build) => post(operation, kind === "recv" ? recvSlots : sendSlots, regions, build)
+    }
+    return { connection, close }
+  })

@@ -1,0 +1,208 @@
+/**
+ * The data path of one connection: send and receive slots, the table of posted requests, and the
+ * dispatch of their completions. An operation is one `Effect.async` whose resume sits in the table
+ * and is called by the dispatch directly: no Deferred, no fiber per operation.
+ *
+ * What a posted request holds cannot be given back early: the device may read or write its regions
+ * until the request completes or its connection is deleted. So a request keeps its slot and its
+ * regions (their deregistration is deferred, internal/owner.ts) until one of those happens, even
+ * when the fiber that posted it stops waiting: an interrupted operation leaves at once, with its
+ * outcome unknown, and never leaves memory the device may still reach unregistered.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { Completion, WorkRequest } from "../Driver.js"
+import type { LocalMr } from "../LocalMr.js"
+import { CompletionError } from "../RdmaError.js"
+import * as Owner from "./owner.js"
+
+/** @internal What a failed or abandoned operation reports; built by the connection (it knows why). */
+export type Outcome<E> = Effect.Effect<number, E>
+
+interface Waiter {
+  granted: boolean
+  resume: () => void
+}
+
+/**
+ * @internal A queue's free entries, as a counter with a waiter queue (not a Semaphore: a slot is
+ * taken and given back once per operation, on the hot path).
+ */
+export class Slots {
+  private free: number
+  private readonly waiters: Array<Waiter> = []
+  /** Once the connection has ended, every waiter is let through (to fail) and slots stop counting. */
+  private open = true
+  constructor(size: number) {
+    this.free = size
+  }
+
+  /** A slot, now or when one is given back. Interruptible while it waits. */
+  readonly take: Effect.Effect<void> = Effect.suspend(() => {
+    if (this.free > 0 || !this.open) {
+      this.free--
+      return Effect.void
+    }
+    const waiter: Waiter = { granted: false, resume: () => {} }
+    return Effect.async<void>((resume) => {
+      waiter.resume = () => resume(Effect.void)
+      this.waiters.push(waiter)
+      return Effect.sync(() => {
+        const i = this.waiters.indexOf(waiter)
+        if (i >= 0) this.waiters.splice(i, 1)
+      })
+    }).pipe(
+      // Granted, then interrupted before it could be used: pass it on.
+      Effect.onInterrupt(() => Effect.sync(() => waiter.granted && this.give()))
+    )
+  })
+
+  give(): void {
+    const next = this.waiters.shift()
+    if (next === undefined) {
+      this.free++
+      return
+    }
+    next.granted = true
+    next.resume()
+  }
+
+  /** The connection ended: wake every waiter (each then sees the state and fails). */
+  close(): void {
+    this.open = false
+    for (const waiter of this.waiters.splice(0)) {
+      waiter.granted = true
+      waiter.resume()
+    }
+  }
+}
+
+interface Pending<E> {
+  readonly operation: string
+  readonly regions: ReadonlyArray<LocalMr<any>>
+  readonly slots: Slots
+  /** The waiting operation's resume; undefined before it waits and once it has left. */
+  resume: ((outcome: Outcome<E>) => void) | undefined
+  /** The outcome, when it arrived before the operation waited. */
+  outcome: Outcome<E> | undefined
+  /** Whether the operation stopped waiting (interrupted): its outcome is dropped when it comes. */
+  abandoned: boolean
+}
+
+const dropAll = (regions: ReadonlyArray<LocalMr<any>>, into: Array<Effect.Effect<void>>): void => {
+  for (const mr of regions) {
+    const deferred = Owner.dropUnsafe(mr.owner)
+    if (deferred !== undefined) into.push(deferred)
+  }
+}
+
+/** @internal */
+export const runAll = (effects: ReadonlyArray<Effect.Effect<void>>): Effect.Effect<void> =>
+  effects.length === 0 ? Effect.void : Effect.forEach(effects, (e) => e, { discard: true })
+
+/** @internal The requests posted on one connection. */
+export class PendingTable<E> {
+  private readonly pending = new Map<number, Pending<E>>()
+  /** Requests whose operation was failed when the connection ended: they hold their regions until deleted. */
+  private readonly held = new Map<number, ReadonlyArray<LocalMr<any>>>()
+  private nextId = 1
+
+  /** Registers a request about to be posted: its id, with its regions held and its slot counted. */
+  add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots): number {
+    const id = this.nextId++
+    for (const mr of regions) Owner.retain(mr.owner)
+    this.pending.set(id, { operation, regions, slots, resume: undefined, outcome: undefined, abandoned: false })
+    return id
+  }
+
+  /** The post itself failed: nothing was posted. Returns the releases that were waiting for it. */
+  unpost(id: number): Array<Effect.Effect<void>> {
+    const entry = this.pending.get(id)!
+    this.pending.delete(id)
+    entry.slots.give()
+    const deferred: Array<Effect.Effect<void>> = []
+    dropAll(entry.regions, deferred)
+    return deferred
+  }
+
+  /** Waits for the outcome of a posted request; interruptible (the request keeps what it holds). */
+  await(id: number): Outcome<E> {
+    return Effect.suspend(() => {
+      const entry = this.pending.get(id)
+      if (entry === undefined) return Effect.dieMessage(`no pending request ${id}`)
+      if (entry.outcome !== undefined) return entry.outcome
+      return Effect.async<number, E>((resume) => {
+        entry.resume = resume
+        return Effect.sync(() => {
+          entry.resume = undefined
+          entry.abandoned = true
+        })
+      })
+    })
+  }
+
+  private settle(entry: Pending<E>, outcome: Outcome<E>): void {
+    if (entry.abandoned) return
+    const resume = entry.resume
+    entry.resume = undefined
+    if (resume === undefined) entry.outcome = outcome
+    else resume(outcome)
+  }
+
+  /**
+   * Hands completions to their operations. Returns the releases that were waiting for them
+   * (regions whose scope closed while a request used them), for the caller to run.
+   */
+  dispatch(completions: ReadonlyArray<Completion>): Array<Effect.Effect<void>> {
+    const deferred: Array<Effect.Effect<void>> = []
+    for (const c of completions) {
+      const entry = this.pending.get(c.id)
+      if (entry === undefined) {
+        const regions = this.held.get(c.id)
+        if (regions !== undefined) {
+          this.held.delete(c.id)
+          dropAll(regions, deferred)
+        }
+        continue
+      }
+      this.pending.delete(c.id)
+      entry.slots.give()
+      dropAll(entry.regions, deferred)
+      this.settle(
+        entry,
+        c.status === 0
+          ? Effect.succeed(c.byteLength)
+          : Effect.fail(new CompletionError({ operation: entry.operation, status: c.status }) as E)
+      )
+    }
+    return deferred
+  }
+
+  /**
+   * The connection ended: every operation still waiting fails with `failure(operation)`. Their
+   * requests keep their regions until a late completion or {@link releaseHeld}.
+   */
+  failAll(failure: (operation: string) => E): void {
+    for (const [id, entry] of this.pending) {
+      this.held.set(id, entry.regions)
+      this.settle(entry, Effect.fail(failure(entry.operation)))
+    }
+    this.pending.clear()
+  }
+
+  /** The connection is deleted: the device no longer reaches any region of its requests. */
+  releaseHeld(): Array<Effect.Effect<void>> {
+    const deferred: Array<Effect.Effect<void>> = []
+    for (const regions of this.held.values()) dropAll(regions, deferred)
+    this.held.clear()
+    return deferred
+  }
+
+  get size(): number {
+    return this.pending.size
+  }
+}
+
+/** @internal The request a work request needs, built with its id. */
+export type Build = (id: number) => WorkRequest
