@@ -18,12 +18,14 @@ import {
   RemoteMr,
   Usage
 } from "@effect-rdma/core"
-import * as Stream from "effect/Stream"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import { lifecycleCases } from "./conformance/lifecycle.js"
 
 /**
  * @since 0.1.0
@@ -307,7 +309,8 @@ export const cases: ReadonlyArray<Case> = [
         yield* expectTag(LocalMr.register(peer, Buffer.allocUnsafe(100), Usage.SEND), "MemoryRefusedError", "pool")
       })
   },
-  ...connectionCases()
+  ...connectionCases(),
+  ...lifecycleCases()
 ]
 
 /** A server peer with an exposed region, and a client connected to it. */
@@ -498,4 +501,8 @@ export const runCase = <E>(
     const live = yield* Effect.flatMap(driver, (d) => d.live)
     const total = Object.values(live).reduce((a, b) => a + b, 0)
     yield* check(total === 0, `handles alive at the end: ${JSON.stringify(live)}`)
-  }).pipe(Effect.provide(layer))
+  }).pipe(
+    Effect.provide(layer),
+    // Connection timeouts are real: a case run under a test clock (@effect/vitest's it.effect) would wait forever.
+    Effect.withClock(Clock.make())
+  )

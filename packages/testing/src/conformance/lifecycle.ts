@@ -1,0 +1,253 @@
+/**
+ * Conformance cases for the lifecycle promise: every resource is released, whatever happens, and no
+ * release waits longer than the timeout the user gave. Each reproduces a way it once broke.
+ *
+ * @internal
+ */
+import { Connection, Driver, Endpoint, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+
+/** @internal */
+export interface LifecycleCase {
+  readonly name: string
+  readonly run: (address: string, port: number) => Effect.Effect<void, unknown, Driver.RdmaDriver | Scope.Scope>
+}
+
+class LifecycleFailure extends Error {}
+
+const check = (condition: boolean, message: string): Effect.Effect<void> =>
+  condition ? Effect.void : Effect.die(new LifecycleFailure(message))
+
+const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
+
+/** How long `effect` took, in milliseconds. */
+const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    const value = yield* effect
+    return [value, (yield* Clock.currentTimeMillis) - start] as const
+  })
+
+/**
+ * What a close may add to the timeout: the native calls themselves, and a slow machine (the device
+ * tests run under emulation, 10-30x slower than the host).
+ */
+const SLACK_MS = 3000
+
+const TIMEOUT = "300 millis"
+const TIMEOUT_MS = 300
+
+const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
+  Exit.isSuccess(exit)
+    ? "success"
+    : exit.cause._tag === "Fail"
+    ? String((exit.cause.error as { _tag?: string })._tag)
+    : Exit.isInterrupted(exit)
+    ? "interrupted"
+    : `defect: ${String(exit.cause)}`
+
+/** A server that accepts one request through the raw driver and then never answers anything. */
+const silentServer = (address: string, port: number) =>
+  Effect.gen(function*() {
+    const d = yield* Driver.RdmaDriver
+    const peer = yield* Effect.acquireRelease(
+      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
+      (p) => Effect.ignore(d.peerDelete(p))
+    )
+    const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (e) => Effect.ignore(d.epShutdown(e)))
+    const config = Connection.toConfig({ timeout: TIMEOUT })
+    const accepted = yield* Effect.fork(
+      Effect.flatMap(d.epNextConnReq(ep, config), (req) => d.connReqConnect(req, undefined))
+    )
+    // Deleted when the case ends, without ever disconnecting or reading an event.
+    yield* Effect.addFinalizer(() =>
+      Effect.flatMap(Fiber.await(accepted), (exit) => Exit.isSuccess(exit) ? Effect.ignore(d.connDelete(exit.value)) : Effect.void)
+    )
+    return accepted
+  })
+
+/** @internal */
+export const lifecycleCases = (): ReadonlyArray<LifecycleCase> => [
+  {
+    name: "close: the other side never answers the disconnect → the scope still closes within the timeout",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const accepted = yield* silentServer(address, port)
+        const peer = yield* Peer.make(address)
+        const scope = yield* Scope.make()
+        yield* Connection.connect(peer, address, port, { timeout: TIMEOUT }).pipe(Scope.extend(scope))
+        yield* Fiber.join(accepted)
+        const [, ms] = yield* timed(Scope.close(scope, Exit.void))
+        yield* check(ms < TIMEOUT_MS + SLACK_MS, `closing took ${ms} ms with a ${TIMEOUT_MS} ms timeout`)
+        yield* check((yield* live).connections === 1, "only the silent server's connection is left")
+      })
+  },
+  {
+    name: "close: a scope with a pending receive of its own closes within the timeout",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { timeout: TIMEOUT }))
+        const scope = yield* Scope.make()
+        const inbox = yield* LocalMr.allocate(clientPeer, 256, Usage.RECV).pipe(Scope.extend(scope))
+        const conn = yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT }).pipe(Scope.extend(scope))
+        yield* Effect.forkIn(Connection.recv(conn, inbox, 0, 256), scope)
+        const server = yield* Fiber.join(accepting)
+        const [, ms] = yield* timed(Scope.close(scope, Exit.void))
+        yield* check(ms < TIMEOUT_MS + SLACK_MS, `closing took ${ms} ms with a ${TIMEOUT_MS} ms timeout`)
+        yield* Stream.runDrain(server.events)
+        const after = yield* live
+        yield* check(after.localRegions === 0, `the receive's region was released with its connection: ${after.localRegions}`)
+      })
+  },
+  {
+    name: "connect: a failure after ESTABLISHED closes the connection at once; the server sees it end",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { timeout: TIMEOUT }))
+        const failing: Driver.Driver = {
+          ...d,
+          connPrivateData: () => Effect.fail(new Connection.OutOfRangeError({ operation: "test", detail: "x" }) as any)
+        }
+        const exit = yield* Effect.exit(
+          Effect.scoped(Connection.connect(clientPeer, address, port, { timeout: TIMEOUT })).pipe(
+            Effect.provideService(Driver.RdmaDriver, failing)
+          )
+        )
+        yield* check(tagOf(exit) === "OutOfRangeError", `connect ended with ${tagOf(exit)}`)
+        const server = yield* Fiber.join(accepting)
+        const [events, ms] = yield* timed(Stream.runCollect(server.events))
+        yield* check([...events].at(-1) === "CLOSED", `the server's last event: ${[...events].at(-1)}`)
+        yield* check(ms < TIMEOUT_MS + SLACK_MS, `the server saw the end after ${ms} ms`)
+      })
+  },
+  {
+    name: "connect/accept: private data the driver refuses leaves no request; the refused client is rejected at once",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const tooLong = new Uint8Array(300)
+        const refused = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: tooLong })))
+        yield* check(tagOf(refused) === "RpmaInvalidError", `connect with 300 bytes: ${tagOf(refused)}`)
+        yield* check((yield* live).connectionRequests === 0, "no request left after the refused connect")
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Endpoint.acceptNext(ep, { privateData: tooLong }))))
+        const [client, ms] = yield* timed(
+          Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { timeout: "10 seconds" })))
+        )
+        const server = yield* Fiber.join(accepting)
+        yield* check(tagOf(server) === "RpmaInvalidError", `accept with 300 bytes: ${tagOf(server)}`)
+        yield* check(tagOf(client) === "ConnectionFailedError", `the refused client: ${tagOf(client)}`)
+        yield* check(ms < 10_000 - 1000, `the refused client waited ${ms} ms of its 10 s timeout`)
+        const after = yield* live
+        yield* check(after.connectionRequests + after.connections === 0, `left: ${JSON.stringify(after)}`)
+      })
+  },
+  {
+    name: "connect interrupted at any point leaves nothing alive, without garbage collection",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        yield* Endpoint.requests(ep, { timeout: TIMEOUT }).pipe(
+          Stream.runForEach((req) =>
+            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (c) => Stream.runDrain(c.events)))))
+          ),
+          Effect.forkScoped
+        )
+        for (let i = 0; i < 24; i++) {
+          const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+            const peer = yield* Peer.make(address)
+            yield* Connection.connect(peer, address, port, { timeout: TIMEOUT })
+            yield* Effect.never
+          })))
+          if (i % 2 === 0) for (let y = 0; y < i; y++) yield* Effect.yieldNow()
+          else yield* Effect.sleep(`${i} millis`)
+          yield* Fiber.interrupt(fiber)
+        }
+        // The server's side of each connection ends within its timeout of the client's end.
+        yield* Effect.sleep(`${TIMEOUT_MS * 2} millis`)
+        const after = yield* live
+        yield* check(after.connections + after.connectionRequests === 0, `left: ${JSON.stringify(after)}`)
+        yield* check(after.peers === 1, `peers left besides the server's: ${after.peers - 1}`)
+      })
+  },
+  {
+    name: "a peer whose scope closes before its regions' scope is deleted after the last region",
+    run: (address) =>
+      Effect.gen(function*() {
+        const regions = yield* Scope.make()
+        const peers = yield* Scope.make()
+        const peer = yield* Peer.make(address).pipe(Scope.extend(peers))
+        yield* LocalMr.allocate(peer, 4096, Usage.READ_SRC).pipe(Scope.extend(regions))
+        yield* LocalMr.allocate(peer, 4096, Usage.WRITE_DST).pipe(Scope.extend(regions))
+        yield* Scope.close(peers, Exit.void)
+        yield* check((yield* live).peers === 1, "the peer stays while its regions do")
+        yield* Scope.close(regions, Exit.void)
+        const after = yield* live
+        yield* check(after.peers + after.localRegions === 0, `left: ${JSON.stringify(after)}`)
+      })
+  },
+  {
+    name: "a region with a receive in flight: its deregistration is refused by the driver (still alive), deferred by core",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { timeout: TIMEOUT }))
+        const clientScope = yield* Scope.make()
+        yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT }).pipe(Scope.extend(clientScope))
+        const server = yield* Fiber.join(accepting)
+        const regionScope = yield* Scope.make()
+        const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV).pipe(Scope.extend(regionScope))
+        const receiving = yield* Effect.fork(Effect.exit(Connection.recv(server, inbox, 0, 256)))
+        yield* Effect.yieldNow()
+        yield* Effect.sleep("20 millis")
+        const refused = yield* Effect.exit(d.mrDereg(inbox.handle))
+        yield* check(tagOf(refused) === "ResourceInUseError", `rpma_mr_dereg with a receive in flight: ${tagOf(refused)}`)
+        yield* Scope.close(regionScope, Exit.void)
+        yield* check((yield* live).localRegions === 1, "core defers the region's deregistration")
+        yield* Scope.close(clientScope, Exit.void)
+        const received = yield* Fiber.join(receiving)
+        yield* check(tagOf(received) !== "success", "the receive ended with the connection")
+      })
+  },
+  {
+    name: "a send that completed is reported as a success even when the other side closes right after",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const out = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
+        const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
+        for (let round = 0; round < 8; round++) {
+          yield* Effect.scoped(Effect.gen(function*() {
+            const accepting = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+              const server = yield* Endpoint.acceptNext(ep, { timeout: TIMEOUT })
+              // Received, then closed at once: the client's send completion and CLOSED race.
+              return yield* Connection.recv(server, inbox, 0, 64)
+            })))
+            const client = yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT })
+            const sent = yield* Effect.exit(Connection.send(client, out, 0, 8))
+            yield* check(Exit.isSuccess(sent), `round ${round}: a delivered send reported ${tagOf(sent)}`)
+            yield* Fiber.join(accepting)
+          }))
+        }
+      })
+  }
+]
