@@ -50,6 +50,13 @@ export * as RegistrationCache from "./RegistrationCache.js"
  * @since 0.1.0
  */
 export * as RemoteMr from "./RemoteMr.js"
+
+/**
+ * What the library traces: spans on the control path always, per-operation spans and timers on request.
+ *
+ * @since 0.2.0
+ */
+export * as Tracing from "./Tracing.js"
 /**
  * @since 0.1.0
  */

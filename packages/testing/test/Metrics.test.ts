@@ -2,7 +2,7 @@
  * What operators see: metrics read back through Effect's Metric API, and a span around every
  * native call with its size and usage.
  */
-import { LocalMr, Peer, RdmaMetrics, Usage } from "@effect-rdma/core"
+import { LocalMr, Peer, RdmaMetrics, Tracing, Usage } from "@effect-rdma/core"
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Metric, Option, Tracer } from "effect"
@@ -37,13 +37,20 @@ describe("metrics", () => {
       assert.strictEqual(yield* gauge(regions), 0)
       assert.strictEqual(yield* gauge(bytes), 0)
       assert.strictEqual((yield* Metric.value(failures)).count - failuresBefore, 1)
-      // Timed: the two successful registrations (a failure is counted, not timed).
+      // Timed only with per-operation tracing on: the two successful registrations (a failure is
+      // counted, not timed).
+      assert.strictEqual((yield* Metric.value(latency)).count - latencyBefore, 0)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        yield* LocalMr.register(peer, new Uint8Array(4096), Usage.READ_SRC)
+        yield* LocalMr.register(peer, new Uint8Array(1000), Usage.SEND)
+      })).pipe(Tracing.withPerOperation)
       assert.isAtLeast((yield* Metric.value(latency)).count - latencyBefore, 2)
     }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
 })
 
 describe("spans", () => {
-  it.effect("every native call has a span with its size and usage", () =>
+  it.effect("control-path calls have a span; registrations one with their size and usage when asked for", () =>
     Effect.gen(function*() {
       const spans: Array<Tracer.Span> = []
       const base = yield* Effect.tracer
@@ -55,10 +62,16 @@ describe("spans", () => {
         },
         context: base.context
       })
-      yield* Effect.scoped(Effect.gen(function*() {
+      const register = Effect.scoped(Effect.gen(function*() {
         const peer = yield* Peer.make(address)
         yield* LocalMr.register(peer, new Uint8Array(8192), Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
       })).pipe(Effect.withSpan("handler"), Effect.withTracer(recording))
+      // By default the control path only: no span per registration.
+      yield* register
+      assert.includeMembers(spans.map((s) => s.name), ["rpma_peer_new", "rpma_peer_delete"])
+      assert.notInclude(spans.map((s) => s.name), "rpma_mr_reg")
+      spans.length = 0
+      yield* register.pipe(Effect.provide(Tracing.layerPerOperation))
       const names = spans.map((s) => s.name)
       for (const call of ["rpma_utils_get_ibv_context", "rpma_peer_new", "rpma_mr_reg", "rpma_mr_dereg", "rpma_peer_delete"]) {
         assert.include(names, call)

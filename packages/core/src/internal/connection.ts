@@ -236,10 +236,20 @@ const establish = (
               slots.give()
               return Effect.fail(new ConnectionClosedError({ operation, reason: state, cause: endCause }))
             }
-            const id = table.add(operation, regions, slots)
-            return Effect.matchEffect(driver.post(handle, build(id)), {
-              onFailure: (error) => Effect.zipRight(runAll(table.unpost(id)), Effect.fail(error)),
-              onSuccess: () => restore(table.await(id))
+            const entry = table.add(operation, regions, slots)
+            return Effect.matchEffect(driver.post(handle, build(entry.id)), {
+              onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
+              // Poll first: Soft-RoCE (and a fast NIC) often completes the request by now, and
+              // then the operation ends without suspending.
+              onSuccess: () =>
+                Effect.flatMap(
+                  Effect.orElseSucceed(driver.pollCompletions(handle), () => []),
+                  (ready) => {
+                    const deferred = ready.length === 0 ? [] : table.dispatch(ready)
+                    const outcome = entry.outcome !== undefined ? entry.outcome : restore(table.await(entry))
+                    return deferred.length === 0 ? outcome : Effect.zipRight(runAll(deferred), outcome)
+                  }
+                )
             })
           })
         )

@@ -78,7 +78,9 @@ export class Slots {
   }
 }
 
-interface Pending<E> {
+/** @internal A posted request, as its operation sees it. */
+export interface Pending<E> {
+  readonly id: number
   readonly operation: string
   readonly regions: ReadonlyArray<LocalMr<any>>
   readonly slots: Slots
@@ -108,29 +110,30 @@ export class PendingTable<E> {
   private readonly held = new Map<number, ReadonlyArray<LocalMr<any>>>()
   private nextId = 1
 
-  /** Registers a request about to be posted: its id, with its regions held and its slot counted. */
-  add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots): number {
+  /** Registers a request about to be posted, with its regions held and its slot counted. */
+  add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots): Pending<E> {
     const id = this.nextId++
     for (const mr of regions) Owner.retain(mr.owner)
-    this.pending.set(id, { operation, regions, slots, resume: undefined, outcome: undefined, abandoned: false })
-    return id
+    const entry: Pending<E> = { id, operation, regions, slots, resume: undefined, outcome: undefined, abandoned: false }
+    this.pending.set(id, entry)
+    return entry
   }
 
   /** The post itself failed: nothing was posted. Returns the releases that were waiting for it. */
-  unpost(id: number): Array<Effect.Effect<void>> {
-    const entry = this.pending.get(id)!
-    this.pending.delete(id)
+  unpost(entry: Pending<E>): Array<Effect.Effect<void>> {
+    this.pending.delete(entry.id)
     entry.slots.give()
     const deferred: Array<Effect.Effect<void>> = []
     dropAll(entry.regions, deferred)
     return deferred
   }
 
-  /** Waits for the outcome of a posted request; interruptible (the request keeps what it holds). */
-  await(id: number): Outcome<E> {
+  /**
+   * Waits for the outcome of a posted request; interruptible (the request keeps what it holds).
+   * The entry, not its id: the dispatch may have settled (and removed) it already.
+   */
+  await(entry: Pending<E>): Outcome<E> {
     return Effect.suspend(() => {
-      const entry = this.pending.get(id)
-      if (entry === undefined) return Effect.dieMessage(`no pending request ${id}`)
       if (entry.outcome !== undefined) return entry.outcome
       return Effect.async<number, E>((resume) => {
         entry.resume = resume

@@ -5,10 +5,12 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import type { Driver } from "../Driver.js"
 import { RdmaDriver } from "../Driver.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
+import * as Tracing from "../Tracing.js"
 import * as Usage from "../Usage.js"
 
 type Attributes = (...args: ReadonlyArray<any>) => Record<string, unknown>
@@ -40,15 +42,32 @@ const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes
   post: ["rpma_post", (_conn, wr) => ({ "rdma.op": wr?.op, "rdma.size": wr?.length ?? 8 })]
 }
 
+// Registrations and the data path: a span each only with per-operation tracing on (Tracing.ts).
+const perOperationCalls: ReadonlySet<keyof Driver> = new Set<keyof Driver>([
+  "mrReg",
+  "mrDereg",
+  "mrGetDescriptor",
+  "mrRemoteFromDescriptor",
+  "mrRemoteDelete",
+  "cmReg",
+  "cmDeregMr",
+  "allocate",
+  "post"
+])
+
 const wrap = (driver: Driver): Driver => {
   const wrapped: Record<string, unknown> = { ...driver }
   for (const [method, [name, attributes]] of Object.entries(calls) as Array<[keyof Driver, [string, Attributes?]]>) {
     const call = driver[method] as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>
-    wrapped[method] = (...args: ReadonlyArray<unknown>) =>
+    const traced = (...args: ReadonlyArray<unknown>) =>
       Effect.withSpan(call(...args), name, {
         attributes: attributes === undefined ? { "rdma.driver": driver.name } : { "rdma.driver": driver.name, ...attributes(...args) },
         captureStackTrace: false
       })
+    wrapped[method] = perOperationCalls.has(method)
+      ? (...args: ReadonlyArray<unknown>) =>
+        FiberRef.getWith(Tracing.perOperation, (on) => on ? traced(...args) : call(...args))
+      : traced
   }
   return wrapped as unknown as Driver
 }
@@ -91,8 +110,7 @@ export const registration = <A, E extends { readonly _tag: string }, R>(
   operation: string,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
-  effect.pipe(
-    Metric.trackDuration(latencyOf(operation)),
+  FiberRef.getWith(Tracing.perOperation, (on) => on ? Metric.trackDuration(effect, latencyOf(operation)) : effect).pipe(
     Effect.tapBoth({
       onSuccess: () => Metric.increment(registrationsOf(operation)),
       onFailure: (e) => Metric.increment(failuresOf(`${operation}\u0000${e._tag}`))

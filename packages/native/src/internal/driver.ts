@@ -229,8 +229,9 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   connDisconnect: (conn) => rpma("rpma_conn_disconnect", () => binding.connDisconnect(conn)),
   connDelete: (conn) => rpma("rpma_conn_delete", () => binding.connDelete(conn)),
   post: (conn, request) => rpma(operationOf(request), () => binding.post(conn, request)),
+  // Core polls right after each post: the same fairness as below applies.
   pollCompletions: (conn) =>
-    rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.connPollCompletions(conn)),
+    Effect.zipRight(loop.fair, rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.connPollCompletions(conn))),
   // What the queue holds already, else a wait on the completion channel. The event loop gets a
   // turn first when the queue has kept answering synchronously for too long (see LOOP_BUDGET_MS).
   nextCompletions: (conn) =>
