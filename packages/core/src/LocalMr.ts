@@ -8,7 +8,7 @@
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
-import { type MrHandle, RdmaDriver } from "./Driver.js"
+import { type Driver, type MrHandle, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
@@ -94,34 +94,43 @@ export const register = <F extends Flag>(
   memory: Uint8Array,
   usage: Usage<F>
 ): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) =>
-    Effect.acquireRelease(
-      Memory.validate(memory).pipe(
-        Effect.flatMap((bytes) => driver.mrReg(peer.handle, bytes, usage)),
-        Effect.tap(() => {
-          Owner.retain(peer.owner)
-          return pins.pin(memory)
-        }),
-        Effect.tap(() => instrument.registered(peer.address, memory.byteLength)),
-        Effect.flatMap((handle) =>
-          driver.mrGetPtr(handle).pipe(
-            Effect.map((address): LocalMr<F> => ({
-              handle,
-              peer,
-              memory,
-              usage,
-              address,
-              size: memory.byteLength,
-              owner: Owner.make(`a ${memory.byteLength}-byte region`)
-            })),
-            // Registered but not described: give the registration back before failing.
-            Effect.tapError(() => deregister(driver.mrDereg, handle, peer, memory, usage))
-          )
-        ),
-        (registering) => instrument.registration("rpma_mr_reg", registering)
-      ),
-      (mr) => Owner.releaseWhenUnused(mr.owner, deregister(driver.mrDereg, mr.handle, peer, mr.memory, mr.usage))
-    ))
+  Effect.flatMap(instrument.driver, (driver) => Effect.acquireRelease(acquire(driver, peer, memory, usage), releaser(driver)))
+
+/** rpma_mr_reg + rpma_mr_get_ptr, with the bookkeeping; a registration it cannot describe is given back. */
+const acquire = <F extends Flag>(
+  driver: Driver,
+  peer: Peers.Peer,
+  memory: Uint8Array,
+  usage: Usage<F>
+): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError> =>
+  Memory.validate(memory).pipe(
+    Effect.flatMap((bytes) => driver.mrReg(peer.handle, bytes, usage)),
+    Effect.tap(() => {
+      Owner.retain(peer.owner)
+      return pins.pin(memory)
+    }),
+    Effect.tap(() => instrument.registered(peer.address, memory.byteLength)),
+    Effect.flatMap((handle) =>
+      driver.mrGetPtr(handle).pipe(
+        Effect.map((address): LocalMr<F> => ({
+          handle,
+          peer,
+          memory,
+          usage,
+          address,
+          size: memory.byteLength,
+          owner: Owner.make(`a ${memory.byteLength}-byte region`)
+        })),
+        // Registered but not described: give the registration back before failing.
+        Effect.tapError(() => deregister(driver.mrDereg, handle, peer, memory, usage))
+      )
+    ),
+    (registering) => instrument.registration("rpma_mr_reg", registering)
+  )
+
+/** The release: now, or once the requests in flight that use the region have completed. */
+const releaser = (driver: Driver) => (mr: LocalMr<any>): Effect.Effect<void> =>
+  Owner.releaseWhenUnused(mr.owner, deregister(driver.mrDereg, mr.handle, mr.peer, mr.memory, mr.usage))
 
 const deregister = (
   mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>,
@@ -146,6 +155,30 @@ const deregister = (
         : Effect.void
     )
   )
+
+/**
+ * Registers `memory`, runs `f` with the region, and deregisters it when `f` ends, however it ends:
+ * the scope-free form for short-lived registrations (no Scope to open, no finalizer to add).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr, Peer, Usage } from "@effect-rdma/core"
+ *
+ * const descriptorOf = (memory: Uint8Array) =>
+ *   Effect.flatMap(Peer.Peer, (peer) => LocalMr.use(peer, memory, Usage.READ_SRC, LocalMr.descriptor))
+ * ```
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const use = <F extends Flag, A, E, R>(
+  peer: Peers.Peer,
+  memory: Uint8Array,
+  usage: Usage<F>,
+  f: (mr: LocalMr<F>) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | RpmaError | MemoryRefusedError, R | RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) => Effect.acquireUseRelease(acquire(driver, peer, memory, usage), f, releaser(driver)))
 
 /**
  * Registers `memory` with the program's {@link Peers.Peer}.
