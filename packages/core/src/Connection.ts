@@ -163,6 +163,11 @@ export interface Connection {
     regions: ReadonlyArray<LocalMr<any>>,
     build: (id: number) => WorkRequest
   ) => Effect.Effect<number, OperationError>
+  /** @internal Posts many requests on the send queue with one wait per batch of completions. */
+  readonly postMany: (
+    operation: string,
+    requests: ReadonlyArray<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: (id: number) => WorkRequest }>
+  ) => Effect.Effect<void, OperationError>
 }
 
 const MAX_LENGTH = 2 ** 32 - 1
@@ -278,6 +283,61 @@ export const write = (
       length
     })))
   )
+
+/**
+ * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface WriteSpan {
+  readonly dstOffset: number
+  readonly srcOffset: number
+  readonly length: number
+}
+
+/**
+ * Many rpma_writes from one local region to one remote region, posted as fast as the send queue
+ * allows and awaited together: the bandwidth path (one fiber, no fiber or Effect per write beyond
+ * what waiting needs). Every span is checked before anything is posted. Fails with the first
+ * failure once every posted write has completed.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, LocalMr, RemoteMr } from "@effect-rdma/core"
+ *
+ * declare const conn: Connection.Connection
+ * declare const log: RemoteMr.RemoteMr<"WRITE_DST">
+ * declare const records: LocalMr.LocalMr<"WRITE_SRC">
+ * // 64 records of 64 bytes, each to its slot of the remote log.
+ * const spans = Array.from({ length: 64 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
+ * const program: Effect.Effect<void, Connection.OperationError> = Connection.writeMany(conn, log, records, spans)
+ * ```
+ *
+ * @since 0.2.0
+ * @category operations
+ */
+export const writeMany = (
+  conn: Connection,
+  dst: RemoteMr<"WRITE_DST">,
+  src: LocalMr<"WRITE_SRC">,
+  spans: Iterable<WriteSpan>
+): Effect.Effect<void, OperationError> =>
+  Effect.suspend(() => {
+    const regions = [src]
+    const requests: Array<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: (id: number) => WorkRequest }> = []
+    for (const { dstOffset, length, srcOffset } of spans) {
+      const refused = checkRange("rpma_write", "destination", dstOffset, length, dst.size) ??
+        checkRange("rpma_write", "source", srcOffset, length, src.size)
+      if (refused !== undefined) return Effect.fail(refused)
+      requests.push({
+        regions,
+        build: (id) => ({ op: "write", id, dst: dst.handle, dstOffset, src: src.handle, srcOffset, length })
+      })
+    }
+    return conn.postMany("rpma_write", requests)
+  })
 
 /**
  * rpma_read: copies `length` bytes from a remote READ_SRC region into a local READ_DST region.

@@ -25,6 +25,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import { dataPathCases } from "./conformance/dataPath.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
 
 /**
@@ -310,7 +311,8 @@ export const cases: ReadonlyArray<Case> = [
       })
   },
   ...connectionCases(),
-  ...lifecycleCases()
+  ...lifecycleCases(),
+  ...dataPathCases()
 ]
 
 /** A server peer with an exposed region, and a client connected to it. */

@@ -255,12 +255,49 @@ const establish = (
         )
       )
 
+    /** Many requests on one queue: posted as slots allow, one poll, then each outcome in order. */
+    const postMany = (
+      operation: string,
+      slots: Slots,
+      requests: ReadonlyArray<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: Build }>
+    ): Effect.Effect<void, OperationError> =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const posted: Array<ReturnType<typeof table.add>> = []
+          let failure: OperationError | undefined
+          for (const request of requests) {
+            yield* restore(slots.take)
+            if (state !== "ESTABLISHED") {
+              slots.give()
+              failure = new ConnectionClosedError({ operation, reason: state, cause: endCause })
+              break
+            }
+            const entry = table.add(operation, request.regions, slots)
+            const result = yield* Effect.either(driver.post(handle, request.build(entry.id)))
+            if (result._tag === "Left") {
+              yield* runAll(table.unpost(entry))
+              failure = result.left
+              break
+            }
+            posted.push(entry)
+          }
+          const ready = yield* Effect.orElseSucceed(driver.pollCompletions(handle), () => [])
+          if (ready.length > 0) yield* runAll(table.dispatch(ready))
+          for (const entry of posted) {
+            const outcome = yield* Effect.either(entry.outcome ?? restore(table.await(entry)))
+            if (outcome._tag === "Left" && failure === undefined) failure = outcome.left
+          }
+          if (failure !== undefined) return yield* Effect.fail(failure)
+        })
+      )
+
     const connection: Connection = {
       handle,
       privateData,
       events: Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
       state: Effect.sync(() => state),
-      post: (operation, kind, regions, build) => post(operation, kind === "recv" ? recvSlots : sendSlots, regions, build)
+      post: (operation, kind, regions, build) => post(operation, kind === "recv" ? recvSlots : sendSlots, regions, build),
+      postMany: (operation, requests) => postMany(operation, sendSlots, requests)
     }
     return { connection, close }
   })

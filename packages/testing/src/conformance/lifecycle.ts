@@ -11,17 +11,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { type CaseOf, check } from "./support.js"
 
-/** @internal */
-export interface LifecycleCase {
-  readonly name: string
-  readonly run: (address: string, port: number) => Effect.Effect<void, unknown, Driver.RdmaDriver | Scope.Scope>
-}
-
-class LifecycleFailure extends Error {}
-
-const check = (condition: boolean, message: string): Effect.Effect<void> =>
-  condition ? Effect.void : Effect.die(new LifecycleFailure(message))
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
 
@@ -72,7 +63,7 @@ const silentServer = (address: string, port: number) =>
   })
 
 /** @internal */
-export const lifecycleCases = (): ReadonlyArray<LifecycleCase> => [
+export const lifecycleCases = (): ReadonlyArray<CaseOf> => [
   {
     name: "close: the other side never answers the disconnect → the scope still closes within the timeout",
     run: (address, port) =>
