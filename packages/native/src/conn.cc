@@ -518,6 +518,10 @@ Napi::Value ConnReqNew(const Napi::CallbackInfo& info) {
   double port;
   ConnConfig config;
   if (!Integer(call, info[2], "port", 65535, &port) || !ParseConfig(call, info[3], &config)) return reject();
+  if (port < 1) {
+    call.Invalid("port 0 is not 1 to 65535");
+    return reject();
+  }
   rpma_conn_cfg* cfg = nullptr;
   int code = config.Make(&cfg);
   if (code != 0) {

@@ -156,10 +156,10 @@ void Poller::OnPoll(uv_poll_t* poll, int status, int /* events */) {
   auto* handle = static_cast<UvHandle*>(poll->data);
   Poller* poller = handle->owner;
   if (poller == nullptr || handle->set->torn_down) return;
-  // The loop still turns while the environment is torn down, before the cleanup hook has run.
-  if (!CanRunJs(handle->set->env)) return;
   Napi::Env env(handle->set->env);
   Napi::HandleScope scope(env);
+  // The loop still turns while the environment is torn down, before the cleanup hook has run.
+  if (!CanRunJs(env)) return;
   poller->on_readable_(env, status);
 }
 
