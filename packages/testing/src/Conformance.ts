@@ -19,6 +19,7 @@ import {
   Usage
 } from "@effect-rdma/core"
 import * as Stream from "effect/Stream"
+import * as validation from "./conformance/validation.js"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -307,7 +308,8 @@ export const cases: ReadonlyArray<Case> = [
         yield* expectTag(LocalMr.register(peer, Buffer.allocUnsafe(100), Usage.SEND), "MemoryRefusedError", "pool")
       })
   },
-  ...connectionCases()
+  ...connectionCases(),
+  ...validation.cases
 ]
 
 /** A server peer with an exposed region, and a client connected to it. */
