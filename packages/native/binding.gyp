@@ -15,7 +15,8 @@
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
       "defines": [
         "NAPI_VERSION=8",
-        "NODE_ADDON_API_DISABLE_DEPRECATED"
+        "NODE_ADDON_API_DISABLE_DEPRECATED",
+        "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"
       ],
       "include_dirs": ["<!@(pkg-config --cflags-only-I librpma librdmacm libibverbs | sed s/-I//g)"],
       "libraries": ["<!@(pkg-config --libs librpma librdmacm libibverbs)"],

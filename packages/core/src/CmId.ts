@@ -22,8 +22,6 @@ import type { MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
 export interface CmId {
   readonly handle: CmIdHandle
   readonly address: string
-  /** @internal Its regions: the id is destroyed after the last of them is deregistered. */
-  readonly owner: Owner.Owner
 }
 
 /**
@@ -53,11 +51,17 @@ export const make = (address: string): Effect.Effect<CmId, RdmaCmError, RdmaDriv
     Effect.acquireRelease(
       Effect.map(
         driver.cmCreateId(address),
-        (handle): CmId => ({ handle, address, owner: Owner.make(`the rdma_cm id bound to ${address}`) })
+        (handle): CmId => ({ handle, address })
       ),
       (id) =>
-        Owner.releaseWhenUnused(id.owner, Effect.asVoid(release("rdma_destroy_ep", id.owner.what, driver.cmDestroyId(id.handle))))
+        Owner.releaseWhenUnused(
+          ownerOf(id),
+          Effect.asVoid(release("rdma_destroy_ep", ownerOf(id).what, driver.cmDestroyId(id.handle)))
+        )
     ))
+
+/** Its regions: the id is destroyed after the last of them is deregistered. */
+const ownerOf = (id: CmId) => Owner.of(id, () => `the rdma_cm id bound to ${id.address}`)
 
 const operations: Record<CmRegistrationKind, string> = {
   msgs: "rdma_reg_msgs",
@@ -77,13 +81,13 @@ const registerAs = <K extends CmRegistrationKind>(kind: K) =>
       ).pipe(
         Effect.zipRight(instrument.registered(id.address, -memory.byteLength)),
         Effect.zipRight(instrument.released("rdma_dereg_mr")),
-        Effect.zipRight(Owner.drop(id.owner))
+        Effect.zipRight(Owner.drop(ownerOf(id)))
       )
     return Effect.acquireRelease(
       Memory.validate(memory).pipe(
         Effect.flatMap((bytes) => driver.cmReg(id.handle, kind, bytes)),
         Effect.tap(() => {
-          Owner.retain(id.owner)
+          Owner.retain(ownerOf(id))
           return pins.pin(memory)
         }),
         Effect.tap(() => instrument.registered(id.address, memory.byteLength)),

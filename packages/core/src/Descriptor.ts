@@ -11,6 +11,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as checks from "./DriverArguments.js"
 import type { Usage } from "./Usage.js"
 import * as Usages from "./Usage.js"
 
@@ -119,7 +120,8 @@ export const validate = (
   bytes: Uint8Array,
   options?: DecodeOptions
 ): Either.Either<Descriptor, InvalidDescriptorError> => {
-  if (!(bytes instanceof Uint8Array)) return Either.left(new InvalidDescriptorError({ reason: "NotBytes", size: 0 }))
+  // Not instanceof: a Proxy passes it and then throws from every getter.
+  if (!checks.isUint8Array(bytes)) return Either.left(new InvalidDescriptorError({ reason: "NotBytes", size: 0 }))
   const size = bytes.byteLength
   if (size < SIZE) return Either.left(new InvalidDescriptorError({ reason: "TooShort", size }))
   const lenient = options?.lenient === true

@@ -11,8 +11,11 @@
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { isIP } from "node:net"
 import * as tls from "node:tls"
@@ -36,7 +39,7 @@ export interface Offer {
  * @category errors
  */
 export class ExchangeError extends Data.TaggedError("ExchangeError")<{
-  readonly reason: "Connect" | "Untrusted" | "Protocol" | "InvalidDescriptor" | "Listen"
+  readonly reason: "Connect" | "Untrusted" | "Protocol" | "InvalidDescriptor" | "Listen" | "Timeout"
   readonly detail: string
   readonly cause?: unknown
 }> {
@@ -74,34 +77,28 @@ const frame = (value: unknown): Buffer => {
   return Buffer.concat([head, body])
 }
 
-/** Reads one frame from a socket, refusing anything larger than MAX_FRAME. */
-const readFrame = (socket: tls.TLSSocket): Effect.Effect<unknown, ExchangeError> =>
-  Effect.async<unknown, ExchangeError>((resume) => {
-    let buffered = Buffer.alloc(0)
-    const onData = (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk])
-      if (buffered.length < 4) return
-      const length = buffered.readUInt32BE(0)
-      if (length > MAX_FRAME) {
-        return done(Effect.fail(new ExchangeError({ reason: "Protocol", detail: `a ${length}-byte frame is too large` })))
-      }
-      if (buffered.length < 4 + length) return
-      try {
-        done(Effect.succeed(JSON.parse(buffered.subarray(4, 4 + length).toString("utf8"))))
-      } catch (cause) {
-        done(Effect.fail(new ExchangeError({ reason: "Protocol", detail: "the frame is not JSON", cause })))
-      }
+/** A data listener that collects one frame, refusing anything larger than MAX_FRAME, and finishes once. */
+const frameReader = (finish: (result: Effect.Effect<unknown, ExchangeError>) => void) => {
+  let buffered = Buffer.alloc(0)
+  let done = false
+  return (chunk: Buffer) => {
+    if (done) return
+    buffered = Buffer.concat([buffered, chunk])
+    if (buffered.length < 4) return
+    const length = buffered.readUInt32BE(0)
+    if (length > MAX_FRAME) {
+      done = true
+      return finish(Effect.fail(new ExchangeError({ reason: "Protocol", detail: `a ${length}-byte frame is too large` })))
     }
-    const onEnd = () => done(Effect.fail(new ExchangeError({ reason: "Protocol", detail: "the other side closed early" })))
-    const onError = (cause: Error) =>
-      done(Effect.fail(new ExchangeError({ reason: classify(cause), detail: cause.message, cause })))
-    const done = (result: Effect.Effect<unknown, ExchangeError>) => {
-      socket.off("data", onData).off("end", onEnd).off("error", onError)
-      resume(result)
+    if (buffered.length < 4 + length) return
+    done = true
+    try {
+      finish(Effect.succeed(JSON.parse(buffered.subarray(4, 4 + length).toString("utf8"))))
+    } catch (cause) {
+      finish(Effect.fail(new ExchangeError({ reason: "Protocol", detail: "the frame is not JSON", cause })))
     }
-    socket.on("data", onData).on("end", onEnd).on("error", onError)
-    return Effect.sync(() => socket.off("data", onData).off("end", onEnd).off("error", onError))
-  })
+  }
+}
 
 const classify = (cause: unknown): "Untrusted" | "Connect" => {
   const code = (cause as { code?: string }).code ?? ""
@@ -122,19 +119,59 @@ const encodeOffer = (offer: Offer) => ({
   config: offer.config
 })
 
-/** Parses an offer, checking every field's type and decoding every descriptor strictly. */
+/** Names that would reach an object's prototype machinery if used as keys. */
+const RESERVED_NAMES = new Set(["__proto__", "constructor", "prototype", "hasOwnProperty", "toString", "valueOf"])
+
+const Name = Schema.String.pipe(
+  Schema.minLength(1),
+  Schema.maxLength(256),
+  Schema.filter((name) => !RESERVED_NAMES.has(name) || `the name ${JSON.stringify(name)} is reserved`)
+)
+
+/** An offer as it travels: every field typed and bounded before anything is built from it. */
+const WireOffer = Schema.Struct({
+  version: Schema.Literal(1),
+  rdma: Schema.Struct({
+    address: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)),
+    port: Schema.Int.pipe(Schema.between(1, 65535))
+  }),
+  regions: Schema.Array(Schema.Struct({
+    name: Name,
+    length: Schema.Int.pipe(Schema.between(0, MAX_FRAME)),
+    descriptor: Schema.String.pipe(Schema.pattern(/^(?:[0-9a-f]{2})*$/))
+  })).pipe(Schema.maxItems(4096)),
+  // Decoded as entries, so that no key is ever assigned to an ordinary object.
+  config: Schema.Unknown
+})
+
+const ConfigValue = Schema.Union(Schema.String, Schema.Number.pipe(Schema.finite()), Schema.Boolean)
+const decodeWire = Schema.decodeUnknownEither(WireOffer, { onExcessProperty: "ignore" })
+const isConfigValue = Schema.is(ConfigValue)
+const isName = Schema.is(Name)
+
+/** A record with no prototype: `__proto__` and friends are plain keys in it, and none is allowed anyway. */
+const nullRecord = <A>(): Record<string, A> => Object.create(null) as Record<string, A>
+
+/**
+ * Parses an offer with Schema, checking every field's type and range and decoding every
+ * descriptor strictly. Never throws. The records it returns have no prototype.
+ */
 const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
   const protocol = (detail: string) => Either.left(new ExchangeError({ reason: "Protocol", detail }))
-  const o = raw as Record<string, any>
-  if (typeof o !== "object" || o === null || o.version !== 1) return protocol("not a version 1 offer")
-  if (typeof o.rdma?.address !== "string" || !Number.isInteger(o.rdma?.port)) return protocol("no RDMA address and port")
-  if (!Array.isArray(o.regions)) return protocol("no regions")
-  if (typeof o.config !== "object" || o.config === null) return protocol("no config")
-  const regions: Record<string, Uint8Array> = {}
+  const wire = decodeWire(raw)
+  if (Either.isLeft(wire)) return protocol(`not a valid version 1 offer: ${ParseResult.TreeFormatter.formatErrorSync(wire.left)}`)
+  const o = wire.right
+  const config = o.config
+  if (typeof config !== "object" || config === null || Array.isArray(config)) return protocol("no config object")
+  const decodedConfig = nullRecord<string | number | boolean>()
+  for (const [key, value] of Object.entries(config)) {
+    if (!isName(key)) return protocol(`config key ${JSON.stringify(key).slice(0, 80)} is empty, too long or reserved`)
+    if (!isConfigValue(value)) return protocol(`config ${key}: a value must be a string, a finite number or a boolean`)
+    decodedConfig[key] = value
+  }
+  const regions = nullRecord<Uint8Array>()
   for (const r of o.regions) {
-    if (typeof r?.name !== "string" || typeof r.descriptor !== "string" || !/^([0-9a-f]{2})*$/.test(r.descriptor)) {
-      return protocol("a region without a name or a hex descriptor")
-    }
+    if (Object.prototype.hasOwnProperty.call(regions, r.name)) return protocol(`region ${r.name} is offered twice`)
     const bytes = new Uint8Array(Buffer.from(r.descriptor, "hex"))
     if (bytes.byteLength !== r.length) return protocol(`region ${r.name}: its length does not match its descriptor`)
     const decoded = Descriptors.validate(bytes)
@@ -143,7 +180,7 @@ const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
     }
     regions[r.name] = bytes
   }
-  return Either.right({ rdma: { address: o.rdma.address, port: o.rdma.port }, regions, config: o.config })
+  return Either.right({ rdma: { address: o.rdma.address, port: o.rdma.port }, regions, config: decodedConfig })
 }
 
 /**
@@ -183,8 +220,22 @@ export const serve = (options: {
   ).pipe(Effect.map((server) => ({ port: server.port })))
 
 /**
+ * How long {@link fetch} waits for the connection, the TLS handshake and the offer together, unless
+ * told otherwise.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(10)
+
+/**
  * Connects to a server, verifies its certificate, and returns its offer with every descriptor
  * decoded strictly (exactly 21 bytes, non-zero usage and length, no overflow).
+ *
+ * The whole exchange (connect, handshake, offer) ends within `timeout` (default
+ * {@link DEFAULT_TIMEOUT}) with a `Timeout` error, and is interruptible throughout: interrupting it
+ * destroys the socket. Whatever the network sends after the offer (a corrupted record, a reset)
+ * is ignored: the socket keeps an error listener until it is gone.
  *
  * @since 0.1.0
  * @category constructors
@@ -193,28 +244,53 @@ export const fetch = (options: {
   readonly host: string
   readonly port: number
   readonly tls: TlsOptions
+  readonly timeout?: Duration.DurationInput | undefined
 }): Effect.Effect<Offer, ExchangeError> =>
-  Effect.acquireUseRelease(
-    Effect.async<tls.TLSSocket, ExchangeError>((resume) => {
-      const socket = tls.connect({
-        host: options.host,
-        port: options.port,
-        ca: caList(options.tls.ca),
-        key: options.tls.key,
-        cert: options.tls.cert,
-        // SNI takes names, not addresses (RFC 6066); the certificate is still checked against the host.
-        servername: options.tls.servername ?? (isIP(options.host) === 0 ? options.host : undefined),
-        rejectUnauthorized: true
-      })
-      const onError = (cause: Error) =>
-        resume(Effect.fail(new ExchangeError({ reason: classify(cause), detail: cause.message, cause })))
-      socket.once("error", onError)
+  Effect.flatMap(
+    Effect.async<unknown, ExchangeError>((resume) => {
+      const millis = Duration.toMillis(Duration.decode(options.timeout ?? DEFAULT_TIMEOUT))
+      let finished = false
+      let socket: tls.TLSSocket | undefined
+      const finish = (result: Effect.Effect<unknown, ExchangeError>) => {
+        if (finished) return
+        finished = true
+        clearTimeout(timer)
+        socket?.destroy()
+        resume(result)
+      }
+      const fail = (reason: ExchangeError["reason"], detail: string, cause?: unknown) =>
+        finish(Effect.fail(new ExchangeError({ reason, detail, cause })))
+      const timer = setTimeout(
+        () => fail("Timeout", `no offer from ${options.host}:${options.port} within ${millis} ms`),
+        Math.max(0, Math.min(millis, 2 ** 31 - 1))
+      )
+      try {
+        socket = tls.connect({
+          host: options.host,
+          port: options.port,
+          ca: caList(options.tls.ca),
+          key: options.tls.key,
+          cert: options.tls.cert,
+          // SNI takes names, not addresses (RFC 6066); the certificate is still checked against the host.
+          servername: options.tls.servername ?? (isIP(options.host) === 0 ? options.host : undefined),
+          rejectUnauthorized: true
+        })
+      } catch (cause) {
+        fail("Connect", String((cause as Error)?.message ?? cause), cause)
+        return
+      }
+      // Never removed: an error after the offer (or after destroy) must find a listener.
+      socket.on("error", (cause: Error) => fail(classify(cause), cause.message, cause))
       socket.once("secureConnect", () => {
-        socket.off("error", onError)
-        resume(Effect.succeed(socket))
+        const reader = frameReader(finish)
+        socket!.on("data", reader)
+        socket!.once("end", () => fail("Protocol", "the other side closed early"))
       })
-      return Effect.sync(() => socket.destroy())
+      return Effect.sync(() => {
+        finished = true
+        clearTimeout(timer)
+        socket?.destroy()
+      })
     }),
-    (socket) => Effect.flatMap(readFrame(socket), decodeOffer),
-    (socket) => Effect.sync(() => socket.destroy())
+    decodeOffer
   )

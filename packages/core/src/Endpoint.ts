@@ -14,7 +14,7 @@ import * as internalConnection from "./internal/connection.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
 import { release } from "./internal/release.js"
-import type { Peer } from "./Peer.js"
+import { ownerOf, type Peer } from "./Peer.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
 
 /**
@@ -76,13 +76,13 @@ export const listen = (
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
       Effect.map(driver.epListen(peer.handle, address, port), (handle): Endpoint => {
-        Owner.retain(peer.owner)
+        Owner.retain(ownerOf(peer))
         return { handle, peer, address, port, unanswered: new Set() }
       }),
       (ep) =>
         Effect.forEach(ep.unanswered, (req) => reject(req), { discard: true }).pipe(
           Effect.zipRight(release("rpma_ep_shutdown", `the endpoint on ${address}:${ep.port}`, driver.epShutdown(ep.handle))),
-          Effect.zipRight(Owner.drop(peer.owner)),
+          Effect.zipRight(Owner.drop(ownerOf(peer))),
           Effect.provideService(RdmaDriver, driver)
         )
     ))

@@ -35,8 +35,6 @@ export interface LocalMr<F extends Flag = Flag> {
   /** The region's address in this process (rpma_mr_get_ptr). */
   readonly address: bigint
   readonly size: number
-  /** @internal The requests in flight that use it: it is deregistered after the last completes. */
-  readonly owner: Owner.Owner
 }
 
 /**
@@ -106,7 +104,7 @@ const acquire = <F extends Flag>(
   Memory.validate(memory).pipe(
     Effect.flatMap((bytes) => driver.mrReg(peer.handle, bytes, usage)),
     Effect.tap(() => {
-      Owner.retain(peer.owner)
+      Owner.retain(Peers.ownerOf(peer))
       return pins.pin(memory)
     }),
     Effect.tap(() => instrument.registered(peer.address, memory.byteLength)),
@@ -118,8 +116,7 @@ const acquire = <F extends Flag>(
           memory,
           usage,
           address,
-          size: memory.byteLength,
-          owner: Owner.make(`a ${memory.byteLength}-byte region`)
+          size: memory.byteLength
         })),
         // Registered but not described: give the registration back before failing.
         Effect.tapError(() => deregister(driver.mrDereg, handle, peer, memory, usage))
@@ -128,9 +125,12 @@ const acquire = <F extends Flag>(
     (registering) => instrument.registration("rpma_mr_reg", registering)
   )
 
+/** @internal The requests in flight that use it: it is deregistered after the last completes. */
+export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)
+
 /** The release: now, or once the requests in flight that use the region have completed. */
 const releaser = (driver: Driver) => (mr: LocalMr<any>): Effect.Effect<void> =>
-  Owner.releaseWhenUnused(mr.owner, deregister(driver.mrDereg, mr.handle, mr.peer, mr.memory, mr.usage))
+  Owner.releaseWhenUnused(ownerOf(mr), deregister(driver.mrDereg, mr.handle, mr.peer, mr.memory, mr.usage))
 
 const deregister = (
   mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>,
@@ -150,7 +150,7 @@ const deregister = (
       gone
         ? instrument.registered(peer.address, -memory.byteLength).pipe(
           Effect.zipRight(instrument.released("rpma_mr_dereg")),
-          Effect.zipRight(Owner.drop(peer.owner))
+          Effect.zipRight(Owner.drop(Peers.ownerOf(peer)))
         )
         : Effect.void
     )

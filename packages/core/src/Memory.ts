@@ -9,6 +9,7 @@ import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
+import * as checks from "./DriverArguments.js"
 import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
@@ -23,10 +24,17 @@ import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
  * @category validation
  */
 export const validate = (memory: unknown): Either.Either<Uint8Array, MemoryRefusedError> => {
-  if (!(memory instanceof Uint8Array)) {
+  // Not instanceof: a Proxy passes it and then throws from every getter.
+  if (!checks.isUint8Array(memory)) {
     return Either.left(new MemoryRefusedError({ reason: "NotBytes", byteLength: 0 }))
   }
+  if (checks.isShared(memory)) {
+    return Either.left(new MemoryRefusedError({ reason: "SharedMemory", byteLength: memory.byteLength }))
+  }
   if (isDetached(memory)) return Either.left(new MemoryRefusedError({ reason: "Detached", byteLength: 0 }))
+  if (checks.isResizable(memory)) {
+    return Either.left(new MemoryRefusedError({ reason: "Resizable", byteLength: memory.byteLength }))
+  }
   if (isPoolSlice(memory)) {
     return Either.left(new MemoryRefusedError({ reason: "SharedBufferPool", byteLength: memory.byteLength }))
   }
@@ -39,16 +47,7 @@ export const validate = (memory: unknown): Either.Either<Uint8Array, MemoryRefus
  * @since 0.1.0
  * @category predicates
  */
-export const isDetached = (memory: Uint8Array): boolean => {
-  if (memory.buffer.byteLength !== 0) return false
-  try {
-    // Node 20 has no ArrayBuffer.prototype.detached; slicing a detached buffer throws.
-    memory.buffer.slice(0)
-    return false
-  } catch {
-    return true
-  }
-}
+export const isDetached = (memory: Uint8Array): boolean => checks.isUint8Array(memory) && checks.isDetached(memory)
 
 /**
  * Whether a Buffer is a slice of a larger ArrayBuffer that Node shares between unrelated Buffers
@@ -57,9 +56,26 @@ export const isDetached = (memory: Uint8Array): boolean => {
  * @since 0.1.0
  * @category predicates
  */
-export const isPoolSlice = (memory: Uint8Array): boolean =>
-  Buffer.isBuffer(memory) && memory.byteLength < memory.buffer.byteLength &&
-  memory.buffer.byteLength === Buffer.poolSize
+export const isPoolSlice = (memory: Uint8Array): boolean => {
+  if (!checks.isUint8Array(memory) || checks.isShared(memory)) return false
+  notePool()
+  const buffer = memory.buffer as ArrayBuffer
+  // Any view, not only a Buffer: `new Uint8Array(buf.buffer, ...)` reaches the same pool bytes.
+  if (pools.has(buffer)) return true
+  // A pool made before this module saw it: a Buffer slice of a buffer of a pool's size.
+  return Buffer.isBuffer(memory) && memory.byteLength < buffer.byteLength && poolSizes.has(buffer.byteLength)
+}
+
+// Node's pool is internal: learn each one by asking for a byte of it, and remember every
+// Buffer.poolSize seen, so that a pool made before Buffer.poolSize changed is still recognised.
+const pools = new WeakSet<ArrayBuffer>()
+const poolSizes = new Set<number>([8192])
+const notePool = () => {
+  poolSizes.add(Buffer.poolSize)
+  const probe = Buffer.allocUnsafe(1)
+  if (probe.byteLength < probe.buffer.byteLength) pools.add(probe.buffer as ArrayBuffer)
+}
+notePool()
 
 /**
  * Allocates `size` bytes of page-aligned, zeroed memory owned by the driver, given back when the

@@ -23,9 +23,12 @@ export interface Peer {
   readonly handle: PeerHandle
   /** The address the device was looked up by. */
   readonly address: string
-  /** @internal Its regions, endpoints and connections: the peer is deleted after the last of them. */
-  readonly owner: Owner.Owner
 }
+
+/**
+ * @internal Its regions, endpoints and connections: the peer is deleted after the last of them.
+ */
+export const ownerOf = (peer: Peer): Owner.Owner => Owner.of(peer, () => `the peer at ${peer.address}`)
 
 /**
  * The peer a program works with, for the common case of one peer per process.
@@ -60,12 +63,12 @@ export const make = (
     Effect.acquireRelease(
       driver.getIbvContext(address, options?.kind ?? "local").pipe(
         Effect.flatMap(driver.peerNew),
-        Effect.map((handle): Peer => ({ handle, address, owner: Owner.make(`the peer at ${address}`) }))
+        Effect.map((handle): Peer => ({ handle, address }))
       ),
       (peer) =>
         Owner.releaseWhenUnused(
-          peer.owner,
-          Effect.asVoid(release("rpma_peer_delete", peer.owner.what, driver.peerDelete(peer.handle)))
+          ownerOf(peer),
+          Effect.asVoid(release("rpma_peer_delete", ownerOf(peer).what, driver.peerDelete(peer.handle)))
         )
     ))
 

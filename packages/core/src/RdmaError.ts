@@ -329,7 +329,7 @@ export class ResourceInUseError extends Data.TaggedError("ResourceInUseError")<{
  * @category errors
  */
 export class MemoryRefusedError extends Data.TaggedError("MemoryRefusedError")<{
-  readonly reason: "SharedBufferPool" | "Detached" | "NotBytes" | "Released"
+  readonly reason: "SharedBufferPool" | "Detached" | "NotBytes" | "Released" | "SharedMemory" | "Resizable"
   readonly byteLength: number
 }> {
   override get message(): string {
@@ -345,6 +345,12 @@ export class MemoryRefusedError extends Data.TaggedError("MemoryRefusedError")<{
         return "memory to register must be a Uint8Array (or a Buffer)"
       case "Released":
         return "this allocation was released when its scope closed and can no longer be registered"
+      case "SharedMemory":
+        return "memory backed by a SharedArrayBuffer cannot be registered: another thread could hold it, and the " +
+          "addon cannot keep it alive"
+      case "Resizable":
+        return "memory backed by a resizable ArrayBuffer cannot be registered: resizing could move or free the " +
+          "pages the device points at"
     }
   }
 }

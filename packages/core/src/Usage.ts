@@ -159,19 +159,29 @@ export const includes = <F extends Flag, G extends Flag>(usage: Usage<F>, requir
  * @since 0.1.0
  * @category getters
  */
-export const flags = (usage: number): ReadonlyArray<Flag> => FlagNames.filter((name) => (usage & Flags[name]) !== 0)
+export const flags = (usage: number): ReadonlyArray<Flag> =>
+  typeof usage === "number" ? FlagNames.filter((name) => (usage & Flags[name]) !== 0) : []
 
 /**
- * Prints a usage the way C code spells it: `READ_SRC|FLUSH_TYPE_VISIBILITY (0x11)`.
+ * Prints a usage the way C code spells it: `READ_SRC|FLUSH_TYPE_VISIBILITY (0x11)`. Anything that
+ * is not a number (it came from outside the type system) is printed as what it is, never thrown on.
  *
  * @since 0.1.0
  * @category formatting
  */
 export const format = (usage: number): string => {
+  if (typeof usage !== "number") return `not a usage (${describe(usage)})`
+  if (!Number.isInteger(usage)) return `not a usage (${usage})`
   const names = flags(usage)
   const unknown = usage & ~ALL_BITS
   const parts = unknown === 0 ? names : [...names, `0x${unknown.toString(16)}`]
   return `${parts.length === 0 ? "none" : parts.join("|")} (0x${usage.toString(16).padStart(2, "0")})`
+}
+
+const describe = (value: unknown): string => {
+  if (typeof value === "bigint") return `${value}n`
+  if (value === null || typeof value !== "object" && typeof value !== "function") return String(value)
+  return typeof value
 }
 
 /**

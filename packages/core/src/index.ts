@@ -21,6 +21,10 @@ export * as Driver from "./Driver.js"
 /**
  * @since 0.1.0
  */
+export * as DriverArguments from "./DriverArguments.js"
+/**
+ * @since 0.1.0
+ */
 export * as Endpoint from "./Endpoint.js"
 /**
  * @since 0.1.0

@@ -1,7 +1,8 @@
 import { Descriptor, DescriptorExchange } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { readFileSync } from "node:fs"
+import * as net from "node:net"
 import * as tls from "node:tls"
 
 const pem = (name: string) => readFileSync(new URL(`../../../fixtures/tls/${name}.pem`, import.meta.url), "utf8")
@@ -75,4 +76,155 @@ describe("DescriptorExchange", () => {
       Effect.map((error) => assert.strictEqual(error.reason, "Protocol")),
       Effect.scoped
     ))
+
+
+  it.live("a corrupted TLS record right after the offer does not crash the client", () =>
+    Effect.scoped(Effect.gen(function*() {
+      // TLS 1.2, so that application data is visible as records of type 23 to a proxy that
+      // appends a tampered copy of each one to the same chunk.
+      const upstream = yield* serveRaw(wire(), { maxVersion: "TLSv1.2" })
+      let offered = 0
+      const proxy = yield* listenRaw((client) => {
+        const up = net.connect(upstream, "127.0.0.1")
+        up.on("error", () => client.destroy())
+        client.on("error", () => up.destroy())
+        client.pipe(up)
+        up.on("data", (chunk: Buffer) => {
+          const tampered = tamperAppData(chunk)
+          if (tampered.length > chunk.length) offered++
+          client.write(tampered)
+        })
+      })
+      for (let i = 0; i < 5; i++) {
+        const result = yield* Effect.either(
+          DescriptorExchange.fetch({ host: "127.0.0.1", port: proxy, tls: { ca: pem("ca") } })
+        )
+        // Either the offer came first (and the later record is ignored) or the record broke it.
+        if (Either.isLeft(result)) assert.include(["Connect", "Protocol", "Untrusted"], result.left.reason)
+      }
+      yield* Effect.sleep("50 millis") // late 'error' events would surface here
+      assert.isAbove(offered, 0, "the proxy tampered with application data")
+    })))
+
+  it.live("a server that never answers the handshake: Effect.timeout ends fetch, and so does its own timeout", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const silent = yield* listenRaw(() => {})
+      const outer = yield* DescriptorExchange.fetch({ host: "127.0.0.1", port: silent, tls: { ca: pem("ca") } }).pipe(
+        Effect.timeout("300 millis"),
+        Effect.flip
+      )
+      assert.strictEqual(outer._tag, "TimeoutException")
+      const own = yield* Effect.flip(
+        DescriptorExchange.fetch({ host: "127.0.0.1", port: silent, tls: { ca: pem("ca") }, timeout: "200 millis" })
+      )
+      assert.strictEqual(own._tag === "ExchangeError" && own.reason, "Timeout")
+    })))
+
+  it.effect("the default timeout is on the clock", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const silent = yield* listenRaw(() => {})
+      const fiber = yield* Effect.fork(
+        Effect.flip(DescriptorExchange.fetch({ host: "127.0.0.1", port: silent, tls: { ca: pem("ca") } }))
+      )
+      yield* TestClock.adjust(Duration.sum(DescriptorExchange.DEFAULT_TIMEOUT, "1 second"))
+      yield* Fiber.interrupt(fiber) // interruptible whatever the clock did
+    })))
+
+  const hostileOffers: ReadonlyArray<readonly [string, unknown]> = [
+    ["port 70000", { ...wire(), rdma: { address: "192.168.77.1", port: 70000 } }],
+    ["port -1", { ...wire(), rdma: { address: "192.168.77.1", port: -1 } }],
+    ["port 0", { ...wire(), rdma: { address: "192.168.77.1", port: 0 } }],
+    ["port 1e300", { ...wire(), rdma: { address: "192.168.77.1", port: 1e300 } }],
+    ["port 1.5", { ...wire(), rdma: { address: "192.168.77.1", port: 1.5 } }],
+    ["a region named __proto__", { ...wire(), regions: [{ ...wire().regions[0], name: "__proto__" }] }],
+    ["a region named constructor", { ...wire(), regions: [{ ...wire().regions[0], name: "constructor" }] }],
+    ["a region offered twice", { ...wire(), regions: [wire().regions[0], wire().regions[0]] }],
+    ["a config value that is an object", { ...wire(), config: { nested: { a: 1 } } }],
+    ["a config value that is null", { ...wire(), config: { n: null } }],
+    ["a config key __proto__", JSON.parse(`{"version":1,"rdma":{"address":"a","port":1},"regions":[],"config":{"__proto__":1}}`)],
+    ["a config that is an array", { ...wire(), config: [1, 2] }],
+    ["no version", { ...wire(), version: 2 }],
+    ["regions not an array", { ...wire(), regions: {} }]
+  ]
+  for (const [name, raw] of hostileOffers) {
+    it.live(`refuses an offer with ${name}`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const port = yield* serveRaw(raw)
+        const error = yield* Effect.flip(DescriptorExchange.fetch({ host: "127.0.0.1", port, tls: { ca: pem("ca") } }))
+        assert.strictEqual(error.reason, "Protocol", error.message)
+      })))
+  }
+
+  it.live("the records it returns have no prototype", () =>
+    Effect.gen(function*() {
+      const received = yield* exchange(server, { ca: pem("ca") })
+      assert.strictEqual(Object.getPrototypeOf(received.regions), null)
+      assert.strictEqual(Object.getPrototypeOf(received.config), null)
+    }))
 })
+
+/** The offer as the server encodes it, to tamper with. */
+function wire() {
+  return {
+    version: 1,
+    rdma: { address: "192.168.77.1", port: 7471 },
+    regions: [{ name: "log", length: 21, descriptor: Buffer.from(log).toString("hex") }],
+    config: { records: 1000 }
+  }
+}
+
+/** A TCP server for the scope; returns its port. */
+function listenRaw(onSocket: (socket: net.Socket) => void) {
+  return Effect.acquireRelease(
+    Effect.async<net.Server>((resume) => {
+      const sockets = new Set<net.Socket>()
+      const raw = net.createServer((socket) => {
+        sockets.add(socket)
+        socket.on("error", () => {})
+        socket.on("close", () => sockets.delete(socket))
+        onSocket(socket)
+      })
+      raw.on("close", () => sockets.forEach((s) => s.destroy()))
+      Object.assign(raw, { sockets })
+      raw.listen(0, "127.0.0.1", () => resume(Effect.succeed(raw)))
+    }),
+    (raw) =>
+      Effect.sync(() => {
+        ;(raw as net.Server & { sockets: Set<net.Socket> }).sockets.forEach((s) => s.destroy())
+        raw.close()
+      })
+  ).pipe(Effect.map((raw) => (raw.address() as net.AddressInfo).port))
+}
+
+/** A TLS server sending `raw` as the offer frame; returns its port. */
+function serveRaw(raw: unknown, options: tls.TlsOptions = {}) {
+  return Effect.acquireRelease(
+    Effect.async<tls.Server>((resume) => {
+      const body = Buffer.from(JSON.stringify(raw))
+      const head = Buffer.alloc(4)
+      head.writeUInt32BE(body.length)
+      const s = tls.createServer({ ...options, key: server.key, cert: server.cert }, (socket) => {
+        socket.on("error", () => {})
+        socket.end(Buffer.concat([head, body]))
+      })
+      s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
+    }),
+    (s) => Effect.sync(() => s.close())
+  ).pipe(Effect.map((s) => (s.address() as net.AddressInfo).port))
+}
+
+/** Appends to each TLS application-data record (type 23) a copy with its last byte flipped. */
+function tamperAppData(chunk: Buffer): Buffer {
+  const parts: Array<Buffer> = [chunk]
+  for (let at = 0; at + 5 <= chunk.length;) {
+    const length = chunk.readUInt16BE(at + 3)
+    if (at + 5 + length > chunk.length) break
+    if (chunk[at] === 23) {
+      const copy = Buffer.from(chunk.subarray(at, at + 5 + length))
+      copy[copy.length - 1] ^= 0x01
+      parts.push(copy)
+    }
+    at += 5 + length
+  }
+  return Buffer.concat(parts)
+}

@@ -50,9 +50,16 @@ int LastErrno(int fallback) { return errno != 0 ? errno : fallback; }
 class CreateIdWorker : public Napi::AsyncWorker {
  public:
   CreateIdWorker(Napi::Env env, std::string address)
-      : Napi::AsyncWorker(env, "rdma_create_ep"), deferred_(Napi::Promise::Deferred::New(env)), address_(std::move(address)) {}
+      : Napi::AsyncWorker(env, "rdma_create_ep"), deferred_(env), address_(std::move(address)) {}
 
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+  // Whatever was not handed to JavaScript: OnOK is skipped when the work is cancelled, and finds
+  // no JavaScript to hand it to when the environment is being torn down.
+  ~CreateIdWorker() override {
+    if (pd_ != nullptr) ibv_dealloc_pd(pd_);
+    if (id_ != nullptr) rdma_destroy_ep(id_);
+  }
+
+  Napi::Value Promise() const { return deferred_.Promise(); }
 
   void Execute() override {
     rdma_addrinfo hints{};
@@ -104,23 +111,27 @@ class CreateIdWorker : public Napi::AsyncWorker {
 
   void OnOK() override {
     Napi::Env env = Env();
+    if (!CanRunJs(env)) return;  // the destructor releases the id
     if (errnum_ != 0) {
       deferred_.Reject(MakeError(env, Domain::Errno, errnum_, operation_, detail_).Value());
       return;
     }
     CmId* handle;
     Napi::Object object = CmId::New(env, &handle);
+    if (handle == nullptr) return;  // the destructor releases the id
     handle->state = std::make_shared<CmIdState>();
     handle->state->id = id_;
     handle->state->pd = pd_;
     handle->state->bound_pd = id_->pd;
     id_->pd = pd_;  // rdma_reg_* register with id->pd
+    id_ = nullptr;
+    pd_ = nullptr;
     Count(Kind::CmId, +1);
     deferred_.Resolve(object);
   }
 
  private:
-  Napi::Promise::Deferred deferred_;
+  Settler deferred_;
   std::string address_;
   rdma_cm_id* id_ = nullptr;
   ibv_pd* pd_ = nullptr;
@@ -132,14 +143,17 @@ class CreateIdWorker : public Napi::AsyncWorker {
 Napi::Value CmCreateId(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!info[0].IsString()) {
-    Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);
-    deferred.Reject(MakeError(env, Domain::Errno, EINVAL, "rdma_getaddrinfo",
-                              info[0].IsNull() || info[0].IsUndefined() ? "node is NULL" : "address must be a string")
-                        .Value());
-    return deferred.Promise();
+    if (!CanRunJs(env)) return Napi::Value();
+    return Rejected(env, MakeError(env, Domain::Errno, EINVAL, "rdma_getaddrinfo",
+                                   info[0].IsNull() || info[0].IsUndefined() ? "node is NULL" : "address must be a string")
+                             .Value());
   }
   auto* worker = new CreateIdWorker(env, info[0].As<Napi::String>().Utf8Value());
-  Napi::Promise promise = worker->Promise();
+  Napi::Value promise = worker->Promise();
+  if (promise.IsEmpty()) {
+    delete worker;  // JavaScript cannot run: nobody would hear the answer
+    return promise;
+  }
   worker->Queue();  // deletes itself when done
   return promise;
 }
@@ -181,6 +195,10 @@ Napi::Value CmReg(const Napi::CallbackInfo& info) {
   }
   CmMr* handle;
   Napi::Object object = CmMr::New(env, &handle);
+  if (handle == nullptr) {
+    rdma_dereg_mr(mr);
+    return call.Fail(ENOMEM, "cannot make a handle for the region; it is deregistered");
+  }
   handle->mr = mr;
   handle->id = id->state;
   handle->memory = std::move(bytes.owner);

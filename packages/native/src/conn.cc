@@ -67,14 +67,20 @@ bool Integer(const Call& call, Napi::Value value, const char* what, double max, 
 bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out) {
   if (!value.IsObject()) return call.Invalid("cfg must be an object"), false;
   Napi::Object object = value.As<Napi::Object>();
+  // Every field read before any is checked; a throwing getter or Proxy trap fails the call.
+  Napi::Value fields[5];
+  const char* const names[5] = {"timeoutMs", "sqSize", "rqSize", "cqSize", "directWriteToPmem"};
+  for (int i = 0; i < 5; i++) {
+    fields[i] = object.Get(names[i]);
+    if (call.Env().IsExceptionPending()) return call.Invalid(std::string("reading cfg.") + names[i] + " threw"), false;
+  }
   double timeout, sq, rq, cq;
-  if (!Integer(call, object.Get("timeoutMs"), "timeoutMs", INT_MAX, &timeout) ||
-      !Integer(call, object.Get("sqSize"), "sqSize", UINT32_MAX, &sq) ||
-      !Integer(call, object.Get("rqSize"), "rqSize", UINT32_MAX, &rq) ||
-      !Integer(call, object.Get("cqSize"), "cqSize", UINT32_MAX, &cq)) {
+  if (!Integer(call, fields[0], "timeoutMs", INT_MAX, &timeout) ||
+      !Integer(call, fields[1], "sqSize", UINT32_MAX, &sq) || !Integer(call, fields[2], "rqSize", UINT32_MAX, &rq) ||
+      !Integer(call, fields[3], "cqSize", UINT32_MAX, &cq)) {
     return false;
   }
-  Napi::Value direct = object.Get("directWriteToPmem");
+  Napi::Value direct = fields[4];
   if (!direct.IsBoolean() && !direct.IsUndefined()) return call.Invalid("directWriteToPmem must be a boolean"), false;
   out->timeout_ms = static_cast<int>(timeout);
   out->sq_size = static_cast<uint32_t>(sq);
@@ -127,6 +133,10 @@ Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr
                         const std::shared_ptr<EndpointState>& endpoint, const ConnConfig& config) {
   ConnReq* handle;
   Napi::Object object = ConnReq::New(env, &handle);
+  if (handle == nullptr) {
+    rpma_conn_req_delete(&req);  // nobody can answer it: rejected
+    return object;
+  }
   auto state = std::make_shared<ConnReqState>();
   state->req = req;
   state->peer = peer;
@@ -186,6 +196,11 @@ void EndpointState::OnReadable(Napi::Env env, int status) {
     ConnConfig config;
     config.direct_write_to_pmem = waiter.direct_write_to_pmem;
     Napi::Object object = NewConnReq(env, req, peer, keep, config);
+    if (object.IsEmpty()) {
+      Deliver(env, waiter, RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_ep_next_conn_req", "cannot make a handle; rejected"),
+              nullptr, true);
+      continue;
+    }
     Deliver(env, waiter, nullptr, object, true);
   }
   requests.PauseIfIdle();
@@ -369,6 +384,10 @@ Napi::Value EpListen(const Napi::CallbackInfo& info) {
   if (code != 0) return call.Fail(code, log);
   Endpoint* handle;
   Napi::Object object = Endpoint::New(env, &handle);
+  if (handle == nullptr) {
+    rpma_ep_shutdown(&ep);
+    return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the endpoint; it is shut down");
+  }
   handle->state = std::make_shared<EndpointState>();
   handle->state->ep = ep;
   handle->state->peer = peer->state;
@@ -421,7 +440,7 @@ class ConnReqNewWorker : public Napi::AsyncWorker {
   ConnReqNewWorker(Napi::Env env, std::shared_ptr<PeerState> peer, std::string address, std::string service,
                    const ConnConfig& config, rpma_conn_cfg* cfg)
       : Napi::AsyncWorker(env, "rpma_conn_req_new"),
-        deferred_(Napi::Promise::Deferred::New(env)),
+        deferred_(env),
         peer_(std::move(peer)),
         address_(std::move(address)),
         service_(std::move(service)),
@@ -436,7 +455,7 @@ class ConnReqNewWorker : public Napi::AsyncWorker {
     peer_->users--;
   }
 
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+  Napi::Value Promise() const { return deferred_.Promise(); }
 
   void Execute() override {
     ClearLog();
@@ -446,6 +465,7 @@ class ConnReqNewWorker : public Napi::AsyncWorker {
 
   void OnOK() override {
     Napi::Env env = Env();
+    if (!CanRunJs(env)) return;  // the destructor deletes the request
     if (code_ != 0) {
       std::string detail =
           code_ == RPMA_E_PROVIDER
@@ -456,11 +476,17 @@ class ConnReqNewWorker : public Napi::AsyncWorker {
     }
     rpma_conn_req* req = req_;
     req_ = nullptr;
-    deferred_.Resolve(NewConnReq(env, req, peer_, nullptr, config_));
+    Napi::Object object = NewConnReq(env, req, peer_, nullptr, config_);
+    if (object.IsEmpty()) {
+      if (env.IsExceptionPending()) env.GetAndClearPendingException();
+      if (CanRunJs(env)) deferred_.Reject(RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_conn_req_new", "cannot make a handle"));
+      return;
+    }
+    deferred_.Resolve(object);
   }
 
  private:
-  Napi::Promise::Deferred deferred_;
+  Settler deferred_;
   std::shared_ptr<PeerState> peer_;
   std::string address_;
   std::string service_;
@@ -476,10 +502,12 @@ Napi::Value ConnReqNew(const Napi::CallbackInfo& info) {
   Call call(env, "rpma_conn_req_new", Domain::Rpma);
   // Argument errors reject too, so that callers see one shape: a Promise.
   auto reject = [&]() {
-    Napi::Error error = env.GetAndClearPendingException();  // first: napi refuses calls while one is pending
-    Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);
-    deferred.Reject(error.Value());
-    return deferred.Promise();
+    // Call::Fail left its coded error pending (or nothing, if JavaScript cannot run).
+    napi_value error = nullptr;
+    bool pending = false;
+    if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return Napi::Value();
+    napi_get_and_clear_last_exception(env, &error);
+    return Rejected(env, error);
   };
   Peer* peer = Open<Peer>(call, info[0]);
   if (peer == nullptr) return reject();
@@ -490,6 +518,10 @@ Napi::Value ConnReqNew(const Napi::CallbackInfo& info) {
   double port;
   ConnConfig config;
   if (!Integer(call, info[2], "port", 65535, &port) || !ParseConfig(call, info[3], &config)) return reject();
+  if (port < 1) {
+    call.Invalid("port 0 is not 1 to 65535");
+    return reject();
+  }
   rpma_conn_cfg* cfg = nullptr;
   int code = config.Make(&cfg);
   if (code != 0) {
@@ -498,7 +530,11 @@ Napi::Value ConnReqNew(const Napi::CallbackInfo& info) {
   }
   auto* worker = new ConnReqNewWorker(env, peer->state, info[1].As<Napi::String>().Utf8Value(),
                                       std::to_string(static_cast<int>(port)), config, cfg);
-  Napi::Promise promise = worker->Promise();
+  Napi::Value promise = worker->Promise();
+  if (promise.IsEmpty()) {
+    delete worker;  // JavaScript cannot run: nobody would hear the answer
+    return promise;
+  }
   worker->Queue();  // deletes itself when done
   return promise;
 }
@@ -544,6 +580,10 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
 
   Conn* wrapper;
   Napi::Object object = Conn::New(env, &wrapper);
+  if (wrapper == nullptr) {
+    rpma_conn_delete(&conn);
+    return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the connection; it is deleted");
+  }
   auto state = std::make_shared<ConnState>();
   state->conn = conn;
   state->peer = req->peer;
@@ -647,40 +687,62 @@ const char* OperationOf(const std::string& op) {
   return nullptr;
 }
 
+// The work request's fields, read once and before any handle is opened: a getter or a Proxy trap
+// runs JavaScript, which could otherwise close a handle between its check and its use.
+struct RequestFields {
+  Napi::Value id, dst, src, dst_offset, src_offset, offset, length, type, value;
+};
+
+bool ReadField(const Call& call, Napi::Object object, const char* key, Napi::Value* out) {
+  *out = object.Get(key);
+  if (!call.Env().IsExceptionPending()) return true;
+  call.Invalid(std::string("reading the work request's ") + key + " threw");
+  return false;
+}
+
 Napi::Value Post(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string op;
+  Napi::Value op_value;
   if (info[1].IsObject()) {
-    Napi::Value value = info[1].As<Napi::Object>().Get("op");
-    if (value.IsString()) op = value.As<Napi::String>().Utf8Value();
+    op_value = info[1].As<Napi::Object>().Get("op");
+    if (!env.IsExceptionPending() && op_value.IsString()) op = op_value.As<Napi::String>().Utf8Value();
   }
   const char* operation = OperationOf(op);
   Call call(env, operation != nullptr ? operation : "rpma_write", Domain::Rpma);
-  Conn* handle = Open<Conn>(call, info[0]);
-  if (handle == nullptr) return env.Undefined();
+  if (env.IsExceptionPending()) return call.Invalid("reading the work request's op threw");
   if (!info[1].IsObject()) return call.Invalid("the work request must be an object");
   if (operation == nullptr) return call.Invalid("unknown work request \"" + op + "\"");
   Napi::Object request = info[1].As<Napi::Object>();
-  Napi::Value id = request.Get("id");
-  if (!id.IsNumber()) return call.Invalid("id must be a number");
+  RequestFields f;
+  if (!ReadField(call, request, "id", &f.id) || !ReadField(call, request, "dst", &f.dst) ||
+      !ReadField(call, request, "src", &f.src) || !ReadField(call, request, "dstOffset", &f.dst_offset) ||
+      !ReadField(call, request, "srcOffset", &f.src_offset) || !ReadField(call, request, "offset", &f.offset) ||
+      !ReadField(call, request, "length", &f.length) || !ReadField(call, request, "type", &f.type) ||
+      !ReadField(call, request, "value", &f.value)) {
+    return env.Undefined();
+  }
+  Conn* handle = Open<Conn>(call, info[0]);
+  if (handle == nullptr) return env.Undefined();
+  if (!f.id.IsNumber()) return call.Invalid("id must be a number");
 
   ConnState& conn = *handle->state;
   uint64_t token = conn.next_token++;
   const void* context = reinterpret_cast<const void*>(static_cast<uintptr_t>(token));
   constexpr int flags = RPMA_F_COMPLETION_ALWAYS;
   Posted posted;
-  posted.id = id.As<Napi::Number>().DoubleValue();
+  posted.id = f.id.As<Napi::Number>().DoubleValue();
   double dst_offset = 0, src_offset = 0, length = 0;
   int code = 0;
   ClearLog();
   if (op == "write" || op == "read") {
     bool write = op == "write";
-    MrRemote* remote = Open<MrRemote>(call, request.Get(write ? "dst" : "src"));
+    MrRemote* remote = Open<MrRemote>(call, write ? f.dst : f.src);
     if (remote == nullptr) return env.Undefined();
-    MrLocal* local = Open<MrLocal>(call, request.Get(write ? "src" : "dst"));
-    if (local == nullptr || !Integer(call, request.Get("dstOffset"), "dst_offset", kMaxSafe, &dst_offset) ||
-        !Integer(call, request.Get("srcOffset"), "src_offset", kMaxSafe, &src_offset) ||
-        !Integer(call, request.Get("length"), "len", kMaxLength, &length)) {
+    MrLocal* local = Open<MrLocal>(call, write ? f.src : f.dst);
+    if (local == nullptr || !Integer(call, f.dst_offset, "dst_offset", kMaxSafe, &dst_offset) ||
+        !Integer(call, f.src_offset, "src_offset", kMaxSafe, &src_offset) ||
+        !Integer(call, f.length, "len", kMaxLength, &length)) {
       return env.Undefined();
     }
     code = write ? rpma_write(conn.conn, remote->mr, static_cast<size_t>(dst_offset), local->state->mr,
@@ -689,22 +751,21 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
                              static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context);
     posted.region = local->state;
   } else if (op == "flush") {
-    MrRemote* remote = Open<MrRemote>(call, request.Get("dst"));
-    if (remote == nullptr || !Integer(call, request.Get("dstOffset"), "dst_offset", kMaxSafe, &dst_offset) ||
-        !Integer(call, request.Get("length"), "len", kMaxLength, &length)) {
+    MrRemote* remote = Open<MrRemote>(call, f.dst);
+    if (remote == nullptr || !Integer(call, f.dst_offset, "dst_offset", kMaxSafe, &dst_offset) ||
+        !Integer(call, f.length, "len", kMaxLength, &length)) {
       return env.Undefined();
     }
-    Napi::Value type = request.Get("type");
-    std::string kind = type.IsString() ? type.As<Napi::String>().Utf8Value() : "";
+    std::string kind = f.type.IsString() ? f.type.As<Napi::String>().Utf8Value() : "";
     if (kind != "visibility" && kind != "persistent") return call.Invalid("unknown flush type");
     code = rpma_flush(conn.conn, remote->mr, static_cast<size_t>(dst_offset), static_cast<size_t>(length),
                       kind == "persistent" ? RPMA_FLUSH_TYPE_PERSISTENT : RPMA_FLUSH_TYPE_VISIBILITY, flags, context);
   } else if (op == "atomicWrite") {
-    MrRemote* remote = Open<MrRemote>(call, request.Get("dst"));
-    if (remote == nullptr || !Integer(call, request.Get("dstOffset"), "dst_offset", kMaxSafe, &dst_offset)) {
+    MrRemote* remote = Open<MrRemote>(call, f.dst);
+    if (remote == nullptr || !Integer(call, f.dst_offset, "dst_offset", kMaxSafe, &dst_offset)) {
       return env.Undefined();
     }
-    Napi::Value value = request.Get("value");
+    Napi::Value value = f.value;
     if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array ||
         value.As<Napi::Uint8Array>().ByteLength() != 8) {
       return call.Invalid("src must be a Uint8Array of 8 bytes");
@@ -715,9 +776,9 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
     code = rpma_atomic_write(conn.conn, remote->mr, static_cast<size_t>(dst_offset), bytes, flags, context);
   } else {
     bool send = op == "send";
-    MrLocal* local = Open<MrLocal>(call, request.Get(send ? "src" : "dst"));
-    if (local == nullptr || !Integer(call, request.Get("offset"), "offset", kMaxSafe, &src_offset) ||
-        !Integer(call, request.Get("length"), "len", kMaxLength, &length)) {
+    MrLocal* local = Open<MrLocal>(call, send ? f.src : f.dst);
+    if (local == nullptr || !Integer(call, f.offset, "offset", kMaxSafe, &src_offset) ||
+        !Integer(call, f.length, "len", kMaxLength, &length)) {
       return env.Undefined();
     }
     code = send ? rpma_send(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),

@@ -23,8 +23,38 @@ Napi::Error MakeError(Napi::Env env, Domain domain, int code, const char* operat
 }
 
 Napi::Value Call::Fail(int code, const std::string& detail) const {
-  MakeError(env_, domain_, code, operation_, detail).ThrowAsJavaScriptException();
+  // Throwing while an exception is pending is fatal in node-addon-api: take it first.
+  napi_value thrown = nullptr;
+  bool pending = false;
+  if (napi_is_exception_pending(env_, &pending) == napi_ok && pending) {
+    napi_get_and_clear_last_exception(env_, &thrown);
+  }
+  if (!CanRunJs(env_)) return Napi::Value();
+  std::string full =
+      thrown != nullptr ? Join(detail, "JavaScript threw while the arguments were read (see cause)") : detail;
+  Napi::Error error = MakeError(env_, domain_, code, operation_, full);
+  if (thrown != nullptr) error.Set("cause", Napi::Value(env_, thrown));
+  error.ThrowAsJavaScriptException();
   return env_.Undefined();
+}
+
+Napi::Value Rejected(napi_env env, napi_value error) {
+  Settler settler(env);
+  settler.Reject(error);
+  return settler.Promise();
+}
+
+bool CanRunJs(napi_env env) {
+  // napi_set_named_property is refused (napi_pending_exception with none pending, or
+  // napi_cannot_run_js) once the environment can no longer run JavaScript; it runs no JavaScript
+  // itself on a fresh plain object.
+  napi_value object = nullptr;
+  napi_value value = nullptr;
+  if (napi_create_object(env, &object) != napi_ok || napi_get_boolean(env, true, &value) != napi_ok) return false;
+  napi_status status = napi_set_named_property(env, object, "probe", value);
+  if (status == napi_ok) return true;
+  bool pending = false;
+  return napi_is_exception_pending(env, &pending) == napi_ok && pending;
 }
 
 Napi::Value Call::Invalid(const std::string& detail) const {

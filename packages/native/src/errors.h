@@ -25,7 +25,9 @@ class Call {
   Napi::Env Env() const { return env_; }
   const char* Operation() const { return operation_; }
 
-  // A library code (RPMA_E_* or an errno, following the domain).
+  // A library code (RPMA_E_* or an errno, following the domain). If JavaScript threw while the
+  // arguments were read (a getter, a Proxy trap), that exception is taken, becomes the `cause`, and
+  // the call fails with the code as usual: one pending exception at a time, never a second throw.
   Napi::Value Fail(int code, const std::string& detail = {}) const;
   // What C would call a bad argument: RPMA_E_INVAL or EINVAL.
   Napi::Value Invalid(const std::string& detail) const;
@@ -38,6 +40,39 @@ class Call {
   const char* operation_;
   Domain domain_;
 };
+
+// Whether JavaScript can run in `env`: false while the environment is torn down (a worker
+// terminated, process.exit), when completions of async work and libuv callbacks still arrive but
+// every call into JavaScript is refused. node-addon-api turns such a refusal into a fatal error, so
+// every path that would build values for JavaScript from outside a JavaScript call asks first.
+bool CanRunJs(napi_env env);
+
+// A promise settled later, or none when JavaScript cannot run. node-addon-api's Deferred keeps an
+// uninitialised promise when napi_create_promise is refused (during a worker's teardown), and
+// returning that to JavaScript crashes.
+class Settler {
+ public:
+  explicit Settler(napi_env env) : env_(env) { ok_ = napi_create_promise(env, &deferred_, &promise_) == napi_ok; }
+  // The promise, or an empty value (returned to JavaScript as undefined) if there is none.
+  Napi::Value Promise() const { return ok_ ? Napi::Value(env_, promise_) : Napi::Value(); }
+  void Resolve(napi_value value) { Settle(value, true); }
+  void Reject(napi_value error) { Settle(error, false); }
+
+ private:
+  void Settle(napi_value value, bool resolve) {
+    if (!ok_ || deferred_ == nullptr || value == nullptr) return;
+    if (resolve) napi_resolve_deferred(env_, deferred_, value);
+    else napi_reject_deferred(env_, deferred_, value);
+    deferred_ = nullptr;
+  }
+  napi_env env_;
+  napi_deferred deferred_ = nullptr;
+  napi_value promise_ = nullptr;
+  bool ok_ = false;
+};
+
+// A promise already rejected with `error`, or an empty value when JavaScript cannot run.
+Napi::Value Rejected(napi_env env, napi_value error);
 
 // librpma logs why a call failed but returns only a code. The capture keeps, per thread, the
 // messages logged since the last Clear(); the functions run on the thread that called librpma.

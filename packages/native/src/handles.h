@@ -67,12 +67,23 @@ class Handle : public Napi::ObjectWrap<T> {
     return constructor;
   }
 
-  // A new, empty wrapper; the caller fills it in through *out.
+  // A new, empty wrapper; the caller fills it in through *out. *out is nullptr (and an exception
+  // may be pending) when JavaScript cannot make one: the environment is being torn down, or the
+  // stack or the heap is exhausted. The caller then releases what it would have wrapped.
   static Napi::Object New(Napi::Env env, T** out) {
-    Napi::FunctionReference& constructor = env.GetInstanceData<Module>()->constructors[static_cast<int>(T::kKind)];
-    Napi::Object object = constructor.New({Napi::External<void>::New(env, Token())});
-    *out = Napi::ObjectWrap<T>::Unwrap(object);
-    return object;
+    *out = nullptr;
+    Module* module = env.GetInstanceData<Module>();
+    if (module == nullptr || !CanRunJs(env)) return Napi::Object();
+    napi_value token = nullptr;
+    napi_value object = nullptr;
+    if (napi_create_external(env, Token(), nullptr, nullptr, &token) != napi_ok ||
+        napi_new_instance(env, module->constructors[static_cast<int>(T::kKind)].Value(), 1, &token, &object) != napi_ok) {
+      return Napi::Object();
+    }
+    void* wrapped = nullptr;
+    if (napi_unwrap(env, object, &wrapped) != napi_ok) return Napi::Object();
+    *out = static_cast<T*>(wrapped);
+    return Napi::Object(env, object);
   }
 
  private:

@@ -93,6 +93,10 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
 Napi::Value Free(const Napi::CallbackInfo& info) {
   Call call(info.Env(), "free", Domain::Rpma);
   if (!info[0].IsTypedArray()) return call.Invalid("memory must be a Uint8Array from allocate()");
+  // allocate() never hands out a SharedArrayBuffer, and node-addon-api's ArrayBuffer calls abort on one.
+  if (ToV8(info[0]).As<v8::TypedArray>()->Buffer().As<v8::Value>()->IsSharedArrayBuffer()) {
+    return call.Invalid("memory was not allocated by allocate() (it is backed by a SharedArrayBuffer)");
+  }
   Napi::ArrayBuffer buffer = info[0].As<Napi::TypedArray>().ArrayBuffer();
   if (buffer.IsDetached()) return info.Env().Undefined();  // freed already, or transferred away
   if (!IsAllocation(buffer.Data())) return call.Invalid("memory was not allocated by allocate()");

@@ -68,6 +68,13 @@ Napi::Value MrReg(const Napi::CallbackInfo& info) {
 
   MrLocal* handle;
   Napi::Object object = MrLocal::New(env, &handle);
+  if (handle == nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(registration_mutex);
+      rpma_mr_dereg(&mr);
+    }
+    return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the region; it is deregistered");
+  }
   handle->state = std::make_shared<MrLocalState>();
   handle->state->mr = mr;
   handle->state->peer = peer->state;
@@ -153,6 +160,10 @@ Napi::Value MrRemoteFromDescriptor(const Napi::CallbackInfo& info) {
   if (code != 0) return call.Fail(code, log);
   MrRemote* handle;
   Napi::Object object = MrRemote::New(info.Env(), &handle);
+  if (handle == nullptr) {
+    rpma_mr_remote_delete(&mr);
+    return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the remote region; it is deleted");
+  }
   handle->mr = mr;
   Count(Kind::MrRemote, +1);
   return object;

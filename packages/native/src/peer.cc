@@ -29,12 +29,12 @@ class GetIbvContextWorker : public Napi::AsyncWorker {
  public:
   GetIbvContextWorker(Napi::Env env, std::string address, rpma_util_ibv_context_type type, std::string kind)
       : Napi::AsyncWorker(env, "rpma_utils_get_ibv_context"),
-        deferred_(Napi::Promise::Deferred::New(env)),
+        deferred_(env),
         address_(std::move(address)),
         kind_(std::move(kind)),
         type_(type) {}
 
-  Napi::Promise Promise() const { return deferred_.Promise(); }
+  Napi::Value Promise() const { return deferred_.Promise(); }
 
   void Execute() override {
     ClearLog();
@@ -44,6 +44,7 @@ class GetIbvContextWorker : public Napi::AsyncWorker {
 
   void OnOK() override {
     Napi::Env env = Env();
+    if (!CanRunJs(env)) return;
     // rdma_cm binds a loopback address without a device: librpma then "succeeds" with a NULL
     // context. No device answers there, which is what RPMA_E_PROVIDER says everywhere else.
     if (code_ == 0 && context_ == nullptr) code_ = RPMA_E_PROVIDER;
@@ -58,12 +59,13 @@ class GetIbvContextWorker : public Napi::AsyncWorker {
     }
     IbvContext* handle;
     Napi::Object object = IbvContext::New(env, &handle);
+    if (handle == nullptr) return;
     handle->context = context_;
     deferred_.Resolve(object);
   }
 
  private:
-  Napi::Promise::Deferred deferred_;
+  Settler deferred_;
   std::string address_;
   std::string kind_;
   rpma_util_ibv_context_type type_;
@@ -77,9 +79,8 @@ Napi::Value GetIbvContext(const Napi::CallbackInfo& info) {
   Call call(env, "rpma_utils_get_ibv_context", Domain::Rpma);
   // Argument errors reject too, so that callers see one shape: a Promise.
   auto reject = [&](const std::string& detail) {
-    Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);
-    deferred.Reject(MakeError(env, Domain::Rpma, RPMA_E_INVAL, call.Operation(), detail).Value());
-    return deferred.Promise();
+    if (!CanRunJs(env)) return Napi::Value();
+    return Rejected(env, MakeError(env, Domain::Rpma, RPMA_E_INVAL, call.Operation(), detail).Value());
   };
   if (!info[0].IsString()) return reject(info[0].IsNull() || info[0].IsUndefined() ? "addr is NULL" : "addr must be a string");
   std::string kind = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
@@ -87,7 +88,11 @@ Napi::Value GetIbvContext(const Napi::CallbackInfo& info) {
   auto* worker = new GetIbvContextWorker(env, info[0].As<Napi::String>().Utf8Value(),
                                          kind == "local" ? RPMA_UTIL_IBV_CONTEXT_LOCAL : RPMA_UTIL_IBV_CONTEXT_REMOTE,
                                          kind);
-  Napi::Promise promise = worker->Promise();
+  Napi::Value promise = worker->Promise();
+  if (promise.IsEmpty()) {
+    delete worker;  // JavaScript cannot run: nobody would hear the answer
+    return promise;
+  }
   worker->Queue();  // deletes itself when done
   return promise;
 }
@@ -103,6 +108,10 @@ Napi::Value PeerNew(const Napi::CallbackInfo& info) {
   if (code != 0) return call.Fail(code, log);
   Peer* handle;
   Napi::Object object = Peer::New(info.Env(), &handle);
+  if (handle == nullptr) {
+    rpma_peer_delete(&peer);
+    return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the peer; it is deleted");
+  }
   handle->state = std::make_shared<PeerState>();
   handle->state->peer = peer;
   Count(Kind::Peer, +1);

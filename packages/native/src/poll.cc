@@ -4,7 +4,9 @@
 #include <librpma.h>
 #include <poll.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 
 #include "handles.h"
 
@@ -26,8 +28,9 @@ Waiter::~Waiter() {
 }
 
 double NextWaitId() {
-  static double next = 0;  // the loop's thread only; 2^53 waits is enough
-  return ++next;
+  // Every worker thread that loads the addon shares this counter: atomic. 2^53 waits is enough.
+  static std::atomic<uint64_t> next{0};
+  return static_cast<double>(++next);
 }
 
 bool Readable(int fd) {
@@ -155,20 +158,35 @@ void Poller::OnPoll(uv_poll_t* poll, int status, int /* events */) {
   if (poller == nullptr || handle->set->torn_down) return;
   Napi::Env env(handle->set->env);
   Napi::HandleScope scope(env);
+  // The loop still turns while the environment is torn down, before the cleanup hook has run.
+  if (!CanRunJs(env)) return;
   poller->on_readable_(env, status);
 }
 
 void Deliver(Napi::Env env, Waiter& waiter, napi_value error, napi_value value, bool from_loop) {
   if (waiter.callback.IsEmpty()) return;
   Napi::FunctionReference callback = std::move(waiter.callback);
-  napi_value args[2] = {error != nullptr ? error : env.Undefined(), value != nullptr ? value : env.Undefined()};
+  if (!CanRunJs(env)) return;
   if (!from_loop) {
-    callback.Call(env.Undefined(), 2, args);
+    // Within a JavaScript call: every waiter hears, and the first exception a callback throws is
+    // the one left pending for the caller.
+    napi_value first = nullptr;
+    bool pending = false;
+    if (napi_is_exception_pending(env, &pending) == napi_ok && pending) napi_get_and_clear_last_exception(env, &first);
+    napi_value args[2] = {error != nullptr ? error : env.Undefined(), value != nullptr ? value : env.Undefined()};
+    napi_value ignored = nullptr;
+    napi_status status = napi_call_function(env, env.Undefined(), callback.Value(), 2, args, &ignored);
+    if (first != nullptr) {
+      if (status != napi_ok) napi_get_and_clear_last_exception(env, &ignored);
+      napi_throw(env, first);
+    }
     return;
   }
+  napi_value args[2] = {error != nullptr ? error : env.Undefined(), value != nullptr ? value : env.Undefined()};
   Module* module = env.GetInstanceData<Module>();
   napi_async_context context = module != nullptr && module->polls != nullptr ? module->polls->context : nullptr;
-  callback.MakeCallback(env.Global(), 2, args, context);
+  napi_value ignored = nullptr;
+  napi_make_callback(env, context, env.Global(), callback.Value(), 2, args, &ignored);
   if (env.IsExceptionPending()) {
     Napi::Error thrown = env.GetAndClearPendingException();
     napi_fatal_exception(env, thrown.Value());

@@ -19,6 +19,7 @@ import {
   Usage
 } from "@effect-rdma/core"
 import * as Clock from "effect/Clock"
+import * as validation from "./conformance/validation.js"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Exit from "effect/Exit"
@@ -312,7 +313,8 @@ export const cases: ReadonlyArray<Case> = [
   },
   ...connectionCases(),
   ...lifecycleCases(),
-  ...dataPathCases()
+  ...dataPathCases(),
+  ...validation.cases
 ]
 
 /** A server peer with an exposed region, and a client connected to it. */

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
 import type * as Driver from "@effect-rdma/core/Driver"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
@@ -179,9 +180,9 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
           const peer = peerOf(peerValue)
           return deadOrWrong("rpma_mr_reg", "peer", peer) ??
             validMemory("rpma_mr_reg", memory, (d) => invalid("rpma_mr_reg", d)) ??
-            (typeof usage !== "number" || !Number.isInteger(usage) || usage === 0 || (usage & ~Usage.ALL_BITS) !== 0
-              ? invalid("rpma_mr_reg", `usage ${String(usage)} is 0 or has bits outside RPMA_MR_USAGE_*`)
-              : undefined)
+            (DriverArguments.usage(usage) === undefined
+              ? undefined
+              : invalid("rpma_mr_reg", DriverArguments.usage(usage)!))
         },
         (code) => rpma("rpma_mr_reg", code, "planned fault"),
         () => {
@@ -394,9 +395,9 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
       call(
         "posix_memalign",
         () =>
-          typeof size !== "number" || !Number.isInteger(size) || size <= 0
-            ? invalid("posix_memalign", `size ${String(size)} is not a positive integer`)
-            : undefined,
+          DriverArguments.allocationSize(size) === undefined
+            ? undefined
+            : invalid("posix_memalign", DriverArguments.allocationSize(size)!),
         (code) => rpma("posix_memalign", code, "planned fault"),
         () =>
           size > maxRegionSize

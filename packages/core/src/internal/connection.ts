@@ -27,7 +27,7 @@ import type { Connection, OperationError, State } from "../Connection.js"
 import { ConnectionClosedError, ConnectionFailedError } from "../Connection.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
-import type { Peer } from "../Peer.js"
+import { ownerOf, type Peer } from "../Peer.js"
 import type { RpmaError } from "../RdmaError.js"
 import { type Build, PendingTable, runAll, Slots } from "./dataPath.js"
 import * as Owner from "./owner.js"
@@ -106,7 +106,7 @@ const closeAttempt = (driver: Driver, peer: Peer, attempt: Attempt, config: Conn
       }
       steps.push(release("rpma_conn_delete", "a connection", driver.connDelete(handle)))
     }
-    steps.push(Owner.drop(peer.owner))
+    steps.push(Owner.drop(ownerOf(peer)))
     return Effect.forEach(steps, (step) => step, { discard: true })
   })
 
@@ -126,7 +126,7 @@ export const open = (
     Effect.gen(function*() {
       const attempt: Attempt = { req: undefined, handle: undefined, established: false, close: undefined, closed: false }
       const close = closeAttempt(driver, peer, attempt, config)
-      Owner.retain(peer.owner)
+      Owner.retain(ownerOf(peer))
       yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, close))
       return yield* Effect.gen(function*() {
         attempt.req = yield* request

@@ -13,7 +13,7 @@
  */
 import * as Effect from "effect/Effect"
 import type { Completion, WorkRequest } from "../Driver.js"
-import type { LocalMr } from "../LocalMr.js"
+import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import * as Owner from "./owner.js"
 
@@ -94,7 +94,7 @@ export interface Pending<E> {
 
 const dropAll = (regions: ReadonlyArray<LocalMr<any>>, into: Array<Effect.Effect<void>>): void => {
   for (const mr of regions) {
-    const deferred = Owner.dropUnsafe(mr.owner)
+    const deferred = Owner.dropUnsafe(ownerOf(mr))
     if (deferred !== undefined) into.push(deferred)
   }
 }
@@ -113,7 +113,7 @@ export class PendingTable<E> {
   /** Registers a request about to be posted, with its regions held and its slot counted. */
   add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots): Pending<E> {
     const id = this.nextId++
-    for (const mr of regions) Owner.retain(mr.owner)
+    for (const mr of regions) Owner.retain(ownerOf(mr))
     const entry: Pending<E> = { id, operation, regions, slots, resume: undefined, outcome: undefined, abandoned: false }
     this.pending.set(id, entry)
     return entry

@@ -19,8 +19,17 @@ export interface Owner {
   deferred: Effect.Effect<void> | undefined
 }
 
-/** @internal */
-export const make = (what: string): Owner => ({ what, users: 0, deferred: undefined })
+const owners = new WeakMap<object, Owner>()
+
+/**
+ * @internal The owner record of a peer, region or id, made on first use. Kept beside the object,
+ * not in it, so that an object a caller built by hand (a Peer from a raw handle, say) works too.
+ */
+export const of = (resource: object, what: () => string): Owner => {
+  let owner = owners.get(resource)
+  if (owner === undefined) owners.set(resource, owner = { what: what(), users: 0, deferred: undefined })
+  return owner
+}
 
 /** @internal A new user: the owner's release waits for it. */
 export const retain = (owner: Owner): void => {

@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import type * as Driver from "@effect-rdma/core/Driver"
 import { RpmaCode, WcStatus } from "@effect-rdma/core/RdmaError"
 import { Flags } from "@effect-rdma/core/Usage"
@@ -44,6 +45,9 @@ interface ConnQueues {
 /** @internal */
 export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const { acquire, call, deadOrWrong, invalid, peerOf, releaseHandle, rpma } = tools
+  /** A refusal as RPMA_E_INVAL with the addon's words, or nothing. */
+  const problem = (operation: string, detail: string | undefined) =>
+    detail === undefined ? undefined : invalid(operation, detail)
   const listeners = new Map<string, fabric.Endpoint>()
   const incoming = new WeakMap<fabric.Endpoint, Queue.Queue<fabric.ConnReq | undefined>>()
   const queues = new WeakMap<fabric.Conn, ConnQueues>()
@@ -272,9 +276,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         "rpma_ep_listen",
         () =>
           deadOrWrong("rpma_ep_listen", "peer", peerOf(peerValue)) ??
-            (typeof address !== "string" || !Number.isInteger(port) || port < 1 || port > 65535
-              ? invalid("rpma_ep_listen", `addr is NULL or port ${String(port)} is not 1 to 65535`)
-              : undefined),
+            problem("rpma_ep_listen", DriverArguments.address(address) ?? DriverArguments.port(port)),
         (code) => rpma("rpma_ep_listen", code, "planned fault"),
         () => {
           const actual = port
@@ -306,7 +308,9 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     epNextConnReq: (value, config) =>
       call(
         "rpma_ep_next_conn_req",
-        () => deadOrWrong("rpma_ep_next_conn_req", "endpoint", endpointOf(value)),
+        () =>
+          deadOrWrong("rpma_ep_next_conn_req", "endpoint", endpointOf(value)) ??
+            problem("rpma_ep_next_conn_req", DriverArguments.connConfig(config)),
         (code) => rpma("rpma_ep_next_conn_req", code, "planned fault"),
         () => {
           const ep = endpointOf(value)!
@@ -337,7 +341,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         "rpma_conn_req_new",
         () =>
           deadOrWrong("rpma_conn_req_new", "peer", peerOf(peerValue)) ??
-            (typeof address !== "string" || !Number.isInteger(port) ? invalid("rpma_conn_req_new", "addr or port is NULL") : undefined),
+            problem(
+              "rpma_conn_req_new",
+              DriverArguments.address(address) ?? DriverArguments.port(port) ?? DriverArguments.connConfig(config)
+            ),
         (code) => rpma("rpma_conn_req_new", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
@@ -368,7 +375,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     connReqConnect: (value, privateData) =>
       call(
         "rpma_conn_req_connect",
-        () => deadOrWrong("rpma_conn_req_connect", "connection request", reqOf(value)),
+        () =>
+          deadOrWrong("rpma_conn_req_connect", "connection request", reqOf(value)),
         (code) => {
           releaseHandle(reqOf(value)!)
           return rpma("rpma_conn_req_connect", code, "planned fault")
@@ -377,17 +385,11 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           const req = reqOf(value)!
           releaseHandle(req) // consumed, as rpma_conn_req_connect does
           // rdma_cm pads private data; like it, we keep what was sent (the padding is the native driver's).
-          if (privateData !== undefined && privateData !== null) {
-            const refused = !(privateData instanceof Uint8Array)
-              ? "private data must be a Uint8Array"
-              : privateData.byteLength > 255
-              ? `private data is ${privateData.byteLength} bytes; rdma_cm carries at most 255 (56 with a connection request)`
-              : undefined
-            if (refused !== undefined) {
-              // Consumed all the same (the Driver's contract): an incoming request is rejected.
-              if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
-              return invalid("rpma_conn_req_connect", refused)
-            }
+          const refused = DriverArguments.privateData(privateData)
+          if (refused !== undefined) {
+            // Consumed all the same (the Driver's contract): an incoming request is rejected.
+            if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
+            return invalid("rpma_conn_req_connect", refused)
           }
           const sent = privateData === undefined || privateData === null ? new Uint8Array(0) : Uint8Array.from(privateData)
           if (req.client === undefined) {
@@ -458,12 +460,16 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         return Effect.void
       }),
 
-    post: (value, wr) => {
+    post: (value, given) => {
       const conn = connOf(value)
-      const operation = typeof wr === "object" && wr !== null ? operationOf(wr) : "rpma_write"
+      // Read once into a plain object, as the addon does: a getter cannot change it after the checks.
+      const checked = DriverArguments.workRequest(given)
+      const wr = (checked.request ?? given) as Driver.WorkRequest
+      const operation = checked.request !== undefined ? operationOf(wr) : "rpma_write"
       return call(
         operation,
-        () => deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr),
+        () =>
+          problem(operation, checked.problem) ?? deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr),
         (code) => rpma(operation, code, "planned fault"),
         (planned) =>
           Effect.sync(() => {

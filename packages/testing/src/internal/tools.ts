@@ -5,6 +5,7 @@
  * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
+import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -73,12 +74,11 @@ export const makeTools = (world: fabric.Fabric) => {
       ? invalid(operation, `the ${what} was already released; a handle is not usable after its release`)
       : undefined
 
-  const validMemory = (operation: string, memory: unknown, onBad: (detail: string) => Effect.Effect<never, any>) =>
-    !(memory instanceof Uint8Array)
-      ? onBad("memory is NULL (not a Uint8Array)")
-      : memory.byteLength === 0
-      ? onBad("size is 0")
-      : undefined
+  /** The addon's memory checks (core's DriverArguments.memory): the same refusals, the same words. */
+  const validMemory = (operation: string, memory: unknown, onBad: (detail: string) => Effect.Effect<never, any>) => {
+    const problem = DriverArguments.memory(memory)
+    return problem === undefined ? undefined : onBad(problem)
+  }
 
   const peerOf = (value: unknown) => fabric.asHandle(value, "Peer")
   const mrOf = (value: unknown) => fabric.asHandle(value, "MrLocal")

@@ -1,0 +1,271 @@
+/**
+ * The argument checks that librpma, librdmacm and the addon make, written once so that every
+ * driver (the simulated one checks with these functions; the addon makes the same checks in C++)
+ * and core refuse the same values with the same words. Each check returns `undefined` for a good
+ * value or the detail of the refusal. None of them throws, whatever the value (Proxies, getters,
+ * BigInts, revoked objects included).
+ *
+ * @since 0.1.0
+ */
+
+const typedArrayTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), Symbol.toStringTag)!
+  .get as (this: unknown) => string | undefined
+const viewBuffer = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), "buffer")!.get as (
+  this: unknown
+) => ArrayBufferLike
+const sharedByteLength = typeof SharedArrayBuffer === "function"
+  ? Object.getOwnPropertyDescriptor(SharedArrayBuffer.prototype, "byteLength")?.get
+  : undefined
+const arrayBufferResizable = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "resizable")?.get as
+  | ((this: unknown) => boolean)
+  | undefined
+
+/**
+ * Whether `value` is a real Uint8Array (a Buffer included). A Proxy of one is not: the engine's
+ * own getters refuse it, and so does the addon. Never throws, never runs the value's code.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isUint8Array = (value: unknown): value is Uint8Array => {
+  try {
+    return typedArrayTag.call(value) === "Uint8Array"
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether the view's memory is a SharedArrayBuffer (another thread may own it).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isShared = (memory: Uint8Array): boolean => {
+  if (sharedByteLength === undefined) return false
+  try {
+    sharedByteLength.call(viewBuffer.call(memory))
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether the view's memory can be resized (or moved) by JavaScript.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isResizable = (memory: Uint8Array): boolean => {
+  if (arrayBufferResizable === undefined || isShared(memory)) return false
+  try {
+    return arrayBufferResizable.call(viewBuffer.call(memory)) === true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether the view's ArrayBuffer has been detached (transferred or released).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isDetached = (memory: Uint8Array): boolean => {
+  const buffer = viewBuffer.call(memory)
+  if (buffer.byteLength !== 0) return false
+  try {
+    // Node 20 has no ArrayBuffer.prototype.detached; slicing a detached buffer throws.
+    buffer.slice(0)
+    return false
+  } catch {
+    return true
+  }
+}
+
+/**
+ * Memory a driver can register: a real Uint8Array over a plain, fixed-size, attached ArrayBuffer,
+ * of at least one byte. The words are the addon's (memory.cc ResolveBytes).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const memory = (value: unknown): string | undefined => {
+  if (value === null || value === undefined) return "memory is NULL"
+  if (!isUint8Array(value)) return "memory must be a Uint8Array"
+  if (isShared(value)) return "memory backed by a SharedArrayBuffer cannot be registered"
+  if (isDetached(value)) return "memory's ArrayBuffer is detached"
+  if (isResizable(value)) return "memory backed by a resizable ArrayBuffer cannot be registered"
+  if (value.byteLength === 0) return "size is 0"
+  return undefined
+}
+
+/**
+ * rpma_mr_reg's usage: an integer from 1 to 0xff (mr.cc, librpma's USAGE_ALL_ALLOWED).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const usage = (value: unknown): string | undefined => {
+  if (typeof value !== "number") return "usage must be a number"
+  if (!Number.isInteger(value) || value < 0 || value > 0xff) return "usage has bits outside RPMA_MR_USAGE_* (0xff)"
+  if (value === 0) return "usage is 0"
+  return undefined
+}
+
+/**
+ * A TCP port to listen on or connect to: an integer from 1 to 65535.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const port = (value: unknown): string | undefined =>
+  typeof value !== "number"
+    ? "port must be a number"
+    : Number.isInteger(value) && value >= 1 && value <= 65535
+    ? undefined
+    : `port ${String(value)} is not 1 to 65535`
+
+/**
+ * An address: a string (what rdma_getaddrinfo and librpma take).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const address = (value: unknown): string | undefined =>
+  value === null || value === undefined ? "addr is NULL" : typeof value !== "string" ? "addr must be a string" : undefined
+
+const INT_MAX = 2147483647
+const UINT32_MAX = 4294967295
+
+const integerIn = (value: unknown, what: string, min: number, max: number): string | undefined =>
+  typeof value !== "number"
+    ? `${what} must be a number`
+    : Number.isInteger(value) && value >= min && value <= max
+    ? undefined
+    : `${what} ${String(value)} is not an integer from ${min} to ${max}`
+
+/**
+ * A connection configuration (core's ConnConfig), read once per field with every read guarded:
+ * a getter or a Proxy trap that throws is a refusal, not a crash. The ranges are the addon's
+ * (conn.cc ParseConfig): what librpma's setters and the verbs would otherwise refuse later, or
+ * accept and then never complete (a send queue of 0, a completion queue smaller than the requests
+ * that can be in flight).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const connConfig = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null) return "cfg must be an object"
+  const read: Record<string, unknown> = {}
+  for (const key of ["timeoutMs", "sqSize", "rqSize", "cqSize", "directWriteToPmem"]) {
+    try {
+      read[key] = (value as Record<string, unknown>)[key]
+    } catch {
+      return `reading cfg.${key} threw`
+    }
+  }
+  return integerIn(read.timeoutMs, "timeoutMs", 0, INT_MAX) ??
+    integerIn(read.sqSize, "sqSize", 0, UINT32_MAX) ??
+    integerIn(read.rqSize, "rqSize", 0, UINT32_MAX) ??
+    integerIn(read.cqSize, "cqSize", 0, UINT32_MAX) ??
+    (read.directWriteToPmem !== undefined && typeof read.directWriteToPmem !== "boolean"
+      ? "directWriteToPmem must be a boolean"
+      : undefined)
+}
+
+/**
+ * The queue sizes a connection can live with, beyond what the C libraries check: at least one send
+ * and one completion slot, and a completion queue that holds every request that can be in flight
+ * (every work request here asks for a completion, and a full completion queue loses them).
+ * For Connection.toConfig (or wherever the user's options become a ConnConfig).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const queueSizes = (sizes: { readonly sqSize: number; readonly rqSize: number; readonly cqSize: number }) =>
+  integerIn(sizes.sqSize, "sendQueueSize", 1, 65536) ??
+    integerIn(sizes.rqSize, "receiveQueueSize", 0, 65536) ??
+    integerIn(sizes.cqSize, "completionQueueSize", 1, 131072) ??
+    (sizes.cqSize < sizes.sqSize + sizes.rqSize
+      ? `completionQueueSize ${sizes.cqSize} is smaller than sendQueueSize + receiveQueueSize ` +
+        `(${sizes.sqSize + sizes.rqSize}): completions of requests in flight would be lost`
+      : undefined)
+
+/**
+ * Private data for rdma_cm: a Uint8Array (or nothing) of at most 255 bytes, what the addon accepts;
+ * a device may refuse less (RoCE: 56 bytes with a connection request, 196 with an accept), which
+ * it reports when the connection is made.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const privateData = (value: unknown): string | undefined =>
+  value === null || value === undefined
+    ? undefined
+    : !isUint8Array(value)
+    ? "private data must be a Uint8Array"
+    : value.byteLength > 255
+    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most 255 (56 with a connection request)`
+    : undefined
+
+/**
+ * A size to allocate: a positive integer within a Uint8Array's limit (memory.cc Allocate).
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const allocationSize = (value: unknown): string | undefined =>
+  typeof value !== "number"
+    ? "size must be a number"
+    : value === 0
+    ? "size is 0"
+    : Number.isInteger(value) && value >= 1 && value <= 2 ** 32
+    ? undefined
+    : "size must be a positive integer within a Uint8Array's limit"
+
+const WR_FIELDS = ["op", "id", "dst", "src", "dstOffset", "srcOffset", "offset", "length", "type", "value"] as const
+const MAX_SAFE = Number.MAX_SAFE_INTEGER
+
+/**
+ * A work request read once, field by field, into a plain object, with the addon's checks
+ * (conn.cc Post): a known op, a numeric id, offsets that are safe integers, a length that fits
+ * librpma's uint32_t, a flush type, 8 bytes for an atomic write. Handles are left to the driver.
+ * A getter or Proxy trap that throws is a refusal.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const workRequest = (
+  value: unknown
+): { readonly request: Record<(typeof WR_FIELDS)[number], unknown>; readonly problem?: undefined } | {
+  readonly request?: undefined
+  readonly problem: string
+} => {
+  if (typeof value !== "object" || value === null) return { problem: "the work request must be an object" }
+  const request = {} as Record<(typeof WR_FIELDS)[number], unknown>
+  for (const key of WR_FIELDS) {
+    try {
+      request[key] = (value as Record<string, unknown>)[key]
+    } catch {
+      return { problem: `reading the work request's ${key} threw` }
+    }
+  }
+  const op = request.op
+  if (op !== "write" && op !== "read" && op !== "flush" && op !== "atomicWrite" && op !== "send" && op !== "recv") {
+    return { problem: `unknown work request "${typeof op === "string" ? op : ""}"` }
+  }
+  if (typeof request.id !== "number") return { problem: "id must be a number" }
+  const problem = op === "write" || op === "read"
+    ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ?? integerIn(request.srcOffset, "src_offset", 0, MAX_SAFE) ??
+      integerIn(request.length, "len", 0, UINT32_MAX)
+    : op === "flush"
+    ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX) ??
+      (request.type !== "visibility" && request.type !== "persistent" ? "unknown flush type" : undefined)
+    : op === "atomicWrite"
+    ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ??
+      (!isUint8Array(request.value) || request.value.byteLength !== 8 ? "src must be a Uint8Array of 8 bytes" : undefined)
+    : integerIn(request.offset, "offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX)
+  return problem === undefined ? { request } : { problem }
+}
