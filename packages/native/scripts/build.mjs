@@ -87,7 +87,10 @@ if (mode === "install") {
     if (error === undefined) process.exit(0)
     rmSync(join(root, "build"), { recursive: true, force: true })
     say(`the prebuilt addon does not load here: ${error}`)
-    if (/cannot open shared object file/.test(error)) {
+    // A missing library with its headers present (e.g. librpma.so.1 where the prebuild wants .so.0):
+    // building against what is installed fixes it.
+    const headers = spawnSync("pkg-config", ["--exists", "librpma", "librdmacm", "libibverbs"]).status === 0
+    if (/cannot open shared object file/.test(error) && !headers) {
       say(`install the C libraries it links against: apt-get install ${runtimePackages}`)
       say("NativeDriver.layer fails with NativeLoadError \"LibraryMissing\" until then; the package still imports.")
       process.exit(0)
