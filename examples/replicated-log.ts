@@ -157,7 +157,7 @@ const main = Effect.gen(function*() {
       `  records on server   ${stored}/${records}`,
       `  client handles left ${live.connections} connections, ${live.remoteRegions} remote regions`,
       "metrics:",
-      `  rpma_mr_reg calls   ${registrations}, mean ${(latency.sum / Math.max(1, latency.count)).toFixed(3)} ms each`,
+      `  rpma_mr_reg calls   ${registrations}, mean ${((latency.sum * 1000) / Math.max(1, latency.count)).toFixed(3)} ms each`,
       `  live now            ${regions} regions, ${registered} bytes registered (the server's log)`,
       `  release failures    ${releaseFailures}`
     ].join("\n")

@@ -181,11 +181,15 @@ const MAX_LENGTH = 2 ** 32 - 1
  * import { Effect } from "effect"
  * import { Connection, DescriptorExchange, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
  *
+ * declare const ca: string // the log server's CA certificate (PEM)
+ *
  * const append = (record: Uint8Array, at: number) =>
  *   Effect.scoped(Effect.gen(function*() {
  *     const peer = yield* Peer.Peer
  *     const offer = yield* DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls: { ca } })
- *     const log = yield* RemoteMr.fromDescriptor(offer.regions.log!).pipe(
+ *     const descriptor = offer.regions["log"]
+ *     if (descriptor === undefined) return yield* Effect.dieMessage("the server offers no log region")
+ *     const log = yield* RemoteMr.fromDescriptor(descriptor).pipe(
  *       Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)))
  *     )
  *     const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port)

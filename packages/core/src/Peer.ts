@@ -77,11 +77,12 @@ export const make = (
  *
  * @example
  * ```ts
- * import { Effect } from "effect"
+ * import { Layer } from "effect"
  * import { Peer } from "@effect-rdma/core"
  * import { SimulatedDriver } from "@effect-rdma/testing"
  *
- * const PeerLive = Peer.layer("192.168.77.1").pipe(Layer.provide(SimulatedDriver.layer()))
+ * // provideMerge: the program needs the driver too, not only the peer.
+ * const PeerLive = Peer.layer("192.168.77.1").pipe(Layer.provideMerge(SimulatedDriver.layer()))
  * ```
  *
  * @since 0.1.0

@@ -2,84 +2,145 @@
  * Metrics the library records, with Effect's Metric API: read them with `Metric.value`, or export
  * them with any Effect metrics exporter (OpenTelemetry, Prometheus).
  *
+ * Names follow Prometheus' conventions, which OpenTelemetry's Prometheus exporter also produces:
+ * `effect_rdma_` then what is measured, durations in seconds (`_seconds`), sizes in bytes
+ * (`_bytes`), counters ending in `_total`. Each metric carries its OpenTelemetry unit as the
+ * `unit` tag (`s`, `By`, `{region}`, `{registration}`, ...), which is where
+ * `@effect/opentelemetry` reads a metric's unit from.
+ *
+ * Tagged series (`operation`, `error`, `peer`) add up to the untagged one: for the counters and
+ * the histogram, every update of a tagged series also updates the untagged total, so
+ * `Metric.value(RdmaMetrics.registrations)` is the number of registrations of any kind.
+ *
  * @since 0.1.0
  */
+import * as Duration from "effect/Duration"
 import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import type * as MetricKeyType from "effect/MetricKeyType"
+import type * as MetricState from "effect/MetricState"
 
 /**
- * Local registrations alive now (rpma_mr_reg and rdma_reg_*), tagged `peer` by address; the
- * untagged gauge is the total.
+ * `self`, where an update with tags also updates the series without them: the untagged series is
+ * the total over every tag set.
+ */
+const totalled = <Type, In, Out>(self: Metric.Metric<Type, In, Out>): Metric.Metric<Type, In, Out> =>
+  Metric.make(
+    self.keyType,
+    (input, extraTags) => {
+      self.unsafeUpdate(input, [])
+      if (extraTags.length > 0) self.unsafeUpdate(input, extraTags)
+    },
+    self.unsafeValue,
+    (input, extraTags) => {
+      self.unsafeModify(input, [])
+      if (extraTags.length > 0) self.unsafeModify(input, extraTags)
+    }
+  )
+
+const counter = (name: string, unit: string, description: string): Metric.Metric.Counter<number> =>
+  totalled(Metric.counter(name, { description, incremental: true }).pipe(Metric.tagged("unit", unit)))
+
+/**
+ * Local registrations alive now (rpma_mr_reg and rdma_reg_*), unit `{region}`. Also tagged `peer`
+ * (the peer's address); the untagged gauge is the total.
  *
  * @since 0.1.0
  * @category metrics
  */
-export const liveRegions = Metric.gauge("effect_rdma_live_regions", {
-  description: "local memory registrations alive now"
-})
+export const liveRegions: Metric.Metric.Gauge<number> = Metric.gauge("effect_rdma_live_regions", {
+  description: "Local memory registrations alive now"
+}).pipe(Metric.tagged("unit", "{region}"))
 
 /**
- * Bytes registered now, tagged `peer` by address; the untagged gauge is the total.
+ * Bytes registered (pinned) now, unit `By`. Also tagged `peer`; the untagged gauge is the total.
  *
  * @since 0.1.0
  * @category metrics
  */
-export const registeredBytes = Metric.gauge("effect_rdma_registered_bytes", {
-  description: "bytes of memory registered (pinned) now"
-})
+export const registeredBytes: Metric.Metric.Gauge<number> = Metric.gauge("effect_rdma_registered_bytes", {
+  description: "Bytes of memory registered (pinned) now"
+}).pipe(Metric.tagged("unit", "By"))
 
 /**
- * Successful registrations, tagged `operation` (rpma_mr_reg, rdma_reg_msgs, ...).
+ * Successful registrations, unit `{registration}`; per `operation` (rpma_mr_reg, rdma_reg_msgs,
+ * ...) and in total.
  *
  * @since 0.1.0
  * @category metrics
  */
-export const registrations = Metric.counter("effect_rdma_registrations", {
-  description: "successful memory registrations",
-  incremental: true
-})
-
-/**
- * Releases of registrations, tagged `operation` (rpma_mr_dereg, rdma_dereg_mr).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const releases = Metric.counter("effect_rdma_releases", {
-  description: "memory deregistrations, successful or not",
-  incremental: true
-})
-
-/**
- * Failed registrations, tagged `operation` and `error` (the tagged error's `_tag`).
- *
- * @since 0.1.0
- * @category metrics
- */
-export const registrationFailures = Metric.counter("effect_rdma_registration_failures", {
-  description: "memory registrations that failed, by error",
-  incremental: true
-})
-
-/**
- * Releases (rpma_mr_dereg, rpma_peer_delete, rdma_dereg_mr, ...) that failed, tagged by operation.
- * Each one is also logged; none is retried.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const releaseFailures = Metric.counter("effect_rdma_release_failures", {
-  description: "releases of native handles that failed (logged, never retried; the memory is kept alive)",
-  incremental: true
-})
-
-/**
- * How long registrations take, in milliseconds, tagged `operation`.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const registrationLatency = Metric.timerWithBoundaries(
-  "effect_rdma_registration_ms",
-  [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000],
-  "time to register memory"
+export const registrations: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_registrations_total",
+  "{registration}",
+  "Successful memory registrations"
 )
+
+/**
+ * Releases of registrations, successful or not, unit `{release}`; per `operation` (rpma_mr_dereg,
+ * rdma_dereg_mr) and in total.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const releases: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_releases_total",
+  "{release}",
+  "Memory deregistrations, successful or not"
+)
+
+/**
+ * Failed registrations, unit `{registration}`; per `operation` and `error` (the tagged error's
+ * `_tag`) and in total.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const registrationFailures: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_registration_failures_total",
+  "{registration}",
+  "Memory registrations that failed"
+)
+
+/**
+ * Releases of native handles (rpma_mr_dereg, rpma_peer_delete, rdma_dereg_mr, ...) that failed,
+ * unit `{release}`; per `operation` and in total. Each one is also logged; none is retried.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const releaseFailures: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_release_failures_total",
+  "{release}",
+  "Releases of native handles that failed (logged, never retried; the memory is kept alive)"
+)
+
+/**
+ * How long registrations take, a histogram in seconds (unit `s`, buckets from 1 µs to 10 s); per
+ * `operation` and in total. It takes `Duration`s, so `Metric.trackDuration` feeds it.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const registrationDuration: Metric.Metric<
+  MetricKeyType.MetricKeyType.Histogram,
+  Duration.Duration,
+  MetricState.MetricState.Histogram
+> = totalled(
+  Metric.histogram(
+    "effect_rdma_registration_duration_seconds",
+    MetricBoundaries.fromIterable([1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1, 3, 10]),
+    "Time to register memory"
+  ).pipe(
+    Metric.tagged("unit", "s"),
+    Metric.mapInput((duration: Duration.Duration) => Duration.toSeconds(duration))
+  )
+)
+
+/**
+ * The former name of {@link registrationDuration} (which is now in seconds, not milliseconds).
+ *
+ * @since 0.1.0
+ * @category metrics
+ * @deprecated Use {@link registrationDuration}.
+ */
+export const registrationLatency: typeof registrationDuration = registrationDuration

@@ -103,8 +103,12 @@ const deleteRemote = (remoteDelete: (mr: RemoteMrHandle) => Effect.Effect<void, 
  *
  * @example
  * ```ts
- * const target = yield* RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
- * // target: RemoteMr<"WRITE_DST">
+ * import { Effect } from "effect"
+ * import { RemoteMr, Usage } from "@effect-rdma/core"
+ *
+ * const target = (bytes: Uint8Array) =>
+ *   RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+ * // Effect<RemoteMr<"WRITE_DST">, InvalidDescriptorError | RpmaError | MissingUsageError, ...>
  * ```
  *
  * @since 0.1.0

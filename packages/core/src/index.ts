@@ -1,4 +1,10 @@
 /**
+ * The API: usage flags, tagged errors, descriptors, memory, peers, local and remote regions, rdma_cm ids, connections, and the Driver service every implementation provides.
+ *
+ * @packageDocumentation
+ * @module @effect-rdma/core
+ */
+/**
  * @since 0.1.0
  */
 export * as CmId from "./CmId.js"

@@ -1,40 +1,123 @@
-// Builds the addon with node-gyp against the headers of the Node.js that runs this script.
+// Gets @effect-rdma/native an addon that fits this machine: the prebuilt one when it loads, else a
+// build with node-gyp against the C libraries' headers and the Node.js that runs this script.
 //
-//   node scripts/build.mjs                  build, fail on any error (`pnpm build:addon`)
-//   node scripts/build.mjs --if-possible    the `install` script: a machine without librpma-dev
-//                                           still installs the workspace; the layer then fails
-//                                           with NativeLoadError "AddonNotBuilt"
+//   node scripts/build.mjs --if-possible  the package's `install` script: use the prebuilt addon
+//                                         if it loads here, else build if the headers and a
+//                                         compiler are there; otherwise say what to install and
+//                                         exit 0 (importing the package stays harmless; only
+//                                         NativeDriver.layer fails, with a NativeLoadError)
+//   node scripts/build.mjs                build from source, fail on any error (`build:addon`)
+//   node scripts/build.mjs --prebuild     build from source and copy the result to
+//                                         prebuilds/<platform>-<arch>/, tagged with this Node.js's
+//                                         ABI and the C library, for the published package
+//
+// EFFECT_RDMA_BUILD_FROM_SOURCE=1 makes the install script build even when the prebuilt addon fits.
+// Written in plain JavaScript: it runs in users' projects, where there is no TypeScript loader.
 import { spawnSync } from "node:child_process"
-import { existsSync } from "node:fs"
+import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
-const ifPossible = process.argv.includes("--if-possible")
+const require = createRequire(import.meta.url)
+const mode = process.argv.includes("--if-possible") ? "install" : process.argv.includes("--prebuild") ? "prebuild" : "build"
+const abi = process.versions.modules
+const built = join(root, "build", "Release", "rpma_addon.node")
+const say = (line) => console.error(`@effect-rdma/native: ${line}`)
 
-const skip = (why) => {
-  if (!ifPossible) {
-    console.error(`@effect-rdma/native: ${why}`)
-    process.exit(1)
+const runtimePackages = "librpma1 (Debian 12: librpma0) librdmacm1 libibverbs1 ibverbs-providers"
+const buildPackages = "build-essential python3 pkg-config librpma-dev librdmacm-dev libibverbs-dev"
+const rebuild = [
+  "then, in your project: npm rebuild @effect-rdma/native",
+  "  (pnpm 10 runs dependencies' build scripts only when allowed: `pnpm approve-builds`, or",
+  "   \"pnpm\": { \"onlyBuiltDependencies\": [\"@effect-rdma/native\"] } in package.json, then",
+  "   `pnpm rebuild @effect-rdma/native`)"
+]
+
+/** Loads `path` in a child process: undefined when it loads, else the error's message. */
+const tryLoad = (path) => {
+  const child = spawnSync(process.execPath, ["-e", "require(process.argv[1])", path], { encoding: "utf8" })
+  return child.status === 0 ? undefined : (child.stderr.split("\n").find((l) => l.startsWith("Error")) ?? child.stderr).trim()
+}
+
+/** The shipped prebuilt addon that fits this platform, libc and Node.js ABI, if any. */
+const fittingPrebuild = () => {
+  const dir = join(root, "prebuilds", `${process.platform}-${process.arch}`)
+  if (!existsSync(dir)) return undefined
+  const libc = process.report?.getReport().header.glibcVersionRuntime ? "glibc" : "musl"
+  const file = readdirSync(dir).find((f) => f.endsWith(".node") && f.includes(`.abi${abi}.`) && f.includes(`.${libc}.`))
+  return file === undefined ? undefined : join(dir, file)
+}
+
+const gyp = () => {
+  if (spawnSync("pkg-config", ["--exists", "librpma", "librdmacm", "libibverbs"]).status !== 0) {
+    return "pkg-config cannot find librpma, librdmacm and libibverbs (their -dev packages are not installed)"
   }
-  console.warn(`@effect-rdma/native: addon not built: ${why}`)
-  console.warn("  NativeDriver.layer will fail with NativeLoadError \"AddonNotBuilt\" until `pnpm build:addon` succeeds.")
+  // node-gyp otherwise downloads headers; Node.js installs (Debian's, nvm's, the official tarballs)
+  // ship them under <prefix>/include/node, which works offline.
+  const args = ["rebuild"]
+  const prefix = resolve(dirname(process.execPath), "..")
+  if (process.env.npm_config_nodedir === undefined && existsSync(join(prefix, "include", "node", "common.gypi"))) {
+    args.push(`--nodedir=${prefix}`)
+  }
+  let nodeGyp
+  try {
+    nodeGyp = require.resolve("node-gyp/bin/node-gyp.js")
+  } catch {
+    nodeGyp = process.env.npm_config_node_gyp
+  }
+  if (nodeGyp === undefined) return "node-gyp is not installed"
+  const run = spawnSync(process.execPath, [nodeGyp, ...args], { cwd: root, stdio: ["ignore", "inherit", "inherit"] })
+  if (run.status !== 0) return `node-gyp ${args.join(" ")} failed (exit ${run.status ?? run.signal})`
+  // What the loader checks before it loads the addon (src/internal/load.ts): the addon holds V8
+  // backing stores, so it fits only the Node.js ABI it was compiled for.
+  writeFileSync(
+    `${built}.json`,
+    JSON.stringify({ abi, node: process.version, platform: process.platform, arch: process.arch }) + "\n"
+  )
+  return undefined
+}
+
+if (mode === "install") {
+  const forced = process.env.EFFECT_RDMA_BUILD_FROM_SOURCE === "1"
+  const prebuild = forced ? undefined : fittingPrebuild()
+  if (prebuild !== undefined) {
+    const error = tryLoad(prebuild)
+    if (error === undefined) process.exit(0)
+    rmSync(join(root, "build"), { recursive: true, force: true })
+    say(`the prebuilt addon does not load here: ${error}`)
+    // A missing library with its headers present (e.g. librpma.so.1 where the prebuild wants .so.0):
+    // building against what is installed fixes it.
+    const headers = spawnSync("pkg-config", ["--exists", "librpma", "librdmacm", "libibverbs"]).status === 0
+    if (/cannot open shared object file/.test(error) && !headers) {
+      say(`install the C libraries it links against: apt-get install ${runtimePackages}`)
+      say("NativeDriver.layer fails with NativeLoadError \"LibraryMissing\" until then; the package still imports.")
+      process.exit(0)
+    }
+  }
+  const failed = gyp()
+  if (failed === undefined) process.exit(0)
+  say(`addon not built: ${failed}`)
+  say(`to build it, install the headers and a compiler: apt-get install ${buildPackages}`)
+  for (const line of rebuild) say(line)
+  say("NativeDriver.layer fails with NativeLoadError \"AddonNotBuilt\" until then; the package still imports.")
   process.exit(0)
 }
 
-if (spawnSync("pkg-config", ["--exists", "librpma"]).status !== 0) {
-  skip("pkg-config cannot find librpma: install the Debian packages librpma-dev librdmacm-dev libibverbs-dev pkg-config")
+const failed = gyp()
+if (failed !== undefined) {
+  say(failed)
+  say(`install the headers and a compiler: apt-get install ${buildPackages}`)
+  process.exit(1)
 }
-
-// node-gyp otherwise downloads headers; Node.js installs (Debian's, nvm's, the official tarballs)
-// ship them under <prefix>/include/node, which works offline.
-const args = ["rebuild"]
-const prefix = resolve(dirname(process.execPath), "..")
-if (process.env.npm_config_nodedir === undefined && existsSync(join(prefix, "include", "node", "common.gypi"))) {
-  args.push(`--nodedir=${prefix}`)
+if (mode === "prebuild") {
+  const libc = process.report?.getReport().header.glibcVersionRuntime ? "glibc" : "musl"
+  const dir = join(root, "prebuilds", `${process.platform}-${process.arch}`)
+  rmSync(join(root, "prebuilds"), { recursive: true, force: true })
+  mkdirSync(dir, { recursive: true })
+  const target = join(dir, `rpma_addon.abi${abi}.${libc}.node`)
+  copyFileSync(built, target)
+  spawnSync("strip", ["--strip-unneeded", target])
+  say(`prebuilt ${target}`)
 }
-
-const nodeGyp = createRequire(import.meta.url).resolve("node-gyp/bin/node-gyp.js")
-const run = spawnSync(process.execPath, [nodeGyp, ...args], { cwd: root, stdio: "inherit" })
-if (run.status !== 0) skip(`node-gyp ${args.join(" ")} failed (exit ${run.status ?? run.signal})`)

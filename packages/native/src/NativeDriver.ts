@@ -5,11 +5,11 @@
  *
  * @example
  * ```ts
- * import { Effect, Layer } from "effect"
+ * import { Layer } from "effect"
  * import { NativeDriver } from "@effect-rdma/native"
  * import { SimulatedDriver } from "@effect-rdma/testing"
  *
- * const DriverLive = NativeDriver.layer.pipe(Layer.orElse(() => SimulatedDriver.layer))
+ * const DriverLive = NativeDriver.layer.pipe(Layer.orElse(() => SimulatedDriver.layer()))
  * ```
  *
  * @since 0.1.0

@@ -10,10 +10,8 @@ import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { existsSync, readFileSync } from "node:fs"
-import { createRequire } from "node:module"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { join } from "node:path"
+import * as Load from "./internal/load.js"
 
 /**
  * What the addon exports. Handles are opaque objects; arguments are typed `unknown` because the
@@ -147,15 +145,16 @@ export interface WaitedCompletion {
 export class RpmaBinding extends Context.Tag("@effect-rdma/native/RpmaBinding")<RpmaBinding, Binding>() {}
 
 /**
- * The addon could not be loaded. `AddonNotBuilt`: there is no (usable) build, run
- * `pnpm --filter @effect-rdma/native build:addon`. `LibraryMissing`: a shared library it links is
- * not installed; `library` and `debianPackage` say which.
+ * The addon could not be loaded. `AddonNotBuilt`: there is neither a build for this machine nor a
+ * prebuilt addon that fits it. `AbiMismatch`: the build was made for another Node.js (it must be
+ * rebuilt with the Node.js that runs it). `LibraryMissing`: a shared library it links is not
+ * installed; `library` and `debianPackage` say which. The message says what to run.
  *
  * @since 0.1.0
  * @category errors
  */
 export class NativeLoadError extends Data.TaggedError("NativeLoadError")<{
-  readonly reason: "AddonNotBuilt" | "LibraryMissing" | "Unknown"
+  readonly reason: "AddonNotBuilt" | "AbiMismatch" | "LibraryMissing" | "Unknown"
   readonly path: string
   readonly library?: string | undefined
   readonly debianPackage?: string | undefined
@@ -164,14 +163,21 @@ export class NativeLoadError extends Data.TaggedError("NativeLoadError")<{
   override get message(): string {
     switch (this.reason) {
       case "AddonNotBuilt":
-        return `the @effect-rdma/native addon is not built (${this.path}): install librpma-dev librdmacm-dev ` +
-          `libibverbs-dev pkg-config, then run \`pnpm --filter @effect-rdma/native build:addon\``
+        return `the @effect-rdma/native addon is not built for this machine (${causeMessage(this.cause)}): ` +
+          `install the C libraries and a compiler (\`apt-get install ${Load.buildPackages}\`), then ${Load.rebuildHelp}`
+      case "AbiMismatch":
+        return `the @effect-rdma/native addon does not fit this Node.js: ${causeMessage(this.cause)}; ` +
+          `rebuild it with the Node.js that runs your program: ${Load.rebuildHelp}`
       case "LibraryMissing":
         return `the @effect-rdma/native addon needs ${this.library ?? "a shared library"}, which is not installed` +
-          (this.debianPackage === undefined ? "" : `: install the Debian package ${this.debianPackage}`) +
+          (this.debianPackage === undefined ?
+            "" :
+            `: install it with \`apt-get install ${this.debianPackage}\` (librpma0 or librpma1, librdmacm1, libibverbs1 and ` +
+              `ibverbs-providers are what the addon needs at run time)`) +
           ` (${causeMessage(this.cause)})`
       case "Unknown":
-        return `the @effect-rdma/native addon at ${this.path} failed to load: ${causeMessage(this.cause)}`
+        return `the @effect-rdma/native addon at ${this.path} failed to load: ${causeMessage(this.cause)}; ` +
+          `if it is a stale or broken build, ${Load.rebuildHelp}`
     }
   }
 }
@@ -197,6 +203,7 @@ export const classify = (path: string, cause: unknown): NativeLoadError => {
   const code = causeCode(cause)
   const message = causeMessage(cause)
   if (code === "MODULE_NOT_FOUND") return new NativeLoadError({ reason: "AddonNotBuilt", path, cause })
+  if (code === "ERR_ADDON_ABI_MISMATCH") return new NativeLoadError({ reason: "AbiMismatch", path, cause })
   if (code === "ERR_DLOPEN_FAILED") {
     const missing = /([^\s:/]+\.so[.\d]*): cannot open shared object file/.exec(message)
     if (missing !== null) {
@@ -210,41 +217,39 @@ export const classify = (path: string, cause: unknown): NativeLoadError => {
       })
     }
     // Built for another Node.js ABI: a rebuild fixes it.
-    if (message.includes("NODE_MODULE_VERSION")) return new NativeLoadError({ reason: "AddonNotBuilt", path, cause })
+    if (message.includes("NODE_MODULE_VERSION")) return new NativeLoadError({ reason: "AbiMismatch", path, cause })
   }
   return new NativeLoadError({ reason: "Unknown", path, cause })
 }
 
-const packageRoot = (): string => {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  for (;;) {
-    const manifest = join(dir, "package.json")
-    if (existsSync(manifest) && JSON.parse(readFileSync(manifest, "utf8")).name === "@effect-rdma/native") return dir
-    const parent = dirname(dir)
-    if (parent === dir) return dirname(fileURLToPath(import.meta.url))
-    dir = parent
-  }
-}
-
 /**
- * Where node-gyp puts the addon: `build/Release/rpma_addon.node` under the package root, the
- * same whether this module runs from `src/` or from a compiled `build/esm/`.
+ * Where node-gyp puts the addon when it is built on this machine: `build/Release/rpma_addon.node`
+ * under the package root, the same whether this module runs from `src/` or from `dist/`. Without
+ * such a build, {@link load} uses the prebuilt addon in `prebuilds/linux-x64/` if it fits.
  *
  * @since 0.1.0
  * @category constants
  */
-export const defaultPath: string = join(packageRoot(), "build", "Release", "rpma_addon.node")
+export const defaultPath: string = join(Load.packageRoot, "build", "Release", "rpma_addon.node")
 
 /**
- * Loads the addon at `path` (default {@link defaultPath}).
+ * Loads the addon at `path`; by default the one node-gyp-build picks (a build made on this
+ * machine, else the prebuilt one for this platform and Node.js ABI). An addon built for another
+ * Node.js ABI is refused (`AbiMismatch`) before it is loaded.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const load = (path: string = defaultPath): Effect.Effect<Binding, NativeLoadError> =>
-  Effect.try({
-    try: () => createRequire(import.meta.url)(path) as Binding,
-    catch: (cause) => classify(path, cause)
+export const load = (path?: string): Effect.Effect<Binding, NativeLoadError> =>
+  Effect.suspend(() => {
+    let resolved = path ?? defaultPath
+    return Effect.try({
+      try: () => {
+        if (path === undefined) resolved = Load.resolveAddon()
+        return Load.requireAddon(resolved) as Binding
+      },
+      catch: (cause) => classify(resolved, cause)
+    })
   })
 
 /**
@@ -253,7 +258,7 @@ export const load = (path: string = defaultPath): Effect.Effect<Binding, NativeL
  * @since 0.1.0
  * @category layers
  */
-export const layer: Layer.Layer<RpmaBinding, NativeLoadError> = Layer.effect(RpmaBinding, load())
+export const layer: Layer.Layer<RpmaBinding, NativeLoadError> = Layer.effect(RpmaBinding, Effect.suspend(() => load()))
 
 /**
  * The addon from another path (a debug build, a prebuilt copy).

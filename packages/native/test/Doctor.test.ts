@@ -1,6 +1,5 @@
 // The doctor on this host, which has no RDMA device: the report's shape, the no-device finding,
 // the memlock logic, and the bin's --json output and exit code.
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { spawn } from "node:child_process"
@@ -38,7 +37,7 @@ describe("doctor", () => {
         fail: report.checks.filter((c) => c.status === "fail").length
       })
       assert.strictEqual(report.ok, report.counts.fail === 0)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }))
 
   it.effect("loads the addon and names librpma and rdma-core", () =>
     Effect.gen(function*() {
@@ -49,7 +48,7 @@ describe("doctor", () => {
       assert.strictEqual(addon.data.napiVersion, 8)
       const libraries = byId(report, "libraries")
       assert.match(libraries.summary, /^librpma \S+, rdma-core \d+\.\d+/)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }))
 
   it.effect("without a device: fails, says so and what it means, and how to add Soft-RoCE", () =>
     Effect.gen(function*() {
@@ -61,7 +60,7 @@ describe("doctor", () => {
       assert.isTrue(devices.details.some((d) => d.includes("RpmaProviderError")))
       assert.isTrue(devices.fixes.some((f) => f.includes("modprobe rdma_rxe") && f.includes("rdma link add rxe0")))
       assert.isFalse(report.ok)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }))
 
   it.effect("--address: no device answers at it", () =>
     Effect.gen(function*() {
@@ -72,7 +71,7 @@ describe("doctor", () => {
       assert.strictEqual(address.summary, "no device answers at 127.0.0.1")
       assert.strictEqual(address.data.error, "RpmaProviderError")
       assert.include(address.fixes[0], "loopback")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }))
 
   it.effect("an addon that is not built: NativeLoadError AddonNotBuilt, with the build command", () =>
     Effect.gen(function*() {
@@ -80,12 +79,12 @@ describe("doctor", () => {
       const addon = byId(report, "addon")
       assert.strictEqual(addon.status, "fail")
       assert.strictEqual(addon.data.reason, "AddonNotBuilt")
-      assert.isTrue(addon.fixes.some((f) => f.includes("build:addon")))
+      assert.isTrue(addon.fixes.some((f) => f.includes("npm rebuild @effect-rdma/native")))
       assert.isTrue(addon.fixes.some((f) => f.includes("librpma-dev")))
       // The rest still runs, from what the kernel and dpkg show.
       assert.strictEqual(byId(report, "devices").status, "fail")
       assert.strictEqual(byId(report, "fork").status, "warn")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }))
 
   describe("devices (from libibverbs' list)", () => {
     const rxe = (state: string): RpmaBinding.IbvDeviceInfo => ({
@@ -179,7 +178,7 @@ describe("doctor", () => {
         // Fails unless the limit is unlimited or CAP_IPC_LOCK lifts it (as root here).
         const lifted = huge.data.soft === "unlimited" || (huge.data.capIpcLock === true && huge.data.initialUserNamespace)
         assert.strictEqual(huge.status, lifted ? "ok" : "fail")
-      }).pipe(Effect.provide(NodeContext.layer)))
+      }))
   })
 
   describe("fork safety", () => {
@@ -232,7 +231,8 @@ describe("doctor", () => {
     it("--json prints the report as JSON; exit code 1 since a check failed", async () => {
       const run = await doctor("--json", "--size", "16MiB", "--address", "127.0.0.1")
       assert.strictEqual(run.status, 1, run.stderr)
-      const report = JSON.parse(run.stdout) as Report.Report
+      const report = JSON.parse(run.stdout) as Report.Report & { readonly schemaVersion: number }
+      assert.strictEqual(report.schemaVersion, 1)
       assert.isFalse(report.ok)
       assert.deepStrictEqual(report.options, { size: 16 * 1024 ** 2, addresses: ["127.0.0.1"] })
       assert.deepStrictEqual(report.checks.map((c) => c.id), [
@@ -258,10 +258,21 @@ describe("doctor", () => {
       assert.match(run.stdout, /^1 failed, \d+ warnings?, \d+ ok/m)
     }, 60_000)
 
-    it("an invalid --size is exit code 1, with the reason", async () => {
+    it("an invalid --size is exit code 2 (usage), with the reason on stderr", async () => {
       const run = await doctor("--size", "lots")
-      assert.strictEqual(run.status, 1)
-      assert.include(run.stdout + run.stderr, "not a size: lots")
+      assert.strictEqual(run.status, 2)
+      assert.include(run.stderr, "not a size: lots")
+      assert.strictEqual(run.stdout, "")
+    }, 60_000)
+
+    it("an unknown flag is exit code 2; --help is exit code 0, without colour codes when piped", async () => {
+      const unknown = await doctor("--frobnicate")
+      assert.strictEqual(unknown.status, 2)
+      assert.include(unknown.stderr, "--frobnicate")
+      const help = await doctor("--help")
+      assert.strictEqual(help.status, 0, help.stderr)
+      assert.include(help.stdout, "usage: effect-rdma-doctor")
+      assert.notInclude(help.stdout, "\x1b[")
     }, 60_000)
   })
 })

@@ -24,7 +24,9 @@ describe("loading the addon", () => {
       const error = yield* Effect.flip(RpmaBinding.load("/nonexistent/build/Release/rpma_addon.node"))
       assert.strictEqual(error._tag, "NativeLoadError")
       assert.strictEqual(error.reason, "AddonNotBuilt")
-      assert.include(error.message, "build:addon")
+      assert.include(error.message, "npm rebuild @effect-rdma/native")
+      assert.include(error.message, "pnpm approve-builds")
+      assert.include(error.message, "apt-get install")
     }))
 
   it.effect("the layer fails with the tagged error, not a defect", () =>
@@ -57,15 +59,32 @@ describe("loading the addon", () => {
       assert.strictEqual(error.reason, "LibraryMissing")
       assert.strictEqual(error.library, library)
       assert.strictEqual(error.debianPackage, pkg)
-      assert.include(error.message, `install the Debian package ${pkg}`)
+      assert.include(error.message, `apt-get install ${pkg}`)
     }
   })
 
-  it("an addon built for another Node.js ABI is AddonNotBuilt", () => {
+  it("an addon built for another Node.js ABI is AbiMismatch", () => {
     const message = "The module was compiled against a different Node.js version using NODE_MODULE_VERSION 108"
     const cause = Object.assign(new Error(message), { code: "ERR_DLOPEN_FAILED" })
-    assert.strictEqual(RpmaBinding.classify("/x.node", cause).reason, "AddonNotBuilt")
+    assert.strictEqual(RpmaBinding.classify("/x.node", cause).reason, "AbiMismatch")
   })
+
+  it.effect("an addon whose recorded ABI is not this Node.js's is refused before it is loaded", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "rpma-"))
+      // A prebuild's tag, and a local build's sidecar: neither file is ever dlopened.
+      const tagged = join(dir, "rpma_addon.abi1.glibc.node")
+      writeFileSync(tagged, "not an addon")
+      const built = join(dir, "rpma_addon.node")
+      writeFileSync(built, "not an addon")
+      writeFileSync(`${built}.json`, JSON.stringify({ abi: "1", node: "v0.0.0", platform: "linux", arch: "x64" }))
+      for (const path of [tagged, built]) {
+        const error = yield* Effect.flip(RpmaBinding.load(path))
+        assert.strictEqual(error.reason, "AbiMismatch", path)
+        assert.include(error.message, `built for Node.js ABI 1, but this is Node.js ${process.version}`)
+        assert.include(error.message, "npm rebuild @effect-rdma/native")
+      }
+    }))
 
   it.effect("a fake binding can stand in for the addon", () =>
     Effect.gen(function*() {

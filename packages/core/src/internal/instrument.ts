@@ -17,9 +17,14 @@ type Attributes = (...args: ReadonlyArray<any>) => Record<string, unknown>
 
 const bytes = (memory: unknown) => (memory instanceof Uint8Array ? memory.byteLength : 0)
 
-// The C function behind each Driver method, and the attributes its span carries.
+// The C function behind each Driver method, and the attributes its span carries: OpenTelemetry's
+// semantic conventions where one exists (server.address, server.port, network.peer.address,
+// network.local.address), `rdma.*` for the rest. The table in README.md lists them.
 const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes?: Attributes] } = {
-  getIbvContext: ["rpma_utils_get_ibv_context", (address, kind) => ({ "rdma.address": address, "rdma.kind": kind })],
+  getIbvContext: ["rpma_utils_get_ibv_context", (address, kind) => ({
+    [kind === "remote" ? "network.peer.address" : "network.local.address"]: address,
+    "rdma.address_kind": kind
+  })],
   peerNew: ["rpma_peer_new"],
   peerDelete: ["rpma_peer_delete"],
   mrReg: ["rpma_mr_reg", (_peer, memory, usage) => ({ "rdma.size": bytes(memory), "rdma.usage": Usage.format(usage) })],
@@ -27,14 +32,14 @@ const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes
   mrGetDescriptor: ["rpma_mr_get_descriptor"],
   mrRemoteFromDescriptor: ["rpma_mr_remote_from_descriptor", (d) => ({ "rdma.size": bytes(d) })],
   mrRemoteDelete: ["rpma_mr_remote_delete"],
-  cmCreateId: ["rdma_create_ep", (address) => ({ "rdma.address": address })],
+  cmCreateId: ["rdma_create_ep", (address) => ({ "network.local.address": address })],
   cmDestroyId: ["rdma_destroy_ep"],
   cmReg: ["rdma_reg", (_id, kind, memory) => ({ "rdma.kind": kind, "rdma.size": bytes(memory) })],
   cmDeregMr: ["rdma_dereg_mr"],
   allocate: ["posix_memalign", (size) => ({ "rdma.size": size })],
-  epListen: ["rpma_ep_listen", (_peer, address, port) => ({ "rdma.address": address, "rdma.port": port })],
+  epListen: ["rpma_ep_listen", (_peer, address, port) => ({ "server.address": address, "server.port": port })],
   epShutdown: ["rpma_ep_shutdown"],
-  connReqNew: ["rpma_conn_req_new", (_peer, address, port) => ({ "rdma.address": address, "rdma.port": port })],
+  connReqNew: ["rpma_conn_req_new", (_peer, address, port) => ({ "server.address": address, "server.port": port })],
   connReqConnect: ["rpma_conn_req_connect"],
   connReqDelete: ["rpma_conn_req_delete"],
   connDisconnect: ["rpma_conn_disconnect"],

@@ -5,13 +5,12 @@
  *
  * @since 0.1.0
  */
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import * as NativeDriver from "../NativeDriver.js"
+import * as Load from "../internal/load.js"
 import * as RpmaBinding from "../RpmaBinding.js"
 import * as Report from "./Report.js"
 import * as Size from "./Size.js"
@@ -40,8 +39,8 @@ export interface Options {
  */
 export const defaultSize: number = 64 * 1024 ** 2
 
-const buildCommand = "pnpm --filter @effect-rdma/native build:addon"
-const devPackages = "librpma-dev librdmacm-dev libibverbs-dev pkg-config"
+const buildCommand = Load.rebuildHelp
+const devPackages = Load.buildPackages
 
 const message = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
 
@@ -77,7 +76,9 @@ export const addonCheck = (
   const versions = {
     nodeAddonApi: nodeAddonApiVersion(),
     nodeNapi: Number(process.versions.napi),
-    node: process.version
+    node: process.version,
+    nodeAbi: process.versions.modules,
+    builtAbi: Load.builtAbi(path)
   }
   if (Either.isRight(loaded)) {
     const binding = loaded.right
@@ -99,8 +100,9 @@ export const addonCheck = (
       status: "ok",
       summary: `loaded ${path}`,
       details: [
-        `built for N-API ${napiVersion} with node-addon-api ${versions.nodeAddonApi ?? "(version unknown)"}; ` +
-        `Node.js ${versions.node} provides N-API ${versions.nodeNapi}`
+        `built for N-API ${napiVersion} with node-addon-api ${versions.nodeAddonApi ?? "(version unknown)"}` +
+        ` and Node.js ABI ${versions.builtAbi ?? "(not recorded)"}; ` +
+        `Node.js ${versions.node} provides N-API ${versions.nodeNapi}, ABI ${versions.nodeAbi}`
       ],
       data: { loaded: true, path, napiVersion, ...versions }
     })
@@ -110,9 +112,12 @@ export const addonCheck = (
   switch (error.reason) {
     case "AddonNotBuilt":
       fixes.push(
-        `install the headers: apt-get install ${devPackages}`,
+        `install the headers and a compiler: apt-get install ${devPackages}`,
         `build the addon: ${buildCommand}`
       )
+      break
+    case "AbiMismatch":
+      fixes.push(`rebuild the addon with this Node.js: ${buildCommand}`)
       break
     case "LibraryMissing":
       fixes.push(
@@ -172,10 +177,7 @@ export interface LibraryFacts {
  * @category facts
  */
 export const libraryFacts: Effect.Effect<
-  LibraryFacts,
-  never,
-  FileSystem.FileSystem | CommandExecutor.CommandExecutor
-> = Effect.gen(function*() {
+  LibraryFacts> = Effect.gen(function*() {
   const mapped = yield* System.mappedLibraries
   const debian = yield* System.debianPackages(debianNames)
   const providers = mapped.libibverbs === undefined ?
@@ -290,7 +292,7 @@ const ENOSYS = 38
  */
 export const deviceFacts = (
   binding: RpmaBinding.Binding | undefined
-): Effect.Effect<DeviceFacts, never, FileSystem.FileSystem> =>
+): Effect.Effect<DeviceFacts> =>
   Effect.gen(function*() {
     const verbs: DeviceFacts["verbs"] = binding === undefined || !hasDoctorFunctions(binding) ? undefined : yield* Effect
       .try(() => binding.ibvDevices()).pipe(
@@ -724,6 +726,15 @@ export const forkCheck = (facts: ForkFacts): Report.Check => {
 
 // ---------------------------------------------------------------------------------------------
 
+/** The addon {@link RpmaBinding.load} picks by default, or where a build would be. */
+const located = (): string => {
+  try {
+    return Load.resolveAddon()
+  } catch {
+    return RpmaBinding.defaultPath
+  }
+}
+
 /**
  * Runs every check. Never fails: what goes wrong is a check's `fail`.
  *
@@ -732,12 +743,12 @@ export const forkCheck = (facts: ForkFacts): Report.Check => {
  */
 export const run = (
   options: Options = {}
-): Effect.Effect<Report.Report, never, FileSystem.FileSystem | CommandExecutor.CommandExecutor> =>
+): Effect.Effect<Report.Report> =>
   Effect.gen(function*() {
-    const path = options.addonPath ?? RpmaBinding.defaultPath
+    const path = options.addonPath ?? located()
     const size = options.size ?? defaultSize
     const addresses = options.addresses ?? []
-    const loaded = yield* Effect.either(RpmaBinding.load(path))
+    const loaded = yield* Effect.either(RpmaBinding.load(options.addonPath))
     const binding = Either.getOrUndefined(loaded)
     if (binding !== undefined && typeof binding.installLogCapture === "function") binding.installLogCapture()
     const checks: Array<Report.Check> = [addonCheck(path, loaded)]

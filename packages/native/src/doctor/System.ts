@@ -5,21 +5,33 @@
  *
  * @since 0.1.0
  */
-import * as Command from "@effect/platform/Command"
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
+import { execFile } from "node:child_process"
+import { readdir, readFile } from "node:fs/promises"
 import { networkInterfaces } from "node:os"
 import { basename, dirname, join } from "node:path"
 
-const readText = (path: string): Effect.Effect<string | undefined, never, FileSystem.FileSystem> =>
-  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readFileString(path)).pipe(Effect.orElseSucceed(() => undefined))
+// Node's own fs and child_process, not @effect/platform's services: the doctor ships with the
+// package, and a user of the native driver should not need a platform layer (and its
+// dependencies) to run it.
+const readText = (path: string): Effect.Effect<string | undefined> =>
+  Effect.tryPromise(() => readFile(path, "utf8")).pipe(Effect.orElseSucceed(() => undefined))
 
-const readDirectory = (path: string): Effect.Effect<Array<string> | undefined, never, FileSystem.FileSystem> =>
-  Effect.flatMap(FileSystem.FileSystem, (fs) => fs.readDirectory(path)).pipe(
+const readDirectory = (path: string): Effect.Effect<Array<string> | undefined> =>
+  Effect.tryPromise(() => readdir(path)).pipe(
     Effect.map((names) => names.sort()),
     Effect.orElseSucceed(() => undefined)
   )
+
+/** Runs a program and gives its standard output, whatever its exit code; fails if it cannot run. */
+const commandOutput = (file: string, args: ReadonlyArray<string>): Effect.Effect<string, Error> =>
+  Effect.async<string, Error>((resume, signal) => {
+    execFile(file, args, { encoding: "utf8", signal }, (error, stdout) => {
+      // An exit code other than 0 still has output; only a program that did not run is a failure.
+      if (error !== null && typeof (error as { readonly code?: unknown }).code !== "number") resume(Effect.fail(error))
+      else resume(Effect.succeed(stdout))
+    })
+  })
 
 /**
  * A resource limit: a number of bytes, or unlimited.
@@ -55,7 +67,7 @@ const parseLimit = (text: string): Limit => text === "unlimited" ? "unlimited" :
  * @since 0.1.0
  * @category facts
  */
-export const memlockFacts: Effect.Effect<MemlockFacts, never, FileSystem.FileSystem> = Effect.gen(function*() {
+export const memlockFacts: Effect.Effect<MemlockFacts> = Effect.gen(function*() {
   const limits = (yield* readText("/proc/self/limits")) ?? ""
   const status = (yield* readText("/proc/self/status")) ?? ""
   const uidMap = (yield* readText("/proc/self/uid_map")) ?? ""
@@ -93,10 +105,7 @@ export interface MappedLibrary {
  * @category facts
  */
 export const mappedLibraries: Effect.Effect<
-  Partial<Record<"librpma" | "librdmacm" | "libibverbs", MappedLibrary>>,
-  never,
-  FileSystem.FileSystem
-> = Effect.map(readText("/proc/self/maps"), (maps) => {
+  Partial<Record<"librpma" | "librdmacm" | "libibverbs", MappedLibrary>>> = Effect.map(readText("/proc/self/maps"), (maps) => {
   const found: Partial<Record<"librpma" | "librdmacm" | "libibverbs", MappedLibrary>> = {}
   for (const line of (maps ?? "").split("\n")) {
     const path = line.slice(line.indexOf("/"))
@@ -113,7 +122,7 @@ export const mappedLibraries: Effect.Effect<
  * @since 0.1.0
  * @category facts
  */
-export const verbsProviders = (libibverbs: string): Effect.Effect<Array<string> | undefined, never, FileSystem.FileSystem> =>
+export const verbsProviders = (libibverbs: string): Effect.Effect<Array<string> | undefined> =>
   Effect.map(readDirectory(join(dirname(libibverbs), "libibverbs")), (files) =>
     files?.flatMap((file) => {
       const match = /^lib(.+)-rdmav\d+\.so$/.exec(basename(file))
@@ -140,10 +149,9 @@ export interface DebianPackage {
  */
 export const debianPackages = (
   names: ReadonlyArray<string>
-): Effect.Effect<Map<string, DebianPackage> | undefined, never, CommandExecutor.CommandExecutor> =>
-  Command.make("dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n", ...names).pipe(
+): Effect.Effect<Map<string, DebianPackage> | undefined> =>
+  commandOutput("dpkg-query", ["-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n", ...names]).pipe(
     // dpkg-query exits 1 when some name is unknown and still prints the others.
-    Command.string,
     Effect.map((out) => {
       const found = new Map<string, DebianPackage>()
       for (const line of out.split("\n")) {
@@ -176,7 +184,7 @@ export interface KernelDevice {
  * @since 0.1.0
  * @category facts
  */
-export const kernelDevices: Effect.Effect<Array<KernelDevice> | undefined, never, FileSystem.FileSystem> = Effect.gen(
+export const kernelDevices: Effect.Effect<Array<KernelDevice> | undefined> = Effect.gen(
   function*() {
     const root = "/sys/class/infiniband"
     const names = yield* readDirectory(root)

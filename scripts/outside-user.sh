@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The packages as a user gets them, outside this workspace:
+#   1. build the three packages (tsc to dist/) and the prebuilt addon, pack them with pnpm;
+#   2. publint and @arethetypeswrong/cli on each tarball;
+#   3. `npm install` the tarballs into a fresh project; run a plain JavaScript program on the
+#      simulated driver with `node`; check that the prebuilt addon loads and that the doctor runs
+#      from compiled JavaScript (no TypeScript loader anywhere);
+#   4. type-check, with a strict tsconfig (strict, exactOptionalPropertyTypes,
+#      noUncheckedIndexedAccess, noPropertyAccessFromIndexSignature), a TypeScript program, every
+#      TypeScript block of README.md and every @example, against the shipped declarations; compile
+#      README's main example and run it;
+#   5. `pnpm add` the tarballs into another fresh project and run the JavaScript program there.
+#
+#   scripts/outside-user.sh            KEEP=1 keeps the temporary directory
+# Needs the npm registry (effect, node-gyp-build, ...), or npm's cache for --prefer-offline.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+work=$(mktemp -d "${TMPDIR:-/tmp}/effect-rdma-outside.XXXXXX")
+[[ -n "${KEEP:-}" ]] || trap 'rm -rf "$work"' EXIT
+step() { printf '\noutside-user: %s\n' "$*"; }
+fail() { echo "outside-user: FAILED: $*" >&2; exit 1; }
+tsc="$repo/node_modules/.bin/tsc"
+effect_version=$(node -p 'require("./packages/core/package.json").devDependencies.effect')
+
+step "build (tsc -b tsconfig.build.json) and the prebuilt addon"
+rm -rf packages/*/dist packages/*/.tsbuildinfo/build.tsbuildinfo
+pnpm run -s build
+pnpm --filter @effect-rdma/native run -s build:prebuild
+
+step "pack"
+mkdir -p "$work/packs"
+for p in core testing native; do
+  (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
+done
+# The workspace builds its addon from source: a prebuilds/ left behind would stand in for it.
+rm -rf packages/native/prebuilds
+for t in "$work"/packs/*.tgz; do
+  printf '  %-36s %6s KiB packed, %4s files\n' "$(basename "$t")" "$(($(stat -c %s "$t") / 1024))" "$(tar -tzf "$t" | wc -l)"
+done
+core="$work/packs/effect-rdma-core-0.1.0.tgz"
+testing="$work/packs/effect-rdma-testing-0.1.0.tgz"
+native="$work/packs/effect-rdma-native-0.1.0.tgz"
+for t in "$core" "$testing" "$native"; do
+  tar -tzf "$t" >"$work/files"
+  if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
+done
+grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' "$work/files" || fail "no prebuilt addon in the native tarball"
+
+step "publint and arethetypeswrong"
+for t in "$core" "$testing" "$native"; do
+  node_modules/.bin/publint run --strict "$t"
+  # ESM only (Node >= 20.19 can also require() it): the CommonJS and node10 resolutions are not targets.
+  node_modules/.bin/attw --profile esm-only --format table-flipped "$t"
+done
+
+step "npm install the tarballs into a fresh project"
+app="$work/npm-app"
+mkdir -p "$app"
+cat >"$app/package.json" <<'EOF'
+{ "name": "outside-user", "version": "1.0.0", "private": true, "type": "module" }
+EOF
+start=$(date +%s)
+(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
+  "$core" "$testing" "$native" "effect@$effect_version" "@types/node@^20.19.0" typescript@5.9.3)
+printf '  installed in %ss; node_modules: %s; @effect-rdma: %s\n' "$(($(date +%s) - start))" \
+  "$(du -sh "$app/node_modules" | cut -f1)" "$(du -sh "$app/node_modules/@effect-rdma" | cut -f1)"
+[[ ! -d "$app/node_modules/tsx" ]] || fail "tsx was installed: a package still depends on a TypeScript loader"
+
+cat >"$app/main.mjs" <<'EOF'
+// A plain JavaScript program on the simulated driver: register memory, publish its descriptor,
+// rebuild it on the "other side" and check what it allows.
+import { Effect, Layer } from "effect"
+import { LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { SimulatedDriver } from "@effect-rdma/testing"
+
+const program = Effect.scoped(Effect.gen(function*() {
+  const peer = yield* Peer.Peer
+  const mr = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
+  const bytes = yield* LocalMr.descriptor(mr)
+  const remote = yield* RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+  return `descriptor ${bytes.length} bytes, remote region ${remote.size} bytes`
+}))
+
+const Live = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+console.log(await Effect.runPromise(Effect.provide(program, Live)))
+EOF
+step "node main.mjs (simulated driver)"
+(cd "$app" && node main.mjs) | tee "$work/main.out"
+grep -q "descriptor 21 bytes, remote region 4096 bytes" "$work/main.out" || fail "main.mjs printed something else"
+
+cat >"$app/addon.mjs" <<'EOF'
+// The installed package loads its addon (the prebuilt one, through node-gyp-build) and builds the
+// native driver's layer; importing it never throws.
+import { Effect } from "effect"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import { RdmaDriver } from "@effect-rdma/core/Driver"
+
+const driver = await Effect.runPromise(Effect.provide(RdmaDriver, NativeDriver.layer))
+console.log(`native driver: ${driver.name}; addon ${typeof (await Effect.runPromise(RpmaBinding.load())).peerNew}`)
+EOF
+step "node addon.mjs (the native driver's layer over the installed addon)"
+(cd "$app" && node addon.mjs)
+if [[ -d "$app/node_modules/@effect-rdma/native/build" ]]; then
+  echo "  (the install script built the addon: the prebuilt one did not fit)"
+else
+  echo "  (prebuilt addon: $(ls "$app"/node_modules/@effect-rdma/native/prebuilds/linux-x64/))"
+fi
+
+step "npx effect-rdma-doctor (compiled JavaScript)"
+set +e
+(cd "$app" && NO_COLOR=1 npx --no-install effect-rdma-doctor --json >"$work/doctor.json")
+status=$?
+(cd "$app" && npx --no-install effect-rdma-doctor --no-such-flag 2>/dev/null)
+usage=$?
+set -e
+node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  if (r.schemaVersion !== 1) throw new Error("schemaVersion");
+  console.log("  " + r.checks.map((c) => c.id + " " + c.status).join(", "))' "$work/doctor.json"
+[[ $status -le 1 ]] || fail "the doctor exited $status"
+[[ $usage -eq 2 ]] || fail "the doctor exited $usage for an unknown flag, not 2"
+
+step "type-check with a strict tsconfig against the shipped declarations"
+cat >"$app/tsconfig.json" <<'EOF'
+{
+  "compilerOptions": {
+    "strict": true,
+    "exactOptionalPropertyTypes": true,
+    "noUncheckedIndexedAccess": true,
+    "noPropertyAccessFromIndexSignature": true,
+    "module": "NodeNext",
+    "moduleResolution": "NodeNext",
+    "target": "ES2022",
+    "lib": ["ES2022"],
+    "types": ["node"],
+    "moduleDetection": "force",
+    "skipLibCheck": false,
+    "outDir": "out"
+  },
+  "include": ["src"]
+}
+EOF
+mkdir -p "$app/src"
+cat >"$app/src/program.ts" <<'EOF'
+import { LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { SimulatedDriver } from "@effect-rdma/testing"
+import { Effect, Layer } from "effect"
+
+const program = Effect.scoped(Effect.gen(function*() {
+  const peer = yield* Peer.Peer
+  const mr = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
+  const bytes: Uint8Array = yield* LocalMr.descriptor(mr)
+  const remote: RemoteMr.RemoteMr<"WRITE_DST"> = yield* RemoteMr.fromDescriptor(bytes).pipe(
+    Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
+  )
+  return remote
+}))
+
+const Live = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+export const size: Promise<bigint> = Effect.runPromise(Effect.provide(program, Live)).then((mr) => mr.size)
+EOF
+node scripts/doc-examples.mjs "$app/src" | sed 's/^/  /'
+[[ -f "$app/src/main.ts" ]] || fail "README.md has no block marked <!-- main example -->"
+(cd "$app" && "$tsc" -p tsconfig.json) || fail "the program, README's blocks or the @examples do not type-check (files under $app/src)"
+echo "  $(ls "$app/src" | wc -l) files type-check"
+
+step "README's main example, compiled, on node"
+(cd "$app" && node out/main.js)
+
+step "pnpm add the tarballs into another fresh project"
+papp="$work/pnpm-app"
+mkdir -p "$papp"
+cp "$app/main.mjs" "$app/addon.mjs" "$papp/"
+# The packages' dependencies on each other would be fetched from the registry: point them at the tarballs.
+cat >"$papp/package.json" <<EOF
+{
+  "name": "outside-user-pnpm", "version": "1.0.0", "private": true, "type": "module",
+  "pnpm": { "overrides": { "@effect-rdma/core": "file:$core", "@effect-rdma/testing": "file:$testing" } }
+}
+EOF
+start=$(date +%s)
+(cd "$papp" && pnpm add --config.confirmModulesPurge=false --reporter=silent \
+  "$core" "$testing" "$native" "effect@$effect_version")
+printf '  installed in %ss (pnpm 10 does not run the addon'"'"'s install script unless allowed: the prebuilt addon needs none)\n' \
+  "$(($(date +%s) - start))"
+(cd "$papp" && node main.mjs && node addon.mjs)
+
+step "ok"
