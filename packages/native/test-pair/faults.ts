@@ -203,9 +203,11 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
       yield* waitUntil("200 writes before the fault", () => stream.succeeded() >= 200 || stream.failed(), 60)
       yield* check(!stream.failed(), `a write failed before the fault: ${JSON.stringify(stream.outcomes.find((o) => o.tag !== "success"))}`)
 
+      // The writes in flight as the fault is injected (a kill is asked of VM a over the channel,
+      // so some may end before it lands: they are counted here all the same).
+      const pendingAtFault = [...stream.inFlight.keys()]
       const faultAt = performance.now()
       yield* s.inject(ctx, pid)
-      const pendingAtFault = [...stream.inFlight.keys()]
       yield* log(`fault injected with ${pendingAtFault.length} writes in flight, ${stream.succeeded()} done`)
 
       if (s.writesFail) {
