@@ -41,7 +41,7 @@ export const longServer = (address: string, port: number, channel: Channel) =>
     const last = Buffer.from(target.memory.subarray(done.lastOffset, done.lastOffset + 8)).readBigUInt64LE()
     yield* channel.send({ events, last: String(last) })
     yield* check(early.length === 0, `the server saw ${early.map((e) => `${e.event} at ${e.at.toFixed(3)} s`).join(", ")} before the client was done`)
-    // The client closes now: CLOSED is expected, within a bound.
+    // The client closes now (and says so: clientClosed): CLOSED is expected, within a bound.
     yield* channel.receive(60)
     yield* watching.await.pipe(Effect.timeout("30 seconds"))
     yield* log(`long run: server events after the client closed: ${JSON.stringify(events)}`)

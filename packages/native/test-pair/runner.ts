@@ -114,7 +114,7 @@ const main = Effect.gen(function*() {
     yield* channel.send({ long: true, port: 17300, seconds: 3600 })
     const client = yield* Effect.exit(
       Effect.scoped(longClient(address, serverAddress, 17300, channel, longWrites)).pipe(
-        Effect.tap(() => channel.send({ closed: true })),
+        Effect.tap(() => channel.send({ clientClosed: true })),
         Effect.zipLeft(liveCheck)
       )
     )
