@@ -3,10 +3,17 @@
 // tests did not run in CI (CI installs qemu, so there they must run).
 import { existsSync, readFileSync } from "node:fs"
 
-const [hostStatus, deviceStatus, reason] = process.argv.slice(2)
+const [hostStatus, deviceStatus, reason, pairStatus = "not-run"] = process.argv.slice(2)
 const read = (file) => (existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : undefined)
 const host = read(".cache/test/host.json")
 const device = read(".cache/test/device.json")
+// The two-host suite (scripts/test-pair) writes its own report: { results: [{ group, name, status, ... }] }.
+const pair = pairStatus === "not-run" ? undefined : read(".cache/test/pair.json")
+const pairResults = pair?.results ?? []
+const pairGroup = (group) => {
+  const rs = pairResults.filter((r) => r.group === group)
+  return `${rs.filter((r) => r.status === "passed").length}/${rs.length}`
+}
 
 const tests = (report) => report?.testResults.flatMap((file) => file.assertionResults) ?? []
 const conformance = (report, title) => {
@@ -24,14 +31,20 @@ const lines = [
   deviceStatus === "not-run"
     ? `  device: NOT RUN: ${reason}`
     : `  device: ${count(device, "passed")} passed, ${count(device, "failed")} failed in the VM` +
-      (deviceStatus === "0" ? "" : ` (vm/run exited ${deviceStatus}: a test, the example smoke test or the VM failed)`)
+      (deviceStatus === "0" ? "" : ` (vm/run exited ${deviceStatus}: a test, the example smoke test or the VM failed)`),
+  pairStatus === "not-run"
+    ? `  two hosts: NOT RUN${deviceStatus === "not-run" ? "" : `: ${reason}`}`
+    : `  two hosts: ${pairGroup("conformance across two hosts")} connection cases across the wire, ` +
+      `${pairGroup("faults across the wire")} fault tests, long run ${pairGroup("long run")} (vm/pair)` +
+      (pairStatus === "0" ? "" : ` (vm/pair exited ${pairStatus}${pair === undefined ? ": no report, the pair failed" : ""})`),
+  ...pairResults.filter((r) => r.status === "failed").map((r) => `    failed: [${r.group}] ${r.name}`)
 ]
 console.log(lines.join("\n"))
-const passed = count(host, "passed") + count(device, "passed")
-const failed = count(host, "failed") + count(device, "failed")
+const passed = count(host, "passed") + count(device, "passed") + pairResults.filter((r) => r.status === "passed").length
+const failed = count(host, "failed") + count(device, "failed") + pairResults.filter((r) => r.status === "failed").length
 console.log(`${passed} passed, ${failed} failed`)
 
-const deviceFailed = deviceStatus !== "not-run" && deviceStatus !== "0"
+const deviceFailed = (deviceStatus !== "not-run" && deviceStatus !== "0") || (pairStatus !== "not-run" && pairStatus !== "0")
 const mustRunDevice = process.env.CI === "true" && deviceStatus === "not-run"
 if (mustRunDevice) console.log("the device tests must run in CI: install qemu (scripts/setup does)")
 process.exit(hostStatus !== "0" || deviceFailed || mustRunDevice || failed > 0 ? 1 : 0)

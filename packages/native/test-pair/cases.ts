@@ -1,0 +1,276 @@
+/**
+ * The connection cases of the conformance suite (@effect-rdma/testing Conformance), across two
+ * hosts: each case of that suite that needs a connection is split here into its server half (VM
+ * a) and its client half (VM b), which exchange what one process would have shared (descriptors,
+ * "check your memory now") over the channel. Same names, same checks, as far as two processes
+ * allow; both halves check that their driver holds nothing at the end.
+ */
+import * as Connection from "@effect-rdma/core/Connection"
+import * as Descriptor from "@effect-rdma/core/Descriptor"
+import type { RdmaDriver } from "@effect-rdma/core/Driver"
+import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as LocalMr from "@effect-rdma/core/LocalMr"
+import * as Peer from "@effect-rdma/core/Peer"
+import * as RemoteMr from "@effect-rdma/core/RemoteMr"
+import * as Usage from "@effect-rdma/core/Usage"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { type Channel, check } from "./harness.js"
+
+export interface Context {
+  /** This VM's address (its rxe0). */
+  readonly address: string
+  /** The other VM's address: where the server half listens, seen from the client half. */
+  readonly serverAddress: string
+  readonly port: number
+  readonly channel: Channel
+}
+
+type Half = (ctx: Context) => Effect.Effect<void, unknown, RdmaDriver | Scope.Scope>
+
+export interface PairCase {
+  readonly name: string
+  readonly server: Half
+  readonly client: Half
+}
+
+/** An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
+const NOWHERE = "192.0.2.99"
+const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+const bytes = (s: string) => new TextEncoder().encode(s)
+
+const equal = <A>(actual: A, expected: A, what: string) =>
+  check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
+
+const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
+  Effect.map(Effect.exit(effect), (exit) =>
+    Exit.isSuccess(exit)
+      ? "success"
+      : exit.cause._tag === "Fail"
+      ? String((exit.cause.error as { _tag?: string })._tag)
+      : `defect: ${String(exit.cause)}`)
+
+const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
+  Effect.flatMap(outcome(effect), (actual) => equal(actual, tag, what))
+
+/** Server half of the common set-up: an exposed region, its descriptor sent, one client accepted. */
+const serve = (ctx: Context, options?: Connection.Options) =>
+  Effect.gen(function*() {
+    const peer = yield* Peer.make(ctx.address)
+    const target = yield* LocalMr.allocate(peer, 65536, exposed)
+    const ep = yield* Endpoint.listen(peer, ctx.address, ctx.port)
+    yield* ctx.channel.send({ listening: true, descriptor: Array.from(yield* LocalMr.descriptor(target)) })
+    const server = yield* Endpoint.acceptNext(ep, { ...options, privateData: bytes("welcome") })
+    return { peer, target, server }
+  })
+
+/** Client half of the common set-up. */
+const join = (ctx: Context, options?: Connection.Options) =>
+  Effect.gen(function*() {
+    const { descriptor } = yield* ctx.channel.receive()
+    const peer = yield* Peer.make(ctx.address)
+    const client = yield* Connection.connect(peer, ctx.serverAddress, ctx.port, { ...options, privateData: bytes("hello") })
+    const remote = yield* RemoteMr.fromDescriptor(Uint8Array.from(descriptor)).pipe(
+      Effect.flatMap(RemoteMr.require(exposed))
+    )
+    return { peer, client, remote, descriptor: Uint8Array.from(descriptor) }
+  })
+
+/** The server's memory, read by the server half when the client half asks, sent back. */
+const answerPeeks = (ctx: Context, memory: Uint8Array) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const m = yield* ctx.channel.receive()
+      if (m.done) return
+      yield* ctx.channel.send({ bytes: Array.from(memory.subarray(m.offset, m.offset + m.length)) })
+    }
+  })
+const peek = (ctx: Context, offset: number, length: number) =>
+  Effect.map(
+    Effect.zipRight(ctx.channel.send({ offset, length }), ctx.channel.receive()),
+    (m) => Uint8Array.from(m.bytes as Array<number>)
+  )
+const donePeeking = (ctx: Context) => ctx.channel.send({ done: true })
+
+export const cases: ReadonlyArray<PairCase> = [
+  {
+    name: "connection: connect, accept, private data both ways; a close is seen by the other side",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const { server } = yield* serve(ctx)
+        yield* equal(text(server.privateData.subarray(0, 5)), "hello", "the client's private data")
+        const events = yield* Stream.runCollect(server.events).pipe(Effect.timeout("30 seconds"))
+        yield* equal([...events].at(-1), "CLOSED", "the server's last event after the client closed")
+      }),
+    client: (ctx) =>
+      Effect.scoped(Effect.gen(function*() {
+        const { client } = yield* join(ctx)
+        yield* equal(text(client.privateData.subarray(0, 7)), "welcome", "the server's private data")
+        yield* equal(yield* client.state, "ESTABLISHED", "client state")
+      }))
+  },
+  {
+    name: "connection: nobody listening → ConnectionFailedError; no device → RPMA_E_PROVIDER",
+    server: () => Effect.void,
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const peer = yield* Peer.make(ctx.address)
+        yield* expectTag(
+          Effect.scoped(Connection.connect(peer, ctx.serverAddress, ctx.port)),
+          "ConnectionFailedError",
+          "no listener on the other host"
+        )
+        yield* expectTag(Effect.scoped(Connection.connect(peer, NOWHERE, ctx.port)), "RpmaProviderError", "no device")
+        yield* expectTag(Effect.scoped(Endpoint.listen(peer, ctx.address, 0)), "RpmaInvalidError", "listen on port 0")
+      })
+  },
+  {
+    name: "rpma_write + rpma_flush + rpma_read: the bytes arrive and come back",
+    server: (ctx) => Effect.flatMap(serve(ctx), ({ target }) => answerPeeks(ctx, target.memory)),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { client, peer, remote } = yield* join(ctx)
+        const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+        const dst = yield* LocalMr.allocate(peer, 4096, Usage.READ_DST)
+        src.memory.set(bytes("record #1"), 10)
+        yield* Connection.write(client, remote, 1000, src, 10, 9)
+        yield* Connection.flush(client, remote, 1000, 9)
+        yield* equal(text(yield* peek(ctx, 1000, 9)), "record #1", "the server's memory after write+flush")
+        yield* Connection.read(client, dst, 100, remote, 1000, 9)
+        yield* equal(text(dst.memory.subarray(100, 109)), "record #1", "read back")
+        yield* Connection.atomicWrite(client, remote, 2048, Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8))
+        yield* Connection.flush(client, remote, 2048, 8)
+        yield* equal((yield* peek(ctx, 2048, 8)).join(","), "1,2,3,4,5,6,7,8", "atomic write")
+        yield* expectTag(Connection.atomicWrite(client, remote, 2047, new Uint8Array(8)), "OutOfRangeError", "misaligned")
+        yield* donePeeking(ctx)
+      })
+  },
+  {
+    name: "rpma_send + rpma_recv: a message arrives with its length",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const { peer, server } = yield* serve(ctx)
+        const inbox = yield* LocalMr.allocate(peer, 256, Usage.RECV)
+        const received = yield* Effect.fork(Connection.recv(server, inbox, 0, 128))
+        yield* Effect.yieldNow()
+        yield* ctx.channel.send({ posted: true })
+        yield* equal(yield* Fiber.join(received).pipe(Effect.timeout("30 seconds")), 4, "bytes received")
+        yield* equal(text(inbox.memory.subarray(0, 4)), "ping", "message")
+        yield* ctx.channel.send({ received: true })
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { client, peer } = yield* join(ctx)
+        const out = yield* LocalMr.allocate(peer, 256, Usage.SEND)
+        out.memory.set(bytes("ping"), 0)
+        yield* ctx.channel.receive() // the receive is posted
+        yield* Connection.send(client, out, 0, 4)
+        yield* ctx.channel.receive() // and arrived
+      })
+  },
+  {
+    name: "the device enforces rkeys and bounds: a forged descriptor → IBV_WC_REM_ACCESS_ERR",
+    server: (ctx) => Effect.flatMap(serve(ctx), () => ctx.channel.receive()),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { client, descriptor, peer } = yield* join(ctx)
+        const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+        const d = yield* Descriptor.decode(descriptor)
+        const forged = yield* RemoteMr.fromDescriptor(
+          Descriptor.encode({ ...d, address: d.address + 65536n, length: 4096n })
+        ).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+        const error = yield* Effect.flip(Connection.write(client, forged, 0, src, 0, 16))
+        yield* equal(error._tag, "CompletionError", "outcome of a write outside the region")
+        yield* equal((error as { status?: number }).status, 10, "work completion status")
+        yield* ctx.channel.send({ done: true })
+      })
+  },
+  {
+    name: "offsets and lengths are checked before posting; a persistent flush needs pmem → RPMA_E_NOSUPP",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const peer = yield* Peer.make(ctx.address)
+        const target = yield* LocalMr.allocate(peer, 65536, exposed)
+        const pmem = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT))
+        const ep = yield* Endpoint.listen(peer, ctx.address, ctx.port)
+        yield* ctx.channel.send({
+          descriptor: Array.from(yield* LocalMr.descriptor(target)),
+          pmem: Array.from(yield* LocalMr.descriptor(pmem))
+        })
+        yield* Endpoint.acceptNext(ep)
+        yield* ctx.channel.receive()
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { descriptor, pmem } = yield* ctx.channel.receive()
+        const peer = yield* Peer.make(ctx.address)
+        const client = yield* Connection.connect(peer, ctx.serverAddress, ctx.port)
+        const remote = yield* RemoteMr.fromDescriptor(Uint8Array.from(descriptor)).pipe(
+          Effect.flatMap(RemoteMr.require(exposed))
+        )
+        const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+        yield* expectTag(Connection.write(client, remote, 0, src, 4000, 200), "OutOfRangeError", "source range")
+        yield* expectTag(Connection.write(client, remote, 65530, src, 0, 16), "OutOfRangeError", "destination range")
+        yield* expectTag(Connection.write(client, remote, 0, src, 0, 2 ** 32), "OutOfRangeError", "length ≥ 2^32")
+        const persistent = yield* RemoteMr.fromDescriptor(Uint8Array.from(pmem)).pipe(
+          Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
+        )
+        yield* expectTag(Connection.flushPersistent(client, persistent, 0, 64), "RpmaNoSupportError", "no pmem")
+        yield* Connection.write(client, remote, 0, src, 0, 64)
+        yield* ctx.channel.send({ done: true })
+      })
+  },
+  {
+    name: "many requests in flight: more than the send queue holds, all complete",
+    server: (ctx) => Effect.flatMap(serve(ctx, { sendQueueSize: 16 }), ({ target }) => answerPeeks(ctx, target.memory)),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { client, peer, remote } = yield* join(ctx, { sendQueueSize: 16 })
+        const src = yield* LocalMr.allocate(peer, 65536, Usage.WRITE_SRC)
+        for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
+        yield* Effect.forEach(
+          Array.from({ length: 256 }, (_, i) => i),
+          (i) => Connection.write(client, remote, i * 256, src, i * 256, 256),
+          { concurrency: "unbounded", discard: true }
+        )
+        yield* Connection.flush(client, remote, 0, 65536)
+        const memory = yield* peek(ctx, 0, 65536)
+        let wrong = 0
+        for (let i = 0; i < 256; i++) if (memory[i * 256] !== (i % 250) + 1) wrong++
+        yield* equal(wrong, 0, "chunks that did not arrive")
+        yield* donePeeking(ctx)
+      })
+  },
+  {
+    name: "a pending receive fails, not hangs, when the other side closes",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const peer = yield* Peer.make(ctx.address)
+        const inbox = yield* LocalMr.allocate(peer, 256, Usage.RECV)
+        const ep = yield* Endpoint.listen(peer, ctx.address, ctx.port)
+        yield* ctx.channel.send({ listening: true })
+        const server = yield* Endpoint.acceptNext(ep)
+        const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, inbox, 0, 256)))
+        yield* Effect.yieldNow()
+        yield* ctx.channel.send({ posted: true })
+        const error = yield* Fiber.join(waiting).pipe(Effect.timeout("30 seconds"))
+        yield* check(
+          error._tag === "ConnectionClosedError" || error._tag === "CompletionError",
+          `a pending receive after the close failed with ${error._tag}`
+        )
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        yield* ctx.channel.receive()
+        const peer = yield* Peer.make(ctx.address)
+        yield* Effect.scoped(Effect.gen(function*() {
+          yield* Connection.connect(peer, ctx.serverAddress, ctx.port)
+          yield* ctx.channel.receive() // the receive is posted; now close
+        }))
+      })
+  }
+]
