@@ -39,8 +39,9 @@ export interface FaultContext {
 /** The connection's timeout (Connection.Options.timeout) in every fault test. */
 const TIMEOUT = Duration.seconds(5)
 const TIMEOUT_S = Duration.toSeconds(TIMEOUT)
-/** Every write in flight at the fault must have ended (failed, tagged) this long after it. */
-const PENDING_BOUND_S = TIMEOUT_S
+
+// A write posted just before the fault may wait its whole timeout; the watchdog looks every tenth of it; 1 s of slack for emulation.
+const PENDING_BOUND_S = TIMEOUT_S * 1.1 + 1
 /** The connection's scope must be closed this long after the close began. */
 const CLOSE_BOUND_S = TIMEOUT_S + 2
 /** The reconnect loop: one attempt every RETRY_EVERY, for at most RECONNECT_BOUND_S. */

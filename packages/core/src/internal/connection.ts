@@ -209,12 +209,31 @@ const establish = (
       Effect.forkDaemon
     )
 
+    // A request with no completion within the timeout means the other side, or the path to it, is
+    // gone (a cut link, a frozen host: the transport may keep retrying for far longer). The
+    // connection is then lost: what waits fails now, and the regions stay held until it is deleted.
+    const watchdogFiber = yield* Effect.sleep(Duration.millis(Math.max(config.timeoutMs / 10, 1))).pipe(
+      Effect.zipRight(Effect.suspend(() => {
+        const waited = table.oldestWait(performance.now())
+        return waited > config.timeoutMs
+          ? end(
+            "LOST",
+            new Error(`no completion for ${Math.round(waited)} ms (timeout ${config.timeoutMs} ms): the other side does not answer`)
+          )
+          : Effect.void
+      })),
+      Effect.repeat({ until: () => state !== "ESTABLISHED" }),
+      Effect.interruptible,
+      Effect.forkDaemon
+    )
+
     const close: Effect.Effect<void> = Effect.gen(function*() {
       if (state === "ESTABLISHED") {
         yield* release("rpma_conn_disconnect", "a connection", driver.connDisconnect(handle))
         // The other side may never answer (a dead host, a peer that never disconnects).
         yield* boundedWait(Deferred.await(ended), config.timeoutMs)
       }
+      yield* Fiber.interrupt(watchdogFiber)
       yield* Fiber.interrupt(eventFiber)
       yield* Fiber.interrupt(completionFiber)
       yield* end("CLOSED")
@@ -236,7 +255,7 @@ const establish = (
               slots.give()
               return Effect.fail(new ConnectionClosedError({ operation, reason: state, cause: endCause }))
             }
-            const entry = table.add(operation, regions, slots)
+            const entry = table.add(operation, regions, slots, slots === sendSlots)
             return Effect.matchEffect(driver.post(handle, build(entry.id)), {
               onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
               // Poll first: Soft-RoCE (and a fast NIC) often completes the request by now, and
@@ -272,7 +291,7 @@ const establish = (
               failure = new ConnectionClosedError({ operation, reason: state, cause: endCause })
               break
             }
-            const entry = table.add(operation, request.regions, slots)
+            const entry = table.add(operation, request.regions, slots, true)
             const result = yield* Effect.either(driver.post(handle, request.build(entry.id)))
             if (result._tag === "Left") {
               yield* runAll(table.unpost(entry))

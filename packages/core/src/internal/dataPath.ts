@@ -84,6 +84,8 @@ export interface Pending<E> {
   readonly operation: string
   readonly regions: ReadonlyArray<LocalMr<any>>
   readonly slots: Slots
+  /** When it was posted (performance.now()), for a send-queue request; undefined for a receive. */
+  readonly postedAt: number | undefined
   /** The waiting operation's resume; undefined before it waits and once it has left. */
   resume: ((outcome: Outcome<E>) => void) | undefined
   /** The outcome, when it arrived before the operation waited. */
@@ -111,10 +113,11 @@ export class PendingTable<E> {
   private nextId = 1
 
   /** Registers a request about to be posted, with its regions held and its slot counted. */
-  add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots): Pending<E> {
+  add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots, timed: boolean): Pending<E> {
     const id = this.nextId++
     for (const mr of regions) Owner.retain(ownerOf(mr))
-    const entry: Pending<E> = { id, operation, regions, slots, resume: undefined, outcome: undefined, abandoned: false }
+    const postedAt = timed ? performance.now() : undefined
+    const entry: Pending<E> = { id, operation, regions, slots, postedAt, resume: undefined, outcome: undefined, abandoned: false }
     this.pending.set(id, entry)
     return entry
   }
@@ -200,6 +203,17 @@ export class PendingTable<E> {
     for (const regions of this.held.values()) dropAll(regions, deferred)
     this.held.clear()
     return deferred
+  }
+
+  /**
+   * How long the oldest send-queue request has waited for its completion, in milliseconds (0 if
+   * none waits). Receives are not counted: waiting for a message is what they are for.
+   */
+  oldestWait(now: number): number {
+    for (const entry of this.pending.values()) {
+      if (entry.postedAt !== undefined) return now - entry.postedAt
+    }
+    return 0
   }
 
   get size(): number {

@@ -98,7 +98,7 @@ const memo = <A>(make: (key: string) => A) => {
     return value
   }
 }
-const latencyOf = memo((op) => Metric.tagged(RdmaMetrics.registrationLatency, "operation", op))
+const latencyOf = memo((op) => Metric.tagged(RdmaMetrics.registrationDuration, "operation", op))
 const registrationsOf = memo((op) => Metric.tagged(RdmaMetrics.registrations, "operation", op))
 const releasesOf = memo((op) => Metric.tagged(RdmaMetrics.releases, "operation", op))
 const failuresOf = memo((key) => {
