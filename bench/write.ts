@@ -265,13 +265,13 @@ const program = Effect.gen(function*() {
     const latencyUs = yield* onConnection(`Connection.write latency ${bytes} B, µs`, (conn) =>
       bestLatency(n, (k) =>
         Effect.gen(function*() {
-          for (let i = 0; i < k; i++) yield* Connection.write(conn, dst, 0, src, 0, bytes)
+          for (let i = 0; i < k; i++) yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: bytes })
         })))
     const bandwidthMBps = yield* onConnection(`Connection.write bandwidth ${bytes} B, MB/s`, (conn) =>
       bestBandwidth(m, bytes, (k) =>
         Effect.forEach(
           Array.from({ length: k }, (_, i) => (i % W) * bytes),
-          (offset) => Connection.write(conn, dst, offset, src, offset, bytes),
+          (offset) => Connection.write(conn, { dst, dstOffset: offset, src, srcOffset: offset, length: bytes }),
           { concurrency: W, discard: true }
         )))
     ours.set(bytes, { latencyUs, bandwidthMBps })

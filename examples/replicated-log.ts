@@ -113,11 +113,11 @@ const client = (exchangePort: number) =>
         const slot = i * recordSize
         encodeRecord(staging.memory, slot, seq)
         const t0 = performance.now()
-        yield* Connection.write(conn, log, seq * recordSize, staging, slot, recordSize)
-        yield* Connection.flush(conn, log, seq * recordSize, recordSize)
+        yield* Connection.write(conn, { dst: log, dstOffset: seq * recordSize, src: staging, srcOffset: slot, length: recordSize })
+        yield* Connection.flush(conn, { dst: log, offset: seq * recordSize, length: recordSize })
         latencies.push(performance.now() - t0)
       }
-      yield* Connection.read(conn, readBack, 0, log, first * recordSize, count * recordSize)
+      yield* Connection.read(conn, { dst: readBack, dstOffset: 0, src: log, srcOffset: first * recordSize, length: count * recordSize })
       for (let i = 0; i < count; i++) if (!checkRecord(readBack.memory, i * recordSize, first + i)) mismatches++
       const done = first + count
       if (done % Math.max(batch, Math.floor(records / 10 / batch) * batch) === 0 || done === records) {

@@ -48,10 +48,10 @@ const session = (server: { readonly descriptor: Uint8Array }, records: number) =
     const dst = yield* LocalMr.allocate(peer, 4096, Usage.READ_DST)
     for (let i = 0; i < records; i++) {
       src.memory[0] = i
-      yield* Connection.write(conn, log, (i % 64) * 64, src, 0, 64)
-      yield* Connection.flush(conn, log, (i % 64) * 64, 64)
+      yield* Connection.write(conn, { dst: log, dstOffset: (i % 64) * 64, src, srcOffset: 0, length: 64 })
+      yield* Connection.flush(conn, { dst: log, offset: (i % 64) * 64, length: 64 })
     }
-    yield* Connection.read(conn, dst, 0, log, 0, 4096)
+    yield* Connection.read(conn, { dst, dstOffset: 0, src: log, srcOffset: 0, length: 4096 })
   }))
 
 const main = (plan: ((fault: SimulatedDriver.Fault) => Effect.Effect<void>) | undefined) =>

@@ -25,11 +25,11 @@ import type * as Stream from "effect/Stream"
 import type { ConnConfig, ConnEvent, ConnHandle, WorkRequest } from "./Driver.js"
 import { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/connection.js"
+import * as ops from "./internal/operations.js"
 import * as instrument from "./internal/instrument.js"
 import type { LocalMr } from "./LocalMr.js"
 import type { Peer } from "./Peer.js"
 import { CompletionError, type RpmaError } from "./RdmaError.js"
-import type { RemoteMr } from "./RemoteMr.js"
 
 /**
  * Connection settings; every field has a default.
@@ -138,6 +138,24 @@ export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
 export type OperationError = CompletionError | ConnectionClosedError | OutOfRangeError | RpmaError
 
 /**
+ * The arguments of each operation, by name, and what each can fail with.
+ *
+ * @since 0.2.0
+ */
+export type {
+  AtomicWriteArgs,
+  FlushArgs,
+  FlushError,
+  ReadArgs,
+  RecvArgs,
+  SendArgs,
+  TransferError,
+  WriteArgs,
+  WriteManyArgs,
+  WriteSpan
+} from "./internal/operations.js"
+
+/**
  * A state of a connection after it is established.
  *
  * @since 0.1.0
@@ -170,8 +188,6 @@ export interface Connection {
   ) => Effect.Effect<void, OperationError>
 }
 
-const MAX_LENGTH = 2 ** 32 - 1
-
 /**
  * Connects to a peer listening at `address`:`port` (rpma_conn_req_new + rpma_conn_req_connect)
  * and waits for the connection to be established. Disconnected and deleted when the scope closes.
@@ -195,8 +211,8 @@ const MAX_LENGTH = 2 ** 32 - 1
  *     const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port)
  *     const src = yield* LocalMr.allocate(peer, record.length, Usage.WRITE_SRC)
  *     src.memory.set(record)
- *     yield* Connection.write(conn, log, at, src, 0, record.length)
- *     yield* Connection.flush(conn, log, at, record.length)
+ *     yield* Connection.write(conn, { dst: log, dstOffset: at, src, length: record.length })
+ *     yield* Connection.flush(conn, { dst: log, offset: at, length: record.length })
  *   }))
  * ```
  *
@@ -221,90 +237,8 @@ export const connect = (
     )
   })
 
-const checkRange = (
-  operation: string,
-  what: string,
-  offset: number,
-  length: number,
-  size: number | bigint
-): OutOfRangeError | undefined => {
-  if (!Number.isSafeInteger(offset) || offset < 0) {
-    return new OutOfRangeError({ operation, detail: `${what} offset ${offset} is not a non-negative integer` })
-  }
-  if (!Number.isSafeInteger(length) || length < 0) {
-    return new OutOfRangeError({ operation, detail: `length ${length} is not a non-negative integer` })
-  }
-  if (length > MAX_LENGTH) {
-    return new OutOfRangeError({
-      operation,
-      detail: `length ${length} exceeds 2^32 - 1, which librpma would silently truncate: split the operation`
-    })
-  }
-  if (BigInt(offset) + BigInt(length) > BigInt(size)) {
-    return new OutOfRangeError({
-      operation,
-      detail: `${what} range [${offset}, ${offset + length}) is outside its ${size}-byte region`
-    })
-  }
-  return undefined
-}
-
-const guarded = <A>(
-  checks: ReadonlyArray<OutOfRangeError | undefined>,
-  effect: Effect.Effect<A, OperationError>
-): Effect.Effect<A, OperationError> => {
-  const refused = checks.find((c) => c !== undefined)
-  return refused === undefined ? effect : Effect.fail(refused)
-}
-
 /**
- * rpma_write: copies `length` bytes from a local region to a remote one. The types require a local
- * WRITE_SRC source and a remote WRITE_DST destination.
- *
- * @since 0.1.0
- * @category operations
- */
-export const write = (
-  conn: Connection,
-  dst: RemoteMr<"WRITE_DST">,
-  dstOffset: number,
-  src: LocalMr<"WRITE_SRC">,
-  srcOffset: number,
-  length: number
-): Effect.Effect<void, OperationError> =>
-  guarded(
-    [
-      checkRange("rpma_write", "destination", dstOffset, length, dst.size),
-      checkRange("rpma_write", "source", srcOffset, length, src.size)
-    ],
-    Effect.asVoid(conn.post("rpma_write", "send", [src], (id) => ({
-      op: "write",
-      id,
-      dst: dst.handle,
-      dstOffset,
-      src: src.handle,
-      srcOffset,
-      length
-    })))
-  )
-
-/**
- * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
- *
- * @since 0.2.0
- * @category models
- */
-export interface WriteSpan {
-  readonly dstOffset: number
-  readonly srcOffset: number
-  readonly length: number
-}
-
-/**
- * Many rpma_writes from one local region to one remote region, posted as fast as the send queue
- * allows and awaited together: the bandwidth path (one fiber, no fiber or Effect per write beyond
- * what waiting needs). Every span is checked before anything is posted. Fails with the first
- * failure once every posted write has completed.
+ * rpma_write: copies `length` bytes from a local WRITE_SRC region to a remote WRITE_DST region.
  *
  * @example
  * ```ts
@@ -312,36 +246,44 @@ export interface WriteSpan {
  * import { Connection, LocalMr, RemoteMr } from "@effect-rdma/core"
  *
  * declare const conn: Connection.Connection
+ * declare const log: RemoteMr.RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">
+ * declare const record: LocalMr.LocalMr<"WRITE_SRC">
+ *
+ * const append = (at: number) =>
+ *   Connection.write(conn, { dst: log, dstOffset: at, src: record, length: 64 }).pipe(
+ *     Effect.zipRight(Connection.flush(conn, { dst: log, offset: at, length: 64 }))
+ *   )
+ * ```
+ *
+ * @since 0.1.0
+ * @category operations
+ */
+export const write: (conn: Connection, args: ops.WriteArgs) => Effect.Effect<void, ops.TransferError> = ops.write
+
+/**
+ * Many rpma_writes from one local region to one remote region, posted as fast as the send queue
+ * allows and awaited together: the bandwidth path (one fiber, nothing per write beyond what waiting
+ * needs). Every span is checked before anything is posted. Fails with the first failure once every
+ * posted write has completed.
+ *
+ * @example
+ * ```ts
+ * import type { Effect } from "effect"
+ * import { Connection, LocalMr, RemoteMr } from "@effect-rdma/core"
+ *
+ * declare const conn: Connection.Connection
  * declare const log: RemoteMr.RemoteMr<"WRITE_DST">
  * declare const records: LocalMr.LocalMr<"WRITE_SRC">
  * // 64 records of 64 bytes, each to its slot of the remote log.
  * const spans = Array.from({ length: 64 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
- * const program: Effect.Effect<void, Connection.OperationError> = Connection.writeMany(conn, log, records, spans)
+ * const program: Effect.Effect<void, Connection.TransferError> = Connection.writeMany(conn, { dst: log, src: records, spans })
  * ```
  *
  * @since 0.2.0
  * @category operations
  */
-export const writeMany = (
-  conn: Connection,
-  dst: RemoteMr<"WRITE_DST">,
-  src: LocalMr<"WRITE_SRC">,
-  spans: Iterable<WriteSpan>
-): Effect.Effect<void, OperationError> =>
-  Effect.suspend(() => {
-    const regions = [src]
-    const requests: Array<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: (id: number) => WorkRequest }> = []
-    for (const { dstOffset, length, srcOffset } of spans) {
-      const refused = checkRange("rpma_write", "destination", dstOffset, length, dst.size) ??
-        checkRange("rpma_write", "source", srcOffset, length, src.size)
-      if (refused !== undefined) return Effect.fail(refused)
-      requests.push({
-        regions,
-        build: (id) => ({ op: "write", id, dst: dst.handle, dstOffset, src: src.handle, srcOffset, length })
-      })
-    }
-    return conn.postMany("rpma_write", requests)
-  })
+export const writeMany: (conn: Connection, args: ops.WriteManyArgs) => Effect.Effect<void, ops.TransferError> =
+  ops.writeMany
 
 /**
  * rpma_read: copies `length` bytes from a remote READ_SRC region into a local READ_DST region.
@@ -349,29 +291,7 @@ export const writeMany = (
  * @since 0.1.0
  * @category operations
  */
-export const read = (
-  conn: Connection,
-  dst: LocalMr<"READ_DST">,
-  dstOffset: number,
-  src: RemoteMr<"READ_SRC">,
-  srcOffset: number,
-  length: number
-): Effect.Effect<void, OperationError> =>
-  guarded(
-    [
-      checkRange("rpma_read", "destination", dstOffset, length, dst.size),
-      checkRange("rpma_read", "source", srcOffset, length, src.size)
-    ],
-    Effect.asVoid(conn.post("rpma_read", "send", [dst], (id) => ({
-      op: "read",
-      id,
-      dst: dst.handle,
-      dstOffset,
-      src: src.handle,
-      srcOffset,
-      length
-    })))
-  )
+export const read: (conn: Connection, args: ops.ReadArgs) => Effect.Effect<void, ops.TransferError> = ops.read
 
 /**
  * rpma_flush with RPMA_FLUSH_TYPE_VISIBILITY: makes earlier writes to the range visible on the
@@ -382,36 +302,20 @@ export const read = (
  */
 export const flush = (
   conn: Connection,
-  dst: RemoteMr<"FLUSH_TYPE_VISIBILITY">,
-  offset: number,
-  length: number
-): Effect.Effect<void, OperationError> => flushWith(conn, dst, offset, length, "visibility")
+  args: ops.FlushArgs<"FLUSH_TYPE_VISIBILITY">
+): Effect.Effect<void, ops.FlushError> => ops.flushWith(conn, args, "visibility")
 
 /**
  * rpma_flush with RPMA_FLUSH_TYPE_PERSISTENT: makes earlier writes to the range persistent. Needs
- * a connection made with `directWriteToPmem: true`.
+ * a connection made with `directWriteToPmem: true` (RPMA_E_NOSUPP otherwise).
  *
  * @since 0.1.0
  * @category operations
  */
 export const flushPersistent = (
   conn: Connection,
-  dst: RemoteMr<"FLUSH_TYPE_PERSISTENT">,
-  offset: number,
-  length: number
-): Effect.Effect<void, OperationError> => flushWith(conn, dst, offset, length, "persistent")
-
-const flushWith = (
-  conn: Connection,
-  dst: RemoteMr<any>,
-  offset: number,
-  length: number,
-  type: "visibility" | "persistent"
-) =>
-  guarded(
-    [checkRange("rpma_flush", "destination", offset, length, dst.size)],
-    Effect.asVoid(conn.post("rpma_flush", "send", [], (id) => ({ op: "flush", id, dst: dst.handle, dstOffset: offset, length, type })))
-  )
+  args: ops.FlushArgs<"FLUSH_TYPE_PERSISTENT">
+): Effect.Effect<void, ops.FlushError> => ops.flushWith(conn, args, "persistent")
 
 /**
  * rpma_atomic_write: stores 8 bytes atomically at an 8-byte-aligned offset of a remote WRITE_DST region.
@@ -419,30 +323,8 @@ const flushWith = (
  * @since 0.1.0
  * @category operations
  */
-export const atomicWrite = (
-  conn: Connection,
-  dst: RemoteMr<"WRITE_DST">,
-  offset: number,
-  value: Uint8Array
-): Effect.Effect<void, OperationError> =>
-  guarded(
-    [
-      value instanceof Uint8Array && value.byteLength === 8
-        ? undefined
-        : new OutOfRangeError({ operation: "rpma_atomic_write", detail: "the value must be exactly 8 bytes" }),
-      offset % 8 === 0
-        ? undefined
-        : new OutOfRangeError({ operation: "rpma_atomic_write", detail: `offset ${offset} is not 8-byte aligned` }),
-      checkRange("rpma_atomic_write", "destination", offset, 8, dst.size)
-    ],
-    Effect.asVoid(conn.post("rpma_atomic_write", "send", [], (id) => ({
-      op: "atomicWrite",
-      id,
-      dst: dst.handle,
-      dstOffset: offset,
-      value: Uint8Array.from(value)
-    })))
-  )
+export const atomicWrite: (conn: Connection, args: ops.AtomicWriteArgs) => Effect.Effect<void, ops.TransferError> =
+  ops.atomicWrite
 
 /**
  * rpma_send: sends `length` bytes of a SEND region to the other side's next posted receive.
@@ -450,16 +332,7 @@ export const atomicWrite = (
  * @since 0.1.0
  * @category operations
  */
-export const send = (
-  conn: Connection,
-  src: LocalMr<"SEND">,
-  offset: number,
-  length: number
-): Effect.Effect<void, OperationError> =>
-  guarded(
-    [checkRange("rpma_send", "source", offset, length, src.size)],
-    Effect.asVoid(conn.post("rpma_send", "send", [src], (id) => ({ op: "send", id, src: src.handle, offset, length })))
-  )
+export const send: (conn: Connection, args: ops.SendArgs) => Effect.Effect<void, ops.TransferError> = ops.send
 
 /**
  * rpma_recv: posts a receive into a RECV region and succeeds with the number of bytes received.
@@ -467,13 +340,4 @@ export const send = (
  * @since 0.1.0
  * @category operations
  */
-export const recv = (
-  conn: Connection,
-  dst: LocalMr<"RECV">,
-  offset: number,
-  length: number
-): Effect.Effect<number, OperationError> =>
-  guarded(
-    [checkRange("rpma_recv", "destination", offset, length, dst.size)],
-    conn.post("rpma_recv", "recv", [dst], (id) => ({ op: "recv", id, dst: dst.handle, offset, length }))
-  )
+export const recv: (conn: Connection, args: ops.RecvArgs) => Effect.Effect<number, ops.TransferError> = ops.recv

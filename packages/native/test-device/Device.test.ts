@@ -413,8 +413,8 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
               )
               const started = performance.now()
               while (performance.now() - started < busyMillis) {
-                yield* Connection.write(conn, dst, 0, src, 0, 64)
-                yield* Connection.flush(conn, dst, 0, 64)
+                yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })
+                yield* Connection.flush(conn, { dst, offset: 0, length: 64 })
               }
               clearInterval(timer)
               return ticks

@@ -137,15 +137,15 @@ export const cases: ReadonlyArray<PairCase> = [
         const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
         const dst = yield* LocalMr.allocate(peer, 4096, Usage.READ_DST)
         src.memory.set(bytes("record #1"), 10)
-        yield* Connection.write(client, remote, 1000, src, 10, 9)
-        yield* Connection.flush(client, remote, 1000, 9)
+        yield* Connection.write(client, { dst: remote, dstOffset: 1000, src, srcOffset: 10, length: 9 })
+        yield* Connection.flush(client, { dst: remote, offset: 1000, length: 9 })
         yield* equal(text(yield* peek(ctx, 1000, 9)), "record #1", "the server's memory after write+flush")
-        yield* Connection.read(client, dst, 100, remote, 1000, 9)
+        yield* Connection.read(client, { dst, dstOffset: 100, src: remote, srcOffset: 1000, length: 9 })
         yield* equal(text(dst.memory.subarray(100, 109)), "record #1", "read back")
-        yield* Connection.atomicWrite(client, remote, 2048, Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8))
-        yield* Connection.flush(client, remote, 2048, 8)
+        yield* Connection.atomicWrite(client, { dst: remote, offset: 2048, value: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8) })
+        yield* Connection.flush(client, { dst: remote, offset: 2048, length: 8 })
         yield* equal((yield* peek(ctx, 2048, 8)).join(","), "1,2,3,4,5,6,7,8", "atomic write")
-        yield* expectTag(Connection.atomicWrite(client, remote, 2047, new Uint8Array(8)), "OutOfRangeError", "misaligned")
+        yield* expectTag(Connection.atomicWrite(client, { dst: remote, offset: 2047, value: new Uint8Array(8) }), "OutOfRangeError", "misaligned")
         yield* donePeeking(ctx)
       })
   },
@@ -155,7 +155,7 @@ export const cases: ReadonlyArray<PairCase> = [
       Effect.gen(function*() {
         const { peer, server } = yield* serve(ctx)
         const inbox = yield* LocalMr.allocate(peer, 256, Usage.RECV)
-        const received = yield* Effect.fork(Connection.recv(server, inbox, 0, 128))
+        const received = yield* Effect.fork(Connection.recv(server, { dst: inbox, offset: 0, length: 128 }))
         yield* Effect.yieldNow()
         yield* ctx.channel.send({ posted: true })
         yield* equal(yield* Fiber.join(received).pipe(Effect.timeout("30 seconds")), 4, "bytes received")
@@ -168,7 +168,7 @@ export const cases: ReadonlyArray<PairCase> = [
         const out = yield* LocalMr.allocate(peer, 256, Usage.SEND)
         out.memory.set(bytes("ping"), 0)
         yield* ctx.channel.receive() // the receive is posted
-        yield* Connection.send(client, out, 0, 4)
+        yield* Connection.send(client, { src: out, offset: 0, length: 4 })
         yield* ctx.channel.receive() // and arrived
       })
   },
@@ -183,7 +183,7 @@ export const cases: ReadonlyArray<PairCase> = [
         const forged = yield* RemoteMr.fromDescriptor(
           Descriptor.encode({ ...d, address: d.address + 65536n, length: 4096n })
         ).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
-        const error = yield* Effect.flip(Connection.write(client, forged, 0, src, 0, 16))
+        const error = yield* Effect.flip(Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 }))
         yield* equal(error._tag, "CompletionError", "outcome of a write outside the region")
         yield* equal((error as { status?: number }).status, 10, "work completion status")
         yield* ctx.channel.send({ done: true })
@@ -213,14 +213,14 @@ export const cases: ReadonlyArray<PairCase> = [
           Effect.flatMap(RemoteMr.require(exposed))
         )
         const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
-        yield* expectTag(Connection.write(client, remote, 0, src, 4000, 200), "OutOfRangeError", "source range")
-        yield* expectTag(Connection.write(client, remote, 65530, src, 0, 16), "OutOfRangeError", "destination range")
-        yield* expectTag(Connection.write(client, remote, 0, src, 0, 2 ** 32), "OutOfRangeError", "length ≥ 2^32")
+        yield* expectTag(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 4000, length: 200 }), "OutOfRangeError", "source range")
+        yield* expectTag(Connection.write(client, { dst: remote, dstOffset: 65530, src, srcOffset: 0, length: 16 }), "OutOfRangeError", "destination range")
+        yield* expectTag(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 2 ** 32 }), "OutOfRangeError", "length ≥ 2^32")
         const persistent = yield* RemoteMr.fromDescriptor(Uint8Array.from(pmem)).pipe(
           Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
         )
-        yield* expectTag(Connection.flushPersistent(client, persistent, 0, 64), "RpmaNoSupportError", "no pmem")
-        yield* Connection.write(client, remote, 0, src, 0, 64)
+        yield* expectTag(Connection.flushPersistent(client, { dst: persistent, offset: 0, length: 64 }), "RpmaNoSupportError", "no pmem")
+        yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 })
         yield* ctx.channel.send({ done: true })
       })
   },
@@ -234,10 +234,10 @@ export const cases: ReadonlyArray<PairCase> = [
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         yield* Effect.forEach(
           Array.from({ length: 256 }, (_, i) => i),
-          (i) => Connection.write(client, remote, i * 256, src, i * 256, 256),
+          (i) => Connection.write(client, { dst: remote, dstOffset: i * 256, src, srcOffset: i * 256, length: 256 }),
           { concurrency: "unbounded", discard: true }
         )
-        yield* Connection.flush(client, remote, 0, 65536)
+        yield* Connection.flush(client, { dst: remote, offset: 0, length: 65536 })
         const memory = yield* peek(ctx, 0, 65536)
         let wrong = 0
         for (let i = 0; i < 256; i++) if (memory[i * 256] !== (i % 250) + 1) wrong++
@@ -254,7 +254,7 @@ export const cases: ReadonlyArray<PairCase> = [
         const ep = yield* Endpoint.listen(peer, ctx.address, ctx.port)
         yield* ctx.channel.send({ listening: true })
         const server = yield* Endpoint.acceptNext(ep)
-        const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, inbox, 0, 256)))
+        const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, { dst: inbox, offset: 0, length: 256 })))
         yield* Effect.yieldNow()
         yield* ctx.channel.send({ posted: true })
         const error = yield* Fiber.join(waiting).pipe(Effect.timeout("30 seconds"))

@@ -91,7 +91,7 @@ const writeStream = (conn: Connection.Connection, remote: RemoteMr.RemoteMr<"WRI
       const startedAt = performance.now()
       inFlight.set(i, startedAt)
       const offset = (i % 64) * SIZE
-      return Connection.write(conn, remote, offset, src, offset, SIZE).pipe(
+      return Connection.write(conn, { dst: remote, dstOffset: offset, src, srcOffset: offset, length: SIZE }).pipe(
         Effect.exit,
         Effect.map((exit) => {
           inFlight.delete(i)
@@ -155,10 +155,10 @@ const reconnect = (ctx: FaultContext, peer: Peer.Peer, port: number) =>
       const dst = yield* LocalMr.allocate(peer, SIZE, Usage.READ_DST)
       for (let i = 0; i < 100; i++) {
         src.memory[i] = (attempts + i) % 256
-        yield* Connection.write(conn, remote, 0, src, 0, SIZE)
+        yield* Connection.write(conn, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: SIZE })
       }
-      yield* Connection.flush(conn, remote, 0, SIZE)
-      yield* Connection.read(conn, dst, 0, remote, 0, SIZE)
+      yield* Connection.flush(conn, { dst: remote, offset: 0, length: SIZE })
+      yield* Connection.read(conn, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: SIZE })
       yield* check(dst.memory.every((b, i) => b === src.memory[i]), "the data read back after reconnecting differs")
     })).pipe(
       Effect.tapError((e) => log(`reconnect attempt ${attempts} failed: ${(e as { _tag?: string })._tag ?? e}: ${(e as Error).message}`))

@@ -65,7 +65,7 @@ export const longClient = (address: string, serverAddress: string, port: number,
       const offset = (i % slots) * SIZE
       view.writeBigUInt64LE(BigInt(i), offset)
       return Effect.zipRight(
-        Connection.write(conn, remote, offset, src, offset, SIZE),
+        Connection.write(conn, { dst: remote, dstOffset: offset, src, srcOffset: offset, length: SIZE }),
         Effect.suspend(() => {
           completed++
           if (completed % 10_000 === 0) {
@@ -88,7 +88,7 @@ export const longClient = (address: string, serverAddress: string, port: number,
     )
     const lastIndex = total - 1
     const lastOffset = (lastIndex % slots) * SIZE
-    yield* Connection.flush(conn, remote, 0, REGION)
+    yield* Connection.flush(conn, { dst: remote, offset: 0, length: REGION })
     const elapsed = seconds(started)
     yield* log(`long run: ${completed} writes in ${elapsed.toFixed(1)} s, ${(completed / elapsed).toFixed(0)} writes/s`)
     yield* channel.send({ done: true, writes: completed, lastOffset })

@@ -85,21 +85,21 @@ describe("operations", () => {
       const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
       const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
       src.memory.set(new TextEncoder().encode("record #1"), 0)
-      yield* Connection.write(client, remote, 1000, src, 0, 9)
-      yield* Connection.flush(client, remote, 1000, 9)
+      yield* Connection.write(client, { dst: remote, dstOffset: 1000, src, srcOffset: 0, length: 9 })
+      yield* Connection.flush(client, { dst: remote, offset: 1000, length: 9 })
       assert.strictEqual(new TextDecoder().decode(target.memory.subarray(1000, 1009)), "record #1")
-      yield* Connection.read(client, dst, 100, remote, 1000, 9)
+      yield* Connection.read(client, { dst, dstOffset: 100, src: remote, srcOffset: 1000, length: 9 })
       assert.strictEqual(new TextDecoder().decode(dst.memory.subarray(100, 109)), "record #1")
     })))
 
   it.effect("atomic write of 8 aligned bytes; misaligned or wrong size refused before posting", () =>
     inWorld(Effect.gen(function*() {
       const { client, remote, target } = yield* pair()
-      yield* Connection.atomicWrite(client, remote, 64, Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8))
+      yield* Connection.atomicWrite(client, { dst: remote, offset: 64, value: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8) })
       assert.deepStrictEqual(Array.from(target.memory.subarray(64, 72)), [1, 2, 3, 4, 5, 6, 7, 8])
-      const misaligned = yield* Effect.flip(Connection.atomicWrite(client, remote, 63, new Uint8Array(8)))
+      const misaligned = yield* Effect.flip(Connection.atomicWrite(client, { dst: remote, offset: 63, value: new Uint8Array(8) }))
       assert.strictEqual(misaligned._tag, "OutOfRangeError")
-      const short = yield* Effect.flip(Connection.atomicWrite(client, remote, 64, new Uint8Array(4)))
+      const short = yield* Effect.flip(Connection.atomicWrite(client, { dst: remote, offset: 64, value: new Uint8Array(4) }))
       assert.strictEqual(short._tag, "OutOfRangeError")
     })))
 
@@ -109,16 +109,16 @@ describe("operations", () => {
       const out = yield* LocalMr.allocate(clientPeer, 256, Usage.SEND)
       const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
       out.memory.set(new TextEncoder().encode("ping"))
-      const received = yield* Effect.fork(Connection.recv(server, inbox, 0, 128))
-      yield* Connection.send(client, out, 0, 4)
+      const received = yield* Effect.fork(Connection.recv(server, { dst: inbox, offset: 0, length: 128 }))
+      yield* Connection.send(client, { src: out, offset: 0, length: 4 })
       assert.strictEqual(yield* Fiber.join(received), 4)
       assert.strictEqual(new TextDecoder().decode(inbox.memory.subarray(0, 4)), "ping")
       // Send before the receive is posted: it waits (receiver-not-ready retries), then lands.
-      const early = yield* Effect.fork(Connection.send(client, out, 0, 4))
-      assert.strictEqual(yield* Connection.recv(server, inbox, 4, 4), 4)
+      const early = yield* Effect.fork(Connection.send(client, { src: out, offset: 0, length: 4 }))
+      assert.strictEqual(yield* Connection.recv(server, { dst: inbox, offset: 4, length: 4 }), 4)
       yield* Fiber.join(early)
-      const tooSmall = yield* Effect.fork(Effect.flip(Connection.recv(server, inbox, 0, 2)))
-      const sendError = yield* Effect.flip(Connection.send(client, out, 0, 4))
+      const tooSmall = yield* Effect.fork(Effect.flip(Connection.recv(server, { dst: inbox, offset: 0, length: 2 })))
+      const sendError = yield* Effect.flip(Connection.send(client, { src: out, offset: 0, length: 4 }))
       assert.strictEqual(sendError._tag === "CompletionError" && sendError.statusName, "IBV_WC_REM_INV_REQ_ERR")
       const recvError = yield* Fiber.join(tooSmall)
       assert.strictEqual(recvError._tag === "CompletionError" && recvError.statusName, "IBV_WC_LOC_LEN_ERR")
@@ -133,10 +133,10 @@ describe("operations", () => {
       const forged = yield* RemoteMr.fromDescriptor(Descriptor.encode({ ...d, address: d.address + 65536n })).pipe(
         Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
       )
-      const error = yield* Effect.flip(Connection.write(client, forged, 0, src, 0, 16))
+      const error = yield* Effect.flip(Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 }))
       assert.strictEqual(error._tag, "CompletionError")
       assert.match(error.message, /IBV_WC_REM_ACCESS_ERR \(10\): the remote region refused/)
-      const next = yield* Effect.flip(Connection.write(client, remote, 0, src, 0, 16))
+      const next = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 16 }))
       assert.strictEqual(next._tag === "CompletionError" && next.statusName, "IBV_WC_WR_FLUSH_ERR")
     })))
 
@@ -149,7 +149,7 @@ describe("operations", () => {
         Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
       )
       const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
-      const error = yield* Effect.flip(Connection.write(client, forged, 0, src, 0, 16))
+      const error = yield* Effect.flip(Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 }))
       assert.strictEqual(error._tag === "CompletionError" && error.status, 10)
     })))
 
@@ -165,7 +165,7 @@ describe("operations", () => {
         [0, 0, 2 ** 32, /exceeds 2\^32 - 1/]
       ]
       for (const [dstOffset, srcOffset, length, message] of cases) {
-        const error = yield* Effect.flip(Connection.write(client, remote, dstOffset, src, srcOffset, length))
+        const error = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset, src, srcOffset, length }))
         assert.strictEqual(error._tag, "OutOfRangeError")
         assert.match(error.message, message)
       }
@@ -180,7 +180,7 @@ describe("operations", () => {
       const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(pmem)).pipe(
         Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
       )
-      const error = yield* Effect.flip(Connection.flushPersistent(client, remote, 0, 64))
+      const error = yield* Effect.flip(Connection.flushPersistent(client, { dst: remote, offset: 0, length: 64 }))
       assert.strictEqual(error._tag, "RpmaNoSupportError")
     })))
 
@@ -191,7 +191,7 @@ describe("operations", () => {
       for (let i = 0; i < 512; i++) src.memory[i * 128] = i % 251
       yield* Effect.forEach(
         Array.from({ length: 512 }, (_, i) => i),
-        (i) => Connection.write(client, remote, i * 128, src, i * 128, 128),
+        (i) => Connection.write(client, { dst: remote, dstOffset: i * 128, src, srcOffset: i * 128, length: 128 }),
         { concurrency: "unbounded", discard: true }
       )
       for (let i = 0; i < 512; i++) assert.strictEqual(target.memory[i * 128], i % 251)
@@ -203,14 +203,14 @@ describe("a lost connection", () => {
     inWorld(Effect.gen(function*() {
       const { client, clientPeer, remote, server, serverPeer } = yield* pair()
       const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
-      const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, inbox, 0, 256)))
+      const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, { dst: inbox, offset: 0, length: 256 })))
       const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
       yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
-      const lost = yield* Effect.flip(Connection.write(client, remote, 0, src, 0, 64))
+      const lost = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 }))
       assert.include(["ConnectionClosedError", "CompletionError"], lost._tag)
       const pending = yield* Fiber.join(waiting)
       assert.include(["ConnectionClosedError", "CompletionError"], pending._tag)
-      const later = yield* Effect.flip(Connection.write(client, remote, 0, src, 0, 64))
+      const later = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 }))
       assert.strictEqual(later._tag, "ConnectionClosedError")
       assert.strictEqual(yield* client.state, "LOST")
       assert.strictEqual(yield* server.state, "LOST")
@@ -221,7 +221,7 @@ describe("a lost connection", () => {
       const { client, clientPeer, remote } = yield* pair()
       const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
       yield* SimulatedDriver.fail({ operation: "rpma_read", nth: 1, completionStatus: 12 })
-      const error = yield* Effect.flip(Connection.read(client, dst, 0, remote, 0, 64))
+      const error = yield* Effect.flip(Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 64 }))
       assert.strictEqual(error._tag === "CompletionError" && error.statusName, "IBV_WC_RETRY_EXC_ERR")
     })))
 })

@@ -31,24 +31,24 @@ export const dataPathCases = (): ReadonlyArray<CaseOf> => [
         const src = yield* LocalMr.allocate(clientPeer, 65536, Usage.WRITE_SRC)
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         const spans = Array.from({ length: 256 }, (_, i) => ({ dstOffset: i * 256, srcOffset: i * 256, length: 256 }))
-        yield* Connection.writeMany(client, remote, src, spans)
-        yield* Connection.flush(client, remote, 0, 65536)
+        yield* Connection.writeMany(client, { dst: remote, src, spans })
+        yield* Connection.flush(client, { dst: remote, offset: 0, length: 65536 })
         let wrong = 0
         for (let i = 0; i < 256; i++) if (target.memory[i * 256] !== (i % 250) + 1) wrong++
         yield* check(wrong === 0, `${wrong} of 256 writes did not arrive`)
         target.memory.fill(0)
         const refused = yield* Effect.exit(
-          Connection.writeMany(client, remote, src, [{ dstOffset: 0, srcOffset: 0, length: 64 }, {
+          Connection.writeMany(client, { dst: remote, src, spans: [{ dstOffset: 0, srcOffset: 0, length: 64 }, {
             dstOffset: 65530,
             srcOffset: 0,
             length: 64
-          }])
+          }] })
         )
         yield* check(
           Exit.isFailure(refused) && refused.cause._tag === "Fail" && refused.cause.error._tag === "OutOfRangeError",
           "a span outside the destination is refused"
         )
-        yield* Connection.flush(client, remote, 0, 64)
+        yield* Connection.flush(client, { dst: remote, offset: 0, length: 64 })
         yield* check(target.memory[0] === 0, "nothing of a refused batch was posted")
       })
   }

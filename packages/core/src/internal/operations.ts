@@ -1,0 +1,303 @@
+/**
+ * The operations on a connection. Each takes its arguments by name (three adjacent offsets and
+ * lengths are too easily swapped), checks every range before anything is posted, and fails only
+ * with what it can produce: a range it refuses, the connection's end, a work completion's status,
+ * and the codes librpma's post functions return for it.
+ *
+ * Re-exported by Connection.ts, where they are documented for users.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type { Connection } from "../Connection.js"
+import { type ConnectionClosedError, OutOfRangeError } from "../Connection.js"
+import type { WorkRequest } from "../Driver.js"
+import type { LocalMr } from "../LocalMr.js"
+import type { CompletionError, RpmaInvalidError, RpmaNoSupportError, RpmaProviderError } from "../RdmaError.js"
+import type { RemoteMr } from "../RemoteMr.js"
+
+/** librpma's post functions (rpma_write, rpma_read, rpma_send, ...) return only these. */
+type PostError = RpmaInvalidError | RpmaProviderError
+
+/**
+ * What a write, read, atomic write, send or receive can fail with: a range refused before posting,
+ * the connection's end, the work completion's status, or librpma refusing the post.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type TransferError = OutOfRangeError | ConnectionClosedError | CompletionError | PostError
+
+/**
+ * What a flush can fail with: as a transfer, and RPMA_E_NOSUPP when the remote region or peer does
+ * not support the flush type.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type FlushError = TransferError | RpmaNoSupportError
+
+const MAX_LENGTH = 2 ** 32 - 1
+
+const checkRange = (
+  operation: string,
+  what: string,
+  offset: number,
+  length: number,
+  size: number | bigint
+): OutOfRangeError | undefined => {
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    return new OutOfRangeError({ operation, detail: `${what} offset ${offset} is not a non-negative integer` })
+  }
+  if (!Number.isSafeInteger(length) || length < 0) {
+    return new OutOfRangeError({ operation, detail: `length ${length} is not a non-negative integer` })
+  }
+  if (length > MAX_LENGTH) {
+    return new OutOfRangeError({
+      operation,
+      detail: `length ${length} exceeds 2^32 - 1, which librpma would silently truncate: split the operation`
+    })
+  }
+  if (BigInt(offset) + BigInt(length) > BigInt(size)) {
+    return new OutOfRangeError({
+      operation,
+      detail: `${what} range [${offset}, ${offset + length}) is outside its ${size}-byte region`
+    })
+  }
+  return undefined
+}
+
+/** The connection's post, with its error narrowed to what this operation can produce. */
+const post = <E>(
+  conn: Connection,
+  operation: string,
+  queue: "send" | "recv",
+  regions: ReadonlyArray<LocalMr<any>>,
+  build: (id: number) => WorkRequest
+): Effect.Effect<number, E> => conn.post(operation, queue, regions, build) as Effect.Effect<number, any>
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface WriteArgs {
+  readonly dst: RemoteMr<"WRITE_DST">
+  /** Default 0. */
+  readonly dstOffset?: number | undefined
+  readonly src: LocalMr<"WRITE_SRC">
+  /** Default 0. */
+  readonly srcOffset?: number | undefined
+  readonly length: number
+}
+
+/** @internal */
+export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> =>
+  Effect.suspend(() => {
+    const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
+    const refused = checkRange("rpma_write", "destination", dstOffset, length, dst.size) ??
+      checkRange("rpma_write", "source", srcOffset, length, src.size)
+    if (refused !== undefined) return Effect.fail(refused)
+    return Effect.asVoid(
+      post<TransferError>(conn, "rpma_write", "send", [src], (id) => ({
+        op: "write",
+        id,
+        dst: dst.handle,
+        dstOffset,
+        src: src.handle,
+        srcOffset,
+        length
+      }))
+    )
+  })
+
+/**
+ * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface WriteSpan {
+  readonly dstOffset: number
+  readonly srcOffset: number
+  readonly length: number
+}
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface WriteManyArgs {
+  readonly dst: RemoteMr<"WRITE_DST">
+  readonly src: LocalMr<"WRITE_SRC">
+  readonly spans: Iterable<WriteSpan>
+}
+
+/** @internal */
+export const writeMany = (conn: Connection, args: WriteManyArgs): Effect.Effect<void, TransferError> =>
+  Effect.suspend(() => {
+    const { dst, spans, src } = args
+    const regions = [src]
+    const requests: Array<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: (id: number) => WorkRequest }> = []
+    for (const { dstOffset, length, srcOffset } of spans) {
+      const refused = checkRange("rpma_write", "destination", dstOffset, length, dst.size) ??
+        checkRange("rpma_write", "source", srcOffset, length, src.size)
+      if (refused !== undefined) return Effect.fail(refused)
+      requests.push({
+        regions,
+        build: (id) => ({ op: "write", id, dst: dst.handle, dstOffset, src: src.handle, srcOffset, length })
+      })
+    }
+    return conn.postMany("rpma_write", requests) as Effect.Effect<void, TransferError>
+  })
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface ReadArgs {
+  readonly dst: LocalMr<"READ_DST">
+  /** Default 0. */
+  readonly dstOffset?: number | undefined
+  readonly src: RemoteMr<"READ_SRC">
+  /** Default 0. */
+  readonly srcOffset?: number | undefined
+  readonly length: number
+}
+
+/** @internal */
+export const read = (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError> =>
+  Effect.suspend(() => {
+    const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
+    const refused = checkRange("rpma_read", "destination", dstOffset, length, dst.size) ??
+      checkRange("rpma_read", "source", srcOffset, length, src.size)
+    if (refused !== undefined) return Effect.fail(refused)
+    return Effect.asVoid(
+      post<TransferError>(conn, "rpma_read", "send", [dst], (id) => ({
+        op: "read",
+        id,
+        dst: dst.handle,
+        dstOffset,
+        src: src.handle,
+        srcOffset,
+        length
+      }))
+    )
+  })
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface FlushArgs<F extends "FLUSH_TYPE_VISIBILITY" | "FLUSH_TYPE_PERSISTENT"> {
+  readonly dst: RemoteMr<F>
+  /** Default 0. */
+  readonly offset?: number | undefined
+  readonly length: number
+}
+
+/** @internal */
+export const flushWith = (
+  conn: Connection,
+  args: FlushArgs<any>,
+  type: "visibility" | "persistent"
+): Effect.Effect<void, FlushError> =>
+  Effect.suspend(() => {
+    const { dst, length, offset = 0 } = args
+    const refused = checkRange("rpma_flush", "destination", offset, length, dst.size)
+    if (refused !== undefined) return Effect.fail(refused)
+    return Effect.asVoid(
+      post<FlushError>(conn, "rpma_flush", "send", [], (id) => ({
+        op: "flush",
+        id,
+        dst: dst.handle,
+        dstOffset: offset,
+        length,
+        type
+      }))
+    )
+  })
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface AtomicWriteArgs {
+  readonly dst: RemoteMr<"WRITE_DST">
+  /** 8-byte aligned. */
+  readonly offset: number
+  /** Exactly 8 bytes. */
+  readonly value: Uint8Array
+}
+
+/** @internal */
+export const atomicWrite = (conn: Connection, args: AtomicWriteArgs): Effect.Effect<void, TransferError> =>
+  Effect.suspend(() => {
+    const { dst, offset, value } = args
+    const operation = "rpma_atomic_write"
+    const refused = !(value instanceof Uint8Array) || value.byteLength !== 8
+      ? new OutOfRangeError({ operation, detail: "the value must be exactly 8 bytes" })
+      : offset % 8 !== 0
+      ? new OutOfRangeError({ operation, detail: `offset ${offset} is not 8-byte aligned` })
+      : checkRange(operation, "destination", offset, 8, dst.size)
+    if (refused !== undefined) return Effect.fail(refused)
+    const bytes = Uint8Array.from(value)
+    return Effect.asVoid(
+      post<TransferError>(conn, operation, "send", [], (id) => ({
+        op: "atomicWrite",
+        id,
+        dst: dst.handle,
+        dstOffset: offset,
+        value: bytes
+      }))
+    )
+  })
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface SendArgs {
+  readonly src: LocalMr<"SEND">
+  /** Default 0. */
+  readonly offset?: number | undefined
+  readonly length: number
+}
+
+/** @internal */
+export const send = (conn: Connection, args: SendArgs): Effect.Effect<void, TransferError> =>
+  Effect.suspend(() => {
+    const { length, offset = 0, src } = args
+    const refused = checkRange("rpma_send", "source", offset, length, src.size)
+    if (refused !== undefined) return Effect.fail(refused)
+    return Effect.asVoid(
+      post<TransferError>(conn, "rpma_send", "send", [src], (id) => ({ op: "send", id, src: src.handle, offset, length }))
+    )
+  })
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface RecvArgs {
+  readonly dst: LocalMr<"RECV">
+  /** Default 0. */
+  readonly offset?: number | undefined
+  /** The most bytes to receive. Default: the rest of the region. */
+  readonly length?: number | undefined
+}
+
+/** @internal */
+export const recv = (conn: Connection, args: RecvArgs): Effect.Effect<number, TransferError> =>
+  Effect.suspend(() => {
+    const { dst, offset = 0 } = args
+    const length = args.length ?? Math.max(dst.size - offset, 0)
+    const refused = checkRange("rpma_recv", "destination", offset, length, dst.size)
+    if (refused !== undefined) return Effect.fail(refused)
+    return post<TransferError>(conn, "rpma_recv", "recv", [dst], (id) => ({
+      op: "recv",
+      id,
+      dst: dst.handle,
+      offset,
+      length
+    }))
+  })
