@@ -90,25 +90,33 @@ export interface WriteArgs {
   readonly length: number
 }
 
-/** @internal */
-export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> =>
+/** A write or a read: a local and a remote region, two offsets and a length. */
+const transfer = (
+  conn: Connection,
+  op: "write" | "read",
+  local: LocalMr<any>,
+  { dst, dstOffset = 0, length, src, srcOffset = 0 }: {
+    readonly dst: { readonly handle: any; readonly size: number | bigint }
+    readonly dstOffset?: number | undefined
+    readonly src: { readonly handle: any; readonly size: number | bigint }
+    readonly srcOffset?: number | undefined
+    readonly length: number
+  }
+): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
-    const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
-    const refused = checkRange("rpma_write", "destination", dstOffset, length, dst.size) ??
-      checkRange("rpma_write", "source", srcOffset, length, src.size)
+    const operation = op === "write" ? "rpma_write" : "rpma_read"
+    const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
+      checkRange(operation, "source", srcOffset, length, src.size)
     if (refused !== undefined) return Effect.fail(refused)
     return Effect.asVoid(
-      post<TransferError>(conn, "rpma_write", "send", [src], (id) => ({
-        op: "write",
-        id,
-        dst: dst.handle,
-        dstOffset,
-        src: src.handle,
-        srcOffset,
-        length
-      }))
+      post<TransferError>(conn, operation, "send", [local], (id) =>
+        ({ op, id, dst: dst.handle, dstOffset, src: src.handle, srcOffset, length }) as WorkRequest)
     )
   })
+
+/** @internal */
+export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> =>
+  transfer(conn, "write", args.src, args)
 
 /**
  * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
@@ -166,23 +174,7 @@ export interface ReadArgs {
 
 /** @internal */
 export const read = (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => {
-    const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
-    const refused = checkRange("rpma_read", "destination", dstOffset, length, dst.size) ??
-      checkRange("rpma_read", "source", srcOffset, length, src.size)
-    if (refused !== undefined) return Effect.fail(refused)
-    return Effect.asVoid(
-      post<TransferError>(conn, "rpma_read", "send", [dst], (id) => ({
-        op: "read",
-        id,
-        dst: dst.handle,
-        dstOffset,
-        src: src.handle,
-        srcOffset,
-        length
-      }))
-    )
-  })
+  transfer(conn, "read", args.dst, args)
 
 /**
  * @since 0.2.0
