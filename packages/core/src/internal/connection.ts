@@ -163,29 +163,51 @@ const establish = (
     const events = yield* PubSub.unbounded<ConnEvent>({ replay: 1 })
     const ended = yield* Deferred.make<void>()
 
-    /** The end, once: completions already queued are delivered first, then what still waits fails. */
-    const end = (reason: "CLOSED" | "LOST", cause?: unknown): Effect.Effect<void> =>
+    let ending = false
+    const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string) =>
+      new ConnectionClosedError({ operation, reason, cause })
+
+    /**
+     * The end, once. No new request is posted from here on. In the error state a queue pair flushes
+     * every request it holds, so each pending operation gets its real outcome: a success whose
+     * completion was still on its way (the other side received the message, then closed) is a
+     * success, a flushed one a ConnectionClosedError. rpma_conn_disconnect puts the queue pair in
+     * that state (and answers the other side's disconnect); what has no outcome by the deadline
+     * fails all the same.
+     */
+    const end = (
+      reason: "CLOSED" | "LOST",
+      cause: unknown,
+      options: { readonly disconnect: boolean; readonly drainMs: number }
+    ): Effect.Effect<void> =>
       Effect.suspend(() => {
-        if (state !== "ESTABLISHED") return Effect.void
-        return driver.pollCompletions(handle).pipe(
-          Effect.map((ready) => table.dispatch(ready)),
-          Effect.orElseSucceed(() => []),
-          Effect.flatMap(runAll),
-          Effect.zipRight(Effect.sync(() => {
-            state = reason
-            endCause = cause
-            table.failAll((operation) => new ConnectionClosedError({ operation, reason, cause }))
-            sendSlots.close()
-            recvSlots.close()
-          }))
-        )
+        if (ending) return Effect.void
+        ending = true
+        state = reason
+        endCause = cause
+        sendSlots.close()
+        recvSlots.close()
+        return Effect.all([
+          options.disconnect ? Effect.ignore(driver.connDisconnect(handle)) : Effect.void,
+          driver.pollCompletions(handle).pipe(
+            Effect.map((ready) => table.dispatch(ready, closedError(reason, cause))),
+            Effect.orElseSucceed(() => []),
+            Effect.flatMap(runAll)
+          ),
+          options.drainMs > 0 ? boundedWait(table.drained, options.drainMs) : Effect.void,
+          Effect.sync(() => table.failAll(closedError(reason, cause)))
+        ], { discard: true })
       })
+    const flushedAs = (operation: string) =>
+      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation)
 
     const completionFiber = yield* driver.nextCompletions(handle).pipe(
-      Effect.flatMap((completions) => runAll(table.dispatch(completions))),
+      Effect.flatMap((completions) =>
+        runAll(table.dispatch(completions, state === "ESTABLISHED" ? undefined : flushedAs))
+      ),
       Effect.forever,
-      // The completion queue failing is the connection failing.
-      Effect.catchAll((cause) => end("LOST", cause)),
+      // The completion queue failing is the connection failing (and nothing will drain it).
+      Effect.catchAll((cause) => end("LOST", cause, { disconnect: true, drainMs: 0 })),
       // Forked while the connection is being acquired (uninterruptibly): the loop itself must stay interruptible.
       Effect.interruptible,
       Effect.forkDaemon
@@ -196,13 +218,10 @@ const establish = (
       Effect.catchAll((cause) => Effect.succeed({ event: "LOST" as const, cause: cause as unknown })),
       Effect.tap(({ event }) => PubSub.publish(events, event)),
       Effect.repeat({ until: ({ event }) => event === "CLOSED" || event === "LOST" }),
+      // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
+      // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
       Effect.flatMap(({ cause, event }) =>
-        Effect.zipRight(
-          end(event === "LOST" ? "LOST" : "CLOSED", cause),
-          // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
-          // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
-          Effect.ignore(driver.connDisconnect(handle))
-        )
+        end(event === "LOST" ? "LOST" : "CLOSED", cause, { disconnect: true, drainMs: config.timeoutMs })
       ),
       Effect.ensuring(Deferred.succeed(ended, undefined)),
       Effect.interruptible,
@@ -218,7 +237,8 @@ const establish = (
         return waited > config.timeoutMs
           ? end(
             "LOST",
-            new Error(`no completion for ${Math.round(waited)} ms (timeout ${config.timeoutMs} ms): the other side does not answer`)
+            new Error(`no completion for ${Math.round(waited)} ms (timeout ${config.timeoutMs} ms): the other side does not answer`),
+            { disconnect: true, drainMs: config.timeoutMs }
           )
           : Effect.void
       })),
@@ -227,16 +247,21 @@ const establish = (
       Effect.forkDaemon
     )
 
+    // Bounded as a whole by the timeout: the other side may never answer (a dead host, a peer that
+    // never disconnects).
     const close: Effect.Effect<void> = Effect.gen(function*() {
+      const deadline = performance.now() + config.timeoutMs
       if (state === "ESTABLISHED") {
         yield* release("rpma_conn_disconnect", "a connection", driver.connDisconnect(handle))
-        // The other side may never answer (a dead host, a peer that never disconnects).
         yield* boundedWait(Deferred.await(ended), config.timeoutMs)
       }
+      // If the other side never answered, this side's disconnect has flushed the queue pair all the same.
+      yield* end("CLOSED", undefined, { disconnect: false, drainMs: Math.max(deadline - performance.now(), 1) })
       yield* Fiber.interrupt(watchdogFiber)
       yield* Fiber.interrupt(eventFiber)
       yield* Fiber.interrupt(completionFiber)
-      yield* end("CLOSED")
+      // Whatever an interrupted end left waiting fails now (a no-op if nothing is pending).
+      table.failAll(flushedAs)
       yield* release("rpma_conn_delete", "a connection", driver.connDelete(handle))
       yield* runAll(table.releaseHeld())
     })

@@ -94,6 +94,8 @@ export interface Pending<E> {
   abandoned: boolean
 }
 
+const WR_FLUSH_ERR = 5
+
 const dropAll = (regions: ReadonlyArray<LocalMr<any>>, into: Array<Effect.Effect<void>>): void => {
   for (const mr of regions) {
     const deferred = Owner.dropUnsafe(ownerOf(mr))
@@ -111,6 +113,23 @@ export class PendingTable<E> {
   /** Requests whose operation was failed when the connection ended: they hold their regions until deleted. */
   private readonly held = new Map<number, ReadonlyArray<LocalMr<any>>>()
   private nextId = 1
+  private readonly drainedWaiters: Array<() => void> = []
+
+  private notifyIfDrained(): void {
+    if (this.pending.size > 0) return
+    for (const waiter of this.drainedWaiters.splice(0)) waiter()
+  }
+
+  /** Succeeds once no request is pending (a connection in the error state flushes every one). */
+  readonly drained: Effect.Effect<void> = Effect.async<void>((resume) => {
+    if (this.pending.size === 0) return resume(Effect.void)
+    const waiter = () => resume(Effect.void)
+    this.drainedWaiters.push(waiter)
+    return Effect.sync(() => {
+      const i = this.drainedWaiters.indexOf(waiter)
+      if (i >= 0) this.drainedWaiters.splice(i, 1)
+    })
+  })
 
   /** Registers a request about to be posted, with its regions held and its slot counted. */
   add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots, timed: boolean): Pending<E> {
@@ -128,6 +147,7 @@ export class PendingTable<E> {
     entry.slots.give()
     const deferred: Array<Effect.Effect<void>> = []
     dropAll(entry.regions, deferred)
+    this.notifyIfDrained()
     return deferred
   }
 
@@ -158,9 +178,14 @@ export class PendingTable<E> {
 
   /**
    * Hands completions to their operations. Returns the releases that were waiting for them
-   * (regions whose scope closed while a request used them), for the caller to run.
+   * (regions whose scope closed while a request used them), for the caller to run. Once the
+   * connection has ended, a request flushed by its error state (IBV_WC_WR_FLUSH_ERR) fails with
+   * `flushed(operation)`: the end, not the request, is why it did not run.
    */
-  dispatch(completions: ReadonlyArray<Completion>): Array<Effect.Effect<void>> {
+  dispatch(
+    completions: ReadonlyArray<Completion>,
+    flushed?: (operation: string) => E
+  ): Array<Effect.Effect<void>> {
     const deferred: Array<Effect.Effect<void>> = []
     for (const c of completions) {
       const entry = this.pending.get(c.id)
@@ -179,9 +204,14 @@ export class PendingTable<E> {
         entry,
         c.status === 0
           ? Effect.succeed(c.byteLength)
-          : Effect.fail(new CompletionError({ operation: entry.operation, status: c.status }) as E)
+          : Effect.fail(
+            c.status === WR_FLUSH_ERR && flushed !== undefined
+              ? flushed(entry.operation)
+              : new CompletionError({ operation: entry.operation, status: c.status }) as E
+          )
       )
     }
+    this.notifyIfDrained()
     return deferred
   }
 
@@ -195,6 +225,7 @@ export class PendingTable<E> {
       this.settle(entry, Effect.fail(failure(entry.operation)))
     }
     this.pending.clear()
+    this.notifyIfDrained()
   }
 
   /** The connection is deleted: the device no longer reaches any region of its requests. */
