@@ -1,0 +1,100 @@
+// An interruption storm on the native driver: a program holding a peer, many regions, an endpoint
+// and connections, interrupted at random points again and again. Nothing may hang, nothing may be
+// left alive when it ends (without relying on garbage collection), and the resident set stays flat.
+import * as Connection from "@effect-rdma/core/Connection"
+import { RdmaDriver } from "@effect-rdma/core/Driver"
+import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as LocalMr from "@effect-rdma/core/LocalMr"
+import * as Peer from "@effect-rdma/core/Peer"
+import * as RemoteMr from "@effect-rdma/core/RemoteMr"
+import * as Usage from "@effect-rdma/core/Usage"
+import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Random from "effect/Random"
+import * as Stream from "effect/Stream"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
+import * as NativeDriver from "../src/NativeDriver.js"
+
+const address = process.env.RDMA_ADDRESS
+if (address === undefined || address === "") {
+  throw new Error("RDMA_ADDRESS is not set: give the IP address an RDMA device is bound to (e.g. a Soft-RoCE link)")
+}
+
+setFlagsFromString("--expose-gc")
+const gc = runInNewContext("gc") as () => void
+
+const ROUNDS = Number(process.env.STORM_ROUNDS ?? 500)
+const PORT = 18400
+const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+
+/** One client's life, to be cut short anywhere: its own peer, regions, a connection, writes. */
+const client = (descriptor: Uint8Array) =>
+  Effect.scoped(Effect.gen(function*() {
+    const peer = yield* Peer.make(address)
+    const log = yield* RemoteMr.fromDescriptor(descriptor).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+    const regions = yield* Effect.forEach(
+      Array.from({ length: 4 }, (_, i) => i),
+      () => LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+    )
+    const conn = yield* Connection.connect(peer, address, PORT, { timeout: "2 seconds" })
+    for (let i = 0; i < 16; i++) {
+      yield* Connection.write(conn, { dst: log, dstOffset: (i % 64) * 64, src: regions[i % 4]!, length: 64 })
+    }
+    yield* Effect.never
+  }))
+
+describe("interruption storm (native driver)", () => {
+  it.live(`${ROUNDS} clients interrupted at random points leave nothing alive; the resident set stays flat`, () =>
+    Effect.gen(function*() {
+      const driver = yield* RdmaDriver
+      const rss: Array<number> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const target = yield* LocalMr.allocate(serverPeer, 4096, exposed)
+        const ep = yield* Endpoint.listen(serverPeer, address, PORT)
+        yield* Endpoint.requests(ep, { timeout: "2 seconds" }).pipe(
+          Stream.runForEach((req) =>
+            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (c) => Stream.runDrain(c.events)))))
+          ),
+          Effect.forkScoped
+        )
+        const descriptor = yield* LocalMr.descriptor(target)
+        for (let round = 1; round <= ROUNDS; round++) {
+          const fiber = yield* Effect.fork(client(descriptor))
+          // Anywhere: before the peer, among the registrations, in the connect, mid-writes, or idle.
+          const yields = yield* Random.nextIntBetween(0, 200)
+          for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+          if ((yield* Random.nextIntBetween(0, 3)) === 0) yield* Effect.sleep(`${yield* Random.nextIntBetween(0, 30)} millis`)
+          const started = yield* Clock.currentTimeMillis
+          yield* Fiber.interrupt(fiber)
+          const took = (yield* Clock.currentTimeMillis) - started
+          assert.isBelow(took, 2000 + 3000, `round ${round}: the interruption took ${took} ms (connection timeout 2 s)`)
+          if (round % 50 === 0) {
+            gc()
+            rss.push(process.memoryUsage().rss)
+          }
+        }
+      }))
+      // The server's connections end within their timeout of their clients' end.
+      yield* Effect.sleep("2500 millis")
+      const live = yield* driver.live
+      assert.deepStrictEqual(live, {
+        peers: 0,
+        localRegions: 0,
+        remoteRegions: 0,
+        cmIds: 0,
+        cmRegions: 0,
+        endpoints: 0,
+        connectionRequests: 0,
+        connections: 0
+      })
+      // Flat: the last sample against the one a fifth of the way in (after warm-up).
+      const warm = rss[Math.floor(rss.length / 5)] ?? rss[0]!
+      const growth = (rss.at(-1)! - warm) / 2 ** 20
+      console.log(`storm: ${ROUNDS} rounds, resident set growth after warm-up ${growth.toFixed(2)} MiB`)
+      assert.isBelow(growth, 16, "the resident set kept growing")
+    }).pipe(Effect.provide(NativeDriver.layer)), { timeout: 900_000 })
+})
