@@ -80,8 +80,18 @@ const postOperations = {
   recv: "rpma_recv"
 } as const
 
-const operationOf = (request: WorkRequest): string =>
-  typeof request === "object" && request !== null ? postOperations[request.op] ?? "rpma_write" : "rpma_write"
+/** The operation a work request names, for error messages; never throws (a getter or Proxy trap may). */
+const operationOf = (request: WorkRequest): string => {
+  try {
+    const op: unknown = typeof request === "object" && request !== null ? request.op : undefined
+    return typeof op === "string" && Object.hasOwn(postOperations, op) ? postOperations[op as WorkRequest["op"]] : "rpma_write"
+  } catch {
+    return "rpma_write"
+  }
+}
+
+const cmOperationOf = (kind: unknown): string =>
+  typeof kind === "string" && Object.hasOwn(cmOperations, kind) ? cmOperations[kind as keyof typeof cmOperations] : "rdma_reg_msgs"
 
 /**
  * How long the driver's synchronous paths may keep the event loop from its I/O phase. A completion
@@ -194,7 +204,7 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   connPrivateData: (conn) => rpma("rpma_conn_get_private_data", () => binding.connPrivateData(conn)),
   connDisconnect: (conn) => rpma("rpma_conn_disconnect", () => binding.connDisconnect(conn)),
   connDelete: (conn) => rpma("rpma_conn_delete", () => binding.connDelete(conn)),
-  post: (conn, request) => rpma(operationOf(request), () => binding.post(conn, request)),
+  post: (conn, request) => Effect.suspend(() => rpma(operationOf(request), () => binding.post(conn, request))),
   // What the queue holds already, else a wait on the completion channel. The event loop gets a
   // turn first when the queue has kept answering synchronously for too long (see LOOP_BUDGET_MS).
   nextCompletions: (conn) =>
@@ -244,7 +254,7 @@ export const makeDriver = (binding: Binding): Driver => ({
     attemptPromise(() => binding.cmCreateId(address), cmFailure("rdma_create_ep")).pipe(Effect.map(as<CmIdHandle>)),
   cmDestroyId: (id) => cm("rdma_destroy_ep", () => binding.cmDestroyId(id)),
   cmReg: (id, kind, memory) =>
-    cm(cmOperations[kind] ?? "rdma_reg_msgs", () => as<CmMrHandle>(binding.cmReg(id, kind, memory))),
+    cm(cmOperationOf(kind), () => as<CmMrHandle>(binding.cmReg(id, kind, memory))),
   cmDeregMr: (mr) => cm("rdma_dereg_mr", () => binding.cmDeregMr(mr)),
   cmMrInfo: (mr) => cm("ibv_mr", () => binding.cmMrInfo(mr)),
 

@@ -226,7 +226,7 @@ export const mismatches = (address: string, port: number, table: ReadonlyArray<R
     )
     const wrong: Array<string> = []
     for (const row of table) {
-      const actual = yield* outcome(row.call({ driver, address, port, peer }))
+      const actual = yield* outcome(Effect.suspend(() => row.call({ driver, address, port, peer })))
       if (actual !== row.tag) wrong.push(`${row.input}: expected ${row.tag}, got ${actual}`)
     }
     return wrong
