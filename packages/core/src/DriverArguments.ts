@@ -194,20 +194,22 @@ export const queueSizes = (sizes: { readonly sqSize: number; readonly rqSize: nu
       : undefined)
 
 /**
- * Private data for rdma_cm: a Uint8Array (or nothing) of at most 255 bytes, what the addon accepts;
- * a device may refuse less (RoCE: 56 bytes with a connection request, 196 with an accept), which
- * it reports when the connection is made.
+ * Private data for rdma_cm: a Uint8Array (or nothing) within rdma_cm's limits in the TCP port
+ * space: 56 bytes with a connection request (`accept: false`), 196 with an accept. Refused before
+ * the request is consumed, so that an accept refused for its private data can still be rejected
+ * at once.
  *
  * @since 0.1.0
  * @category validation
  */
-export const privateData = (value: unknown): string | undefined =>
+export const privateData = (value: unknown, accept: boolean): string | undefined =>
   value === null || value === undefined
     ? undefined
     : !isUint8Array(value)
     ? "private data must be a Uint8Array"
-    : value.byteLength > 255
-    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most 255 (56 with a connection request)`
+    : value.byteLength > (accept ? 196 : 56)
+    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most ${accept ? 196 : 56} ` +
+      (accept ? "with an accept" : "with a connection request")
     : undefined
 
 /**

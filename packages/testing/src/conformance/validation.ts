@@ -153,7 +153,7 @@ export const rows: ReadonlyArray<Row> = [
       ),
     tag: INVAL
   })),
-  ...[["256 bytes", new Uint8Array(256)], ["a string", "hello"], ["a Proxy", new Proxy(new Uint8Array(8), {})], [
+  ...[["256 bytes", new Uint8Array(256)], ["57 bytes (RoCE takes 56 with a request)", new Uint8Array(57)], ["a string", "hello"], ["a Proxy", new Proxy(new Uint8Array(8), {})], [
     "a SharedArrayBuffer view of 300 bytes",
     new Uint8Array(new SharedArrayBuffer(300))
   ]].map(([input, data]): Row => ({

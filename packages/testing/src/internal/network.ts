@@ -351,7 +351,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         "rpma_conn_req_connect",
         () =>
           deadOrWrong("rpma_conn_req_connect", "connection request", reqOf(value)) ??
-            problem("rpma_conn_req_connect", DriverArguments.privateData(privateData)),
+            problem("rpma_conn_req_connect", DriverArguments.privateData(privateData, reqOf(value)!.client !== undefined)),
         (code) => {
           releaseHandle(reqOf(value)!)
           return rpma("rpma_conn_req_connect", code, "planned fault")
