@@ -271,3 +271,29 @@ export const workRequest = (
     : integerIn(request.offset, "offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX)
   return problem === undefined ? { request } : { problem }
 }
+
+/**
+ * A value for an error message, whatever it is: never throws, never runs the value's code (a
+ * Proxy's traps, a toString, a Symbol.toPrimitive).
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const show = (value: unknown): string => {
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value)
+    case "bigint":
+      return `${value}n`
+    case "number":
+    case "boolean":
+    case "undefined":
+      return String(value)
+    case "symbol":
+      return "a symbol"
+    case "function":
+      return "a function"
+    default:
+      return value === null ? "null" : isUint8Array(value) ? `a ${value.byteLength}-byte Uint8Array` : "an object"
+  }
+}

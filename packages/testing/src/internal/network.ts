@@ -222,7 +222,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       : wr.op === "recv"
       ? [[wr.dst, "MrLocal"]]
       : []
-    if (handles.length === 0) return invalid("post", `unknown work request ${String((wr as { op: unknown }).op)}`)
+    if (handles.length === 0) return invalid("post", `unknown work request ${DriverArguments.show((wr as { op: unknown }).op)}`)
     for (const [value, kind] of handles) {
       const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
       if (refused !== undefined) return refused
