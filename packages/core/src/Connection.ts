@@ -55,12 +55,21 @@ export interface Options {
   readonly privateData?: Uint8Array | undefined
 }
 
+/** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
+const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
+  try {
+    return Duration.toMillis(Duration.decode(timeout ?? "5 seconds"))
+  } catch {
+    return Number.NaN
+  }
+}
+
 /** @internal */
 export const toConfig = (options: Options | undefined): ConnConfig => {
   const sqSize = options?.sendQueueSize ?? 64
   const rqSize = options?.receiveQueueSize ?? 64
   return {
-    timeoutMs: Duration.toMillis(Duration.decode(options?.timeout ?? "5 seconds")),
+    timeoutMs: timeoutMillis(options?.timeout),
     sqSize,
     rqSize,
     cqSize: options?.completionQueueSize ?? sqSize + rqSize,

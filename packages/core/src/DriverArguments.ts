@@ -194,20 +194,22 @@ export const queueSizes = (sizes: { readonly sqSize: number; readonly rqSize: nu
       : undefined)
 
 /**
- * Private data for rdma_cm: a Uint8Array (or nothing) of at most 255 bytes, what the addon accepts;
- * a device may refuse less (RoCE: 56 bytes with a connection request, 196 with an accept), which
- * it reports when the connection is made.
+ * Private data for rdma_cm: a Uint8Array (or nothing) within rdma_cm's limits in the TCP port
+ * space: 56 bytes with a connection request (`accept: false`), 196 with an accept. Refused before
+ * the request is consumed, so that an accept refused for its private data can still be rejected
+ * at once.
  *
  * @since 0.1.0
  * @category validation
  */
-export const privateData = (value: unknown): string | undefined =>
+export const privateData = (value: unknown, accept: boolean): string | undefined =>
   value === null || value === undefined
     ? undefined
     : !isUint8Array(value)
     ? "private data must be a Uint8Array"
-    : value.byteLength > 255
-    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most 255 (56 with a connection request)`
+    : value.byteLength > (accept ? 196 : 56)
+    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most ${accept ? 196 : 56} ` +
+      (accept ? "with an accept" : "with a connection request")
     : undefined
 
 /**
@@ -268,4 +270,30 @@ export const workRequest = (
       (!isUint8Array(request.value) || request.value.byteLength !== 8 ? "src must be a Uint8Array of 8 bytes" : undefined)
     : integerIn(request.offset, "offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX)
   return problem === undefined ? { request } : { problem }
+}
+
+/**
+ * A value for an error message, whatever it is: never throws, never runs the value's code (a
+ * Proxy's traps, a toString, a Symbol.toPrimitive).
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const show = (value: unknown): string => {
+  switch (typeof value) {
+    case "string":
+      return JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value)
+    case "bigint":
+      return `${value}n`
+    case "number":
+    case "boolean":
+    case "undefined":
+      return String(value)
+    case "symbol":
+      return "a symbol"
+    case "function":
+      return "a function"
+    default:
+      return value === null ? "null" : isUint8Array(value) ? `a ${value.byteLength}-byte Uint8Array` : "an object"
+  }
 }

@@ -191,7 +191,9 @@ Napi::Value CmReg(const Napi::CallbackInfo& info) {
                                 : rdma_reg_write(cm_id, bytes.data, bytes.size);
   if (mr == nullptr) {
     int errnum = LastErrno(EINVAL);
-    return call.Fail(errnum, errnum == ENOMEM || errnum == EPERM ? MemlockHint(bytes.size) : std::string());
+    return call.Fail(errnum, errnum == ENOMEM ? MemlockHintAfterEnomem(bytes.size)
+                             : errnum == EPERM ? MemlockHint(bytes.size)
+                                               : std::string());
   }
   CmMr* handle;
   Napi::Object object = CmMr::New(env, &handle);

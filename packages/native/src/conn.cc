@@ -467,10 +467,15 @@ class ConnReqNewWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     if (!CanRunJs(env)) return;  // the destructor deletes the request
     if (code_ != 0) {
+      // librpma's log names the verb that failed (rdma_resolve_addr, ibv_create_cq, ...): say "no
+      // device reaches it" only when address or route resolution is what failed.
+      bool route = log_.empty() || log_.find("rdma_resolve") != std::string::npos ||
+                   log_.find("rdma_getaddrinfo") != std::string::npos;
       std::string detail =
-          code_ == RPMA_E_PROVIDER
-              ? "cannot resolve an RDMA route to " + address_ + ":" + service_ + " (no RDMA device reaches it)"
-              : std::string();
+          code_ != RPMA_E_PROVIDER ? std::string()
+          : route ? "cannot resolve an RDMA route to " + address_ + ":" + service_ + " (no RDMA device reaches it)"
+                  : "setting up the connection to " + address_ + ":" + service_ + " failed (see librpma's reason)";
+      if (code_ == RPMA_E_PROVIDER && config_.timeout_ms == 0) detail = Join(detail, "the timeout is 0 ms");
       deferred_.Reject(RpmaErrorValue(env, code_, "rpma_conn_req_new", Join(detail, log_)));
       return;
     }
@@ -561,9 +566,14 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
       return call.Invalid("private data must be a Uint8Array");
     }
     Napi::Uint8Array data = info[1].As<Napi::Uint8Array>();
-    if (data.ByteLength() > UINT8_MAX) {
-      return call.Invalid("private data is " + std::to_string(data.ByteLength()) +
-                          " bytes; rdma_cm carries at most 255 (56 with a connection request)");
+    // rdma_cm's limits in the TCP port space: 56 bytes with a connection request, 196 with an
+    // accept. Refused here, before librpma consumes the request, so that the caller can still
+    // reject it (rpma_conn_req_delete) and the client hears REJECTED at once instead of waiting
+    // out its timeout on a request the device refused.
+    std::size_t limit = handle->state->endpoint ? 196 : 56;
+    if (data.ByteLength() > limit) {
+      return call.Invalid("private data is " + std::to_string(data.ByteLength()) + " bytes; rdma_cm carries at most " +
+                          std::to_string(limit) + (handle->state->endpoint ? " with an accept" : " with a connection request"));
     }
     bytes.assign(data.Data(), data.Data() + data.ByteLength());
   }

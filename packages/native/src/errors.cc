@@ -114,6 +114,18 @@ std::string MemlockHint(std::size_t size) {
          "systemd unit, or --ulimit memlock=-1:-1 for a container";
 }
 
+std::string MemlockHintAfterEnomem(std::size_t size) {
+  std::string single = MemlockHint(size);
+  if (!single.empty()) return single;
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return {};
+  return "the device could not pin " + std::to_string(size) +
+         " more bytes: registrations together (this process's and any other locked memory) most likely passed "
+         "RLIMIT_MEMLOCK (" + std::to_string(limit.rlim_cur) +
+         " bytes of locked memory): raise it with `ulimit -l unlimited` in the shell, LimitMEMLOCK=infinity in a "
+         "systemd unit, or --ulimit memlock=-1:-1 for a container";
+}
+
 std::string Join(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
   if (b.empty()) return a;

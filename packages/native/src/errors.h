@@ -83,6 +83,9 @@ std::string TakeLog();
 // If `size` bytes cannot be pinned under RLIMIT_MEMLOCK, says so and how to raise the limit;
 // otherwise returns "".
 std::string MemlockHint(std::size_t size);
+// After a registration failed with ENOMEM (or librpma logged "Cannot allocate memory"): the
+// single-size hint if it applies, else that registrations together passed RLIMIT_MEMLOCK.
+std::string MemlockHintAfterEnomem(std::size_t size);
 
 // "a; b" without empty parts.
 std::string Join(const std::string& a, const std::string& b);

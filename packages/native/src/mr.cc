@@ -63,7 +63,10 @@ Napi::Value MrReg(const Napi::CallbackInfo& info) {
     log = TakeLog();
   }
   // A memlock failure comes back as RPMA_E_PROVIDER with the errno only in librpma's log.
-  if (code == RPMA_E_PROVIDER) return call.Fail(code, Join(MemlockHint(bytes.size), log));
+  if (code == RPMA_E_PROVIDER) {
+    bool enomem = log.find("Cannot allocate memory") != std::string::npos || log.find("ENOMEM") != std::string::npos;
+    return call.Fail(code, Join(enomem ? MemlockHintAfterEnomem(bytes.size) : MemlockHint(bytes.size), log));
+  }
   if (code != 0) return call.Fail(code, log);
 
   MrLocal* handle;

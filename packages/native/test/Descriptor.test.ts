@@ -99,6 +99,6 @@ layer(NativeDriver.layer)("descriptors through librpma", (it) => {
         assert.strictEqual(yield* driver.mrRemoteGetSize(theirs.right), ours.right.length)
         assert.strictEqual(yield* driver.mrRemoteGetFlushType(theirs.right), ours.right.usage & FLUSH_TYPES)
         yield* driver.mrRemoteDelete(theirs.right)
-      }), { fastCheck: { numRuns: 2000 } })
+      }), { fastCheck: { numRuns: 2000 }, timeout: 60_000 })
   })
 })

@@ -20,6 +20,17 @@ import {
 } from "@effect-rdma/core"
 import * as Clock from "effect/Clock"
 import * as validation from "./conformance/validation.js"
+
+export {
+  /**
+   * Random and hostile values fed to every Driver method and to core's public functions: no
+   * defect, no hang, nothing left alive.
+   *
+   * @since 0.1.0
+   * @category running
+   */
+  fuzz
+} from "./conformance/fuzz.js"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Exit from "effect/Exit"

@@ -113,7 +113,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
           typeof address !== "string"
             ? invalid("rpma_utils_get_ibv_context", "address is NULL")
             : kind !== "local" && kind !== "remote"
-            ? invalid("rpma_utils_get_ibv_context", `unknown address type ${String(kind)}`)
+            ? invalid("rpma_utils_get_ibv_context", `unknown address type ${DriverArguments.show(kind)}`)
             : undefined,
         (code) => rpma("rpma_utils_get_ibv_context", code, "planned fault"),
         () =>
@@ -340,7 +340,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
           return id === undefined || !id.alive
             ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm id" : "the id was already destroyed")
             : kind !== "msgs" && kind !== "read" && kind !== "write"
-            ? errno(operation, EINVAL, `unknown registration kind ${String(kind)}`)
+            ? errno(operation, EINVAL, `unknown registration kind ${DriverArguments.show(kind)}`)
             : validMemory(operation, memory, (d) => errno(operation, EINVAL, d))
         },
         (code) => errno(operation, code, "planned fault"),

@@ -28,7 +28,8 @@ import { ConnectionClosedError, ConnectionFailedError } from "../Connection.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import { ownerOf, type Peer } from "../Peer.js"
-import type { RpmaError } from "../RdmaError.js"
+import * as DriverArguments from "../DriverArguments.js"
+import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { type Build, PendingTable, runAll, Slots } from "./dataPath.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
@@ -72,6 +73,12 @@ export const boundedWait = <A, E>(wait: Effect.Effect<A, E>, timeoutMs: number):
     Effect.forkDaemon(Effect.interruptible(Effect.timeout(wait, Duration.millis(timeoutMs)))),
     Fiber.await
   ).pipe(Effect.asVoid)
+
+/** What the C libraries would accept but a connection cannot live with (queues that lose completions, no timeout). */
+const configProblem = (config: ConnConfig): string | undefined =>
+  !(config.timeoutMs > 0 && config.timeoutMs <= 2 ** 31 - 1)
+    ? `timeout ${config.timeoutMs} ms is not a duration between 1 ms and about 24 days`
+    : DriverArguments.queueSizes(config)
 
 /** What one attempt has created so far: what its finalizer must release. */
 interface Attempt {
@@ -124,6 +131,10 @@ export const open = (
 ): Effect.Effect<Connection, RpmaError | ConnectionFailedError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
+      const refused = configProblem(config)
+      if (refused !== undefined) {
+        return yield* Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
+      }
       const attempt: Attempt = { req: undefined, handle: undefined, established: false, close: undefined, closed: false }
       const close = closeAttempt(driver, peer, attempt, config)
       Owner.retain(ownerOf(peer))

@@ -100,8 +100,18 @@ const postOperations = {
   recv: "rpma_recv"
 } as const
 
-const operationOf = (request: WorkRequest): string =>
-  typeof request === "object" && request !== null ? postOperations[request.op] ?? "rpma_write" : "rpma_write"
+/** The operation a work request names, for error messages; never throws (a getter or Proxy trap may). */
+const operationOf = (request: WorkRequest): string => {
+  try {
+    const op: unknown = typeof request === "object" && request !== null ? request.op : undefined
+    return typeof op === "string" && Object.hasOwn(postOperations, op) ? postOperations[op as WorkRequest["op"]] : "rpma_write"
+  } catch {
+    return "rpma_write"
+  }
+}
+
+const cmOperationOf = (kind: unknown): string =>
+  typeof kind === "string" && Object.hasOwn(cmOperations, kind) ? cmOperations[kind as keyof typeof cmOperations] : "rdma_reg_msgs"
 
 /**
  * How long the driver's synchronous paths may keep the event loop from its I/O phase. A completion
@@ -228,7 +238,7 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   connPrivateData: (conn) => rpma("rpma_conn_get_private_data", () => binding.connPrivateData(conn)),
   connDisconnect: (conn) => rpma("rpma_conn_disconnect", () => binding.connDisconnect(conn)),
   connDelete: (conn) => rpma("rpma_conn_delete", () => binding.connDelete(conn)),
-  post: (conn, request) => rpma(operationOf(request), () => binding.post(conn, request)),
+  post: (conn, request) => Effect.suspend(() => rpma(operationOf(request), () => binding.post(conn, request))),
   // Core polls right after each post: the same fairness as below applies.
   pollCompletions: (conn) =>
     Effect.zipRight(loop.fair, rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.connPollCompletions(conn))),
@@ -283,7 +293,7 @@ export const makeDriver = (binding: Binding): Driver => ({
   cmDestroyId: (id) =>
     attempt(() => binding.cmDestroyId(id), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
   cmReg: (id, kind, memory) =>
-    cm(cmOperations[kind] ?? "rdma_reg_msgs", () => as<CmMrHandle>(binding.cmReg(id, kind, memory))),
+    cm(cmOperationOf(kind), () => as<CmMrHandle>(binding.cmReg(id, kind, memory))),
   cmDeregMr: (mr) => cm("rdma_dereg_mr", () => binding.cmDeregMr(mr)),
   cmMrInfo: (mr) => cm("ibv_mr", () => binding.cmMrInfo(mr)),
 

@@ -176,6 +176,27 @@ export const lifecycleCases = (): ReadonlyArray<CaseOf> => [
       })
   },
   {
+    name: "connect refuses settings under which operations would wait forever (no send queue, completions lost, no timeout)",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        for (
+          const options of [
+            { sendQueueSize: 0 },
+            { sendQueueSize: -1 },
+            { sendQueueSize: 16, receiveQueueSize: 16, completionQueueSize: 8 },
+            { timeout: "0 millis" },
+            { timeout: "soon" as any }
+          ]
+        ) {
+          const exit = yield* Effect.exit(Effect.scoped(Connection.connect(peer, address, port, options)))
+          yield* check(tagOf(exit) === "RpmaInvalidError", `connect with ${JSON.stringify(options)}: ${tagOf(exit)}`)
+        }
+        const after = yield* live
+        yield* check(after.connectionRequests + after.connections === 0, `left: ${JSON.stringify(after)}`)
+      })
+  },
+  {
     name: "a peer whose scope closes before its regions' scope is deleted after the last region",
     run: (address) =>
       Effect.gen(function*() {

@@ -248,7 +248,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       : wr.op === "recv"
       ? [[wr.dst, "MrLocal"]]
       : []
-    if (handles.length === 0) return invalid("post", `unknown work request ${String((wr as { op: unknown }).op)}`)
+    if (handles.length === 0) return invalid("post", `unknown work request ${DriverArguments.show((wr as { op: unknown }).op)}`)
     for (const [value, kind] of handles) {
       const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
       if (refused !== undefined) return refused
@@ -385,7 +385,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           const req = reqOf(value)!
           releaseHandle(req) // consumed, as rpma_conn_req_connect does
           // rdma_cm pads private data; like it, we keep what was sent (the padding is the native driver's).
-          const refused = DriverArguments.privateData(privateData)
+          const refused = DriverArguments.privateData(privateData, req.client !== undefined)
           if (refused !== undefined) {
             // Consumed all the same (the Driver's contract): an incoming request is rejected.
             if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
