@@ -5,6 +5,8 @@
 #include <librpma.h>
 #include <napi.h>
 
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -62,10 +64,7 @@ int ConnState::Delete() {
   Count(Kind::Conn, -1);
   if (peer) peer->users--;
   // The queue pair is gone: the device no longer touches the regions of requests in flight.
-  for (auto& entry : posted) {
-    if (entry.second.region) entry.second.region->in_flight--;
-  }
-  posted.clear();
+  ReleaseAll(posted);
   return code;
 }
 
@@ -80,15 +79,32 @@ int ConnState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
     for (int i = 0; i < got; i++) {
       auto found = posted.find(wc[i].wr_id);
       if (found == posted.end()) continue;  // not a request of ours
+      if (!found->second.recv) {
+        // A send-queue request completed: the unsignalled ones posted before it have succeeded.
+        for (auto it = posted.begin(); it != found;) {
+          if (it->second.recv || it->second.signalled) {
+            ++it;
+            continue;
+          }
+          if (it->second.region) it->second.region->in_flight--;
+          it = posted.erase(it);
+        }
+      }
       Posted request = std::move(found->second);
       posted.erase(found);
       if (request.region) request.region->in_flight--;
       Napi::Object completion = Napi::Object::New(env);
       completion.Set("id", Napi::Number::New(env, request.id));
       completion.Set("status", Napi::Number::New(env, static_cast<double>(wc[i].status)));
-      // byte_len (like opcode) means something only for a successful receive.
-      double length = request.recv && wc[i].status == IBV_WC_SUCCESS ? static_cast<double>(wc[i].byte_len) : 0;
+      // byte_len, opcode and flags mean something only for a successful completion (byte_len: of a receive).
+      bool ok = wc[i].status == IBV_WC_SUCCESS;
+      double length = request.recv && ok ? static_cast<double>(wc[i].byte_len) : 0;
       completion.Set("byteLength", Napi::Number::New(env, length));
+      completion.Set("opcode", Napi::Number::New(env, ok ? static_cast<double>(wc[i].opcode) : -1));
+      unsigned flags = ok ? wc[i].wc_flags : 0;
+      completion.Set("flags", Napi::Number::New(env, static_cast<double>(flags)));
+      // librpma puts the immediate data on the wire in network byte order (htonl).
+      if ((flags & IBV_WC_WITH_IMM) != 0) completion.Set("imm", Napi::Number::New(env, ntohl(wc[i].imm_data)));
       out.Set((*count)++, completion);
     }
     if (got < kBatch) return 0;
@@ -177,6 +193,44 @@ Napi::Value ConnPrivateData(const Napi::CallbackInfo& info) {
   return CopyBytes(env, pdata.ptr, pdata.len);
 }
 
+// rpma_peer_cfg_get_descriptor of a peer cfg with direct_write_to_pmem as given.
+Napi::Value PeerCfgDescriptor(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_peer_cfg_get_descriptor", Domain::Rpma);
+  if (!info[0].IsBoolean()) return call.Invalid("directWriteToPmem must be a boolean");
+  rpma_peer_cfg* pcfg = nullptr;
+  int code = rpma_peer_cfg_new(&pcfg);
+  if (code != 0) return call.Fail(code, "rpma_peer_cfg_new");
+  std::size_t size = 0;
+  code = rpma_peer_cfg_set_direct_write_to_pmem(pcfg, info[0].As<Napi::Boolean>().Value());
+  if (code == 0) code = rpma_peer_cfg_get_descriptor_size(pcfg, &size);
+  std::vector<uint8_t> bytes(size);
+  if (code == 0) code = rpma_peer_cfg_get_descriptor(pcfg, bytes.data());
+  rpma_peer_cfg_delete(&pcfg);
+  if (code != 0) return call.Fail(code);
+  return CopyBytes(env, bytes.data(), bytes.size());
+}
+
+// rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg.
+Napi::Value ConnApplyRemotePeerCfg(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_conn_apply_remote_peer_cfg", Domain::Rpma);
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    return call.Invalid("the peer configuration descriptor must be a Uint8Array");
+  }
+  Napi::Uint8Array data = info[1].As<Napi::Uint8Array>();
+  std::vector<uint8_t> bytes(data.Data(), data.Data() + data.ByteLength());
+  Conn* handle = Open<Conn>(call, info[0]);
+  if (handle == nullptr) return env.Undefined();
+  rpma_peer_cfg* pcfg = nullptr;
+  int code = rpma_peer_cfg_from_descriptor(bytes.data(), bytes.size(), &pcfg);
+  if (code != 0) return call.Fail(code, "rpma_peer_cfg_from_descriptor");
+  code = rpma_conn_apply_remote_peer_cfg(handle->state->conn, pcfg);
+  rpma_peer_cfg_delete(&pcfg);
+  if (code != 0) return call.Fail(code);
+  return env.Undefined();
+}
+
 Napi::Value ConnDisconnect(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call call(env, "rpma_conn_disconnect", Domain::Rpma);
@@ -262,6 +316,8 @@ void RegisterConn(Napi::Env env, Napi::Object exports) {
   exports.Set("connNextEvent", Napi::Function::New(env, ConnNextEvent, "connNextEvent"));
   exports.Set("connPrivateData", Napi::Function::New(env, ConnPrivateData, "connPrivateData"));
   exports.Set("connDisconnect", Napi::Function::New(env, ConnDisconnect, "connDisconnect"));
+  exports.Set("peerCfgDescriptor", Napi::Function::New(env, PeerCfgDescriptor, "peerCfgDescriptor"));
+  exports.Set("connApplyRemotePeerCfg", Napi::Function::New(env, ConnApplyRemotePeerCfg, "connApplyRemotePeerCfg"));
   exports.Set("connDelete", Napi::Function::New(env, ConnDelete, "connDelete"));
   RegisterPost(env, exports);
   exports.Set("connPollCompletions", Napi::Function::New(env, ConnPollCompletions, "connPollCompletions"));

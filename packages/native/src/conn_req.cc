@@ -38,7 +38,16 @@ int ConnConfig::Make(rpma_conn_cfg** out) const {
 
 // ---- connection requests ----
 
+void ReleaseAll(PostedMap& posted) {
+  for (auto& entry : posted) {
+    if (entry.second.region) entry.second.region->in_flight--;
+  }
+  posted.clear();
+}
+
 int ConnReqState::Delete() {
+  // Its queue pair goes with it: the device no longer reaches the regions of its receives.
+  ReleaseAll(posted);
   if (req == nullptr) return 0;
   // Sets req to NULL even when it fails.
   int code = rpma_conn_req_delete(&req);
@@ -199,16 +208,23 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   std::string log = TakeLog();
   // Consumed, success or not (unless librpma refused its arguments before looking at it).
   if (req->req == nullptr) req->Consumed();
-  if (code != 0) return call.Fail(code, log);
+  if (code != 0) {
+    if (req->req == nullptr) ReleaseAll(req->posted);
+    return call.Fail(code, log);
+  }
 
   Conn* wrapper;
   Napi::Object object = Conn::New(env, &wrapper);
   if (wrapper == nullptr) {
     rpma_conn_delete(&conn);
+    ReleaseAll(req->posted);
     return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the connection; it is deleted");
   }
   auto state = std::make_shared<ConnState>();
   state->conn = conn;
+  // The receives posted on the request are the connection's now.
+  state->posted.swap(req->posted);
+  state->next_token = req->next_token;
   state->peer = req->peer;
   state->peer->users++;
   Count(Kind::Conn, +1);
@@ -231,6 +247,44 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   return object;
 }
 
+// rpma_conn_req_recv(req, { id, dst, offset, length }): a receive posted before connecting.
+Napi::Value ConnReqRecv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_conn_req_recv", Domain::Rpma);
+  if (!info[1].IsObject()) return call.Invalid("the receive must be an object");
+  Napi::Object request = info[1].As<Napi::Object>();
+  // Every field read before any handle is opened (a getter could close one in between).
+  Napi::Value fields[4];
+  const char* const names[4] = {"id", "dst", "offset", "length"};
+  for (int i = 0; i < 4; i++) {
+    fields[i] = request.Get(names[i]);
+    if (env.IsExceptionPending()) return call.Invalid(std::string("reading the receive's ") + names[i] + " threw");
+  }
+  ConnReq* handle = Open<ConnReq>(call, info[0]);
+  if (handle == nullptr) return env.Undefined();
+  MrLocal* local = Open<MrLocal>(call, fields[1]);
+  double offset = 0, length = 0;
+  if (local == nullptr || !Integer(call, fields[2], "offset", kMaxSafe, &offset) ||
+      !Integer(call, fields[3], "len", kMaxLength, &length)) {
+    return env.Undefined();
+  }
+  if (!fields[0].IsNumber()) return call.Invalid("id must be a number");
+  ConnReqState& req = *handle->state;
+  uint64_t token = req.next_token++;
+  ClearLog();
+  int code = rpma_conn_req_recv(req.req, local->state->mr, static_cast<size_t>(offset), static_cast<size_t>(length),
+                                reinterpret_cast<const void*>(static_cast<uintptr_t>(token)));
+  std::string log = TakeLog();
+  if (code != 0) return call.Fail(code, log);
+  Posted posted;
+  posted.id = fields[0].As<Napi::Number>().DoubleValue();
+  posted.recv = true;
+  posted.region = local->state;
+  posted.region->in_flight++;
+  req.posted.emplace(token, std::move(posted));
+  return env.Undefined();
+}
+
 Napi::Value ConnReqDelete(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call call(env, "rpma_conn_req_delete", Domain::Rpma);
@@ -250,6 +304,7 @@ void RegisterConnReq(Napi::Env env, Napi::Object exports) {
   exports.Set("connReqPrivateData", Napi::Function::New(env, ConnReqPrivateData, "connReqPrivateData"));
   exports.Set("connReqConnect", Napi::Function::New(env, ConnReqConnect, "connReqConnect"));
   exports.Set("connReqDelete", Napi::Function::New(env, ConnReqDelete, "connReqDelete"));
+  exports.Set("connReqRecv", Napi::Function::New(env, ConnReqRecv, "connReqRecv"));
 }
 
 }  // namespace rdma

@@ -35,7 +35,7 @@ const char* OperationOf(const std::string& op) {
 // The work request's fields, read once and before any handle is opened: a getter or a Proxy trap
 // runs JavaScript, which could otherwise close a handle between its check and its use.
 struct RequestFields {
-  Napi::Value id, dst, src, dst_offset, src_offset, offset, length, type, value;
+  Napi::Value id, dst, src, dst_offset, src_offset, offset, length, type, value, imm, completion;
 };
 
 bool ReadField(const Call& call, Napi::Object object, const char* key, Napi::Value* out) {
@@ -64,7 +64,8 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
       !ReadField(call, request, "src", &f.src) || !ReadField(call, request, "dstOffset", &f.dst_offset) ||
       !ReadField(call, request, "srcOffset", &f.src_offset) || !ReadField(call, request, "offset", &f.offset) ||
       !ReadField(call, request, "length", &f.length) || !ReadField(call, request, "type", &f.type) ||
-      !ReadField(call, request, "value", &f.value)) {
+      !ReadField(call, request, "value", &f.value) || !ReadField(call, request, "imm", &f.imm) ||
+      !ReadField(call, request, "completion", &f.completion)) {
     return env.Undefined();
   }
   Conn* handle = Open<Conn>(call, info[0]);
@@ -74,9 +75,18 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
   ConnState& conn = *handle->state;
   uint64_t token = conn.next_token++;
   const void* context = reinterpret_cast<const void*>(static_cast<uintptr_t>(token));
-  constexpr int flags = RPMA_F_COMPLETION_ALWAYS;
+  std::string signal = f.completion.IsString() ? f.completion.As<Napi::String>().Utf8Value() : "";
+  if (!f.completion.IsUndefined() && signal != "always" && !(signal == "onError" && op != "recv")) {
+    return call.Invalid("completion must be \"always\" or \"onError\" (a receive always completes)");
+  }
+  const int flags = signal == "onError" ? RPMA_F_COMPLETION_ON_ERROR : RPMA_F_COMPLETION_ALWAYS;
+  bool with_imm = !f.imm.IsUndefined();
+  double imm = 0;
+  if (with_imm && op != "write" && op != "send") return call.Invalid("immediate data goes with a write or a send only");
+  if (with_imm && !Integer(call, f.imm, "imm", UINT32_MAX, &imm)) return env.Undefined();
   Posted posted;
   posted.id = f.id.As<Napi::Number>().DoubleValue();
+  posted.signalled = flags == RPMA_F_COMPLETION_ALWAYS;
   double dst_offset = 0, src_offset = 0, length = 0;
   int code = 0;
   ClearLog();
@@ -90,8 +100,12 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
         !Integer(call, f.length, "len", kMaxLength, &length)) {
       return env.Undefined();
     }
-    code = write ? rpma_write(conn.conn, remote->mr, static_cast<size_t>(dst_offset), local->state->mr,
-                              static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context)
+    code = write && with_imm
+               ? rpma_write_with_imm(conn.conn, remote->mr, static_cast<size_t>(dst_offset), local->state->mr,
+                                     static_cast<size_t>(src_offset), static_cast<size_t>(length), flags,
+                                     static_cast<uint32_t>(imm), context)
+           : write ? rpma_write(conn.conn, remote->mr, static_cast<size_t>(dst_offset), local->state->mr,
+                                static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context)
                  : rpma_read(conn.conn, local->state->mr, static_cast<size_t>(dst_offset), remote->mr,
                              static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context);
     posted.region = local->state;
@@ -126,7 +140,10 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
         !Integer(call, f.length, "len", kMaxLength, &length)) {
       return env.Undefined();
     }
-    code = send ? rpma_send(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),
+    code = send && with_imm
+               ? rpma_send_with_imm(conn.conn, local->state->mr, static_cast<size_t>(src_offset),
+                                    static_cast<size_t>(length), flags, static_cast<uint32_t>(imm), context)
+           : send ? rpma_send(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),
                             flags, context)
                 : rpma_recv(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),
                             context);
