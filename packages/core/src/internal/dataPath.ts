@@ -231,6 +231,11 @@ export class PendingTable<E> {
 
   /** `entry` completed: the send-queue requests posted before it (unsignalled ones) succeeded. */
   private settleEarlier(entry: Pending<E>, deferred: Array<Effect.Effect<void>>): void {
+    // The common case: nothing unsignalled before it.
+    if (this.sendOrder[0] === entry) {
+      this.sendOrder.shift()
+      return
+    }
     const at = this.sendOrder.indexOf(entry)
     if (at < 0) return
     const earlier = this.sendOrder.slice(0, at)

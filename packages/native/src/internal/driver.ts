@@ -102,8 +102,14 @@ const postOperations = {
   recv: "rpma_recv"
 } as const
 
-const operationOf = (request: WorkRequest): string =>
-  typeof request === "object" && request !== null ? postOperations[request.op] ?? "rpma_write" : "rpma_write"
+const operationOf = (request: WorkRequest): string => {
+  try {
+    return typeof request === "object" && request !== null ? postOperations[request.op] ?? "rpma_write" : "rpma_write"
+  } catch {
+    // A getter that throws: the addon reads the request again and refuses it (RPMA_E_INVAL).
+    return "rpma_write"
+  }
+}
 
 /**
  * How long the driver's synchronous paths may keep the event loop from its I/O phase. A completion
@@ -242,8 +248,20 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   connReqDelete: (req) => rpma("rpma_conn_req_delete", () => binding.connReqDelete(req)),
   connReqRecv: (req, request) => rpma("rpma_conn_req_recv", () => binding.connReqRecv(req, request)),
   peerCfgDescriptor: (direct) => rpma("rpma_peer_cfg_get_descriptor", () => binding.peerCfgDescriptor(direct)),
+  // Stricter than librpma, which reads the first byte of a longer descriptor: exactly 1 byte, as
+  // the simulated driver requires.
   connApplyRemotePeerCfg: (conn, descriptor) =>
-    rpma("rpma_conn_apply_remote_peer_cfg", () => binding.connApplyRemotePeerCfg(conn, descriptor)),
+    rpma("rpma_conn_apply_remote_peer_cfg", () => {
+      const refused = DriverArguments.peerCfgDescriptor(descriptor)
+      if (refused !== undefined) {
+        throw Object.assign(new Error(refused), {
+          operation: "rpma_conn_apply_remote_peer_cfg",
+          code: RpmaCode.RPMA_E_INVAL,
+          detail: refused
+        })
+      }
+      return binding.connApplyRemotePeerCfg(conn, descriptor)
+    }),
   connNextEvent: (conn) =>
     wait<string>(binding, "rpma_conn_next_event", conn, (callback) => binding.connNextEvent(conn, callback)).pipe(
       Effect.map((event) => event as ConnEvent)
