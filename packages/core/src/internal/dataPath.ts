@@ -101,8 +101,6 @@ export interface Pending<E> {
   resume: ((outcome: Outcome<E>) => void) | undefined
   /** The outcome, when it arrived before the operation waited. */
   outcome: Outcome<E> | undefined
-  /** Whether the operation stopped waiting (interrupted): its outcome is dropped when it comes. */
-  abandoned: boolean
 }
 
 const dropAll = (regions: ReadonlyArray<LocalMr<any>>, into: Array<Effect.Effect<void>>): void => {
@@ -152,8 +150,7 @@ export class PendingTable<E> {
       signalled,
       opcode,
       resume: undefined,
-      outcome: undefined,
-      abandoned: false
+      outcome: undefined
     }
     this.pending.set(id, entry)
     if (sendQueue) this.sendOrder.push(entry)
@@ -189,7 +186,6 @@ export class PendingTable<E> {
   /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
   private settle(entry: Pending<E>, outcome: Outcome<E>): void {
     entry.outcome = outcome
-    if (entry.abandoned) return
     const resume = entry.resume
     entry.resume = undefined
     if (resume !== undefined) resume(outcome)
