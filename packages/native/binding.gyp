@@ -10,7 +10,11 @@
         "src/mr.cc",
         "src/cm.cc",
         "src/poll.cc",
-        "src/conn.cc"
+        "src/conn_common.cc",
+        "src/endpoint.cc",
+        "src/conn_req.cc",
+        "src/conn.cc",
+        "src/post.cc"
       ],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
       "defines": [

@@ -22,7 +22,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { ConnConfig, ConnEvent, ConnHandle, WorkRequest } from "./Driver.js"
+import type { Completion as DriverCompletion, ConnConfig, ConnEvent, ConnHandle, Signal, WorkRequest } from "./Driver.js"
 import { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/connection.js"
 import * as ops from "./internal/operations.js"
@@ -153,6 +153,10 @@ export type OperationError = CompletionError | ConnectionClosedError | OutOfRang
  */
 export type {
   AtomicWriteArgs,
+  CompletionMode,
+  PostReadArgs,
+  PostSendArgs,
+  PostWriteArgs,
   FlushArgs,
   FlushError,
   ReadArgs,
@@ -189,7 +193,15 @@ export interface Connection {
     queue: "send" | "recv",
     regions: ReadonlyArray<LocalMr<any>>,
     build: (id: number) => WorkRequest
-  ) => Effect.Effect<number, OperationError>
+  ) => Effect.Effect<DriverCompletion, OperationError>
+  /** @internal Posts a request without awaiting it: succeeds once posted, with the wait for its outcome. */
+  readonly submit: (
+    operation: string,
+    op: WorkRequest["op"],
+    regions: ReadonlyArray<LocalMr<any>>,
+    build: (id: number) => WorkRequest,
+    signal: Signal | undefined
+  ) => Effect.Effect<Effect.Effect<DriverCompletion, OperationError>, OperationError>
   /** @internal Posts many requests on the send queue with one wait per batch of completions. */
   readonly postMany: (
     operation: string,
@@ -350,3 +362,25 @@ export const send: (conn: Connection, args: ops.SendArgs) => Effect.Effect<void,
  * @category operations
  */
 export const recv: (conn: Connection, args: ops.RecvArgs) => Effect.Effect<number, ops.TransferError> = ops.recv
+
+/**
+ * Posting without waiting (a `Posted` ticket whose completion can be awaited later, or never),
+ * unsignalled requests, immediate data, whole completions, and the peer configuration descriptor.
+ *
+ * @since 0.3.0
+ */
+export {
+  applyRemotePeerConfig,
+  type CompletedOperation,
+  type Completion,
+  completionOf,
+  peerConfigDescriptor,
+  type Posted,
+  postRead,
+  postRecv,
+  postSend,
+  postWrite,
+  receive,
+  sendWithImm,
+  writeWithImm
+} from "./internal/posting.js"

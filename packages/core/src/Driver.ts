@@ -127,6 +127,17 @@ export interface ConnConfig {
 }
 
 /**
+ * When a send-queue request produces a completion: `"always"` (RPMA_F_COMPLETION_ALWAYS, the
+ * default) or `"onError"` (RPMA_F_COMPLETION_ON_ERROR: an unsignalled request, whose success is
+ * known only when a later signalled request on the same send queue completes, completions of a
+ * reliable connection's send queue being in order).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type Signal = "always" | "onError"
+
+/**
  * A work request to post on a connection. `id` comes back in its {@link Completion}. Offsets and
  * lengths are checked by core before a driver sees them.
  *
@@ -142,6 +153,9 @@ export type WorkRequest =
     readonly src: MrHandle
     readonly srcOffset: number
     readonly length: number
+    /** rpma_write_with_imm: consumes a receive on the other side, which completes with this value. */
+    readonly imm?: number | undefined
+    readonly completion?: Signal | undefined
   }
   | {
     readonly op: "read"
@@ -151,6 +165,7 @@ export type WorkRequest =
     readonly src: RemoteMrHandle
     readonly srcOffset: number
     readonly length: number
+    readonly completion?: Signal | undefined
   }
   | {
     readonly op: "flush"
@@ -159,6 +174,7 @@ export type WorkRequest =
     readonly dstOffset: number
     readonly length: number
     readonly type: "visibility" | "persistent"
+    readonly completion?: Signal | undefined
   }
   | {
     readonly op: "atomicWrite"
@@ -166,8 +182,18 @@ export type WorkRequest =
     readonly dst: RemoteMrHandle
     readonly dstOffset: number
     readonly value: Uint8Array
+    readonly completion?: Signal | undefined
   }
-  | { readonly op: "send"; readonly id: number; readonly src: MrHandle; readonly offset: number; readonly length: number }
+  | {
+    readonly op: "send"
+    readonly id: number
+    readonly src: MrHandle
+    readonly offset: number
+    readonly length: number
+    /** rpma_send_with_imm. */
+    readonly imm?: number | undefined
+    readonly completion?: Signal | undefined
+  }
   | { readonly op: "recv"; readonly id: number; readonly dst: MrHandle; readonly offset: number; readonly length: number }
 
 /**
@@ -179,8 +205,49 @@ export type WorkRequest =
 export interface Completion {
   readonly id: number
   readonly status: number
-  /** The bytes received, for a recv. */
+  /** The bytes received, for a recv (also for one consumed by a write with immediate data). */
   readonly byteLength: number
+  /** `enum ibv_wc_opcode` ({@link WcOpcode}); meaningful only when `status` is 0. */
+  readonly opcode: number
+  /** `ibv_wc.wc_flags` (IBV_WC_WITH_IMM = 2). */
+  readonly flags: number
+  /** The immediate data in host byte order, when `flags` has IBV_WC_WITH_IMM. */
+  readonly imm?: number | undefined
+}
+
+/**
+ * `enum ibv_wc_opcode`: what a completion completed.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const WcOpcode = {
+  SEND: 0,
+  RDMA_WRITE: 1,
+  RDMA_READ: 2,
+  RECV: 128,
+  RECV_RDMA_WITH_IMM: 129
+} as const
+
+/**
+ * `ibv_wc.wc_flags` bits.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const WcFlags = { WITH_IMM: 2 } as const
+
+/**
+ * A receive to post on a connection request before it is accepted (rpma_conn_req_recv).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface RecvRequest {
+  readonly id: number
+  readonly dst: MrHandle
+  readonly offset: number
+  readonly length: number
 }
 
 /**
@@ -336,17 +403,38 @@ export interface Driver {
     ConnHandle,
     RpmaError
   >
+  /**
+   * rpma_conn_req_recv: a receive posted before the request is connected; its completion arrives on
+   * the connection's queue with `id`. Its region is held until then, or until the request is
+   * deleted or its connection deleted.
+   */
+  readonly connReqRecv: (req: ConnReqHandle, request: RecvRequest) => Effect.Effect<void, RpmaError>
   /** rpma_conn_req_delete: rejects an incoming request or drops an outgoing one. */
   readonly connReqDelete: (req: ConnReqHandle) => Effect.Effect<void, RpmaError>
   /** rpma_conn_next_event: waits, without blocking the event loop, for the next connection event. */
   readonly connNextEvent: (conn: ConnHandle) => Effect.Effect<ConnEvent, RpmaError>
   /** rpma_conn_get_private_data. */
   readonly connPrivateData: (conn: ConnHandle) => Effect.Effect<Uint8Array, RpmaError>
+  /**
+   * rpma_peer_cfg_new + rpma_peer_cfg_set_direct_write_to_pmem + rpma_peer_cfg_get_descriptor:
+   * the bytes that tell the other side how this side's memory is written.
+   */
+  readonly peerCfgDescriptor: (directWriteToPmem: boolean) => Effect.Effect<Uint8Array, RpmaError>
+  /**
+   * rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg: what the other side said of
+   * its memory (a persistent flush is refused with RPMA_E_NOSUPP unless it writes straight to pmem).
+   */
+  readonly connApplyRemotePeerCfg: (conn: ConnHandle, descriptor: Uint8Array) => Effect.Effect<void, RpmaError>
   /** rpma_conn_disconnect. */
   readonly connDisconnect: (conn: ConnHandle) => Effect.Effect<void, RpmaError>
   /** rpma_conn_delete. */
   readonly connDelete: (conn: ConnHandle) => Effect.Effect<void, RpmaError>
-  /** rpma_write / rpma_read / rpma_flush / rpma_atomic_write / rpma_send / rpma_recv, with a completion always. */
+  /**
+   * rpma_write(_with_imm) / rpma_read / rpma_flush / rpma_atomic_write / rpma_send(_with_imm) /
+   * rpma_recv. A send-queue request posted with `completion: "onError"` that succeeds produces no
+   * completion: the driver releases what it holds for it when a later request on the same send
+   * queue completes.
+   */
   readonly post: (conn: ConnHandle, request: WorkRequest) => Effect.Effect<void, RpmaError>
   /** rpma_cq_get_wc without waiting: the completions already queued, possibly none. */
   readonly pollCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>

@@ -194,22 +194,46 @@ export const queueSizes = (sizes: { readonly sqSize: number; readonly rqSize: nu
       : undefined)
 
 /**
- * Private data for rdma_cm: a Uint8Array (or nothing) within rdma_cm's limits in the TCP port
- * space: 56 bytes with a connection request (`accept: false`), 196 with an accept. Refused before
- * the request is consumed, so that an accept refused for its private data can still be rejected
- * at once.
+ * What rdma_cm carries as private data on RoCE and InfiniBand: 56 bytes with a connection request
+ * and 196 with an accept (the CM's REQ and REP messages less rdma_cm's own header). What arrives
+ * is padded with zeros to these sizes.
+ *
+ * @since 0.3.0
+ * @category validation
+ */
+export const PRIVATE_DATA_LIMIT = { connect: 56, accept: 196 } as const
+
+/**
+ * Private data for rdma_cm: a Uint8Array (or nothing) of at most 255 bytes, what the addon accepts;
+ * with `side`, at most what rdma_cm accepts there on RoCE ({@link PRIVATE_DATA_LIMIT}), which a
+ * device refuses with a bare "Invalid argument".
  *
  * @since 0.1.0
  * @category validation
  */
-export const privateData = (value: unknown, accept: boolean): string | undefined =>
+export const privateData = (value: unknown, side?: "connect" | "accept"): string | undefined =>
   value === null || value === undefined
     ? undefined
     : !isUint8Array(value)
     ? "private data must be a Uint8Array"
-    : value.byteLength > (accept ? 196 : 56)
-    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most ${accept ? 196 : 56} ` +
-      (accept ? "with an accept" : "with a connection request")
+    : value.byteLength > 255
+    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most 255 (56 with a connection request)`
+    : side !== undefined && value.byteLength > PRIVATE_DATA_LIMIT[side]
+    ? `private data is ${value.byteLength} bytes; rdma_cm on RoCE carries at most ${PRIVATE_DATA_LIMIT[side]} ` +
+      `with ${side === "connect" ? "a connection request (56)" : "an accept (196)"}`
+    : undefined
+
+/**
+ * A peer configuration descriptor (rpma_peer_cfg_from_descriptor): exactly 1 byte.
+ *
+ * @since 0.3.0
+ * @category validation
+ */
+export const peerCfgDescriptor = (value: unknown): string | undefined =>
+  !isUint8Array(value)
+    ? "the peer configuration descriptor must be a Uint8Array"
+    : value.byteLength !== 1
+    ? `a peer configuration descriptor is 1 byte, not ${value.byteLength}`
     : undefined
 
 /**
@@ -227,7 +251,20 @@ export const allocationSize = (value: unknown): string | undefined =>
     ? undefined
     : "size must be a positive integer within a Uint8Array's limit"
 
-const WR_FIELDS = ["op", "id", "dst", "src", "dstOffset", "srcOffset", "offset", "length", "type", "value"] as const
+const WR_FIELDS = [
+  "op",
+  "id",
+  "dst",
+  "src",
+  "dstOffset",
+  "srcOffset",
+  "offset",
+  "length",
+  "type",
+  "value",
+  "imm",
+  "completion"
+] as const
 const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
 /**
@@ -269,7 +306,17 @@ export const workRequest = (
     ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ??
       (!isUint8Array(request.value) || request.value.byteLength !== 8 ? "src must be a Uint8Array of 8 bytes" : undefined)
     : integerIn(request.offset, "offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX)
-  return problem === undefined ? { request } : { problem }
+  const extra = problem ??
+    (request.imm !== undefined && op !== "write" && op !== "send"
+      ? "immediate data goes with a write or a send only"
+      : request.imm !== undefined
+      ? integerIn(request.imm, "imm", 0, UINT32_MAX)
+      : undefined) ??
+    (request.completion === undefined || request.completion === "always" ||
+        (request.completion === "onError" && op !== "recv")
+      ? undefined
+      : "completion must be \"always\" or \"onError\" (a receive always completes)")
+  return extra === undefined ? { request } : { problem: extra }
 }
 
 /**

@@ -11,10 +11,12 @@ import * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
 import * as internalConnection from "./internal/connection.js"
+import { PendingTable, runAll, Slots } from "./internal/dataPath.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
 import { release } from "./internal/release.js"
 import { ownerOf, type Peer } from "./Peer.js"
+import type { LocalMr } from "./LocalMr.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
 
 /**
@@ -42,6 +44,8 @@ export interface ConnectionRequest {
   readonly privateData: Uint8Array
   /** @internal */
   readonly endpoint: Endpoint
+  /** @internal Receives posted before the request is answered; the connection takes them over. */
+  readonly prepared: internalConnection.Prepared
 }
 
 /**
@@ -98,18 +102,21 @@ export const next = (
   ep: Endpoint,
   options?: Connection.Options
 ): Effect.Effect<ConnectionRequest, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(driver.epNextConnReq(ep.handle, Connection.toConfig(options))), (handle) =>
+  Effect.flatMap(instrument.driver, (driver) => {
+    const config = Connection.toConfig(options)
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(driver.epNextConnReq(ep.handle, config)), (handle) =>
         driver.connReqPrivateData(handle).pipe(
           Effect.map((privateData): ConnectionRequest => {
-            const req = { handle, privateData, endpoint: ep }
+            const prepared = { table: new PendingTable<Connection.OperationError>(), recvSlots: new Slots(config.rqSize) }
+            const req = { handle, privateData, endpoint: ep, prepared }
             ep.unanswered.add(req)
             return req
           }),
           Effect.tapError(() => Effect.ignore(driver.connReqDelete(handle)))
         ))
-    ))
+    )
+  })
 
 /**
  * The incoming connection requests, as they arrive.
@@ -152,7 +159,8 @@ export const accept = (
         ),
         options?.privateData,
         { address: req.endpoint.address, port: req.endpoint.port },
-        Connection.toConfig(options)
+        Connection.toConfig(options),
+        req.prepared
       )
     }))
 
@@ -182,6 +190,68 @@ export const reject = (req: ConnectionRequest): Effect.Effect<void, never, RdmaD
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.suspend(() =>
       req.endpoint.unanswered.delete(req)
-        ? release("rpma_conn_req_delete", "a connection request", driver.connReqDelete(req.handle))
+        ? Effect.zipRight(
+          release("rpma_conn_req_delete", "a connection request", driver.connReqDelete(req.handle)),
+          internalConnection.failPrepared(req.prepared)
+        )
         : Effect.void
     ))
+
+/**
+ * rpma_conn_req_recv: posts a receive on an incoming request before it is accepted, so that the
+ * client's first message never waits for the server (librpma's 08, 10, 11 and 12 servers do this).
+ * The receive's outcome is known once the request is accepted: await `completion` on the result.
+ * If the request is rejected, or its connection fails, the receive fails with
+ * {@link Connection.ConnectionClosedError}; its region stays registered until then.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Endpoint, LocalMr } from "@effect-rdma/core"
+ *
+ * declare const ep: Endpoint.Endpoint
+ * declare const inbox: LocalMr.LocalMr<"RECV">
+ * const program = Effect.gen(function*() {
+ *   const req = yield* Endpoint.next(ep)
+ *   const first = yield* Endpoint.recv(req, { dst: inbox, offset: 0, length: 64 })
+ *   yield* Endpoint.accept(req)
+ *   const arrived = yield* first.completion
+ *   return arrived.byteLength
+ * })
+ * ```
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const recv = (
+  req: ConnectionRequest,
+  args: Connection.RecvArgs
+): Effect.Effect<Connection.Posted, Connection.OperationError, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) =>
+    Effect.suspend((): Effect.Effect<Connection.Posted, Connection.OperationError> => {
+      const { dst, offset = 0 } = args
+      const length = args.length ?? Math.max(dst.size - offset, 0)
+      const operation = "rpma_conn_req_recv"
+      if (!req.endpoint.unanswered.has(req)) {
+        return Effect.fail(
+          fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, "the request was already accepted or rejected (or its endpoint shut down)")
+        )
+      }
+      if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset + length > dst.size) {
+        return Effect.fail(
+          new Connection.OutOfRangeError({ operation, detail: `destination range [${offset}, ${offset + length}) is outside its ${dst.size}-byte region` })
+        )
+      }
+      const { recvSlots, table } = req.prepared
+      if (recvSlots.available <= 0) {
+        return Effect.fail(new Connection.OutOfRangeError({ operation, detail: "the receive queue is full" }))
+      }
+      return Effect.zipRight(recvSlots.take, Effect.suspend(() => {
+        const entry = table.add(operation, [dst as LocalMr<any>], recvSlots, false, 128)
+        return Effect.matchEffect(driver.connReqRecv(req.handle, { id: entry.id, dst: dst.handle, offset, length }), {
+          onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
+          onSuccess: () =>
+            Effect.succeed<Connection.Posted>({ operation, completion: Connection.completionOf(table.await(entry)) })
+        })
+      }))
+    }))

@@ -51,6 +51,12 @@ export interface Binding {
   readonly connReqPrivateData: (req: unknown) => Uint8Array
   readonly connReqConnect: (req: unknown, privateData: unknown) => object
   readonly connReqDelete: (req: unknown) => void
+  /** rpma_conn_req_recv: `request` is { id, dst, offset, length }. */
+  readonly connReqRecv: (req: unknown, request: unknown) => void
+  /** rpma_peer_cfg_get_descriptor of a peer cfg with direct_write_to_pmem set as given. */
+  readonly peerCfgDescriptor: (directWriteToPmem: unknown) => Uint8Array
+  /** rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg. */
+  readonly connApplyRemotePeerCfg: (conn: unknown, descriptor: unknown) => void
   readonly connNextEvent: (conn: unknown, callback: WaitCallback<string>) => number
   readonly connPrivateData: (conn: unknown) => Uint8Array
   readonly connDisconnect: (conn: unknown) => void
@@ -134,6 +140,9 @@ export interface WaitedCompletion {
   readonly id: number
   readonly status: number
   readonly byteLength: number
+  readonly opcode: number
+  readonly flags: number
+  readonly imm?: number
 }
 
 /**

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -237,6 +238,21 @@ class Endpoint : public Handle<Endpoint> {
   std::shared_ptr<EndpointState> state;
 };
 
+// A posted work request until its completion is returned (for an unsignalled one: until a later
+// send-queue request completes, the send queue of a reliable connection completing in order).
+struct Posted {
+  double id = 0;
+  bool recv = false;
+  bool signalled = true;
+  std::shared_ptr<MrLocalState> region;  // the local region the device reads or writes, if any
+};
+
+// Posted requests by token; tokens grow with each post, so the map is in posting order.
+using PostedMap = std::map<uint64_t, Posted>;
+
+// Lets go of every request's region (the queue pair is gone).
+void ReleaseAll(PostedMap& posted);
+
 struct ConnReqState {
   ~ConnReqState() { Delete(); }
   // rpma_conn_req_delete, once; returns its code.
@@ -247,6 +263,9 @@ struct ConnReqState {
   std::shared_ptr<PeerState> peer;
   std::shared_ptr<EndpointState> endpoint;  // incoming requests only
   ConnConfig config;
+  // Receives posted before the request is connected (rpma_conn_req_recv): the connection takes them.
+  uint64_t next_token = 1;
+  PostedMap posted;
 };
 
 class ConnReq : public Handle<ConnReq> {
@@ -256,13 +275,6 @@ class ConnReq : public Handle<ConnReq> {
   using Handle::Handle;
   bool IsOpen() const { return state && state->req != nullptr; }
   std::shared_ptr<ConnReqState> state;
-};
-
-// A posted work request until its completion is returned.
-struct Posted {
-  double id = 0;
-  bool recv = false;
-  std::shared_ptr<MrLocalState> region;  // the local region the device reads or writes, if any
 };
 
 struct ConnState : std::enable_shared_from_this<ConnState> {
@@ -278,7 +290,7 @@ struct ConnState : std::enable_shared_from_this<ConnState> {
   rpma_cq* cq = nullptr;
   std::shared_ptr<PeerState> peer;
   uint64_t next_token = 1;
-  std::unordered_map<uint64_t, Posted> posted;
+  PostedMap posted;
   Poller events;
   Poller completions;
 };

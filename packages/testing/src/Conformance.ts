@@ -37,6 +37,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
 
@@ -325,6 +326,7 @@ export const cases: ReadonlyArray<Case> = [
   ...connectionCases(),
   ...lifecycleCases(),
   ...dataPathCases(),
+  ...connectionFeatureCases(),
   ...validation.cases
 ]
 

@@ -25,12 +25,13 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Connection, OperationError, State } from "../Connection.js"
 import { ConnectionClosedError, ConnectionFailedError } from "../Connection.js"
-import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver } from "../Driver.js"
+import type { Completion, ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, Signal, WorkRequest } from "../Driver.js"
+import { WcOpcode } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import { ownerOf, type Peer } from "../Peer.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
-import { type Build, PendingTable, runAll, Slots } from "./dataPath.js"
+import { type Build, type Pending, PendingTable, runAll, Slots } from "./dataPath.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 
@@ -94,7 +95,13 @@ interface Attempt {
  * Releases what an attempt holds, once (it runs when the attempt fails and again, as a no-op, when
  * the scope closes). Never longer than the timeout, plus the native calls themselves.
  */
-const closeAttempt = (driver: Driver, peer: Peer, attempt: Attempt, config: ConnConfig): Effect.Effect<void> =>
+const closeAttempt = (
+  driver: Driver,
+  peer: Peer,
+  attempt: Attempt,
+  config: ConnConfig,
+  prepared: Prepared | undefined
+): Effect.Effect<void> =>
   Effect.suspend(() => {
     if (attempt.closed) return Effect.void
     attempt.closed = true
@@ -113,9 +120,43 @@ const closeAttempt = (driver: Driver, peer: Peer, attempt: Attempt, config: Conn
       }
       steps.push(release("rpma_conn_delete", "a connection", driver.connDelete(handle)))
     }
+    if (prepared !== undefined && attempt.close === undefined) steps.push(failPrepared(prepared))
     steps.push(Owner.drop(ownerOf(peer)))
     return Effect.forEach(steps, (step) => step, { discard: true })
   })
+
+/**
+ * @internal Receives posted on a request before it is connected (rpma_conn_req_recv): their table
+ * becomes the connection's.
+ */
+export interface Prepared {
+  readonly table: PendingTable<OperationError>
+  /** The receive queue's entries, sized by the config the request was taken with (its queue pair's). */
+  readonly recvSlots: Slots
+}
+
+/**
+ * @internal The request was deleted, or its connection failed before it was established: its
+ * receives fail, and their regions are let go (the queue pair is gone).
+ */
+export const failPrepared = (prepared: Prepared): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    prepared.table.failAll((operation) => new ConnectionClosedError({ operation, reason: "CLOSED" }))
+    return runAll(prepared.table.releaseHeld())
+  })
+
+/** @internal The opcode a request's completion carries, for completions that carry none. */
+export const opcodeOf = (op: WorkRequest["op"]): number =>
+  op === "write" || op === "atomicWrite"
+    ? WcOpcode.RDMA_WRITE
+    : op === "read" || op === "flush"
+    ? WcOpcode.RDMA_READ
+    : op === "send"
+    ? WcOpcode.SEND
+    : WcOpcode.RECV
+
+const opOf = (operation: string): WorkRequest["op"] =>
+  operation === "rpma_atomic_write" ? "atomicWrite" : operation.slice(5) as WorkRequest["op"]
 
 /**
  * @internal Opens a connection from a request: `request` creates it (uninterruptibly), and the
@@ -127,7 +168,8 @@ export const open = (
   request: Effect.Effect<ConnReqHandle, RpmaError>,
   privateData: Uint8Array | undefined,
   where: Where,
-  config: ConnConfig
+  config: ConnConfig,
+  prepared?: Prepared
 ): Effect.Effect<Connection, RpmaError | ConnectionFailedError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
@@ -136,7 +178,7 @@ export const open = (
         return yield* Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
       }
       const attempt: Attempt = { req: undefined, handle: undefined, established: false, close: undefined, closed: false }
-      const close = closeAttempt(driver, peer, attempt, config)
+      const close = closeAttempt(driver, peer, attempt, config, prepared)
       Owner.retain(ownerOf(peer))
       yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, close))
       return yield* Effect.gen(function*() {
@@ -149,7 +191,7 @@ export const open = (
           return yield* Effect.fail(new ConnectionFailedError({ ...where, event: event ?? "TIMEOUT" }))
         }
         attempt.established = true
-        const connection = yield* establish(driver, attempt.handle, config)
+        const connection = yield* establish(driver, attempt.handle, config, prepared)
         attempt.close = connection.close
         return connection.connection
       }).pipe(Effect.onError(() => close))
@@ -162,13 +204,14 @@ export const open = (
 const establish = (
   driver: Driver,
   handle: ConnHandle,
-  config: ConnConfig
+  config: ConnConfig,
+  prepared: Prepared | undefined
 ): Effect.Effect<{ readonly connection: Connection; readonly close: Effect.Effect<void> }, RpmaError> =>
   Effect.gen(function*() {
     const privateData = yield* driver.connPrivateData(handle)
-    const table = new PendingTable<OperationError>()
+    const table = prepared?.table ?? new PendingTable<OperationError>()
     const sendSlots = new Slots(config.sqSize)
-    const recvSlots = new Slots(config.rqSize)
+    const recvSlots = prepared?.recvSlots ?? new Slots(config.rqSize)
     let state: State = "ESTABLISHED"
     let endCause: unknown = undefined
     const events = yield* PubSub.unbounded<ConnEvent>({ replay: 1 })
@@ -277,36 +320,60 @@ const establish = (
       yield* runAll(table.releaseHeld())
     })
 
+    /**
+     * Takes a slot and posts; the request is then in the table, holding its slot and regions until
+     * its completion (or an implied one, for an unsignalled request) or the connection's end.
+     */
+    const submit = (
+      operation: string,
+      slots: Slots,
+      regions: ReadonlyArray<LocalMr<any>>,
+      build: Build,
+      op: WorkRequest["op"],
+      signal: Signal | undefined,
+      restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+    ): Effect.Effect<Pending<OperationError>, OperationError> =>
+      Effect.zipRight(
+        restore(slots.take),
+        Effect.suspend((): Effect.Effect<Pending<OperationError>, OperationError> => {
+          if (state !== "ESTABLISHED") {
+            slots.give()
+            return Effect.fail(new ConnectionClosedError({ operation, reason: state, cause: endCause }))
+          }
+          const sendQueue = slots === sendSlots
+          // The request that takes the last free entry of the send queue is signalled whatever was
+          // asked: otherwise a queue full of unsignalled requests would never give an entry back.
+          const signalled = signal !== "onError" || slots.available <= 0
+          const entry = table.add(operation, regions, slots, sendQueue, opcodeOf(op), signalled)
+          const built = build(entry.id)
+          const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as WorkRequest
+          return Effect.matchEffect(driver.post(handle, request), {
+            onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
+            // Poll first: Soft-RoCE (and a fast NIC) often completes the request by now, and
+            // then the operation ends without suspending.
+            onSuccess: () =>
+              Effect.flatMap(
+                Effect.orElseSucceed(driver.pollCompletions(handle), () => []),
+                (ready) => {
+                  const deferred = ready.length === 0 ? [] : table.dispatch(ready)
+                  return deferred.length === 0 ? Effect.succeed(entry) : Effect.as(runAll(deferred), entry)
+                }
+              )
+          })
+        })
+      )
+
     const post = (
       operation: string,
       slots: Slots,
       regions: ReadonlyArray<LocalMr<any>>,
-      build: Build
-    ): Effect.Effect<number, OperationError> =>
+      build: Build,
+      op: WorkRequest["op"]
+    ): Effect.Effect<Completion, OperationError> =>
       Effect.uninterruptibleMask((restore) =>
-        Effect.zipRight(
-          restore(slots.take),
-          Effect.suspend(() => {
-            if (state !== "ESTABLISHED") {
-              slots.give()
-              return Effect.fail(new ConnectionClosedError({ operation, reason: state, cause: endCause }))
-            }
-            const entry = table.add(operation, regions, slots, slots === sendSlots)
-            return Effect.matchEffect(driver.post(handle, build(entry.id)), {
-              onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
-              // Poll first: Soft-RoCE (and a fast NIC) often completes the request by now, and
-              // then the operation ends without suspending.
-              onSuccess: () =>
-                Effect.flatMap(
-                  Effect.orElseSucceed(driver.pollCompletions(handle), () => []),
-                  (ready) => {
-                    const deferred = ready.length === 0 ? [] : table.dispatch(ready)
-                    const outcome = entry.outcome !== undefined ? entry.outcome : restore(table.await(entry))
-                    return deferred.length === 0 ? outcome : Effect.zipRight(runAll(deferred), outcome)
-                  }
-                )
-            })
-          })
+        Effect.flatMap(
+          submit(operation, slots, regions, build, op, undefined, restore),
+          (entry) => entry.outcome !== undefined ? entry.outcome : restore(table.await(entry))
         )
       )
 
@@ -327,7 +394,7 @@ const establish = (
               failure = new ConnectionClosedError({ operation, reason: state, cause: endCause })
               break
             }
-            const entry = table.add(operation, request.regions, slots, true)
+            const entry = table.add(operation, request.regions, slots, true, WcOpcode.RDMA_WRITE)
             const result = yield* Effect.either(driver.post(handle, request.build(entry.id)))
             if (result._tag === "Left") {
               yield* runAll(table.unpost(entry))
@@ -351,7 +418,15 @@ const establish = (
       privateData,
       events: Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
       state: Effect.sync(() => state),
-      post: (operation, kind, regions, build) => post(operation, kind === "recv" ? recvSlots : sendSlots, regions, build),
+      post: (operation, kind, regions, build) =>
+        post(operation, kind === "recv" ? recvSlots : sendSlots, regions, build, opOf(operation)),
+      submit: (operation, op, regions, build, signal) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.map(
+            submit(operation, op === "recv" ? recvSlots : sendSlots, regions, build, op, signal, restore),
+            (entry) => table.await(entry)
+          )
+        ),
       postMany: (operation, requests) => postMany(operation, sendSlots, requests)
     }
     return { connection, close }

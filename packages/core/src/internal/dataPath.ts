@@ -17,8 +17,8 @@ import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import * as Owner from "./owner.js"
 
-/** @internal What a failed or abandoned operation reports; built by the connection (it knows why). */
-export type Outcome<E> = Effect.Effect<number, E>
+/** @internal What an operation ends with: its completion, or why it failed. */
+export type Outcome<E> = Effect.Effect<Completion, E>
 
 interface Waiter {
   granted: boolean
@@ -58,6 +58,11 @@ export class Slots {
     )
   })
 
+  /** Free entries now (for a request that must be signalled when it takes the last one). */
+  get available(): number {
+    return this.free
+  }
+
   give(): void {
     const next = this.waiters.shift()
     if (next === undefined) {
@@ -84,14 +89,18 @@ export interface Pending<E> {
   readonly operation: string
   readonly regions: ReadonlyArray<LocalMr<any>>
   readonly slots: Slots
-  /** When it was posted (performance.now()), for a send-queue request; undefined for a receive. */
+  /** When it was posted (performance.now()), for a signalled send-queue request; undefined otherwise. */
   readonly postedAt: number | undefined
+  /** On the send queue: completes in order with the other send-queue requests. */
+  readonly sendQueue: boolean
+  /** Produces a completion on success (RPMA_F_COMPLETION_ALWAYS). */
+  readonly signalled: boolean
+  /** The opcode of its completion, for a completion that carries none (an error, an implied success). */
+  readonly opcode: number
   /** The waiting operation's resume; undefined before it waits and once it has left. */
   resume: ((outcome: Outcome<E>) => void) | undefined
   /** The outcome, when it arrived before the operation waited. */
   outcome: Outcome<E> | undefined
-  /** Whether the operation stopped waiting (interrupted): its outcome is dropped when it comes. */
-  abandoned: boolean
 }
 
 const WR_FLUSH_ERR = 5
@@ -112,6 +121,12 @@ export class PendingTable<E> {
   private readonly pending = new Map<number, Pending<E>>()
   /** Requests whose operation was failed when the connection ended: they hold their regions until deleted. */
   private readonly held = new Map<number, ReadonlyArray<LocalMr<any>>>()
+  /**
+   * Send-queue requests not yet completed, in posting order. A reliable connection completes its
+   * send queue in order: when a request completes, every unsignalled one posted before it has
+   * succeeded (a failed one would have produced a completion, and flushed what follows).
+   */
+  private sendOrder: Array<Pending<E>> = []
   private nextId = 1
   private readonly drainedWaiters: Array<() => void> = []
 
@@ -132,17 +147,38 @@ export class PendingTable<E> {
   })
 
   /** Registers a request about to be posted, with its regions held and its slot counted. */
-  add(operation: string, regions: ReadonlyArray<LocalMr<any>>, slots: Slots, timed: boolean): Pending<E> {
+  add(
+    operation: string,
+    regions: ReadonlyArray<LocalMr<any>>,
+    slots: Slots,
+    sendQueue: boolean,
+    opcode: number,
+    signalled = true
+  ): Pending<E> {
     const id = this.nextId++
     for (const mr of regions) Owner.retain(ownerOf(mr))
-    const postedAt = timed ? performance.now() : undefined
-    const entry: Pending<E> = { id, operation, regions, slots, postedAt, resume: undefined, outcome: undefined, abandoned: false }
+    // An unsignalled request may never produce a completion: the watchdog does not wait for it.
+    const postedAt = sendQueue && signalled ? performance.now() : undefined
+    const entry: Pending<E> = {
+      id,
+      operation,
+      regions,
+      slots,
+      postedAt,
+      sendQueue,
+      signalled,
+      opcode,
+      resume: undefined,
+      outcome: undefined
+    }
     this.pending.set(id, entry)
+    if (sendQueue) this.sendOrder.push(entry)
     return entry
   }
 
   /** The post itself failed: nothing was posted. Returns the releases that were waiting for it. */
   unpost(entry: Pending<E>): Array<Effect.Effect<void>> {
+    if (entry.sendQueue && this.sendOrder[this.sendOrder.length - 1] === entry) this.sendOrder.pop()
     this.pending.delete(entry.id)
     entry.slots.give()
     const deferred: Array<Effect.Effect<void>> = []
@@ -158,22 +194,21 @@ export class PendingTable<E> {
   await(entry: Pending<E>): Outcome<E> {
     return Effect.suspend(() => {
       if (entry.outcome !== undefined) return entry.outcome
-      return Effect.async<number, E>((resume) => {
+      return Effect.async<Completion, E>((resume) => {
         entry.resume = resume
         return Effect.sync(() => {
           entry.resume = undefined
-          entry.abandoned = true
         })
       })
     })
   }
 
+  /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
   private settle(entry: Pending<E>, outcome: Outcome<E>): void {
-    if (entry.abandoned) return
+    entry.outcome = outcome
     const resume = entry.resume
     entry.resume = undefined
-    if (resume === undefined) entry.outcome = outcome
-    else resume(outcome)
+    if (resume !== undefined) resume(outcome)
   }
 
   /**
@@ -197,22 +232,49 @@ export class PendingTable<E> {
         }
         continue
       }
-      this.pending.delete(c.id)
-      entry.slots.give()
-      dropAll(entry.regions, deferred)
-      this.settle(
-        entry,
-        c.status === 0
-          ? Effect.succeed(c.byteLength)
-          : Effect.fail(
-            c.status === WR_FLUSH_ERR && flushed !== undefined
-              ? flushed(entry.operation)
-              : new CompletionError({ operation: entry.operation, status: c.status }) as E
-          )
-      )
+      if (entry.sendQueue) this.settleEarlier(entry, deferred)
+      this.finish(entry, c, deferred, flushed)
     }
     this.notifyIfDrained()
     return deferred
+  }
+
+  private finish(
+    entry: Pending<E>,
+    c: Completion,
+    deferred: Array<Effect.Effect<void>>,
+    flushed?: (operation: string) => E
+  ): void {
+    this.pending.delete(entry.id)
+    entry.slots.give()
+    dropAll(entry.regions, deferred)
+    this.settle(
+      entry,
+      c.status === 0
+        ? Effect.succeed(c)
+        : Effect.fail(
+          c.status === WR_FLUSH_ERR && flushed !== undefined
+            ? flushed(entry.operation)
+            : new CompletionError({ operation: entry.operation, status: c.status }) as E
+        )
+    )
+  }
+
+  /** `entry` completed: the send-queue requests posted before it (unsignalled ones) succeeded. */
+  private settleEarlier(entry: Pending<E>, deferred: Array<Effect.Effect<void>>): void {
+    // The common case: nothing unsignalled before it.
+    if (this.sendOrder[0] === entry) {
+      this.sendOrder.shift()
+      return
+    }
+    const at = this.sendOrder.indexOf(entry)
+    if (at < 0) return
+    const earlier = this.sendOrder.slice(0, at)
+    this.sendOrder = this.sendOrder.slice(at + 1)
+    for (const before of earlier) {
+      if (this.pending.get(before.id) !== before) continue
+      this.finish(before, { id: before.id, status: 0, byteLength: 0, opcode: before.opcode, flags: 0 }, deferred)
+    }
   }
 
   /**
@@ -225,6 +287,7 @@ export class PendingTable<E> {
       this.settle(entry, Effect.fail(failure(entry.operation)))
     }
     this.pending.clear()
+    this.sendOrder = []
     this.notifyIfDrained()
   }
 

@@ -11,7 +11,7 @@
 import * as Effect from "effect/Effect"
 import type { Connection } from "../Connection.js"
 import { type ConnectionClosedError, OutOfRangeError } from "../Connection.js"
-import type { WorkRequest } from "../Driver.js"
+import type { Completion, Signal, WorkRequest } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { CompletionError, RpmaInvalidError, RpmaNoSupportError, RpmaProviderError } from "../RdmaError.js"
 import type { RemoteMr } from "../RemoteMr.js"
@@ -39,7 +39,8 @@ export type FlushError = TransferError | RpmaNoSupportError
 
 const MAX_LENGTH = 2 ** 32 - 1
 
-const checkRange = (
+/** @internal */
+export const checkRange = (
   operation: string,
   what: string,
   offset: number,
@@ -74,7 +75,7 @@ const post = <E>(
   queue: "send" | "recv",
   regions: ReadonlyArray<LocalMr<any>>,
   build: (id: number) => WorkRequest
-): Effect.Effect<number, E> => conn.post(operation, queue, regions, build) as Effect.Effect<number, any>
+): Effect.Effect<Completion, E> => conn.post(operation, queue, regions, build) as Effect.Effect<Completion, any>
 
 /**
  * @since 0.2.0
@@ -285,11 +286,54 @@ export const recv = (conn: Connection, args: RecvArgs): Effect.Effect<number, Tr
     const length = args.length ?? Math.max(dst.size - offset, 0)
     const refused = checkRange("rpma_recv", "destination", offset, length, dst.size)
     if (refused !== undefined) return Effect.fail(refused)
-    return post<TransferError>(conn, "rpma_recv", "recv", [dst], (id) => ({
-      op: "recv",
-      id,
-      dst: dst.handle,
-      offset,
-      length
-    }))
+    return Effect.map(
+      post<TransferError>(conn, "rpma_recv", "recv", [dst], (id) => ({ op: "recv", id, dst: dst.handle, offset, length })),
+      (c) => c.byteLength
+    )
   })
+
+/**
+ * For send-queue requests posted without waiting: `"always"` (the default) produces a completion,
+ * `"onError"` only a failed one (RPMA_F_COMPLETION_ON_ERROR). An unsignalled request's success is
+ * known when a later signalled request on the same connection completes, so wait on the last one
+ * only, as librpma's clients do. The request that takes the send queue's last free entry is
+ * signalled regardless.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type CompletionMode = Signal
+
+/**
+ * A write posted without waiting: with `imm`, rpma_write_with_imm (it also consumes a receive on
+ * the other side, which completes with it).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PostWriteArgs extends WriteArgs {
+  readonly imm?: number | undefined
+  readonly completion?: CompletionMode | undefined
+}
+
+/**
+ * A read posted without waiting.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PostReadArgs extends ReadArgs {
+  readonly completion?: CompletionMode | undefined
+}
+
+/**
+ * A send posted without waiting: with `imm`, rpma_send_with_imm (the receive on the other side
+ * completes with it).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PostSendArgs extends SendArgs {
+  readonly imm?: number | undefined
+  readonly completion?: CompletionMode | undefined
+}

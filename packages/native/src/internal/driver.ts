@@ -21,6 +21,8 @@ import {
   ResourceInUseError,
   type RpmaError
 } from "@effect-rdma/core/RdmaError"
+import * as DriverArguments from "@effect-rdma/core/DriverArguments"
+import { RpmaCode } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
 
@@ -186,6 +188,9 @@ const wait = <A>(
     })
   })
 
+/** Outgoing requests: their private data goes with a connection request (56 bytes on RoCE), not an accept. */
+const outgoing = new WeakSet<object>()
+
 const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): Pick<
   Driver,
   | "epListen"
@@ -195,6 +200,9 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   | "connReqPrivateData"
   | "connReqConnect"
   | "connReqDelete"
+  | "connReqRecv"
+  | "peerCfgDescriptor"
+  | "connApplyRemotePeerCfg"
   | "connNextEvent"
   | "connPrivateData"
   | "connDisconnect"
@@ -212,7 +220,10 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
     ),
   connReqNew: (peer, address, port, config) =>
     attemptPromise(() => binding.connReqNew(peer, address, port, config), rpmaFailure("rpma_conn_req_new")).pipe(
-      Effect.map(as<ConnReqHandle>)
+      Effect.map((req) => {
+        outgoing.add(req)
+        return as<ConnReqHandle>(req)
+      })
     ),
   connReqPrivateData: (req) => rpma("rpma_conn_req_get_private_data", () => binding.connReqPrivateData(req)),
   // The Driver's contract: the request is consumed, success or not. The addon leaves it alive when
@@ -220,7 +231,15 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   // (which rejects an incoming one at once instead of leaving its client waiting out its timeout).
   connReqConnect: (req, privateData) =>
     attempt(
-      () => as<ConnHandle>(binding.connReqConnect(req, privateData)),
+      () => {
+        // rdma_cm refuses more than the CM message carries with a bare EINVAL: name the limit first.
+        const side = typeof req === "object" && req !== null && outgoing.has(req) ? "connect" : "accept"
+        const refused = DriverArguments.privateData(privateData, side)
+        if (refused !== undefined && DriverArguments.privateData(privateData) === undefined) {
+          throw Object.assign(new Error(refused), { operation: "rpma_conn_req_connect", code: RpmaCode.RPMA_E_INVAL, detail: refused })
+        }
+        return as<ConnHandle>(binding.connReqConnect(req, privateData))
+      },
       (cause) => {
         try {
           binding.connReqDelete(req)
@@ -231,6 +250,22 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
       }
     ),
   connReqDelete: (req) => rpma("rpma_conn_req_delete", () => binding.connReqDelete(req)),
+  connReqRecv: (req, request) => rpma("rpma_conn_req_recv", () => binding.connReqRecv(req, request)),
+  peerCfgDescriptor: (direct) => rpma("rpma_peer_cfg_get_descriptor", () => binding.peerCfgDescriptor(direct)),
+  // Stricter than librpma, which reads the first byte of a longer descriptor: exactly 1 byte, as
+  // the simulated driver requires.
+  connApplyRemotePeerCfg: (conn, descriptor) =>
+    rpma("rpma_conn_apply_remote_peer_cfg", () => {
+      const refused = DriverArguments.peerCfgDescriptor(descriptor)
+      if (refused !== undefined) {
+        throw Object.assign(new Error(refused), {
+          operation: "rpma_conn_apply_remote_peer_cfg",
+          code: RpmaCode.RPMA_E_INVAL,
+          detail: refused
+        })
+      }
+      return binding.connApplyRemotePeerCfg(conn, descriptor)
+    }),
   connNextEvent: (conn) =>
     wait<string>(binding, "rpma_conn_next_event", conn, (callback) => binding.connNextEvent(conn, callback)).pipe(
       Effect.map((event) => event as ConnEvent)

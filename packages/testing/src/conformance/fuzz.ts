@@ -203,8 +203,8 @@ const total = (value: unknown): void => {
   DriverArguments.port(value)
   DriverArguments.address(value)
   DriverArguments.connConfig(value)
-  DriverArguments.privateData(value, true)
-  DriverArguments.privateData(value, false)
+  DriverArguments.privateData(value, "accept")
+  DriverArguments.privateData(value, "connect")
   DriverArguments.allocationSize(value)
   DriverArguments.workRequest(value)
 }

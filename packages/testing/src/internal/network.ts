@@ -7,6 +7,7 @@
  */
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import type * as Driver from "@effect-rdma/core/Driver"
+import { WcFlags, WcOpcode } from "@effect-rdma/core/Driver"
 import { RpmaCode, WcStatus } from "@effect-rdma/core/RdmaError"
 import { Flags } from "@effect-rdma/core/Usage"
 import * as Effect from "effect/Effect"
@@ -32,6 +33,19 @@ interface PendingSend {
   readonly id: number
   readonly bytes: Uint8Array
   readonly from: fabric.Conn
+  /** Immediate data, for a send or a write with it. */
+  readonly imm?: number | undefined
+  /** For a write with immediate data: its length (the bytes went to the remote region, not the receive). */
+  readonly written?: number | undefined
+  /** Whether its success produces a completion on the sending side. */
+  readonly signalled: boolean
+}
+
+/** What a posted request holds until its completion is returned. */
+interface Held {
+  readonly regions: Array<fabric.MrLocal>
+  readonly sendQueue: boolean
+  readonly signalled: boolean
 }
 
 /** Per-handle queues, kept beside the handles so that the fabric's types stay plain data. */
@@ -51,8 +65,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const listeners = new Map<string, fabric.Endpoint>()
   const incoming = new WeakMap<fabric.Endpoint, Queue.Queue<fabric.ConnReq | undefined>>()
   const queues = new WeakMap<fabric.Conn, ConnQueues>()
-  /** The local regions each posted request names, until its completion is returned (as the addon keeps them). */
-  const posted = new WeakMap<fabric.Conn, Map<number, Array<fabric.MrLocal>>>()
+  /**
+   * The local regions each posted request names, until its completion is returned (as the addon
+   * keeps them); an unsignalled one's, until a later send-queue request's completion is returned.
+   */
+  const posted = new WeakMap<fabric.Conn, Map<number, Held>>()
+  /** Receives posted on a request before it is connected (rpma_conn_req_recv), with what they hold. */
+  const early = new WeakMap<fabric.ConnReq, Array<{ readonly recv: PostedRecv; readonly held: Held }>>()
+  /** The other side's peer configuration, once applied (rpma_conn_apply_remote_peer_cfg). */
+  const remotePmem = new WeakMap<fabric.Conn, boolean>()
   // Every live local region by rkey: the fabric's view of what a remote key reaches.
   const byRkey = new Map<number, fabric.MrLocal>()
 
@@ -68,34 +89,78 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     const mr = fabric.asHandle(value, "MrLocal")
     return mr === undefined || !mr.alive ? [] : [mr]
   }
-  const holdRegions = (conn: fabric.Conn, wr: Driver.WorkRequest) => {
-    const regions = localRegionsOf(wr)
-    if (regions.length === 0) return
-    for (const mr of regions) mr.inFlight++
+  const hold = (conn: fabric.Conn, id: number, held: Held) => {
+    for (const mr of held.regions) mr.inFlight++
     let byId = posted.get(conn)
     if (byId === undefined) posted.set(conn, byId = new Map())
-    byId.set(wr.id, regions)
+    byId.set(id, held)
+  }
+  const holdRegions = (conn: fabric.Conn, wr: Driver.WorkRequest) =>
+    hold(conn, wr.id, {
+      regions: localRegionsOf(wr),
+      sendQueue: wr.op !== "recv",
+      signalled: wr.op === "recv" || wr.completion !== "onError"
+    })
+  const release = (byId: Map<number, Held>, id: number, held: Held) => {
+    byId.delete(id)
+    for (const mr of held.regions) mr.inFlight--
   }
   const letGo = (conn: fabric.Conn, ids: Iterable<number> | undefined) => {
     const byId = posted.get(conn)
     if (byId === undefined) return
     for (const id of ids ?? [...byId.keys()]) {
-      const regions = byId.get(id)
-      if (regions === undefined) continue
-      byId.delete(id)
-      for (const mr of regions) mr.inFlight--
+      const held = byId.get(id)
+      if (held === undefined) continue
+      // A send-queue completion: the unsignalled requests posted before it (in order) have succeeded.
+      if (held.sendQueue) {
+        for (const [earlier, before] of byId) {
+          if (earlier === id) break
+          if (before.sendQueue && !before.signalled) release(byId, earlier, before)
+        }
+      }
+      release(byId, id, held)
     }
   }
 
+  /** A request's early receives become its connection's. */
+  const takeEarly = (req: fabric.ConnReq, conn: fabric.Conn) => {
+    const list = early.get(req)
+    if (list === undefined) return
+    early.delete(req)
+    for (const { held, recv } of list) {
+      q(conn).recvs.push(recv)
+      let byId = posted.get(conn)
+      if (byId === undefined) posted.set(conn, byId = new Map())
+      byId.set(recv.id, held)
+    }
+  }
+  /** The request is gone without a connection: its queue pair, and what its receives held, with it. */
+  const dropEarly = (req: fabric.ConnReq) => {
+    for (const { held } of early.get(req) ?? []) for (const mr of held.regions) mr.inFlight--
+    early.delete(req)
+  }
+
   const emit = (conn: fabric.Conn, event: Driver.ConnEvent) => Queue.unsafeOffer(q(conn).events, event)
-  const complete = (conn: fabric.Conn, id: number, status: number, byteLength = 0) =>
-    Queue.unsafeOffer(q(conn).completions, { id, status, byteLength })
+  const complete = (
+    conn: fabric.Conn,
+    id: number,
+    status: number,
+    opcode: number,
+    byteLength = 0,
+    imm?: number
+  ) =>
+    Queue.unsafeOffer(
+      q(conn).completions,
+      imm === undefined
+        ? { id, status, byteLength, opcode: status === 0 ? opcode : -1, flags: 0 }
+        : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
+    )
 
   /** Fails every request still waiting on a connection, as a QP in the error state does. */
   const flushAll = (conn: fabric.Conn) => {
     const { recvs, sends } = q(conn)
-    for (const r of recvs.splice(0)) complete(conn, r.id, WcStatus.WR_FLUSH_ERR)
-    for (const s of sends.splice(0)) complete(s.from, s.id, WcStatus.WR_FLUSH_ERR)
+    for (const r of recvs.splice(0)) complete(conn, r.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV)
+    for (const s of sends.splice(0)) complete(s.from, s.id, WcStatus.WR_FLUSH_ERR, WcOpcode.SEND)
   }
 
   /** Ends one side: no more requests, pending ones flushed, and its one CLOSED or LOST event. */
@@ -164,16 +229,21 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const deliver = (to: fabric.Conn, send: PendingSend) => {
     const recv = q(to).recvs.shift()
     if (recv === undefined) return void q(to).sends.push(send)
+    const sentOpcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
-      complete(to, recv.id, WcStatus.LOC_LEN_ERR)
-      complete(send.from, send.id, WcStatus.REM_INV_REQ_ERR)
+      complete(to, recv.id, WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
+      complete(send.from, send.id, WcStatus.REM_INV_REQ_ERR, sentOpcode)
       to.state = "error"
       send.from.state = "error"
       return
     }
     recv.mr.memory.set(send.bytes, recv.offset)
-    complete(to, recv.id, WcStatus.SUCCESS, send.bytes.byteLength)
-    complete(send.from, send.id, WcStatus.SUCCESS)
+    if (send.written !== undefined) {
+      complete(to, recv.id, WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
+    } else {
+      complete(to, recv.id, WcStatus.SUCCESS, WcOpcode.RECV, send.bytes.byteLength, send.imm)
+    }
+    if (send.signalled) complete(send.from, send.id, WcStatus.SUCCESS, sentOpcode)
   }
 
   /** Runs a work request; returns the completion status, or undefined when it completes later. */
@@ -194,6 +264,18 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         const dst = remoteTarget(conn, fabric.asHandle(wr.dst, "MrRemote")!, wr.dstOffset, length, REMOTE_WRITE)
         if (typeof dst === "number") return dst
         dst.target.memory.set(bytes, dst.at)
+        if (wr.op === "write" && wr.imm !== undefined) {
+          // The immediate data consumes a receive on the other side, which completes with it.
+          deliver(conn.other!, {
+            id: wr.id,
+            bytes: new Uint8Array(0),
+            from: conn,
+            imm: wr.imm,
+            written: length,
+            signalled: wr.completion !== "onError"
+          })
+          return undefined
+        }
         return WcStatus.SUCCESS
       }
       case "read": {
@@ -216,7 +298,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         if (typeof src === "number") return WcStatus.LOC_PROT_ERR
         if (wr.offset + wr.length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
         // The bytes leave when the request runs, as a NIC's DMA read would take them.
-        deliver(conn.other!, { id: wr.id, bytes: src.memory.slice(wr.offset, wr.offset + wr.length), from: conn })
+        deliver(conn.other!, {
+          id: wr.id,
+          bytes: src.memory.slice(wr.offset, wr.offset + wr.length),
+          from: conn,
+          imm: wr.imm,
+          signalled: wr.completion !== "onError"
+        })
         return undefined
       }
       case "recv": {
@@ -230,6 +318,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       }
     }
   }
+
+  const opcodeOf = (wr: Driver.WorkRequest): number =>
+    wr.op === "write" || wr.op === "atomicWrite"
+      ? WcOpcode.RDMA_WRITE
+      : wr.op === "read" || wr.op === "flush"
+      ? WcOpcode.RDMA_READ
+      : wr.op === "send"
+      ? WcOpcode.SEND
+      : WcOpcode.RECV
 
   const operationOf = (wr: Driver.WorkRequest): fabric.DataOperation =>
     wr.op === "atomicWrite" ? "rpma_atomic_write" : `rpma_${wr.op}`
@@ -258,7 +355,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     }
     if (wr.op === "flush") {
       if (wr.type !== "visibility" && wr.type !== "persistent") return invalid(operation, "unknown flush type")
-      if (wr.type === "persistent" && !conn.config.directWriteToPmem) {
+      if (wr.type === "persistent" && !(remotePmem.get(conn) ?? conn.config.directWriteToPmem)) {
         return rpma(operation, RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
       }
       const flushBit = wr.type === "persistent" ? Flags.FLUSH_TYPE_PERSISTENT : Flags.FLUSH_TYPE_VISIBILITY
@@ -379,21 +476,26 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           deadOrWrong("rpma_conn_req_connect", "connection request", reqOf(value)),
         (code) => {
           releaseHandle(reqOf(value)!)
+          dropEarly(reqOf(value)!)
           return rpma("rpma_conn_req_connect", code, "planned fault")
         },
         () => {
           const req = reqOf(value)!
           releaseHandle(req) // consumed, as rpma_conn_req_connect does
-          // rdma_cm pads private data; like it, we keep what was sent (the padding is the native driver's).
-          const refused = DriverArguments.privateData(privateData, req.client !== undefined)
+          // rdma_cm on RoCE: at most 56 bytes with a request and 196 with an accept, padded with zeros to that.
+          const side = req.client === undefined ? "connect" : "accept"
+          const refused = DriverArguments.privateData(privateData, side)
           if (refused !== undefined) {
             // Consumed all the same (the Driver's contract): an incoming request is rejected.
             if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
+            dropEarly(req)
             return invalid("rpma_conn_req_connect", refused)
           }
-          const sent = privateData === undefined || privateData === null ? new Uint8Array(0) : Uint8Array.from(privateData)
+          const sent = new Uint8Array(DriverArguments.PRIVATE_DATA_LIMIT[side])
+          if (privateData !== undefined && privateData !== null) sent.set(privateData)
           if (req.client === undefined) {
             return Effect.tap(newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`), (conn) => {
+              takeEarly(req, conn)
               const ep = listeners.get(key(req.address, req.port))
               if (ep === undefined) return void emit(conn, "REJECTED")
               Queue.unsafeOffer(incoming.get(ep)!, {
@@ -405,6 +507,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           }
           const client = req.client
           return Effect.tap(newConn(req.peer, req.config, req.privateData, `${req.address}:${req.port}`), (server) => {
+            takeEarly(req, server)
             if (!client.alive || client.state !== "connecting") return void emit(server, "LOST")
             server.other = client
             client.other = server
@@ -423,7 +526,40 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         const refused = deadOrWrong("rpma_conn_req_delete", "connection request", req)
         if (refused !== undefined) return refused
         releaseHandle(req!)
+        dropEarly(req!)
         if (req!.client !== undefined && req!.client.alive) emit(req!.client, "REJECTED")
+        return Effect.void
+      }),
+
+    connReqRecv: (value, given) =>
+      Effect.suspend(() => {
+        const req = reqOf(value)
+        const fields = DriverArguments.workRequest({ ...(typeof given === "object" ? given : {}), op: "recv" })
+        const refused = deadOrWrong("rpma_conn_req_recv", "connection request", req) ??
+          problem("rpma_conn_req_recv", fields.problem) ??
+          deadOrWrong("rpma_conn_req_recv", "local memory region", fabric.asHandle(given.dst, "MrLocal"))
+        if (refused !== undefined) return refused
+        const mr = fabric.asHandle(given.dst, "MrLocal")!
+        const held: Held = { regions: [mr], sendQueue: false, signalled: true }
+        for (const region of held.regions) region.inFlight++
+        let list = early.get(req!)
+        if (list === undefined) early.set(req!, list = [])
+        list.push({ recv: { id: given.id, mr, offset: given.offset, length: given.length }, held })
+        return Effect.void
+      }),
+
+    peerCfgDescriptor: (direct) =>
+      typeof direct !== "boolean"
+        ? invalid("rpma_peer_cfg_get_descriptor", "directWriteToPmem must be a boolean")
+        : Effect.succeed(Uint8Array.of(direct ? 1 : 0)),
+
+    connApplyRemotePeerCfg: (value, descriptor) =>
+      Effect.suspend(() => {
+        const conn = connOf(value)
+        const refused = problem("rpma_conn_apply_remote_peer_cfg", DriverArguments.peerCfgDescriptor(descriptor)) ??
+          deadOrWrong("rpma_conn_apply_remote_peer_cfg", "connection", conn)
+        if (refused !== undefined) return refused
+        remotePmem.set(conn!, descriptor[0] !== 0)
         return Effect.void
       }),
 
@@ -476,7 +612,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
             const c = conn!
             holdRegions(c, wr)
             if (planned !== undefined && "loseConnection" in planned) lose(c)
-            if (c.state === "closed" || c.state === "error") return complete(c, wr.id, WcStatus.WR_FLUSH_ERR)
+            const opcode = opcodeOf(wr)
+            if (c.state === "closed" || c.state === "error") return complete(c, wr.id, WcStatus.WR_FLUSH_ERR, opcode)
             const status = planned !== undefined && "completionStatus" in planned
               ? planned.completionStatus
               : execute(c, wr)
@@ -485,8 +622,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
             if (status !== WcStatus.SUCCESS) {
               c.state = "error"
               flushAll(c)
+            } else if (wr.op !== "recv" && wr.completion === "onError") {
+              return // unsignalled: its success produces no completion
             }
-            complete(c, wr.id, status)
+            complete(c, wr.id, status, opcode)
           })
       )
     },

@@ -1,0 +1,135 @@
+// Helpers shared by the connection files; see conn_common.h.
+#include <infiniband/verbs.h>
+#include <librpma.h>
+#include <napi.h>
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "conn_common.h"
+#include "errors.h"
+#include "handles.h"
+#include "poll.h"
+
+namespace rdma {
+namespace conn {
+
+std::string NumberText(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+Napi::Value RpmaErrorValue(Napi::Env env, int code, const char* operation, const std::string& detail) {
+  return MakeError(env, Domain::Rpma, code, operation, detail).Value();
+}
+
+bool Integer(const Call& call, Napi::Value value, const char* what, double max, double* out) {
+  if (!value.IsNumber()) return call.Invalid(std::string(what) + " must be a number"), false;
+  double number = value.As<Napi::Number>().DoubleValue();
+  if (!(number >= 0 && number <= max && number == std::floor(number))) {
+    return call.Invalid(std::string(what) + " " + NumberText(number) + " is not an integer from 0 to " + NumberText(max)),
+           false;
+  }
+  *out = number;
+  return true;
+}
+
+// core's ConnConfig: { timeoutMs, sqSize, rqSize, cqSize, directWriteToPmem }.
+bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out) {
+  if (!value.IsObject()) return call.Invalid("cfg must be an object"), false;
+  Napi::Object object = value.As<Napi::Object>();
+  // Every field read before any is checked; a throwing getter or Proxy trap fails the call.
+  Napi::Value fields[5];
+  const char* const names[5] = {"timeoutMs", "sqSize", "rqSize", "cqSize", "directWriteToPmem"};
+  for (int i = 0; i < 5; i++) {
+    fields[i] = object.Get(names[i]);
+    if (call.Env().IsExceptionPending()) return call.Invalid(std::string("reading cfg.") + names[i] + " threw"), false;
+  }
+  double timeout, sq, rq, cq;
+  if (!Integer(call, fields[0], "timeoutMs", INT_MAX, &timeout) ||
+      !Integer(call, fields[1], "sqSize", UINT32_MAX, &sq) || !Integer(call, fields[2], "rqSize", UINT32_MAX, &rq) ||
+      !Integer(call, fields[3], "cqSize", UINT32_MAX, &cq)) {
+    return false;
+  }
+  Napi::Value direct = fields[4];
+  if (!direct.IsBoolean() && !direct.IsUndefined()) return call.Invalid("directWriteToPmem must be a boolean"), false;
+  out->timeout_ms = static_cast<int>(timeout);
+  out->sq_size = static_cast<uint32_t>(sq);
+  out->rq_size = static_cast<uint32_t>(rq);
+  out->cq_size = static_cast<uint32_t>(cq);
+  out->direct_write_to_pmem = direct.IsBoolean() && direct.As<Napi::Boolean>().Value();
+  return true;
+}
+
+Napi::Uint8Array CopyBytes(Napi::Env env, const void* data, std::size_t size) {
+  Napi::Uint8Array bytes = Napi::Uint8Array::New(env, size);
+  if (size != 0 && data != nullptr) std::memcpy(bytes.Data(), data, size);
+  return bytes;
+}
+
+bool NothingYet(int code, int errnum) {
+  return code == RPMA_E_NO_EVENT || (code == RPMA_E_PROVIDER && (errnum == EAGAIN || errnum == EWOULDBLOCK));
+}
+
+// Fails every waiter of `poller`, with the descriptor's libuv error.
+void FailAll(Napi::Env env, Poller& poller, const char* operation, int status) {
+  std::deque<Waiter> waiters;
+  waiters.swap(poller.waiters);
+  poller.Pause();
+  for (Waiter& waiter : waiters) {
+    Deliver(env, waiter, RpmaErrorValue(env, RPMA_E_PROVIDER, operation, std::string("uv_poll: ") + uv_strerror(status)),
+            nullptr, true);
+  }
+}
+
+Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr<PeerState>& peer,
+                        const std::shared_ptr<EndpointState>& endpoint, const ConnConfig& config) {
+  ConnReq* handle;
+  Napi::Object object = ConnReq::New(env, &handle);
+  if (handle == nullptr) {
+    rpma_conn_req_delete(&req);  // nobody can answer it: rejected
+    return object;
+  }
+  auto state = std::make_shared<ConnReqState>();
+  state->req = req;
+  state->peer = peer;
+  state->endpoint = endpoint;
+  state->config = config;
+  peer->users++;
+  if (endpoint) endpoint->unanswered.insert(state.get());
+  handle->state = std::move(state);
+  Count(Kind::ConnReq, +1);
+  return object;
+}
+
+Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg,
+                      bool direct_write_to_pmem) {
+  Waiter waiter;
+  waiter.id = NextWaitId();
+  waiter.cfg = cfg;
+  waiter.direct_write_to_pmem = direct_write_to_pmem;
+  waiter.callback = Napi::Persistent(callback.As<Napi::Function>());
+  double id = waiter.id;
+  poller.waiters.push_back(std::move(waiter));
+  int errnum = poller.Watch(call.Env(), fd);
+  if (errnum != 0) {
+    poller.Cancel(id);
+    return call.Fail(RPMA_E_PROVIDER, std::string("cannot watch the file descriptor: ") + std::strerror(errnum));
+  }
+  return Napi::Number::New(call.Env(), id);
+}
+
+bool IsCallback(const Call& call, Napi::Value value) {
+  if (value.IsFunction()) return true;
+  call.Invalid("callback must be a function");
+  return false;
+}
+
+}  // namespace conn
+}  // namespace rdma

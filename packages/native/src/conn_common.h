@@ -1,0 +1,46 @@
+// Helpers shared by the connection files (endpoint.cc, conn_req.cc, conn.cc, post.cc): argument
+// parsing, error values and the waits on librpma file descriptors.
+#pragma once
+
+#include <librpma.h>
+#include <napi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "errors.h"
+#include "handles.h"
+#include "poll.h"
+
+namespace rdma {
+namespace conn {
+
+constexpr double kMaxSafe = 9007199254740991.0;  // 2^53 - 1
+constexpr double kMaxLength = 4294967295.0;      // librpma posts lengths as uint32_t
+
+std::string NumberText(double value);
+Napi::Value RpmaErrorValue(Napi::Env env, int code, const char* operation, const std::string& detail);
+// A JavaScript number that is an integer in [0, max], or a refusal through `call`.
+bool Integer(const Call& call, Napi::Value value, const char* what, double max, double* out);
+// core's ConnConfig: { timeoutMs, sqSize, rqSize, cqSize, directWriteToPmem }.
+bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out);
+Napi::Uint8Array CopyBytes(Napi::Env env, const void* data, std::size_t size);
+// A read on a non-blocking descriptor found nothing: librpma reports it as a provider error.
+bool NothingYet(int code, int errnum);
+// Fails every waiter of `poller`, with the descriptor's libuv error.
+void FailAll(Napi::Env env, Poller& poller, const char* operation, int status);
+Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr<PeerState>& peer,
+                        const std::shared_ptr<EndpointState>& endpoint, const ConnConfig& config);
+// Adds a waiter for `callback` to `poller` and starts watching `fd`; returns its id, or throws.
+Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg,
+                      bool direct_write_to_pmem);
+bool IsCallback(const Call& call, Napi::Value value);
+
+}  // namespace conn
+
+void RegisterEndpoint(Napi::Env env, Napi::Object exports);
+void RegisterConnReq(Napi::Env env, Napi::Object exports);
+void RegisterPost(Napi::Env env, Napi::Object exports);
+
+}  // namespace rdma

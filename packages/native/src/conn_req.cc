@@ -1,0 +1,320 @@
+// Connection requests (rpma_conn_req_*): outgoing ones made off the event loop, incoming ones
+// from an endpoint; connecting one makes a connection.
+#include <infiniband/verbs.h>
+#include <librpma.h>
+#include <napi.h>
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "conn_common.h"
+#include "errors.h"
+#include "handles.h"
+#include "poll.h"
+
+namespace rdma {
+
+using namespace conn;
+
+int ConnConfig::Make(rpma_conn_cfg** out) const {
+  *out = nullptr;
+  rpma_conn_cfg* cfg = nullptr;
+  int code = rpma_conn_cfg_new(&cfg);
+  if (code != 0) return code;
+  if ((code = rpma_conn_cfg_set_timeout(cfg, timeout_ms)) != 0 || (code = rpma_conn_cfg_set_sq_size(cfg, sq_size)) != 0 ||
+      (code = rpma_conn_cfg_set_rq_size(cfg, rq_size)) != 0 || (code = rpma_conn_cfg_set_cq_size(cfg, cq_size)) != 0 ||
+      (code = rpma_conn_cfg_set_rcq_size(cfg, 0)) != 0 || (code = rpma_conn_cfg_set_compl_channel(cfg, false)) != 0) {
+    rpma_conn_cfg_delete(&cfg);
+    return code;
+  }
+  *out = cfg;
+  return 0;
+}
+
+// ---- connection requests ----
+
+void ReleaseAll(PostedMap& posted) {
+  for (auto& entry : posted) {
+    if (entry.second.region) entry.second.region->in_flight--;
+  }
+  posted.clear();
+}
+
+int ConnReqState::Delete() {
+  // Its queue pair goes with it: the device no longer reaches the regions of its receives.
+  ReleaseAll(posted);
+  if (req == nullptr) return 0;
+  // Sets req to NULL even when it fails.
+  int code = rpma_conn_req_delete(&req);
+  req = nullptr;
+  Consumed();
+  return code;
+}
+
+void ConnReqState::Consumed() {
+  req = nullptr;
+  Count(Kind::ConnReq, -1);
+  if (endpoint) endpoint->unanswered.erase(this);
+  if (peer) peer->users--;
+  // The shared states stay: an endpoint outlives its requests' wrappers, harmlessly.
+}
+
+namespace {
+
+// rpma_conn_req_new resolves the address and the route: up to the timeout, off the event loop.
+class ConnReqNewWorker : public Napi::AsyncWorker {
+ public:
+  ConnReqNewWorker(Napi::Env env, std::shared_ptr<PeerState> peer, std::string address, std::string service,
+                   const ConnConfig& config, rpma_conn_cfg* cfg)
+      : Napi::AsyncWorker(env, "rpma_conn_req_new"),
+        deferred_(env),
+        peer_(std::move(peer)),
+        address_(std::move(address)),
+        service_(std::move(service)),
+        config_(config),
+        cfg_(cfg) {
+    peer_->users++;  // the worker thread uses the peer
+  }
+
+  ~ConnReqNewWorker() override {
+    if (req_ != nullptr) rpma_conn_req_delete(&req_);
+    if (cfg_ != nullptr) rpma_conn_cfg_delete(&cfg_);
+    peer_->users--;
+  }
+
+  Napi::Value Promise() const { return deferred_.Promise(); }
+
+  void Execute() override {
+    ClearLog();
+    code_ = rpma_conn_req_new(peer_->peer, address_.c_str(), service_.c_str(), cfg_, &req_);
+    log_ = TakeLog();
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (!CanRunJs(env)) return;  // the destructor deletes the request
+    if (code_ != 0) {
+      // librpma's log names the verb that failed (rdma_resolve_addr, ibv_create_cq, ...): say "no
+      // device reaches it" only when address or route resolution is what failed.
+      bool route = log_.empty() || log_.find("rdma_resolve") != std::string::npos ||
+                   log_.find("rdma_getaddrinfo") != std::string::npos;
+      std::string detail =
+          code_ != RPMA_E_PROVIDER ? std::string()
+          : route ? "cannot resolve an RDMA route to " + address_ + ":" + service_ + " (no RDMA device reaches it)"
+                  : "setting up the connection to " + address_ + ":" + service_ + " failed (see librpma's reason)";
+      if (code_ == RPMA_E_PROVIDER && config_.timeout_ms == 0) detail = Join(detail, "the timeout is 0 ms");
+      deferred_.Reject(RpmaErrorValue(env, code_, "rpma_conn_req_new", Join(detail, log_)));
+      return;
+    }
+    rpma_conn_req* req = req_;
+    req_ = nullptr;
+    Napi::Object object = NewConnReq(env, req, peer_, nullptr, config_);
+    if (object.IsEmpty()) {
+      if (env.IsExceptionPending()) env.GetAndClearPendingException();
+      if (CanRunJs(env)) deferred_.Reject(RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_conn_req_new", "cannot make a handle"));
+      return;
+    }
+    deferred_.Resolve(object);
+  }
+
+ private:
+  Settler deferred_;
+  std::shared_ptr<PeerState> peer_;
+  std::string address_;
+  std::string service_;
+  ConnConfig config_;
+  rpma_conn_cfg* cfg_;
+  rpma_conn_req* req_ = nullptr;
+  int code_ = 0;
+  std::string log_;
+};
+
+Napi::Value ConnReqNew(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_conn_req_new", Domain::Rpma);
+  // Argument errors reject too, so that callers see one shape: a Promise.
+  auto reject = [&]() {
+    // Call::Fail left its coded error pending (or nothing, if JavaScript cannot run).
+    napi_value error = nullptr;
+    bool pending = false;
+    if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return Napi::Value();
+    napi_get_and_clear_last_exception(env, &error);
+    return Rejected(env, error);
+  };
+  Peer* peer = Open<Peer>(call, info[0]);
+  if (peer == nullptr) return reject();
+  if (!info[1].IsString()) {
+    call.Invalid(info[1].IsNull() || info[1].IsUndefined() ? "addr is NULL" : "addr must be a string");
+    return reject();
+  }
+  double port;
+  ConnConfig config;
+  if (!Integer(call, info[2], "port", 65535, &port) || !ParseConfig(call, info[3], &config)) return reject();
+  if (port < 1) {
+    call.Invalid("port 0 is not 1 to 65535");
+    return reject();
+  }
+  rpma_conn_cfg* cfg = nullptr;
+  int code = config.Make(&cfg);
+  if (code != 0) {
+    call.Fail(code, "rpma_conn_cfg");
+    return reject();
+  }
+  auto* worker = new ConnReqNewWorker(env, peer->state, info[1].As<Napi::String>().Utf8Value(),
+                                      std::to_string(static_cast<int>(port)), config, cfg);
+  Napi::Value promise = worker->Promise();
+  if (promise.IsEmpty()) {
+    delete worker;  // JavaScript cannot run: nobody would hear the answer
+    return promise;
+  }
+  worker->Queue();  // deletes itself when done
+  return promise;
+}
+
+Napi::Value ConnReqPrivateData(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_conn_req_get_private_data", Domain::Rpma);
+  ConnReq* handle = Open<ConnReq>(call, info[0]);
+  if (handle == nullptr) return env.Undefined();
+  rpma_conn_private_data pdata{};
+  int code = rpma_conn_req_get_private_data(handle->state->req, &pdata);
+  if (code != 0) return call.Fail(code);
+  return CopyBytes(env, pdata.ptr, pdata.len);
+}
+
+Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_conn_req_connect", Domain::Rpma);
+  ConnReq* handle = Open<ConnReq>(call, info[0]);
+  if (handle == nullptr) return env.Undefined();
+  std::vector<uint8_t> bytes;
+  if (!info[1].IsNull() && !info[1].IsUndefined()) {
+    if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+      return call.Invalid("private data must be a Uint8Array");
+    }
+    Napi::Uint8Array data = info[1].As<Napi::Uint8Array>();
+    // rdma_cm's limits in the TCP port space: 56 bytes with a connection request, 196 with an
+    // accept. Refused here, before librpma consumes the request, so that the caller can still
+    // reject it (rpma_conn_req_delete) and the client hears REJECTED at once instead of waiting
+    // out its timeout on a request the device refused.
+    std::size_t limit = handle->state->endpoint ? 196 : 56;
+    if (data.ByteLength() > limit) {
+      return call.Invalid("private data is " + std::to_string(data.ByteLength()) + " bytes; rdma_cm carries at most " +
+                          std::to_string(limit) + (handle->state->endpoint ? " with an accept" : " with a connection request"));
+    }
+    bytes.assign(data.Data(), data.Data() + data.ByteLength());
+  }
+  std::shared_ptr<ConnReqState> req = handle->state;
+  // librpma refuses private data of length 0: no private data is what that means.
+  rpma_conn_private_data pdata{bytes.data(), static_cast<uint8_t>(bytes.size())};
+  rpma_conn* conn = nullptr;
+  ClearLog();
+  int code = rpma_conn_req_connect(&req->req, bytes.empty() ? nullptr : &pdata, &conn);
+  std::string log = TakeLog();
+  // Consumed, success or not (unless librpma refused its arguments before looking at it).
+  if (req->req == nullptr) req->Consumed();
+  if (code != 0) {
+    if (req->req == nullptr) ReleaseAll(req->posted);
+    return call.Fail(code, log);
+  }
+
+  Conn* wrapper;
+  Napi::Object object = Conn::New(env, &wrapper);
+  if (wrapper == nullptr) {
+    rpma_conn_delete(&conn);
+    ReleaseAll(req->posted);
+    return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the connection; it is deleted");
+  }
+  auto state = std::make_shared<ConnState>();
+  state->conn = conn;
+  // The receives posted on the request are the connection's now.
+  state->posted.swap(req->posted);
+  state->next_token = req->next_token;
+  state->peer = req->peer;
+  state->peer->users++;
+  Count(Kind::Conn, +1);
+  wrapper->state = state;
+  code = rpma_conn_get_cq(conn, &state->cq);
+  if (code == 0 && req->config.direct_write_to_pmem) {
+    // rpma_flush(PERSISTENT) is refused (RPMA_E_NOSUPP) unless the remote peer's cfg says so.
+    rpma_peer_cfg* pcfg = nullptr;
+    code = rpma_peer_cfg_new(&pcfg);
+    if (code == 0) {
+      code = rpma_peer_cfg_set_direct_write_to_pmem(pcfg, true);
+      if (code == 0) code = rpma_conn_apply_remote_peer_cfg(conn, pcfg);
+      rpma_peer_cfg_delete(&pcfg);
+    }
+  }
+  if (code != 0) {
+    state->Delete();
+    return call.Fail(code, "setting up the connection failed; it is deleted");
+  }
+  return object;
+}
+
+// rpma_conn_req_recv(req, { id, dst, offset, length }): a receive posted before connecting.
+Napi::Value ConnReqRecv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_conn_req_recv", Domain::Rpma);
+  if (!info[1].IsObject()) return call.Invalid("the receive must be an object");
+  Napi::Object request = info[1].As<Napi::Object>();
+  // Every field read before any handle is opened (a getter could close one in between).
+  Napi::Value fields[4];
+  const char* const names[4] = {"id", "dst", "offset", "length"};
+  for (int i = 0; i < 4; i++) {
+    fields[i] = request.Get(names[i]);
+    if (env.IsExceptionPending()) return call.Invalid(std::string("reading the receive's ") + names[i] + " threw");
+  }
+  ConnReq* handle = Open<ConnReq>(call, info[0]);
+  if (handle == nullptr) return env.Undefined();
+  MrLocal* local = Open<MrLocal>(call, fields[1]);
+  double offset = 0, length = 0;
+  if (local == nullptr || !Integer(call, fields[2], "offset", kMaxSafe, &offset) ||
+      !Integer(call, fields[3], "len", kMaxLength, &length)) {
+    return env.Undefined();
+  }
+  if (!fields[0].IsNumber()) return call.Invalid("id must be a number");
+  ConnReqState& req = *handle->state;
+  uint64_t token = req.next_token++;
+  ClearLog();
+  int code = rpma_conn_req_recv(req.req, local->state->mr, static_cast<size_t>(offset), static_cast<size_t>(length),
+                                reinterpret_cast<const void*>(static_cast<uintptr_t>(token)));
+  std::string log = TakeLog();
+  if (code != 0) return call.Fail(code, log);
+  Posted posted;
+  posted.id = fields[0].As<Napi::Number>().DoubleValue();
+  posted.recv = true;
+  posted.region = local->state;
+  posted.region->in_flight++;
+  req.posted.emplace(token, std::move(posted));
+  return env.Undefined();
+}
+
+Napi::Value ConnReqDelete(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_conn_req_delete", Domain::Rpma);
+  ConnReq* handle = Open<ConnReq>(call, info[0]);
+  if (handle == nullptr) return env.Undefined();
+  ClearLog();
+  int code = handle->state->Delete();
+  std::string log = TakeLog();
+  if (code != 0) return call.Fail(code, Join(log, "the request is gone"));
+  return env.Undefined();
+}
+
+}  // namespace
+
+void RegisterConnReq(Napi::Env env, Napi::Object exports) {
+  exports.Set("connReqNew", Napi::Function::New(env, ConnReqNew, "connReqNew"));
+  exports.Set("connReqPrivateData", Napi::Function::New(env, ConnReqPrivateData, "connReqPrivateData"));
+  exports.Set("connReqConnect", Napi::Function::New(env, ConnReqConnect, "connReqConnect"));
+  exports.Set("connReqDelete", Napi::Function::New(env, ConnReqDelete, "connReqDelete"));
+  exports.Set("connReqRecv", Napi::Function::New(env, ConnReqRecv, "connReqRecv"));
+}
+
+}  // namespace rdma

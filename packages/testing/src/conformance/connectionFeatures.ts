@@ -1,0 +1,242 @@
+/**
+ * Conformance cases for the connection features of librpma beyond plain operations: a receive
+ * posted before accepting, posting without waiting and unsignalled requests, immediate data, the
+ * peer configuration descriptor, and rdma_cm's private data limits.
+ *
+ * @internal
+ */
+import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
+import { type CaseOf, check } from "./support.js"
+
+const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
+  Exit.isSuccess(exit)
+    ? "success"
+    : exit.cause._tag === "Fail"
+    ? String((exit.cause.error as { _tag?: string })._tag)
+    : `defect: ${String(exit.cause)}`
+
+const messageOf = (exit: Exit.Exit<unknown, unknown>): string =>
+  Exit.isFailure(exit) && exit.cause._tag === "Fail" ? String((exit.cause.error as { message?: unknown }).message) : ""
+
+const pattern = (length: number, seed: number): Uint8Array => Uint8Array.from({ length }, (_, i) => (i * 7 + seed) % 251)
+
+const same = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i])
+
+/** Two peers on `address`, a server connection and a client connection. */
+const pair = (
+  address: string,
+  port: number,
+  options?: { readonly server?: Connection.Options; readonly client?: Connection.Options }
+) =>
+  Effect.gen(function*() {
+    const serverPeer = yield* Peer.make(address)
+    const clientPeer = yield* Peer.make(address)
+    const ep = yield* Endpoint.listen(serverPeer, address, port)
+    const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, options?.server))
+    const client = yield* Connection.connect(clientPeer, address, port, options?.client)
+    const server = yield* Fiber.join(accepting)
+    return { serverPeer, clientPeer, ep, server, client }
+  })
+
+const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+
+const remoteOf = (mr: LocalMr.LocalMr<any>) =>
+  Effect.flatMap(
+    LocalMr.descriptor(mr),
+    (d): Effect.Effect<RemoteMr.RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">, unknown, Driver.RdmaDriver | Scope.Scope> =>
+      Effect.flatMap(
+        RemoteMr.fromDescriptor(d),
+        RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
+      )
+  )
+
+/** @internal */
+export const connectionFeatureCases = (): ReadonlyArray<CaseOf> => [
+  {
+    name: "rpma_conn_req_recv: a receive posted before accepting takes the client's first message; a rejected request fails it",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const serving = yield* Effect.fork(Effect.gen(function*() {
+          const req = yield* Endpoint.next(ep)
+          const first = yield* Endpoint.recv(req, { dst: inbox, offset: 8, length: 32 })
+          const conn = yield* Endpoint.accept(req)
+          return { conn, arrived: yield* first.completion }
+        }))
+        const client = yield* Connection.connect(clientPeer, address, port)
+        const out = yield* LocalMr.allocate(clientPeer, 32, Usage.SEND)
+        out.memory.set(pattern(32, 3))
+        yield* Connection.send(client, { src: out, offset: 0, length: 20 })
+        const { arrived } = yield* Fiber.join(serving)
+        yield* check(arrived.operation === "RECV", `the early receive completed as ${arrived.operation}`)
+        yield* check(arrived.byteLength === 20, `the early receive got ${arrived.byteLength} bytes`)
+        yield* check(same(inbox.memory.subarray(8, 28), pattern(32, 3).subarray(0, 20)), "the bytes that arrived")
+
+        // A request rejected with a receive posted: the receive fails, its region is let go.
+        const rejecting = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+          const spare = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
+          const req = yield* Endpoint.next(ep)
+          const posted = yield* Endpoint.recv(req, { dst: spare, offset: 0, length: 64 })
+          yield* Endpoint.reject(req)
+          return yield* Effect.exit(posted.completion)
+        })))
+        const refused = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port)))
+        const rejected = yield* Fiber.join(rejecting)
+        yield* check(tagOf(refused) === "ConnectionFailedError", `the rejected client: ${tagOf(refused)}`)
+        yield* check(tagOf(rejected) === "ConnectionClosedError", `the rejected request's receive: ${tagOf(rejected)}`)
+      })
+  },
+  {
+    name: "unsignalled writes (completion onError) then one awaited flush: all arrive, their tickets succeed, the queue never jams",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, clientPeer, serverPeer } = yield* pair(address, port, {
+          server: { sendQueueSize: 4 },
+          client: { sendQueueSize: 4 }
+        })
+        const target = yield* LocalMr.allocate(serverPeer, 4096, exposed)
+        const remote = yield* remoteOf(target)
+        const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+        src.memory.set(pattern(4096, 11))
+        // 16 writes through a 4-entry send queue, none asked to signal: the one that takes the last
+        // free entry is signalled anyway, so the queue gives entries back.
+        const tickets: Array<Connection.Posted> = []
+        for (let i = 0; i < 16; i++) {
+          tickets.push(
+            yield* Connection.postWrite(client, {
+              dst: remote,
+              dstOffset: i * 256,
+              src,
+              srcOffset: i * 256,
+              length: 256,
+              completion: "onError"
+            })
+          )
+        }
+        yield* Connection.flush(client, { dst: remote, offset: 0, length: 4096 })
+        yield* check(same(target.memory, pattern(4096, 11)), "the unsignalled writes arrived")
+        for (const ticket of tickets) {
+          const done = yield* ticket.completion
+          yield* check(done.operation === "RDMA_WRITE", `an unsignalled write completed as ${done.operation}`)
+        }
+      })
+  },
+  {
+    name: "posted without waiting: the region outlives its scope while the receive is posted; the connection's end fails it, then lets it go",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const before = (yield* d.live).localRegions
+        const [posted, during] = yield* Effect.scoped(Effect.gen(function*() {
+          const { server, serverPeer } = yield* pair(address, port)
+          const posted = yield* Effect.scoped(Effect.flatMap(
+            LocalMr.allocate(serverPeer, 64, Usage.RECV),
+            (inbox) => Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
+          ))
+          // The region's scope has closed; the device may still write it: still registered.
+          return [posted, (yield* d.live).localRegions] as const
+        }))
+        yield* check(during === before + 1, `regions while the receive is posted: ${during - before} (expected 1)`)
+        const outcome = yield* Effect.exit(posted.completion)
+        // Flushed by the queue pair (IBV_WC_WR_FLUSH_ERR), or failed when the connection ended.
+        yield* check(
+          tagOf(outcome) === "CompletionError" || tagOf(outcome) === "ConnectionClosedError",
+          `the receive once the connection closed: ${tagOf(outcome)}`
+        )
+        yield* check((yield* d.live).localRegions === before, "the region is deregistered once the connection is deleted")
+      })
+  },
+  {
+    name: "immediate data: sendWithImm and writeWithImm complete the receive with RECV / RECV_RDMA_WITH_IMM, length and value",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, clientPeer, server, serverPeer } = yield* pair(address, port)
+        const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
+        const target = yield* LocalMr.allocate(serverPeer, 256, exposed)
+        const remote = yield* remoteOf(target)
+        const out = yield* LocalMr.allocate(clientPeer, 256, Usage.combine(Usage.SEND, Usage.WRITE_SRC))
+        out.memory.set(pattern(256, 5))
+
+        const first = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
+        yield* Connection.sendWithImm(client, { src: out, offset: 0, length: 16, imm: 0xdeadbeef })
+        const sent = yield* first.completion
+        yield* check(sent.operation === "RECV", `send with imm arrived as ${sent.operation}`)
+        yield* check(sent.imm === 0xdeadbeef, `send with imm carried ${sent.imm}`)
+        yield* check(sent.byteLength === 16 && same(inbox.memory.subarray(0, 16), pattern(256, 5).subarray(0, 16)), "its bytes")
+
+        const second = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
+        yield* Connection.writeWithImm(client, { dst: remote, dstOffset: 0, src: out, srcOffset: 0, length: 256, imm: 7 })
+        const written = yield* second.completion
+        yield* check(written.operation === "RECV_RDMA_WITH_IMM", `write with imm arrived as ${written.operation}`)
+        yield* check(written.imm === 7 && written.byteLength === 256, `write with imm: ${written.imm}, ${written.byteLength}`)
+        yield* check(same(target.memory, pattern(256, 5)), "the written bytes")
+
+        const plain = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
+        yield* Connection.send(client, { src: out, offset: 0, length: 4 })
+        const none = yield* plain.completion
+        yield* check(none.imm === undefined && none.operation === "RECV", "a plain send carries no immediate data")
+
+        const refused = yield* Effect.exit(Connection.sendWithImm(client, { src: out, offset: 0, length: 4, imm: 2 ** 32 }))
+        yield* check(tagOf(refused) === "OutOfRangeError", `imm 2^32: ${tagOf(refused)}`)
+      })
+  },
+  {
+    name: "peer configuration descriptor: a persistent flush is refused until the server's descriptor is applied",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, serverPeer } = yield* pair(address, port)
+        const target = yield* LocalMr.allocate(
+          serverPeer,
+          64,
+          Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT)
+        )
+        const remote = yield* LocalMr.descriptor(target).pipe(
+          Effect.flatMap(RemoteMr.fromDescriptor),
+          Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
+        )
+        const before = yield* Effect.exit(Connection.flushPersistent(client, { dst: remote, offset: 0, length: 64 }))
+        yield* check(tagOf(before) === "RpmaNoSupportError", `persistent flush before the descriptor: ${tagOf(before)}`)
+        const descriptor = yield* Connection.peerConfigDescriptor({ directWriteToPmem: true })
+        yield* check(descriptor.byteLength === 1 && descriptor[0] === 1, `the descriptor: ${Array.from(descriptor)}`)
+        yield* Connection.applyRemotePeerConfig(client, descriptor)
+        yield* Connection.flushPersistent(client, { dst: remote, offset: 0, length: 64 })
+        const bad = yield* Effect.exit(Connection.applyRemotePeerConfig(client, new Uint8Array(2)))
+        yield* check(tagOf(bad) === "RpmaInvalidError", `a 2-byte descriptor: ${tagOf(bad)}`)
+      })
+  },
+  {
+    name: "private data: 56 bytes on a connect and 196 on an accept pass, padded to that; one more is refused naming the limit",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const tooLong = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: new Uint8Array(57) })))
+        yield* check(tagOf(tooLong) === "RpmaInvalidError", `connect with 57 bytes: ${tagOf(tooLong)}`)
+        yield* check(messageOf(tooLong).includes("56"), `the refusal names 56: ${messageOf(tooLong)}`)
+
+        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Endpoint.acceptNext(ep, { privateData: new Uint8Array(197) }))))
+        yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { timeout: "3 seconds" })))
+        const refused = yield* Fiber.join(accepting)
+        yield* check(tagOf(refused) === "RpmaInvalidError", `accept with 197 bytes: ${tagOf(refused)}`)
+        yield* check(messageOf(refused).includes("196"), `the refusal names 196: ${messageOf(refused)}`)
+
+        const fromServer = pattern(196, 1)
+        const fromClient = pattern(14, 2)
+        const accepted = yield* Effect.fork(Endpoint.acceptNext(ep, { privateData: fromServer }))
+        const client = yield* Connection.connect(clientPeer, address, port, { privateData: fromClient })
+        const server = yield* Fiber.join(accepted)
+        yield* check(server.privateData.byteLength === 56, `the request's private data arrived as ${server.privateData.byteLength} bytes`)
+        yield* check(same(server.privateData.subarray(0, 14), fromClient), "the client's bytes")
+        yield* check(server.privateData.subarray(14).every((b) => b === 0), "padded with zeros")
+        yield* check(client.privateData.byteLength === 196 && same(client.privateData, fromServer), "the server's 196 bytes")
+      })
+  }
+]
