@@ -28,6 +28,7 @@ import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { dataPathCases } from "./conformance/dataPath.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
+import { mappingCases } from "./conformance/mapping.js"
 
 /**
  * @since 0.1.0
@@ -313,6 +314,7 @@ export const cases: ReadonlyArray<Case> = [
   },
   ...connectionCases(),
   ...lifecycleCases(),
+  ...mappingCases(),
   ...dataPathCases(),
   ...validation.cases
 ]
