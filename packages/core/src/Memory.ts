@@ -194,7 +194,12 @@ export const mapFile = (options: MapFileOptions): Effect.Effect<Uint8Array, MapF
             // Cached registrations over the mapping go first: a cache must never outlive what it covers.
             Effect.forEach(pins.memoryReleaseHooks(), (hook) => hook(memory.buffer), { discard: true }).pipe(
               Effect.zipRight(Effect.suspend(() => {
-                const unmap = Effect.asVoid(release("msync", `the mapping of ${request.path}`, driver.unmapFile(memory)))
+                const unmap = Effect.asVoid(release(
+                  "msync",
+                  `the mapping of ${request.path}`,
+                  // The driver knows the mapping, not its path.
+                  Effect.mapError(driver.unmapFile(memory), (e) => mapFileError({ ...e, path: request.path }))
+                ))
                 return pins.releaseWhenUnpinned(memory, unmap)
                   ? unmap
                   : Effect.logInfo(

@@ -369,6 +369,7 @@ export type MapFileReason =
   | "OutOfRange"
   | "NotMappable"
   | "Invalid"
+  | "WriteBack"
   | "Unknown"
 
 /**
@@ -391,7 +392,8 @@ export class MapFileError extends Data.TaggedError("MapFileError")<{
 }> {
   override get message(): string {
     const call = this.errno === undefined ? this.operation : `${this.operation} failed with ${errnoName(this.errno)}`
-    const head = `cannot map ${this.path}: ${call}${this.detail === undefined ? "" : ` (${this.detail})`}`
+    const what = this.operation === "msync" ? `cannot write the mapping of ${this.path} back` : `cannot map ${this.path}`
+    const head = `${what}: ${call}${this.detail === undefined ? "" : ` (${this.detail})`}`
     switch (this.reason) {
       case "NotFound":
         return `${head}: the file does not exist; create it first, or pass create: true with a size`
@@ -411,6 +413,9 @@ export class MapFileError extends Data.TaggedError("MapFileError")<{
         return `${head}: only a regular file or a character or block device can be mapped`
       case "Invalid":
         return `${head}: check the options (path a non-empty string, offset and size non-negative integers)`
+      case "WriteBack":
+        return `${head}: some writes may not have reached the file; check its file system and storage ` +
+          `(the kernel log tells), and do not trust the file's contents until they are checked`
       case "Unknown":
         return head
     }
@@ -425,13 +430,14 @@ const mapFileReasons: ReadonlySet<string> = new Set<MapFileReason>([
   "OutOfRange",
   "NotMappable",
   "Invalid",
+  "WriteBack",
   "Unknown"
 ])
 
 /**
  * The one mapping of a mapping's failures: a reason a driver already decided, else one read from
  * the errno (ENOENT and ENOTDIR: NotFound; EACCES, EPERM and EROFS: PermissionDenied; EISDIR and
- * ENODEV: NotMappable; EINVAL: Invalid).
+ * ENODEV: NotMappable; EINVAL: Invalid); any failure of msync is WriteBack.
  *
  * @since 0.3.0
  * @category constructors
@@ -447,6 +453,8 @@ export const mapFileError = (fields: {
   const name = fields.errno === undefined ? undefined : errnoName(fields.errno)
   const reason: MapFileReason = fields.reason !== undefined && mapFileReasons.has(fields.reason)
     ? fields.reason as MapFileReason
+    : fields.operation === "msync"
+    ? "WriteBack"
     : name === "ENOENT" || name === "ENOTDIR"
     ? "NotFound"
     : name === "EACCES" || name === "EPERM" || name === "EROFS"

@@ -47,9 +47,15 @@ bool IsAllocation(void* data) {
   return allocations.count(data) != 0;
 }
 
-// Mappings from mapFile() that are still mapped, with their lengths, for munmap and unmapFile().
+// Mappings from mapFile() that are still mapped, for munmap and unmapFile().
+struct Mapping {
+  std::size_t size;
+  // A character device (a device DAX) is the memory itself: there is nothing for msync to write
+  // back, and it refuses (EINVAL).
+  bool device;
+};
 std::mutex mappings_mutex;
-std::unordered_map<void*, std::size_t> mappings;
+std::unordered_map<void*, Mapping> mappings;
 
 void Unmap(void* data) {
   std::size_t size = 0;
@@ -57,7 +63,7 @@ void Unmap(void* data) {
     std::lock_guard<std::mutex> lock(mappings_mutex);
     auto found = mappings.find(data);
     if (found == mappings.end()) return;
-    size = found->second;
+    size = found->second.size;
     mappings.erase(found);
   }
   munmap(data, size);
@@ -232,7 +238,7 @@ Napi::Value MapFile(const Napi::CallbackInfo& info) {
   }
   {
     std::lock_guard<std::mutex> lock(mappings_mutex);
-    mappings.emplace(data, size);
+    mappings.emplace(data, Mapping{size, S_ISCHR(st.st_mode)});
   }
   // munmap runs when the store's last share goes: after unmapFile() or GC, and after every
   // registration over the mapping.
@@ -249,14 +255,14 @@ Napi::Value UnmapFile(const Napi::CallbackInfo& info) {
   Napi::ArrayBuffer buffer = info[0].As<Napi::TypedArray>().ArrayBuffer();
   if (buffer.IsDetached()) return info.Env().Undefined();  // unmapped already
   void* data = buffer.Data();
-  std::size_t size = 0;
+  Mapping mapping{0, false};
   {
     std::lock_guard<std::mutex> lock(mappings_mutex);
     auto found = mappings.find(data);
     if (found == mappings.end()) return call.Invalid("memory was not mapped by mapFile()");
-    size = found->second;
+    mapping = found->second;
   }
-  int synced = msync(data, size, MS_SYNC);
+  int synced = mapping.device ? 0 : msync(data, mapping.size, MS_SYNC);
   int error = errno;
   // Unmapped whatever msync said: JavaScript loses the bytes now, munmap follows when the last
   // registration lets go of them.
