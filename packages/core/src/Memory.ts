@@ -121,8 +121,9 @@ export const allocate = (size: number): Effect.Effect<Uint8Array, RpmaError, Rdm
 export interface MapFileOptions {
   /**
    * A regular file, or a character or block device such as a device DAX (`/dev/dax0.0`). On
-   * persistent memory, a file on a DAX file system maps the media itself; note that Linux refuses
-   * to pin such pages for a registration (see README: "Persistent memory"), which a device DAX allows.
+   * persistent memory, prefer a device DAX: a file on a DAX file system (ext4 -o dax) maps the
+   * media too, but Linux refuses to pin its pages for a registration unless the device supports
+   * on-demand paging (Soft-RoCE on Linux 6.1 does not; vm/README.md, "Persistent memory").
    */
   readonly path: string
   /** Bytes to map. Default: from `offset` to the end of the file. Required for a device, and with `create`. */
