@@ -3,7 +3,7 @@
 // tests did not run in CI (CI installs qemu, so there they must run).
 import { existsSync, readFileSync } from "node:fs"
 
-const [hostStatus, deviceStatus, reason, pairStatus = "not-run"] = process.argv.slice(2)
+const [hostStatus, deviceStatus, reason, pairStatus = "not-run", pmemStatus = "not-run"] = process.argv.slice(2)
 const read = (file) => (existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : undefined)
 const host = read(".cache/test/host.json")
 const device = read(".cache/test/device.json")
@@ -37,14 +37,23 @@ const lines = [
     : `  two hosts: ${pairGroup("conformance across two hosts")} connection cases across the wire, ` +
       `${pairGroup("faults across the wire")} fault tests, long run ${pairGroup("long run")} (vm/pair)` +
       (pairStatus === "0" ? "" : ` (vm/pair exited ${pairStatus}${pair === undefined ? ": no report, the pair failed" : ""})`),
-  ...pairResults.filter((r) => r.status === "failed").map((r) => `    failed: [${r.group}] ${r.name}`)
+  ...pairResults.filter((r) => r.status === "failed").map((r) => `    failed: [${r.group}] ${r.name}`),
+  // scripts/test-pmem writes { status, phase, detail, seconds }.
+  pmemStatus === "not-run"
+    ? `  persistent memory: NOT RUN`
+    : `  persistent memory: ${pmemStatus === "0" ? "passed" : `FAILED (scripts/test-pmem exited ${pmemStatus})`}: ` +
+      `${read(".cache/test/pmem.json")?.detail ?? "no report"}`
 ]
 console.log(lines.join("\n"))
-const passed = count(host, "passed") + count(device, "passed") + pairResults.filter((r) => r.status === "passed").length
-const failed = count(host, "failed") + count(device, "failed") + pairResults.filter((r) => r.status === "failed").length
+const pmemCount = (status) => (pmemStatus === "not-run" ? 0 : (pmemStatus === "0") === (status === "passed") ? 1 : 0)
+const passed = count(host, "passed") + count(device, "passed") + pairResults.filter((r) => r.status === "passed").length +
+  pmemCount("passed")
+const failed = count(host, "failed") + count(device, "failed") + pairResults.filter((r) => r.status === "failed").length +
+  pmemCount("failed")
 console.log(`${passed} passed, ${failed} failed`)
 
-const deviceFailed = (deviceStatus !== "not-run" && deviceStatus !== "0") || (pairStatus !== "not-run" && pairStatus !== "0")
+const deviceFailed = (deviceStatus !== "not-run" && deviceStatus !== "0") || (pairStatus !== "not-run" && pairStatus !== "0") ||
+  (pmemStatus !== "not-run" && pmemStatus !== "0")
 const mustRunDevice = process.env.CI === "true" && deviceStatus === "not-run"
 if (mustRunDevice) console.log("the device tests must run in CI: install qemu (scripts/setup does)")
 process.exit(hostStatus !== "0" || deviceFailed || mustRunDevice || failed > 0 ? 1 : 0)

@@ -18,7 +18,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import type { RdmaCmError, ResourceInUseError, RpmaError } from "./RdmaError.js"
+import type { MapFileError, RdmaCmError, ResourceInUseError, RpmaError } from "./RdmaError.js"
 
 declare const HandleTypeId: unique symbol
 
@@ -280,6 +280,23 @@ export interface CmMrInfo {
 export type CmRegistrationKind = "msgs" | "read" | "write"
 
 /**
+ * A file to map, as core passes it to {@link Driver.mapFile} once the options are checked.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface MapFileRequest {
+  /** A regular file, or a character or block device (a device DAX, /dev/dax0.0). */
+  readonly path: string
+  /** Where the mapping starts in the file: a multiple of the page size. */
+  readonly offset: number
+  /** Bytes to map; undefined: from `offset` to the end of the file (a device needs a size). */
+  readonly size: number | undefined
+  /** Make a missing file, sized to `offset + size` (a size is then required). */
+  readonly create: boolean
+}
+
+/**
  * How many handles of each kind a driver holds alive: what a leak check reads.
  *
  * @since 0.1.0
@@ -374,6 +391,19 @@ export interface Driver {
    * longer reach it. Core calls it only when nothing registered covers the memory.
    */
   readonly free: (memory: Uint8Array) => Effect.Effect<void>
+
+  /**
+   * open + mmap(MAP_SHARED, PROT_READ | PROT_WRITE) of a file or device: its bytes, read and written
+   * in place, and registrable like any memory. The driver keeps the mapping alive for as long as a
+   * registration over it lives, even after {@link unmapFile}.
+   */
+  readonly mapFile: (request: MapFileRequest) => Effect.Effect<Uint8Array, MapFileError>
+  /**
+   * Writes a mapping from {@link mapFile} back to its file (msync, MS_SYNC) and detaches its
+   * ArrayBuffer; the pages are unmapped once no registration holds them. Core calls it only when
+   * nothing registered covers the mapping. A second call does nothing.
+   */
+  readonly unmapFile: (memory: Uint8Array) => Effect.Effect<void, MapFileError>
 
   /**
    * rpma_ep_listen on `address`:`port`. Port 0 is refused (RPMA_E_INVAL): librpma cannot report

@@ -7,12 +7,12 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
-import { RdmaDriver } from "./Driver.js"
+import { type MapFileRequest, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as checks from "./DriverArguments.js"
 import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
-import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
+import { type MapFileError, mapFileError, MemoryRefusedError, type RpmaError } from "./RdmaError.js"
 
 /**
  * Checks that a caller's bytes can be registered: a Uint8Array, not detached, and not a slice of
@@ -111,3 +111,102 @@ export const allocate = (size: number): Effect.Effect<Uint8Array, RpmaError, Rdm
           ))
         )
     ))
+
+/**
+ * What {@link mapFile} maps.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface MapFileOptions {
+  /**
+   * A regular file, or a character or block device such as a device DAX (`/dev/dax0.0`). On
+   * persistent memory, prefer a device DAX: a file on a DAX file system (ext4 -o dax) maps the
+   * media too, but Linux refuses to pin its pages for a registration unless the device supports
+   * on-demand paging (Soft-RoCE on Linux 6.1 does not; vm/README.md, "Persistent memory").
+   */
+  readonly path: string
+  /** Bytes to map. Default: from `offset` to the end of the file. Required for a device, and with `create`. */
+  readonly size?: number | undefined
+  /** Where the mapping starts in the file, a multiple of the page size (4096). Default 0. */
+  readonly offset?: number | undefined
+  /** Create the file (mode 0600) when it is missing, sized to `offset + size`. Default false. */
+  readonly create?: boolean | undefined
+}
+
+/** The page size of the Linux targets this library runs on (x86-64, arm64 with 4 KiB pages). */
+const pageSize = 4096
+
+const mapFileRequest = (options: MapFileOptions): Either.Either<MapFileRequest, MapFileError> => {
+  const path = typeof options?.path === "string" ? options.path : ""
+  const refuse = (reason: "SizeZero" | "Unaligned" | "Invalid", detail: string) =>
+    Either.left(mapFileError({ path: path === "" ? "(no path)" : path, operation: "mapFile", reason, detail }))
+  if (path === "" || path.includes("\0")) return refuse("Invalid", "path must be a non-empty string without NUL")
+  const offset = options.offset ?? 0
+  if (typeof offset !== "number" || !Number.isSafeInteger(offset) || offset < 0) {
+    return refuse("Invalid", "offset must be a non-negative integer")
+  }
+  if (offset % pageSize !== 0) return refuse("Unaligned", `offset ${offset} is not a multiple of ${pageSize}`)
+  const size = options.size
+  if (size !== undefined && (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0)) {
+    return refuse("Invalid", "size must be a non-negative integer")
+  }
+  if (size === 0) return refuse("SizeZero", "size is 0")
+  const create = options.create === true
+  if (create && size === undefined) return refuse("SizeZero", "a file to create needs a size")
+  return Either.right({ path, offset, size, create })
+}
+
+/**
+ * Maps a file into memory for the life of a Scope: `mmap(MAP_SHARED)`, so that what is written to
+ * the bytes, by this process or by a remote peer through a registration, is written to the file.
+ * When the scope closes the mapping is synced (`msync`) and unmapped; if a registration still
+ * covers it then, unmapping waits until the last one is released (and never happens if a release
+ * failed, since the device may still point at the pages). A mapping cannot be unmapped from
+ * under a registration.
+ *
+ * For a server whose memory must survive a crash, map a file on persistent memory (a device DAX,
+ * `/dev/dax0.0`, with its size), register it with `Usage.FLUSH_TYPE_PERSISTENT`, and let clients
+ * connect with `directWriteToPmem: true` and use `Connection.flushPersistent`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr, Memory, Peer, Usage } from "@effect-rdma/core"
+ *
+ * const program = Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const memory = yield* Memory.mapFile({ path: "/var/lib/log.bin", size: 1 << 20, create: true })
+ *   return yield* LocalMr.register(peer, memory, Usage.WRITE_DST)
+ * })
+ * ```
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const mapFile = (options: MapFileOptions): Effect.Effect<Uint8Array, MapFileError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(instrument.driver, (driver) =>
+    Either.match(mapFileRequest(options), {
+      onLeft: Effect.fail,
+      onRight: (request) =>
+        Effect.acquireRelease(
+          driver.mapFile(request),
+          (memory) =>
+            // Cached registrations over the mapping go first: a cache must never outlive what it covers.
+            Effect.forEach(pins.memoryReleaseHooks(), (hook) => hook(memory.buffer), { discard: true }).pipe(
+              Effect.zipRight(Effect.suspend(() => {
+                const unmap = Effect.asVoid(release(
+                  "msync",
+                  `the mapping of ${request.path}`,
+                  // The driver knows the mapping, not its path.
+                  Effect.mapError(driver.unmapFile(memory), (e) => mapFileError({ ...e, path: request.path }))
+                ))
+                return pins.releaseWhenUnpinned(memory, unmap)
+                  ? unmap
+                  : Effect.logInfo(
+                    `the mapping of ${request.path} is unmapped when the last registration over it is released`
+                  )
+              }))
+            )
+        )
+    }))

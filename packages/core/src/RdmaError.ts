@@ -355,6 +355,118 @@ export class MemoryRefusedError extends Data.TaggedError("MemoryRefusedError")<{
   }
 }
 
+/**
+ * Why a file could not be mapped (or its mapping synced) by {@link Memory.mapFile}.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type MapFileReason =
+  | "NotFound"
+  | "PermissionDenied"
+  | "SizeZero"
+  | "Unaligned"
+  | "OutOfRange"
+  | "NotMappable"
+  | "Invalid"
+  | "WriteBack"
+  | "Unknown"
+
+/**
+ * A file that could not be mapped, or a mapping whose writes could not be synced to its file,
+ * with what to do about it.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class MapFileError extends Data.TaggedError("MapFileError")<{
+  readonly reason: MapFileReason
+  /** The file or device. */
+  readonly path: string
+  /** The system call that failed ("open", "mmap", "msync", ...), or "mapFile" for a refused argument. */
+  readonly operation: string
+  /** The errno, when a system call failed. */
+  readonly errno?: number | undefined
+  readonly detail?: string | undefined
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    const call = this.errno === undefined ? this.operation : `${this.operation} failed with ${errnoName(this.errno)}`
+    const what = this.operation === "msync" ? `cannot write the mapping of ${this.path} back` : `cannot map ${this.path}`
+    const head = `${what}: ${call}${this.detail === undefined ? "" : ` (${this.detail})`}`
+    switch (this.reason) {
+      case "NotFound":
+        return `${head}: the file does not exist; create it first, or pass create: true with a size`
+      case "PermissionDenied":
+        return `${head}: the file must be readable and writable by this process (a shared mapping is written ` +
+          `back to it); change its mode or owner, or map a file you own`
+      case "SizeZero":
+        return `${head}: nothing to map; give a positive size (a device, whose size stat does not report, ` +
+          `always needs one; for a device DAX read /sys/bus/dax/devices/<dax>/size)`
+      case "Unaligned":
+        return `${head}: the offset must be a multiple of the page size (4096), and on a device DAX the offset ` +
+          `and size a multiple of its alignment (/sys/bus/dax/devices/<dax>/align, usually 2 MiB)`
+      case "OutOfRange":
+        return `${head}: the range passes the end of the file, where a mapping would fault (SIGBUS); ` +
+          `map less, or grow the file first (truncate -s)`
+      case "NotMappable":
+        return `${head}: only a regular file or a character or block device can be mapped`
+      case "Invalid":
+        return `${head}: check the options (path a non-empty string, offset and size non-negative integers)`
+      case "WriteBack":
+        return `${head}: some writes may not have reached the file; check its file system and storage ` +
+          `(the kernel log tells), and do not trust the file's contents until they are checked`
+      case "Unknown":
+        return head
+    }
+  }
+}
+
+const mapFileReasons: ReadonlySet<string> = new Set<MapFileReason>([
+  "NotFound",
+  "PermissionDenied",
+  "SizeZero",
+  "Unaligned",
+  "OutOfRange",
+  "NotMappable",
+  "Invalid",
+  "WriteBack",
+  "Unknown"
+])
+
+/**
+ * The one mapping of a mapping's failures: a reason a driver already decided, else one read from
+ * the errno (ENOENT and ENOTDIR: NotFound; EACCES, EPERM and EROFS: PermissionDenied; EISDIR and
+ * ENODEV: NotMappable; EINVAL: Invalid); any failure of msync is WriteBack.
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const mapFileError = (fields: {
+  readonly path: string
+  readonly operation: string
+  readonly errno?: number | undefined
+  readonly reason?: string | undefined
+  readonly detail?: string | undefined
+  readonly cause?: unknown
+}): MapFileError => {
+  const name = fields.errno === undefined ? undefined : errnoName(fields.errno)
+  const reason: MapFileReason = fields.reason !== undefined && mapFileReasons.has(fields.reason)
+    ? fields.reason as MapFileReason
+    : fields.operation === "msync"
+    ? "WriteBack"
+    : name === "ENOENT" || name === "ENOTDIR"
+    ? "NotFound"
+    : name === "EACCES" || name === "EPERM" || name === "EROFS"
+    ? "PermissionDenied"
+    : name === "EISDIR" || name === "ENODEV"
+    ? "NotMappable"
+    : name === "EINVAL"
+    ? "Invalid"
+    : "Unknown"
+  return new MapFileError({ ...fields, reason })
+}
+
 const wcStatusNames = [
   "IBV_WC_SUCCESS",
   "IBV_WC_LOC_LEN_ERR",

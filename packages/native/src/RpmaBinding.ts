@@ -84,6 +84,16 @@ export interface Binding {
   /** How many allocate() blocks are not yet freed (kept alive by an ArrayBuffer or a registration). */
   readonly liveAllocations: () => number
   /**
+   * mmap(MAP_SHARED, PROT_READ | PROT_WRITE) of `path` from `offset`, `size` bytes or (undefined)
+   * to the end of the file; `create` makes and sizes a missing file. Throws with `errno`,
+   * `operation` and, for what it checks itself, `reason`.
+   */
+  readonly mapFile: (path: unknown, offset: unknown, size: unknown, create: unknown) => Uint8Array
+  /** msync(MS_SYNC), then detaches; munmap follows when no registration holds the bytes. */
+  readonly unmapFile: (memory: unknown) => void
+  /** How many mapFile() mappings are not yet unmapped (kept alive by an ArrayBuffer or a registration). */
+  readonly liveMappings: () => number
+  /**
    * The doctor's: every device libibverbs lists, with its ports (each opened only for the call).
    * Throws with `errno` when the list itself fails (ENOSYS: no RDMA support in the kernel).
    */

@@ -103,6 +103,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("free", Napi::Function::New(env, Free, "free"));
   exports.Set("liveHandles", Napi::Function::New(env, LiveHandles, "liveHandles"));
   exports.Set("liveAllocations", Napi::Function::New(env, LiveAllocations, "liveAllocations"));
+  exports.Set("mapFile", Napi::Function::New(env, MapFile, "mapFile"));
+  exports.Set("unmapFile", Napi::Function::New(env, UnmapFile, "unmapFile"));
+  exports.Set("liveMappings", Napi::Function::New(env, LiveMappings, "liveMappings"));
   RegisterPeer(env, exports);
   RegisterMr(env, exports);
   RegisterCm(env, exports);

@@ -1,6 +1,9 @@
 #include "memory.h"
 
+#include <fcntl.h>
 #include <librpma.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace rdma {
@@ -41,6 +46,52 @@ bool IsAllocation(void* data) {
   std::lock_guard<std::mutex> lock(allocations_mutex);
   return allocations.count(data) != 0;
 }
+
+// Mappings from mapFile() that are still mapped, for munmap and unmapFile().
+struct Mapping {
+  std::size_t size;
+  // A character device (a device DAX) is the memory itself: there is nothing for msync to write
+  // back, and it refuses (EINVAL).
+  bool device;
+};
+std::mutex mappings_mutex;
+std::unordered_map<void*, Mapping> mappings;
+
+void Unmap(void* data) {
+  std::size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(mappings_mutex);
+    auto found = mappings.find(data);
+    if (found == mappings.end()) return;
+    size = found->second.size;
+    mappings.erase(found);
+  }
+  munmap(data, size);
+}
+
+// A mapFile() failure: `errno` (0 for a refusal of the arguments) and the `reason` core reports
+// for what the addon itself checked ("SizeZero", "Unaligned", "OutOfRange", "NotMappable").
+Napi::Value Refuse(Napi::Env env, const char* operation, int error, const char* reason, const std::string& detail) {
+  Call call(env, operation, Domain::Errno);
+  call.Fail(error == 0 ? EINVAL : error, detail);
+  bool pending = false;
+  if (reason != nullptr && napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+    napi_value thrown = nullptr;
+    napi_get_and_clear_last_exception(env, &thrown);
+    Napi::Object object(env, thrown);
+    object.Set("reason", Napi::String::New(env, reason));
+    napi_throw(env, thrown);
+  }
+  return env.Undefined();
+}
+
+// Closes a descriptor when the scope ends.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
 
 }  // namespace
 
@@ -108,6 +159,121 @@ Napi::Value Free(const Napi::CallbackInfo& info) {
 Napi::Value LiveAllocations(const Napi::CallbackInfo& info) {
   std::lock_guard<std::mutex> lock(allocations_mutex);
   return Napi::Number::New(info.Env(), static_cast<double>(allocations.size()));
+}
+
+Napi::Value MapFile(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString()) return Refuse(env, "open", EINVAL, nullptr, "path must be a string");
+  std::string path = info[0].As<Napi::String>().Utf8Value();
+  if (path.empty() || path.find('\0') != std::string::npos) {
+    return Refuse(env, "open", EINVAL, nullptr, "path must be a non-empty string without NUL");
+  }
+  const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+  const double max = static_cast<double>(v8::TypedArray::kMaxLength);
+  double offset = info[1].IsNumber() ? info[1].As<Napi::Number>().DoubleValue() : -1;
+  if (!(offset >= 0) || offset != std::floor(offset) || offset > 9007199254740991.0) {
+    return Refuse(env, "mmap", EINVAL, nullptr, "offset must be a non-negative integer");
+  }
+  if (std::fmod(offset, page) != 0) {
+    return Refuse(env, "mmap", EINVAL, "Unaligned", "offset must be a multiple of the page size");
+  }
+  bool sized = !info[2].IsUndefined();
+  double requested = sized && info[2].IsNumber() ? info[2].As<Napi::Number>().DoubleValue() : -1;
+  if (sized && (!(requested >= 0) || requested != std::floor(requested))) {
+    return Refuse(env, "mmap", EINVAL, nullptr, "size must be a non-negative integer");
+  }
+  if (sized && requested == 0) return Refuse(env, "mmap", EINVAL, "SizeZero", "size is 0");
+  bool create = info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value();
+  if (create && !sized) return Refuse(env, "open", EINVAL, "SizeZero", "a file to create needs a size");
+
+  bool created = false;
+  Fd fd{-1};
+  if (create) {
+    fd.fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0600);
+    created = fd.fd >= 0;
+  }
+  if (fd.fd < 0) fd.fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd.fd < 0) {
+    int error = errno;
+    return Refuse(env, "open", error, error == EISDIR ? "NotMappable" : nullptr, "cannot open " + path + " to read and write");
+  }
+  struct stat st;
+  if (fstat(fd.fd, &st) != 0) return Refuse(env, "fstat", errno, nullptr, path);
+  bool regular = S_ISREG(st.st_mode);
+  if (!regular && !S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return Refuse(env, "mmap", ENODEV, "NotMappable", path + " is neither a regular file nor a device");
+  }
+  double length = requested;
+  if (regular) {
+    double end = static_cast<double>(st.st_size);
+    if (created) {
+      if (ftruncate(fd.fd, static_cast<off_t>(offset + requested)) != 0) {
+        int error = errno;
+        unlink(path.c_str());
+        return Refuse(env, "ftruncate", error, nullptr, "cannot size the new file " + path);
+      }
+    } else if (!sized) {
+      if (end == 0) return Refuse(env, "mmap", EINVAL, "SizeZero", path + " is empty");
+      if (offset >= end) {
+        return Refuse(env, "mmap", EINVAL, "OutOfRange",
+                      path + " holds " + std::to_string(st.st_size) + " bytes, not more than the offset");
+      }
+      length = end - offset;
+    } else if (offset + requested > end) {
+      return Refuse(env, "mmap", EINVAL, "OutOfRange",
+                    path + " holds " + std::to_string(st.st_size) + " bytes, fewer than offset + size");
+    }
+  } else if (!sized) {
+    return Refuse(env, "mmap", EINVAL, "SizeZero", path + " is a device, whose size stat does not tell");
+  }
+  if (length > max) return Refuse(env, "mmap", EINVAL, "OutOfRange", "size exceeds a Uint8Array's limit");
+  std::size_t size = static_cast<std::size_t>(length);
+  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, static_cast<off_t>(offset));
+  if (data == MAP_FAILED) {
+    int error = errno;
+    if (created) unlink(path.c_str());
+    // A device DAX maps in units of its alignment (2 MiB by default), and says EINVAL otherwise.
+    const char* reason = error == EINVAL && !regular ? "Unaligned" : error == ENODEV ? "NotMappable" : nullptr;
+    return Refuse(env, "mmap", error, reason, path);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mappings_mutex);
+    mappings.emplace(data, Mapping{size, S_ISCHR(st.st_mode)});
+  }
+  // munmap runs when the store's last share goes: after unmapFile() or GC, and after every
+  // registration over the mapping.
+  Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(env, data, size, [](Napi::Env, void* d) { Unmap(d); });
+  return Napi::Uint8Array::New(env, size, buffer, 0);
+}
+
+Napi::Value UnmapFile(const Napi::CallbackInfo& info) {
+  Call call(info.Env(), "munmap", Domain::Errno);
+  if (!info[0].IsTypedArray()) return call.Invalid("memory must be a Uint8Array from mapFile()");
+  if (ToV8(info[0]).As<v8::TypedArray>()->Buffer().As<v8::Value>()->IsSharedArrayBuffer()) {
+    return call.Invalid("memory was not mapped by mapFile() (it is backed by a SharedArrayBuffer)");
+  }
+  Napi::ArrayBuffer buffer = info[0].As<Napi::TypedArray>().ArrayBuffer();
+  if (buffer.IsDetached()) return info.Env().Undefined();  // unmapped already
+  void* data = buffer.Data();
+  Mapping mapping{0, false};
+  {
+    std::lock_guard<std::mutex> lock(mappings_mutex);
+    auto found = mappings.find(data);
+    if (found == mappings.end()) return call.Invalid("memory was not mapped by mapFile()");
+    mapping = found->second;
+  }
+  int synced = mapping.device ? 0 : msync(data, mapping.size, MS_SYNC);
+  int error = errno;
+  // Unmapped whatever msync said: JavaScript loses the bytes now, munmap follows when the last
+  // registration lets go of them.
+  buffer.Detach();
+  if (synced != 0) return Refuse(info.Env(), "msync", error, nullptr, "the mapping's writes may not have reached the file");
+  return info.Env().Undefined();
+}
+
+Napi::Value LiveMappings(const Napi::CallbackInfo& info) {
+  std::lock_guard<std::mutex> lock(mappings_mutex);
+  return Napi::Number::New(info.Env(), static_cast<double>(mappings.size()));
 }
 
 }  // namespace rdma

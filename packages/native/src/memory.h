@@ -29,5 +29,11 @@ bool ResolveBytes(const Call& call, Napi::Value value, Bytes* out);
 Napi::Value Allocate(const Napi::CallbackInfo& info);
 Napi::Value Free(const Napi::CallbackInfo& info);
 Napi::Value LiveAllocations(const Napi::CallbackInfo& info);
+// mmap(MAP_SHARED) of a file or device: (path, offset, size | undefined, create). The mapping is an
+// external ArrayBuffer; unmapFile() msyncs and detaches it, and munmap follows once registrations
+// over it have let go of its store, as free() does for allocations.
+Napi::Value MapFile(const Napi::CallbackInfo& info);
+Napi::Value UnmapFile(const Napi::CallbackInfo& info);
+Napi::Value LiveMappings(const Napi::CallbackInfo& info);
 
 }  // namespace rdma

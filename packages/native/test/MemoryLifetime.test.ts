@@ -1,8 +1,11 @@
-// When allocate()'s memory is freed: once neither its ArrayBuffer nor a registration holds it.
-// Alone in its file, so that the process-wide count moves only with this test.
+// When allocate()'s memory is freed, and mapFile()'s unmapped: once neither its ArrayBuffer nor a
+// registration holds it. Alone in their file, so that the process-wide counts move only with these tests.
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import * as NativeDriver from "../src/NativeDriver.js"
@@ -52,6 +55,26 @@ describe("allocations are freed once nothing holds them", () => {
         assert.strictEqual(kept[0], 42)
         yield* driver.free(kept)
         assert.isTrue(yield* waitUntil(() => binding.liveAllocations() === base), "free() after a transfer")
+      }), { timeout: 30_000 })
+
+    it.scoped("mappings are unmapped by unmapFile() and by GC", () =>
+      Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        const binding = yield* RpmaBinding.load()
+        const base = binding.liveMappings()
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-rdma-lifetime-"))),
+          (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+        )
+        const mapped = yield* driver.mapFile({ path: path.join(dir, "f"), offset: 0, size: 1 << 16, create: true })
+        assert.strictEqual(binding.liveMappings(), base + 1)
+        yield* driver.unmapFile(mapped)
+        assert.strictEqual(mapped.byteLength, 0, "detached")
+        assert.isTrue(yield* waitUntil(() => binding.liveMappings() === base), "unmapFile()")
+
+        // Dropped without an unmap: the ArrayBuffer's finalizer unmaps it.
+        yield* Effect.ignore(driver.mapFile({ path: path.join(dir, "g"), offset: 0, size: 4096, create: true }))
+        assert.isTrue(yield* waitUntil(() => binding.liveMappings() === base), "GC")
       }), { timeout: 30_000 })
   })
 })

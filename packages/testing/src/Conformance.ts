@@ -40,6 +40,7 @@ import type * as Scope from "effect/Scope"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
+import { mappingCases } from "./conformance/mapping.js"
 
 /**
  * @since 0.1.0
@@ -325,6 +326,7 @@ export const cases: ReadonlyArray<Case> = [
   },
   ...connectionCases(),
   ...lifecycleCases(),
+  ...mappingCases(),
   ...dataPathCases(),
   ...connectionFeatureCases(),
   ...validation.cases

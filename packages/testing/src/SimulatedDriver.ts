@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as fabric from "./internal/fabric.js"
+import { makeFiles } from "./internal/files.js"
 import { makeNetwork } from "./internal/network.js"
 import { makeTools } from "./internal/tools.js"
 
@@ -102,6 +103,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
   const { acquire, call, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma, validMemory } = tools
   const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
   const network = makeNetwork(world, tools)
+  const files = makeFiles()
 
   const driver: Driver.Driver = {
     name: "simulated",
@@ -410,6 +412,8 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         if (memory.buffer.byteLength > 0) structuredClone(memory.buffer, { transfer: [memory.buffer as ArrayBuffer] })
       }),
 
+    mapFile: files.mapFile,
+    unmapFile: files.unmapFile,
     ...network.calls,
 
     live: Effect.sync(() => {

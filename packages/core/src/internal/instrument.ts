@@ -37,6 +37,8 @@ const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes
   cmReg: ["rdma_reg", (_id, kind, memory) => ({ "rdma.kind": kind, "rdma.size": bytes(memory) })],
   cmDeregMr: ["rdma_dereg_mr"],
   allocate: ["posix_memalign", (size) => ({ "rdma.size": size })],
+  mapFile: ["mmap", (request) => ({ "file.path": request?.path, "rdma.size": request?.size })],
+  unmapFile: ["msync", (memory) => ({ "rdma.size": bytes(memory) })],
   epListen: ["rpma_ep_listen", (_peer, address, port) => ({ "server.address": address, "server.port": port })],
   epShutdown: ["rpma_ep_shutdown"],
   connReqNew: ["rpma_conn_req_new", (_peer, address, port) => ({ "server.address": address, "server.port": port })],

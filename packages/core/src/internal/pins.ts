@@ -14,17 +14,47 @@ export const pin = (memory: Uint8Array): void => {
   pinned.set(memory.buffer, (pinned.get(memory.buffer) ?? 0) + 1)
 }
 
-/** @internal */
-export const unpin = (memory: Uint8Array): void => {
+// Releases of memory asked for while registrations covered it (a file mapping's unmap): each runs
+// when the last registration over its buffer is released, never while one remains.
+const deferred = new Map<ArrayBufferLike, import("effect/Effect").Effect<void>>()
+
+/**
+ * @internal A registration over this memory is gone. Returns the memory's deferred release when
+ * this was the last one (callers run it: `Effect.tap(dereg, () => pins.unpin(memory))` does), else
+ * undefined.
+ */
+export const unpin = (memory: Uint8Array): import("effect/Effect").Effect<void> | undefined => {
   const count = pinned.get(memory.buffer) ?? 0
-  if (count <= 1) pinned.delete(memory.buffer)
-  else pinned.set(memory.buffer, count - 1)
+  if (count > 1) {
+    pinned.set(memory.buffer, count - 1)
+    return undefined
+  }
+  pinned.delete(memory.buffer)
+  const release = deferred.get(memory.buffer)
+  if (release === undefined || isReachableByDevice(memory)) return undefined
+  deferred.delete(memory.buffer)
+  return release
 }
 
-/** @internal Keeps memory alive for good: a failed release may have left the device pointing at it. */
+/**
+ * @internal Keeps memory alive for good: a failed release may have left the device pointing at it.
+ * A release deferred for it never runs.
+ */
 export const quarantine = (memory: Uint8Array): void => {
+  // The deferred release unpin hands back, if any, is dropped: it must never run.
   unpin(memory)
   quarantined.add(memory)
+}
+
+/**
+ * @internal Runs `release` now if no registration covers the memory, else when the last one is
+ * released (deregistered, not failed: memory a failed release left reachable is never released).
+ * Returns whether it ran now.
+ */
+export const releaseWhenUnpinned = (memory: Uint8Array, release: import("effect/Effect").Effect<void>): boolean => {
+  if (!isReachableByDevice(memory)) return true
+  deferred.set(memory.buffer, release)
+  return false
 }
 
 /** @internal Whether any registration, live or failed to release, covers this memory's buffer. */

@@ -17,6 +17,8 @@ import type {
 import {
   fromErrno,
   fromRpmaCode,
+  type MapFileError,
+  mapFileError,
   type RdmaCmError,
   ResourceInUseError,
   type RpmaError
@@ -54,6 +56,21 @@ const cmFailure = (operation: string) => (cause: unknown): Effect.Effect<never, 
   const errno = field(cause, "errno")
   return typeof errno === "number"
     ? Effect.fail(fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
+    : Effect.die(cause)
+}
+
+/** The addon's mapFile / unmapFile failures: `errno` and, for what it checked itself, `reason`. */
+const mapFailure = (path: string, operation: string) => (cause: unknown): Effect.Effect<never, MapFileError> => {
+  const errno = field(cause, "errno")
+  return typeof errno === "number"
+    ? Effect.fail(mapFileError({
+      path,
+      operation: text(field(cause, "operation")) ?? operation,
+      errno,
+      reason: text((cause as { readonly reason?: unknown }).reason),
+      detail: text(field(cause, "detail")),
+      cause
+    }))
     : Effect.die(cause)
 }
 
@@ -335,5 +352,11 @@ export const makeDriver = (binding: Binding): Driver => ({
   allocate: (size) => rpma("posix_memalign", () => binding.allocate(size)),
   // Core frees only what it allocated; anything else reaching here is a bug, hence a defect.
   free: (memory) => Effect.sync(() => binding.free(memory)),
+  mapFile: (request) =>
+    attempt(
+      () => binding.mapFile(request.path, request.offset, request.size, request.create),
+      mapFailure(request.path, "mmap")
+    ),
+  unmapFile: (memory) => attempt(() => binding.unmapFile(memory), mapFailure("the mapping", "msync")),
   live: Effect.sync(() => binding.liveHandles())
 })
