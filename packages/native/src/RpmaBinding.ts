@@ -29,6 +29,8 @@ export interface Binding {
   readonly peerNew: (context: unknown) => object
   readonly peerDelete: (peer: unknown) => void
   readonly mrReg: (peer: unknown, memory: unknown, usage: unknown) => object
+  /** rpma_mr_reg on a worker thread (for large regions: pinning takes long), serialised with the rest. */
+  readonly mrRegAsync: (peer: unknown, memory: unknown, usage: unknown) => Promise<object>
   readonly mrDereg: (mr: unknown) => void
   readonly mrGetDescriptorSize: (mr: unknown) => number
   readonly mrGetDescriptor: (mr: unknown) => Uint8Array

@@ -8,6 +8,7 @@
 
 #include "errors.h"
 #include "handles.h"
+#include "conn_common.h"
 #include "memory.h"
 
 namespace rdma {
@@ -39,52 +40,135 @@ int MrLocalState::Dereg() {
 
 namespace {
 
-Napi::Value MrReg(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Call call(env, "rpma_mr_reg", Domain::Rpma);
-  Peer* peer = Open<Peer>(call, info[0]);
-  if (peer == nullptr) return env.Undefined();
+// What rpma_mr_reg needs, read from its JavaScript arguments (throws through `call` and returns
+// false on a bad one).
+struct RegArgs {
+  std::shared_ptr<PeerState> peer;
   Bytes bytes;
-  if (!ResolveBytes(call, info[1], &bytes)) return env.Undefined();
-  if (!info[2].IsNumber()) return call.Invalid("usage must be a number");
+  int usage = 0;
+};
+
+bool ReadRegArgs(const Call& call, const Napi::CallbackInfo& info, RegArgs* out) {
+  Peer* peer = Open<Peer>(call, info[0]);
+  if (peer == nullptr) return false;
+  if (!ResolveBytes(call, info[1], &out->bytes)) return false;
+  if (!info[2].IsNumber()) return call.Invalid("usage must be a number"), false;
   double usage = info[2].As<Napi::Number>().DoubleValue();
   if (usage != std::floor(usage) || usage < 0 || usage > kUsageAll) {
-    return call.Invalid("usage has bits outside RPMA_MR_USAGE_* (0xff)");
+    return call.Invalid("usage has bits outside RPMA_MR_USAGE_* (0xff)"), false;
   }
-  if (usage == 0) return call.Invalid("usage is 0");
+  if (usage == 0) return call.Invalid("usage is 0"), false;
+  out->peer = peer->state;
+  out->usage = static_cast<int>(usage);
+  return true;
+}
 
-  rpma_mr_local* mr = nullptr;
-  int code;
-  std::string log;
-  {
-    std::lock_guard<std::mutex> lock(registration_mutex);
-    ClearLog();
-    code = rpma_mr_reg(peer->state->peer, bytes.data, bytes.size, static_cast<int>(usage), &mr);
-    log = TakeLog();
-  }
-  // A memlock failure comes back as RPMA_E_PROVIDER with the errno only in librpma's log.
-  if (code == RPMA_E_PROVIDER) {
-    bool enomem = log.find("Cannot allocate memory") != std::string::npos || log.find("ENOMEM") != std::string::npos;
-    return call.Fail(code, Join(enomem ? MemlockHintAfterEnomem(bytes.size) : MemlockHint(bytes.size), log));
-  }
-  if (code != 0) return call.Fail(code, log);
+// rpma_mr_reg itself, serialised with every other registration of the process. Any thread.
+int Register(const RegArgs& args, rpma_mr_local** mr, std::string* log) {
+  std::lock_guard<std::mutex> lock(registration_mutex);
+  ClearLog();
+  int code = rpma_mr_reg(args.peer->peer, args.bytes.data, args.bytes.size, args.usage, mr);
+  *log = TakeLog();
+  return code;
+}
 
+// The detail of a failed registration: a memlock failure comes back as RPMA_E_PROVIDER with the
+// errno only in librpma's log.
+std::string RegFailure(int code, const RegArgs& args, const std::string& log) {
+  if (code != RPMA_E_PROVIDER) return log;
+  bool enomem = log.find("Cannot allocate memory") != std::string::npos || log.find("ENOMEM") != std::string::npos;
+  return Join(enomem ? MemlockHintAfterEnomem(args.bytes.size) : MemlockHint(args.bytes.size), log);
+}
+
+// The handle of a new registration, or an empty object (the registration given back) when no
+// handle can be made.
+Napi::Object Wrap(Napi::Env env, RegArgs& args, rpma_mr_local* mr) {
   MrLocal* handle;
   Napi::Object object = MrLocal::New(env, &handle);
   if (handle == nullptr) {
-    {
-      std::lock_guard<std::mutex> lock(registration_mutex);
-      rpma_mr_dereg(&mr);
-    }
-    return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the region; it is deregistered");
+    std::lock_guard<std::mutex> lock(registration_mutex);
+    rpma_mr_dereg(&mr);
+    return Napi::Object();
   }
   handle->state = std::make_shared<MrLocalState>();
   handle->state->mr = mr;
-  handle->state->peer = peer->state;
-  handle->state->memory = std::move(bytes.owner);
-  peer->state->regions++;
+  handle->state->peer = args.peer;
+  handle->state->memory = std::move(args.bytes.owner);
+  args.peer->regions++;
   Count(Kind::MrLocal, +1);
   return object;
+}
+
+Napi::Value MrReg(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_mr_reg", Domain::Rpma);
+  RegArgs args;
+  if (!ReadRegArgs(call, info, &args)) return env.Undefined();
+  rpma_mr_local* mr = nullptr;
+  std::string log;
+  int code = Register(args, &mr, &log);
+  if (code != 0) return call.Fail(code, RegFailure(code, args, log));
+  Napi::Object object = Wrap(env, args, mr);
+  if (object.IsEmpty()) return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the region; it is deregistered");
+  return object;
+}
+
+// rpma_mr_reg on a worker thread: pinning hundreds of megabytes takes hundreds of milliseconds,
+// which the event loop must not wait out. The peer counts it as a user and the memory's backing
+// store is held until it ends, whatever JavaScript does meanwhile.
+class MrRegWorker : public Napi::AsyncWorker {
+ public:
+  MrRegWorker(Napi::Env env, RegArgs args) : Napi::AsyncWorker(env, "rpma_mr_reg"), deferred_(env), args_(std::move(args)) {
+    args_.peer->users++;
+  }
+
+  ~MrRegWorker() override {
+    if (mr_ != nullptr) {  // never handed over (the environment went away)
+      std::lock_guard<std::mutex> lock(registration_mutex);
+      rpma_mr_dereg(&mr_);
+    }
+    args_.peer->users--;
+  }
+
+  Napi::Value Promise() const { return deferred_.Promise(); }
+
+  void Execute() override { code_ = Register(args_, &mr_, &log_); }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (!CanRunJs(env)) return;  // the destructor deregisters
+    if (code_ != 0) {
+      deferred_.Reject(conn::RpmaErrorValue(env, code_, "rpma_mr_reg", RegFailure(code_, args_, log_)));
+      return;
+    }
+    rpma_mr_local* mr = mr_;
+    mr_ = nullptr;
+    Napi::Object object = Wrap(env, args_, mr);
+    if (object.IsEmpty()) {
+      if (env.IsExceptionPending()) env.GetAndClearPendingException();
+      deferred_.Reject(conn::RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_mr_reg", "cannot make a handle for the region; it is deregistered"));
+      return;
+    }
+    deferred_.Resolve(object);
+  }
+
+ private:
+  Settler deferred_;
+  RegArgs args_;
+  rpma_mr_local* mr_ = nullptr;
+  int code_ = 0;
+  std::string log_;
+};
+
+Napi::Value MrRegAsync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_mr_reg", Domain::Rpma);
+  RegArgs args;
+  if (!ReadRegArgs(call, info, &args)) return env.Undefined();
+  auto* worker = new MrRegWorker(env, std::move(args));
+  Napi::Value promise = worker->Promise();
+  worker->Queue();  // deletes itself when done
+  return promise;
 }
 
 Napi::Value MrDereg(const Napi::CallbackInfo& info) {
@@ -207,6 +291,7 @@ Napi::Value MrRemoteGetFlushType(const Napi::CallbackInfo& info) {
 
 void RegisterMr(Napi::Env env, Napi::Object exports) {
   exports.Set("mrReg", Napi::Function::New(env, MrReg, "mrReg"));
+  exports.Set("mrRegAsync", Napi::Function::New(env, MrRegAsync, "mrRegAsync"));
   exports.Set("mrDereg", Napi::Function::New(env, MrDereg, "mrDereg"));
   exports.Set("mrGetDescriptorSize", Napi::Function::New(env, MrGetDescriptorSize, "mrGetDescriptorSize"));
   exports.Set("mrGetDescriptor", Napi::Function::New(env, MrGetDescriptor, "mrGetDescriptor"));

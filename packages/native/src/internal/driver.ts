@@ -314,6 +314,9 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
     )
 })
 
+/** Registrations of this many bytes or more run on a worker thread (about 10 ms of pinning). */
+const LARGE_REGISTRATION = 16 * 2 ** 20
+
 /** @internal */
 export const makeDriver = (binding: Binding): Driver => ({
   ...connectionCalls(binding),
@@ -327,7 +330,14 @@ export const makeDriver = (binding: Binding): Driver => ({
   peerDelete: (peer) =>
     attempt(() => binding.peerDelete(peer), inUseOr("rpma_peer_delete", rpmaFailure("rpma_peer_delete"))),
 
-  mrReg: (peer, memory, usage) => rpma("rpma_mr_reg", () => as<MrHandle>(binding.mrReg(peer, memory, usage))),
+  // Pinning is proportional to size (hundreds of milliseconds for 512 MiB): large regions are
+  // registered on a worker thread so that the event loop keeps running.
+  mrReg: (peer, memory, usage) =>
+    memory instanceof Uint8Array && memory.byteLength >= LARGE_REGISTRATION
+      ? attemptPromise(() => binding.mrRegAsync(peer, memory, usage), rpmaFailure("rpma_mr_reg")).pipe(
+        Effect.map(as<MrHandle>)
+      )
+      : rpma("rpma_mr_reg", () => as<MrHandle>(binding.mrReg(peer, memory, usage))),
   mrDereg: (mr) => attempt(() => binding.mrDereg(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg"))),
   mrGetDescriptorSize: (mr) => rpma("rpma_mr_get_descriptor_size", () => binding.mrGetDescriptorSize(mr)),
   mrGetDescriptor: (mr) => rpma("rpma_mr_get_descriptor", () => binding.mrGetDescriptor(mr)),

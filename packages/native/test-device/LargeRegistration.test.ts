@@ -1,0 +1,47 @@
+// Pinning is proportional to size: a large registration runs on a worker thread, so the event
+// loop keeps turning while it pins (a timer-driven check would be noisy; turns counted are not).
+import * as LocalMr from "@effect-rdma/core/LocalMr"
+import * as Peer from "@effect-rdma/core/Peer"
+import * as Usage from "@effect-rdma/core/Usage"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { monitorEventLoopDelay } from "node:perf_hooks"
+import * as NativeDriver from "../src/NativeDriver.js"
+
+const address = process.env.RDMA_ADDRESS
+if (address === undefined || address === "") {
+  throw new Error("RDMA_ADDRESS is not set: give the IP address an RDMA device is bound to (e.g. a Soft-RoCE link)")
+}
+
+/** Counts event-loop turns (setImmediate runs once per turn) while `effect` runs. */
+const turnsDuring = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    let turns = 0
+    let on = true
+    const tick = () => {
+      turns++
+      if (on) setImmediate(tick)
+    }
+    setImmediate(tick)
+    const delay = monitorEventLoopDelay({ resolution: 10 })
+    delay.enable()
+    const value = yield* Effect.ensuring(effect, Effect.sync(() => (on = false)))
+    delay.disable()
+    return { value, turns, maxDelayMs: delay.max / 1e6 }
+  })
+
+describe("large registrations", () => {
+  it.live("256 MiB is registered on a worker thread: the event loop keeps turning", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const small = yield* turnsDuring(LocalMr.allocate(peer, 4096, Usage.WRITE_DST))
+      const large = yield* turnsDuring(LocalMr.allocate(peer, 256 * 2 ** 20, Usage.WRITE_DST))
+      console.log(
+        `registration of 256 MiB: ${large.turns} event-loop turns meanwhile, max event-loop delay ${
+          large.maxDelayMs.toFixed(1)
+        } ms (4 KiB: ${small.turns} turns)`
+      )
+      assert.strictEqual(large.value.size, 256 * 2 ** 20)
+      assert.isAbove(large.turns, 1, "the event loop turned while 256 MiB was pinned")
+    })).pipe(Effect.provide(NativeDriver.layer)), { timeout: 120_000 })
+})
