@@ -307,6 +307,45 @@ export const writeMany: (conn: Connection, args: ops.WriteManyArgs) => Effect.Ef
   ops.writeMany
 
 /**
+ * A write checked and built once, to post many times, as jVerbs' stateful verb calls do: the
+ * handles, ranges and request are fixed when it is prepared (an OutOfRangeError then, never later),
+ * and each run of the returned Effect posts it and awaits its completion with nothing else to do.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, LocalMr, RemoteMr } from "@effect-rdma/core"
+ *
+ * declare const conn: Connection.Connection
+ * declare const slot: RemoteMr.RemoteMr<"WRITE_DST">
+ * declare const heartbeat: LocalMr.LocalMr<"WRITE_SRC">
+ *
+ * const beat = Effect.gen(function*() {
+ *   const post = yield* Connection.prepareWrite(conn, { dst: slot, src: heartbeat, length: 8 })
+ *   for (let i = 0; i < 1000; i++) yield* post
+ * })
+ * ```
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const prepareWrite: (
+  conn: Connection,
+  args: ops.WriteArgs
+) => Effect.Effect<Effect.Effect<void, ops.TransferError>, OutOfRangeError> = ops.prepareWrite
+
+/**
+ * A read checked and built once, to post many times (see {@link prepareWrite}).
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const prepareRead: (
+  conn: Connection,
+  args: ops.ReadArgs
+) => Effect.Effect<Effect.Effect<void, ops.TransferError>, OutOfRangeError> = ops.prepareRead
+
+/**
  * rpma_read: copies `length` bytes from a remote READ_SRC region into a local READ_DST region.
  *
  * @since 0.1.0

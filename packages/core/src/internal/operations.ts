@@ -91,8 +91,11 @@ export interface WriteArgs {
   readonly length: number
 }
 
-/** A write or a read: a local and a remote region, two offsets and a length. */
-const transfer = (
+/**
+ * A write or a read, checked and built once: the Effect that posts it and awaits its completion, to
+ * run any number of times, or the range it refuses.
+ */
+const prepareTransfer = (
   conn: Connection,
   op: "write" | "read",
   local: LocalMr<any>,
@@ -103,21 +106,36 @@ const transfer = (
     readonly srcOffset?: number | undefined
     readonly length: number
   }
-): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => {
-    const operation = op === "write" ? "rpma_write" : "rpma_read"
-    const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
-      checkRange(operation, "source", srcOffset, length, src.size)
-    if (refused !== undefined) return Effect.fail(refused)
-    return Effect.asVoid(
-      post<TransferError>(conn, operation, "send", [local], (id) =>
-        ({ op, id, dst: dst.handle, dstOffset, src: src.handle, srcOffset, length }) as WorkRequest)
-    )
-  })
+): Effect.Effect<void, TransferError> | OutOfRangeError => {
+  const operation = op === "write" ? "rpma_write" : "rpma_read"
+  const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
+    checkRange(operation, "source", srcOffset, length, src.size)
+  if (refused !== undefined) return refused
+  const regions = [local]
+  const dstHandle = dst.handle
+  const srcHandle = src.handle
+  return Effect.asVoid(
+    post<TransferError>(conn, operation, "send", regions, (id) =>
+      ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest)
+  )
+}
+
+const run = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError): Effect.Effect<A, TransferError> =>
+  prepared instanceof OutOfRangeError ? Effect.fail(prepared) : prepared
 
 /** @internal */
 export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> =>
-  transfer(conn, "write", args.src, args)
+  Effect.suspend(() => run(prepareTransfer(conn, "write", args.src, args)))
+
+/** @internal */
+export const prepareWrite = (
+  conn: Connection,
+  args: WriteArgs
+): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
+  Effect.suspend(() => {
+    const prepared = prepareTransfer(conn, "write", args.src, args)
+    return prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
+  })
 
 /**
  * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
@@ -175,7 +193,17 @@ export interface ReadArgs {
 
 /** @internal */
 export const read = (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError> =>
-  transfer(conn, "read", args.dst, args)
+  Effect.suspend(() => run(prepareTransfer(conn, "read", args.dst, args)))
+
+/** @internal */
+export const prepareRead = (
+  conn: Connection,
+  args: ReadArgs
+): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
+  Effect.suspend(() => {
+    const prepared = prepareTransfer(conn, "read", args.dst, args)
+    return prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
+  })
 
 /**
  * @since 0.2.0

@@ -15,7 +15,7 @@ const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_
 /** @internal */
 export const dataPathCases = (): ReadonlyArray<CaseOf> => [
   {
-    name: "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing",
+    name: "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing; prepared writes",
     run: (address, port) =>
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
@@ -50,6 +50,19 @@ export const dataPathCases = (): ReadonlyArray<CaseOf> => [
         )
         yield* Connection.flush(client, { dst: remote, offset: 0, length: 64 })
         yield* check(target.memory[0] === 0, "nothing of a refused batch was posted")
+        // Prepared once, posted many times: the bytes of each run arrive.
+        const beat = yield* Connection.prepareWrite(client, { dst: remote, dstOffset: 512, src, srcOffset: 0, length: 8 })
+        for (let i = 1; i <= 32; i++) {
+          src.memory[0] = i
+          yield* beat
+          yield* Connection.flush(client, { dst: remote, offset: 512, length: 8 })
+          yield* check(target.memory[512] === i, `prepared write run ${i}: ${target.memory[512]} arrived`)
+        }
+        const misfit = yield* Effect.exit(Connection.prepareWrite(client, { dst: remote, dstOffset: 65536, src, length: 1 }))
+        yield* check(
+          Exit.isFailure(misfit) && misfit.cause._tag === "Fail" && misfit.cause.error._tag === "OutOfRangeError",
+          "a write that cannot fit is refused when it is prepared"
+        )
       })
   }
 ]
