@@ -4,7 +4,8 @@
 #   2. publint and @arethetypeswrong/cli on each tarball;
 #   3. `npm install` the tarballs into a fresh project; run a plain JavaScript program on the
 #      simulated driver with `node`; check that the prebuilt addon loads and that the doctor runs
-#      from compiled JavaScript (no TypeScript loader anywhere);
+#      from compiled JavaScript (no TypeScript loader anywhere); where qemu can run, the same
+#      program on the native driver in the Soft-RoCE VM (vm/run);
 #   4. type-check, with a strict tsconfig (strict, exactOptionalPropertyTypes,
 #      noUncheckedIndexedAccess, noPropertyAccessFromIndexSignature), a TypeScript program, every
 #      TypeScript block of README.md and every @example, against the shipped declarations; compile
@@ -16,7 +17,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-work=$(mktemp -d "${TMPDIR:-/tmp}/effect-rdma-outside.XXXXXX")
+# Under the checkout, so that the Soft-RoCE VM (which sees the checkout, not the host's /tmp) can
+# run the installed program on the native driver.
+mkdir -p .cache
+work=$(mktemp -d "$repo/.cache/outside.XXXXXX")
 [[ -n "${KEEP:-}" ]] || trap 'rm -rf "$work"' EXIT
 step() { printf '\noutside-user: %s\n' "$*"; }
 fail() { echo "outside-user: FAILED: $*" >&2; exit 1; }
@@ -105,6 +109,31 @@ if [[ -d "$app/node_modules/@effect-rdma/native/build" ]]; then
   echo "  (the install script built the addon: the prebuilt one did not fit)"
 else
   echo "  (prebuilt addon: $(ls "$app"/node_modules/@effect-rdma/native/prebuilds/linux-x64/))"
+fi
+
+cat >"$app/native.mjs" <<'EOF'
+// main.mjs's program on the native driver, on the device at RDMA_ADDRESS.
+import { Effect, Layer } from "effect"
+import { LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { NativeDriver } from "@effect-rdma/native"
+
+const program = Effect.scoped(Effect.gen(function*() {
+  const peer = yield* Peer.Peer
+  const mr = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
+  const bytes = yield* LocalMr.descriptor(mr)
+  const remote = yield* RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+  return `descriptor ${bytes.length} bytes, remote region ${remote.size} bytes`
+}))
+
+const Live = Peer.layer(process.env.RDMA_ADDRESS).pipe(Layer.provideMerge(NativeDriver.layer))
+console.log(await Effect.runPromise(Effect.provide(program, Live)))
+EOF
+if [[ -n "${SKIP_DEVICE_TESTS:-}" ]] || ! command -v qemu-system-x86_64 >/dev/null; then
+  step "node native.mjs in the Soft-RoCE VM: skipped (SKIP_DEVICE_TESTS is set or qemu is missing)"
+else
+  step "node native.mjs in the Soft-RoCE VM (the installed packages on the native driver)"
+  (cd "$app" && VM_TIMEOUT=300 "$repo/vm/run" node native.mjs) | tee "$work/native.out"
+  grep -q "descriptor 21 bytes, remote region 4096 bytes" "$work/native.out" || fail "native.mjs printed something else"
 fi
 
 step "npx effect-rdma-doctor (compiled JavaScript)"
