@@ -38,6 +38,15 @@ export class Slots {
     this.free = size
   }
 
+  /** A slot if one is free now (or the connection has ended): the hot path, without an Effect. */
+  tryTake(): boolean {
+    if (this.free > 0 || !this.open) {
+      this.free--
+      return true
+    }
+    return false
+  }
+
   /** A slot, now or when one is given back. Interruptible while it waits. */
   readonly take: Effect.Effect<void> = Effect.suspend(() => {
     if (this.free > 0 || !this.open) {
