@@ -4,15 +4,15 @@
  * our rows has a baseline measured the same way in the same process: the same driver calls in a
  * bare Effect, or the binding called from plain JavaScript.
  *
- * As a module: `hostRows` (timed, for `pnpm bench`) and `benches` (what bench/instructions.ts runs
- * under callgrind). As a program, one bench run `warmup` then `n` times, for callgrind:
- *
- *   node --single-threaded --import tsx bench/host.ts <bench> <warmup> <n>
+ * `hostRows` (timed) and `setup` (every bench, which bench/instructions.ts runs under callgrind).
+ * Both run from a bundle of bench/host-main.ts (bench/bundle.ts), as compiled JavaScript: under
+ * tsx, every function expression is wrapped in esbuild's `__name` helper (keepNames), which adds
+ * an Object.defineProperty per closure created and so inflates exactly the per-operation closures
+ * of the hot path; users run the tsc output, which has none.
  */
 import { Connection, Descriptor, Driver, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Effect, Layer } from "effect"
-import { loadavg } from "node:os"
 import * as Fake from "./fake.js"
 import { type Row } from "./table.js"
 
@@ -288,50 +288,23 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
 
 // ---- as a program: every bench under callgrind (bench/instructions.ts) ----
 
-/** Runs of each bench under callgrind, after as many to warm up. */
+/** Runs of each bench under callgrind, after as many to warm up (bench/host-main.ts). */
 export const callgrindRuns: Record<string, number> = {
-  "reg.bare": 1_000,
-  "reg.bare+ptr": 1_000,
-  "reg.scoped": 1_000,
-  "use.bare": 1_000,
-  "use": 1_000,
-  "write.raw": 4_000,
-  "loop.void": 4_000,
-  "write.driver": 2_000,
-  "write.queued": 2_000,
-  "write.callback": 1_000,
-  "write.later": 1_000,
-  "batch.raw": 200,
-  "batch.queued": 200,
-  "batch.callback": 200,
-  "batch.later": 200,
+  "reg.bare": 500,
+  "reg.bare+ptr": 500,
+  "reg.scoped": 500,
+  "use.bare": 500,
+  "use": 500,
+  "write.raw": 10_000,
+  "loop.void": 10_000,
+  "write.driver": 10_000,
+  "write.queued": 10_000,
+  "write.callback": 5_000,
+  "write.later": 5_000,
+  "batch.raw": 1_000,
+  "batch.queued": 1_000,
+  "batch.callback": 1_000,
+  "batch.later": 1_000,
   "batch.forEach": 100
 }
 
-const isMain = process.argv[1] !== undefined && /bench\/host\.[jt]s$/.test(process.argv[1])
-if (isMain) {
-  // Under valgrind everything runs ~50× slower: slow the clock the driver's fairness budget reads
-  // (2 ms of synchronous completions), so that it fires as often per operation as natively.
-  const slowdown = Number(process.env.CLOCK_SLOWDOWN ?? "1")
-  if (slowdown !== 1) {
-    const now = performance.now.bind(performance)
-    performance.now = () => now() / slowdown
-  }
-  const only = process.argv.slice(2)
-  // os.loadavg() calls uv_loadavg, which nothing else calls: callgrind dumps its counters there
-  // (--dump-before=uv_loadavg), so each measured stretch is a dump of its own, startup and
-  // warm-up excluded: per operation = Ir(dump) / (runs × operations per run).
-  const mark = () => Effect.sync(() => loadavg())
-  await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const benches = yield* setup
-    for (const [name, bench] of Object.entries(benches)) {
-      if (only.length > 0 && !only.includes(name)) continue
-      const n = callgrindRuns[name]!
-      yield* bench.run(n)
-      yield* mark()
-      yield* bench.run(n)
-      yield* mark()
-      console.log(`measured ${name} ${n * bench.perRun}`)
-    }
-  })))
-}

@@ -1,9 +1,9 @@
 /**
- * Instructions per operation of the host benches (bench/host.ts), under valgrind's callgrind:
+ * Instructions per operation of the host benches (bench/host.ts, bundled), under valgrind's callgrind:
  * stable on these shared machines where time is not. One valgrind run of node
- * (--single-threaded, so the JIT's work is counted on the one thread) runs every bench twice, a
- * warm-up and a measured stretch; callgrind dumps its counters at each mark, so a measured
- * stretch's dump holds exactly Ir(warm-up + N) - Ir(warm-up).
+ * (--single-threaded, so the JIT's work is counted on the one thread) runs every bench N times to
+ * warm up, then three measured stretches of N; callgrind dumps its counters at each mark, so a
+ * stretch's dump holds exactly Ir(warm-up + N) - Ir(warm-up); the least of the three is taken.
  *
  *   node --import tsx bench/instructions.ts [bench ...]     (also part of `pnpm bench`)
  */
@@ -11,6 +11,7 @@ import { execFileSync } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { bundle } from "./bundle.js"
 import type { Row } from "./table.js"
 
 /** Instructions per operation of each bench measured, by name. */
@@ -23,19 +24,21 @@ export const instructions = (only: ReadonlyArray<string> = []): Map<string, numb
       `--callgrind-out-file=${join(dir, "cg.out")}`,
       process.execPath,
       "--single-threaded",
-      "--import",
-      "tsx",
-      "bench/host.ts",
+      bundle(),
       ...only
     ], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], env: { ...process.env, CLOCK_SLOWDOWN: "50" }, maxBuffer: 1 << 24 })
     const measured = out.split("\n").filter((l) => l.startsWith("measured ")).map((l) => l.split(" ") as [string, string, string])
-    // Dumps are cg.out.1, cg.out.2, ...: before each bench's measured stretch, then after it.
+    // Dumps are cg.out.1, cg.out.2, ...: for each bench, three pairs (up to a mark, then a measured
+    // stretch); the least of its three stretches is taken (a major GC or a JIT tier-up can land in one).
     const totals = readdirSync(dir)
       .filter((f) => /^cg\.out\.\d+$/.test(f))
       .sort((a, b) => Number(a.split(".").at(-1)) - Number(b.split(".").at(-1)))
       .map((f) => Number(/^totals: (\d+)/m.exec(readFileSync(join(dir, f), "utf8"))?.[1] ?? NaN))
     const result = new Map<string, number>()
-    measured.forEach(([, name, ops], i) => result.set(name, totals[2 * i + 1]! / Number(ops)))
+    measured.forEach(([, name, ops], i) => {
+      const stretches = [0, 1, 2].map((s) => totals[6 * i + 2 * s + 1]!)
+      result.set(name, Math.min(...stretches) / Number(ops))
+    })
     return result
   } finally {
     rmSync(dir, { recursive: true, force: true })

@@ -6,7 +6,8 @@
  *    stable where time is not. BENCH_CALLGRIND=0 skips them (they take several minutes).
  */
 import { Effect } from "effect"
-import { hostRows } from "./host.js"
+import { execFileSync } from "node:child_process"
+import { bundle } from "./bundle.js"
 import { instructionRows, instructions } from "./instructions.js"
 import { simulatedRows } from "./simulated.js"
 import { printTable } from "./table.js"
@@ -14,7 +15,8 @@ import { printTable } from "./table.js"
 console.log("## Simulated driver\n")
 printTable(await Effect.runPromise(simulatedRows))
 console.log("\n## Host: NativeDriver over a fake binding, timed\n")
-printTable((await Effect.runPromise(hostRows)).rows)
+// From the bundle: compiled JavaScript, as users run it (see bench/host.ts).
+printTable(JSON.parse(execFileSync(process.execPath, [bundle(), "--timed"], { encoding: "utf8" })).rows)
 if (process.env.BENCH_CALLGRIND !== "0") {
   console.log("\n## Host: instructions per operation (callgrind)\n")
   printTable(instructionRows(instructions()))
