@@ -16,8 +16,9 @@
  */
 import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
-import { Cause, Effect, Fiber, Layer, Stream } from "effect"
+import { Cause, Effect, Layer, Stream } from "effect"
 import { execFileSync } from "node:child_process"
+import { rawConnection } from "./raw.js"
 import { type Row, printTable } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
@@ -99,41 +100,6 @@ const baseline = (): Map<number, Figures> => {
 // ---- a connection through the driver alone, for the breakdown ----
 
 const rawConfig: Driver.ConnConfig = { timeoutMs: 5000, sqSize: W, rqSize: 64, cqSize: W + 64, directWriteToPmem: false }
-
-const expectEvent = (driver: Driver.Driver, conn: Driver.ConnHandle, expected: Driver.ConnEvent) =>
-  Effect.flatMap(
-    driver.connNextEvent(conn),
-    (event) => event === expected ? Effect.void : Effect.dieMessage(`expected ${expected}, got ${event}`)
-  )
-
-/** A client connection to a server connection, both made with driver calls only; torn down with the scope. */
-const rawConnection = (driver: Driver.Driver, peer: Peer.Peer) =>
-  Effect.gen(function*() {
-    const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, rawPort), (ep) =>
-      Effect.ignore(driver.epShutdown(ep)))
-    const server = yield* driver.epNextConnReq(ep, rawConfig).pipe(
-      Effect.flatMap((req) => driver.connReqConnect(req, undefined)),
-      Effect.tap((conn) => expectEvent(driver, conn, "ESTABLISHED")),
-      Effect.fork
-    )
-    const client = yield* Effect.flatMap(
-      driver.connReqNew(peer.handle, address, rawPort, rawConfig),
-      (req) => driver.connReqConnect(req, undefined)
-    )
-    yield* expectEvent(driver, client, "ESTABLISHED")
-    const serverConn = yield* Fiber.join(server)
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        yield* driver.connDisconnect(client)
-        yield* expectEvent(driver, serverConn, "CLOSED")
-        yield* driver.connDisconnect(serverConn)
-        yield* expectEvent(driver, client, "CLOSED")
-        yield* driver.connDelete(serverConn)
-        yield* driver.connDelete(client)
-      }).pipe(Effect.orDie)
-    )
-    return client
-  })
 
 const writeRequest = (
   id: number,
@@ -277,7 +243,7 @@ const program = Effect.gen(function*() {
   }
 
   yield* Effect.scoped(Effect.gen(function*() {
-    const conn = yield* rawConnection(driver, peer)
+    const conn = yield* rawConnection(driver, peer, address, rawPort, rawConfig)
     for (const [bytes, , n, m] of sizes) {
       const latencyUs = yield* bestLatency(n, (k) => addonWrites(binding, conn, dst, src, bytes, k, 1))
       const bandwidthMBps = yield* bestBandwidth(m, bytes, (k) => addonWrites(binding, conn, dst, src, bytes, k, W))
