@@ -8,17 +8,19 @@ import { LocalMr, Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/co
 import { NativeDriver } from "@effect-rdma/native"
 import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
+import { monitorEventLoopDelay } from "node:perf_hooks"
 import { type Row, printTable, rate } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
 if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
 const cProgram = process.env.MR_REG_LOOP ?? "bench/.build/mr_reg_loop"
 
-const sizes: ReadonlyArray<readonly [bytes: number, iterations: number, label: string, target: number]> = [
-  [4096, 20_000, "4 KiB", 1.2],
-  [65536, 10_000, "64 KiB", 1.2],
-  [1 << 20, 2_000, "1 MiB", 1.05],
-  [16 << 20, 200, "16 MiB", 1.05]
+// Only 4 KiB has a target (issue 12: <= 1.5x C); the larger sizes are informative.
+const sizes: ReadonlyArray<readonly [bytes: number, iterations: number, label: string, target: number | undefined]> = [
+  [4096, 5_000, "4 KiB", 1.5],
+  [65536, 2_000, "64 KiB", undefined],
+  [1 << 20, 500, "1 MiB", undefined],
+  [16 << 20, 100, "16 MiB", undefined]
 ]
 
 const pairsPerSecond = <E, R>(iterations: number, effect: Effect.Effect<unknown, E, R>) =>
@@ -48,15 +50,26 @@ const program = Effect.gen(function*() {
       ours: rate(ours, "pairs/s"),
       baseline: `${rate(baseline, "pairs/s")} (C: rpma_mr_reg + rpma_mr_dereg)`,
       ratio: baseline / ours,
-      target: `≤ ${target}×`,
-      met: baseline / ours <= target
+      target: target === undefined ? "informative" : `≤ ${target}×`,
+      met: target === undefined ? undefined : baseline / ours <= target
     })
+    if (bytes === 4096) {
+      const used = yield* pairsPerSecond(iterations, LocalMr.use(peer, memory, Usage.WRITE_DST, () => Effect.void))
+      rows.push({
+        what: "scope-free LocalMr.use, 4 KiB, native driver",
+        ours: rate(used, "pairs/s"),
+        baseline: `${rate(baseline, "pairs/s")} (C)`,
+        ratio: baseline / used,
+        target: `≤ ${target}×`,
+        met: baseline / used <= target!
+      })
+    }
   }
 
   const cache = yield* RegistrationCache.make(peer)
   const memory = yield* Memory.allocate(1 << 20)
-  const uncached = yield* pairsPerSecond(2_000, Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST)))
-  const hits = yield* pairsPerSecond(2_000, Effect.scoped(cache.register(memory, Usage.WRITE_DST)))
+  const uncached = yield* pairsPerSecond(500, Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST)))
+  const hits = yield* pairsPerSecond(5_000, Effect.scoped(cache.register(memory, Usage.WRITE_DST)))
   rows.push({
     what: "registration cache hit, 1 MiB, native driver",
     ours: rate(hits, "hits/s"),
@@ -79,6 +92,28 @@ const program = Effect.gen(function*() {
     ratio: undefined,
     target: "< 1 MiB",
     met: growth < 1
+  })
+
+  // The event loop while 512 MiB are registered (pinned): how long it is held up.
+  const large = yield* Memory.allocate(512 << 20)
+  large.fill(1) // fault the pages in first, so the registration pins and does not allocate
+  const delay = monitorEventLoopDelay({ resolution: 1 })
+  delay.enable()
+  const ticker = setInterval(() => {}, 1)
+  yield* Effect.sleep("50 millis")
+  const t0 = performance.now()
+  yield* Effect.scoped(LocalMr.register(peer, large, Usage.WRITE_DST))
+  const took = performance.now() - t0
+  yield* Effect.sleep("50 millis")
+  clearInterval(ticker)
+  delay.disable()
+  rows.push({
+    what: "event-loop delay during a 512 MiB register+deregister, native driver",
+    ours: `max ${(delay.max / 1e6).toFixed(1)} ms, p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms`,
+    baseline: `${took.toFixed(1)} ms for the pair`,
+    ratio: undefined,
+    target: "no stall (registration off the event loop)",
+    met: delay.max / 1e6 < Math.max(20, took / 10)
   })
   return rows
 })

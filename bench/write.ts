@@ -10,14 +10,15 @@
  * Breakdown rows say where the time goes, on a second connection made with the driver alone:
  * the addon called straight from JavaScript callbacks (no Effect: the floor for any wrapper over
  * this addon), the driver's own Effects (post + nextCompletions, without Connection's
- * bookkeeping), and the same with each post in a span, as core's instrumentation does.
+ * bookkeeping). Bandwidth goes through the batch path, Connection.writeMany (issue 12).
  *
  *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path)
  */
 import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
-import { Cause, Effect, Fiber, Layer, Stream } from "effect"
+import { Cause, Effect, Layer, Stream } from "effect"
 import { execFileSync } from "node:child_process"
+import { rawConnection } from "./raw.js"
 import { type Row, printTable } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
@@ -99,41 +100,6 @@ const baseline = (): Map<number, Figures> => {
 // ---- a connection through the driver alone, for the breakdown ----
 
 const rawConfig: Driver.ConnConfig = { timeoutMs: 5000, sqSize: W, rqSize: 64, cqSize: W + 64, directWriteToPmem: false }
-
-const expectEvent = (driver: Driver.Driver, conn: Driver.ConnHandle, expected: Driver.ConnEvent) =>
-  Effect.flatMap(
-    driver.connNextEvent(conn),
-    (event) => event === expected ? Effect.void : Effect.dieMessage(`expected ${expected}, got ${event}`)
-  )
-
-/** A client connection to a server connection, both made with driver calls only; torn down with the scope. */
-const rawConnection = (driver: Driver.Driver, peer: Peer.Peer) =>
-  Effect.gen(function*() {
-    const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, rawPort), (ep) =>
-      Effect.ignore(driver.epShutdown(ep)))
-    const server = yield* driver.epNextConnReq(ep, rawConfig).pipe(
-      Effect.flatMap((req) => driver.connReqConnect(req, undefined)),
-      Effect.tap((conn) => expectEvent(driver, conn, "ESTABLISHED")),
-      Effect.fork
-    )
-    const client = yield* Effect.flatMap(
-      driver.connReqNew(peer.handle, address, rawPort, rawConfig),
-      (req) => driver.connReqConnect(req, undefined)
-    )
-    yield* expectEvent(driver, client, "ESTABLISHED")
-    const serverConn = yield* Fiber.join(server)
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        yield* driver.connDisconnect(client)
-        yield* expectEvent(driver, serverConn, "CLOSED")
-        yield* driver.connDisconnect(serverConn)
-        yield* expectEvent(driver, client, "CLOSED")
-        yield* driver.connDelete(serverConn)
-        yield* driver.connDelete(client)
-      }).pipe(Effect.orDie)
-    )
-    return client
-  })
 
 const writeRequest = (
   id: number,
@@ -259,7 +225,6 @@ const program = Effect.gen(function*() {
   const ours = new Map<number, Figures>()
   const addon = new Map<number, Figures>()
   const driverLatency = new Map<number, number>()
-  const spanLatency = new Map<number, number>()
 
   for (const [bytes, , n, m] of sizes) {
     const latencyUs = yield* onConnection(`Connection.write latency ${bytes} B, µs`, (conn) =>
@@ -267,28 +232,27 @@ const program = Effect.gen(function*() {
         Effect.gen(function*() {
           for (let i = 0; i < k; i++) yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: bytes })
         })))
-    const bandwidthMBps = yield* onConnection(`Connection.write bandwidth ${bytes} B, MB/s`, (conn) =>
+    // The batch path: W writes posted with one window, awaited together, batch after batch.
+    const spans = Array.from({ length: W }, (_, i) => ({ dstOffset: i * bytes, srcOffset: i * bytes, length: bytes }))
+    const bandwidthMBps = yield* onConnection(`Connection.writeMany bandwidth ${bytes} B, MB/s`, (conn) =>
       bestBandwidth(m, bytes, (k) =>
-        Effect.forEach(
-          Array.from({ length: k }, (_, i) => (i % W) * bytes),
-          (offset) => Connection.write(conn, { dst, dstOffset: offset, src, srcOffset: offset, length: bytes }),
-          { concurrency: W, discard: true }
-        )))
+        Effect.gen(function*() {
+          for (let i = 0; i < k; i += W) yield* Connection.writeMany(conn, { dst, src, spans })
+        })))
     ours.set(bytes, { latencyUs, bandwidthMBps })
   }
 
   yield* Effect.scoped(Effect.gen(function*() {
-    const conn = yield* rawConnection(driver, peer)
+    const conn = yield* rawConnection(driver, peer, address, rawPort, rawConfig)
     for (const [bytes, , n, m] of sizes) {
       const latencyUs = yield* bestLatency(n, (k) => addonWrites(binding, conn, dst, src, bytes, k, 1))
       const bandwidthMBps = yield* bestBandwidth(m, bytes, (k) => addonWrites(binding, conn, dst, src, bytes, k, W))
       addon.set(bytes, { latencyUs, bandwidthMBps })
       driverLatency.set(bytes, yield* bestLatency(n, (k) => driverWrites(driver, conn, dst, src, bytes, k, false)))
-      spanLatency.set(bytes, yield* bestLatency(n, (k) => driverWrites(driver, conn, dst, src, bytes, k, true)))
       yield* log(
         `addon/driver ${bytes} B: ${latencyUs.toFixed(1)} µs, ${bandwidthMBps.toFixed(2)} MB/s, driver ${
           driverLatency.get(bytes)!.toFixed(1)
-        } µs, with span ${spanLatency.get(bytes)!.toFixed(1)} µs`
+        } µs`
       )
     }
   })).pipe(Effect.catchAllCause((cause) => log(`breakdown FAILED: ${Cause.pretty(cause)}`)))
@@ -301,16 +265,25 @@ const program = Effect.gen(function*() {
     const b = c.get(bytes)!
     const a = addon.get(bytes) ?? { latencyUs: NaN, bandwidthMBps: NaN }
     const d = driverLatency.get(bytes) ?? NaN
-    const sp = spanLatency.get(bytes) ?? NaN
-    const latencyTarget = bytes === 64 ? 1.2 : undefined
+    // Issue 12: 64 B latency <= 1.5x the addon called from JS callbacks (under TCG the addon's own
+    // floor is already ~2x C, so C is printed as a second baseline, informative).
+    const latencyTarget = bytes === 64 ? 1.5 : undefined
     const bandwidthTarget = bytes === 65536 ? 0.9 : undefined
     rows.push({
-      what: `rpma_write latency ${label}`,
+      what: `Connection.write latency ${label}`,
+      ours: us(o.latencyUs),
+      baseline: `${us(a.latencyUs)} (the addon from JS callbacks, no Effect)`,
+      ratio: o.latencyUs / a.latencyUs,
+      target: latencyTarget === undefined ? "informative" : `≤ ${latencyTarget}×`,
+      met: latencyTarget === undefined ? undefined : o.latencyUs / a.latencyUs <= latencyTarget
+    })
+    rows.push({
+      what: `  against C: Connection.write latency ${label}`,
       ours: us(o.latencyUs),
       baseline: `${us(b.latencyUs)} (C: rpma_write + rpma_cq_wait + rpma_cq_get_wc)`,
       ratio: o.latencyUs / b.latencyUs,
-      target: latencyTarget === undefined ? "informative" : `≤ ${latencyTarget}×`,
-      met: latencyTarget === undefined ? undefined : o.latencyUs / b.latencyUs <= latencyTarget
+      target: "",
+      met: undefined
     })
     rows.push({
       what: `  breakdown: latency ${label}, addon from JS callbacks (no Effect)`,
@@ -329,15 +302,7 @@ const program = Effect.gen(function*() {
       met: undefined
     })
     rows.push({
-      what: `  breakdown: latency ${label}, driver Effects, post in a span (as core)`,
-      ours: us(sp),
-      baseline: us(b.latencyUs),
-      ratio: sp / b.latencyUs,
-      target: "",
-      met: undefined
-    })
-    rows.push({
-      what: `rpma_write bandwidth ${label}, ${W} in flight`,
+      what: `Connection.writeMany bandwidth ${label}, batches of ${W}`,
       ours: mbps(o.bandwidthMBps),
       baseline: `${mbps(b.bandwidthMBps)} (C: window of ${W})`,
       ratio: b.bandwidthMBps / o.bandwidthMBps,

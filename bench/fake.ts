@@ -1,0 +1,198 @@
+/**
+ * A zero-cost JavaScript stand-in for the addon (RpmaBinding.Binding), for the host benchmarks:
+ * the real NativeDriver runs over it, so what is measured is the driver and core, not a device.
+ *
+ * Completions come in one of two ways (`mode`, switchable at any time):
+ * - "queued": `post` queues the completion synchronously, so the poll right after it finds it
+ *   (as Soft-RoCE often does: the request completes inside the post call);
+ * - "later": the completion is delivered on a later loop turn (setImmediate) through the callback
+ *   of the pending `connWaitCompletions`, or left in the queue for the next poll if none waits.
+ *
+ * Connection events: ESTABLISHED on the turn after the connection is made, CLOSED on the turn
+ * after it is disconnected. Everything else answers at once with a plausible value.
+ */
+import { Descriptor } from "@effect-rdma/core"
+import type { RpmaBinding } from "@effect-rdma/native"
+
+type Callback<A> = RpmaBinding.WaitCallback<A>
+type Completion = RpmaBinding.WaitedCompletion
+
+interface FakeConn {
+  queue: Array<Completion>
+  inflight: Array<Completion>
+  waiter: Callback<Array<Completion>> | undefined
+  waiterId: number
+  eventWaiter: Callback<string> | undefined
+  eventId: number
+  established: boolean
+  disconnected: boolean
+  deliveryScheduled: boolean
+}
+
+export interface Fake {
+  readonly binding: RpmaBinding.Binding
+  mode: "queued" | "later"
+}
+
+const EMPTY: Array<Completion> = []
+
+export const make = (): Fake => {
+  let nextId = 1
+  const fake: Fake = { binding: undefined as unknown as RpmaBinding.Binding, mode: "queued" }
+
+  const deliver = (conn: FakeConn) => {
+    conn.deliveryScheduled = false
+    if (conn.inflight.length > 0) {
+      for (const c of conn.inflight) conn.queue.push(c)
+      conn.inflight = []
+    }
+    const waiter = conn.waiter
+    if (waiter === undefined || conn.queue.length === 0) return
+    conn.waiter = undefined
+    const ready = conn.queue
+    conn.queue = []
+    waiter(null, ready)
+  }
+  const schedule = (conn: FakeConn) => {
+    if (conn.deliveryScheduled) return
+    conn.deliveryScheduled = true
+    setImmediate(deliver, conn)
+  }
+  const sendEvent = (conn: FakeConn, event: string) => {
+    const waiter = conn.eventWaiter
+    if (waiter === undefined) return
+    conn.eventWaiter = undefined
+    setImmediate(() => waiter(null, event))
+  }
+
+  const binding: RpmaBinding.Binding = {
+    installLogCapture: () => {},
+    getIbvContext: () => Promise.resolve({ kind: "context" }),
+    peerNew: () => ({ kind: "peer" }),
+    peerDelete: () => {},
+    mrReg: (_peer, memory) => ({ kind: "mr", memory }),
+    mrRegAsync: (_peer, memory) => Promise.resolve({ kind: "mr", memory }),
+    connReqRecv: () => {},
+    peerCfgDescriptor: () => new Uint8Array(1),
+    connApplyRemotePeerCfg: () => {},
+    mapFile: () => new Uint8Array(4096),
+    unmapFile: () => {},
+    liveMappings: () => 0,
+    mrDereg: () => {},
+    mrGetDescriptorSize: () => 21,
+    mrGetDescriptor: (mr) =>
+      Descriptor.encode({
+        address: 0x7f0000001000n,
+        length: BigInt((mr as { memory: Uint8Array }).memory.byteLength),
+        rkey: 0x1234,
+        usage: 0x1f
+      }),
+    mrGetPtr: () => 0x7f0000001000n,
+    mrGetSize: (mr) => (mr as { memory: Uint8Array }).memory.byteLength,
+    mrRemoteFromDescriptor: () => ({ kind: "remote" }),
+    mrRemoteDelete: () => {},
+    mrRemoteGetSize: () => 1n << 20n,
+    mrRemoteGetFlushType: () => 1,
+    cmCreateId: () => Promise.resolve({ kind: "cmId" }),
+    cmDestroyId: () => {},
+    cmReg: () => ({ kind: "cmMr" }),
+    cmDeregMr: () => {},
+    cmMrInfo: () => ({ address: 0n, length: 0, lkey: 0, rkey: 0 }),
+    epListen: () => ({ kind: "ep" }),
+    epShutdown: () => {},
+    epNextConnReq: () => nextId++,
+    connReqNew: () => Promise.resolve({ kind: "req" }),
+    connReqPrivateData: () => new Uint8Array(0),
+    connReqConnect: (): object => {
+      const conn: FakeConn = {
+        queue: [],
+        inflight: [],
+        waiter: undefined,
+        waiterId: 0,
+        eventWaiter: undefined,
+        eventId: 0,
+        established: false,
+        disconnected: false,
+        deliveryScheduled: false
+      }
+      return conn
+    },
+    connReqDelete: () => {},
+    connNextEvent: (handle, callback) => {
+      const conn = handle as FakeConn
+      conn.eventWaiter = callback
+      conn.eventId = nextId++
+      if (!conn.established) {
+        conn.established = true
+        sendEvent(conn, "ESTABLISHED")
+      } else if (conn.disconnected) {
+        sendEvent(conn, "CLOSED")
+      }
+      return conn.eventId
+    },
+    connPrivateData: () => new Uint8Array(0),
+    connDisconnect: (handle) => {
+      const conn = handle as FakeConn
+      if (conn.disconnected) return
+      conn.disconnected = true
+      sendEvent(conn, "CLOSED")
+    },
+    connDelete: () => {},
+    post: (handle, request) => {
+      const conn = handle as FakeConn
+      const completion: Completion = { id: (request as { id: number }).id, status: 0, byteLength: 0, opcode: 1, flags: 0 }
+      if (fake.mode === "queued") {
+        conn.queue.push(completion)
+        if (conn.waiter !== undefined) schedule(conn)
+      } else {
+        conn.inflight.push(completion)
+        schedule(conn)
+      }
+    },
+    connPollCompletions: (handle) => {
+      const conn = handle as FakeConn
+      if (conn.queue.length === 0) return EMPTY
+      const ready = conn.queue
+      conn.queue = []
+      return ready
+    },
+    connWaitCompletions: (handle, callback) => {
+      const conn = handle as FakeConn
+      conn.waiter = callback
+      conn.waiterId = nextId++
+      if (conn.queue.length > 0 || conn.inflight.length > 0) schedule(conn)
+      return conn.waiterId
+    },
+    cancelWait: (handle, id) => {
+      const conn = handle as FakeConn
+      if (conn.waiter !== undefined && conn.waiterId === id) {
+        conn.waiter = undefined
+        return true
+      }
+      if (conn.eventWaiter !== undefined && conn.eventId === id) {
+        conn.eventWaiter = undefined
+        return true
+      }
+      return false
+    },
+    allocate: (size) => new Uint8Array(size as number),
+    free: () => {},
+    liveHandles: () => ({
+      peers: 0,
+      localRegions: 0,
+      remoteRegions: 0,
+      cmIds: 0,
+      cmRegions: 0,
+      endpoints: 0,
+      connectionRequests: 0,
+      connections: 0
+    }),
+    liveAllocations: () => 0,
+    ibvDevices: () => [],
+    ibvForkStatus: () => "unneeded",
+    ibvContextDeviceName: () => "fake0",
+    buildInfo: () => ({ napiVersion: 9 })
+  }
+  ;(fake as { binding: RpmaBinding.Binding }).binding = binding
+  return fake
+}

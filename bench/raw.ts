@@ -1,0 +1,39 @@
+/**
+ * A connection made with driver calls only (no Connection, no Endpoint): the baseline for what
+ * Connection adds. A client connected to a server in the same process, torn down with the scope.
+ */
+import { Driver, type Peer } from "@effect-rdma/core"
+import { Effect, Fiber } from "effect"
+
+const expectEvent = (driver: Driver.Driver, conn: Driver.ConnHandle, expected: Driver.ConnEvent) =>
+  Effect.flatMap(
+    driver.connNextEvent(conn),
+    (event) => event === expected ? Effect.void : Effect.dieMessage(`expected ${expected}, got ${event}`)
+  )
+
+export const rawConnection = (driver: Driver.Driver, peer: Peer.Peer, address: string, port: number, config: Driver.ConnConfig) =>
+  Effect.gen(function*() {
+    const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, port), (ep) => Effect.ignore(driver.epShutdown(ep)))
+    const server = yield* driver.epNextConnReq(ep, config).pipe(
+      Effect.flatMap((req) => driver.connReqConnect(req, undefined)),
+      Effect.tap((conn) => expectEvent(driver, conn, "ESTABLISHED")),
+      Effect.fork
+    )
+    const client = yield* Effect.flatMap(
+      driver.connReqNew(peer.handle, address, port, config),
+      (req) => driver.connReqConnect(req, undefined)
+    )
+    yield* expectEvent(driver, client, "ESTABLISHED")
+    const serverConn = yield* Fiber.join(server)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        yield* driver.connDisconnect(client)
+        yield* expectEvent(driver, serverConn, "CLOSED")
+        yield* driver.connDisconnect(serverConn)
+        yield* expectEvent(driver, client, "CLOSED")
+        yield* driver.connDelete(serverConn)
+        yield* driver.connDelete(client)
+      }).pipe(Effect.orDie)
+    )
+    return client
+  })
