@@ -75,6 +75,13 @@ export const boundedWait = <A, E>(wait: Effect.Effect<A, E>, timeoutMs: number):
     Fiber.await
   ).pipe(Effect.asVoid)
 
+/**
+ * How long a connection the other side closed waits for its send-queue requests to complete by
+ * themselves before its own disconnect flushes them: acknowledgements sent before the other side's
+ * disconnect arrive within microseconds on a wire, milliseconds under emulation.
+ */
+const GRACE_MS = 200
+
 /** What the C libraries would accept but a connection cannot live with (queues that lose completions, no timeout). */
 const configProblem = (config: ConnConfig): string | undefined =>
   !(config.timeoutMs > 0 && config.timeoutMs <= 2 ** 31 - 1)
@@ -232,7 +239,12 @@ const establish = (
     const end = (
       reason: "CLOSED" | "LOST",
       cause: unknown,
-      options: { readonly disconnect: boolean; readonly drainMs: number }
+      options: {
+        readonly disconnect: boolean
+        readonly drainMs: number
+        /** How long to let send-queue requests complete by themselves before the disconnect flushes them. */
+        readonly graceMs?: number | undefined
+      }
     ): Effect.Effect<void> =>
       Effect.suspend(() => {
         if (ending) return Effect.void
@@ -242,6 +254,12 @@ const establish = (
         sendSlots.close()
         recvSlots.close()
         return Effect.all([
+          // The other side's acknowledgements may still be on their way when its disconnect
+          // arrives (they travel apart): a request it received must be reported as a success, and
+          // the disconnect's error state would flush it first.
+          options.graceMs !== undefined && options.graceMs > 0
+            ? boundedWait(table.sendQueueDrained, options.graceMs)
+            : Effect.void,
           options.disconnect ? Effect.ignore(driver.connDisconnect(handle)) : Effect.void,
           driver.pollCompletions(handle).pipe(
             Effect.map((ready) => table.dispatch(ready, closedError(reason, cause))),
@@ -275,15 +293,20 @@ const establish = (
       // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
       // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
       Effect.flatMap(({ cause, event }) =>
-        end(event === "LOST" ? "LOST" : "CLOSED", cause, { disconnect: true, drainMs: config.timeoutMs })
+        end(event === "LOST" ? "LOST" : "CLOSED", cause, {
+          disconnect: true,
+          drainMs: config.timeoutMs,
+          graceMs: event === "LOST" ? 0 : Math.min(config.timeoutMs, GRACE_MS)
+        })
       ),
       Effect.ensuring(Deferred.succeed(ended, undefined)),
       Effect.interruptible,
       Effect.forkDaemon
     )
 
-    // A request with no completion within the timeout means the other side, or the path to it, is
-    // gone (a cut link, a frozen host: the transport may keep retrying for far longer). The
+    // A one-sided request (write, read, flush, atomic write) with no completion within the timeout
+    // means the other side, or the path to it, is gone (a cut link, a frozen host: the transport
+    // may keep retrying for far longer). Sends and receives wait on the other side's application. The
     // connection is then lost: what waits fails now, and the regions stay held until it is deleted.
     const watchdogFiber = yield* Effect.sleep(Duration.millis(Math.max(config.timeoutMs / 10, 1))).pipe(
       Effect.zipRight(Effect.suspend(() => {

@@ -12,7 +12,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { Completion, WorkRequest } from "../Driver.js"
+import { type Completion, WcOpcode, type WorkRequest } from "../Driver.js"
 import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import * as Owner from "./owner.js"
@@ -137,23 +137,43 @@ export class PendingTable<E> {
    */
   private sendOrder: Array<Pending<E>> = []
   private nextId = 1
-  private readonly drainedWaiters: Array<() => void> = []
+  private readonly drainedWaiters: Array<{ readonly sendQueueOnly: boolean; readonly resume: () => void }> = []
+
+  private isDrained(sendQueueOnly: boolean): boolean {
+    if (!sendQueueOnly) return this.pending.size === 0
+    for (const entry of this.pending.values()) if (entry.postedAt !== undefined) return false
+    return true
+  }
 
   private notifyIfDrained(): void {
-    if (this.pending.size > 0) return
-    for (const waiter of this.drainedWaiters.splice(0)) waiter()
+    if (this.drainedWaiters.length === 0) return
+    for (const waiter of this.drainedWaiters.slice()) {
+      if (!this.isDrained(waiter.sendQueueOnly)) continue
+      this.drainedWaiters.splice(this.drainedWaiters.indexOf(waiter), 1)
+      waiter.resume()
+    }
+  }
+
+  private whenDrained(sendQueueOnly: boolean): Effect.Effect<void> {
+    return Effect.async<void>((resume) => {
+      if (this.isDrained(sendQueueOnly)) return resume(Effect.void)
+      const waiter = { sendQueueOnly, resume: () => resume(Effect.void) }
+      this.drainedWaiters.push(waiter)
+      return Effect.sync(() => {
+        const i = this.drainedWaiters.indexOf(waiter)
+        if (i >= 0) this.drainedWaiters.splice(i, 1)
+      })
+    })
   }
 
   /** Succeeds once no request is pending (a connection in the error state flushes every one). */
-  readonly drained: Effect.Effect<void> = Effect.async<void>((resume) => {
-    if (this.pending.size === 0) return resume(Effect.void)
-    const waiter = () => resume(Effect.void)
-    this.drainedWaiters.push(waiter)
-    return Effect.sync(() => {
-      const i = this.drainedWaiters.indexOf(waiter)
-      if (i >= 0) this.drainedWaiters.splice(i, 1)
-    })
-  })
+  readonly drained: Effect.Effect<void> = this.whenDrained(false)
+
+  /**
+   * Succeeds once no signalled send-queue request is pending: what the device completes by itself
+   * (receives wait for messages, unsignalled requests report only failures).
+   */
+  readonly sendQueueDrained: Effect.Effect<void> = this.whenDrained(true)
 
   /** Registers a request about to be posted, with its regions held and its slot counted. */
   add(
@@ -309,12 +329,14 @@ export class PendingTable<E> {
   }
 
   /**
-   * How long the oldest send-queue request has waited for its completion, in milliseconds (0 if
-   * none waits). Receives are not counted: waiting for a message is what they are for.
+   * How long the oldest one-sided request (write, read, flush, atomic write) has waited for its
+   * completion, in milliseconds (0 if none waits): those complete without the other side's
+   * application, so a long wait means the path or the host is gone. Receives wait for messages and
+   * sends for the other side to post a receive (receiver-not-ready retries): neither is counted.
    */
   oldestWait(now: number): number {
     for (const entry of this.pending.values()) {
-      if (entry.postedAt !== undefined) return now - entry.postedAt
+      if (entry.postedAt !== undefined && entry.opcode !== WcOpcode.SEND) return now - entry.postedAt
     }
     return 0
   }

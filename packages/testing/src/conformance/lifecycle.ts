@@ -5,6 +5,7 @@
  * @internal
  */
 import { Connection, Driver, Endpoint, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -256,7 +257,7 @@ export const lifecycleCases = (): ReadonlyArray<CaseOf> => [
             })))
             const client = yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT })
             const sent = yield* Effect.exit(Connection.send(client, { src: out, offset: 0, length: 8 }))
-            yield* check(Exit.isSuccess(sent), `round ${round}: a delivered send reported ${tagOf(sent)}`)
+            yield* check(Exit.isSuccess(sent), `round ${round}: a delivered send reported ${Exit.isFailure(sent) ? String(Cause.squash(sent.cause)) : ""}`)
             yield* Fiber.join(accepting)
           }))
         }
