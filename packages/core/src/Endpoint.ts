@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -179,6 +180,69 @@ export const acceptNext = (
   RpmaError | Connection.ConnectionFailedError,
   RdmaDriver | Scope.Scope
 > => Effect.flatMap(next(ep, options), (req) => accept(req, options))
+
+/**
+ * A request refused by {@link acceptIfToken}: its private data did not start with the token. The
+ * request was rejected, so its client learned it at once.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedError")<{
+  readonly address: string
+  readonly port: number
+}> {
+  override get message(): string {
+    return `a connection request on ${this.address}:${this.port} did not carry the expected token: rejected`
+  }
+}
+
+const startsWith = (bytes: Uint8Array, token: Uint8Array): boolean => {
+  if (bytes.byteLength < token.byteLength) return false
+  // The whole token is compared whatever differs first: no timing to learn it from.
+  let differences = 0
+  for (let i = 0; i < token.byteLength; i++) differences |= bytes[i]! ^ token[i]!
+  return differences === 0
+}
+
+/**
+ * Admission: accepts the request only if its private data starts with `token`, a secret the client
+ * received over an authenticated channel (e.g. a random token in the offer of
+ * {@link DescriptorExchange}); otherwise rejects it at once and fails with
+ * {@link AdmissionRefusedError}. RDMA itself authenticates nobody: without such a check any host
+ * that reaches the port gets a connection, and a connection may reach every region of the peer
+ * whose rkey it guesses. Give each client its own Peer (its own protection domain) and endpoint for
+ * the regions it may reach.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Endpoint } from "@effect-rdma/core"
+ * import { randomBytes } from "node:crypto"
+ *
+ * declare const ep: Endpoint.Endpoint
+ * const token = new Uint8Array(randomBytes(16)) // sent to the client over TLS
+ * const serveOne = Effect.scoped(Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, token)))
+ * ```
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const acceptIfToken = (
+  req: ConnectionRequest,
+  token: Uint8Array,
+  options?: Connection.Options
+): Effect.Effect<
+  Connection.Connection,
+  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError,
+  RdmaDriver | Scope.Scope
+> =>
+  token.byteLength > 0 && startsWith(req.privateData, token)
+    ? accept(req, options)
+    : Effect.zipRight(
+      reject(req),
+      Effect.fail(new AdmissionRefusedError({ address: req.endpoint.address, port: req.endpoint.port }))
+    )
 
 /**
  * Rejects a request (rpma_conn_req_delete).

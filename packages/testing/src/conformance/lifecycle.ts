@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -195,6 +195,42 @@ export const lifecycleCases = (): ReadonlyArray<CaseOf> => [
         }
         const after = yield* live
         yield* check(after.connectionRequests + after.connections === 0, `left: ${JSON.stringify(after)}`)
+      })
+  },
+  {
+    name: "admission and isolation: a wrong token is rejected at once; a region of another peer is out of reach",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const otherClientsPeer = yield* Peer.make(address) // another protection domain
+        const clientPeer = yield* Peer.make(address)
+        const token = Uint8Array.of(7, 1, 9, 4, 2, 8, 6, 3)
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const refusing = yield* Effect.fork(Effect.exit(Effect.scoped(
+          Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, token))
+        )))
+        const [wrong, ms] = yield* timed(Effect.exit(Effect.scoped(
+          Connection.connect(clientPeer, address, port, { timeout: "10 seconds", privateData: Uint8Array.of(7, 1, 9, 4) })
+        )))
+        yield* check(tagOf(yield* Fiber.join(refusing)) === "AdmissionRefusedError", "the server refused the wrong token")
+        yield* check(tagOf(wrong) === "ConnectionFailedError", `the client with a wrong token: ${tagOf(wrong)}`)
+        yield* check(ms < 9000, `the refused client waited ${ms} ms of its 10 s timeout`)
+        const accepting = yield* Effect.fork(Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, token)))
+        const conn = yield* Connection.connect(clientPeer, address, port, { privateData: token })
+        yield* Fiber.join(accepting)
+        // A region of another peer, even with its exact descriptor, is not reachable over this connection.
+        const elsewhere = yield* LocalMr.allocate(otherClientsPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+        const reachable = yield* LocalMr.allocate(serverPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+        const src = yield* LocalMr.allocate(clientPeer, 64, Usage.WRITE_SRC)
+        const remoteOf = (mr: LocalMr.LocalMr<"WRITE_DST">) =>
+          Effect.flatMap(LocalMr.descriptor(mr), (bytes) =>
+            Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.WRITE_DST)))
+        yield* Connection.write(conn, { dst: yield* remoteOf(reachable), src, length: 64 })
+        const blocked = yield* Effect.flip(Connection.write(conn, { dst: yield* remoteOf(elsewhere), src, length: 64 }))
+        yield* check(
+          blocked._tag === "CompletionError" && blocked.status === 10,
+          `a write into another protection domain: ${blocked._tag} ${(blocked as { status?: number }).status}`
+        )
       })
   },
   {
