@@ -10,7 +10,10 @@ const config: ViteUserConfig = {
   test: {
     ...shared.test,
     include: ["test-device/**/*.test.ts"],
-    sequence: { concurrent: false }
+    sequence: { concurrent: false },
+    // One file at a time too: files pin hundreds of MiB (the storm, a 256 MiB registration) in a
+    // VM of a few GiB, and a test process killed for memory takes vitest's channel down with it.
+    fileParallelism: false
   }
 }
 

@@ -317,6 +317,15 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
 /** Registrations of this many bytes or more run on a worker thread (about 10 ms of pinning). */
 const LARGE_REGISTRATION = 16 * 2 ** 20
 
+/** Whether `memory` is a large Uint8Array; false for anything else (a Proxy's getters may throw: the addon refuses it). */
+const isLarge = (memory: unknown): boolean => {
+  try {
+    return memory instanceof Uint8Array && memory.byteLength >= LARGE_REGISTRATION
+  } catch {
+    return false
+  }
+}
+
 /** @internal */
 export const makeDriver = (binding: Binding): Driver => ({
   ...connectionCalls(binding),
@@ -333,7 +342,7 @@ export const makeDriver = (binding: Binding): Driver => ({
   // Pinning is proportional to size (hundreds of milliseconds for 512 MiB): large regions are
   // registered on a worker thread so that the event loop keeps running.
   mrReg: (peer, memory, usage) =>
-    memory instanceof Uint8Array && memory.byteLength >= LARGE_REGISTRATION
+    isLarge(memory)
       ? attemptPromise(() => binding.mrRegAsync(peer, memory, usage), rpmaFailure("rpma_mr_reg")).pipe(
         Effect.map(as<MrHandle>)
       )
