@@ -33,13 +33,13 @@ export {
 } from "./conformance/fuzz.js"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
+import { check, equal, expectTag } from "./conformance/support.js"
 import { mappingCases } from "./conformance/mapping.js"
 
 /**
@@ -57,26 +57,6 @@ const portOf = (testCase: Case): number => 17000 + cases.indexOf(testCase)
 
 /** An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
 const NOWHERE = "192.0.2.99"
-
-class ConformanceFailure extends Error {}
-
-const check = (condition: boolean, message: string): Effect.Effect<void> =>
-  condition ? Effect.void : Effect.die(new ConformanceFailure(message))
-
-const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
-  check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
-
-/** The tag of the error an effect fails with, or "success". */
-const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
-  Effect.map(Effect.exit(effect), (exit) =>
-    Exit.isSuccess(exit)
-      ? "success"
-      : exit.cause._tag === "Fail"
-      ? String((exit.cause.error as { _tag?: string })._tag)
-      : `defect: ${String(exit.cause)}`)
-
-const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
-  Effect.flatMap(outcome(effect), (actual) => equal(actual, tag, what))
 
 const driver = Driver.RdmaDriver
 

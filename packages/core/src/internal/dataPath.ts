@@ -49,10 +49,7 @@ export class Slots {
 
   /** A slot, now or when one is given back. Interruptible while it waits. */
   readonly take: Effect.Effect<void> = Effect.suspend(() => {
-    if (this.free > 0 || !this.open) {
-      this.free--
-      return Effect.void
-    }
+    if (this.tryTake()) return Effect.void
     const waiter: Waiter = { granted: false, resume: () => {} }
     return Effect.async<void>((resume) => {
       waiter.resume = () => resume(Effect.void)

@@ -12,10 +12,7 @@ import * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { type CaseOf, check } from "./support.js"
-
-const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
-  check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
+import { type CaseOf, check, equal } from "./support.js"
 
 /** A temporary directory for the case, removed with its scope. */
 const tempDir = Effect.acquireRelease(

@@ -1,10 +1,11 @@
 /**
- * What the conformance modules share: a case, and a check that fails it with a message.
+ * What the conformance modules share: a case, and the checks that fail it with a message.
  *
  * @internal
  */
 import type { Driver } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
 
 /** @internal `port` is free for this case alone, for an endpoint to listen on. */
@@ -18,3 +19,20 @@ class ConformanceFailure extends Error {}
 /** @internal */
 export const check = (condition: boolean, message: string): Effect.Effect<void> =>
   condition ? Effect.void : Effect.die(new ConformanceFailure(message))
+
+/** @internal */
+export const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
+  check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
+
+/** @internal The tag of the error an effect fails with, or "success". */
+export const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
+  Effect.map(Effect.exit(effect), (exit) =>
+    Exit.isSuccess(exit)
+      ? "success"
+      : exit.cause._tag === "Fail"
+      ? String((exit.cause.error as { _tag?: string })._tag)
+      : `defect: ${String(exit.cause)}`)
+
+/** @internal */
+export const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
+  Effect.flatMap(outcome(effect), (actual) => equal(actual, tag, what))
