@@ -27,6 +27,8 @@ fail() { echo "outside-user: FAILED: $*" >&2; exit 1; }
 tsc="$repo/node_modules/.bin/tsc"
 effect_version=$(node -p 'require("./packages/core/package.json").devDependencies.effect')
 
+lock_before=$(sha1sum <pnpm-lock.yaml)
+
 step "build (tsc -b tsconfig.build.json) and the prebuilt addon"
 rm -rf packages/*/dist packages/*/.tsbuildinfo/build.tsbuildinfo
 pnpm run -s build
@@ -208,10 +210,14 @@ cat >"$papp/package.json" <<EOF
 }
 EOF
 start=$(date +%s)
-(cd "$papp" && pnpm add --config.confirmModulesPurge=false --reporter=silent \
+# --ignore-workspace: the project sits under the checkout, and without it pnpm adopts it into this
+# workspace and writes its tarball paths into the workspace's lockfile.
+(cd "$papp" && pnpm add --ignore-workspace --config.confirmModulesPurge=false --reporter=silent \
   "$core" "$testing" "$native" "effect@$effect_version")
 printf '  installed in %ss (pnpm 10 does not run the addon'"'"'s install script unless allowed: the prebuilt addon needs none)\n' \
   "$(($(date +%s) - start))"
 (cd "$papp" && node main.mjs && node addon.mjs)
+
+[[ "$(sha1sum <pnpm-lock.yaml)" == "$lock_before" ]] || fail "the workspace's pnpm-lock.yaml changed: a user's install leaked into the workspace"
 
 step "ok"
