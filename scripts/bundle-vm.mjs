@@ -2,7 +2,8 @@
 // files under packages/native/.vm-build/, on the host, with the esbuild that tsx already brings.
 // Under qemu's emulation tsx compiles the sources at start-up for over a minute a process (several
 // when the host is busy); a bundle starts in seconds. The bundles stay under packages/native, so
-// the addon is still found from the package root.
+// the addon is still found from the package root. Names on the command line bundle only those
+// (a device test bundles its own child program, so that it never runs a stale one).
 import { realpathSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
@@ -11,11 +12,18 @@ import { fileURLToPath } from "node:url"
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const esbuild = createRequire(realpathSync(join(root, "node_modules", "tsx", "package.json")))("esbuild")
 
+const programs = {
+  soak: join(root, "scripts", "soak.ts"),
+  doctor: join(root, "packages", "native", "src", "doctor", "bin.ts"),
+  memlock: join(root, "packages", "native", "test-device", "programs", "memlock.ts")
+}
+const names = process.argv.slice(2)
+for (const name of names) {
+  if (!(name in programs)) throw new Error(`no program ${name}: one of ${Object.keys(programs).join(", ")}`)
+}
+
 await esbuild.build({
-  entryPoints: {
-    soak: join(root, "scripts", "soak.ts"),
-    doctor: join(root, "packages", "native", "src", "doctor", "bin.ts")
-  },
+  entryPoints: names.length === 0 ? programs : Object.fromEntries(names.map((name) => [name, programs[name]])),
   outdir: join(root, "packages", "native", ".vm-build"),
   outExtension: { ".js": ".mjs" },
   bundle: true,

@@ -3,6 +3,8 @@
 #include <librpma.h>
 #include <napi.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -65,6 +67,57 @@ bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out) {
   out->cq_size = static_cast<uint32_t>(cq);
   out->direct_write_to_pmem = direct.IsBoolean() && direct.As<Napi::Boolean>().Value();
   return true;
+}
+
+namespace {
+
+// The first verb (ibv_* or rdma_*) librpma's log names, e.g. "rdma_create_qp_ex"; "" if none.
+std::string FailedVerb(const std::string& log) {
+  std::size_t best = std::string::npos;
+  for (const char* prefix : {"ibv_", "rdma_"}) best = std::min(best, log.find(prefix));
+  if (best == std::string::npos) return {};
+  std::size_t end = best;
+  while (end < log.size() && (std::isalnum(static_cast<unsigned char>(log[end])) || log[end] == '_')) end++;
+  return log.substr(best, end - best);
+}
+
+}  // namespace
+
+std::string SetupFailure(const std::string& log, const ConnConfig& config, ibv_context* context,
+                         const std::string& target) {
+  std::string verb = FailedVerb(log);
+  ibv_device_attr device{};
+  bool limits = context != nullptr && ibv_query_device(context, &device) == 0;
+  std::string devinfo = " (`ibv_devinfo -v` shows the device's limits)";
+  if (verb == "ibv_create_cq") {
+    std::string what = "ibv_create_cq failed for a completion queue of " + std::to_string(config.cq_size) + " entries";
+    if (limits && config.cq_size > static_cast<uint32_t>(device.max_cqe)) {
+      return what + ": this device's max_cqe is " + std::to_string(device.max_cqe) +
+             "; make completionQueueSize (cqSize) at most that" + devinfo;
+    }
+    return what + devinfo;
+  }
+  if (verb.rfind("rdma_create_qp", 0) == 0 || verb == "ibv_create_qp") {
+    std::string what = verb + " failed for a queue pair of " + std::to_string(config.sq_size) + " send and " +
+                       std::to_string(config.rq_size) + " receive requests";
+    uint32_t largest = std::max(config.sq_size, config.rq_size);
+    if (limits && largest > static_cast<uint32_t>(device.max_qp_wr)) {
+      return what + ": this device's max_qp_wr is " + std::to_string(device.max_qp_wr) +
+             "; make sendQueueSize (sqSize) and receiveQueueSize (rqSize) at most that" + devinfo;
+    }
+    return what + devinfo;
+  }
+  bool route = verb.empty() || verb.rfind("rdma_resolve", 0) == 0 || verb == "rdma_getaddrinfo";
+  if (route && config.timeout_ms == 0) {
+    std::string what = verb.empty() ? std::string("resolving the route") : verb;
+    return what + " failed with a timeout of 0 ms: give timeoutMs above 0";
+  }
+  if (route) {
+    return "cannot resolve an RDMA route to " + target +
+           " (no RDMA device reaches it): check that an RDMA device is up on that network (`ibv_devinfo`, `rdma link`, "
+           "or effect-rdma-doctor --address <a local address>)";
+  }
+  return "setting up the connection to " + target + " failed at " + verb + " (librpma's reason follows)";
 }
 
 Napi::Uint8Array CopyBytes(Napi::Env env, const void* data, std::size_t size) {

@@ -26,6 +26,11 @@ bool Integer(const Call& call, Napi::Value value, const char* what, double max, 
 // core's ConnConfig: { timeoutMs, sqSize, rqSize, cqSize, directWriteToPmem }.
 bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out);
 Napi::Uint8Array CopyBytes(Napi::Env env, const void* data, std::size_t size);
+// Why librpma could not set up a connection to `target` (rpma_conn_req_new, rpma_ep_next_conn_req)
+// and what to change, from the verb its log names; librpma's own reason is for the caller to add.
+std::string SetupFailure(const std::string& log, const ConnConfig& config, ibv_context* context,
+                         const std::string& target);
+
 // A read on a non-blocking descriptor found nothing: librpma reports it as a provider error.
 bool NothingYet(int code, int errnum);
 // Fails every waiter of `poller`, with the descriptor's libuv error.

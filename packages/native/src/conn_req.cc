@@ -99,15 +99,9 @@ class ConnReqNewWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     if (!CanRunJs(env)) return;  // the destructor deletes the request
     if (code_ != 0) {
-      // librpma's log names the verb that failed (rdma_resolve_addr, ibv_create_cq, ...): say "no
-      // device reaches it" only when address or route resolution is what failed.
-      bool route = log_.empty() || log_.find("rdma_resolve") != std::string::npos ||
-                   log_.find("rdma_getaddrinfo") != std::string::npos;
-      std::string detail =
-          code_ != RPMA_E_PROVIDER ? std::string()
-          : route ? "cannot resolve an RDMA route to " + address_ + ":" + service_ + " (no RDMA device reaches it)"
-                  : "setting up the connection to " + address_ + ":" + service_ + " failed (see librpma's reason)";
-      if (code_ == RPMA_E_PROVIDER && config_.timeout_ms == 0) detail = Join(detail, "the timeout is 0 ms");
+      std::string detail = code_ != RPMA_E_PROVIDER
+                               ? std::string()
+                               : SetupFailure(log_, config_, peer_->context, address_ + ":" + service_);
       deferred_.Reject(RpmaErrorValue(env, code_, "rpma_conn_req_new", Join(detail, log_)));
       return;
     }

@@ -23,6 +23,21 @@ using namespace conn;
 
 // ---- endpoints ----
 
+namespace {
+
+// A request the device refused queues for: which verb, and what to change (the sizes are the
+// waiter's configuration, as librpma read them).
+std::string QueueFailure(const std::string& log, const rpma_conn_cfg* cfg, ibv_context* context) {
+  ConnConfig config;
+  rpma_conn_cfg_get_timeout(cfg, &config.timeout_ms);
+  rpma_conn_cfg_get_sq_size(cfg, &config.sq_size);
+  rpma_conn_cfg_get_rq_size(cfg, &config.rq_size);
+  rpma_conn_cfg_get_cq_size(cfg, &config.cq_size);
+  return SetupFailure(log, config, context, "the client");
+}
+
+}  // namespace
+
 EndpointState::EndpointState() : requests([this](Napi::Env env, int status) { OnReadable(env, status); }) {}
 
 EndpointState::~EndpointState() { Shutdown(); }
@@ -60,7 +75,9 @@ void EndpointState::OnReadable(Napi::Env env, int status) {
     Waiter waiter = std::move(requests.waiters.front());
     requests.waiters.pop_front();
     if (code != 0) {
-      Deliver(env, waiter, RpmaErrorValue(env, code, "rpma_ep_next_conn_req", log), nullptr, true);
+      std::string detail =
+          code == RPMA_E_PROVIDER ? QueueFailure(log, waiter.cfg, peer ? peer->context : nullptr) : std::string();
+      Deliver(env, waiter, RpmaErrorValue(env, code, "rpma_ep_next_conn_req", Join(detail, log)), nullptr, true);
       continue;
     }
     ConnConfig config;

@@ -120,6 +120,9 @@ class IbvContext : public Handle<IbvContext> {
 struct PeerState {
   ~PeerState();
   rpma_peer* peer = nullptr;
+  // Its device, queried for limits when the device refuses a queue. librdmacm keeps it open for
+  // the life of the process, and the peer's protection domain is on it.
+  ibv_context* context = nullptr;
   std::size_t regions = 0;
   // Endpoints, connection requests and connections made with it: librpma keeps the peer's pointer.
   std::size_t users = 0;

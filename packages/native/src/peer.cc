@@ -114,6 +114,7 @@ Napi::Value PeerNew(const Napi::CallbackInfo& info) {
   }
   handle->state = std::make_shared<PeerState>();
   handle->state->peer = peer;
+  handle->state->context = context->context;
   Count(Kind::Peer, +1);
   return object;
 }

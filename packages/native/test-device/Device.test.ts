@@ -21,11 +21,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
-
-const address = process.env.RDMA_ADDRESS
-if (address === undefined || address === "") {
-  throw new Error("RDMA_ADDRESS is not set: give the IP address an RDMA device is bound to (e.g. a Soft-RoCE link)")
-}
+import { address, withPeer } from "./support.js"
 
 setFlagsFromString("--expose-gc")
 const gc = runInNewContext("gc") as () => void
@@ -36,17 +32,6 @@ const collect = Effect.gen(function*() {
     yield* settle
   }
 })
-
-const withPeer = <A, E>(f: (driver: Driver, peer: PeerHandle) => Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const driver = yield* RdmaDriver
-    const context = yield* driver.getIbvContext(address, "local")
-    return yield* Effect.acquireUseRelease(
-      driver.peerNew(context),
-      (peer) => f(driver, peer),
-      (peer) => Effect.orDie(driver.peerDelete(peer))
-    )
-  })
 
 const withTwoPeers = <A, E>(f: (driver: Driver, server: PeerHandle, client: PeerHandle) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
@@ -277,11 +262,13 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
         })
       ))
 
-    it.effect("connReqNew to an address no device reaches is RpmaProviderError", () =>
+    it.effect("connReqNew to an address no device reaches is RpmaProviderError saying so and what to check", () =>
       withPeer((driver, peer) =>
         Effect.gen(function*() {
           const error = yield* Effect.flip(driver.connReqNew(peer, "192.0.2.99", 18102, config))
           assert.strictEqual(error._tag, "RpmaProviderError")
+          assert.include(error.message, "cannot resolve an RDMA route to 192.0.2.99:18102 (no RDMA device reaches it)")
+          assert.include(error.message, "check that an RDMA device is up on that network")
           assert.strictEqual((yield* driver.live).connectionRequests, 0)
         })
       ))
