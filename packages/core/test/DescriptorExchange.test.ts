@@ -78,32 +78,35 @@ describe("DescriptorExchange", () => {
     ))
 
 
-  it.live("a corrupted TLS record right after the offer does not crash the client", () =>
+  it.live("a corrupted TLS record right after the offer: no uncaught error, the offer or an ExchangeError", () =>
     Effect.scoped(Effect.gen(function*() {
-      // TLS 1.2, so that application data is visible as records of type 23 to a proxy that
-      // appends a tampered copy of each one to the same chunk.
-      const upstream = yield* serveRaw(wire(), { maxVersion: "TLSv1.2" })
-      let offered = 0
-      const proxy = yield* listenRaw((client) => {
-        const up = net.connect(upstream, "127.0.0.1")
-        up.on("error", () => client.destroy())
-        client.on("error", () => up.destroy())
-        client.pipe(up)
-        up.on("data", (chunk: Buffer) => {
-          const tampered = tamperAppData(chunk)
-          if (tampered.length > chunk.length) offered++
-          client.write(tampered)
-        })
-      })
+      const uncaught = yield* uncaughtErrors
+      const proxy = yield* tamperingProxy("follow")
       for (let i = 0; i < 5; i++) {
         const result = yield* Effect.either(
-          DescriptorExchange.fetch({ host: "127.0.0.1", port: proxy, tls: { ca: pem("ca") } })
+          DescriptorExchange.fetch({ host: "127.0.0.1", port: proxy.port, tls: { ca: pem("ca") } })
         )
         // Either the offer came first (and the later record is ignored) or the record broke it.
-        if (Either.isLeft(result)) assert.include(["Connect", "Protocol", "Untrusted"], result.left.reason)
+        if (Either.isRight(result)) assert.deepStrictEqual(result.right.regions.log, log)
+        else assert.strictEqual(result.left._tag, "ExchangeError")
       }
       yield* Effect.sleep("50 millis") // late 'error' events would surface here
-      assert.isAbove(offered, 0, "the proxy tampered with application data")
+      assert.isAbove(proxy.tampered(), 0, "the proxy tampered with application data")
+      assert.deepStrictEqual(uncaught.map(String), [])
+    })))
+
+  it.live("a corrupted TLS record carrying the offer: fetch fails with an ExchangeError", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const uncaught = yield* uncaughtErrors
+      const proxy = yield* tamperingProxy("replace")
+      const error = yield* Effect.flip(
+        DescriptorExchange.fetch({ host: "127.0.0.1", port: proxy.port, tls: { ca: pem("ca") }, timeout: "5 seconds" })
+      )
+      assert.strictEqual(error._tag, "ExchangeError")
+      assert.notStrictEqual(error.reason, "Timeout", error.message)
+      assert.isAbove(proxy.tampered(), 0, "the proxy tampered with application data")
+      yield* Effect.sleep("50 millis")
+      assert.deepStrictEqual(uncaught.map(String), [])
     })))
 
   it.live("a server that never answers the handshake: Effect.timeout ends fetch, and so does its own timeout", () =>
@@ -213,18 +216,51 @@ function serveRaw(raw: unknown, options: tls.TlsOptions = {}) {
   ).pipe(Effect.map((s) => (s.address() as net.AddressInfo).port))
 }
 
-/** Appends to each TLS application-data record (type 23) a copy with its last byte flipped. */
-function tamperAppData(chunk: Buffer): Buffer {
-  const parts: Array<Buffer> = [chunk]
-  for (let at = 0; at + 5 <= chunk.length;) {
-    const length = chunk.readUInt16BE(at + 3)
-    if (at + 5 + length > chunk.length) break
-    if (chunk[at] === 23) {
-      const copy = Buffer.from(chunk.subarray(at, at + 5 + length))
-      copy[copy.length - 1] ^= 0x01
-      parts.push(copy)
-    }
-    at += 5 + length
-  }
-  return Buffer.concat(parts)
+/**
+ * A proxy to a TLS 1.2 server of the offer (TLS 1.2, so that application data shows as records of
+ * type 23) that flips the last byte of each such record: of a copy sent right after it ("follow",
+ * before whatever the chunk holds next, such as a close_notify alert after which a client would
+ * read nothing) or of the record itself ("replace").
+ */
+function tamperingProxy(mode: "follow" | "replace") {
+  return Effect.gen(function*() {
+    const upstream = yield* serveRaw(wire(), { maxVersion: "TLSv1.2" })
+    let tampered = 0
+    const port = yield* listenRaw((client) => {
+      const up = net.connect(upstream, "127.0.0.1")
+      up.on("error", () => client.destroy())
+      client.on("error", () => up.destroy())
+      client.pipe(up)
+      up.on("data", (chunk: Buffer) => {
+        const parts: Array<Buffer> = []
+        let at = 0
+        while (at + 5 <= chunk.length) {
+          const end = at + 5 + chunk.readUInt16BE(at + 3)
+          if (end > chunk.length) break
+          const record = Buffer.from(chunk.subarray(at, end))
+          if (record[0] === 23) {
+            if (mode === "follow") parts.push(Buffer.from(record))
+            record[record.length - 1] ^= 0x01
+            tampered++
+          }
+          parts.push(record)
+          at = end
+        }
+        parts.push(chunk.subarray(at))
+        client.write(Buffer.concat(parts))
+      })
+    })
+    return { port, tampered: () => tampered }
+  })
 }
+
+/** The uncaught exceptions of this process while the scope is open. */
+const uncaughtErrors = Effect.acquireRelease(
+  Effect.sync(() => {
+    const seen: Array<unknown> = []
+    const listener = (error: unknown) => void seen.push(error)
+    process.on("uncaughtException", listener)
+    return { seen, listener }
+  }),
+  ({ listener }) => Effect.sync(() => void process.off("uncaughtException", listener))
+).pipe(Effect.map(({ seen }) => seen))
