@@ -22,8 +22,10 @@ import * as tls from "node:tls"
 import * as Descriptors from "./Descriptor.js"
 
 /**
- * What a server offers: where to connect over RDMA, its regions' descriptors by name, and any
- * configuration the client needs.
+ * What a server offers: where to connect over RDMA, its regions' descriptors by name, any
+ * configuration the client needs, and optionally a token: a secret the client sends back as its
+ * connection's private data, so that the server admits it with `Endpoint.acceptIfToken` (1 to
+ * {@link MAX_TOKEN} bytes, what a connection request carries).
  *
  * @since 0.1.0
  * @category models
@@ -32,7 +34,17 @@ export interface Offer {
   readonly rdma: { readonly address: string; readonly port: number }
   readonly regions: Readonly<Record<string, Uint8Array>>
   readonly config: Readonly<Record<string, string | number | boolean>>
+  /** @since 0.3.0 */
+  readonly token?: Uint8Array | undefined
 }
+
+/**
+ * The longest token an offer carries: rdma_cm's private data with a connection request.
+ *
+ * @since 0.3.0
+ * @category constants
+ */
+export const MAX_TOKEN = 56
 
 /**
  * @since 0.1.0
@@ -116,7 +128,8 @@ const encodeOffer = (offer: Offer) => ({
     length: bytes.byteLength,
     descriptor: Buffer.from(bytes).toString("hex")
   })),
-  config: offer.config
+  config: offer.config,
+  ...(offer.token === undefined ? {} : { token: Buffer.from(offer.token).toString("hex") })
 })
 
 /** Names that would reach an object's prototype machinery if used as keys. */
@@ -141,7 +154,8 @@ const WireOffer = Schema.Struct({
     descriptor: Schema.String.pipe(Schema.pattern(/^(?:[0-9a-f]{2})*$/))
   })).pipe(Schema.maxItems(4096)),
   // Decoded as entries, so that no key is ever assigned to an ordinary object.
-  config: Schema.Unknown
+  config: Schema.Unknown,
+  token: Schema.optional(Schema.String.pipe(Schema.pattern(new RegExp(`^(?:[0-9a-f]{2}){1,${MAX_TOKEN}}$`))))
 })
 
 const ConfigValue = Schema.Union(Schema.String, Schema.Number.pipe(Schema.finite()), Schema.Boolean)
@@ -180,12 +194,18 @@ const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
     }
     regions[r.name] = bytes
   }
-  return Either.right({ rdma: { address: o.rdma.address, port: o.rdma.port }, regions, config: decodedConfig })
+  const rdma = { address: o.rdma.address, port: o.rdma.port }
+  return Either.right(
+    o.token === undefined
+      ? { rdma, regions, config: decodedConfig }
+      : { rdma, regions, config: decodedConfig, token: new Uint8Array(Buffer.from(o.token, "hex")) }
+  )
 }
 
 /**
  * Serves `offer` to every client that completes a verified TLS handshake, on `host`:`port`
- * (port 0 picks a free one), until the scope closes. Returns the port.
+ * (port 0 picks a free one), until the scope closes. Returns the port. An offer whose token is
+ * empty or longer than {@link MAX_TOKEN} bytes is refused (`Protocol`): no client could send it.
  *
  * @since 0.1.0
  * @category constructors
@@ -195,8 +215,18 @@ export const serve = (options: {
   readonly port: number
   readonly tls: TlsOptions
   readonly offer: Offer
-}): Effect.Effect<{ readonly port: number }, ExchangeError, Scope.Scope> =>
-  Effect.acquireRelease(
+}): Effect.Effect<{ readonly port: number }, ExchangeError, Scope.Scope> => {
+  const token = options.offer.token
+  if (token !== undefined && !(token instanceof Uint8Array && token.byteLength >= 1 && token.byteLength <= MAX_TOKEN)) {
+    const size = token instanceof Uint8Array ? `${token.byteLength} bytes` : typeof token
+    return Effect.fail(
+      new ExchangeError({
+        reason: "Protocol",
+        detail: `the offer's token is ${size}, not 1 to ${MAX_TOKEN} bytes (a connection request's private data)`
+      })
+    )
+  }
+  return Effect.acquireRelease(
     Effect.async<tls.Server & { readonly port: number }, ExchangeError>((resume) => {
       const payload = frame(encodeOffer(options.offer))
       const server = tls.createServer({
@@ -218,6 +248,7 @@ export const serve = (options: {
     }),
     (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
   ).pipe(Effect.map((server) => ({ port: server.port })))
+}
 
 /**
  * How long {@link fetch} waits for the connection, the TLS handshake and the offer together, unless

@@ -207,9 +207,8 @@ const startsWith = (bytes: Uint8Array, token: Uint8Array): boolean => {
 
 /**
  * Admission: accepts the request only if its private data starts with `token`, a secret the client
- * received over an authenticated channel (e.g. a random token in the offer of
- * {@link DescriptorExchange}); otherwise rejects it at once and fails with
- * {@link AdmissionRefusedError}. RDMA itself authenticates nobody: without such a check any host
+ * received over an authenticated channel (e.g. the `token` of a {@link DescriptorExchange} offer);
+ * otherwise rejects it at once and fails with {@link AdmissionRefusedError}. RDMA itself authenticates nobody: without such a check any host
  * that reaches the port gets a connection, and a connection may reach every region of the peer
  * whose rkey it guesses. Give each client its own Peer (its own protection domain) and endpoint for
  * the regions it may reach.

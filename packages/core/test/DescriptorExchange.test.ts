@@ -38,6 +38,19 @@ describe("DescriptorExchange", () => {
       assert.deepStrictEqual(received.regions.index, index)
     }))
 
+  it.live("carries a token for Endpoint.acceptIfToken; refuses to serve one no connection request can carry", () =>
+    Effect.gen(function*() {
+      const token = Uint8Array.from({ length: DescriptorExchange.MAX_TOKEN }, (_, i) => i * 7)
+      const received = yield* exchange(server, { ca: pem("ca") }, { ...offer, token })
+      assert.deepStrictEqual(received.token, token)
+      assert.isUndefined((yield* exchange(server, { ca: pem("ca") })).token)
+      for (const bad of [new Uint8Array(0), new Uint8Array(DescriptorExchange.MAX_TOKEN + 1), "secret" as never]) {
+        const error = yield* Effect.flip(exchange(server, { ca: pem("ca") }, { ...offer, token: bad }))
+        assert.strictEqual(error.reason, "Protocol")
+        assert.include(error.message, `not 1 to ${DescriptorExchange.MAX_TOKEN} bytes`)
+      }
+    }))
+
   it.live("refuses a server whose certificate it does not trust", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(exchange(server, { ca: pem("other-ca") }))
@@ -147,7 +160,11 @@ describe("DescriptorExchange", () => {
     ["a config key __proto__", JSON.parse(`{"version":1,"rdma":{"address":"a","port":1},"regions":[],"config":{"__proto__":1}}`)],
     ["a config that is an array", { ...wire(), config: [1, 2] }],
     ["no version", { ...wire(), version: 2 }],
-    ["regions not an array", { ...wire(), regions: {} }]
+    ["regions not an array", { ...wire(), regions: {} }],
+    ["an empty token", { ...wire(), token: "" }],
+    ["a token too long for a connection request", { ...wire(), token: "ab".repeat(57) }],
+    ["a token that is not hex", { ...wire(), token: "zz" }],
+    ["a token that is a number", { ...wire(), token: 7 }]
   ]
   for (const [name, raw] of hostileOffers) {
     it.live(`refuses an offer with ${name}`, () =>
