@@ -28,8 +28,10 @@ import * as internal from "./internal/connection.js"
 import * as ops from "./internal/operations.js"
 import * as instrument from "./internal/instrument.js"
 import type { LocalMr } from "./LocalMr.js"
+import * as srq from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
 import { CompletionError, type RpmaError } from "./RdmaError.js"
+import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
 
 /**
  * Connection settings; every field has a default.
@@ -53,6 +55,12 @@ export interface Options {
    * authenticated: carry descriptors over {@link DescriptorExchange} instead, unless a C peer needs it.
    */
   readonly privateData?: Uint8Array | undefined
+  /**
+   * rpma_conn_cfg_set_srq: the connection's incoming messages land in this queue's receives (post
+   * them with {@link SharedReceiveQueue.postRecv}); {@link recv} on the connection is refused. The
+   * queue is deleted only after the connection.
+   */
+  readonly sharedReceiveQueue?: SharedReceiveQueue | undefined
 }
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
@@ -73,7 +81,8 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
     sqSize,
     rqSize,
     cqSize: options?.completionQueueSize ?? sqSize + rqSize,
-    directWriteToPmem: options?.directWriteToPmem ?? false
+    directWriteToPmem: options?.directWriteToPmem ?? false,
+    srq: options?.sharedReceiveQueue?.handle
   }
 }
 
@@ -248,15 +257,28 @@ export const connect = (
 ): Effect.Effect<Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
-    return internal.open(
-      driver,
-      peer,
-      driver.connReqNew(peer.handle, address, port, config),
-      options?.privateData,
-      { address, port },
-      config
+    return Effect.zipRight(
+      srq.usedBy(options?.sharedReceiveQueue?.queue),
+      internal.open(
+        driver,
+        peer,
+        driver.connReqNew(peer.handle, address, port, config),
+        options?.privateData,
+        { address, port },
+        config
+      )
     )
   })
+
+/**
+ * rpma_conn_get_qp_num: the number of the connection's queue pair, which the completions of a
+ * {@link SharedReceiveQueue.SharedReceiveQueue} carry to say which connection a message came on.
+ *
+ * @since 0.3.0
+ * @category getters
+ */
+export const qpNum = (conn: Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(conn.handle))
 
 /**
  * rpma_write: copies `length` bytes from a local WRITE_SRC region to a remote WRITE_DST region.

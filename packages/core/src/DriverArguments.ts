@@ -176,6 +176,33 @@ export const connConfig = (value: unknown): string | undefined => {
 }
 
 /**
+ * A shared receive queue's sizes (rpma_srq_cfg), as both drivers check them: integers, a receive
+ * queue of 1 to 65536, and a receive CQ of its own (1 to 131072) at least as large, since every
+ * posted receive completes there.
+ *
+ * @since 0.3.0
+ * @category validation
+ */
+export const srqConfig = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null) return "the shared receive queue's cfg must be an object"
+  let rqSize: unknown, rcqSize: unknown
+  try {
+    rqSize = (value as Record<string, unknown>).rqSize
+    rcqSize = (value as Record<string, unknown>).rcqSize
+  } catch {
+    return "reading the shared receive queue's cfg threw"
+  }
+  return integerIn(rqSize, "receiveQueueSize", 1, 65536) ??
+    (rcqSize === 0
+      ? "completionQueueSize 0: a shared receive queue without its own receive CQ would complete its receives " +
+        "on the connections' queues, away from where they were posted"
+      : integerIn(rcqSize, "completionQueueSize", 1, 131072)) ??
+    ((rcqSize as number) < (rqSize as number)
+      ? `completionQueueSize ${rcqSize} is smaller than receiveQueueSize ${rqSize}: completions would be lost`
+      : undefined)
+}
+
+/**
  * The queue sizes a connection can live with, beyond what the C libraries check: at least one send
  * and one completion slot, and a completion queue that holds every request that can be in flight
  * (every work request here asks for a completion, and a full completion queue loses them).

@@ -63,6 +63,7 @@ int ConnState::Delete() {
   cq = nullptr;
   Count(Kind::Conn, -1);
   if (peer) peer->users--;
+  if (srq) srq->users--;
   // The queue pair is gone: the device no longer touches the regions of requests in flight.
   ReleaseAll(posted);
   return code;

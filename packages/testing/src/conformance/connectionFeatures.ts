@@ -1,11 +1,11 @@
 /**
  * Conformance cases for the connection features of librpma beyond plain operations: a receive
  * posted before accepting, posting without waiting and unsignalled requests, immediate data, the
- * peer configuration descriptor, and rdma_cm's private data limits.
+ * peer configuration descriptor, rdma_cm's private data limits, and shared receive queues.
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -210,6 +210,75 @@ export const connectionFeatureCases = (): ReadonlyArray<CaseOf> => [
         const bad = yield* Effect.exit(Connection.applyRemotePeerConfig(client, new Uint8Array(2)))
         yield* check(tagOf(bad) === "RpmaInvalidError", `a 2-byte descriptor: ${tagOf(bad)}`)
       })
+  },
+  {
+    name: "shared receive queue: two connections' messages land in its receives, each naming its connection; " +
+      "recv on such a connection and a queue without its own CQ are refused; its end fails what waits",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const before = yield* d.live
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const noCq = yield* Effect.exit(Effect.scoped(SharedReceiveQueue.make(serverPeer, { completionQueueSize: 0 })))
+        yield* check(tagOf(noCq) === "RpmaInvalidError", `a queue without a receive CQ: ${tagOf(noCq)}`)
+        yield* check(messageOf(noCq).includes("receive CQ"), `the refusal names the receive CQ: ${messageOf(noCq)}`)
+        const small = yield* Effect.exit(
+          Effect.scoped(SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 8, completionQueueSize: 4 }))
+        )
+        yield* check(tagOf(small) === "RpmaInvalidError", `a receive CQ smaller than the queue: ${tagOf(small)}`)
+
+        const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4 })
+        const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
+        const first = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 0, length: 64 })
+        const second = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 64, length: 64 })
+        const waiting = yield* Effect.scoped(Effect.gen(function*() {
+          const ep = yield* Endpoint.listen(serverPeer, address, port)
+          const connect = Effect.gen(function*() {
+            const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sharedReceiveQueue: srq }))
+            const client = yield* Connection.connect(clientPeer, address, port)
+            return { client, server: yield* Fiber.join(accepting) }
+          })
+          const a = yield* connect
+          const b = yield* connect
+          const qpA = yield* Connection.qpNum(a.server)
+          const qpB = yield* Connection.qpNum(b.server)
+          yield* check(qpA !== qpB, `the two connections' queue pair numbers differ (${qpA}, ${qpB})`)
+          const out = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
+          out.memory.set(pattern(64, 1))
+          yield* Connection.send(a.client, { src: out, offset: 0, length: 20 })
+          const gotA = yield* Effect.raceFirst(first.completion, second.completion)
+          out.memory.set(pattern(64, 2))
+          yield* Connection.sendWithImm(b.client, { src: out, offset: 0, length: 30, imm: 77 })
+          const [one, two] = [yield* first.completion, yield* second.completion]
+          const gotB = one.qpNum === gotA.qpNum ? two : one
+          yield* check(gotA.qpNum === qpA && gotB.qpNum === qpB, `qpNum ${gotA.qpNum}, ${gotB.qpNum} (expected ${qpA}, ${qpB})`)
+          yield* check(gotA.byteLength === 20 && gotA.imm === undefined, `A's message: ${gotA.byteLength} bytes`)
+          yield* check(gotB.byteLength === 30 && gotB.imm === 77 && gotB.operation === "RECV", `B's message: ${gotB.byteLength}, ${gotB.imm}`)
+          const atA = one.qpNum === gotA.qpNum ? 0 : 64
+          yield* check(same(inbox.memory.subarray(atA, atA + 20), pattern(64, 1).subarray(0, 20)), "A's bytes")
+          yield* check(same(inbox.memory.subarray(64 - atA, 64 - atA + 30), pattern(64, 2).subarray(0, 30)), "B's bytes")
+
+          const own = yield* Effect.exit(Connection.recv(a.server, { dst: inbox, offset: 128, length: 64 }))
+          yield* check(tagOf(own) === "RpmaInvalidError", `recv on a connection with a shared receive queue: ${tagOf(own)}`)
+          yield* check(messageOf(own).includes("shared receive queue"), `the refusal says why: ${messageOf(own)}`)
+          // Still posted when the connections go: the queue outlives them.
+          return yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 128, length: 64 })
+        }))
+        yield* check((yield* d.live).sharedReceiveQueues === 1, "the queue is alive after its connections")
+        return { waiting, before }
+      }).pipe(
+        Effect.scoped,
+        Effect.flatMap(({ before, waiting }) =>
+          Effect.gen(function*() {
+            const ended = yield* Effect.exit(waiting.completion)
+            yield* check(tagOf(ended) === "ConnectionClosedError", `a receive still posted when the queue ends: ${tagOf(ended)}`)
+            const live = yield* (yield* Driver.RdmaDriver).live
+            yield* check(live.sharedReceiveQueues === before.sharedReceiveQueues, "the queue is deleted")
+            yield* check(live.localRegions === before.localRegions && live.peers === before.peers, "its regions and peer too")
+          })
+        )
+      )
   },
   {
     name: "private data: 56 bytes on a connect and 196 on an accept pass, padded to that; one more is refused naming the limit",
