@@ -61,6 +61,17 @@ export interface Options {
    * queue is deleted only after the connection.
    */
   readonly sharedReceiveQueue?: SharedReceiveQueue | undefined
+  /**
+   * rpma_conn_cfg_set_rcq_size: receives complete on a receive completion queue of their own, of
+   * this size (at least the receive queue size), and the completion queue then needs only the send
+   * queue's size. Operations complete the same way. Default 0: receives complete on the completion queue.
+   */
+  readonly receiveCompletionQueueSize?: number | undefined
+  /**
+   * rpma_conn_cfg_set_compl_channel: the completion queue and the receive completion queue signal
+   * on one channel (waited on with rpma_conn_wait). Not with a shared receive queue. Default false.
+   */
+  readonly sharedCompletionChannel?: boolean | undefined
 }
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
@@ -76,11 +87,16 @@ const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
 export const toConfig = (options: Options | undefined): ConnConfig => {
   const sqSize = options?.sendQueueSize ?? 64
   const rqSize = options?.receiveQueueSize ?? 64
+  const rcqSize = options?.receiveCompletionQueueSize ?? 0
+  // Receives elsewhere (a shared receive queue, a receive CQ of its own): the CQ holds the sends.
+  const receivesOnCq = options?.sharedReceiveQueue === undefined && rcqSize === 0
   return {
     timeoutMs: timeoutMillis(options?.timeout),
     sqSize,
     rqSize,
-    cqSize: options?.completionQueueSize ?? sqSize + rqSize,
+    cqSize: options?.completionQueueSize ?? (receivesOnCq ? sqSize + rqSize : sqSize),
+    rcqSize,
+    sharedCompletionChannel: options?.sharedCompletionChannel ?? false,
     directWriteToPmem: options?.directWriteToPmem ?? false,
     srq: options?.sharedReceiveQueue?.handle
   }

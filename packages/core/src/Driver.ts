@@ -153,6 +153,17 @@ export interface ConnConfig {
    * posted on the connection itself is refused), and their completions from its receive CQ.
    */
   readonly srq?: SrqHandle | undefined
+  /**
+   * rpma_conn_cfg_set_rcq_size: receives complete on a receive CQ of this size, apart from the CQ
+   * (0 or absent: on the CQ). {@link Driver.pollCompletions} and {@link Driver.nextCompletions}
+   * return the completions of both.
+   */
+  readonly rcqSize?: number | undefined
+  /**
+   * rpma_conn_cfg_set_compl_channel: one completion channel for the CQ and the receive CQ, its
+   * events taken with rpma_conn_wait. Not with a shared receive queue (librpma refuses it).
+   */
+  readonly sharedCompletionChannel?: boolean | undefined
 }
 
 /**

@@ -11,6 +11,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
+import * as DriverArguments from "./DriverArguments.js"
 import * as internalConnection from "./internal/connection.js"
 import { PendingTable, runAll, Slots } from "./internal/dataPath.js"
 import * as instrument from "./internal/instrument.js"
@@ -108,6 +109,9 @@ export const next = (
 ): Effect.Effect<ConnectionRequest, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = Connection.toConfig(options)
+    // The queue pair is made with the request: what its connection could not live with is refused now.
+    const refused = DriverArguments.queueSizes(config)
+    if (refused !== undefined) return Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(restore(driver.epNextConnReq(ep.handle, config)), (handle) =>
         driver.connReqPrivateData(handle).pipe(

@@ -45,9 +45,10 @@ bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out) {
   if (!value.IsObject()) return call.Invalid("cfg must be an object"), false;
   Napi::Object object = value.As<Napi::Object>();
   // Every field read before any is checked; a throwing getter or Proxy trap fails the call.
-  Napi::Value fields[6];
-  const char* const names[6] = {"timeoutMs", "sqSize", "rqSize", "cqSize", "directWriteToPmem", "srq"};
-  for (int i = 0; i < 6; i++) {
+  Napi::Value fields[8];
+  const char* const names[8] = {"timeoutMs",         "sqSize", "rqSize", "cqSize", "directWriteToPmem",
+                                "srq",               "rcqSize", "sharedCompletionChannel"};
+  for (int i = 0; i < 8; i++) {
     fields[i] = object.Get(names[i]);
     if (call.Env().IsExceptionPending()) return call.Invalid(std::string("reading cfg.") + names[i] + " threw"), false;
   }
@@ -59,6 +60,13 @@ bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out) {
   }
   Napi::Value direct = fields[4];
   if (!direct.IsBoolean() && !direct.IsUndefined()) return call.Invalid("directWriteToPmem must be a boolean"), false;
+  double rcq = 0;
+  if (!fields[6].IsUndefined() && !Integer(call, fields[6], "rcqSize", UINT32_MAX, &rcq)) return false;
+  if (!fields[7].IsBoolean() && !fields[7].IsUndefined()) {
+    return call.Invalid("sharedCompletionChannel must be a boolean"), false;
+  }
+  out->rcq_size = static_cast<uint32_t>(rcq);
+  out->shared_channel = fields[7].IsBoolean() && fields[7].As<Napi::Boolean>().Value();
   if (!fields[5].IsUndefined() && !fields[5].IsNull()) {
     Srq* srq = Open<Srq>(call, fields[5]);
     if (srq == nullptr) return false;

@@ -28,8 +28,9 @@ int ConnConfig::Make(rpma_conn_cfg** out) const {
   if (code != 0) return code;
   if ((code = rpma_conn_cfg_set_timeout(cfg, timeout_ms)) != 0 || (code = rpma_conn_cfg_set_sq_size(cfg, sq_size)) != 0 ||
       (code = rpma_conn_cfg_set_rq_size(cfg, rq_size)) != 0 || (code = rpma_conn_cfg_set_cq_size(cfg, cq_size)) != 0 ||
-      (code = rpma_conn_cfg_set_rcq_size(cfg, 0)) != 0 || (code = rpma_conn_cfg_set_compl_channel(cfg, false)) != 0 ||
-      (code = rpma_conn_cfg_set_srq(cfg, srq ? srq->srq : nullptr)) != 0) {
+      (code = rpma_conn_cfg_set_rcq_size(cfg, rcq_size)) != 0 ||
+      (code = rpma_conn_cfg_set_compl_channel(cfg, shared_channel)) != 0 ||
+      (srq && (code = rpma_conn_cfg_set_srq(cfg, srq->srq)) != 0)) {  // NULL is refused: only when there is one
     rpma_conn_cfg_delete(&cfg);
     return code;
   }
@@ -246,6 +247,8 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   Count(Kind::Conn, +1);
   wrapper->state = state;
   code = rpma_conn_get_cq(conn, &state->cq);
+  if (code == 0) code = rpma_conn_get_rcq(conn, &state->rcq);
+  state->shared_channel = req->config.shared_channel;
   if (code == 0 && req->config.direct_write_to_pmem) {
     // rpma_flush(PERSISTENT) is refused (RPMA_E_NOSUPP) unless the remote peer's cfg says so.
     rpma_peer_cfg* pcfg = nullptr;

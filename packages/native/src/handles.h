@@ -213,6 +213,8 @@ struct ConnConfig {
   bool direct_write_to_pmem = false;
   // rpma_conn_cfg_set_srq: kept alive (and counted as used) by whatever is made with it.
   std::shared_ptr<SrqState> srq;
+  uint32_t rcq_size = 0;         // rpma_conn_cfg_set_rcq_size: a receive CQ of its own when > 0
+  bool shared_channel = false;   // rpma_conn_cfg_set_compl_channel
   // rpma_conn_cfg_new + setters; nullptr and a code on failure.
   int Make(rpma_conn_cfg** out) const;
 };
@@ -315,17 +317,22 @@ struct ConnState : std::enable_shared_from_this<ConnState> {
   // Stops watching, rpma_conn_delete, releases the regions of requests in flight; returns the code.
   int Delete();
   void OnEvent(Napi::Env env, int status);
-  void OnCompletion(Napi::Env env, int status);
-  // rpma_cq_get_wc until RPMA_E_NO_COMPLETION, into `out`; returns 0 or a code.
+  // `fired`: the CQ whose channel is readable (the receive CQ's, when it has one of its own).
+  void OnCompletion(Napi::Env env, int status, rpma_cq* fired);
+  // rpma_cq_get_wc until RPMA_E_NO_COMPLETION, from the CQ then the receive CQ, into `out`; returns 0 or a code.
   int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
+  int DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, uint32_t* count);
   rpma_conn* conn = nullptr;
   rpma_cq* cq = nullptr;
+  rpma_cq* rcq = nullptr;       // rpma_conn_get_rcq: receives complete there, if it has one
+  bool shared_channel = false;  // one channel for both: events taken with rpma_conn_wait
   std::shared_ptr<PeerState> peer;
   std::shared_ptr<SrqState> srq;  // its receives come from there, not from rpma_recv
   uint64_t next_token = 1;
   PostedMap posted;
   Poller events;
   Poller completions;
+  Poller receives;  // the receive CQ's own channel, when it is not shared
 };
 
 class Conn : public Handle<Conn> {

@@ -1,6 +1,8 @@
 // Shared receive queues against a C program written on librpma (srq_peer.c), in both directions:
 // two clients' messages taken from one queue's receives, each routed by its qp_num to the
 // connection it came on, which answers; a client that got another's answer sees the wrong bytes.
+// The TypeScript clients and the last server have a receive CQ of their own (one on a completion
+// channel shared with the CQ).
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/FeaturesSrq.test.ts
 import * as Connection from "@effect-rdma/core/Connection"
 import * as Endpoint from "@effect-rdma/core/Endpoint"
@@ -20,6 +22,12 @@ if (address === undefined || address === "") {
 
 const MSG = 32
 const SEEDS = [11, 22] as const
+/** A receive CQ of its own; for the second client, on one completion channel with the CQ. */
+const ownReceiveCq = (i: number): Connection.Options => ({
+  receiveQueueSize: 16,
+  receiveCompletionQueueSize: 16,
+  sharedCompletionChannel: i === 1
+})
 const usage = Usage.combine(Usage.SEND, Usage.RECV)
 
 /** A message as srq_peer.c builds it: the seed, then pattern(i, seed). */
@@ -71,16 +79,16 @@ describe("shared receive queues against a librpma C program", () => {
     }).pipe(Effect.scoped, Effect.provide(NativeDriver.layer))
   }, 90_000)
 
-  it.live("TypeScript clients, C server with a shared receive queue: each client gets the answer to its own message", () => {
+  it.live("TypeScript clients with their own receive CQ, C server with a shared receive queue: each gets its answer", () => {
     const port = 17911
     const server = runC("srq_peer", ["server", address, String(port)])
     return Effect.gen(function*() {
       yield* Effect.promise(() => server.ready)
       const peer = yield* Peer.make(address)
-      yield* Effect.forEach(SEEDS, (seed) =>
+      yield* Effect.forEach(SEEDS, (seed, i) =>
         Effect.gen(function*() {
           const mem = yield* LocalMr.allocate(peer, 128, usage)
-          const conn = yield* Connection.connect(peer, address, port)
+          const conn = yield* Connection.connect(peer, address, port, ownReceiveCq(i))
           const answer = yield* Connection.postRecv(conn, { dst: mem, offset: 64, length: 64 })
           mem.memory.set(message(seed), 0)
           yield* Connection.send(conn, { src: mem, offset: 0, length: MSG })
@@ -95,5 +103,27 @@ describe("shared receive queues against a librpma C program", () => {
       Effect.ensuring(Effect.sync(() => server.child.kill())),
       Effect.provide(NativeDriver.layer)
     )
+  }, 90_000)
+
+  it.live("TypeScript server with a receive CQ of its own on a shared channel, C client: receive before accept, answer", () => {
+    const port = 17912
+    return Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const mem = yield* LocalMr.allocate(peer, 256, usage)
+      const ep = yield* Endpoint.listen(peer, address, port)
+      const client = runC("srq_peer", ["client", address, String(port), "33"])
+      yield* Effect.addFinalizer(() => Effect.sync(() => client.child.kill()))
+      const options = ownReceiveCq(1)
+      const req = yield* Endpoint.next(ep, options)
+      const first = yield* Endpoint.recv(req, { dst: mem, offset: 0, length: 64 })
+      const conn = yield* Endpoint.accept(req, options)
+      const got = yield* first.completion
+      assert.strictEqual(got.byteLength, MSG)
+      assert.isTrue(same(mem.memory.slice(0, MSG), message(33)), "the client's message")
+      mem.memory.set(pattern(MSG, 133), 128)
+      yield* Connection.send(conn, { src: mem, offset: 128, length: MSG })
+      const code = yield* awaitExit(client)
+      assert.strictEqual(code, 0, `the C client:\n${client.output()}`)
+    }).pipe(Effect.scoped, Effect.provide(NativeDriver.layer))
   }, 90_000)
 })

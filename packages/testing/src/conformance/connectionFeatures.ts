@@ -281,6 +281,49 @@ export const connectionFeatureCases = (): ReadonlyArray<CaseOf> => [
       )
   },
   {
+    name: "a receive CQ of its own, and one channel for both CQs: sends, receives and writes complete as before; " +
+      "combinations librpma cannot make are refused naming the option",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, clientPeer, server, serverPeer } = yield* pair(address, port, {
+          server: { receiveQueueSize: 8, receiveCompletionQueueSize: 8 },
+          client: { receiveQueueSize: 8, receiveCompletionQueueSize: 16, sharedCompletionChannel: true }
+        })
+        const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
+        const target = yield* LocalMr.allocate(serverPeer, 256, exposed)
+        const remote = yield* remoteOf(target)
+        const out = yield* LocalMr.allocate(clientPeer, 256, Usage.combine(Usage.SEND, Usage.WRITE_SRC, Usage.RECV))
+        out.memory.set(pattern(256, 9))
+        const arriving = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
+        yield* Connection.sendWithImm(client, { src: out, offset: 0, length: 24, imm: 5 })
+        const got = yield* arriving.completion
+        yield* check(got.operation === "RECV" && got.byteLength === 24 && got.imm === 5, `the server's receive: ${got.byteLength}`)
+        yield* check(same(inbox.memory.subarray(0, 24), pattern(256, 9).subarray(0, 24)), "the bytes sent")
+        yield* Connection.write(client, { dst: remote, src: out, length: 256 })
+        yield* check(same(target.memory, pattern(256, 9)), "the bytes written")
+        const back = yield* Connection.postRecv(client, { dst: out, offset: 128, length: 128 })
+        inbox.memory.fill(0)
+        const reply = yield* LocalMr.allocate(serverPeer, 16, Usage.SEND)
+        reply.memory.set(pattern(16, 4))
+        yield* Connection.send(server, { src: reply, offset: 0, length: 16 })
+        const answered = yield* back.completion
+        yield* check(answered.byteLength === 16, `the client's receive on a shared channel: ${answered.byteLength}`)
+        yield* check(same(out.memory.subarray(128, 144), pattern(16, 4)), "the bytes of the reply")
+
+        const srq = yield* SharedReceiveQueue.make(serverPeer)
+        const shared = yield* Effect.exit(
+          Effect.scoped(Connection.connect(clientPeer, address, port, { sharedReceiveQueue: srq, sharedCompletionChannel: true }))
+        )
+        yield* check(tagOf(shared) === "RpmaInvalidError", `a shared channel with a shared receive queue: ${tagOf(shared)}`)
+        yield* check(messageOf(shared).includes("sharedCompletionChannel"), `the refusal names it: ${messageOf(shared)}`)
+        const small = yield* Effect.exit(
+          Effect.scoped(Connection.connect(clientPeer, address, port, { receiveCompletionQueueSize: 8, receiveQueueSize: 64 }))
+        )
+        yield* check(tagOf(small) === "RpmaInvalidError", `a receive CQ smaller than the receive queue: ${tagOf(small)}`)
+        yield* check(messageOf(small).includes("receiveCompletionQueueSize 8"), `the refusal names it: ${messageOf(small)}`)
+      })
+  },
+  {
     name: "private data: 56 bytes on a connect and 196 on an accept pass, padded to that; one more is refused naming the limit",
     run: (address, port) =>
       Effect.gen(function*() {

@@ -156,8 +156,13 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
     ofConfig: (config: Driver.ConnConfig) => srqOf(config.srq),
     /** Checks a config's queue: a live one, or none. */
     refuseConfig: (operation: string, config: unknown) => {
-      const value = typeof config === "object" && config !== null ? (config as Driver.ConnConfig).srq : undefined
-      return value === undefined ? undefined : deadOrWrong(operation, "shared receive queue", srqOf(value))
+      const cfg = typeof config === "object" && config !== null ? config as Driver.ConnConfig : undefined
+      if (cfg?.srq === undefined) return undefined
+      // As rpma_conn_req_new / rpma_ep_next_conn_req: the queue's receive CQ has a channel of its own.
+      return deadOrWrong(operation, "shared receive queue", srqOf(cfg.srq)) ??
+        (cfg.sharedCompletionChannel === true
+          ? invalid(operation, "a shared completion channel cannot be used with a shared receive queue that has its own receive CQ")
+          : undefined)
     },
     /** The next posted receive of the queue, if any (which one is unspecified; the oldest here). */
     take: (srq: fabric.Srq): SharedRecv | undefined => stateOf(srq).recvs.shift(),
