@@ -73,6 +73,14 @@ export const make = (): Fake => {
     mrReg: (_peer, memory) => ({ kind: "mr", memory }),
     mrRegAsync: (_peer, memory) => Promise.resolve({ kind: "mr", memory }),
     connReqRecv: () => {},
+    // Shared receive queues are not on the benchmarked path.
+    srqNew: () => ({ kind: "srq" }),
+    srqDelete: () => {},
+    srqRecv: () => {},
+    srqPollCompletions: () => [],
+    srqWaitCompletions: () => 0,
+    srqCancelWait: () => false,
+    connQpNum: () => 1,
     peerCfgDescriptor: () => new Uint8Array(1),
     connApplyRemotePeerCfg: () => {},
     mapFile: () => new Uint8Array(4096),
@@ -185,7 +193,8 @@ export const make = (): Fake => {
       cmRegions: 0,
       endpoints: 0,
       connectionRequests: 0,
-      connections: 0
+      connections: 0,
+      sharedReceiveQueues: 0
     }),
     liveAllocations: () => 0,
     ibvDevices: () => [],

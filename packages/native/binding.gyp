@@ -14,7 +14,8 @@
         "src/endpoint.cc",
         "src/conn_req.cc",
         "src/conn.cc",
-        "src/post.cc"
+        "src/post.cc",
+        "src/srq.cc"
       ],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
       "defines": [

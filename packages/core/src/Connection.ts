@@ -28,8 +28,10 @@ import * as internal from "./internal/connection.js"
 import * as ops from "./internal/operations.js"
 import * as instrument from "./internal/instrument.js"
 import type { LocalMr } from "./LocalMr.js"
+import * as srq from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
 import { CompletionError, type RpmaError } from "./RdmaError.js"
+import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
 
 /**
  * Connection settings; every field has a default.
@@ -53,6 +55,23 @@ export interface Options {
    * authenticated: carry descriptors over {@link DescriptorExchange} instead, unless a C peer needs it.
    */
   readonly privateData?: Uint8Array | undefined
+  /**
+   * rpma_conn_cfg_set_srq: the connection's incoming messages land in this queue's receives (post
+   * them with {@link SharedReceiveQueue.postRecv}); {@link recv} on the connection is refused. The
+   * queue is deleted only after the connection.
+   */
+  readonly sharedReceiveQueue?: SharedReceiveQueue | undefined
+  /**
+   * rpma_conn_cfg_set_rcq_size: receives complete on a receive completion queue of their own, of
+   * this size (at least the receive queue size), and the completion queue then needs only the send
+   * queue's size. Operations complete the same way. Default 0: receives complete on the completion queue.
+   */
+  readonly receiveCompletionQueueSize?: number | undefined
+  /**
+   * rpma_conn_cfg_set_compl_channel: the completion queue and the receive completion queue signal
+   * on one channel (waited on with rpma_conn_wait). Not with a shared receive queue. Default false.
+   */
+  readonly sharedCompletionChannel?: boolean | undefined
 }
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
@@ -68,12 +87,18 @@ const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
 export const toConfig = (options: Options | undefined): ConnConfig => {
   const sqSize = options?.sendQueueSize ?? 64
   const rqSize = options?.receiveQueueSize ?? 64
+  const rcqSize = options?.receiveCompletionQueueSize ?? 0
+  // Receives elsewhere (a shared receive queue, a receive CQ of its own): the CQ holds the sends.
+  const receivesOnCq = options?.sharedReceiveQueue === undefined && rcqSize === 0
   return {
     timeoutMs: timeoutMillis(options?.timeout),
     sqSize,
     rqSize,
-    cqSize: options?.completionQueueSize ?? sqSize + rqSize,
-    directWriteToPmem: options?.directWriteToPmem ?? false
+    cqSize: options?.completionQueueSize ?? (receivesOnCq ? sqSize + rqSize : sqSize),
+    rcqSize,
+    sharedCompletionChannel: options?.sharedCompletionChannel ?? false,
+    directWriteToPmem: options?.directWriteToPmem ?? false,
+    srq: options?.sharedReceiveQueue?.handle
   }
 }
 
@@ -248,15 +273,28 @@ export const connect = (
 ): Effect.Effect<Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
-    return internal.open(
-      driver,
-      peer,
-      driver.connReqNew(peer.handle, address, port, config),
-      options?.privateData,
-      { address, port },
-      config
+    return Effect.zipRight(
+      srq.usedBy(options?.sharedReceiveQueue?.queue),
+      internal.open(
+        driver,
+        peer,
+        driver.connReqNew(peer.handle, address, port, config),
+        options?.privateData,
+        { address, port },
+        config
+      )
     )
   })
+
+/**
+ * rpma_conn_get_qp_num: the number of the connection's queue pair, which the completions of a
+ * {@link SharedReceiveQueue.SharedReceiveQueue} carry to say which connection a message came on.
+ *
+ * @since 0.3.0
+ * @category getters
+ */
+export const qpNum = (conn: Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(conn.handle))
 
 /**
  * rpma_write: copies `length` bytes from a local WRITE_SRC region to a remote WRITE_DST region.

@@ -98,6 +98,30 @@ export type ConnReqHandle = Handle<"ConnReq">
  * @category models
  */
 export type ConnHandle = Handle<"Conn">
+/**
+ * `struct rpma_srq *`: a shared receive queue, with its own receive completion queue.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type SrqHandle = Handle<"Srq">
+
+/**
+ * A shared receive queue's settings (`struct rpma_srq_cfg`).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface SrqConfig {
+  /** Receives posted at once (rpma_srq_cfg_set_rq_size). */
+  readonly rqSize: number
+  /**
+   * Its receive completion queue (rpma_srq_cfg_set_rcq_size): at least 1 here. librpma allows 0
+   * (no queue of its own: completions would land on each connection's queue), which drivers refuse,
+   * because a receive's completion must come back where it was posted.
+   */
+  readonly rcqSize: number
+}
 
 /**
  * librpma's connection events (`enum rpma_conn_event`).
@@ -124,6 +148,22 @@ export interface ConnConfig {
   readonly cqSize: number
   /** The remote peer writes directly to persistent memory (rpma_peer_cfg_set_direct_write_to_pmem): allows persistent flushes. */
   readonly directWriteToPmem: boolean
+  /**
+   * rpma_conn_cfg_set_srq: the connection's receives come from this shared receive queue (a receive
+   * posted on the connection itself is refused), and their completions from its receive CQ.
+   */
+  readonly srq?: SrqHandle | undefined
+  /**
+   * rpma_conn_cfg_set_rcq_size: receives complete on a receive CQ of this size, apart from the CQ
+   * (0 or absent: on the CQ). {@link Driver.pollCompletions} and {@link Driver.nextCompletions}
+   * return the completions of both.
+   */
+  readonly rcqSize?: number | undefined
+  /**
+   * rpma_conn_cfg_set_compl_channel: one completion channel for the CQ and the receive CQ, its
+   * events taken with rpma_conn_wait. Not with a shared receive queue (librpma refuses it).
+   */
+  readonly sharedCompletionChannel?: boolean | undefined
 }
 
 /**
@@ -238,6 +278,17 @@ export const WcOpcode = {
 export const WcFlags = { WITH_IMM: 2 } as const
 
 /**
+ * A completion from a shared receive queue's CQ: `qpNum` (`ibv_wc.qp_num`) says which connection
+ * the message came on (see {@link Driver.connQpNum}).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface SrqCompletion extends Completion {
+  readonly qpNum: number
+}
+
+/**
  * A receive to post on a connection request before it is accepted (rpma_conn_req_recv).
  *
  * @since 0.3.0
@@ -311,6 +362,7 @@ export interface LiveHandles {
   readonly endpoints: number
   readonly connectionRequests: number
   readonly connections: number
+  readonly sharedReceiveQueues: number
 }
 
 /**
@@ -473,6 +525,29 @@ export interface Driver {
    * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one.
    */
   readonly nextCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
+
+  /**
+   * rpma_srq_new with an rpma_srq_cfg of these sizes. The peer is in use (its delete refused) until
+   * the queue is deleted.
+   */
+  readonly srqNew: (peer: PeerHandle, config: SrqConfig) => Effect.Effect<SrqHandle, RpmaError>
+  /**
+   * rpma_srq_delete. Refused ({@link ResourceInUseError}, still alive) while connection requests or
+   * connections made with it exist; otherwise gone afterwards, even when it fails. The regions of
+   * receives still posted are let go.
+   */
+  readonly srqDelete: (srq: SrqHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>
+  /**
+   * rpma_srq_recv: a receive any connection made with the queue may consume; its completion comes
+   * from the queue's receive CQ with `id`. Its region is held until then, or until the queue is deleted.
+   */
+  readonly srqRecv: (srq: SrqHandle, request: RecvRequest) => Effect.Effect<void, RpmaError>
+  /** rpma_cq_get_wc on the queue's receive CQ (rpma_srq_get_rcq) without waiting: possibly none. */
+  readonly srqPollCompletions: (srq: SrqHandle) => Effect.Effect<ReadonlyArray<SrqCompletion>, RpmaError>
+  /** Waits, without blocking the event loop, for completions on the queue's receive CQ; at least one. */
+  readonly srqNextCompletions: (srq: SrqHandle) => Effect.Effect<ReadonlyArray<SrqCompletion>, RpmaError>
+  /** rpma_conn_get_qp_num: what {@link SrqCompletion.qpNum} says of the connection's messages. */
+  readonly connQpNum: (conn: ConnHandle) => Effect.Effect<number, RpmaError>
 
   /** The handles alive now, by kind. */
   readonly live: Effect.Effect<LiveHandles>

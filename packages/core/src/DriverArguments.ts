@@ -159,7 +159,9 @@ const integerIn = (value: unknown, what: string, min: number, max: number): stri
 export const connConfig = (value: unknown): string | undefined => {
   if (typeof value !== "object" || value === null) return "cfg must be an object"
   const read: Record<string, unknown> = {}
-  for (const key of ["timeoutMs", "sqSize", "rqSize", "cqSize", "directWriteToPmem"]) {
+  for (
+    const key of ["timeoutMs", "sqSize", "rqSize", "cqSize", "directWriteToPmem", "rcqSize", "sharedCompletionChannel"]
+  ) {
     try {
       read[key] = (value as Record<string, unknown>)[key]
     } catch {
@@ -172,6 +174,37 @@ export const connConfig = (value: unknown): string | undefined => {
     integerIn(read.cqSize, "cqSize", 0, UINT32_MAX) ??
     (read.directWriteToPmem !== undefined && typeof read.directWriteToPmem !== "boolean"
       ? "directWriteToPmem must be a boolean"
+      : undefined) ??
+    (read.rcqSize !== undefined ? integerIn(read.rcqSize, "rcqSize", 0, UINT32_MAX) : undefined) ??
+    (read.sharedCompletionChannel !== undefined && typeof read.sharedCompletionChannel !== "boolean"
+      ? "sharedCompletionChannel must be a boolean"
+      : undefined)
+}
+
+/**
+ * A shared receive queue's sizes (rpma_srq_cfg), as both drivers check them: integers, a receive
+ * queue of 1 to 65536, and a receive CQ of its own (1 to 131072) at least as large, since every
+ * posted receive completes there.
+ *
+ * @since 0.3.0
+ * @category validation
+ */
+export const srqConfig = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null) return "the shared receive queue's cfg must be an object"
+  let rqSize: unknown, rcqSize: unknown
+  try {
+    rqSize = (value as Record<string, unknown>).rqSize
+    rcqSize = (value as Record<string, unknown>).rcqSize
+  } catch {
+    return "reading the shared receive queue's cfg threw"
+  }
+  return integerIn(rqSize, "receiveQueueSize", 1, 65536) ??
+    (rcqSize === 0
+      ? "completionQueueSize 0: a shared receive queue without its own receive CQ would complete its receives " +
+        "on the connections' queues, away from where they were posted"
+      : integerIn(rcqSize, "completionQueueSize", 1, 131072)) ??
+    ((rcqSize as number) < (rqSize as number)
+      ? `completionQueueSize ${rcqSize} is smaller than receiveQueueSize ${rqSize}: completions would be lost`
       : undefined)
 }
 
@@ -184,14 +217,40 @@ export const connConfig = (value: unknown): string | undefined => {
  * @since 0.1.0
  * @category validation
  */
-export const queueSizes = (sizes: { readonly sqSize: number; readonly rqSize: number; readonly cqSize: number }) =>
-  integerIn(sizes.sqSize, "sendQueueSize", 1, 65536) ??
+export const queueSizes = (sizes: {
+  readonly sqSize: number
+  readonly rqSize: number
+  readonly cqSize: number
+  readonly rcqSize?: number | undefined
+  readonly srq?: unknown
+  readonly sharedCompletionChannel?: boolean | undefined
+}) => {
+  const rcqSize = sizes.rcqSize ?? 0
+  // Where receives complete: the shared receive queue's CQ, the connection's own receive CQ, or the CQ.
+  const receivesOnCq = sizes.srq === undefined && rcqSize === 0
+  const needed = sizes.sqSize + (receivesOnCq ? sizes.rqSize : 0)
+  return integerIn(sizes.sqSize, "sendQueueSize", 1, 65536) ??
     integerIn(sizes.rqSize, "receiveQueueSize", 0, 65536) ??
     integerIn(sizes.cqSize, "completionQueueSize", 1, 131072) ??
-    (sizes.cqSize < sizes.sqSize + sizes.rqSize
-      ? `completionQueueSize ${sizes.cqSize} is smaller than sendQueueSize + receiveQueueSize ` +
-        `(${sizes.sqSize + sizes.rqSize}): completions of requests in flight would be lost`
+    integerIn(rcqSize, "receiveCompletionQueueSize", 0, 131072) ??
+    (sizes.srq !== undefined && rcqSize > 0
+      ? "receiveCompletionQueueSize with a shared receive queue: the connection's receives complete on the " +
+        "queue's own receive CQ, so one of the connection's would never be used"
+      : undefined) ??
+    (sizes.srq !== undefined && sizes.sharedCompletionChannel === true
+      ? "sharedCompletionChannel with a shared receive queue: the queue's receive CQ has its own channel " +
+        "(librpma refuses it)"
+      : undefined) ??
+    (rcqSize > 0 && rcqSize < sizes.rqSize
+      ? `receiveCompletionQueueSize ${rcqSize} is smaller than receiveQueueSize (${sizes.rqSize}): ` +
+        "completions of receives in flight would be lost"
+      : undefined) ??
+    (sizes.cqSize < needed
+      ? `completionQueueSize ${sizes.cqSize} is smaller than ` +
+        (receivesOnCq ? `sendQueueSize + receiveQueueSize (${needed})` : `sendQueueSize (${needed})`) +
+        ": completions of requests in flight would be lost"
       : undefined)
+}
 
 /**
  * What rdma_cm carries as private data on RoCE and InfiniBand: 56 bytes with a connection request

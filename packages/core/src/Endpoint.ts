@@ -11,10 +11,12 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
+import * as DriverArguments from "./DriverArguments.js"
 import * as internalConnection from "./internal/connection.js"
 import { PendingTable, runAll, Slots } from "./internal/dataPath.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
+import * as srq from "./internal/srq.js"
 import { release } from "./internal/release.js"
 import { ownerOf, type Peer } from "./Peer.js"
 import type { LocalMr } from "./LocalMr.js"
@@ -47,6 +49,8 @@ export interface ConnectionRequest {
   readonly endpoint: Endpoint
   /** @internal Receives posted before the request is answered; the connection takes them over. */
   readonly prepared: internalConnection.Prepared
+  /** @internal The shared receive queue the request was taken with: its connection uses it. */
+  readonly sharedReceiveQueue: Connection.Options["sharedReceiveQueue"]
 }
 
 /**
@@ -105,12 +109,15 @@ export const next = (
 ): Effect.Effect<ConnectionRequest, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = Connection.toConfig(options)
+    // The queue pair is made with the request: what its connection could not live with is refused now.
+    const refused = DriverArguments.queueSizes(config)
+    if (refused !== undefined) return Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(restore(driver.epNextConnReq(ep.handle, config)), (handle) =>
         driver.connReqPrivateData(handle).pipe(
           Effect.map((privateData): ConnectionRequest => {
             const prepared = { table: new PendingTable<Connection.OperationError>(), recvSlots: new Slots(config.rqSize) }
-            const req = { handle, privateData, endpoint: ep, prepared }
+            const req = { handle, privateData, endpoint: ep, prepared, sharedReceiveQueue: options?.sharedReceiveQueue }
             ep.unanswered.add(req)
             return req
           }),
@@ -148,7 +155,7 @@ export const accept = (
     Effect.suspend(() => {
       // Answered from here on: a refused accept consumes (rejects) the request too.
       const answered = req.endpoint.unanswered.delete(req)
-      return internalConnection.open(
+      return Effect.zipRight(srq.usedBy(req.sharedReceiveQueue?.queue), internalConnection.open(
         driver,
         req.endpoint.peer,
         answered ? Effect.succeed(req.handle) : Effect.fail(
@@ -162,7 +169,7 @@ export const accept = (
         { address: req.endpoint.address, port: req.endpoint.port },
         Connection.toConfig(options),
         req.prepared
-      )
+      ))
     }))
 
 /**

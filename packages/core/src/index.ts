@@ -60,6 +60,10 @@ export * as RegistrationCache from "./RegistrationCache.js"
  * @since 0.1.0
  */
 export * as RemoteMr from "./RemoteMr.js"
+/**
+ * @since 0.3.0
+ */
+export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
 
 /**
  * What the library traces: spans on the control path always, per-operation spans and timers on request.

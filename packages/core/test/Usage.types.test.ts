@@ -2,7 +2,7 @@
  * Type tests: compiled by `pnpm check`; each `@ts-expect-error` fails the build if the line compiles.
  */
 import type { LocalMr, RemoteMr } from "@effect-rdma/core"
-import { Usage } from "@effect-rdma/core"
+import { SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import { describe, expect, it } from "@effect/vitest"
 
 declare const writeSource: (mr: LocalMr.WriteSource) => void
@@ -14,12 +14,18 @@ declare const readWrite: LocalMr.LocalMr<"READ_DST" | "WRITE_SRC">
 declare const unknownUsage: LocalMr.LocalMr<never>
 declare const remoteTarget: RemoteMr.RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">
 declare const remoteUnchecked: RemoteMr.RemoteMr
+declare const srq: SharedReceiveQueue.SharedReceiveQueue
+declare const inbox: LocalMr.LocalMr<"RECV">
+declare const outbox: LocalMr.LocalMr<"SEND">
 
 export const typeTests = () => {
   writeSource(readWrite)
   readDestination(readWrite)
   writeDestination(remoteTarget)
 
+  SharedReceiveQueue.postRecv(srq, { dst: inbox })
+  // @ts-expect-error a shared receive queue's receives need a RECV region, as a connection's do
+  SharedReceiveQueue.postRecv(srq, { dst: outbox })
   // @ts-expect-error a region registered for READ_SRC cannot be a write source
   writeSource(readOnly)
   // @ts-expect-error nor a read destination

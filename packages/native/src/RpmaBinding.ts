@@ -68,6 +68,22 @@ export interface Binding {
   readonly connPollCompletions: (conn: unknown) => Array<WaitedCompletion>
   /** Starts waiting for completions (at least one); returns the wait's id. */
   readonly connWaitCompletions: (conn: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
+  /** rpma_srq_new with an rpma_srq_cfg: `config` is { rqSize, rcqSize }. */
+  readonly srqNew: (peer: unknown, config: unknown) => object
+  readonly srqDelete: (srq: unknown) => void
+  /** rpma_srq_recv: `request` is { id, dst, offset, length }. */
+  readonly srqRecv: (srq: unknown, request: unknown) => void
+  /** The completions already in the queue's receive CQ (possibly none), each with `qpNum`. */
+  readonly srqPollCompletions: (srq: unknown) => Array<WaitedCompletion & { qpNum: number }>
+  /** Starts waiting for completions on the queue's receive CQ; returns the wait's id for srqCancelWait. */
+  readonly srqWaitCompletions: (
+    srq: unknown,
+    callback: WaitCallback<Array<WaitedCompletion & { qpNum: number }>>
+  ) => number
+  /** Stops a wait of srqWaitCompletions. False if it had already ended. Never throws. */
+  readonly srqCancelWait: (srq: unknown, id: unknown) => boolean
+  /** rpma_conn_get_qp_num. */
+  readonly connQpNum: (conn: unknown) => number
   /** Stops a wait: its callback is never called. False if it had already ended. Never throws. */
   readonly cancelWait: (handle: unknown, id: unknown) => boolean
   readonly allocate: (size: unknown) => Uint8Array
@@ -82,6 +98,7 @@ export interface Binding {
     endpoints: number
     connectionRequests: number
     connections: number
+    sharedReceiveQueues: number
   }
   /** How many allocate() blocks are not yet freed (kept alive by an ArrayBuffer or a registration). */
   readonly liveAllocations: () => number

@@ -25,11 +25,13 @@ const napi_type_tag kTags[static_cast<int>(Kind::Count)] = {
     {0x5d2b8f6e3a1c7d07ULL, 0x6f1a8c3e5d9b2a66ULL},  // Endpoint
     {0x2c7e4a9f1b6d3e08ULL, 0x3a5d7f1c9e2b8d67ULL},  // ConnReq
     {0x7b4f1d3a9c5e2f09ULL, 0x9c2e6a4f1d7b3e68ULL},  // Conn
+    {0xe35a7c2d9f4b1a0aULL, 0x4b7e2d9a6c1f3e69ULL},  // Srq
 };
 
 const char* const kNames[static_cast<int>(Kind::Count)] = {"ibv_context", "peer",     "mr_local",
                                                            "mr_remote",   "cm_id",    "cm_mr",
-                                                           "endpoint",    "conn_req", "conn"};
+                                                           "endpoint",    "conn_req", "conn",
+                                                           "srq"};
 
 }  // namespace
 
@@ -65,6 +67,7 @@ Napi::Value LiveHandles(const Napi::CallbackInfo& info) {
   result.Set("endpoints", get(Kind::Endpoint));
   result.Set("connectionRequests", get(Kind::ConnReq));
   result.Set("connections", get(Kind::Conn));
+  result.Set("sharedReceiveQueues", get(Kind::Srq));
   return result;
 }
 
@@ -96,6 +99,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Endpoint::Define(env, module);
   ConnReq::Define(env, module);
   Conn::Define(env, module);
+  Srq::Define(env, module);
   module->polls = PollSet::Create(env);
 
   exports.Set("installLogCapture", Napi::Function::New(env, InstallLogCaptureJs, "installLogCapture"));
@@ -110,6 +114,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterMr(env, exports);
   RegisterCm(env, exports);
   RegisterConn(env, exports);
+  RegisterSrq(env, exports);
   return exports;
 }
 

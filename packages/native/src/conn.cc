@@ -49,7 +49,8 @@ const char* EventName(rpma_conn_event event) {
 
 ConnState::ConnState()
     : events([this](Napi::Env env, int status) { OnEvent(env, status); }),
-      completions([this](Napi::Env env, int status) { OnCompletion(env, status); }) {}
+      completions([this](Napi::Env env, int status) { OnCompletion(env, status, cq); }),
+      receives([this](Napi::Env env, int status) { OnCompletion(env, status, rcq); }) {}
 
 ConnState::~ConnState() { Delete(); }
 
@@ -57,23 +58,32 @@ int ConnState::Delete() {
   // Out of epoll before librpma closes the descriptors.
   events.Close();
   completions.Close();
+  receives.Close();
   if (conn == nullptr) return 0;
   int code = rpma_conn_delete(&conn);  // frees it even when it fails
   conn = nullptr;
   cq = nullptr;
+  rcq = nullptr;
   Count(Kind::Conn, -1);
   if (peer) peer->users--;
+  if (srq) srq->users--;
   // The queue pair is gone: the device no longer touches the regions of requests in flight.
   ReleaseAll(posted);
   return code;
 }
 
 int ConnState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
+  int code = DrainOne(env, cq, out, count);
+  if (code == 0 && rcq != nullptr) code = DrainOne(env, rcq, out, count);
+  return code;
+}
+
+int ConnState::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, uint32_t* count) {
   constexpr int kBatch = 32;
   ibv_wc wc[kBatch];
   for (;;) {
     int got = 0;
-    int code = rpma_cq_get_wc(cq, kBatch, wc, &got);
+    int code = rpma_cq_get_wc(from, kBatch, wc, &got);
     if (code == RPMA_E_NO_COMPLETION) return 0;
     if (code != 0) return code;
     for (int i = 0; i < got; i++) {
@@ -135,16 +145,18 @@ void ConnState::OnEvent(Napi::Env env, int status) {
   events.PauseIfIdle();
 }
 
-void ConnState::OnCompletion(Napi::Env env, int status) {
+void ConnState::OnCompletion(Napi::Env env, int status, rpma_cq* fired) {
   std::shared_ptr<ConnState> keep = shared_from_this();
   if (status < 0) return FailAll(env, completions, "rpma_cq_wait", status);
-  while (conn != nullptr && !completions.waiters.empty()) {
+  while (conn != nullptr && fired != nullptr && !completions.waiters.empty()) {
     int fd = -1;
-    if (rpma_cq_get_fd(cq, &fd) != 0 || !Readable(fd)) break;
+    if (rpma_cq_get_fd(fired, &fd) != 0 || !Readable(fd)) break;
     // Takes the channel's event, acknowledges it and re-arms the queue; only then drain, so that a
-    // completion arriving after the drain raises a new event.
+    // completion arriving after the drain raises a new event. A shared channel is read through the
+    // connection (rpma_cq_wait refuses it); both queues are drained either way.
     ClearLog();
-    int code = rpma_cq_wait(cq);
+    rpma_cq* which = nullptr;
+    int code = shared_channel ? rpma_conn_wait(conn, 0, &which, nullptr) : rpma_cq_wait(fired);
     if (code == RPMA_E_NO_COMPLETION) break;  // nothing to read after all
     if (code == 0) {
       Napi::Array out = Napi::Array::New(env);
@@ -167,6 +179,7 @@ void ConnState::OnCompletion(Napi::Env env, int status) {
     Deliver(env, waiter, RpmaErrorValue(env, code, "rpma_cq_wait", log), nullptr, true);
   }
   completions.PauseIfIdle();
+  if (completions.waiters.empty()) receives.Pause();
 }
 
 namespace {
@@ -285,10 +298,24 @@ Napi::Value ConnWaitCompletions(const Napi::CallbackInfo& info) {
   Call call(env, "rpma_cq_wait", Domain::Rpma);
   Conn* handle = Open<Conn>(call, info[0]);
   if (handle == nullptr || !IsCallback(call, info[1])) return env.Undefined();
+  ConnState& state = *handle->state;
   int fd = -1;
-  int code = rpma_cq_get_fd(handle->state->cq, &fd);
+  int code = rpma_cq_get_fd(state.cq, &fd);
   if (code != 0) return call.Fail(code, "rpma_cq_get_fd");
-  return StartWait(call, handle->state->completions, fd, info[1], nullptr, false);
+  // A receive CQ with a channel of its own is watched too; its events serve the same waiters.
+  int rfd = -1;
+  if (state.rcq != nullptr && !state.shared_channel && (code = rpma_cq_get_fd(state.rcq, &rfd)) != 0) {
+    return call.Fail(code, "rpma_cq_get_fd");
+  }
+  Napi::Value id = StartWait(call, state.completions, fd, info[1], nullptr, false);
+  if (rfd >= 0 && id.IsNumber()) {
+    int errnum = state.receives.Watch(env, rfd);
+    if (errnum != 0) {
+      state.completions.Cancel(id.As<Napi::Number>().DoubleValue());
+      return call.Fail(RPMA_E_PROVIDER, std::string("cannot watch the receive CQ's channel: ") + std::strerror(errnum));
+    }
+  }
+  return id;
 }
 
 // Never throws: an Effect canceller calls it, and a handle closed since has no waiters left.

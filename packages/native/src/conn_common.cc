@@ -47,9 +47,10 @@ bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out) {
   if (!value.IsObject()) return call.Invalid("cfg must be an object"), false;
   Napi::Object object = value.As<Napi::Object>();
   // Every field read before any is checked; a throwing getter or Proxy trap fails the call.
-  Napi::Value fields[5];
-  const char* const names[5] = {"timeoutMs", "sqSize", "rqSize", "cqSize", "directWriteToPmem"};
-  for (int i = 0; i < 5; i++) {
+  Napi::Value fields[8];
+  const char* const names[8] = {"timeoutMs",         "sqSize", "rqSize", "cqSize", "directWriteToPmem",
+                                "srq",               "rcqSize", "sharedCompletionChannel"};
+  for (int i = 0; i < 8; i++) {
     fields[i] = object.Get(names[i]);
     if (call.Env().IsExceptionPending()) return call.Invalid(std::string("reading cfg.") + names[i] + " threw"), false;
   }
@@ -61,6 +62,18 @@ bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out) {
   }
   Napi::Value direct = fields[4];
   if (!direct.IsBoolean() && !direct.IsUndefined()) return call.Invalid("directWriteToPmem must be a boolean"), false;
+  double rcq = 0;
+  if (!fields[6].IsUndefined() && !Integer(call, fields[6], "rcqSize", UINT32_MAX, &rcq)) return false;
+  if (!fields[7].IsBoolean() && !fields[7].IsUndefined()) {
+    return call.Invalid("sharedCompletionChannel must be a boolean"), false;
+  }
+  out->rcq_size = static_cast<uint32_t>(rcq);
+  out->shared_channel = fields[7].IsBoolean() && fields[7].As<Napi::Boolean>().Value();
+  if (!fields[5].IsUndefined() && !fields[5].IsNull()) {
+    Srq* srq = Open<Srq>(call, fields[5]);
+    if (srq == nullptr) return false;
+    out->srq = srq->state;
+  }
   out->timeout_ms = static_cast<int>(timeout);
   out->sq_size = static_cast<uint32_t>(sq);
   out->rq_size = static_cast<uint32_t>(rq);
@@ -156,14 +169,16 @@ Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr
   state->config = config;
   peer->users++;
   if (endpoint) endpoint->unanswered.insert(state.get());
+  if (config.srq) config.srq->users++;
   handle->state = std::move(state);
   Count(Kind::ConnReq, +1);
   return object;
 }
 
 Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg,
-                      bool direct_write_to_pmem) {
+                      bool direct_write_to_pmem, std::shared_ptr<void> srq) {
   Waiter waiter;
+  waiter.srq = std::move(srq);
   waiter.id = NextWaitId();
   waiter.cfg = cfg;
   waiter.direct_write_to_pmem = direct_write_to_pmem;
@@ -182,6 +197,39 @@ bool IsCallback(const Call& call, Napi::Value value) {
   if (value.IsFunction()) return true;
   call.Invalid("callback must be a function");
   return false;
+}
+
+bool ReadRecv(const Call& call, Napi::Value value, RecvArgs* out) {
+  if (!value.IsObject()) return call.Invalid("the receive must be an object"), false;
+  Napi::Object request = value.As<Napi::Object>();
+  const char* const names[4] = {"id", "dst", "offset", "length"};
+  for (int i = 0; i < 4; i++) {
+    out->fields[i] = request.Get(names[i]);
+    if (call.Env().IsExceptionPending()) {
+      return call.Invalid(std::string("reading the receive's ") + names[i] + " threw"), false;
+    }
+  }
+  return true;
+}
+
+bool OpenRecv(const Call& call, RecvArgs* args) {
+  args->dst = Open<MrLocal>(call, args->fields[1]);
+  if (args->dst == nullptr || !Integer(call, args->fields[2], "offset", kMaxSafe, &args->offset) ||
+      !Integer(call, args->fields[3], "len", kMaxLength, &args->length)) {
+    return false;
+  }
+  if (!args->fields[0].IsNumber()) return call.Invalid("id must be a number"), false;
+  args->id = args->fields[0].As<Napi::Number>().DoubleValue();
+  return true;
+}
+
+void HoldRecv(PostedMap& posted, uint64_t token, const RecvArgs& args) {
+  Posted entry;
+  entry.id = args.id;
+  entry.recv = true;
+  entry.region = args.dst->state;
+  entry.region->in_flight++;
+  posted.emplace(token, std::move(entry));
 }
 
 }  // namespace conn

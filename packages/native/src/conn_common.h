@@ -23,7 +23,7 @@ std::string NumberText(double value);
 Napi::Value RpmaErrorValue(Napi::Env env, int code, const char* operation, const std::string& detail);
 // A JavaScript number that is an integer in [0, max], or a refusal through `call`.
 bool Integer(const Call& call, Napi::Value value, const char* what, double max, double* out);
-// core's ConnConfig: { timeoutMs, sqSize, rqSize, cqSize, directWriteToPmem }.
+// core's ConnConfig: { timeoutMs, sqSize, rqSize, cqSize, directWriteToPmem, srq }.
 bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out);
 Napi::Uint8Array CopyBytes(Napi::Env env, const void* data, std::size_t size);
 // Why librpma could not set up a connection to `target` (rpma_conn_req_new, rpma_ep_next_conn_req)
@@ -39,8 +39,21 @@ Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr
                         const std::shared_ptr<EndpointState>& endpoint, const ConnConfig& config);
 // Adds a waiter for `callback` to `poller` and starts watching `fd`; returns its id, or throws.
 Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg,
-                      bool direct_write_to_pmem);
+                      bool direct_write_to_pmem, std::shared_ptr<void> srq = nullptr);
 bool IsCallback(const Call& call, Napi::Value value);
+
+// A receive's arguments, { id, dst, offset, length } (rpma_conn_req_recv, rpma_srq_recv).
+struct RecvArgs {
+  Napi::Value fields[4];
+  double id = 0, offset = 0, length = 0;
+  MrLocal* dst = nullptr;
+};
+// Reads every field before any handle is opened (a getter could close one in between).
+bool ReadRecv(const Call& call, Napi::Value value, RecvArgs* out);
+// Then opens the region and checks the numbers, once the queue's own handle is open.
+bool OpenRecv(const Call& call, RecvArgs* args);
+// A receive posted with `token`: its region stays registered until its completion is returned.
+void HoldRecv(PostedMap& posted, uint64_t token, const RecvArgs& args);
 
 }  // namespace conn
 

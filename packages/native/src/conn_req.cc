@@ -28,7 +28,9 @@ int ConnConfig::Make(rpma_conn_cfg** out) const {
   if (code != 0) return code;
   if ((code = rpma_conn_cfg_set_timeout(cfg, timeout_ms)) != 0 || (code = rpma_conn_cfg_set_sq_size(cfg, sq_size)) != 0 ||
       (code = rpma_conn_cfg_set_rq_size(cfg, rq_size)) != 0 || (code = rpma_conn_cfg_set_cq_size(cfg, cq_size)) != 0 ||
-      (code = rpma_conn_cfg_set_rcq_size(cfg, 0)) != 0 || (code = rpma_conn_cfg_set_compl_channel(cfg, false)) != 0) {
+      (code = rpma_conn_cfg_set_rcq_size(cfg, rcq_size)) != 0 ||
+      (code = rpma_conn_cfg_set_compl_channel(cfg, shared_channel)) != 0 ||
+      (srq && (code = rpma_conn_cfg_set_srq(cfg, srq->srq)) != 0)) {  // NULL is refused: only when there is one
     rpma_conn_cfg_delete(&cfg);
     return code;
   }
@@ -61,6 +63,7 @@ void ConnReqState::Consumed() {
   Count(Kind::ConnReq, -1);
   if (endpoint) endpoint->unanswered.erase(this);
   if (peer) peer->users--;
+  if (config.srq) config.srq->users--;
   // The shared states stay: an endpoint outlives its requests' wrappers, harmlessly.
 }
 
@@ -79,12 +82,14 @@ class ConnReqNewWorker : public Napi::AsyncWorker {
         config_(config),
         cfg_(cfg) {
     peer_->users++;  // the worker thread uses the peer
+    if (config_.srq) config_.srq->users++;  // and librpma puts the shared receive queue in the new queue pair
   }
 
   ~ConnReqNewWorker() override {
     if (req_ != nullptr) rpma_conn_req_delete(&req_);
     if (cfg_ != nullptr) rpma_conn_cfg_delete(&cfg_);
     peer_->users--;
+    if (config_.srq) config_.srq->users--;
   }
 
   Napi::Value Promise() const { return deferred_.Promise(); }
@@ -231,9 +236,13 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   state->next_token = req->next_token;
   state->peer = req->peer;
   state->peer->users++;
+  state->srq = req->config.srq;
+  if (state->srq) state->srq->users++;
   Count(Kind::Conn, +1);
   wrapper->state = state;
   code = rpma_conn_get_cq(conn, &state->cq);
+  if (code == 0) code = rpma_conn_get_rcq(conn, &state->rcq);
+  state->shared_channel = req->config.shared_channel;
   if (code == 0 && req->config.direct_write_to_pmem) {
     // rpma_flush(PERSISTENT) is refused (RPMA_E_NOSUPP) unless the remote peer's cfg says so.
     rpma_peer_cfg* pcfg = nullptr;
@@ -255,37 +264,19 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
 Napi::Value ConnReqRecv(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call call(env, "rpma_conn_req_recv", Domain::Rpma);
-  if (!info[1].IsObject()) return call.Invalid("the receive must be an object");
-  Napi::Object request = info[1].As<Napi::Object>();
-  // Every field read before any handle is opened (a getter could close one in between).
-  Napi::Value fields[4];
-  const char* const names[4] = {"id", "dst", "offset", "length"};
-  for (int i = 0; i < 4; i++) {
-    fields[i] = request.Get(names[i]);
-    if (env.IsExceptionPending()) return call.Invalid(std::string("reading the receive's ") + names[i] + " threw");
-  }
+  RecvArgs args;
+  if (!ReadRecv(call, info[1], &args)) return env.Undefined();
   ConnReq* handle = Open<ConnReq>(call, info[0]);
-  if (handle == nullptr) return env.Undefined();
-  MrLocal* local = Open<MrLocal>(call, fields[1]);
-  double offset = 0, length = 0;
-  if (local == nullptr || !Integer(call, fields[2], "offset", kMaxSafe, &offset) ||
-      !Integer(call, fields[3], "len", kMaxLength, &length)) {
-    return env.Undefined();
-  }
-  if (!fields[0].IsNumber()) return call.Invalid("id must be a number");
+  if (handle == nullptr || !OpenRecv(call, &args)) return env.Undefined();
   ConnReqState& req = *handle->state;
+  if (req.config.srq) return call.Invalid("the request was made with a shared receive queue: post receives there");
   uint64_t token = req.next_token++;
   ClearLog();
-  int code = rpma_conn_req_recv(req.req, local->state->mr, static_cast<size_t>(offset), static_cast<size_t>(length),
-                                reinterpret_cast<const void*>(static_cast<uintptr_t>(token)));
+  int code = rpma_conn_req_recv(req.req, args.dst->state->mr, static_cast<size_t>(args.offset),
+                                static_cast<size_t>(args.length), reinterpret_cast<const void*>(static_cast<uintptr_t>(token)));
   std::string log = TakeLog();
   if (code != 0) return call.Fail(code, log);
-  Posted posted;
-  posted.id = fields[0].As<Napi::Number>().DoubleValue();
-  posted.recv = true;
-  posted.region = local->state;
-  posted.region->in_flight++;
-  req.posted.emplace(token, std::move(posted));
+  HoldRecv(req.posted, token, args);
   return env.Undefined();
 }
 

@@ -63,6 +63,16 @@ void EndpointState::OnReadable(Napi::Env env, int status) {
   while (ep != nullptr && !requests.waiters.empty()) {
     int fd = -1;
     if (rpma_ep_get_fd(ep, &fd) != 0 || !Readable(fd)) break;
+    auto srq = std::static_pointer_cast<SrqState>(requests.waiters.front().srq);
+    if (srq && srq->srq == nullptr) {
+      // Deleted while the wait was on: a queue pair must not be made with it.
+      Waiter waiter = std::move(requests.waiters.front());
+      requests.waiters.pop_front();
+      Deliver(env, waiter,
+              RpmaErrorValue(env, RPMA_E_INVAL, "rpma_ep_next_conn_req", "the shared receive queue was deleted"), nullptr,
+              true);
+      continue;
+    }
     rpma_conn_req* req = nullptr;
     ClearLog();
     errno = 0;
@@ -82,6 +92,7 @@ void EndpointState::OnReadable(Napi::Env env, int status) {
     }
     ConnConfig config;
     config.direct_write_to_pmem = waiter.direct_write_to_pmem;
+    config.srq = srq;
     Napi::Object object = NewConnReq(env, req, peer, keep, config);
     if (object.IsEmpty()) {
       Deliver(env, waiter, RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_ep_next_conn_req", "cannot make a handle; rejected"),
@@ -165,7 +176,7 @@ Napi::Value EpNextConnReq(const Napi::CallbackInfo& info) {
     rpma_conn_cfg_delete(&cfg);
     return call.Fail(code, "rpma_ep_get_fd");
   }
-  return StartWait(call, handle->state->requests, fd, info[2], cfg, config.direct_write_to_pmem);
+  return StartWait(call, handle->state->requests, fd, info[2], cfg, config.direct_write_to_pmem, config.srq);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@
 
 namespace rdma {
 
-enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmId, CmMr, Endpoint, ConnReq, Conn, Count };
+enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmId, CmMr, Endpoint, ConnReq, Conn, Srq, Count };
 
 // Names as the Driver calls them, for details such as "expected a peer, got a cm_mr".
 const char* KindName(Kind kind);
@@ -205,6 +205,8 @@ class CmMr : public Handle<CmMr> {
   std::shared_ptr<v8::BackingStore> memory;
 };
 
+struct SrqState;
+
 // What a connection is made with (struct rpma_conn_cfg, plus the peer cfg applied once connected).
 struct ConnConfig {
   int timeout_ms = 1000;
@@ -212,6 +214,10 @@ struct ConnConfig {
   uint32_t rq_size = 0;
   uint32_t cq_size = 0;
   bool direct_write_to_pmem = false;
+  // rpma_conn_cfg_set_srq: kept alive (and counted as used) by whatever is made with it.
+  std::shared_ptr<SrqState> srq;
+  uint32_t rcq_size = 0;         // rpma_conn_cfg_set_rcq_size: a receive CQ of its own when > 0
+  bool shared_channel = false;   // rpma_conn_cfg_set_compl_channel
   // rpma_conn_cfg_new + setters; nullptr and a code on failure.
   int Make(rpma_conn_cfg** out) const;
 };
@@ -256,6 +262,34 @@ using PostedMap = std::map<uint64_t, Posted>;
 // Lets go of every request's region (the queue pair is gone).
 void ReleaseAll(PostedMap& posted);
 
+// A shared receive queue and its own receive CQ (srq.cc). Connection requests and connections made
+// with it count as its users: librpma's queue pairs point at it, so it is not deleted under them.
+struct SrqState : std::enable_shared_from_this<SrqState> {
+  SrqState();
+  ~SrqState();
+  // Stops watching, rpma_srq_delete, lets go of the receives' regions; returns the code.
+  int Delete();
+  void OnCompletion(Napi::Env env, int status);
+  // rpma_cq_get_wc on the receive CQ until it is empty, into `out`; returns 0 or a code.
+  int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
+  rpma_srq* srq = nullptr;
+  rpma_cq* rcq = nullptr;
+  std::shared_ptr<PeerState> peer;
+  std::size_t users = 0;
+  uint64_t next_token = 1;
+  PostedMap posted;
+  Poller completions;
+};
+
+class Srq : public Handle<Srq> {
+ public:
+  static constexpr Kind kKind = Kind::Srq;
+  static constexpr const char* kClosed = "deleted";
+  using Handle::Handle;
+  bool IsOpen() const { return state && state->srq != nullptr; }
+  std::shared_ptr<SrqState> state;
+};
+
 struct ConnReqState {
   ~ConnReqState() { Delete(); }
   // rpma_conn_req_delete, once; returns its code.
@@ -286,16 +320,22 @@ struct ConnState : std::enable_shared_from_this<ConnState> {
   // Stops watching, rpma_conn_delete, releases the regions of requests in flight; returns the code.
   int Delete();
   void OnEvent(Napi::Env env, int status);
-  void OnCompletion(Napi::Env env, int status);
-  // rpma_cq_get_wc until RPMA_E_NO_COMPLETION, into `out`; returns 0 or a code.
+  // `fired`: the CQ whose channel is readable (the receive CQ's, when it has one of its own).
+  void OnCompletion(Napi::Env env, int status, rpma_cq* fired);
+  // rpma_cq_get_wc until RPMA_E_NO_COMPLETION, from the CQ then the receive CQ, into `out`; returns 0 or a code.
   int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
+  int DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, uint32_t* count);
   rpma_conn* conn = nullptr;
   rpma_cq* cq = nullptr;
+  rpma_cq* rcq = nullptr;       // rpma_conn_get_rcq: receives complete there, if it has one
+  bool shared_channel = false;  // one channel for both: events taken with rpma_conn_wait
   std::shared_ptr<PeerState> peer;
+  std::shared_ptr<SrqState> srq;  // its receives come from there, not from rpma_recv
   uint64_t next_token = 1;
   PostedMap posted;
   Poller events;
   Poller completions;
+  Poller receives;  // the receive CQ's own channel, when it is not shared
 };
 
 class Conn : public Handle<Conn> {
@@ -315,5 +355,6 @@ void RegisterPeer(Napi::Env env, Napi::Object exports);
 void RegisterMr(Napi::Env env, Napi::Object exports);
 void RegisterCm(Napi::Env env, Napi::Object exports);
 void RegisterConn(Napi::Env env, Napi::Object exports);
+void RegisterSrq(Napi::Env env, Napi::Object exports);
 
 }  // namespace rdma

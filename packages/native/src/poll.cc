@@ -20,6 +20,7 @@ Waiter& Waiter::operator=(Waiter&& other) noexcept {
   cfg = other.cfg;
   other.cfg = nullptr;
   direct_write_to_pmem = other.direct_write_to_pmem;
+  srq = std::move(other.srq);
   return *this;
 }
 

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -36,6 +37,7 @@ struct Waiter {
   Napi::FunctionReference callback;
   rpma_conn_cfg* cfg = nullptr;  // an endpoint's wait: the configuration of the request to come
   bool direct_write_to_pmem = false;  // and what to apply once it is connected
+  std::shared_ptr<void> srq;          // and the shared receive queue its cfg names, kept alive
 };
 
 class PollSet {

@@ -73,6 +73,9 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
   if (!f.id.IsNumber()) return call.Invalid("id must be a number");
 
   ConnState& conn = *handle->state;
+  if (op == "recv" && conn.srq) {
+    return call.Invalid("the connection was made with a shared receive queue: post receives there");
+  }
   uint64_t token = conn.next_token++;
   const void* context = reinterpret_cast<const void*>(static_cast<uintptr_t>(token));
   std::string signal = f.completion.IsString() ? f.completion.As<Napi::String>().Utf8Value() : "";

@@ -11,54 +11,15 @@ import * as RemoteMr from "@effect-rdma/core/RemoteMr"
 import * as Usage from "@effect-rdma/core/Usage"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { existsSync } from "node:fs"
-import { join } from "node:path"
 import * as NativeDriver from "../src/NativeDriver.js"
+import { awaitExit, pattern, runC, same } from "./cPeer.js"
 
 const address = process.env.RDMA_ADDRESS
 if (address === undefined || address === "") {
   throw new Error("RDMA_ADDRESS is not set: give the IP address an RDMA device is bound to (e.g. a Soft-RoCE link)")
 }
 
-const root = join(import.meta.dirname, "..")
-const binary = join(root, "build", "feat_peer")
-const build = () => {
-  if (existsSync(binary)) return
-  const flags = execFileSync("pkg-config", ["--cflags", "--libs", "librpma"], { encoding: "utf8" }).trim().split(/\s+/)
-  execFileSync("cc", ["-O2", "-Wall", "-o", binary, join(root, "test-device", "feat_peer.c"), ...flags])
-}
-
-interface Run {
-  readonly child: ChildProcess
-  readonly output: () => string
-  readonly ready: Promise<void>
-  readonly exit: Promise<number | null>
-}
-
-const runPeer = (role: "server" | "client", port: number): Run => {
-  build()
-  const child = spawn(binary, [role, address, String(port)], { stdio: ["ignore", "pipe", "pipe"] })
-  let output = ""
-  let onReady: () => void = () => {}
-  const ready = new Promise<void>((resolve) => (onReady = resolve))
-  const take = (chunk: Buffer) => {
-    output += chunk.toString()
-    if (output.includes("ready\n")) onReady()
-  }
-  child.stdout!.on("data", take)
-  child.stderr!.on("data", take)
-  const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-  return { child, output: () => output, ready, exit }
-}
-
-const awaitExit = (run: Run) =>
-  Effect.promise(() =>
-    Promise.race([run.exit, new Promise<number | null>((resolve) => setTimeout(() => resolve(-1), 20_000))])
-  ).pipe(Effect.tap((code) => Effect.sync(() => code === -1 && run.child.kill("SIGKILL"))))
-
-const pattern = (length: number, seed: number) => Uint8Array.from({ length }, (_, i) => (i * seed + seed) % 251)
-const same = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i])
+const runPeer = (role: "server" | "client", port: number) => runC("feat_peer", [role, address, String(port)])
 
 const all = Usage.combine(
   Usage.WRITE_DST,

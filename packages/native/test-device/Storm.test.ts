@@ -89,7 +89,8 @@ describe("interruption storm (native driver)", () => {
         cmRegions: 0,
         endpoints: 0,
         connectionRequests: 0,
-        connections: 0
+        connections: 0,
+        sharedReceiveQueues: 0
       })
       // Flat: the last sample against the one a fifth of the way in (after warm-up).
       const warm = rss[Math.floor(rss.length / 5)] ?? rss[0]!

@@ -26,6 +26,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "peer_common.h"
+
 #define SIZE 4096
 #define TARGET 0 /* [0, 256): what the other side writes */
 #define RECV1 1024
@@ -35,38 +37,10 @@
 #define IMM_WRITE_TO_CLIENT 0x55667788u
 #define IMM_SEND_TO_CLIENT 0x99aabbccu
 
-static int failures;
-
-static void need(const char *what, int ret) {
-	if (ret) {
-		printf("FAIL %s: %s\n", what, rpma_err_2str(ret));
-		exit(1);
-	}
-}
-
-static void expect(int ok, const char *what) {
-	printf("%s %s\n", ok ? "ok" : "FAIL", what);
-	if (!ok) failures++;
-}
-
-static uint8_t pattern(int i, int seed) { return (uint8_t)((i * seed + seed) % 251); }
-
 static int matches(const uint8_t *bytes, int length, int seed) {
 	for (int i = 0; i < length; i++)
 		if (bytes[i] != pattern(i, seed)) return 0;
 	return 1;
-}
-
-/* The next completion of the connection's queue. */
-static struct ibv_wc next_wc(struct rpma_cq *cq) {
-	struct ibv_wc wc;
-	int n = 0;
-	for (;;) {
-		int ret = rpma_cq_get_wc(cq, 1, &wc, &n);
-		if (ret == 0 && n == 1) return wc;
-		if (ret != RPMA_E_NO_COMPLETION) need("rpma_cq_get_wc", ret);
-		need("rpma_cq_wait", rpma_cq_wait(cq));
-	}
 }
 
 static void expect_recv(struct rpma_cq *cq, int opcode, uint32_t imm, uint32_t length,

@@ -417,7 +417,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
     ...network.calls,
 
     live: Effect.sync(() => {
-      const count = { Peer: 0, MrLocal: 0, MrRemote: 0, CmId: 0, CmMr: 0, Endpoint: 0, ConnReq: 0, Conn: 0 }
+      const count = { Peer: 0, MrLocal: 0, MrRemote: 0, CmId: 0, CmMr: 0, Endpoint: 0, ConnReq: 0, Conn: 0, Srq: 0 }
       for (const entry of world.ledger.values()) count[entry.kind]++
       return {
         peers: count.Peer,
@@ -427,7 +427,8 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         cmRegions: count.CmMr,
         endpoints: count.Endpoint,
         connectionRequests: count.ConnReq,
-        connections: count.Conn
+        connections: count.Conn,
+        sharedReceiveQueues: count.Srq
       }
     })
   }

@@ -46,6 +46,8 @@ const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes
   connReqDelete: ["rpma_conn_req_delete"],
   connDisconnect: ["rpma_conn_disconnect"],
   connDelete: ["rpma_conn_delete"],
+  srqNew: ["rpma_srq_new", (_peer, config) => ({ "rdma.rq_size": config?.rqSize, "rdma.rcq_size": config?.rcqSize })],
+  srqDelete: ["rpma_srq_delete"],
   post: ["rpma_post", (_conn, wr) => ({ "rdma.op": wr?.op, "rdma.size": wr?.length ?? 8 })]
 }
 

@@ -65,7 +65,8 @@ const operationNames: Record<number, CompletedOperation> = {
   [WcOpcode.RECV_RDMA_WITH_IMM]: "RECV_RDMA_WITH_IMM"
 }
 
-const toCompletion = (c: DriverCompletion): Completion => ({
+/** @internal */
+export const toCompletion = (c: DriverCompletion): Completion => ({
   operation: operationNames[c.opcode] ?? "OTHER",
   opcode: c.opcode,
   byteLength: c.byteLength,

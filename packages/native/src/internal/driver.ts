@@ -27,6 +27,7 @@ import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import { RpmaCode } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
+import { srqCalls } from "./srq.js"
 
 interface NativeFailure {
   readonly operation?: unknown
@@ -45,7 +46,7 @@ const text = (value: unknown): string | undefined => typeof value === "string" ?
  * The one place where the addon's failures become tagged errors, through core's mapping. A
  * failure without a code is a bug in the binding, not an RDMA error: it is a defect.
  */
-const rpmaFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RpmaError> => {
+export const rpmaFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RpmaError> => {
   const code = field(cause, "code")
   return typeof code === "number"
     ? Effect.fail(fromRpmaCode(code, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
@@ -74,7 +75,7 @@ const mapFailure = (path: string, operation: string) => (cause: unknown): Effect
     : Effect.die(cause)
 }
 
-const attempt = <A, E>(run: () => A, onFailure: (cause: unknown) => Effect.Effect<never, E>): Effect.Effect<A, E> =>
+export const attempt = <A, E>(run: () => A, onFailure: (cause: unknown) => Effect.Effect<never, E>): Effect.Effect<A, E> =>
   Effect.suspend(() => {
     try {
       return Effect.succeed(run())
@@ -90,7 +91,7 @@ const attemptPromise = <A, E>(
   Effect.tryPromise({ try: run, catch: (cause) => cause }).pipe(Effect.catchAll(onFailure))
 
 /** A release the addon refused because the handle is in use (it stays alive), else `otherwise`. */
-const inUseOr = <E>(operation: string, otherwise: (cause: unknown) => Effect.Effect<never, E>) =>
+export const inUseOr = <E>(operation: string, otherwise: (cause: unknown) => Effect.Effect<never, E>) =>
 (cause: unknown): Effect.Effect<never, E | ResourceInUseError> =>
   field(cause, "inUse") === true
     ? Effect.fail(
@@ -102,7 +103,7 @@ const inUseOr = <E>(operation: string, otherwise: (cause: unknown) => Effect.Eff
     )
     : otherwise(cause)
 
-const rpma = <A>(operation: string, run: () => A) => attempt(run, rpmaFailure(operation))
+export const rpma = <A>(operation: string, run: () => A) => attempt(run, rpmaFailure(operation))
 const cm = <A>(operation: string, run: () => A) => attempt(run, cmFailure(operation))
 
 // The addon's handles are the Driver's opaque handles; only their static kind is added here.
@@ -177,7 +178,7 @@ type LoopTurns = ReturnType<typeof makeLoopTurns>
  * Effect: the addon answers the callback once, from the event loop; the canceller stops the wait
  * (cancelWait), so an interrupted fiber leaves no libuv watcher behind.
  */
-const wait = <A>(
+export const wait = <A>(
   binding: Binding,
   operation: string,
   handle: unknown,
@@ -329,6 +330,7 @@ const isLarge = (memory: unknown): boolean => {
 /** @internal */
 export const makeDriver = (binding: Binding): Driver => ({
   ...connectionCalls(binding),
+  ...srqCalls(binding),
   name: "native",
 
   getIbvContext: (address, kind) =>

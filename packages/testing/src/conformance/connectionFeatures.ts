@@ -1,11 +1,11 @@
 /**
  * Conformance cases for the connection features of librpma beyond plain operations: a receive
  * posted before accepting, posting without waiting and unsignalled requests, immediate data, the
- * peer configuration descriptor, and rdma_cm's private data limits.
+ * peer configuration descriptor, rdma_cm's private data limits, and shared receive queues.
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -209,6 +209,118 @@ export const connectionFeatureCases = (): ReadonlyArray<CaseOf> => [
         yield* Connection.flushPersistent(client, { dst: remote, offset: 0, length: 64 })
         const bad = yield* Effect.exit(Connection.applyRemotePeerConfig(client, new Uint8Array(2)))
         yield* check(tagOf(bad) === "RpmaInvalidError", `a 2-byte descriptor: ${tagOf(bad)}`)
+      })
+  },
+  {
+    name: "shared receive queue: two connections' messages land in its receives, each naming its connection; " +
+      "recv on such a connection and a queue without its own CQ are refused; its end fails what waits",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const before = yield* d.live
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const noCq = yield* Effect.exit(Effect.scoped(SharedReceiveQueue.make(serverPeer, { completionQueueSize: 0 })))
+        yield* check(tagOf(noCq) === "RpmaInvalidError", `a queue without a receive CQ: ${tagOf(noCq)}`)
+        yield* check(messageOf(noCq).includes("receive CQ"), `the refusal names the receive CQ: ${messageOf(noCq)}`)
+        const small = yield* Effect.exit(
+          Effect.scoped(SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 8, completionQueueSize: 4 }))
+        )
+        yield* check(tagOf(small) === "RpmaInvalidError", `a receive CQ smaller than the queue: ${tagOf(small)}`)
+
+        const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4 })
+        const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
+        const first = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 0, length: 64 })
+        const second = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 64, length: 64 })
+        const waiting = yield* Effect.scoped(Effect.gen(function*() {
+          const ep = yield* Endpoint.listen(serverPeer, address, port)
+          const connect = Effect.gen(function*() {
+            const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sharedReceiveQueue: srq }))
+            const client = yield* Connection.connect(clientPeer, address, port)
+            return { client, server: yield* Fiber.join(accepting) }
+          })
+          const a = yield* connect
+          const b = yield* connect
+          const qpA = yield* Connection.qpNum(a.server)
+          const qpB = yield* Connection.qpNum(b.server)
+          yield* check(qpA !== qpB, `the two connections' queue pair numbers differ (${qpA}, ${qpB})`)
+          const out = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
+          out.memory.set(pattern(64, 1))
+          yield* Connection.send(a.client, { src: out, offset: 0, length: 20 })
+          const gotA = yield* Effect.raceFirst(first.completion, second.completion)
+          out.memory.set(pattern(64, 2))
+          yield* Connection.sendWithImm(b.client, { src: out, offset: 0, length: 30, imm: 77 })
+          const [one, two] = [yield* first.completion, yield* second.completion]
+          const gotB = one.qpNum === gotA.qpNum ? two : one
+          yield* check(gotA.qpNum === qpA && gotB.qpNum === qpB, `qpNum ${gotA.qpNum}, ${gotB.qpNum} (expected ${qpA}, ${qpB})`)
+          yield* check(gotA.byteLength === 20 && gotA.imm === undefined, `A's message: ${gotA.byteLength} bytes`)
+          yield* check(gotB.byteLength === 30 && gotB.imm === 77 && gotB.operation === "RECV", `B's message: ${gotB.byteLength}, ${gotB.imm}`)
+          const atA = one.qpNum === gotA.qpNum ? 0 : 64
+          yield* check(same(inbox.memory.subarray(atA, atA + 20), pattern(64, 1).subarray(0, 20)), "A's bytes")
+          yield* check(same(inbox.memory.subarray(64 - atA, 64 - atA + 30), pattern(64, 2).subarray(0, 30)), "B's bytes")
+
+          const own = yield* Effect.exit(Connection.recv(a.server, { dst: inbox, offset: 128, length: 64 }))
+          yield* check(tagOf(own) === "RpmaInvalidError", `recv on a connection with a shared receive queue: ${tagOf(own)}`)
+          yield* check(messageOf(own).includes("shared receive queue"), `the refusal says why: ${messageOf(own)}`)
+          // Still posted when the connections go: the queue outlives them.
+          return yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 128, length: 64 })
+        }))
+        yield* check((yield* d.live).sharedReceiveQueues === 1, "the queue is alive after its connections")
+        return { waiting, before }
+      }).pipe(
+        Effect.scoped,
+        Effect.flatMap(({ before, waiting }) =>
+          Effect.gen(function*() {
+            const ended = yield* Effect.exit(waiting.completion)
+            yield* check(tagOf(ended) === "ConnectionClosedError", `a receive still posted when the queue ends: ${tagOf(ended)}`)
+            const live = yield* (yield* Driver.RdmaDriver).live
+            yield* check(live.sharedReceiveQueues === before.sharedReceiveQueues, "the queue is deleted")
+            yield* check(live.localRegions === before.localRegions && live.peers === before.peers, "its regions and peer too")
+          })
+        )
+      )
+  },
+  {
+    name: "a receive CQ of its own, and one channel for both CQs: sends, receives and writes complete as before; " +
+      "combinations librpma cannot make are refused naming the option",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, clientPeer, server, serverPeer } = yield* pair(address, port, {
+          server: { receiveQueueSize: 8, receiveCompletionQueueSize: 8 },
+          client: { receiveQueueSize: 8, receiveCompletionQueueSize: 16, sharedCompletionChannel: true }
+        })
+        const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
+        const target = yield* LocalMr.allocate(serverPeer, 256, exposed)
+        const remote = yield* remoteOf(target)
+        const out = yield* LocalMr.allocate(clientPeer, 256, Usage.combine(Usage.SEND, Usage.WRITE_SRC, Usage.RECV))
+        out.memory.set(pattern(256, 9))
+        const arriving = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
+        yield* Connection.sendWithImm(client, { src: out, offset: 0, length: 24, imm: 5 })
+        const got = yield* arriving.completion
+        yield* check(got.operation === "RECV" && got.byteLength === 24 && got.imm === 5, `the server's receive: ${got.byteLength}`)
+        yield* check(same(inbox.memory.subarray(0, 24), pattern(256, 9).subarray(0, 24)), "the bytes sent")
+        yield* Connection.write(client, { dst: remote, src: out, length: 256 })
+        yield* check(same(target.memory, pattern(256, 9)), "the bytes written")
+        const back = yield* Connection.postRecv(client, { dst: out, offset: 128, length: 128 })
+        inbox.memory.fill(0)
+        const reply = yield* LocalMr.allocate(serverPeer, 16, Usage.SEND)
+        reply.memory.set(pattern(16, 4))
+        yield* Connection.send(server, { src: reply, offset: 0, length: 16 })
+        const answered = yield* back.completion
+        yield* check(answered.byteLength === 16, `the client's receive on a shared channel: ${answered.byteLength}`)
+        yield* check(same(out.memory.subarray(128, 144), pattern(16, 4)), "the bytes of the reply")
+
+        const srq = yield* SharedReceiveQueue.make(serverPeer)
+        const shared = yield* Effect.exit(
+          Effect.scoped(Connection.connect(clientPeer, address, port, { sharedReceiveQueue: srq, sharedCompletionChannel: true }))
+        )
+        yield* check(tagOf(shared) === "RpmaInvalidError", `a shared channel with a shared receive queue: ${tagOf(shared)}`)
+        yield* check(messageOf(shared).includes("sharedCompletionChannel"), `the refusal names it: ${messageOf(shared)}`)
+        const small = yield* Effect.exit(
+          Effect.scoped(Connection.connect(clientPeer, address, port, { receiveCompletionQueueSize: 8, receiveQueueSize: 64 }))
+        )
+        yield* check(tagOf(small) === "RpmaInvalidError", `a receive CQ smaller than the receive queue: ${tagOf(small)}`)
+        yield* check(messageOf(small).includes("receiveCompletionQueueSize 8"), `the refusal names it: ${messageOf(small)}`)
       })
   },
   {

@@ -36,7 +36,17 @@ export type Operation =
   | "rpma_recv"
 
 /** @internal */
-export type Kind = "IbvContext" | "Peer" | "MrLocal" | "MrRemote" | "CmId" | "CmMr" | "Endpoint" | "ConnReq" | "Conn"
+export type Kind =
+  | "IbvContext"
+  | "Peer"
+  | "MrLocal"
+  | "MrRemote"
+  | "CmId"
+  | "CmMr"
+  | "Endpoint"
+  | "ConnReq"
+  | "Conn"
+  | "Srq"
 
 /** @internal A simulated native object. `alive` turns false when its C counterpart would be freed. */
 export interface SimHandle<K extends Kind = Kind> {
@@ -113,8 +123,14 @@ export interface Conn extends SimHandle<"Conn"> {
   privateData: Uint8Array
 }
 
+/** @internal A shared receive queue, with its own receive CQ. */
+export interface Srq extends SimHandle<"Srq"> {
+  readonly peer: Peer
+  readonly config: Driver.SrqConfig
+}
+
 /** @internal */
-export type AnyHandle = IbvContext | Peer | MrLocal | MrRemote | CmId | CmMr | Endpoint | ConnReq | Conn
+export type AnyHandle = IbvContext | Peer | MrLocal | MrRemote | CmId | CmMr | Endpoint | ConnReq | Conn | Srq
 
 /** @internal What is still alive, and where it was acquired. */
 export interface LedgerEntry {

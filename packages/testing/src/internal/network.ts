@@ -13,6 +13,7 @@ import { Flags } from "@effect-rdma/core/Usage"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import * as fabric from "./fabric.js"
+import { makeSharedReceiveQueues } from "./sharedReceive.js"
 import type { Tools } from "./tools.js"
 
 // What ibv_reg_mr grants for each usage (librpma's usage_to_access).
@@ -83,6 +84,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const reqOf = (value: unknown) => fabric.asHandle(value, "ConnReq")
   const connOf = (value: unknown) => fabric.asHandle(value, "Conn")
   const q = (conn: fabric.Conn) => queues.get(conn)!
+  const srqs = makeSharedReceiveQueues(world, tools, (srq) => {
+    // A receive was posted on the queue: the first connection made with it that has a message waiting.
+    for (const handle of world.ledger.keys()) {
+      const conn = handle as fabric.AnyHandle
+      if (conn.kind !== "Conn" || srqs.ofConfig(conn.config) !== srq) continue
+      const waiting = q(conn).sends.shift()
+      if (waiting !== undefined) return deliver(conn, waiting)
+    }
+  })
 
   const localRegionsOf = (wr: Driver.WorkRequest): Array<fabric.MrLocal> => {
     const value = wr.op === "write" || wr.op === "send" ? wr.src : wr.op === "read" || wr.op === "recv" ? wr.dst : undefined
@@ -227,11 +237,25 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
   /** Delivers a send to the other side's next posted receive, or queues it there (RNR retries forever). */
   const deliver = (to: fabric.Conn, send: PendingSend) => {
-    const recv = q(to).recvs.shift()
+    // With a shared receive queue, the receive comes from it and completes on its receive CQ.
+    const srq = srqs.ofConfig(to.config)
+    const recv = srq !== undefined ? srqs.take(srq) : q(to).recvs.shift()
     if (recv === undefined) return void q(to).sends.push(send)
+    const completeRecv = (status: number, opcode: number, byteLength = 0, imm?: number) =>
+      srq === undefined
+        ? complete(to, recv.id, status, opcode, byteLength, imm)
+        : srqs.complete(srq, {
+          id: recv.id,
+          status,
+          byteLength,
+          opcode: status === 0 ? opcode : -1,
+          flags: imm === undefined ? 0 : WcFlags.WITH_IMM,
+          ...(imm === undefined ? {} : { imm }),
+          qpNum: to.id
+        })
     const sentOpcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
-      complete(to, recv.id, WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
+      completeRecv(WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
       complete(send.from, send.id, WcStatus.REM_INV_REQ_ERR, sentOpcode)
       to.state = "error"
       send.from.state = "error"
@@ -239,9 +263,9 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     }
     recv.mr.memory.set(send.bytes, recv.offset)
     if (send.written !== undefined) {
-      complete(to, recv.id, WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
+      completeRecv(WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
     } else {
-      complete(to, recv.id, WcStatus.SUCCESS, WcOpcode.RECV, send.bytes.byteLength, send.imm)
+      completeRecv(WcStatus.SUCCESS, WcOpcode.RECV, send.bytes.byteLength, send.imm)
     }
     if (send.signalled) complete(send.from, send.id, WcStatus.SUCCESS, sentOpcode)
   }
@@ -350,6 +374,9 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
       if (refused !== undefined) return refused
     }
+    if (wr.op === "recv" && srqs.ofConfig(conn.config) !== undefined) {
+      return invalid(operation, "the connection was made with a shared receive queue: post receives there")
+    }
     if (wr.op === "atomicWrite" && wr.dstOffset % 8 !== 0) {
       return invalid(operation, `dst_offset ${wr.dstOffset} is not aligned to 8 bytes`)
     }
@@ -407,7 +434,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         "rpma_ep_next_conn_req",
         () =>
           deadOrWrong("rpma_ep_next_conn_req", "endpoint", endpointOf(value)) ??
-            problem("rpma_ep_next_conn_req", DriverArguments.connConfig(config)),
+            problem("rpma_ep_next_conn_req", DriverArguments.connConfig(config)) ??
+            srqs.refuseConfig("rpma_ep_next_conn_req", config),
         (code) => rpma("rpma_ep_next_conn_req", code, "planned fault"),
         () => {
           const ep = endpointOf(value)!
@@ -441,7 +469,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
             problem(
               "rpma_conn_req_new",
               DriverArguments.address(address) ?? DriverArguments.port(port) ?? DriverArguments.connConfig(config)
-            ),
+            ) ?? srqs.refuseConfig("rpma_conn_req_new", config),
         (code) => rpma("rpma_conn_req_new", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
@@ -537,7 +565,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         const fields = DriverArguments.workRequest({ ...(typeof given === "object" ? given : {}), op: "recv" })
         const refused = deadOrWrong("rpma_conn_req_recv", "connection request", req) ??
           problem("rpma_conn_req_recv", fields.problem) ??
-          deadOrWrong("rpma_conn_req_recv", "local memory region", fabric.asHandle(given.dst, "MrLocal"))
+          deadOrWrong("rpma_conn_req_recv", "local memory region", fabric.asHandle(given.dst, "MrLocal")) ??
+          (srqs.ofConfig(req!.config) !== undefined
+            ? invalid("rpma_conn_req_recv", "the request was made with a shared receive queue: post receives there")
+            : undefined)
         if (refused !== undefined) return refused
         const mr = fabric.asHandle(given.dst, "MrLocal")!
         const held: Held = { regions: [mr], sendQueue: false, signalled: true }
@@ -654,7 +685,16 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
             letGo(conn!, all.map((c) => c.id))
             return all
           }))
-      })
+      }),
+
+    connQpNum: (value) =>
+      Effect.suspend(() => {
+        const conn = connOf(value)
+        // The simulated queue pair number: what this side's shared receive queue completions carry.
+        return deadOrWrong("rpma_conn_get_qp_num", "connection", conn) ?? Effect.succeed(conn!.id)
+      }),
+
+    ...srqs.calls
   } satisfies Partial<Driver.Driver>
 
   return {
@@ -664,7 +704,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       let users = 0
       for (const handle of world.ledger.keys()) {
         const user = handle as fabric.AnyHandle
-        if ((user.kind === "Endpoint" || user.kind === "ConnReq" || user.kind === "Conn") && user.peer === peer) {
+        if (
+          (user.kind === "Endpoint" || user.kind === "ConnReq" || user.kind === "Conn" || user.kind === "Srq") &&
+          user.peer === peer
+        ) {
           users++
         }
       }

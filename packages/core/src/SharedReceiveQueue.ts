@@ -1,0 +1,147 @@
+/**
+ * A shared receive queue (`struct rpma_srq`): one pool of receives for many connections, with its
+ * own receive completion queue. Connections made with it (the `sharedReceiveQueue` option of
+ * {@link Connection.connect}, {@link Endpoint.next} and {@link Endpoint.acceptNext}) take their
+ * incoming messages from its receives; a receive posted on such a connection itself is refused.
+ * Each completion says which connection the message came on (`qpNum`, compared with
+ * {@link Connection.qpNum}). librpma does not keep the order of the posted receives: a message
+ * lands in any of them.
+ *
+ * The queue is deleted when its scope closes and no connection made with it is left (so a server
+ * may open it before its endpoint, in the same scope). A receive still waiting then fails with
+ * {@link Connection.ConnectionClosedError}; its region stays registered until the queue is deleted.
+ *
+ * @since 0.3.0
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as Connection from "./Connection.js"
+import type { Completion as DriverCompletion, RdmaDriver, SrqCompletion, SrqHandle } from "./Driver.js"
+import * as instrument from "./internal/instrument.js"
+import { checkRange } from "./internal/operations.js"
+import { toCompletion } from "./internal/posting.js"
+import * as internal from "./internal/srq.js"
+import type { Peer } from "./Peer.js"
+import type { RpmaError } from "./RdmaError.js"
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export interface SharedReceiveQueue {
+  readonly handle: SrqHandle
+  readonly peer: Peer
+  /** @internal */
+  readonly queue: internal.Queue
+}
+
+/**
+ * Sizes; every field has a default.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Options {
+  /** Receives posted at once. Default 64. */
+  readonly receiveQueueSize?: number | undefined
+  /** Its receive completion queue. Default: the receive queue size (less is refused: completions would be lost). */
+  readonly completionQueueSize?: number | undefined
+}
+
+/**
+ * A completed receive of the queue: as a connection's, plus the queue pair number of the connection
+ * the message came on.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Completion extends Connection.Completion {
+  readonly qpNum: number
+}
+
+/**
+ * A receive posted on the queue; `completion` may be awaited any number of times, or never.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Posted {
+  readonly operation: string
+  readonly completion: Effect.Effect<Completion, Connection.OperationError>
+}
+
+/**
+ * rpma_srq_new on `peer` (its regions are the ones its receives may use), deleted with the scope
+ * once no connection made with it is left.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+ *
+ * // One pool of receives for every client of the endpoint: whose message was it?
+ * const serve = Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const srq = yield* SharedReceiveQueue.make(peer, { receiveQueueSize: 16 })
+ *   const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+ *   const ep = yield* Endpoint.listen(peer, "192.168.77.1", 7471)
+ *   const conn = yield* Endpoint.acceptNext(ep, { sharedReceiveQueue: srq })
+ *   const message = yield* SharedReceiveQueue.recv(srq, { dst: inbox })
+ *   return message.qpNum === (yield* Connection.qpNum(conn))
+ * })
+ * ```
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const make = (
+  peer: Peer,
+  options?: Options
+): Effect.Effect<SharedReceiveQueue, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(instrument.driver, (driver) => {
+    const rqSize = options?.receiveQueueSize ?? 64
+    return Effect.map(
+      internal.make(driver, peer, { rqSize, rcqSize: options?.completionQueueSize ?? rqSize }),
+      (queue): SharedReceiveQueue => ({ handle: queue.handle, peer, queue })
+    )
+  })
+
+const withQpNum = (c: DriverCompletion): Completion => ({ ...toCompletion(c), qpNum: (c as SrqCompletion).qpNum })
+
+/**
+ * rpma_srq_recv without waiting: a receive that the next message on any connection made with the
+ * queue may consume.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const postRecv = (
+  srq: SharedReceiveQueue,
+  args: Connection.RecvArgs
+): Effect.Effect<Posted, Connection.OperationError> =>
+  Effect.suspend(() => {
+    const { dst, offset = 0 } = args
+    const length = args.length ?? Math.max(dst.size - offset, 0)
+    const refused = checkRange("rpma_srq_recv", "destination", offset, length, dst.size)
+    if (refused !== undefined) return Effect.fail(refused)
+    return Effect.map(
+      srq.queue.post(dst, { dst: dst.handle, offset, length }),
+      (wait): Posted => ({ operation: "rpma_srq_recv", completion: Effect.map(wait, withQpNum) })
+    )
+  })
+
+/**
+ * rpma_srq_recv, awaited: the completion of this receive, with the connection it came on.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const recv = (
+  srq: SharedReceiveQueue,
+  args: Connection.RecvArgs
+): Effect.Effect<Completion, Connection.OperationError> =>
+  Effect.flatMap(postRecv(srq, args), (posted) => posted.completion)
+
+/** @internal The queue a connection's options name: it uses it until its scope closes. */
+export const usedBy = (srq: SharedReceiveQueue | undefined): Effect.Effect<void, never, Scope.Scope> =>
+  internal.usedBy(srq?.queue)
