@@ -188,12 +188,9 @@ export interface Connection {
   readonly events: Stream.Stream<ConnEvent>
   readonly state: Effect.Effect<State>
   /** @internal Posts a request built with its id on the send or receive queue, and awaits its completion. */
-  readonly post: (
-    operation: string,
-    queue: "send" | "recv",
-    regions: ReadonlyArray<LocalMr<any>>,
-    build: (id: number) => WorkRequest
-  ) => Effect.Effect<DriverCompletion, OperationError>
+  readonly post: PostCall<DriverCompletion>
+  /** @internal As {@link post}, succeeding with nothing (no `Effect.asVoid` per operation). */
+  readonly run: PostCall<void>
   /** @internal Posts a request without awaiting it: succeeds once posted, with the wait for its outcome. */
   readonly submit: (
     operation: string,
@@ -208,6 +205,14 @@ export interface Connection {
     requests: ReadonlyArray<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: (id: number) => WorkRequest }>
   ) => Effect.Effect<void, OperationError>
 }
+
+/** @internal A request built with its id, posted on the send or receive queue and awaited. */
+export type PostCall<A> = (
+  operation: string,
+  queue: "send" | "recv",
+  regions: ReadonlyArray<LocalMr<any>>,
+  build: (id: number) => WorkRequest
+) => Effect.Effect<A, OperationError>
 
 /**
  * Connects to a peer listening at `address`:`port` (rpma_conn_req_new + rpma_conn_req_connect)
