@@ -366,7 +366,7 @@ const establish = (
           poster.submit({ operation, slots: op === "recv" ? recvSlots : sendSlots, regions, build, op, signal }),
           (entry) => table.await(entry)
         ),
-      postMany: (operation, requests) => poster.postMany(operation, sendSlots, requests)
+      postMany: (operation, count, regions, build) => poster.postMany({ operation, slots: sendSlots, count, regions, build })
     }
     return { connection, close }
   })

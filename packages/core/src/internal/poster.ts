@@ -52,10 +52,14 @@ export interface One {
   readonly signal: Signal | undefined
 }
 
-/** @internal One request of a batch. */
-export interface BatchRequest {
+/** @internal A batch to post: `count` requests on one queue, all holding `regions`. */
+export interface BatchRequests {
+  readonly operation: string
+  readonly slots: Slots
+  readonly count: number
   readonly regions: ReadonlyArray<LocalMr<any>>
-  readonly build: Build
+  /** Request `index` of the batch, with its id. */
+  readonly build: (index: number, id: number) => WorkRequest
 }
 
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -74,9 +78,7 @@ export const opcodeOf = (op: WorkRequest["op"]): number =>
 
 /** A batch in flight: its window slides as its requests complete. */
 interface Batch {
-  readonly operation: string
-  readonly slots: Slots
-  readonly requests: ReadonlyArray<BatchRequest>
+  readonly requests: BatchRequests
   next: number
   inFlight: number
   /** A slot granted while the batch had none (the queue was full): used by the next pump. */
@@ -221,12 +223,10 @@ export class Poster {
    * Many requests on one queue, the first failure reported once every posted one has its outcome
    * (nothing more is posted after a failure). One driver call per window, one wait per batch.
    */
-  postMany(operation: string, slots: Slots, requests: ReadonlyArray<BatchRequest>): Effect.Effect<void, OperationError> {
+  postMany(requests: BatchRequests): Effect.Effect<void, OperationError> {
     return Effect.suspend(() => {
-      if (requests.length === 0) return Effect.void
+      if (requests.count === 0) return Effect.void
       const batch: Batch = {
-        operation,
-        slots,
         requests,
         next: 0,
         inFlight: 0,
@@ -263,14 +263,15 @@ export class Poster {
     if (batch.pumping || batch.stopped || batch.done !== undefined) return
     batch.pumping = true
     const { table } = this.link
-    const { requests, slots } = batch
-    while (batch.failure === undefined && batch.next < requests.length && !batch.turnDue) {
-      const refused = this.link.refusal(batch.operation)
+    const { build, count: total, operation, regions, slots } = batch.requests
+    const sendQueue = slots === this.link.sendSlots
+    while (batch.failure === undefined && batch.next < total && !batch.turnDue) {
+      const refused = this.link.refusal(operation)
       if (refused !== undefined) {
         batch.failure = refused
         break
       }
-      const wanted = requests.length - batch.next
+      const wanted = total - batch.next
       const reserved = Math.min(batch.reserved, wanted)
       batch.reserved -= reserved
       const count = reserved + slots.tryTakeUpTo(wanted - reserved)
@@ -287,13 +288,11 @@ export class Poster {
       }
       const entries: Array<Pending<OperationError>> = []
       const built: Array<WorkRequest> = []
-      const sendQueue = slots === this.link.sendSlots
       for (let i = 0; i < count; i++) {
-        const request = requests[batch.next + i]!
-        const entry = table.add(batch.operation, request.regions, slots, sendQueue, 1)
+        const entry = table.add(operation, regions, slots, sendQueue, 1)
         entry.resume = batch.settled
         entries.push(entry)
-        built.push(request.build(entry.id))
+        built.push(build(batch.next + i, entry.id))
       }
       const outcome = this.link.driver.postMany(this.link.handle, built)
       // What was not posted gives its slot back, latest first (the send order is a stack's end).
@@ -314,7 +313,8 @@ export class Poster {
       }
     }
     batch.pumping = false
-    if (batch.inFlight === 0 && !batch.turnDue && (batch.failure !== undefined || batch.next >= requests.length)) {
+    if (batch.inFlight === 0 && !batch.turnDue && (batch.failure !== undefined || batch.next >= total)) {
+      this.giveBack(batch)
       const done = batch.failure === undefined ? Effect.void : Effect.fail(batch.failure)
       batch.done = done
       const resume = batch.resume
@@ -327,17 +327,21 @@ export class Poster {
   private abandon(batch: Batch): void {
     batch.stopped = true
     batch.resume = undefined
+    this.giveBack(batch)
+  }
+
+  /** The slots a batch holds without a request in them (granted, not yet used) go back. */
+  private giveBack(batch: Batch): void {
     const cancel = batch.cancelSlotWait
     batch.cancelSlotWait = undefined
-    if (cancel !== undefined && cancel()) batch.slots.give()
-    if (batch.reserved > 0) {
-      for (; batch.reserved > 0; batch.reserved--) batch.slots.give()
-    }
+    if (cancel !== undefined && cancel()) batch.requests.slots.give()
+    for (; batch.reserved > 0; batch.reserved--) batch.requests.slots.give()
   }
 
   /** A batch has something to do (an outcome, a slot): pumped after the current dispatch. */
   private wake(batch: Batch): void {
-    if (batch.queued || batch.stopped || batch.done !== undefined) return
+    // While it pumps, its own loop sees what changed (the entries freed, the failure).
+    if (batch.pumping || batch.queued || batch.stopped || batch.done !== undefined) return
     batch.queued = true
     this.wakeups.push(batch)
     // A slot given back outside a dispatch (an unposted request, an interrupted wait) has no
