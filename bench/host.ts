@@ -133,6 +133,10 @@ const benchesWith = (fake: Fake.Fake) =>
         perRun: 1,
         run: inMode("queued", loop(Effect.zipRight(Effect.suspend(() => driver.post(raw as Driver.ConnHandle, request(rawId++, 0))), driver.pollCompletions(raw as Driver.ConnHandle))))
       },
+      "write.postMany": {
+        perRun: 1,
+        run: inMode("queued", sync(() => void driver.postMany(raw as Driver.ConnHandle, [request(rawId++, 0)])))
+      },
       "write.queued": { perRun: 1, run: inMode("queued", loop(Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 }))) },
       // One write, completion on a later loop turn
       "write.callback": { perRun: 1, run: inMode("later", (n) => callbacks(n, 1)) },
@@ -182,6 +186,7 @@ export const iterations: Record<string, number> = {
   "write.raw": 50_000,
   "loop.void": 50_000,
   "write.driver": 20_000,
+  "write.postMany": 50_000,
   "write.queued": 20_000,
   "write.callback": 5_000,
   "write.later": 5_000,
@@ -242,6 +247,14 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         met: undefined
       },
       {
+        what: "  breakdown: the driver's postMany (post + poll, synchronous) from JS, in a loop",
+        ours: t(u["write.postMany"]!),
+        baseline: t(u["write.raw"]!),
+        ratio: u["write.postMany"]! / u["write.raw"]!,
+        target: "",
+        met: undefined
+      },
+      {
         what: "  breakdown: the loop alone (yield* Effect.void)",
         ours: t(u["loop.void"]!),
         baseline: "",
@@ -298,6 +311,7 @@ export const callgrindRuns: Record<string, number> = {
   "write.raw": 10_000,
   "loop.void": 10_000,
   "write.driver": 10_000,
+  "write.postMany": 10_000,
   "write.queued": 10_000,
   "write.callback": 5_000,
   "write.later": 5_000,

@@ -115,7 +115,8 @@ export class Slots {
 export interface Pending<E> {
   readonly id: number
   readonly operation: string
-  readonly regions: ReadonlyArray<LocalMr<any>>
+  /** The owners of the regions it holds, looked up once (a WeakMap lookup each) when it is added. */
+  readonly regions: ReadonlyArray<Owner.Owner>
   readonly slots: Slots
   /** The watchdog's tick when it was posted, for a signalled send-queue request; undefined otherwise. */
   readonly postedAt: number | undefined
@@ -136,9 +137,15 @@ export interface Pending<E> {
 
 const WR_FLUSH_ERR = 5
 
-const dropAll = (regions: ReadonlyArray<LocalMr<any>>, into: Array<Effect.Effect<void>>): void => {
-  for (const mr of regions) {
-    const deferred = Owner.dropUnsafe(ownerOf(mr))
+/** @internal The owners of `regions`, for {@link PendingTable.add}: a batch looks them up once. */
+export const ownersOf = (regions: ReadonlyArray<LocalMr<any>>): ReadonlyArray<Owner.Owner> =>
+  regions.length === 0 ? NO_OWNERS : regions.map(ownerOf)
+
+const NO_OWNERS: ReadonlyArray<Owner.Owner> = []
+
+const dropAll = (owners: ReadonlyArray<Owner.Owner>, into: Array<Effect.Effect<void>>): void => {
+  for (const owner of owners) {
+    const deferred = Owner.dropUnsafe(owner)
     if (deferred !== undefined) into.push(deferred)
   }
 }
@@ -151,7 +158,7 @@ export const runAll = (effects: ReadonlyArray<Effect.Effect<void>>): Effect.Effe
 export class PendingTable<E> {
   private readonly pending = new Map<number, Pending<E>>()
   /** Requests whose operation was failed when the connection ended: they hold their regions until deleted. */
-  private readonly held = new Map<number, ReadonlyArray<LocalMr<any>>>()
+  private readonly held = new Map<number, ReadonlyArray<Owner.Owner>>()
   /**
    * Send-queue requests not yet completed, in posting order. A reliable connection completes its
    * send queue in order: when a request completes, every unsignalled one posted before it has
@@ -202,23 +209,27 @@ export class PendingTable<E> {
    */
   readonly sendQueueDrained: Effect.Effect<void> = this.whenDrained(true)
 
-  /** Registers a request about to be posted, with its regions held and its slot counted. */
+  /**
+   * Registers a request about to be posted, with its regions held and its slot counted. `regions`
+   * may be their owners already ({@link ownersOf}, once for a batch).
+   */
   add(
     operation: string,
-    regions: ReadonlyArray<LocalMr<any>>,
+    regions: ReadonlyArray<LocalMr<any>> | { readonly owners: ReadonlyArray<Owner.Owner> },
     slots: Slots,
     sendQueue: boolean,
     opcode: number,
     signalled = true
   ): Pending<E> {
     const id = this.nextId++
-    for (const mr of regions) Owner.retain(ownerOf(mr))
+    const owners = "owners" in regions ? regions.owners : ownersOf(regions)
+    for (const owner of owners) Owner.retain(owner)
     // An unsignalled request may never produce a completion: the watchdog does not wait for it.
     const postedAt = sendQueue && signalled ? this.tick : undefined
     const entry: Pending<E> = {
       id,
       operation,
-      regions,
+      regions: owners,
       slots,
       postedAt,
       sendQueue,

@@ -22,7 +22,8 @@ import type { Completion, ConnHandle, Driver, PostOutcome, Signal, WorkRequest }
 import type { LocalMr } from "../LocalMr.js"
 import type { ConnectionClosedError, OperationError } from "../Connection.js"
 import * as Tracing from "../Tracing.js"
-import { type Build, type Pending, type PendingTable, runAll, type Slots } from "./dataPath.js"
+import { type Build, ownersOf, type Pending, type PendingTable, runAll, type Slots } from "./dataPath.js"
+import type { Owner } from "./owner.js"
 
 /** @internal What the poster needs of its connection. */
 export interface Link {
@@ -79,6 +80,8 @@ export const opcodeOf = (op: WorkRequest["op"]): number =>
 /** A batch in flight: its window slides as its requests complete. */
 interface Batch {
   readonly requests: BatchRequests
+  /** The owners of its regions, looked up once for all its requests. */
+  readonly owners: { readonly owners: ReadonlyArray<Owner> }
   next: number
   inFlight: number
   /** A slot granted while the batch had none (the queue was full): used by the next pump. */
@@ -228,6 +231,7 @@ export class Poster {
       if (requests.count === 0) return Effect.void
       const batch: Batch = {
         requests,
+        owners: { owners: ownersOf(requests.regions) },
         next: 0,
         inFlight: 0,
         reserved: 0,
@@ -263,7 +267,7 @@ export class Poster {
     if (batch.pumping || batch.stopped || batch.done !== undefined) return
     batch.pumping = true
     const { table } = this.link
-    const { build, count: total, operation, regions, slots } = batch.requests
+    const { build, count: total, operation, slots } = batch.requests
     const sendQueue = slots === this.link.sendSlots
     while (batch.failure === undefined && batch.next < total && !batch.turnDue) {
       const refused = this.link.refusal(operation)
@@ -289,7 +293,7 @@ export class Poster {
       const entries: Array<Pending<OperationError>> = []
       const built: Array<WorkRequest> = []
       for (let i = 0; i < count; i++) {
-        const entry = table.add(operation, regions, slots, sendQueue, 1)
+        const entry = table.add(operation, batch.owners, slots, sendQueue, 1)
         entry.resume = batch.settled
         entries.push(entry)
         built.push(build(batch.next + i, entry.id))
