@@ -205,6 +205,15 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
     for (const [name, bench] of Object.entries(benches)) us[name] = yield* microseconds(bench, iterations[name]!)
     const t = (x: number) => `${x.toFixed(2)} µs`
     const u = us as Record<string, number>
+    /** A row that explains another: `ours` against `base`, no target. */
+    const breakdown = (what: string, ours: string, base: string): Row => ({
+      what,
+      ours: t(u[ours]!),
+      baseline: t(u[base]!),
+      ratio: u[ours]! / u[base]!,
+      target: "",
+      met: undefined
+    })
     const rows: Array<Row> = [
       {
         what: "host: scoped registration, LocalMr.register (NativeDriver over the fake binding)",
@@ -214,14 +223,7 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         target: "≤ 1.2×",
         met: u["reg.scoped"]! / u["reg.bare"]! <= 1.2
       },
-      {
-        what: "  breakdown: the bare acquireRelease with rpma_mr_get_ptr too",
-        ours: t(u["reg.bare+ptr"]!),
-        baseline: t(u["reg.bare"]!),
-        ratio: u["reg.bare+ptr"]! / u["reg.bare"]!,
-        target: "",
-        met: undefined
-      },
+      breakdown("  breakdown: the bare acquireRelease with rpma_mr_get_ptr too", "reg.bare+ptr", "reg.bare"),
       {
         what: "host: scope-free registration, LocalMr.use",
         ours: t(u["use"]!),
@@ -238,22 +240,8 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         target: "≤ +2 µs (and ≤ +20k instructions)",
         met: u["write.queued"]! - u["write.raw"]! <= 2
       },
-      {
-        what: "  breakdown: the driver's post + pollCompletions Effects, in a loop",
-        ours: t(u["write.driver"]!),
-        baseline: t(u["write.raw"]!),
-        ratio: u["write.driver"]! / u["write.raw"]!,
-        target: "",
-        met: undefined
-      },
-      {
-        what: "  breakdown: the driver's postMany (post + poll, synchronous) from JS, in a loop",
-        ours: t(u["write.postMany"]!),
-        baseline: t(u["write.raw"]!),
-        ratio: u["write.postMany"]! / u["write.raw"]!,
-        target: "",
-        met: undefined
-      },
+      breakdown("  breakdown: the driver's post + pollCompletions Effects, in a loop", "write.driver", "write.raw"),
+      breakdown("  breakdown: the driver's postMany (post + poll, synchronous) from JS, in a loop", "write.postMany", "write.raw"),
       {
         what: "  breakdown: the loop alone (yield* Effect.void)",
         ours: t(u["loop.void"]!),
