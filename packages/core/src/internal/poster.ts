@@ -19,6 +19,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Completion, ConnHandle, Driver, PostOutcome, Signal, WorkRequest } from "../Driver.js"
+import { WcOpcode } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { ConnectionClosedError, OperationError } from "../Connection.js"
 import * as Tracing from "../Tracing.js"
@@ -75,7 +76,13 @@ const push = (into: Array<Effect.Effect<void>>, effects: ReadonlyArray<Effect.Ef
 
 /** @internal The opcode a request's completion carries, for completions that carry none. */
 export const opcodeOf = (op: WorkRequest["op"]): number =>
-  op === "write" || op === "atomicWrite" ? 1 : op === "read" || op === "flush" ? 2 : op === "send" ? 0 : 128
+  op === "write" || op === "atomicWrite"
+    ? WcOpcode.RDMA_WRITE
+    : op === "read" || op === "flush"
+    ? WcOpcode.RDMA_READ
+    : op === "send"
+    ? WcOpcode.SEND
+    : WcOpcode.RECV
 
 /** A batch in flight: its window slides as its requests complete. */
 interface Batch {
@@ -293,7 +300,7 @@ export class Poster {
       const entries: Array<Pending<OperationError>> = []
       const built: Array<WorkRequest> = []
       for (let i = 0; i < count; i++) {
-        const entry = table.add(operation, batch.owners, slots, sendQueue, 1)
+        const entry = table.add(operation, batch.owners, slots, sendQueue, WcOpcode.RDMA_WRITE)
         entry.resume = batch.settled
         entries.push(entry)
         built.push(build(batch.next + i, entry.id))
