@@ -504,7 +504,9 @@ export interface Driver {
   readonly pollCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
   /**
    * Waits, without blocking the event loop, for completions on the connection's queue
-   * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one.
+   * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one: what is
+   * queued already, else the first answer of the channel. As an Effect, for programs that drive
+   * the driver themselves; a Connection uses {@link armCompletions}, which costs no fiber.
    */
   readonly nextCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
 
