@@ -213,12 +213,9 @@ export interface Connection {
   readonly events: Stream.Stream<ConnEvent>
   readonly state: Effect.Effect<State>
   /** @internal Posts a request built with its id on the send or receive queue, and awaits its completion. */
-  readonly post: (
-    operation: string,
-    queue: "send" | "recv",
-    regions: ReadonlyArray<LocalMr<any>>,
-    build: (id: number) => WorkRequest
-  ) => Effect.Effect<DriverCompletion, OperationError>
+  readonly post: PostCall<DriverCompletion>
+  /** @internal As {@link post}, succeeding with nothing (no `Effect.asVoid` per operation). */
+  readonly run: PostCall<void>
   /** @internal Posts a request without awaiting it: succeeds once posted, with the wait for its outcome. */
   readonly submit: (
     operation: string,
@@ -227,12 +224,25 @@ export interface Connection {
     build: (id: number) => WorkRequest,
     signal: Signal | undefined
   ) => Effect.Effect<Effect.Effect<DriverCompletion, OperationError>, OperationError>
-  /** @internal Posts many requests on the send queue with one wait per batch of completions. */
+  /**
+   * @internal Posts `count` requests on the send queue, all holding `regions`, request `i` built
+   * by `build(i, id)`, with one wait per batch of completions.
+   */
   readonly postMany: (
     operation: string,
-    requests: ReadonlyArray<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: (id: number) => WorkRequest }>
+    count: number,
+    regions: ReadonlyArray<LocalMr<any>>,
+    build: (index: number, id: number) => WorkRequest
   ) => Effect.Effect<void, OperationError>
 }
+
+/** @internal A request built with its id, posted on the send or receive queue and awaited. */
+export type PostCall<A> = (
+  operation: string,
+  queue: "send" | "recv",
+  regions: ReadonlyArray<LocalMr<any>>,
+  build: (id: number) => WorkRequest
+) => Effect.Effect<A, OperationError>
 
 /**
  * Connects to a peer listening at `address`:`port` (rpma_conn_req_new + rpma_conn_req_connect)
@@ -320,10 +330,13 @@ export const qpNum = (conn: Connection): Effect.Effect<number, RpmaError, RdmaDr
 export const write: (conn: Connection, args: ops.WriteArgs) => Effect.Effect<void, ops.TransferError> = ops.write
 
 /**
- * Many rpma_writes from one local region to one remote region, posted as fast as the send queue
- * allows and awaited together: the bandwidth path (one fiber, nothing per write beyond what waiting
- * needs). Every span is checked before anything is posted. Fails with the first failure once every
- * posted write has completed.
+ * Many rpma_writes from one local region to one remote region, posted as a sliding window and
+ * awaited together: the bandwidth path. As many writes as the send queue has free entries go in
+ * one driver call, and more as entries free up (as each completion arrives, not batch after batch),
+ * with one wait for the whole batch: no fiber and no Effect per write. Every span is checked before
+ * anything is posted. After a failure nothing more is posted; it fails with the first failure once
+ * every posted write has its outcome. Interrupted, it posts nothing more (what is in flight keeps
+ * its regions until it completes).
  *
  * @example
  * ```ts

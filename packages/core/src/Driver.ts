@@ -18,6 +18,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import type { MapFileError, RdmaCmError, ResourceInUseError, RpmaError } from "./RdmaError.js"
 
 declare const HandleTypeId: unique symbol
@@ -289,6 +290,39 @@ export interface SrqCompletion extends Completion {
 }
 
 /**
+ * What one {@link Driver.postMany} call did: the requests posted, the refusal that stopped it, and
+ * the completions already queued right after the posts.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface PostOutcome {
+  /** How many of the requests were posted, in order: all of them unless `error` is set. */
+  readonly posted: number
+  /** Why request number `posted` was refused (the post function's error); nothing after it was tried. */
+  readonly error: RpmaError | undefined
+  /** The completions queued right after the posts (rpma_cq_get_wc without waiting), possibly none. */
+  readonly ready: ReadonlyArray<Completion>
+  /** The completion queue failed when read: the connection cannot report completions any more. */
+  readonly queueError: RpmaError | undefined
+  /**
+   * The driver's synchronous answers have kept the event loop from its I/O phase for too long (a
+   * loop of posts whose completions are always already queued): the caller should let the loop
+   * turn (setImmediate) before it goes on.
+   */
+  readonly turnDue: boolean
+}
+
+/**
+ * Called once by {@link Driver.armCompletions}: the completions queued (at least one), or the
+ * completion channel's failure.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export type CompletionsReady = (ready: Exit.Exit<ReadonlyArray<Completion>, RpmaError>) => void
+
+/**
  * A receive to post on a connection request before it is accepted (rpma_conn_req_recv).
  *
  * @since 0.3.0
@@ -522,9 +556,32 @@ export interface Driver {
   readonly pollCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
   /**
    * Waits, without blocking the event loop, for completions on the connection's queue
-   * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one.
+   * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one: what is
+   * queued already, else the first answer of the channel. As an Effect, for programs that drive
+   * the driver themselves; a Connection uses {@link armCompletions}, which costs no fiber.
    */
   readonly nextCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
+
+  /**
+   * The data path's posting call, synchronous (not an Effect: core calls it inside its own, once
+   * per operation or per batch). Posts `requests` in order as {@link post} does, stopping at the
+   * first one refused, then reads the completion queue once without waiting. It never throws for
+   * a refusal or a failing queue: both are in the outcome.
+   */
+  readonly postMany: (conn: ConnHandle, requests: ReadonlyArray<WorkRequest>) => PostOutcome
+  /**
+   * Arms the connection's completion channel (rpma_conn_get_compl_fd + rpma_cq_wait +
+   * rpma_cq_get_wc) with a plain callback: `onReady` is called once, from the event loop and never
+   * during this call, with the completions queued by then (at least one; a completion already
+   * queued when the channel is armed counts) or with the channel's failure (a handle the driver
+   * refuses is reported that way too). A completion taken by a poll in the meantime is not
+   * reported twice: the wait goes on until there is one. Core re-arms from the callback while it
+   * has requests outstanding, so a request completing later costs one callback, not a fiber.
+   *
+   * Returns the disarm: it stops the wait (nothing is left watching the channel, no libuv handle
+   * active) and `onReady` is then never called. It never throws and may be called more than once.
+   */
+  readonly armCompletions: (conn: ConnHandle, onReady: CompletionsReady) => () => void
 
   /**
    * rpma_srq_new with an rpma_srq_cfg of these sizes. The peer is in use (its delete refused) until

@@ -124,6 +124,14 @@ describe("the addon's guards, raw", () => {
     }))
 })
 
+const handle = {}
+/** The native driver over a stand-in binding. */
+const driverWith = (binding: RpmaBinding.Binding) =>
+  Effect.provide(
+    RdmaDriver,
+    NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, binding)))
+  )
+
 // A binding whose waits never answer by themselves: what the driver does with them.
 const fakeBinding = (log: Array<string>) => {
   const callbacks = new Map<number, (error: unknown, value: unknown) => void>()
@@ -149,12 +157,6 @@ const fakeBinding = (log: Array<string>) => {
 }
 
 describe("waits are interruptible Effects", () => {
-  const handle = {}
-  const driverWith = (binding: RpmaBinding.Binding) =>
-    Effect.provide(
-      RdmaDriver,
-      NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, binding)))
-    )
 
   it.effect("interrupting a wait cancels it in the addon, once", () =>
     Effect.gen(function*() {
@@ -202,5 +204,79 @@ describe("waits are interruptible Effects", () => {
       assert.strictEqual(error.detail, "the connection was deleted")
       // No cancel for waits that ended.
       assert.deepStrictEqual(log, ["connNextEvent 1", "connWaitCompletions 2"])
+    }))
+})
+
+describe("the completion channel armed with a callback, and the posting call", () => {
+
+  it.effect("armCompletions answers once from the addon's callback; disarming cancels the wait in the addon, once", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const { binding, callbacks } = fakeBinding(log)
+      const driver = yield* driverWith(binding)
+      const heard: Array<Exit.Exit<ReadonlyArray<unknown>, { readonly _tag: string }>> = []
+      const disarm = driver.armCompletions(handle as Bad, (ready) => heard.push(ready))
+      assert.strictEqual(heard.length, 0, "never during the call")
+      const completion = { id: 1, status: 0, byteLength: 0, opcode: 1, flags: 0 }
+      callbacks.get(1)!(undefined, [completion])
+      callbacks.get(1)!(undefined, [completion]) // a late second answer is ignored
+      assert.strictEqual(heard.length, 1)
+      assert.isTrue(Exit.isSuccess(heard[0]!) && heard[0].value.length === 1)
+      disarm() // answered already: nothing to cancel
+      const second = driver.armCompletions(handle as Bad, (ready) => heard.push(ready))
+      second()
+      second()
+      assert.deepStrictEqual(log, ["connWaitCompletions 1", "connWaitCompletions 2", "cancel 2"])
+      const deleted = { code: -100004, operation: "rpma_cq_wait", detail: "the connection was deleted" }
+      driver.armCompletions(handle as Bad, (ready) => heard.push(ready))
+      callbacks.get(3)!(Object.assign(new Error("x"), deleted), undefined)
+      const failed = heard[1]!
+      assert.isTrue(Exit.isFailure(failed) && failed.cause._tag === "Fail" && failed.cause.error._tag === "RpmaInvalidError")
+    }))
+
+  it.effect("a handle the addon refuses is reported through the callback, from the event loop", () =>
+    Effect.gen(function*() {
+      const binding = {
+        installLogCapture: () => {},
+        connWaitCompletions: () => {
+          throw Object.assign(new Error("bad"), { code: -100004, operation: "rpma_cq_wait", detail: "expected a connection" })
+        }
+      } as unknown as RpmaBinding.Binding
+      const driver = yield* driverWith(binding)
+      const heard = yield* Effect.async<Exit.Exit<unknown, { readonly _tag: string }>>((resume) => {
+        let during = true
+        driver.armCompletions(handle as Bad, (ready) => {
+          assert.isFalse(during)
+          resume(Effect.succeed(ready))
+        })
+        during = false
+      })
+      assert.isTrue(Exit.isFailure(heard) && heard.cause._tag === "Fail" && heard.cause.error._tag === "RpmaInvalidError")
+    }))
+
+  it.effect("postMany posts in order up to the first refusal, then polls once; nothing posted, no poll", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const binding = {
+        installLogCapture: () => {},
+        post: (_conn: unknown, request: { readonly id: number }) => {
+          if (request.id === 3) throw Object.assign(new Error("full"), { code: -100004, operation: "rpma_write", detail: "x" })
+          log.push(`post ${request.id}`)
+        },
+        connPollCompletions: () => {
+          log.push("poll")
+          return [{ id: 1, status: 0, byteLength: 0, opcode: 1, flags: 0 }]
+        }
+      } as unknown as RpmaBinding.Binding
+      const driver = yield* driverWith(binding)
+      const write = (id: number) => ({ op: "write" as const, id, dst: handle as Bad, dstOffset: 0, src: handle as Bad, srcOffset: 0, length: 8 })
+      const outcome = driver.postMany(handle as Bad, [write(1), write(2), write(3), write(4)])
+      assert.strictEqual(outcome.posted, 2)
+      assert.strictEqual(outcome.error?._tag, "RpmaInvalidError")
+      assert.strictEqual(outcome.ready.length, 1)
+      assert.deepStrictEqual(log, ["post 1", "post 2", "poll"])
+      const none = driver.postMany(handle as Bad, [write(3)])
+      assert.strictEqual(none.posted, 0)
+      assert.deepStrictEqual(log, ["post 1", "post 2", "poll"])
     }))
 })

@@ -1,10 +1,10 @@
 /**
  * Connections and the data path on the simulated fabric: two peers in one process.
  */
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Driver, Endpoint, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Fiber, Stream } from "effect"
+import { Chunk, Effect, Exit, Fiber, Layer, Stream } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const serverUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
@@ -218,6 +218,31 @@ describe("a lost connection", () => {
       assert.strictEqual(yield* client.state, "LOST")
       assert.strictEqual(yield* server.state, "LOST")
     })))
+
+  it.effect("a completion channel that fails ends the connection as LOST, with the channel's error as the cause", () => {
+    // The simulated driver, with a channel whose wait fails: what a failing rpma_cq_wait does.
+    const failing = new RdmaError.RpmaProviderError({ operation: "rpma_cq_wait", detail: "the completion channel failed" })
+    const withFailingChannel = Layer.effect(
+      Driver.RdmaDriver,
+      Effect.map(Driver.RdmaDriver, (driver): Driver.Driver => ({
+        ...driver,
+        armCompletions: (_conn, onReady) => {
+          const timer = setImmediate(() => onReady(Exit.fail(failing)))
+          return () => clearImmediate(timer)
+        }
+      }))
+    ).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+    return Ledger.checked(Effect.scoped(Effect.gen(function*() {
+      const { server, serverPeer } = yield* pair()
+      const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)
+      // A receive waits for a message: the connection arms its channel, which fails.
+      const error = yield* Effect.flip(Connection.recv(server, { dst: inbox, offset: 0, length: 256 }))
+      assert.strictEqual(error._tag, "ConnectionClosedError")
+      assert.strictEqual((error as Connection.ConnectionClosedError).reason, "LOST")
+      assert.strictEqual((error as Connection.ConnectionClosedError).cause, failing)
+      assert.strictEqual(yield* server.state, "LOST")
+    }))).pipe(Effect.provide(withFailingChannel))
+  })
 
   it.effect("a planned completion failure reaches the caller as a CompletionError", () =>
     inWorld(Effect.gen(function*() {

@@ -5,7 +5,7 @@
 import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, type Scope } from "effect"
+import { Effect, Exit, Fiber, Layer, type Scope } from "effect"
 
 const World = Layer.provideMerge(Peer.layer(SimulatedDriver.DEFAULT_ADDRESS), SimulatedDriver.layer())
 
@@ -205,3 +205,51 @@ it.effect("World layer example compiles and runs", () =>
     const peer = yield* Peer.Peer
     assert.strictEqual(peer.address, SimulatedDriver.DEFAULT_ADDRESS)
   }).pipe(Effect.provide(World), Effect.exit, Effect.map((exit) => assert.isTrue(Exit.isSuccess(exit)))))
+
+describe("the completion queue and its channel, as librpma has them", () => {
+  /** Two connected handles of the driver, torn down by deleting them. */
+  const connected = (d: Driver.Driver, peer: Peer.Peer) =>
+    Effect.gen(function*() {
+      const address = SimulatedDriver.DEFAULT_ADDRESS
+      const config = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
+      const ep = yield* Effect.acquireRelease(d.epListen(peer.handle, address, 7601), (ep) => Effect.orDie(d.epShutdown(ep)))
+      const server = yield* Effect.fork(Effect.flatMap(d.epNextConnReq(ep, config), (req) => d.connReqConnect(req, undefined)))
+      const client = yield* Effect.flatMap(d.connReqNew(peer.handle, address, 7601, config), (req) => d.connReqConnect(req, undefined))
+      const other = yield* Fiber.join(server)
+      yield* Effect.addFinalizer(() => Effect.orDie(Effect.zipRight(d.connDelete(client), d.connDelete(other))))
+      assert.strictEqual(yield* d.connNextEvent(client), "ESTABLISHED")
+      return client
+    })
+
+  it.effect("a completion already queued stays for the poll; an armed channel answers a later one on a later turn", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      const peer = yield* Peer.Peer
+      const conn = yield* connected(d, peer)
+      const target = yield* LocalMr.allocate(peer, 64, Usage.WRITE_DST)
+      const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
+      const dst = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target))
+      const write = (id: number) => ({ op: "write" as const, id, dst: dst.handle, dstOffset: 0, src: src.handle, srcOffset: 0, length: 8 })
+      const heard: Array<ReadonlyArray<Driver.Completion>> = []
+      const arm = () => d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
+      const turn = Effect.async<void>((resume) => void setImmediate(() => setImmediate(() => resume(Effect.void))))
+      arm()
+      // Posted with the channel armed: the poll right after the post still finds it.
+      const first = d.postMany(conn, [write(1)])
+      assert.deepStrictEqual(first.ready.map((c) => c.id), [1])
+      yield* turn
+      assert.strictEqual(heard.length, 0, "a completion taken by the poll is not reported again")
+      // Not polled: the armed wait answers it, on a later turn, not during the post.
+      yield* d.post(conn, write(2))
+      assert.strictEqual(heard.length, 0)
+      yield* turn
+      assert.deepStrictEqual(heard.map((r) => r.map((c) => c.id)), [[2]])
+      // Disarmed: nothing is answered; nextCompletions returns what is queued without waiting.
+      const disarm = arm()
+      disarm()
+      yield* d.post(conn, write(3))
+      yield* turn
+      assert.strictEqual(heard.length, 1)
+      assert.deepStrictEqual((yield* d.nextCompletions(conn)).map((c) => c.id), [3])
+    })))
+})

@@ -21,17 +21,17 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as PubSub from "effect/PubSub"
+import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Connection, OperationError, State } from "../Connection.js"
 import { ConnectionClosedError, ConnectionFailedError } from "../Connection.js"
-import type { Completion, ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, Signal, WorkRequest } from "../Driver.js"
-import { WcOpcode } from "../Driver.js"
-import type { LocalMr } from "../LocalMr.js"
+import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, WorkRequest } from "../Driver.js"
 import { ownerOf, type Peer } from "../Peer.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
-import { type Build, type Pending, PendingTable, runAll, Slots } from "./dataPath.js"
+import { PendingTable, runAll, Slots } from "./dataPath.js"
+import { Poster } from "./poster.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 
@@ -152,16 +152,6 @@ export const failPrepared = (prepared: Prepared): Effect.Effect<void> =>
     return runAll(prepared.table.releaseHeld())
   })
 
-/** @internal The opcode a request's completion carries, for completions that carry none. */
-export const opcodeOf = (op: WorkRequest["op"]): number =>
-  op === "write" || op === "atomicWrite"
-    ? WcOpcode.RDMA_WRITE
-    : op === "read" || op === "flush"
-    ? WcOpcode.RDMA_READ
-    : op === "send"
-    ? WcOpcode.SEND
-    : WcOpcode.RECV
-
 const opOf = (operation: string): WorkRequest["op"] =>
   operation === "rpma_atomic_write" ? "atomicWrite" : operation.slice(5) as WorkRequest["op"]
 
@@ -206,7 +196,9 @@ export const open = (
   )
 
 /**
- * Starts an established connection's event and completion fibers; returns it and its close.
+ * Starts an established connection's event fiber and watchdog, and its poster (internal/poster.ts:
+ * posting, and the completion channel armed with a callback while requests are outstanding);
+ * returns it and its close.
  */
 const establish = (
   driver: Driver,
@@ -223,10 +215,32 @@ const establish = (
     let endCause: unknown = undefined
     const events = yield* PubSub.unbounded<ConnEvent>({ replay: 1 })
     const ended = yield* Deferred.make<void>()
+    // Callbacks (the completion channel's) run what they cannot return in fibers of their own.
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const forked: Array<Fiber.RuntimeFiber<void>> = []
 
     let ending = false
     const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string) =>
       new ConnectionClosedError({ operation, reason, cause })
+    const flushedAs = (operation: string) =>
+      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation)
+
+    const poster: Poster = new Poster({
+      driver,
+      handle,
+      table,
+      sendSlots,
+      refusal: (operation) =>
+        state === "ESTABLISHED" ? undefined : new ConnectionClosedError({ operation, reason: state, cause: endCause }),
+      flushed: () => state === "ESTABLISHED" ? undefined : flushedAs,
+      lost: (cause) => {
+        forked.push(runFork(end("LOST", cause, { disconnect: true, drainMs: 0 })))
+      },
+      run: (effect) => {
+        runFork(effect)
+      },
+      yieldToLoop: afterPendingIo
+    })
 
     /**
      * The end, once. No new request is posted from here on. In the error state a queue pair flushes
@@ -262,7 +276,7 @@ const establish = (
             : Effect.void,
           options.disconnect ? Effect.ignore(driver.connDisconnect(handle)) : Effect.void,
           driver.pollCompletions(handle).pipe(
-            Effect.map((ready) => table.dispatch(ready, closedError(reason, cause))),
+            Effect.map((ready) => poster.dispatch(ready, closedError(reason, cause))),
             Effect.orElseSucceed(() => []),
             Effect.flatMap(runAll)
           ),
@@ -270,20 +284,6 @@ const establish = (
           Effect.sync(() => table.failAll(closedError(reason, cause)))
         ], { discard: true })
       })
-    const flushedAs = (operation: string) =>
-      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation)
-
-    const completionFiber = yield* driver.nextCompletions(handle).pipe(
-      Effect.flatMap((completions) =>
-        runAll(table.dispatch(completions, state === "ESTABLISHED" ? undefined : flushedAs))
-      ),
-      Effect.forever,
-      // The completion queue failing is the connection failing (and nothing will drain it).
-      Effect.catchAll((cause) => end("LOST", cause, { disconnect: true, drainMs: 0 })),
-      // Forked while the connection is being acquired (uninterruptibly): the loop itself must stay interruptible.
-      Effect.interruptible,
-      Effect.forkDaemon
-    )
 
     const eventFiber = yield* driver.connNextEvent(handle).pipe(
       Effect.map((event) => ({ event, cause: undefined as unknown })),
@@ -308,13 +308,17 @@ const establish = (
     // means the other side, or the path to it, is gone (a cut link, a frozen host: the transport
     // may keep retrying for far longer). Sends and receives wait on the other side's application. The
     // connection is then lost: what waits fails now, and the regions stay held until it is deleted.
-    const watchdogFiber = yield* Effect.sleep(Duration.millis(Math.max(config.timeoutMs / 10, 1))).pipe(
+    // Requests are stamped with the watchdog's tick, not a clock read per post: a request is seen
+    // late by at most one period.
+    const period = Math.max(config.timeoutMs / 10, 1)
+    const watchdogFiber = yield* Effect.sleep(Duration.millis(period)).pipe(
       Effect.zipRight(Effect.suspend(() => {
-        const waited = table.oldestWait(performance.now())
+        table.tick++
+        const waited = (table.oldestWait() - 1) * period
         return waited > config.timeoutMs
           ? end(
             "LOST",
-            new Error(`no completion for ${Math.round(waited)} ms (timeout ${config.timeoutMs} ms): the other side does not answer`),
+            new Error(`no completion for over ${Math.round(waited)} ms (timeout ${config.timeoutMs} ms): the other side does not answer`),
             { disconnect: true, drainMs: config.timeoutMs }
           )
           : Effect.void
@@ -323,6 +327,9 @@ const establish = (
       Effect.interruptible,
       Effect.forkDaemon
     )
+
+    // Receives posted before the connection was accepted wait on its channel too.
+    poster.ensureArmed()
 
     // Bounded as a whole by the timeout: the other side may never answer (a dead host, a peer that
     // never disconnects).
@@ -336,106 +343,14 @@ const establish = (
       yield* end("CLOSED", undefined, { disconnect: false, drainMs: Math.max(deadline - performance.now(), 1) })
       yield* Fiber.interrupt(watchdogFiber)
       yield* Fiber.interrupt(eventFiber)
-      yield* Fiber.interrupt(completionFiber)
+      yield* Fiber.interruptAll(forked)
+      // Nothing watches the channel from here on (no libuv handle left behind).
+      poster.stop()
       // Whatever an interrupted end left waiting fails now (a no-op if nothing is pending).
       table.failAll(flushedAs)
       yield* release("rpma_conn_delete", "a connection", driver.connDelete(handle))
       yield* runAll(table.releaseHeld())
     })
-
-    /**
-     * Takes a slot and posts; the request is then in the table, holding its slot and regions until
-     * its completion (or an implied one, for an unsignalled request) or the connection's end.
-     */
-    /** The completions already queued, read right after a post (nothing when the queue fails: the connection's end reports that). */
-    const pollReady = Effect.orElseSucceed(driver.pollCompletions(handle), (): ReadonlyArray<Completion> => [])
-
-    const submit = (
-      operation: string,
-      slots: Slots,
-      regions: ReadonlyArray<LocalMr<any>>,
-      build: Build,
-      op: WorkRequest["op"],
-      signal: Signal | undefined,
-      restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-    ): Effect.Effect<Pending<OperationError>, OperationError> => {
-      const afterSlot = (): Effect.Effect<Pending<OperationError>, OperationError> => {
-        if (state !== "ESTABLISHED") {
-          slots.give()
-          return Effect.fail(new ConnectionClosedError({ operation, reason: state, cause: endCause }))
-        }
-        const sendQueue = slots === sendSlots
-        // The request that takes the last free entry of the send queue is signalled whatever was
-        // asked: otherwise a queue full of unsignalled requests would never give an entry back.
-        const signalled = signal !== "onError" || slots.available <= 0
-        const entry = table.add(operation, regions, slots, sendQueue, opcodeOf(op), signalled)
-        const built = build(entry.id)
-        const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as WorkRequest
-        return Effect.matchEffect(driver.post(handle, request), {
-          onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
-          // Poll first: Soft-RoCE (and a fast NIC) often completes the request by now, and
-          // then the operation ends without suspending.
-          onSuccess: () =>
-            Effect.flatMap(pollReady, (ready) => {
-              const deferred = ready.length === 0 ? [] : table.dispatch(ready)
-              return deferred.length === 0 ? Effect.succeed(entry) : Effect.as(runAll(deferred), entry)
-            })
-        })
-      }
-      // A free slot is taken synchronously (measured: a quarter of a write's cost over the binding
-      // went to taking it as an Effect); only a full queue waits, interruptibly.
-      return slots.tryTake() ? afterSlot() : Effect.zipRight(restore(slots.take), Effect.suspend(afterSlot))
-    }
-
-    const post = (
-      operation: string,
-      slots: Slots,
-      regions: ReadonlyArray<LocalMr<any>>,
-      build: Build,
-      op: WorkRequest["op"]
-    ): Effect.Effect<Completion, OperationError> =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(
-          submit(operation, slots, regions, build, op, undefined, restore),
-          (entry) => entry.outcome !== undefined ? entry.outcome : restore(table.await(entry))
-        )
-      )
-
-    /** Many requests on one queue: posted as slots allow, one poll, then each outcome in order. */
-    const postMany = (
-      operation: string,
-      slots: Slots,
-      requests: ReadonlyArray<{ readonly regions: ReadonlyArray<LocalMr<any>>; readonly build: Build }>
-    ): Effect.Effect<void, OperationError> =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.gen(function*() {
-          const posted: Array<ReturnType<typeof table.add>> = []
-          let failure: OperationError | undefined
-          for (const request of requests) {
-            yield* restore(slots.take)
-            if (state !== "ESTABLISHED") {
-              slots.give()
-              failure = new ConnectionClosedError({ operation, reason: state, cause: endCause })
-              break
-            }
-            const entry = table.add(operation, request.regions, slots, true, WcOpcode.RDMA_WRITE)
-            const result = yield* Effect.either(driver.post(handle, request.build(entry.id)))
-            if (result._tag === "Left") {
-              yield* runAll(table.unpost(entry))
-              failure = result.left
-              break
-            }
-            posted.push(entry)
-          }
-          const ready = yield* Effect.orElseSucceed(driver.pollCompletions(handle), () => [])
-          if (ready.length > 0) yield* runAll(table.dispatch(ready))
-          for (const entry of posted) {
-            const outcome = yield* Effect.either(entry.outcome ?? restore(table.await(entry)))
-            if (outcome._tag === "Left" && failure === undefined) failure = outcome.left
-          }
-          if (failure !== undefined) return yield* Effect.fail(failure)
-        })
-      )
 
     const connection: Connection = {
       handle,
@@ -443,15 +358,15 @@ const establish = (
       events: Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
       state: Effect.sync(() => state),
       post: (operation, kind, regions, build) =>
-        post(operation, kind === "recv" ? recvSlots : sendSlots, regions, build, opOf(operation)),
+        poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, false),
+      run: (operation, kind, regions, build) =>
+        poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, true),
       submit: (operation, op, regions, build, signal) =>
-        Effect.uninterruptibleMask((restore) =>
-          Effect.map(
-            submit(operation, op === "recv" ? recvSlots : sendSlots, regions, build, op, signal, restore),
-            (entry) => table.await(entry)
-          )
+        Effect.map(
+          poster.submit({ operation, slots: op === "recv" ? recvSlots : sendSlots, regions, build, op, signal }),
+          (entry) => table.await(entry)
         ),
-      postMany: (operation, requests) => postMany(operation, sendSlots, requests)
+      postMany: (operation, count, regions, build) => poster.postMany({ operation, slots: sendSlots, count, regions, build })
     }
     return { connection, close }
   })

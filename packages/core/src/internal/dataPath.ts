@@ -12,13 +12,14 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { type Completion, WcOpcode, type WorkRequest } from "../Driver.js"
 import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import * as Owner from "./owner.js"
 
 /** @internal What an operation ends with: its completion, or why it failed. */
-export type Outcome<E> = Effect.Effect<Completion, E>
+export type Outcome<E> = Exit.Exit<Completion, E>
 
 interface Waiter {
   granted: boolean
@@ -45,6 +46,27 @@ export class Slots {
       return true
     }
     return false
+  }
+
+  /** Up to `wanted` free slots at once (a batch's window): how many were taken. */
+  tryTakeUpTo(wanted: number): number {
+    const taken = this.open ? Math.min(wanted, Math.max(this.free, 0)) : wanted
+    this.free -= taken
+    return taken
+  }
+
+  /**
+   * Calls `granted` once a slot is handed over (taken on the caller's behalf). Returns the cancel:
+   * true if the slot had been granted (the caller then owns it).
+   */
+  onFree(granted: () => void): () => boolean {
+    const waiter: Waiter = { granted: false, resume: granted }
+    this.waiters.push(waiter)
+    return () => {
+      const i = this.waiters.indexOf(waiter)
+      if (i >= 0) this.waiters.splice(i, 1)
+      return waiter.granted
+    }
   }
 
   /** A slot, now or when one is given back. Interruptible while it waits. */
@@ -93,9 +115,10 @@ export class Slots {
 export interface Pending<E> {
   readonly id: number
   readonly operation: string
-  readonly regions: ReadonlyArray<LocalMr<any>>
+  /** The owners of the regions it holds, looked up once (a WeakMap lookup each) when it is added. */
+  readonly regions: ReadonlyArray<Owner.Owner>
   readonly slots: Slots
-  /** When it was posted (performance.now()), for a signalled send-queue request; undefined otherwise. */
+  /** The watchdog's tick when it was posted, for a signalled send-queue request; undefined otherwise. */
   readonly postedAt: number | undefined
   /** On the send queue: completes in order with the other send-queue requests. */
   readonly sendQueue: boolean
@@ -103,17 +126,26 @@ export interface Pending<E> {
   readonly signalled: boolean
   /** The opcode of its completion, for a completion that carries none (an error, an implied success). */
   readonly opcode: number
-  /** The waiting operation's resume; undefined before it waits and once it has left. */
-  resume: ((outcome: Outcome<E>) => void) | undefined
+  /**
+   * The waiting operation's resume (or a batch's plain callback, with the failure if it failed);
+   * undefined before anyone waits and once the outcome is delivered.
+   */
+  resume: ((outcome: Outcome<E>, failure: E | undefined) => void) | undefined
   /** The outcome, when it arrived before the operation waited. */
   outcome: Outcome<E> | undefined
 }
 
 const WR_FLUSH_ERR = 5
 
-const dropAll = (regions: ReadonlyArray<LocalMr<any>>, into: Array<Effect.Effect<void>>): void => {
-  for (const mr of regions) {
-    const deferred = Owner.dropUnsafe(ownerOf(mr))
+/** @internal The owners of `regions`, for {@link PendingTable.add}: a batch looks them up once. */
+export const ownersOf = (regions: ReadonlyArray<LocalMr<any>>): ReadonlyArray<Owner.Owner> =>
+  regions.length === 0 ? NO_OWNERS : regions.map(ownerOf)
+
+const NO_OWNERS: ReadonlyArray<Owner.Owner> = []
+
+const dropAll = (owners: ReadonlyArray<Owner.Owner>, into: Array<Effect.Effect<void>>): void => {
+  for (const owner of owners) {
+    const deferred = Owner.dropUnsafe(owner)
     if (deferred !== undefined) into.push(deferred)
   }
 }
@@ -126,7 +158,7 @@ export const runAll = (effects: ReadonlyArray<Effect.Effect<void>>): Effect.Effe
 export class PendingTable<E> {
   private readonly pending = new Map<number, Pending<E>>()
   /** Requests whose operation was failed when the connection ended: they hold their regions until deleted. */
-  private readonly held = new Map<number, ReadonlyArray<LocalMr<any>>>()
+  private readonly held = new Map<number, ReadonlyArray<Owner.Owner>>()
   /**
    * Send-queue requests not yet completed, in posting order. A reliable connection completes its
    * send queue in order: when a request completes, every unsignalled one posted before it has
@@ -134,6 +166,11 @@ export class PendingTable<E> {
    */
   private sendOrder: Array<Pending<E>> = []
   private nextId = 1
+  /**
+   * Advanced by the connection's watchdog once a period: a request is stamped with it when posted,
+   * so the hot path reads no clock.
+   */
+  tick = 0
   private readonly drainedWaiters: Array<{ readonly sendQueueOnly: boolean; readonly resume: () => void }> = []
 
   private isDrained(sendQueueOnly: boolean): boolean {
@@ -172,23 +209,27 @@ export class PendingTable<E> {
    */
   readonly sendQueueDrained: Effect.Effect<void> = this.whenDrained(true)
 
-  /** Registers a request about to be posted, with its regions held and its slot counted. */
+  /**
+   * Registers a request about to be posted, with its regions held and its slot counted. `regions`
+   * may be their owners already ({@link ownersOf}, once for a batch).
+   */
   add(
     operation: string,
-    regions: ReadonlyArray<LocalMr<any>>,
+    regions: ReadonlyArray<LocalMr<any>> | { readonly owners: ReadonlyArray<Owner.Owner> },
     slots: Slots,
     sendQueue: boolean,
     opcode: number,
     signalled = true
   ): Pending<E> {
     const id = this.nextId++
-    for (const mr of regions) Owner.retain(ownerOf(mr))
+    const owners = "owners" in regions ? regions.owners : ownersOf(regions)
+    for (const owner of owners) Owner.retain(owner)
     // An unsignalled request may never produce a completion: the watchdog does not wait for it.
-    const postedAt = sendQueue && signalled ? performance.now() : undefined
+    const postedAt = sendQueue && signalled ? this.tick : undefined
     const entry: Pending<E> = {
       id,
       operation,
-      regions,
+      regions: owners,
       slots,
       postedAt,
       sendQueue,
@@ -215,26 +256,28 @@ export class PendingTable<E> {
 
   /**
    * Waits for the outcome of a posted request; interruptible (the request keeps what it holds).
-   * The entry, not its id: the dispatch may have settled (and removed) it already.
+   * The entry, not its id: the dispatch may have settled (and removed) it already. `voided`: a
+   * success is `void` (the operations that return nothing, without an `Effect.asVoid` each).
+   *
+   * No canceller (it would cost a second Effect per wait): an interrupted fiber's resume is
+   * already spent, so a later call of it does nothing, and it is dropped with the entry.
    */
-  await(entry: Pending<E>): Outcome<E> {
-    return Effect.suspend(() => {
-      if (entry.outcome !== undefined) return entry.outcome
-      return Effect.async<Completion, E>((resume) => {
-        entry.resume = resume
-        return Effect.sync(() => {
-          entry.resume = undefined
-        })
-      })
+  await(entry: Pending<E>, voided = false): Effect.Effect<Completion, E> {
+    const ready = entry.outcome
+    if (ready !== undefined) return voided && Exit.isSuccess(ready) ? VOID : ready
+    return Effect.async<Completion, E>((resume) => {
+      // Settled between the check above and now (the fiber yielded in between): at once.
+      if (entry.outcome !== undefined) return resume(voided && Exit.isSuccess(entry.outcome) ? VOID : entry.outcome)
+      entry.resume = voided ? (outcome) => resume(Exit.isSuccess(outcome) ? VOID : outcome) : resume
     })
   }
 
   /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
-  private settle(entry: Pending<E>, outcome: Outcome<E>): void {
+  private settle(entry: Pending<E>, outcome: Outcome<E>, failure: E | undefined): void {
     entry.outcome = outcome
     const resume = entry.resume
     entry.resume = undefined
-    if (resume !== undefined) resume(outcome)
+    if (resume !== undefined) resume(outcome, failure)
   }
 
   /**
@@ -274,16 +317,11 @@ export class PendingTable<E> {
     this.pending.delete(entry.id)
     entry.slots.give()
     dropAll(entry.regions, deferred)
-    this.settle(
-      entry,
-      c.status === 0
-        ? Effect.succeed(c)
-        : Effect.fail(
-          c.status === WR_FLUSH_ERR && flushed !== undefined
-            ? flushed(entry.operation)
-            : new CompletionError({ operation: entry.operation, status: c.status }) as E
-        )
-    )
+    if (c.status === 0) return this.settle(entry, Exit.succeed(c), undefined)
+    const failure = c.status === WR_FLUSH_ERR && flushed !== undefined
+      ? flushed(entry.operation)
+      : new CompletionError({ operation: entry.operation, status: c.status }) as E
+    this.settle(entry, Exit.fail(failure), failure)
   }
 
   /** `entry` completed: the send-queue requests posted before it (unsignalled ones) succeeded. */
@@ -310,7 +348,8 @@ export class PendingTable<E> {
   failAll(failure: (operation: string) => E): void {
     for (const [id, entry] of this.pending) {
       this.held.set(id, entry.regions)
-      this.settle(entry, Effect.fail(failure(entry.operation)))
+      const error = failure(entry.operation)
+      this.settle(entry, Exit.fail(error), error)
     }
     this.pending.clear()
     this.sendOrder = []
@@ -326,14 +365,14 @@ export class PendingTable<E> {
   }
 
   /**
-   * How long the oldest one-sided request (write, read, flush, atomic write) has waited for its
-   * completion, in milliseconds (0 if none waits): those complete without the other side's
-   * application, so a long wait means the path or the host is gone. Receives wait for messages and
-   * sends for the other side to post a receive (receiver-not-ready retries): neither is counted.
+   * How many ticks the oldest one-sided request (write, read, flush, atomic write) has waited for
+   * its completion (0 if none waits): those complete without the other side's application, so a
+   * long wait means the path or the host is gone. Receives wait for messages and sends for the
+   * other side to post a receive (receiver-not-ready retries): neither is counted.
    */
-  oldestWait(now: number): number {
+  oldestWait(): number {
     for (const entry of this.pending.values()) {
-      if (entry.postedAt !== undefined && entry.opcode !== WcOpcode.SEND) return now - entry.postedAt
+      if (entry.postedAt !== undefined && entry.opcode !== WcOpcode.SEND) return this.tick - entry.postedAt
     }
     return 0
   }
@@ -342,6 +381,8 @@ export class PendingTable<E> {
     return this.pending.size
   }
 }
+
+const VOID: Exit.Exit<any> = Exit.void
 
 /** @internal The request a work request needs, built with its id. */
 export type Build = (id: number) => WorkRequest

@@ -3,6 +3,7 @@ import type {
   CmIdHandle,
   CmMrHandle,
   Completion,
+  CompletionsReady,
   ConnEvent,
   ConnHandle,
   ConnReqHandle,
@@ -11,6 +12,7 @@ import type {
   IbvContextHandle,
   MrHandle,
   PeerHandle,
+  PostOutcome,
   RemoteMrHandle,
   WorkRequest
 } from "@effect-rdma/core/Driver"
@@ -26,6 +28,7 @@ import {
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import { RpmaCode } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { srqCalls } from "./srq.js"
 
@@ -42,15 +45,33 @@ const field = (cause: unknown, key: keyof NativeFailure): unknown =>
 
 const text = (value: unknown): string | undefined => typeof value === "string" ? value : undefined
 
+/** The addon's failure as a tagged error; undefined for one without a code (a bug in the binding). */
+const rpmaError = (operation: string, cause: unknown): RpmaError | undefined => {
+  const code = field(cause, "code")
+  return typeof code === "number"
+    ? fromRpmaCode(code, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
+    : undefined
+}
+
 /**
  * The one place where the addon's failures become tagged errors, through core's mapping. A
  * failure without a code is a bug in the binding, not an RDMA error: it is a defect.
  */
 export const rpmaFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RpmaError> => {
-  const code = field(cause, "code")
-  return typeof code === "number"
-    ? Effect.fail(fromRpmaCode(code, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
-    : Effect.die(cause)
+  const error = rpmaError(operation, cause)
+  return error !== undefined ? Effect.fail(error) : Effect.die(cause)
+}
+
+/** As {@link rpmaFailure}, for the calls that answer in JavaScript; a defect is thrown. */
+const rpmaErrorOrThrow = (operation: string, cause: unknown): RpmaError => {
+  const error = rpmaError(operation, cause)
+  if (error === undefined) throw cause
+  return error
+}
+
+const exitOf = (operation: string, cause: unknown): Exit.Exit<never, RpmaError> => {
+  const error = rpmaError(operation, cause)
+  return error !== undefined ? Exit.fail(error) : Exit.die(cause)
 }
 
 const cmFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RdmaCmError> => {
@@ -144,30 +165,48 @@ const cmOperationOf = (kind: unknown): string =>
 const LOOP_BUDGET_MS = 2
 
 /**
- * Watches for a run of synchronous answers that keeps the event loop from its I/O phase: the first
- * call of a run notes the time and queues a setImmediate (it runs right after the I/O phase, so
- * when it has run the loop has turned and the run is over); a call once the run is older than
- * {@link LOOP_BUDGET_MS} waits for that turn.
+ * Calls of a run between two reads of the clock: a clock read costs about as much as a post, so
+ * the run's start is noted at its CLOCK_EVERY-th call and its age checked every CLOCK_EVERY calls.
+ * A run may so exceed the budget by CLOCK_EVERY calls (microseconds each on a host).
+ */
+const CLOCK_EVERY = 16
+
+/**
+ * Watches for a run of synchronous answers that keeps the event loop from its I/O phase. A run is
+ * the calls since the loop last turned: once it is CLOCK_EVERY calls long, its start is noted and
+ * a setImmediate queued (it runs right after the I/O phase, so when it has run the loop has turned
+ * and the run is over); once the run is older than {@link LOOP_BUDGET_MS}, a turn is due until
+ * then.
  */
 const makeLoopTurns = () => {
-  let runStart: number | undefined
+  let calls = 0
+  let runStart = 0
+  let overdue = false
+  const endRun = () => {
+    calls = 0
+    overdue = false
+  }
   const yieldToLoop = Effect.async<void>((resume) => {
     const immediate = setImmediate(() => resume(Effect.void))
     return Effect.sync(() => clearImmediate(immediate))
   })
+  /** Whether the event loop is due a turn before the caller goes on. */
+  const due = (): boolean => {
+    if (overdue) return true
+    const n = ++calls
+    if (n % CLOCK_EVERY !== 0) return false
+    const now = performance.now()
+    if (n === CLOCK_EVERY) {
+      runStart = now
+      setImmediate(endRun)
+      return false
+    }
+    return overdue = now - runStart >= LOOP_BUDGET_MS
+  }
   return {
+    due,
     /** Nothing, or a turn of the event loop if it has not had one for too long. */
-    fair: Effect.suspend(() => {
-      const now = performance.now()
-      if (runStart === undefined) {
-        runStart = now
-        setImmediate(() => {
-          runStart = undefined
-        })
-        return Effect.void
-      }
-      return now - runStart >= LOOP_BUDGET_MS ? yieldToLoop : Effect.void
-    })
+    fair: Effect.suspend(() => due() ? yieldToLoop : Effect.void)
   }
 }
 
@@ -228,6 +267,8 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
   | "post"
   | "pollCompletions"
   | "nextCompletions"
+  | "postMany"
+  | "armCompletions"
 > => ({
   epListen: (peer, address, port) =>
     rpma("rpma_ep_listen", () => as<EndpointHandle>(binding.epListen(peer, address, port))),
@@ -312,8 +353,59 @@ const connectionCalls = (binding: Binding, loop: LoopTurns = makeLoopTurns()): P
             conn,
             (callback) => binding.connWaitCompletions(conn, callback)
           )
-    )
+    ),
+  postMany: (conn, requests): PostOutcome => {
+    let posted = 0
+    let error: RpmaError | undefined
+    for (const request of requests) {
+      try {
+        binding.post(conn, request)
+      } catch (cause) {
+        error = rpmaErrorOrThrow(operationOf(request), cause)
+        break
+      }
+      posted++
+    }
+    // Nothing posted: nothing new to read (the armed channel reports what was there before).
+    if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
+    let ready: ReadonlyArray<Completion> = NONE
+    let queueError: RpmaError | undefined
+    try {
+      ready = binding.connPollCompletions(conn)
+    } catch (cause) {
+      queueError = rpmaErrorOrThrow("rpma_cq_get_wc", cause)
+    }
+    return { posted, error, ready, queueError, turnDue: loop.due() }
+  },
+  // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
+  armCompletions: (conn, onReady: CompletionsReady) => {
+    let done = false
+    let id: number | undefined
+    let refused: ReturnType<typeof setImmediate> | undefined
+    try {
+      id = binding.connWaitCompletions(conn, (error, value) => {
+        if (done) return
+        done = true
+        onReady(error === undefined || error === null ? Exit.succeed(value) : exitOf("rpma_cq_wait", error))
+      })
+    } catch (cause) {
+      // Never during the call: the refusal is reported from the event loop, like an answer.
+      refused = setImmediate(() => {
+        if (done) return
+        done = true
+        onReady(exitOf("rpma_cq_wait", cause))
+      })
+    }
+    return () => {
+      if (done) return
+      done = true
+      if (refused !== undefined) clearImmediate(refused)
+      if (id !== undefined) binding.cancelWait(conn, id)
+    }
+  }
 })
+
+const NONE: ReadonlyArray<Completion> = []
 
 /** Registrations of this many bytes or more run on a worker thread (about 10 ms of pinning). */
 const LARGE_REGISTRATION = 16 * 2 ** 20

@@ -12,23 +12,30 @@ import { type CaseOf, check } from "./support.js"
 
 const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
 
+/** A client connected to a server of the same process, a 64 KiB region of the server's to write, and a source. */
+const connectedPair = (address: string, port: number, sendQueueSize: number) =>
+  Effect.gen(function*() {
+    const serverPeer = yield* Peer.make(address)
+    const clientPeer = yield* Peer.make(address)
+    const target = yield* LocalMr.allocate(serverPeer, 65536, exposed)
+    const ep = yield* Endpoint.listen(serverPeer, address, port)
+    const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sendQueueSize }))
+    const client = yield* Connection.connect(clientPeer, address, port, { sendQueueSize })
+    yield* Fiber.join(accepting)
+    const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
+      Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)))
+    )
+    const src = yield* LocalMr.allocate(clientPeer, 65536, Usage.WRITE_SRC)
+    return { client, remote, src, target }
+  })
+
 /** @internal */
 export const dataPathCases = (): ReadonlyArray<CaseOf> => [
   {
     name: "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing; prepared writes",
     run: (address, port) =>
       Effect.gen(function*() {
-        const serverPeer = yield* Peer.make(address)
-        const clientPeer = yield* Peer.make(address)
-        const target = yield* LocalMr.allocate(serverPeer, 65536, exposed)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sendQueueSize: 16 }))
-        const client = yield* Connection.connect(clientPeer, address, port, { sendQueueSize: 16 })
-        yield* Fiber.join(accepting)
-        const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
-          Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)))
-        )
-        const src = yield* LocalMr.allocate(clientPeer, 65536, Usage.WRITE_SRC)
+        const { client, remote, src, target } = yield* connectedPair(address, port, 16)
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         const spans = Array.from({ length: 256 }, (_, i) => ({ dstOffset: i * 256, srcOffset: i * 256, length: 256 }))
         yield* Connection.writeMany(client, { dst: remote, src, spans })
@@ -63,6 +70,44 @@ export const dataPathCases = (): ReadonlyArray<CaseOf> => [
           Exit.isFailure(misfit) && misfit.cause._tag === "Fail" && misfit.cause.error._tag === "OutOfRangeError",
           "a write that cannot fit is refused when it is prepared"
         )
+      })
+  },
+  {
+    name:
+      "Connection.writeMany: four batches and single writes share an 8-entry send queue, each window sliding as entries free up; an interrupted batch leaves every entry usable",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, remote, src, target } = yield* connectedPair(address, port, 8)
+        for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
+        // Batch b writes the spans i with i % 4 === b; single writes go beside them.
+        const batches = [0, 1, 2, 3].map((b) =>
+          Connection.writeMany(client, {
+            dst: remote,
+            src,
+            spans: Array.from({ length: 64 }, (_, k) => ({ dstOffset: (4 * k + b) * 256, srcOffset: (4 * k + b) * 256, length: 256 }))
+          })
+        )
+        const singles = Effect.forEach(
+          [0, 1, 2, 3, 4, 5, 6, 7],
+          (i) => Connection.write(client, { dst: remote, dstOffset: 65536 - 8 * (i + 1), src, srcOffset: 0, length: 8 }),
+          { concurrency: 8, discard: true }
+        )
+        yield* Effect.all([...batches, singles], { concurrency: "unbounded", discard: true })
+        yield* Connection.flush(client, { dst: remote, offset: 0, length: 65536 })
+        let wrong = 0
+        for (let i = 0; i < 256; i++) if (target.memory[i * 256] !== (i % 250) + 1) wrong++
+        yield* check(wrong === 0, `${wrong} of 256 writes of four concurrent batches did not arrive`)
+        // Interrupted mid-way, a batch posts nothing more; what it had in flight completes and gives
+        // its entries back: a batch as long as the whole queue then fits.
+        const long = Array.from({ length: 256 }, (_, i) => ({ dstOffset: i * 256, srcOffset: i * 256, length: 256 }))
+        const interrupted = yield* Effect.fork(Connection.writeMany(client, { dst: remote, src, spans: long }))
+        yield* Effect.yieldNow()
+        yield* Fiber.interrupt(interrupted)
+        const whole = Array.from({ length: 8 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
+        const after = yield* Effect.exit(
+          Effect.timeout(Connection.writeMany(client, { dst: remote, src, spans: whole }), "5 seconds")
+        )
+        yield* check(Exit.isSuccess(after), "a full-queue batch after an interrupted one completes")
       })
   }
 ]

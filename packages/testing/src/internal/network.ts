@@ -8,9 +8,10 @@
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import type * as Driver from "@effect-rdma/core/Driver"
 import { WcFlags, WcOpcode } from "@effect-rdma/core/Driver"
-import { RpmaCode, WcStatus } from "@effect-rdma/core/RdmaError"
+import { RpmaCode, type RpmaError, WcStatus } from "@effect-rdma/core/RdmaError"
 import { Flags } from "@effect-rdma/core/Usage"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
 import * as fabric from "./fabric.js"
 import { makeSharedReceiveQueues } from "./sharedReceive.js"
@@ -49,13 +50,33 @@ interface Held {
   readonly signalled: boolean
 }
 
+/**
+ * A connection's completion queue and its channel, as librpma has them: completions stay queued
+ * until a poll or an answered wait takes them; a completion arriving while a wait is armed signals
+ * the channel, and the wait is answered on a later turn of the event loop with what is queued then
+ * (if a poll took everything in between, the wait goes on).
+ */
+interface Channel {
+  queue: Array<Driver.Completion>
+  readonly waiters: Array<Driver.CompletionsReady>
+  signalled: boolean
+}
+
 /** Per-handle queues, kept beside the handles so that the fabric's types stay plain data. */
 interface ConnQueues {
   readonly events: Queue.Queue<Driver.ConnEvent>
-  readonly completions: Queue.Queue<Driver.Completion>
+  readonly completions: Channel
   readonly recvs: Array<PostedRecv>
   readonly sends: Array<PendingSend>
 }
+
+const NONE: ReadonlyArray<Driver.Completion> = []
+
+/** Synchronous posts in a row before the simulated driver asks for a turn of the event loop. */
+const LOOP_BUDGET_CALLS = 256
+
+/** The error of a refusal built as an Effect (the shared checks build them so); only on failure paths. */
+const errorOf = <E>(refusal: Effect.Effect<never, E>): E => Effect.runSync(Effect.flip(refusal))
 
 /** @internal */
 export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
@@ -151,6 +172,31 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   }
 
   const emit = (conn: fabric.Conn, event: Driver.ConnEvent) => Queue.unsafeOffer(q(conn).events, event)
+  /** Everything queued on the connection's completion queue (rpma_cq_get_wc), and what it held let go. */
+  const drain = (conn: fabric.Conn): ReadonlyArray<Driver.Completion> => {
+    const channel = q(conn).completions
+    if (channel.queue.length === 0) return NONE
+    const all = channel.queue
+    channel.queue = []
+    letGo(conn, all.map((c) => c.id))
+    return all
+  }
+  /** The channel's signal, answered on a later turn: the first wait gets what is queued then. */
+  const answer = (conn: fabric.Conn) => {
+    const channel = q(conn).completions
+    channel.signalled = false
+    if (channel.waiters.length === 0 || !conn.alive) return
+    const ready = drain(conn)
+    if (ready.length === 0) return // a poll took them: the wait goes on
+    channel.waiters.shift()!(Exit.succeed(ready))
+    if (channel.waiters.length > 0 && channel.queue.length > 0) signal(conn)
+  }
+  const signal = (conn: fabric.Conn) => {
+    const channel = q(conn).completions
+    if (channel.signalled || channel.waiters.length === 0) return
+    channel.signalled = true
+    setImmediate(answer, conn)
+  }
   const complete = (
     conn: fabric.Conn,
     id: number,
@@ -158,13 +204,24 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     opcode: number,
     byteLength = 0,
     imm?: number
-  ) =>
-    Queue.unsafeOffer(
-      q(conn).completions,
+  ) => {
+    q(conn).completions.queue.push(
       imm === undefined
         ? { id, status, byteLength, opcode: status === 0 ? opcode : -1, flags: 0 }
         : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
     )
+    signal(conn)
+  }
+  /** Arms the channel: `onReady` once, on a later turn; the returned function disarms. */
+  const arm = (conn: fabric.Conn, onReady: Driver.CompletionsReady) => {
+    const channel = q(conn).completions
+    channel.waiters.push(onReady)
+    if (channel.queue.length > 0) signal(conn)
+    return () => {
+      const i = channel.waiters.indexOf(onReady)
+      if (i >= 0) channel.waiters.splice(i, 1)
+    }
+  }
 
   /** Fails every request still waiting on a connection, as a QP in the error state does. */
   const flushAll = (conn: fabric.Conn) => {
@@ -210,8 +267,57 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       notified: false,
       privateData
     }
-    queues.set(conn, { events: unsafeQueue(), completions: unsafeQueue(), recvs: [], sends: [] })
+    queues.set(conn, {
+      events: unsafeQueue(),
+      completions: { queue: [], waiters: [], signalled: false },
+      recvs: [],
+      sends: []
+    })
     return acquire(conn, "Conn", `connection with ${address}`)
+  }
+
+  /**
+   * rpma_write / rpma_read / ... / rpma_recv, synchronously: undefined once posted, else the
+   * refusal. Read once into a plain object, as the addon does: a getter cannot change it after the
+   * checks.
+   */
+  const postNow = (value: unknown, given: Driver.WorkRequest): Effect.Effect<never, RpmaError> | undefined => {
+    const conn = connOf(value)
+    const checked = DriverArguments.workRequest(given)
+    const wr = (checked.request ?? given) as Driver.WorkRequest
+    const operation = checked.request !== undefined ? operationOf(wr) : "rpma_write"
+    const refused = problem(operation, checked.problem) ?? deadOrWrong(operation, "connection", conn) ??
+      refuse(conn!, wr)
+    if (refused !== undefined) return refused
+    const planned = fabric.countCall(world, operation)
+    if (planned !== undefined && "code" in planned) return rpma(operation, planned.code, "planned fault")
+    const c = conn!
+    holdRegions(c, wr)
+    if (planned !== undefined && "loseConnection" in planned) lose(c)
+    const opcode = opcodeOf(wr)
+    if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, WcStatus.WR_FLUSH_ERR, opcode)
+    const status = planned !== undefined && "completionStatus" in planned ? planned.completionStatus : execute(c, wr)
+    if (status === undefined) return undefined
+    // A failed request moves the queue pair to the error state: everything after it is flushed.
+    if (status !== WcStatus.SUCCESS) {
+      c.state = "error"
+      flushAll(c)
+    } else if (wr.op !== "recv" && wr.completion === "onError") {
+      return undefined // unsignalled: its success produces no completion
+    }
+    complete(c, wr.id, status, opcode)
+    return undefined
+  }
+
+  /**
+   * Whether the event loop is due a turn: postMany answers synchronously, and a loop of writes
+   * would otherwise never let timers and I/O run. Counted in calls (the simulator's are cheap),
+   * reset when the loop turns.
+   */
+  let runLength = 0
+  const turnDue = (): boolean => {
+    if (runLength++ === 0) setImmediate(() => (runLength = 0))
+    return runLength > LOOP_BUDGET_CALLS
   }
 
   /** The local region a local handle names, if it may be used on this connection. */
@@ -624,67 +730,63 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         disconnect(conn!)
         letGo(conn!, undefined)
         releaseHandle(conn!)
+        // As the addon: a wait still armed hears of it, at once.
+        for (const waiter of q(conn!).completions.waiters.splice(0)) {
+          waiter(Exit.fail(errorOf(invalid("rpma_cq_wait", "the connection was deleted"))))
+        }
         return Effect.void
       }),
 
-    post: (value, given) => {
+    post: (value, given) =>
+      Effect.suspend(() => {
+        const refused = postNow(value, given)
+        return refused === undefined ? Effect.void : refused
+      }),
+
+    postMany: (value, requests) => {
+      let posted = 0
+      let error: RpmaError | undefined
+      for (const request of requests) {
+        const refused = postNow(value, request)
+        if (refused !== undefined) {
+          error = errorOf(refused)
+          break
+        }
+        posted++
+      }
+      const ready = posted === 0 ? NONE : drain(connOf(value)!)
+      return { posted, error, ready, queueError: undefined, turnDue: turnDue() }
+    },
+
+    armCompletions: (value, onReady) => {
       const conn = connOf(value)
-      // Read once into a plain object, as the addon does: a getter cannot change it after the checks.
-      const checked = DriverArguments.workRequest(given)
-      const wr = (checked.request ?? given) as Driver.WorkRequest
-      const operation = checked.request !== undefined ? operationOf(wr) : "rpma_write"
-      return call(
-        operation,
-        () =>
-          problem(operation, checked.problem) ?? deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr),
-        (code) => rpma(operation, code, "planned fault"),
-        (planned) =>
-          Effect.sync(() => {
-            const c = conn!
-            holdRegions(c, wr)
-            if (planned !== undefined && "loseConnection" in planned) lose(c)
-            const opcode = opcodeOf(wr)
-            if (c.state === "closed" || c.state === "error") return complete(c, wr.id, WcStatus.WR_FLUSH_ERR, opcode)
-            const status = planned !== undefined && "completionStatus" in planned
-              ? planned.completionStatus
-              : execute(c, wr)
-            if (status === undefined) return
-            // A failed request moves the queue pair to the error state: everything after it is flushed.
-            if (status !== WcStatus.SUCCESS) {
-              c.state = "error"
-              flushAll(c)
-            } else if (wr.op !== "recv" && wr.completion === "onError") {
-              return // unsignalled: its success produces no completion
-            }
-            complete(c, wr.id, status, opcode)
-          })
-      )
+      const refused = deadOrWrong("rpma_cq_wait", "connection", conn)
+      if (refused !== undefined) {
+        // Never during the call, as the addon answers.
+        let disarmed = false
+        setImmediate(() => disarmed || onReady(Exit.fail(errorOf(refused))))
+        return () => {
+          disarmed = true
+        }
+      }
+      return arm(conn!, onReady)
     },
 
     pollCompletions: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        const refused = deadOrWrong("rpma_cq_get_wc", "connection", conn)
-        if (refused !== undefined) return refused
-        return Effect.map(Queue.takeAll(q(conn!).completions), (chunk) => {
-          const all = Array.from(chunk)
-          letGo(conn!, all.map((c) => c.id))
-          return all
-        })
+        return deadOrWrong("rpma_cq_get_wc", "connection", conn) ?? Effect.succeed(drain(conn!))
       }),
 
+    // As the addon's: what is queued, else a wait on the channel.
     nextCompletions: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
         const refused = deadOrWrong("rpma_cq_wait", "connection", conn)
         if (refused !== undefined) return refused
-        const completions = q(conn!).completions
-        return Effect.flatMap(Queue.take(completions), (first) =>
-          Effect.map(Queue.takeAll(completions), (rest) => {
-            const all = [first, ...rest]
-            letGo(conn!, all.map((c) => c.id))
-            return all
-          }))
+        const ready = drain(conn!)
+        if (ready.length > 0) return Effect.succeed(ready)
+        return Effect.async<ReadonlyArray<Driver.Completion>, RpmaError>((resume) => Effect.sync(arm(conn!, resume)))
       }),
 
     connQpNum: (value) =>

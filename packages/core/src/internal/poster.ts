@@ -1,0 +1,393 @@
+/**
+ * A connection's hot path: posting, the poll right after it, and the completion channel armed with
+ * a plain callback. No fiber per connection and none per operation:
+ *
+ * - An operation is one synchronous block (slot, table entry, the driver's post and poll, the
+ *   dispatch of what the poll found), so nothing can interrupt it between the post and the
+ *   bookkeeping: uninterruptible by construction, without a mask. When the completion was already
+ *   queued, the operation ends there without suspending; otherwise it waits in one `Effect.async`
+ *   whose resume sits in the pending table.
+ * - While requests are outstanding, the driver's completion channel is armed with
+ *   {@link onReady}: it dispatches what arrived (resuming those waits directly) and re-arms while
+ *   the table is not empty. Nothing watches the channel of an idle connection.
+ * - A batch posts as many requests as the send queue has free entries in one driver call, and
+ *   posts more as entries free up (a sliding window), with one `Effect.async` for the whole batch.
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type { Completion, ConnHandle, Driver, PostOutcome, Signal, WorkRequest } from "../Driver.js"
+import { WcOpcode } from "../Driver.js"
+import type { LocalMr } from "../LocalMr.js"
+import type { ConnectionClosedError, OperationError } from "../Connection.js"
+import * as Tracing from "../Tracing.js"
+import { type Build, ownersOf, type Pending, type PendingTable, runAll, type Slots } from "./dataPath.js"
+import type { Owner } from "./owner.js"
+
+/** @internal What the poster needs of its connection. */
+export interface Link {
+  readonly driver: Driver
+  readonly handle: ConnHandle
+  readonly table: PendingTable<OperationError>
+  readonly sendSlots: Slots
+  /** Why nothing may be posted any more, or undefined while the connection is established. */
+  readonly refusal: (operation: string) => ConnectionClosedError | undefined
+  /** How a flushed request fails once the connection has ended; undefined while it lives. */
+  readonly flushed: () => ((operation: string) => OperationError) | undefined
+  /** The completion queue failed: the connection is lost. */
+  readonly lost: (cause: unknown) => void
+  /** Runs what a callback cannot return: releases deferred until a request completed. */
+  readonly run: (effect: Effect.Effect<void>) => void
+  /** A turn of the event loop (the driver asked for one). */
+  readonly yieldToLoop: Effect.Effect<void>
+}
+
+/** @internal One request to post and what it needs. */
+export interface One {
+  readonly operation: string
+  readonly slots: Slots
+  readonly regions: ReadonlyArray<LocalMr<any>>
+  readonly build: Build
+  readonly op: WorkRequest["op"]
+  readonly signal: Signal | undefined
+}
+
+/** @internal A batch to post: `count` requests on one queue, all holding `regions`. */
+export interface BatchRequests {
+  readonly operation: string
+  readonly slots: Slots
+  readonly count: number
+  readonly regions: ReadonlyArray<LocalMr<any>>
+  /** Request `index` of the batch, with its id. */
+  readonly build: (index: number, id: number) => WorkRequest
+}
+
+type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+const identity: Restore = (effect) => effect
+
+const isPending = (value: Pending<OperationError> | OperationError): value is Pending<OperationError> =>
+  !("_tag" in value)
+
+const push = (into: Array<Effect.Effect<void>>, effects: ReadonlyArray<Effect.Effect<void>>) => {
+  for (const e of effects) into.push(e)
+}
+
+/** @internal The opcode a request's completion carries, for completions that carry none. */
+export const opcodeOf = (op: WorkRequest["op"]): number =>
+  op === "write" || op === "atomicWrite"
+    ? WcOpcode.RDMA_WRITE
+    : op === "read" || op === "flush"
+    ? WcOpcode.RDMA_READ
+    : op === "send"
+    ? WcOpcode.SEND
+    : WcOpcode.RECV
+
+/** A batch in flight: its window slides as its requests complete. */
+interface Batch {
+  readonly requests: BatchRequests
+  /** The owners of its regions, looked up once for all its requests. */
+  readonly owners: { readonly owners: ReadonlyArray<Owner> }
+  next: number
+  inFlight: number
+  /** A slot granted while the batch had none (the queue was full): used by the next pump. */
+  reserved: number
+  failure: OperationError | undefined
+  /** Its fiber left (interrupted): post nothing more. */
+  stopped: boolean
+  pumping: boolean
+  queued: boolean
+  /** The driver asked for a turn of the event loop: pumping resumes after it. */
+  turnDue: boolean
+  cancelSlotWait: (() => boolean) | undefined
+  /** The batch's wait, once its fiber waits. */
+  resume: ((effect: Effect.Effect<void, OperationError>) => void) | undefined
+  /** Its settlement, once done, if nobody waited yet. */
+  done: Effect.Effect<void, OperationError> | undefined
+  readonly settled: (outcome: unknown, failure: OperationError | undefined) => void
+}
+
+/** @internal */
+export class Poster {
+  private disarm: (() => void) | undefined = undefined
+  /** The channel failed, or the connection is being deleted: never armed again. */
+  private stopped = false
+  private readonly wakeups: Array<Batch> = []
+  private wakeScheduled = false
+
+  constructor(private readonly link: Link) {}
+
+  /** Arms the completion channel if requests are outstanding and it is not armed. */
+  ensureArmed(): void {
+    if (this.disarm !== undefined || this.stopped || this.link.table.size === 0) return
+    this.disarm = this.link.driver.armCompletions(this.link.handle, this.onReady)
+  }
+
+  /** The connection is about to be deleted: the channel is disarmed and stays so. */
+  stop(): void {
+    this.stopped = true
+    const disarm = this.disarm
+    this.disarm = undefined
+    if (disarm !== undefined) disarm()
+  }
+
+  private readonly onReady = (ready: Exit.Exit<ReadonlyArray<Completion>, unknown>): void => {
+    this.disarm = undefined
+    if (this.stopped) return
+    if (Exit.isFailure(ready)) {
+      // The completion queue failing is the connection failing (and nothing will drain it).
+      this.stopped = true
+      return this.link.lost(Cause.squash(ready.cause))
+    }
+    const deferred = this.link.table.dispatch(ready.value, this.link.flushed())
+    if (deferred.length > 0) this.link.run(runAll(deferred))
+    this.resumeBatches()
+    this.ensureArmed()
+  }
+
+  /** Completions read elsewhere (the connection's end polls the queue): dispatched as the channel's. */
+  dispatch(ready: ReadonlyArray<Completion>, flushed: (operation: string) => OperationError): Array<Effect.Effect<void>> {
+    const deferred = this.link.table.dispatch(ready, flushed)
+    this.resumeBatches()
+    this.ensureArmed()
+    return deferred
+  }
+
+  /** What one driver call found: its completions dispatched, a failing queue reported. */
+  private absorb(outcome: PostOutcome, deferred: Array<Effect.Effect<void>>): void {
+    if (outcome.ready.length > 0) push(deferred, this.link.table.dispatch(outcome.ready, this.link.flushed()))
+    if (outcome.queueError !== undefined && !this.stopped) {
+      this.stopped = true
+      this.link.lost(outcome.queueError)
+    }
+  }
+
+  /** Posts one request, its slot taken: the entry, or why it was not posted. */
+  private postOne(one: One, deferred: Array<Effect.Effect<void>>): Pending<OperationError> | OperationError {
+    const { build, op, operation, regions, signal, slots } = one
+    const refused = this.link.refusal(operation)
+    if (refused !== undefined) {
+      slots.give()
+      return refused
+    }
+    const { table } = this.link
+    // The request that takes the last free entry of the send queue is signalled whatever was
+    // asked: otherwise a queue full of unsignalled requests would never give an entry back.
+    const signalled = signal !== "onError" || slots.available <= 0
+    const entry = table.add(operation, regions, slots, slots === this.link.sendSlots, opcodeOf(op), signalled)
+    const built = build(entry.id)
+    const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as WorkRequest
+    const outcome = this.link.driver.postMany(this.link.handle, [request])
+    if (outcome.posted === 0) {
+      push(deferred, table.unpost(entry))
+      return outcome.error!
+    }
+    this.absorb(outcome, deferred)
+    this.turnDue = outcome.turnDue
+    return entry
+  }
+
+  /** Set by the last driver call: the operation ends after a turn of the event loop. */
+  private turnDue = false
+
+  /**
+   * Takes a slot (synchronously when one is free; only a full queue waits, interruptibly), posts,
+   * and returns what `then` makes of the entry.
+   */
+  private withSlot<A>(
+    one: One,
+    then: (entry: Pending<OperationError>, restore: Restore) => Effect.Effect<A, OperationError>
+  ): Effect.Effect<A, OperationError> {
+    const { slots } = one
+    const body = (restore: Restore): Effect.Effect<A, OperationError> => {
+      const deferred: Array<Effect.Effect<void>> = []
+      this.turnDue = false
+      const posted = this.postOne(one, deferred)
+      this.resumeBatches()
+      this.ensureArmed()
+      let result = isPending(posted) ? then(posted, restore) : Effect.fail(posted)
+      if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
+      // Releases that waited for a completion run whatever happens to the operation.
+      return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), result)
+    }
+    return Effect.withFiberRuntime((fiber) => {
+      const effect = slots.tryTake()
+        ? body(identity)
+        : Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(slots.take), Effect.suspend(() => body(restore))))
+      return fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, one.op, one.build) : effect
+    })
+  }
+
+  /** Posts and awaits the completion (`voided`: succeeds with nothing, for the operations that return nothing). */
+  post(one: One, voided: boolean): Effect.Effect<any, OperationError> {
+    return this.withSlot(one, (entry, restore) => restore(this.link.table.await(entry, voided)))
+  }
+
+  /** Posts without awaiting: the entry, whose outcome can be awaited any number of times. */
+  submit(one: One): Effect.Effect<Pending<OperationError>, OperationError> {
+    return this.withSlot(one, (entry) => Effect.succeed(entry))
+  }
+
+  /**
+   * Many requests on one queue, the first failure reported once every posted one has its outcome
+   * (nothing more is posted after a failure). One driver call per window, one wait per batch.
+   */
+  postMany(requests: BatchRequests): Effect.Effect<void, OperationError> {
+    return Effect.suspend(() => {
+      if (requests.count === 0) return Effect.void
+      const batch: Batch = {
+        requests,
+        owners: { owners: ownersOf(requests.regions) },
+        next: 0,
+        inFlight: 0,
+        reserved: 0,
+        failure: undefined,
+        stopped: false,
+        pumping: false,
+        queued: false,
+        turnDue: false,
+        cancelSlotWait: undefined,
+        resume: undefined,
+        done: undefined,
+        settled: (_outcome, failure) => {
+          batch.inFlight--
+          if (failure !== undefined && batch.failure === undefined) batch.failure = failure
+          this.wake(batch)
+        }
+      }
+      const deferred: Array<Effect.Effect<void>> = []
+      this.pump(batch, deferred)
+      this.resumeBatches()
+      this.ensureArmed()
+      const wait = batch.done ?? Effect.async<void, OperationError>((resume) => {
+        if (batch.done !== undefined) return resume(batch.done)
+        batch.resume = resume
+        return Effect.sync(() => this.abandon(batch))
+      })
+      return deferred.length === 0 ? wait : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), wait)
+    })
+  }
+
+  /** Posts what the window allows; settles the batch when nothing is left. */
+  private pump(batch: Batch, deferred: Array<Effect.Effect<void>>): void {
+    if (batch.pumping || batch.stopped || batch.done !== undefined) return
+    batch.pumping = true
+    const { table } = this.link
+    const { build, count: total, operation, slots } = batch.requests
+    const sendQueue = slots === this.link.sendSlots
+    while (batch.failure === undefined && batch.next < total && !batch.turnDue) {
+      const refused = this.link.refusal(operation)
+      if (refused !== undefined) {
+        batch.failure = refused
+        break
+      }
+      const wanted = total - batch.next
+      const reserved = Math.min(batch.reserved, wanted)
+      batch.reserved -= reserved
+      const count = reserved + slots.tryTakeUpTo(wanted - reserved)
+      if (count === 0) {
+        // A full queue and nothing of ours in flight to free an entry: wait for one.
+        if (batch.inFlight === 0 && batch.cancelSlotWait === undefined) {
+          batch.cancelSlotWait = slots.onFree(() => {
+            batch.cancelSlotWait = undefined
+            batch.reserved++
+            this.wake(batch)
+          })
+        }
+        break
+      }
+      const entries: Array<Pending<OperationError>> = []
+      const built: Array<WorkRequest> = []
+      for (let i = 0; i < count; i++) {
+        const entry = table.add(operation, batch.owners, slots, sendQueue, WcOpcode.RDMA_WRITE)
+        entry.resume = batch.settled
+        entries.push(entry)
+        built.push(build(batch.next + i, entry.id))
+      }
+      const outcome = this.link.driver.postMany(this.link.handle, built)
+      // What was not posted gives its slot back, latest first (the send order is a stack's end).
+      for (let i = count - 1; i >= outcome.posted; i--) {
+        entries[i]!.resume = undefined
+        push(deferred, table.unpost(entries[i]!))
+      }
+      batch.next += count
+      batch.inFlight += outcome.posted
+      if (outcome.error !== undefined && batch.failure === undefined) batch.failure = outcome.error
+      this.absorb(outcome, deferred)
+      if (outcome.turnDue) {
+        batch.turnDue = true
+        this.link.run(Effect.zipRight(this.link.yieldToLoop, Effect.sync(() => {
+          batch.turnDue = false
+          this.wake(batch)
+        })))
+      }
+    }
+    batch.pumping = false
+    if (batch.inFlight === 0 && !batch.turnDue && (batch.failure !== undefined || batch.next >= total)) {
+      this.giveBack(batch)
+      const done = batch.failure === undefined ? Effect.void : Effect.fail(batch.failure)
+      batch.done = done
+      const resume = batch.resume
+      batch.resume = undefined
+      if (resume !== undefined) resume(done)
+    }
+  }
+
+  /** The batch's fiber left: nothing more is posted; what is in flight keeps what it holds. */
+  private abandon(batch: Batch): void {
+    batch.stopped = true
+    batch.resume = undefined
+    this.giveBack(batch)
+  }
+
+  /** The slots a batch holds without a request in them (granted, not yet used) go back. */
+  private giveBack(batch: Batch): void {
+    const cancel = batch.cancelSlotWait
+    batch.cancelSlotWait = undefined
+    if (cancel !== undefined && cancel()) batch.requests.slots.give()
+    for (; batch.reserved > 0; batch.reserved--) batch.requests.slots.give()
+  }
+
+  /** A batch has something to do (an outcome, a slot): pumped after the current dispatch. */
+  private wake(batch: Batch): void {
+    // While it pumps, its own loop sees what changed (the entries freed, the failure).
+    if (batch.pumping || batch.queued || batch.stopped || batch.done !== undefined) return
+    batch.queued = true
+    this.wakeups.push(batch)
+    // A slot given back outside a dispatch (an unposted request, an interrupted wait) has no
+    // caller to pump the batch: a microtask does.
+    if (!this.wakeScheduled) {
+      this.wakeScheduled = true
+      queueMicrotask(() => {
+        this.wakeScheduled = false
+        this.resumeBatches()
+        this.ensureArmed()
+      })
+    }
+  }
+
+  private resumeBatches(): void {
+    if (this.wakeups.length === 0) return
+    const deferred: Array<Effect.Effect<void>> = []
+    for (let batch = this.wakeups.shift(); batch !== undefined; batch = this.wakeups.shift()) {
+      batch.queued = false
+      if (!batch.pumping) this.pump(batch, deferred)
+    }
+    if (deferred.length > 0) this.link.run(runAll(deferred))
+  }
+}
+
+/** With per-operation tracing on (Tracing.ts): the operation in a span named as the call. */
+const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, op: string, build: Build): Effect.Effect<A, E> => {
+  let size: unknown = 8
+  try {
+    size = (build(0) as { readonly length?: unknown }).length ?? 8
+  } catch {
+    // The request is built again when posted; its size is only an attribute.
+  }
+  return Effect.withSpan(effect, "rpma_post", {
+    attributes: { "rdma.driver": driver, "rdma.op": op, "rdma.size": size },
+    captureStackTrace: false
+  })
+}
