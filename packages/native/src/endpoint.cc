@@ -93,6 +93,10 @@ void EndpointState::OnReadable(Napi::Env env, int status) {
     ConnConfig config;
     config.direct_write_to_pmem = waiter.direct_write_to_pmem;
     config.srq = srq;
+    // The connection made from it needs to know how its completions are signalled (one channel
+    // for both queues, or a receive CQ with its own): the waiter's configuration says.
+    rpma_conn_cfg_get_rcq_size(waiter.cfg, &config.rcq_size);
+    rpma_conn_cfg_get_compl_channel(waiter.cfg, &config.shared_channel);
     Napi::Object object = NewConnReq(env, req, peer, keep, config);
     if (object.IsEmpty()) {
       Deliver(env, waiter, RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_ep_next_conn_req", "cannot make a handle; rejected"),
