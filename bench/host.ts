@@ -96,24 +96,13 @@ const benchesWith = (fake: Fake.Fake) =>
       // Registration
       "reg.bare": {
         perRun: 1,
-        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), (mr) => Effect.orDie(driver.mrDereg(mr)))))
-      },
-      "reg.bare+ptr": {
-        perRun: 1,
-        run: loop(
-          Effect.scoped(
-            Effect.acquireRelease(
-              Effect.tap(driver.mrReg(peer.handle, memory, usage), (mr) => driver.mrGetPtr(mr)),
-              (mr) => Effect.orDie(driver.mrDereg(mr))
-            )
-          )
-        )
+        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), (mr) => Effect.orDie(driver.mrDereg(mr.handle)))))
       },
       "reg.scoped": { perRun: 1, run: loop(Effect.scoped(LocalMr.register(peer, memory, usage))) },
       "use.bare": {
         perRun: 1,
         run: loop(
-          Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, (mr) => Effect.orDie(driver.mrDereg(mr)))
+          Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, (mr) => Effect.orDie(driver.mrDereg(mr.handle)))
         )
       },
       "use": { perRun: 1, run: loop(LocalMr.use(peer, memory, usage, () => Effect.void)) },
@@ -175,7 +164,6 @@ const microseconds = (bench: Bench, n: number, rounds = 5) =>
 /** How many runs of each bench, timed or under callgrind. */
 export const iterations: Record<string, number> = {
   "reg.bare": 20_000,
-  "reg.bare+ptr": 20_000,
   "reg.scoped": 20_000,
   "use.bare": 20_000,
   "use": 20_000,
@@ -208,14 +196,6 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         ratio: u["reg.scoped"]! / u["reg.bare"]!,
         target: "≤ 1.2×",
         met: u["reg.scoped"]! / u["reg.bare"]! <= 1.2
-      },
-      {
-        what: "  breakdown: the bare acquireRelease with rpma_mr_get_ptr too",
-        ours: t(u["reg.bare+ptr"]!),
-        baseline: t(u["reg.bare"]!),
-        ratio: u["reg.bare+ptr"]! / u["reg.bare"]!,
-        target: "",
-        met: undefined
       },
       {
         what: "host: scope-free registration, LocalMr.use",
@@ -291,7 +271,6 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
 /** Runs of each bench under callgrind, after as many to warm up (bench/host-main.ts). */
 export const callgrindRuns: Record<string, number> = {
   "reg.bare": 500,
-  "reg.bare+ptr": 500,
   "reg.scoped": 500,
   "use.bare": 500,
   "use": 500,

@@ -60,7 +60,6 @@ export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => 
   const over = get("write.queued") - get("write.raw")
   return [
     ratio("reg.scoped", "reg.bare", "instructions: scoped registration (LocalMr.register)", "bare acquireRelease of mrReg + mrDereg", "≤ 1.2×", 1.2),
-    ratio("reg.bare+ptr", "reg.bare", "  breakdown: the bare acquireRelease with rpma_mr_get_ptr too", "bare", "", undefined),
     ratio("use", "use.bare", "instructions: LocalMr.use", "bare acquireUseRelease of the same calls", "≤ 1.2×", 1.2),
     {
       what: "instructions: Connection.write, completion queued (over the raw call)",

@@ -58,8 +58,10 @@ export const isDetached = (memory: Uint8Array): boolean => checks.isUint8Array(m
  */
 export const isPoolSlice = (memory: Uint8Array): boolean => {
   if (!checks.isUint8Array(memory) || checks.isShared(memory)) return false
-  notePool()
   const buffer = memory.buffer as ArrayBuffer
+  // A pool is Buffer.poolSize bytes (now or when it was made): no other buffer needs the probe.
+  if (buffer.byteLength !== Buffer.poolSize && !poolSizes.has(buffer.byteLength)) return false
+  notePool()
   // Any view, not only a Buffer: `new Uint8Array(buf.buffer, ...)` reaches the same pool bytes.
   if (pools.has(buffer)) return true
   // A pool made before this module saw it: a Buffer slice of a buffer of a pool's size.
