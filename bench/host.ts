@@ -10,7 +10,7 @@
  * an Object.defineProperty per closure created and so inflates exactly the per-operation closures
  * of the hot path; users run the tsc output, which has none.
  */
-import { Connection, Descriptor, Driver, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Driver, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Effect, Layer } from "effect"
 import * as Fake from "./fake.js"
@@ -47,6 +47,7 @@ const benchesWith = (fake: Fake.Fake) =>
       Descriptor.encode({ address: 0x7f0000001000n, length: 1n << 20n, rkey: 0x1234, usage: 0x1f })
     ).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
     const src = yield* LocalMr.register(peer, new Uint8Array(65536), Usage.WRITE_SRC)
+    const cache = yield* RegistrationCache.make(peer)
     // The binding's own connection, for the raw rows: no driver, no Effect.
     const raw = binding.connReqConnect({}, undefined)
     const spans = Array.from({ length: BATCH }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
@@ -106,6 +107,9 @@ const benchesWith = (fake: Fake.Fake) =>
         )
       },
       "use": { perRun: 1, run: loop(LocalMr.use(peer, memory, usage, () => Effect.void)) },
+      // Registration-cache hits (the first run registers; every later one hits)
+      "cache.scoped": { perRun: 1, run: loop(Effect.scoped(cache.register(memory, usage))) },
+      "cache.use": { perRun: 1, run: loop(cache.use(memory, usage, () => Effect.void)) },
       // One write, completion queued at post time
       "write.raw": {
         perRun: 1,
@@ -167,6 +171,8 @@ export const iterations: Record<string, number> = {
   "reg.scoped": 20_000,
   "use.bare": 20_000,
   "use": 20_000,
+  "cache.scoped": 20_000,
+  "cache.use": 20_000,
   "write.raw": 50_000,
   "loop.void": 50_000,
   "write.driver": 20_000,
@@ -204,6 +210,22 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         ratio: u["use"]! / u["use.bare"]!,
         target: "≤ 1.2×",
         met: u["use"]! / u["use.bare"]! <= 1.2
+      },
+      {
+        what: "host: registration-cache hit, scoped (cache.register)",
+        ours: t(u["cache.scoped"]!),
+        baseline: `${t(u["reg.scoped"]!)} (uncached LocalMr.register)`,
+        ratio: u["cache.scoped"]! / u["reg.scoped"]!,
+        target: "",
+        met: undefined
+      },
+      {
+        what: "host: registration-cache hit, scope-free (cache.use)",
+        ours: t(u["cache.use"]!),
+        baseline: `${t(u["use"]!)} (uncached LocalMr.use)`,
+        ratio: u["cache.use"]! / u["use"]!,
+        target: "",
+        met: undefined
       },
       {
         what: "host: Connection.write 64 B, completion queued at post time (µs over the raw call)",
@@ -270,10 +292,12 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
 
 /** Runs of each bench under callgrind, after as many to warm up (bench/host-main.ts). */
 export const callgrindRuns: Record<string, number> = {
-  "reg.bare": 500,
-  "reg.scoped": 500,
-  "use.bare": 500,
-  "use": 500,
+  "reg.bare": 2000,
+  "reg.scoped": 2000,
+  "use.bare": 2000,
+  "use": 2000,
+  "cache.scoped": 2000,
+  "cache.use": 2000,
   "write.raw": 10_000,
   "loop.void": 10_000,
   "write.driver": 10_000,

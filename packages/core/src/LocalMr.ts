@@ -7,7 +7,6 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import type * as Scope from "effect/Scope"
@@ -116,10 +115,10 @@ const acquire = <F extends Flag>(
   usage: Usage<F>
 ): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver> =>
   Effect.withFiberRuntime<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver>((fiber) => {
-    const checked = Memory.validate(memory)
-    if (Either.isLeft(checked)) {
-      instrument.failedUnsafe(REG, checked.left._tag, instrument.labelsOf(fiber))
-      return Effect.fail(checked.left)
+    const refused = Memory.refusal(memory)
+    if (refused !== undefined) {
+      instrument.failedUnsafe(REG, refused._tag, instrument.labelsOf(fiber))
+      return Effect.fail(refused)
     }
     const raw = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), RdmaDriver)
     const traced = fiber.getFiberRef(Tracing.perOperation)
@@ -150,7 +149,10 @@ const releaser = (mr: LocalMr<any>): Effect.Effect<void> =>
   Effect.withFiberRuntime((fiber) => {
     const raw = drivers.get(mr)!
     const driver = fiber.getFiberRef(Tracing.perOperation) ? instrument.instrumented(raw) : raw
-    return Owner.releaseWhenUnusedUnsafe(ownerOf(mr), deregister(driver, mr, fiber))
+    // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
+    const owner = Owner.peek(mr)
+    const dereg = deregister(driver, mr, fiber)
+    return owner === undefined ? dereg : Owner.releaseWhenUnusedUnsafe(owner, dereg)
   })
 
 /** rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts). */

@@ -31,6 +31,9 @@ export const of = (resource: object, what: () => string): Owner => {
   return owner
 }
 
+/** @internal The owner record if one was made (a resource nobody used has none). */
+export const peek = (resource: object): Owner | undefined => owners.get(resource)
+
 /** @internal A new user: the owner's release waits for it. */
 export const retain = (owner: Owner): void => {
   owner.users++
