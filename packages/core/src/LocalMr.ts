@@ -7,8 +7,8 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
+import type * as MetricLabel from "effect/MetricLabel"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import { type Driver, type MrHandle, RdmaDriver } from "./Driver.js"
@@ -101,8 +101,13 @@ export const register = <F extends Flag>(
 const REG = "rpma_mr_reg"
 const DEREG = "rpma_mr_dereg"
 
-// The driver each region was registered with: its release goes to the same one.
-const drivers = new WeakMap<LocalMr<any>, Driver>()
+// How each region was registered: its release goes to the same driver, traced or not as the
+// registration was, with the same metric labels; read here, not from the releasing fiber.
+interface Registration {
+  readonly driver: Driver
+  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
+}
+const registrations = new WeakMap<LocalMr<any>, Registration>()
 
 /**
  * rpma_mr_reg (which also gives the address), then the bookkeeping (pin, retain, counters,
@@ -122,20 +127,22 @@ const acquire = <F extends Flag>(
     }
     const raw = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), RdmaDriver)
     const traced = fiber.getFiberRef(Tracing.perOperation)
+    const driver = traced ? instrument.instrumented(raw) : raw
     const registering = traced
-      ? instrument.timed(REG, instrument.instrumented(raw).mrReg(peer.handle, memory, usage))
+      ? instrument.timed(REG, driver.mrReg(peer.handle, memory, usage))
       : raw.mrReg(peer.handle, memory, usage)
+    const labels = instrument.labelsOf(fiber)
     return Effect.matchEffect(registering, {
       onFailure: (error) => {
-        instrument.failedUnsafe(REG, error._tag, instrument.labelsOf(fiber))
+        instrument.failedUnsafe(REG, error._tag, labels)
         return Effect.fail(error)
       },
       onSuccess: ({ address, handle }) => {
         Owner.retain(Peers.ownerOf(peer))
         pins.pin(memory)
-        instrument.regionUnsafe(REG, peer.address, memory.byteLength, instrument.labelsOf(fiber))
+        instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
         const mr: LocalMr<F> = { handle, peer, memory, usage, address, size: memory.byteLength }
-        drivers.set(mr, raw)
+        registrations.set(mr, { driver, labels })
         return Effect.succeed(mr)
       }
     })
@@ -145,18 +152,15 @@ const acquire = <F extends Flag>(
 export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)
 
 /** The release: now, or once the requests in flight that use the region have completed. */
-const releaser = (mr: LocalMr<any>): Effect.Effect<void> =>
-  Effect.withFiberRuntime((fiber) => {
-    const raw = drivers.get(mr)!
-    const driver = fiber.getFiberRef(Tracing.perOperation) ? instrument.instrumented(raw) : raw
-    // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
-    const owner = Owner.peek(mr)
-    const dereg = deregister(driver, mr, fiber)
-    return owner === undefined ? dereg : Owner.releaseWhenUnusedUnsafe(owner, dereg)
-  })
+const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
+  const dereg = deregister(registrations.get(mr)!, mr)
+  // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
+  const owner = Owner.peek(mr)
+  return owner === undefined ? dereg : Owner.releaseWhenUnused(owner, dereg)
+}
 
 /** rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts). */
-const deregister = (driver: Driver, mr: LocalMr<any>, fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<void> => {
+const deregister = ({ driver, labels }: Registration, mr: LocalMr<any>): Effect.Effect<void> => {
   const { memory, peer } = mr
   return releaseThen(
     DEREG,
@@ -166,7 +170,7 @@ const deregister = (driver: Driver, mr: LocalMr<any>, fiber: Fiber.RuntimeFiber<
     // Gone (librpma frees it even when ibv_dereg_mr fails): unpinned only if released.
     (released) => {
       const unpinned = released ? pins.unpin(memory) : undefined
-      instrument.regionUnsafe(DEREG, peer.address, -memory.byteLength, instrument.labelsOf(fiber))
+      instrument.regionUnsafe(DEREG, peer.address, -memory.byteLength, labels)
       const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
       if (unpinned === undefined) return peerRelease
       return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)

@@ -48,7 +48,7 @@ describe("large registrations", () => {
       assert.isAbove(large.turns, 1, "the event loop turned while 256 MiB was pinned")
     })).pipe(Effect.provide(NativeDriver.layer)), { timeout: 120_000 })
 
-  it.live("256 MiB is deregistered on a worker thread too: the event loop keeps turning while it is unpinned", () =>
+  it.live("256 MiB is deregistered on a worker thread too: the event loop turns while it is unpinned", () =>
     Effect.scoped(Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const memory = yield* Memory.allocate(256 * 2 ** 20)
@@ -60,6 +60,8 @@ describe("large registrations", () => {
           released.maxDelayMs.toFixed(1)
         } ms`
       )
-      assert.isAbove(released.turns, 1, "the event loop turned while 256 MiB was unpinned")
+      // Unpinning is quick here (rxe keeps no copy), so few turns: but a deregistration on the event
+      // loop would end before the first one (as a 4 KiB registration does: 0 turns).
+      assert.isAtLeast(released.turns, 1, "the deregistration returned to the event loop before it ended")
     })).pipe(Effect.provide(NativeDriver.layer)), { timeout: 120_000 })
 })
