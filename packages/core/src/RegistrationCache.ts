@@ -195,8 +195,15 @@ export const make = (
         return Effect.forEach(dropped, (entry) => (entry.users === 0 ? close(entry) : Effect.void), { discard: true })
       })
     yield* Effect.acquireRelease(Effect.sync(() => pins.onMemoryRelease(dropBuffer)), (remove) => Effect.sync(remove))
-    // The cache's scope closes every child scope: mark it closed first, so nothing new is made.
-    yield* Effect.addFinalizer(() => Effect.sync(() => (closed = true)))
+    // The cache's scope closes every child scope (deregistering them all): nothing new is made
+    // after, and what a user still holds is released at once when that user lets go.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+        for (const byKey of entries.values()) for (const entry of byKey.values()) entry.gone = true
+        entries.clear()
+      })
+    )
 
     return {
       peer,

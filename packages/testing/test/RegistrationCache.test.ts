@@ -133,4 +133,21 @@ describe("RegistrationCache", () => {
       yield* Fiber.join(user)
       assert.strictEqual(yield* deregistrations, 1, "deregistered when the use ended")
     })))
+
+  it.effect("a region held past the cache's close: deregistered with the cache, its user's release is harmless", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cacheScope = yield* Scope.make()
+      const cache = yield* RegistrationCache.make(peer).pipe(Scope.extend(cacheScope))
+      const userScope = yield* Scope.make()
+      yield* cache.register(new Uint8Array(64), Usage.READ_SRC).pipe(Scope.extend(userScope))
+      yield* Scope.close(cacheScope, Exit.void)
+      assert.strictEqual(yield* cache.size, 0)
+      assert.strictEqual(yield* deregistrations, 1)
+      yield* Scope.close(userScope, Exit.void)
+      assert.strictEqual(yield* deregistrations, 1, "not deregistered twice")
+      assert.strictEqual(yield* Effect.exit(cache.use(new Uint8Array(64), Usage.READ_SRC, () => Effect.void)).pipe(
+        Effect.map(Exit.isInterrupted)
+      ), true, "a closed cache serves nothing")
+    })))
 })
