@@ -214,6 +214,9 @@ Napi::Value MrDereg(const Napi::CallbackInfo& info) {
   MrLocalState& state = *handle->state;
   std::string log;
   int code = state.Released(Deregister(&state.mr, &log));
+  // Let go of the state now, not when the handle's finalizer runs: Node queues finalizers to a
+  // later event-loop turn, and a loop that registers without yielding piles them up.
+  handle->state.reset();
   if (code != 0) return call.Fail(code, Join(log, kDeregFailed));
   return info.Env().Undefined();
 }
@@ -263,7 +266,7 @@ Napi::Value MrDeregAsync(const Napi::CallbackInfo& info) {
   Call call(info.Env(), "rpma_mr_dereg", Domain::Rpma);
   MrLocal* handle = OpenForDereg(call, info);
   if (handle == nullptr) return info.Env().Undefined();
-  auto* worker = new MrDeregWorker(info.Env(), handle->state);
+  auto* worker = new MrDeregWorker(info.Env(), std::move(handle->state));
   Napi::Value promise = worker->Promise();
   worker->Queue();  // deletes itself when done
   return promise;
