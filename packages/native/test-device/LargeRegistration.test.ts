@@ -45,7 +45,10 @@ describe("large registrations", () => {
         } ms (4 KiB: ${small.turns} turns)`
       )
       assert.strictEqual(large.value.size, 256 * 2 ** 20)
-      assert.isAbove(large.turns, 1, "the event loop turned while 256 MiB was pinned")
+      // At least one turn: a registration on the event loop ends before the first (4 KiB: 0). Not
+      // more: with one vCPU the kernel's pinning can hold the only CPU (3, 2 and 1 turns measured).
+      assert.isAtLeast(large.turns, 1, "the registration returned to the event loop before it ended")
+      assert.strictEqual(small.turns, 0, "a small registration stays on the event loop")
     })).pipe(Effect.provide(NativeDriver.layer)), { timeout: 120_000 })
 
   it.live("256 MiB is deregistered on a worker thread too: the event loop turns while it is unpinned", () =>
