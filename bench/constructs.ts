@@ -65,9 +65,17 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     "release(void)": release("rpma_mr_dereg", "x", Effect.void),
     "Owner.releaseWhenUnused(void)": Owner.releaseWhenUnused(owner, Effect.void),
     "Owner.drop": Effect.suspend(() => { Owner.retain(owner); return Owner.drop(owner) }),
-    "Memory.validate+flatMap": Effect.flatMap(Memory.validate(mem), () => Effect.void)
+    "Memory.validate+flatMap": Effect.flatMap(Memory.validate(mem), () => Effect.void),
+    "sync(Memory.validate)": Effect.sync(() => Memory.validate(mem)),
+    "sync(Memory.refusal)": Effect.sync(() => Memory.refusal(mem)),
+    "sync(regionUnsafe)": Effect.sync(() => instrument.regionUnsafe("rpma_mr_reg", "192.168.77.1", 4096, [])),
+    "sync(Owner.of a new object)": Effect.sync(() => Owner.of({ size: 1 }, () => `a ${1}-byte region`)),
+    "withFiberRuntime(labelsOf)": Effect.withFiberRuntime((fiber) => (instrument.labelsOf(fiber), Effect.void)),
+    "sync(pin+unpin)": Effect.sync(() => (Owner.retain(owner), Owner.dropUnsafe(owner)))
   }
+  const only = process.env.ONLY?.split(",")
   for (const [name, v] of Object.entries({ ...effectVariants, ...registrationVariants })) {
+    if (only !== undefined && !only.includes(name)) continue
     yield* loop(v)
     yield* mark
     yield* loop(v)

@@ -70,8 +70,8 @@ export const make = (): Fake => {
     getIbvContext: () => Promise.resolve({ kind: "context" }),
     peerNew: () => ({ kind: "peer" }),
     peerDelete: () => {},
-    mrReg: (_peer, memory) => ({ kind: "mr", memory }),
-    mrRegAsync: (_peer, memory) => Promise.resolve({ kind: "mr", memory }),
+    mrReg: (_peer, memory) => ({ handle: { kind: "mr", memory }, address: 0x7f0000001000n }),
+    mrRegAsync: (_peer, memory) => Promise.resolve({ handle: { kind: "mr", memory }, address: 0x7f0000001000n }),
     connReqRecv: () => {},
     // Shared receive queues are not on the benchmarked path.
     srqNew: () => ({ kind: "srq" }),
@@ -87,6 +87,7 @@ export const make = (): Fake => {
     unmapFile: () => {},
     liveMappings: () => 0,
     mrDereg: () => {},
+    mrDeregAsync: () => Promise.resolve(),
     mrGetDescriptorSize: () => 21,
     mrGetDescriptor: (mr) =>
       Descriptor.encode({

@@ -10,7 +10,7 @@
  * an Object.defineProperty per closure created and so inflates exactly the per-operation closures
  * of the hot path; users run the tsc output, which has none.
  */
-import { Connection, Descriptor, Driver, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Driver, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Effect, Layer } from "effect"
 import * as Fake from "./fake.js"
@@ -47,6 +47,7 @@ const benchesWith = (fake: Fake.Fake) =>
       Descriptor.encode({ address: 0x7f0000001000n, length: 1n << 20n, rkey: 0x1234, usage: 0x1f })
     ).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
     const src = yield* LocalMr.register(peer, new Uint8Array(65536), Usage.WRITE_SRC)
+    const cache = yield* RegistrationCache.make(peer)
     // The binding's own connection, for the raw rows: no driver, no Effect.
     const raw = binding.connReqConnect({}, undefined)
     const spans = Array.from({ length: BATCH }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
@@ -96,27 +97,19 @@ const benchesWith = (fake: Fake.Fake) =>
       // Registration
       "reg.bare": {
         perRun: 1,
-        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), (mr) => Effect.orDie(driver.mrDereg(mr)))))
-      },
-      "reg.bare+ptr": {
-        perRun: 1,
-        run: loop(
-          Effect.scoped(
-            Effect.acquireRelease(
-              Effect.tap(driver.mrReg(peer.handle, memory, usage), (mr) => driver.mrGetPtr(mr)),
-              (mr) => Effect.orDie(driver.mrDereg(mr))
-            )
-          )
-        )
+        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), (mr) => Effect.orDie(driver.mrDereg(mr.handle)))))
       },
       "reg.scoped": { perRun: 1, run: loop(Effect.scoped(LocalMr.register(peer, memory, usage))) },
       "use.bare": {
         perRun: 1,
         run: loop(
-          Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, (mr) => Effect.orDie(driver.mrDereg(mr)))
+          Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, (mr) => Effect.orDie(driver.mrDereg(mr.handle)))
         )
       },
       "use": { perRun: 1, run: loop(LocalMr.use(peer, memory, usage, () => Effect.void)) },
+      // Registration-cache hits (the first run registers; every later one hits)
+      "cache.scoped": { perRun: 1, run: loop(Effect.scoped(cache.register(memory, usage))) },
+      "cache.use": { perRun: 1, run: loop(cache.use(memory, usage, () => Effect.void)) },
       // One write, completion queued at post time
       "write.raw": {
         perRun: 1,
@@ -179,10 +172,11 @@ const microseconds = (bench: Bench, n: number, rounds = 5) =>
 /** How many runs of each bench, timed or under callgrind. */
 export const iterations: Record<string, number> = {
   "reg.bare": 20_000,
-  "reg.bare+ptr": 20_000,
   "reg.scoped": 20_000,
   "use.bare": 20_000,
   "use": 20_000,
+  "cache.scoped": 20_000,
+  "cache.use": 20_000,
   "write.raw": 50_000,
   "loop.void": 50_000,
   "write.driver": 20_000,
@@ -223,7 +217,6 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         target: "≤ 1.2×",
         met: u["reg.scoped"]! / u["reg.bare"]! <= 1.2
       },
-      breakdown("  breakdown: the bare acquireRelease with rpma_mr_get_ptr too", "reg.bare+ptr", "reg.bare"),
       {
         what: "host: scope-free registration, LocalMr.use",
         ours: t(u["use"]!),
@@ -231,6 +224,22 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         ratio: u["use"]! / u["use.bare"]!,
         target: "≤ 1.2×",
         met: u["use"]! / u["use.bare"]! <= 1.2
+      },
+      {
+        what: "host: registration-cache hit, scoped (cache.register)",
+        ours: t(u["cache.scoped"]!),
+        baseline: `${t(u["reg.scoped"]!)} (uncached LocalMr.register)`,
+        ratio: u["cache.scoped"]! / u["reg.scoped"]!,
+        target: "",
+        met: undefined
+      },
+      {
+        what: "host: registration-cache hit, scope-free (cache.use)",
+        ours: t(u["cache.use"]!),
+        baseline: `${t(u["use"]!)} (uncached LocalMr.use)`,
+        ratio: u["cache.use"]! / u["use"]!,
+        target: "",
+        met: undefined
       },
       {
         what: "host: Connection.write 64 B, completion queued at post time (µs over the raw call)",
@@ -291,11 +300,12 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
 
 /** Runs of each bench under callgrind, after as many to warm up (bench/host-main.ts). */
 export const callgrindRuns: Record<string, number> = {
-  "reg.bare": 500,
-  "reg.bare+ptr": 500,
-  "reg.scoped": 500,
-  "use.bare": 500,
-  "use": 500,
+  "reg.bare": 2000,
+  "reg.scoped": 2000,
+  "use.bare": 2000,
+  "use": 2000,
+  "cache.scoped": 2000,
+  "cache.use": 2000,
   "write.raw": 10_000,
   "loop.void": 10_000,
   "write.driver": 10_000,

@@ -60,8 +60,9 @@ export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => 
   const over = get("write.queued") - get("write.raw")
   return [
     ratio("reg.scoped", "reg.bare", "instructions: scoped registration (LocalMr.register)", "bare acquireRelease of mrReg + mrDereg", "≤ 1.2×", 1.2),
-    ratio("reg.bare+ptr", "reg.bare", "  breakdown: the bare acquireRelease with rpma_mr_get_ptr too", "bare", "", undefined),
     ratio("use", "use.bare", "instructions: LocalMr.use", "bare acquireUseRelease of the same calls", "≤ 1.2×", 1.2),
+    ratio("cache.scoped", "reg.scoped", "instructions: registration-cache hit, scoped", "uncached LocalMr.register", "", undefined),
+    ratio("cache.use", "use", "instructions: registration-cache hit, cache.use", "uncached LocalMr.use", "", undefined),
     {
       what: "instructions: Connection.write, completion queued (over the raw call)",
       ours: `${k(get("write.queued"))} (+${k(over)})`,

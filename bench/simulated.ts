@@ -47,7 +47,7 @@ const program = Effect.gen(function*() {
   const driver = yield* Driver.RdmaDriver
   const driverOnly = yield* effectOpsPerSecond(
     100_000,
-    Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, Usage.WRITE_DST), (mr) => Effect.orDie(driver.mrDereg(mr))))
+    Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, Usage.WRITE_DST), (mr) => Effect.orDie(driver.mrDereg(mr.handle))))
   )
   rows.push({
     what: "  breakdown: the simulated driver's rpma_mr_reg + rpma_mr_dereg alone",

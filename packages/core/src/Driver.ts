@@ -344,6 +344,18 @@ export interface RecvRequest {
 export type AddressKind = "local" | "remote"
 
 /**
+ * A new local registration: its handle and the region's address in this process
+ * (rpma_mr_get_ptr), returned together so that a registration is one call into the driver.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface MrRegistration {
+  readonly handle: MrHandle
+  readonly address: bigint
+}
+
+/**
  * What librdmacm exposes of a `struct ibv_mr`.
  *
  * @since 0.1.0
@@ -421,10 +433,11 @@ export interface Driver {
   readonly peerDelete: (peer: PeerHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>
 
   /**
-   * rpma_mr_reg. `usage` is a raw number so that drivers can be shown to refuse bad ones; the
-   * driver keeps `memory` alive for as long as the registration lives.
+   * rpma_mr_reg, and the region's address (rpma_mr_get_ptr) from the same call. `usage` is a raw
+   * number so that drivers can be shown to refuse bad ones; the driver keeps `memory` alive for as
+   * long as the registration lives.
    */
-  readonly mrReg: (peer: PeerHandle, memory: Uint8Array, usage: number) => Effect.Effect<MrHandle, RpmaError>
+  readonly mrReg: (peer: PeerHandle, memory: Uint8Array, usage: number) => Effect.Effect<MrRegistration, RpmaError>
   /**
    * rpma_mr_dereg. Refused ({@link ResourceInUseError}, still registered) while posted requests
    * that use the region have not completed and their connection is not deleted; otherwise the

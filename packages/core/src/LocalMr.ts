@@ -5,17 +5,21 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import type * as MetricLabel from "effect/MetricLabel"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import { type Driver, type MrHandle, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
-import { release } from "./internal/release.js"
+import { releaseThen } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
-import type { MemoryRefusedError, ResourceInUseError, RpmaError } from "./RdmaError.js"
+import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
+import * as Tracing from "./Tracing.js"
 import * as Usages from "./Usage.js"
 import type { Flag, Usage } from "./Usage.js"
 
@@ -92,69 +96,87 @@ export const register = <F extends Flag>(
   memory: Uint8Array,
   usage: Usage<F>
 ): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) => Effect.acquireRelease(acquire(driver, peer, memory, usage), releaser(driver)))
+  Effect.acquireRelease(acquire(peer, memory, usage), releaser)
 
-/** rpma_mr_reg + rpma_mr_get_ptr, with the bookkeeping; a registration it cannot describe is given back. */
+const REG = "rpma_mr_reg"
+const DEREG = "rpma_mr_dereg"
+
+// How each region was registered: its release goes to the same driver, traced or not as the
+// registration was, with the same metric labels; read here, not from the releasing fiber.
+interface Registration {
+  readonly driver: Driver
+  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
+}
+const registrations = new WeakMap<LocalMr<any>, Registration>()
+
+/**
+ * rpma_mr_reg (which also gives the address), then the bookkeeping (pin, retain, counters,
+ * gauges) as plain JavaScript: one driver call and a few steps. With per-operation tracing on,
+ * the call gets its span and the duration histogram a sample; off, nothing of either is built.
+ */
 const acquire = <F extends Flag>(
-  driver: Driver,
   peer: Peers.Peer,
   memory: Uint8Array,
   usage: Usage<F>
-): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError> =>
-  Memory.validate(memory).pipe(
-    Effect.flatMap((bytes) => driver.mrReg(peer.handle, bytes, usage)),
-    Effect.tap(() => {
-      Owner.retain(Peers.ownerOf(peer))
-      return pins.pin(memory)
-    }),
-    Effect.tap(() => instrument.registered(peer.address, memory.byteLength)),
-    Effect.flatMap((handle) =>
-      driver.mrGetPtr(handle).pipe(
-        Effect.map((address): LocalMr<F> => ({
-          handle,
-          peer,
-          memory,
-          usage,
-          address,
-          size: memory.byteLength
-        })),
-        // Registered but not described: give the registration back before failing.
-        Effect.tapError(() => deregister(driver.mrDereg, handle, peer, memory, usage))
-      )
-    ),
-    (registering) => instrument.registration("rpma_mr_reg", registering)
-  )
+): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver> =>
+  Effect.withFiberRuntime<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver>((fiber) => {
+    const refused = Memory.refusal(memory)
+    if (refused !== undefined) {
+      instrument.failedUnsafe(REG, refused._tag, instrument.labelsOf(fiber))
+      return Effect.fail(refused)
+    }
+    const raw = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), RdmaDriver)
+    const traced = fiber.getFiberRef(Tracing.perOperation)
+    const driver = traced ? instrument.instrumented(raw) : raw
+    const registering = traced
+      ? instrument.timed(REG, driver.mrReg(peer.handle, memory, usage))
+      : raw.mrReg(peer.handle, memory, usage)
+    const labels = instrument.labelsOf(fiber)
+    return Effect.matchEffect(registering, {
+      onFailure: (error) => {
+        instrument.failedUnsafe(REG, error._tag, labels)
+        return Effect.fail(error)
+      },
+      onSuccess: ({ address, handle }) => {
+        Owner.retain(Peers.ownerOf(peer))
+        pins.pin(memory)
+        instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
+        const mr: LocalMr<F> = { handle, peer, memory, usage, address, size: memory.byteLength }
+        registrations.set(mr, { driver, labels })
+        return Effect.succeed(mr)
+      }
+    })
+  })
 
 /** @internal The requests in flight that use it: it is deregistered after the last completes. */
 export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)
 
 /** The release: now, or once the requests in flight that use the region have completed. */
-const releaser = (driver: Driver) => (mr: LocalMr<any>): Effect.Effect<void> =>
-  Owner.releaseWhenUnused(ownerOf(mr), deregister(driver.mrDereg, mr.handle, mr.peer, mr.memory, mr.usage))
+const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
+  const dereg = deregister(registrations.get(mr)!, mr)
+  // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
+  const owner = Owner.peek(mr)
+  return owner === undefined ? dereg : Owner.releaseWhenUnused(owner, dereg)
+}
 
-const deregister = (
-  mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>,
-  handle: MrHandle,
-  peer: Peers.Peer,
-  memory: Uint8Array,
-  usage: number
-): Effect.Effect<void> =>
-  release(
-    "rpma_mr_dereg",
-    () => `a ${memory.byteLength}-byte region registered for ${Usages.format(usage)}`,
-    Effect.tap(mrDereg(handle), () => pins.unpin(memory)),
-    () => pins.quarantine(memory)
-  ).pipe(
-    // Gone unless refused (librpma frees it even when ibv_dereg_mr fails).
-    Effect.flatMap((gone) =>
-      gone
-        ? instrument.registered(peer.address, -memory.byteLength).pipe(
-          Effect.zipRight(instrument.released("rpma_mr_dereg")),
-          Effect.zipRight(Owner.drop(Peers.ownerOf(peer)))
-        )
-        : Effect.void
-    )
+/** rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts). */
+const deregister = ({ driver, labels }: Registration, mr: LocalMr<any>): Effect.Effect<void> => {
+  const { memory, peer } = mr
+  return releaseThen(
+    DEREG,
+    () => `a ${memory.byteLength}-byte region registered for ${Usages.format(mr.usage)}`,
+    driver.mrDereg(mr.handle),
+    () => pins.quarantine(memory),
+    // Gone (librpma frees it even when ibv_dereg_mr fails): unpinned only if released.
+    (released) => {
+      const unpinned = released ? pins.unpin(memory) : undefined
+      instrument.regionUnsafe(DEREG, peer.address, -memory.byteLength, labels)
+      const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
+      if (unpinned === undefined) return peerRelease
+      return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)
+    }
   )
+}
 
 /**
  * Registers `memory`, runs `f` with the region, and deregisters it when `f` ends, however it ends:
@@ -178,7 +200,7 @@ export const use = <F extends Flag, A, E, R>(
   usage: Usage<F>,
   f: (mr: LocalMr<F>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | RpmaError | MemoryRefusedError, R | RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => Effect.acquireUseRelease(acquire(driver, peer, memory, usage), f, releaser(driver)))
+  Effect.acquireUseRelease(acquire(peer, memory, usage), f, releaser)
 
 /**
  * Registers `memory` with the program's {@link Peers.Peer}.

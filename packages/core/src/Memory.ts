@@ -24,21 +24,22 @@ import { type MapFileError, mapFileError, MemoryRefusedError, type RpmaError } f
  * @category validation
  */
 export const validate = (memory: unknown): Either.Either<Uint8Array, MemoryRefusedError> => {
+  const refused = refusal(memory)
+  return refused === undefined ? Either.right(memory as Uint8Array) : Either.left(refused)
+}
+
+/**
+ * @internal {@link validate} as a plain value: the refusal, or undefined. Each check once (every
+ * registration runs it).
+ */
+export const refusal = (memory: unknown): MemoryRefusedError | undefined => {
   // Not instanceof: a Proxy passes it and then throws from every getter.
-  if (!checks.isUint8Array(memory)) {
-    return Either.left(new MemoryRefusedError({ reason: "NotBytes", byteLength: 0 }))
-  }
-  if (checks.isShared(memory)) {
-    return Either.left(new MemoryRefusedError({ reason: "SharedMemory", byteLength: memory.byteLength }))
-  }
-  if (isDetached(memory)) return Either.left(new MemoryRefusedError({ reason: "Detached", byteLength: 0 }))
-  if (checks.isResizable(memory)) {
-    return Either.left(new MemoryRefusedError({ reason: "Resizable", byteLength: memory.byteLength }))
-  }
-  if (isPoolSlice(memory)) {
-    return Either.left(new MemoryRefusedError({ reason: "SharedBufferPool", byteLength: memory.byteLength }))
-  }
-  return Either.right(memory)
+  if (!checks.isUint8Array(memory)) return new MemoryRefusedError({ reason: "NotBytes", byteLength: 0 })
+  if (checks.isShared(memory)) return new MemoryRefusedError({ reason: "SharedMemory", byteLength: memory.byteLength })
+  if (checks.isDetached(memory)) return new MemoryRefusedError({ reason: "Detached", byteLength: 0 })
+  if (checks.isResizable(memory)) return new MemoryRefusedError({ reason: "Resizable", byteLength: memory.byteLength })
+  if (inPool(memory)) return new MemoryRefusedError({ reason: "SharedBufferPool", byteLength: memory.byteLength })
+  return undefined
 }
 
 /**
@@ -56,10 +57,15 @@ export const isDetached = (memory: Uint8Array): boolean => checks.isUint8Array(m
  * @since 0.1.0
  * @category predicates
  */
-export const isPoolSlice = (memory: Uint8Array): boolean => {
-  if (!checks.isUint8Array(memory) || checks.isShared(memory)) return false
-  notePool()
+export const isPoolSlice = (memory: Uint8Array): boolean =>
+  checks.isUint8Array(memory) && !checks.isShared(memory) && inPool(memory)
+
+// isPoolSlice of a real Uint8Array over a non-shared buffer.
+const inPool = (memory: Uint8Array): boolean => {
   const buffer = memory.buffer as ArrayBuffer
+  // A pool is Buffer.poolSize bytes (now or when it was made): no other buffer needs the probe.
+  if (buffer.byteLength !== Buffer.poolSize && !poolSizes.has(buffer.byteLength)) return false
+  notePool()
   // Any view, not only a Buffer: `new Uint8Array(buf.buffer, ...)` reaches the same pool bytes.
   if (pools.has(buffer)) return true
   // A pool made before this module saw it: a Buffer slice of a buffer of a pool's size.

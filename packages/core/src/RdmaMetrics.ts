@@ -17,6 +17,8 @@
 import * as Duration from "effect/Duration"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
+import * as MetricLabel from "effect/MetricLabel"
 import type * as MetricKeyType from "effect/MetricKeyType"
 import type * as MetricState from "effect/MetricState"
 
@@ -38,8 +40,40 @@ const totalled = <Type, In, Out>(self: Metric.Metric<Type, In, Out>): Metric.Met
     }
   )
 
+// Each metric's key with its `unit` tag, for {@link series}.
+const keys = new WeakMap<Metric.Metric<any, any, any>, MetricKey.MetricKey<any>>()
+
+/** A metric built from its fully tagged key: an update without extra tags takes Effect's cached hook. */
+const keyed = <Type extends MetricKey.MetricKey<any>, M extends Metric.Metric<any, any, any>>(
+  key: Type,
+  wrap: (metric: Metric.Metric<any, any, any>) => M
+): M => {
+  const metric = wrap(Metric.fromMetricKey(key))
+  keys.set(metric, key)
+  return metric
+}
+
 const counter = (name: string, unit: string, description: string): Metric.Metric.Counter<number> =>
-  totalled(Metric.counter(name, { description, incremental: true }).pipe(Metric.tagged("unit", unit)))
+  keyed(MetricKey.counter(name, { description, incremental: true }).pipe(MetricKey.tagged("unit", unit)), totalled)
+
+const gauge = (name: string, unit: string, description: string): Metric.Metric.Gauge<number> =>
+  keyed(MetricKey.gauge(name, { description }).pipe(MetricKey.tagged("unit", unit)), (m) => m)
+
+/**
+ * @internal One series of a counter or gauge of this module: `metric` with `tags` after its `unit`
+ * tag, as `Metric.tagged` would give, but built once from the fully tagged key. `Metric.tagged`
+ * of a tagged metric makes a new tag array per update, which misses Effect's hook cache (a
+ * registry lookup and a key hash every time); an update of this one, without extra tags, is a
+ * cached hook call. It does not update the total: the caller updates both.
+ */
+export const series = <Type, In, Out>(
+  metric: Metric.Metric<Type, In, Out>,
+  tags: ReadonlyArray<readonly [key: string, value: string]>
+): Metric.Metric<Type, In, Out> => {
+  const key = keys.get(metric)
+  if (key === undefined) throw new Error("RdmaMetrics.series: not a metric of RdmaMetrics")
+  return Metric.fromMetricKey(MetricKey.taggedWithLabels(key, tags.map(([k, v]) => MetricLabel.make(k, v)))) as never
+}
 
 /**
  * Local registrations alive now (rpma_mr_reg and rdma_reg_*), unit `{region}`. Also tagged `peer`
@@ -48,9 +82,11 @@ const counter = (name: string, unit: string, description: string): Metric.Metric
  * @since 0.1.0
  * @category metrics
  */
-export const liveRegions: Metric.Metric.Gauge<number> = Metric.gauge("effect_rdma_live_regions", {
-  description: "Local memory registrations alive now"
-}).pipe(Metric.tagged("unit", "{region}"))
+export const liveRegions: Metric.Metric.Gauge<number> = gauge(
+  "effect_rdma_live_regions",
+  "{region}",
+  "Local memory registrations alive now"
+)
 
 /**
  * Bytes registered (pinned) now, unit `By`. Also tagged `peer`; the untagged gauge is the total.
@@ -58,9 +94,11 @@ export const liveRegions: Metric.Metric.Gauge<number> = Metric.gauge("effect_rdm
  * @since 0.1.0
  * @category metrics
  */
-export const registeredBytes: Metric.Metric.Gauge<number> = Metric.gauge("effect_rdma_registered_bytes", {
-  description: "Bytes of memory registered (pinned) now"
-}).pipe(Metric.tagged("unit", "By"))
+export const registeredBytes: Metric.Metric.Gauge<number> = gauge(
+  "effect_rdma_registered_bytes",
+  "By",
+  "Bytes of memory registered (pinned) now"
+)
 
 /**
  * Successful registrations, unit `{registration}`; per `operation` (rpma_mr_reg, rdma_reg_msgs,

@@ -1,44 +1,30 @@
 /**
  * A registration cache: registering the same memory with the same usage again, while a cached
  * registration is alive, reuses it instead of pinning the pages a second time. Entries are
- * reference-counted (Effect's RcMap): one is deregistered when its last user's scope closes and it
- * then stays idle for `idleTimeToLive`, when the cache's scope closes, or when the memory itself
- * is released by {@link Memory.allocate}'s scope.
+ * reference-counted: one is deregistered when it has had no user for `idleTimeToLive`, when the
+ * cache's scope closes, or when the memory itself is released by {@link Memory.allocate}'s scope.
+ * A hit is plain JavaScript (a map lookup and a count): {@link RegistrationCache.use} then opens no
+ * scope and adds no finalizer, which is most of what a scoped hit costs.
  *
  * Entries are keyed by the ArrayBuffer object, never by address: memory released and then
  * reallocated at the same address is a new ArrayBuffer, so a stale registration is never served.
  *
  * @since 0.1.0
  */
-import type * as Duration from "effect/Duration"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Equal from "effect/Equal"
-import * as Hash from "effect/Hash"
-import * as RcMap from "effect/RcMap"
-import type * as Scope from "effect/Scope"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as LocalMr from "./LocalMr.js"
+import * as Memory from "./Memory.js"
 import type { Peer } from "./Peer.js"
 import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
 import type { Flag, Usage } from "./Usage.js"
-
-class Key implements Equal.Equal {
-  constructor(readonly memory: Uint8Array, readonly usage: number) {}
-  [Equal.symbol](that: unknown): boolean {
-    return that instanceof Key && that.memory.buffer === this.memory.buffer &&
-      that.memory.byteOffset === this.memory.byteOffset && that.memory.byteLength === this.memory.byteLength &&
-      that.usage === this.usage
-  }
-  [Hash.symbol](): number {
-    return Hash.cached(
-      this,
-      Hash.combine(Hash.hash(this.memory.buffer))(
-        Hash.combine(Hash.number(this.memory.byteOffset))(Hash.combine(Hash.number(this.memory.byteLength))(this.usage))
-      )
-    )
-  }
-}
 
 /**
  * @since 0.1.0
@@ -51,7 +37,18 @@ export interface RegistrationCache {
     memory: Uint8Array,
     usage: Usage<F>
   ) => Effect.Effect<LocalMr.LocalMr<F>, RpmaError | MemoryRefusedError, Scope.Scope>
-  /** How many registrations the cache holds now (in use or idle). */
+  /**
+   * Like {@link LocalMr.use}: runs `f` with a cached registration of `memory` (made if there is
+   * none), without a Scope. The region is the cache's: it stays registered after `f` ends.
+   *
+   * @since 0.2.0
+   */
+  readonly use: <F extends Flag, A, E, R>(
+    memory: Uint8Array,
+    usage: Usage<F>,
+    f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | RpmaError | MemoryRefusedError, R>
+  /** How many registrations the cache holds now (in use, idle or being made). */
   readonly size: Effect.Effect<number>
 }
 
@@ -62,6 +59,25 @@ export interface RegistrationCache {
 export interface Options {
   /** How long an unused registration is kept. Default 30 seconds. */
   readonly idleTimeToLive?: Duration.DurationInput | undefined
+}
+
+type Failure = RpmaError | MemoryRefusedError
+
+interface Entry {
+  readonly buffer: ArrayBufferLike
+  readonly key: string
+  /** The registration's own scope, a child of the cache's: closing it deregisters. */
+  readonly scope: Scope.CloseableScope
+  /** Set once registered; until then, callers wait on `made`. */
+  mr: LocalMr.LocalMr<any> | undefined
+  readonly made: Deferred.Deferred<LocalMr.LocalMr<any>, Failure>
+  users: number
+  /** When it expires if still unused (ms, the Clock's); meaningful while `users` is 0. */
+  expiresAt: number
+  /** Whether an idle timer is running for it. */
+  timer: boolean
+  /** Out of the map (expired, invalidated or the cache closed): closed when its last user goes. */
+  gone: boolean
 }
 
 /**
@@ -75,27 +91,130 @@ export const make = (
   options?: Options
 ): Effect.Effect<RegistrationCache, never, RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
-    const map = yield* RcMap.make({
-      lookup: (key: Key) => LocalMr.register(peer, key.memory, key.usage as Usage<any>),
-      idleTimeToLive: options?.idleTimeToLive ?? "30 seconds"
-    })
+    const ttl = Duration.toMillis(Duration.decode(options?.idleTimeToLive ?? "30 seconds"))
+    const scope = yield* Effect.scope
+    const context = yield* Effect.context<RdmaDriver>()
+    // By buffer, then by offset, length and usage: never by address (see above).
+    const entries = new Map<ArrayBufferLike, Map<string, Entry>>()
+    const owners = new WeakMap<LocalMr.LocalMr<any>, Entry>()
+    let closed = false
+
+    const remove = (entry: Entry): void => {
+      entry.gone = true
+      const byKey = entries.get(entry.buffer)
+      if (byKey?.get(entry.key) !== entry) return
+      byKey.delete(entry.key)
+      if (byKey.size === 0) entries.delete(entry.buffer)
+    }
+    const close = (entry: Entry): Effect.Effect<void> => Scope.close(entry.scope, Exit.void)
+
+    // Registers into a new entry; a failure is never cached (the entry goes, its waiters fail).
+    const create = (memory: Uint8Array, usage: number, byKey: Map<string, Entry>, key: string) =>
+      Effect.flatMap(Scope.fork(scope, ExecutionStrategy.sequential), (child) => {
+        const entry: Entry = {
+          buffer: memory.buffer,
+          key,
+          scope: child,
+          mr: undefined,
+          made: Deferred.unsafeMake(FiberId.none),
+          users: 1,
+          expiresAt: 0,
+          timer: false,
+          gone: false
+        }
+        byKey.set(key, entry)
+        return LocalMr.register(peer, memory, usage as Usage<any>).pipe(
+          Scope.extend(child),
+          Effect.provide(context),
+          Effect.matchCauseEffect({
+            onFailure: (cause) => {
+              remove(entry)
+              return Deferred.failCause(entry.made, cause).pipe(Effect.zipRight(close(entry)), Effect.zipRight(Effect.failCause(cause)))
+            },
+            onSuccess: (mr) => {
+              entry.mr = mr
+              owners.set(mr, entry)
+              return Effect.as(Deferred.succeed(entry.made, mr), mr)
+            }
+          })
+        )
+      })
+
+    /** A user of the registration of `memory` for `usage`: a hit is plain JavaScript. */
+    const acquire = (memory: Uint8Array, usage: number): Effect.Effect<LocalMr.LocalMr<any>, Failure> =>
+      Effect.suspend(() => {
+        if (closed) return Effect.interrupt
+        // Refused before its getters are read (a Proxy's may throw).
+        const refused = Memory.refusal(memory)
+        if (refused !== undefined) return Effect.fail(refused)
+        let byKey = entries.get(memory.buffer)
+        if (byKey === undefined) entries.set(memory.buffer, byKey = new Map())
+        const key = `${memory.byteOffset}:${memory.byteLength}:${usage}`
+        const entry = byKey.get(key)
+        if (entry === undefined) return create(memory, usage, byKey, key)
+        entry.users++
+        if (entry.mr !== undefined) return Effect.succeed(entry.mr)
+        // Being registered by another fiber: wait for it (its failure is ours, and we hold nothing).
+        return Effect.tapErrorCause(Deferred.await(entry.made), () => Effect.sync(() => entry.users--))
+      })
+
+    /** A user is done: an unused entry expires after `ttl`, or at once if it is already out. */
+    const release = (mr: LocalMr.LocalMr<any>): Effect.Effect<void> =>
+      Effect.clockWith((clock) => {
+        const entry = owners.get(mr)!
+        if (--entry.users > 0) return Effect.void
+        if (entry.gone) return close(entry)
+        entry.expiresAt = clock.unsafeCurrentTimeMillis() + ttl
+        if (entry.timer) return Effect.void
+        entry.timer = true
+        // Interruptible although forked from a finalizer: the cache's scope interrupts it.
+        return Effect.asVoid(Effect.forkIn(Effect.interruptible(idle(entry)), scope))
+      })
+
+    // Sleeps until the entry's expiry (pushed back by every use), then deregisters it if unused.
+    const idle = (entry: Entry): Effect.Effect<void> =>
+      Effect.clockWith((clock) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        if (entry.users > 0 || entry.gone) {
+          entry.timer = false
+          return Effect.void
+        }
+        if (now < entry.expiresAt) return Effect.zipRight(Effect.sleep(entry.expiresAt - now), idle(entry))
+        entry.timer = false
+        remove(entry)
+        return close(entry)
+      })
+
+    // Memory released by its owner: its entries go now, or when their last user does.
     const dropBuffer = (buffer: ArrayBufferLike) =>
-      Effect.flatMap(RcMap.keys(map), (keys) =>
-        Effect.forEach(keys, (key) => (key.memory.buffer === buffer ? RcMap.invalidate(map, key) : Effect.void), {
-          discard: true
-        }))
+      Effect.suspend(() => {
+        const byKey = entries.get(buffer)
+        if (byKey === undefined) return Effect.void
+        const dropped = Array.from(byKey.values())
+        for (const entry of dropped) remove(entry)
+        return Effect.forEach(dropped, (entry) => (entry.users === 0 ? close(entry) : Effect.void), { discard: true })
+      })
     yield* Effect.acquireRelease(Effect.sync(() => pins.onMemoryRelease(dropBuffer)), (remove) => Effect.sync(remove))
+    // The cache's scope closes every child scope (deregistering them all): nothing new is made
+    // after, and what a user still holds is released at once when that user lets go.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+        for (const byKey of entries.values()) for (const entry of byKey.values()) entry.gone = true
+        entries.clear()
+      })
+    )
+
     return {
       peer,
-      register: <F extends Flag>(memory: Uint8Array, usage: Usage<F>) => {
-        const key = new Key(memory, usage)
-        // RcMap keeps a failed lookup's outcome for as long as the entry lives: never serve a failure.
-        return RcMap.get(map, key).pipe(Effect.tapError(() => RcMap.invalidate(map, key))) as Effect.Effect<
-          LocalMr.LocalMr<F>,
-          RpmaError | MemoryRefusedError,
-          Scope.Scope
-        >
-      },
-      size: Effect.map(RcMap.keys(map), (keys) => keys.length)
+      register: <F extends Flag>(memory: Uint8Array, usage: Usage<F>) =>
+        Effect.acquireRelease(acquire(memory, usage), release) as Effect.Effect<LocalMr.LocalMr<F>, Failure, Scope.Scope>,
+      use: <F extends Flag, A, E, R>(memory: Uint8Array, usage: Usage<F>, f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>) =>
+        Effect.acquireUseRelease(acquire(memory, usage), f as (mr: LocalMr.LocalMr<any>) => Effect.Effect<A, E, R>, release),
+      size: Effect.sync(() => {
+        let n = 0
+        for (const byKey of entries.values()) n += byKey.size
+        return n
+      })
     }
   })

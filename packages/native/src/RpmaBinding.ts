@@ -14,6 +14,17 @@ import { join } from "node:path"
 import * as Load from "./internal/load.js"
 
 /**
+ * A new registration as the addon returns it: the handle and the region's address.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Registered {
+  readonly handle: object
+  readonly address: bigint
+}
+
+/**
  * What the addon exports. Handles are opaque objects; arguments are typed `unknown` because the
  * addon checks them at run time (a wrong kind, a closed handle or a `null` is RPMA_E_INVAL or
  * EINVAL, never a crash). Failures are thrown (or rejected) as Errors with `operation`, an
@@ -28,10 +39,16 @@ export interface Binding {
   readonly getIbvContext: (address: unknown, kind: unknown) => Promise<object>
   readonly peerNew: (context: unknown) => object
   readonly peerDelete: (peer: unknown) => void
-  readonly mrReg: (peer: unknown, memory: unknown, usage: unknown) => object
+  /** rpma_mr_reg, with the region's address (rpma_mr_get_ptr) from the same call. */
+  readonly mrReg: (peer: unknown, memory: unknown, usage: unknown) => Registered
   /** rpma_mr_reg on a worker thread (for large regions: pinning takes long), serialised with the rest. */
-  readonly mrRegAsync: (peer: unknown, memory: unknown, usage: unknown) => Promise<object>
+  readonly mrRegAsync: (peer: unknown, memory: unknown, usage: unknown) => Promise<Registered>
   readonly mrDereg: (mr: unknown) => void
+  /**
+   * rpma_mr_dereg on a worker thread (for large regions: unpinning takes long), serialised with
+   * the rest. Refused at once, as mrDereg, while requests in flight use the region.
+   */
+  readonly mrDeregAsync: (mr: unknown) => Promise<void>
   readonly mrGetDescriptorSize: (mr: unknown) => number
   readonly mrGetDescriptor: (mr: unknown) => Uint8Array
   readonly mrGetPtr: (mr: unknown) => bigint

@@ -143,6 +143,9 @@ struct MrLocalState {
   ~MrLocalState() { Dereg(); }
   // rpma_mr_dereg, once: librpma frees the handle even when it fails.
   int Dereg();
+  // The bookkeeping after rpma_mr_dereg returned `code` (the handle is gone either way): on the
+  // JavaScript thread, since it lets go of the memory's backing store.
+  int Released(int code);
   rpma_mr_local* mr = nullptr;
   std::shared_ptr<PeerState> peer;
   std::shared_ptr<v8::BackingStore> memory;

@@ -20,16 +20,25 @@ std::mutex registration_mutex;
 
 constexpr int kUsageAll = 0xff;  // USAGE_ALL_ALLOWED in librpma's mr.c
 
+// rpma_mr_dereg, serialised with every registration of the process; its log in `log`. Any thread.
+int Deregister(rpma_mr_local** mr, std::string* log) {
+  std::lock_guard<std::mutex> lock(registration_mutex);
+  ClearLog();
+  int code = rpma_mr_dereg(mr);
+  *log = TakeLog();
+  *mr = nullptr;  // librpma frees it even on failure
+  return code;
+}
+
 }  // namespace
 
 int MrLocalState::Dereg() {
   if (mr == nullptr) return 0;
-  int code;
-  {
-    std::lock_guard<std::mutex> lock(registration_mutex);
-    code = rpma_mr_dereg(&mr);
-  }
-  mr = nullptr;  // librpma frees it even on failure
+  std::string log;
+  return Released(Deregister(&mr, &log));
+}
+
+int MrLocalState::Released(int code) {
   Count(Kind::MrLocal, -1);
   if (code != 0) Quarantine(memory);
   memory.reset();
@@ -99,6 +108,17 @@ Napi::Object Wrap(Napi::Env env, RegArgs& args, rpma_mr_local* mr) {
   return object;
 }
 
+// What mrReg gives JavaScript: { handle, address } (rpma_mr_get_ptr, read here so that a
+// registration is one call).
+Napi::Value Registered(Napi::Env env, Napi::Object handle, rpma_mr_local* mr) {
+  void* ptr = nullptr;
+  rpma_mr_get_ptr(mr, &ptr);  // cannot fail for a live registration
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("handle", handle);
+  result.Set("address", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ptr))));
+  return result;
+}
+
 Napi::Value MrReg(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call call(env, "rpma_mr_reg", Domain::Rpma);
@@ -110,7 +130,7 @@ Napi::Value MrReg(const Napi::CallbackInfo& info) {
   if (code != 0) return call.Fail(code, RegFailure(code, args, log));
   Napi::Object object = Wrap(env, args, mr);
   if (object.IsEmpty()) return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the region; it is deregistered");
-  return object;
+  return Registered(env, object, mr);
 }
 
 // rpma_mr_reg on a worker thread: pinning hundreds of megabytes takes hundreds of milliseconds,
@@ -149,7 +169,7 @@ class MrRegWorker : public Napi::AsyncWorker {
       deferred_.Reject(conn::RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_mr_reg", "cannot make a handle for the region; it is deregistered"));
       return;
     }
-    deferred_.Resolve(object);
+    deferred_.Resolve(Registered(env, object, mr));
   }
 
  private:
@@ -171,22 +191,85 @@ Napi::Value MrRegAsync(const Napi::CallbackInfo& info) {
   return promise;
 }
 
-Napi::Value MrDereg(const Napi::CallbackInfo& info) {
-  Call call(info.Env(), "rpma_mr_dereg", Domain::Rpma);
+constexpr const char* kDeregFailed = "the handle is gone; its memory is kept for the life of the process";
+
+// The region to deregister, or null (thrown through `call`) when it is closed or still in use.
+MrLocal* OpenForDereg(const Call& call, const Napi::CallbackInfo& info) {
   MrLocal* handle = Open<MrLocal>(call, info[0]);
-  if (handle == nullptr) return info.Env().Undefined();
+  if (handle == nullptr) return nullptr;
   std::size_t in_flight = handle->state->in_flight;
   // The device may still read or write it: refuse, and leave the region usable.
   if (in_flight != 0) {
-    return call.InUse(std::to_string(in_flight) +
-                        (in_flight == 1 ? " request in flight uses" : " requests in flight use") +
-                        " this region: wait for their completions (or delete the connection) first");
+    call.InUse(std::to_string(in_flight) + (in_flight == 1 ? " request in flight uses" : " requests in flight use") +
+               " this region: wait for their completions (or delete the connection) first");
+    return nullptr;
   }
-  ClearLog();
-  int code = handle->state->Dereg();
-  std::string log = TakeLog();
-  if (code != 0) return call.Fail(code, Join(log, "the handle is gone; its memory is kept for the life of the process"));
+  return handle;
+}
+
+Napi::Value MrDereg(const Napi::CallbackInfo& info) {
+  Call call(info.Env(), "rpma_mr_dereg", Domain::Rpma);
+  MrLocal* handle = OpenForDereg(call, info);
+  if (handle == nullptr) return info.Env().Undefined();
+  MrLocalState& state = *handle->state;
+  std::string log;
+  int code = state.Released(Deregister(&state.mr, &log));
+  // Let go of the state now, not when the handle's finalizer runs: Node queues finalizers to a
+  // later event-loop turn, and a loop that registers without yielding piles them up.
+  handle->state.reset();
+  if (code != 0) return call.Fail(code, Join(log, kDeregFailed));
   return info.Env().Undefined();
+}
+
+// rpma_mr_dereg on a worker thread: unpinning hundreds of megabytes takes as long as pinning them.
+// The handle reads as deregistered at once (no new request can name it); the peer counts the
+// region until the worker is done, and the bookkeeping runs back on the JavaScript thread.
+class MrDeregWorker : public Napi::AsyncWorker {
+ public:
+  MrDeregWorker(Napi::Env env, std::shared_ptr<MrLocalState> state)
+      : Napi::AsyncWorker(env, "rpma_mr_dereg"), deferred_(env), state_(std::move(state)), mr_(state_->mr) {
+    state_->mr = nullptr;
+  }
+
+  ~MrDeregWorker() override {
+    if (settled_) return;  // never settled (the environment went away): finish here
+    if (mr_ != nullptr) code_ = Deregister(&mr_, &log_);
+    state_->Released(code_);
+  }
+
+  Napi::Value Promise() const { return deferred_.Promise(); }
+
+  void Execute() override { code_ = Deregister(&mr_, &log_); }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (!CanRunJs(env)) return;  // the destructor finishes
+    settled_ = true;
+    state_->Released(code_);
+    if (code_ != 0) {
+      deferred_.Reject(conn::RpmaErrorValue(env, code_, "rpma_mr_dereg", Join(log_, kDeregFailed)));
+      return;
+    }
+    deferred_.Resolve(env.Undefined());
+  }
+
+ private:
+  Settler deferred_;
+  std::shared_ptr<MrLocalState> state_;
+  rpma_mr_local* mr_;
+  int code_ = 0;
+  std::string log_;
+  bool settled_ = false;
+};
+
+Napi::Value MrDeregAsync(const Napi::CallbackInfo& info) {
+  Call call(info.Env(), "rpma_mr_dereg", Domain::Rpma);
+  MrLocal* handle = OpenForDereg(call, info);
+  if (handle == nullptr) return info.Env().Undefined();
+  auto* worker = new MrDeregWorker(info.Env(), std::move(handle->state));
+  Napi::Value promise = worker->Promise();
+  worker->Queue();  // deletes itself when done
+  return promise;
 }
 
 Napi::Value MrGetDescriptorSize(const Napi::CallbackInfo& info) {
@@ -293,6 +376,7 @@ void RegisterMr(Napi::Env env, Napi::Object exports) {
   exports.Set("mrReg", Napi::Function::New(env, MrReg, "mrReg"));
   exports.Set("mrRegAsync", Napi::Function::New(env, MrRegAsync, "mrRegAsync"));
   exports.Set("mrDereg", Napi::Function::New(env, MrDereg, "mrDereg"));
+  exports.Set("mrDeregAsync", Napi::Function::New(env, MrDeregAsync, "mrDeregAsync"));
   exports.Set("mrGetDescriptorSize", Napi::Function::New(env, MrGetDescriptorSize, "mrGetDescriptorSize"));
   exports.Set("mrGetDescriptor", Napi::Function::New(env, MrGetDescriptor, "mrGetDescriptor"));
   exports.Set("mrGetPtr", Napi::Function::New(env, MrGetPtr, "mrGetPtr"));

@@ -78,9 +78,11 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
       withPeer((driver, peer) =>
         Effect.gen(function*() {
           const memory = yield* driver.allocate(8192)
-          const mr = yield* driver.mrReg(peer, memory, READ_SRC | WRITE_DST | FLUSH_VISIBILITY)
+          const registered = yield* driver.mrReg(peer, memory, READ_SRC | WRITE_DST | FLUSH_VISIBILITY)
+          const mr = registered.handle
           assert.strictEqual(yield* driver.mrGetSize(mr), 8192)
           const ptr = yield* driver.mrGetPtr(mr)
+          assert.strictEqual(registered.address, ptr, "mrReg's address is rpma_mr_get_ptr's")
           assert.strictEqual(ptr % 4096n, 0n, "page-aligned")
           assert.strictEqual(yield* driver.mrGetDescriptorSize(mr), Descriptor.SIZE)
           const bytes = yield* driver.mrGetDescriptor(mr)
@@ -103,7 +105,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
     it.effect("double dereg and use after dereg are RpmaInvalidError", () =>
       withPeer((driver, peer) =>
         Effect.gen(function*() {
-          const mr = yield* driver.mrReg(peer, new Uint8Array(4096), WRITE_DST)
+          const mr = (yield* driver.mrReg(peer, new Uint8Array(4096), WRITE_DST)).handle
           yield* driver.mrDereg(mr)
           for (const effect of [driver.mrDereg(mr), driver.mrGetPtr(mr), driver.mrGetDescriptor(mr)]) {
             const error = yield* Effect.flip(effect)
@@ -118,13 +120,13 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
         const driver = yield* RdmaDriver
         const context = yield* driver.getIbvContext(address, "local")
         const peer = yield* driver.peerNew(context)
-        const a = yield* driver.mrReg(peer, new Uint8Array(4096), WRITE_DST)
-        const b = yield* driver.mrReg(peer, new Uint8Array(4096), READ_SRC)
+        const a = (yield* driver.mrReg(peer, new Uint8Array(4096), WRITE_DST)).handle
+        const b = (yield* driver.mrReg(peer, new Uint8Array(4096), READ_SRC)).handle
         const error = yield* Effect.flip(driver.peerDelete(peer))
         assert.strictEqual(error._tag, "ResourceInUseError")
         assert.strictEqual(error.detail, "2 regions still registered: deregister them first")
         // The peer is intact and still usable.
-        const c = yield* driver.mrReg(peer, new Uint8Array(4096), READ_SRC)
+        const c = (yield* driver.mrReg(peer, new Uint8Array(4096), READ_SRC)).handle
         for (const mr of [a, b, c]) yield* driver.mrDereg(mr)
         yield* driver.peerDelete(peer)
       }))
@@ -156,7 +158,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
       withPeer((driver, peer) =>
         Effect.gen(function*() {
           let memory: Uint8Array<ArrayBuffer> | undefined = new Uint8Array(1 << 16).fill(0x5a)
-          const mr = yield* driver.mrReg(peer, memory, WRITE_DST)
+          const mr = (yield* driver.mrReg(peer, memory, WRITE_DST)).handle
           const ptr = yield* driver.mrGetPtr(mr)
           // Harmless, not refused: the registration holds a share of the backing store.
           let moved: ArrayBuffer | undefined = structuredClone(memory.buffer, { transfer: [memory.buffer] })
@@ -176,7 +178,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
           const binding = yield* RpmaBinding.load()
           const base = binding.liveAllocations()
           const memory = yield* driver.allocate(1 << 16)
-          const mr = yield* driver.mrReg(peer, memory, WRITE_DST)
+          const mr = (yield* driver.mrReg(peer, memory, WRITE_DST)).handle
           yield* driver.free(memory)
           yield* collect
           assert.strictEqual(binding.liveAllocations(), base + 1, "kept by the registration")
@@ -293,7 +295,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
       withTwoPeers((driver, server, client) =>
         Effect.gen(function*() {
           const { clientConn, ep, serverConn } = yield* rawPair(driver, server, client, 18104)
-          const inbox = yield* driver.mrReg(server, new Uint8Array(256), 0x80)
+          const inbox = (yield* driver.mrReg(server, new Uint8Array(256), 0x80)).handle
           yield* driver.post(serverConn, { op: "recv", id: 1, dst: inbox, offset: 0, length: 256 })
           const refused = yield* Effect.flip(driver.mrDereg(inbox))
           assert.strictEqual(refused._tag, "ResourceInUseError")
@@ -418,7 +420,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
 
 // mrReg with a region where the peer goes; the region is deregistered whatever happens.
 const regionAsPeer = (driver: Driver, peer: PeerHandle) =>
-  Effect.flatMap(driver.mrReg(peer, new Uint8Array(64), WRITE_DST), (mr) =>
+  Effect.flatMap(Effect.map(driver.mrReg(peer, new Uint8Array(64), WRITE_DST), (r) => r.handle), (mr) =>
     Effect.ensuring(
       driver.mrReg(mr as never, new Uint8Array(64), WRITE_DST),
       Effect.orDie(driver.mrDereg(mr))

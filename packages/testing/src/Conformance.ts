@@ -182,7 +182,9 @@ export const cases: ReadonlyArray<Case> = [
       Effect.gen(function*() {
         const d = yield* driver
         const peer = yield* rawPeer(address)
-        const mr = yield* d.mrReg(peer, new Uint8Array(4096), Usage.READ_SRC)
+        const registered = yield* d.mrReg(peer, new Uint8Array(4096), Usage.READ_SRC)
+        const mr = registered.handle
+        yield* equal(registered.address, yield* d.mrGetPtr(mr), "rpma_mr_reg's address against rpma_mr_get_ptr")
         yield* d.mrDereg(mr)
         yield* expectTag(d.mrDereg(mr), "RpmaInvalidError", "double rpma_mr_dereg")
         yield* expectTag(d.mrGetDescriptor(mr), "RpmaInvalidError", "rpma_mr_get_descriptor after dereg")
@@ -205,7 +207,7 @@ export const cases: ReadonlyArray<Case> = [
       Effect.gen(function*() {
         const d = yield* driver
         const peer = yield* Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew)
-        const mr = yield* d.mrReg(peer, new Uint8Array(4096), Usage.READ_SRC)
+        const mr = (yield* d.mrReg(peer, new Uint8Array(4096), Usage.READ_SRC)).handle
         yield* expectTag(d.peerDelete(peer), "ResourceInUseError", "delete with a live region")
         yield* equal((yield* d.live).peers, 1, "the refused peer is still alive")
         yield* d.mrDereg(mr)

@@ -205,7 +205,10 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
           }
           peer.regions.add(mr)
           network.registered(mr)
-          return acquire(mr, "MrLocal", `${memory.byteLength}-byte region for ${Usage.format(usage)}`)
+          return Effect.map(
+            acquire(mr, "MrLocal", `${memory.byteLength}-byte region for ${Usage.format(usage)}`),
+            (handle) => ({ handle, address: mr.address })
+          )
         }
       ),
 

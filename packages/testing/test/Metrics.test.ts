@@ -47,6 +47,44 @@ describe("metrics", () => {
       })).pipe(Tracing.withPerOperation)
       assert.isAtLeast((yield* Metric.value(latency)).count - latencyBefore, 2)
     }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
+
+  it.effect("registrations and releases: per operation, in total, and with the fiber's metric labels", () =>
+    Effect.gen(function*() {
+      const count = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (s) => s.count)
+      const series = {
+        registrations: RdmaMetrics.registrations,
+        registered: Metric.tagged(RdmaMetrics.registrations, "operation", "rpma_mr_reg"),
+        labelled: Metric.tagged(Metric.tagged(RdmaMetrics.registrations, "operation", "rpma_mr_reg"), "tenant", "t1"),
+        releases: RdmaMetrics.releases,
+        released: Metric.tagged(RdmaMetrics.releases, "operation", "rpma_mr_dereg"),
+        releasedLabelled: Metric.tagged(Metric.tagged(RdmaMetrics.releases, "operation", "rpma_mr_dereg"), "tenant", "t1"),
+        refused: Metric.tagged(
+          Metric.tagged(Metric.tagged(RdmaMetrics.registrationFailures, "operation", "rpma_mr_reg"), "error", "MemoryRefusedError"),
+          "tenant",
+          "t1"
+        )
+      }
+      const read = Effect.all(Object.fromEntries(Object.entries(series).map(([k, m]) => [k, count(m)])))
+      const before = yield* read
+      yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        yield* LocalMr.register(peer, new Uint8Array(64), Usage.READ_SRC)
+        yield* LocalMr.use(peer, new Uint8Array(64), Usage.READ_SRC, () => Effect.void).pipe(Effect.tagMetrics("tenant", "t1"))
+        yield* Effect.flip(LocalMr.register(peer, "not bytes" as never, Usage.READ_SRC)).pipe(Effect.tagMetrics("tenant", "t1"))
+      }))
+      const after = yield* read
+      const delta = Object.fromEntries(Object.keys(series).map((k) => [k, after[k]! - before[k]!]))
+      // A labelled update goes to the labelled series and the total (Effect's rule for tagMetrics).
+      assert.deepStrictEqual(delta, {
+        registrations: 2,
+        registered: 1,
+        labelled: 1,
+        releases: 2,
+        released: 1,
+        releasedLabelled: 1,
+        refused: 1
+      })
+    }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
 })
 
 describe("spans", () => {

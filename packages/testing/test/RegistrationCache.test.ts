@@ -1,7 +1,7 @@
 import { Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Scope, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Scope, TestClock } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const registrations = SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_reg")))
@@ -87,5 +87,67 @@ describe("RegistrationCache", () => {
       assert.strictEqual(error._tag, "RpmaProviderError")
       const mr = yield* Effect.scoped(cache.register(memory, Usage.READ_SRC))
       assert.strictEqual(mr.size, 64)
+    })))
+
+  it.effect("use: a hit without a scope; every use pushes the idle expiry back", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cache = yield* RegistrationCache.make(peer, { idleTimeToLive: "10 seconds" })
+      const memory = new Uint8Array(4096)
+      const handles = yield* Effect.all(
+        Array.from({ length: 4 }, () => cache.use(memory, Usage.WRITE_DST, (mr) => Effect.succeed(mr.handle))),
+        { concurrency: "unbounded" }
+      )
+      assert.strictEqual(new Set(handles).size, 1, "concurrent first uses share one registration")
+      assert.strictEqual(yield* registrations, 1)
+      yield* TestClock.adjust("6 seconds")
+      yield* cache.use(memory, Usage.WRITE_DST, () => Effect.void)
+      yield* TestClock.adjust("6 seconds")
+      assert.strictEqual(yield* cache.size, 1, "used 6 s ago: still cached")
+      assert.strictEqual(yield* deregistrations, 0)
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual(yield* cache.size, 0)
+      assert.strictEqual(yield* deregistrations, 1)
+      // A failure of `f` is `f`'s; the registration stays cached.
+      const error = yield* Effect.flip(cache.use(memory, Usage.WRITE_DST, () => Effect.fail("boom" as const)))
+      assert.strictEqual(error, "boom")
+      assert.strictEqual(yield* cache.size, 1)
+    })))
+
+  it.effect("memory released while a use holds its registration: deregistered when the use ends", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cache = yield* RegistrationCache.make(peer, { idleTimeToLive: "1 hour" })
+      const memoryScope = yield* Scope.make()
+      const memory = yield* Memory.allocate(4096).pipe(Scope.extend(memoryScope))
+      const using = yield* Deferred.make<void>()
+      const done = yield* Deferred.make<void>()
+      const user = yield* Effect.fork(
+        cache.use(memory, Usage.RECV, () => Effect.zipRight(Deferred.succeed(using, undefined), Deferred.await(done)))
+      )
+      yield* Deferred.await(using)
+      yield* Scope.close(memoryScope, Exit.void)
+      assert.strictEqual(yield* cache.size, 0, "out of the cache at once")
+      assert.strictEqual(yield* deregistrations, 0, "still in use")
+      yield* Deferred.succeed(done, undefined)
+      yield* Fiber.join(user)
+      assert.strictEqual(yield* deregistrations, 1, "deregistered when the use ended")
+    })))
+
+  it.effect("a region held past the cache's close: deregistered with the cache, its user's release is harmless", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cacheScope = yield* Scope.make()
+      const cache = yield* RegistrationCache.make(peer).pipe(Scope.extend(cacheScope))
+      const userScope = yield* Scope.make()
+      yield* cache.register(new Uint8Array(64), Usage.READ_SRC).pipe(Scope.extend(userScope))
+      yield* Scope.close(cacheScope, Exit.void)
+      assert.strictEqual(yield* cache.size, 0)
+      assert.strictEqual(yield* deregistrations, 1)
+      yield* Scope.close(userScope, Exit.void)
+      assert.strictEqual(yield* deregistrations, 1, "not deregistered twice")
+      assert.strictEqual(yield* Effect.exit(cache.use(new Uint8Array(64), Usage.READ_SRC, () => Effect.void)).pipe(
+        Effect.map(Exit.isInterrupted)
+      ), true, "a closed cache serves nothing")
     })))
 })

@@ -78,7 +78,7 @@ describe("handles", () => {
     inWorld(Effect.gen(function*() {
       const d = yield* driver
       const peer = yield* Peer.Peer
-      const mr = yield* d.mrReg(peer.handle, new Uint8Array(64), Usage.READ_SRC)
+      const mr = (yield* d.mrReg(peer.handle, new Uint8Array(64), Usage.READ_SRC)).handle
       yield* d.mrDereg(mr)
       const again = yield* Effect.flip(d.mrDereg(mr))
       assert.strictEqual(again._tag, "RpmaInvalidError")
@@ -95,7 +95,7 @@ describe("handles", () => {
       const d = yield* driver
       const context = yield* d.getIbvContext(SimulatedDriver.DEFAULT_ADDRESS, "local")
       const peer = yield* d.peerNew(context)
-      const mr = yield* d.mrReg(peer, new Uint8Array(64), Usage.READ_SRC)
+      const mr = (yield* d.mrReg(peer, new Uint8Array(64), Usage.READ_SRC)).handle
       const refused = yield* Effect.flip(d.peerDelete(peer))
       assert.strictEqual(refused._tag, "ResourceInUseError")
       assert.match(refused.message, /1 region still registered/)

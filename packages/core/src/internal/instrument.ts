@@ -5,8 +5,10 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
+import type * as MetricLabel from "effect/MetricLabel"
 import type { Driver } from "../Driver.js"
 import { RdmaDriver } from "../Driver.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
@@ -81,19 +83,22 @@ const wrap = (driver: Driver): Driver => {
   return wrapped as unknown as Driver
 }
 
-const instrumented = new WeakMap<Driver, Driver>()
+const instrumentedDrivers = new WeakMap<Driver, Driver>()
 
-/** @internal The current driver, instrumented. */
-export const driver: Effect.Effect<Driver, never, RdmaDriver> = Effect.map(RdmaDriver, (d) => {
-  let w = instrumented.get(d)
+/** @internal `d` with its calls traced (the per-operation ones only when Tracing.perOperation is on). */
+export const instrumented = (d: Driver): Driver => {
+  let w = instrumentedDrivers.get(d)
   if (w === undefined) {
     w = wrap(d)
-    instrumented.set(d, w)
+    instrumentedDrivers.set(d, w)
   }
   return w
-})
+}
 
-// Tagged metrics are looked up once per tag set: building a tagged metric hashes its key.
+/** @internal The current driver, instrumented. */
+export const driver: Effect.Effect<Driver, never, RdmaDriver> = Effect.map(RdmaDriver, instrumented)
+
+// Tagged series are built once per tag set (a fully tagged key: see RdmaMetrics.series).
 const memo = <A>(make: (key: string) => A) => {
   const cache = new Map<string, A>()
   return (key: string): A => {
@@ -103,39 +108,89 @@ const memo = <A>(make: (key: string) => A) => {
   }
 }
 const latencyOf = memo((op) => Metric.tagged(RdmaMetrics.registrationDuration, "operation", op))
-const registrationsOf = memo((op) => Metric.tagged(RdmaMetrics.registrations, "operation", op))
-const releasesOf = memo((op) => Metric.tagged(RdmaMetrics.releases, "operation", op))
+const registrationsOf = memo((op) => RdmaMetrics.series(RdmaMetrics.registrations, [["operation", op]]))
+const releasesOf = memo((op) => RdmaMetrics.series(RdmaMetrics.releases, [["operation", op]]))
 const failuresOf = memo((key) => {
   const [op, error] = key.split("\u0000") as [string, string]
-  return Metric.tagged(Metric.tagged(RdmaMetrics.registrationFailures, "operation", op), "error", error)
+  return RdmaMetrics.series(RdmaMetrics.registrationFailures, [["operation", op], ["error", error]])
 })
 const peerGaugesOf = memo((peer) => ({
-  regions: Metric.tagged(RdmaMetrics.liveRegions, "peer", peer),
-  bytes: Metric.tagged(RdmaMetrics.registeredBytes, "peer", peer)
+  regions: RdmaMetrics.series(RdmaMetrics.liveRegions, [["peer", peer]]),
+  bytes: RdmaMetrics.series(RdmaMetrics.registeredBytes, [["peer", peer]])
 }))
 
-/** @internal Times a registration and counts its outcome. */
+/**
+ * @internal Counts one event of a totalled counter: the total, and the series with the fiber's
+ * metric labels (Effect.tagMetrics) if any, as `Metric.increment` of the tagged metric did.
+ * Plain JavaScript, for an Effect.sync.
+ */
+export const countUnsafe = (
+  total: Metric.Metric.Counter<number>,
+  series: Metric.Metric.Counter<number>,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>
+): void => {
+  total.unsafeUpdate(1, [])
+  series.unsafeUpdate(1, labels)
+}
+
+/**
+ * @internal A region of `size` bytes registered (`size` > 0) or released (`size` < 0), in plain
+ * JavaScript: the live gauges, and the registration or release counter of `operation`.
+ */
+export const regionUnsafe = (
+  operation: string,
+  peer: string,
+  size: number,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>
+): void => {
+  gaugesUnsafe(peer, size)
+  if (size > 0) countUnsafe(RdmaMetrics.registrations, registrationsOf(operation), labels)
+  else countUnsafe(RdmaMetrics.releases, releasesOf(operation), labels)
+}
+
+/** @internal A registration failed (plain JavaScript). */
+export const failedUnsafe = (operation: string, error: string, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
+  countUnsafe(RdmaMetrics.registrationFailures, failuresOf(`${operation}\u0000${error}`), labels)
+
+const gaugesUnsafe = (peer: string, size: number): void => {
+  const sign = size < 0 ? -1 : 1
+  const gauges = peerGaugesOf(peer)
+  RdmaMetrics.liveRegions.unsafeModify(sign, [])
+  gauges.regions.unsafeModify(sign, [])
+  RdmaMetrics.registeredBytes.unsafeModify(size, [])
+  gauges.bytes.unsafeModify(size, [])
+}
+
+/** @internal The fiber's metric labels (Effect.tagMetrics), for the unsafe updates above. */
+export const labelsOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): ReadonlyArray<MetricLabel.MetricLabel> =>
+  fiber.getFiberRef(FiberRef.currentMetricLabels)
+
+/** @internal Times a registration into the duration histogram (only with per-operation tracing on). */
+export const timed = <A, E, R>(operation: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Metric.trackDuration(effect, latencyOf(operation))
+
+/** @internal Times a registration (with per-operation tracing on) and counts its outcome. */
 export const registration = <A, E extends { readonly _tag: string }, R>(
   operation: string,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> =>
   FiberRef.getWith(Tracing.perOperation, (on) => on ? Metric.trackDuration(effect, latencyOf(operation)) : effect).pipe(
-    Effect.tapBoth({
-      onSuccess: () => Metric.increment(registrationsOf(operation)),
-      onFailure: (e) => Metric.increment(failuresOf(`${operation}\u0000${e._tag}`))
-    })
+    Effect.onExit((exit) =>
+      Effect.withFiberRuntime<void>((fiber) => {
+        const labels = labelsOf(fiber)
+        if (exit._tag === "Success") countUnsafe(RdmaMetrics.registrations, registrationsOf(operation), labels)
+        else if (exit.cause._tag === "Fail") failedUnsafe(operation, exit.cause.error._tag, labels)
+        return Effect.void
+      })
+    )
   )
 
 /** @internal Adds `size` bytes (negative to remove) to the live gauges, in total and for the peer. */
-export const registered = (peer: string, size: number): Effect.Effect<void> =>
-  Effect.sync(() => {
-    const sign = size < 0 ? -1 : 1
-    const gauges = peerGaugesOf(peer)
-    RdmaMetrics.liveRegions.unsafeModify(sign, [])
-    gauges.regions.unsafeModify(sign, [])
-    RdmaMetrics.registeredBytes.unsafeModify(size, [])
-    gauges.bytes.unsafeModify(size, [])
-  })
+export const registered = (peer: string, size: number): Effect.Effect<void> => Effect.sync(() => gaugesUnsafe(peer, size))
 
 /** @internal */
-export const released = (operation: string): Effect.Effect<void> => Metric.increment(releasesOf(operation))
+export const released = (operation: string): Effect.Effect<void> =>
+  Effect.withFiberRuntime((fiber) => {
+    countUnsafe(RdmaMetrics.releases, releasesOf(operation), labelsOf(fiber))
+    return Effect.void
+  })

@@ -31,6 +31,9 @@ export const of = (resource: object, what: () => string): Owner => {
   return owner
 }
 
+/** @internal The owner record if one was made (a resource nobody used has none). */
+export const peek = (resource: object): Owner | undefined => owners.get(resource)
+
 /** @internal A new user: the owner's release waits for it. */
 export const retain = (owner: Owner): void => {
   owner.users++
@@ -53,10 +56,13 @@ export const drop = (owner: Owner): Effect.Effect<void> => Effect.suspend(() => 
 
 /** @internal Releases now, or when the last user lets go. */
 export const releaseWhenUnused = (owner: Owner, release: Effect.Effect<void>): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    if (owner.users <= 0) return release
-    owner.deferred = release
-    return Effect.logDebug(
-      `${owner.what} is released when its last user is (${owner.users} still ${owner.users === 1 ? "uses" : "use"} it)`
-    )
-  })
+  Effect.suspend(() => releaseWhenUnusedUnsafe(owner, release))
+
+/** @internal {@link releaseWhenUnused}, deciding now: what to run next. */
+export const releaseWhenUnusedUnsafe = (owner: Owner, release: Effect.Effect<void>): Effect.Effect<void> => {
+  if (owner.users <= 0) return release
+  owner.deferred = release
+  return Effect.logDebug(
+    `${owner.what} is released when its last user is (${owner.users} still ${owner.users === 1 ? "uses" : "use"} it)`
+  )
+}

@@ -10,7 +10,7 @@ import type {
   Driver,
   EndpointHandle,
   IbvContextHandle,
-  MrHandle,
+  MrRegistration,
   PeerHandle,
   PostOutcome,
   RemoteMrHandle,
@@ -420,7 +420,10 @@ const isLarge = (memory: unknown): boolean => {
 }
 
 /** @internal */
-export const makeDriver = (binding: Binding): Driver => ({
+export const makeDriver = (binding: Binding): Driver => {
+  // The handles of large regions, deregistered on a worker too (the handle does not tell its size).
+  const large = new WeakSet<object>()
+  return {
   ...connectionCalls(binding),
   ...srqCalls(binding),
   name: "native",
@@ -433,15 +436,21 @@ export const makeDriver = (binding: Binding): Driver => ({
   peerDelete: (peer) =>
     attempt(() => binding.peerDelete(peer), inUseOr("rpma_peer_delete", rpmaFailure("rpma_peer_delete"))),
 
-  // Pinning is proportional to size (hundreds of milliseconds for 512 MiB): large regions are
-  // registered on a worker thread so that the event loop keeps running.
+  // Pinning and unpinning are proportional to size (hundreds of milliseconds for 512 MiB): large
+  // regions are registered and deregistered on a worker thread so that the event loop keeps running.
   mrReg: (peer, memory, usage) =>
     isLarge(memory)
       ? attemptPromise(() => binding.mrRegAsync(peer, memory, usage), rpmaFailure("rpma_mr_reg")).pipe(
-        Effect.map(as<MrHandle>)
+        Effect.map((registered) => {
+          large.add(registered.handle)
+          return as<MrRegistration>(registered)
+        })
       )
-      : rpma("rpma_mr_reg", () => as<MrHandle>(binding.mrReg(peer, memory, usage))),
-  mrDereg: (mr) => attempt(() => binding.mrDereg(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg"))),
+      : rpma("rpma_mr_reg", () => as<MrRegistration>(binding.mrReg(peer, memory, usage))),
+  mrDereg: (mr) =>
+    large.has(mr)
+      ? attemptPromise(() => binding.mrDeregAsync(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg")))
+      : attempt(() => binding.mrDereg(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg"))),
   mrGetDescriptorSize: (mr) => rpma("rpma_mr_get_descriptor_size", () => binding.mrGetDescriptorSize(mr)),
   mrGetDescriptor: (mr) => rpma("rpma_mr_get_descriptor", () => binding.mrGetDescriptor(mr)),
   mrGetPtr: (mr) => rpma("rpma_mr_get_ptr", () => binding.mrGetPtr(mr)),
@@ -472,4 +481,5 @@ export const makeDriver = (binding: Binding): Driver => ({
     ),
   unmapFile: (memory) => attempt(() => binding.unmapFile(memory), mapFailure("the mapping", "msync")),
   live: Effect.sync(() => binding.liveHandles())
-})
+  }
+}

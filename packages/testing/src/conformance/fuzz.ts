@@ -237,7 +237,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     const peer = Option.isSome(context) ? yield* attempt("peerNew", driver.peerNew(context.value)) : Option.none()
     const handles: Array<unknown> = [Option.getOrUndefined(context), Option.getOrUndefined(peer)]
     if (Option.isSome(peer)) {
-      handles.push(Option.getOrUndefined(yield* attempt("mrReg", driver.mrReg(peer.value as Bad, new Uint8Array(4096), 0xff))))
+      handles.push(Option.getOrUndefined(yield* attempt("mrReg", Effect.map(driver.mrReg(peer.value as Bad, new Uint8Array(4096), 0xff), (r) => r.handle))))
       handles.push(Option.getOrUndefined(yield* attempt("epListen", driver.epListen(peer.value as Bad, address, port))))
     }
     handles.push(Option.getOrUndefined(

@@ -1,0 +1,73 @@
+// What the native driver asks of the addon per registration, checked against a recording binding
+// (no device needed): one call to register (the address comes with it, no rpma_mr_get_ptr), one
+// to deregister, and both on a worker thread (the *Async entries) for regions of 16 MiB and more.
+import { RdmaDriver } from "@effect-rdma/core/Driver"
+import * as LocalMr from "@effect-rdma/core/LocalMr"
+import * as Peer from "@effect-rdma/core/Peer"
+import * as Usage from "@effect-rdma/core/Usage"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as NativeDriver from "../src/NativeDriver.js"
+import * as RpmaBinding from "../src/RpmaBinding.js"
+
+const ADDRESS = 0x7f00_0000_1000n
+
+const recordingBinding = (log: Array<string>) => {
+  const record = <A>(name: string, value: A) => () => {
+    log.push(name)
+    return value
+  }
+  const registered = () => ({ handle: {}, address: ADDRESS })
+  return {
+    installLogCapture: () => {},
+    getIbvContext: () => Promise.resolve({}),
+    peerNew: () => ({}),
+    peerDelete: () => {},
+    mrReg: () => (log.push("mrReg"), registered()),
+    mrRegAsync: () => (log.push("mrRegAsync"), Promise.resolve(registered())),
+    mrDereg: record("mrDereg", undefined),
+    mrDeregAsync: record("mrDeregAsync", Promise.resolve()),
+    mrGetPtr: record("mrGetPtr", ADDRESS)
+  } as unknown as RpmaBinding.Binding
+}
+
+const withBinding = (binding: RpmaBinding.Binding) =>
+  Effect.provide(NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, binding))))
+
+describe("registration through the native driver", () => {
+  it.effect("one addon call each way; 16 MiB and more registered and deregistered off the event loop", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make("192.168.77.1")
+        log.length = 0
+        for (const size of [4096, 16 * 2 ** 20 - 1, 16 * 2 ** 20, 64 * 2 ** 20]) {
+          const address = yield* LocalMr.use(peer, new Uint8Array(size), Usage.WRITE_DST, (mr) => Effect.succeed(mr.address))
+          assert.strictEqual(address, ADDRESS, "the address comes with the registration")
+          yield* Effect.scoped(LocalMr.register(peer, new Uint8Array(size), Usage.WRITE_DST))
+        }
+      })).pipe(withBinding(recordingBinding(log)))
+      const small = ["mrReg", "mrDereg"]
+      const large = ["mrRegAsync", "mrDeregAsync"]
+      assert.deepStrictEqual(log, [...small, ...small, ...small, ...small, ...large, ...large, ...large, ...large])
+    }))
+
+  it.effect("a refused asynchronous deregistration is a ResourceInUseError; the region stays registered", () =>
+    Effect.gen(function*() {
+      const inUse = Object.assign(new Error("in use"), { operation: "rpma_mr_dereg", inUse: true, detail: "1 request" })
+      const binding = {
+        ...recordingBinding([]),
+        mrDeregAsync: () => {
+          throw inUse
+        }
+      } as RpmaBinding.Binding
+      const driver = yield* Effect.provide(
+        RdmaDriver,
+        NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, binding)))
+      )
+      const { handle } = yield* driver.mrReg({} as never, new Uint8Array(16 * 2 ** 20), Usage.WRITE_DST)
+      const refused = yield* Effect.flip(driver.mrDereg(handle))
+      assert.strictEqual(refused._tag, "ResourceInUseError")
+    }))
+})
