@@ -17,159 +17,45 @@
  *
  * @since 0.1.0
  */
-import * as Data from "effect/Data"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { Completion as DriverCompletion, ConnConfig, ConnEvent, ConnHandle, Signal, WorkRequest } from "./Driver.js"
+import type { Completion as DriverCompletion, ConnEvent, ConnHandle, Signal, WorkRequest } from "./Driver.js"
 import { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/connection.js"
 import * as ops from "./internal/operations.js"
 import * as instrument from "./internal/instrument.js"
+import { type Options, toConfig } from "./internal/connectionConfig.js"
+import {
+  type ConnectionFailedError,
+  type OperationError,
+  OutOfRangeError
+} from "./internal/connectionErrors.js"
 import type { LocalMr } from "./LocalMr.js"
 import * as srq from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
-import { CompletionError, type RpmaError } from "./RdmaError.js"
+import type { RpmaError } from "./RdmaError.js"
 import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
 
 /**
- * Connection settings; every field has a default.
+ * Connection settings ({@link Options}: every field has a default) and the driver's configuration
+ * they make.
  *
  * @since 0.1.0
- * @category models
  */
-export interface Options {
-  /** How long to wait for address resolution and for the connection to be established. Default 5 seconds. */
-  readonly timeout?: Duration.DurationInput | undefined
-  /** Requests in flight at once on the send queue. Default 64. */
-  readonly sendQueueSize?: number | undefined
-  /** Receives posted at once. Default 64. */
-  readonly receiveQueueSize?: number | undefined
-  /** Completion queue size. Default: send + receive queue sizes. */
-  readonly completionQueueSize?: number | undefined
-  /** The remote peer writes straight to persistent memory, so persistent flushes are allowed. Default false. */
-  readonly directWriteToPmem?: boolean | undefined
-  /**
-   * Bytes sent with the connection request (rdma_cm private data). It is neither encrypted nor
-   * authenticated: carry descriptors over {@link DescriptorExchange} instead, unless a C peer needs it.
-   */
-  readonly privateData?: Uint8Array | undefined
-  /**
-   * rpma_conn_cfg_set_srq: the connection's incoming messages land in this queue's receives (post
-   * them with {@link SharedReceiveQueue.postRecv}); {@link recv} on the connection is refused. The
-   * queue is deleted only after the connection.
-   */
-  readonly sharedReceiveQueue?: SharedReceiveQueue | undefined
-  /**
-   * rpma_conn_cfg_set_rcq_size: receives complete on a receive completion queue of their own, of
-   * this size (at least the receive queue size), and the completion queue then needs only the send
-   * queue's size. Operations complete the same way. Default 0: receives complete on the completion queue.
-   */
-  readonly receiveCompletionQueueSize?: number | undefined
-  /**
-   * rpma_conn_cfg_set_compl_channel: the completion queue and the receive completion queue signal
-   * on one channel (waited on with rpma_conn_wait). Not with a shared receive queue. Default false.
-   */
-  readonly sharedCompletionChannel?: boolean | undefined
-}
-
-/** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
-const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
-  try {
-    return Duration.toMillis(Duration.decode(timeout ?? "5 seconds"))
-  } catch {
-    return Number.NaN
-  }
-}
-
-/** @internal */
-export const toConfig = (options: Options | undefined): ConnConfig => {
-  const sqSize = options?.sendQueueSize ?? 64
-  const rqSize = options?.receiveQueueSize ?? 64
-  const rcqSize = options?.receiveCompletionQueueSize ?? 0
-  // Receives elsewhere (a shared receive queue, a receive CQ of its own): the CQ holds the sends.
-  const receivesOnCq = options?.sharedReceiveQueue === undefined && rcqSize === 0
-  return {
-    timeoutMs: timeoutMillis(options?.timeout),
-    sqSize,
-    rqSize,
-    cqSize: options?.completionQueueSize ?? (receivesOnCq ? sqSize + rqSize : sqSize),
-    rcqSize,
-    sharedCompletionChannel: options?.sharedCompletionChannel ?? false,
-    directWriteToPmem: options?.directWriteToPmem ?? false,
-    srq: options?.sharedReceiveQueue?.handle
-  }
-}
+export { type Options, toConfig } from "./internal/connectionConfig.js"
 
 /**
- * The connection could not be established: the other side rejected it, could not be reached, or
- * did not answer in time.
+ * How connecting ({@link ConnectionFailedError}) and operations ({@link OperationError}) fail.
  *
  * @since 0.1.0
- * @category errors
  */
-export class ConnectionFailedError extends Data.TaggedError("ConnectionFailedError")<{
-  readonly address: string
-  readonly port: number
-  readonly event: ConnEvent | "TIMEOUT"
-}> {
-  override get message(): string {
-    const why = this.event === "REJECTED"
-      ? "the other side rejected it (nobody listens there, or it refused the request)"
-      : this.event === "UNREACHABLE"
-      ? "the address is unreachable"
-      : this.event === "TIMEOUT"
-      ? "it was not established in time"
-      : `unexpected event ${this.event}`
-    return `connection to ${this.address}:${this.port} failed: ${why}`
-  }
-}
-
-/**
- * The connection is closed or lost: the operation was not done, or its outcome is unknown.
- *
- * @since 0.1.0
- * @category errors
- */
-export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedError")<{
-  readonly operation: string
-  readonly reason: "CLOSED" | "LOST"
-  /** What ended the connection, when it was a failure (of its event channel or completion queue). */
-  readonly cause?: unknown
-}> {
-  override get message(): string {
-    const head = `${this.operation}: the connection was ${this.reason === "LOST" ? "lost" : "closed"}`
-    const cause = this.cause instanceof Error || (typeof this.cause === "object" && this.cause !== null && "message" in this.cause)
-      ? String((this.cause as { message: unknown }).message)
-      : undefined
-    return cause === undefined ? head : `${head}: ${cause}`
-  }
-}
-
-/**
- * An offset or length that does not fit a region, checked before anything is posted (librpma
- * checks neither, and silently truncates lengths above 2^32 - 1).
- *
- * @since 0.1.0
- * @category errors
- */
-export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
-  readonly operation: string
-  readonly detail: string
-}> {
-  override get message(): string {
-    return `${this.operation}: ${this.detail}`
-  }
-}
-
-/**
- * Everything an operation can fail with.
- *
- * @since 0.1.0
- * @category errors
- */
-export type OperationError = CompletionError | ConnectionClosedError | OutOfRangeError | RpmaError
+export {
+  ConnectionClosedError,
+  ConnectionFailedError,
+  type OperationError,
+  OutOfRangeError
+} from "./internal/connectionErrors.js"
 
 /**
  * The arguments of each operation, by name, and what each can fail with.
