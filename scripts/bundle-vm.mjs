@@ -1,4 +1,4 @@
-// Bundles the programs `pnpm test` runs in the Soft-RoCE VM (the soak, the doctor) into single ESM
+// Bundles the programs run in the Soft-RoCE VM (the soak, the doctor, the device benchmarks) into single ESM
 // files under packages/native/.vm-build/, on the host, with the esbuild that tsx already brings.
 // Under qemu's emulation tsx compiles the sources at start-up for over a minute a process (several
 // when the host is busy); a bundle starts in seconds. The bundles stay under packages/native, so
@@ -15,7 +15,11 @@ const esbuild = createRequire(realpathSync(join(root, "node_modules", "tsx", "pa
 const programs = {
   soak: join(root, "scripts", "soak.ts"),
   doctor: join(root, "packages", "native", "src", "doctor", "bin.ts"),
-  memlock: join(root, "packages", "native", "test-device", "programs", "memlock.ts")
+  memlock: join(root, "packages", "native", "test-device", "programs", "memlock.ts"),
+  // The device benchmarks (bench/device.sh): compiled as users run them, without tsx's `__name`
+  // wrapper around every closure (it multiplied a write's instructions by five on the host).
+  "native-bench": join(root, "bench", "native.ts"),
+  "write-bench": join(root, "bench", "write.ts")
 }
 const names = process.argv.slice(2)
 for (const name of names) {
