@@ -1,6 +1,7 @@
 /**
  * Conformance cases for what a shared receive queue refuses before anything is posted: a receive
- * on a connection request taken with it. Each shows that the refusal left the queue working.
+ * on a connection request taken with it, and a receive into a region of another peer. Each shows
+ * that the refusal left the queue working.
  *
  * @internal
  */
@@ -54,6 +55,34 @@ export const sharedReceiveCases = (): ReadonlyArray<CaseOf> => [
         yield* check(messageOf(refused).includes("shared receive queue"), `the refusal names the queue: ${messageOf(refused)}`)
 
         yield* delivered({ peer: clientPeer, client, server: conn }, posted, inbox, 16, 0x5a)
+      })
+  },
+  {
+    name: "shared receive queue: postRecv into a region of another peer is refused before posting (RPMA_E_INVAL); " +
+      "its one slot stays free and the next message lands in the queue's own region",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const otherPeer = yield* Peer.make(address) // another protection domain on the same device
+        const clientPeer = yield* Peer.make(address)
+        const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 1 })
+        const foreign = yield* LocalMr.allocate(otherPeer, 64, Usage.RECV)
+        const own = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
+
+        const refused = yield* Effect.exit(SharedReceiveQueue.postRecv(srq, { dst: foreign }))
+        yield* check(tagOf(refused) === "RpmaInvalidError", `a region of another peer: ${tagOf(refused)}`)
+        yield* check(messageOf(refused).includes("another peer"), `the refusal says why: ${messageOf(refused)}`)
+        const awaited = yield* Effect.exit(SharedReceiveQueue.recv(srq, { dst: foreign, offset: 0, length: 8 }))
+        yield* check(tagOf(awaited) === "RpmaInvalidError", `recv into a region of another peer: ${tagOf(awaited)}`)
+
+        // The queue holds one receive: had the refused one been posted, this one would wait.
+        const posted = yield* SharedReceiveQueue.postRecv(srq, { dst: own })
+        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sharedReceiveQueue: srq }))
+        const client = yield* Connection.connect(clientPeer, address, port)
+        const server = yield* Fiber.join(accepting)
+        yield* delivered({ peer: clientPeer, client, server }, posted, own, 24, 0x3c)
+        yield* check(foreign.memory.every((b) => b === 0), "nothing landed in the other peer's region")
       })
   }
 ]
