@@ -22,7 +22,7 @@ import { checkRange } from "./internal/operations.js"
 import { toCompletion } from "./internal/posting.js"
 import * as internal from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
-import type { RpmaError } from "./RdmaError.js"
+import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
 
 /**
  * @since 0.3.0
@@ -110,7 +110,7 @@ const withQpNum = (c: DriverCompletion): Completion => ({ ...toCompletion(c), qp
 
 /**
  * rpma_srq_recv without waiting: a receive that the next message on any connection made with the
- * queue may consume.
+ * queue may consume. Its region must be registered on the queue's peer (RPMA_E_INVAL otherwise).
  *
  * @since 0.3.0
  * @category operations
@@ -124,6 +124,15 @@ export const postRecv = (
     const length = args.length ?? Math.max(dst.size - offset, 0)
     const refused = checkRange("rpma_srq_recv", "destination", offset, length, dst.size)
     if (refused !== undefined) return Effect.fail(refused)
+    // Another protection domain: the device would take the receive and fail it only when a
+    // message arrives for it, and that message would be lost.
+    if (dst.peer.handle !== srq.peer.handle) {
+      return Effect.fail(fromRpmaCode(
+        RpmaCode.RPMA_E_INVAL,
+        "rpma_srq_recv",
+        `the destination region is registered on another peer than the queue's (the peer at ${srq.peer.address}): register it there`
+      ))
+    }
     return Effect.map(
       srq.queue.post(dst, { dst: dst.handle, offset, length }),
       (wait): Posted => ({ operation: "rpma_srq_recv", completion: Effect.map(wait, withQpNum) })

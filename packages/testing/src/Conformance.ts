@@ -38,6 +38,7 @@ import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
+import { sharedReceiveCases } from "./conformance/sharedReceive.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
 import { check, equal, expectTag } from "./conformance/support.js"
 import { mappingCases } from "./conformance/mapping.js"
@@ -311,6 +312,7 @@ export const cases: ReadonlyArray<Case> = [
   ...mappingCases(),
   ...dataPathCases(),
   ...connectionFeatureCases(),
+  ...sharedReceiveCases(),
   ...validation.cases
 ]
 

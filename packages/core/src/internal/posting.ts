@@ -6,8 +6,8 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { Connection, OperationError } from "../Connection.js"
-import { OutOfRangeError } from "../Connection.js"
+import type { Connection } from "../Connection.js"
+import { type OperationError, OutOfRangeError } from "./connectionErrors.js"
 import type { Completion as DriverCompletion } from "../Driver.js"
 import { RdmaDriver, WcFlags, WcOpcode } from "../Driver.js"
 import type { RpmaError } from "../RdmaError.js"

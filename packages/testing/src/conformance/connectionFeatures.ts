@@ -7,20 +7,9 @@
  */
 import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
-import { type CaseOf, check } from "./support.js"
-
-const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
-  Exit.isSuccess(exit)
-    ? "success"
-    : exit.cause._tag === "Fail"
-    ? String((exit.cause.error as { _tag?: string })._tag)
-    : `defect: ${String(exit.cause)}`
-
-const messageOf = (exit: Exit.Exit<unknown, unknown>): string =>
-  Exit.isFailure(exit) && exit.cause._tag === "Fail" ? String((exit.cause.error as { message?: unknown }).message) : ""
+import { type CaseOf, check, messageOf, tagOf } from "./support.js"
 
 const pattern = (length: number, seed: number): Uint8Array => Uint8Array.from({ length }, (_, i) => (i * 7 + seed) % 251)
 

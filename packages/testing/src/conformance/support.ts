@@ -24,14 +24,21 @@ export const check = (condition: boolean, message: string): Effect.Effect<void> 
 export const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
   check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
 
+/** @internal The tag of the error an exit failed with, or "success". */
+export const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
+  Exit.isSuccess(exit)
+    ? "success"
+    : exit.cause._tag === "Fail"
+    ? String((exit.cause.error as { _tag?: string })._tag)
+    : `defect: ${String(exit.cause)}`
+
+/** @internal The message of the error an exit failed with, or "". */
+export const messageOf = (exit: Exit.Exit<unknown, unknown>): string =>
+  Exit.isFailure(exit) && exit.cause._tag === "Fail" ? String((exit.cause.error as { message?: unknown }).message) : ""
+
 /** @internal The tag of the error an effect fails with, or "success". */
 export const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
-  Effect.map(Effect.exit(effect), (exit) =>
-    Exit.isSuccess(exit)
-      ? "success"
-      : exit.cause._tag === "Fail"
-      ? String((exit.cause.error as { _tag?: string })._tag)
-      : `defect: ${String(exit.cause)}`)
+  Effect.map(Effect.exit(effect), tagOf)
 
 /** @internal */
 export const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
