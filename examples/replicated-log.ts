@@ -2,7 +2,9 @@
  * A replicated append-only log over RDMA: the README's main job.
  *
  * A log server registers a region for its log, listens for RDMA connections, and hands the
- * region's descriptor to clients over verified TLS. A client appends records straight into the
+ * region's descriptor to clients over verified TLS, with a token that admits the connection: a
+ * request without it is rejected (anyone can reach the RDMA port; only the TLS client learned the
+ * token). A client appends records straight into the
  * server's memory with rpma_write, makes each one visible with rpma_flush, and reads batches back
  * with rpma_read to check them. Nothing on the server's CPU runs per record. Both sides release
  * everything with their scopes; on the simulated driver the leak ledger proves it.
@@ -25,6 +27,7 @@ import {
 } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Console, Effect, Fiber, Layer, Metric, Stream } from "effect"
+import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 
@@ -74,6 +77,7 @@ const server = Effect.gen(function*() {
   const peer = yield* Peer.make(args.address)
   const log = yield* LocalMr.allocate(peer, records * recordSize, logUsage)
   const endpoint = yield* Endpoint.listen(peer, args.address, rdmaPort)
+  const token = new Uint8Array(randomBytes(16))
   const exchange = yield* DescriptorExchange.serve({
     host: "127.0.0.1",
     port: 0,
@@ -81,12 +85,18 @@ const server = Effect.gen(function*() {
     offer: {
       rdma: { address: args.address, port: endpoint.port },
       regions: { log: yield* LocalMr.descriptor(log) },
-      config: { records, recordSize }
+      config: { records, recordSize },
+      token
     }
   })
-  // Serve one client: accept it and hold the connection until the client closes it.
+  // Serve one client: admit it by its token and hold the connection until the client closes it.
   const serving = yield* Effect.fork(
-    Effect.scoped(Effect.flatMap(Endpoint.acceptNext(endpoint), (conn) => Stream.runDrain(conn.events)))
+    Effect.scoped(
+      Endpoint.next(endpoint).pipe(
+        Effect.flatMap((req) => Endpoint.acceptIfToken(req, token)),
+        Effect.flatMap((conn) => Stream.runDrain(conn.events))
+      )
+    )
   )
   return { log, exchangePort: exchange.port, serving }
 })
@@ -100,7 +110,7 @@ const client = (exchangePort: number) =>
     const offer = yield* DescriptorExchange.fetch({ host: "127.0.0.1", port: exchangePort, tls: { ca: pem("ca") } })
     const peer = yield* Peer.make(args.address)
     const log = yield* RemoteMr.fromDescriptor(offer.regions.log!).pipe(Effect.flatMap(RemoteMr.require(logUsage)))
-    const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port)
+    const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port, { privateData: offer.token })
     const staging = yield* LocalMr.allocate(peer, batch * recordSize, Usage.WRITE_SRC)
     const readBack = yield* LocalMr.allocate(peer, batch * recordSize, Usage.READ_DST)
 
