@@ -18,6 +18,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type { Completion as DriverCompletion, ConnEvent, ConnHandle, Signal, WorkRequest } from "./Driver.js"
@@ -102,6 +103,11 @@ export interface Connection {
   readonly post: PostCall<DriverCompletion>
   /** @internal As {@link post}, succeeding with nothing (no `Effect.asVoid` per operation). */
   readonly run: PostCall<void>
+  /**
+   * @internal As {@link run}, called inside the operation's own `withFiberRuntime` (its checks and
+   * its post in one Effect op): the Effect that follows the post.
+   */
+  readonly runIn: (fiber: Fiber.RuntimeFiber<any, any>, ...args: Parameters<PostCall<void>>) => Effect.Effect<void, OperationError>
   /** @internal Posts a request without awaiting it: succeeds once posted, with the wait for its outcome. */
   readonly submit: (
     operation: string,

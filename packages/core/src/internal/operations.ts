@@ -9,6 +9,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import type { Connection, PostCall } from "../Connection.js"
 import { type ConnectionClosedError, OutOfRangeError } from "../Connection.js"
 import type { Completion, Signal, WorkRequest } from "../Driver.js"
@@ -107,7 +108,9 @@ const prepareTransfer = (
     readonly src: { readonly handle: any; readonly size: number | bigint }
     readonly srcOffset?: number | undefined
     readonly length: number
-  }
+  },
+  /** The operation's fiber, when called inside its `withFiberRuntime`; undefined for a prepared Effect. */
+  fiber?: Fiber.RuntimeFiber<any, any>
 ): Effect.Effect<void, TransferError> | OutOfRangeError => {
   const operation = op === "write" ? "rpma_write" : "rpma_read"
   const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
@@ -116,8 +119,10 @@ const prepareTransfer = (
   const regions = [local]
   const dstHandle = dst.handle
   const srcHandle = src.handle
-  return run<TransferError>(conn, operation, "send", regions, (id) =>
-    ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest)
+  const build = (id: number) => ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest
+  return fiber === undefined
+    ? run<TransferError>(conn, operation, "send", regions, build)
+    : conn.runIn(fiber, operation, "send", regions, build) as Effect.Effect<void, TransferError>
 }
 
 const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError): Effect.Effect<A, TransferError> =>
@@ -125,7 +130,7 @@ const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError):
 
 /** @internal */
 export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => orFail(prepareTransfer(conn, "write", args.src, args)))
+  Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, "write", args.src, args, fiber)))
 
 /** @internal */
 export const prepareWrite = (
@@ -195,7 +200,7 @@ export interface ReadArgs {
 
 /** @internal */
 export const read = (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => orFail(prepareTransfer(conn, "read", args.dst, args)))
+  Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, "read", args.dst, args, fiber)))
 
 /** @internal */
 export const prepareRead = (

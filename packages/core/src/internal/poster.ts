@@ -18,6 +18,7 @@
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import type { Completion, ConnHandle, Driver, PostOutcome, Signal, WorkRequest } from "../Driver.js"
 import { WcOpcode } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
@@ -66,6 +67,18 @@ export interface BatchRequests {
 
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 const identity: Restore = (effect) => effect
+
+/**
+ * @internal What an operation does once posted: await its completion (with it, or with nothing),
+ * or succeed with the entry. A number, not a closure per operation.
+ */
+export type Then = typeof AWAIT | typeof AWAIT_VOID | typeof SUBMIT
+/** @internal */
+export const AWAIT = 0
+/** @internal */
+export const AWAIT_VOID = 1
+/** @internal */
+export const SUBMIT = 2
 
 const isPending = (value: Pending<OperationError> | OperationError): value is Pending<OperationError> =>
   !("_tag" in value)
@@ -193,40 +206,45 @@ export class Poster {
 
   /**
    * Takes a slot (synchronously when one is free; only a full queue waits, interruptibly), posts,
-   * and returns what `then` makes of the entry.
+   * and goes on as `then` says. Called inside the operation's one `withFiberRuntime` (the caller's
+   * own, so that an operation is one Effect op before it posts): re-running that Effect posts again.
    */
-  private withSlot<A>(
-    one: One,
-    then: (entry: Pending<OperationError>, restore: Restore) => Effect.Effect<A, OperationError>
-  ): Effect.Effect<A, OperationError> {
+  start(fiber: Fiber.RuntimeFiber<any, any>, one: One, then: Then): Effect.Effect<any, OperationError> {
     const { slots } = one
-    const body = (restore: Restore): Effect.Effect<A, OperationError> => {
-      const deferred: Array<Effect.Effect<void>> = []
-      this.turnDue = false
-      const posted = this.postOne(one, deferred)
-      this.resumeBatches()
-      this.ensureArmed()
-      let result = isPending(posted) ? then(posted, restore) : Effect.fail(posted)
-      if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
-      // Releases that waited for a completion run whatever happens to the operation.
-      return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), result)
-    }
-    return Effect.withFiberRuntime((fiber) => {
-      const effect = slots.tryTake()
-        ? body(identity)
-        : Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(slots.take), Effect.suspend(() => body(restore))))
-      return fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, one.op, one.build) : effect
-    })
+    const effect = slots.tryTake()
+      ? this.posted(one, then, identity)
+      : Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(restore(slots.take), Effect.suspend(() => this.posted(one, then, restore)))
+      )
+    return fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, one.op, one.build) : effect
+  }
+
+  /** Its slot taken: posts, and what follows (the wait, or the entry). */
+  private posted(one: One, then: Then, restore: Restore): Effect.Effect<any, OperationError> {
+    const deferred: Array<Effect.Effect<void>> = []
+    this.turnDue = false
+    const posted = this.postOne(one, deferred)
+    this.resumeBatches()
+    this.ensureArmed()
+    let result: Effect.Effect<unknown, OperationError> = !isPending(posted)
+      ? Effect.fail(posted)
+      : then === SUBMIT
+      ? Effect.succeed(posted)
+      : restore(this.link.table.await(posted, then === AWAIT_VOID))
+    if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
+    // Releases that waited for a completion run whatever happens to the operation.
+    return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), result)
   }
 
   /** Posts and awaits the completion (`voided`: succeeds with nothing, for the operations that return nothing). */
   post(one: One, voided: boolean): Effect.Effect<any, OperationError> {
-    return this.withSlot(one, (entry, restore) => restore(this.link.table.await(entry, voided)))
+    const then = voided ? AWAIT_VOID : AWAIT
+    return Effect.withFiberRuntime((fiber) => this.start(fiber, one, then))
   }
 
   /** Posts without awaiting: the entry, whose outcome can be awaited any number of times. */
   submit(one: One): Effect.Effect<Pending<OperationError>, OperationError> {
-    return this.withSlot(one, (entry) => Effect.succeed(entry))
+    return Effect.withFiberRuntime((fiber) => this.start(fiber, one, SUBMIT))
   }
 
   /**
