@@ -47,7 +47,17 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     "either(void)": Effect.either(Effect.void),
     "performance.now x1": Effect.sync(() => performance.now()),
     "zipRight(void,void)": Effect.zipRight(Effect.void, Effect.void),
-    "async resumed sync": Effect.async<void>((resume) => resume(Effect.void))
+    "async resumed sync": Effect.async<void>((resume) => resume(Effect.void)),
+    // The floor of any operation completed on a later loop turn: one suspension, resumed from a
+    // setImmediate callback (what the fake binding's "later" mode delivers through).
+    "async resumed on a later turn": Effect.async<void>((resume) => {
+      setImmediate(resume, Effect.void)
+    }),
+    "setImmediate turn (in a sync step: the callback row's loop turn)": Effect.async<void>((resume) => {
+      let n = 0
+      const turn = () => ++n < 100 ? setImmediate(turn) : resume(Effect.void)
+      setImmediate(turn)
+    })
   }
   const taggedOnce = Metric.counter("bench_a", { incremental: true }).pipe(Metric.tagged("operation", "x"))
   const untagged = Metric.counter("bench_b", { incremental: true })

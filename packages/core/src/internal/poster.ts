@@ -118,7 +118,7 @@ interface Batch {
   resume: ((effect: Effect.Effect<void, OperationError>) => void) | undefined
   /** Its settlement, once done, if nobody waited yet. */
   done: Effect.Effect<void, OperationError> | undefined
-  readonly settled: (outcome: unknown, failure: OperationError | undefined) => void
+  readonly settled: (failure: OperationError | undefined) => void
 }
 
 /** @internal */
@@ -128,6 +128,8 @@ export class Poster {
   private stopped = false
   private readonly wakeups: Array<Batch> = []
   private wakeScheduled = false
+  /** In a dispatch that resumes the woken batches right after it: a wake needs no microtask. */
+  private dispatching = false
 
   constructor(private readonly link: Link) {}
 
@@ -153,7 +155,13 @@ export class Poster {
       this.stopped = true
       return this.link.lost(Cause.squash(ready.cause))
     }
-    const deferred = this.link.table.dispatch(ready.value, this.link.flushed())
+    this.dispatching = true
+    let deferred: Array<Effect.Effect<void>>
+    try {
+      deferred = this.link.table.dispatch(ready.value, this.link.flushed())
+    } finally {
+      this.dispatching = false
+    }
     if (deferred.length > 0) this.link.run(runAll(deferred))
     this.resumeBatches()
     this.ensureArmed()
@@ -161,7 +169,13 @@ export class Poster {
 
   /** Completions read elsewhere (the connection's end polls the queue): dispatched as the channel's. */
   dispatch(ready: ReadonlyArray<Completion>, flushed: (operation: string) => OperationError): Array<Effect.Effect<void>> {
-    const deferred = this.link.table.dispatch(ready, flushed)
+    this.dispatching = true
+    let deferred: Array<Effect.Effect<void>>
+    try {
+      deferred = this.link.table.dispatch(ready, flushed)
+    } finally {
+      this.dispatching = false
+    }
     this.resumeBatches()
     this.ensureArmed()
     return deferred
@@ -177,7 +191,7 @@ export class Poster {
   }
 
   /** Posts one request, its slot taken: the entry, or why it was not posted. */
-  private postOne(one: One, deferred: Array<Effect.Effect<void>>): Pending<OperationError> | OperationError {
+  private postOne(one: One, then: Then, deferred: Array<Effect.Effect<void>>): Pending<OperationError> | OperationError {
     const { build, op, operation, regions, signal, slots } = one
     const refused = this.link.refusal(operation)
     if (refused !== undefined) {
@@ -189,6 +203,7 @@ export class Poster {
     // asked: otherwise a queue full of unsignalled requests would never give an entry back.
     const signalled = signal !== "onError" || slots.available <= 0
     const entry = table.add(operation, regions, slots, slots === this.link.sendSlots, opcodeOf(op), signalled)
+    entry.voided = then === AWAIT_VOID
     const built = build(entry.id)
     const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as WorkRequest
     const outcome = this.link.driver.postMany(this.link.handle, [request])
@@ -223,14 +238,14 @@ export class Poster {
   private posted(one: One, then: Then, restore: Restore): Effect.Effect<any, OperationError> {
     const deferred: Array<Effect.Effect<void>> = []
     this.turnDue = false
-    const posted = this.postOne(one, deferred)
+    const posted = this.postOne(one, then, deferred)
     this.resumeBatches()
     this.ensureArmed()
     let result: Effect.Effect<unknown, OperationError> = !isPending(posted)
       ? Effect.fail(posted)
       : then === SUBMIT
       ? Effect.succeed(posted)
-      : restore(this.link.table.await(posted, then === AWAIT_VOID))
+      : restore(this.link.table.await(posted))
     if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
     // Releases that waited for a completion run whatever happens to the operation.
     return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), result)
@@ -268,7 +283,7 @@ export class Poster {
         cancelSlotWait: undefined,
         resume: undefined,
         done: undefined,
-        settled: (_outcome, failure) => {
+        settled: (failure) => {
           batch.inFlight--
           if (failure !== undefined && batch.failure === undefined) batch.failure = failure
           this.wake(batch)
@@ -319,14 +334,14 @@ export class Poster {
       const built: Array<WorkRequest> = []
       for (let i = 0; i < count; i++) {
         const entry = table.add(operation, batch.owners, slots, sendQueue, WcOpcode.RDMA_WRITE)
-        entry.resume = batch.settled
+        entry.settled = batch.settled
         entries.push(entry)
         built.push(build(batch.next + i, entry.id))
       }
       const outcome = this.link.driver.postMany(this.link.handle, built)
       // What was not posted gives its slot back, latest first (the send order is a stack's end).
       for (let i = count - 1; i >= outcome.posted; i--) {
-        entries[i]!.resume = undefined
+        entries[i]!.settled = undefined
         push(deferred, table.unpost(entries[i]!))
       }
       batch.next += count
@@ -374,8 +389,8 @@ export class Poster {
     batch.queued = true
     this.wakeups.push(batch)
     // A slot given back outside a dispatch (an unposted request, an interrupted wait) has no
-    // caller to pump the batch: a microtask does.
-    if (!this.wakeScheduled) {
+    // caller to pump the batch: a microtask does (a dispatch's caller pumps it right after).
+    if (!this.wakeScheduled && !this.dispatching) {
       this.wakeScheduled = true
       queueMicrotask(() => {
         this.wakeScheduled = false
