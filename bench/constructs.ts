@@ -53,11 +53,12 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     "async resumed on a later turn": Effect.async<void>((resume) => {
       setImmediate(resume, Effect.void)
     }),
-    "setImmediate turn (in a sync step: the callback row's loop turn)": Effect.async<void>((resume) => {
-      let n = 0
-      const turn = () => ++n < 100 ? setImmediate(turn) : resume(Effect.void)
-      setImmediate(turn)
-    })
+    // The same in the shape of an operation (one withFiberRuntime, then the wait).
+    "withFiberRuntime(async resumed on a later turn)": Effect.withFiberRuntime(() =>
+      Effect.async<void>((resume) => {
+        setImmediate(resume, Effect.void)
+      })
+    )
   }
   const taggedOnce = Metric.counter("bench_a", { incremental: true }).pipe(Metric.tagged("operation", "x"))
   const untagged = Metric.counter("bench_b", { incremental: true })

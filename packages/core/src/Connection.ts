@@ -33,6 +33,7 @@ import {
   OutOfRangeError
 } from "./internal/connectionErrors.js"
 import type { LocalMr } from "./LocalMr.js"
+import type { Owner } from "./internal/owner.js"
 import * as srq from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
 import type { RpmaError } from "./RdmaError.js"
@@ -107,7 +108,13 @@ export interface Connection {
    * @internal As {@link run}, called inside the operation's own `withFiberRuntime` (its checks and
    * its post in one Effect op): the Effect that follows the post.
    */
-  readonly runIn: (fiber: Fiber.RuntimeFiber<any, any>, ...args: Parameters<PostCall<void>>) => Effect.Effect<void, OperationError>
+  readonly runIn: (
+    fiber: Fiber.RuntimeFiber<any, any>,
+    operation: string,
+    op: WorkRequest["op"],
+    regions: Parameters<PostCall<void>>[2],
+    build: (id: number) => WorkRequest
+  ) => Effect.Effect<void, OperationError>
   /** @internal Posts a request without awaiting it: succeeds once posted, with the wait for its outcome. */
   readonly submit: (
     operation: string,
@@ -132,7 +139,7 @@ export interface Connection {
 export type PostCall<A> = (
   operation: string,
   queue: "send" | "recv",
-  regions: ReadonlyArray<LocalMr<any>>,
+  regions: ReadonlyArray<LocalMr<any>> | { readonly owners: ReadonlyArray<Owner> },
   build: (id: number) => WorkRequest
 ) => Effect.Effect<A, OperationError>
 

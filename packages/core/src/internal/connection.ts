@@ -361,10 +361,10 @@ const establish = (
         poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, false),
       run: (operation, kind, regions, build) =>
         poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, true),
-      runIn: (fiber, operation, kind, regions, build) =>
+      runIn: (fiber, operation, op, regions, build) =>
         poster.start(
           fiber,
-          { operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined },
+          { operation, slots: op === "recv" ? recvSlots : sendSlots, regions, build, op, signal: undefined },
           AWAIT_VOID
         ),
       submit: (operation, op, regions, build, signal) =>

@@ -149,6 +149,30 @@ const isTimed = (entry: Pending<any>): boolean => entry.postedAt !== undefined
 export const ownersOf = (regions: ReadonlyArray<LocalMr<any>>): ReadonlyArray<Owner.Owner> =>
   regions.length === 0 ? NO_OWNERS : regions.map(ownerOf)
 
+/** @internal The owners of a request's regions, looked up already (a WeakMap lookup each). */
+export interface Owners {
+  readonly owners: ReadonlyArray<Owner.Owner>
+}
+
+/** @internal What a request holds: its regions, or their owners. */
+export type Regions = ReadonlyArray<LocalMr<any>> | Owners
+
+/**
+ * @internal The owners of one region, looked up again only when the region changes: for an
+ * operation's Effect, which reads its region anew on every run but mostly finds the same one.
+ */
+export const ownersOfOne = (): (region: LocalMr<any>) => Owners => {
+  let last: LocalMr<any> | undefined
+  let owners: Owners = { owners: NO_OWNERS }
+  return (region) => {
+    if (region !== last) {
+      owners = { owners: [ownerOf(region)] }
+      last = region
+    }
+    return owners
+  }
+}
+
 const NO_OWNERS: ReadonlyArray<Owner.Owner> = []
 
 const dropAll = (owners: ReadonlyArray<Owner.Owner>, into: Array<Effect.Effect<void>>): void => {
@@ -221,7 +245,7 @@ export class PendingTable<E> {
    */
   add(
     operation: string,
-    regions: ReadonlyArray<LocalMr<any>> | { readonly owners: ReadonlyArray<Owner.Owner> },
+    regions: Regions,
     slots: Slots,
     sendQueue: boolean,
     opcode: number,
@@ -303,13 +327,14 @@ export class PendingTable<E> {
    * Hands completions to their operations. Returns the releases that were waiting for them
    * (regions whose scope closed while a request used them), for the caller to run. Once the
    * connection has ended, a request flushed by its error state (IBV_WC_WR_FLUSH_ERR) fails with
-   * `flushed(operation)`: the end, not the request, is why it did not run.
+   * `flushed(operation)`: the end, not the request, is why it did not run. The releases are
+   * added to `deferred` when given.
    */
   dispatch(
     completions: ReadonlyArray<Completion>,
-    flushed?: (operation: string) => E
+    flushed?: (operation: string) => E,
+    deferred: Array<Effect.Effect<void>> = []
   ): Array<Effect.Effect<void>> {
-    const deferred: Array<Effect.Effect<void>> = []
     for (const c of completions) {
       const entry = this.pending.get(c.id)
       if (entry === undefined) {

@@ -24,7 +24,7 @@ import { WcOpcode } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { ConnectionClosedError, OperationError } from "../Connection.js"
 import * as Tracing from "../Tracing.js"
-import { type Build, ownersOf, type Pending, type PendingTable, runAll, type Slots } from "./dataPath.js"
+import { type Build, ownersOf, type Pending, type PendingTable, type Regions, runAll, type Slots } from "./dataPath.js"
 import type { Owner } from "./owner.js"
 
 /** @internal What the poster needs of its connection. */
@@ -49,7 +49,7 @@ export interface Link {
 export interface One {
   readonly operation: string
   readonly slots: Slots
-  readonly regions: ReadonlyArray<LocalMr<any>>
+  readonly regions: Regions
   readonly build: Build
   readonly op: WorkRequest["op"]
   readonly signal: Signal | undefined
@@ -183,7 +183,7 @@ export class Poster {
 
   /** What one driver call found: its completions dispatched, a failing queue reported. */
   private absorb(outcome: PostOutcome, deferred: Array<Effect.Effect<void>>): void {
-    if (outcome.ready.length > 0) push(deferred, this.link.table.dispatch(outcome.ready, this.link.flushed()))
+    if (outcome.ready.length > 0) this.link.table.dispatch(outcome.ready, this.link.flushed(), deferred)
     if (outcome.queueError !== undefined && !this.stopped) {
       this.stopped = true
       this.link.lost(outcome.queueError)
@@ -236,7 +236,8 @@ export class Poster {
 
   /** Its slot taken: posts, and what follows (the wait, or the entry). */
   private posted(one: One, then: Then, restore: Restore): Effect.Effect<any, OperationError> {
-    const deferred: Array<Effect.Effect<void>> = []
+    // Releases that waited for a completion are rare: the poster's one list collects them.
+    const deferred = this.releases
     this.turnDue = false
     const posted = this.postOne(one, then, deferred)
     this.resumeBatches()
@@ -248,8 +249,11 @@ export class Poster {
       : restore(this.link.table.await(posted))
     if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
     // Releases that waited for a completion run whatever happens to the operation.
-    return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), result)
+    return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred.splice(0))), result)
   }
+
+  /** Filled and emptied within one synchronous post. */
+  private readonly releases: Array<Effect.Effect<void>> = []
 
   /** Posts and awaits the completion (`voided`: succeeds with nothing, for the operations that return nothing). */
   post(one: One, voided: boolean): Effect.Effect<any, OperationError> {
