@@ -47,7 +47,18 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     "either(void)": Effect.either(Effect.void),
     "performance.now x1": Effect.sync(() => performance.now()),
     "zipRight(void,void)": Effect.zipRight(Effect.void, Effect.void),
-    "async resumed sync": Effect.async<void>((resume) => resume(Effect.void))
+    "async resumed sync": Effect.async<void>((resume) => resume(Effect.void)),
+    // The floor of any operation completed on a later loop turn: one suspension, resumed from a
+    // setImmediate callback (what the fake binding's "later" mode delivers through).
+    "async resumed on a later turn": Effect.async<void>((resume) => {
+      setImmediate(resume, Effect.void)
+    }),
+    // The same in the shape of an operation (one withFiberRuntime, then the wait).
+    "withFiberRuntime(async resumed on a later turn)": Effect.withFiberRuntime(() =>
+      Effect.async<void>((resume) => {
+        setImmediate(resume, Effect.void)
+      })
+    )
   }
   const taggedOnce = Metric.counter("bench_a", { incremental: true }).pipe(Metric.tagged("operation", "x"))
   const untagged = Metric.counter("bench_b", { incremental: true })

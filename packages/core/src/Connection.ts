@@ -18,6 +18,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type { Completion as DriverCompletion, ConnEvent, ConnHandle, Signal, WorkRequest } from "./Driver.js"
@@ -32,6 +33,7 @@ import {
   OutOfRangeError
 } from "./internal/connectionErrors.js"
 import type { LocalMr } from "./LocalMr.js"
+import type { Owner } from "./internal/owner.js"
 import * as srq from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
 import type { RpmaError } from "./RdmaError.js"
@@ -102,6 +104,17 @@ export interface Connection {
   readonly post: PostCall<DriverCompletion>
   /** @internal As {@link post}, succeeding with nothing (no `Effect.asVoid` per operation). */
   readonly run: PostCall<void>
+  /**
+   * @internal As {@link run}, called inside the operation's own `withFiberRuntime` (its checks and
+   * its post in one Effect op): the Effect that follows the post.
+   */
+  readonly runIn: (
+    fiber: Fiber.RuntimeFiber<any, any>,
+    operation: string,
+    op: WorkRequest["op"],
+    regions: Parameters<PostCall<void>>[2],
+    build: (id: number) => WorkRequest
+  ) => Effect.Effect<void, OperationError>
   /** @internal Posts a request without awaiting it: succeeds once posted, with the wait for its outcome. */
   readonly submit: (
     operation: string,
@@ -126,7 +139,7 @@ export interface Connection {
 export type PostCall<A> = (
   operation: string,
   queue: "send" | "recv",
-  regions: ReadonlyArray<LocalMr<any>>,
+  regions: ReadonlyArray<LocalMr<any>> | { readonly owners: ReadonlyArray<Owner> },
   build: (id: number) => WorkRequest
 ) => Effect.Effect<A, OperationError>
 

@@ -31,7 +31,7 @@ import { ownerOf, type Peer } from "../Peer.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
-import { Poster } from "./poster.js"
+import { AWAIT_VOID, Poster } from "./poster.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 
@@ -361,6 +361,12 @@ const establish = (
         poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, false),
       run: (operation, kind, regions, build) =>
         poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, true),
+      runIn: (fiber, operation, op, regions, build) =>
+        poster.start(
+          fiber,
+          { operation, slots: op === "recv" ? recvSlots : sendSlots, regions, build, op, signal: undefined },
+          AWAIT_VOID
+        ),
       submit: (operation, op, regions, build, signal) =>
         Effect.map(
           poster.submit({ operation, slots: op === "recv" ? recvSlots : sendSlots, regions, build, op, signal }),

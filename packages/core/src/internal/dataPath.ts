@@ -16,6 +16,7 @@ import * as Exit from "effect/Exit"
 import { type Completion, WcOpcode, type WorkRequest } from "../Driver.js"
 import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
+import { ById } from "./byId.js"
 import * as Owner from "./owner.js"
 
 /** @internal What an operation ends with: its completion, or why it failed. */
@@ -126,20 +127,51 @@ export interface Pending<E> {
   readonly signalled: boolean
   /** The opcode of its completion, for a completion that carries none (an error, an implied success). */
   readonly opcode: number
+  /** The waiting operation's resume; undefined before it waits and once the outcome is delivered. */
+  resume: ((outcome: Outcome<E>) => void) | undefined
   /**
-   * The waiting operation's resume (or a batch's plain callback, with the failure if it failed);
-   * undefined before anyone waits and once the outcome is delivered.
+   * A batch's plain callback, with the failure if the request failed: a batch's requests are never
+   * awaited, so no outcome is made or kept for them.
    */
-  resume: ((outcome: Outcome<E>, failure: E | undefined) => void) | undefined
+  settled: ((failure: E | undefined) => void) | undefined
+  /** Awaited by an operation that returns nothing: a success settles it with `void` (no Exit per completion). */
+  voided: boolean
   /** The outcome, when it arrived before the operation waited. */
   outcome: Outcome<E> | undefined
 }
 
 const WR_FLUSH_ERR = 5
 
+/** A signalled send-queue request: one the device completes by itself, which the watchdog times. */
+const isTimed = (entry: Pending<any>): boolean => entry.postedAt !== undefined
+
 /** @internal The owners of `regions`, for {@link PendingTable.add}: a batch looks them up once. */
 export const ownersOf = (regions: ReadonlyArray<LocalMr<any>>): ReadonlyArray<Owner.Owner> =>
   regions.length === 0 ? NO_OWNERS : regions.map(ownerOf)
+
+/** @internal The owners of a request's regions, looked up already (a WeakMap lookup each). */
+export interface Owners {
+  readonly owners: ReadonlyArray<Owner.Owner>
+}
+
+/** @internal What a request holds: its regions, or their owners. */
+export type Regions = ReadonlyArray<LocalMr<any>> | Owners
+
+/**
+ * @internal The owners of one region, looked up again only when the region changes: for an
+ * operation's Effect, which reads its region anew on every run but mostly finds the same one.
+ */
+export const ownersOfOne = (): (region: LocalMr<any>) => Owners => {
+  let last: LocalMr<any> | undefined
+  let owners: Owners = { owners: NO_OWNERS }
+  return (region) => {
+    if (region !== last) {
+      owners = { owners: [ownerOf(region)] }
+      last = region
+    }
+    return owners
+  }
+}
 
 const NO_OWNERS: ReadonlyArray<Owner.Owner> = []
 
@@ -156,7 +188,7 @@ export const runAll = (effects: ReadonlyArray<Effect.Effect<void>>): Effect.Effe
 
 /** @internal The requests posted on one connection. */
 export class PendingTable<E> {
-  private readonly pending = new Map<number, Pending<E>>()
+  private readonly pending = new ById<Pending<E>>()
   /** Requests whose operation was failed when the connection ended: they hold their regions until deleted. */
   private readonly held = new Map<number, ReadonlyArray<Owner.Owner>>()
   /**
@@ -165,7 +197,6 @@ export class PendingTable<E> {
    * succeeded (a failed one would have produced a completion, and flushed what follows).
    */
   private sendOrder: Array<Pending<E>> = []
-  private nextId = 1
   /**
    * Advanced by the connection's watchdog once a period: a request is stamped with it when posted,
    * so the hot path reads no clock.
@@ -175,8 +206,7 @@ export class PendingTable<E> {
 
   private isDrained(sendQueueOnly: boolean): boolean {
     if (!sendQueueOnly) return this.pending.size === 0
-    for (const entry of this.pending.values()) if (entry.postedAt !== undefined) return false
-    return true
+    return !this.pending.some(isTimed)
   }
 
   private notifyIfDrained(): void {
@@ -215,13 +245,13 @@ export class PendingTable<E> {
    */
   add(
     operation: string,
-    regions: ReadonlyArray<LocalMr<any>> | { readonly owners: ReadonlyArray<Owner.Owner> },
+    regions: Regions,
     slots: Slots,
     sendQueue: boolean,
     opcode: number,
     signalled = true
   ): Pending<E> {
-    const id = this.nextId++
+    const id = this.pending.nextId()
     const owners = "owners" in regions ? regions.owners : ownersOf(regions)
     for (const owner of owners) Owner.retain(owner)
     // An unsignalled request may never produce a completion: the watchdog does not wait for it.
@@ -236,9 +266,11 @@ export class PendingTable<E> {
       signalled,
       opcode,
       resume: undefined,
+      settled: undefined,
+      voided: false,
       outcome: undefined
     }
-    this.pending.set(id, entry)
+    this.pending.add(entry)
     if (sendQueue) this.sendOrder.push(entry)
     return entry
   }
@@ -246,7 +278,7 @@ export class PendingTable<E> {
   /** The post itself failed: nothing was posted. Returns the releases that were waiting for it. */
   unpost(entry: Pending<E>): Array<Effect.Effect<void>> {
     if (entry.sendQueue && this.sendOrder[this.sendOrder.length - 1] === entry) this.sendOrder.pop()
-    this.pending.delete(entry.id)
+    this.pending.delete(entry)
     entry.slots.give()
     const deferred: Array<Effect.Effect<void>> = []
     dropAll(entry.regions, deferred)
@@ -256,41 +288,53 @@ export class PendingTable<E> {
 
   /**
    * Waits for the outcome of a posted request; interruptible (the request keeps what it holds).
-   * The entry, not its id: the dispatch may have settled (and removed) it already. `voided`: a
-   * success is `void` (the operations that return nothing, without an `Effect.asVoid` each).
+   * The entry, not its id: the dispatch may have settled (and removed) it already. An entry marked
+   * `voided` succeeds with `void` (the operations that return nothing, without an `Effect.asVoid`
+   * each).
    *
    * No canceller (it would cost a second Effect per wait): an interrupted fiber's resume is
    * already spent, so a later call of it does nothing, and it is dropped with the entry.
    */
-  await(entry: Pending<E>, voided = false): Effect.Effect<Completion, E> {
+  await(entry: Pending<E>): Effect.Effect<Completion, E> {
     const ready = entry.outcome
-    if (ready !== undefined) return voided && Exit.isSuccess(ready) ? VOID : ready
+    if (ready !== undefined) return ready
     return Effect.async<Completion, E>((resume) => {
       // Settled between the check above and now (the fiber yielded in between): at once.
-      if (entry.outcome !== undefined) return resume(voided && Exit.isSuccess(entry.outcome) ? VOID : entry.outcome)
-      entry.resume = voided ? (outcome) => resume(Exit.isSuccess(outcome) ? VOID : outcome) : resume
+      if (entry.outcome !== undefined) return resume(entry.outcome)
+      entry.resume = resume
     })
   }
 
   /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
-  private settle(entry: Pending<E>, outcome: Outcome<E>, failure: E | undefined): void {
+  private settle(entry: Pending<E>, completion: Completion | undefined, failure: E | undefined): void {
+    const settled = entry.settled
+    if (settled !== undefined) {
+      entry.settled = undefined
+      return settled(failure)
+    }
+    const outcome: Outcome<E> = failure !== undefined
+      ? Exit.fail(failure)
+      : entry.voided
+      ? VOID
+      : Exit.succeed(completion!)
     entry.outcome = outcome
     const resume = entry.resume
     entry.resume = undefined
-    if (resume !== undefined) resume(outcome, failure)
+    if (resume !== undefined) resume(outcome)
   }
 
   /**
    * Hands completions to their operations. Returns the releases that were waiting for them
    * (regions whose scope closed while a request used them), for the caller to run. Once the
    * connection has ended, a request flushed by its error state (IBV_WC_WR_FLUSH_ERR) fails with
-   * `flushed(operation)`: the end, not the request, is why it did not run.
+   * `flushed(operation)`: the end, not the request, is why it did not run. The releases are
+   * added to `deferred` when given.
    */
   dispatch(
     completions: ReadonlyArray<Completion>,
-    flushed?: (operation: string) => E
+    flushed?: (operation: string) => E,
+    deferred: Array<Effect.Effect<void>> = []
   ): Array<Effect.Effect<void>> {
-    const deferred: Array<Effect.Effect<void>> = []
     for (const c of completions) {
       const entry = this.pending.get(c.id)
       if (entry === undefined) {
@@ -314,14 +358,14 @@ export class PendingTable<E> {
     deferred: Array<Effect.Effect<void>>,
     flushed?: (operation: string) => E
   ): void {
-    this.pending.delete(entry.id)
+    this.pending.delete(entry)
     entry.slots.give()
     dropAll(entry.regions, deferred)
-    if (c.status === 0) return this.settle(entry, Exit.succeed(c), undefined)
+    if (c.status === 0) return this.settle(entry, c, undefined)
     const failure = c.status === WR_FLUSH_ERR && flushed !== undefined
       ? flushed(entry.operation)
       : new CompletionError({ operation: entry.operation, status: c.status }) as E
-    this.settle(entry, Exit.fail(failure), failure)
+    this.settle(entry, c, failure)
   }
 
   /** `entry` completed: the send-queue requests posted before it (unsignalled ones) succeeded. */
@@ -346,10 +390,10 @@ export class PendingTable<E> {
    * requests keep their regions until a late completion or {@link releaseHeld}.
    */
   failAll(failure: (operation: string) => E): void {
-    for (const [id, entry] of this.pending) {
-      this.held.set(id, entry.regions)
+    for (const entry of this.pending.values()) {
+      this.held.set(entry.id, entry.regions)
       const error = failure(entry.operation)
-      this.settle(entry, Exit.fail(error), error)
+      this.settle(entry, undefined, error)
     }
     this.pending.clear()
     this.sendOrder = []

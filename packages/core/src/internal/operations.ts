@@ -9,10 +9,12 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import type { Connection, PostCall } from "../Connection.js"
 import { type ConnectionClosedError, OutOfRangeError } from "../Connection.js"
 import type { Completion, Signal, WorkRequest } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
+import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
 import type { CompletionError, RpmaInvalidError, RpmaNoSupportError, RpmaProviderError } from "../RdmaError.js"
 import type { RemoteMr } from "../RemoteMr.js"
 
@@ -100,32 +102,37 @@ export interface WriteArgs {
 const prepareTransfer = (
   conn: Connection,
   op: "write" | "read",
-  local: LocalMr<any>,
+  regions: Owners,
   { dst, dstOffset = 0, length, src, srcOffset = 0 }: {
     readonly dst: { readonly handle: any; readonly size: number | bigint }
     readonly dstOffset?: number | undefined
     readonly src: { readonly handle: any; readonly size: number | bigint }
     readonly srcOffset?: number | undefined
     readonly length: number
-  }
+  },
+  /** The operation's fiber, when called inside its `withFiberRuntime`; undefined for a prepared Effect. */
+  fiber?: Fiber.RuntimeFiber<any, any>
 ): Effect.Effect<void, TransferError> | OutOfRangeError => {
   const operation = op === "write" ? "rpma_write" : "rpma_read"
   const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
     checkRange(operation, "source", srcOffset, length, src.size)
   if (refused !== undefined) return refused
-  const regions = [local]
   const dstHandle = dst.handle
   const srcHandle = src.handle
-  return run<TransferError>(conn, operation, "send", regions, (id) =>
-    ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest)
+  const build = (id: number) => ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest
+  return fiber === undefined
+    ? run<TransferError>(conn, operation, "send", regions, build)
+    : conn.runIn(fiber, operation, op, regions, build) as Effect.Effect<void, TransferError>
 }
 
 const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError): Effect.Effect<A, TransferError> =>
   prepared instanceof OutOfRangeError ? Effect.fail(prepared) : prepared
 
 /** @internal */
-export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => orFail(prepareTransfer(conn, "write", args.src, args)))
+export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> => {
+  const owners = ownersOfOne()
+  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, "write", owners(args.src), args, fiber)))
+}
 
 /** @internal */
 export const prepareWrite = (
@@ -133,7 +140,7 @@ export const prepareWrite = (
   args: WriteArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() => {
-    const prepared = prepareTransfer(conn, "write", args.src, args)
+    const prepared = prepareTransfer(conn, "write", { owners: ownersOf([args.src]) }, args)
     return prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
   })
 
@@ -194,8 +201,10 @@ export interface ReadArgs {
 }
 
 /** @internal */
-export const read = (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => orFail(prepareTransfer(conn, "read", args.dst, args)))
+export const read = (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError> => {
+  const owners = ownersOfOne()
+  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, "read", owners(args.dst), args, fiber)))
+}
 
 /** @internal */
 export const prepareRead = (
@@ -203,7 +212,7 @@ export const prepareRead = (
   args: ReadArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() => {
-    const prepared = prepareTransfer(conn, "read", args.dst, args)
+    const prepared = prepareTransfer(conn, "read", { owners: ownersOf([args.dst]) }, args)
     return prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
   })
 

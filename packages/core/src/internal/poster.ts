@@ -18,12 +18,13 @@
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import type { Completion, ConnHandle, Driver, PostOutcome, Signal, WorkRequest } from "../Driver.js"
 import { WcOpcode } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { ConnectionClosedError, OperationError } from "../Connection.js"
 import * as Tracing from "../Tracing.js"
-import { type Build, ownersOf, type Pending, type PendingTable, runAll, type Slots } from "./dataPath.js"
+import { type Build, ownersOf, type Pending, type PendingTable, type Regions, runAll, type Slots } from "./dataPath.js"
 import type { Owner } from "./owner.js"
 
 /** @internal What the poster needs of its connection. */
@@ -48,7 +49,7 @@ export interface Link {
 export interface One {
   readonly operation: string
   readonly slots: Slots
-  readonly regions: ReadonlyArray<LocalMr<any>>
+  readonly regions: Regions
   readonly build: Build
   readonly op: WorkRequest["op"]
   readonly signal: Signal | undefined
@@ -66,6 +67,18 @@ export interface BatchRequests {
 
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 const identity: Restore = (effect) => effect
+
+/**
+ * @internal What an operation does once posted: await its completion (with it, or with nothing),
+ * or succeed with the entry. A number, not a closure per operation.
+ */
+export type Then = typeof AWAIT | typeof AWAIT_VOID | typeof SUBMIT
+/** @internal */
+export const AWAIT = 0
+/** @internal */
+export const AWAIT_VOID = 1
+/** @internal */
+export const SUBMIT = 2
 
 const isPending = (value: Pending<OperationError> | OperationError): value is Pending<OperationError> =>
   !("_tag" in value)
@@ -105,7 +118,7 @@ interface Batch {
   resume: ((effect: Effect.Effect<void, OperationError>) => void) | undefined
   /** Its settlement, once done, if nobody waited yet. */
   done: Effect.Effect<void, OperationError> | undefined
-  readonly settled: (outcome: unknown, failure: OperationError | undefined) => void
+  readonly settled: (failure: OperationError | undefined) => void
 }
 
 /** @internal */
@@ -115,6 +128,8 @@ export class Poster {
   private stopped = false
   private readonly wakeups: Array<Batch> = []
   private wakeScheduled = false
+  /** In a dispatch that resumes the woken batches right after it: a wake needs no microtask. */
+  private dispatching = false
 
   constructor(private readonly link: Link) {}
 
@@ -140,7 +155,13 @@ export class Poster {
       this.stopped = true
       return this.link.lost(Cause.squash(ready.cause))
     }
-    const deferred = this.link.table.dispatch(ready.value, this.link.flushed())
+    this.dispatching = true
+    let deferred: Array<Effect.Effect<void>>
+    try {
+      deferred = this.link.table.dispatch(ready.value, this.link.flushed())
+    } finally {
+      this.dispatching = false
+    }
     if (deferred.length > 0) this.link.run(runAll(deferred))
     this.resumeBatches()
     this.ensureArmed()
@@ -148,7 +169,13 @@ export class Poster {
 
   /** Completions read elsewhere (the connection's end polls the queue): dispatched as the channel's. */
   dispatch(ready: ReadonlyArray<Completion>, flushed: (operation: string) => OperationError): Array<Effect.Effect<void>> {
-    const deferred = this.link.table.dispatch(ready, flushed)
+    this.dispatching = true
+    let deferred: Array<Effect.Effect<void>>
+    try {
+      deferred = this.link.table.dispatch(ready, flushed)
+    } finally {
+      this.dispatching = false
+    }
     this.resumeBatches()
     this.ensureArmed()
     return deferred
@@ -156,7 +183,7 @@ export class Poster {
 
   /** What one driver call found: its completions dispatched, a failing queue reported. */
   private absorb(outcome: PostOutcome, deferred: Array<Effect.Effect<void>>): void {
-    if (outcome.ready.length > 0) push(deferred, this.link.table.dispatch(outcome.ready, this.link.flushed()))
+    if (outcome.ready.length > 0) this.link.table.dispatch(outcome.ready, this.link.flushed(), deferred)
     if (outcome.queueError !== undefined && !this.stopped) {
       this.stopped = true
       this.link.lost(outcome.queueError)
@@ -164,7 +191,7 @@ export class Poster {
   }
 
   /** Posts one request, its slot taken: the entry, or why it was not posted. */
-  private postOne(one: One, deferred: Array<Effect.Effect<void>>): Pending<OperationError> | OperationError {
+  private postOne(one: One, then: Then, deferred: Array<Effect.Effect<void>>): Pending<OperationError> | OperationError {
     const { build, op, operation, regions, signal, slots } = one
     const refused = this.link.refusal(operation)
     if (refused !== undefined) {
@@ -176,6 +203,7 @@ export class Poster {
     // asked: otherwise a queue full of unsignalled requests would never give an entry back.
     const signalled = signal !== "onError" || slots.available <= 0
     const entry = table.add(operation, regions, slots, slots === this.link.sendSlots, opcodeOf(op), signalled)
+    entry.voided = then === AWAIT_VOID
     const built = build(entry.id)
     const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as WorkRequest
     const outcome = this.link.driver.postMany(this.link.handle, [request])
@@ -193,40 +221,49 @@ export class Poster {
 
   /**
    * Takes a slot (synchronously when one is free; only a full queue waits, interruptibly), posts,
-   * and returns what `then` makes of the entry.
+   * and goes on as `then` says. Called inside the operation's one `withFiberRuntime` (the caller's
+   * own, so that an operation is one Effect op before it posts): re-running that Effect posts again.
    */
-  private withSlot<A>(
-    one: One,
-    then: (entry: Pending<OperationError>, restore: Restore) => Effect.Effect<A, OperationError>
-  ): Effect.Effect<A, OperationError> {
+  start(fiber: Fiber.RuntimeFiber<any, any>, one: One, then: Then): Effect.Effect<any, OperationError> {
     const { slots } = one
-    const body = (restore: Restore): Effect.Effect<A, OperationError> => {
-      const deferred: Array<Effect.Effect<void>> = []
-      this.turnDue = false
-      const posted = this.postOne(one, deferred)
-      this.resumeBatches()
-      this.ensureArmed()
-      let result = isPending(posted) ? then(posted, restore) : Effect.fail(posted)
-      if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
-      // Releases that waited for a completion run whatever happens to the operation.
-      return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), result)
-    }
-    return Effect.withFiberRuntime((fiber) => {
-      const effect = slots.tryTake()
-        ? body(identity)
-        : Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(slots.take), Effect.suspend(() => body(restore))))
-      return fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, one.op, one.build) : effect
-    })
+    const effect = slots.tryTake()
+      ? this.posted(one, then, identity)
+      : Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(restore(slots.take), Effect.suspend(() => this.posted(one, then, restore)))
+      )
+    return fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, one.op, one.build) : effect
   }
+
+  /** Its slot taken: posts, and what follows (the wait, or the entry). */
+  private posted(one: One, then: Then, restore: Restore): Effect.Effect<any, OperationError> {
+    // Releases that waited for a completion are rare: the poster's one list collects them.
+    const deferred = this.releases
+    this.turnDue = false
+    const posted = this.postOne(one, then, deferred)
+    this.resumeBatches()
+    this.ensureArmed()
+    let result: Effect.Effect<unknown, OperationError> = !isPending(posted)
+      ? Effect.fail(posted)
+      : then === SUBMIT
+      ? Effect.succeed(posted)
+      : restore(this.link.table.await(posted))
+    if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
+    // Releases that waited for a completion run whatever happens to the operation.
+    return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred.splice(0))), result)
+  }
+
+  /** Filled and emptied within one synchronous post. */
+  private readonly releases: Array<Effect.Effect<void>> = []
 
   /** Posts and awaits the completion (`voided`: succeeds with nothing, for the operations that return nothing). */
   post(one: One, voided: boolean): Effect.Effect<any, OperationError> {
-    return this.withSlot(one, (entry, restore) => restore(this.link.table.await(entry, voided)))
+    const then = voided ? AWAIT_VOID : AWAIT
+    return Effect.withFiberRuntime((fiber) => this.start(fiber, one, then))
   }
 
   /** Posts without awaiting: the entry, whose outcome can be awaited any number of times. */
   submit(one: One): Effect.Effect<Pending<OperationError>, OperationError> {
-    return this.withSlot(one, (entry) => Effect.succeed(entry))
+    return Effect.withFiberRuntime((fiber) => this.start(fiber, one, SUBMIT))
   }
 
   /**
@@ -250,7 +287,7 @@ export class Poster {
         cancelSlotWait: undefined,
         resume: undefined,
         done: undefined,
-        settled: (_outcome, failure) => {
+        settled: (failure) => {
           batch.inFlight--
           if (failure !== undefined && batch.failure === undefined) batch.failure = failure
           this.wake(batch)
@@ -301,14 +338,14 @@ export class Poster {
       const built: Array<WorkRequest> = []
       for (let i = 0; i < count; i++) {
         const entry = table.add(operation, batch.owners, slots, sendQueue, WcOpcode.RDMA_WRITE)
-        entry.resume = batch.settled
+        entry.settled = batch.settled
         entries.push(entry)
         built.push(build(batch.next + i, entry.id))
       }
       const outcome = this.link.driver.postMany(this.link.handle, built)
       // What was not posted gives its slot back, latest first (the send order is a stack's end).
       for (let i = count - 1; i >= outcome.posted; i--) {
-        entries[i]!.resume = undefined
+        entries[i]!.settled = undefined
         push(deferred, table.unpost(entries[i]!))
       }
       batch.next += count
@@ -356,8 +393,8 @@ export class Poster {
     batch.queued = true
     this.wakeups.push(batch)
     // A slot given back outside a dispatch (an unposted request, an interrupted wait) has no
-    // caller to pump the batch: a microtask does.
-    if (!this.wakeScheduled) {
+    // caller to pump the batch: a microtask does (a dispatch's caller pumps it right after).
+    if (!this.wakeScheduled && !this.dispatching) {
       this.wakeScheduled = true
       queueMicrotask(() => {
         this.wakeScheduled = false
