@@ -11,7 +11,7 @@
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type { Connection, PostCall } from "../Connection.js"
-import { type ConnectionClosedError, OutOfRangeError } from "../Connection.js"
+import { type ConnectionClosedError, OutOfRangeError } from "./connectionErrors.js"
 import type { Completion, Signal, WorkRequest } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
