@@ -11,11 +11,11 @@ import * as FiberRef from "effect/FiberRef"
 import type * as MetricLabel from "effect/MetricLabel"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
-import { type Driver, type MrHandle, RdmaDriver } from "./Driver.js"
+import { type Driver, type MrHandle, type MrRegistration, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
-import { releaseThen } from "./internal/release.js"
+import { releaseNowThen } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
 import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
@@ -111,8 +111,10 @@ const registrations = new WeakMap<LocalMr<any>, Registration>()
 
 /**
  * rpma_mr_reg (which also gives the address), then the bookkeeping (pin, retain, counters,
- * gauges) as plain JavaScript: one driver call and a few steps. With per-operation tracing on,
- * the call gets its span and the duration histogram a sample; off, nothing of either is built.
+ * gauges) as plain JavaScript. When the driver answers synchronously (`mrReg.now`: a region below
+ * its worker threshold, tracing off) the whole registration is this one step; otherwise the
+ * driver's Effect and one match. With per-operation tracing on, the call gets its span and the
+ * duration histogram a sample; off, nothing of either is built.
  */
 const acquire = <F extends Flag>(
   peer: Peers.Peer,
@@ -127,26 +129,44 @@ const acquire = <F extends Flag>(
     }
     const raw = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), RdmaDriver)
     const traced = fiber.getFiberRef(Tracing.perOperation)
+    // The instrumented driver's calls have no `now`: traced, the call is the span's Effect.
     const driver = traced ? instrument.instrumented(raw) : raw
+    const labels = instrument.labelsOf(fiber)
+    const exit = driver.mrReg.now?.(peer.handle, memory, usage)
+    if (exit !== undefined) {
+      if (exit._tag === "Success") return Effect.succeed(registered(driver, labels, peer, memory, usage, exit.value))
+      if (exit.cause._tag !== "Fail") return Effect.failCause(exit.cause)
+      instrument.failedUnsafe(REG, exit.cause.error._tag, labels)
+      return Effect.fail(exit.cause.error)
+    }
     const registering = traced
       ? instrument.timed(REG, driver.mrReg(peer.handle, memory, usage))
       : raw.mrReg(peer.handle, memory, usage)
-    const labels = instrument.labelsOf(fiber)
     return Effect.matchEffect(registering, {
       onFailure: (error) => {
         instrument.failedUnsafe(REG, error._tag, labels)
         return Effect.fail(error)
       },
-      onSuccess: ({ address, handle }) => {
-        Owner.retain(Peers.ownerOf(peer))
-        pins.pin(memory)
-        instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
-        const mr: LocalMr<F> = { handle, peer, memory, usage, address, size: memory.byteLength }
-        registrations.set(mr, { driver, labels })
-        return Effect.succeed(mr)
-      }
+      onSuccess: (registration) => Effect.succeed(registered(driver, labels, peer, memory, usage, registration))
     })
   })
+
+/** The bookkeeping of a new registration, in plain JavaScript: the region. */
+const registered = <F extends Flag>(
+  driver: Driver,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>,
+  peer: Peers.Peer,
+  memory: Uint8Array,
+  usage: Usage<F>,
+  { address, handle }: MrRegistration
+): LocalMr<F> => {
+  Owner.retain(Peers.ownerOf(peer))
+  pins.pin(memory)
+  instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
+  const mr: LocalMr<F> = { handle, peer, memory, usage, address, size: memory.byteLength }
+  registrations.set(mr, { driver, labels })
+  return mr
+}
 
 /** @internal The requests in flight that use it: it is deregistered after the last completes. */
 export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)
@@ -159,13 +179,17 @@ const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
   return owner === undefined ? dereg : Owner.releaseWhenUnused(owner, dereg)
 }
 
-/** rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts). */
+/**
+ * rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts): one
+ * step when the driver answers synchronously (`mrDereg.now`).
+ */
 const deregister = ({ driver, labels }: Registration, mr: LocalMr<any>): Effect.Effect<void> => {
   const { memory, peer } = mr
-  return releaseThen(
+  return releaseNowThen(
     DEREG,
     () => `a ${memory.byteLength}-byte region registered for ${Usages.format(mr.usage)}`,
-    driver.mrDereg(mr.handle),
+    driver.mrDereg,
+    mr.handle,
     () => pins.quarantine(memory),
     // Gone (librpma frees it even when ibv_dereg_mr fails): unpinned only if released.
     (released) => {

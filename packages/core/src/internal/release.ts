@@ -15,6 +15,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import type { SynchronousCall } from "../Driver.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
 
 const refusal = (cause: Cause.Cause<unknown>): string | undefined => {
@@ -52,9 +53,40 @@ export const releaseThen = <E>(
 ): Effect.Effect<void> =>
   Effect.matchCauseEffect(effect, {
     onSuccess: () => onGone(true) ?? Effect.void,
-    onFailure: (cause) =>
-      Effect.flatMap(failed(operation, describe, cause, onFailure), (gone) => (gone ? onGone(false) : undefined) ?? Effect.void)
+    onFailure: (cause) => afterFailure(operation, describe, cause, onFailure, onGone)
   })
+
+/**
+ * @internal {@link releaseThen} of a driver call that may answer synchronously: when it does, the
+ * call and `onGone` are one step (no Effect of the driver's to run and match).
+ */
+export const releaseNowThen = <H, E>(
+  operation: string,
+  describe: string | (() => string),
+  call: SynchronousCall<[handle: H], void, E>,
+  handle: H,
+  onFailure: () => void,
+  onGone: (released: boolean) => Effect.Effect<void> | undefined
+): Effect.Effect<void> => {
+  const now = call.now
+  if (now === undefined) return releaseThen(operation, describe, call(handle), onFailure, onGone)
+  return Effect.suspend(() => {
+    const exit = now(handle)
+    if (exit === undefined) return releaseThen(operation, describe, call(handle), onFailure, onGone)
+    return exit._tag === "Success"
+      ? onGone(true) ?? Effect.void
+      : afterFailure(operation, describe, exit.cause, onFailure, onGone)
+  })
+}
+
+const afterFailure = (
+  operation: string,
+  describe: string | (() => string),
+  cause: Cause.Cause<unknown>,
+  onFailure: () => void,
+  onGone: (released: boolean) => Effect.Effect<void> | undefined
+): Effect.Effect<void> =>
+  Effect.flatMap(failed(operation, describe, cause, onFailure), (gone) => (gone ? onGone(false) : undefined) ?? Effect.void)
 
 const failed = (
   operation: string,
