@@ -15,7 +15,7 @@ import { type Driver, type MrHandle, type MrRegistration, RdmaDriver } from "./D
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
-import { releaseNowThen } from "./internal/release.js"
+import { type Policy, releaseNowThen } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
 import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
@@ -107,7 +107,29 @@ interface Registration {
   readonly driver: Driver
   readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
 }
-const registrations = new WeakMap<LocalMr<any>, Registration>()
+
+/**
+ * A region as {@link acquire} makes it. Its registration is a private field, not an entry in a
+ * WeakMap: a WeakMap entry per registration cost more than the rest of the bookkeeping (its
+ * ephemeron table grows with every short-lived region until a GC clears it).
+ */
+class Region<F extends Flag> implements LocalMr<F> {
+  readonly #registration: Registration
+  constructor(
+    readonly handle: MrHandle,
+    readonly peer: Peers.Peer,
+    readonly memory: Uint8Array,
+    readonly usage: Usage<F>,
+    readonly address: bigint,
+    readonly size: number,
+    registration: Registration
+  ) {
+    this.#registration = registration
+  }
+  static registrationOf(mr: Region<any>): Registration {
+    return mr.#registration
+  }
+}
 
 /**
  * rpma_mr_reg (which also gives the address), then the bookkeeping (pin, retain, counters,
@@ -163,9 +185,7 @@ const registered = <F extends Flag>(
   Owner.retain(Peers.ownerOf(peer))
   pins.pin(memory)
   instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
-  const mr: LocalMr<F> = { handle, peer, memory, usage, address, size: memory.byteLength }
-  registrations.set(mr, { driver, labels })
-  return mr
+  return new Region(handle, peer, memory, usage, address, memory.byteLength, { driver, labels })
 }
 
 /** @internal The requests in flight that use it: it is deregistered after the last completes. */
@@ -173,7 +193,8 @@ export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a 
 
 /** The release: now, or once the requests in flight that use the region have completed. */
 const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
-  const dereg = deregister(registrations.get(mr)!, mr)
+  const region = mr as Region<any>
+  const dereg = releaseNowThen(deregistration, Region.registrationOf(region).driver.mrDereg, mr.handle, region)
   // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
   const owner = Owner.peek(mr)
   return owner === undefined ? dereg : Owner.releaseWhenUnused(owner, dereg)
@@ -183,23 +204,19 @@ const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
  * rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts): one
  * step when the driver answers synchronously (`mrDereg.now`).
  */
-const deregister = ({ driver, labels }: Registration, mr: LocalMr<any>): Effect.Effect<void> => {
-  const { memory, peer } = mr
-  return releaseNowThen(
-    DEREG,
-    () => `a ${memory.byteLength}-byte region registered for ${Usages.format(mr.usage)}`,
-    driver.mrDereg,
-    mr.handle,
-    () => pins.quarantine(memory),
-    // Gone (librpma frees it even when ibv_dereg_mr fails): unpinned only if released.
-    (released) => {
-      const unpinned = released ? pins.unpin(memory) : undefined
-      instrument.regionUnsafe(DEREG, peer.address, -memory.byteLength, labels)
-      const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
-      if (unpinned === undefined) return peerRelease
-      return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)
-    }
-  )
+const deregistration: Policy<Region<any>> = {
+  operation: DEREG,
+  describe: (mr) => `a ${mr.size}-byte region registered for ${Usages.format(mr.usage)}`,
+  onFailure: (mr) => pins.quarantine(mr.memory),
+  // Gone (librpma frees it even when ibv_dereg_mr fails): unpinned only if released.
+  onGone: (mr, released) => {
+    const { memory, peer } = mr
+    const unpinned = released ? pins.unpin(memory) : undefined
+    instrument.regionUnsafe(DEREG, peer.address, -mr.size, Region.registrationOf(mr).labels)
+    const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
+    if (unpinned === undefined) return peerRelease
+    return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)
+  }
 }
 
 /**

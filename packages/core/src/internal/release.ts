@@ -57,27 +57,43 @@ export const releaseThen = <E>(
   })
 
 /**
+ * @internal What a release does around its driver call, as functions of what is released (`T`),
+ * so that a release built per handle allocates no closures.
+ */
+export interface Policy<T> {
+  readonly operation: string
+  /** What is released, for the log line. */
+  readonly describe: (of: T) => string
+  /** After a failure that is not a refusal (see {@link releaseThen}). */
+  readonly onFailure: (of: T) => void
+  /** Once the handle is gone (see {@link releaseThen}). */
+  readonly onGone: (of: T, released: boolean) => Effect.Effect<void> | undefined
+}
+
+/**
  * @internal {@link releaseThen} of a driver call that may answer synchronously: when it does, the
  * call and `onGone` are one step (no Effect of the driver's to run and match).
  */
-export const releaseNowThen = <H, E>(
-  operation: string,
-  describe: string | (() => string),
+export const releaseNowThen = <H, E, T>(
+  policy: Policy<T>,
   call: SynchronousCall<[handle: H], void, E>,
   handle: H,
-  onFailure: () => void,
-  onGone: (released: boolean) => Effect.Effect<void> | undefined
+  of: T
 ): Effect.Effect<void> => {
   const now = call.now
-  if (now === undefined) return releaseThen(operation, describe, call(handle), onFailure, onGone)
+  if (now === undefined) return releaseOf(policy, call(handle), of)
   return Effect.suspend(() => {
     const exit = now(handle)
-    if (exit === undefined) return releaseThen(operation, describe, call(handle), onFailure, onGone)
+    if (exit === undefined) return releaseOf(policy, call(handle), of)
     return exit._tag === "Success"
-      ? onGone(true) ?? Effect.void
-      : afterFailure(operation, describe, exit.cause, onFailure, onGone)
+      ? policy.onGone(of, true) ?? Effect.void
+      : afterFailure(policy.operation, () => policy.describe(of), exit.cause, () => policy.onFailure(of), (released) =>
+        policy.onGone(of, released))
   })
 }
+
+const releaseOf = <E, T>(policy: Policy<T>, effect: Effect.Effect<void, E>, of: T): Effect.Effect<void> =>
+  releaseThen(policy.operation, () => policy.describe(of), effect, () => policy.onFailure(of), (released) => policy.onGone(of, released))
 
 const afterFailure = (
   operation: string,
