@@ -97,6 +97,11 @@ class Handle : public Napi::ObjectWrap<T> {
 // Opens a handle argument, or throws through `call` and returns nullptr.
 template <typename T>
 T* Open(const Call& call, Napi::Value value) {
+  // The usual case in one type-tag check (KindOf tries the kinds in turn, one check each).
+  if (value.IsObject() && value.As<Napi::Object>().CheckTypeTag(TypeTag(T::kKind))) {
+    T* handle = Napi::ObjectWrap<T>::Unwrap(value.As<Napi::Object>());
+    if (handle->IsOpen()) return handle;
+  }
   std::string expected = KindName(T::kKind);
   if (value.IsNull() || value.IsUndefined()) return call.Invalid(expected + " is NULL"), nullptr;
   Kind kind;
