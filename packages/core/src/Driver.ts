@@ -377,9 +377,8 @@ export interface SynchronousCall<Args extends ReadonlyArray<unknown>, A, E> {
 }
 
 /**
- * A {@link SynchronousCall} from its synchronous form, and the Effect to take when that declines
- * (none needed when it never does): the Effect runs `now` when it is run, and `otherwise` if `now`
- * returns undefined.
+ * A {@link SynchronousCall} from its synchronous form, for a call that never declines: the
+ * Effect runs `now` when it is run.
  *
  * @since 0.4.0
  * @category constructors
@@ -387,10 +386,22 @@ export interface SynchronousCall<Args extends ReadonlyArray<unknown>, A, E> {
 export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
   now: (...args: Args) => Exit.Exit<A, E>
 ): SynchronousCall<Args, A, E>
+/**
+ * A {@link SynchronousCall} whose `now` may decline: the Effect then runs `otherwise`.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
 export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
   now: (...args: Args) => Exit.Exit<A, E> | undefined,
   otherwise: (...args: Args) => Effect.Effect<A, E>
 ): SynchronousCall<Args, A, E>
+/**
+ * The implementation of both forms above.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
 export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
   now: (...args: Args) => Exit.Exit<A, E> | undefined,
   otherwise?: (...args: Args) => Effect.Effect<A, E>
