@@ -106,6 +106,17 @@ const benchesWith = (fake: Fake.Fake) =>
           Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, (mr) => Effect.orDie(driver.mrDereg(mr.handle)))
         )
       },
+      // The floor under `use` when the driver answers synchronously: its `now` forms in a bare acquireUseRelease.
+      "use.bareNow": {
+        perRun: 1,
+        run: loop(
+          Effect.acquireUseRelease(
+            Effect.suspend(() => driver.mrReg.now!(peer.handle, memory, usage)!),
+            () => Effect.void,
+            (mr) => Effect.orDie(Effect.suspend(() => driver.mrDereg.now!(mr.handle)!))
+          )
+        )
+      },
       "use": { perRun: 1, run: loop(LocalMr.use(peer, memory, usage, () => Effect.void)) },
       // Registration-cache hits (the first run registers; every later one hits)
       "cache.scoped": { perRun: 1, run: loop(Effect.scoped(cache.register(memory, usage))) },
@@ -174,6 +185,7 @@ export const iterations: Record<string, number> = {
   "reg.bare": 20_000,
   "reg.scoped": 20_000,
   "use.bare": 20_000,
+  "use.bareNow": 20_000,
   "use": 20_000,
   "cache.scoped": 20_000,
   "cache.use": 20_000,
@@ -225,6 +237,7 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         target: "≤ 1.2×",
         met: u["use"]! / u["use.bare"]! <= 1.2
       },
+      breakdown("  breakdown: LocalMr.use over the driver's synchronous mrReg.now + mrDereg.now in a bare acquireUseRelease", "use", "use.bareNow"),
       {
         what: "host: registration-cache hit, scoped (cache.register)",
         ours: t(u["cache.scoped"]!),
@@ -303,6 +316,7 @@ export const callgrindRuns: Record<string, number> = {
   "reg.bare": 2000,
   "reg.scoped": 2000,
   "use.bare": 2000,
+  "use.bareNow": 2000,
   "use": 2000,
   "cache.scoped": 2000,
   "cache.use": 2000,

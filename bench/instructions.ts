@@ -61,6 +61,7 @@ export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => 
   return [
     ratio("reg.scoped", "reg.bare", "instructions: scoped registration (LocalMr.register)", "bare acquireRelease of mrReg + mrDereg", "≤ 1.2×", 1.2),
     ratio("use", "use.bare", "instructions: LocalMr.use", "bare acquireUseRelease of the same calls", "≤ 1.2×", 1.2),
+    ratio("use", "use.bareNow", "  breakdown: LocalMr.use over the synchronous calls", "bare acquireUseRelease of mrReg.now + mrDereg.now", "", undefined),
     ratio("cache.scoped", "reg.scoped", "instructions: registration-cache hit, scoped", "uncached LocalMr.register", "", undefined),
     ratio("cache.use", "use", "instructions: registration-cache hit, cache.use", "uncached LocalMr.use", "", undefined),
     {

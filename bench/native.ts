@@ -2,13 +2,15 @@
  * Device benchmarks, run inside the Soft-RoCE VM (bench/device.sh): registration through the
  * Effect API on the native driver against the C program bench/c/mr_reg_loop.c on the same device
  * in the same boot, a registration-cache hit against an uncached registration, the resident set
- * over 100,000 register/deregister cycles, and the event loop during a 512 MiB registration.
+ * over 100,000 register/deregister cycles, and the event loop during a 512 MiB registration. The
+ * 4 KiB registration has floor rows under it: the addon from plain JavaScript, and the driver's
+ * calls in bare Effects, each against the same C figure.
  *
  * BENCH_ROWS (comma-separated: sizes, cache, rss, large) runs only those groups; default all.
  */
-import { LocalMr, Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
-import { NativeDriver } from "@effect-rdma/native"
-import { Effect, Exit, Scope } from "effect"
+import { Driver, LocalMr, Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { execFileSync } from "node:child_process"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import { type Row, printTable, rate } from "./table.js"
@@ -53,6 +55,47 @@ const delayDuring = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return { value, took, max: delay.max / 1e6 }
   })
 
+/** `iterations` pairs of the addon's own calls from plain JavaScript, best of three rounds. */
+const jsPairsPerSecond = (iterations: number, pair: () => void) =>
+  Effect.gen(function*() {
+    let best = 0
+    for (let round = 0; round < 3; round++) {
+      // A turn first: the handles' finalizers of the round before run then, not inside this one.
+      yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+      const t0 = performance.now()
+      for (let i = 0; i < iterations; i++) pair()
+      best = Math.max(best, iterations / ((performance.now() - t0) / 1000))
+    }
+    return best
+  })
+
+/**
+ * Registration floors, 4 KiB: the addon's mrReg + mrDereg from plain JavaScript; the driver's
+ * calls in a bare acquireUseRelease, as Effects and as their synchronous `now` forms; the Effects
+ * in a bare scoped acquireRelease. Each is what LocalMr.use or the scoped LocalMr.register adds to.
+ */
+const floors = (peer: Peer.Peer, memory: Uint8Array, iterations: number) =>
+  Effect.gen(function*() {
+    const binding = yield* RpmaBinding.RpmaBinding
+    const driver = yield* Driver.RdmaDriver
+    const usage = Usage.WRITE_DST
+    const addon = () => binding.mrDereg(binding.mrReg(peer.handle, memory, usage).handle)
+    const release = (mr: Driver.MrRegistration) => Effect.orDie(driver.mrDereg(mr.handle))
+    const bareUse = Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, release)
+    const bareNow = Effect.acquireUseRelease(
+      Effect.suspend(() => driver.mrReg.now!(peer.handle, memory, usage)!),
+      () => Effect.void,
+      (mr) => Effect.orDie(Effect.suspend(() => driver.mrDereg.now!(mr.handle)!))
+    )
+    const bareScoped = Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), release))
+    return [
+      ["the addon's mrReg + mrDereg from plain JavaScript (no Effect)", yield* jsPairsPerSecond(iterations, addon)],
+      ["the driver's mrReg + mrDereg Effects in a bare acquireUseRelease", yield* pairsPerSecond(iterations, bareUse)],
+      ["the driver's mrReg.now + mrDereg.now in a bare acquireUseRelease", yield* pairsPerSecond(iterations, bareNow)],
+      ["the driver's mrReg + mrDereg Effects in a bare scoped acquireRelease", yield* pairsPerSecond(iterations, bareScoped)]
+    ] as const
+  })
+
 const program = Effect.gen(function*() {
   const rows: Array<Row> = []
   const peer = yield* Peer.make(address)
@@ -66,6 +109,7 @@ const program = Effect.gen(function*() {
     yield* warmCache.use(warm, Usage.WRITE_DST, () => Effect.void)
     yield* Effect.scoped(warmCache.register(warm, Usage.WRITE_DST))
   }
+  if (groups.has("sizes")) yield* floors(peer, warm, 2_000)
   const c = groups.has("sizes")
     ? new Map(
       execFileSync(cProgram, [address, ...sizes.map(([b, n]) => `${b}:${n}`)], { encoding: "utf8" })
@@ -94,6 +138,17 @@ const program = Effect.gen(function*() {
         target: `≤ ${target}×`,
         met: baseline / used <= target!
       })
+      // The floors under both rows: what any JavaScript binding, and then any Effect around it, pays here.
+      for (const [what, ours] of yield* floors(peer, memory, iterations)) {
+        rows.push({
+          what: `  breakdown: 4 KiB, ${what}`,
+          ours: rate(ours, "pairs/s"),
+          baseline: `${rate(baseline, "pairs/s")} (C)`,
+          ratio: baseline / ours,
+          target: "",
+          met: undefined
+        })
+      }
     }
   }
 
@@ -158,4 +213,6 @@ const program = Effect.gen(function*() {
   return rows
 })
 
-printTable(await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(NativeDriver.layer))))
+// The binding too, for the floor measured from plain JavaScript: the driver's own.
+const layer = NativeDriver.layerWithBinding.pipe(Layer.provideMerge(RpmaBinding.layer))
+printTable(await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(layer))))

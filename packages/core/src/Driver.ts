@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import type { MapFileError, RdmaCmError, ResourceInUseError, RpmaError } from "./RdmaError.js"
 
@@ -356,6 +356,67 @@ export interface MrRegistration {
 }
 
 /**
+ * A driver call that may also answer synchronously. Called, it is an Effect like every other; its
+ * optional `now` makes the same call at once and returns the outcome as an `Exit` (the same value,
+ * the same tagged errors, the same defects), or `undefined` when this call has to take the Effect
+ * (a registration large enough to go to a worker thread, say). Core calls `now` inside a step of
+ * its own and so spares the runtime steps of running an Effect; it calls the Effect when there is
+ * no `now`, when `now` declines, and when per-operation tracing is on (the traced call has a span).
+ *
+ * `now` belongs to the function: a wrapper that replaces the call (to record or delay it) has
+ * none unless it makes one, so core runs the wrapper's Effect and never goes around it. Build
+ * one with {@link synchronousCall}.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface SynchronousCall<Args extends ReadonlyArray<unknown>, A, E> {
+  (...args: Args): Effect.Effect<A, E>
+  /** The call made now; undefined: take the Effect. Never throws. */
+  readonly now?: ((...args: Args) => Exit.Exit<A, E> | undefined) | undefined
+}
+
+/**
+ * A {@link SynchronousCall} from its synchronous form, for a call that never declines: the
+ * Effect runs `now` when it is run.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
+  now: (...args: Args) => Exit.Exit<A, E>
+): SynchronousCall<Args, A, E>
+/**
+ * A {@link SynchronousCall} whose `now` may decline: the Effect then runs `otherwise`.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
+  now: (...args: Args) => Exit.Exit<A, E> | undefined,
+  otherwise: (...args: Args) => Effect.Effect<A, E>
+): SynchronousCall<Args, A, E>
+/**
+ * The implementation of both forms above.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
+  now: (...args: Args) => Exit.Exit<A, E> | undefined,
+  otherwise?: (...args: Args) => Effect.Effect<A, E>
+): SynchronousCall<Args, A, E> {
+  const call = (...args: Args): Effect.Effect<A, E> =>
+    Effect.suspend(() => {
+      const exit = now(...args)
+      if (exit === undefined) return otherwise!(...args)
+      // A failure as Effect.fail gives it: the error then carries the fiber's span.
+      return exit._tag === "Failure" && exit.cause._tag === "Fail" ? Effect.fail(exit.cause.error) : exit
+    })
+  return Object.assign(call, { now })
+}
+
+/**
  * What librdmacm exposes of a `struct ibv_mr`.
  *
  * @since 0.1.0
@@ -412,7 +473,9 @@ export interface LiveHandles {
 }
 
 /**
- * One Effect per native call.
+ * One Effect per native call. Registration and deregistration may also answer synchronously
+ * ({@link SynchronousCall}); the data path's posting call ({@link Driver.postMany}) and its
+ * completion channel ({@link Driver.armCompletions}) are synchronous only.
  *
  * @since 0.1.0
  * @category models
@@ -435,15 +498,18 @@ export interface Driver {
   /**
    * rpma_mr_reg, and the region's address (rpma_mr_get_ptr) from the same call. `usage` is a raw
    * number so that drivers can be shown to refuse bad ones; the driver keeps `memory` alive for as
-   * long as the registration lives.
+   * long as the registration lives. May answer synchronously (`mrReg.now`): registration pins the
+   * pages, which is quick for small regions; a driver that moves large ones off the event loop
+   * declines those (`now` returns undefined) and registers them in the Effect.
    */
-  readonly mrReg: (peer: PeerHandle, memory: Uint8Array, usage: number) => Effect.Effect<MrRegistration, RpmaError>
+  readonly mrReg: SynchronousCall<[peer: PeerHandle, memory: Uint8Array, usage: number], MrRegistration, RpmaError>
   /**
    * rpma_mr_dereg. Refused ({@link ResourceInUseError}, still registered) while posted requests
    * that use the region have not completed and their connection is not deleted; otherwise the
-   * handle is gone afterwards, even when it fails (librpma frees it).
+   * handle is gone afterwards, even when it fails (librpma frees it). May answer synchronously
+   * (`mrDereg.now`), declining the regions it registered off the event loop.
    */
-  readonly mrDereg: (mr: MrHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>
+  readonly mrDereg: SynchronousCall<[mr: MrHandle], void, RpmaError | ResourceInUseError>
   /** rpma_mr_get_descriptor_size. */
   readonly mrGetDescriptorSize: (mr: MrHandle) => Effect.Effect<number, RpmaError>
   /** rpma_mr_get_descriptor. */

@@ -11,11 +11,11 @@ import * as FiberRef from "effect/FiberRef"
 import type * as MetricLabel from "effect/MetricLabel"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
-import { type Driver, type MrHandle, RdmaDriver } from "./Driver.js"
+import { type Driver, type MrHandle, type MrRegistration, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
-import { releaseThen } from "./internal/release.js"
+import { type Policy, releaseNowThen } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
 import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
@@ -107,12 +107,36 @@ interface Registration {
   readonly driver: Driver
   readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
 }
-const registrations = new WeakMap<LocalMr<any>, Registration>()
+
+/**
+ * A region as {@link acquire} makes it. Its registration is a private field, not an entry in a
+ * WeakMap: a WeakMap entry per registration cost more than the rest of the bookkeeping (its
+ * ephemeron table grows with every short-lived region until a GC clears it).
+ */
+class Region<F extends Flag> implements LocalMr<F> {
+  readonly #registration: Registration
+  constructor(
+    readonly handle: MrHandle,
+    readonly peer: Peers.Peer,
+    readonly memory: Uint8Array,
+    readonly usage: Usage<F>,
+    readonly address: bigint,
+    readonly size: number,
+    registration: Registration
+  ) {
+    this.#registration = registration
+  }
+  static registrationOf(mr: Region<any>): Registration {
+    return mr.#registration
+  }
+}
 
 /**
  * rpma_mr_reg (which also gives the address), then the bookkeeping (pin, retain, counters,
- * gauges) as plain JavaScript: one driver call and a few steps. With per-operation tracing on,
- * the call gets its span and the duration histogram a sample; off, nothing of either is built.
+ * gauges) as plain JavaScript. When the driver answers synchronously (`mrReg.now`: a region below
+ * its worker threshold, tracing off) the whole registration is this one step; otherwise the
+ * driver's Effect and one match. With per-operation tracing on, the call gets its span and the
+ * duration histogram a sample; off, nothing of either is built.
  */
 const acquire = <F extends Flag>(
   peer: Peers.Peer,
@@ -127,55 +151,72 @@ const acquire = <F extends Flag>(
     }
     const raw = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), RdmaDriver)
     const traced = fiber.getFiberRef(Tracing.perOperation)
+    // The instrumented driver's calls have no `now`: traced, the call is the span's Effect.
     const driver = traced ? instrument.instrumented(raw) : raw
+    const labels = instrument.labelsOf(fiber)
+    const exit = driver.mrReg.now?.(peer.handle, memory, usage)
+    if (exit !== undefined) {
+      if (exit._tag === "Success") return Effect.succeed(registered(driver, labels, peer, memory, usage, exit.value))
+      if (exit.cause._tag !== "Fail") return Effect.failCause(exit.cause)
+      instrument.failedUnsafe(REG, exit.cause.error._tag, labels)
+      return Effect.fail(exit.cause.error)
+    }
     const registering = traced
       ? instrument.timed(REG, driver.mrReg(peer.handle, memory, usage))
       : raw.mrReg(peer.handle, memory, usage)
-    const labels = instrument.labelsOf(fiber)
     return Effect.matchEffect(registering, {
       onFailure: (error) => {
         instrument.failedUnsafe(REG, error._tag, labels)
         return Effect.fail(error)
       },
-      onSuccess: ({ address, handle }) => {
-        Owner.retain(Peers.ownerOf(peer))
-        pins.pin(memory)
-        instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
-        const mr: LocalMr<F> = { handle, peer, memory, usage, address, size: memory.byteLength }
-        registrations.set(mr, { driver, labels })
-        return Effect.succeed(mr)
-      }
+      onSuccess: (registration) => Effect.succeed(registered(driver, labels, peer, memory, usage, registration))
     })
   })
+
+/** The bookkeeping of a new registration, in plain JavaScript: the region. */
+const registered = <F extends Flag>(
+  driver: Driver,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>,
+  peer: Peers.Peer,
+  memory: Uint8Array,
+  usage: Usage<F>,
+  { address, handle }: MrRegistration
+): LocalMr<F> => {
+  Owner.retain(Peers.ownerOf(peer))
+  pins.pin(memory)
+  instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
+  return new Region(handle, peer, memory, usage, address, memory.byteLength, { driver, labels })
+}
 
 /** @internal The requests in flight that use it: it is deregistered after the last completes. */
 export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)
 
 /** The release: now, or once the requests in flight that use the region have completed. */
 const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
-  const dereg = deregister(registrations.get(mr)!, mr)
+  const region = mr as Region<any>
+  const dereg = releaseNowThen(deregistration, Region.registrationOf(region).driver.mrDereg, mr.handle, region)
   // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
   const owner = Owner.peek(mr)
   return owner === undefined ? dereg : Owner.releaseWhenUnused(owner, dereg)
 }
 
-/** rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts). */
-const deregister = ({ driver, labels }: Registration, mr: LocalMr<any>): Effect.Effect<void> => {
-  const { memory, peer } = mr
-  return releaseThen(
-    DEREG,
-    () => `a ${memory.byteLength}-byte region registered for ${Usages.format(mr.usage)}`,
-    driver.mrDereg(mr.handle),
-    () => pins.quarantine(memory),
-    // Gone (librpma frees it even when ibv_dereg_mr fails): unpinned only if released.
-    (released) => {
-      const unpinned = released ? pins.unpin(memory) : undefined
-      instrument.regionUnsafe(DEREG, peer.address, -memory.byteLength, labels)
-      const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
-      if (unpinned === undefined) return peerRelease
-      return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)
-    }
-  )
+/**
+ * rpma_mr_dereg, then the bookkeeping as plain JavaScript (release policy: internal/release.ts): one
+ * step when the driver answers synchronously (`mrDereg.now`).
+ */
+const deregistration: Policy<Region<any>> = {
+  operation: DEREG,
+  describe: (mr) => `a ${mr.size}-byte region registered for ${Usages.format(mr.usage)}`,
+  onFailure: (mr) => pins.quarantine(mr.memory),
+  // Gone (librpma frees it even when ibv_dereg_mr fails): unpinned only if released.
+  onGone: (mr, released) => {
+    const { memory, peer } = mr
+    const unpinned = released ? pins.unpin(memory) : undefined
+    instrument.regionUnsafe(DEREG, peer.address, -mr.size, Region.registrationOf(mr).labels)
+    const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
+    if (unpinned === undefined) return peerRelease
+    return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)
+  }
 }
 
 /**

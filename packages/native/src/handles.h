@@ -54,11 +54,13 @@ template <typename T>
 class Handle : public Napi::ObjectWrap<T> {
  public:
   explicit Handle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<T>(info) {
-    // Only New() passes the token; `new handle.constructor()` from JavaScript gets a TypeError.
-    if (info.Length() != 1 || !info[0].IsExternal() || info[0].As<Napi::External<void>>().Data() != Token()) {
+    // Only New() constructs (it raises the flag around its one call, with no JavaScript run in
+    // between); `new handle.constructor()` from JavaScript gets a TypeError.
+    if (!Constructing()) {
       Napi::TypeError::New(info.Env(), "Illegal constructor").ThrowAsJavaScriptException();
       return;
     }
+    Constructing() = false;
     info.This().As<Napi::Object>().TypeTag(TypeTag(T::kKind));
   }
 
@@ -75,12 +77,11 @@ class Handle : public Napi::ObjectWrap<T> {
     *out = nullptr;
     Module* module = env.GetInstanceData<Module>();
     if (module == nullptr || !CanRunJs(env)) return Napi::Object();
-    napi_value token = nullptr;
     napi_value object = nullptr;
-    if (napi_create_external(env, Token(), nullptr, nullptr, &token) != napi_ok ||
-        napi_new_instance(env, module->constructors[static_cast<int>(T::kKind)].Value(), 1, &token, &object) != napi_ok) {
-      return Napi::Object();
-    }
+    Constructing() = true;
+    napi_status status = napi_new_instance(env, module->constructors[static_cast<int>(T::kKind)].Value(), 0, nullptr, &object);
+    Constructing() = false;
+    if (status != napi_ok) return Napi::Object();
     void* wrapped = nullptr;
     if (napi_unwrap(env, object, &wrapped) != napi_ok) return Napi::Object();
     *out = static_cast<T*>(wrapped);
@@ -88,15 +89,21 @@ class Handle : public Napi::ObjectWrap<T> {
   }
 
  private:
-  static void* Token() {
-    static char token;
-    return &token;
+  // Whether New() is making a handle of this kind on this thread (each worker has its own).
+  static bool& Constructing() {
+    static thread_local bool constructing = false;
+    return constructing;
   }
 };
 
 // Opens a handle argument, or throws through `call` and returns nullptr.
 template <typename T>
 T* Open(const Call& call, Napi::Value value) {
+  // The usual case in one type-tag check (KindOf tries the kinds in turn, one check each).
+  if (value.IsObject() && value.As<Napi::Object>().CheckTypeTag(TypeTag(T::kKind))) {
+    T* handle = Napi::ObjectWrap<T>::Unwrap(value.As<Napi::Object>());
+    if (handle->IsOpen()) return handle;
+  }
   std::string expected = KindName(T::kKind);
   if (value.IsNull() || value.IsUndefined()) return call.Invalid(expected + " is NULL"), nullptr;
   Kind kind;

@@ -1,12 +1,15 @@
 // What the native driver asks of the addon per registration, checked against a recording binding
 // (no device needed): one call to register (the address comes with it, no rpma_mr_get_ptr), one
 // to deregister, and both on a worker thread (the *Async entries) for regions of 16 MiB and more.
+import type * as Driver from "@effect-rdma/core/Driver"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
+import { RpmaCode } from "@effect-rdma/core/RdmaError"
 import * as Usage from "@effect-rdma/core/Usage"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
@@ -69,5 +72,46 @@ describe("registration through the native driver", () => {
       const { handle } = yield* driver.mrReg({} as never, new Uint8Array(16 * 2 ** 20), Usage.WRITE_DST)
       const refused = yield* Effect.flip(driver.mrDereg(handle))
       assert.strictEqual(refused._tag, "ResourceInUseError")
+    }))
+
+  it.effect("mrReg.now / mrDereg.now: the addon's synchronous calls, declined for 16 MiB and more; refusals as tagged errors, a bug as a defect", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const inUse = Object.assign(new Error("in use"), { operation: "rpma_mr_dereg", inUse: true, detail: "1 request" })
+      let deregFailure: unknown
+      const binding = {
+        ...recordingBinding(log),
+        mrDereg: () => {
+          log.push("mrDereg")
+          if (deregFailure !== undefined) throw deregFailure
+        }
+      } as RpmaBinding.Binding
+      const driver = yield* Effect.provide(
+        RdmaDriver,
+        NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, binding)))
+      )
+      const regNow = driver.mrReg.now!
+      const deregNow = driver.mrDereg.now!
+      assert.strictEqual(regNow({} as never, new Uint8Array(16 * 2 ** 20), Usage.WRITE_DST), undefined)
+      assert.deepStrictEqual(log, [], "declined before the addon is called")
+      const registered = regNow({} as never, new Uint8Array(4096), Usage.WRITE_DST)!
+      assert.isTrue(Exit.isSuccess(registered))
+      const { address, handle } = (registered as Exit.Success<Driver.MrRegistration, never>).value
+      assert.strictEqual(address, ADDRESS)
+      deregFailure = inUse
+      const refused = deregNow(handle)!
+      assert.isTrue(Exit.isFailure(refused) && refused.cause._tag === "Fail" && refused.cause.error._tag === "ResourceInUseError")
+      deregFailure = Object.assign(new Error("failed"), { operation: "rpma_mr_dereg", code: RpmaCode.RPMA_E_PROVIDER })
+      const failed = deregNow(handle)!
+      assert.isTrue(Exit.isFailure(failed) && failed.cause._tag === "Fail" && failed.cause.error._tag === "RpmaProviderError")
+      deregFailure = new TypeError("a bug in the binding")
+      const bug = deregNow(handle)!
+      assert.isTrue(Exit.isFailure(bug) && bug.cause._tag === "Die")
+      deregFailure = undefined
+      assert.isTrue(Exit.isSuccess(deregNow(handle)!))
+      assert.deepStrictEqual(log, ["mrReg", "mrDereg", "mrDereg", "mrDereg", "mrDereg"])
+      // The large region's handle is declined by mrDereg.now too: its deregistration goes to the worker.
+      const large = yield* driver.mrReg({} as never, new Uint8Array(16 * 2 ** 20), Usage.WRITE_DST)
+      assert.strictEqual(deregNow(large.handle), undefined)
     }))
 })

@@ -32,6 +32,7 @@ export {
   fuzz
 } from "./conformance/fuzz.js"
 import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
@@ -40,7 +41,7 @@ import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
 import { sharedReceiveCases } from "./conformance/sharedReceive.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
-import { check, equal, expectTag } from "./conformance/support.js"
+import { check, equal, expectTag, outcome } from "./conformance/support.js"
 import { mappingCases } from "./conformance/mapping.js"
 
 /**
@@ -200,6 +201,37 @@ export const cases: ReadonlyArray<Case> = [
         yield* d.mrRemoteDelete(remote)
         yield* expectTag(d.mrRemoteDelete(remote), "RpmaInvalidError", "double rpma_mr_remote_delete")
         yield* expectTag(d.mrRemoteGetSize(remote), "RpmaInvalidError", "rpma_mr_remote_get_size after delete")
+      })
+  },
+  {
+    name: "mrReg.now / mrDereg.now, where a driver has them: the Effect's outcomes, synchronously",
+    run: (address) =>
+      Effect.gen(function*() {
+        const d = yield* driver
+        const regNow = d.mrReg.now
+        const deregNow = d.mrDereg.now
+        if (regNow === undefined || deregNow === undefined) return
+        const peer = yield* rawPeer(address)
+        const memory = new Uint8Array(4096)
+        // The same refusals as the Effects, named the same.
+        const bad: ReadonlyArray<readonly [string, Driver.PeerHandle, Uint8Array, number]> = [
+          ["peer NULL", null as any, memory, Usage.READ_SRC],
+          ["size 0", peer, new Uint8Array(0), Usage.READ_SRC],
+          ["usage 0", peer, memory, 0],
+          ["usage 0x100", peer, memory, 0x100]
+        ]
+        for (const [what, p, m, u] of bad) {
+          yield* equal(yield* outcome(Effect.suspend(() => regNow(p, m, u)!)), yield* outcome(d.mrReg(p, m, u)), what)
+        }
+        const registered = regNow(peer, memory, Usage.READ_SRC)
+        yield* check(registered !== undefined && registered._tag === "Success", "a 4 KiB region registered synchronously")
+        const { address: at, handle } = (registered as Exit.Success<Driver.MrRegistration, never>).value
+        yield* equal(at, yield* d.mrGetPtr(handle), "the address against rpma_mr_get_ptr")
+        yield* equal((yield* d.live).localRegions, 1, "regions alive after mrReg.now")
+        yield* equal(yield* outcome(Effect.suspend(() => deregNow(handle)!)), "success", "mrDereg.now")
+        yield* equal((yield* d.live).localRegions, 0, "regions alive after mrDereg.now")
+        yield* expectTag(Effect.suspend(() => deregNow(handle)!), "RpmaInvalidError", "double mrDereg.now")
+        yield* expectTag(d.mrDereg(handle), "RpmaInvalidError", "mrDereg after mrDereg.now")
       })
   },
   {

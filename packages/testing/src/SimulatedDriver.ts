@@ -7,13 +7,14 @@
  */
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
-import type * as Driver from "@effect-rdma/core/Driver"
+import * as Driver from "@effect-rdma/core/Driver"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Usage from "@effect-rdma/core/Usage"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as fabric from "./internal/fabric.js"
 import { makeFiles } from "./internal/files.js"
@@ -100,10 +101,17 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
   const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
 
   const tools = makeTools(world)
-  const { acquire, call, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma, validMemory } = tools
-  const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
+  const { acquire, acquireNow, call, callNow, deadOrWrong, deadOrWrongError, errno, inUse, inUseError } = tools
+  const { invalid, invalidError, releaseHandle, rpma, rpmaError, validMemory } = tools
+  const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, liveMrError, mrOf, peerOf, remoteOf } = tools
   const network = makeNetwork(world, tools)
   const files = makeFiles()
+
+  const deregistered = (mr: fabric.MrLocal) => {
+    mr.peer.regions.delete(mr)
+    network.deregistered(mr)
+    releaseHandle(mr)
+  }
 
   const driver: Driver.Driver = {
     name: "simulated",
@@ -175,71 +183,66 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         () => Effect.sync(() => releaseHandle(peerOf(value)!))
       ),
 
-    mrReg: (peerValue, memory, usage) =>
-      call(
-        "rpma_mr_reg",
-        () => {
-          const peer = peerOf(peerValue)
-          return deadOrWrong("rpma_mr_reg", "peer", peer) ??
-            validMemory("rpma_mr_reg", memory, (d) => invalid("rpma_mr_reg", d)) ??
-            (DriverArguments.usage(usage) === undefined
-              ? undefined
-              : invalid("rpma_mr_reg", DriverArguments.usage(usage)!))
-        },
-        (code) => rpma("rpma_mr_reg", code, "planned fault"),
-        () => {
-          if (memory.byteLength > maxRegionSize) {
-            return rpma("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory")
+    // Synchronous (`now`), as the native driver's below its worker threshold: core registers in one step.
+    mrReg: Driver.synchronousCall(
+      (peerValue, memory, usage) =>
+        callNow<Driver.MrRegistration, RdmaError.RpmaError>(
+          "rpma_mr_reg",
+          () => {
+            const refused = deadOrWrongError("rpma_mr_reg", "peer", peerOf(peerValue))
+            if (refused !== undefined) return refused
+            const problem = DriverArguments.memory(memory) ?? DriverArguments.usage(usage)
+            return problem === undefined ? undefined : invalidError("rpma_mr_reg", problem)
+          },
+          (code) => rpmaError("rpma_mr_reg", code, "planned fault"),
+          () => {
+            if (memory.byteLength > maxRegionSize) {
+              return Exit.fail(rpmaError("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory"))
+            }
+            const peer = peerOf(peerValue)!
+            const mr: fabric.MrLocal = {
+              kind: "MrLocal",
+              id: world.nextId++,
+              alive: true,
+              peer,
+              memory,
+              address: fabric.addressOf(memory),
+              rkey: fabric.nextKey(world),
+              usage,
+              inFlight: 0
+            }
+            peer.regions.add(mr)
+            network.registered(mr)
+            const handle = acquireNow(mr, "MrLocal", `${memory.byteLength}-byte region for ${Usage.format(usage)}`)
+            return Exit.succeed({ handle, address: mr.address })
           }
-          const peer = peerOf(peerValue)!
-          const mr: fabric.MrLocal = {
-            kind: "MrLocal",
-            id: world.nextId++,
-            alive: true,
-            peer,
-            memory,
-            address: fabric.addressOf(memory),
-            rkey: fabric.nextKey(world),
-            usage,
-            inFlight: 0
-          }
-          peer.regions.add(mr)
-          network.registered(mr)
-          return Effect.map(
-            acquire(mr, "MrLocal", `${memory.byteLength}-byte region for ${Usage.format(usage)}`),
-            (handle) => ({ handle, address: mr.address })
-          )
-        }
-      ),
+        )
+    ),
 
-    mrDereg: (value) =>
-      call<void, RdmaError.RpmaError | RdmaError.ResourceInUseError>(
-        "rpma_mr_dereg",
-        () => {
-          const { mr, refused } = liveMr("rpma_mr_dereg", value)
-          if (refused !== undefined || mr.inFlight === 0) return refused
-          return inUse(
-            "rpma_mr_dereg",
-            `${mr.inFlight} ${mr.inFlight === 1 ? "request in flight uses" : "requests in flight use"} this region: ` +
-              "wait for their completions (or delete the connection) first"
-          )
-        },
-        (code) => {
-          // librpma frees the handle even when ibv_dereg_mr fails (mr.c).
-          const mr = mrOf(value)!
-          mr.peer.regions.delete(mr)
-          network.deregistered(mr)
-          releaseHandle(mr)
-          return rpma("rpma_mr_dereg", code, "ibv_dereg_mr() failed (planned fault)")
-        },
-        () =>
-          Effect.sync(() => {
-            const mr = mrOf(value)!
-            mr.peer.regions.delete(mr)
-            network.deregistered(mr)
-            releaseHandle(mr)
-          })
-      ),
+    mrDereg: Driver.synchronousCall(
+      (value) =>
+        callNow<void, RdmaError.RpmaError | RdmaError.ResourceInUseError>(
+          "rpma_mr_dereg",
+          () => {
+            const { mr, refused } = liveMrError("rpma_mr_dereg", value)
+            if (refused !== undefined || mr.inFlight === 0) return refused
+            return inUseError(
+              "rpma_mr_dereg",
+              `${mr.inFlight} ${mr.inFlight === 1 ? "request in flight uses" : "requests in flight use"} this region: ` +
+                "wait for their completions (or delete the connection) first"
+            )
+          },
+          (code) => {
+            // librpma frees the handle even when ibv_dereg_mr fails (mr.c).
+            deregistered(mrOf(value)!)
+            return rpmaError("rpma_mr_dereg", code, "ibv_dereg_mr() failed (planned fault)")
+          },
+          () => {
+            deregistered(mrOf(value)!)
+            return Exit.void
+          }
+        )
+    ),
 
     mrGetDescriptorSize: (value) => getMr("rpma_mr_get_descriptor_size", value, () => Descriptor.SIZE),
     mrGetDescriptor: (value) =>

@@ -1,12 +1,37 @@
 /**
  * LocalMr.use: the scope-free registration, released however its body ends.
  */
-import { Driver, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { Driver, LocalMr, Peer, RdmaError, Tracing, Usage } from "@effect-rdma/core"
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Effect, Exit, Fiber, Layer } from "effect"
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
+
+/**
+ * The simulated driver with its registration calls recorded: "reg" / "dereg" when their Effect
+ * runs, "reg.now" / "dereg.now" when core calls the synchronous form (which declines sizes in
+ * `declined`, as the native driver declines its worker's).
+ */
+const recorded = (calls: Array<string>, declined: ReadonlySet<number> = new Set()) =>
+  Layer.effect(
+    Driver.RdmaDriver,
+    Effect.map(Driver.RdmaDriver, (d): Driver.Driver => ({
+      ...d,
+      mrReg: Object.assign(
+        (p: Driver.PeerHandle, m: Uint8Array, u: number) => Effect.suspend(() => (calls.push("reg"), d.mrReg(p, m, u))),
+        {
+          now: (p: Driver.PeerHandle, m: Uint8Array, u: number) => {
+            calls.push("reg.now")
+            return declined.has(m.byteLength) ? undefined : d.mrReg.now!(p, m, u)
+          }
+        }
+      ),
+      mrDereg: Object.assign((mr: Driver.MrHandle) => Effect.suspend(() => (calls.push("dereg"), d.mrDereg(mr))), {
+        now: (mr: Driver.MrHandle) => (calls.push("dereg.now"), d.mrDereg.now!(mr))
+      })
+    }))
+  ).pipe(Layer.provideMerge(SimulatedDriver.layer()))
 
 describe("LocalMr.use", () => {
   it.effect("registers for the body only: on success, failure and interruption", () =>
@@ -27,5 +52,59 @@ describe("LocalMr.use", () => {
       yield* Effect.yieldNow()
       yield* Fiber.interrupt(fiber)
       assert.strictEqual((yield* live).localRegions, 0)
+    })).pipe(Effect.provide(SimulatedDriver.layer())))
+
+  it.effect("one synchronous driver call each way when the driver has them; the Effects when it declines or tracing is on", () => {
+    const calls: Array<string> = []
+    return Effect.scoped(Effect.gen(function*() {
+      const peer = yield* Peer.make(SimulatedDriver.DEFAULT_ADDRESS)
+      const use = (size: number) => LocalMr.use(peer, new Uint8Array(size), Usage.SEND, () => Effect.void)
+      calls.length = 0
+      yield* use(4096)
+      yield* Effect.scoped(LocalMr.register(peer, new Uint8Array(4096), Usage.SEND))
+      assert.deepStrictEqual(calls, ["reg.now", "dereg.now", "reg.now", "dereg.now"])
+      // Declined (a size the driver registers elsewhere): the registration's Effect.
+      calls.length = 0
+      yield* use(8192)
+      assert.deepStrictEqual(calls, ["reg.now", "reg", "dereg.now"])
+      // Traced: the instrumented driver's calls, each in its span.
+      calls.length = 0
+      yield* use(4096).pipe(Tracing.withPerOperation)
+      assert.deepStrictEqual(calls, ["reg", "dereg"])
+      assert.strictEqual((yield* live).localRegions, 0)
+    })).pipe(Effect.provide(recorded(calls, new Set([8192]))))
+  })
+
+  it.effect("a wrapper that replaces the calls is never gone around: its Effects run", () => {
+    const calls: Array<string> = []
+    const wrapped = Layer.effect(
+      Driver.RdmaDriver,
+      Effect.map(Driver.RdmaDriver, (d): Driver.Driver => ({
+        ...d,
+        mrReg: (p, m, u) => Effect.suspend(() => (calls.push("wrapped reg"), d.mrReg(p, m, u))),
+        mrDereg: (mr) => Effect.ensuring(d.mrDereg(mr), Effect.sync(() => calls.push("wrapped dereg")))
+      }))
+    ).pipe(Layer.provideMerge(recorded(calls)))
+    return Effect.scoped(Effect.gen(function*() {
+      const peer = yield* Peer.make(SimulatedDriver.DEFAULT_ADDRESS)
+      calls.length = 0
+      yield* LocalMr.use(peer, new Uint8Array(4096), Usage.SEND, () => Effect.void)
+      assert.deepStrictEqual(calls, ["wrapped reg", "reg", "dereg", "wrapped dereg"])
+    })).pipe(Effect.provide(wrapped))
+  })
+
+  it.effect("a synchronous refusal is the registration's tagged error; a synchronous release failure is logged, not retried", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const peer = yield* Peer.make(SimulatedDriver.DEFAULT_ADDRESS)
+      const simulation = yield* SimulatedDriver.SimulationControl
+      yield* simulation.fail({ operation: "rpma_mr_reg", nth: 1, code: RdmaError.RpmaCode.RPMA_E_NOMEM })
+      const refused = yield* Effect.flip(LocalMr.use(peer, new Uint8Array(4096), Usage.SEND, () => Effect.void))
+      assert.strictEqual(refused._tag, "RpmaNoMemoryError")
+      yield* simulation.fail({ operation: "rpma_mr_dereg", nth: 1, code: RdmaError.RpmaCode.RPMA_E_PROVIDER })
+      const value = yield* LocalMr.use(peer, new Uint8Array(4096), Usage.SEND, () => Effect.succeed(7))
+      assert.strictEqual(value, 7)
+      // Gone either way (librpma frees the handle): nothing left registered, nothing retried.
+      assert.strictEqual((yield* live).localRegions, 0)
+      assert.strictEqual(yield* simulation.calls("rpma_mr_dereg"), 1)
     })).pipe(Effect.provide(SimulatedDriver.layer())))
 })

@@ -15,6 +15,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import type { SynchronousCall } from "../Driver.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
 
 const refusal = (cause: Cause.Cause<unknown>): string | undefined => {
@@ -52,9 +53,56 @@ export const releaseThen = <E>(
 ): Effect.Effect<void> =>
   Effect.matchCauseEffect(effect, {
     onSuccess: () => onGone(true) ?? Effect.void,
-    onFailure: (cause) =>
-      Effect.flatMap(failed(operation, describe, cause, onFailure), (gone) => (gone ? onGone(false) : undefined) ?? Effect.void)
+    onFailure: (cause) => afterFailure(operation, describe, cause, onFailure, onGone)
   })
+
+/**
+ * @internal What a release does around its driver call, as functions of what is released (`T`),
+ * so that a release built per handle allocates no closures.
+ */
+export interface Policy<T> {
+  readonly operation: string
+  /** What is released, for the log line. */
+  readonly describe: (of: T) => string
+  /** After a failure that is not a refusal (see {@link releaseThen}). */
+  readonly onFailure: (of: T) => void
+  /** Once the handle is gone (see {@link releaseThen}). */
+  readonly onGone: (of: T, released: boolean) => Effect.Effect<void> | undefined
+}
+
+/**
+ * @internal {@link releaseThen} of a driver call that may answer synchronously: when it does, the
+ * call and `onGone` are one step (no Effect of the driver's to run and match).
+ */
+export const releaseNowThen = <H, E, T>(
+  policy: Policy<T>,
+  call: SynchronousCall<[handle: H], void, E>,
+  handle: H,
+  of: T
+): Effect.Effect<void> => {
+  const now = call.now
+  if (now === undefined) return releaseOf(policy, call(handle), of)
+  return Effect.suspend(() => {
+    const exit = now(handle)
+    if (exit === undefined) return releaseOf(policy, call(handle), of)
+    return exit._tag === "Success"
+      ? policy.onGone(of, true) ?? Effect.void
+      : afterFailure(policy.operation, () => policy.describe(of), exit.cause, () => policy.onFailure(of), (released) =>
+        policy.onGone(of, released))
+  })
+}
+
+const releaseOf = <E, T>(policy: Policy<T>, effect: Effect.Effect<void, E>, of: T): Effect.Effect<void> =>
+  releaseThen(policy.operation, () => policy.describe(of), effect, () => policy.onFailure(of), (released) => policy.onGone(of, released))
+
+const afterFailure = (
+  operation: string,
+  describe: string | (() => string),
+  cause: Cause.Cause<unknown>,
+  onFailure: () => void,
+  onGone: (released: boolean) => Effect.Effect<void> | undefined
+): Effect.Effect<void> =>
+  Effect.flatMap(failed(operation, describe, cause, onFailure), (gone) => (gone ? onGone(false) : undefined) ?? Effect.void)
 
 const failed = (
   operation: string,

@@ -16,6 +16,7 @@ import type {
   RemoteMrHandle,
   WorkRequest
 } from "@effect-rdma/core/Driver"
+import { synchronousCall } from "@effect-rdma/core/Driver"
 import {
   fromErrno,
   fromRpmaCode,
@@ -111,18 +112,28 @@ const attemptPromise = <A, E>(
 ): Effect.Effect<A, E> =>
   Effect.tryPromise({ try: run, catch: (cause) => cause }).pipe(Effect.catchAll(onFailure))
 
+/** The addon's refusal of a release because the handle is in use (it stays alive), if it is one. */
+const inUseError = (operation: string, cause: unknown): ResourceInUseError | undefined =>
+  field(cause, "inUse") === true
+    ? new ResourceInUseError({
+      operation: text(field(cause, "operation")) ?? operation,
+      detail: text(field(cause, "detail")) ?? "the handle is in use",
+      cause
+    })
+    : undefined
+
 /** A release the addon refused because the handle is in use (it stays alive), else `otherwise`. */
 export const inUseOr = <E>(operation: string, otherwise: (cause: unknown) => Effect.Effect<never, E>) =>
-(cause: unknown): Effect.Effect<never, E | ResourceInUseError> =>
-  field(cause, "inUse") === true
-    ? Effect.fail(
-      new ResourceInUseError({
-        operation: text(field(cause, "operation")) ?? operation,
-        detail: text(field(cause, "detail")) ?? "the handle is in use",
-        cause
-      })
-    )
-    : otherwise(cause)
+(cause: unknown): Effect.Effect<never, E | ResourceInUseError> => {
+  const inUse = inUseError(operation, cause)
+  return inUse !== undefined ? Effect.fail(inUse) : otherwise(cause)
+}
+
+/** {@link inUseOr} of an rpma release, as an Exit. */
+const inUseExitOr = (operation: string, cause: unknown): Exit.Exit<never, RpmaError | ResourceInUseError> => {
+  const inUse = inUseError(operation, cause)
+  return inUse !== undefined ? Exit.fail(inUse) : exitOf(operation, cause)
+}
 
 export const rpma = <A>(operation: string, run: () => A) => attempt(run, rpmaFailure(operation))
 const cm = <A>(operation: string, run: () => A) => attempt(run, cmFailure(operation))
@@ -437,20 +448,37 @@ export const makeDriver = (binding: Binding): Driver => {
     attempt(() => binding.peerDelete(peer), inUseOr("rpma_peer_delete", rpmaFailure("rpma_peer_delete"))),
 
   // Pinning and unpinning are proportional to size (hundreds of milliseconds for 512 MiB): large
-  // regions are registered and deregistered on a worker thread so that the event loop keeps running.
-  mrReg: (peer, memory, usage) =>
-    isLarge(memory)
-      ? attemptPromise(() => binding.mrRegAsync(peer, memory, usage), rpmaFailure("rpma_mr_reg")).pipe(
+  // regions are registered and deregistered on a worker thread so that the event loop keeps
+  // running. The rest is synchronous in the addon, so `now` makes those calls (and declines the large).
+  mrReg: synchronousCall(
+    (peer, memory, usage) => {
+      if (isLarge(memory)) return undefined
+      try {
+        return Exit.succeed(as<MrRegistration>(binding.mrReg(peer, memory, usage)))
+      } catch (cause) {
+        return exitOf("rpma_mr_reg", cause)
+      }
+    },
+    (peer, memory, usage) =>
+      attemptPromise(() => binding.mrRegAsync(peer, memory, usage), rpmaFailure("rpma_mr_reg")).pipe(
         Effect.map((registered) => {
           large.add(registered.handle)
           return as<MrRegistration>(registered)
         })
       )
-      : rpma("rpma_mr_reg", () => as<MrRegistration>(binding.mrReg(peer, memory, usage))),
-  mrDereg: (mr) =>
-    large.has(mr)
-      ? attemptPromise(() => binding.mrDeregAsync(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg")))
-      : attempt(() => binding.mrDereg(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg"))),
+  ),
+  mrDereg: synchronousCall(
+    (mr) => {
+      if (large.has(mr)) return undefined
+      try {
+        binding.mrDereg(mr)
+        return Exit.void
+      } catch (cause) {
+        return inUseExitOr("rpma_mr_dereg", cause)
+      }
+    },
+    (mr) => attemptPromise(() => binding.mrDeregAsync(mr), inUseOr("rpma_mr_dereg", rpmaFailure("rpma_mr_dereg")))
+  ),
   mrGetDescriptorSize: (mr) => rpma("rpma_mr_get_descriptor_size", () => binding.mrGetDescriptorSize(mr)),
   mrGetDescriptor: (mr) => rpma("rpma_mr_get_descriptor", () => binding.mrGetDescriptor(mr)),
   mrGetPtr: (mr) => rpma("rpma_mr_get_ptr", () => binding.mrGetPtr(mr)),

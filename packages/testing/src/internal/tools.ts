@@ -8,6 +8,8 @@ import type * as Driver from "@effect-rdma/core/Driver"
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
 import * as fabric from "./fabric.js"
@@ -25,14 +27,15 @@ const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
 
 /** @internal */
 export const makeTools = (world: fabric.Fabric) => {
-  const rpma = (operation: string, code: number, detail?: string) =>
-    Effect.fail(RdmaError.fromRpmaCode(code, operation, detail))
-  const invalid = (operation: string, detail: string) => rpma(operation, RdmaError.RpmaCode.RPMA_E_INVAL, detail)
+  const rpmaError = (operation: string, code: number, detail?: string) => RdmaError.fromRpmaCode(code, operation, detail)
+  const rpma = (operation: string, code: number, detail?: string) => Effect.fail(rpmaError(operation, code, detail))
+  const invalidError = (operation: string, detail: string) => rpmaError(operation, RdmaError.RpmaCode.RPMA_E_INVAL, detail)
+  const invalid = (operation: string, detail: string) => Effect.fail(invalidError(operation, detail))
   const errno = (operation: string, code: number, detail?: string) =>
     Effect.fail(RdmaError.fromErrno(code, operation, detail))
   /** A release refused because the handle is in use: it stays alive (the Driver's contract). */
-  const inUse = (operation: string, detail: string) =>
-    Effect.fail(new RdmaError.ResourceInUseError({ operation, detail }))
+  const inUseError = (operation: string, detail: string) => new RdmaError.ResourceInUseError({ operation, detail })
+  const inUse = (operation: string, detail: string) => Effect.fail(inUseError(operation, detail))
 
   /** Runs `body` after counting the call; a planned fault wins over success, not over bad arguments. */
   const call = <A, E>(
@@ -48,31 +51,62 @@ export const makeTools = (world: fabric.Fabric) => {
       return planned !== undefined && "code" in planned ? fault(planned.code) : body(planned)
     })
 
+  /**
+   * {@link call} for a driver call's synchronous form (Driver.SynchronousCall): the same checks,
+   * count and planned fault, the outcome as an Exit.
+   */
+  const callNow = <A, E>(
+    operation: fabric.Operation,
+    validate: () => E | undefined,
+    fault: (code: number) => E,
+    body: () => Exit.Exit<A, E>
+  ): Exit.Exit<A, E> => {
+    const refused = validate()
+    if (refused !== undefined) return Exit.fail(refused)
+    const planned = fabric.countCall(world, operation)
+    return planned !== undefined && "code" in planned ? Exit.fail(fault(planned.code)) : body()
+  }
+
+  const record = <H extends fabric.SimHandle>(
+    handle: H,
+    kind: fabric.LedgerEntry["kind"],
+    description: string,
+    span: Option.Option<Tracer.AnySpan>
+  ) => {
+    world.ledger.set(handle, {
+      kind,
+      id: handle.id,
+      description,
+      get acquiredIn() {
+        return spanChain(span)
+      }
+    })
+    return fabric.track(handle)
+  }
+
   const acquire = <H extends fabric.SimHandle>(handle: H, kind: fabric.LedgerEntry["kind"], description: string) =>
     // serviceOption, not Effect.currentSpan: the latter fails (building an exception) when there is no span.
-    Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) => {
-      world.ledger.set(handle, {
-        kind,
-        id: handle.id,
-        description,
-        get acquiredIn() {
-          return spanChain(span)
-        }
-      })
-      return fabric.track(handle)
-    })
+    Effect.map(Effect.serviceOption(Tracer.ParentSpan), (span) => record(handle, kind, description, span))
+
+  /** {@link acquire} from a synchronous call: the span is the running fiber's, if any. */
+  const acquireNow = <H extends fabric.SimHandle>(handle: H, kind: fabric.LedgerEntry["kind"], description: string) =>
+    record(handle, kind, description, Option.flatMap(Fiber.getCurrentFiber(), (fiber) => Option.fromNullable(fiber.currentSpan)))
 
   const releaseHandle = (handle: fabric.SimHandle) => {
     handle.alive = false
     world.ledger.delete(handle)
   }
 
-  const deadOrWrong = (operation: string, what: string, handle: fabric.SimHandle | undefined) =>
+  const deadOrWrongError = (operation: string, what: string, handle: fabric.SimHandle | undefined) =>
     handle === undefined
-      ? invalid(operation, `expected ${what} handle`)
+      ? invalidError(operation, `expected ${what} handle`)
       : !handle.alive
-      ? invalid(operation, `the ${what} was already released; a handle is not usable after its release`)
+      ? invalidError(operation, `the ${what} was already released; a handle is not usable after its release`)
       : undefined
+  const deadOrWrong = (operation: string, what: string, handle: fabric.SimHandle | undefined) => {
+    const error = deadOrWrongError(operation, what, handle)
+    return error === undefined ? undefined : Effect.fail(error)
+  }
 
   /** The addon's memory checks (core's DriverArguments.memory): the same refusals, the same words. */
   const validMemory = (operation: string, memory: unknown, onBad: (detail: string) => Effect.Effect<never, any>) => {
@@ -90,6 +124,10 @@ export const makeTools = (world: fabric.Fabric) => {
     const mr = mrOf(value)
     return { mr: mr!, refused: deadOrWrong(operation, "local memory region", mr) }
   }
+  const liveMrError = (operation: string, value: unknown) => {
+    const mr = mrOf(value)
+    return { mr: mr!, refused: deadOrWrongError(operation, "local memory region", mr) }
+  }
 
   const getMr = <A>(operation: string, value: Driver.MrHandle, f: (mr: fabric.MrLocal) => A) =>
     Effect.suspend(() => {
@@ -103,7 +141,32 @@ export const makeTools = (world: fabric.Fabric) => {
       return deadOrWrong(operation, "remote memory region", mr) ?? Effect.succeed(f(mr!))
     })
 
-  return { acquire, call, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma, validMemory, cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf }
+  return {
+    acquire,
+    acquireNow,
+    call,
+    callNow,
+    deadOrWrong,
+    deadOrWrongError,
+    errno,
+    inUse,
+    inUseError,
+    invalid,
+    invalidError,
+    releaseHandle,
+    rpma,
+    rpmaError,
+    validMemory,
+    cmIdOf,
+    cmMrOf,
+    getMr,
+    getRemote,
+    liveMr,
+    liveMrError,
+    mrOf,
+    peerOf,
+    remoteOf
+  }
 }
 
 /** @internal */
