@@ -31,6 +31,7 @@ import { RpmaCode } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
+import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 import { srqCalls } from "./srq.js"
 
 interface NativeFailure {
@@ -164,64 +165,6 @@ const operationOf = (request: WorkRequest): string => {
 
 const cmOperationOf = (kind: unknown): string =>
   typeof kind === "string" && Object.hasOwn(cmOperations, kind) ? cmOperations[kind as keyof typeof cmOperations] : "rdma_reg_msgs"
-
-/**
- * How long the driver's synchronous paths may keep the event loop from its I/O phase. A completion
- * that is already in the queue is returned without a trip through the loop (Soft-RoCE completes a
- * loopback write inside the post call), so a fiber posting and awaiting in a loop would otherwise
- * never give the loop a turn: every other wait of the process (another connection's ESTABLISHED,
- * a request, a socket) and every timer would stall until it stops, and a timeout armed before would
- * then fire ahead of the event that had long been ready.
- */
-const LOOP_BUDGET_MS = 2
-
-/**
- * Calls of a run between two reads of the clock: a clock read costs about as much as a post, so
- * the run's start is noted at its CLOCK_EVERY-th call and its age checked every CLOCK_EVERY calls.
- * A run may so exceed the budget by CLOCK_EVERY calls (microseconds each on a host).
- */
-const CLOCK_EVERY = 16
-
-/**
- * Watches for a run of synchronous answers that keeps the event loop from its I/O phase. A run is
- * the calls since the loop last turned: once it is CLOCK_EVERY calls long, its start is noted and
- * a setImmediate queued (it runs right after the I/O phase, so when it has run the loop has turned
- * and the run is over); once the run is older than {@link LOOP_BUDGET_MS}, a turn is due until
- * then.
- */
-const makeLoopTurns = () => {
-  let calls = 0
-  let runStart = 0
-  let overdue = false
-  const endRun = () => {
-    calls = 0
-    overdue = false
-  }
-  const yieldToLoop = Effect.async<void>((resume) => {
-    const immediate = setImmediate(() => resume(Effect.void))
-    return Effect.sync(() => clearImmediate(immediate))
-  })
-  /** Whether the event loop is due a turn before the caller goes on. */
-  const due = (): boolean => {
-    if (overdue) return true
-    const n = ++calls
-    if (n % CLOCK_EVERY !== 0) return false
-    const now = performance.now()
-    if (n === CLOCK_EVERY) {
-      runStart = now
-      setImmediate(endRun)
-      return false
-    }
-    return overdue = now - runStart >= LOOP_BUDGET_MS
-  }
-  return {
-    due,
-    /** Nothing, or a turn of the event loop if it has not had one for too long. */
-    fair: Effect.suspend(() => due() ? yieldToLoop : Effect.void)
-  }
-}
-
-type LoopTurns = ReturnType<typeof makeLoopTurns>
 
 /**
  * A wait in the addon (an incoming request, a connection event, completions) as an interruptible
