@@ -131,7 +131,7 @@ export interface Connection {
     operation: string,
     count: number,
     regions: ReadonlyArray<LocalMr<any>>,
-    build: (index: number, id: number) => WorkRequest
+    build: (index: number, id: number, completion: Signal) => WorkRequest
   ) => Effect.Effect<void, OperationError>
 }
 

@@ -199,6 +199,37 @@ describe("operations", () => {
       )
       for (let i = 0; i < 512; i++) assert.strictEqual(target.memory[i * 128], i % 251)
     })))
+
+  it.effect("writeMany asks a completion of one request per half queue and of the last of each post; every write arrives", () =>
+    inWorld(Effect.gen(function*() {
+      const driver = yield* Driver.RdmaDriver
+      const asked: Array<Driver.Signal> = []
+      const recording: Driver.Driver = {
+        ...driver,
+        postMany: (conn, requests) => {
+          for (const request of requests) asked.push(("completion" in request ? request.completion : undefined) ?? "always")
+          return driver.postMany(conn, requests)
+        }
+      }
+      const target = yield* Effect.provideService(
+        Effect.gen(function*() {
+          const { client, clientPeer, remote, target } = yield* pair({ sendQueueSize: 16 })
+          const src = yield* LocalMr.allocate(clientPeer, 65536, Usage.WRITE_SRC)
+          for (let i = 0; i < 40; i++) src.memory[i * 64] = i + 1
+          const spans = Array.from({ length: 40 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
+          yield* Connection.writeMany(client, { dst: remote, src, spans })
+          return target
+        }),
+        Driver.RdmaDriver,
+        recording
+      )
+      for (let i = 0; i < 40; i++) assert.strictEqual(target.memory[i * 64], i + 1)
+      assert.strictEqual(asked.length, 40)
+      // The first post fills the queue: of its 16, the 8th and the 16th report.
+      assert.deepStrictEqual(asked.slice(0, 16).map((a, i) => a === "always" ? i : -1).filter((i) => i >= 0), [7, 15])
+      assert.strictEqual(asked[39], "always", "the batch's last request reports")
+      assert.isAtMost(asked.filter((a) => a === "always").length, 12, `completions asked: ${asked.join(" ")}`)
+    })))
 })
 
 describe("a lost connection", () => {

@@ -36,7 +36,7 @@ export class Slots {
   private readonly waiters: Array<Waiter> = []
   /** Once the connection has ended, every waiter is let through (to fail) and slots stop counting. */
   private open = true
-  constructor(size: number) {
+  constructor(readonly size: number) {
     this.free = size
   }
 

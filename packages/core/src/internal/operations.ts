@@ -180,9 +180,9 @@ export const writeMany = (conn: Connection, args: WriteManyArgs): Effect.Effect<
     }
     const dstHandle = dst.handle
     const srcHandle = src.handle
-    return conn.postMany("rpma_write", fixed.length, [src], (i, id) => {
+    return conn.postMany("rpma_write", fixed.length, [src], (i, id, completion) => {
       const { dstOffset, length, srcOffset } = fixed[i]!
-      return { op: "write", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }
+      return { op: "write", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length, completion }
     }) as Effect.Effect<void, TransferError>
   })
 

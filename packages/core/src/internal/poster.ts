@@ -61,8 +61,8 @@ export interface BatchRequests {
   readonly slots: Slots
   readonly count: number
   readonly regions: ReadonlyArray<LocalMr<any>>
-  /** Request `index` of the batch, with its id. */
-  readonly build: (index: number, id: number) => WorkRequest
+  /** Request `index` of the batch, with its id and when it produces a completion. */
+  readonly build: (index: number, id: number, completion: Signal) => WorkRequest
 }
 
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -336,11 +336,18 @@ export class Poster {
       }
       const entries: Array<Pending<OperationError>> = []
       const built: Array<WorkRequest> = []
+      // Selective signalling: one completion per half queue, and for the last request of each
+      // post, so that what is in flight always ends in a request that reports. A completion
+      // settles the unsignalled requests before it (the send queue completes in order); a failed
+      // one reports itself, and an ending connection flushes every request, signalled or not.
+      const every = sendQueue ? Math.max(1, slots.size >> 1) : 1
       for (let i = 0; i < count; i++) {
-        const entry = table.add(operation, batch.owners, slots, sendQueue, WcOpcode.RDMA_WRITE)
+        const index = batch.next + i
+        const signalled = i === count - 1 || index % every === every - 1
+        const entry = table.add(operation, batch.owners, slots, sendQueue, WcOpcode.RDMA_WRITE, signalled)
         entry.settled = batch.settled
         entries.push(entry)
-        built.push(build(batch.next + i, entry.id))
+        built.push(build(index, entry.id, signalled ? "always" : "onError"))
       }
       const outcome = this.link.driver.postMany(this.link.handle, built)
       // What was not posted gives its slot back, latest first (the send order is a stack's end).
@@ -348,8 +355,16 @@ export class Poster {
         entries[i]!.settled = undefined
         push(deferred, table.unpost(entries[i]!))
       }
+      // A post refused part-way may leave unsignalled requests last in flight: on a live
+      // connection their success would never be reported, so the batch stops counting them (it
+      // fails with the refusal); they keep their regions until a later completion or the end.
+      let unreported = 0
+      for (let i = outcome.posted - 1; i >= 0 && outcome.posted < count && !entries[i]!.signalled; i--) {
+        entries[i]!.settled = undefined
+        unreported++
+      }
       batch.next += count
-      batch.inFlight += outcome.posted
+      batch.inFlight += outcome.posted - unreported
       if (outcome.error !== undefined && batch.failure === undefined) batch.failure = outcome.error
       this.absorb(outcome, deferred)
       if (outcome.turnDue) {

@@ -109,5 +109,25 @@ export const dataPathCases = (): ReadonlyArray<CaseOf> => [
         )
         yield* check(Exit.isSuccess(after), "a full-queue batch after an interrupted one completes")
       })
+  },
+  {
+    name:
+      "Connection.writeMany signals one request per half queue: a batch whose first, unsignalled write is refused by the remote side fails with that write's status, without waiting",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, src } = yield* connectedPair(address, port, 16)
+        // A region of another protection domain: its exact descriptor is refused at the remote end.
+        const elsewhere = yield* LocalMr.allocate(yield* Peer.make(address), 65536, exposed)
+        const dst = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(elsewhere)).pipe(
+          Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
+        )
+        const spans = Array.from({ length: 40 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
+        const failed = yield* Effect.exit(Effect.timeout(Connection.writeMany(client, { dst, src, spans }), "10 seconds"))
+        const error = Exit.isFailure(failed) && failed.cause._tag === "Fail" ? failed.cause.error : undefined
+        yield* check(
+          error?._tag === "CompletionError" && error.status === 10,
+          `the batch: ${error === undefined ? "no failure" : `${error._tag} ${(error as { status?: number }).status}`}`
+        )
+      })
   }
 ]
