@@ -77,6 +77,9 @@ export const checkRange = (
 const post = <E>(conn: Connection, ...args: Parameters<PostCall<Completion>>): Effect.Effect<Completion, E> =>
   conn.post(...args) as Effect.Effect<Completion, any>
 
+/** The regions of a request that holds none of ours (a flush, an atomic write: remote only). */
+const NO_REGIONS: ReadonlyArray<LocalMr<any>> = []
+
 /** As {@link post}, for the operations that succeed with nothing. */
 const run = <E>(conn: Connection, ...args: Parameters<PostCall<void>>): Effect.Effect<void, E> =>
   conn.run(...args) as Effect.Effect<void, any>
@@ -233,18 +236,19 @@ export const flushWith = (
   args: FlushArgs<any>,
   type: "visibility" | "persistent"
 ): Effect.Effect<void, FlushError> =>
-  Effect.suspend(() => {
+  Effect.withFiberRuntime((fiber) => {
     const { dst, length, offset = 0 } = args
     const refused = checkRange("rpma_flush", "destination", offset, length, dst.size)
     if (refused !== undefined) return Effect.fail(refused)
-    return run<FlushError>(conn, "rpma_flush", "send", [], (id) => ({
+    const dstHandle = dst.handle
+    return conn.runIn(fiber, "rpma_flush", "flush", NO_REGIONS, (id) => ({
       op: "flush",
       id,
-      dst: dst.handle,
+      dst: dstHandle,
       dstOffset: offset,
       length,
       type
-    }))
+    })) as Effect.Effect<void, FlushError>
   })
 
 /**
@@ -261,7 +265,7 @@ export interface AtomicWriteArgs {
 
 /** @internal */
 export const atomicWrite = (conn: Connection, args: AtomicWriteArgs): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => {
+  Effect.withFiberRuntime((fiber) => {
     const { dst, offset, value } = args
     const operation = "rpma_atomic_write"
     const refused = !(value instanceof Uint8Array) || value.byteLength !== 8
@@ -271,13 +275,14 @@ export const atomicWrite = (conn: Connection, args: AtomicWriteArgs): Effect.Eff
       : checkRange(operation, "destination", offset, 8, dst.size)
     if (refused !== undefined) return Effect.fail(refused)
     const bytes = Uint8Array.from(value)
-    return run<TransferError>(conn, operation, "send", [], (id) => ({
+    const dstHandle = dst.handle
+    return conn.runIn(fiber, operation, "atomicWrite", NO_REGIONS, (id) => ({
       op: "atomicWrite",
       id,
-      dst: dst.handle,
+      dst: dstHandle,
       dstOffset: offset,
       value: bytes
-    }))
+    })) as Effect.Effect<void, TransferError>
   })
 
 /**
@@ -292,13 +297,19 @@ export interface SendArgs {
 }
 
 /** @internal */
-export const send = (conn: Connection, args: SendArgs): Effect.Effect<void, TransferError> =>
-  Effect.suspend(() => {
+export const send = (conn: Connection, args: SendArgs): Effect.Effect<void, TransferError> => {
+  const owners = ownersOfOne()
+  return Effect.withFiberRuntime((fiber) => {
     const { length, offset = 0, src } = args
     const refused = checkRange("rpma_send", "source", offset, length, src.size)
     if (refused !== undefined) return Effect.fail(refused)
-    return run<TransferError>(conn, "rpma_send", "send", [src], (id) => ({ op: "send", id, src: src.handle, offset, length }))
+    const srcHandle = src.handle
+    return conn.runIn(fiber, "rpma_send", "send", owners(src), (id) => ({ op: "send", id, src: srcHandle, offset, length })) as Effect.Effect<
+      void,
+      TransferError
+    >
   })
+}
 
 /**
  * @since 0.2.0
