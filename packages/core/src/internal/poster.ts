@@ -155,20 +155,16 @@ export class Poster {
       this.stopped = true
       return this.link.lost(Cause.squash(ready.cause))
     }
-    this.dispatching = true
-    let deferred: Array<Effect.Effect<void>>
-    try {
-      deferred = this.link.table.dispatch(ready.value, this.link.flushed())
-    } finally {
-      this.dispatching = false
-    }
+    const deferred = this.dispatch(ready.value, this.link.flushed())
     if (deferred.length > 0) this.link.run(runAll(deferred))
-    this.resumeBatches()
-    this.ensureArmed()
   }
 
-  /** Completions read elsewhere (the connection's end polls the queue): dispatched as the channel's. */
-  dispatch(ready: ReadonlyArray<Completion>, flushed: (operation: string) => OperationError): Array<Effect.Effect<void>> {
+  /**
+   * Completions read by the channel, or elsewhere (the connection's end polls the queue): their
+   * operations resumed, the batches pumped, the channel armed again if requests remain. Returns
+   * the releases that were waiting for them.
+   */
+  dispatch(ready: ReadonlyArray<Completion>, flushed?: (operation: string) => OperationError): Array<Effect.Effect<void>> {
     this.dispatching = true
     let deferred: Array<Effect.Effect<void>>
     try {
