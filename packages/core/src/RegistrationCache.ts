@@ -66,8 +66,8 @@ type Failure = RpmaError | MemoryRefusedError
 interface Entry {
   readonly buffer: ArrayBufferLike
   readonly key: string
-  /** The registration's own scope, a child of the cache's: closing it deregisters. */
-  readonly scope: Scope.CloseableScope
+  /** The registration's own scope, a child of the cache's (forked once the entry is in the map): closing it deregisters. */
+  scope: Scope.CloseableScope | undefined
   /** Set once registered; until then, callers wait on `made`. */
   mr: LocalMr.LocalMr<any> | undefined
   readonly made: Deferred.Deferred<LocalMr.LocalMr<any>, Failure>
@@ -106,39 +106,31 @@ export const make = (
       byKey.delete(entry.key)
       if (byKey.size === 0) entries.delete(entry.buffer)
     }
-    const close = (entry: Entry): Effect.Effect<void> => Scope.close(entry.scope, Exit.void)
+    const close = (entry: Entry): Effect.Effect<void> =>
+      entry.scope === undefined ? Effect.void : Scope.close(entry.scope, Exit.void)
 
-    // Registers into a new entry; a failure is never cached (the entry goes, its waiters fail).
-    const create = (memory: Uint8Array, usage: number, byKey: Map<string, Entry>, key: string) =>
-      Effect.flatMap(Scope.fork(scope, ExecutionStrategy.sequential), (child) => {
-        const entry: Entry = {
-          buffer: memory.buffer,
-          key,
-          scope: child,
-          mr: undefined,
-          made: Deferred.unsafeMake(FiberId.none),
-          users: 1,
-          expiresAt: 0,
-          timer: false,
-          gone: false
-        }
-        byKey.set(key, entry)
-        return LocalMr.register(peer, memory, usage as Usage<any>).pipe(
-          Scope.extend(child),
-          Effect.provide(context),
-          Effect.matchCauseEffect({
-            onFailure: (cause) => {
-              remove(entry)
-              return Deferred.failCause(entry.made, cause).pipe(Effect.zipRight(close(entry)), Effect.zipRight(Effect.failCause(cause)))
-            },
-            onSuccess: (mr) => {
-              entry.mr = mr
-              owners.set(mr, entry)
-              return Effect.as(Deferred.succeed(entry.made, mr), mr)
-            }
-          })
-        )
-      })
+    // Registers into `entry`, already in the map (so that a second caller waits for this one); a
+    // failure is never cached (the entry goes, its waiters fail). The cache closing while a
+    // registration runs (a large one, on a worker) closed its scope: the region is gone already.
+    const create = (memory: Uint8Array, usage: number, entry: Entry) =>
+      Scope.fork(scope, ExecutionStrategy.sequential).pipe(
+        Effect.flatMap((child) => {
+          entry.scope = child
+          return LocalMr.register(peer, memory, usage as Usage<any>).pipe(Scope.extend(child), Effect.provide(context))
+        }),
+        Effect.filterOrElse(() => !closed, () => Effect.interrupt),
+        Effect.matchCauseEffect({
+          onFailure: (cause) => {
+            remove(entry)
+            return Deferred.failCause(entry.made, cause).pipe(Effect.zipRight(close(entry)), Effect.zipRight(Effect.failCause(cause)))
+          },
+          onSuccess: (mr) => {
+            entry.mr = mr
+            owners.set(mr, entry)
+            return Effect.as(Deferred.succeed(entry.made, mr), mr)
+          }
+        })
+      )
 
     /** A user of the registration of `memory` for `usage`: a hit is plain JavaScript. */
     const acquire = (memory: Uint8Array, usage: number): Effect.Effect<LocalMr.LocalMr<any>, Failure> =>
@@ -151,7 +143,21 @@ export const make = (
         if (byKey === undefined) entries.set(memory.buffer, byKey = new Map())
         const key = `${memory.byteOffset}:${memory.byteLength}:${usage}`
         const entry = byKey.get(key)
-        if (entry === undefined) return create(memory, usage, byKey, key)
+        if (entry === undefined) {
+          const made: Entry = {
+            buffer: memory.buffer,
+            key,
+            scope: undefined,
+            mr: undefined,
+            made: Deferred.unsafeMake(FiberId.none),
+            users: 1,
+            expiresAt: 0,
+            timer: false,
+            gone: false
+          }
+          byKey.set(key, made)
+          return create(memory, usage, made)
+        }
         entry.users++
         if (entry.mr !== undefined) return Effect.succeed(entry.mr)
         // Being registered by another fiber: wait for it (its failure is ours, and we hold nothing).
@@ -195,8 +201,8 @@ export const make = (
         return Effect.forEach(dropped, (entry) => (entry.users === 0 ? close(entry) : Effect.void), { discard: true })
       })
     yield* Effect.acquireRelease(Effect.sync(() => pins.onMemoryRelease(dropBuffer)), (remove) => Effect.sync(remove))
-    // The cache's scope closes every child scope (deregistering them all): nothing new is made
-    // after, and what a user still holds is released at once when that user lets go.
+    // The cache's scope closes every child scope, deregistering them all, in use or not (a request
+    // in flight still keeps its region until it completes): nothing new is made after.
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
