@@ -161,9 +161,8 @@ const acquire = <F extends Flag>(
       instrument.failedUnsafe(REG, exit.cause.error._tag, labels)
       return Effect.fail(exit.cause.error)
     }
-    const registering = traced
-      ? instrument.timed(REG, driver.mrReg(peer.handle, memory, usage))
-      : raw.mrReg(peer.handle, memory, usage)
+    const call = driver.mrReg(peer.handle, memory, usage)
+    const registering = traced ? instrument.timed(REG, call) : call
     return Effect.matchEffect(registering, {
       onFailure: (error) => {
         instrument.failedUnsafe(REG, error._tag, labels)

@@ -124,7 +124,7 @@ const peerGaugesOf = memo((peer) => ({
  * metric labels (Effect.tagMetrics) if any, as `Metric.increment` of the tagged metric did.
  * Plain JavaScript, for an Effect.sync.
  */
-export const countUnsafe = (
+const countUnsafe = (
   total: Metric.Metric.Counter<number>,
   series: Metric.Metric.Counter<number>,
   labels: ReadonlyArray<MetricLabel.MetricLabel>

@@ -59,7 +59,7 @@ export const releaseWhenUnused = (owner: Owner, release: Effect.Effect<void>): E
   Effect.suspend(() => releaseWhenUnusedUnsafe(owner, release))
 
 /** @internal {@link releaseWhenUnused}, deciding now: what to run next. */
-export const releaseWhenUnusedUnsafe = (owner: Owner, release: Effect.Effect<void>): Effect.Effect<void> => {
+const releaseWhenUnusedUnsafe = (owner: Owner, release: Effect.Effect<void>): Effect.Effect<void> => {
   if (owner.users <= 0) return release
   owner.deferred = release
   return Effect.logDebug(
