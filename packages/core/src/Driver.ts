@@ -108,6 +108,26 @@ export type ConnHandle = Handle<"Conn">
 export type SrqHandle = Handle<"Srq">
 
 /**
+ * Where requests are posted ({@link Driver.postMany}): a connection's queue pair, a shared receive
+ * queue (receives only), or an incoming connection request before it is accepted (receives only,
+ * rpma_conn_req_recv: they complete on the connection's queue once it exists).
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type PostQueue = ConnHandle | SrqHandle | ConnReqHandle
+
+/**
+ * Where completions are read ({@link Driver.pollCompletions}, {@link Driver.armCompletions}): a
+ * connection's completion queue (and its receive completion queue, if it has one), or a shared
+ * receive queue's receive completion queue.
+ *
+ * @since 0.5.0
+ * @category models
+ */
+export type CompletionQueue = ConnHandle | SrqHandle
+
+/**
  * A shared receive queue's settings (`struct rpma_srq_cfg`).
  *
  * @since 0.3.0
@@ -156,8 +176,8 @@ export interface ConnConfig {
   readonly srq?: SrqHandle | undefined
   /**
    * rpma_conn_cfg_set_rcq_size: receives complete on a receive CQ of this size, apart from the CQ
-   * (0 or absent: on the CQ). {@link Driver.pollCompletions} and {@link Driver.nextCompletions}
-   * return the completions of both.
+   * (0 or absent: on the CQ). {@link Driver.pollCompletions} and {@link Driver.armCompletions}
+   * report the completions of both.
    */
   readonly rcqSize?: number | undefined
   /**
@@ -254,6 +274,11 @@ export interface Completion {
   readonly flags: number
   /** The immediate data in host byte order, when `flags` has IBV_WC_WITH_IMM. */
   readonly imm?: number | undefined
+  /**
+   * `ibv_wc.qp_num`, on the completions of a shared receive queue: which connection the message
+   * came on (see {@link Driver.connQpNum}). Absent on a connection's own completions.
+   */
+  readonly qpNum?: number | undefined
 }
 
 /**
@@ -277,17 +302,6 @@ export const WcOpcode = {
  * @category models
  */
 export const WcFlags = { WITH_IMM: 2 } as const
-
-/**
- * A completion from a shared receive queue's CQ: `qpNum` (`ibv_wc.qp_num`) says which connection
- * the message came on (see {@link Driver.connQpNum}).
- *
- * @since 0.3.0
- * @category models
- */
-export interface SrqCompletion extends Completion {
-  readonly qpNum: number
-}
 
 /**
  * What one {@link Driver.postMany} call did: the requests posted, the refusal that stopped it, and
@@ -321,19 +335,6 @@ export interface PostOutcome {
  * @category models
  */
 export type CompletionsReady = (ready: Exit.Exit<ReadonlyArray<Completion>, RpmaError>) => void
-
-/**
- * A receive to post on a connection request before it is accepted (rpma_conn_req_recv).
- *
- * @since 0.3.0
- * @category models
- */
-export interface RecvRequest {
-  readonly id: number
-  readonly dst: MrHandle
-  readonly offset: number
-  readonly length: number
-}
 
 /**
  * Which side of a connection an address is (librpma's `enum rpma_util_ibv_context_type`).
@@ -598,12 +599,6 @@ export interface Driver {
     ConnHandle,
     RpmaError
   >
-  /**
-   * rpma_conn_req_recv: a receive posted before the request is connected; its completion arrives on
-   * the connection's queue with `id`. Its region is held until then, or until the request is
-   * deleted or its connection deleted.
-   */
-  readonly connReqRecv: (req: ConnReqHandle, request: RecvRequest) => Effect.Effect<void, RpmaError>
   /** rpma_conn_req_delete: rejects an incoming request or drops an outgoing one. */
   readonly connReqDelete: (req: ConnReqHandle) => Effect.Effect<void, RpmaError>
   /** rpma_conn_next_event: waits, without blocking the event loop, for the next connection event. */
@@ -625,42 +620,40 @@ export interface Driver {
   /** rpma_conn_delete. */
   readonly connDelete: (conn: ConnHandle) => Effect.Effect<void, RpmaError>
   /**
-   * rpma_write(_with_imm) / rpma_read / rpma_flush / rpma_atomic_write / rpma_send(_with_imm) /
-   * rpma_recv. A send-queue request posted with `completion: "onError"` that succeeds produces no
-   * completion: the driver releases what it holds for it when a later request on the same send
-   * queue completes.
+   * The data path's one posting call, synchronous (not an Effect: core calls it inside its own,
+   * once per operation or per batch): rpma_write(_with_imm) / rpma_read / rpma_flush /
+   * rpma_atomic_write / rpma_send(_with_imm) / rpma_recv on a connection, rpma_srq_recv on a shared
+   * receive queue, rpma_conn_req_recv on a connection request (a queue that is not a connection
+   * takes receives only: anything else is refused with RPMA_E_INVAL). Posts `requests` in order,
+   * stopping at the first one refused, then reads the completion queue once without waiting (a
+   * connection request has none yet: `ready` is empty). It never throws for a refusal or a failing
+   * queue: both are in the outcome.
+   *
+   * A send-queue request posted with `completion: "onError"` that succeeds produces no completion:
+   * the driver releases what it holds for it when a later request on the same send queue
+   * completes. A request's region is held by the driver until its completion, or until its queue
+   * (the connection a request became, the shared receive queue) is deleted.
    */
-  readonly post: (conn: ConnHandle, request: WorkRequest) => Effect.Effect<void, RpmaError>
-  /** rpma_cq_get_wc without waiting: the completions already queued, possibly none. */
-  readonly pollCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
+  readonly postMany: (queue: PostQueue, requests: ReadonlyArray<WorkRequest>) => PostOutcome
   /**
-   * Waits, without blocking the event loop, for completions on the connection's queue
-   * (rpma_conn_get_compl_fd + rpma_cq_wait + rpma_cq_get_wc) and returns at least one: what is
-   * queued already, else the first answer of the channel. As an Effect, for programs that drive
-   * the driver themselves; a Connection uses {@link armCompletions}, which costs no fiber.
+   * rpma_cq_get_wc without waiting: the completions already queued, possibly none (a connection's
+   * CQ and receive CQ; a shared receive queue's receive CQ, whose completions carry `qpNum`).
    */
-  readonly nextCompletions: (conn: ConnHandle) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
-
+  readonly pollCompletions: (queue: CompletionQueue) => Effect.Effect<ReadonlyArray<Completion>, RpmaError>
   /**
-   * The data path's posting call, synchronous (not an Effect: core calls it inside its own, once
-   * per operation or per batch). Posts `requests` in order as {@link post} does, stopping at the
-   * first one refused, then reads the completion queue once without waiting. It never throws for
-   * a refusal or a failing queue: both are in the outcome.
-   */
-  readonly postMany: (conn: ConnHandle, requests: ReadonlyArray<WorkRequest>) => PostOutcome
-  /**
-   * Arms the connection's completion channel (rpma_conn_get_compl_fd + rpma_cq_wait +
+   * Arms a queue's completion channel (rpma_conn_get_compl_fd / rpma_cq_get_fd + rpma_cq_wait +
    * rpma_cq_get_wc) with a plain callback: `onReady` is called once, from the event loop and never
    * during this call, with the completions queued by then (at least one; a completion already
    * queued when the channel is armed counts) or with the channel's failure (a handle the driver
    * refuses is reported that way too). A completion taken by a poll in the meantime is not
    * reported twice: the wait goes on until there is one. Core re-arms from the callback while it
-   * has requests outstanding, so a request completing later costs one callback, not a fiber.
+   * has requests outstanding, so a request completing later costs one callback, not a fiber. The
+   * same mechanism serves connections and shared receive queues.
    *
    * Returns the disarm: it stops the wait (nothing is left watching the channel, no libuv handle
    * active) and `onReady` is then never called. It never throws and may be called more than once.
    */
-  readonly armCompletions: (conn: ConnHandle, onReady: CompletionsReady) => () => void
+  readonly armCompletions: (queue: CompletionQueue, onReady: CompletionsReady) => () => void
 
   /**
    * rpma_srq_new with an rpma_srq_cfg of these sizes. The peer is in use (its delete refused) until
@@ -673,16 +666,7 @@ export interface Driver {
    * receives still posted are let go.
    */
   readonly srqDelete: (srq: SrqHandle) => Effect.Effect<void, RpmaError | ResourceInUseError>
-  /**
-   * rpma_srq_recv: a receive any connection made with the queue may consume; its completion comes
-   * from the queue's receive CQ with `id`. Its region is held until then, or until the queue is deleted.
-   */
-  readonly srqRecv: (srq: SrqHandle, request: RecvRequest) => Effect.Effect<void, RpmaError>
-  /** rpma_cq_get_wc on the queue's receive CQ (rpma_srq_get_rcq) without waiting: possibly none. */
-  readonly srqPollCompletions: (srq: SrqHandle) => Effect.Effect<ReadonlyArray<SrqCompletion>, RpmaError>
-  /** Waits, without blocking the event loop, for completions on the queue's receive CQ; at least one. */
-  readonly srqNextCompletions: (srq: SrqHandle) => Effect.Effect<ReadonlyArray<SrqCompletion>, RpmaError>
-  /** rpma_conn_get_qp_num: what {@link SrqCompletion.qpNum} says of the connection's messages. */
+  /** rpma_conn_get_qp_num: what {@link Completion.qpNum} says of the connection's messages. */
   readonly connQpNum: (conn: ConnHandle) => Effect.Effect<number, RpmaError>
 
   /** The handles alive now, by kind. */
