@@ -13,6 +13,7 @@
  *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -20,6 +21,7 @@ import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
@@ -72,6 +74,39 @@ export interface Options {
   readonly closeTimeout?: Duration.DurationInput | undefined
 }
 
+/**
+ * An option {@link make} cannot use: a duration that is not one (or negative), or a `closeTimeout`
+ * that is infinite (closing must end).
+ *
+ * @since 0.4.0
+ * @category errors
+ */
+export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")<{
+  readonly option: "idleTimeToLive" | "closeTimeout"
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `RegistrationCache.make: ${this.option} ${this.reason}`
+  }
+}
+
+const durationOption = (
+  option: InvalidOptionsError["option"],
+  value: Duration.DurationInput,
+  finite: boolean
+): Effect.Effect<Duration.Duration, InvalidOptionsError> => {
+  const decoded = typeof value === "number" && !(value >= 0) ? Option.none() : Duration.decodeUnknown(value)
+  if (Option.isNone(decoded)) {
+    return Effect.fail(
+      new InvalidOptionsError({ option, reason: `is not a duration (${String(value)}): give e.g. "30 seconds" or milliseconds` })
+    )
+  }
+  if (finite && !Duration.isFinite(decoded.value)) {
+    return Effect.fail(new InvalidOptionsError({ option, reason: "is infinite: closing must end, give it a bound" }))
+  }
+  return Effect.succeed(decoded.value)
+}
+
 type Failure = RpmaError | MemoryRefusedError
 
 interface Entry {
@@ -95,7 +130,8 @@ interface Entry {
 }
 
 /**
- * A cache of registrations with `peer`, emptied when the scope closes.
+ * A cache of registrations with `peer`, emptied when the scope closes. Fails with
+ * {@link InvalidOptionsError} for an option it cannot use.
  *
  * @since 0.1.0
  * @category constructors
@@ -103,10 +139,10 @@ interface Entry {
 export const make = (
   peer: Peer,
   options?: Options
-): Effect.Effect<RegistrationCache, never, RdmaDriver | Scope.Scope> =>
+): Effect.Effect<RegistrationCache, InvalidOptionsError, RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
-    const ttl = Duration.toMillis(Duration.decode(options?.idleTimeToLive ?? "30 seconds"))
-    const closeTimeout = Duration.decode(options?.closeTimeout ?? "10 seconds")
+    const ttl = Duration.toMillis(yield* durationOption("idleTimeToLive", options?.idleTimeToLive ?? "30 seconds", false))
+    const closeTimeout = yield* durationOption("closeTimeout", options?.closeTimeout ?? "10 seconds", true)
     const scope = yield* Effect.scope
     const context = yield* Effect.context<RdmaDriver>()
     // By buffer, then by offset, length and usage: never by address (see above).

@@ -50,6 +50,26 @@ const user = (
 }
 
 describe("RegistrationCache: closing under its users", () => {
+  it.effect("an option make cannot use: InvalidOptionsError naming it (an infinite closeTimeout too: closing must end)", () =>
+    Effect.gen(function*() {
+      yield* inWorld(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        const bad: ReadonlyArray<[RegistrationCache.Options, string]> = [
+          [{ closeTimeout: "soon" as never }, "closeTimeout is not a duration (soon)"],
+          [{ closeTimeout: -1 }, "closeTimeout is not a duration (-1)"],
+          [{ closeTimeout: Number.NaN }, "closeTimeout is not a duration (NaN)"],
+          [{ closeTimeout: Infinity }, "closeTimeout is infinite"],
+          [{ idleTimeToLive: {} as never }, "idleTimeToLive is not a duration"]
+        ]
+        for (const [options, says] of bad) {
+          const error = yield* Effect.flip(RegistrationCache.make(peer, options))
+          assert.strictEqual(error._tag, "InvalidOptionsError")
+          assert.include(error.message, says)
+        }
+        yield* RegistrationCache.make(peer, { idleTimeToLive: Infinity, closeTimeout: 0 })
+      }))
+    }))
+
   it.effect("300 users hold 100 regions while the cache closes: none sees its region deregistered, each goes after its last user", () =>
     Effect.gen(function*() {
       const { logged } = yield* inWorld(Effect.gen(function*() {
