@@ -1,8 +1,9 @@
 // Every native pointer reaches JavaScript inside a handle: an ObjectWrap that JavaScript cannot
 // construct, tagged with its kind (napi_type_tag_object, since napi_unwrap alone does not check
 // the object's type), and closed at most once. Each exported function opens its handles with
-// Open<T>, which turns NULL, a wrong kind and a closed handle into the library's own "invalid
-// argument" instead of a crash.
+// Open<T> (or Opened<T>, Unwrapped<T>), which turns NULL, a wrong kind, a closed handle and a
+// handle whose native object is already gone (a worker's environment being torn down) into the
+// library's own "invalid argument" instead of a crash. No other path unwraps a handle.
 //
 // Lifetimes never depend on GC order. A child holds a std::shared_ptr to its parent's native
 // state, so a peer (or rdma_cm id) outlives its regions however the wrappers are collected, even
