@@ -190,13 +190,18 @@ CompletionQueues* OpenQueues(const Call& call, Napi::Value value) {
 Napi::Value PollCompletions(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call call(env, "rpma_cq_get_wc", Domain::Rpma);
-  Kind kind;
-  if (Opened<Conn>(info[0]) == nullptr && KindOf(info[0], &kind) && kind == Kind::ConnReq) {
-    if (Open<ConnReq>(call, info[0]) == nullptr) return env.Undefined();
-    return Napi::Array::New(env);
+  CompletionQueues* queues = nullptr;
+  if (Conn* conn = Opened<Conn>(info[0])) {
+    queues = conn->state.get();  // the hot path: one type-tag check
+  } else {
+    Kind kind;
+    if (KindOf(info[0], &kind) && kind == Kind::ConnReq) {
+      if (Open<ConnReq>(call, info[0]) == nullptr) return env.Undefined();
+      return Napi::Array::New(env);
+    }
+    queues = OpenQueues(call, info[0]);
+    if (queues == nullptr) return env.Undefined();
   }
-  CompletionQueues* queues = OpenQueues(call, info[0]);
-  if (queues == nullptr) return env.Undefined();
   Napi::Array out = Napi::Array::New(env);
   uint32_t count = 0;
   ClearLog();
