@@ -181,7 +181,10 @@ CompletionQueues* OpenQueues(const Call& call, Napi::Value value) {
     Srq* srq = Open<Srq>(call, value);
     return srq != nullptr ? srq->state.get() : nullptr;
   }
-  Conn* conn = Open<Conn>(call, value);  // the refusal names what was expected
+  if (!KindOf(value, &kind)) return Open<Conn>(call, value), nullptr;  // NULL, or not a handle
+  // Another kind, or a closed connection: the refusal names what was expected.
+  if (kind != Kind::Conn) return call.Invalid(std::string("expected a conn or an srq, got a ") + KindName(kind)), nullptr;
+  Conn* conn = Open<Conn>(call, value);
   return conn != nullptr ? conn->state.get() : nullptr;
 }
 
