@@ -6,7 +6,7 @@
  * - "queued": `post` queues the completion synchronously, so the poll right after it finds it
  *   (as Soft-RoCE often does: the request completes inside the post call);
  * - "later": the completion is delivered on a later loop turn (setImmediate) through the callback
- *   of the pending `connWaitCompletions`, or left in the queue for the next poll if none waits.
+ *   of the pending `waitCompletions`, or left in the queue for the next poll if none waits.
  *
  * Connection events: ESTABLISHED on the turn after the connection is made, CLOSED on the turn
  * after it is disconnected. Everything else answers at once with a plausible value.
@@ -72,14 +72,9 @@ export const make = (): Fake => {
     peerDelete: () => {},
     mrReg: (_peer, memory) => ({ handle: { kind: "mr", memory }, address: 0x7f0000001000n }),
     mrRegAsync: (_peer, memory) => Promise.resolve({ handle: { kind: "mr", memory }, address: 0x7f0000001000n }),
-    connReqRecv: () => {},
     // Shared receive queues are not on the benchmarked path.
     srqNew: () => ({ kind: "srq" }),
     srqDelete: () => {},
-    srqRecv: () => {},
-    srqPollCompletions: () => [],
-    srqWaitCompletions: () => 0,
-    srqCancelWait: () => false,
     connQpNum: () => 1,
     peerCfgDescriptor: () => new Uint8Array(1),
     connApplyRemotePeerCfg: () => {},
@@ -158,14 +153,14 @@ export const make = (): Fake => {
         schedule(conn)
       }
     },
-    connPollCompletions: (handle) => {
+    pollCompletions: (handle) => {
       const conn = handle as FakeConn
       if (conn.queue.length === 0) return EMPTY
       const ready = conn.queue
       conn.queue = []
       return ready
     },
-    connWaitCompletions: (handle, callback) => {
+    waitCompletions: (handle, callback) => {
       const conn = handle as FakeConn
       conn.waiter = callback
       conn.waiterId = nextId++

@@ -86,8 +86,8 @@ const benchesWith = (fake: Fake.Fake) =>
             if (list !== undefined) completed += list.length
             if (completed >= count) return resume(Effect.void)
             while (posted < count && posted - completed < window) binding.post(raw, request(rawId++, posted++ % BATCH))
-            list = binding.connPollCompletions(raw)
-            if (list.length === 0) return void binding.connWaitCompletions(raw, pump)
+            list = binding.pollCompletions(raw)
+            if (list.length === 0) return void binding.waitCompletions(raw, pump)
           }
         }
         pump(undefined, undefined)
@@ -128,7 +128,7 @@ const benchesWith = (fake: Fake.Fake) =>
           "queued",
           sync(() => {
             binding.post(raw, request(rawId++, 0))
-            binding.connPollCompletions(raw)
+            binding.pollCompletions(raw)
           })
         )
       },
@@ -257,7 +257,7 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
       {
         what: "host: Connection.write 64 B, completion queued at post time (µs over the raw call)",
         ours: `${t(u["write.queued"]!)} (+${t(u["write.queued"]! - u["write.raw"]!)})`,
-        baseline: `${t(u["write.raw"]!)} (binding.post + connPollCompletions from JS)`,
+        baseline: `${t(u["write.raw"]!)} (binding.post + pollCompletions from JS)`,
         ratio: u["write.queued"]! / u["write.raw"]!,
         target: "≤ +2 µs (and ≤ +20k instructions)",
         met: u["write.queued"]! - u["write.raw"]! <= 2

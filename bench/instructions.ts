@@ -67,7 +67,7 @@ export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => 
     {
       what: "instructions: Connection.write, completion queued (over the raw call)",
       ours: `${k(get("write.queued"))} (+${k(over)})`,
-      baseline: `${k(get("write.raw"))} (binding.post + connPollCompletions from JS)`,
+      baseline: `${k(get("write.raw"))} (binding.post + pollCompletions from JS)`,
       ratio: get("write.queued") / get("write.raw"),
       target: "≤ +20k",
       met: over <= 20_000

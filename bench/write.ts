@@ -140,8 +140,8 @@ const failed = (list: ReadonlyArray<RpmaBinding.WaitedCompletion>): Error | unde
 
 /**
  * `count` writes, `window` in flight, through the addon alone, no Effect anywhere: post, take what
- * the queue holds already (connPollCompletions), else wait on the completion channel with a
- * callback (connWaitCompletions): what the driver does, minus its Effects.
+ * the queue holds already (pollCompletions), else wait on the completion channel with a
+ * callback (waitCompletions): what the driver does, minus its Effects.
  */
 const addonWrites = (
   binding: RpmaBinding.Binding,
@@ -168,8 +168,8 @@ const addonWrites = (
         while (posted < count && posted - completed < window) {
           binding.post(conn, writeRequest(posted, dst, src, posted++ % W, size))
         }
-        list = binding.connPollCompletions(conn)
-        if (list.length === 0) return void binding.connWaitCompletions(conn, pump)
+        list = binding.pollCompletions(conn)
+        if (list.length === 0) return void binding.waitCompletions(conn, pump)
       }
     }
     pump(undefined, undefined)
@@ -198,14 +198,14 @@ const asyncWrites = (
   const one = (i: number) =>
     Effect.suspend(() => {
       binding.post(conn, writeRequest(i, dst, src, 0, size))
-      const list = binding.connPollCompletions(conn)
+      const list = binding.pollCompletions(conn)
       if (list.length > 0) {
         pollFirst.queued++
         return checked(list)
       }
       pollFirst.waited++
       return Effect.async<void, unknown>((resume) => {
-        binding.connWaitCompletions(conn, (error, waited) =>
+        binding.waitCompletions(conn, (error, waited) =>
           resume(error !== undefined && error !== null ? Effect.fail(error) : checked(waited ?? [])))
       })
     })

@@ -15,6 +15,7 @@
         "src/conn_req.cc",
         "src/conn.cc",
         "src/post.cc",
+        "src/completions.cc",
         "src/srq.cc"
       ],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],

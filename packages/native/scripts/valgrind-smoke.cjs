@@ -60,7 +60,7 @@ const config = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteTo
 const badConfigs = [null, {}, { ...config, timeoutMs: -1 }, { ...config, sqSize: 2 ** 32 }, { ...config, directWriteToPmem: 1 }]
 const rejections = []
 for (const value of bogus) {
-  for (const name of ["epShutdown", "connReqPrivateData", "connReqDelete", "connPrivateData", "connDisconnect", "connDelete", "connPollCompletions"]) {
+  for (const name of ["epShutdown", "connReqPrivateData", "connReqDelete", "connPrivateData", "connDisconnect", "connDelete", "pollCompletions", "srqDelete", "connQpNum"]) {
     expectThrow(name, () => binding[name](value), "code", -100004)
   }
   expectThrow("epListen", () => binding.epListen(value, "127.0.0.1", 7000), "code", -100004)
@@ -71,7 +71,7 @@ for (const value of bogus) {
     rejections.push(binding.connReqNew(value, "127.0.0.1", 7000, cfg))
   }
   expectThrow("connNextEvent", () => binding.connNextEvent(value, () => failures++), "code", -100004)
-  expectThrow("connWaitCompletions", () => binding.connWaitCompletions(value, undefined), "code", -100004)
+  expectThrow("waitCompletions", () => binding.waitCompletions(value, undefined), "code", -100004)
   for (const request of [
     null,
     { op: "nope", id: 1 },

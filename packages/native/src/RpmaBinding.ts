@@ -70,8 +70,6 @@ export interface Binding {
   readonly connReqPrivateData: (req: unknown) => Uint8Array
   readonly connReqConnect: (req: unknown, privateData: unknown) => object
   readonly connReqDelete: (req: unknown) => void
-  /** rpma_conn_req_recv: `request` is { id, dst, offset, length }. */
-  readonly connReqRecv: (req: unknown, request: unknown) => void
   /** rpma_peer_cfg_get_descriptor of a peer cfg with direct_write_to_pmem set as given. */
   readonly peerCfgDescriptor: (directWriteToPmem: unknown) => Uint8Array
   /** rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg. */
@@ -80,28 +78,34 @@ export interface Binding {
   readonly connPrivateData: (conn: unknown) => Uint8Array
   readonly connDisconnect: (conn: unknown) => void
   readonly connDelete: (conn: unknown) => void
-  readonly post: (conn: unknown, request: unknown) => void
-  /** The completions already in the queue (possibly none), without waiting. */
-  readonly connPollCompletions: (conn: unknown) => Array<WaitedCompletion>
-  /** Starts waiting for completions (at least one); returns the wait's id. */
-  readonly connWaitCompletions: (conn: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
   /** rpma_srq_new with an rpma_srq_cfg: `config` is { rqSize, rcqSize }. */
   readonly srqNew: (peer: unknown, config: unknown) => object
   readonly srqDelete: (srq: unknown) => void
-  /** rpma_srq_recv: `request` is { id, dst, offset, length }. */
-  readonly srqRecv: (srq: unknown, request: unknown) => void
-  /** The completions already in the queue's receive CQ (possibly none), each with `qpNum`. */
-  readonly srqPollCompletions: (srq: unknown) => Array<WaitedCompletion & { qpNum: number }>
-  /** Starts waiting for completions on the queue's receive CQ; returns the wait's id for srqCancelWait. */
-  readonly srqWaitCompletions: (
-    srq: unknown,
-    callback: WaitCallback<Array<WaitedCompletion & { qpNum: number }>>
-  ) => number
-  /** Stops a wait of srqWaitCompletions. False if it had already ended. Never throws. */
-  readonly srqCancelWait: (srq: unknown, id: unknown) => boolean
+  /**
+   * One work request (core's WorkRequest) on a queue: rpma_write ... rpma_recv on a connection,
+   * rpma_srq_recv on a shared receive queue, rpma_conn_req_recv on a connection request (those two
+   * take receives only: anything else is RPMA_E_INVAL). The request's region is held until its
+   * completion is returned, or until its queue is deleted.
+   */
+  readonly post: (queue: unknown, request: unknown) => void
+  /**
+   * The completions already queued (possibly none), without waiting: a connection's CQ and receive
+   * CQ, a shared receive queue's receive CQ (each completion with `qpNum`); none on a connection
+   * request, whose receives complete on the connection it becomes.
+   */
+  readonly pollCompletions: (queue: unknown) => Array<WaitedCompletion>
+  /**
+   * Starts waiting for completions (at least one) on a connection or a shared receive queue;
+   * returns the wait's id for {@link Binding.cancelWait}.
+   */
+  readonly waitCompletions: (queue: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
   /** rpma_conn_get_qp_num. */
   readonly connQpNum: (conn: unknown) => number
-  /** Stops a wait: its callback is never called. False if it had already ended. Never throws. */
+  /**
+   * Stops a wait of any kind (an endpoint's, a connection's events, a connection's or a shared
+   * receive queue's completions): its callback is never called. False if it had already ended.
+   * Never throws.
+   */
   readonly cancelWait: (handle: unknown, id: unknown) => boolean
   readonly allocate: (size: unknown) => Uint8Array
   readonly free: (memory: unknown) => void
@@ -189,6 +193,8 @@ export interface WaitedCompletion {
   readonly opcode: number
   readonly flags: number
   readonly imm?: number
+  /** On a shared receive queue's completions: the queue pair the message came on. */
+  readonly qpNum?: number
 }
 
 /**

@@ -199,38 +199,5 @@ bool IsCallback(const Call& call, Napi::Value value) {
   return false;
 }
 
-bool ReadRecv(const Call& call, Napi::Value value, RecvArgs* out) {
-  if (!value.IsObject()) return call.Invalid("the receive must be an object"), false;
-  Napi::Object request = value.As<Napi::Object>();
-  const char* const names[4] = {"id", "dst", "offset", "length"};
-  for (int i = 0; i < 4; i++) {
-    out->fields[i] = request.Get(names[i]);
-    if (call.Env().IsExceptionPending()) {
-      return call.Invalid(std::string("reading the receive's ") + names[i] + " threw"), false;
-    }
-  }
-  return true;
-}
-
-bool OpenRecv(const Call& call, RecvArgs* args) {
-  args->dst = Open<MrLocal>(call, args->fields[1]);
-  if (args->dst == nullptr || !Integer(call, args->fields[2], "offset", kMaxSafe, &args->offset) ||
-      !Integer(call, args->fields[3], "len", kMaxLength, &args->length)) {
-    return false;
-  }
-  if (!args->fields[0].IsNumber()) return call.Invalid("id must be a number"), false;
-  args->id = args->fields[0].As<Napi::Number>().DoubleValue();
-  return true;
-}
-
-void HoldRecv(PostedMap& posted, uint64_t token, const RecvArgs& args) {
-  Posted entry;
-  entry.id = args.id;
-  entry.recv = true;
-  entry.region = args.dst->state;
-  entry.region->in_flight++;
-  posted.emplace(token, std::move(entry));
-}
-
 }  // namespace conn
 }  // namespace rdma

@@ -1,5 +1,6 @@
-// Helpers shared by the connection files (endpoint.cc, conn_req.cc, conn.cc, post.cc): argument
-// parsing, error values and the waits on librpma file descriptors.
+// Helpers shared by the files of connections and their queues (endpoint.cc, conn_req.cc,
+// conn.cc, post.cc, completions.cc, srq.cc): argument parsing, error values, and starting and
+// failing the waits on librpma file descriptors.
 #pragma once
 
 #include <librpma.h>
@@ -41,19 +42,6 @@ Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr
 Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg,
                       bool direct_write_to_pmem, std::shared_ptr<void> srq = nullptr);
 bool IsCallback(const Call& call, Napi::Value value);
-
-// A receive's arguments, { id, dst, offset, length } (rpma_conn_req_recv, rpma_srq_recv).
-struct RecvArgs {
-  Napi::Value fields[4];
-  double id = 0, offset = 0, length = 0;
-  MrLocal* dst = nullptr;
-};
-// Reads every field before any handle is opened (a getter could close one in between).
-bool ReadRecv(const Call& call, Napi::Value value, RecvArgs* out);
-// Then opens the region and checks the numbers, once the queue's own handle is open.
-bool OpenRecv(const Call& call, RecvArgs* args);
-// A receive posted with `token`: its region stays registered until its completion is returned.
-void HoldRecv(PostedMap& posted, uint64_t token, const RecvArgs& args);
 
 }  // namespace conn
 

@@ -40,13 +40,6 @@ int ConnConfig::Make(rpma_conn_cfg** out) const {
 
 // ---- connection requests ----
 
-void ReleaseAll(PostedMap& posted) {
-  for (auto& entry : posted) {
-    if (entry.second.region) entry.second.region->in_flight--;
-  }
-  posted.clear();
-}
-
 int ConnReqState::Delete() {
   // Its queue pair goes with it: the device no longer reaches the regions of its receives.
   ReleaseAll(posted);
@@ -242,7 +235,7 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   wrapper->state = state;
   code = rpma_conn_get_cq(conn, &state->cq);
   if (code == 0) code = rpma_conn_get_rcq(conn, &state->rcq);
-  state->shared_channel = req->config.shared_channel;
+  if (req->config.shared_channel) state->channel_conn = conn;
   if (code == 0 && req->config.direct_write_to_pmem) {
     // rpma_flush(PERSISTENT) is refused (RPMA_E_NOSUPP) unless the remote peer's cfg says so.
     rpma_peer_cfg* pcfg = nullptr;
@@ -258,26 +251,6 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
     return call.Fail(code, "setting up the connection failed; it is deleted");
   }
   return object;
-}
-
-// rpma_conn_req_recv(req, { id, dst, offset, length }): a receive posted before connecting.
-Napi::Value ConnReqRecv(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Call call(env, "rpma_conn_req_recv", Domain::Rpma);
-  RecvArgs args;
-  if (!ReadRecv(call, info[1], &args)) return env.Undefined();
-  ConnReq* handle = Open<ConnReq>(call, info[0]);
-  if (handle == nullptr || !OpenRecv(call, &args)) return env.Undefined();
-  ConnReqState& req = *handle->state;
-  if (req.config.srq) return call.Invalid("the request was made with a shared receive queue: post receives there");
-  uint64_t token = req.next_token++;
-  ClearLog();
-  int code = rpma_conn_req_recv(req.req, args.dst->state->mr, static_cast<size_t>(args.offset),
-                                static_cast<size_t>(args.length), reinterpret_cast<const void*>(static_cast<uintptr_t>(token)));
-  std::string log = TakeLog();
-  if (code != 0) return call.Fail(code, log);
-  HoldRecv(req.posted, token, args);
-  return env.Undefined();
 }
 
 Napi::Value ConnReqDelete(const Napi::CallbackInfo& info) {
@@ -299,7 +272,6 @@ void RegisterConnReq(Napi::Env env, Napi::Object exports) {
   exports.Set("connReqPrivateData", Napi::Function::New(env, ConnReqPrivateData, "connReqPrivateData"));
   exports.Set("connReqConnect", Napi::Function::New(env, ConnReqConnect, "connReqConnect"));
   exports.Set("connReqDelete", Napi::Function::New(env, ConnReqDelete, "connReqDelete"));
-  exports.Set("connReqRecv", Napi::Function::New(env, ConnReqRecv, "connReqRecv"));
 }
 
 }  // namespace rdma

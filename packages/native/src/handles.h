@@ -1,8 +1,9 @@
 // Every native pointer reaches JavaScript inside a handle: an ObjectWrap that JavaScript cannot
 // construct, tagged with its kind (napi_type_tag_object, since napi_unwrap alone does not check
 // the object's type), and closed at most once. Each exported function opens its handles with
-// Open<T>, which turns NULL, a wrong kind and a closed handle into the library's own "invalid
-// argument" instead of a crash.
+// Open<T> (or Opened<T>, Unwrapped<T>), which turns NULL, a wrong kind, a closed handle and a
+// handle whose native object is already gone (a worker's environment being torn down) into the
+// library's own "invalid argument" instead of a crash. No other path unwraps a handle.
 //
 // Lifetimes never depend on GC order. A child holds a std::shared_ptr to its parent's native
 // state, so a peer (or rdma_cm id) outlives its regions however the wrappers are collected, even
@@ -23,6 +24,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "completions.h"
 #include "errors.h"
 #include "memory.h"
 #include "poll.h"
@@ -96,22 +98,39 @@ class Handle : public Napi::ObjectWrap<T> {
   }
 };
 
+// The native object behind a handle of kind T, or nullptr: napi_unwrap finds none while the
+// environment (a worker) is being torn down, its finalizers run, with JavaScript still calling.
+// Never throws. The caller has checked the kind (its type tag).
+template <typename T>
+T* Unwrapped(Napi::Value value) {
+  void* wrapped = nullptr;
+  if (napi_unwrap(value.Env(), value, &wrapped) != napi_ok) return nullptr;
+  return static_cast<T*>(wrapped);
+}
+
+// An open handle of kind T, or nullptr (whatever the reason); never throws. The hot paths' check:
+// one type tag.
+template <typename T>
+T* Opened(Napi::Value value) {
+  if (!value.IsObject() || !value.As<Napi::Object>().CheckTypeTag(TypeTag(T::kKind))) return nullptr;
+  T* handle = Unwrapped<T>(value);
+  return handle != nullptr && handle->IsOpen() ? handle : nullptr;
+}
+
 // Opens a handle argument, or throws through `call` and returns nullptr.
 template <typename T>
 T* Open(const Call& call, Napi::Value value) {
-  // The usual case in one type-tag check (KindOf tries the kinds in turn, one check each).
-  if (value.IsObject() && value.As<Napi::Object>().CheckTypeTag(TypeTag(T::kKind))) {
-    T* handle = Napi::ObjectWrap<T>::Unwrap(value.As<Napi::Object>());
-    if (handle->IsOpen()) return handle;
-  }
+  if (T* handle = Opened<T>(value)) return handle;
   std::string expected = KindName(T::kKind);
   if (value.IsNull() || value.IsUndefined()) return call.Invalid(expected + " is NULL"), nullptr;
   Kind kind;
   if (!KindOf(value, &kind)) return call.Invalid("expected a " + expected + " handle"), nullptr;
   if (kind != T::kKind) return call.Invalid("expected a " + expected + ", got a " + KindName(kind)), nullptr;
-  T* handle = Napi::ObjectWrap<T>::Unwrap(value.As<Napi::Object>());
-  if (!handle->IsOpen()) return call.Invalid("the " + expected + " was already " + T::kClosed), nullptr;
-  return handle;
+  T* handle = Unwrapped<T>(value);
+  if (handle == nullptr) {
+    return call.Invalid("the " + expected + " cannot be used: its environment (a worker) is shutting down"), nullptr;
+  }
+  return call.Invalid("the " + expected + " was already " + T::kClosed), nullptr;
 }
 
 // rpma_utils_get_ibv_context's result. Owned by librdmacm's device list: nothing to release.
@@ -257,38 +276,17 @@ class Endpoint : public Handle<Endpoint> {
   std::shared_ptr<EndpointState> state;
 };
 
-// A posted work request until its completion is returned (for an unsignalled one: until a later
-// send-queue request completes, the send queue of a reliable connection completing in order).
-struct Posted {
-  double id = 0;
-  bool recv = false;
-  bool signalled = true;
-  std::shared_ptr<MrLocalState> region;  // the local region the device reads or writes, if any
-};
-
-// Posted requests by token; tokens grow with each post, so the map is in posting order.
-using PostedMap = std::map<uint64_t, Posted>;
-
-// Lets go of every request's region (the queue pair is gone).
-void ReleaseAll(PostedMap& posted);
-
-// A shared receive queue and its own receive CQ (srq.cc). Connection requests and connections made
-// with it count as its users: librpma's queue pairs point at it, so it is not deleted under them.
-struct SrqState : std::enable_shared_from_this<SrqState> {
-  SrqState();
-  ~SrqState();
+// A shared receive queue and its own receive CQ (srq.cc), whose completions name their queue
+// pair. Connection requests and connections made with it count as its users: librpma's queue
+// pairs point at it, so it is not deleted under them.
+struct SrqState : CompletionQueues {
+  SrqState() { names_queue_pair = true; }
+  ~SrqState() override { Delete(); }
   // Stops watching, rpma_srq_delete, lets go of the receives' regions; returns the code.
   int Delete();
-  void OnCompletion(Napi::Env env, int status);
-  // rpma_cq_get_wc on the receive CQ until it is empty, into `out`; returns 0 or a code.
-  int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
   rpma_srq* srq = nullptr;
-  rpma_cq* rcq = nullptr;
   std::shared_ptr<PeerState> peer;
   std::size_t users = 0;
-  uint64_t next_token = 1;
-  PostedMap posted;
-  Poller completions;
 };
 
 class Srq : public Handle<Srq> {
@@ -324,28 +322,17 @@ class ConnReq : public Handle<ConnReq> {
   std::shared_ptr<ConnReqState> state;
 };
 
-struct ConnState : std::enable_shared_from_this<ConnState> {
+// A connection: its events, and its completion queues (the CQ, and the receive CQ if it has one).
+struct ConnState : CompletionQueues {
   ConnState();
-  ~ConnState();
+  ~ConnState() override;
   // Stops watching, rpma_conn_delete, releases the regions of requests in flight; returns the code.
   int Delete();
   void OnEvent(Napi::Env env, int status);
-  // `fired`: the CQ whose channel is readable (the receive CQ's, when it has one of its own).
-  void OnCompletion(Napi::Env env, int status, rpma_cq* fired);
-  // rpma_cq_get_wc until RPMA_E_NO_COMPLETION, from the CQ then the receive CQ, into `out`; returns 0 or a code.
-  int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
-  int DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, uint32_t* count);
   rpma_conn* conn = nullptr;
-  rpma_cq* cq = nullptr;
-  rpma_cq* rcq = nullptr;       // rpma_conn_get_rcq: receives complete there, if it has one
-  bool shared_channel = false;  // one channel for both: events taken with rpma_conn_wait
   std::shared_ptr<PeerState> peer;
   std::shared_ptr<SrqState> srq;  // its receives come from there, not from rpma_recv
-  uint64_t next_token = 1;
-  PostedMap posted;
   Poller events;
-  Poller completions;
-  Poller receives;  // the receive CQ's own channel, when it is not shared
 };
 
 class Conn : public Handle<Conn> {
@@ -366,5 +353,6 @@ void RegisterMr(Napi::Env env, Napi::Object exports);
 void RegisterCm(Napi::Env env, Napi::Object exports);
 void RegisterConn(Napi::Env env, Napi::Object exports);
 void RegisterSrq(Napi::Env env, Napi::Object exports);
+void RegisterCompletions(Napi::Env env, Napi::Object exports);
 
 }  // namespace rdma

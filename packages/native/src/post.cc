@@ -1,4 +1,7 @@
-// Work requests (rpma_write / read / flush / atomic_write / send / recv) on a connection.
+// Work requests: rpma_write / read / flush / atomic_write / send / recv on a connection,
+// rpma_srq_recv on a shared receive queue, rpma_conn_req_recv on a connection request. Each is
+// held (its region registered) until completions.cc returns its completion. The TypeScript
+// driver's postMany calls post once per request and pollCompletions once after them.
 #include <infiniband/verbs.h>
 #include <librpma.h>
 #include <napi.h>
@@ -45,6 +48,76 @@ bool ReadField(const Call& call, Napi::Object object, const char* key, Napi::Val
   return false;
 }
 
+// What every request says apart from its regions and numbers: its id, whether it is signalled,
+// its immediate data. Into `posted`, `flags` and `imm`; false after a refusal.
+bool ReadCommon(const Call& call, const std::string& op, const RequestFields& f, Posted* posted, int* flags,
+                bool* with_imm, double* imm) {
+  if (!f.id.IsNumber()) return call.Invalid("id must be a number"), false;
+  std::string signal = f.completion.IsString() ? f.completion.As<Napi::String>().Utf8Value() : "";
+  if (!f.completion.IsUndefined() && signal != "always" && !(signal == "onError" && op != "recv")) {
+    return call.Invalid("completion must be \"always\" or \"onError\" (a receive always completes)"), false;
+  }
+  *flags = signal == "onError" ? RPMA_F_COMPLETION_ON_ERROR : RPMA_F_COMPLETION_ALWAYS;
+  *with_imm = !f.imm.IsUndefined();
+  if (*with_imm && op != "write" && op != "send") return call.Invalid("immediate data goes with a write or a send only"), false;
+  if (*with_imm && !Integer(call, f.imm, "imm", UINT32_MAX, imm)) return false;
+  posted->id = f.id.As<Napi::Number>().DoubleValue();
+  posted->signalled = *flags == RPMA_F_COMPLETION_ALWAYS;
+  posted->recv = op == "recv";
+  return true;
+}
+
+// A receive on a shared receive queue (rpma_srq_recv) or on a connection request before it is
+// connected (rpma_conn_req_recv): neither takes anything else.
+Napi::Value PostReceive(Napi::Env env, Napi::Value queue, Kind kind, const std::string& op, const char* operation,
+                        const RequestFields& f) {
+  bool srq = kind == Kind::Srq;
+  if (op != "recv") {
+    return Call(env, operation, Domain::Rpma)
+        .Invalid(srq ? "a shared receive queue takes receives only: post " + op + " on a connection"
+                     : "a connection request takes receives only (rpma_conn_req_recv): post " + op +
+                           " once it is connected");
+  }
+  Call call(env, srq ? "rpma_srq_recv" : "rpma_conn_req_recv", Domain::Rpma);
+  Posted posted;
+  int flags = 0;
+  bool with_imm = false;
+  double imm = 0, offset = 0, length = 0;
+  if (!ReadCommon(call, op, f, &posted, &flags, &with_imm, &imm)) return env.Undefined();
+  SrqState* srq_state = nullptr;
+  ConnReqState* req_state = nullptr;
+  if (srq) {
+    Srq* handle = Open<Srq>(call, queue);
+    if (handle == nullptr) return env.Undefined();
+    srq_state = handle->state.get();
+  } else {
+    ConnReq* handle = Open<ConnReq>(call, queue);
+    if (handle == nullptr) return env.Undefined();
+    req_state = handle->state.get();
+    if (req_state->config.srq) return call.Invalid("the request was made with a shared receive queue: post receives there");
+  }
+  MrLocal* dst = Open<MrLocal>(call, f.dst);
+  if (dst == nullptr || !Integer(call, f.offset, "offset", kMaxSafe, &offset) ||
+      !Integer(call, f.length, "len", kMaxLength, &length)) {
+    return env.Undefined();
+  }
+  PostedMap& held = srq ? srq_state->posted : req_state->posted;
+  uint64_t token = srq ? srq_state->next_token++ : req_state->next_token++;
+  const void* context = reinterpret_cast<const void*>(static_cast<uintptr_t>(token));
+  ClearLog();
+  int code = srq ? rpma_srq_recv(srq_state->srq, dst->state->mr, static_cast<size_t>(offset), static_cast<size_t>(length),
+                                 context)
+                 : rpma_conn_req_recv(req_state->req, dst->state->mr, static_cast<size_t>(offset),
+                                      static_cast<size_t>(length), context);
+  std::string log = TakeLog();
+  if (code != 0) return call.Fail(code, log);
+  posted.region = dst->state;
+  Hold(held, token, std::move(posted));
+  return env.Undefined();
+}
+
+// post(queue, request): one work request on a connection, a shared receive queue or a connection
+// request. The connection is the hot path: one type-tag check finds it.
 Napi::Value Post(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::string op;
@@ -68,28 +141,27 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
       !ReadField(call, request, "completion", &f.completion)) {
     return env.Undefined();
   }
-  Conn* handle = Open<Conn>(call, info[0]);
-  if (handle == nullptr) return env.Undefined();
-  if (!f.id.IsNumber()) return call.Invalid("id must be a number");
+  Conn* handle = Opened<Conn>(info[0]);
+  if (handle == nullptr) {
+    Kind kind;
+    if (KindOf(info[0], &kind) && (kind == Kind::Srq || kind == Kind::ConnReq)) {
+      return PostReceive(env, info[0], kind, op, operation, f);
+    }
+    handle = Open<Conn>(call, info[0]);  // the refusal names what was expected
+    if (handle == nullptr) return env.Undefined();
+  }
 
   ConnState& conn = *handle->state;
   if (op == "recv" && conn.srq) {
     return call.Invalid("the connection was made with a shared receive queue: post receives there");
   }
+  Posted posted;
+  int flags = 0;
+  bool with_imm = false;
+  double imm = 0;
+  if (!ReadCommon(call, op, f, &posted, &flags, &with_imm, &imm)) return env.Undefined();
   uint64_t token = conn.next_token++;
   const void* context = reinterpret_cast<const void*>(static_cast<uintptr_t>(token));
-  std::string signal = f.completion.IsString() ? f.completion.As<Napi::String>().Utf8Value() : "";
-  if (!f.completion.IsUndefined() && signal != "always" && !(signal == "onError" && op != "recv")) {
-    return call.Invalid("completion must be \"always\" or \"onError\" (a receive always completes)");
-  }
-  const int flags = signal == "onError" ? RPMA_F_COMPLETION_ON_ERROR : RPMA_F_COMPLETION_ALWAYS;
-  bool with_imm = !f.imm.IsUndefined();
-  double imm = 0;
-  if (with_imm && op != "write" && op != "send") return call.Invalid("immediate data goes with a write or a send only");
-  if (with_imm && !Integer(call, f.imm, "imm", UINT32_MAX, &imm)) return env.Undefined();
-  Posted posted;
-  posted.id = f.id.As<Napi::Number>().DoubleValue();
-  posted.signalled = flags == RPMA_F_COMPLETION_ALWAYS;
   double dst_offset = 0, src_offset = 0, length = 0;
   int code = 0;
   ClearLog();
@@ -151,13 +223,10 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
                 : rpma_recv(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),
                             context);
     posted.region = local->state;
-    posted.recv = !send;
   }
   std::string log = TakeLog();
   if (code != 0) return call.Fail(code, log);
-  // The region stays registered (its dereg refused) until this request's completion is returned.
-  if (posted.region) posted.region->in_flight++;
-  conn.posted.emplace(token, std::move(posted));
+  Hold(conn.posted, token, std::move(posted));
   return env.Undefined();
 }
 

@@ -21,7 +21,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
-import { address, withPeer } from "./support.js"
+import { address, nextCompletions, postOne, withPeer } from "./support.js"
 
 setFlagsFromString("--expose-gc")
 const gc = runInNewContext("gc") as () => void
@@ -296,12 +296,12 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
         Effect.gen(function*() {
           const { clientConn, ep, serverConn } = yield* rawPair(driver, server, client, 18104)
           const inbox = (yield* driver.mrReg(server, new Uint8Array(256), 0x80)).handle
-          yield* driver.post(serverConn, { op: "recv", id: 1, dst: inbox, offset: 0, length: 256 })
+          yield* postOne(driver, serverConn, { op: "recv", id: 1, dst: inbox, offset: 0, length: 256 })
           const refused = yield* Effect.flip(driver.mrDereg(inbox))
           assert.strictEqual(refused._tag, "ResourceInUseError")
           assert.include(refused.detail, "1 request in flight uses this region")
           const event = yield* Effect.fork(driver.connNextEvent(serverConn))
-          const completions = yield* Effect.fork(driver.nextCompletions(serverConn))
+          const completions = yield* Effect.fork(nextCompletions(driver, serverConn))
           yield* settle
           yield* driver.connDelete(serverConn)
           assert.strictEqual((yield* Effect.flip(Fiber.join(event)))._tag, "RpmaInvalidError")
@@ -322,7 +322,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
             const { clientConn, ep, serverConn } = yield* rawPair(driver, server, client, 18105)
             for (const conn of [clientConn, serverConn]) {
               binding.connNextEvent(conn, () => {})
-              binding.connWaitCompletions(conn, () => {})
+              binding.waitCompletions(conn, () => {})
             }
             return ep
           })

@@ -1,5 +1,15 @@
-// What several device test files need: the device's address, and a peer for the length of a test.
-import { type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
+// What several device test files need: the device's address, a peer for the length of a test, and
+// one request posted or completions awaited through the driver's data-path calls.
+import {
+  type Completion,
+  type CompletionQueue,
+  type Driver,
+  type PeerHandle,
+  type PostQueue,
+  RdmaDriver,
+  type WorkRequest
+} from "@effect-rdma/core/Driver"
+import type { RpmaError } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 
 const fromEnvironment = process.env.RDMA_ADDRESS
@@ -21,3 +31,22 @@ export const withPeer = <A, E>(f: (driver: Driver, peer: PeerHandle) => Effect.E
       (peer) => Effect.orDie(driver.peerDelete(peer))
     )
   })
+
+/** One request through the driver's posting call, failing with its refusal or the queue's failure. */
+export const postOne = (driver: Driver, queue: PostQueue, request: WorkRequest) =>
+  Effect.suspend(() => {
+    const outcome = driver.postMany(queue, [request])
+    if (outcome.error !== undefined) return Effect.fail(outcome.error)
+    if (outcome.queueError !== undefined) return Effect.fail(outcome.queueError)
+    return Effect.succeed(outcome.ready)
+  })
+
+/** The completions queued already, else the first answer of the queue's armed channel; interruptible (disarms). */
+export const nextCompletions = (driver: Driver, queue: CompletionQueue) =>
+  Effect.flatMap(driver.pollCompletions(queue), (ready) =>
+    ready.length > 0 ?
+      Effect.succeed(ready) :
+      Effect.async<ReadonlyArray<Completion>, RpmaError>((resume) => {
+        const disarm = driver.armCompletions(queue, resume)
+        return Effect.sync(disarm)
+      }))

@@ -16,6 +16,13 @@ type Bad = never
 const config: ConnConfig = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
 const descriptor = Descriptor.encode({ address: 0x1000n, length: 64n, rkey: 7, usage: 0x11 })
 
+/** One request through the posting call, as an Effect that fails with its refusal. */
+const post = (driver: Driver, queue: unknown, request: unknown) =>
+  Effect.suspend(() => {
+    const outcome = driver.postMany(queue as Bad, [request as Bad])
+    return outcome.error !== undefined ? Effect.fail(outcome.error) : Effect.void
+  })
+
 const calls = (driver: Driver, handle: unknown) => ({
   epListen: driver.epListen(handle as Bad, "127.0.0.1", 7000),
   epShutdown: driver.epShutdown(handle as Bad),
@@ -28,8 +35,10 @@ const calls = (driver: Driver, handle: unknown) => ({
   connPrivateData: driver.connPrivateData(handle as Bad),
   connDisconnect: driver.connDisconnect(handle as Bad),
   connDelete: driver.connDelete(handle as Bad),
-  post: driver.post(handle as Bad, { op: "send", id: 1, src: handle as Bad, offset: 0, length: 1 }),
-  nextCompletions: driver.nextCompletions(handle as Bad)
+  postMany: post(driver, handle, { op: "send", id: 1, src: handle as Bad, offset: 0, length: 1 }),
+  pollCompletions: driver.pollCompletions(handle as Bad),
+  connQpNum: driver.connQpNum(handle as Bad),
+  srqDelete: driver.srqDelete(handle as Bad)
 })
 
 const expectInvalid = (name: string, effect: Effect.Effect<unknown, { readonly _tag: string }>) =>
@@ -75,10 +84,10 @@ layer(NativeDriver.layer)("connection calls without a device", (it) => {
       ] as const
       const operations = ["rpma_write", "rpma_read", "rpma_flush", "rpma_atomic_write", "rpma_recv"]
       for (const [i, request] of requests.entries()) {
-        const error = yield* expectInvalid(request.op, driver.post(remote as Bad, request))
+        const error = yield* expectInvalid(request.op, post(driver, remote, request))
         assert.strictEqual(error.operation, operations[i])
       }
-      yield* expectInvalid("not an object", driver.post(remote as Bad, null as Bad))
+      yield* expectInvalid("not an object", post(driver, remote, null))
       yield* driver.mrRemoteDelete(remote)
     }))
 
@@ -102,8 +111,8 @@ describe("the addon's guards, raw", () => {
         assert.strictEqual(binding.cancelWait(value, "1"), false)
         assert.throws(() => binding.epNextConnReq(value, config, () => {}), /Invalid argument/)
         assert.throws(() => binding.connNextEvent(value, () => {}), /Invalid argument/)
-        assert.throws(() => binding.connWaitCompletions(value, () => {}), /Invalid argument/)
-        assert.throws(() => binding.connPollCompletions(value), /Invalid argument/)
+        assert.throws(() => binding.waitCompletions(value, () => {}), /Invalid argument/)
+        assert.throws(() => binding.pollCompletions(value), /Invalid argument/)
       }
       binding.mrRemoteDelete(remote)
     }))
@@ -146,8 +155,8 @@ const fakeBinding = (log: Array<string>) => {
     installLogCapture: () => {},
     epNextConnReq: start("epNextConnReq"),
     connNextEvent: start("connNextEvent"),
-    connWaitCompletions: start("connWaitCompletions"),
-    connPollCompletions: () => [],
+    waitCompletions: start("waitCompletions"),
+    pollCompletions: () => [],
     cancelWait: (_handle: unknown, id: number) => {
       log.push(`cancel ${id}`)
       return callbacks.delete(id)
@@ -165,8 +174,7 @@ describe("waits are interruptible Effects", () => {
       const driver = yield* driverWith(binding)
       const waits: ReadonlyArray<Effect.Effect<unknown, unknown>> = [
         driver.epNextConnReq(handle as Bad, config),
-        driver.connNextEvent(handle as Bad),
-        driver.nextCompletions(handle as Bad)
+        driver.connNextEvent(handle as Bad)
       ]
       for (const wait of waits) {
         const fiber = yield* Effect.fork(wait)
@@ -177,9 +185,7 @@ describe("waits are interruptible Effects", () => {
         "epNextConnReq 1",
         "cancel 1",
         "connNextEvent 2",
-        "cancel 2",
-        "connWaitCompletions 3",
-        "cancel 3"
+        "cancel 2"
       ])
       assert.strictEqual(callbacks.size, 0)
     }))
@@ -190,11 +196,11 @@ describe("waits are interruptible Effects", () => {
       const { binding, callbacks } = fakeBinding(log)
       const driver = yield* driverWith(binding)
       const event = yield* Effect.fork(driver.connNextEvent(handle as Bad))
-      const failing = yield* Effect.fork(driver.nextCompletions(handle as Bad))
+      const failing = yield* Effect.fork(driver.connNextEvent(handle as Bad))
       yield* Effect.yieldNow()
       callbacks.get(1)!(undefined, "CLOSED")
       callbacks.get(1)!(undefined, "LOST") // ignored
-      const deleted = { code: -100004, operation: "rpma_cq_wait", detail: "the connection was deleted" }
+      const deleted = { code: -100004, operation: "rpma_conn_next_event", detail: "the connection was deleted" }
       callbacks.get(2)!(Object.assign(new Error("x"), deleted), undefined)
       assert.strictEqual(yield* Fiber.join(event), "CLOSED")
       const exit = yield* Fiber.await(failing)
@@ -203,7 +209,7 @@ describe("waits are interruptible Effects", () => {
       assert.strictEqual(error._tag, "RpmaInvalidError")
       assert.strictEqual(error.detail, "the connection was deleted")
       // No cancel for waits that ended.
-      assert.deepStrictEqual(log, ["connNextEvent 1", "connWaitCompletions 2"])
+      assert.deepStrictEqual(log, ["connNextEvent 1", "connNextEvent 2"])
     }))
 })
 
@@ -226,7 +232,7 @@ describe("the completion channel armed with a callback, and the posting call", (
       const second = driver.armCompletions(handle as Bad, (ready) => heard.push(ready))
       second()
       second()
-      assert.deepStrictEqual(log, ["connWaitCompletions 1", "connWaitCompletions 2", "cancel 2"])
+      assert.deepStrictEqual(log, ["waitCompletions 1", "waitCompletions 2", "cancel 2"])
       const deleted = { code: -100004, operation: "rpma_cq_wait", detail: "the connection was deleted" }
       driver.armCompletions(handle as Bad, (ready) => heard.push(ready))
       callbacks.get(3)!(Object.assign(new Error("x"), deleted), undefined)
@@ -238,7 +244,7 @@ describe("the completion channel armed with a callback, and the posting call", (
     Effect.gen(function*() {
       const binding = {
         installLogCapture: () => {},
-        connWaitCompletions: () => {
+        waitCompletions: () => {
           throw Object.assign(new Error("bad"), { code: -100004, operation: "rpma_cq_wait", detail: "expected a connection" })
         }
       } as unknown as RpmaBinding.Binding
@@ -263,7 +269,7 @@ describe("the completion channel armed with a callback, and the posting call", (
           if (request.id === 3) throw Object.assign(new Error("full"), { code: -100004, operation: "rpma_write", detail: "x" })
           log.push(`post ${request.id}`)
         },
-        connPollCompletions: () => {
+        pollCompletions: () => {
           log.push("poll")
           return [{ id: 1, status: 0, byteLength: 0, opcode: 1, flags: 0 }]
         }

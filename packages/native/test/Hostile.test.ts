@@ -10,12 +10,13 @@ import { fileURLToPath } from "node:url"
 import * as RpmaBinding from "../src/RpmaBinding.js"
 
 const script = fileURLToPath(new URL("./fixtures/worker-teardown.cjs", import.meta.url))
+const loopScript = fileURLToPath(new URL("./fixtures/worker-loop.cjs", import.meta.url))
 const binding = Effect.runSync(RpmaBinding.load())
 
 // Asynchronous: a blocked test worker misses vitest's own heartbeats.
-const teardown = (mode: string, rounds: number) =>
+const run = (args: ReadonlyArray<string>) =>
   new Promise<{ status: number | null; signal: string | null; out: string }>((resolve) => {
-    execFile(process.execPath, [script, RpmaBinding.defaultPath, mode, String(rounds)], { timeout: 120_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, args, { timeout: 120_000 }, (error, stdout, stderr) => {
       const failed = error as (Error & { code?: unknown; signal?: string | null }) | null
       resolve({
         status: failed === null ? 0 : typeof failed.code === "number" ? failed.code : null,
@@ -25,15 +26,27 @@ const teardown = (mode: string, rounds: number) =>
     })
   })
 
+const teardown = (mode: string, rounds: number) => run([script, RpmaBinding.defaultPath, mode, String(rounds)])
+
 describe("worker teardown", () => {
   for (const mode of ["terminate", "exit", "throw"]) {
     it(`workers busy with the addon end by ${mode}: the process lives`, async () => {
-      const run = await teardown(mode, 25)
-      assert.strictEqual(run.signal, null, run.out)
-      assert.strictEqual(run.status, 0, run.out)
-      assert.match(run.out, new RegExp(`survived ${mode} 25`))
+      const ended = await teardown(mode, 25)
+      assert.strictEqual(ended.signal, null, ended.out)
+      assert.strictEqual(ended.status, 0, ended.out)
+      assert.match(ended.out, new RegExp(`survived ${mode} 25`))
     }, 130_000)
   }
+
+  // Issue 19: a handle's native object is gone (napi_unwrap finds none) while the worker's
+  // environment is torn down; the addon used it anyway and the process died of SIGSEGV after 9-45
+  // terminations.
+  it("a worker calling the addon in a loop on handles it holds, terminated 100 times: the process lives", async () => {
+    const ended = await run([loopScript, RpmaBinding.defaultPath, "100"])
+    assert.strictEqual(ended.signal, null, ended.out)
+    assert.strictEqual(ended.status, 0, ended.out)
+    assert.match(ended.out, /survived 100/)
+  }, 130_000)
 })
 
 const trap = new Proxy({}, {
