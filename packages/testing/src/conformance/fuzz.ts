@@ -132,12 +132,12 @@ const METHODS: ReadonlyArray<readonly [keyof Driver.Driver, number]> = [
   ["connPrivateData", 1],
   ["connDisconnect", 1],
   ["connDelete", 1],
-  ["post", 2],
-  ["nextCompletions", 1]
+  ["postMany", 2],
+  ["pollCompletions", 1]
 ]
 
 /** Methods that wait for the other side: on a real handle they may legitimately not end. */
-const WAITS = new Set<string>(["epNextConnReq", "connNextEvent", "nextCompletions", "getIbvContext", "cmCreateId", "connReqNew"])
+const WAITS = new Set<string>(["epNextConnReq", "connNextEvent", "getIbvContext", "cmCreateId", "connReqNew"])
 
 /** How to release what a method returned, so that a run leaves nothing alive. */
 const RELEASE: Partial<Record<keyof Driver.Driver, keyof Driver.Driver>> = {
@@ -256,7 +256,11 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
       } catch (error) {
         problems.push(`a total function threw on ${String(typeof values[0])}: ${String(error)}`)
       }
-      const call = Effect.suspend(() => (driver[method] as (...a: Array<unknown>) => Effect.Effect<unknown, unknown>)(...values))
+      // postMany answers synchronously; the others are Effects.
+      const call = Effect.suspend(() => {
+        const result = (driver[method] as (...a: Array<unknown>) => unknown)(...values)
+        return Effect.isEffect(result) ? result as Effect.Effect<unknown, unknown> : Effect.succeed(result)
+      })
       const exit = yield* Effect.exit(
         Effect.map(call, keep(method)).pipe(Effect.timeoutFail({ duration: callMillis, onTimeout: () => "timeout" as const }))
       )
