@@ -449,25 +449,43 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
 }
 
 /**
- * The simulated driver and its control, as a Layer. Each build is a new, empty world.
+ * The simulated driver and its control, as a Layer, with options: devices at other addresses,
+ * faults planned from the start, a smaller largest region. Each build is a new, empty world.
  *
  * @example
  * ```ts
- * import { Effect, Layer } from "effect"
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * const TwoDevices = SimulatedDriver.layerWith({ devices: ["10.0.0.1", "10.0.0.2"] })
+ * ```
+ *
+ * @since 0.5.0
+ * @category layers
+ */
+export const layerWith = (options: Options): Layer.Layer<RdmaDriver | SimulationControl> =>
+  Layer.effectContext(Effect.sync(() => {
+    const { control, driver } = make(options)
+    return Context.make(RdmaDriver, driver).pipe(Context.add(SimulationControl, control))
+  }))
+
+/**
+ * The simulated driver and its control, as a Layer: one device at {@link DEFAULT_ADDRESS}, no
+ * faults planned. Each build is a new, empty world (a Layer is built once per program that
+ * provides it: two programs, or two `Effect.provide`s, get two worlds).
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
  * import { Peer } from "@effect-rdma/core"
  * import { SimulatedDriver } from "@effect-rdma/testing"
  *
- * const TestLive = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+ * const TestLive = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer))
  * ```
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: Options): Layer.Layer<RdmaDriver | SimulationControl> =>
-  Layer.effectContext(Effect.sync(() => {
-    const { control, driver } = make(options)
-    return Context.make(RdmaDriver, driver).pipe(Context.add(SimulationControl, control))
-  }))
+export const layer: Layer.Layer<RdmaDriver | SimulationControl> = layerWith({})
 
 /**
  * Plans a fault in the current simulation.

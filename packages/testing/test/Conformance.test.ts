@@ -8,6 +8,6 @@ import { describe, it } from "@effect/vitest"
 describe("conformance: simulated driver", () => {
   for (const testCase of Conformance.cases) {
     it.effect(testCase.name, () =>
-      Conformance.runCase(testCase, SimulatedDriver.layer(), SimulatedDriver.DEFAULT_ADDRESS))
+      Conformance.runCase(testCase, SimulatedDriver.layer, SimulatedDriver.DEFAULT_ADDRESS))
   }
 })

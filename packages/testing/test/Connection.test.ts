@@ -29,7 +29,7 @@ const pair = (options?: Connection.Options) =>
   })
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer()))
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 describe("connections", () => {
   it.effect("connect, accept, exchange private data; the client's close is seen by the server", () =>
@@ -262,7 +262,7 @@ describe("a lost connection", () => {
           return () => clearImmediate(timer)
         }
       }))
-    ).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+    ).pipe(Layer.provideMerge(SimulatedDriver.layer))
     return Ledger.checked(Effect.scoped(Effect.gen(function*() {
       const { server, serverPeer } = yield* pair()
       const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)

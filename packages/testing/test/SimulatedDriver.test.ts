@@ -7,14 +7,14 @@ import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, type Scope } from "effect"
 
-const World = Layer.provideMerge(Peer.layer(SimulatedDriver.DEFAULT_ADDRESS), SimulatedDriver.layer())
+const World = Layer.provideMerge(Peer.layer(SimulatedDriver.DEFAULT_ADDRESS), SimulatedDriver.layer)
 
 /** Runs a test in a fresh world with a peer, and checks that nothing is left alive afterwards. */
 const inWorld = <A, E>(
   effect: Effect.Effect<A, E, Driver.RdmaDriver | Peer.Peer | SimulatedDriver.SimulationControl | Scope.Scope>
 ) =>
   Ledger.checked(Effect.provide(Effect.scoped(effect), Peer.layer(SimulatedDriver.DEFAULT_ADDRESS))).pipe(
-    Effect.provide(SimulatedDriver.layer())
+    Effect.provide(SimulatedDriver.layer)
   )
 
 const tagOf = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
@@ -70,7 +70,7 @@ describe("rpma_mr_reg", () => {
       assert.strictEqual(error._tag, "RpmaProviderError")
       assert.match(error.message, /no RDMA device answers at 192\.0\.2\.99/)
       assert.strictEqual(yield* tagOf(Effect.scoped(Peer.make(null as any))), "RpmaInvalidError")
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })
 
 describe("handles", () => {
@@ -102,7 +102,7 @@ describe("handles", () => {
       yield* d.mrDereg(mr)
       yield* d.peerDelete(peer)
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })
 
 describe("descriptors", () => {
@@ -183,7 +183,7 @@ describe("rdma_reg_msgs", () => {
       assert.strictEqual((yield* Effect.flip(d.cmDeregMr(mr))).errnoName, "EINVAL")
       yield* d.cmDestroyId(id)
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })
 
 describe("Memory.allocate", () => {
