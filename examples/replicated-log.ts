@@ -89,11 +89,12 @@ const server = Effect.gen(function*() {
       token
     }
   })
-  // Serve one client: admit it by its token and hold the connection until the client closes it.
+  // Serve one client: admit it by its token (once) and hold the connection until the client closes it.
+  const admission = yield* Endpoint.admission(token, { singleUse: true })
   const serving = yield* Effect.fork(
     Effect.scoped(
       Endpoint.next(endpoint).pipe(
-        Effect.flatMap((req) => Endpoint.acceptIfToken(req, token)),
+        Effect.flatMap((req) => Endpoint.acceptIfToken(req, admission)),
         Effect.flatMap((conn) => Stream.runDrain(conn.events))
       )
     )
@@ -110,7 +111,9 @@ const client = (exchangePort: number) =>
     const offer = yield* DescriptorExchange.fetch({ host: "127.0.0.1", port: exchangePort, tls: { ca: pem("ca") } })
     const peer = yield* Peer.make(args.address)
     const log = yield* RemoteMr.fromDescriptor(offer.regions.log!).pipe(Effect.flatMap(RemoteMr.require(logUsage)))
-    const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port, { privateData: offer.token })
+    const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port, {
+      privateData: offer.token === undefined ? undefined : yield* Endpoint.tokenPrivateData(offer.token)
+    })
     const staging = yield* LocalMr.allocate(peer, batch * recordSize, Usage.WRITE_SRC)
     const readBack = yield* LocalMr.allocate(peer, batch * recordSize, Usage.READ_DST)
 

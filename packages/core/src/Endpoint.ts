@@ -9,6 +9,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import { timingSafeEqual } from "node:crypto"
 import type * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
 import * as DriverArguments from "./DriverArguments.js"
@@ -199,8 +200,32 @@ export const acceptNext = (
 > => Effect.flatMap(next(ep, options), (req) => accept(req, options))
 
 /**
- * A request refused by {@link acceptIfToken}: its private data did not start with the token. The
- * request was rejected, so its client learned it at once.
+ * The longest admission token: a connection request's private data (56 bytes on RoCE,
+ * `DriverArguments.PRIVATE_DATA_LIMIT.connect`) less the byte that carries the token's length.
+ *
+ * @since 0.4.0
+ * @category constants
+ */
+export const MAX_TOKEN: number = DriverArguments.PRIVATE_DATA_LIMIT.connect - 1
+
+/**
+ * A token refused when it was set ({@link admission}, {@link tokenPrivateData}): not bytes, empty,
+ * all zeros (an unfilled buffer, which a client that sends nothing would match) or longer than
+ * {@link MAX_TOKEN}.
+ *
+ * @since 0.4.0
+ * @category errors
+ */
+export class InvalidTokenError extends Data.TaggedError("InvalidTokenError")<{ readonly reason: string }> {
+  override get message(): string {
+    return `admission token refused: ${this.reason}`
+  }
+}
+
+/**
+ * A request refused by {@link acceptIfToken}: its private data did not carry the token
+ * (`WrongToken`), or carried a single-use token already used (`TokenUsed`). The request was
+ * rejected, so its client learned it at once.
  *
  * @since 0.3.0
  * @category errors
@@ -208,27 +233,123 @@ export const acceptNext = (
 export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedError")<{
   readonly address: string
   readonly port: number
+  /** @since 0.4.0 */
+  readonly reason: "WrongToken" | "TokenUsed"
 }> {
   override get message(): string {
-    return `a connection request on ${this.address}:${this.port} did not carry the expected token: rejected`
+    const what = this.reason === "TokenUsed" ? "carried a single-use token already used" : "did not carry the expected token"
+    return `a connection request on ${this.address}:${this.port} ${what}: rejected`
   }
 }
 
-const startsWith = (bytes: Uint8Array, token: Uint8Array): boolean => {
-  if (bytes.byteLength < token.byteLength) return false
-  // The whole token is compared whatever differs first: no timing to learn it from.
-  let differences = 0
-  for (let i = 0; i < token.byteLength; i++) differences |= bytes[i]! ^ token[i]!
-  return differences === 0
+/**
+ * @since 0.4.0
+ * @category symbols
+ */
+export const AdmissionTypeId: unique symbol = Symbol.for("@effect-rdma/core/Endpoint/Admission")
+
+/**
+ * @since 0.4.0
+ * @category symbols
+ */
+export type AdmissionTypeId = typeof AdmissionTypeId
+
+/**
+ * An admission token, checked when it was set ({@link admission}): what {@link acceptIfToken}
+ * compares a request's private data with.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface Admission {
+  readonly [AdmissionTypeId]: AdmissionTypeId
+  /** Whether it admits one connection only. */
+  readonly singleUse: boolean
 }
 
 /**
- * Admission: accepts the request only if its private data starts with `token`, a secret the client
- * received over an authenticated channel (e.g. the `token` of a {@link DescriptorExchange} offer);
- * otherwise rejects it at once and fails with {@link AdmissionRefusedError}. RDMA itself authenticates nobody: without such a check any host
+ * @since 0.4.0
+ * @category models
+ */
+export interface AdmissionOptions {
+  /**
+   * Admit one connection only: the first request that carries the token uses it up, whether or
+   * not its connection then succeeds (a retry needs a new token). Default false.
+   */
+  readonly singleUse?: boolean | undefined
+}
+
+// The wire form, what a client sends as private data: one byte with the token's length, then the
+// token. rdma_cm pads private data with zeros, so without the length a token's trailing zeros
+// (or an all-zero token) would match a client that never sent them.
+interface AdmissionState extends Admission {
+  readonly expected: Uint8Array
+  used: boolean
+}
+
+const tokenProblem = (token: unknown): string | undefined =>
+  !(token instanceof Uint8Array)
+    ? `a token is a Uint8Array, not ${token === null ? "null" : typeof token}`
+    : token.byteLength === 0
+    ? "it is empty: use random bytes, e.g. randomBytes(16)"
+    : token.byteLength > MAX_TOKEN
+    ? `it is ${token.byteLength} bytes; a connection request carries at most ${MAX_TOKEN} with its length byte`
+    : token.every((byte) => byte === 0)
+    ? `its ${token.byteLength} bytes are all zero (an unfilled buffer?): use random bytes, e.g. randomBytes(16)`
+    : undefined
+
+/**
+ * The private data a client sends to be admitted with `token` (`Connection.connect(peer, address,
+ * port, { privateData })`): one byte holding the token's length (1 to {@link MAX_TOKEN}), then the
+ * token's bytes. A client in C sends the same: `buf[0] = len; memcpy(buf + 1, token, len);` then
+ * `struct rpma_conn_private_data pdata = { buf, len + 1 }` to `rpma_conn_req_connect`. Fails with
+ * {@link InvalidTokenError} for a token {@link admission} would refuse.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export const tokenPrivateData = (token: Uint8Array): Effect.Effect<Uint8Array, InvalidTokenError> =>
+  Effect.suspend(() => {
+    const problem = tokenProblem(token)
+    if (problem !== undefined) return Effect.fail(new InvalidTokenError({ reason: problem }))
+    const wire = new Uint8Array(1 + token.byteLength)
+    wire[0] = token.byteLength
+    wire.set(token, 1)
+    return Effect.succeed(wire)
+  })
+
+/**
+ * Sets an admission token for {@link acceptIfToken}: 1 to {@link MAX_TOKEN} random bytes that
+ * the client received over an authenticated channel (e.g. the `token` of a
+ * {@link DescriptorExchange} offer). An empty or all-zero token, or one that is too long, fails
+ * here with {@link InvalidTokenError}. The token is copied: changing the array later changes
+ * nothing.
+ *
+ * @since 0.4.0
+ * @category constructors
+ */
+export const admission = (
+  token: Uint8Array,
+  options?: AdmissionOptions
+): Effect.Effect<Admission, InvalidTokenError> =>
+  Effect.map(tokenPrivateData(token), (expected): AdmissionState => ({
+    [AdmissionTypeId]: AdmissionTypeId,
+    singleUse: options?.singleUse === true,
+    expected,
+    used: false
+  }))
+
+const isAdmission = (value: unknown): value is AdmissionState =>
+  typeof value === "object" && value !== null && AdmissionTypeId in value && "expected" in value
+
+/**
+ * Admission: accepts the request only if its private data carries the token exactly (as
+ * {@link tokenPrivateData} encodes it: its length, then its bytes; anything after is not
+ * looked at), compared in constant time; otherwise rejects it at once and fails with
+ * {@link AdmissionRefusedError}. RDMA itself authenticates nobody: without such a check any host
  * that reaches the port gets a connection, and a connection may reach every region of the peer
  * whose rkey it guesses. Give each client its own Peer (its own protection domain) and endpoint for
- * the regions it may reach.
+ * the regions it may reach, and a single-use token.
  *
  * @example
  * ```ts
@@ -238,7 +359,12 @@ const startsWith = (bytes: Uint8Array, token: Uint8Array): boolean => {
  *
  * declare const ep: Endpoint.Endpoint
  * const token = new Uint8Array(randomBytes(16)) // sent to the client over TLS
- * const serveOne = Effect.scoped(Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, token)))
+ * const serveOne = Effect.gen(function*() {
+ *   const admission = yield* Endpoint.admission(token, { singleUse: true })
+ *   const req = yield* Endpoint.next(ep)
+ *   return yield* Endpoint.acceptIfToken(req, admission)
+ * })
+ * // The client: Connection.connect(peer, address, port, { privateData: yield* Endpoint.tokenPrivateData(token) })
  * ```
  *
  * @since 0.3.0
@@ -246,19 +372,33 @@ const startsWith = (bytes: Uint8Array, token: Uint8Array): boolean => {
  */
 export const acceptIfToken = (
   req: ConnectionRequest,
-  token: Uint8Array,
+  admission: Admission,
   options?: Connection.Options
 ): Effect.Effect<
   Connection.Connection,
-  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError,
+  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
   RdmaDriver | Scope.Scope
 > =>
-  token.byteLength > 0 && startsWith(req.privateData, token)
-    ? accept(req, options)
-    : Effect.zipRight(
-      reject(req),
-      Effect.fail(new AdmissionRefusedError({ address: req.endpoint.address, port: req.endpoint.port }))
-    )
+  Effect.suspend((): Effect.Effect<
+    Connection.Connection,
+    RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
+    RdmaDriver | Scope.Scope
+  > => {
+    const refuse = (error: AdmissionRefusedError | InvalidTokenError) => Effect.zipRight(reject(req), Effect.fail(error))
+    if (!isAdmission(admission)) {
+      return refuse(new InvalidTokenError({ reason: "acceptIfToken takes an Admission: make one with Endpoint.admission(token)" }))
+    }
+    const { expected } = admission
+    const presented = req.privateData.subarray(0, expected.byteLength)
+    // The whole token is compared whatever differs first: no timing to learn it from.
+    const carried = presented.byteLength === expected.byteLength && timingSafeEqual(presented, expected)
+    const reason = !carried ? "WrongToken" : admission.singleUse && admission.used ? "TokenUsed" : undefined
+    if (reason !== undefined) {
+      return refuse(new AdmissionRefusedError({ address: req.endpoint.address, port: req.endpoint.port, reason }))
+    }
+    if (admission.singleUse) admission.used = true
+    return accept(req, options)
+  })
 
 /**
  * Rejects a request (rpma_conn_req_delete).

@@ -2,7 +2,9 @@
  * A registration cache: registering the same memory with the same usage again, while a cached
  * registration is alive, reuses it instead of pinning the pages a second time. Entries are
  * reference-counted: one is deregistered when it has had no user for `idleTimeToLive`, when the
- * cache's scope closes, or when the memory itself is released by {@link Memory.allocate}'s scope.
+ * cache's scope closes, or when the memory itself is released by {@link Memory.allocate}'s scope;
+ * never while a user holds it. Closing the cache waits (at most `closeTimeout`) for the regions
+ * still in use; one still held then is deregistered when its last user is done.
  * A hit is plain JavaScript (a map lookup and a count): {@link RegistrationCache.use} then opens no
  * scope and adds no finalizer, which is most of what a scoped hit costs.
  *
@@ -11,12 +13,15 @@
  *
  * @since 0.1.0
  */
+import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
@@ -59,6 +64,47 @@ export interface RegistrationCache {
 export interface Options {
   /** How long an unused registration is kept. Default 30 seconds. */
   readonly idleTimeToLive?: Duration.DurationInput | undefined
+  /**
+   * How long closing the cache waits for the users of its regions to be done. Default 10 seconds.
+   * A region still in use then stays registered until its last user is done (never deregistered
+   * under a user), and the close logs a warning that says how many there were.
+   *
+   * @since 0.3.0
+   */
+  readonly closeTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * An option {@link make} cannot use: a duration that is not one (or negative), or a `closeTimeout`
+ * that is infinite (closing must end).
+ *
+ * @since 0.4.0
+ * @category errors
+ */
+export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")<{
+  readonly option: "idleTimeToLive" | "closeTimeout"
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `RegistrationCache.make: ${this.option} ${this.reason}`
+  }
+}
+
+const durationOption = (
+  option: InvalidOptionsError["option"],
+  value: Duration.DurationInput,
+  finite: boolean
+): Effect.Effect<Duration.Duration, InvalidOptionsError> => {
+  const decoded = typeof value === "number" && !(value >= 0) ? Option.none() : Duration.decodeUnknown(value)
+  if (Option.isNone(decoded)) {
+    return Effect.fail(
+      new InvalidOptionsError({ option, reason: `is not a duration (${String(value)}): give e.g. "30 seconds" or milliseconds` })
+    )
+  }
+  if (finite && !Duration.isFinite(decoded.value)) {
+    return Effect.fail(new InvalidOptionsError({ option, reason: "is infinite: closing must end, give it a bound" }))
+  }
+  return Effect.succeed(decoded.value)
 }
 
 type Failure = RpmaError | MemoryRefusedError
@@ -66,7 +112,10 @@ type Failure = RpmaError | MemoryRefusedError
 interface Entry {
   readonly buffer: ArrayBufferLike
   readonly key: string
-  /** The registration's own scope, a child of the cache's (forked once the entry is in the map): closing it deregisters. */
+  /**
+   * The registration's own scope (made once the entry is in the map): closing it deregisters. Not a
+   * child of the cache's scope, which would deregister it under its users when the cache closes.
+   */
   scope: Scope.CloseableScope | undefined
   /** Set once registered; until then, callers wait on `made`. */
   mr: LocalMr.LocalMr<any> | undefined
@@ -76,12 +125,13 @@ interface Entry {
   expiresAt: number
   /** Whether an idle timer is running for it. */
   timer: boolean
-  /** Out of the map (expired, invalidated or the cache closed): closed when its last user goes. */
+  /** Out of the map (expired, memory released or the cache closed): closed when its last user goes. */
   gone: boolean
 }
 
 /**
- * A cache of registrations with `peer`, emptied when the scope closes.
+ * A cache of registrations with `peer`, emptied when the scope closes. Fails with
+ * {@link InvalidOptionsError} for an option it cannot use.
  *
  * @since 0.1.0
  * @category constructors
@@ -89,15 +139,20 @@ interface Entry {
 export const make = (
   peer: Peer,
   options?: Options
-): Effect.Effect<RegistrationCache, never, RdmaDriver | Scope.Scope> =>
+): Effect.Effect<RegistrationCache, InvalidOptionsError, RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
-    const ttl = Duration.toMillis(Duration.decode(options?.idleTimeToLive ?? "30 seconds"))
+    const ttl = Duration.toMillis(yield* durationOption("idleTimeToLive", options?.idleTimeToLive ?? "30 seconds", false))
+    const closeTimeout = yield* durationOption("closeTimeout", options?.closeTimeout ?? "10 seconds", true)
     const scope = yield* Effect.scope
     const context = yield* Effect.context<RdmaDriver>()
     // By buffer, then by offset, length and usage: never by address (see above).
     const entries = new Map<ArrayBufferLike, Map<string, Entry>>()
     const owners = new WeakMap<LocalMr.LocalMr<any>, Entry>()
+    // Every entry whose scope is still open, in the map or out of it: what closing waits for.
+    const live = new Set<Entry>()
     let closed = false
+    // Completed (once closing) when the last live entry is closed.
+    const drained = Deferred.unsafeMake<void>(FiberId.none)
 
     const remove = (entry: Entry): void => {
       entry.gone = true
@@ -107,16 +162,21 @@ export const make = (
       if (byKey.size === 0) entries.delete(entry.buffer)
     }
     const close = (entry: Entry): Effect.Effect<void> =>
-      entry.scope === undefined ? Effect.void : Scope.close(entry.scope, Exit.void)
+      Effect.suspend(() => {
+        if (!live.delete(entry)) return Effect.void
+        if (closed && live.size === 0) Deferred.unsafeDone(drained, Exit.void)
+        return entry.scope === undefined ? Effect.void : Scope.close(entry.scope, Exit.void)
+      })
 
     // Registers into `entry`, already in the map (so that a second caller waits for this one); a
     // failure is never cached (the entry goes, its waiters fail). The cache closing while a
-    // registration runs (a large one, on a worker) closed its scope: the region is gone already.
+    // registration runs (a large one, on a worker) waits for it, then the region is deregistered
+    // and its callers interrupted: a closed cache hands out nothing.
     const create = (memory: Uint8Array, usage: number, entry: Entry) =>
-      Scope.fork(scope, ExecutionStrategy.sequential).pipe(
-        Effect.flatMap((child) => {
-          entry.scope = child
-          return LocalMr.register(peer, memory, usage as Usage<any>).pipe(Scope.extend(child), Effect.provide(context))
+      Scope.make(ExecutionStrategy.sequential).pipe(
+        Effect.flatMap((own) => {
+          entry.scope = own
+          return LocalMr.register(peer, memory, usage as Usage<any>).pipe(Scope.extend(own), Effect.provide(context))
         }),
         Effect.filterOrElse(() => !closed, () => Effect.interrupt),
         Effect.matchCauseEffect({
@@ -156,6 +216,7 @@ export const make = (
             gone: false
           }
           byKey.set(key, made)
+          live.add(made)
           return create(memory, usage, made)
         }
         entry.users++
@@ -200,14 +261,34 @@ export const make = (
         for (const entry of dropped) remove(entry)
         return Effect.forEach(dropped, (entry) => (entry.users === 0 ? close(entry) : Effect.void), { discard: true })
       })
+    // Waits for the users still holding regions, at most `closeTimeout`: the timer is a fiber of
+    // its own and interruptible, so the wait (a finalizer's, uninterruptible) ends either way. A
+    // region still held then stays registered: its last user's release deregisters it.
+    const awaitUsers = Effect.suspend(() => {
+      if (live.size === 0) return Effect.void
+      const timeUp = Effect.interruptible(Effect.zipRight(Effect.sleep(closeTimeout), Deferred.done(drained, Exit.void)))
+      return Effect.forkDaemon(timeUp).pipe(
+        Effect.tap(() => Deferred.await(drained)),
+        Effect.flatMap(Fiber.interrupt),
+        Effect.zipRight(Effect.suspend(() =>
+          live.size === 0 ? Effect.void : Effect.logWarning(
+            `RegistrationCache closed with ${live.size} ${live.size === 1 ? "region" : "regions"} still in use ` +
+              `after ${Duration.format(closeTimeout)}: each is deregistered when its last user is done`
+          )
+        ))
+      )
+    })
     yield* Effect.acquireRelease(Effect.sync(() => pins.onMemoryRelease(dropBuffer)), (remove) => Effect.sync(remove))
-    // The cache's scope closes every child scope, deregistering them all, in use or not (a request
-    // in flight still keeps its region until it completes): nothing new is made after.
+    // Closing: nothing new is served; an unused region is deregistered now, one in use when its
+    // last user is done (a request in flight keeps its region until it completes, as always).
     yield* Effect.addFinalizer(() =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         closed = true
         for (const byKey of entries.values()) for (const entry of byKey.values()) entry.gone = true
         entries.clear()
+        if (live.size === 0) return Effect.void
+        const unused = Array.from(live).filter((entry) => entry.users === 0)
+        return Effect.zipRight(Effect.forEach(unused, close, { discard: true }), awaitUsers)
       })
     )
 

@@ -205,18 +205,20 @@ export const lifecycleCases = (): ReadonlyArray<CaseOf> => [
         const otherClientsPeer = yield* Peer.make(address) // another protection domain
         const clientPeer = yield* Peer.make(address)
         const token = Uint8Array.of(7, 1, 9, 4, 2, 8, 6, 3)
+        const admission = yield* Endpoint.admission(token)
         const ep = yield* Endpoint.listen(serverPeer, address, port)
         const refusing = yield* Effect.fork(Effect.exit(Effect.scoped(
-          Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, token))
+          Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, admission))
         )))
+        const prefix = yield* Endpoint.tokenPrivateData(token.subarray(0, 4))
         const [wrong, ms] = yield* timed(Effect.exit(Effect.scoped(
-          Connection.connect(clientPeer, address, port, { timeout: "10 seconds", privateData: Uint8Array.of(7, 1, 9, 4) })
+          Connection.connect(clientPeer, address, port, { timeout: "10 seconds", privateData: prefix })
         )))
         yield* check(tagOf(yield* Fiber.join(refusing)) === "AdmissionRefusedError", "the server refused the wrong token")
         yield* check(tagOf(wrong) === "ConnectionFailedError", `the client with a wrong token: ${tagOf(wrong)}`)
         yield* check(ms < 9000, `the refused client waited ${ms} ms of its 10 s timeout`)
-        const accepting = yield* Effect.fork(Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, token)))
-        const conn = yield* Connection.connect(clientPeer, address, port, { privateData: token })
+        const accepting = yield* Effect.fork(Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, admission)))
+        const conn = yield* Connection.connect(clientPeer, address, port, { privateData: yield* Endpoint.tokenPrivateData(token) })
         yield* Fiber.join(accepting)
         // A region of another peer, even with its exact descriptor, is not reachable over this connection.
         const elsewhere = yield* LocalMr.allocate(otherClientsPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))

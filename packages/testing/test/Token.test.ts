@@ -1,0 +1,146 @@
+// Issue 19, item 3: admission tokens. On c0b290a acceptIfToken compared the token with the padded
+// private data (rdma_cm pads it with zeros to 56 bytes), so an all-zero token admitted a client
+// that sent nothing, and a token's trailing zeros matched the padding.
+import { Connection, Endpoint, Peer } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Effect, Exit, Fiber, Option } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
+  Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+
+/** A server that admits with `admission`, and clients that connect with the private data given. */
+const listening = (admission: Endpoint.Admission) =>
+  Effect.gen(function*() {
+    const ep = yield* Endpoint.listen(yield* Peer.make(address), address, 7471)
+    const clientPeer = yield* Peer.make(address)
+    /** One request: what the server and the client each saw (both connections closed after). */
+    const attempt = (privateData: Uint8Array | undefined) =>
+      Effect.gen(function*() {
+        const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
+          Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, admission))
+        )))
+        const client = yield* Effect.exit(Effect.scoped(
+          Connection.connect(clientPeer, address, ep.port, privateData === undefined ? {} : { privateData })
+        ))
+        const server = yield* Fiber.join(serving)
+        return { server, client }
+      })
+    /** Asserts that `privateData` was refused for `reason`, on both sides. */
+    const refused = (privateData: Uint8Array | undefined, reason: "WrongToken" | "TokenUsed", what: string) =>
+      Effect.gen(function*() {
+        const { client, server } = yield* attempt(privateData)
+        const error = failureOf(server)
+        assert.strictEqual(error?._tag, "AdmissionRefusedError", `${what}: the server ${Exit.isSuccess(server) ? "admitted it" : error?._tag}`)
+        assert.strictEqual((error as Endpoint.AdmissionRefusedError).reason, reason, what)
+        assert.strictEqual(failureOf(client)?._tag, "ConnectionFailedError", `${what}: the client`)
+      })
+    const admitted = (privateData: Uint8Array, what: string) =>
+      Effect.gen(function*() {
+        const { client, server } = yield* attempt(privateData)
+        assert.isTrue(Exit.isSuccess(server), `${what}: the server ${failureOf(server)}`)
+        assert.isTrue(Exit.isSuccess(client), `${what}: the client ${failureOf(client)}`)
+      })
+    return { refused, admitted }
+  })
+
+describe("admission tokens", () => {
+  it.effect("a token is checked when it is set: empty, all zeros, too long or not bytes is an InvalidTokenError", () =>
+    Effect.gen(function*() {
+      const bad: ReadonlyArray<[unknown, string]> = [
+        [new Uint8Array(0), "empty"],
+        [new Uint8Array(16), "all zero"],
+        [new Uint8Array(Endpoint.MAX_TOKEN + 1).fill(1), `at most ${Endpoint.MAX_TOKEN}`],
+        ["secret", "Uint8Array"],
+        [undefined, "Uint8Array"]
+      ]
+      for (const [token, says] of bad) {
+        const setting: ReadonlyArray<Effect.Effect<unknown, Endpoint.InvalidTokenError>> = [
+          Endpoint.admission(token as Uint8Array),
+          Endpoint.tokenPrivateData(token as Uint8Array)
+        ]
+        for (const set of setting) {
+          const error = yield* Effect.flip(set)
+          assert.strictEqual(error._tag, "InvalidTokenError")
+          assert.include(error.message, says)
+        }
+      }
+      const longest = new Uint8Array(Endpoint.MAX_TOKEN).fill(9)
+      assert.strictEqual((yield* Endpoint.tokenPrivateData(longest)).byteLength, 56, "what a connection request carries")
+      assert.deepStrictEqual(yield* Endpoint.tokenPrivateData(Uint8Array.of(0, 4, 0)), Uint8Array.of(3, 0, 4, 0))
+    }))
+
+  it.effect("the padding completes no token: nothing, the token short of its trailing zeros, or with one more zero is refused", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(5, 6, 7, 0, 0)
+      const { admitted, refused } = yield* listening(yield* Endpoint.admission(token))
+      yield* refused(undefined, "WrongToken", "no private data")
+      yield* refused(Uint8Array.of(5, 6, 7), "WrongToken", "the token's bytes short of its zeros, unencoded")
+      yield* refused(token, "WrongToken", "the token unencoded (no length byte)")
+      yield* refused(yield* Endpoint.tokenPrivateData(Uint8Array.of(5, 6, 7)), "WrongToken", "the token short of its zeros")
+      yield* refused(yield* Endpoint.tokenPrivateData(Uint8Array.of(5, 6, 7, 0, 0, 0)), "WrongToken", "one zero more")
+      yield* refused(yield* Endpoint.tokenPrivateData(Uint8Array.of(5, 6, 8, 0, 0)), "WrongToken", "one byte off")
+      yield* admitted(yield* Endpoint.tokenPrivateData(token), "the token")
+      // Bytes after the token are the application's: not looked at.
+      yield* admitted(Uint8Array.of(...(yield* Endpoint.tokenPrivateData(token)), 42), "the token, then more")
+    })))
+
+  it.effect("an all-zero token cannot be set, so a client that sends nothing is never admitted by one", () =>
+    inWorld(Effect.gen(function*() {
+      const error = yield* Effect.flip(Endpoint.admission(new Uint8Array(16)))
+      assert.strictEqual(error._tag, "InvalidTokenError")
+      // The same client against a real token.
+      const { refused } = yield* listening(yield* Endpoint.admission(Uint8Array.of(1)))
+      yield* refused(undefined, "WrongToken", "no private data")
+    })))
+
+  it.effect("a single-use token admits one connection; the same token again is refused (TokenUsed); a reusable one admits both", () =>
+    inWorld(Effect.scoped(Effect.gen(function*() {
+      const token = Uint8Array.of(3, 1, 4, 1, 5, 9, 2, 6)
+      const once = yield* Endpoint.admission(token, { singleUse: true })
+      assert.isTrue(once.singleUse)
+      const single = yield* listening(once)
+      const sent = yield* Endpoint.tokenPrivateData(token)
+      yield* single.refused(yield* Endpoint.tokenPrivateData(Uint8Array.of(3, 1, 4)), "WrongToken", "a wrong token first")
+      yield* single.admitted(sent, "the first use")
+      yield* single.refused(sent, "TokenUsed", "the second use")
+    })).pipe(Effect.zipRight(Effect.gen(function*() {
+      const token = Uint8Array.of(2, 7, 1, 8)
+      const reusable = yield* Endpoint.admission(token)
+      assert.isFalse(reusable.singleUse)
+      const { admitted } = yield* listening(reusable)
+      const sent = yield* Endpoint.tokenPrivateData(token)
+      yield* admitted(sent, "the first use")
+      yield* admitted(sent, "the second use")
+    })))))
+
+  it.effect("the token is copied when set: changing the array afterwards changes nothing", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(8, 8, 8, 8)
+      const admission = yield* Endpoint.admission(token)
+      const sent = yield* Endpoint.tokenPrivateData(token)
+      token.fill(0)
+      const { admitted } = yield* listening(admission)
+      yield* admitted(sent, "the token as it was set")
+    })))
+
+  it.effect("acceptIfToken given a bare token instead of an Admission: InvalidTokenError, and the request is rejected", () =>
+    inWorld(Effect.gen(function*() {
+      const ep = yield* Endpoint.listen(yield* Peer.make(address), address, 7471)
+      const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
+        Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, Uint8Array.of(1, 2) as never))
+      )))
+      const client = yield* Effect.exit(Effect.scoped(
+        Connection.connect(yield* Peer.make(address), address, ep.port, { privateData: Uint8Array.of(2, 1, 2) })
+      ))
+      const server = yield* Fiber.join(serving)
+      assert.strictEqual(failureOf(server)?._tag, "InvalidTokenError")
+      assert.include(String(failureOf(server)), "Endpoint.admission")
+      assert.strictEqual(failureOf(client)?._tag, "ConnectionFailedError")
+    })))
+})
