@@ -12,7 +12,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { type CaseOf, check } from "./support.js"
+import type { Case } from "../Conformance.js"
+import { check } from "./support.js"
 
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
@@ -64,7 +65,7 @@ const silentServer = (address: string, port: number) =>
   })
 
 /** @internal */
-export const lifecycleCases = (): ReadonlyArray<CaseOf> => [
+export const lifecycleCases: ReadonlyArray<Case> = [
   {
     name: "close: the other side never answers the disconnect → the scope still closes within the timeout",
     run: (address, port) =>

@@ -1,18 +1,16 @@
 /**
- * What the conformance modules share: a case, and the checks that fail it with a message.
+ * What the conformance modules share: the checks that fail a case with a message, and a few values.
  *
  * @internal
  */
-import type { Driver } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type * as Scope from "effect/Scope"
 
-/** @internal `port` is free for this case alone, for an endpoint to listen on. */
-export interface CaseOf {
-  readonly name: string
-  readonly run: (address: string, port: number) => Effect.Effect<void, unknown, Driver.RdmaDriver | Scope.Scope>
-}
+/** @internal An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
+export const NOWHERE = "192.0.2.99"
+
+/** @internal */
+export const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes)
 
 class ConformanceFailure extends Error {}
 
