@@ -5,13 +5,41 @@
  *
  * @internal
  */
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
 import { connectedPair } from "./pair.js"
 import { check, equal, expectTag, NOWHERE, text } from "./support.js"
+
+/**
+ * Two connections of the raw driver, both ESTABLISHED, deleted with the scope: for the cases that
+ * look at what the driver's own calls do, below core's handling of them.
+ */
+const driverPair = (address: string, port: number) =>
+  Effect.gen(function*() {
+    const d = yield* Driver.RdmaDriver
+    const peer = yield* Effect.acquireRelease(
+      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
+      (p) => Effect.ignore(d.peerDelete(p))
+    )
+    const config = Connection.toConfig({ timeout: "10 seconds" })
+    const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
+    const deleting = (conn: Driver.ConnHandle) => Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
+    const accepting = yield* Effect.fork(
+      Effect.flatMap(d.epNextConnReq(ep, config), (req) => Effect.flatMap(d.connReqConnect(req, undefined), deleting))
+    )
+    const client = yield* Effect.flatMap(d.connReqNew(peer, address, port, config), (req) =>
+      Effect.flatMap(d.connReqConnect(req, undefined), deleting))
+    const server = yield* Fiber.join(accepting)
+    yield* equal(yield* d.connNextEvent(client), "ESTABLISHED", "the client's first event")
+    yield* equal(yield* d.connNextEvent(server), "ESTABLISHED", "the server's first event")
+    return { client, server }
+  })
 
 /** @internal */
 export const connectionCases: ReadonlyArray<Case> = [
@@ -156,6 +184,29 @@ export const connectionCases: ReadonlyArray<Case> = [
           error._tag === "ConnectionClosedError" || error._tag === "CompletionError",
           `a pending receive after the close failed with ${error._tag}`
         )
+      })
+  },
+  {
+    name: "rpma_conn_disconnect twice on one side: the second succeeds and sends nothing; the other side sees one CLOSED",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const { client, server } = yield* driverPair(address, port)
+        const start = yield* Clock.currentTimeMillis
+        yield* d.connDisconnect(client)
+        yield* equal(yield* Effect.exit(d.connDisconnect(client)).pipe(Effect.map((e) => e._tag)), "Success", "the second rpma_conn_disconnect")
+        yield* equal(yield* d.connNextEvent(server), "CLOSED", "the server's event after the client's disconnect")
+        // A second notification would travel as the first did: ten times the first one's delay
+        // (at least 200 ms) is a generous bound. The server has not disconnected yet, so rdma_cm's
+        // TIMEWAIT_EXIT (which librpma also reports as CLOSED) cannot come in between.
+        const firstMs = (yield* Clock.currentTimeMillis) - start
+        const second = yield* Effect.timeout(d.connNextEvent(server), Duration.millis(Math.max(10 * firstMs, 200))).pipe(
+          Effect.option
+        )
+        yield* check(Option.isNone(second), `a second event on the server: ${Option.getOrElse(second, () => "")}`)
+        // The server answers; the client sees its own CLOSED.
+        yield* d.connDisconnect(server)
+        yield* equal(yield* d.connNextEvent(client), "CLOSED", "the client's event after the server's answer")
       })
   }
 ]

@@ -213,9 +213,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
   /**
    * rdma_cm's disconnect: this side stops at once, and the other side sees CLOSED. This side sees
-   * its own CLOSED only when the other side answers with its own disconnect (or deletes).
+   * its own CLOSED only when the other side answers with its own disconnect (or deletes). As
+   * rdma_disconnect in the kernel (cma.c), a second call succeeds and sends nothing: the connection
+   * manager no longer sends a DREQ (or DREP) once it has.
    */
   const disconnect = (conn: fabric.Conn) => {
+    if (conn.disconnected) return
+    conn.disconnected = true
     conn.state = "closed"
     flushAll(conn)
     notify(conn.other, "CLOSED")
@@ -237,6 +241,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       other: undefined,
       state: "connecting",
       notified: false,
+      disconnected: false,
       privateData
     }
     queues.set(conn, {
