@@ -14,7 +14,7 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
 import { connectedPair } from "./pair.js"
-import { check, equal, expectTag, NOWHERE, text } from "./support.js"
+import { check, equal, expectTag, NOWHERE, rawPeer, text } from "./support.js"
 
 /**
  * Two connections of the raw driver, both ESTABLISHED, deleted with the scope: for the cases that
@@ -23,10 +23,7 @@ import { check, equal, expectTag, NOWHERE, text } from "./support.js"
 const driverPair = (address: string, port: number) =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
-    const peer = yield* Effect.acquireRelease(
-      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
-      (p) => Effect.ignore(d.peerDelete(p))
-    )
+    const peer = yield* rawPeer(address)
     const config = Connection.toConfig({ timeout: "10 seconds" })
     const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
     const deleting = (conn: Driver.ConnHandle) => Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))

@@ -13,7 +13,7 @@ import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
-import { check } from "./support.js"
+import { check, rawPeer } from "./support.js"
 
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
@@ -48,10 +48,7 @@ const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
 const silentServer = (address: string, port: number) =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
-    const peer = yield* Effect.acquireRelease(
-      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
-      (p) => Effect.ignore(d.peerDelete(p))
-    )
+    const peer = yield* rawPeer(address)
     const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (e) => Effect.ignore(d.epShutdown(e)))
     const config = Connection.toConfig({ timeout: TIMEOUT })
     const accepted = yield* Effect.fork(

@@ -10,16 +10,9 @@ import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type { Case } from "../Conformance.js"
-import { check, equal, expectTag, NOWHERE, outcome } from "./support.js"
+import { check, equal, expectTag, NOWHERE, outcome, rawPeer } from "./support.js"
 
 const driver = Driver.RdmaDriver
-
-const rawPeer = (address: string) =>
-  Effect.flatMap(driver, (d) =>
-    Effect.acquireRelease(
-      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
-      (peer) => Effect.ignore(d.peerDelete(peer))
-    ))
 
 const rwUsage = Usage.combine(Usage.READ_SRC, Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)
 

@@ -3,11 +3,20 @@
  *
  * @internal
  */
+import { Driver } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 
 /** @internal An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
 export const NOWHERE = "192.0.2.99"
+
+/** @internal A peer of the raw driver on `address`, deleted with the scope. */
+export const rawPeer = (address: string) =>
+  Effect.flatMap(Driver.RdmaDriver, (d) =>
+    Effect.acquireRelease(
+      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
+      (peer) => Effect.ignore(d.peerDelete(peer))
+    ))
 
 /** @internal */
 export const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes)
