@@ -23,10 +23,12 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import { argumentCases } from "./conformance/arguments.js"
 import { connectionCases } from "./conformance/connection.js"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
 import * as fuzzer from "./conformance/fuzz.js"
+import { interruptionCases } from "./conformance/interruption.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
 import { mappingCases } from "./conformance/mapping.js"
 import * as pair from "./conformance/pair.js"
@@ -63,7 +65,9 @@ export const cases: ReadonlyArray<Case> = [
   ...dataPathCases,
   ...connectionFeatureCases,
   ...sharedReceiveCases,
-  ...validation.cases
+  ...validation.cases,
+  ...interruptionCases,
+  ...argumentCases
 ]
 
 /** A port for each case, so that cases never share one (rdma_cm keeps a port busy for a while). */
