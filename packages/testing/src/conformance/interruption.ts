@@ -18,8 +18,10 @@ const RETURN_BOUND = "20 seconds"
 
 /** The receive queue of the request, larger than the receives the interrupted attempts may leave posted. */
 const QUEUE = 64
-/** Interrupted attempts: each lets the receive run a few more operations before the interruption. */
-const ATTEMPTS = 48
+/** Operations between two turns of an attempt's fiber (the runtime's default is 2048). */
+const OPS_PER_TURN = 32
+/** Interrupted attempts: enough to put a turn boundary at every step of a receive. */
+const ATTEMPTS = 2 * OPS_PER_TURN
 const SLOT = 16
 
 /** @internal */
@@ -70,13 +72,18 @@ export const interruptionCases: ReadonlyArray<Case> = [
         const req = yield* Endpoint.next(ep, { receiveQueueSize: QUEUE })
         const slot = (i: number) => ({ dst: inbox, offset: (i % QUEUE) * SLOT, length: SLOT })
 
-        // Each attempt yields after every operation, and is interrupted after `turns` turns of this
-        // fiber: together they land an interruption between every two steps of the receive. An
-        // attempt interrupted after its post leaves a receive posted (a slot held until a message
-        // takes it); one interrupted before leaves nothing.
-        for (let turns = 0; turns < ATTEMPTS; turns++) {
-          const attempt = yield* Effect.fork(Effect.withMaxOpsBeforeYield(Endpoint.recv(req, slot(turns)), 1))
-          for (let i = 0; i < turns; i++) yield* Effect.yieldNow()
+        // The runtime lets other fibers run every OPS_PER_TURN operations of a fiber; an attempt runs
+        // `padding` operations first, so its receive reaches each turn boundary, where the
+        // interruption lands, at a different step. An attempt interrupted after its post leaves a
+        // receive posted (its slot held until a message takes it); one interrupted before, nothing.
+        for (let padding = 0; padding < ATTEMPTS; padding++) {
+          const attempt = yield* Effect.fork(
+            Effect.withMaxOpsBeforeYield(
+              Effect.zipRight(Effect.forEach(Array.from({ length: padding }), () => Effect.void), Endpoint.recv(req, slot(padding))),
+              OPS_PER_TURN
+            )
+          )
+          yield* Effect.yieldNow()
           yield* Fiber.interrupt(attempt)
         }
 
