@@ -13,7 +13,7 @@ import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
-import { check, rawPeer } from "./support.js"
+import { check, rawPeer, tagOf } from "./support.js"
 
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
@@ -34,15 +34,6 @@ const SLACK_MS = 3000
 
 const TIMEOUT = "300 millis"
 const TIMEOUT_MS = 300
-
-const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
-  Exit.isSuccess(exit)
-    ? "success"
-    : exit.cause._tag === "Fail"
-    ? String((exit.cause.error as { _tag?: string })._tag)
-    : Exit.isInterrupted(exit)
-    ? "interrupted"
-    : `defect: ${String(exit.cause)}`
 
 /** A server that accepts one request through the raw driver and then never answers anything. */
 const silentServer = (address: string, port: number) =>

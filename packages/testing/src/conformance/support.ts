@@ -31,12 +31,14 @@ export const check = (condition: boolean, message: string): Effect.Effect<void> 
 export const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
   check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
 
-/** @internal The tag of the error an exit failed with, or "success". */
+/** @internal The tag of the error an exit failed with, "success", or "interrupted". */
 export const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
   Exit.isSuccess(exit)
     ? "success"
     : exit.cause._tag === "Fail"
     ? String((exit.cause.error as { _tag?: string })._tag)
+    : Exit.isInterrupted(exit)
+    ? "interrupted"
     : `defect: ${String(exit.cause)}`
 
 /** @internal The message of the error an exit failed with, or "". */
