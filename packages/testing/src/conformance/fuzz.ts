@@ -286,18 +286,27 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     return problems
   })
 
+/** @internal */
+export interface FuzzOptions {
+  readonly address: string
+  readonly port: number
+  readonly runs: number
+  /** The most calls in one run (default 8). */
+  readonly steps?: number
+  /** How long a call that does not wait for the other side may take (default 200 ms). */
+  readonly callMillis?: number
+  readonly seed?: number
+  /** Whether to make real handles first (a peer, regions, an id, an endpoint); false where no device is. */
+  readonly device?: boolean
+}
+
 /**
  * Runs the fuzzer against a driver Layer: `runs` runs of up to `steps` calls each. Fails with every
  * problem found (shrunk by fast-check).
  *
  * @internal
  */
-export const fuzz = <E>(
-  layer: Layer.Layer<Driver.RdmaDriver, E>,
-  options: { readonly address: string; readonly port: number; readonly runs: number; readonly steps?: number; readonly callMillis?: number; readonly seed?: number
-    /** Whether to make real handles first (a peer, regions, an id, an endpoint); false where no device is. */
-    readonly device?: boolean }
-): Promise<void> =>
+export const fuzz = <E>(layer: Layer.Layer<Driver.RdmaDriver, E>, options: FuzzOptions): Promise<void> =>
   fc.assert(
     fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: options.steps ?? 8 }), async (steps) => {
       const problems = await Effect.runPromise(

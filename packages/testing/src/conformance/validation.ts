@@ -11,8 +11,8 @@ import * as Descriptor from "@effect-rdma/core/Descriptor"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as RemoteMr from "@effect-rdma/core/RemoteMr"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
+import { tagOf } from "./support.js"
 
 type Bad = never
 
@@ -234,12 +234,7 @@ function describe(value: unknown): string {
 }
 
 const outcome = (effect: Effect.Effect<unknown, unknown, Driver.RdmaDriver | Scope.Scope>) =>
-  Effect.map(Effect.exit(Effect.scoped(effect)), (exit) =>
-    Exit.isSuccess(exit)
-      ? "success"
-      : exit.cause._tag === "Fail"
-      ? String((exit.cause.error as { _tag?: string })._tag)
-      : `defect: ${String(exit.cause)}`)
+  Effect.map(Effect.exit(Effect.scoped(effect)), tagOf)
 
 /**
  * Runs every row on the driver in context and lists the rows whose outcome differs from the table.

@@ -96,11 +96,7 @@ const LOOP_BUDGET_CALLS = 256
 
 /** @internal */
 export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
-  const { acquire, call, deadOrWrong, deadOrWrongError, invalid, invalidError, peerOf, releaseHandle, rpma, rpmaError } =
-    tools
-  /** A refusal as RPMA_E_INVAL with the addon's words, or nothing. */
-  const problem = (operation: string, detail: string | undefined) =>
-    detail === undefined ? undefined : invalid(operation, detail)
+  const { acquire, call, deadOrWrong, invalid, peerOf, problem, refusedOr, releaseHandle, rpma } = tools
   const listeners = new Map<string, fabric.Endpoint>()
   const incoming = new WeakMap<fabric.Endpoint, Queue.Queue<fabric.ConnReq | undefined>>()
   const queues = new WeakMap<fabric.Conn, ConnQueues>()
@@ -217,9 +213,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
   /**
    * rdma_cm's disconnect: this side stops at once, and the other side sees CLOSED. This side sees
-   * its own CLOSED only when the other side answers with its own disconnect (or deletes).
+   * its own CLOSED only when the other side answers with its own disconnect (or deletes). As
+   * rdma_disconnect in the kernel (cma.c), a second call succeeds and sends nothing: the connection
+   * manager no longer sends a DREQ (or DREP) once it has.
    */
   const disconnect = (conn: fabric.Conn) => {
+    if (conn.disconnected) return
+    conn.disconnected = true
     conn.state = "closed"
     flushAll(conn)
     notify(conn.other, "CLOSED")
@@ -241,6 +241,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       other: undefined,
       state: "connecting",
       notified: false,
+      disconnected: false,
       privateData
     }
     queues.set(conn, {
@@ -255,10 +256,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   /** rpma_write / rpma_read / ... / rpma_recv on a connection: undefined once posted, else the refusal. */
   const postOnConn = (conn: fabric.Conn | undefined, wr: Driver.WorkRequest): RpmaError | undefined => {
     const operation = operationOf(wr)
-    const refused = deadOrWrongError(operation, "connection", conn) ?? refuse(conn!, wr)
+    const refused = deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr)
     if (refused !== undefined) return refused
     const planned = fabric.countCall(world, operation)
-    if (planned !== undefined && "code" in planned) return rpmaError(operation, planned.code, "planned fault")
+    if (planned !== undefined && "code" in planned) return rpma(operation, planned.code, "planned fault")
     const c = conn!
     holdRegions(c, wr)
     if (planned !== undefined && "loseConnection" in planned) lose(c)
@@ -283,9 +284,9 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
    */
   const postOnRequest = (req: fabric.ConnReq, recv: Recv): RpmaError | undefined => {
     const mr = fabric.asHandle(recv.dst, "MrLocal")
-    const refused = deadOrWrongError("rpma_conn_req_recv", "local memory region", mr) ??
+    const refused = deadOrWrong("rpma_conn_req_recv", "local memory region", mr) ??
       (srqs.ofConfig(req.config) !== undefined
-        ? invalidError("rpma_conn_req_recv", "the request was made with a shared receive queue: post receives there")
+        ? invalid("rpma_conn_req_recv", "the request was made with a shared receive queue: post receives there")
         : undefined)
     if (refused !== undefined) return refused
     const held: Held = { regions: [mr!], sendQueue: false, signalled: true }
@@ -310,17 +311,17 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       : req !== undefined
       ? { operation: "rpma_conn_req_recv", what: "connection request", handle: req }
       : undefined
-    if (checked.request === undefined) return invalidError(receivesOnly?.operation ?? "rpma_write", checked.problem)
+    if (checked.request === undefined) return invalid(receivesOnly?.operation ?? "rpma_write", checked.problem)
     const wr = checked.request as Driver.WorkRequest
     if (receivesOnly === undefined) {
       // Neither of the other two: a connection, or the refusal that says what was expected.
       return connOf(value) === undefined
-        ? invalidError(operationOf(wr), "expected a connection, shared receive queue or connection request handle")
+        ? invalid(operationOf(wr), "expected a connection, shared receive queue or connection request handle")
         : postOnConn(connOf(value), wr)
     }
-    const refused = deadOrWrongError(receivesOnly.operation, receivesOnly.what, receivesOnly.handle) ??
+    const refused = deadOrWrong(receivesOnly.operation, receivesOnly.what, receivesOnly.handle) ??
       (wr.op !== "recv"
-        ? invalidError(receivesOnly.operation, `a ${receivesOnly.what} takes receives only, not a ${wr.op}`)
+        ? invalid(receivesOnly.operation, `a ${receivesOnly.what} takes receives only, not a ${wr.op}`)
         : undefined)
     if (refused !== undefined || wr.op !== "recv") return refused
     return srq !== undefined ? srqs.post(srq, wr) : postOnRequest(req!, wr)
@@ -330,13 +331,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const completionQueueOf = (operation: string, value: unknown) => {
     const srq = srqs.srqOf(value)
     if (srq !== undefined) {
-      const refused = deadOrWrongError(operation, "shared receive queue", srq)
+      const refused = deadOrWrong(operation, "shared receive queue", srq)
       return refused !== undefined ? { refused } : { queue: srqs.completionsOf(srq) }
     }
     const conn = connOf(value)
     const refused = conn === undefined
-      ? invalidError(operation, "expected a connection or shared receive queue handle")
-      : deadOrWrongError(operation, "connection", conn)
+      ? invalid(operation, "expected a connection or shared receive queue handle")
+      : deadOrWrong(operation, "connection", conn)
     return refused !== undefined ? { refused } : { queue: q(conn!).completions }
   }
 
@@ -498,28 +499,28 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       : wr.op === "recv"
       ? [[wr.dst, "MrLocal"]]
       : []
-    if (handles.length === 0) return invalidError("post", `unknown work request ${DriverArguments.show((wr as { op: unknown }).op)}`)
+    if (handles.length === 0) return invalid("post", `unknown work request ${DriverArguments.show((wr as { op: unknown }).op)}`)
     for (const [value, kind] of handles) {
-      const refused = deadOrWrongError(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
+      const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
       if (refused !== undefined) return refused
     }
     if (wr.op === "recv" && srqs.ofConfig(conn.config) !== undefined) {
-      return invalidError(operation, "the connection was made with a shared receive queue: post receives there")
+      return invalid(operation, "the connection was made with a shared receive queue: post receives there")
     }
     if (wr.op === "atomicWrite" && wr.dstOffset % 8 !== 0) {
-      return invalidError(operation, `dst_offset ${wr.dstOffset} is not aligned to 8 bytes`)
+      return invalid(operation, `dst_offset ${wr.dstOffset} is not aligned to 8 bytes`)
     }
     if (wr.op === "flush") {
-      if (wr.type !== "visibility" && wr.type !== "persistent") return invalidError(operation, "unknown flush type")
+      if (wr.type !== "visibility" && wr.type !== "persistent") return invalid(operation, "unknown flush type")
       if (wr.type === "persistent" && !(remotePmem.get(conn) ?? conn.config.directWriteToPmem)) {
-        return rpmaError(operation, RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
+        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
       }
       const flushBit = wr.type === "persistent" ? Flags.FLUSH_TYPE_PERSISTENT : Flags.FLUSH_TYPE_VISIBILITY
       if ((fabric.asHandle(wr.dst, "MrRemote")!.usage & flushBit) === 0) {
-        return rpmaError(operation, RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
+        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
       }
     }
-    if (conn.state === "connecting") return rpmaError(operation, RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
+    if (conn.state === "connecting") return rpma(operation, RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
     return undefined
   }
 
@@ -534,10 +535,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         () => {
           const actual = port
           if (!world.devices.has(address)) {
-            return rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`)
+            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`))
           }
           if (listeners.has(key(address, actual))) {
-            return rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`)
+            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
           }
           const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
           listeners.set(key(address, actual), ep)
@@ -550,7 +551,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       Effect.suspend(() => {
         const ep = endpointOf(value)
         const refused = deadOrWrong("rpma_ep_shutdown", "endpoint", ep)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         listeners.delete(key(ep!.address, ep!.port))
         releaseHandle(ep!)
         // Waiters wake up to a shut-down endpoint.
@@ -572,7 +573,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           return Effect.flatMap(Queue.take(queue), (client) => {
             if (client === undefined || !ep.alive) {
               Queue.unsafeOffer(queue, undefined)
-              return invalid("rpma_ep_next_conn_req", "the endpoint was shut down")
+              return Effect.fail(invalid("rpma_ep_next_conn_req", "the endpoint was shut down"))
             }
             const req: fabric.ConnReq = {
               kind: "ConnReq",
@@ -602,7 +603,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         (code) => rpma("rpma_conn_req_new", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
-            return rpma("rpma_conn_req_new", RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`)
+            return Effect.fail(rpma("rpma_conn_req_new", RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`))
           }
           const req: fabric.ConnReq = {
             kind: "ConnReq",
@@ -622,8 +623,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     connReqPrivateData: (value) =>
       Effect.suspend(() => {
         const req = reqOf(value)
-        return deadOrWrong("rpma_conn_req_get_private_data", "connection request", req) ??
-          Effect.succeed(Uint8Array.from(req!.privateData))
+        return refusedOr(deadOrWrong("rpma_conn_req_get_private_data", "connection request", req), () => Effect.succeed(Uint8Array.from(req!.privateData)))
       }),
 
     connReqConnect: (value, privateData) =>
@@ -646,7 +646,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
             // Consumed all the same (the Driver's contract): an incoming request is rejected.
             if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
             dropEarly(req)
-            return invalid("rpma_conn_req_connect", refused)
+            return Effect.fail(invalid("rpma_conn_req_connect", refused))
           }
           const sent = new Uint8Array(DriverArguments.PRIVATE_DATA_LIMIT[side])
           if (privateData !== undefined && privateData !== null) sent.set(privateData)
@@ -681,7 +681,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       Effect.suspend(() => {
         const req = reqOf(value)
         const refused = deadOrWrong("rpma_conn_req_delete", "connection request", req)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         releaseHandle(req!)
         dropEarly(req!)
         if (req!.client !== undefined && req!.client.alive) emit(req!.client, "REJECTED")
@@ -690,7 +690,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
     peerCfgDescriptor: (direct) =>
       typeof direct !== "boolean"
-        ? invalid("rpma_peer_cfg_get_descriptor", "directWriteToPmem must be a boolean")
+        ? Effect.fail(invalid("rpma_peer_cfg_get_descriptor", "directWriteToPmem must be a boolean"))
         : Effect.succeed(Uint8Array.of(direct ? 1 : 0)),
 
     connApplyRemotePeerCfg: (value, descriptor) =>
@@ -698,7 +698,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         const conn = connOf(value)
         const refused = problem("rpma_conn_apply_remote_peer_cfg", DriverArguments.peerCfgDescriptor(descriptor)) ??
           deadOrWrong("rpma_conn_apply_remote_peer_cfg", "connection", conn)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         remotePmem.set(conn!, descriptor[0] !== 0)
         return Effect.void
       }),
@@ -706,14 +706,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     connNextEvent: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        return deadOrWrong("rpma_conn_next_event", "connection", conn) ?? Queue.take(q(conn!).events)
+        return refusedOr(deadOrWrong("rpma_conn_next_event", "connection", conn), () => Queue.take(q(conn!).events))
       }),
 
     connPrivateData: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        return deadOrWrong("rpma_conn_get_private_data", "connection", conn) ??
-          Effect.succeed(Uint8Array.from(conn!.privateData))
+        return refusedOr(deadOrWrong("rpma_conn_get_private_data", "connection", conn), () => Effect.succeed(Uint8Array.from(conn!.privateData)))
       }),
 
     connDisconnect: (value) =>
@@ -728,13 +727,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       Effect.suspend(() => {
         const conn = connOf(value)
         const refused = deadOrWrong("rpma_conn_delete", "connection", conn)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         // Deleting ends the connection for the other side too.
         disconnect(conn!)
         letGo(conn!, undefined)
         releaseHandle(conn!)
         // As the addon: a wait still armed hears of it, at once.
-        q(conn!).completions.close(invalidError("rpma_cq_wait", "the connection was deleted"))
+        q(conn!).completions.close(invalid("rpma_cq_wait", "the connection was deleted"))
         return Effect.void
       }),
 
@@ -743,7 +742,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       let error: RpmaError | undefined
       const requests = requestList(given)
       if (requests === undefined) {
-        error = invalidError("rpma_post", "the requests must be an array of work requests")
+        error = invalid("rpma_post", "the requests must be an array of work requests")
       }
       for (const request of requests ?? NONE_POSTED) {
         error = postOn(value, request)
@@ -763,14 +762,14 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     pollCompletions: (value) =>
       Effect.suspend(() => {
         const { queue, refused } = completionQueueOf("rpma_cq_get_wc", value)
-        return refused !== undefined ? Effect.fail(refused) : Effect.succeed(queue.drain())
+        return refusedOr(refused, () => Effect.succeed(queue!.drain()))
       }),
 
     connQpNum: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
         // The simulated queue pair number: what this side's shared receive queue completions carry.
-        return deadOrWrong("rpma_conn_get_qp_num", "connection", conn) ?? Effect.succeed(conn!.id)
+        return refusedOr(deadOrWrong("rpma_conn_get_qp_num", "connection", conn), () => Effect.succeed(conn!.id))
       }),
 
     ...srqs.calls

@@ -34,7 +34,7 @@ interface SrqState {
  * on a connection made with the queue, if any.
  */
 export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retry: (srq: fabric.Srq) => void) => {
-  const { acquire, deadOrWrong, deadOrWrongError, inUse, invalid, invalidError, peerOf, releaseHandle } = tools
+  const { acquire, deadOrWrong, inUse, invalid, peerOf, releaseHandle } = tools
   const states = new WeakMap<fabric.Srq, SrqState>()
   const srqOf = (value: unknown) => fabric.asHandle(value, "Srq")
   const stateOf = (srq: fabric.Srq) => states.get(srq)!
@@ -54,9 +54,9 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
       Effect.suspend(() => {
         const peer = peerOf(peerValue)
         const refused = deadOrWrong("rpma_srq_new", "peer", peer)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         const problem = DriverArguments.srqConfig(config)
-        if (problem !== undefined) return invalid("rpma_srq_new", problem)
+        if (problem !== undefined) return Effect.fail(invalid("rpma_srq_new", problem))
         const srq: fabric.Srq = {
           kind: "Srq",
           id: world.nextId++,
@@ -82,22 +82,22 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
       Effect.suspend((): Effect.Effect<void, RpmaError | ResourceInUseError> => {
         const srq = srqOf(value)
         const refused = deadOrWrong("rpma_srq_delete", "shared receive queue", srq)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         const users = usersOf(srq!)
         if (users > 0) {
-          return inUse(
+          return Effect.fail(inUse(
             "rpma_srq_delete",
             `${users} ${
               users === 1 ? "connection or connection request still uses it" : "connections or connection requests still use it"
             }: delete them first`
-          )
+          ))
         }
         releaseHandle(srq!)
         const state = stateOf(srq!)
         state.recvs.splice(0)
         for (const mr of state.held.values()) mr.inFlight--
         state.held.clear()
-        state.completions.close(invalidError("rpma_cq_wait", "the shared receive queue was deleted"))
+        state.completions.close(invalid("rpma_cq_wait", "the shared receive queue was deleted"))
         return Effect.void
       })
   } satisfies Partial<Driver.Driver>
@@ -108,7 +108,7 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
    */
   const post = (srq: fabric.Srq, recv: Extract<Driver.WorkRequest, { op: "recv" }>): RpmaError | undefined => {
     const mr = fabric.asHandle(recv.dst, "MrLocal")
-    const refused = deadOrWrongError("rpma_srq_recv", "local memory region", mr)
+    const refused = deadOrWrong("rpma_srq_recv", "local memory region", mr)
     if (refused !== undefined) return refused
     const state = stateOf(srq)
     mr!.inFlight++
