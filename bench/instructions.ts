@@ -72,7 +72,7 @@ export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => 
       target: "≤ +20k",
       met: over <= 20_000
     },
-    ratio("write.driver", "write.raw", "  breakdown: the driver's post + pollCompletions Effects", "raw", "", undefined),
+    ratio("write.driver", "write.raw", "  breakdown: the driver's postMany + pollCompletions", "raw", "", undefined),
     ratio("write.postMany", "write.raw", "  breakdown: the driver's postMany (post + poll) from JS", "raw", "", undefined),
     ratio("loop.void", "write.raw", "  breakdown: the loop alone (yield* Effect.void)", "raw", "", undefined),
     ratio("write.later", "write.callback", "instructions: Connection.write, completion on a later turn", "binding from JS callbacks", "≤ 2.5×", 2.5),

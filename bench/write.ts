@@ -9,7 +9,7 @@
  *
  * Breakdown rows say where the time goes, on a second connection made with the driver alone:
  * the addon called straight from JavaScript callbacks (no Effect: the floor for any wrapper over
- * this addon), the driver's own Effects (post + nextCompletions, without Connection's
+ * this addon), the driver's own calls (postMany + armCompletions, without Connection's
  * bookkeeping). Bandwidth goes through the batch path, Connection.writeMany (issue 12).
  *
  *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path)
@@ -18,6 +18,7 @@ import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@e
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Cause, Effect, Layer, Stream } from "effect"
 import { execFileSync } from "node:child_process"
+import { postOne } from "./driverCalls.js"
 import { rawConnection } from "./raw.js"
 import { type Row, printTable } from "./table.js"
 
@@ -214,7 +215,7 @@ const asyncWrites = (
   })
 }
 
-/** `count` writes one at a time through the driver's Effects: post (in a span, as core does, or bare), then nextCompletions. */
+/** `count` writes one at a time through the driver's calls: postMany (in a span, as core's per-operation tracing does, or bare), then the completion. */
 const driverWrites = (
   driver: Driver.Driver,
   conn: Driver.ConnHandle,
@@ -227,14 +228,13 @@ const driverWrites = (
   Effect.gen(function*() {
     for (let i = 0; i < count; i++) {
       const wr = writeRequest(i, dst, src, 0, size)
-      // What core's instrumentation wraps every post in (packages/core/src/internal/instrument.ts).
-      yield* span
-        ? Effect.withSpan(driver.post(conn, wr), "rpma_post", {
+      // What per-operation tracing wraps every post in (packages/core/src/internal/poster.ts).
+      const completions = yield* span
+        ? Effect.withSpan(postOne(driver, conn, wr), "rpma_post", {
           attributes: { "rdma.driver": driver.name, "rdma.op": wr.op, "rdma.size": size },
           captureStackTrace: false
         })
-        : driver.post(conn, wr)
-      const completions = yield* driver.nextCompletions(conn)
+        : postOne(driver, conn, wr)
       if (completions.some((c) => c.status !== 0)) return yield* Effect.dieMessage("a write failed")
     }
   })
@@ -379,7 +379,7 @@ const program = Effect.gen(function*() {
       met: undefined
     })
     rows.push({
-      what: `  breakdown: latency ${label}, driver Effects (post + nextCompletions)`,
+      what: `  breakdown: latency ${label}, driver calls (postMany + armCompletions)`,
       ours: us(d),
       baseline: us(b.latencyUs),
       ratio: d / b.latencyUs,

@@ -88,7 +88,7 @@ const program: Effect.Effect<void, unknown> = args.native
     // On the simulated driver, prove that nothing outlived its scope.
     Effect.zipLeft(Effect.flatMap(Ledger.live, (live) => Console.log(`live resources at exit: ${live.length}`))),
     Effect.zipLeft(Ledger.assertEmpty),
-    Effect.provide(SimulatedDriver.layer({ devices: [args.address] }))
+    Effect.provide(SimulatedDriver.layerWith({ devices: [args.address] }))
   )
 
 Effect.runPromise(program).catch((error) => {

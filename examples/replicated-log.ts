@@ -193,7 +193,7 @@ const program: Effect.Effect<void, unknown> = args.native
   : Effect.scoped(main).pipe(
     Effect.zipRight(Effect.flatMap(Ledger.live, (live) => Console.log(`  live resources at exit ${live.length}`))),
     Effect.zipRight(Ledger.assertEmpty),
-    Effect.provide(SimulatedDriver.layer({ devices: [args.address] }))
+    Effect.provide(SimulatedDriver.layerWith({ devices: [args.address] }))
   )
 
 // The summary prints the mean registration time: per-operation timing is off by default (Tracing).

@@ -125,7 +125,7 @@ const program = (plan: ((fault: SimulatedDriver.Fault) => Effect.Effect<void>) |
 const run: Effect.Effect<void, unknown> = args.native
   ? program(undefined).pipe(Effect.provide(nativeLayer))
   : Effect.flatMap(SimulatedDriver.SimulationControl, (control) => program(control.fail)).pipe(
-    Effect.provide(SimulatedDriver.layer({ devices: [args.address] }))
+    Effect.provide(SimulatedDriver.layerWith({ devices: [args.address] }))
   )
 
 Effect.runPromise(run).catch((error) => {

@@ -1,13 +1,14 @@
 /**
  * A connection between two peers (`struct rpma_conn`), and the operations that move data over it:
  * write, read, flush, atomic write, send and receive. Each operation is an Effect that succeeds
- * when its completion arrives and fails with a tagged error when it does not.
+ * when its completion arrives and fails with a tagged error when it does not. An operation reads
+ * and checks its arguments when its Effect runs, whether it waits for its completion or not.
  *
- * Completions are collected by one fiber per connection that waits on the driver (the native one
- * polls the completion channel's file descriptor through libuv: no thread per operation, nothing
- * blocks the event loop), so any number of operations can be in flight. When the connection is
- * lost or closed, the completions already queued are delivered, then every operation still pending
- * fails with {@link ConnectionClosedError}.
+ * Completions are read from the connection's completion channel, armed with a callback while
+ * requests are outstanding (the native driver polls its file descriptor through libuv: no thread
+ * and no fiber per operation, nothing blocks the event loop), so any number of operations can be
+ * in flight. When the connection is lost or closed, the completions already queued are delivered,
+ * then every operation still pending fails with {@link ConnectionClosedError}.
  *
  * An operation can be interrupted (a timeout, a closing scope) while it waits for its completion:
  * it then ends at once with its outcome unknown, but its request stays posted, and the regions it
@@ -17,69 +18,42 @@
  *
  * @since 0.1.0
  */
-import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { Completion as DriverCompletion, ConnEvent, ConnHandle, Signal, WorkRequest } from "./Driver.js"
-import { RdmaDriver } from "./Driver.js"
+import type { ConnConfig, ConnEvent, ConnHandle, RdmaDriver, Signal } from "./Driver.js"
 import * as internal from "./internal/connection.js"
+import { TypeId as typeId } from "./internal/connectionImpl.js"
+import * as config from "./internal/connectionConfig.js"
+import * as errors from "./internal/connectionErrors.js"
 import * as ops from "./internal/operations.js"
-import * as instrument from "./internal/instrument.js"
-import { type Options, toConfig } from "./internal/connectionConfig.js"
-import {
-  type ConnectionFailedError,
-  type OperationError,
-  OutOfRangeError
-} from "./internal/connectionErrors.js"
+import * as posting from "./internal/posting.js"
 import type { LocalMr } from "./LocalMr.js"
-import type { Owner } from "./internal/owner.js"
-import * as srq from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
-import type { RpmaError } from "./RdmaError.js"
+import type {
+  CompletionError,
+  RpmaError,
+  RpmaInvalidError,
+  RpmaNoSupportError,
+  RpmaProviderError
+} from "./RdmaError.js"
+import type { RemoteMr } from "./RemoteMr.js"
 import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
 
 /**
- * Connection settings ({@link Options}: every field has a default) and the driver's configuration
- * they make.
+ * What marks a {@link Connection}.
  *
- * @since 0.1.0
+ * @since 0.5.0
+ * @category symbols
  */
-export { type Options, toConfig } from "./internal/connectionConfig.js"
+export const TypeId: unique symbol = typeId
 
 /**
- * How connecting ({@link ConnectionFailedError}) and operations ({@link OperationError}) fail.
- *
- * @since 0.1.0
+ * @since 0.5.0
+ * @category symbols
  */
-export {
-  ConnectionClosedError,
-  ConnectionFailedError,
-  type OperationError,
-  OutOfRangeError
-} from "./internal/connectionErrors.js"
-
-/**
- * The arguments of each operation, by name, and what each can fail with.
- *
- * @since 0.2.0
- */
-export type {
-  AtomicWriteArgs,
-  CompletionMode,
-  PostReadArgs,
-  PostSendArgs,
-  PostWriteArgs,
-  FlushArgs,
-  FlushError,
-  ReadArgs,
-  RecvArgs,
-  SendArgs,
-  TransferError,
-  WriteArgs,
-  WriteManyArgs,
-  WriteSpan
-} from "./internal/operations.js"
+export type TypeId = typeof TypeId
 
 /**
  * A state of a connection after it is established.
@@ -90,58 +64,345 @@ export type {
 export type State = "ESTABLISHED" | "CLOSED" | "LOST"
 
 /**
+ * An established connection: what it is to its users. Made by {@link connect} and
+ * `Endpoint.accept`; its machinery (its posting kernel, its queues) is its own.
+ *
  * @since 0.1.0
  * @category models
  */
 export interface Connection {
+  readonly [TypeId]: TypeId
+  /** The driver's handle, for the driver's own calls. */
   readonly handle: ConnHandle
   /** What the other side sent with its request or acceptance (rdma_cm pads it). */
   readonly privateData: Uint8Array
   /** The connection's events from now on: CLOSED or LOST, then the stream ends. */
   readonly events: Stream.Stream<ConnEvent>
   readonly state: Effect.Effect<State>
-  /** @internal Posts a request built with its id on the send or receive queue, and awaits its completion. */
-  readonly post: PostCall<DriverCompletion>
-  /** @internal As {@link post}, succeeding with nothing (no `Effect.asVoid` per operation). */
-  readonly run: PostCall<void>
-  /**
-   * @internal As {@link run}, called inside the operation's own `withFiberRuntime` (its checks and
-   * its post in one Effect op): the Effect that follows the post.
-   */
-  readonly runIn: (
-    fiber: Fiber.RuntimeFiber<any, any>,
-    operation: string,
-    op: WorkRequest["op"],
-    regions: Parameters<PostCall<void>>[2],
-    build: (id: number) => WorkRequest
-  ) => Effect.Effect<void, OperationError>
-  /** @internal Posts a request without awaiting it: succeeds once posted, with the wait for its outcome. */
-  readonly submit: (
-    operation: string,
-    op: WorkRequest["op"],
-    regions: ReadonlyArray<LocalMr<any>>,
-    build: (id: number) => WorkRequest,
-    signal: Signal | undefined
-  ) => Effect.Effect<Effect.Effect<DriverCompletion, OperationError>, OperationError>
-  /**
-   * @internal Posts `count` requests on the send queue, all holding `regions`, request `i` built
-   * by `build(i, id)`, with one wait per batch of completions.
-   */
-  readonly postMany: (
-    operation: string,
-    count: number,
-    regions: ReadonlyArray<LocalMr<any>>,
-    build: (index: number, id: number, completion: Signal) => WorkRequest
-  ) => Effect.Effect<void, OperationError>
 }
 
-/** @internal A request built with its id, posted on the send or receive queue and awaited. */
-export type PostCall<A> = (
-  operation: string,
-  queue: "send" | "recv",
-  regions: ReadonlyArray<LocalMr<any>> | { readonly owners: ReadonlyArray<Owner> },
-  build: (id: number) => WorkRequest
-) => Effect.Effect<A, OperationError>
+/**
+ * Connection settings; every field has a default.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** How long to wait for address resolution and for the connection to be established. Default 5 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** Requests in flight at once on the send queue. Default 64. */
+  readonly sendQueueSize?: number | undefined
+  /** Receives posted at once. Default 64. */
+  readonly receiveQueueSize?: number | undefined
+  /** Completion queue size. Default: send + receive queue sizes. */
+  readonly completionQueueSize?: number | undefined
+  /** The remote peer writes straight to persistent memory, so persistent flushes are allowed. Default false. */
+  readonly directWriteToPmem?: boolean | undefined
+  /**
+   * Bytes sent with the connection request (rdma_cm private data). It is neither encrypted nor
+   * authenticated: carry descriptors over `DescriptorExchange` instead, unless a C peer needs it.
+   */
+  readonly privateData?: Uint8Array | undefined
+  /**
+   * rpma_conn_cfg_set_srq: the connection's incoming messages land in this queue's receives (post
+   * them with `SharedReceiveQueue.postRecv`); `Connection.recv` on the connection is refused. The
+   * queue is deleted only after the connection.
+   */
+  readonly sharedReceiveQueue?: SharedReceiveQueue | undefined
+  /**
+   * rpma_conn_cfg_set_rcq_size: receives complete on a receive completion queue of their own, of
+   * this size (at least the receive queue size), and the completion queue then needs only the send
+   * queue's size. Operations complete the same way. Default 0: receives complete on the completion queue.
+   */
+  readonly receiveCompletionQueueSize?: number | undefined
+  /**
+   * rpma_conn_cfg_set_compl_channel: the completion queue and the receive completion queue signal
+   * on one channel (waited on with rpma_conn_wait). Not with a shared receive queue. Default false.
+   */
+  readonly sharedCompletionChannel?: boolean | undefined
+}
+
+/**
+ * The driver's configuration that connection settings make, every default filled in: what
+ * {@link connect} and `Endpoint.next` pass to the driver, for programs that call it themselves.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toConfig: (options?: Options) => ConnConfig = config.toConfig
+
+/**
+ * The connection could not be established: the other side rejected it, could not be reached, or
+ * did not answer in time.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ConnectionFailedError: typeof errors.ConnectionFailedError = errors.ConnectionFailedError
+
+/**
+ * The connection could not be established: the other side rejected it, could not be reached, or
+ * did not answer in time.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ConnectionFailedError = errors.ConnectionFailedError
+
+/**
+ * The connection is closed or lost: the operation was not done, or its outcome is unknown.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const ConnectionClosedError: typeof errors.ConnectionClosedError = errors.ConnectionClosedError
+
+/**
+ * The connection is closed or lost: the operation was not done, or its outcome is unknown.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type ConnectionClosedError = errors.ConnectionClosedError
+
+/**
+ * An offset or length that does not fit a region, checked before anything is posted (librpma
+ * checks neither, and silently truncates lengths above 2^32 - 1).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const OutOfRangeError: typeof errors.OutOfRangeError = errors.OutOfRangeError
+
+/**
+ * An offset or length that does not fit a region, checked before anything is posted (librpma
+ * checks neither, and silently truncates lengths above 2^32 - 1).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type OutOfRangeError = errors.OutOfRangeError
+
+/**
+ * What librpma's post functions (rpma_write, rpma_read, rpma_send, ...) refuse a request with:
+ * RPMA_E_INVAL for an argument the library or the driver refuses (a region of another peer, a
+ * request on a closed queue), RPMA_E_PROVIDER for what the device refuses (a full queue).
+ *
+ * @since 0.5.0
+ * @category errors
+ */
+export type PostError = RpmaInvalidError | RpmaProviderError
+
+/**
+ * What a write, read, atomic write, send or receive can fail with, awaited or not: a range refused
+ * before posting, the connection's end, the work completion's status, or librpma refusing the post.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type TransferError = OutOfRangeError | ConnectionClosedError | CompletionError | PostError
+
+/**
+ * What a flush can fail with: as a transfer, and RPMA_E_NOSUPP when the remote region or peer does
+ * not support the flush type.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type FlushError = TransferError | RpmaNoSupportError
+
+/**
+ * Everything an operation can fail with (a flush's errors: the widest).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type OperationError = FlushError
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface WriteArgs {
+  readonly dst: RemoteMr<"WRITE_DST">
+  /** Default 0. */
+  readonly dstOffset?: number | undefined
+  readonly src: LocalMr<"WRITE_SRC">
+  /** Default 0. */
+  readonly srcOffset?: number | undefined
+  readonly length: number
+}
+
+/**
+ * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface WriteSpan {
+  readonly dstOffset: number
+  readonly srcOffset: number
+  readonly length: number
+}
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface WriteManyArgs {
+  readonly dst: RemoteMr<"WRITE_DST">
+  readonly src: LocalMr<"WRITE_SRC">
+  readonly spans: Iterable<WriteSpan>
+}
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface ReadArgs {
+  readonly dst: LocalMr<"READ_DST">
+  /** Default 0. */
+  readonly dstOffset?: number | undefined
+  readonly src: RemoteMr<"READ_SRC">
+  /** Default 0. */
+  readonly srcOffset?: number | undefined
+  readonly length: number
+}
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface FlushArgs<F extends "FLUSH_TYPE_VISIBILITY" | "FLUSH_TYPE_PERSISTENT"> {
+  readonly dst: RemoteMr<F>
+  /** Default 0. */
+  readonly offset?: number | undefined
+  readonly length: number
+}
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface AtomicWriteArgs {
+  readonly dst: RemoteMr<"WRITE_DST">
+  /** 8-byte aligned. */
+  readonly offset: number
+  /** Exactly 8 bytes. */
+  readonly value: Uint8Array
+}
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface SendArgs {
+  readonly src: LocalMr<"SEND">
+  /** Default 0. */
+  readonly offset?: number | undefined
+  readonly length: number
+}
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export interface RecvArgs {
+  readonly dst: LocalMr<"RECV">
+  /** Default 0. */
+  readonly offset?: number | undefined
+  /** The most bytes to receive. Default: the rest of the region. */
+  readonly length?: number | undefined
+}
+
+/**
+ * For send-queue requests posted without waiting: `"always"` (the default) produces a completion,
+ * `"onError"` only a failed one (RPMA_F_COMPLETION_ON_ERROR). An unsignalled request's success is
+ * known when a later signalled request on the same connection completes, so wait on the last one
+ * only, as librpma's clients do. The request that takes the send queue's last free entry is
+ * signalled regardless.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type CompletionMode = Signal
+
+/**
+ * A write posted without waiting: with `imm`, rpma_write_with_imm (it also consumes a receive on
+ * the other side, which completes with it).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PostWriteArgs extends WriteArgs {
+  readonly imm?: number | undefined
+  readonly completion?: CompletionMode | undefined
+}
+
+/**
+ * A read posted without waiting.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PostReadArgs extends ReadArgs {
+  readonly completion?: CompletionMode | undefined
+}
+
+/**
+ * A send posted without waiting: with `imm`, rpma_send_with_imm (the receive on the other side
+ * completes with it).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface PostSendArgs extends SendArgs {
+  readonly imm?: number | undefined
+  readonly completion?: CompletionMode | undefined
+}
+
+/**
+ * What a completion says it completed (`enum ibv_wc_opcode`).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type CompletedOperation = "SEND" | "RDMA_WRITE" | "RDMA_READ" | "RECV" | "RECV_RDMA_WITH_IMM" | "OTHER"
+
+/**
+ * A successful completion: what it was, the bytes it moved (for a receive: the bytes received, or
+ * the length of the write with immediate data that consumed it), its flags, and the immediate data
+ * when the other side sent some.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Completion {
+  readonly operation: CompletedOperation
+  /** `enum ibv_wc_opcode`. */
+  readonly opcode: number
+  readonly byteLength: number
+  /** `ibv_wc.wc_flags`. */
+  readonly flags: number
+  /** The immediate data (a 32-bit unsigned integer), when present. */
+  readonly imm: number | undefined
+}
+
+/**
+ * A request posted without waiting for it. It holds its queue entry and keeps its regions
+ * registered (their release deferred, their memory alive) until its completion arrives, an implied
+ * one for an unsignalled request (a later request on the same send queue completed), or the
+ * connection ends; a connection that closes fails the requests still in flight and releases their
+ * regions only once it is deleted. `completion` waits for the outcome; it may be awaited any number
+ * of times, or never.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface Posted {
+  readonly operation: string
+  readonly completion: Effect.Effect<Completion, TransferError>
+}
 
 /**
  * Connects to a peer listening at `address`:`port` (rpma_conn_req_new + rpma_conn_req_connect)
@@ -174,26 +435,12 @@ export type PostCall<A> = (
  * @since 0.1.0
  * @category constructors
  */
-export const connect = (
+export const connect: (
   peer: Peer,
   address: string,
   port: number,
   options?: Options
-): Effect.Effect<Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) => {
-    const config = toConfig(options)
-    return Effect.zipRight(
-      srq.usedBy(options?.sharedReceiveQueue?.queue),
-      internal.open(
-        driver,
-        peer,
-        driver.connReqNew(peer.handle, address, port, config),
-        options?.privateData,
-        { address, port },
-        config
-      )
-    )
-  })
+) => Effect.Effect<Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> = internal.connect
 
 /**
  * rpma_conn_get_qp_num: the number of the connection's queue pair, which the completions of a
@@ -202,8 +449,7 @@ export const connect = (
  * @since 0.3.0
  * @category getters
  */
-export const qpNum = (conn: Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(conn.handle))
+export const qpNum: (conn: Connection) => Effect.Effect<number, RpmaError, RdmaDriver> = posting.qpNum
 
 /**
  * rpma_write: copies `length` bytes from a local WRITE_SRC region to a remote WRITE_DST region.
@@ -226,7 +472,7 @@ export const qpNum = (conn: Connection): Effect.Effect<number, RpmaError, RdmaDr
  * @since 0.1.0
  * @category operations
  */
-export const write: (conn: Connection, args: ops.WriteArgs) => Effect.Effect<void, ops.TransferError> = ops.write
+export const write: (conn: Connection, args: WriteArgs) => Effect.Effect<void, TransferError> = ops.write
 
 /**
  * Many rpma_writes from one local region to one remote region, posted as a sliding window and
@@ -253,8 +499,7 @@ export const write: (conn: Connection, args: ops.WriteArgs) => Effect.Effect<voi
  * @since 0.2.0
  * @category operations
  */
-export const writeMany: (conn: Connection, args: ops.WriteManyArgs) => Effect.Effect<void, ops.TransferError> =
-  ops.writeMany
+export const writeMany: (conn: Connection, args: WriteManyArgs) => Effect.Effect<void, TransferError> = ops.writeMany
 
 /**
  * A write checked and built once, to post many times, as jVerbs' stateful verb calls do: the
@@ -281,8 +526,8 @@ export const writeMany: (conn: Connection, args: ops.WriteManyArgs) => Effect.Ef
  */
 export const prepareWrite: (
   conn: Connection,
-  args: ops.WriteArgs
-) => Effect.Effect<Effect.Effect<void, ops.TransferError>, OutOfRangeError> = ops.prepareWrite
+  args: WriteArgs
+) => Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> = ops.prepareWrite
 
 /**
  * A read checked and built once, to post many times (see {@link prepareWrite}).
@@ -292,8 +537,8 @@ export const prepareWrite: (
  */
 export const prepareRead: (
   conn: Connection,
-  args: ops.ReadArgs
-) => Effect.Effect<Effect.Effect<void, ops.TransferError>, OutOfRangeError> = ops.prepareRead
+  args: ReadArgs
+) => Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> = ops.prepareRead
 
 /**
  * rpma_read: copies `length` bytes from a remote READ_SRC region into a local READ_DST region.
@@ -301,7 +546,7 @@ export const prepareRead: (
  * @since 0.1.0
  * @category operations
  */
-export const read: (conn: Connection, args: ops.ReadArgs) => Effect.Effect<void, ops.TransferError> = ops.read
+export const read: (conn: Connection, args: ReadArgs) => Effect.Effect<void, TransferError> = ops.read
 
 /**
  * rpma_flush with RPMA_FLUSH_TYPE_VISIBILITY: makes earlier writes to the range visible on the
@@ -310,10 +555,7 @@ export const read: (conn: Connection, args: ops.ReadArgs) => Effect.Effect<void,
  * @since 0.1.0
  * @category operations
  */
-export const flush = (
-  conn: Connection,
-  args: ops.FlushArgs<"FLUSH_TYPE_VISIBILITY">
-): Effect.Effect<void, ops.FlushError> => ops.flushWith(conn, args, "visibility")
+export const flush: (conn: Connection, args: FlushArgs<"FLUSH_TYPE_VISIBILITY">) => Effect.Effect<void, FlushError> = ops.flush
 
 /**
  * rpma_flush with RPMA_FLUSH_TYPE_PERSISTENT: makes earlier writes to the range persistent. Needs
@@ -322,10 +564,7 @@ export const flush = (
  * @since 0.1.0
  * @category operations
  */
-export const flushPersistent = (
-  conn: Connection,
-  args: ops.FlushArgs<"FLUSH_TYPE_PERSISTENT">
-): Effect.Effect<void, ops.FlushError> => ops.flushWith(conn, args, "persistent")
+export const flushPersistent: (conn: Connection, args: FlushArgs<"FLUSH_TYPE_PERSISTENT">) => Effect.Effect<void, FlushError> = ops.flushPersistent
 
 /**
  * rpma_atomic_write: stores 8 bytes atomically at an 8-byte-aligned offset of a remote WRITE_DST region.
@@ -333,8 +572,7 @@ export const flushPersistent = (
  * @since 0.1.0
  * @category operations
  */
-export const atomicWrite: (conn: Connection, args: ops.AtomicWriteArgs) => Effect.Effect<void, ops.TransferError> =
-  ops.atomicWrite
+export const atomicWrite: (conn: Connection, args: AtomicWriteArgs) => Effect.Effect<void, TransferError> = ops.atomicWrite
 
 /**
  * rpma_send: sends `length` bytes of a SEND region to the other side's next posted receive.
@@ -342,7 +580,7 @@ export const atomicWrite: (conn: Connection, args: ops.AtomicWriteArgs) => Effec
  * @since 0.1.0
  * @category operations
  */
-export const send: (conn: Connection, args: ops.SendArgs) => Effect.Effect<void, ops.TransferError> = ops.send
+export const send: (conn: Connection, args: SendArgs) => Effect.Effect<void, TransferError> = ops.send
 
 /**
  * rpma_recv: posts a receive into a RECV region and succeeds with the number of bytes received.
@@ -350,26 +588,108 @@ export const send: (conn: Connection, args: ops.SendArgs) => Effect.Effect<void,
  * @since 0.1.0
  * @category operations
  */
-export const recv: (conn: Connection, args: ops.RecvArgs) => Effect.Effect<number, ops.TransferError> = ops.recv
+export const recv: (conn: Connection, args: RecvArgs) => Effect.Effect<number, TransferError> = ops.recv
 
 /**
- * Posting without waiting (a `Posted` ticket whose completion can be awaited later, or never),
- * unsignalled requests, immediate data, whole completions, and the peer configuration descriptor.
+ * Posts an rpma_write (or rpma_write_with_imm, with `imm`) without waiting for it.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, LocalMr, RemoteMr } from "@effect-rdma/core"
+ *
+ * declare const conn: Connection.Connection
+ * declare const dst: RemoteMr.RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">
+ * declare const src: LocalMr.LocalMr<"WRITE_SRC">
+ * // Write unsignalled, wait only on the flush that follows it.
+ * const program = Effect.gen(function*() {
+ *   yield* Connection.postWrite(conn, { dst, src, length: 64, completion: "onError" })
+ *   yield* Connection.flush(conn, { dst, length: 64 })
+ * })
+ * ```
  *
  * @since 0.3.0
+ * @category operations
  */
-export {
-  applyRemotePeerConfig,
-  type CompletedOperation,
-  type Completion,
-  completionOf,
-  peerConfigDescriptor,
-  type Posted,
-  postRead,
-  postRecv,
-  postSend,
-  postWrite,
-  receive,
-  sendWithImm,
-  writeWithImm
-} from "./internal/posting.js"
+export const postWrite: (conn: Connection, args: PostWriteArgs) => Effect.Effect<Posted, TransferError> = posting.postWrite
+
+/**
+ * rpma_write_with_imm: a write that also consumes a receive on the other side, which completes as
+ * RECV_RDMA_WITH_IMM with `imm` and the length written.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const writeWithImm: (
+  conn: Connection,
+  args: Omit<PostWriteArgs, "imm" | "completion"> & { readonly imm: number }
+) => Effect.Effect<void, TransferError> = posting.writeWithImm
+
+/**
+ * Posts an rpma_read without waiting for it.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const postRead: (conn: Connection, args: PostReadArgs) => Effect.Effect<Posted, TransferError> = posting.postRead
+
+/**
+ * Posts an rpma_send (or rpma_send_with_imm, with `imm`) without waiting for it.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const postSend: (conn: Connection, args: PostSendArgs) => Effect.Effect<Posted, TransferError> = posting.postSend
+
+/**
+ * rpma_send_with_imm: a send whose receive on the other side completes with `imm`.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const sendWithImm: (
+  conn: Connection,
+  args: Omit<PostSendArgs, "imm" | "completion"> & { readonly imm: number }
+) => Effect.Effect<void, TransferError> = posting.sendWithImm
+
+/**
+ * Posts an rpma_recv without waiting for it; its completion tells what arrived (a send, with or
+ * without immediate data, or a write with immediate data).
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const postRecv: (conn: Connection, args: RecvArgs) => Effect.Effect<Posted, TransferError> = posting.postRecv
+
+/**
+ * rpma_recv, awaited: succeeds with the whole completion (operation, length, immediate data).
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const receive: (conn: Connection, args: RecvArgs) => Effect.Effect<Completion, TransferError> = posting.receive
+
+/**
+ * The peer configuration descriptor of this side (rpma_peer_cfg_get_descriptor): tells the other
+ * side, which applies it with {@link applyRemotePeerConfig}, whether this side's memory is written
+ * straight to persistent memory. Send it as it is (librpma's format, so a C peer reads it).
+ *
+ * @since 0.3.0
+ * @category constructors
+ */
+export const peerConfigDescriptor: (options: {
+  readonly directWriteToPmem: boolean
+}) => Effect.Effect<Uint8Array, RpmaError, RdmaDriver> = posting.peerConfigDescriptor
+
+/**
+ * Applies the other side's peer configuration descriptor to the connection
+ * (rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg): after a descriptor that says
+ * it writes straight to persistent memory, {@link flushPersistent} is allowed.
+ *
+ * @since 0.3.0
+ * @category operations
+ */
+export const applyRemotePeerConfig: (
+  conn: Connection,
+  descriptor: Uint8Array
+) => Effect.Effect<void, RpmaError, RdmaDriver> = posting.applyRemotePeerConfig

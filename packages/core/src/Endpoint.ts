@@ -10,18 +10,20 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { timingSafeEqual } from "node:crypto"
-import * as Connection from "./Connection.js"
+import type * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
 import * as DriverArguments from "./DriverArguments.js"
 import * as internalConnection from "./internal/connection.js"
-import { PendingTable, runAll, Slots } from "./internal/dataPath.js"
+import { toConfig } from "./internal/connectionConfig.js"
+import { OutOfRangeError } from "./internal/connectionErrors.js"
 import * as instrument from "./internal/instrument.js"
+import { Operations } from "./internal/operationTable.js"
 import * as Owner from "./internal/owner.js"
+import { submitRecv, toCompletion } from "./internal/posting.js"
 import * as srq from "./internal/srq.js"
 import { release } from "./internal/release.js"
 import { ownerOf, type Peer } from "./Peer.js"
-import type { LocalMr } from "./LocalMr.js"
-import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
+import { fromRpmaCode, RpmaCode, type RpmaError, RpmaInvalidError } from "./RdmaError.js"
 
 /**
  * @since 0.1.0
@@ -109,21 +111,29 @@ export const next = (
   options?: Connection.Options
 ): Effect.Effect<ConnectionRequest, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => {
-    const config = Connection.toConfig(options)
+    const config = toConfig(options)
     // The queue pair is made with the request: what its connection could not live with is refused now.
     const refused = DriverArguments.queueSizes(config)
     if (refused !== undefined) return Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(restore(driver.epNextConnReq(ep.handle, config)), (handle) =>
-        driver.connReqPrivateData(handle).pipe(
-          Effect.map((privateData): ConnectionRequest => {
-            const prepared = { table: new PendingTable<Connection.OperationError>(), recvSlots: new Slots(config.rqSize) }
-            const req = { handle, privateData, endpoint: ep, prepared, sharedReceiveQueue: options?.sharedReceiveQueue }
+      Effect.flatMap(restore(driver.epNextConnReq(ep.handle, config)), (handle) => {
+        let req: ConnectionRequest | undefined
+        // Receives are posted on the request only while it is unanswered.
+        const unanswered = (operation: string) =>
+          req !== undefined && ep.unanswered.has(req) ? undefined : new RpmaInvalidError({
+            operation,
+            detail: "the request was already accepted or rejected (or its endpoint shut down): post on its connection"
+          })
+        return Effect.zipWith(
+          driver.connReqPrivateData(handle),
+          internalConnection.prepare(driver, handle, config, unanswered),
+          (privateData, prepared): ConnectionRequest => {
+            req = { handle, privateData, endpoint: ep, prepared, sharedReceiveQueue: options?.sharedReceiveQueue }
             ep.unanswered.add(req)
             return req
-          }),
-          Effect.tapError(() => Effect.ignore(driver.connReqDelete(handle)))
-        ))
+          }
+        ).pipe(Effect.tapError(() => Effect.ignore(driver.connReqDelete(handle))))
+      })
     )
   })
 
@@ -156,7 +166,7 @@ export const accept = (
     Effect.suspend(() => {
       // Answered from here on: a refused accept consumes (rejects) the request too.
       const answered = req.endpoint.unanswered.delete(req)
-      return Effect.zipRight(srq.usedBy(req.sharedReceiveQueue?.queue), internalConnection.open(
+      return Effect.zipRight(srq.usedBy(req.sharedReceiveQueue), internalConnection.open(
         driver,
         req.endpoint.peer,
         answered ? Effect.succeed(req.handle) : Effect.fail(
@@ -168,7 +178,7 @@ export const accept = (
         ),
         options?.privateData,
         { address: req.endpoint.address, port: req.endpoint.port },
-        Connection.toConfig(options),
+        toConfig(options),
         req.prepared
       ))
     }))
@@ -436,32 +446,10 @@ export const reject = (req: ConnectionRequest): Effect.Effect<void, never, RdmaD
 export const recv = (
   req: ConnectionRequest,
   args: Connection.RecvArgs
-): Effect.Effect<Connection.Posted, Connection.OperationError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) =>
-    Effect.suspend((): Effect.Effect<Connection.Posted, Connection.OperationError> => {
-      const { dst, offset = 0 } = args
-      const length = args.length ?? Math.max(dst.size - offset, 0)
-      const operation = "rpma_conn_req_recv"
-      if (!req.endpoint.unanswered.has(req)) {
-        return Effect.fail(
-          fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, "the request was already accepted or rejected (or its endpoint shut down)")
-        )
-      }
-      if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset + length > dst.size) {
-        return Effect.fail(
-          new Connection.OutOfRangeError({ operation, detail: `destination range [${offset}, ${offset + length}) is outside its ${dst.size}-byte region` })
-        )
-      }
-      const { recvSlots, table } = req.prepared
-      if (recvSlots.available <= 0) {
-        return Effect.fail(new Connection.OutOfRangeError({ operation, detail: "the receive queue is full" }))
-      }
-      return Effect.zipRight(recvSlots.take, Effect.suspend(() => {
-        const entry = table.add(operation, [dst as LocalMr<any>], recvSlots, false, 128)
-        return Effect.matchEffect(driver.connReqRecv(req.handle, { id: entry.id, dst: dst.handle, offset, length }), {
-          onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
-          onSuccess: () =>
-            Effect.succeed<Connection.Posted>({ operation, completion: Connection.completionOf(table.await(entry)) })
-        })
-      }))
-    }))
+): Effect.Effect<Connection.Posted, Connection.TransferError> =>
+  submitRecv(req.prepared.kernel, Operations.connReqRecv, args, () =>
+    // Nothing completes before the request is accepted: a full queue would wait for good.
+    req.prepared.recvSlots.available > 0 ? undefined : new OutOfRangeError({
+      operation: Operations.connReqRecv.name,
+      detail: `the receive queue is full (${req.prepared.recvSlots.size} receives): accept the request before posting more`
+    }), toCompletion)

@@ -82,7 +82,7 @@ export const make = (
  * import { SimulatedDriver } from "@effect-rdma/testing"
  *
  * // provideMerge: the program needs the driver too, not only the peer.
- * const PeerLive = Peer.layer("192.168.77.1").pipe(Layer.provideMerge(SimulatedDriver.layer()))
+ * const PeerLive = Peer.layer("192.168.77.1").pipe(Layer.provideMerge(SimulatedDriver.layer))
  * ```
  *
  * @since 0.1.0

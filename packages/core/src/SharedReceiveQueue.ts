@@ -13,26 +13,39 @@
  *
  * @since 0.3.0
  */
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "./Connection.js"
-import type { Completion as DriverCompletion, RdmaDriver, SrqCompletion, SrqHandle } from "./Driver.js"
-import * as instrument from "./internal/instrument.js"
-import { checkRange } from "./internal/operations.js"
-import { toCompletion } from "./internal/posting.js"
+import type { RdmaDriver, SrqHandle } from "./Driver.js"
 import * as internal from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
-import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
+import type { RpmaError } from "./RdmaError.js"
 
 /**
+ * What marks a {@link SharedReceiveQueue}.
+ *
+ * @since 0.5.0
+ * @category symbols
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 0.5.0
+ * @category symbols
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * A shared receive queue: its handle and the peer whose regions its receives use; its machinery
+ * (the kernel its receives are posted through) is its own.
+ *
  * @since 0.3.0
  * @category models
  */
 export interface SharedReceiveQueue {
+  readonly [TypeId]: TypeId
   readonly handle: SrqHandle
   readonly peer: Peer
-  /** @internal */
-  readonly queue: internal.Queue
 }
 
 /**
@@ -67,7 +80,7 @@ export interface Completion extends Connection.Completion {
  */
 export interface Posted {
   readonly operation: string
-  readonly completion: Effect.Effect<Completion, Connection.OperationError>
+  readonly completion: Effect.Effect<Completion, Connection.TransferError>
 }
 
 /**
@@ -94,50 +107,23 @@ export interface Posted {
  * @since 0.3.0
  * @category constructors
  */
-export const make = (
+export const make: (
   peer: Peer,
   options?: Options
-): Effect.Effect<SharedReceiveQueue, RpmaError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) => {
-    const rqSize = options?.receiveQueueSize ?? 64
-    return Effect.map(
-      internal.make(driver, peer, { rqSize, rcqSize: options?.completionQueueSize ?? rqSize }),
-      (queue): SharedReceiveQueue => ({ handle: queue.handle, peer, queue })
-    )
-  })
-
-const withQpNum = (c: DriverCompletion): Completion => ({ ...toCompletion(c), qpNum: (c as SrqCompletion).qpNum })
+) => Effect.Effect<SharedReceiveQueue, RpmaError, RdmaDriver | Scope.Scope> = internal.make
 
 /**
  * rpma_srq_recv without waiting: a receive that the next message on any connection made with the
  * queue may consume. Its region must be registered on the queue's peer (RPMA_E_INVAL otherwise).
+ * Its arguments are read and checked when the Effect runs.
  *
  * @since 0.3.0
  * @category operations
  */
-export const postRecv = (
+export const postRecv: (
   srq: SharedReceiveQueue,
   args: Connection.RecvArgs
-): Effect.Effect<Posted, Connection.OperationError> =>
-  Effect.suspend(() => {
-    const { dst, offset = 0 } = args
-    const length = args.length ?? Math.max(dst.size - offset, 0)
-    const refused = checkRange("rpma_srq_recv", "destination", offset, length, dst.size)
-    if (refused !== undefined) return Effect.fail(refused)
-    // Another protection domain: the device would take the receive and fail it only when a
-    // message arrives for it, and that message would be lost.
-    if (dst.peer.handle !== srq.peer.handle) {
-      return Effect.fail(fromRpmaCode(
-        RpmaCode.RPMA_E_INVAL,
-        "rpma_srq_recv",
-        `the destination region is registered on another peer than the queue's (the peer at ${srq.peer.address}): register it there`
-      ))
-    }
-    return Effect.map(
-      srq.queue.post(dst, { dst: dst.handle, offset, length }),
-      (wait): Posted => ({ operation: "rpma_srq_recv", completion: Effect.map(wait, withQpNum) })
-    )
-  })
+) => Effect.Effect<Posted, Connection.TransferError> = internal.postRecv
 
 /**
  * rpma_srq_recv, awaited: the completion of this receive, with the connection it came on.
@@ -145,12 +131,7 @@ export const postRecv = (
  * @since 0.3.0
  * @category operations
  */
-export const recv = (
+export const recv: (
   srq: SharedReceiveQueue,
   args: Connection.RecvArgs
-): Effect.Effect<Completion, Connection.OperationError> =>
-  Effect.flatMap(postRecv(srq, args), (posted) => posted.completion)
-
-/** @internal The queue a connection's options name: it uses it until its scope closes. */
-export const usedBy = (srq: SharedReceiveQueue | undefined): Effect.Effect<void, never, Scope.Scope> =>
-  internal.usedBy(srq?.queue)
+) => Effect.Effect<Completion, Connection.TransferError> = internal.recv

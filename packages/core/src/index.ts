@@ -25,6 +25,10 @@ export * as DescriptorExchange from "./DescriptorExchange.js"
  */
 export * as Driver from "./Driver.js"
 /**
+ * @since 0.5.0
+ */
+export * as DriverModel from "./DriverModel.js"
+/**
  * @since 0.1.0
  */
 export * as DriverArguments from "./DriverArguments.js"

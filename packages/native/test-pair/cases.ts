@@ -18,6 +18,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Conformance from "@effect-rdma/testing/Conformance"
 import { type Channel, check } from "./harness.js"
 
 export interface Context {
@@ -57,27 +58,21 @@ const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string,
 const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
   Effect.flatMap(outcome(effect), (actual) => equal(actual, tag, what))
 
-/** Server half of the common set-up: an exposed region, its descriptor sent, one client accepted. */
+/** Server half of the conformance suite's connected pair: the exposed region's descriptor sent, one client accepted. */
 const serve = (ctx: Context, options?: Connection.Options) =>
-  Effect.gen(function*() {
-    const peer = yield* Peer.make(ctx.address)
-    const target = yield* LocalMr.allocate(peer, 65536, exposed)
-    const ep = yield* Endpoint.listen(peer, ctx.address, ctx.port)
-    yield* ctx.channel.send({ listening: true, descriptor: Array.from(yield* LocalMr.descriptor(target)) })
-    const server = yield* Endpoint.acceptNext(ep, { ...options, privateData: bytes("welcome") })
-    return { peer, target, server }
-  })
+  Conformance.serverHalf(
+    ctx.address,
+    ctx.port,
+    options,
+    (descriptor) => ctx.channel.send({ listening: true, descriptor: Array.from(descriptor) })
+  )
 
-/** Client half of the common set-up. */
+/** Client half of the connected pair, once the server half has sent its descriptor. */
 const join = (ctx: Context, options?: Connection.Options) =>
   Effect.gen(function*() {
-    const { descriptor } = yield* ctx.channel.receive()
-    const peer = yield* Peer.make(ctx.address)
-    const client = yield* Connection.connect(peer, ctx.serverAddress, ctx.port, { ...options, privateData: bytes("hello") })
-    const remote = yield* RemoteMr.fromDescriptor(Uint8Array.from(descriptor)).pipe(
-      Effect.flatMap(RemoteMr.require(exposed))
-    )
-    return { peer, client, remote, descriptor: Uint8Array.from(descriptor) }
+    const descriptor = Uint8Array.from((yield* ctx.channel.receive()).descriptor)
+    const half = yield* Conformance.clientHalf(ctx.address, ctx.serverAddress, ctx.port, descriptor, options)
+    return { ...half, descriptor }
   })
 
 /** The server's memory, read by the server half when the client half asks, sent back. */

@@ -101,9 +101,8 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
   const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
 
   const tools = makeTools(world)
-  const { acquire, acquireNow, call, callNow, deadOrWrong, deadOrWrongError, errno, inUse, inUseError } = tools
-  const { invalid, invalidError, releaseHandle, rpma, rpmaError, validMemory } = tools
-  const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, liveMrError, mrOf, peerOf, remoteOf } = tools
+  const { acquire, acquireNow, call, callNow, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma } = tools
+  const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
   const network = makeNetwork(world, tools)
   const files = makeFiles()
 
@@ -131,11 +130,11 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
             ? Effect.succeed(
               fabric.track<fabric.IbvContext>({ kind: "IbvContext", id: world.nextId++, alive: true, address })
             )
-            : rpma(
+            : Effect.fail(rpma(
               "rpma_utils_get_ibv_context",
               RdmaError.RpmaCode.RPMA_E_PROVIDER,
               `no RDMA device answers at ${address}`
-            )
+            ))
       ),
 
     peerNew: (context) =>
@@ -189,15 +188,15 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         callNow<Driver.MrRegistration, RdmaError.RpmaError>(
           "rpma_mr_reg",
           () => {
-            const refused = deadOrWrongError("rpma_mr_reg", "peer", peerOf(peerValue))
+            const refused = deadOrWrong("rpma_mr_reg", "peer", peerOf(peerValue))
             if (refused !== undefined) return refused
             const problem = DriverArguments.memory(memory) ?? DriverArguments.usage(usage)
-            return problem === undefined ? undefined : invalidError("rpma_mr_reg", problem)
+            return problem === undefined ? undefined : invalid("rpma_mr_reg", problem)
           },
-          (code) => rpmaError("rpma_mr_reg", code, "planned fault"),
+          (code) => rpma("rpma_mr_reg", code, "planned fault"),
           () => {
             if (memory.byteLength > maxRegionSize) {
-              return Exit.fail(rpmaError("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory"))
+              return Exit.fail(rpma("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory"))
             }
             const peer = peerOf(peerValue)!
             const mr: fabric.MrLocal = {
@@ -224,9 +223,9 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         callNow<void, RdmaError.RpmaError | RdmaError.ResourceInUseError>(
           "rpma_mr_dereg",
           () => {
-            const { mr, refused } = liveMrError("rpma_mr_dereg", value)
+            const { mr, refused } = liveMr("rpma_mr_dereg", value)
             if (refused !== undefined || mr.inFlight === 0) return refused
-            return inUseError(
+            return inUse(
               "rpma_mr_dereg",
               `${mr.inFlight} ${mr.inFlight === 1 ? "request in flight uses" : "requests in flight use"} this region: ` +
                 "wait for their completions (or delete the connection) first"
@@ -235,7 +234,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
           (code) => {
             // librpma frees the handle even when ibv_dereg_mr fails (mr.c).
             deregistered(mrOf(value)!)
-            return rpmaError("rpma_mr_dereg", code, "ibv_dereg_mr() failed (planned fault)")
+            return rpma("rpma_mr_dereg", code, "ibv_dereg_mr() failed (planned fault)")
           },
           () => {
             deregistered(mrOf(value)!)
@@ -313,7 +312,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         (code) => errno("rdma_create_ep", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
-            return errno("rdma_create_ep", EADDRNOTAVAIL, `no RDMA device answers at ${address}`)
+            return Effect.fail(errno("rdma_create_ep", EADDRNOTAVAIL, `no RDMA device answers at ${address}`))
           }
           const id: fabric.CmId = { kind: "CmId", id: world.nextId++, alive: true, address, regions: new Set() }
           return acquire(id, "CmId", `rdma_cm id bound to ${address}`)
@@ -349,7 +348,9 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
             ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm id" : "the id was already destroyed")
             : kind !== "msgs" && kind !== "read" && kind !== "write"
             ? errno(operation, EINVAL, `unknown registration kind ${DriverArguments.show(kind)}`)
-            : validMemory(operation, memory, (d) => errno(operation, EINVAL, d))
+            : DriverArguments.memory(memory) !== undefined
+            ? errno(operation, EINVAL, DriverArguments.memory(memory)!)
+            : undefined
         },
         (code) => errno(operation, code, "planned fault"),
         () => {
@@ -395,7 +396,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
       Effect.suspend(() => {
         const mr = cmMrOf(value)
         return mr === undefined || !mr.alive
-          ? errno("rdma_cm region", EINVAL, "not a live rdma_cm region")
+          ? Effect.fail(errno("rdma_cm region", EINVAL, "not a live rdma_cm region"))
           : Effect.succeed({ address: mr.address, length: mr.memory.byteLength, lkey: mr.lkey, rkey: mr.rkey })
       }),
 
@@ -409,7 +410,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         (code) => rpma("posix_memalign", code, "planned fault"),
         () =>
           size > maxRegionSize
-            ? rpma("posix_memalign", RdmaError.RpmaCode.RPMA_E_NOMEM, `cannot allocate ${size} bytes`)
+            ? Effect.fail(rpma("posix_memalign", RdmaError.RpmaCode.RPMA_E_NOMEM, `cannot allocate ${size} bytes`))
             : Effect.sync(() => new Uint8Array(size))
       ),
     free: (memory) =>
@@ -449,25 +450,43 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
 }
 
 /**
- * The simulated driver and its control, as a Layer. Each build is a new, empty world.
+ * The simulated driver and its control, as a Layer, with options: devices at other addresses,
+ * faults planned from the start, a smaller largest region. Each build is a new, empty world.
  *
  * @example
  * ```ts
- * import { Effect, Layer } from "effect"
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * const TwoDevices = SimulatedDriver.layerWith({ devices: ["10.0.0.1", "10.0.0.2"] })
+ * ```
+ *
+ * @since 0.5.0
+ * @category layers
+ */
+export const layerWith = (options: Options): Layer.Layer<RdmaDriver | SimulationControl> =>
+  Layer.effectContext(Effect.sync(() => {
+    const { control, driver } = make(options)
+    return Context.make(RdmaDriver, driver).pipe(Context.add(SimulationControl, control))
+  }))
+
+/**
+ * The simulated driver and its control, as a Layer: one device at {@link DEFAULT_ADDRESS}, no
+ * faults planned. Each build is a new, empty world (a Layer is built once per program that
+ * provides it: two programs, or two `Effect.provide`s, get two worlds).
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
  * import { Peer } from "@effect-rdma/core"
  * import { SimulatedDriver } from "@effect-rdma/testing"
  *
- * const TestLive = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+ * const TestLive = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer))
  * ```
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options?: Options): Layer.Layer<RdmaDriver | SimulationControl> =>
-  Layer.effectContext(Effect.sync(() => {
-    const { control, driver } = make(options)
-    return Context.make(RdmaDriver, driver).pipe(Context.add(SimulationControl, control))
-  }))
+export const layer: Layer.Layer<RdmaDriver | SimulationControl> = layerWith({})
 
 /**
  * Plans a fault in the current simulation.

@@ -2,34 +2,17 @@
  * Connections and the data path on the simulated fabric: two peers in one process.
  */
 import { Connection, Descriptor, Driver, Endpoint, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Fiber, Layer, Stream } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
-const serverUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
 
-/** A server with an exposed region and a client connected to it. */
-const pair = (options?: Connection.Options) =>
-  Effect.gen(function*() {
-    const serverPeer = yield* Peer.make(address)
-    const clientPeer = yield* Peer.make(address)
-    const target = yield* LocalMr.allocate(serverPeer, 65536, serverUsage)
-    const ep = yield* Endpoint.listen(serverPeer, address, 7471)
-    const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { privateData: new TextEncoder().encode("welcome") }))
-    const client = yield* Connection.connect(clientPeer, address, ep.port, {
-      ...options,
-      privateData: new TextEncoder().encode("hello")
-    })
-    const server = yield* Fiber.join(accepting)
-    const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
-      Effect.flatMap(RemoteMr.require(serverUsage))
-    )
-    return { serverPeer, clientPeer, target, client, server, remote, ep }
-  })
+/** A server with an exposed region and a client connected to it (`options`: the client's). */
+const pair = (options?: Connection.Options) => Conformance.connectedPair(address, 7471, { client: options })
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer()))
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 describe("connections", () => {
   it.effect("connect, accept, exchange private data; the client's close is seen by the server", () =>
@@ -262,7 +245,7 @@ describe("a lost connection", () => {
           return () => clearImmediate(timer)
         }
       }))
-    ).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+    ).pipe(Layer.provideMerge(SimulatedDriver.layer))
     return Ledger.checked(Effect.scoped(Effect.gen(function*() {
       const { server, serverPeer } = yield* pair()
       const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV)

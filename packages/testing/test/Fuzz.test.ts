@@ -4,6 +4,6 @@ import { describe, it } from "@effect/vitest"
 
 describe("fuzz: simulated driver", () => {
   it("2000 runs: no defect, no hang, no leak", async () => {
-    await Conformance.fuzz(SimulatedDriver.layer(), { address: SimulatedDriver.DEFAULT_ADDRESS, port: 18900, runs: 2000 })
+    await Conformance.fuzz(SimulatedDriver.layer, { address: SimulatedDriver.DEFAULT_ADDRESS, port: 18900, runs: 2000 })
   }, 300_000)
 })

@@ -23,7 +23,7 @@ const recording = () => {
       cmDestroyId: (i) => Effect.ensuring(d.cmDestroyId(i), Effect.sync(() => released.push("cm-id"))),
       free: (m) => Effect.ensuring(d.free(m), Effect.sync(() => released.push("free")))
     }))
-  ).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+  ).pipe(Layer.provideMerge(SimulatedDriver.layer))
   return { released, layer }
 }
 
@@ -68,14 +68,14 @@ describe("finalizers", () => {
       const exit = yield* Effect.exit(Effect.scoped(Effect.zipRight(holdEverything(5), Effect.fail("boom" as const))))
       assert.deepStrictEqual(exit, Exit.fail("boom"))
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 
   it.effect("run on a defect", () =>
     Effect.gen(function*() {
       const exit = yield* Effect.exit(Effect.scoped(Effect.zipRight(holdEverything(5), Effect.dieMessage("bug"))))
       assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 
   it.effect("run when an acquisition fails halfway", () =>
     Effect.gen(function*() {
@@ -83,7 +83,7 @@ describe("finalizers", () => {
       const exit = yield* Effect.exit(Effect.scoped(holdEverything(10)))
       assert.isTrue(Exit.isFailure(exit))
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 
   it.live("run on interruption at any point of a program that holds a peer and many regions", () => {
     const heldAtInterruption = new Set<number>()
@@ -97,7 +97,7 @@ describe("finalizers", () => {
               heldAtInterruption.add(yield* liveCount)
               yield* Fiber.interrupt(fiber)
               yield* Ledger.assertEmpty
-            }).pipe(Effect.provide(SimulatedDriver.layer()))
+            }).pipe(Effect.provide(SimulatedDriver.layer))
           )
         ),
         { numRuns: 100 }
@@ -119,7 +119,7 @@ describe("finalizers", () => {
       }))
       assert.strictEqual(new Set(rkeys).size, 1000)
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })
 
 describe("a failing release", () => {
@@ -144,7 +144,7 @@ describe("a failing release", () => {
       assert.isTrue(logs.some((l) => /kept 4096 bytes alive/.test(l)))
       // librpma freed the handle anyway, so the peer could be deleted and nothing is alive.
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer()), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
   })
 
   it.effect("of a peer is reported and does not stop the other releases", () =>
@@ -154,7 +154,7 @@ describe("a failing release", () => {
       const exit = yield* Effect.exit(Effect.scoped(holdEverything(2)))
       assert.isTrue(Exit.isSuccess(exit))
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer()), Effect.provide(Logger.remove(Logger.defaultLogger))))
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.remove(Logger.defaultLogger))))
 
   it.effect("lists what leaked and where it was acquired", () =>
     Effect.gen(function*() {
@@ -163,5 +163,5 @@ describe("a failing release", () => {
       yield* d.peerNew(ctx).pipe(Effect.withSpan("leaky handler"))
       const error = yield* Effect.flip(Ledger.assertEmpty)
       assert.match(error.message, /1 resources still alive:\n {2}- Peer #\d+: peer on 192\.168\.77\.1, acquired in leaky handler/)
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })

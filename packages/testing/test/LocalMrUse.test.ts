@@ -31,7 +31,7 @@ const recorded = (calls: Array<string>, declined: ReadonlySet<number> = new Set(
         now: (mr: Driver.MrHandle) => (calls.push("dereg.now"), d.mrDereg.now!(mr))
       })
     }))
-  ).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+  ).pipe(Layer.provideMerge(SimulatedDriver.layer))
 
 describe("LocalMr.use", () => {
   it.effect("registers for the body only: on success, failure and interruption", () =>
@@ -52,7 +52,7 @@ describe("LocalMr.use", () => {
       yield* Effect.yieldNow()
       yield* Fiber.interrupt(fiber)
       assert.strictEqual((yield* live).localRegions, 0)
-    })).pipe(Effect.provide(SimulatedDriver.layer())))
+    })).pipe(Effect.provide(SimulatedDriver.layer)))
 
   it.effect("one synchronous driver call each way when the driver has them; the Effects when it declines or tracing is on", () => {
     const calls: Array<string> = []
@@ -106,5 +106,5 @@ describe("LocalMr.use", () => {
       // Gone either way (librpma frees the handle): nothing left registered, nothing retried.
       assert.strictEqual((yield* live).localRegions, 0)
       assert.strictEqual(yield* simulation.calls("rpma_mr_dereg"), 1)
-    })).pipe(Effect.provide(SimulatedDriver.layer())))
+    })).pipe(Effect.provide(SimulatedDriver.layer)))
 })

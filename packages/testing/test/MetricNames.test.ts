@@ -69,5 +69,5 @@ describe("metric names, units and totals", () => {
       assert.isAtLeast(after.count - durationBefore.count, 2)
       // Registering 4 KiB in the simulator takes well under a second: a value in seconds, not ms.
       assert.isBelow(after.max, 1)
-    }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
+    }).pipe(Effect.provide(SimulatedDriver.layerWith({ devices: [address] }))))
 })

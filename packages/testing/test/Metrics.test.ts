@@ -46,7 +46,7 @@ describe("metrics", () => {
         yield* LocalMr.register(peer, new Uint8Array(1000), Usage.SEND)
       })).pipe(Tracing.withPerOperation)
       assert.isAtLeast((yield* Metric.value(latency)).count - latencyBefore, 2)
-    }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
+    }).pipe(Effect.provide(SimulatedDriver.layerWith({ devices: [address] }))))
 
   it.effect("registrations and releases: per operation, in total, and with the fiber's metric labels", () =>
     Effect.gen(function*() {
@@ -84,7 +84,7 @@ describe("metrics", () => {
         releasedLabelled: 1,
         refused: 1
       })
-    }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
+    }).pipe(Effect.provide(SimulatedDriver.layerWith({ devices: [address] }))))
 })
 
 describe("spans", () => {
@@ -119,5 +119,5 @@ describe("spans", () => {
       assert.strictEqual(reg.attributes.get("rdma.usage"), "READ_SRC|WRITE_DST (0x09)")
       assert.strictEqual(reg.attributes.get("rdma.driver"), "simulated")
       assert.strictEqual(Option.getOrUndefined(reg.parent)?.spanId, spans.find((s) => s.name === "handler")!.spanId)
-    }).pipe(Effect.provide(SimulatedDriver.layer({ devices: [address] }))))
+    }).pipe(Effect.provide(SimulatedDriver.layerWith({ devices: [address] }))))
 })

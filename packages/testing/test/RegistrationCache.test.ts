@@ -8,7 +8,7 @@ const registrations = SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) 
 const deregistrations = SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_dereg")))
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer()))
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 describe("RegistrationCache", () => {
   it.effect("a second registration of the same memory and usage is a hit", () =>

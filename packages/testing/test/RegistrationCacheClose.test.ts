@@ -17,7 +17,7 @@ const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
   const logger = Logger.make(({ message }) => void logged.push(String(message)))
   return Ledger.checked(Effect.scoped(effect)).pipe(
     Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-    Effect.provide(SimulatedDriver.layer()),
+    Effect.provide(SimulatedDriver.layer),
     Effect.map((value) => ({ value, logged }))
   )
 }

@@ -7,14 +7,14 @@ import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, type Scope } from "effect"
 
-const World = Layer.provideMerge(Peer.layer(SimulatedDriver.DEFAULT_ADDRESS), SimulatedDriver.layer())
+const World = Layer.provideMerge(Peer.layer(SimulatedDriver.DEFAULT_ADDRESS), SimulatedDriver.layer)
 
 /** Runs a test in a fresh world with a peer, and checks that nothing is left alive afterwards. */
 const inWorld = <A, E>(
   effect: Effect.Effect<A, E, Driver.RdmaDriver | Peer.Peer | SimulatedDriver.SimulationControl | Scope.Scope>
 ) =>
   Ledger.checked(Effect.provide(Effect.scoped(effect), Peer.layer(SimulatedDriver.DEFAULT_ADDRESS))).pipe(
-    Effect.provide(SimulatedDriver.layer())
+    Effect.provide(SimulatedDriver.layer)
   )
 
 const tagOf = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
@@ -70,7 +70,7 @@ describe("rpma_mr_reg", () => {
       assert.strictEqual(error._tag, "RpmaProviderError")
       assert.match(error.message, /no RDMA device answers at 192\.0\.2\.99/)
       assert.strictEqual(yield* tagOf(Effect.scoped(Peer.make(null as any))), "RpmaInvalidError")
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })
 
 describe("handles", () => {
@@ -102,7 +102,7 @@ describe("handles", () => {
       yield* d.mrDereg(mr)
       yield* d.peerDelete(peer)
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })
 
 describe("descriptors", () => {
@@ -183,7 +183,7 @@ describe("rdma_reg_msgs", () => {
       assert.strictEqual((yield* Effect.flip(d.cmDeregMr(mr))).errnoName, "EINVAL")
       yield* d.cmDestroyId(id)
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer())))
+    }).pipe(Effect.provide(SimulatedDriver.layer)))
 })
 
 describe("Memory.allocate", () => {
@@ -207,49 +207,133 @@ it.effect("World layer example compiles and runs", () =>
   }).pipe(Effect.provide(World), Effect.exit, Effect.map((exit) => assert.isTrue(Exit.isSuccess(exit)))))
 
 describe("the completion queue and its channel, as librpma has them", () => {
-  /** Two connected handles of the driver, torn down by deleting them. */
-  const connected = (d: Driver.Driver, peer: Peer.Peer) =>
+  const address = SimulatedDriver.DEFAULT_ADDRESS
+  const config = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
+
+  /** Two connected handles of the driver, torn down by deleting them; `early` posts on the incoming request. */
+  const connected = (
+    d: Driver.Driver,
+    peer: Peer.Peer,
+    options?: {
+      readonly srq?: Driver.SrqHandle
+      readonly early?: (req: Driver.ConnReqHandle) => void
+    }
+  ) =>
     Effect.gen(function*() {
-      const address = SimulatedDriver.DEFAULT_ADDRESS
-      const config = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
+      const serverConfig = options?.srq === undefined ? config : { ...config, srq: options.srq }
       const ep = yield* Effect.acquireRelease(d.epListen(peer.handle, address, 7601), (ep) => Effect.orDie(d.epShutdown(ep)))
-      const server = yield* Effect.fork(Effect.flatMap(d.epNextConnReq(ep, config), (req) => d.connReqConnect(req, undefined)))
+      const server = yield* Effect.fork(Effect.flatMap(d.epNextConnReq(ep, serverConfig), (req) => {
+        options?.early?.(req)
+        return d.connReqConnect(req, undefined)
+      }))
       const client = yield* Effect.flatMap(d.connReqNew(peer.handle, address, 7601, config), (req) => d.connReqConnect(req, undefined))
       const other = yield* Fiber.join(server)
       yield* Effect.addFinalizer(() => Effect.orDie(Effect.zipRight(d.connDelete(client), d.connDelete(other))))
       assert.strictEqual(yield* d.connNextEvent(client), "ESTABLISHED")
-      return client
+      return { client, server: other }
     })
+
+  const sharedReceiveQueue = (d: Driver.Driver, peer: Peer.Peer) =>
+    Effect.acquireRelease(d.srqNew(peer.handle, { rqSize: 4, rcqSize: 4 }), (srq) => Effect.orDie(d.srqDelete(srq)))
+
+  const turn = Effect.async<void>((resume) => void setImmediate(() => setImmediate(() => resume(Effect.void))))
 
   it.effect("a completion already queued stays for the poll; an armed channel answers a later one on a later turn", () =>
     inWorld(Effect.gen(function*() {
       const d = yield* driver
       const peer = yield* Peer.Peer
-      const conn = yield* connected(d, peer)
-      const target = yield* LocalMr.allocate(peer, 64, Usage.WRITE_DST)
-      const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
+      const { client, server } = yield* connected(d, peer)
+      const target = yield* LocalMr.allocate(peer, 64, Usage.of("WRITE_DST", "RECV"))
+      const src = yield* LocalMr.allocate(peer, 64, Usage.of("WRITE_SRC", "SEND"))
       const dst = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target))
       const write = (id: number) => ({ op: "write" as const, id, dst: dst.handle, dstOffset: 0, src: src.handle, srcOffset: 0, length: 8 })
+      const send = (id: number) => ({ op: "send" as const, id, src: src.handle, offset: 0, length: 8 })
+      const recv = (id: number) => ({ op: "recv" as const, id, dst: target.handle, offset: 0, length: 8 })
       const heard: Array<ReadonlyArray<Driver.Completion>> = []
-      const arm = () => d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
-      const turn = Effect.async<void>((resume) => void setImmediate(() => setImmediate(() => resume(Effect.void))))
-      arm()
+      const arm = (conn: Driver.ConnHandle) => d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
+      arm(client)
       // Posted with the channel armed: the poll right after the post still finds it.
-      const first = d.postMany(conn, [write(1)])
+      const first = d.postMany(client, [write(1)])
       assert.deepStrictEqual(first.ready.map((c) => c.id), [1])
       yield* turn
       assert.strictEqual(heard.length, 0, "a completion taken by the poll is not reported again")
-      // Not polled: the armed wait answers it, on a later turn, not during the post.
-      yield* d.post(conn, write(2))
+      // The server's receive completes when the client's send arrives: not polled on the server, the
+      // armed wait answers it, on a later turn, not during the post.
+      assert.strictEqual(d.postMany(server, [recv(2)]).posted, 1)
+      const disarmClient = arm(client)
+      disarmClient()
+      arm(server)
+      assert.deepStrictEqual(d.postMany(client, [send(3)]).ready.map((c) => c.id), [3])
       assert.strictEqual(heard.length, 0)
       yield* turn
       assert.deepStrictEqual(heard.map((r) => r.map((c) => c.id)), [[2]])
-      // Disarmed: nothing is answered; nextCompletions returns what is queued without waiting.
-      const disarm = arm()
+      // Disarmed: nothing is answered; the poll returns what is queued.
+      d.postMany(server, [recv(4)])
+      const disarm = arm(server)
       disarm()
-      yield* d.post(conn, write(3))
+      d.postMany(client, [send(5)])
       yield* turn
       assert.strictEqual(heard.length, 1)
-      assert.deepStrictEqual((yield* d.nextCompletions(conn)).map((c) => c.id), [3])
+      assert.deepStrictEqual((yield* d.pollCompletions(server)).map((c) => c.id), [4])
+    })))
+
+  it.effect("a receive posted on an incoming request completes on its connection's queue", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      const peer = yield* Peer.Peer
+      const target = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+      const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
+      const early: Array<Driver.PostOutcome> = []
+      const { client, server } = yield* connected(d, peer, {
+        early: (req) => early.push(d.postMany(req, [{ op: "recv", id: 7, dst: target.handle, offset: 0, length: 8 }]))
+      })
+      assert.deepStrictEqual(early.map((o) => [o.posted, o.error, o.ready.length]), [[1, undefined, 0]])
+      d.postMany(client, [{ op: "send", id: 1, src: src.handle, offset: 0, length: 8 }])
+      assert.deepStrictEqual((yield* d.pollCompletions(server)).map((c) => [c.id, c.status]), [[7, 0]])
+    })))
+
+  it.effect("a shared receive queue's completions carry the connection's queue pair number, polled or armed", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      const peer = yield* Peer.Peer
+      const srq = yield* sharedReceiveQueue(d, peer)
+      const target = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+      const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
+      const { client, server } = yield* connected(d, peer, { srq })
+      const qpNum = yield* d.connQpNum(server)
+      const recv = (id: number) => ({ op: "recv" as const, id, dst: target.handle, offset: 0, length: 8 })
+      const send = (id: number) => ({ op: "send" as const, id, src: src.handle, offset: 0, length: 8 })
+      // The receive is consumed at once when a message waits for it: the post's own poll finds it.
+      d.postMany(client, [send(1)])
+      assert.deepStrictEqual(d.postMany(srq, [recv(11)]).ready.map((c) => [c.id, c.qpNum]), [[11, qpNum]])
+      // Armed, then the message arrives.
+      const heard: Array<ReadonlyArray<Driver.Completion>> = []
+      d.armCompletions(srq, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
+      assert.deepStrictEqual(d.postMany(srq, [recv(12)]).ready, [])
+      d.postMany(client, [send(2)])
+      assert.strictEqual(heard.length, 0)
+      yield* turn
+      assert.deepStrictEqual(heard.map((r) => r.map((c) => [c.id, c.qpNum])), [[[12, qpNum]]])
+    })))
+
+  it.effect("a non-receive on a shared receive queue or a request, or an unknown queue, is refused with RPMA_E_INVAL", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* driver
+      const peer = yield* Peer.Peer
+      const srq = yield* sharedReceiveQueue(d, peer)
+      const req = yield* Effect.acquireRelease(
+        d.connReqNew(peer.handle, address, 7602, config),
+        (req) => Effect.orDie(d.connReqDelete(req))
+      )
+      const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
+      const send = { op: "send" as const, id: 1, src: src.handle, offset: 0, length: 8 }
+      for (const queue of [srq, req, {} as Driver.ConnHandle]) {
+        const outcome = d.postMany(queue, [send])
+        assert.strictEqual(outcome.posted, 0)
+        assert.strictEqual(outcome.error?._tag, "RpmaInvalidError")
+      }
+      assert.match(d.postMany(srq, [send]).error!.message, /rpma_srq_recv.*takes receives only/)
+      assert.match(d.postMany(req, [send]).error!.message, /rpma_conn_req_recv.*takes receives only/)
+      assert.strictEqual(yield* tagOf(d.pollCompletions(req as never)), "RpmaInvalidError")
     })))
 })

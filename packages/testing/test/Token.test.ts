@@ -9,7 +9,7 @@ import { Cause, Effect, Exit, Fiber, Option } from "effect"
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer()))
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
   Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined

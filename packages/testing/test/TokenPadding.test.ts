@@ -11,7 +11,7 @@ import { Effect, Exit, Fiber } from "effect"
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer()))
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 /** Whether the server admitted a client that sent `privateData`, given `token` as it is. */
 const admits = (token: Uint8Array, privateData: Uint8Array | undefined) =>

@@ -24,14 +24,19 @@ import * as PubSub from "effect/PubSub"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import type { Connection, State } from "../Connection.js"
+import type * as Connection from "../Connection.js"
+type State = Connection.State
 import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "./connectionErrors.js"
-import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, WorkRequest } from "../Driver.js"
+import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, RdmaDriver } from "../Driver.js"
 import { ownerOf, type Peer } from "../Peer.js"
+import { toConfig } from "./connectionConfig.js"
+import * as instrument from "./instrument.js"
+import * as srq from "./srq.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
-import { AWAIT_VOID, Poster } from "./poster.js"
+import { ConnectionImpl } from "./connectionImpl.js"
+import { afterPendingIo, Poster } from "./poster.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 
@@ -42,24 +47,19 @@ export interface Where {
 }
 
 /**
- * Resumes once the event loop has run its I/O phase: setImmediate callbacks run right after it.
- * Node runs expired timers before it polls for I/O, so after the loop was held up (synchronous
- * work, a long GC, a stalled VM) a deadline fires ahead of an event that arrived well before it.
+ * The next event, or undefined once `timeoutMs` has passed (and what was ready by then was seen).
+ * Each side of the race is interruptible on its own: the loser is interrupted when the other
+ * ends, and an uninterruptible caller (an `acquireRelease` acquire, `ScopedRef.set`) would
+ * otherwise wait for the sleep to run out after the event came.
  */
-const afterPendingIo: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const immediate = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(immediate))
-})
-
-/** The next event, or undefined once `timeoutMs` has passed (and what was ready by then was seen). */
 const nextEventWithin = (
   driver: Driver,
   handle: ConnHandle,
   timeoutMs: number
 ): Effect.Effect<ConnEvent | undefined, RpmaError> =>
   Effect.raceFirst(
-    driver.connNextEvent(handle),
-    Effect.sleep(Duration.millis(timeoutMs)).pipe(Effect.zipRight(afterPendingIo), Effect.as(undefined))
+    Effect.interruptible(driver.connNextEvent(handle)),
+    Effect.interruptible(Effect.sleep(Duration.millis(timeoutMs)).pipe(Effect.zipRight(afterPendingIo), Effect.as(undefined)))
   )
 
 /**
@@ -133,14 +133,51 @@ const closeAttempt = (
   })
 
 /**
- * @internal Receives posted on a request before it is connected (rpma_conn_req_recv): their table
- * becomes the connection's.
+ * @internal Receives posted on a request before it is connected (rpma_conn_req_recv), through a
+ * kernel of the request's own: their table becomes the connection's.
  */
 export interface Prepared {
   readonly table: PendingTable<OperationError>
   /** The receive queue's entries, sized by the config the request was taken with (its queue pair's). */
   readonly recvSlots: Slots
+  /** Posts on the request; reads no completions (they arrive on the connection's queue). */
+  readonly kernel: Poster
 }
+
+/** No send queue: a connection request takes receives only. */
+const NO_SEND_SLOTS = new Slots(0)
+
+/**
+ * @internal What receives posted on request `req` before it is answered need: refused with
+ * `refusal` once it is.
+ */
+export const prepare = (
+  driver: Driver,
+  req: ConnReqHandle,
+  config: ConnConfig,
+  refusal: (operation: string) => OperationError | undefined
+): Effect.Effect<Prepared> =>
+  Effect.map(Effect.runtime<never>(), (runtime) => {
+    const table = new PendingTable<OperationError>()
+    const recvSlots = new Slots(config.rqSize)
+    const runFork = Runtime.runFork(runtime)
+    const kernel = new Poster({
+      driver,
+      queue: req,
+      completions: undefined,
+      table,
+      sendSlots: NO_SEND_SLOTS,
+      recvSlots,
+      refusal,
+      flushed: () => undefined,
+      // A request has no completion queue to fail.
+      lost: () => {},
+      run: (effect) => {
+        runFork(effect)
+      }
+    })
+    return { table, recvSlots, kernel }
+  })
 
 /**
  * @internal The request was deleted, or its connection failed before it was established: its
@@ -151,9 +188,6 @@ export const failPrepared = (prepared: Prepared): Effect.Effect<void> =>
     prepared.table.failAll((operation) => new ConnectionClosedError({ operation, reason: "CLOSED" }))
     return runAll(prepared.table.releaseHeld())
   })
-
-const opOf = (operation: string): WorkRequest["op"] =>
-  operation === "rpma_atomic_write" ? "atomicWrite" : operation.slice(5) as WorkRequest["op"]
 
 /**
  * @internal Opens a connection from a request: `request` creates it (uninterruptibly), and the
@@ -167,7 +201,7 @@ export const open = (
   where: Where,
   config: ConnConfig,
   prepared?: Prepared
-): Effect.Effect<Connection, RpmaError | ConnectionFailedError, Scope.Scope> =>
+): Effect.Effect<Connection.Connection, RpmaError | ConnectionFailedError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
       const refused = configProblem(config)
@@ -205,7 +239,7 @@ const establish = (
   handle: ConnHandle,
   config: ConnConfig,
   prepared: Prepared | undefined
-): Effect.Effect<{ readonly connection: Connection; readonly close: Effect.Effect<void> }, RpmaError> =>
+): Effect.Effect<{ readonly connection: Connection.Connection; readonly close: Effect.Effect<void> }, RpmaError> =>
   Effect.gen(function*() {
     const privateData = yield* driver.connPrivateData(handle)
     const table = prepared?.table ?? new PendingTable<OperationError>()
@@ -220,6 +254,16 @@ const establish = (
     const forked: Array<Fiber.RuntimeFiber<void>> = []
 
     let ending = false
+    /** rpma_conn_disconnect was called: it is called once, whoever ends the connection. */
+    let disconnected = false
+    const disconnectOnce = (
+      how: (call: Effect.Effect<void, RpmaError>) => Effect.Effect<unknown>
+    ): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (disconnected) return Effect.void
+        disconnected = true
+        return Effect.asVoid(how(driver.connDisconnect(handle)))
+      })
     const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string) =>
       new ConnectionClosedError({ operation, reason, cause })
     const flushedAs = (operation: string) =>
@@ -227,9 +271,11 @@ const establish = (
 
     const poster: Poster = new Poster({
       driver,
-      handle,
+      queue: handle,
+      completions: handle,
       table,
       sendSlots,
+      recvSlots,
       refusal: (operation) =>
         state === "ESTABLISHED" ? undefined : new ConnectionClosedError({ operation, reason: state, cause: endCause }),
       flushed: () => state === "ESTABLISHED" ? undefined : flushedAs,
@@ -238,8 +284,7 @@ const establish = (
       },
       run: (effect) => {
         runFork(effect)
-      },
-      yieldToLoop: afterPendingIo
+      }
     })
 
     /**
@@ -274,7 +319,7 @@ const establish = (
           options.graceMs !== undefined && options.graceMs > 0
             ? boundedWait(table.sendQueueDrained, options.graceMs)
             : Effect.void,
-          options.disconnect ? Effect.ignore(driver.connDisconnect(handle)) : Effect.void,
+          options.disconnect ? disconnectOnce(Effect.ignore) : Effect.void,
           driver.pollCompletions(handle).pipe(
             Effect.map((ready) => poster.dispatch(ready, closedError(reason, cause))),
             Effect.orElseSucceed(() => []),
@@ -336,7 +381,7 @@ const establish = (
     const close: Effect.Effect<void> = Effect.gen(function*() {
       const deadline = performance.now() + config.timeoutMs
       if (state === "ESTABLISHED") {
-        yield* release("rpma_conn_disconnect", "a connection", driver.connDisconnect(handle))
+        yield* disconnectOnce((call) => release("rpma_conn_disconnect", "a connection", call))
         yield* boundedWait(Deferred.await(ended), config.timeoutMs)
       }
       // If the other side never answered, this side's disconnect has flushed the queue pair all the same.
@@ -352,27 +397,27 @@ const establish = (
       yield* runAll(table.releaseHeld())
     })
 
-    const connection: Connection = {
+    const connection = new ConnectionImpl(
       handle,
       privateData,
-      events: Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
-      state: Effect.sync(() => state),
-      post: (operation, kind, regions, build) =>
-        poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, false),
-      run: (operation, kind, regions, build) =>
-        poster.post({ operation, slots: kind === "recv" ? recvSlots : sendSlots, regions, build, op: opOf(operation), signal: undefined }, true),
-      runIn: (fiber, operation, op, regions, build) =>
-        poster.start(
-          fiber,
-          { operation, slots: op === "recv" ? recvSlots : sendSlots, regions, build, op, signal: undefined },
-          AWAIT_VOID
-        ),
-      submit: (operation, op, regions, build, signal) =>
-        Effect.map(
-          poster.submit({ operation, slots: op === "recv" ? recvSlots : sendSlots, regions, build, op, signal }),
-          (entry) => table.await(entry)
-        ),
-      postMany: (operation, count, regions, build) => poster.postMany({ operation, slots: sendSlots, count, regions, build })
-    }
+      Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
+      Effect.sync(() => state),
+      poster
+    )
     return { connection, close }
+  })
+
+/** @internal */
+export const connect = (
+  peer: Peer,
+  address: string,
+  port: number,
+  options?: Connection.Options
+): Effect.Effect<Connection.Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(instrument.driver, (driver) => {
+    const config = toConfig(options)
+    return Effect.zipRight(
+      srq.usedBy(options?.sharedReceiveQueue),
+      open(driver, peer, driver.connReqNew(peer.handle, address, port, config), options?.privateData, { address, port }, config)
+    )
   })

@@ -1,5 +1,5 @@
 /**
- * How connecting and operations fail.
+ * How connecting and operations fail. Declared and documented in Connection.ts.
  *
  * @internal
  */
@@ -10,9 +10,6 @@ import type { CompletionError, RpmaError } from "../RdmaError.js"
 /**
  * The connection could not be established: the other side rejected it, could not be reached, or
  * did not answer in time.
- *
- * @since 0.1.0
- * @category errors
  */
 export class ConnectionFailedError extends Data.TaggedError("ConnectionFailedError")<{
   readonly address: string
@@ -33,9 +30,6 @@ export class ConnectionFailedError extends Data.TaggedError("ConnectionFailedErr
 
 /**
  * The connection is closed or lost: the operation was not done, or its outcome is unknown.
- *
- * @since 0.1.0
- * @category errors
  */
 export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedError")<{
   readonly operation: string
@@ -55,9 +49,6 @@ export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedErr
 /**
  * An offset or length that does not fit a region, checked before anything is posted (librpma
  * checks neither, and silently truncates lengths above 2^32 - 1).
- *
- * @since 0.1.0
- * @category errors
  */
 export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
   readonly operation: string
@@ -68,10 +59,5 @@ export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
   }
 }
 
-/**
- * Everything an operation can fail with.
- *
- * @since 0.1.0
- * @category errors
- */
+/** @internal Everything the posting kernel can fail a request with (the driver's refusals untyped). */
 export type OperationError = CompletionError | ConnectionClosedError | OutOfRangeError | RpmaError

@@ -397,6 +397,7 @@ export class PendingTable<E> {
     }
     this.pending.clear()
     this.sendOrder = []
+    this.oldestTimed = undefined
     this.notifyIfDrained()
   }
 
@@ -415,11 +416,25 @@ export class PendingTable<E> {
    * other side to post a receive (receiver-not-ready retries): neither is counted.
    */
   oldestWait(): number {
-    for (const entry of this.pending.values()) {
-      if (entry.postedAt !== undefined && entry.opcode !== WcOpcode.SEND) return this.tick - entry.postedAt
+    let oldest = this.oldestTimed
+    if (oldest === undefined || this.pending.get(oldest.id) !== oldest) {
+      // The send order, not the table: its requests are in posting order, so the first timed one
+      // is the oldest, and what comes before it (sends, unsignalled requests) leaves the order
+      // when it completes, so each is skipped once while a timed request waits behind it.
+      oldest = undefined
+      for (const entry of this.sendOrder) {
+        if (entry.postedAt !== undefined && entry.opcode !== WcOpcode.SEND) {
+          oldest = entry
+          break
+        }
+      }
+      this.oldestTimed = oldest
     }
-    return 0
+    return oldest === undefined ? 0 : this.tick - oldest.postedAt!
   }
+
+  /** The request {@link oldestWait} found last: still the oldest while it waits (later ones are younger). */
+  private oldestTimed: Pending<E> | undefined = undefined
 
   get size(): number {
     return this.pending.size

@@ -49,8 +49,7 @@ const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes
   connDisconnect: ["rpma_conn_disconnect"],
   connDelete: ["rpma_conn_delete"],
   srqNew: ["rpma_srq_new", (_peer, config) => ({ "rdma.rq_size": config?.rqSize, "rdma.rcq_size": config?.rcqSize })],
-  srqDelete: ["rpma_srq_delete"],
-  post: ["rpma_post", (_conn, wr) => ({ "rdma.op": wr?.op, "rdma.size": wr?.length ?? 8 })]
+  srqDelete: ["rpma_srq_delete"]
 }
 
 // Registrations and the data path: a span each only with per-operation tracing on (Tracing.ts).
@@ -62,8 +61,7 @@ const perOperationCalls: ReadonlySet<keyof Driver> = new Set<keyof Driver>([
   "mrRemoteDelete",
   "cmReg",
   "cmDeregMr",
-  "allocate",
-  "post"
+  "allocate"
 ])
 
 const wrap = (driver: Driver): Driver => {

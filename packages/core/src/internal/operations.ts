@@ -1,47 +1,31 @@
 /**
- * The operations on a connection. Each takes its arguments by name (three adjacent offsets and
- * lengths are too easily swapped), checks every range before anything is posted, and fails only
- * with what it can produce: a range it refuses, the connection's end, a work completion's status,
- * and the codes librpma's post functions return for it.
+ * The operations on a connection, over its posting kernel (internal/poster.ts). Each takes its
+ * arguments by name (three adjacent offsets and lengths are too easily swapped), reads and checks
+ * them when its Effect runs (never when it is made), checks every range before anything is
+ * posted, and fails only with what it can produce: a range it refuses, the connection's end, a
+ * work completion's status, and the codes librpma's post functions return for it.
  *
- * Re-exported by Connection.ts, where they are documented for users.
+ * Declared and documented in Connection.ts.
  *
  * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
-import type { Connection, PostCall } from "../Connection.js"
-import { type ConnectionClosedError, OutOfRangeError } from "./connectionErrors.js"
-import type { Completion, Signal, WorkRequest } from "../Driver.js"
+import type * as Connection from "../Connection.js"
+import { OutOfRangeError } from "./connectionErrors.js"
+import { impl } from "./connectionImpl.js"
+import type { Completion, WorkRequest } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
-import type { CompletionError, RpmaInvalidError, RpmaNoSupportError, RpmaProviderError } from "../RdmaError.js"
-import type { RemoteMr } from "../RemoteMr.js"
+import { Operations, type OperationSpec } from "./operationTable.js"
+import { AWAIT, AWAIT_VOID } from "./poster.js"
 
-/** librpma's post functions (rpma_write, rpma_read, rpma_send, ...) return only these. */
-type PostError = RpmaInvalidError | RpmaProviderError
-
-/**
- * What a write, read, atomic write, send or receive can fail with: a range refused before posting,
- * the connection's end, the work completion's status, or librpma refusing the post.
- *
- * @since 0.2.0
- * @category errors
- */
-export type TransferError = OutOfRangeError | ConnectionClosedError | CompletionError | PostError
-
-/**
- * What a flush can fail with: as a transfer, and RPMA_E_NOSUPP when the remote region or peer does
- * not support the flush type.
- *
- * @since 0.2.0
- * @category errors
- */
-export type FlushError = TransferError | RpmaNoSupportError
+type TransferError = Connection.TransferError
+type FlushError = Connection.FlushError
 
 const MAX_LENGTH = 2 ** 32 - 1
 
-/** @internal */
+/** @internal The range check every operation makes before it posts. */
 export const checkRange = (
   operation: string,
   what: string,
@@ -73,27 +57,23 @@ export const checkRange = (
   return undefined
 }
 
-/** The connection's post, with its error narrowed to what this operation can produce. */
-const post = <E>(conn: Connection, ...args: Parameters<PostCall<Completion>>): Effect.Effect<Completion, E> =>
-  conn.post(...args) as Effect.Effect<Completion, any>
+/** @internal Immediate data: a 32-bit unsigned integer, or none. */
+export const checkImm = (operation: string, imm: number | undefined): OutOfRangeError | undefined =>
+  imm === undefined || (Number.isInteger(imm) && imm >= 0 && imm <= MAX_LENGTH)
+    ? undefined
+    : new OutOfRangeError({ operation, detail: `immediate data ${imm} is not a 32-bit unsigned integer` })
+
+/** @internal A receive's length: what is given, else the rest of the region. */
+export const recvLength = (args: Connection.RecvArgs): number =>
+  args.length ?? Math.max(args.dst.size - (args.offset ?? 0), 0)
 
 /** The regions of a request that holds none of ours (a flush, an atomic write: remote only). */
 const NO_REGIONS: ReadonlyArray<LocalMr<any>> = []
 
-/** As {@link post}, for the operations that succeed with nothing. */
-const run = <E>(conn: Connection, ...args: Parameters<PostCall<void>>): Effect.Effect<void, E> =>
-  conn.run(...args) as Effect.Effect<void, any>
-
-/**
- * @since 0.2.0
- * @category models
- */
-export interface WriteArgs {
-  readonly dst: RemoteMr<"WRITE_DST">
-  /** Default 0. */
+interface TransferArgs {
+  readonly dst: { readonly handle: any; readonly size: number | bigint }
   readonly dstOffset?: number | undefined
-  readonly src: LocalMr<"WRITE_SRC">
-  /** Default 0. */
+  readonly src: { readonly handle: any; readonly size: number | bigint }
   readonly srcOffset?: number | undefined
   readonly length: number
 }
@@ -103,171 +83,124 @@ export interface WriteArgs {
  * run any number of times, or the range it refuses.
  */
 const prepareTransfer = (
-  conn: Connection,
-  op: "write" | "read",
+  conn: Connection.Connection,
+  spec: OperationSpec,
   regions: Owners,
-  { dst, dstOffset = 0, length, src, srcOffset = 0 }: {
-    readonly dst: { readonly handle: any; readonly size: number | bigint }
-    readonly dstOffset?: number | undefined
-    readonly src: { readonly handle: any; readonly size: number | bigint }
-    readonly srcOffset?: number | undefined
-    readonly length: number
-  },
+  { dst, dstOffset = 0, length, src, srcOffset = 0 }: TransferArgs,
   /** The operation's fiber, when called inside its `withFiberRuntime`; undefined for a prepared Effect. */
   fiber?: Fiber.RuntimeFiber<any, any>
 ): Effect.Effect<void, TransferError> | OutOfRangeError => {
-  const operation = op === "write" ? "rpma_write" : "rpma_read"
+  const operation = spec.name
   const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
     checkRange(operation, "source", srcOffset, length, src.size)
   if (refused !== undefined) return refused
   const dstHandle = dst.handle
   const srcHandle = src.handle
+  const op = spec.op
   const build = (id: number) => ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest
+  const kernel = impl(conn).kernel
   return fiber === undefined
-    ? run<TransferError>(conn, operation, "send", regions, build)
-    : conn.runIn(fiber, operation, op, regions, build) as Effect.Effect<void, TransferError>
+    ? Effect.withFiberRuntime((fiber) => kernel.start<TransferError>(fiber, spec, regions, build, undefined, AWAIT_VOID))
+    : kernel.start<TransferError>(fiber, spec, regions, build, undefined, AWAIT_VOID)
 }
 
 const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError): Effect.Effect<A, TransferError> =>
   prepared instanceof OutOfRangeError ? Effect.fail(prepared) : prepared
 
+const prepared = (
+  prepared: Effect.Effect<void, TransferError> | OutOfRangeError
+): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
+  prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
+
 /** @internal */
-export const write = (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError> => {
+export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
-  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, "write", owners(args.src), args, fiber)))
+  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, Operations.write, owners(args.src), args, fiber)))
 }
 
 /** @internal */
 export const prepareWrite = (
-  conn: Connection,
-  args: WriteArgs
+  conn: Connection.Connection,
+  args: Connection.WriteArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  Effect.suspend(() => {
-    const prepared = prepareTransfer(conn, "write", { owners: ownersOf([args.src]) }, args)
-    return prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
-  })
-
-/**
- * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
- *
- * @since 0.2.0
- * @category models
- */
-export interface WriteSpan {
-  readonly dstOffset: number
-  readonly srcOffset: number
-  readonly length: number
-}
-
-/**
- * @since 0.2.0
- * @category models
- */
-export interface WriteManyArgs {
-  readonly dst: RemoteMr<"WRITE_DST">
-  readonly src: LocalMr<"WRITE_SRC">
-  readonly spans: Iterable<WriteSpan>
-}
+  Effect.suspend(() => prepared(prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)))
 
 /** @internal */
-export const writeMany = (conn: Connection, args: WriteManyArgs): Effect.Effect<void, TransferError> =>
+export const writeMany = (conn: Connection.Connection, args: Connection.WriteManyArgs): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
     const { dst, src } = args
+    const operation = Operations.write.name
     // Each span read once, then checked: its getters cannot change what was checked.
-    const fixed: Array<WriteSpan> = []
+    const fixed: Array<Connection.WriteSpan> = []
     for (const { dstOffset, length, srcOffset } of args.spans) {
-      const refused = checkRange("rpma_write", "destination", dstOffset, length, dst.size) ??
-        checkRange("rpma_write", "source", srcOffset, length, src.size)
+      const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
+        checkRange(operation, "source", srcOffset, length, src.size)
       if (refused !== undefined) return Effect.fail(refused)
       fixed.push({ dstOffset, length, srcOffset })
     }
     const dstHandle = dst.handle
     const srcHandle = src.handle
-    return conn.postMany("rpma_write", fixed.length, [src], (i, id, completion) => {
-      const { dstOffset, length, srcOffset } = fixed[i]!
-      return { op: "write", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length, completion }
-    }) as Effect.Effect<void, TransferError>
+    return impl(conn).kernel.postBatch<TransferError>({
+      spec: Operations.write,
+      count: fixed.length,
+      regions: [src],
+      build: (i, id, completion) => {
+        const { dstOffset, length, srcOffset } = fixed[i]!
+        return { op: "write", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length, completion }
+      }
+    })
   })
 
-/**
- * @since 0.2.0
- * @category models
- */
-export interface ReadArgs {
-  readonly dst: LocalMr<"READ_DST">
-  /** Default 0. */
-  readonly dstOffset?: number | undefined
-  readonly src: RemoteMr<"READ_SRC">
-  /** Default 0. */
-  readonly srcOffset?: number | undefined
-  readonly length: number
-}
-
 /** @internal */
-export const read = (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError> => {
+export const read = (conn: Connection.Connection, args: Connection.ReadArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
-  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, "read", owners(args.dst), args, fiber)))
+  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber)))
 }
 
 /** @internal */
 export const prepareRead = (
-  conn: Connection,
-  args: ReadArgs
+  conn: Connection.Connection,
+  args: Connection.ReadArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  Effect.suspend(() => {
-    const prepared = prepareTransfer(conn, "read", { owners: ownersOf([args.dst]) }, args)
-    return prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
-  })
+  Effect.suspend(() => prepared(prepareTransfer(conn, Operations.read, { owners: ownersOf([args.dst]) }, args)))
 
-/**
- * @since 0.2.0
- * @category models
- */
-export interface FlushArgs<F extends "FLUSH_TYPE_VISIBILITY" | "FLUSH_TYPE_PERSISTENT"> {
-  readonly dst: RemoteMr<F>
-  /** Default 0. */
-  readonly offset?: number | undefined
-  readonly length: number
-}
-
-/** @internal */
-export const flushWith = (
-  conn: Connection,
-  args: FlushArgs<any>,
+const flushWith = (
+  conn: Connection.Connection,
+  args: Connection.FlushArgs<any>,
   type: "visibility" | "persistent"
 ): Effect.Effect<void, FlushError> =>
   Effect.withFiberRuntime((fiber) => {
     const { dst, length, offset = 0 } = args
-    const refused = checkRange("rpma_flush", "destination", offset, length, dst.size)
+    const refused = checkRange(Operations.flush.name, "destination", offset, length, dst.size)
     if (refused !== undefined) return Effect.fail(refused)
     const dstHandle = dst.handle
-    return conn.runIn(fiber, "rpma_flush", "flush", NO_REGIONS, (id) => ({
+    return impl(conn).kernel.start<FlushError>(fiber, Operations.flush, NO_REGIONS, (id) => ({
       op: "flush",
       id,
       dst: dstHandle,
       dstOffset: offset,
       length,
       type
-    })) as Effect.Effect<void, FlushError>
+    }), undefined, AWAIT_VOID)
   })
 
-/**
- * @since 0.2.0
- * @category models
- */
-export interface AtomicWriteArgs {
-  readonly dst: RemoteMr<"WRITE_DST">
-  /** 8-byte aligned. */
-  readonly offset: number
-  /** Exactly 8 bytes. */
-  readonly value: Uint8Array
-}
+/** @internal */
+export const flush = (
+  conn: Connection.Connection,
+  args: Connection.FlushArgs<"FLUSH_TYPE_VISIBILITY">
+): Effect.Effect<void, FlushError> => flushWith(conn, args, "visibility")
 
 /** @internal */
-export const atomicWrite = (conn: Connection, args: AtomicWriteArgs): Effect.Effect<void, TransferError> =>
+export const flushPersistent = (
+  conn: Connection.Connection,
+  args: Connection.FlushArgs<"FLUSH_TYPE_PERSISTENT">
+): Effect.Effect<void, FlushError> => flushWith(conn, args, "persistent")
+
+/** @internal */
+export const atomicWrite = (conn: Connection.Connection, args: Connection.AtomicWriteArgs): Effect.Effect<void, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const { dst, offset, value } = args
-    const operation = "rpma_atomic_write"
+    const operation = Operations.atomicWrite.name
     const refused = !(value instanceof Uint8Array) || value.byteLength !== 8
       ? new OutOfRangeError({ operation, detail: "the value must be exactly 8 bytes" })
       : offset % 8 !== 0
@@ -276,108 +209,64 @@ export const atomicWrite = (conn: Connection, args: AtomicWriteArgs): Effect.Eff
     if (refused !== undefined) return Effect.fail(refused)
     const bytes = Uint8Array.from(value)
     const dstHandle = dst.handle
-    return conn.runIn(fiber, operation, "atomicWrite", NO_REGIONS, (id) => ({
+    return impl(conn).kernel.start<TransferError>(fiber, Operations.atomicWrite, NO_REGIONS, (id) => ({
       op: "atomicWrite",
       id,
       dst: dstHandle,
       dstOffset: offset,
       value: bytes
-    })) as Effect.Effect<void, TransferError>
+    }), undefined, AWAIT_VOID)
   })
 
-/**
- * @since 0.2.0
- * @category models
- */
-export interface SendArgs {
-  readonly src: LocalMr<"SEND">
-  /** Default 0. */
-  readonly offset?: number | undefined
-  readonly length: number
-}
-
 /** @internal */
-export const send = (conn: Connection, args: SendArgs): Effect.Effect<void, TransferError> => {
+export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
     const { length, offset = 0, src } = args
-    const refused = checkRange("rpma_send", "source", offset, length, src.size)
+    const refused = checkRange(Operations.send.name, "source", offset, length, src.size)
     if (refused !== undefined) return Effect.fail(refused)
     const srcHandle = src.handle
-    return conn.runIn(fiber, "rpma_send", "send", owners(src), (id) => ({ op: "send", id, src: srcHandle, offset, length })) as Effect.Effect<
-      void,
-      TransferError
-    >
+    return impl(conn).kernel.start<TransferError>(
+      fiber,
+      Operations.send,
+      owners(src),
+      (id) => ({ op: "send", id, src: srcHandle, offset, length }),
+      undefined,
+      AWAIT_VOID
+    )
   })
 }
 
 /**
- * @since 0.2.0
- * @category models
+ * @internal A receive on a connection, awaited: its completion as `complete` makes it (what
+ * `recv` and `receive` return).
  */
-export interface RecvArgs {
-  readonly dst: LocalMr<"RECV">
-  /** Default 0. */
-  readonly offset?: number | undefined
-  /** The most bytes to receive. Default: the rest of the region. */
-  readonly length?: number | undefined
-}
-
-/** @internal */
-export const recv = (conn: Connection, args: RecvArgs): Effect.Effect<number, TransferError> =>
-  Effect.suspend(() => {
+export const awaitRecv = <A>(
+  conn: Connection.Connection,
+  args: Connection.RecvArgs,
+  complete: (c: Completion) => A
+): Effect.Effect<A, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
     const { dst, offset = 0 } = args
-    const length = args.length ?? Math.max(dst.size - offset, 0)
-    const refused = checkRange("rpma_recv", "destination", offset, length, dst.size)
+    const length = recvLength(args)
+    const refused = checkRange(Operations.recv.name, "destination", offset, length, dst.size)
     if (refused !== undefined) return Effect.fail(refused)
+    const dstHandle = dst.handle
     return Effect.map(
-      post<TransferError>(conn, "rpma_recv", "recv", [dst], (id) => ({ op: "recv", id, dst: dst.handle, offset, length })),
-      (c) => c.byteLength
+      impl(conn).kernel.start<TransferError>(
+        fiber,
+        Operations.recv,
+        [dst],
+        (id) => ({ op: "recv", id, dst: dstHandle, offset, length }),
+        undefined,
+        AWAIT
+      ),
+      complete
     )
   })
 
-/**
- * For send-queue requests posted without waiting: `"always"` (the default) produces a completion,
- * `"onError"` only a failed one (RPMA_F_COMPLETION_ON_ERROR). An unsignalled request's success is
- * known when a later signalled request on the same connection completes, so wait on the last one
- * only, as librpma's clients do. The request that takes the send queue's last free entry is
- * signalled regardless.
- *
- * @since 0.3.0
- * @category models
- */
-export type CompletionMode = Signal
+const byteLength = (c: Completion): number => c.byteLength
 
-/**
- * A write posted without waiting: with `imm`, rpma_write_with_imm (it also consumes a receive on
- * the other side, which completes with it).
- *
- * @since 0.3.0
- * @category models
- */
-export interface PostWriteArgs extends WriteArgs {
-  readonly imm?: number | undefined
-  readonly completion?: CompletionMode | undefined
-}
-
-/**
- * A read posted without waiting.
- *
- * @since 0.3.0
- * @category models
- */
-export interface PostReadArgs extends ReadArgs {
-  readonly completion?: CompletionMode | undefined
-}
-
-/**
- * A send posted without waiting: with `imm`, rpma_send_with_imm (the receive on the other side
- * completes with it).
- *
- * @since 0.3.0
- * @category models
- */
-export interface PostSendArgs extends SendArgs {
-  readonly imm?: number | undefined
-  readonly completion?: CompletionMode | undefined
-}
+/** @internal */
+export const recv = (conn: Connection.Connection, args: Connection.RecvArgs): Effect.Effect<number, TransferError> =>
+  awaitRecv(conn, args, byteLength)

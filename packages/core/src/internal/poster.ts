@@ -1,6 +1,10 @@
 /**
- * A connection's hot path: posting, the poll right after it, and the completion channel armed with
- * a plain callback. No fiber per connection and none per operation:
+ * The posting kernel: every request core posts goes through it, on any queue (a connection's
+ * queue pair, a shared receive queue, an incoming connection request), and every completion it
+ * reads comes back through it. It knows queues and work requests, not librpma: a queue is the
+ * handle the driver posts on ({@link Driver.postMany}) and the one it arms and polls for
+ * completions ({@link Driver.armCompletions}), so another connection manager posts through it
+ * unchanged. No fiber per queue and none per operation:
  *
  * - An operation is one synchronous block (slot, table entry, the driver's post and poll, the
  *   dispatch of what the poll found), so nothing can interrupt it between the post and the
@@ -9,7 +13,7 @@
  *   whose resume sits in the pending table.
  * - While requests are outstanding, the driver's completion channel is armed with
  *   {@link onReady}: it dispatches what arrived (resuming those waits directly) and re-arms while
- *   the table is not empty. Nothing watches the channel of an idle connection.
+ *   the table is not empty. Nothing watches the channel of an idle queue.
  * - A batch posts as many requests as the send queue has free entries in one driver call, and
  *   posts more as entries free up (a sliding window), with one `Effect.async` for the whole batch.
  *
@@ -19,46 +23,51 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import type { Completion, ConnHandle, Driver, PostOutcome, Signal, WorkRequest } from "../Driver.js"
-import { WcOpcode } from "../Driver.js"
+import type { Completion, CompletionQueue, Driver, PostOutcome, PostQueue, Signal, WorkRequest } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
-import type { ConnectionClosedError, OperationError } from "./connectionErrors.js"
+import type { OperationError } from "./connectionErrors.js"
+import type { OperationSpec } from "./operationTable.js"
 import * as Tracing from "../Tracing.js"
 import { type Build, ownersOf, type Pending, type PendingTable, type Regions, runAll, type Slots } from "./dataPath.js"
 import type { Owner } from "./owner.js"
 
-/** @internal What the poster needs of its connection. */
+/** @internal What the kernel needs of the queue it posts on. */
 export interface Link {
   readonly driver: Driver
-  readonly handle: ConnHandle
+  /** Where requests are posted. */
+  readonly queue: PostQueue
+  /**
+   * Where their completions are read; undefined when nothing can be read yet (a connection
+   * request's receives complete on the connection it becomes, whose kernel takes the table over).
+   */
+  readonly completions: CompletionQueue | undefined
   readonly table: PendingTable<OperationError>
   readonly sendSlots: Slots
-  /** Why nothing may be posted any more, or undefined while the connection is established. */
-  readonly refusal: (operation: string) => ConnectionClosedError | undefined
-  /** How a flushed request fails once the connection has ended; undefined while it lives. */
+  readonly recvSlots: Slots
+  /** Why nothing may be posted any more, or undefined while the queue takes requests. */
+  readonly refusal: (operation: string) => OperationError | undefined
+  /** How a flushed request fails once the queue has ended; undefined while it lives. */
   readonly flushed: () => ((operation: string) => OperationError) | undefined
-  /** The completion queue failed: the connection is lost. */
+  /** The completion queue failed: the queue is lost. */
   readonly lost: (cause: unknown) => void
   /** Runs what a callback cannot return: releases deferred until a request completed. */
   readonly run: (effect: Effect.Effect<void>) => void
-  /** A turn of the event loop (the driver asked for one). */
-  readonly yieldToLoop: Effect.Effect<void>
 }
 
-/** @internal One request to post and what it needs. */
-export interface One {
-  readonly operation: string
-  readonly slots: Slots
-  readonly regions: Regions
-  readonly build: Build
-  readonly op: WorkRequest["op"]
-  readonly signal: Signal | undefined
-}
+/**
+ * @internal Resumes once the event loop has run its I/O phase: setImmediate callbacks run right
+ * after it. What a driver's turn asks for (PostOutcome.turnDue); also what a deadline waits for:
+ * Node runs expired timers before it polls for I/O, so after the loop was held up (synchronous
+ * work, a long GC, a stalled VM) a deadline fires ahead of an event that arrived well before it.
+ */
+export const afterPendingIo: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const immediate = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(immediate))
+})
 
-/** @internal A batch to post: `count` requests on one queue, all holding `regions`. */
+/** @internal A batch to post: `count` requests of one operation, all holding `regions`. */
 export interface BatchRequests {
-  readonly operation: string
-  readonly slots: Slots
+  readonly spec: OperationSpec
   readonly count: number
   readonly regions: ReadonlyArray<LocalMr<any>>
   /** Request `index` of the batch, with its id and when it produces a completion. */
@@ -69,8 +78,8 @@ type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, 
 const identity: Restore = (effect) => effect
 
 /**
- * @internal What an operation does once posted: await its completion (with it, or with nothing),
- * or succeed with the entry. A number, not a closure per operation.
+ * @internal The wait mode of a post: await the completion (succeeding with it, or with nothing),
+ * or do not wait and succeed with the entry. A number, not a closure per operation.
  */
 export type Then = typeof AWAIT | typeof AWAIT_VOID | typeof SUBMIT
 /** @internal */
@@ -80,22 +89,9 @@ export const AWAIT_VOID = 1
 /** @internal */
 export const SUBMIT = 2
 
-const isPending = (value: Pending<OperationError> | OperationError): value is Pending<OperationError> =>
-  !("_tag" in value)
-
 const push = (into: Array<Effect.Effect<void>>, effects: ReadonlyArray<Effect.Effect<void>>) => {
   for (const e of effects) into.push(e)
 }
-
-/** @internal The opcode a request's completion carries, for completions that carry none. */
-export const opcodeOf = (op: WorkRequest["op"]): number =>
-  op === "write" || op === "atomicWrite"
-    ? WcOpcode.RDMA_WRITE
-    : op === "read" || op === "flush"
-    ? WcOpcode.RDMA_READ
-    : op === "send"
-    ? WcOpcode.SEND
-    : WcOpcode.RECV
 
 /** A batch in flight: its window slides as its requests complete. */
 interface Batch {
@@ -135,11 +131,12 @@ export class Poster {
 
   /** Arms the completion channel if requests are outstanding and it is not armed. */
   ensureArmed(): void {
-    if (this.disarm !== undefined || this.stopped || this.link.table.size === 0) return
-    this.disarm = this.link.driver.armCompletions(this.link.handle, this.onReady)
+    const { completions, table } = this.link
+    if (this.disarm !== undefined || this.stopped || table.size === 0 || completions === undefined) return
+    this.disarm = this.link.driver.armCompletions(completions, this.onReady)
   }
 
-  /** The connection is about to be deleted: the channel is disarmed and stays so. */
+  /** The queue is about to be deleted: the channel is disarmed and stays so. */
   stop(): void {
     this.stopped = true
     const disarm = this.disarm
@@ -186,64 +183,78 @@ export class Poster {
     }
   }
 
-  /** Posts one request, its slot taken: the entry, or why it was not posted. */
-  private postOne(one: One, then: Then, deferred: Array<Effect.Effect<void>>): Pending<OperationError> | OperationError {
-    const { build, op, operation, regions, signal, slots } = one
-    const refused = this.link.refusal(operation)
+  /**
+   * The one entry to post a request: takes a slot of the operation's queue (synchronously when one
+   * is free; only a full queue waits, interruptibly), posts what `build` makes with the entry's
+   * id, and goes on as `then` says (the completion, nothing, or the entry). Called inside the
+   * operation's own `withFiberRuntime` (so that an operation is one Effect op before it posts):
+   * re-running that Effect posts again. `signal` only for send-queue requests posted without
+   * waiting.
+   *
+   * `E` is the operation's own error union (Connection.TransferError, ...): the kernel fails a
+   * request only with the queue's end, the completion's status, or the driver's refusal of the
+   * post, which librpma's post functions limit to RPMA_E_INVAL and RPMA_E_PROVIDER.
+   */
+  start<E = OperationError>(
+    fiber: Fiber.RuntimeFiber<any, any>,
+    spec: OperationSpec,
+    regions: Regions,
+    build: Build,
+    signal: Signal | undefined,
+    then: Then
+  ): Effect.Effect<any, E> {
+    const slots = spec.queue === "send" ? this.link.sendSlots : this.link.recvSlots
+    const effect = slots.tryTake()
+      ? this.posted(spec, slots, regions, build, signal, then, identity)
+      : Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(
+          restore(slots.take),
+          Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore))
+        )
+      )
+    return (fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, spec.op, build) : effect) as Effect.Effect<
+      any,
+      E
+    >
+  }
+
+  /** Its slot taken: posts, and what follows (the wait, or the entry). */
+  private posted(
+    spec: OperationSpec,
+    slots: Slots,
+    regions: Regions,
+    build: Build,
+    signal: Signal | undefined,
+    then: Then,
+    restore: Restore
+  ): Effect.Effect<any, OperationError> {
+    const refused = this.link.refusal(spec.name)
     if (refused !== undefined) {
       slots.give()
-      return refused
+      return Effect.fail(refused)
     }
+    // Releases that waited for a completion are rare: the kernel's one list collects them.
+    const deferred = this.releases
     const { table } = this.link
     // The request that takes the last free entry of the send queue is signalled whatever was
     // asked: otherwise a queue full of unsignalled requests would never give an entry back.
     const signalled = signal !== "onError" || slots.available <= 0
-    const entry = table.add(operation, regions, slots, slots === this.link.sendSlots, opcodeOf(op), signalled)
+    const entry = table.add(spec.name, regions, slots, spec.queue === "send", spec.opcode, signalled)
     entry.voided = then === AWAIT_VOID
     const built = build(entry.id)
     const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as WorkRequest
-    const outcome = this.link.driver.postMany(this.link.handle, [request])
+    const outcome = this.link.driver.postMany(this.link.queue, [request])
+    let result: Effect.Effect<unknown, OperationError>
     if (outcome.posted === 0) {
       push(deferred, table.unpost(entry))
-      return outcome.error!
+      result = Effect.fail(outcome.error!)
+    } else {
+      this.absorb(outcome, deferred)
+      result = then === SUBMIT ? Effect.succeed(entry) : restore(table.await(entry))
+      if (outcome.turnDue) result = Effect.zipRight(afterPendingIo, result)
     }
-    this.absorb(outcome, deferred)
-    this.turnDue = outcome.turnDue
-    return entry
-  }
-
-  /** Set by the last driver call: the operation ends after a turn of the event loop. */
-  private turnDue = false
-
-  /**
-   * Takes a slot (synchronously when one is free; only a full queue waits, interruptibly), posts,
-   * and goes on as `then` says. Called inside the operation's one `withFiberRuntime` (the caller's
-   * own, so that an operation is one Effect op before it posts): re-running that Effect posts again.
-   */
-  start(fiber: Fiber.RuntimeFiber<any, any>, one: One, then: Then): Effect.Effect<any, OperationError> {
-    const { slots } = one
-    const effect = slots.tryTake()
-      ? this.posted(one, then, identity)
-      : Effect.uninterruptibleMask((restore) =>
-        Effect.zipRight(restore(slots.take), Effect.suspend(() => this.posted(one, then, restore)))
-      )
-    return fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, one.op, one.build) : effect
-  }
-
-  /** Its slot taken: posts, and what follows (the wait, or the entry). */
-  private posted(one: One, then: Then, restore: Restore): Effect.Effect<any, OperationError> {
-    // Releases that waited for a completion are rare: the poster's one list collects them.
-    const deferred = this.releases
-    this.turnDue = false
-    const posted = this.postOne(one, then, deferred)
     this.resumeBatches()
     this.ensureArmed()
-    let result: Effect.Effect<unknown, OperationError> = !isPending(posted)
-      ? Effect.fail(posted)
-      : then === SUBMIT
-      ? Effect.succeed(posted)
-      : restore(this.link.table.await(posted))
-    if (this.turnDue) result = Effect.zipRight(this.link.yieldToLoop, result)
     // Releases that waited for a completion run whatever happens to the operation.
     return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred.splice(0))), result)
   }
@@ -251,23 +262,17 @@ export class Poster {
   /** Filled and emptied within one synchronous post. */
   private readonly releases: Array<Effect.Effect<void>> = []
 
-  /** Posts and awaits the completion (`voided`: succeeds with nothing, for the operations that return nothing). */
-  post(one: One, voided: boolean): Effect.Effect<any, OperationError> {
-    const then = voided ? AWAIT_VOID : AWAIT
-    return Effect.withFiberRuntime((fiber) => this.start(fiber, one, then))
-  }
-
-  /** Posts without awaiting: the entry, whose outcome can be awaited any number of times. */
-  submit(one: One): Effect.Effect<Pending<OperationError>, OperationError> {
-    return Effect.withFiberRuntime((fiber) => this.start(fiber, one, SUBMIT))
+  /** The outcome of a request posted with {@link SUBMIT}: may be awaited any number of times. */
+  await<E = OperationError>(entry: Pending<OperationError>): Effect.Effect<Completion, E> {
+    return this.link.table.await(entry) as Effect.Effect<Completion, any>
   }
 
   /**
    * Many requests on one queue, the first failure reported once every posted one has its outcome
    * (nothing more is posted after a failure). One driver call per window, one wait per batch.
    */
-  postMany(requests: BatchRequests): Effect.Effect<void, OperationError> {
-    return Effect.suspend(() => {
+  postBatch<E = OperationError>(requests: BatchRequests): Effect.Effect<void, E> {
+    return Effect.suspend((): Effect.Effect<void, any> => {
       if (requests.count === 0) return Effect.void
       const batch: Batch = {
         requests,
@@ -307,8 +312,10 @@ export class Poster {
     if (batch.pumping || batch.stopped || batch.done !== undefined) return
     batch.pumping = true
     const { table } = this.link
-    const { build, count: total, operation, slots } = batch.requests
-    const sendQueue = slots === this.link.sendSlots
+    const { build, count: total, spec } = batch.requests
+    const operation = spec.name
+    const sendQueue = spec.queue === "send"
+    const slots = sendQueue ? this.link.sendSlots : this.link.recvSlots
     while (batch.failure === undefined && batch.next < total && !batch.turnDue) {
       const refused = this.link.refusal(operation)
       if (refused !== undefined) {
@@ -340,12 +347,12 @@ export class Poster {
       for (let i = 0; i < count; i++) {
         const index = batch.next + i
         const signalled = i === count - 1 || index % every === every - 1
-        const entry = table.add(operation, batch.owners, slots, sendQueue, WcOpcode.RDMA_WRITE, signalled)
+        const entry = table.add(operation, batch.owners, slots, sendQueue, spec.opcode, signalled)
         entry.settled = batch.settled
         entries.push(entry)
         built.push(build(index, entry.id, signalled ? "always" : "onError"))
       }
-      const outcome = this.link.driver.postMany(this.link.handle, built)
+      const outcome = this.link.driver.postMany(this.link.queue, built)
       // What was not posted gives its slot back, latest first (the send order is a stack's end).
       for (let i = count - 1; i >= outcome.posted; i--) {
         entries[i]!.settled = undefined
@@ -365,7 +372,7 @@ export class Poster {
       this.absorb(outcome, deferred)
       if (outcome.turnDue) {
         batch.turnDue = true
-        this.link.run(Effect.zipRight(this.link.yieldToLoop, Effect.sync(() => {
+        this.link.run(Effect.zipRight(afterPendingIo, Effect.sync(() => {
           batch.turnDue = false
           this.wake(batch)
         })))
@@ -393,8 +400,9 @@ export class Poster {
   private giveBack(batch: Batch): void {
     const cancel = batch.cancelSlotWait
     batch.cancelSlotWait = undefined
-    if (cancel !== undefined && cancel()) batch.requests.slots.give()
-    for (; batch.reserved > 0; batch.reserved--) batch.requests.slots.give()
+    const slots = batch.requests.spec.queue === "send" ? this.link.sendSlots : this.link.recvSlots
+    if (cancel !== undefined && cancel()) slots.give()
+    for (; batch.reserved > 0; batch.reserved--) slots.give()
   }
 
   /** A batch has something to do (an outcome, a slot): pumped after the current dispatch. */

@@ -1,63 +1,32 @@
 /**
- * Posting without waiting, unsignalled requests, immediate data, and the peer configuration
- * descriptor: librpma's features beyond one awaited operation. Re-exported by Connection.ts, where
- * they are documented for users.
+ * Posting without waiting, unsignalled requests, immediate data, whole completions, and the peer
+ * configuration descriptor: librpma's features beyond one awaited operation. Each reads and checks
+ * its arguments when its Effect runs, as the awaited operations do, and fails with the same
+ * errors as they do.
+ *
+ * Declared and documented in Connection.ts.
  *
  * @internal
  */
 import * as Effect from "effect/Effect"
-import type { Connection } from "../Connection.js"
-import { type OperationError, OutOfRangeError } from "./connectionErrors.js"
-import type { Completion as DriverCompletion } from "../Driver.js"
-import { RdmaDriver, WcFlags, WcOpcode } from "../Driver.js"
+import type * as Fiber from "effect/Fiber"
+import type * as Connection from "../Connection.js"
+import { impl } from "./connectionImpl.js"
+import type { OperationError } from "./connectionErrors.js"
+import type { Completion as DriverCompletion, RdmaDriver, Signal, WorkRequest } from "../Driver.js"
+import { WcFlags, WcOpcode } from "../Driver.js"
+import type { LocalMr } from "../LocalMr.js"
 import type { RpmaError } from "../RdmaError.js"
+import type { Pending } from "./dataPath.js"
 import * as instrument from "./instrument.js"
-import {
-  checkRange,
-  type PostReadArgs,
-  type PostSendArgs,
-  type PostWriteArgs,
-  type RecvArgs
-} from "./operations.js"
+import { Operations, type OperationSpec } from "./operationTable.js"
+import { awaitRecv, checkImm, checkRange, recvLength } from "./operations.js"
+import type { Poster } from "./poster.js"
+import { SUBMIT } from "./poster.js"
 
-const MAX_LENGTH = 2 ** 32 - 1
+type TransferError = Connection.TransferError
 
-const guarded = <A>(
-  checks: ReadonlyArray<OutOfRangeError | undefined>,
-  effect: Effect.Effect<A, OperationError>
-): Effect.Effect<A, OperationError> => {
-  const refused = checks.find((c) => c !== undefined)
-  return refused === undefined ? effect : Effect.fail(refused)
-}
-
-/**
- * What a completion says it completed (`enum ibv_wc_opcode`).
- *
- * @since 0.3.0
- * @category models
- */
-export type CompletedOperation = "SEND" | "RDMA_WRITE" | "RDMA_READ" | "RECV" | "RECV_RDMA_WITH_IMM" | "OTHER"
-
-/**
- * A successful completion: what it was, the bytes it moved (for a receive: the bytes received, or
- * the length of the write with immediate data that consumed it), its flags, and the immediate data
- * when the other side sent some.
- *
- * @since 0.3.0
- * @category models
- */
-export interface Completion {
-  readonly operation: CompletedOperation
-  /** `enum ibv_wc_opcode`. */
-  readonly opcode: number
-  readonly byteLength: number
-  /** `ibv_wc.wc_flags`. */
-  readonly flags: number
-  /** The immediate data (a 32-bit unsigned integer), when present. */
-  readonly imm: number | undefined
-}
-
-const operationNames: Record<number, CompletedOperation> = {
+const operationNames: Record<number, Connection.CompletedOperation> = {
   [WcOpcode.SEND]: "SEND",
   [WcOpcode.RDMA_WRITE]: "RDMA_WRITE",
   [WcOpcode.RDMA_READ]: "RDMA_READ",
@@ -65,8 +34,8 @@ const operationNames: Record<number, CompletedOperation> = {
   [WcOpcode.RECV_RDMA_WITH_IMM]: "RECV_RDMA_WITH_IMM"
 }
 
-/** @internal */
-export const toCompletion = (c: DriverCompletion): Completion => ({
+/** @internal A driver's completion as users read it. */
+export const toCompletion = (c: DriverCompletion): Connection.Completion => ({
   operation: operationNames[c.opcode] ?? "OTHER",
   opcode: c.opcode,
   byteLength: c.byteLength,
@@ -74,205 +43,168 @@ export const toCompletion = (c: DriverCompletion): Completion => ({
   imm: (c.flags & WcFlags.WITH_IMM) !== 0 ? c.imm : undefined
 })
 
-/**
- * A request posted without waiting for it. It holds its queue entry and keeps its regions
- * registered (their release deferred, their memory alive) until its completion arrives, an implied
- * one for an unsignalled request (a later request on the same send queue completed), or the
- * connection ends; a connection that closes fails the requests still in flight and releases their
- * regions only once it is deleted. `completion` waits for the outcome; it may be awaited any number
- * of times, or never.
- *
- * @since 0.3.0
- * @category models
- */
-export interface Posted {
-  readonly operation: string
-  readonly completion: Effect.Effect<Completion, OperationError>
-}
-
 /** @internal */
 export const completionOf = (
-  wait: Effect.Effect<DriverCompletion, OperationError>
-): Effect.Effect<Completion, OperationError> => Effect.map(wait, toCompletion)
-
-const makePosted = (operation: string) => (wait: Effect.Effect<DriverCompletion, OperationError>): Posted => ({
-  operation,
-  completion: Effect.map(wait, toCompletion)
-})
-
-const checkImm = (operation: string, imm: number | undefined): OutOfRangeError | undefined =>
-  imm === undefined || (Number.isInteger(imm) && imm >= 0 && imm <= MAX_LENGTH)
-    ? undefined
-    : new OutOfRangeError({ operation, detail: `immediate data ${imm} is not a 32-bit unsigned integer` })
+  wait: Effect.Effect<DriverCompletion, TransferError>
+): Effect.Effect<Connection.Completion, TransferError> => Effect.map(wait, toCompletion)
 
 /**
- * Posts an rpma_write (or rpma_write_with_imm, with `imm`) without waiting for it.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Connection, LocalMr, RemoteMr } from "@effect-rdma/core"
- *
- * declare const conn: Connection.Connection
- * declare const dst: RemoteMr.RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">
- * declare const src: LocalMr.LocalMr<"WRITE_SRC">
- * // Write unsignalled, wait only on the flush that follows it.
- * const program = Effect.gen(function*() {
- *   yield* Connection.postWrite(conn, { dst, src, length: 64, completion: "onError" })
- *   yield* Connection.flush(conn, { dst, length: 64 })
- * })
- * ```
- *
- * @since 0.3.0
- * @category operations
+ * @internal Posts through `kernel` without waiting, once `refused` (the checks, made when the
+ * Effect runs) found nothing: a ticket whose completion `complete` makes what users read.
  */
-export const postWrite = (conn: Connection, args: PostWriteArgs): Effect.Effect<Posted, OperationError> => {
-  const { completion, dst, dstOffset = 0, imm, length, src, srcOffset = 0 } = args
-  const operation = imm === undefined ? "rpma_write" : "rpma_write_with_imm"
-  return guarded(
-    [
-      checkImm(operation, imm),
-      checkRange(operation, "destination", dstOffset, length, dst.size),
-      checkRange(operation, "source", srcOffset, length, src.size)
-    ],
-    Effect.map(
-      conn.submit(operation, "write", [src], (id) => ({
-        op: "write",
-        id,
-        dst: dst.handle,
-        dstOffset,
-        src: src.handle,
-        srcOffset,
-        length,
-        imm
-      }), completion),
-      makePosted(operation)
-    )
+export const submit = <C>(
+  kernel: Poster,
+  fiber: Fiber.RuntimeFiber<any, any>,
+  spec: OperationSpec,
+  refused: TransferError | undefined,
+  regions: ReadonlyArray<LocalMr<any>>,
+  build: (id: number) => WorkRequest,
+  signal: Signal | undefined,
+  complete: (c: DriverCompletion) => C
+): Effect.Effect<{ readonly operation: string; readonly completion: Effect.Effect<C, TransferError> }, TransferError> =>
+  refused !== undefined ? Effect.fail(refused) : Effect.map(
+    kernel.start<TransferError>(fiber, spec, regions, build, signal, SUBMIT),
+    (entry: Pending<OperationError>) => ({
+      operation: spec.name,
+      completion: Effect.map(kernel.await<TransferError>(entry), complete)
+    })
   )
-}
 
-/**
- * rpma_write_with_imm: a write that also consumes a receive on the other side, which completes as
- * RECV_RDMA_WITH_IMM with `imm` and the length written.
- *
- * @since 0.3.0
- * @category operations
- */
+/** @internal */
+export const postWrite = (
+  conn: Connection.Connection,
+  args: Connection.PostWriteArgs
+): Effect.Effect<Connection.Posted, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const { completion, dst, dstOffset = 0, imm, length, src, srcOffset = 0 } = args
+    const spec = imm === undefined ? Operations.write : Operations.writeWithImm
+    const operation = spec.name
+    const dstHandle = dst.handle
+    const srcHandle = src.handle
+    return submit(
+      impl(conn).kernel,
+      fiber,
+      spec,
+      checkImm(operation, imm) ?? checkRange(operation, "destination", dstOffset, length, dst.size) ??
+        checkRange(operation, "source", srcOffset, length, src.size),
+      [src],
+      (id) => ({ op: "write", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length, imm }),
+      completion,
+      toCompletion
+    )
+  })
+
+/** @internal */
 export const writeWithImm = (
-  conn: Connection,
-  args: Omit<PostWriteArgs, "imm" | "completion"> & { readonly imm: number }
-): Effect.Effect<void, OperationError> =>
-  Effect.flatMap(postWrite(conn, args), (posted) => Effect.asVoid(posted.completion))
+  conn: Connection.Connection,
+  args: Omit<Connection.PostWriteArgs, "imm" | "completion"> & { readonly imm: number }
+): Effect.Effect<void, TransferError> => Effect.flatMap(postWrite(conn, args), (posted) => Effect.asVoid(posted.completion))
 
-/**
- * Posts an rpma_read without waiting for it.
- *
- * @since 0.3.0
- * @category operations
- */
-export const postRead = (conn: Connection, args: PostReadArgs): Effect.Effect<Posted, OperationError> => {
-  const { completion, dst, dstOffset = 0, length, src, srcOffset = 0 } = args
-  return guarded(
-    [
-      checkRange("rpma_read", "destination", dstOffset, length, dst.size),
-      checkRange("rpma_read", "source", srcOffset, length, src.size)
-    ],
-    Effect.map(
-      conn.submit("rpma_read", "read", [dst], (id) => ({
-        op: "read",
-        id,
-        dst: dst.handle,
-        dstOffset,
-        src: src.handle,
-        srcOffset,
-        length
-      }), completion),
-      makePosted("rpma_read")
+/** @internal */
+export const postRead = (
+  conn: Connection.Connection,
+  args: Connection.PostReadArgs
+): Effect.Effect<Connection.Posted, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const { completion, dst, dstOffset = 0, length, src, srcOffset = 0 } = args
+    const operation = Operations.read.name
+    const dstHandle = dst.handle
+    const srcHandle = src.handle
+    return submit(
+      impl(conn).kernel,
+      fiber,
+      Operations.read,
+      checkRange(operation, "destination", dstOffset, length, dst.size) ??
+        checkRange(operation, "source", srcOffset, length, src.size),
+      [dst],
+      (id) => ({ op: "read", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }),
+      completion,
+      toCompletion
     )
-  )
-}
+  })
 
-/**
- * Posts an rpma_send (or rpma_send_with_imm, with `imm`) without waiting for it.
- *
- * @since 0.3.0
- * @category operations
- */
-export const postSend = (conn: Connection, args: PostSendArgs): Effect.Effect<Posted, OperationError> => {
-  const { completion, imm, length, offset = 0, src } = args
-  const operation = imm === undefined ? "rpma_send" : "rpma_send_with_imm"
-  return guarded(
-    [checkImm(operation, imm), checkRange(operation, "source", offset, length, src.size)],
-    Effect.map(
-      conn.submit(operation, "send", [src], (id) => ({ op: "send", id, src: src.handle, offset, length, imm }), completion),
-      makePosted(operation)
+/** @internal */
+export const postSend = (
+  conn: Connection.Connection,
+  args: Connection.PostSendArgs
+): Effect.Effect<Connection.Posted, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const { completion, imm, length, offset = 0, src } = args
+    const spec = imm === undefined ? Operations.send : Operations.sendWithImm
+    const srcHandle = src.handle
+    return submit(
+      impl(conn).kernel,
+      fiber,
+      spec,
+      checkImm(spec.name, imm) ?? checkRange(spec.name, "source", offset, length, src.size),
+      [src],
+      (id) => ({ op: "send", id, src: srcHandle, offset, length, imm }),
+      completion,
+      toCompletion
     )
-  )
-}
+  })
 
-/**
- * rpma_send_with_imm: a send whose receive on the other side completes with `imm`.
- *
- * @since 0.3.0
- * @category operations
- */
+/** @internal */
 export const sendWithImm = (
-  conn: Connection,
-  args: Omit<PostSendArgs, "imm" | "completion"> & { readonly imm: number }
-): Effect.Effect<void, OperationError> =>
-  Effect.flatMap(postSend(conn, args), (posted) => Effect.asVoid(posted.completion))
+  conn: Connection.Connection,
+  args: Omit<Connection.PostSendArgs, "imm" | "completion"> & { readonly imm: number }
+): Effect.Effect<void, TransferError> => Effect.flatMap(postSend(conn, args), (posted) => Effect.asVoid(posted.completion))
 
 /**
- * Posts an rpma_recv without waiting for it; its completion tells what arrived (a send, with or
- * without immediate data, or a write with immediate data).
- *
- * @since 0.3.0
- * @category operations
+ * @internal A receive posted through `kernel` without waiting (on a connection, a shared receive
+ * queue, a connection request): its range checked, then what `refusal` finds, when the Effect runs.
  */
-export const postRecv = (conn: Connection, args: RecvArgs): Effect.Effect<Posted, OperationError> => {
-  const { dst, offset = 0 } = args
-  const length = args.length ?? Math.max(dst.size - offset, 0)
-  return guarded(
-    [checkRange("rpma_recv", "destination", offset, length, dst.size)],
-    Effect.map(
-      conn.submit("rpma_recv", "recv", [dst], (id) => ({ op: "recv", id, dst: dst.handle, offset, length }), undefined),
-      makePosted("rpma_recv")
+export const submitRecv = <C>(
+  kernel: Poster,
+  spec: OperationSpec,
+  args: Connection.RecvArgs,
+  refusal: (args: Connection.RecvArgs) => TransferError | undefined,
+  complete: (c: DriverCompletion) => C
+): Effect.Effect<{ readonly operation: string; readonly completion: Effect.Effect<C, TransferError> }, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const { dst, offset = 0 } = args
+    const length = recvLength(args)
+    const dstHandle = dst.handle
+    return submit(
+      kernel,
+      fiber,
+      spec,
+      checkRange(spec.name, "destination", offset, length, dst.size) ?? refusal(args),
+      [dst],
+      (id) => ({ op: "recv", id, dst: dstHandle, offset, length }),
+      undefined,
+      complete
     )
-  )
-}
+  })
 
-/**
- * rpma_recv, awaited: succeeds with the whole completion (operation, length, immediate data).
- *
- * @since 0.3.0
- * @category operations
- */
-export const receive = (conn: Connection, args: RecvArgs): Effect.Effect<Completion, OperationError> =>
-  Effect.flatMap(postRecv(conn, args), (posted) => posted.completion)
+const noRefusal = () => undefined
 
-/**
- * The peer configuration descriptor of this side (rpma_peer_cfg_get_descriptor): tells the other
- * side, which applies it with {@link applyRemotePeerConfig}, whether this side's memory is written
- * straight to persistent memory. Send it as it is (librpma's format, so a C peer reads it).
- *
- * @since 0.3.0
- * @category constructors
- */
+/** @internal */
+export const postRecv = (
+  conn: Connection.Connection,
+  args: Connection.RecvArgs
+): Effect.Effect<Connection.Posted, TransferError> =>
+  submitRecv(impl(conn).kernel, Operations.recv, args, noRefusal, toCompletion)
+
+/** @internal */
+export const receive = (
+  conn: Connection.Connection,
+  args: Connection.RecvArgs
+): Effect.Effect<Connection.Completion, TransferError> => awaitRecv(conn, args, toCompletion)
+
+/** @internal */
 export const peerConfigDescriptor = (options: {
   readonly directWriteToPmem: boolean
 }): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.peerCfgDescriptor(options.directWriteToPmem))
 
-/**
- * Applies the other side's peer configuration descriptor to the connection
- * (rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg): after a descriptor that says
- * it writes straight to persistent memory, {@link flushPersistent} is allowed.
- *
- * @since 0.3.0
- * @category operations
- */
+/** @internal */
 export const applyRemotePeerConfig = (
-  conn: Connection,
+  conn: Connection.Connection,
   descriptor: Uint8Array
 ): Effect.Effect<void, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.connApplyRemotePeerCfg(conn.handle, descriptor))
+
+/** @internal */
+export const qpNum = (conn: Connection.Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(conn.handle))

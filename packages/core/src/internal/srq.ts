@@ -1,57 +1,69 @@
 /**
- * A shared receive queue's life and data path: its receives in a table of their own, completed by
- * one fiber that waits on the queue's receive CQ (not on any connection's), and its release
- * deferred until the last connection made with it is gone (the driver refuses to delete a queue
- * that queue pairs still point at).
+ * A shared receive queue's life and data path: its receives posted through a posting kernel of
+ * its own (internal/poster.ts) on the queue, their completions read from the queue's receive CQ
+ * with the same armed channel as a connection's (not any connection's), and its release deferred
+ * until the last connection made with it is gone (the driver refuses to delete a queue that queue
+ * pairs still point at).
+ *
+ * Declared and documented in SharedReceiveQueue.ts.
  *
  * @internal
  */
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
-import { ConnectionClosedError, type OperationError } from "./connectionErrors.js"
-import type { Completion, Driver, RecvRequest, SrqConfig, SrqHandle } from "../Driver.js"
-import { WcOpcode } from "../Driver.js"
-import type { LocalMr } from "../LocalMr.js"
+import type * as Connection from "../Connection.js"
+import type { Completion as DriverCompletion, Driver, RdmaDriver, SrqHandle } from "../Driver.js"
 import { ownerOf as peerOwner, type Peer } from "../Peer.js"
-import type { RpmaError } from "../RdmaError.js"
+import { RpmaInvalidError, type RpmaError } from "../RdmaError.js"
+import type * as SharedReceiveQueue from "../SharedReceiveQueue.js"
+import { ConnectionClosedError, type OperationError } from "./connectionErrors.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
+import * as instrument from "./instrument.js"
+import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
+import { Poster } from "./poster.js"
+import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
 
-/** @internal What core keeps of a queue beside its handle. */
-export interface Queue {
-  readonly handle: SrqHandle
-  readonly peer: Peer
-  /** Posts a receive and succeeds, once posted, with the wait for its completion. */
-  readonly post: (
-    dst: LocalMr<any>,
-    request: Omit<RecvRequest, "id">
-  ) => Effect.Effect<Effect.Effect<Completion, OperationError>, OperationError>
+/** @internal */
+export const TypeId: SharedReceiveQueue.TypeId = Symbol.for(
+  "@effect-rdma/core/SharedReceiveQueue"
+) as SharedReceiveQueue.TypeId
+
+/** @internal A queue's machinery behind its public face: the kernel its receives are posted through. */
+export class SharedReceiveQueueImpl implements SharedReceiveQueue.SharedReceiveQueue {
+  readonly [TypeId]: SharedReceiveQueue.TypeId = TypeId
+  constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster) {}
 }
 
-const OPERATION = "rpma_srq_recv"
+const impl = (srq: SharedReceiveQueue.SharedReceiveQueue): SharedReceiveQueueImpl => srq as SharedReceiveQueueImpl
 
 /** @internal The queue's owner record: connections made with it are its users. */
-export const ownerOf = (queue: Queue): Owner.Owner =>
+const ownerOf = (queue: SharedReceiveQueue.SharedReceiveQueue): Owner.Owner =>
   Owner.of(queue, () => `the shared receive queue on the peer at ${queue.peer.address}`)
 
 /**
  * @internal A connection (or accepted request) made with `queue` uses it until its scope closes:
  * acquired before the connection, so released after it.
  */
-export const usedBy = (queue: Queue | undefined): Effect.Effect<void, never, Scope.Scope> =>
+export const usedBy = (
+  queue: SharedReceiveQueue.SharedReceiveQueue | undefined
+): Effect.Effect<void, never, Scope.Scope> =>
   queue === undefined ? Effect.void : Effect.acquireRelease(
     Effect.sync(() => Owner.retain(ownerOf(queue))),
     () => Owner.drop(ownerOf(queue))
   )
 
-/** @internal rpma_srq_new, scoped; the completion fiber runs until the queue is deleted. */
-export const make = (
+/** No send queue: a shared receive queue takes receives only. */
+const NO_SEND_SLOTS = new Slots(0)
+
+/** rpma_srq_new, scoped; its completion channel is armed while receives are outstanding. */
+const open = (
   driver: Driver,
   peer: Peer,
-  config: SrqConfig
-): Effect.Effect<Queue, RpmaError, Scope.Scope> =>
+  config: { readonly rqSize: number; readonly rcqSize: number }
+): Effect.Effect<SharedReceiveQueueImpl, RpmaError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.gen(function*() {
       const handle = yield* driver.srqNew(peer.handle, config)
@@ -59,48 +71,39 @@ export const make = (
       const table = new PendingTable<OperationError>()
       const slots = new Slots(config.rqSize)
       let open = true
-      const closed = (cause?: unknown) => (operation: string) =>
-        new ConnectionClosedError({ operation, reason: cause === undefined ? "CLOSED" : "LOST", cause })
-
-      const fiber = yield* driver.srqNextCompletions(handle).pipe(
-        Effect.flatMap((completions) => runAll(table.dispatch(completions))),
-        Effect.forever,
+      let lostCause: unknown = undefined
+      const closed = (operation: string) =>
+        new ConnectionClosedError({ operation, reason: lostCause === undefined ? "CLOSED" : "LOST", cause: lostCause })
+      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+      const kernel = new Poster({
+        driver,
+        queue: handle,
+        completions: handle,
+        table,
+        sendSlots: NO_SEND_SLOTS,
+        recvSlots: slots,
+        refusal: (operation) => open ? undefined : closed(operation),
+        flushed: () => open ? undefined : closed,
         // The receive CQ failing: nothing will complete what waits.
-        Effect.catchAll((cause) =>
-          Effect.sync(() => {
-            open = false
-            slots.close()
-            table.failAll(closed(cause))
-          })
-        ),
-        Effect.interruptible,
-        Effect.forkDaemon
-      )
-
-      const post: Queue["post"] = (dst, request) =>
-        Effect.uninterruptibleMask((restore) => {
-          const afterSlot = (): Effect.Effect<Effect.Effect<Completion, OperationError>, OperationError> => {
-            if (!open) {
-              slots.give()
-              return Effect.fail(closed()(OPERATION))
-            }
-            const entry = table.add(OPERATION, [dst], slots, false, WcOpcode.RECV)
-            return Effect.matchEffect(driver.srqRecv(handle, { ...request, id: entry.id }), {
-              onFailure: (error) => Effect.zipRight(runAll(table.unpost(entry)), Effect.fail(error)),
-              onSuccess: () => Effect.succeed(table.await(entry))
-            })
-          }
-          return slots.tryTake() ? afterSlot() : Effect.zipRight(restore(slots.take), Effect.suspend(afterSlot))
-        })
+        lost: (cause) => {
+          open = false
+          lostCause = cause
+          slots.close()
+          table.failAll(closed)
+        },
+        run: (effect) => {
+          runFork(effect)
+        }
+      })
 
       const close = Effect.gen(function*() {
         open = false
         slots.close()
+        kernel.stop()
         // What completed already is delivered; what still waits for a message fails.
-        const ready = yield* Effect.orElseSucceed(driver.srqPollCompletions(handle), () => [])
-        yield* runAll(table.dispatch(ready))
-        yield* Fiber.interrupt(fiber)
-        table.failAll(closed())
+        const ready = yield* Effect.orElseSucceed(driver.pollCompletions(handle), () => [])
+        yield* runAll(kernel.dispatch(ready, closed))
+        table.failAll(closed)
         const gone = yield* release("rpma_srq_delete", "a shared receive queue", driver.srqDelete(handle))
         // Refused (a queue pair core does not know of still points at it): it stays, with what it holds.
         if (!gone) return
@@ -108,8 +111,40 @@ export const make = (
         yield* runAll(table.releaseHeld())
         yield* Owner.drop(peerOwner(peer))
       })
-      const queue: Queue = { handle, peer, post }
-      return { queue, close }
+      return { queue: new SharedReceiveQueueImpl(handle, peer, kernel), close }
     }),
     ({ close, queue }) => Owner.releaseWhenUnused(ownerOf(queue), close)
   ).pipe(Effect.map(({ queue }) => queue))
+
+/** @internal */
+export const make = (
+  peer: Peer,
+  options?: SharedReceiveQueue.Options
+): Effect.Effect<SharedReceiveQueue.SharedReceiveQueue, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(instrument.driver, (driver) => {
+    const rqSize = options?.receiveQueueSize ?? 64
+    return open(driver, peer, { rqSize, rcqSize: options?.completionQueueSize ?? rqSize })
+  })
+
+const withQpNum = (c: DriverCompletion): SharedReceiveQueue.Completion => ({ ...toCompletion(c), qpNum: c.qpNum ?? 0 })
+
+/** @internal */
+export const postRecv = (
+  srq: SharedReceiveQueue.SharedReceiveQueue,
+  args: Connection.RecvArgs
+): Effect.Effect<SharedReceiveQueue.Posted, Connection.TransferError> =>
+  submitRecv(impl(srq).kernel, Operations.srqRecv, args, ({ dst }) =>
+    // Another protection domain: the device would take the receive and fail it only when a
+    // message arrives for it, and that message would be lost.
+    dst.peer.handle === srq.peer.handle ? undefined : new RpmaInvalidError({
+      operation: Operations.srqRecv.name,
+      detail:
+        `the destination region is registered on another peer than the queue's (the peer at ${srq.peer.address}): register it there`
+    }), withQpNum)
+
+/** @internal */
+export const recv = (
+  srq: SharedReceiveQueue.SharedReceiveQueue,
+  args: Connection.RecvArgs
+): Effect.Effect<SharedReceiveQueue.Completion, Connection.TransferError> =>
+  Effect.flatMap(postRecv(srq, args), (posted) => posted.completion)

@@ -3,39 +3,29 @@
  *
  * @internal
  */
-import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import { type CaseOf, check } from "./support.js"
+import type { Case } from "../Conformance.js"
+import { connectedPair, exposed } from "./pair.js"
+import { check } from "./support.js"
 
-
-const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
-
-/** A client connected to a server of the same process, a 64 KiB region of the server's to write, and a source. */
-const connectedPair = (address: string, port: number, sendQueueSize: number) =>
+/** A connected pair whose send queues hold `sendQueueSize` requests, and a 64 KiB source on the client. */
+const pairWithSource = (address: string, port: number, sendQueueSize: number) =>
   Effect.gen(function*() {
-    const serverPeer = yield* Peer.make(address)
-    const clientPeer = yield* Peer.make(address)
-    const target = yield* LocalMr.allocate(serverPeer, 65536, exposed)
-    const ep = yield* Endpoint.listen(serverPeer, address, port)
-    const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sendQueueSize }))
-    const client = yield* Connection.connect(clientPeer, address, port, { sendQueueSize })
-    yield* Fiber.join(accepting)
-    const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
-      Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)))
-    )
-    const src = yield* LocalMr.allocate(clientPeer, 65536, Usage.WRITE_SRC)
-    return { client, remote, src, target }
+    const pair = yield* connectedPair(address, port, { server: { sendQueueSize }, client: { sendQueueSize } })
+    const src = yield* LocalMr.allocate(pair.clientPeer, 65536, Usage.WRITE_SRC)
+    return { ...pair, src }
   })
 
 /** @internal */
-export const dataPathCases = (): ReadonlyArray<CaseOf> => [
+export const dataPathCases: ReadonlyArray<Case> = [
   {
     name: "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing; prepared writes",
     run: (address, port) =>
       Effect.gen(function*() {
-        const { client, remote, src, target } = yield* connectedPair(address, port, 16)
+        const { client, remote, src, target } = yield* pairWithSource(address, port, 16)
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         const spans = Array.from({ length: 256 }, (_, i) => ({ dstOffset: i * 256, srcOffset: i * 256, length: 256 }))
         yield* Connection.writeMany(client, { dst: remote, src, spans })
@@ -77,7 +67,7 @@ export const dataPathCases = (): ReadonlyArray<CaseOf> => [
       "Connection.writeMany: four batches and single writes share an 8-entry send queue, each window sliding as entries free up; an interrupted batch leaves every entry usable",
     run: (address, port) =>
       Effect.gen(function*() {
-        const { client, remote, src, target } = yield* connectedPair(address, port, 8)
+        const { client, remote, src, target } = yield* pairWithSource(address, port, 8)
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         // Batch b writes the spans i with i % 4 === b; single writes go beside them.
         const batches = [0, 1, 2, 3].map((b) =>
@@ -115,7 +105,7 @@ export const dataPathCases = (): ReadonlyArray<CaseOf> => [
       "Connection.writeMany signals one request per half queue: a batch whose first, unsignalled write is refused by the remote side fails with that write's status, without waiting",
     run: (address, port) =>
       Effect.gen(function*() {
-        const { client, src } = yield* connectedPair(address, port, 16)
+        const { client, src } = yield* pairWithSource(address, port, 16)
         // A region of another protection domain: its exact descriptor is refused at the remote end.
         const elsewhere = yield* LocalMr.allocate(yield* Peer.make(address), 65536, exposed)
         const dst = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(elsewhere)).pipe(

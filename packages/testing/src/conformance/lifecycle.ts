@@ -12,7 +12,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { type CaseOf, check } from "./support.js"
+import type { Case } from "../Conformance.js"
+import { check, rawPeer, tagOf } from "./support.js"
 
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
@@ -34,23 +35,11 @@ const SLACK_MS = 3000
 const TIMEOUT = "300 millis"
 const TIMEOUT_MS = 300
 
-const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
-  Exit.isSuccess(exit)
-    ? "success"
-    : exit.cause._tag === "Fail"
-    ? String((exit.cause.error as { _tag?: string })._tag)
-    : Exit.isInterrupted(exit)
-    ? "interrupted"
-    : `defect: ${String(exit.cause)}`
-
 /** A server that accepts one request through the raw driver and then never answers anything. */
 const silentServer = (address: string, port: number) =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
-    const peer = yield* Effect.acquireRelease(
-      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
-      (p) => Effect.ignore(d.peerDelete(p))
-    )
+    const peer = yield* rawPeer(address)
     const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (e) => Effect.ignore(d.epShutdown(e)))
     const config = Connection.toConfig({ timeout: TIMEOUT })
     const accepted = yield* Effect.fork(
@@ -64,7 +53,7 @@ const silentServer = (address: string, port: number) =>
   })
 
 /** @internal */
-export const lifecycleCases = (): ReadonlyArray<CaseOf> => [
+export const lifecycleCases: ReadonlyArray<Case> = [
   {
     name: "close: the other side never answers the disconnect → the scope still closes within the timeout",
     run: (address, port) =>

@@ -12,7 +12,8 @@ import * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { type CaseOf, check, equal } from "./support.js"
+import type { Case } from "../Conformance.js"
+import { check, equal } from "./support.js"
 
 /** A temporary directory for the case, removed with its scope. */
 const tempDir = Effect.acquireRelease(
@@ -33,7 +34,7 @@ const expectReason = <A, E, R>(effect: Effect.Effect<A, E, R>, reason: string, w
   Effect.flatMap(reasonOf(effect), (actual) => equal(actual, reason, what))
 
 /** @internal */
-export const mappingCases = (): ReadonlyArray<CaseOf> => [
+export const mappingCases: ReadonlyArray<Case> = [
   {
     name: "Memory.mapFile: created when missing, registrable, written back to the file and unmapped with its scope",
     run: (address) =>

@@ -8,7 +8,8 @@
 import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import { type CaseOf, check, messageOf, tagOf } from "./support.js"
+import type { Case } from "../Conformance.js"
+import { check, messageOf, tagOf } from "./support.js"
 
 /**
  * Sends `length` bytes of `fill` from `client` and checks that the queue's receive `posted` took
@@ -32,7 +33,7 @@ const delivered = (
   })
 
 /** @internal */
-export const sharedReceiveCases = (): ReadonlyArray<CaseOf> => [
+export const sharedReceiveCases: ReadonlyArray<Case> = [
   {
     name: "shared receive queue: Endpoint.recv on a request taken with it is refused naming the queue; " +
       "the request is still accepted and its messages land in the queue",

@@ -1,18 +1,25 @@
 /**
- * What the conformance modules share: a case, and the checks that fail it with a message.
+ * What the conformance modules share: the checks that fail a case with a message, and a few values.
  *
  * @internal
  */
-import type { Driver } from "@effect-rdma/core"
+import { Driver } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type * as Scope from "effect/Scope"
 
-/** @internal `port` is free for this case alone, for an endpoint to listen on. */
-export interface CaseOf {
-  readonly name: string
-  readonly run: (address: string, port: number) => Effect.Effect<void, unknown, Driver.RdmaDriver | Scope.Scope>
-}
+/** @internal An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
+export const NOWHERE = "192.0.2.99"
+
+/** @internal A peer of the raw driver on `address`, deleted with the scope. */
+export const rawPeer = (address: string) =>
+  Effect.flatMap(Driver.RdmaDriver, (d) =>
+    Effect.acquireRelease(
+      Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),
+      (peer) => Effect.ignore(d.peerDelete(peer))
+    ))
+
+/** @internal */
+export const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes)
 
 class ConformanceFailure extends Error {}
 
@@ -24,12 +31,14 @@ export const check = (condition: boolean, message: string): Effect.Effect<void> 
 export const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
   check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
 
-/** @internal The tag of the error an exit failed with, or "success". */
+/** @internal The tag of the error an exit failed with, "success", or "interrupted". */
 export const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
   Exit.isSuccess(exit)
     ? "success"
     : exit.cause._tag === "Fail"
     ? String((exit.cause.error as { _tag?: string })._tag)
+    : Exit.isInterrupted(exit)
+    ? "interrupted"
     : `defect: ${String(exit.cause)}`
 
 /** @internal The message of the error an exit failed with, or "". */

@@ -11,8 +11,8 @@ import * as Descriptor from "@effect-rdma/core/Descriptor"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as RemoteMr from "@effect-rdma/core/RemoteMr"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
+import { tagOf } from "./support.js"
 
 type Bad = never
 
@@ -192,10 +192,39 @@ export const rows: ReadonlyArray<Row> = [
     }
   }]].map(([input, request]): Row => ({
     input: `post work request: ${String(input)}`,
-    call: ({ driver }) => driver.post({} as Bad, request as Bad),
+    call: ({ driver }) => posting(driver, {} as Bad, request as Bad),
+    tag: INVAL
+  })),
+  ...(["shared receive queue", "connection request"] as const).map((queue): Row => ({
+    // A real region, so that only the queue's kind refuses the send.
+    input: `post on a ${queue}: a send (receives only)`,
+    call: ({ address, driver, peer, port }) =>
+      Effect.gen(function*() {
+        const target: Driver.PostQueue = queue === "shared receive queue"
+          ? yield* Effect.acquireRelease(
+            driver.srqNew(peer, { rqSize: 4, rcqSize: 4 }),
+            (srq) => Effect.ignore(driver.srqDelete(srq))
+          )
+          : yield* Effect.zipRight(
+            Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep))),
+            Effect.acquireRelease(driver.connReqNew(peer, address, port, good), (req) => Effect.ignore(driver.connReqDelete(req)))
+          )
+        const src = yield* Effect.acquireRelease(
+          Effect.map(driver.mrReg(peer, new Uint8Array(64), 0x40), (r) => r.handle),
+          (mr) => Effect.ignore(driver.mrDereg(mr))
+        )
+        return yield* posting(driver, target, { op: "send", id: 1, src, offset: 0, length: 8 })
+      }),
     tag: INVAL
   }))
 ]
+
+/** Driver.postMany of one request, its refusal as the Effect's failure. */
+const posting = (driver: Driver.Driver, queue: Driver.PostQueue, request: Driver.WorkRequest) =>
+  Effect.suspend(() => {
+    const outcome = driver.postMany(queue, [request])
+    return outcome.error !== undefined ? Effect.fail(outcome.error) : Effect.void
+  })
 
 function describe(value: unknown): string {
   if (typeof value === "bigint") return `${value}n`
@@ -205,12 +234,7 @@ function describe(value: unknown): string {
 }
 
 const outcome = (effect: Effect.Effect<unknown, unknown, Driver.RdmaDriver | Scope.Scope>) =>
-  Effect.map(Effect.exit(Effect.scoped(effect)), (exit) =>
-    Exit.isSuccess(exit)
-      ? "success"
-      : exit.cause._tag === "Fail"
-      ? String((exit.cause.error as { _tag?: string })._tag)
-      : `defect: ${String(exit.cause)}`)
+  Effect.map(Effect.exit(Effect.scoped(effect)), tagOf)
 
 /**
  * Runs every row on the driver in context and lists the rows whose outcome differs from the table.

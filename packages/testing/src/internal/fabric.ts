@@ -120,6 +120,8 @@ export interface Conn extends SimHandle<"Conn"> {
   state: "connecting" | "established" | "error" | "closed"
   /** Whether this side has had its CLOSED or LOST event: each side gets exactly one. */
   notified: boolean
+  /** Whether this side has called rdma_disconnect: it notifies the other side once, a second call nothing. */
+  disconnected: boolean
   privateData: Uint8Array
 }
 

@@ -11,8 +11,8 @@ import { WcFlags, WcOpcode } from "@effect-rdma/core/Driver"
 import { RpmaCode, type RpmaError, WcStatus } from "@effect-rdma/core/RdmaError"
 import { Flags } from "@effect-rdma/core/Usage"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
+import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import { makeSharedReceiveQueues } from "./sharedReceive.js"
 import type { Tools } from "./tools.js"
@@ -50,40 +50,53 @@ interface Held {
   readonly signalled: boolean
 }
 
-/**
- * A connection's completion queue and its channel, as librpma has them: completions stay queued
- * until a poll or an answered wait takes them; a completion arriving while a wait is armed signals
- * the channel, and the wait is answered on a later turn of the event loop with what is queued then
- * (if a poll took everything in between, the wait goes on).
- */
-interface Channel {
-  queue: Array<Driver.Completion>
-  readonly waiters: Array<Driver.CompletionsReady>
-  signalled: boolean
-}
-
 /** Per-handle queues, kept beside the handles so that the fabric's types stay plain data. */
 interface ConnQueues {
   readonly events: Queue.Queue<Driver.ConnEvent>
-  readonly completions: Channel
+  readonly completions: CompletionQueue.CompletionQueue
   readonly recvs: Array<PostedRecv>
   readonly sends: Array<PendingSend>
 }
 
 const NONE: ReadonlyArray<Driver.Completion> = []
+const NONE_POSTED: ReadonlyArray<Driver.WorkRequest> = []
+
+/** The requests of a postMany call as a plain array, or undefined when they are not an array (or reading them threw). */
+const requestList = (value: unknown): ReadonlyArray<Driver.WorkRequest> | undefined => {
+  if (!Array.isArray(value)) return undefined
+  try {
+    return Array.from(value as ReadonlyArray<Driver.WorkRequest>)
+  } catch {
+    return undefined
+  }
+}
+
+type Recv = Extract<Driver.WorkRequest, { readonly op: "recv" }>
+
+/**
+ * A completion as ibv_wc has it: no opcode on a failure; immediate data with its flag; the queue
+ * pair number on a shared receive queue's.
+ */
+const completion = (
+  id: number,
+  status: number,
+  opcode: number,
+  byteLength: number,
+  imm: number | undefined,
+  qpNum?: number
+): Driver.Completion => {
+  const wc: Driver.Completion = imm === undefined
+    ? { id, status, byteLength, opcode: status === 0 ? opcode : -1, flags: 0 }
+    : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
+  return qpNum === undefined ? wc : { ...wc, qpNum }
+}
 
 /** Synchronous posts in a row before the simulated driver asks for a turn of the event loop. */
 const LOOP_BUDGET_CALLS = 256
 
-/** The error of a refusal built as an Effect (the shared checks build them so); only on failure paths. */
-const errorOf = <E>(refusal: Effect.Effect<never, E>): E => Effect.runSync(Effect.flip(refusal))
-
 /** @internal */
 export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
-  const { acquire, call, deadOrWrong, invalid, peerOf, releaseHandle, rpma } = tools
-  /** A refusal as RPMA_E_INVAL with the addon's words, or nothing. */
-  const problem = (operation: string, detail: string | undefined) =>
-    detail === undefined ? undefined : invalid(operation, detail)
+  const { acquire, call, deadOrWrong, invalid, peerOf, problem, refusedOr, releaseHandle, rpma } = tools
   const listeners = new Map<string, fabric.Endpoint>()
   const incoming = new WeakMap<fabric.Endpoint, Queue.Queue<fabric.ConnReq | undefined>>()
   const queues = new WeakMap<fabric.Conn, ConnQueues>()
@@ -172,31 +185,6 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   }
 
   const emit = (conn: fabric.Conn, event: Driver.ConnEvent) => Queue.unsafeOffer(q(conn).events, event)
-  /** Everything queued on the connection's completion queue (rpma_cq_get_wc), and what it held let go. */
-  const drain = (conn: fabric.Conn): ReadonlyArray<Driver.Completion> => {
-    const channel = q(conn).completions
-    if (channel.queue.length === 0) return NONE
-    const all = channel.queue
-    channel.queue = []
-    letGo(conn, all.map((c) => c.id))
-    return all
-  }
-  /** The channel's signal, answered on a later turn: the first wait gets what is queued then. */
-  const answer = (conn: fabric.Conn) => {
-    const channel = q(conn).completions
-    channel.signalled = false
-    if (channel.waiters.length === 0 || !conn.alive) return
-    const ready = drain(conn)
-    if (ready.length === 0) return // a poll took them: the wait goes on
-    channel.waiters.shift()!(Exit.succeed(ready))
-    if (channel.waiters.length > 0 && channel.queue.length > 0) signal(conn)
-  }
-  const signal = (conn: fabric.Conn) => {
-    const channel = q(conn).completions
-    if (channel.signalled || channel.waiters.length === 0) return
-    channel.signalled = true
-    setImmediate(answer, conn)
-  }
   const complete = (
     conn: fabric.Conn,
     id: number,
@@ -205,24 +193,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     byteLength = 0,
     imm?: number
   ) => {
-    q(conn).completions.queue.push(
-      imm === undefined
-        ? { id, status, byteLength, opcode: status === 0 ? opcode : -1, flags: 0 }
-        : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
-    )
-    signal(conn)
+    q(conn).completions.push(completion(id, status, opcode, byteLength, imm))
   }
-  /** Arms the channel: `onReady` once, on a later turn; the returned function disarms. */
-  const arm = (conn: fabric.Conn, onReady: Driver.CompletionsReady) => {
-    const channel = q(conn).completions
-    channel.waiters.push(onReady)
-    if (channel.queue.length > 0) signal(conn)
-    return () => {
-      const i = channel.waiters.indexOf(onReady)
-      if (i >= 0) channel.waiters.splice(i, 1)
-    }
-  }
-
   /** Fails every request still waiting on a connection, as a QP in the error state does. */
   const flushAll = (conn: fabric.Conn) => {
     const { recvs, sends } = q(conn)
@@ -241,9 +213,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
   /**
    * rdma_cm's disconnect: this side stops at once, and the other side sees CLOSED. This side sees
-   * its own CLOSED only when the other side answers with its own disconnect (or deletes).
+   * its own CLOSED only when the other side answers with its own disconnect (or deletes). As
+   * rdma_disconnect in the kernel (cma.c), a second call succeeds and sends nothing: the connection
+   * manager no longer sends a DREQ (or DREP) once it has.
    */
   const disconnect = (conn: fabric.Conn) => {
+    if (conn.disconnected) return
+    conn.disconnected = true
     conn.state = "closed"
     flushAll(conn)
     notify(conn.other, "CLOSED")
@@ -265,29 +241,22 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       other: undefined,
       state: "connecting",
       notified: false,
+      disconnected: false,
       privateData
     }
     queues.set(conn, {
       events: unsafeQueue(),
-      completions: { queue: [], waiters: [], signalled: false },
+      completions: CompletionQueue.make((taken) => letGo(conn, taken.map((c) => c.id))),
       recvs: [],
       sends: []
     })
     return acquire(conn, "Conn", `connection with ${address}`)
   }
 
-  /**
-   * rpma_write / rpma_read / ... / rpma_recv, synchronously: undefined once posted, else the
-   * refusal. Read once into a plain object, as the addon does: a getter cannot change it after the
-   * checks.
-   */
-  const postNow = (value: unknown, given: Driver.WorkRequest): Effect.Effect<never, RpmaError> | undefined => {
-    const conn = connOf(value)
-    const checked = DriverArguments.workRequest(given)
-    const wr = (checked.request ?? given) as Driver.WorkRequest
-    const operation = checked.request !== undefined ? operationOf(wr) : "rpma_write"
-    const refused = problem(operation, checked.problem) ?? deadOrWrong(operation, "connection", conn) ??
-      refuse(conn!, wr)
+  /** rpma_write / rpma_read / ... / rpma_recv on a connection: undefined once posted, else the refusal. */
+  const postOnConn = (conn: fabric.Conn | undefined, wr: Driver.WorkRequest): RpmaError | undefined => {
+    const operation = operationOf(wr)
+    const refused = deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr)
     if (refused !== undefined) return refused
     const planned = fabric.countCall(world, operation)
     if (planned !== undefined && "code" in planned) return rpma(operation, planned.code, "planned fault")
@@ -307,6 +276,69 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     }
     complete(c, wr.id, status, opcode)
     return undefined
+  }
+
+  /**
+   * rpma_conn_req_recv: a receive that becomes the connection's once the request is connected. Its
+   * region is held until its completion, or until the request or its connection is deleted.
+   */
+  const postOnRequest = (req: fabric.ConnReq, recv: Recv): RpmaError | undefined => {
+    const mr = fabric.asHandle(recv.dst, "MrLocal")
+    const refused = deadOrWrong("rpma_conn_req_recv", "local memory region", mr) ??
+      (srqs.ofConfig(req.config) !== undefined
+        ? invalid("rpma_conn_req_recv", "the request was made with a shared receive queue: post receives there")
+        : undefined)
+    if (refused !== undefined) return refused
+    const held: Held = { regions: [mr!], sendQueue: false, signalled: true }
+    mr!.inFlight++
+    let list = early.get(req)
+    if (list === undefined) early.set(req, list = [])
+    list.push({ recv: { id: recv.id, mr: mr!, offset: recv.offset, length: recv.length }, held })
+    return undefined
+  }
+
+  /**
+   * Posts one request on a queue (a connection, a shared receive queue or a connection request),
+   * synchronously: undefined once posted, else the refusal. The request is read once into a plain
+   * object, as the addon does: a getter cannot change it after the checks.
+   */
+  const postOn = (value: unknown, given: Driver.WorkRequest): RpmaError | undefined => {
+    const checked = DriverArguments.workRequest(given)
+    const srq = srqs.srqOf(value)
+    const req = reqOf(value)
+    const receivesOnly = srq !== undefined
+      ? { operation: "rpma_srq_recv", what: "shared receive queue", handle: srq }
+      : req !== undefined
+      ? { operation: "rpma_conn_req_recv", what: "connection request", handle: req }
+      : undefined
+    if (checked.request === undefined) return invalid(receivesOnly?.operation ?? "rpma_write", checked.problem)
+    const wr = checked.request as Driver.WorkRequest
+    if (receivesOnly === undefined) {
+      // Neither of the other two: a connection, or the refusal that says what was expected.
+      return connOf(value) === undefined
+        ? invalid(operationOf(wr), "expected a connection, shared receive queue or connection request handle")
+        : postOnConn(connOf(value), wr)
+    }
+    const refused = deadOrWrong(receivesOnly.operation, receivesOnly.what, receivesOnly.handle) ??
+      (wr.op !== "recv"
+        ? invalid(receivesOnly.operation, `a ${receivesOnly.what} takes receives only, not a ${wr.op}`)
+        : undefined)
+    if (refused !== undefined || wr.op !== "recv") return refused
+    return srq !== undefined ? srqs.post(srq, wr) : postOnRequest(req!, wr)
+  }
+
+  /** The completion queue a handle has (a connection's or a shared receive queue's), or why not. */
+  const completionQueueOf = (operation: string, value: unknown) => {
+    const srq = srqs.srqOf(value)
+    if (srq !== undefined) {
+      const refused = deadOrWrong(operation, "shared receive queue", srq)
+      return refused !== undefined ? { refused } : { queue: srqs.completionsOf(srq) }
+    }
+    const conn = connOf(value)
+    const refused = conn === undefined
+      ? invalid(operation, "expected a connection or shared receive queue handle")
+      : deadOrWrong(operation, "connection", conn)
+    return refused !== undefined ? { refused } : { queue: q(conn!).completions }
   }
 
   /**
@@ -350,15 +382,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     const completeRecv = (status: number, opcode: number, byteLength = 0, imm?: number) =>
       srq === undefined
         ? complete(to, recv.id, status, opcode, byteLength, imm)
-        : srqs.complete(srq, {
-          id: recv.id,
-          status,
-          byteLength,
-          opcode: status === 0 ? opcode : -1,
-          flags: imm === undefined ? 0 : WcFlags.WITH_IMM,
-          ...(imm === undefined ? {} : { imm }),
-          qpNum: to.id
-        })
+        : srqs.completionsOf(srq).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
     const sentOpcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
       completeRecv(WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
@@ -511,10 +535,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         () => {
           const actual = port
           if (!world.devices.has(address)) {
-            return rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`)
+            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`))
           }
           if (listeners.has(key(address, actual))) {
-            return rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`)
+            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
           }
           const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
           listeners.set(key(address, actual), ep)
@@ -527,7 +551,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       Effect.suspend(() => {
         const ep = endpointOf(value)
         const refused = deadOrWrong("rpma_ep_shutdown", "endpoint", ep)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         listeners.delete(key(ep!.address, ep!.port))
         releaseHandle(ep!)
         // Waiters wake up to a shut-down endpoint.
@@ -549,7 +573,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           return Effect.flatMap(Queue.take(queue), (client) => {
             if (client === undefined || !ep.alive) {
               Queue.unsafeOffer(queue, undefined)
-              return invalid("rpma_ep_next_conn_req", "the endpoint was shut down")
+              return Effect.fail(invalid("rpma_ep_next_conn_req", "the endpoint was shut down"))
             }
             const req: fabric.ConnReq = {
               kind: "ConnReq",
@@ -579,7 +603,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         (code) => rpma("rpma_conn_req_new", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
-            return rpma("rpma_conn_req_new", RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`)
+            return Effect.fail(rpma("rpma_conn_req_new", RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`))
           }
           const req: fabric.ConnReq = {
             kind: "ConnReq",
@@ -599,8 +623,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     connReqPrivateData: (value) =>
       Effect.suspend(() => {
         const req = reqOf(value)
-        return deadOrWrong("rpma_conn_req_get_private_data", "connection request", req) ??
-          Effect.succeed(Uint8Array.from(req!.privateData))
+        return refusedOr(deadOrWrong("rpma_conn_req_get_private_data", "connection request", req), () => Effect.succeed(Uint8Array.from(req!.privateData)))
       }),
 
     connReqConnect: (value, privateData) =>
@@ -623,7 +646,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
             // Consumed all the same (the Driver's contract): an incoming request is rejected.
             if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
             dropEarly(req)
-            return invalid("rpma_conn_req_connect", refused)
+            return Effect.fail(invalid("rpma_conn_req_connect", refused))
           }
           const sent = new Uint8Array(DriverArguments.PRIVATE_DATA_LIMIT[side])
           if (privateData !== undefined && privateData !== null) sent.set(privateData)
@@ -658,36 +681,16 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       Effect.suspend(() => {
         const req = reqOf(value)
         const refused = deadOrWrong("rpma_conn_req_delete", "connection request", req)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         releaseHandle(req!)
         dropEarly(req!)
         if (req!.client !== undefined && req!.client.alive) emit(req!.client, "REJECTED")
         return Effect.void
       }),
 
-    connReqRecv: (value, given) =>
-      Effect.suspend(() => {
-        const req = reqOf(value)
-        const fields = DriverArguments.workRequest({ ...(typeof given === "object" ? given : {}), op: "recv" })
-        const refused = deadOrWrong("rpma_conn_req_recv", "connection request", req) ??
-          problem("rpma_conn_req_recv", fields.problem) ??
-          deadOrWrong("rpma_conn_req_recv", "local memory region", fabric.asHandle(given.dst, "MrLocal")) ??
-          (srqs.ofConfig(req!.config) !== undefined
-            ? invalid("rpma_conn_req_recv", "the request was made with a shared receive queue: post receives there")
-            : undefined)
-        if (refused !== undefined) return refused
-        const mr = fabric.asHandle(given.dst, "MrLocal")!
-        const held: Held = { regions: [mr], sendQueue: false, signalled: true }
-        for (const region of held.regions) region.inFlight++
-        let list = early.get(req!)
-        if (list === undefined) early.set(req!, list = [])
-        list.push({ recv: { id: given.id, mr, offset: given.offset, length: given.length }, held })
-        return Effect.void
-      }),
-
     peerCfgDescriptor: (direct) =>
       typeof direct !== "boolean"
-        ? invalid("rpma_peer_cfg_get_descriptor", "directWriteToPmem must be a boolean")
+        ? Effect.fail(invalid("rpma_peer_cfg_get_descriptor", "directWriteToPmem must be a boolean"))
         : Effect.succeed(Uint8Array.of(direct ? 1 : 0)),
 
     connApplyRemotePeerCfg: (value, descriptor) =>
@@ -695,7 +698,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         const conn = connOf(value)
         const refused = problem("rpma_conn_apply_remote_peer_cfg", DriverArguments.peerCfgDescriptor(descriptor)) ??
           deadOrWrong("rpma_conn_apply_remote_peer_cfg", "connection", conn)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         remotePmem.set(conn!, descriptor[0] !== 0)
         return Effect.void
       }),
@@ -703,14 +706,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     connNextEvent: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        return deadOrWrong("rpma_conn_next_event", "connection", conn) ?? Queue.take(q(conn!).events)
+        return refusedOr(deadOrWrong("rpma_conn_next_event", "connection", conn), () => Queue.take(q(conn!).events))
       }),
 
     connPrivateData: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        return deadOrWrong("rpma_conn_get_private_data", "connection", conn) ??
-          Effect.succeed(Uint8Array.from(conn!.privateData))
+        return refusedOr(deadOrWrong("rpma_conn_get_private_data", "connection", conn), () => Effect.succeed(Uint8Array.from(conn!.privateData)))
       }),
 
     connDisconnect: (value) =>
@@ -725,75 +727,49 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       Effect.suspend(() => {
         const conn = connOf(value)
         const refused = deadOrWrong("rpma_conn_delete", "connection", conn)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         // Deleting ends the connection for the other side too.
         disconnect(conn!)
         letGo(conn!, undefined)
         releaseHandle(conn!)
         // As the addon: a wait still armed hears of it, at once.
-        for (const waiter of q(conn!).completions.waiters.splice(0)) {
-          waiter(Exit.fail(errorOf(invalid("rpma_cq_wait", "the connection was deleted"))))
-        }
+        q(conn!).completions.close(invalid("rpma_cq_wait", "the connection was deleted"))
         return Effect.void
       }),
 
-    post: (value, given) =>
-      Effect.suspend(() => {
-        const refused = postNow(value, given)
-        return refused === undefined ? Effect.void : refused
-      }),
-
-    postMany: (value, requests) => {
+    postMany: (value, given) => {
       let posted = 0
       let error: RpmaError | undefined
-      for (const request of requests) {
-        const refused = postNow(value, request)
-        if (refused !== undefined) {
-          error = errorOf(refused)
-          break
-        }
+      const requests = requestList(given)
+      if (requests === undefined) {
+        error = invalid("rpma_post", "the requests must be an array of work requests")
+      }
+      for (const request of requests ?? NONE_POSTED) {
+        error = postOn(value, request)
+        if (error !== undefined) break
         posted++
       }
-      const ready = posted === 0 ? NONE : drain(connOf(value)!)
-      return { posted, error, ready, queueError: undefined, turnDue: turnDue() }
+      // A connection request has no completion queue yet: its receives complete on its connection's.
+      const queue = posted === 0 || reqOf(value) !== undefined ? undefined : completionQueueOf("rpma_cq_get_wc", value).queue
+      return { posted, error, ready: queue === undefined ? NONE : queue.drain(), queueError: undefined, turnDue: turnDue() }
     },
 
     armCompletions: (value, onReady) => {
-      const conn = connOf(value)
-      const refused = deadOrWrong("rpma_cq_wait", "connection", conn)
-      if (refused !== undefined) {
-        // Never during the call, as the addon answers.
-        let disarmed = false
-        setImmediate(() => disarmed || onReady(Exit.fail(errorOf(refused))))
-        return () => {
-          disarmed = true
-        }
-      }
-      return arm(conn!, onReady)
+      const { queue, refused } = completionQueueOf("rpma_cq_wait", value)
+      return refused !== undefined ? CompletionQueue.refusedWait(refused, onReady) : queue.arm(onReady)
     },
 
     pollCompletions: (value) =>
       Effect.suspend(() => {
-        const conn = connOf(value)
-        return deadOrWrong("rpma_cq_get_wc", "connection", conn) ?? Effect.succeed(drain(conn!))
-      }),
-
-    // As the addon's: what is queued, else a wait on the channel.
-    nextCompletions: (value) =>
-      Effect.suspend(() => {
-        const conn = connOf(value)
-        const refused = deadOrWrong("rpma_cq_wait", "connection", conn)
-        if (refused !== undefined) return refused
-        const ready = drain(conn!)
-        if (ready.length > 0) return Effect.succeed(ready)
-        return Effect.async<ReadonlyArray<Driver.Completion>, RpmaError>((resume) => Effect.sync(arm(conn!, resume)))
+        const { queue, refused } = completionQueueOf("rpma_cq_get_wc", value)
+        return refusedOr(refused, () => Effect.succeed(queue!.drain()))
       }),
 
     connQpNum: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
         // The simulated queue pair number: what this side's shared receive queue completions carry.
-        return deadOrWrong("rpma_conn_get_qp_num", "connection", conn) ?? Effect.succeed(conn!.id)
+        return refusedOr(deadOrWrong("rpma_conn_get_qp_num", "connection", conn), () => Effect.succeed(conn!.id))
       }),
 
     ...srqs.calls

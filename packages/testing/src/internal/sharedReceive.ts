@@ -9,7 +9,7 @@ import type * as Driver from "@effect-rdma/core/Driver"
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import type { ResourceInUseError, RpmaError } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
-import * as Queue from "effect/Queue"
+import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 
@@ -23,8 +23,10 @@ export interface SharedRecv {
 
 interface SrqState {
   readonly recvs: Array<SharedRecv>
-  /** `undefined` wakes a waiter once the queue is deleted. */
-  readonly completions: Queue.Queue<Driver.SrqCompletion | undefined>
+  /** The queue's receive CQ. */
+  readonly completions: CompletionQueue.CompletionQueue
+  /** The region each posted receive holds, by id, until its completion is returned. */
+  readonly held: Map<number, fabric.MrLocal>
 }
 
 /**
@@ -47,27 +49,14 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
     return users
   }
 
-  /** Drops what the completed receives held (the addon does it when it returns their completions). */
-  const returned = (completions: ReadonlyArray<Driver.SrqCompletion>, held: Map<number, fabric.MrLocal>) => {
-    for (const c of completions) {
-      const mr = held.get(c.id)
-      if (mr === undefined) continue
-      held.delete(c.id)
-      mr.inFlight--
-    }
-    return completions
-  }
-  const heldBy = new WeakMap<fabric.Srq, Map<number, fabric.MrLocal>>()
-  const deleted = (operation: string) => invalid(operation, "the shared receive queue was deleted")
-
   const calls = {
     srqNew: (peerValue, config) =>
       Effect.suspend(() => {
         const peer = peerOf(peerValue)
         const refused = deadOrWrong("rpma_srq_new", "peer", peer)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         const problem = DriverArguments.srqConfig(config)
-        if (problem !== undefined) return invalid("rpma_srq_new", problem)
+        if (problem !== undefined) return Effect.fail(invalid("rpma_srq_new", problem))
         const srq: fabric.Srq = {
           kind: "Srq",
           id: world.nextId++,
@@ -75,8 +64,17 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
           peer: peer!,
           config: { rqSize: config.rqSize, rcqSize: config.rcqSize }
         }
-        states.set(srq, { recvs: [], completions: Effect.runSync(Queue.unbounded()) })
-        heldBy.set(srq, new Map())
+        const held = new Map<number, fabric.MrLocal>()
+        // The addon lets go of what a receive held when it returns its completion.
+        const completions = CompletionQueue.make((taken) => {
+          for (const c of taken) {
+            const mr = held.get(c.id)
+            if (mr === undefined) continue
+            held.delete(c.id)
+            mr.inFlight--
+          }
+        })
+        states.set(srq, { recvs: [], completions, held })
         return acquire(srq, "Srq", `shared receive queue of ${config.rqSize} receives`)
       }),
 
@@ -84,70 +82,41 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
       Effect.suspend((): Effect.Effect<void, RpmaError | ResourceInUseError> => {
         const srq = srqOf(value)
         const refused = deadOrWrong("rpma_srq_delete", "shared receive queue", srq)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) return Effect.fail(refused)
         const users = usersOf(srq!)
         if (users > 0) {
-          return inUse(
+          return Effect.fail(inUse(
             "rpma_srq_delete",
             `${users} ${
               users === 1 ? "connection or connection request still uses it" : "connections or connection requests still use it"
             }: delete them first`
-          )
+          ))
         }
         releaseHandle(srq!)
         const state = stateOf(srq!)
         state.recvs.splice(0)
-        for (const mr of heldBy.get(srq!)!.values()) mr.inFlight--
-        heldBy.get(srq!)!.clear()
-        Queue.unsafeOffer(state.completions, undefined)
+        for (const mr of state.held.values()) mr.inFlight--
+        state.held.clear()
+        state.completions.close(invalid("rpma_cq_wait", "the shared receive queue was deleted"))
         return Effect.void
-      }),
-
-    srqRecv: (value, given) =>
-      Effect.suspend(() => {
-        const srq = srqOf(value)
-        const fields = DriverArguments.workRequest({ ...(typeof given === "object" ? given : {}), op: "recv" })
-        const mr = fabric.asHandle(given.dst, "MrLocal")
-        const refused = deadOrWrong("rpma_srq_recv", "shared receive queue", srq) ??
-          (fields.problem !== undefined ? invalid("rpma_srq_recv", fields.problem) : undefined) ??
-          deadOrWrong("rpma_srq_recv", "local memory region", mr)
-        if (refused !== undefined) return refused
-        mr!.inFlight++
-        heldBy.get(srq!)!.set(given.id, mr!)
-        stateOf(srq!).recvs.push({ id: given.id, mr: mr!, offset: given.offset, length: given.length })
-        retry(srq!)
-        return Effect.void
-      }),
-
-    srqPollCompletions: (value) =>
-      Effect.suspend(() => {
-        const srq = srqOf(value)
-        const refused = deadOrWrong("rpma_cq_get_wc", "shared receive queue", srq)
-        if (refused !== undefined) return refused
-        return Effect.map(
-          Queue.takeAll(stateOf(srq!).completions),
-          (chunk) => returned(Array.from(chunk).filter((c) => c !== undefined), heldBy.get(srq!)!)
-        )
-      }),
-
-    srqNextCompletions: (value) =>
-      Effect.suspend(() => {
-        const srq = srqOf(value)
-        const refused = deadOrWrong("rpma_cq_wait", "shared receive queue", srq)
-        if (refused !== undefined) return refused
-        const { completions } = stateOf(srq!)
-        return Effect.flatMap(Queue.take(completions), (first) => {
-          if (first === undefined || !srq!.alive) {
-            Queue.unsafeOffer(completions, undefined)
-            return deleted("rpma_cq_wait")
-          }
-          return Effect.map(
-            Queue.takeAll(completions),
-            (rest) => returned([first, ...Array.from(rest).filter((c) => c !== undefined)], heldBy.get(srq!)!)
-          )
-        })
       })
   } satisfies Partial<Driver.Driver>
+
+  /**
+   * rpma_srq_recv of a receive already read and checked (DriverArguments.workRequest): undefined
+   * once posted, else the refusal.
+   */
+  const post = (srq: fabric.Srq, recv: Extract<Driver.WorkRequest, { op: "recv" }>): RpmaError | undefined => {
+    const mr = fabric.asHandle(recv.dst, "MrLocal")
+    const refused = deadOrWrong("rpma_srq_recv", "local memory region", mr)
+    if (refused !== undefined) return refused
+    const state = stateOf(srq)
+    mr!.inFlight++
+    state.held.set(recv.id, mr!)
+    state.recvs.push({ id: recv.id, mr: mr!, offset: recv.offset, length: recv.length })
+    retry(srq)
+    return undefined
+  }
 
   return {
     calls,
@@ -166,8 +135,9 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
     },
     /** The next posted receive of the queue, if any (which one is unspecified; the oldest here). */
     take: (srq: fabric.Srq): SharedRecv | undefined => stateOf(srq).recvs.shift(),
-    complete: (srq: fabric.Srq, completion: Driver.SrqCompletion) =>
-      Queue.unsafeOffer(stateOf(srq).completions, completion),
+    post,
+    /** The queue's receive CQ. */
+    completionsOf: (srq: fabric.Srq) => stateOf(srq).completions,
     usersOf
   }
 }

@@ -5,7 +5,6 @@
  * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -27,28 +26,32 @@ const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
 
 /** @internal */
 export const makeTools = (world: fabric.Fabric) => {
-  const rpmaError = (operation: string, code: number, detail?: string) => RdmaError.fromRpmaCode(code, operation, detail)
-  const rpma = (operation: string, code: number, detail?: string) => Effect.fail(rpmaError(operation, code, detail))
-  const invalidError = (operation: string, detail: string) => rpmaError(operation, RdmaError.RpmaCode.RPMA_E_INVAL, detail)
-  const invalid = (operation: string, detail: string) => Effect.fail(invalidError(operation, detail))
-  const errno = (operation: string, code: number, detail?: string) =>
-    Effect.fail(RdmaError.fromErrno(code, operation, detail))
+  // Every refusal is an error value: a call fails with it (Effect.fail) or returns it (Exit.fail, PostOutcome).
+  const rpma = (operation: string, code: number, detail?: string) => RdmaError.fromRpmaCode(code, operation, detail)
+  const invalid = (operation: string, detail: string) => rpma(operation, RdmaError.RpmaCode.RPMA_E_INVAL, detail)
+  /** RPMA_E_INVAL with the addon's words, or nothing. */
+  const problem = (operation: string, detail: string | undefined) =>
+    detail === undefined ? undefined : invalid(operation, detail)
+  const errno = (operation: string, code: number, detail?: string) => RdmaError.fromErrno(code, operation, detail)
   /** A release refused because the handle is in use: it stays alive (the Driver's contract). */
-  const inUseError = (operation: string, detail: string) => new RdmaError.ResourceInUseError({ operation, detail })
-  const inUse = (operation: string, detail: string) => Effect.fail(inUseError(operation, detail))
+  const inUse = (operation: string, detail: string) => new RdmaError.ResourceInUseError({ operation, detail })
+
+  /** Fails with the refusal, if there is one; else runs `effect`. */
+  const refusedOr = <A, E, E2>(refused: E | undefined, effect: () => Effect.Effect<A, E2>): Effect.Effect<A, E | E2> =>
+    refused !== undefined ? Effect.fail(refused) : effect()
 
   /** Runs `body` after counting the call; a planned fault wins over success, not over bad arguments. */
   const call = <A, E>(
     operation: fabric.Operation,
-    validate: () => Effect.Effect<never, E> | undefined,
-    fault: (code: number) => Effect.Effect<never, E>,
+    validate: () => E | undefined,
+    fault: (code: number) => E,
     body: (planned?: fabric.Fault) => Effect.Effect<A, E>
   ): Effect.Effect<A, E> =>
     Effect.suspend(() => {
       const refused = validate()
-      if (refused !== undefined) return refused
+      if (refused !== undefined) return Effect.fail(refused)
       const planned = fabric.countCall(world, operation)
-      return planned !== undefined && "code" in planned ? fault(planned.code) : body(planned)
+      return planned !== undefined && "code" in planned ? Effect.fail(fault(planned.code)) : body(planned)
     })
 
   /**
@@ -97,22 +100,13 @@ export const makeTools = (world: fabric.Fabric) => {
     world.ledger.delete(handle)
   }
 
-  const deadOrWrongError = (operation: string, what: string, handle: fabric.SimHandle | undefined) =>
+  /** The refusal of a handle that is not of the kind expected, or already released; or nothing. */
+  const deadOrWrong = (operation: string, what: string, handle: fabric.SimHandle | undefined) =>
     handle === undefined
-      ? invalidError(operation, `expected ${what} handle`)
+      ? invalid(operation, `expected ${what} handle`)
       : !handle.alive
-      ? invalidError(operation, `the ${what} was already released; a handle is not usable after its release`)
+      ? invalid(operation, `the ${what} was already released; a handle is not usable after its release`)
       : undefined
-  const deadOrWrong = (operation: string, what: string, handle: fabric.SimHandle | undefined) => {
-    const error = deadOrWrongError(operation, what, handle)
-    return error === undefined ? undefined : Effect.fail(error)
-  }
-
-  /** The addon's memory checks (core's DriverArguments.memory): the same refusals, the same words. */
-  const validMemory = (operation: string, memory: unknown, onBad: (detail: string) => Effect.Effect<never, any>) => {
-    const problem = DriverArguments.memory(memory)
-    return problem === undefined ? undefined : onBad(problem)
-  }
 
   const peerOf = (value: unknown) => fabric.asHandle(value, "Peer")
   const mrOf = (value: unknown) => fabric.asHandle(value, "MrLocal")
@@ -124,21 +118,17 @@ export const makeTools = (world: fabric.Fabric) => {
     const mr = mrOf(value)
     return { mr: mr!, refused: deadOrWrong(operation, "local memory region", mr) }
   }
-  const liveMrError = (operation: string, value: unknown) => {
-    const mr = mrOf(value)
-    return { mr: mr!, refused: deadOrWrongError(operation, "local memory region", mr) }
-  }
 
   const getMr = <A>(operation: string, value: Driver.MrHandle, f: (mr: fabric.MrLocal) => A) =>
     Effect.suspend(() => {
       const { mr, refused } = liveMr(operation, value)
-      return refused ?? Effect.succeed(f(mr))
+      return refusedOr(refused, () => Effect.succeed(f(mr)))
     })
 
   const getRemote = <A>(operation: string, value: Driver.RemoteMrHandle, f: (mr: fabric.MrRemote) => A) =>
     Effect.suspend(() => {
       const mr = remoteOf(value)
-      return deadOrWrong(operation, "remote memory region", mr) ?? Effect.succeed(f(mr!))
+      return refusedOr(deadOrWrong(operation, "remote memory region", mr), () => Effect.succeed(f(mr!)))
     })
 
   return {
@@ -147,22 +137,18 @@ export const makeTools = (world: fabric.Fabric) => {
     call,
     callNow,
     deadOrWrong,
-    deadOrWrongError,
     errno,
     inUse,
-    inUseError,
     invalid,
-    invalidError,
+    problem,
+    refusedOr,
     releaseHandle,
     rpma,
-    rpmaError,
-    validMemory,
     cmIdOf,
     cmMrOf,
     getMr,
     getRemote,
     liveMr,
-    liveMrError,
     mrOf,
     peerOf,
     remoteOf
