@@ -9,7 +9,7 @@
  * import { NativeDriver } from "@effect-rdma/native"
  * import { SimulatedDriver } from "@effect-rdma/testing"
  *
- * const DriverLive = NativeDriver.layer.pipe(Layer.orElse(() => SimulatedDriver.layer()))
+ * const DriverLive = NativeDriver.layer.pipe(Layer.orElse(() => SimulatedDriver.layer))
  * ```
  *
  * @since 0.1.0

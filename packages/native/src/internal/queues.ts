@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Binding } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
-import { rpmaErrorOrThrow, rpmaExit } from "./failures.js"
+import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 
 const postOperations = {
@@ -40,22 +40,33 @@ const operationOf = (request: WorkRequest): string => {
 
 const NONE: ReadonlyArray<Completion> = []
 
+/** What postMany answers when it is not given an array, as the simulated driver does. */
+const notAList = (): PostOutcome => ({
+  posted: 0,
+  error: rpmaErrorOrThrow("rpma_post", invalidArgument("rpma_post", "the requests must be an array of work requests")),
+  ready: NONE,
+  queueError: undefined,
+  turnDue: false
+})
+
 /** @internal */
 export const queueCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
 ): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions"> => ({
   postMany: (queue, requests): PostOutcome => {
+    if (!Array.isArray(requests)) return notAList()
     let posted = 0
     let error: RpmaError | undefined
-    for (const request of requests) {
-      try {
+    // Read request by request inside the try: a hostile array (a Proxy, a getter) may throw.
+    let request: WorkRequest | undefined
+    try {
+      for (; posted < requests.length; posted++) {
+        request = requests[posted]
         binding.post(queue, request)
-      } catch (cause) {
-        error = rpmaErrorOrThrow(operationOf(request), cause)
-        break
       }
-      posted++
+    } catch (cause) {
+      error = rpmaErrorOrThrow(request === undefined ? "rpma_post" : operationOf(request), cause)
     }
     // Nothing posted: nothing new to read (the armed channel reports what was there before).
     if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
