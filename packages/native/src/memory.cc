@@ -183,6 +183,8 @@ Napi::Value MapFile(const Napi::CallbackInfo& info) {
     return Refuse(env, "mmap", EINVAL, nullptr, "size must be a non-negative integer");
   }
   if (sized && requested == 0) return Refuse(env, "mmap", EINVAL, "SizeZero", "size is 0");
+  // Before anything is opened or created: a refusal leaves no file behind.
+  if (sized && requested > max) return Refuse(env, "mmap", EINVAL, "OutOfRange", "size exceeds a Uint8Array's limit");
   bool create = info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value();
   if (create && !sized) return Refuse(env, "open", EINVAL, "SizeZero", "a file to create needs a size");
 

@@ -9,11 +9,13 @@
 import type { MapFileRequest } from "@effect-rdma/core/Driver"
 import { type MapFileError, mapFileError } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
+import { constants as bufferConstants } from "node:buffer"
 import * as fs from "node:fs"
 import { constants } from "node:os"
 
 const pageSize = 4096
-const maxLength = 2 ** 32
+/** What the native driver refuses too: a Uint8Array's limit on this Node.js (v8::TypedArray::kMaxLength). */
+const maxLength = bufferConstants.MAX_LENGTH
 
 /** @internal */
 export const makeFiles = () => {
@@ -42,6 +44,8 @@ export const makeFiles = () => {
       }
       if (size === 0) return fail(path, "mmap", "SizeZero", constants.errno.EINVAL, "size is 0")
       if (create && size === undefined) return fail(path, "open", "SizeZero", constants.errno.EINVAL)
+      // Before anything is opened or created: a refusal leaves no file behind.
+      if (size !== undefined && size > maxLength) return fail(path, "mmap", "OutOfRange", constants.errno.EINVAL)
       let fd: number | undefined
       let created = false
       try {
