@@ -12,7 +12,7 @@ import type * as Scope from "effect/Scope"
 import { type ChildProcess, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import * as NativeDriver from "../src/NativeDriver.js"
-import { cases } from "./cases.js"
+import { pairCases as cases } from "@effect-rdma/testing/Conformance"
 import { type Channel, describeCause, fail, listen, log, type Message } from "./harness.js"
 import { longServer } from "./long.js"
 

@@ -24,10 +24,11 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { argumentCases } from "./conformance/arguments.js"
-import { connectionCases } from "./conformance/connection.js"
+import { connectionCases, connectionPairCases } from "./conformance/connection.js"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
 import * as fuzzer from "./conformance/fuzz.js"
+import type * as halves from "./conformance/halves.js"
 import { interruptionCases } from "./conformance/interruption.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
 import { mappingCases } from "./conformance/mapping.js"
@@ -183,3 +184,47 @@ export const clientHalf: (
   unknown,
   Driver.RdmaDriver | Scope.Scope
 > = pair.clientHalf
+
+/**
+ * A message between the two halves of a {@link PairCase}: a JSON object.
+ *
+ * @since 0.5.0
+ * @category pairs
+ */
+export type Message = halves.Message
+
+/**
+ * What the two halves of a {@link PairCase} talk over: an in-memory channel in one process, TCP
+ * between two hosts.
+ *
+ * @since 0.5.0
+ * @category pairs
+ */
+export interface Channel extends halves.Channel {}
+
+/**
+ * What one half of a {@link PairCase} is given: its own address, where the server half listens,
+ * the port, and the channel to the other half.
+ *
+ * @since 0.5.0
+ * @category pairs
+ */
+export interface HalfContext extends halves.HalfContext {}
+
+/**
+ * A connection case written as a server half and a client half. {@link cases} runs each in one
+ * process; the two-host runner (packages/native/test-pair) runs the server half on one host and
+ * the client half on the other, under the same name.
+ *
+ * @since 0.5.0
+ * @category pairs
+ */
+export interface PairCase extends halves.PairCase {}
+
+/**
+ * The connection cases that need two sides, as halves (in {@link cases} too, run in one process).
+ *
+ * @since 0.5.0
+ * @category cases
+ */
+export const pairCases: ReadonlyArray<PairCase> = connectionPairCases
