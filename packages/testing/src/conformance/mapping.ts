@@ -9,6 +9,7 @@ import { LocalMr, Memory, Peer, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
+import { constants as bufferConstants } from "node:buffer"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -90,7 +91,7 @@ export const mappingCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "Memory.mapFile: missing, empty, unaligned, past the end, a directory, not writable: tagged reasons",
+    name: "Memory.mapFile: missing, empty, unaligned, past the end, too large, a directory, not writable: tagged reasons, no file left by a refused create",
     run: () =>
       Effect.gen(function*() {
         const dir = yield* tempDir
@@ -103,6 +104,13 @@ export const mappingCases: ReadonlyArray<Case> = [
         yield* expectReason(Memory.mapFile({ path: path.join(file, "below") }), "NotFound", "a path through a file")
         yield* expectReason(Memory.mapFile({ path: missing, create: true }), "SizeZero", "create without a size")
         yield* check(!fs.existsSync(missing), "a refused create makes no file")
+        // Larger than a Uint8Array may be (v8::TypedArray::kMaxLength): refused before the file is made.
+        yield* expectReason(
+          Memory.mapFile({ path: missing, size: bufferConstants.MAX_LENGTH + 4096, create: true }),
+          "OutOfRange",
+          "a file to create larger than a Uint8Array's limit"
+        )
+        yield* check(!fs.existsSync(missing), "a create refused for its size makes no file")
         yield* expectReason(Memory.mapFile({ path: empty }), "SizeZero", "an empty file")
         yield* expectReason(Memory.mapFile({ path: file, size: 0 }), "SizeZero", "size 0")
         yield* expectReason(Memory.mapFile({ path: file, offset: 100, size: 4096 }), "Unaligned", "offset 100")
