@@ -1,12 +1,14 @@
 // Reproduces the device suite's "Channel closed" stop on the host, and shows what it takes.
 //
-//   node scripts/repro-channel-closed.mjs [--runs N] [--files N] [--dies] [--busy] [--pool isolated|single]
+//   node scripts/repro-channel-closed.mjs [--runs N] [--files N] [--dies] [--busy] [--slow]
+//                                          [--pool isolated|single]
 //
-// Writes N short test files under .cache/repro-channel-closed and runs vitest on them N times with
+// Writes N short test files under .cache/repro-channel-closed/<pid> and runs vitest on them N times with
 // the device suite's own test options (packages/native/vitest.device.config.ts: the forks pool, one
 // file at a time) or, with --pool single, one long-lived fork (singleFork, isolate: false). --dies
 // makes the third file's test process kill itself with SIGKILL mid-file, as the kernel's OOM killer
-// or a native crash would. --busy keeps both cores busy (two `nice -n 10` loops) for the duration.
+// or a native crash would. --busy keeps both cores busy (two `nice -n 10` loops) for the duration;
+// --slow runs vitest at `nice -n 19` beside them, about 15x slower, as under qemu's emulation.
 // Prints each run's outcome and the counts: passed, failed with a report, stopped with "Channel
 // closed" and no report, stopped otherwise.
 import { spawn, spawnSync } from "node:child_process"
@@ -20,6 +22,7 @@ const { values } = parseArgs({
     files: { type: "string", default: "20" },
     dies: { type: "boolean", default: false },
     busy: { type: "boolean", default: false },
+    slow: { type: "boolean", default: false },
     pool: { type: "string", default: "isolated" }
   }
 })
@@ -43,8 +46,8 @@ if (values.dies && files < 3) {
 }
 
 const root = resolve(import.meta.dirname, "..")
-const dir = join(root, ".cache", "repro-channel-closed")
-rmSync(dir, { recursive: true, force: true })
+// One directory per invocation: two at once must not share files or a report.
+const dir = join(root, ".cache", "repro-channel-closed", String(process.pid))
 mkdirSync(join(dir, "t"), { recursive: true })
 for (let i = 1; i <= files; i++) {
   const name = String(i).padStart(3, "0")
@@ -65,7 +68,7 @@ const pool = values.pool === "single"
   : ""
 writeFileSync(
   join(dir, "vitest.config.ts"),
-  `import device from "../../packages/native/vitest.device.config.ts"
+  `import device from "../../../packages/native/vitest.device.config.ts"
 export default { ...device, test: { ...device.test, include: ["t/*.test.ts"], pool: "forks",${pool} } }
 `
 )
@@ -75,15 +78,26 @@ const busy = values.busy
   : []
 const stopBusy = () => busy.forEach((child) => child.kill("SIGKILL"))
 process.on("exit", stopBusy)
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(130))
 
 const counts = { passed: 0, failedWithReport: 0, channelClosedNoReport: 0, stoppedOtherwise: 0 }
 const report = join(dir, "report.json")
 for (let run = 1; run <= runs; run++) {
   rmSync(report, { force: true })
   const started = Date.now()
-  const result = spawnSync(
+  const vitest = [
     join(root, "node_modules", ".bin", "vitest"),
-    ["run", "--root", dir, "--reporter=default", "--reporter=json", `--outputFile.json=${report}`],
+    "run",
+    "--root",
+    dir,
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile.json=${report}`
+  ]
+  const [command, ...args] = values.slow ? ["nice", "-n", "19", ...vitest] : vitest
+  const result = spawnSync(
+    command,
+    args,
     { encoding: "utf8", env: { ...process.env, CI: "1", NO_COLOR: "1", REPRO_DIES: values.dies ? "f003" : "" }, maxBuffer: 64 * 2 ** 20 }
   )
   const output = `${result.stdout}${result.stderr}`
@@ -106,8 +120,9 @@ for (let run = 1; run <= runs; run++) {
   if (outcome !== "passed" && outcome !== "failedWithReport") console.log(output.trim().split("\n").slice(-14).join("\n"))
 }
 stopBusy()
+rmSync(dir, { recursive: true, force: true })
 console.log(
   `pool ${values.pool}, ${files} files, ${values.dies ? "third file's process dies" : "all healthy"}, ${
     values.busy ? "both cores busy" : "no extra load"
-  }: ${JSON.stringify(counts)}`
+  }${values.slow ? ", vitest at nice 19" : ""}: ${JSON.stringify(counts)}`
 )

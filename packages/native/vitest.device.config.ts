@@ -28,7 +28,8 @@ const config: ViteUserConfig = {
     // and a file's pinned memory goes back to the kernel with its process. One file at a time
     // too: files pin hundreds of MiB (the storm, a 256 MiB registration) in a VM of a few GiB.
     // A test process that dies (the kernel's OOM killer, a native crash) stops vitest 3.2 with
-    // only "Channel closed" and no report: see scripts/repro-channel-closed.mjs.
+    // only "Channel closed" and no report (scripts/repro-channel-closed.mjs): no pool setting
+    // changes that; vitest.shared.ts names the files that were running.
     sequence: { concurrent: false },
     pool: "forks",
     isolate: true,
