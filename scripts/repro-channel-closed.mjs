@@ -1,0 +1,128 @@
+// Reproduces the device suite's "Channel closed" stop on the host, and shows what it takes.
+//
+//   node scripts/repro-channel-closed.mjs [--runs N] [--files N] [--dies] [--busy] [--slow]
+//                                          [--pool isolated|single]
+//
+// Writes N short test files under .cache/repro-channel-closed/<pid> and runs vitest on them N times with
+// the device suite's own test options (packages/native/vitest.device.config.ts: the forks pool, one
+// file at a time) or, with --pool single, one long-lived fork (singleFork, isolate: false). --dies
+// makes the third file's test process kill itself with SIGKILL mid-file, as the kernel's OOM killer
+// or a native crash would. --busy keeps both cores busy (two `nice -n 10` loops) for the duration;
+// --slow runs vitest at `nice -n 19` beside them, about 15x slower, as under qemu's emulation.
+// Prints each run's outcome and the counts: passed, failed with a report, stopped with "Channel
+// closed" and no report, stopped otherwise.
+import { spawn, spawnSync } from "node:child_process"
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { parseArgs } from "node:util"
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string", default: "5" },
+    files: { type: "string", default: "20" },
+    dies: { type: "boolean", default: false },
+    busy: { type: "boolean", default: false },
+    slow: { type: "boolean", default: false },
+    pool: { type: "string", default: "isolated" }
+  }
+})
+const positive = (name) => {
+  const n = Number(values[name])
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`--${name} must be a whole number of at least 1, not '${values[name]}'`)
+    process.exit(2)
+  }
+  return n
+}
+const runs = positive("runs")
+const files = positive("files")
+if (values.pool !== "isolated" && values.pool !== "single") {
+  console.error(`--pool must be 'isolated' (the device config as it is) or 'single', not '${values.pool}'`)
+  process.exit(2)
+}
+if (values.dies && files < 3) {
+  console.error("--dies needs --files 3 or more (the third file's process dies)")
+  process.exit(2)
+}
+
+const root = resolve(import.meta.dirname, "..")
+// One directory per invocation: two at once must not share files or a report.
+const dir = join(root, ".cache", "repro-channel-closed", String(process.pid))
+mkdirSync(join(dir, "t"), { recursive: true })
+for (let i = 1; i <= files; i++) {
+  const name = String(i).padStart(3, "0")
+  // All files the same size, so vitest's order (by size) does not put the dying one first.
+  writeFileSync(
+    join(dir, "t", `f${name}.test.ts`),
+    `import { expect, it } from "vitest"
+it("f${name}", async () => {
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  expect(${i} + 1).toBe(${i + 1})
+  if (process.env.REPRO_DIES === "f${name}") process.kill(process.pid, "SIGKILL")
+})
+`
+  )
+}
+const pool = values.pool === "single"
+  ? "\n    isolate: false,\n    poolOptions: { forks: { singleFork: true } },"
+  : ""
+writeFileSync(
+  join(dir, "vitest.config.ts"),
+  `import device from "../../../packages/native/vitest.device.config.ts"
+export default { ...device, test: { ...device.test, include: ["t/*.test.ts"], pool: "forks",${pool} } }
+`
+)
+
+const busy = values.busy
+  ? [0, 1].map(() => spawn("nice", ["-n", "10", "sh", "-c", "while :; do :; done"], { stdio: "ignore" }))
+  : []
+const stopBusy = () => busy.forEach((child) => child.kill("SIGKILL"))
+process.on("exit", stopBusy)
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(130))
+
+const counts = { passed: 0, failedWithReport: 0, channelClosedNoReport: 0, stoppedOtherwise: 0 }
+const report = join(dir, "report.json")
+for (let run = 1; run <= runs; run++) {
+  rmSync(report, { force: true })
+  const started = Date.now()
+  const vitest = [
+    join(root, "node_modules", ".bin", "vitest"),
+    "run",
+    "--root",
+    dir,
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile.json=${report}`
+  ]
+  const [command, ...args] = values.slow ? ["nice", "-n", "19", ...vitest] : vitest
+  const result = spawnSync(
+    command,
+    args,
+    { encoding: "utf8", env: { ...process.env, CI: "1", NO_COLOR: "1", REPRO_DIES: values.dies ? "f003" : "" }, maxBuffer: 64 * 2 ** 20 }
+  )
+  const output = `${result.stdout}${result.stderr}`
+  const hasReport = existsSync(report)
+  const passed = hasReport ? JSON.parse(readFileSync(report, "utf8")).numPassedTests : 0
+  const outcome = result.status === 0
+    ? "passed"
+    : hasReport
+    ? "failedWithReport"
+    : /Channel closed/.test(output)
+    ? "channelClosedNoReport"
+    : "stoppedOtherwise"
+  counts[outcome]++
+  const named = values.dies ? `, output names the dying file: ${/f003/.test(output) ? "yes" : "no"}` : ""
+  console.log(
+    `run ${run}: ${outcome} (exit ${result.status}, ${passed}/${files} tests in the report${named}, ${
+      ((Date.now() - started) / 1000).toFixed(1)
+    } s)`
+  )
+  if (outcome !== "passed" && outcome !== "failedWithReport") console.log(output.trim().split("\n").slice(-14).join("\n"))
+}
+stopBusy()
+rmSync(dir, { recursive: true, force: true })
+console.log(
+  `pool ${values.pool}, ${files} files, ${values.dies ? "third file's process dies" : "all healthy"}, ${
+    values.busy ? "both cores busy" : "no extra load"
+  }${values.slow ? ", vitest at nice 19" : ""}: ${JSON.stringify(counts)}`
+)
