@@ -150,8 +150,9 @@ export const requests = (
 
 /**
  * Accepts a request (rpma_conn_req_connect) and waits for the connection to be established.
- * Private data longer than an accept carries (196 bytes) is refused (RpmaInvalidError) with the
- * request left unanswered: accept it again with less, or reject it.
+ * Private data longer than an accept carries (196 bytes), or options a connection cannot live
+ * with, are refused (RpmaInvalidError) with the request left unanswered: accept it again with
+ * other options, or reject it.
  *
  * @since 0.1.0
  * @category constructors
@@ -168,18 +169,21 @@ export const accept = (
     Effect.suspend(() => {
       const refused = privateDataRefusal(options?.privateData, "accept")
       if (refused !== undefined) return Effect.fail(refused)
-      // Answered from here on: an accept refused past this point consumes (rejects) the request.
-      const answered = req.endpoint.unanswered.delete(req)
-      return Effect.zipRight(srq.usedBy(req.sharedReceiveQueue), internalConnection.open(
-        driver,
-        req.endpoint.peer,
-        answered ? Effect.succeed(req.handle) : Effect.fail(
+      // Answered when open takes the request, past its checks of the options (an accept they refuse
+      // leaves the request unanswered); from there a refused accept consumes (rejects) it.
+      const answer = Effect.suspend(() =>
+        req.endpoint.unanswered.delete(req) ? Effect.succeed(req.handle) : Effect.fail(
           fromRpmaCode(
             RpmaCode.RPMA_E_INVAL,
             "rpma_conn_req_connect",
             "the request was already accepted or rejected (or its endpoint shut down)"
           )
-        ),
+        )
+      )
+      return Effect.zipRight(srq.usedBy(req.sharedReceiveQueue), internalConnection.open(
+        driver,
+        req.endpoint.peer,
+        answer,
         options?.privateData,
         { address: req.endpoint.address, port: req.endpoint.port },
         toConfig(options),

@@ -54,8 +54,8 @@ export const configurationCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "Endpoint.accept with private data too long is refused and leaves the request unanswered: accepted " +
-      "again with less, it connects",
+    name: "Endpoint.accept with private data too long, or a timeout of 0, is refused and leaves the request " +
+      "unanswered: accepted again with good options, it connects",
     run: (address, port) =>
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
@@ -67,6 +67,8 @@ export const configurationCases: ReadonlyArray<Case> = [
         const refused = yield* Effect.exit(Effect.scoped(Endpoint.accept(req, { privateData: new Uint8Array(197) })))
         yield* check(tagOf(refused) === "RpmaInvalidError", `accept with 197 bytes: ${tagOf(refused)}`)
         yield* check(messageOf(refused).includes("196"), `the refusal names 196: ${messageOf(refused)}`)
+        const noTimeout = yield* Effect.exit(Effect.scoped(Endpoint.accept(req, { timeout: 0 })))
+        yield* check(tagOf(noTimeout) === "RpmaInvalidError", `accept with a timeout of 0: ${tagOf(noTimeout)}`)
         const welcome = pattern(196, 5)
         const server = yield* Endpoint.accept(req, { privateData: welcome })
         const client = yield* Fiber.join(connecting)
