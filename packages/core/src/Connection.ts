@@ -111,8 +111,12 @@ export interface Options {
   readonly sharedReceiveQueue?: SharedReceiveQueue | undefined
   /**
    * rpma_conn_cfg_set_rcq_size: receives complete on a receive completion queue of their own, of
-   * this size (at least the receive queue size), and the completion queue then needs only the send
-   * queue's size. Operations complete the same way. Default 0: receives complete on the completion queue.
+   * this size, and the completion queue then needs only the send queue's size. Operations complete
+   * the same way. Smaller than the receive queue is accepted (as librpma does): if more receives
+   * complete than it holds before they are polled, the device overruns it (IBV_EVENT_CQ_ERR): those
+   * completions are lost, and their receives fail only when the connection ends. Not with a
+   * shared receive queue, whose receives complete on its own receive CQ. Default 0: receives
+   * complete on the completion queue.
    */
   readonly receiveCompletionQueueSize?: number | undefined
   /**

@@ -174,10 +174,12 @@ export interface Driver {
   /** rpma_conn_req_get_private_data of an incoming request. */
   readonly connReqPrivateData: (req: ConnReqHandle) => Effect.Effect<Uint8Array, RpmaError>
   /**
-   * rpma_conn_req_connect: accepts an incoming request or initiates an outgoing one. The request
-   * is consumed, success or not, including when the driver refuses the arguments (e.g. private
-   * data too long): an incoming request refused that way is rejected. The connection is not
-   * usable before its ESTABLISHED event.
+   * rpma_conn_req_connect: accepts an incoming request or initiates an outgoing one. Private data
+   * the request cannot carry (DriverArguments.privateData with the request's side: not a
+   * Uint8Array, or longer than rdma_cm carries with a connect or an accept) is refused
+   * (RpmaInvalidError) before librpma sees the request, which stays as it was: connect it again
+   * or delete it. Past that check the request is consumed, success or not. The connection is
+   * not usable before its ESTABLISHED event.
    */
   readonly connReqConnect: (req: ConnReqHandle, privateData: Uint8Array | undefined) => Effect.Effect<
     ConnHandle,

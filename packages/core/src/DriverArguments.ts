@@ -181,8 +181,11 @@ export const connConfig = (value: unknown): string | undefined => {
 
 /**
  * A shared receive queue's sizes (rpma_srq_cfg), as both drivers check them: integers, a receive
- * queue of 1 to 65536, and a receive CQ of its own (1 to 131072) at least as large, since every
- * posted receive completes there.
+ * queue of 1 to 65536, and a receive CQ of its own of 1 to 131072. A receive CQ smaller than the
+ * queue is accepted, as librpma does: it holds fewer completions than receives in flight, and if
+ * more complete before they are polled the device overruns it (IBV_EVENT_CQ_ERR): those
+ * completions are lost, and their receives fail only when the queue ends.
+ * A receive CQ of 0 (librpma's 08srq example, modes `m` and `r`) is refused: see the message.
  *
  * @since 0.3.0
  * @category validation
@@ -198,18 +201,21 @@ export const srqConfig = (value: unknown): string | undefined => {
   }
   return integerIn(rqSize, "receiveQueueSize", 1, 65536) ??
     (rcqSize === 0
-      ? "completionQueueSize 0: a shared receive queue without its own receive CQ would complete its receives " +
-        "on the connections' queues, away from where they were posted"
-      : integerIn(rcqSize, "completionQueueSize", 1, 131072)) ??
-    ((rcqSize as number) < (rqSize as number)
-      ? `completionQueueSize ${rcqSize} is smaller than receiveQueueSize ${rqSize}: completions would be lost`
-      : undefined)
+      ? "completionQueueSize 0: a shared receive queue without its own receive CQ completes its receives on " +
+        "each connection's CQ or receive CQ (librpma's 08srq modes m and r), which this library does not route " +
+        "back to the queue; give the queue a receive CQ (completionQueueSize 1 or more; the default is " +
+        "receiveQueueSize)"
+      : integerIn(rcqSize, "completionQueueSize", 1, 131072))
 }
 
 /**
  * The queue sizes a connection can live with, beyond what the C libraries check: at least one send
  * and one completion slot, and a completion queue that holds every request that can be in flight
  * (every work request here asks for a completion, and a full completion queue loses them).
+ * A receive CQ smaller than the receive queue is accepted, as librpma does (its example 09 uses
+ * one of 1): core polls it as it polls the CQ, but if more receives complete than it holds before
+ * they are polled, the device overruns it (IBV_EVENT_CQ_ERR): those completions are lost, and
+ * what waits for them fails only when the connection ends.
  * For Connection.toConfig (or wherever the user's options become a ConnConfig).
  *
  * @since 0.1.0
@@ -233,15 +239,11 @@ export const queueSizes = (sizes: {
     integerIn(rcqSize, "receiveCompletionQueueSize", 0, 131072) ??
     (sizes.srq !== undefined && rcqSize > 0
       ? "receiveCompletionQueueSize with a shared receive queue: the connection's receives complete on the " +
-        "queue's own receive CQ, so one of the connection's would never be used"
+        "queue's own receive CQ, so one of the connection's would never be used (librpma ignores the size)"
       : undefined) ??
     (sizes.srq !== undefined && sizes.sharedCompletionChannel === true
       ? "sharedCompletionChannel with a shared receive queue: the queue's receive CQ has its own channel " +
         "(librpma refuses it)"
-      : undefined) ??
-    (rcqSize > 0 && rcqSize < sizes.rqSize
-      ? `receiveCompletionQueueSize ${rcqSize} is smaller than receiveQueueSize (${sizes.rqSize}): ` +
-        "completions of receives in flight would be lost"
       : undefined) ??
     (sizes.cqSize < needed
       ? `completionQueueSize ${sizes.cqSize} is smaller than ` +

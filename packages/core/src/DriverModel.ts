@@ -127,8 +127,9 @@ export interface SrqConfig {
   readonly rqSize: number
   /**
    * Its receive completion queue (rpma_srq_cfg_set_rcq_size): at least 1 here. librpma allows 0
-   * (no queue of its own: completions would land on each connection's queue), which drivers refuse,
-   * because a receive's completion must come back where it was posted.
+   * (no queue of its own: completions land on each connection's CQ or receive CQ), which drivers
+   * refuse (RpmaInvalidError), because core takes a queue's completions from the queue's own CQ.
+   * Smaller than rqSize is accepted: see DriverArguments.srqConfig.
    */
   readonly rcqSize: number
 }

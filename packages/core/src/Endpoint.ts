@@ -14,7 +14,7 @@ import type * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
 import * as DriverArguments from "./DriverArguments.js"
 import * as internalConnection from "./internal/connection.js"
-import { toConfig } from "./internal/connectionConfig.js"
+import { privateDataRefusal, toConfig } from "./internal/connectionConfig.js"
 import { OutOfRangeError } from "./internal/connectionErrors.js"
 import * as instrument from "./internal/instrument.js"
 import { Operations } from "./internal/operationTable.js"
@@ -150,6 +150,9 @@ export const requests = (
 
 /**
  * Accepts a request (rpma_conn_req_connect) and waits for the connection to be established.
+ * Private data longer than an accept carries (196 bytes), or options a connection cannot live
+ * with, are refused (RpmaInvalidError) with the request left unanswered: accept it again with
+ * other options, or reject it.
  *
  * @since 0.1.0
  * @category constructors
@@ -164,18 +167,23 @@ export const accept = (
 > =>
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.suspend(() => {
-      // Answered from here on: a refused accept consumes (rejects) the request too.
-      const answered = req.endpoint.unanswered.delete(req)
-      return Effect.zipRight(srq.usedBy(req.sharedReceiveQueue), internalConnection.open(
-        driver,
-        req.endpoint.peer,
-        answered ? Effect.succeed(req.handle) : Effect.fail(
+      const refused = privateDataRefusal(options?.privateData, "accept")
+      if (refused !== undefined) return Effect.fail(refused)
+      // Answered when open takes the request, past its checks of the options (an accept they refuse
+      // leaves the request unanswered); from there a refused accept consumes (rejects) it.
+      const answer = Effect.suspend(() =>
+        req.endpoint.unanswered.delete(req) ? Effect.succeed(req.handle) : Effect.fail(
           fromRpmaCode(
             RpmaCode.RPMA_E_INVAL,
             "rpma_conn_req_connect",
             "the request was already accepted or rejected (or its endpoint shut down)"
           )
-        ),
+        )
+      )
+      return Effect.zipRight(srq.usedBy(req.sharedReceiveQueue), internalConnection.open(
+        driver,
+        req.endpoint.peer,
+        answer,
         options?.privateData,
         { address: req.endpoint.address, port: req.endpoint.port },
         toConfig(options),
@@ -185,7 +193,8 @@ export const accept = (
 
 /**
  * Waits for the next incoming request and accepts it: the common case of a server that takes
- * whoever connects.
+ * whoever connects. If the accept is refused, the request is rejected: its client hears so at
+ * once (use {@link next} and {@link accept} to accept a refused request again).
  *
  * @since 0.1.0
  * @category constructors
@@ -197,7 +206,11 @@ export const acceptNext = (
   Connection.Connection,
   RpmaError | Connection.ConnectionFailedError,
   RdmaDriver | Scope.Scope
-> => Effect.flatMap(next(ep, options), (req) => accept(req, options))
+> =>
+  Effect.flatMap(
+    next(ep, options),
+    (req) => Effect.tapError(accept(req, options), () => reject(req)) // reject: a no-op once answered
+  )
 
 /**
  * The longest admission token: a connection request's private data (56 bytes on RoCE,

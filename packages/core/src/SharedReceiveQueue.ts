@@ -57,7 +57,13 @@ export interface SharedReceiveQueue {
 export interface Options {
   /** Receives posted at once. Default 64. */
   readonly receiveQueueSize?: number | undefined
-  /** Its receive completion queue. Default: the receive queue size (less is refused: completions would be lost). */
+  /**
+   * Its receive completion queue, 1 or more. Default: the receive queue size. Less than the
+   * receive queue is accepted (as librpma does): if more receives complete than it holds before
+   * they are polled, the device overruns it (IBV_EVENT_CQ_ERR): those completions are lost, and
+   * their receives fail only when the queue ends. 0 (librpma's receives completing on each
+   * connection's CQ) is refused.
+   */
   readonly completionQueueSize?: number | undefined
 }
 

@@ -50,8 +50,14 @@ Napi::Value SrqNew(const Napi::CallbackInfo& info) {
       !Integer(call, rcq_value, "rcqSize", UINT32_MAX, &rcq)) {
     return env.Undefined();
   }
-  // librpma would make no receive CQ: completions would land on the connections' own queues.
-  if (rcq < 1) return call.Invalid("a shared receive queue needs its own receive CQ (rcqSize 0)");
+  // librpma would make no receive CQ: completions would land on the connections' own queues
+  // (its 08srq modes m and r), which core does not route back to the queue.
+  if (rcq < 1) {
+    return call.Invalid(
+        "rcqSize 0: a shared receive queue without its own receive CQ completes its receives on each "
+        "connection's CQ or receive CQ (librpma's 08srq modes m and r), which this library does not route "
+        "back to the queue; give the queue a receive CQ (rcqSize 1 or more)");
+  }
   rpma_srq_cfg* cfg = nullptr;
   int code = rpma_srq_cfg_new(&cfg);
   if (code != 0) return call.Fail(code, "rpma_srq_cfg_new");

@@ -24,6 +24,7 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { argumentCases } from "./conformance/arguments.js"
+import { configurationCases } from "./conformance/configurations.js"
 import { connectionCases, connectionPairCases } from "./conformance/connection.js"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
@@ -66,6 +67,7 @@ export const cases: ReadonlyArray<Case> = [
   ...dataPathCases,
   ...connectionFeatureCases,
   ...sharedReceiveCases,
+  ...configurationCases,
   ...validation.cases,
   ...interruptionCases,
   ...argumentCases

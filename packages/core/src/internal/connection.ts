@@ -29,7 +29,7 @@ type State = Connection.State
 import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "./connectionErrors.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, RdmaDriver } from "../Driver.js"
 import { ownerOf, type Peer } from "../Peer.js"
-import { toConfig } from "./connectionConfig.js"
+import { privateDataRefusal, toConfig } from "./connectionConfig.js"
 import * as instrument from "./instrument.js"
 import * as srq from "./srq.js"
 import * as DriverArguments from "../DriverArguments.js"
@@ -416,6 +416,9 @@ export const connect = (
 ): Effect.Effect<Connection.Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
+    // Refused before the request is made: the driver would refuse it and leave the request alive.
+    const refused = privateDataRefusal(options?.privateData, "connect")
+    if (refused !== undefined) return Effect.fail(refused)
     return Effect.zipRight(
       srq.usedBy(options?.sharedReceiveQueue),
       open(driver, peer, driver.connReqNew(peer.handle, address, port, config), options?.privateData, { address, port }, config)

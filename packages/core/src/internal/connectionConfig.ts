@@ -4,8 +4,10 @@
  * @internal
  */
 import * as Duration from "effect/Duration"
-import type { ConnConfig } from "../Driver.js"
 import type { Options } from "../Connection.js"
+import type { ConnConfig } from "../Driver.js"
+import * as DriverArguments from "../DriverArguments.js"
+import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
@@ -36,3 +38,16 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
   }
 }
 
+
+/**
+ * @internal Private data that a connect or an accept cannot carry, refused as the drivers refuse it
+ * (RpmaInvalidError of rpma_conn_req_connect) but before a request is made or answered: an
+ * outgoing request is then never made, an incoming one stays unanswered and can be accepted again.
+ */
+export const privateDataRefusal = (
+  privateData: Uint8Array | undefined,
+  side: "connect" | "accept"
+): RpmaError | undefined => {
+  const refused = DriverArguments.privateData(privateData, side)
+  return refused === undefined ? undefined : fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_req_connect", refused)
+}

@@ -48,29 +48,34 @@ export const connectionCalls = (binding: Binding): Pick<
         })
       ),
     connReqPrivateData: (req) => rpma("rpma_conn_req_get_private_data", () => binding.connReqPrivateData(req)),
-    // The Driver's contract: the request is consumed, success or not. The addon leaves it alive when
-    // it refuses the arguments before librpma sees them (private data too long, say): delete it then
-    // (which rejects an incoming one at once instead of leaving its client waiting out its timeout).
+    // The Driver's contract: private data the request cannot carry is refused before librpma sees
+    // the request, which stays usable; anything else consumes it, success or not. Whatever the
+    // addon refused beyond these checks left the request alive: it is deleted then (which rejects
+    // an incoming one at once instead of leaving its client waiting out its timeout).
     connReqConnect: (req, privateData) =>
-      attempt(
-        () => {
-          // rdma_cm refuses more than the CM message carries with a bare EINVAL: name the limit first.
-          const side = typeof req === "object" && req !== null && outgoing.has(req) ? "connect" : "accept"
-          const refused = DriverArguments.privateData(privateData, side)
-          if (refused !== undefined && DriverArguments.privateData(privateData) === undefined) {
-            throw invalidArgument("rpma_conn_req_connect", refused)
+      Effect.suspend(() => {
+        let checked = false
+        return attempt(
+          () => {
+            // rdma_cm refuses more than the CM message carries with a bare EINVAL: name the limit first.
+            const side = typeof req === "object" && req !== null && outgoing.has(req) ? "connect" : "accept"
+            const refused = DriverArguments.privateData(privateData, side)
+            if (refused !== undefined) throw invalidArgument("rpma_conn_req_connect", refused)
+            checked = true
+            return as<ConnHandle>(binding.connReqConnect(req, privateData))
+          },
+          (cause) => {
+            if (checked) {
+              try {
+                binding.connReqDelete(req)
+              } catch {
+                // Already consumed: nothing left to delete.
+              }
+            }
+            return rpmaFailure("rpma_conn_req_connect")(cause)
           }
-          return as<ConnHandle>(binding.connReqConnect(req, privateData))
-        },
-        (cause) => {
-          try {
-            binding.connReqDelete(req)
-          } catch {
-            // Already consumed: nothing left to delete.
-          }
-          return rpmaFailure("rpma_conn_req_connect")(cause)
-        }
-      ),
+        )
+      }),
     connReqDelete: (req) => rpma("rpma_conn_req_delete", () => binding.connReqDelete(req)),
     peerCfgDescriptor: (direct) => rpma("rpma_peer_cfg_get_descriptor", () => binding.peerCfgDescriptor(direct)),
     // Stricter than librpma, which reads the first byte of a longer descriptor: exactly 1 byte, as

@@ -18,6 +18,13 @@ export const rawPeer = (address: string) =>
       (peer) => Effect.ignore(d.peerDelete(peer))
     ))
 
+/** @internal `length` bytes that differ from one seed to another. */
+export const pattern = (length: number, seed: number): Uint8Array =>
+  Uint8Array.from({ length }, (_, i) => (i * 7 + seed) % 251)
+
+/** @internal */
+export const same = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i])
+
 /** @internal */
 export const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes)
 

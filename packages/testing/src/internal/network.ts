@@ -630,7 +630,13 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       call(
         "rpma_conn_req_connect",
         () =>
-          deadOrWrong("rpma_conn_req_connect", "connection request", reqOf(value)),
+          deadOrWrong("rpma_conn_req_connect", "connection request", reqOf(value)) ??
+            // rdma_cm on RoCE: at most 56 bytes with a request and 196 with an accept. Refused
+            // before librpma sees the request, which stays usable (the Driver's contract).
+            problem(
+              "rpma_conn_req_connect",
+              DriverArguments.privateData(privateData, reqOf(value)!.client === undefined ? "connect" : "accept")
+            ),
         (code) => {
           releaseHandle(reqOf(value)!)
           dropEarly(reqOf(value)!)
@@ -639,15 +645,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         () => {
           const req = reqOf(value)!
           releaseHandle(req) // consumed, as rpma_conn_req_connect does
-          // rdma_cm on RoCE: at most 56 bytes with a request and 196 with an accept, padded with zeros to that.
+          // What arrives is padded with zeros to rdma_cm's limit.
           const side = req.client === undefined ? "connect" : "accept"
-          const refused = DriverArguments.privateData(privateData, side)
-          if (refused !== undefined) {
-            // Consumed all the same (the Driver's contract): an incoming request is rejected.
-            if (req.client !== undefined && req.client.alive) emit(req.client, "REJECTED")
-            dropEarly(req)
-            return Effect.fail(invalid("rpma_conn_req_connect", refused))
-          }
           const sent = new Uint8Array(DriverArguments.PRIVATE_DATA_LIMIT[side])
           if (privateData !== undefined && privateData !== null) sent.set(privateData)
           if (req.client === undefined) {
