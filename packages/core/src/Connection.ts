@@ -552,6 +552,14 @@ export const read: (conn: Connection, args: ReadArgs) => Effect.Effect<void, Tra
  * rpma_flush with RPMA_FLUSH_TYPE_VISIBILITY: makes earlier writes to the range visible on the
  * remote node.
  *
+ * librpma's flush is an RDMA read of 8 bytes of the region at the flush's offset, whatever its
+ * length, which the device refuses past the region's end (and the connection would then fail every
+ * later operation). So a flush that starts within 8 bytes of the end (`offset: 4095, length: 1`,
+ * or `offset: 4096, length: 0` on a 4096-byte region) reads the region's last 8 bytes instead: the
+ * read is only a fence, and the range flushed contains the one asked for. A region smaller than 8
+ * bytes cannot be flushed: refused with OutOfRangeError before anything is posted. The same holds
+ * for {@link flushPersistent}.
+ *
  * @since 0.1.0
  * @category operations
  */

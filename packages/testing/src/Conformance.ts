@@ -27,6 +27,7 @@ import { argumentCases } from "./conformance/arguments.js"
 import { connectionCases } from "./conformance/connection.js"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
+import { flushRangeCases } from "./conformance/flushRange.js"
 import * as fuzzer from "./conformance/fuzz.js"
 import { interruptionCases } from "./conformance/interruption.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
@@ -67,7 +68,8 @@ export const cases: ReadonlyArray<Case> = [
   ...sharedReceiveCases,
   ...validation.cases,
   ...interruptionCases,
-  ...argumentCases
+  ...argumentCases,
+  ...flushRangeCases
 ]
 
 /** A port for each case, so that cases never share one (rdma_cm keeps a port busy for a while). */
