@@ -24,6 +24,7 @@ import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { argumentCases } from "./conformance/arguments.js"
+import { closingCases } from "./conformance/closing.js"
 import { connectionCases } from "./conformance/connection.js"
 import { connectionFeatureCases } from "./conformance/connectionFeatures.js"
 import { dataPathCases } from "./conformance/dataPath.js"
@@ -69,7 +70,8 @@ export const cases: ReadonlyArray<Case> = [
   ...validation.cases,
   ...interruptionCases,
   ...argumentCases,
-  ...flushRangeCases
+  ...flushRangeCases,
+  ...closingCases
 ]
 
 /** A port for each case, so that cases never share one (rdma_cm keeps a port busy for a while). */

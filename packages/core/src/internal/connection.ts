@@ -264,10 +264,10 @@ const establish = (
         disconnected = true
         return Effect.asVoid(how(driver.connDisconnect(handle)))
       })
-    const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string) =>
-      new ConnectionClosedError({ operation, reason, cause })
-    const flushedAs = (operation: string) =>
-      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation)
+    const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string, unsignalled?: boolean) =>
+      new ConnectionClosedError(unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause })
+    const flushedAs = (operation: string, unsignalled?: boolean) =>
+      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation, unsignalled)
 
     const poster: Poster = new Poster({
       driver,
@@ -293,7 +293,9 @@ const establish = (
      * completion was still on its way (the other side received the message, then closed) is a
      * success, a flushed one a ConnectionClosedError. rpma_conn_disconnect puts the queue pair in
      * that state (and answers the other side's disconnect); what has no outcome by the deadline
-     * fails all the same.
+     * fails all the same. The drain waits only for what reports by itself (table.drained): an
+     * unsignalled request that already succeeded reports nothing, ever, so it is not waited for,
+     * and fails with its outcome unknown.
      */
     const end = (
       reason: "CLOSED" | "LOST",
