@@ -168,7 +168,7 @@ export const prepareRead = (
 const FLUSH_READ_SIZE = 8
 
 /**
- * @internal Where a flush of a range already checked to lie within its `size`-byte region is
+ * Where a flush of a range already checked to lie within its `size`-byte region is
  * posted. librpma's flush (APM, both types) is an RDMA read of 8 bytes at the flush's offset,
  * whatever its length: the device refuses one that starts within 8 bytes of the region's end
  * (REM_ACCESS_ERR), and the connection then fails every later request. The read is only a fence (a
@@ -176,7 +176,9 @@ const FLUSH_READ_SIZE = 8
  * a flush near the end reads the region's last 8 bytes instead, and only a region smaller than 8
  * bytes, which no read of 8 bytes fits, is refused.
  */
-export const flushReadAt = (offset: number, size: number | bigint): number | OutOfRangeError => {
+const flushReadAt = (offset: number, size: number | bigint): number | OutOfRangeError => {
+  // The common case in one comparison (a region it fits is at least 8 bytes).
+  if (offset + FLUSH_READ_SIZE <= size) return offset
   if (size < FLUSH_READ_SIZE) {
     return new OutOfRangeError({
       operation: Operations.flush.name,
@@ -184,7 +186,7 @@ export const flushReadAt = (offset: number, size: number | bigint): number | Out
         `a ${size}-byte region cannot be flushed: librpma's flush reads ${FLUSH_READ_SIZE} bytes of the region, so it must be at least ${FLUSH_READ_SIZE} bytes`
     })
   }
-  return offset + FLUSH_READ_SIZE > size ? Number(size) - FLUSH_READ_SIZE : offset
+  return Number(size) - FLUSH_READ_SIZE
 }
 
 const flushWith = (
