@@ -76,8 +76,9 @@ export const boundedWait = <A, E>(wait: Effect.Effect<A, E>, timeoutMs: number):
   ).pipe(Effect.asVoid)
 
 /**
- * How long a connection the other side closed waits for its send-queue requests to complete by
- * themselves before its own disconnect flushes them: acknowledgements sent before the other side's
+ * How long a connection the other side closed waits for its signalled send-queue requests to
+ * complete by themselves before its own disconnect flushes them (table.sendQueueDrained; an
+ * unsignalled one reports only a failure): acknowledgements sent before the other side's
  * disconnect arrive within microseconds on a wire, milliseconds under emulation.
  */
 const GRACE_MS = 200
