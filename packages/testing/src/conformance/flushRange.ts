@@ -6,11 +6,33 @@
  *
  * @internal
  */
-import { Connection, LocalMr, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Driver, LocalMr, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Case } from "../Conformance.js"
+import { driverPair } from "./connection.js"
 import { connectedPair, exposed } from "./pair.js"
-import { equal, expectTag, messageOf, tagOf } from "./support.js"
+import { check, equal, expectTag, messageOf, tagOf } from "./support.js"
+
+/**
+ * The completion of request `id` posted on `conn` by the raw driver: from the post's own poll
+ * (`ready`), else from the completion channel, within 10 s.
+ */
+const completionOf = (d: Driver.Driver, conn: Driver.ConnHandle, ready: ReadonlyArray<Driver.Completion>, id: number) => {
+  const next: Effect.Effect<ReadonlyArray<Driver.Completion>, unknown> = Effect.async((resume) => {
+    const disarm = d.armCompletions(conn, (exit) => resume(exit))
+    return Effect.sync(disarm)
+  })
+  const find = (
+    completions: ReadonlyArray<Driver.Completion>
+  ): Effect.Effect<Driver.Completion, unknown> => {
+    const found = completions.find((c) => c.id === id)
+    return found !== undefined ? Effect.succeed(found) : Effect.flatMap(next, find)
+  }
+  return find(ready).pipe(
+    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => `no completion for request ${id} within 10 s` })
+  )
+}
 
 /** @internal */
 export const flushRangeCases: ReadonlyArray<Case> = [
@@ -53,6 +75,37 @@ export const flushRangeCases: ReadonlyArray<Case> = [
         dst.memory.fill(0)
         yield* Connection.read(client, { dst, src: remote, srcOffset: 4088, length: 8 })
         yield* equal(dst.memory.join(","), "1,2,3,4,5,6,7,8", "a read after the refusals")
+      })
+  },
+  {
+    name:
+      "driver: rpma_flush reads 8 bytes at its offset whatever its length: on a 4096-byte region (4088, 8) and (4088, 1) complete, (4095, 1) fails with IBV_WC_REM_ACCESS_ERR",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const { client, peer } = yield* driverPair(address, port)
+        const registered = yield* Effect.acquireRelease(
+          d.mrReg(peer, new Uint8Array(4096), Usage.combine(Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)),
+          ({ handle }) => Effect.ignore(d.mrDereg(handle))
+        )
+        const remote = yield* Effect.acquireRelease(
+          Effect.flatMap(d.mrGetDescriptor(registered.handle), d.mrRemoteFromDescriptor),
+          (r) => Effect.ignore(d.mrRemoteDelete(r))
+        )
+        const flush = (id: number, dstOffset: number, length: number) =>
+          Effect.suspend(() => {
+            const outcome = d.postMany(client, [{ op: "flush", id, dst: remote, dstOffset, length, type: "visibility" }])
+            return outcome.posted === 1
+              ? Effect.map(completionOf(d, client, outcome.ready, id), (c) => c.status)
+              : Effect.fail(`flush(${dstOffset}, ${length}) not posted: ${String(outcome.error)}`)
+          })
+        yield* equal(yield* flush(1, 4088, 8), RdmaError.WcStatus.SUCCESS, "the status of flush(4088, 8)")
+        yield* equal(yield* flush(2, 4088, 1), RdmaError.WcStatus.SUCCESS, "the status of flush(4088, 1)")
+        const past = yield* flush(3, 4095, 1)
+        yield* check(
+          past === RdmaError.WcStatus.REM_ACCESS_ERR,
+          `the status of flush(4095, 1), an 8-byte read past the end: ${RdmaError.wcStatusName(past)} (expected IBV_WC_REM_ACCESS_ERR)`
+        )
       })
   }
 ]
