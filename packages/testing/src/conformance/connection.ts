@@ -17,10 +17,10 @@ import { connectedPair } from "./pair.js"
 import { check, equal, expectTag, NOWHERE, rawPeer, text } from "./support.js"
 
 /**
- * @internal Two connections of the raw driver on one peer, both ESTABLISHED, deleted with the
- * scope: for the cases that look at what the driver's own calls do, below core's handling of them.
+ * Two connections of the raw driver, both ESTABLISHED, deleted with the scope: for the cases that
+ * look at what the driver's own calls do, below core's handling of them.
  */
-export const driverPair = (address: string, port: number) =>
+const driverPair = (address: string, port: number) =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     const peer = yield* rawPeer(address)
@@ -35,7 +35,7 @@ export const driverPair = (address: string, port: number) =>
     const server = yield* Fiber.join(accepting)
     yield* equal(yield* d.connNextEvent(client), "ESTABLISHED", "the client's first event")
     yield* equal(yield* d.connNextEvent(server), "ESTABLISHED", "the server's first event")
-    return { peer, client, server }
+    return { client, server }
   })
 
 /** @internal */
