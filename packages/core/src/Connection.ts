@@ -8,7 +8,12 @@
  * requests are outstanding (the native driver polls its file descriptor through libuv: no thread
  * and no fiber per operation, nothing blocks the event loop), so any number of operations can be
  * in flight. When the connection is lost or closed, the completions already queued are delivered,
- * then every operation still pending fails with {@link ConnectionClosedError}.
+ * then every operation still pending fails with {@link ConnectionClosedError}. The end waits (within
+ * the timeout) only for what the device reports by itself: signalled requests, receives, and what
+ * the disconnect flushes. A request posted unsignalled (`completion: "onError"`) that succeeded
+ * reports nothing, ever, so the end does not wait for it: one that no later completion settled fails
+ * with its outcome unknown (`unsignalled: true`), and a close after unsignalled requests takes no
+ * longer than one after signalled requests.
  *
  * An operation can be interrupted (a timeout, a closing scope) while it waits for its completion:
  * it then ends at once with its outcome unknown, but its request stays posted, and the regions it
@@ -397,7 +402,8 @@ export interface Completion {
  * registered (their release deferred, their memory alive) until its completion arrives, an implied
  * one for an unsignalled request (a later request on the same send queue completed), or the
  * connection ends; a connection that closes fails the requests still in flight and releases their
- * regions only once it is deleted. `completion` waits for the outcome; it may be awaited any number
+ * regions only once it is deleted. An unsignalled request that nothing settled by then fails with
+ * ConnectionClosedError, `unsignalled: true`: it may have succeeded (which it never reports). `completion` waits for the outcome; it may be awaited any number
  * of times, or never.
  *
  * @since 0.3.0
@@ -555,6 +561,14 @@ export const read: (conn: Connection, args: ReadArgs) => Effect.Effect<void, Tra
 /**
  * rpma_flush with RPMA_FLUSH_TYPE_VISIBILITY: makes earlier writes to the range visible on the
  * remote node.
+ *
+ * librpma's flush is an RDMA read of 8 bytes of the region at the flush's offset, whatever its
+ * length, which the device refuses past the region's end (and the connection would then fail every
+ * later operation). So a flush that starts within 8 bytes of the end (`offset: 4095, length: 1`,
+ * or `offset: 4096, length: 0` on a 4096-byte region) reads the region's last 8 bytes instead: the
+ * read is only a fence, and the range flushed contains the one asked for. A region smaller than 8
+ * bytes cannot be flushed: refused with OutOfRangeError before anything is posted. The same holds
+ * for {@link flushPersistent}.
  *
  * @since 0.1.0
  * @category operations

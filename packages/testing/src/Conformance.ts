@@ -36,6 +36,9 @@ import { mappingCases } from "./conformance/mapping.js"
 import * as pair from "./conformance/pair.js"
 import { resourceCases } from "./conformance/resources.js"
 import { sharedReceiveCases } from "./conformance/sharedReceive.js"
+// Issue 19: a flush near a region's end, a close after unsignalled requests.
+import { closingCases } from "./conformance/closing.js"
+import { flushRangeCases } from "./conformance/flushRange.js"
 import { check } from "./conformance/support.js"
 import * as validation from "./conformance/validation.js"
 
@@ -70,7 +73,9 @@ export const cases: ReadonlyArray<Case> = [
   ...configurationCases,
   ...validation.cases,
   ...interruptionCases,
-  ...argumentCases
+  ...argumentCases,
+  ...flushRangeCases,
+  ...closingCases
 ]
 
 /** A port for each case, so that cases never share one (rdma_cm keeps a port busy for a while). */

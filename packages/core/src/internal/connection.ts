@@ -76,8 +76,9 @@ export const boundedWait = <A, E>(wait: Effect.Effect<A, E>, timeoutMs: number):
   ).pipe(Effect.asVoid)
 
 /**
- * How long a connection the other side closed waits for its send-queue requests to complete by
- * themselves before its own disconnect flushes them: acknowledgements sent before the other side's
+ * How long a connection the other side closed waits for its signalled send-queue requests to
+ * complete by themselves before its own disconnect flushes them (table.sendQueueDrained; an
+ * unsignalled one reports only a failure): acknowledgements sent before the other side's
  * disconnect arrive within microseconds on a wire, milliseconds under emulation.
  */
 const GRACE_MS = 200
@@ -264,10 +265,10 @@ const establish = (
         disconnected = true
         return Effect.asVoid(how(driver.connDisconnect(handle)))
       })
-    const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string) =>
-      new ConnectionClosedError({ operation, reason, cause })
-    const flushedAs = (operation: string) =>
-      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation)
+    const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string, unsignalled?: boolean) =>
+      new ConnectionClosedError(unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause })
+    const flushedAs = (operation: string, unsignalled?: boolean) =>
+      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation, unsignalled)
 
     const poster: Poster = new Poster({
       driver,
@@ -293,7 +294,9 @@ const establish = (
      * completion was still on its way (the other side received the message, then closed) is a
      * success, a flushed one a ConnectionClosedError. rpma_conn_disconnect puts the queue pair in
      * that state (and answers the other side's disconnect); what has no outcome by the deadline
-     * fails all the same.
+     * fails all the same. The drain waits only for what reports by itself (table.drained): an
+     * unsignalled request that already succeeded reports nothing, ever, so it is not waited for,
+     * and fails with its outcome unknown.
      */
     const end = (
       reason: "CLOSED" | "LOST",

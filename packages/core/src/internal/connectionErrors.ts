@@ -36,9 +36,17 @@ export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedErr
   readonly reason: "CLOSED" | "LOST"
   /** What ended the connection, when it was a failure (of its event channel or completion queue). */
   readonly cause?: unknown
+  /**
+   * The request was posted unsignalled (`completion: "onError"`) and had not reported when the
+   * connection ended: it may have succeeded (which it never reports) or never run.
+   */
+  readonly unsignalled?: boolean | undefined
 }> {
   override get message(): string {
-    const head = `${this.operation}: the connection was ${this.reason === "LOST" ? "lost" : "closed"}`
+    const ended = `the connection was ${this.reason === "LOST" ? "lost" : "closed"}`
+    const head = this.unsignalled === true
+      ? `${this.operation}: ${ended} before this unsignalled request (completion "onError") reported: its outcome is unknown (it may have succeeded, which an unsignalled request never reports, or never run)`
+      : `${this.operation}: ${ended}`
     const cause = this.cause instanceof Error || (typeof this.cause === "object" && this.cause !== null && "message" in this.cause)
       ? String((this.cause as { message: unknown }).message)
       : undefined

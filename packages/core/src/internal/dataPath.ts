@@ -145,6 +145,9 @@ const WR_FLUSH_ERR = 5
 /** A signalled send-queue request: one the device completes by itself, which the watchdog times. */
 const isTimed = (entry: Pending<any>): boolean => entry.postedAt !== undefined
 
+/** A request that reports its outcome, whatever it is: a receive, or a signalled send-queue request. */
+const reports = (entry: Pending<any>): boolean => entry.signalled
+
 /** @internal The owners of `regions`, for {@link PendingTable.add}: a batch looks them up once. */
 export const ownersOf = (regions: ReadonlyArray<LocalMr<any>>): ReadonlyArray<Owner.Owner> =>
   regions.length === 0 ? NO_OWNERS : regions.map(ownerOf)
@@ -205,8 +208,7 @@ export class PendingTable<E> {
   private readonly drainedWaiters: Array<{ readonly sendQueueOnly: boolean; readonly resume: () => void }> = []
 
   private isDrained(sendQueueOnly: boolean): boolean {
-    if (!sendQueueOnly) return this.pending.size === 0
-    return !this.pending.some(isTimed)
+    return !this.pending.some(sendQueueOnly ? isTimed : reports)
   }
 
   private notifyIfDrained(): void {
@@ -230,7 +232,14 @@ export class PendingTable<E> {
     })
   }
 
-  /** Succeeds once no request is pending (a connection in the error state flushes every one). */
+  /**
+   * Succeeds once every request that will report by itself has: the signalled ones and the
+   * receives (a connection in the error state flushes what it has not executed). An unsignalled
+   * request still pending then is one that no later request's completion settled: it may have
+   * succeeded, which reports nothing, ever, or not run yet, which the error state reports with a
+   * flush completion that may come later. Neither is waited for ({@link failAll} says its outcome
+   * is unknown); a flush completion that comes after releases its regions.
+   */
   readonly drained: Effect.Effect<void> = this.whenDrained(false)
 
   /**
@@ -386,13 +395,14 @@ export class PendingTable<E> {
   }
 
   /**
-   * The connection ended: every operation still waiting fails with `failure(operation)`. Their
-   * requests keep their regions until a late completion or {@link releaseHeld}.
+   * The connection ended: every operation still waiting fails with `failure(operation,
+   * unsignalled)` (`unsignalled`: a request that reports only a failure, whose outcome is unknown).
+   * Their requests keep their regions until a late completion or {@link releaseHeld}.
    */
-  failAll(failure: (operation: string) => E): void {
+  failAll(failure: (operation: string, unsignalled: boolean) => E): void {
     for (const entry of this.pending.values()) {
       this.held.set(entry.id, entry.regions)
-      const error = failure(entry.operation)
+      const error = failure(entry.operation, !entry.signalled)
       this.settle(entry, undefined, error)
     }
     this.pending.clear()

@@ -164,6 +164,32 @@ export const prepareRead = (
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() => prepared(prepareTransfer(conn, Operations.read, { owners: ownersOf([args.dst]) }, args)))
 
+/** librpma's flush reads this many bytes of the region at its offset (RAW_SIZE in librpma's flush.c). */
+const FLUSH_READ_SIZE = 8
+
+/**
+ * Where a flush of [offset, offset + length), already checked to lie within its `size`-byte
+ * region, is posted. librpma's flush (APM, both types) is an RDMA read of 8 bytes at the flush's offset,
+ * whatever its length: the device refuses one that starts within 8 bytes of the region's end
+ * (REM_ACCESS_ERR), and the connection then fails every later request. The read is only a fence (a
+ * read after writes on the same queue pair makes them visible; where it reads does not matter), so
+ * a flush near the end reads the region's last 8 bytes instead, and only a region smaller than 8
+ * bytes, which no read of 8 bytes fits, is refused.
+ */
+const flushReadAt = (offset: number, length: number, size: number | bigint): number | OutOfRangeError => {
+  // The common cases without touching the size (a bigint, whose comparison with a number costs
+  // about 20 ns): a range of 8 bytes or more already fits the read.
+  if (length >= FLUSH_READ_SIZE || offset + FLUSH_READ_SIZE <= size) return offset
+  if (size < FLUSH_READ_SIZE) {
+    return new OutOfRangeError({
+      operation: Operations.flush.name,
+      detail:
+        `a ${size}-byte region cannot be flushed: librpma's flush reads ${FLUSH_READ_SIZE} bytes of the region, so it must be at least ${FLUSH_READ_SIZE} bytes`
+    })
+  }
+  return Number(size) - FLUSH_READ_SIZE
+}
+
 const flushWith = (
   conn: Connection.Connection,
   args: Connection.FlushArgs<any>,
@@ -173,13 +199,17 @@ const flushWith = (
     const { dst, length, offset = 0 } = args
     const refused = checkRange(Operations.flush.name, "destination", offset, length, dst.size)
     if (refused !== undefined) return Effect.fail(refused)
+    const at = flushReadAt(offset, length, dst.size)
+    if (typeof at !== "number") return Effect.fail(at)
+    // From the read's start to the flush's end: the range asked for, or one that contains it.
+    const posted = at === offset ? length : offset + length - at
     const dstHandle = dst.handle
     return impl(conn).kernel.start<FlushError>(fiber, Operations.flush, NO_REGIONS, (id) => ({
       op: "flush",
       id,
       dst: dstHandle,
-      dstOffset: offset,
-      length,
+      dstOffset: at,
+      length: posted,
       type
     }), undefined, AWAIT_VOID)
   })

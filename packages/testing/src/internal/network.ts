@@ -21,7 +21,8 @@ import type { Tools } from "./tools.js"
 const REMOTE_READ = Flags.READ_SRC | Flags.FLUSH_TYPE_VISIBILITY | Flags.FLUSH_TYPE_PERSISTENT
 const REMOTE_WRITE = Flags.WRITE_DST
 const LOCAL_WRITE = Flags.READ_DST | Flags.WRITE_SRC | Flags.WRITE_DST | Flags.RECV
-// librpma's flush reads this many bytes from the flushed range (RAW_SIZE in flush.c).
+// librpma's flush is an RDMA read of this many bytes at the flush's offset, whatever its length
+// (RAW_SIZE in flush.c).
 const FLUSH_READ_SIZE = 8
 
 interface PostedRecv {
@@ -443,8 +444,9 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
       }
       case "flush": {
         const remote = fabric.asHandle(wr.dst, "MrRemote")!
-        const length = Math.min(FLUSH_READ_SIZE, Math.max(wr.length, 1))
-        const dst = remoteTarget(conn, remote, wr.dstOffset, length, REMOTE_READ)
+        // Exactly as the device: 8 bytes at the offset, whatever the length (core places its
+        // flushes so that they fit; a driver-level post past the end fails here as there).
+        const dst = remoteTarget(conn, remote, wr.dstOffset, FLUSH_READ_SIZE, REMOTE_READ)
         return typeof dst === "number" ? dst : WcStatus.SUCCESS
       }
       case "send": {
