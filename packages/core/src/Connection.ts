@@ -31,7 +31,7 @@ import type { ConnConfig, ConnEvent, ConnHandle, RdmaDriver, Signal } from "./Dr
 import * as internal from "./internal/connection.js"
 import { TypeId as typeId } from "./internal/connectionImpl.js"
 import * as config from "./internal/connectionConfig.js"
-import * as errors from "./internal/connectionErrors.js"
+import * as errors from "./ConnectionError.js"
 import * as ops from "./internal/operations.js"
 import * as posting from "./internal/posting.js"
 import type { LocalMr } from "./LocalMr.js"

@@ -15,7 +15,7 @@ import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js
 import * as DriverArguments from "./DriverArguments.js"
 import * as internalConnection from "./internal/connection.js"
 import { privateDataRefusal, toConfig } from "./internal/connectionConfig.js"
-import { OutOfRangeError } from "./internal/connectionErrors.js"
+import { OutOfRangeError } from "./ConnectionError.js"
 import * as instrument from "./internal/instrument.js"
 import { Operations } from "./internal/operationTable.js"
 import * as Owner from "./internal/owner.js"

@@ -13,6 +13,10 @@ export * as CmId from "./CmId.js"
  */
 export * as Connection from "./Connection.js"
 /**
+ * @since 0.5.0
+ */
+export * as ConnectionError from "./ConnectionError.js"
+/**
  * @since 0.1.0
  */
 export * as Descriptor from "./Descriptor.js"

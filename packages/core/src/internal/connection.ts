@@ -26,7 +26,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
 type State = Connection.State
-import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "./connectionErrors.js"
+import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "../ConnectionError.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, RdmaDriver } from "../Driver.js"
 import { ownerOf, type Peer } from "../Peer.js"
 import { privateDataRefusal, toConfig } from "./connectionConfig.js"

@@ -12,7 +12,7 @@
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Connection from "../Connection.js"
-import { OutOfRangeError } from "./connectionErrors.js"
+import { OutOfRangeError } from "../ConnectionError.js"
 import { impl } from "./connectionImpl.js"
 import type { Completion, WorkRequest } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"

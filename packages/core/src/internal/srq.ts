@@ -17,7 +17,7 @@ import type { Completion as DriverCompletion, Driver, RdmaDriver, SrqHandle } fr
 import { ownerOf as peerOwner, type Peer } from "../Peer.js"
 import { RpmaInvalidError, type RpmaError } from "../RdmaError.js"
 import type * as SharedReceiveQueue from "../SharedReceiveQueue.js"
-import { ConnectionClosedError, type OperationError } from "./connectionErrors.js"
+import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"

@@ -1,15 +1,20 @@
 /**
- * How connecting and operations fail. Declared and documented in Connection.ts.
+ * How connecting and operations fail: the error classes, re-exported by `Connection` (use them
+ * from there). A public module of their own so that the types a program infers from
+ * `Connection.connect` and the operations name a module it can import.
  *
- * @internal
+ * @since 0.5.0
  */
 import * as Data from "effect/Data"
-import type { ConnEvent } from "../Driver.js"
-import type { CompletionError, RpmaError } from "../RdmaError.js"
+import type { ConnEvent } from "./Driver.js"
+import type { CompletionError, RpmaError } from "./RdmaError.js"
 
 /**
  * The connection could not be established: the other side rejected it, could not be reached, or
  * did not answer in time.
+ *
+ * @since 0.1.0
+ * @category errors
  */
 export class ConnectionFailedError extends Data.TaggedError("ConnectionFailedError")<{
   readonly address: string
@@ -30,6 +35,9 @@ export class ConnectionFailedError extends Data.TaggedError("ConnectionFailedErr
 
 /**
  * The connection is closed or lost: the operation was not done, or its outcome is unknown.
+ *
+ * @since 0.1.0
+ * @category errors
  */
 export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedError")<{
   readonly operation: string
@@ -57,6 +65,9 @@ export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedErr
 /**
  * An offset or length that does not fit a region, checked before anything is posted (librpma
  * checks neither, and silently truncates lengths above 2^32 - 1).
+ *
+ * @since 0.1.0
+ * @category errors
  */
 export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
   readonly operation: string
