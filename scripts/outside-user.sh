@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The packages as a user gets them, outside this workspace:
-#   1. build the three packages (tsc to dist/) and the prebuilt addon, pack them with pnpm;
+#   1. from no prior build: build the prebuilt addon, pack the three packages with pnpm (each
+#      package's `prepack` compiles it to dist/, as on a publish from a clean clone);
 #   2. publint and @arethetypeswrong/cli on each tarball;
 #   3. `npm install` the tarballs into a fresh project; run a plain JavaScript program on the
 #      simulated driver with `node`; check that the prebuilt addon loads and that the doctor runs
@@ -33,12 +34,13 @@ no_peer_warnings() { if grep -iE 'peer|ERESOLVE' "$1"; then fail "$2 printed pee
 
 lock_before=$(sha1sum <pnpm-lock.yaml)
 
-step "build (tsc -b tsconfig.build.json) and the prebuilt addon"
+# No prior build: packing must build each package itself (its `prepack` script), as a publish
+# from a clean clone does.
+step "the prebuilt addon (no TypeScript build: packing does it)"
 rm -rf packages/*/dist packages/*/.tsbuildinfo/build.tsbuildinfo
-pnpm run -s build
 pnpm --filter @effect-rdma/native run -s build:prebuild
 
-step "pack"
+step "pack (each package's prepack builds its dist/)"
 mkdir -p "$work/packs"
 for p in core testing native; do
   (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
@@ -54,6 +56,8 @@ native="$work/packs/effect-rdma-native-0.1.0.tgz"
 for t in "$core" "$testing" "$native"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
+  grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
+    fail "$(basename "$t") has no dist/index.js or dist/index.d.ts: packing did not build it"
 done
 grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' "$work/files" || fail "no prebuilt addon in the native tarball"
 
