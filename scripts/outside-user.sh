@@ -97,7 +97,7 @@ const program = Effect.scoped(Effect.gen(function*() {
   return `descriptor ${bytes.length} bytes, remote region ${remote.size} bytes`
 }))
 
-const Live = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+const Live = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer))
 console.log(await Effect.runPromise(Effect.provide(program, Live)))
 EOF
 step "node main.mjs (simulated driver)"
@@ -196,7 +196,7 @@ const program = Effect.scoped(Effect.gen(function*() {
   return remote
 }))
 
-const Live = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer()))
+const Live = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedDriver.layer))
 export const size: Promise<bigint> = Effect.runPromise(Effect.provide(program, Live)).then((mr) => mr.size)
 EOF
 node scripts/doc-examples.mjs "$app/src" | sed 's/^/  /'
