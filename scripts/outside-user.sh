@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The packages as a user gets them, outside this workspace:
-#   1. build the three packages (tsc to dist/) and the prebuilt addon, pack them with pnpm;
+#   1. from no prior build: build the prebuilt addon, pack the three packages with pnpm (each
+#      package's `prepack` compiles it to dist/, as on a publish from a clean clone);
 #   2. publint and @arethetypeswrong/cli on each tarball;
 #   3. `npm install` the tarballs into a fresh project; run a plain JavaScript program on the
 #      simulated driver with `node`; check that the prebuilt addon loads and that the doctor runs
@@ -25,16 +26,21 @@ work=$(mktemp -d "$repo/.cache/outside.XXXXXX")
 step() { printf '\noutside-user: %s\n' "$*"; }
 fail() { echo "outside-user: FAILED: $*" >&2; exit 1; }
 tsc="$repo/node_modules/.bin/tsc"
-effect_version=$(node -p 'require("./packages/core/package.json").devDependencies.effect')
+# The Effect a user installs: the version README.md's install lines give (npm's `latest` is Effect 4).
+effect_spec=$(grep -m1 -o 'npm install effect@[^ ]*' README.md | sed 's/^npm install //')
+[[ -n "$effect_spec" ]] || fail "README.md's install line does not pin effect (effect@^3...)"
+# npm and pnpm print peer-dependency problems as warnings: any is a failure.
+no_peer_warnings() { if grep -iE 'peer|ERESOLVE' "$1"; then fail "$2 printed peer-dependency warnings (above)"; fi; }
 
 lock_before=$(sha1sum <pnpm-lock.yaml)
 
-step "build (tsc -b tsconfig.build.json) and the prebuilt addon"
+# No prior build: packing must build each package itself (its `prepack` script), as a publish
+# from a clean clone does.
+step "the prebuilt addon (no TypeScript build: packing does it)"
 rm -rf packages/*/dist packages/*/.tsbuildinfo/build.tsbuildinfo
-pnpm run -s build
 pnpm --filter @effect-rdma/native run -s build:prebuild
 
-step "pack"
+step "pack (each package's prepack builds its dist/)"
 mkdir -p "$work/packs"
 for p in core testing native; do
   (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
@@ -50,6 +56,8 @@ native="$work/packs/effect-rdma-native-0.1.0.tgz"
 for t in "$core" "$testing" "$native"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
+  grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
+    fail "$(basename "$t") has no dist/index.js or dist/index.d.ts: packing did not build it"
 done
 grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' "$work/files" || fail "no prebuilt addon in the native tarball"
 
@@ -67,8 +75,9 @@ cat >"$app/package.json" <<'EOF'
 { "name": "outside-user", "version": "1.0.0", "private": true, "type": "module" }
 EOF
 start=$(date +%s)
-(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=error \
-  "$core" "$testing" "$native" "effect@$effect_version" "@types/node@^20.19.0" typescript@5.9.3)
+(cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=warn \
+  "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3) 2>&1 | tee "$work/npm.log"
+no_peer_warnings "$work/npm.log" "npm install"
 printf '  installed in %ss; node_modules: %s; @effect-rdma: %s\n' "$(($(date +%s) - start))" \
   "$(du -sh "$app/node_modules" | cut -f1)" "$(du -sh "$app/node_modules/@effect-rdma" | cut -f1)"
 [[ ! -d "$app/node_modules/tsx" ]] || fail "tsx was installed: a package still depends on a TypeScript loader"
@@ -212,8 +221,9 @@ EOF
 start=$(date +%s)
 # --ignore-workspace: the project sits under the checkout, and without it pnpm adopts it into this
 # workspace and writes its tarball paths into the workspace's lockfile.
-(cd "$papp" && pnpm add --ignore-workspace --config.confirmModulesPurge=false --reporter=silent \
-  "$core" "$testing" "$native" "effect@$effect_version")
+(cd "$papp" && pnpm add --ignore-workspace --config.confirmModulesPurge=false --reporter=append-only \
+  "$core" "$testing" "$native" "$effect_spec") >"$work/pnpm.log" 2>&1 || { cat "$work/pnpm.log"; fail "pnpm add"; }
+no_peer_warnings "$work/pnpm.log" "pnpm add"
 printf '  installed in %ss (pnpm 10 does not run the addon'"'"'s install script unless allowed: the prebuilt addon needs none)\n' \
   "$(($(date +%s) - start))"
 (cd "$papp" && node main.mjs && node addon.mjs)

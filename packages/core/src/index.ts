@@ -5,26 +5,52 @@
  * @module @effect-rdma/core
  */
 /**
+ * librdmacm: a communication identifier bound to a local address, and the message, read and write
+ * regions registered on it (rdma_reg_msgs, rdma_reg_read, rdma_reg_write). Regions are deregistered
+ * (rdma_dereg_mr) before their identifier is destroyed.
+ *
  * @since 0.1.0
  */
 export * as CmId from "./CmId.js"
 /**
+ * A connection between two peers (`struct rpma_conn`), and the operations that move data over it:
+ * write, read, flush, atomic write, send and receive. Each operation is an Effect that succeeds
+ * when its completion arrives and fails with a tagged error when it does not. An operation reads
+ * and checks its arguments when its Effect runs, whether it waits for its completion or not.
+ *
  * @since 0.1.0
  */
 export * as Connection from "./Connection.js"
 /**
+ * How connecting and operations fail: the error classes, re-exported by `Connection` (use them
+ * from there), in a module of their own so that inferred types name a module a program can import.
+ *
  * @since 0.5.0
  */
 export * as ConnectionError from "./ConnectionError.js"
 /**
+ * librpma's memory-region descriptor: the 21 bytes a peer sends so that another peer can reach one
+ * of its regions. Layout (mr.c): raddr u64 LE, length u64 LE, rkey u32 LE, usage u8.
+ *
  * @since 0.1.0
  */
 export * as Descriptor from "./Descriptor.js"
 /**
+ * Carries region descriptors and peer configuration over TLS, as librpma's manual asks
+ * (rpma_mr_remote_from_descriptor(3): a descriptor tampered in transit makes a peer write to the
+ * wrong place, so do not send it as rdma_cm private data). The server offers named descriptors and
+ * a configuration object; the client verifies the server's certificate (and the server the
+ * client's, with `requestCert`), then decodes every descriptor strictly.
+ *
  * @since 0.1.0
  */
 export * as DescriptorExchange from "./DescriptorExchange.js"
 /**
+ * The native calls, as a service. Everything above this Tag (resources, ordering, release policy,
+ * logging) is written once in core; a driver only performs calls and reports codes through
+ * {@link RdmaError.fromRpmaCode} / {@link RdmaError.fromErrno}. `@effect-rdma/native` implements it
+ * over librpma and librdmacm; `@effect-rdma/testing` implements it in memory.
+ *
  * @since 0.1.0
  */
 export * as Driver from "./Driver.js"
@@ -33,38 +59,80 @@ export * as Driver from "./Driver.js"
  */
 export * as DriverModel from "./DriverModel.js"
 /**
+ * The argument checks that librpma, librdmacm and the addon make, written once so that every driver
+ * (the simulated one checks with these functions; the addon makes the same checks in C++) and core
+ * refuse the same values with the same words. Each check returns `undefined` for a good value or
+ * the detail of the refusal. None of them throws, whatever the value (Proxies, getters, BigInts,
+ * revoked objects included).
+ *
  * @since 0.1.0
  */
 export * as DriverArguments from "./DriverArguments.js"
 /**
+ * A listening endpoint (`struct rpma_ep`): incoming connection requests arrive as a Stream; each is
+ * accepted (a scoped {@link Connection.Connection}) or rejected. Requests left unanswered are
+ * rejected when the endpoint shuts down with its scope.
+ *
  * @since 0.1.0
  */
 export * as Endpoint from "./Endpoint.js"
 /**
+ * A local memory registration (`struct rpma_mr_local`): memory the device may read or write, with
+ * the usage it was registered for in its type. It lives exactly as long as its Scope: the finalizer
+ * deregisters it (rpma_mr_dereg) on success, failure, defect and interruption.
+ *
  * @since 0.1.0
  */
 export * as LocalMr from "./LocalMr.js"
 /**
+ * Memory to register: a page-aligned allocation the library owns for the life of a Scope, or a
+ * caller's Uint8Array, checked so that nothing unrelated is exposed to the device.
+ *
  * @since 0.1.0
  */
 export * as Memory from "./Memory.js"
 /**
+ * A librpma peer: the protection domain of one RDMA device, found by the IP address it answers on.
+ * Regions are registered with a peer and must be released before it; Scope order guarantees it when
+ * the peer is acquired first.
+ *
  * @since 0.1.0
  */
 export * as Peer from "./Peer.js"
 /**
+ * Tagged errors for every failure the native libraries report, and the one function that maps their
+ * codes to those errors. Every driver uses {@link RdmaError.fromRpmaCode} and
+ * {@link RdmaError.fromErrno}, so the same bad input gives the same error whichever driver runs.
+ *
  * @since 0.1.0
  */
 export * as RdmaError from "./RdmaError.js"
 /**
+ * Metrics the library records, with Effect's Metric API: read them with `Metric.value`, or export
+ * them with any Effect metrics exporter (OpenTelemetry, Prometheus).
+ *
  * @since 0.1.0
  */
 export * as RdmaMetrics from "./RdmaMetrics.js"
 /**
+ * A registration cache: registering the same memory with the same usage again, while a cached
+ * registration is alive, reuses it instead of pinning the pages a second time. Entries are
+ * reference-counted: one is deregistered when it has had no user for `idleTimeToLive`, when the
+ * cache's scope closes, or when the memory itself is released by {@link Memory.allocate}'s scope;
+ * never while a user holds it. Closing the cache waits (at most `closeTimeout`) for the regions
+ * still in use; one still held then is deregistered when its last user is done. A hit is plain
+ * JavaScript (a map lookup and a count): {@link RegistrationCache.use} then opens no scope and adds
+ * no finalizer, which is most of what a scoped hit costs.
+ *
  * @since 0.1.0
  */
 export * as RegistrationCache from "./RegistrationCache.js"
 /**
+ * A remote memory region (`struct rpma_mr_remote`), rebuilt from a descriptor another peer sent.
+ * The descriptor is validated strictly before librpma sees it; the usage the sender claimed is
+ * checked at run time with {@link RemoteMr.require}, after which the type says what the region
+ * allows.
+ *
  * @since 0.1.0
  */
 export * as RemoteMr from "./RemoteMr.js"
@@ -80,6 +148,11 @@ export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
  */
 export * as Tracing from "./Tracing.js"
 /**
+ * Usage flags of a memory registration (librpma's `RPMA_MR_USAGE_*`), as a branded bitmask whose
+ * type also records which flags it holds. A region registered with `Usage<"WRITE_SRC">` can be
+ * passed where a write source is required; one registered for reading cannot, and the compiler says
+ * so.
+ *
  * @since 0.1.0
  */
 export * as Usage from "./Usage.js"

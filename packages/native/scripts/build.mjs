@@ -50,6 +50,24 @@ const fittingPrebuild = () => {
   return file === undefined ? undefined : join(dir, file)
 }
 
+/**
+ * node-gyp is not a dependency of this package: npm and pnpm run install scripts (and
+ * `npm/pnpm rebuild`, `npm/pnpm run`) with their own node-gyp in `npm_config_node_gyp`. Run
+ * directly with `node`, fall back to one installed in the project, then to the one npm bundles
+ * next to this Node.js.
+ */
+const findNodeGyp = () => {
+  const candidates = [process.env.npm_config_node_gyp]
+  try {
+    candidates.push(require.resolve("node-gyp/bin/node-gyp.js"))
+  } catch {
+    // not installed in the project
+  }
+  const prefix = resolve(dirname(process.execPath), "..")
+  candidates.push(join(prefix, "lib", "node_modules", "npm", "node_modules", "node-gyp", "bin", "node-gyp.js"))
+  return candidates.find((path) => path !== undefined && path !== "" && existsSync(path))
+}
+
 const gyp = () => {
   if (spawnSync("pkg-config", ["--exists", "librpma", "librdmacm", "libibverbs"]).status !== 0) {
     return "pkg-config cannot find librpma, librdmacm and libibverbs (their -dev packages are not installed)"
@@ -61,13 +79,10 @@ const gyp = () => {
   if (process.env.npm_config_nodedir === undefined && existsSync(join(prefix, "include", "node", "common.gypi"))) {
     args.push(`--nodedir=${prefix}`)
   }
-  let nodeGyp
-  try {
-    nodeGyp = require.resolve("node-gyp/bin/node-gyp.js")
-  } catch {
-    nodeGyp = process.env.npm_config_node_gyp
+  const nodeGyp = findNodeGyp()
+  if (nodeGyp === undefined) {
+    return "no node-gyp found (run this through npm or pnpm, which bring their own, or install node-gyp)"
   }
-  if (nodeGyp === undefined) return "node-gyp is not installed"
   const run = spawnSync(process.execPath, [nodeGyp, ...args], { cwd: root, stdio: ["ignore", "inherit", "inherit"] })
   if (run.status !== 0) return `node-gyp ${args.join(" ")} failed (exit ${run.status ?? run.signal})`
   // What the loader checks before it loads the addon (src/internal/load.ts): the addon holds V8

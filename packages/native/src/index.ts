@@ -5,10 +5,19 @@
  * @module @effect-rdma/native
  */
 /**
+ * The RDMA driver over librpma and librdmacm. Building {@link NativeDriver.layer} loads the addon;
+ * if it is not built, or a library it needs is missing, the layer fails with a
+ * {@link NativeDriver.NativeLoadError} that says what to install or run, and the program can fall
+ * back to the simulated driver.
+ *
  * @since 0.1.0
  */
 export * as NativeDriver from "./NativeDriver.js"
 /**
+ * The raw addon as a service, so that tests and embedders can load it from another path or provide
+ * a fake. Loading happens when a layer is built, never on import: a machine without the built addon
+ * or without the RDMA libraries can still import this package and fall back to another driver.
+ *
  * @since 0.1.0
  */
 export * as RpmaBinding from "./RpmaBinding.js"

@@ -2,14 +2,17 @@
 // the memlock logic, and the bin's --json output and exit code.
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import { spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Checks from "../src/doctor/Checks.js"
 import * as Report from "../src/doctor/Report.js"
 import * as Size from "../src/doctor/Size.js"
-import type * as System from "../src/doctor/System.js"
-import type * as RpmaBinding from "../src/RpmaBinding.js"
+import * as System from "../src/doctor/System.js"
+import * as Cli from "../src/doctor/Cli.js"
+import * as RpmaBinding from "../src/RpmaBinding.js"
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -196,6 +199,121 @@ describe("doctor", () => {
         assert.isEmpty(c.fixes)
       }
     })
+  })
+
+  describe("libraries (as the dynamic loader finds them)", () => {
+    const facts = (fields: Partial<Checks.LibraryFacts>): Checks.LibraryFacts => ({
+      mapped: {},
+      loader: new Map([
+        ["librpma.so.1", { found: false }],
+        ["librpma.so.0", { found: true, path: "/lib/x86_64-linux-gnu/librpma.so.0" }],
+        ["librdmacm.so.1", { found: true, path: "/lib/x86_64-linux-gnu/librdmacm.so.1" }],
+        ["libibverbs.so.1", { found: true, path: "/lib/x86_64-linux-gnu/libibverbs.so.1" }]
+      ]),
+      debian: new Map([
+        ["librpma0", { version: "1.2.0-1", installed: true }],
+        ["librdmacm1", { version: "44.0-2", installed: true }],
+        ["libibverbs1", { version: "44.0-2", installed: true }],
+        ["ibverbs-providers", { version: "44.0-2", installed: true }]
+      ]),
+      providers: ["rxe"],
+      ...fields
+    })
+
+    it("the addon needs a soname the loader does not find: fail, though dpkg lists the package", () => {
+      const check = Checks.librariesCheck(facts({ missing: { library: "librpma.so.1", debianPackage: "librpma1" } }))
+      assert.strictEqual(check.status, "fail")
+      assert.isTrue(check.details.some((d) =>
+        d.startsWith("librpma: the addon needs librpma.so.1, which the dynamic loader does not find") &&
+        d.includes("librpma.so.0")
+      ), check.details.join("\n"))
+      assert.include(check.fixes, "apt-get install librpma1")
+      assert.isTrue(check.fixes.some((f) => f.startsWith("or build the addon against the installed one")))
+    })
+
+    it("a library dpkg lists but the loader does not find is a failure", () => {
+      const loader = new Map(facts({}).loader)
+      loader.set("librdmacm.so.1", { found: false })
+      const check = Checks.librariesCheck(facts({ loader }))
+      assert.strictEqual(check.status, "fail")
+      assert.isTrue(check.details.some((d) => d.includes("librdmacm: the dynamic loader finds none of librdmacm.so.1")))
+      assert.include(check.fixes, "apt-get install librdmacm1")
+    })
+
+    it("every library the loader finds is ok, with its file", () => {
+      const check = Checks.librariesCheck(facts({}))
+      assert.strictEqual(check.status, "ok", check.details.join("\n"))
+      assert.isTrue(check.details.some((d) => d.startsWith("librpma: librpma.so.0 → /lib/x86_64-linux-gnu/librpma.so.0")))
+    })
+
+    it.effect("this host: the loader finds libibverbs and not a made-up soname; agrees with the addon", () =>
+      Effect.gen(function*() {
+        const loader = yield* System.loaderLibraries(["libibverbs.so.1", "libeffect-rdma-nonexistent.so.7"])
+        assert.isDefined(loader)
+        assert.isTrue(loader!.get("libibverbs.so.1")?.found)
+        assert.isFalse(loader!.get("libeffect-rdma-nonexistent.so.7")?.found)
+        const report = yield* Checks.run()
+        assert.strictEqual(byId(report, "addon").status, "ok")
+        assert.strictEqual(byId(report, "libraries").status, "ok")
+      }))
+
+    it.effect("an addon that fails with LibraryMissing makes the libraries check fail too", () =>
+      Effect.gen(function*() {
+        const missing = new RpmaBinding.NativeLoadError({
+          reason: "LibraryMissing",
+          path: "rpma_addon.node",
+          library: "librpma.so.9",
+          debianPackage: "librpma9",
+          cause: undefined
+        })
+        const check = Checks.librariesCheck(yield* Checks.libraryFacts(Either.left(missing)))
+        assert.strictEqual(check.status, "fail")
+        assert.include(check.fixes, "apt-get install librpma9")
+      }))
+  })
+
+  describe("text wrapping", () => {
+    const report = Report.make([
+      Report.check({
+        id: "x",
+        title: "addon",
+        status: "fail",
+        summary: "not loaded",
+        details: [
+          "first line of a message\nsecond line " + "word ".repeat(30).trim(),
+          "a-very-long-path/".repeat(8)
+        ],
+        fixes: ["apt-get install " + "package ".repeat(20).trim()]
+      })
+    ], { size: 0, addresses: [] })
+
+    for (const width of [50, 80, 120]) {
+      it(`fits ${width} columns, keeps every word, and starts a new line at an embedded newline`, () => {
+        const lines = Report.renderText(report, width).split("\n")
+        for (const line of lines) {
+          const word = line.trim()
+          if (!word.includes(" ")) continue // a word longer than the line has a line of its own
+          assert.isAtMost(line.length, width, line)
+        }
+        assert.isTrue(lines.some((l) => l.trim() === "first line of a message"), lines.join("\n"))
+        const words = (text: string) => text.split(/\s+/).filter((w) => w !== "" && w !== "fix:")
+        assert.deepStrictEqual(
+          words(lines.slice(1, -2).join(" ")),
+          words([...report.checks[0]!.details, ...report.checks[0]!.fixes].join(" "))
+        )
+      })
+    }
+  })
+
+  it("--version is the package's version, from its package.json", async () => {
+    const manifest = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")) as { version: string }
+    assert.strictEqual(Cli.version, manifest.version)
+    const printed: Array<string> = []
+    const code = await Effect.runPromise(
+      Cli.run(["--version"], { out: (t) => printed.push(t), err: (t) => printed.push(t), color: false })
+    )
+    assert.strictEqual(code, 0)
+    assert.deepStrictEqual(printed, [manifest.version])
   })
 
   it("sizes", () => {

@@ -166,25 +166,44 @@ const debianNames = ["librpma0", "librpma1", "librdmacm1", "libibverbs1", "ibver
  */
 export interface LibraryFacts {
   readonly mapped: Partial<Record<"librpma" | "librdmacm" | "libibverbs", System.MappedLibrary>>
+  /** What the dynamic loader finds for each soname; `undefined` when it could not be asked. */
+  readonly loader: ReadonlyMap<string, System.LoaderResult> | undefined
+  /** The library the addon failed to load for (NativeLoadError `LibraryMissing`), if that is why. */
+  readonly missing?: { readonly library: string; readonly debianPackage?: string | undefined } | undefined
   readonly debian: ReadonlyMap<string, System.DebianPackage> | undefined
   readonly providers: ReadonlyArray<string> | undefined
 }
 
+/** The sonames the addon can link, by library: upstream librpma's .so.1, Debian 12's .so.0. */
+const sonames = {
+  librpma: ["librpma.so.1", "librpma.so.0"],
+  librdmacm: ["librdmacm.so.1"],
+  libibverbs: ["libibverbs.so.1"]
+} as const
+
 /**
- * Reads the facts for {@link librariesCheck} (after the addon is loaded, so the libraries are mapped).
+ * Reads the facts for {@link librariesCheck} (after the addon is loaded, so the libraries are
+ * mapped), given why the addon did not load, if it did not.
  *
  * @since 0.1.0
  * @category facts
  */
-export const libraryFacts: Effect.Effect<
-  LibraryFacts> = Effect.gen(function*() {
-  const mapped = yield* System.mappedLibraries
-  const debian = yield* System.debianPackages(debianNames)
-  const providers = mapped.libibverbs === undefined ?
-    yield* System.verbsProviders(`/usr/lib/${process.arch === "arm64" ? "aarch64" : "x86_64"}-linux-gnu/libibverbs.so.1`) :
-    yield* System.verbsProviders(mapped.libibverbs.path)
-  return { mapped, debian, providers }
-})
+export const libraryFacts = (
+  loaded: Either.Either<unknown, RpmaBinding.NativeLoadError>
+): Effect.Effect<LibraryFacts> =>
+  Effect.gen(function*() {
+    const mapped = yield* System.mappedLibraries
+    const loader = yield* System.loaderLibraries(Object.values(sonames).flat())
+    const debian = yield* System.debianPackages(debianNames)
+    const libibverbs = mapped.libibverbs?.path ?? loader?.get("libibverbs.so.1")?.path ??
+      `/usr/lib/${process.arch === "arm64" ? "aarch64" : "x86_64"}-linux-gnu/libibverbs.so.1`
+    const providers = yield* System.verbsProviders(libibverbs)
+    const error = Either.isLeft(loaded) ? loaded.left : undefined
+    const missing = error?.reason === "LibraryMissing" && error.library !== undefined ?
+      { library: error.library, debianPackage: error.debianPackage } :
+      undefined
+    return { mapped, loader, missing, debian, providers }
+  })
 
 /**
  * librpma, librdmacm, libibverbs (rdma-core) and the verbs providers: which versions, and whether
@@ -194,7 +213,7 @@ export const libraryFacts: Effect.Effect<
  * @category checks
  */
 export const librariesCheck = (facts: LibraryFacts): Report.Check => {
-  const { debian, mapped, providers } = facts
+  const { debian, loader, mapped, missing, providers } = facts
   const installed = (name: string) => debian?.get(name)?.installed === true ? debian.get(name) : undefined
   const rpmaPackage = installed("librpma1") !== undefined ? "librpma1" : "librpma0"
   // rdma-core names its libraries <name>.so.<soname>.<abi>.<release>: libibverbs.so.1.14.44.0.
@@ -219,8 +238,40 @@ export const librariesCheck = (facts: LibraryFacts): Report.Check => {
     const where = mapped[lib]
     const dpkg = installed(pkg)
     const dpkgText = dpkg === undefined ? "" : `Debian ${pkg} ${dpkg.version}`
-    if (where !== undefined) {
-      details.push(`${lib}: ${where.path}${dpkgText === "" ? "" : ` (${dpkgText})`}`)
+    const dpkgNote = dpkgText === "" ? "" : ` (${dpkgText})`
+    const found = sonames[lib].flatMap((soname) => {
+      const result = loader?.get(soname)
+      return result?.found === true ? [result.path === undefined ? soname : `${soname} → ${result.path}`] : []
+    })
+    const needed = missing?.library.startsWith(`${lib}.so`) === true ? missing : undefined
+    if (needed !== undefined) {
+      // The addon's own load is the authority: dpkg's records or another soname do not help it.
+      details.push(
+        `${lib}: the addon needs ${needed.library}, which the dynamic loader does not find` +
+          (found.length === 0 ? "" : `; it finds ${found.join(", ")}, which the addon was not built for`) + dpkgNote
+      )
+      fixes.push(
+        needed.debianPackage === undefined ?
+          `install the package that provides ${needed.library}` :
+          `apt-get install ${needed.debianPackage}`
+      )
+      if (found.length > 0) {
+        fixes.push(`or build the addon against the installed one: apt-get install ${devPackages}, then ${buildCommand}`)
+      }
+      worse("fail")
+    } else if (where !== undefined) {
+      details.push(`${lib}: ${where.path}${dpkgNote}`)
+    } else if (loader !== undefined) {
+      if (found.length > 0) {
+        details.push(`${lib}: ${found.join(", ")} (found by the dynamic loader)${dpkgNote}`)
+      } else {
+        details.push(
+          `${lib}: the dynamic loader finds none of ${sonames[lib].join(", ")}` +
+            (dpkg === undefined ? "" : `, though dpkg lists ${dpkgText}`)
+        )
+        fixes.push(`apt-get install ${pkg}`)
+        worse("fail")
+      }
     } else if (dpkg !== undefined) {
       details.push(`${lib}: ${dpkgText} (not loaded: the addon is not)`)
     } else if (debian !== undefined) {
@@ -257,6 +308,8 @@ export const librariesCheck = (facts: LibraryFacts): Report.Check => {
     data: {
       ...versions,
       mapped,
+      loader: loader === undefined ? undefined : Object.fromEntries(loader),
+      missing,
       debian: debian === undefined ? undefined : Object.fromEntries(debian),
       providers
     }
@@ -752,7 +805,7 @@ export const run = (
     const binding = Either.getOrUndefined(loaded)
     if (binding !== undefined && typeof binding.installLogCapture === "function") binding.installLogCapture()
     const checks: Array<Report.Check> = [addonCheck(path, loaded)]
-    checks.push(librariesCheck(yield* libraryFacts))
+    checks.push(librariesCheck(yield* libraryFacts(loaded)))
     const devices = yield* deviceFacts(binding)
     checks.push(devicesCheck(devices))
     for (const address of addresses) checks.push(yield* addressCheck(binding, address, devices))

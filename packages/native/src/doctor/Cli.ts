@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import { readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
 import * as Checks from "./Checks.js"
 import * as Report from "./Report.js"
@@ -38,6 +39,8 @@ export interface Output {
   readonly out: (text: string) => void
   readonly err: (text: string) => void
   readonly color: boolean
+  /** The terminal's width; `undefined` when output is not a terminal. */
+  readonly columns?: number | undefined
 }
 
 /**
@@ -49,7 +52,8 @@ export interface Output {
 export const processOutput = (): Output => ({
   out: (text) => process.stdout.write(`${text}\n`),
   err: (text) => process.stderr.write(`${text}\n`),
-  color: process.stdout.isTTY === true && (process.env["NO_COLOR"] ?? "") === ""
+  color: process.stdout.isTTY === true && (process.env["NO_COLOR"] ?? "") === "",
+  columns: process.stdout.isTTY === true ? process.stdout.columns : undefined
 })
 
 /**
@@ -75,7 +79,20 @@ usage: effect-rdma-doctor [--address <ip>]... [--size <bytes>] [--addon <path>] 
 
 exit status: 0 no check failed, 1 a check failed, 2 usage error`
 
-const version = "0.1.0"
+/**
+ * This package's version, from its package.json (two levels up from src/doctor/ and from
+ * dist/doctor/ alike).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const version: string = (() => {
+  try {
+    return String(JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")).version)
+  } catch {
+    return "(unknown: package.json not found)"
+  }
+})()
 
 const paint = (color: boolean, status: Report.Status, text: string): string => {
   if (!color) return text
@@ -125,7 +142,7 @@ export const run = (args: ReadonlyArray<string>, output: Output = processOutput(
         if (parsed.json === true) {
           output.out(JSON.stringify({ schemaVersion: jsonSchemaVersion, ...report }, null, 2))
         } else {
-          const text = Report.renderText(report)
+          const text = Report.renderText(report, output.columns)
           output.out(
             output.color ?
               text.split("\n").map((line) => {

@@ -74,46 +74,70 @@ export const make = (checks: ReadonlyArray<Check>, options: Report["options"]): 
 }
 
 /**
- * The report for a terminal: a line per check, then its details, then its fixes.
+ * The width {@link renderText} wraps at when not given one: output that is not a terminal has no
+ * width to fit.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultWidth = 100
+
+/** However narrow the terminal, a wrapped line keeps this many columns for its text. */
+const minimumText = 24
+
+/**
+ * The report for a terminal `width` columns wide: a line per check, then its details, then its
+ * fixes, each wrapped at spaces to fit.
  *
  * @since 0.1.0
  * @category formatting
  */
-export const renderText = (report: Report): string => {
+export const renderText = (report: Report, width: number = defaultWidth): string => {
   const titleWidth = Math.max(...report.checks.map((c) => c.title.length), 0)
   const indent = " ".repeat(6 + titleWidth + 2)
   const lines: Array<string> = []
   for (const c of report.checks) {
-    lines.push(`${c.status.padEnd(6)}${c.title.padEnd(titleWidth)}  ${c.summary}`)
-    for (const detail of c.details) lines.push(...wrap(detail, indent, indent))
-    for (const fix of c.fixes) lines.push(...wrap(fix, `${indent}fix: `, `${indent}     `))
+    lines.push(...wrap(c.summary, `${c.status.padEnd(6)}${c.title.padEnd(titleWidth)}  `, indent, width))
+    for (const detail of c.details) lines.push(...wrap(detail, indent, indent, width))
+    for (const fix of c.fixes) lines.push(...wrap(fix, `${indent}fix: `, `${indent}     `, width))
   }
   const { fail, ok, warn } = report.counts
   lines.push("")
-  lines.push(
-    `${fail} failed, ${warn} ${warn === 1 ? "warning" : "warnings"}, ${ok} ok` +
-      (fail === 0 ? "" : ": the native driver needs the fixes above")
-  )
+  const tally = `${fail} failed, ${warn} ${warn === 1 ? "warning" : "warnings"}, ${ok} ok` +
+    (fail === 0 ? "" : ": the native driver needs the fixes above")
+  lines.push(...wrap(tally, "", "", width))
   return lines.join("\n")
 }
 
-/** Continuation lines of a long text start with `rest`; lines are broken at spaces near 100 columns. */
-const wrap = (text: string, first: string, rest: string): Array<string> => {
-  const width = 100
+/**
+ * `text` after `first`, its continuation lines after `rest`, broken at spaces to fit `width` (a
+ * word longer than a line gets a line of its own). A newline in `text` starts a new line after `rest`.
+ */
+const wrap = (text: string, first: string, rest: string, width: number): Array<string> => {
+  const limit = Math.max(width, rest.length + minimumText)
   const out: Array<string> = []
   let line = first
   let empty = true
-  for (const word of text.split(" ")) {
-    if (!empty && line.length + 1 + word.length > width) {
+  for (const paragraph of text.split("\n")) {
+    if (!empty) {
       out.push(line)
-      line = rest + word
-    } else {
-      line += (empty ? "" : " ") + word
+      line = rest
+      empty = true
+    }
+    for (const word of paragraph.split(" ")) {
+      if (word === "") continue
+      if (!empty && line.length + 1 + word.length > limit) {
+        out.push(line)
+        line = rest + word
+      } else {
+        line += (empty ? "" : " ") + word
+      }
+      empty = false
     }
     empty = false
   }
   out.push(line)
-  return out
+  return out.map((l) => l.trimEnd())
 }
 
 /**

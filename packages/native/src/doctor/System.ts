@@ -1,6 +1,6 @@
 /**
- * What the doctor reads from the host besides the addon: /proc, /sys, dpkg-query and the network
- * interfaces. Every read is best effort: what cannot be read is `undefined`, never an error, so
+ * What the doctor reads from the host besides the addon: /proc, /sys, the dynamic loader,
+ * dpkg-query and the network interfaces. Every read is best effort: what cannot be read is `undefined`, never an error, so
  * that a check can say it could not find out.
  *
  * @since 0.1.0
@@ -114,6 +114,57 @@ export const mappedLibraries: Effect.Effect<
   }
   return found
 })
+
+/**
+ * What the dynamic loader does with a soname: `found` when dlopen finds it (LD_LIBRARY_PATH, the
+ * ldconfig cache, the default directories: where the addon's own load looks), with the file
+ * `ldconfig -p` lists for it when it lists one.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LoaderResult {
+  readonly found: boolean
+  readonly path?: string | undefined
+}
+
+// In a child process: a library's constructors run on dlopen, and the doctor must survive them.
+// process.dlopen of a library that is not an addon fails after loading it ("did not self-register");
+// only "cannot open shared object file" means the loader did not find it.
+const dlopenProbe = `const found = {}
+for (const soname of process.argv.slice(1)) {
+  try { process.dlopen({ exports: {} }, soname); found[soname] = true }
+  catch (e) { found[soname] = !/cannot open shared object file/.test(String(e && e.message)) }
+}
+process.stdout.write(JSON.stringify(found))`
+
+/**
+ * Asks the dynamic loader for each soname (dlopen in a child process), and `ldconfig -p` for its
+ * file. `undefined` when the child cannot run.
+ *
+ * @since 0.1.0
+ * @category facts
+ */
+export const loaderLibraries = (
+  sonames: ReadonlyArray<string>
+): Effect.Effect<Map<string, LoaderResult> | undefined> =>
+  Effect.gen(function*() {
+    const out = yield* commandOutput(process.execPath, ["-e", dlopenProbe, ...sonames])
+    const found = yield* Effect.try(() => JSON.parse(out) as Record<string, boolean>)
+    const cache = yield* commandOutput("ldconfig", ["-p"]).pipe(
+      Effect.orElse(() => commandOutput("/sbin/ldconfig", ["-p"])),
+      Effect.orElseSucceed(() => "")
+    )
+    const paths = new Map<string, string>()
+    // "	libibverbs.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libibverbs.so.1"
+    for (const match of cache.matchAll(/^\s*(\S+) \(([^)]*)\) => (\S+)$/gm)) {
+      const is64 = match[2]!.includes("64")
+      if (!paths.has(match[1]!) && is64 === (process.arch === "x64" || process.arch === "arm64")) {
+        paths.set(match[1]!, match[3]!)
+      }
+    }
+    return new Map(sonames.map((soname) => [soname, { found: found[soname] === true, path: paths.get(soname) }]))
+  }).pipe(Effect.timeout("10 seconds"), Effect.orElseSucceed(() => undefined))
 
 /**
  * The user-space providers (drivers) libibverbs can load, from the `libibverbs/` directory next

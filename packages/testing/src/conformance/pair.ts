@@ -7,10 +7,12 @@
  *
  * @internal
  */
-import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import type { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import type * as Scope from "effect/Scope"
 
 /** @internal What the server's region allows the client: write to it, flush it, read it back. */
 export const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
@@ -29,6 +31,34 @@ export interface PairOptions {
 
 const bytes = (s: string) => new TextEncoder().encode(s)
 
+// The halves' types are written out: inferred, their declarations would name core's internal
+// module that declares ConnectionFailedError, which the published package does not export.
+
+/** @internal */
+export interface ServerHalf {
+  readonly peer: Peer.Peer
+  readonly target: LocalMr.LocalMr<Exposed>
+  readonly ep: Endpoint.Endpoint
+  readonly server: Connection.Connection
+}
+
+/** @internal */
+export interface ClientHalf {
+  readonly peer: Peer.Peer
+  readonly client: Connection.Connection
+  readonly remote: RemoteMr.RemoteMr<Exposed>
+}
+
+/** @internal */
+export type ServerHalfError = RdmaError.RpmaError | RdmaError.MemoryRefusedError | Connection.ConnectionFailedError
+
+/** @internal */
+export type ClientHalfError =
+  | RdmaError.RpmaError
+  | Connection.ConnectionFailedError
+  | Descriptor.InvalidDescriptorError
+  | RemoteMr.MissingUsageError
+
 /**
  * @internal The server half: `listening` is told the exposed region's descriptor once the endpoint
  * listens, before the connection is accepted.
@@ -38,7 +68,7 @@ export const serverHalf = <E, R>(
   port: number,
   options: Connection.Options | undefined,
   listening: (descriptor: Uint8Array) => Effect.Effect<void, E, R>
-) =>
+): Effect.Effect<ServerHalf, E | ServerHalfError, Scope.Scope | R | RdmaDriver> =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
     const target = yield* LocalMr.allocate(peer, TARGET_SIZE, exposed)
@@ -55,7 +85,7 @@ export const clientHalf = (
   port: number,
   descriptor: Uint8Array,
   options?: Connection.Options
-) =>
+): Effect.Effect<ClientHalf, ClientHalfError, Scope.Scope | RdmaDriver> =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
     const client = yield* Connection.connect(peer, serverAddress, port, { privateData: bytes("hello"), ...options })
@@ -64,7 +94,23 @@ export const clientHalf = (
   })
 
 /** @internal Both halves in one process, on one device: the server's side runs in a fiber of the caller's scope. */
-export const connectedPair = (address: string, port: number, options?: PairOptions) =>
+export const connectedPair = (
+  address: string,
+  port: number,
+  options?: PairOptions
+): Effect.Effect<
+  {
+    readonly serverPeer: Peer.Peer
+    readonly clientPeer: Peer.Peer
+    readonly ep: Endpoint.Endpoint
+    readonly target: LocalMr.LocalMr<Exposed>
+    readonly server: Connection.Connection
+    readonly client: Connection.Connection
+    readonly remote: RemoteMr.RemoteMr<Exposed>
+  },
+  unknown,
+  Scope.Scope | RdmaDriver
+> =>
   Effect.gen(function*() {
     const listening = yield* Deferred.make<Uint8Array, unknown>()
     const serving = yield* Effect.fork(
