@@ -22,6 +22,7 @@ import * as fc from "effect/FastCheck"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import { constants as bufferConstants } from "node:buffer"
 
 type Bad = never
 
@@ -99,6 +100,15 @@ const hostile: fc.Arbitrary<unknown> = fc.oneof(
     type: fc.constantFrom("visibility", "persistent", "other")
   })
 )
+
+/**
+ * A size the driver would really allocate and zero, above 64 MiB: skipped. Such memory goes back
+ * only when its ArrayBuffer is collected, so a few of them (fc.integer() reaches 2 GiB) fill a
+ * small VM and the kernel kills the test process (seen: 2.8 GiB resident in a 3 GiB VM). Sizes the
+ * driver refuses (negative, fractional, beyond a Uint8Array's limit) are still tried.
+ */
+const costly = (size: unknown): boolean =>
+  typeof size === "number" && Number.isInteger(size) && size > 64 * 1024 * 1024 && size <= bufferConstants.MAX_LENGTH
 
 /** The Driver's methods, each with how many arguments it takes. */
 const METHODS: ReadonlyArray<readonly [keyof Driver.Driver, number]> = [
@@ -251,6 +261,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     const problems: Array<string> = []
     for (const { args, method: [method, arity] } of steps) {
       const values = args.slice(0, arity).map((a) => isHandleRef(a) ? handles[a.handle % handles.length] : materialize(a))
+      if (method === "allocate" && costly(values[0])) continue
       try {
         total(values[0])
       } catch (error) {
@@ -276,7 +287,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
       ["LocalMr.register", Option.isSome(peer) ? LocalMr.register({ handle: peer.value as Bad, address }, value as Bad, 0x01 as Bad) : Effect.void],
       ["LocalMr.register usage", Option.isSome(peer) ? LocalMr.register({ handle: peer.value as Bad, address }, new Uint8Array(64), value as Bad) : Effect.void],
       ["RemoteMr.fromDescriptor", RemoteMr.fromDescriptor(value as Bad)],
-      ["Memory.allocate", Memory.allocate(value as Bad)],
+      ["Memory.allocate", costly(value) ? Effect.void : Memory.allocate(value as Bad)],
       ["CmId.registerMessages", Option.isSome(id) ? CmId.registerMessages({ handle: id.value } as Bad, value as Bad) : Effect.void]
     ] as const) {
       const exit = yield* Effect.exit(Effect.scoped(effect as Effect.Effect<unknown, unknown, Driver.RdmaDriver | Scope.Scope>))
