@@ -58,15 +58,23 @@ export const queueCalls = (
     if (!Array.isArray(requests)) return notAList()
     let posted = 0
     let error: RpmaError | undefined
-    // Read request by request inside the try: a hostile array (a Proxy, a getter) may throw.
-    let request: WorkRequest | undefined
-    try {
-      for (; posted < requests.length; posted++) {
+    for (;;) {
+      // A hostile array (a Proxy, a getter) may throw when read: refused as not a list of requests.
+      let request: WorkRequest
+      try {
+        if (posted >= requests.length) break
         request = requests[posted]
-        binding.post(queue, request)
+      } catch {
+        error = notAList().error
+        break
       }
-    } catch (cause) {
-      error = rpmaErrorOrThrow(request === undefined ? "rpma_post" : operationOf(request), cause)
+      try {
+        binding.post(queue, request)
+      } catch (cause) {
+        error = rpmaErrorOrThrow(operationOf(request), cause)
+        break
+      }
+      posted++
     }
     // Nothing posted: nothing new to read (the armed channel reports what was there before).
     if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
