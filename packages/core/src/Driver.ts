@@ -20,10 +20,17 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import type {
   AddressKind,
+  CmEpConfig,
+  CmEpHandle,
+  CmEpInfo,
+  CmEvent,
   CmIdHandle,
+  CmListenerHandle,
+  CmListening,
   CmMrHandle,
   CmMrInfo,
   CmRegistrationKind,
+  CmWorkRequest,
   Completion,
   CompletionQueue,
   CompletionsReady,
@@ -123,9 +130,12 @@ export interface Driver {
    * still alive) while regions are registered on the id.
    */
   readonly cmDestroyId: (id: CmIdHandle) => Effect.Effect<void, RdmaCmError | ResourceInUseError>
-  /** rdma_reg_msgs / rdma_reg_read / rdma_reg_write. */
+  /**
+   * rdma_reg_msgs / rdma_reg_read / rdma_reg_write, on a bound identifier's or an endpoint's own
+   * protection domain.
+   */
   readonly cmReg: (
-    id: CmIdHandle,
+    id: CmIdHandle | CmEpHandle,
     kind: CmRegistrationKind,
     memory: Uint8Array
   ) => Effect.Effect<CmMrHandle, RdmaCmError>
@@ -133,6 +143,98 @@ export interface Driver {
   readonly cmDeregMr: (mr: CmMrHandle) => Effect.Effect<void, RdmaCmError>
   /** The address, length and keys of an rdma_cm registration. */
   readonly cmMrInfo: (mr: CmMrHandle) => Effect.Effect<CmMrInfo, RdmaCmError>
+
+  /**
+   * librdmacm's verbs API, active side: rdma_getaddrinfo(`address`, `port`) + rdma_create_ep with a
+   * queue pair of `config`'s sizes on a protection domain of the endpoint's own. Resolves the
+   * address and the route within `config.timeoutMs` without blocking the event loop. Nothing is
+   * connected yet: receives may be posted before {@link cmConnect}.
+   */
+  readonly cmEpCreate: (address: string, port: number, config: CmEpConfig) => Effect.Effect<CmEpHandle, RdmaCmError>
+  /**
+   * rdma_connect with `privateData` (at most 56 bytes; longer is refused with EINVAL before
+   * anything is sent), waiting on the event loop until ESTABLISHED, at most `timeoutMs` (ETIMEDOUT).
+   * Refused by the other side (REJECTED): ECONNREFUSED, the rejection's private data in
+   * {@link cmPrivateData}; no one listening or no route (UNREACHABLE / CONNECT_ERROR): EHOSTUNREACH.
+   * Interrupted, the endpoint is left to {@link cmEpDestroy}.
+   */
+  readonly cmConnect: (
+    ep: CmEpHandle,
+    privateData: Uint8Array | undefined,
+    timeoutMs: number
+  ) => Effect.Effect<void, RdmaCmError>
+  /**
+   * rdma_create_ep with RAI_PASSIVE + rdma_listen on `address`:`port` (0: the system chooses; the
+   * port is returned). Every request it hands out gets a queue pair of `config`'s sizes.
+   */
+  readonly cmListen: (address: string, port: number, config: CmEpConfig) => Effect.Effect<CmListening, RdmaCmError>
+  /**
+   * rdma_get_request: waits on the event loop for the next connection request and returns it as
+   * an endpoint with its queue pair (on a protection domain of its own), not yet accepted:
+   * receives may be posted before {@link cmAccept}. Interruptible (the wait stops; a request that
+   * arrives later waits for the next call). Fails with ECANCELED once the listener is destroyed.
+   */
+  readonly cmGetRequest: (listener: CmListenerHandle) => Effect.Effect<CmEpHandle, RdmaCmError>
+  /**
+   * The private data of the endpoint's last connection event: the request's on the passive side,
+   * the acceptance's (or the rejection's) on the active side; empty when there was none. As
+   * rdma_cm carries it, padded (a request's to 56 bytes, an acceptance's to 196).
+   */
+  readonly cmPrivateData: (ep: CmEpHandle) => Effect.Effect<Uint8Array, RdmaCmError>
+  /**
+   * rdma_accept of a request from {@link cmGetRequest}, with `privateData` (at most 196 bytes;
+   * longer refused with EINVAL before anything is sent, the request untouched and acceptable
+   * again), waiting on the event loop until ESTABLISHED, at most `timeoutMs` (ETIMEDOUT).
+   */
+  readonly cmAccept: (
+    ep: CmEpHandle,
+    privateData: Uint8Array | undefined,
+    timeoutMs: number
+  ) => Effect.Effect<void, RdmaCmError>
+  /** rdma_reject of a request, with `privateData` (at most 148 bytes). The endpoint still needs {@link cmEpDestroy}. */
+  readonly cmReject: (ep: CmEpHandle, privateData: Uint8Array | undefined) => Effect.Effect<void, RdmaCmError>
+  /**
+   * Waits on the event loop for the next event of an established endpoint (the peer's disconnect,
+   * say). Interruptible. Fails with ECANCELED once the endpoint is destroyed.
+   */
+  readonly cmNextEvent: (ep: CmEpHandle) => Effect.Effect<CmEvent, RdmaCmError>
+  /**
+   * rdma_disconnect: the queue pair goes to the error state (requests still posted complete with
+   * IBV_WC_WR_FLUSH_ERR) and the peer is told. Does not wait for the peer. A second call, or one on
+   * an endpoint never connected, does nothing.
+   */
+  readonly cmDisconnect: (ep: CmEpHandle) => Effect.Effect<void, RdmaCmError>
+  /**
+   * rdma_destroy_ep: the queue pair, the completion queues and channels, the protection domain
+   * and the identifier, in that order. Refused ({@link ResourceInUseError}, still alive) while
+   * regions are registered on the endpoint; otherwise gone afterwards, even when it fails.
+   */
+  readonly cmEpDestroy: (ep: CmEpHandle) => Effect.Effect<void, RdmaCmError | ResourceInUseError>
+  /**
+   * rdma_destroy_ep of a listener. Refused ({@link ResourceInUseError}, still alive) while
+   * endpoints it handed out are alive; pending {@link cmGetRequest} calls fail with ECANCELED.
+   */
+  readonly cmListenerDestroy: (listener: CmListenerHandle) => Effect.Effect<void, RdmaCmError | ResourceInUseError>
+  /** The endpoint's queue pair number, granted inline size and addresses. */
+  readonly cmEpInfo: (ep: CmEpHandle) => Effect.Effect<CmEpInfo, RdmaCmError>
+  /**
+   * The posting call of an endpoint, synchronous, as {@link postMany} is for librpma's queues:
+   * rdma_post_send(v) / rdma_post_recv(v) / rdma_post_read(v) / rdma_post_write(v) (ibv_post_send
+   * for immediate data and inline sends). Posts `requests` in order, stopping at the first one
+   * refused (ENOMEM: the queue is full; EINVAL: a request the device refuses), then polls the two
+   * completion queues once without waiting. Never throws. A region is held by the driver until its
+   * request completes or the endpoint is destroyed; a region of another endpoint is refused (EINVAL).
+   */
+  readonly cmPostMany: (ep: CmEpHandle, requests: ReadonlyArray<CmWorkRequest>) => PostOutcome<RdmaCmError>
+  /** ibv_poll_cq on the endpoint's send and receive CQs, without waiting. */
+  readonly cmPollCompletions: (ep: CmEpHandle) => Effect.Effect<ReadonlyArray<Completion>, RdmaCmError>
+  /**
+   * The endpoint's two completion channels watched on the event loop (ibv_req_notify_cq +
+   * ibv_get_cq_event + ibv_ack_cq_events + ibv_poll_cq), with {@link armCompletions}'s contract:
+   * `onReady` once, never during this call, with at least one completion or the failure; the
+   * returned disarm stops the watch.
+   */
+  readonly cmArmCompletions: (ep: CmEpHandle, onReady: CompletionsReady<RdmaCmError>) => () => void
 
   /** Page-aligned memory owned by the driver (posix_memalign for the native one). */
   readonly allocate: (size: number) => Effect.Effect<Uint8Array, RpmaError>

@@ -68,6 +68,26 @@ export type CmIdHandle = Handle<"CmId">
 export type CmMrHandle = Handle<"CmMr">
 
 /**
+ * `struct rdma_cm_id *` with a queue pair: an endpoint of librdmacm's verbs API, made by
+ * rdma_create_ep (active side) or taken from a listener by rdma_get_request (passive side). It has
+ * its own protection domain (regions registered on it serve it alone), a send and a receive
+ * completion queue, and their completion channels.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type CmEpHandle = Handle<"CmEp">
+
+/**
+ * `struct rdma_cm_id *` listening for connection requests (rdma_create_ep with RAI_PASSIVE, then
+ * rdma_listen).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type CmListenerHandle = Handle<"CmListener">
+
+/**
  * `struct rpma_ep *`: a listening endpoint.
  *
  * @since 0.1.0
@@ -300,15 +320,15 @@ export const WcFlags = { WITH_IMM: 2 } as const
  * @since 0.4.0
  * @category models
  */
-export interface PostOutcome {
+export interface PostOutcome<E = RpmaError> {
   /** How many of the requests were posted, in order: all of them unless `error` is set. */
   readonly posted: number
   /** Why request number `posted` was refused (the post function's error); nothing after it was tried. */
-  readonly error: RpmaError | undefined
+  readonly error: E | undefined
   /** The completions queued right after the posts (rpma_cq_get_wc without waiting), possibly none. */
   readonly ready: ReadonlyArray<Completion>
   /** The completion queue failed when read: the connection cannot report completions any more. */
-  readonly queueError: RpmaError | undefined
+  readonly queueError: E | undefined
   /**
    * The driver's synchronous answers have kept the event loop from its I/O phase for too long (a
    * loop of posts whose completions are always already queued): the caller should let the loop
@@ -324,7 +344,7 @@ export interface PostOutcome {
  * @since 0.4.0
  * @category models
  */
-export type CompletionsReady = (ready: Exit.Exit<ReadonlyArray<Completion>, RpmaError>) => void
+export type CompletionsReady<E = RpmaError> = (ready: Exit.Exit<ReadonlyArray<Completion>, E>) => void
 
 /**
  * Which side of a connection an address is (librpma's `enum rpma_util_ibv_context_type`).
@@ -457,8 +477,136 @@ export interface LiveHandles {
   readonly remoteRegions: number
   readonly cmIds: number
   readonly cmRegions: number
+  /** librdmacm endpoints (with a queue pair), incoming requests included. */
+  readonly cmEndpoints: number
+  readonly cmListeners: number
   readonly endpoints: number
   readonly connectionRequests: number
   readonly connections: number
   readonly sharedReceiveQueues: number
 }
+
+/**
+ * What an endpoint of librdmacm's verbs API is made with (`struct ibv_qp_init_attr` and the
+ * waits): rdma_create_ep's queue pair on the active side, the queue pair of every request a
+ * listener hands out on the passive side.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface CmEpConfig {
+  /**
+   * Bound on every wait of the endpoint's set-up: address and route resolution, rdma_connect until
+   * ESTABLISHED (or REJECTED / UNREACHABLE), rdma_accept until ESTABLISHED, rdma_disconnect until
+   * DISCONNECTED. A wait that reaches it fails with ETIMEDOUT.
+   */
+  readonly timeoutMs: number
+  /** `cap.max_send_wr`: send-queue requests (send, write, read) in flight at once. */
+  readonly maxSendWr: number
+  /** `cap.max_recv_wr`: receives posted at once. */
+  readonly maxRecvWr: number
+  /** `cap.max_send_sge`: segments of one send, write or read. */
+  readonly maxSendSge: number
+  /** `cap.max_recv_sge`: segments of one receive. */
+  readonly maxRecvSge: number
+  /**
+   * `cap.max_inline_data`: a send or write of at most this many bytes may go inline
+   * (IBV_SEND_INLINE: the bytes are copied at post time, the region is not read later). The
+   * device may grant more; {@link CmEpInfo.maxInlineData} says what it granted.
+   */
+  readonly maxInlineData: number
+}
+
+/**
+ * A listener and the port it listens on (rdma_get_src_port: port 0 asks the system for one).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface CmListening {
+  readonly handle: CmListenerHandle
+  readonly port: number
+}
+
+/**
+ * What an endpoint is, once made: its queue pair's number, what the device granted, and the
+ * addresses of its two sides (`remote` is the peer's, as rdma_get_peer_addr gives it; both are
+ * known once the route is resolved, or, on the passive side, once the request arrived).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface CmEpInfo {
+  readonly qpNum: number
+  readonly maxInlineData: number
+  readonly localAddress: string
+  readonly localPort: number
+  readonly remoteAddress: string
+  readonly remotePort: number
+}
+
+/**
+ * The events an endpoint reports after it is established ({@link Driver.Driver.cmNextEvent}),
+ * librdmacm's `enum rdma_cm_event_type` names: the peer disconnected (or the local side did), the
+ * device went away, or something this library does not act on.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type CmEvent = "DISCONNECTED" | "DEVICE_REMOVAL" | "TIMEWAIT_EXIT" | "OTHER"
+
+/**
+ * A part of a region in a librdmacm work request (`struct ibv_sge`): the region registered on the
+ * same endpoint by rdma_reg_msgs / rdma_reg_read / rdma_reg_write, and the bytes of it used.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface CmSegment {
+  readonly mr: CmMrHandle
+  readonly offset: number
+  readonly length: number
+}
+
+/**
+ * A work request on an endpoint of librdmacm's verbs API ({@link Driver.Driver.cmPostMany}).
+ * `segments` holds one segment for rdma_post_send / rdma_post_recv / rdma_post_read /
+ * rdma_post_write, several for their `v` forms (rdma_post_sendv, ...); a request with immediate
+ * data or `inline` goes through ibv_post_send, which librdmacm's wrappers do not expose. The remote
+ * side of a read or a write is an address and an rkey, as the other side gave them. Core checks
+ * offsets, lengths, the regions' kinds and their endpoint before a driver sees a request.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type CmWorkRequest =
+  | {
+    readonly op: "send"
+    readonly id: number
+    readonly segments: ReadonlyArray<CmSegment>
+    /** IBV_WR_SEND_WITH_IMM: the receive on the other side completes with this value. */
+    readonly imm?: number | undefined
+    /** IBV_SEND_INLINE: at most {@link CmEpInfo.maxInlineData} bytes in all. */
+    readonly inline?: boolean | undefined
+    readonly completion?: Signal | undefined
+  }
+  | { readonly op: "recv"; readonly id: number; readonly segments: ReadonlyArray<CmSegment> }
+  | {
+    readonly op: "write"
+    readonly id: number
+    readonly segments: ReadonlyArray<CmSegment>
+    readonly remoteAddress: bigint
+    readonly rkey: number
+    /** IBV_WR_RDMA_WRITE_WITH_IMM: consumes a receive on the other side, which completes with it. */
+    readonly imm?: number | undefined
+    readonly inline?: boolean | undefined
+    readonly completion?: Signal | undefined
+  }
+  | {
+    readonly op: "read"
+    readonly id: number
+    readonly segments: ReadonlyArray<CmSegment>
+    readonly remoteAddress: bigint
+    readonly rkey: number
+    readonly completion?: Signal | undefined
+  }

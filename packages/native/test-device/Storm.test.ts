@@ -87,6 +87,8 @@ describe("interruption storm (native driver)", () => {
         remoteRegions: 0,
         cmIds: 0,
         cmRegions: 0,
+        cmEndpoints: 0,
+        cmListeners: 0,
         endpoints: 0,
         connectionRequests: 0,
         connections: 0,

@@ -19,6 +19,7 @@ import * as Layer from "effect/Layer"
 import * as fabric from "./internal/fabric.js"
 import { makeFiles } from "./internal/files.js"
 import { makeNetwork } from "./internal/network.js"
+import { cmEndpointCalls } from "./internal/cmEndpoints.js"
 import { makeTools } from "./internal/tools.js"
 
 /**
@@ -422,6 +423,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
     mapFile: files.mapFile,
     unmapFile: files.unmapFile,
     ...network.calls,
+    ...cmEndpointCalls,
 
     live: Effect.sync(() => {
       const count = { Peer: 0, MrLocal: 0, MrRemote: 0, CmId: 0, CmMr: 0, Endpoint: 0, ConnReq: 0, Conn: 0, Srq: 0 }
@@ -432,6 +434,8 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         remoteRegions: count.MrRemote,
         cmIds: count.CmId,
         cmRegions: count.CmMr,
+        cmEndpoints: 0,
+        cmListeners: 0,
         endpoints: count.Endpoint,
         connectionRequests: count.ConnReq,
         connections: count.Conn,

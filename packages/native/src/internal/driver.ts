@@ -9,6 +9,7 @@ import type { Driver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type { Binding } from "../RpmaBinding.js"
 import { cmCalls } from "./cm.js"
+import { cmEndpointCalls } from "./cmEndpoint.js"
 import { connectionCalls } from "./connection.js"
 import type { LoopTurns } from "./loopTurns.js"
 import { memoryCalls } from "./memory.js"
@@ -27,5 +28,6 @@ export const makeDriver = (binding: Binding, loop?: LoopTurns): Driver => ({
   ...connectionCalls(binding),
   ...srqCalls(binding),
   ...queueCalls(binding, loop),
-  live: Effect.sync(() => binding.liveHandles())
+  ...cmEndpointCalls,
+  live: Effect.sync(() => ({ cmEndpoints: 0, cmListeners: 0, ...binding.liveHandles() }))
 })
