@@ -85,6 +85,19 @@ export const cmEndpointCases: ReadonlyArray<Case> = [
       })
   },
   {
+    name: "cm endpoint: a connect nobody answers (a listener that takes no request) ends with ETIMEDOUT at its bound, not before",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        yield* listen(address, port)
+        const client = yield* endpoint(address, port)
+        const started = Date.now()
+        yield* expectErrno(d.cmConnect(client, undefined, 1000).pipe(Effect.timeout("20 seconds")), "ETIMEDOUT", "the unanswered connect")
+        const waited = Date.now() - started
+        yield* check(waited >= 900, `the connect ended after ${waited} ms, before its 1000 ms bound`)
+      })
+  },
+  {
     name: "cm endpoint: an interruption storm over connect, get-request and accept leaves no endpoint, listener or region alive",
     run: (address, port) =>
       Effect.gen(function*() {
