@@ -61,6 +61,21 @@ describe("simulated cm endpoints", () => {
       assert.strictEqual((yield* completions(client, 1))[0]!.status, 0)
     })))
 
+  it.live("a region deregistered while its send waits for a receive still serves it (the driver holds it)", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* Driver.RdmaDriver
+      const { b, client, server } = yield* connected(18007)
+      const memory = new Uint8Array(64)
+      memory.set(bytes("held"))
+      const mr = yield* d.cmReg(client, "msgs", memory)
+      yield* post(client, [{ op: "send", id: 1, segments: [{ mr, offset: 0, length: 4 }] }])
+      yield* d.cmDeregMr(mr)
+      yield* post(server, [{ op: "recv", id: 2, segments: [whole(b)] }])
+      assert.deepStrictEqual((yield* completions(server, 1)).map((wc) => [wc.status, wc.byteLength]), [[0, 4]])
+      assert.strictEqual(new TextDecoder().decode(b.memory.subarray(0, 4)), "held")
+      assert.strictEqual((yield* completions(client, 1))[0]!.status, 0)
+    })))
+
   it.live("a message longer than its receive: LOC_LEN_ERR there, REM_INV_REQ_ERR on the sender", () =>
     inWorld(Effect.gen(function*() {
       const { a, b, client, server } = yield* connected(18002)

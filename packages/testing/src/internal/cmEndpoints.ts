@@ -412,7 +412,8 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
             const client = s.client!
             if (!client.alive || side(client).stage !== "connecting") {
               s.stage = "failed"
-              return Effect.fail(errno("rdma_accept", ETIMEDOUT, "the client gave up before the connection was established"))
+              // The CM's CONNECT_ERROR / UNREACHABLE, as the native driver reports it.
+              return Effect.fail(errno("rdma_accept", EHOSTUNREACH, "the other side gave up before the connection was established"))
             }
             const c = side(client)
             s.stage = "established"
