@@ -101,6 +101,14 @@ const refusedAccess = (
     })
 })
 
+/** Request 1: a write of the local region's first `length` bytes to `remoteAddress` with `rkey`. */
+const writeOf = (
+  local: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array },
+  remoteAddress: bigint,
+  rkey: number,
+  length: number
+): Driver.CmWorkRequest => ({ op: "write", id: 1, segments: [whole(local, 0, length)], remoteAddress, rkey })
+
 /** @internal */
 export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   {
@@ -385,13 +393,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   },
   refusedAccess(
     "cm endpoint: a write with a forged rkey completes with REM_ACCESS_ERR (10); the queue pair is in error, the next request WR_FLUSH_ERR (5)",
-    ({ local, writable }) => ({
-      op: "write",
-      id: 1,
-      segments: [whole(local, 0, 8)],
-      remoteAddress: writable.address,
-      rkey: (writable.rkey ^ 0x5a5a00) >>> 0
-    })
+    ({ local, writable }) => writeOf(local, writable.address, (writable.rkey ^ 0x5a5a00) >>> 0, 8)
   ),
   refusedAccess(
     "cm endpoint: a read of a region made by rdma_reg_write (not readable) → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
@@ -405,23 +407,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   ),
   refusedAccess(
     "cm endpoint: a write to a region made by rdma_reg_msgs (local access only) → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
-    ({ local, messages }) => ({
-      op: "write",
-      id: 1,
-      segments: [whole(local, 0, 8)],
-      remoteAddress: messages.address,
-      rkey: messages.rkey
-    })
+    ({ local, messages }) => writeOf(local, messages.address, messages.rkey, 8)
   ),
   refusedAccess(
     "cm endpoint: a write past the remote region's end → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
-    ({ local, writable }) => ({
-      op: "write",
-      id: 1,
-      segments: [whole(local, 0, 16)],
-      remoteAddress: writable.address + BigInt(writable.length - 8),
-      rkey: writable.rkey
-    })
+    ({ local, writable }) => writeOf(local, writable.address + BigInt(writable.length - 8), writable.rkey, 16)
   ),
   {
     name: "cm endpoint: a disconnect flushes the posted receives (WR_FLUSH_ERR) and both sides get DISCONNECTED",
