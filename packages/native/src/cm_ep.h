@@ -79,6 +79,12 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   std::size_t regions = 0;       // open region handles registered on the endpoint
   uint64_t next_token = 1;
   std::map<uint64_t, CmPosted> posted;
+  // Of `posted`: receives, and send-queue requests (the unsignalled ones until a later request's
+  // completion covers them). A post past config's maxRecvWr / maxSendWr is refused with ENOMEM,
+  // whatever the device rounded the queues up to.
+  std::size_t recvs_posted = 0;
+  std::size_t sends_posted = 0;
+  void Forget(std::map<uint64_t, CmPosted>::iterator entry);
   double setup_id = 0;           // the event waiter that waits for create / connect / accept, if any
   std::deque<std::string> events;  // events after ESTABLISHED not yet taken by cmNextEvent
   Poller event_poller;           // the id's channel: cmNextEvent's waiters and the set-up's

@@ -22,6 +22,11 @@ using conn::Integer;
 using conn::kMaxLength;
 using conn::kMaxSafe;
 
+void CmEpState::Forget(std::map<uint64_t, CmPosted>::iterator entry) {
+  (entry->second.recv ? recvs_posted : sends_posted)--;
+  posted.erase(entry);
+}
+
 int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
   constexpr int kBatch = 32;
   ibv_wc wc[kBatch];
@@ -40,11 +45,12 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
               ++it;
               continue;
             }
-            it = posted.erase(it);
+            auto covered = it++;
+            Forget(covered);
           }
         }
         CmPosted request = std::move(found->second);
-        posted.erase(found);
+        Forget(found);
         bool ok = wc[i].status == IBV_WC_SUCCESS;
         Napi::Object completion = Napi::Object::New(env);
         completion.Set("id", Napi::Number::New(env, request.id));
@@ -180,6 +186,15 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   CmPosted entry;
   if (!ReadSegments(call, state, fields[1], &sges, &entry.regions)) return env.Undefined();
   entry.id = id;
+  if (op == "recv" ? state.recvs_posted >= state.config.max_recv_wr : state.sends_posted >= state.config.max_send_wr) {
+    return call.Fail(ENOMEM, op == "recv" ? "the receive queue is full (maxRecvWr " + std::to_string(state.config.max_recv_wr) +
+                                                ") until a receive completes"
+                                          : "the send queue is full (maxSendWr " + std::to_string(state.config.max_send_wr) +
+                                                ") until a request completes");
+  }
+  if (op != "recv" && state.phase != CmEpState::Phase::Established) {
+    return call.Invalid("the endpoint is not connected: post sends, writes and reads once cmConnect or cmAccept succeeded");
+  }
   uint64_t token = state.next_token++;
   if (op == "recv") {
     ibv_recv_wr wr{};
@@ -191,6 +206,7 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
     int errnum = ibv_post_recv(state.id->qp, &wr, &bad);
     if (errnum != 0) return call.Fail(errnum, errnum == ENOMEM ? "the receive queue is full" : "");
     state.posted.emplace(token, std::move(entry));
+    state.recvs_posted++;
     return env.Undefined();
   }
   ibv_send_wr wr{};
@@ -240,6 +256,7 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
     return call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
   }
   state.posted.emplace(token, std::move(entry));
+  state.sends_posted++;
   return env.Undefined();
 }
 
