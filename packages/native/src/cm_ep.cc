@@ -212,7 +212,6 @@ void CmEpState::HandleEvent(Napi::Env env, rdma_cm_event_type type, int status) 
     default:
       break;
   }
-  if (type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
   if (setup_id != 0) {
     Settle(env, ErrnoValue(env, type == RDMA_CM_EVENT_DEVICE_REMOVAL ? ENODEV : ECONNRESET, "rdma_cm",
                            std::string("the connection ended during its set-up: ") + EventName(type)));
@@ -678,8 +677,8 @@ Napi::Value CmDisconnect(const Napi::CallbackInfo& info) {
   CmEpState& state = *ep->state;
   bool connected = state.phase == CmEpState::Phase::Established || state.phase == CmEpState::Phase::Connecting ||
                    state.phase == CmEpState::Phase::Accepting;
-  if (!connected || state.disconnected) return env.Undefined();
-  state.disconnected = true;
+  if (!connected || state.disconnect_called) return env.Undefined();
+  state.disconnect_called = true;
   errno = 0;
   // The queue pair goes to the error state: what is posted completes with IBV_WC_WR_FLUSH_ERR.
   if (rdma_disconnect(state.id) != 0) {

@@ -71,7 +71,9 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   bool has_qp = false;
   CmEpConfig config;
   Phase phase = Phase::Resolving;
-  bool disconnected = false;     // rdma_disconnect called, or the peer's DISCONNECTED seen
+  // rdma_disconnect called (the peer's DISCONNECTED leaves the queue pair as it is: cmDisconnect
+  // still moves it to the error state).
+  bool disconnect_called = false;
   std::vector<uint8_t> private_data;  // of the last connection event, as rdma_cm carried it
   uint8_t initiator_depth = 0;        // a request's, for the accept
   uint8_t responder_resources = 0;
