@@ -402,10 +402,11 @@ bool ParseEpConfig(const Call& call, Napi::Value value, CmEpConfig* out) {
 
 // A numeric IPv4 or IPv6 address and a port (getaddrinfo with AI_NUMERICHOST never does I/O; the
 // driver resolves names before calling).
-bool ParseAddress(const Call& call, Napi::Value address, Napi::Value port, sockaddr_storage* out) {
+bool ParseAddress(const Call& call, Napi::Value address, Napi::Value port, bool passive, sockaddr_storage* out) {
   if (!address.IsString()) return call.Invalid(address.IsNull() || address.IsUndefined() ? "node is NULL" : "address must be a string"), false;
   double number;
   if (!Integer(call, port, "port", 65535, &number)) return false;
+  if (!passive && number == 0) return call.Invalid("port 0: give the port the other side listens on"), false;
   std::string text = address.As<Napi::String>().Utf8Value();
   addrinfo hints{};
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
@@ -499,7 +500,7 @@ Napi::Value CmEpCreate(const Napi::CallbackInfo& info) {
   Call call(env, "rdma_create_ep", Domain::Errno);
   sockaddr_storage address;
   CmEpConfig config;
-  if (!ParseAddress(call, info[0], info[1], &address) || !ParseEpConfig(call, info[2], &config) ||
+  if (!ParseAddress(call, info[0], info[1], false, &address) || !ParseEpConfig(call, info[2], &config) ||
       !conn::IsCallback(call, info[3])) {
     return env.Undefined();
   }
@@ -557,7 +558,7 @@ Napi::Value CmListen(const Napi::CallbackInfo& info) {
   Call call(env, "rdma_listen", Domain::Errno);
   sockaddr_storage address;
   CmEpConfig config;
-  if (!ParseAddress(call, info[0], info[1], &address) || !ParseEpConfig(call, info[2], &config)) return env.Undefined();
+  if (!ParseAddress(call, info[0], info[1], true, &address) || !ParseEpConfig(call, info[2], &config)) return env.Undefined();
   auto state = std::make_shared<CmListenerState>();
   state->config = config;
   if (!OpenChannelAndId(call, &state->channel, &state->id)) return env.Undefined();

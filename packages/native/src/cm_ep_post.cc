@@ -185,6 +185,11 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   std::vector<ibv_sge> sges;
   CmPosted entry;
   if (!ReadSegments(call, state, fields[1], &sges, &entry.regions)) return env.Undefined();
+  uint32_t max_sge = op == "recv" ? state.config.max_recv_sge : state.config.max_send_sge;
+  if (sges.size() > max_sge) {
+    return call.Invalid(std::to_string(sges.size()) + " segments: the queue pair takes at most " + std::to_string(max_sge) +
+                        (op == "recv" ? " (maxRecvSge)" : " (maxSendSge)"));
+  }
   entry.id = id;
   if (op == "recv" ? state.recvs_posted >= state.config.max_recv_wr : state.sends_posted >= state.config.max_send_wr) {
     return call.Fail(ENOMEM, op == "recv" ? "the receive queue is full (maxRecvWr " + std::to_string(state.config.max_recv_wr) +

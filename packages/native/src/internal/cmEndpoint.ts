@@ -179,7 +179,12 @@ export const cmEndpointCalls = (
   cmEpCreate: (address, port, config) =>
     numeric(address, "rdma_getaddrinfo").pipe(
       Effect.flatMap((resolved) => {
-        const ms = timeoutOf(typeof config === "object" && config !== null ? config.timeoutMs : undefined) ?? 0
+        let ms = 0
+        try {
+          ms = timeoutOf(typeof config === "object" && config !== null ? config.timeoutMs : undefined) ?? 0
+        } catch {
+          // A hostile config: the addon refuses it.
+        }
         return createEndpoint(binding, resolved, port, config).pipe(within(2 * ms + 1_000, "rdma_resolve_route"))
       })
     ),
