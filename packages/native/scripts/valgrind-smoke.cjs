@@ -139,7 +139,11 @@ Promise.allSettled([
   binding.cmCreateId(undefined),
   ...rejections
 ]).then(async (results) => {
-  for (const result of results) if (result.status !== "rejected") failures++
+  results.forEach((result, i) => {
+    if (result.status === "rejected") return
+    failures++
+    console.error(`device lookup ${i}: expected a rejection, got ${String(result.value)}`)
+  })
   if (process.env.RDMA_ADDRESS) await deviceRound(process.env.RDMA_ADDRESS)
   if (typeof globalThis.gc === "function") globalThis.gc()
   setImmediate(() => {
@@ -180,12 +184,19 @@ async function deviceRound(address) {
   }
   const disconnected = waitFor((callback) => binding.cmNextEvent(server, callback))
   binding.cmDisconnect(client)
-  if ((await disconnected) !== "DISCONNECTED") failures++
+  const event = await disconnected
+  if (event !== "DISCONNECTED") {
+    failures++
+    console.error(`the server's event after the client's disconnect: ${event}`)
+  }
   for (const mr of [clientMr, serverMr, serverMsgs]) binding.cmDeregMr(mr)
   binding.cmEpDestroy(server)
   binding.cmEpDestroy(client)
   binding.cmListenerDestroy(listener)
   const live = binding.liveHandles()
-  if (live.cmEndpoints !== 0 || live.cmListeners !== 0 || live.cmRegions !== 0) failures++
+  if (live.cmEndpoints !== 0 || live.cmListeners !== 0 || live.cmRegions !== 0) {
+    failures++
+    console.error(`alive after the device round: ${JSON.stringify(live)}`)
+  }
   console.log("valgrind-smoke: device round ok")
 }
