@@ -237,6 +237,12 @@ export const connect = (
     if (refused !== undefined) return Effect.fail(refused)
     ep.state = "connecting"
     return driver.cmConnect(ep.handle, privateData, ep.config.timeoutMs).pipe(
+      // Rejected: what the other side said with its rejection is kept, as an acceptance's is.
+      Effect.tapError((error) =>
+        error.errnoName === "ECONNREFUSED"
+          ? Effect.ignore(Effect.map(driver.cmPrivateData(ep.handle), (data) => (ep.privateData = data)))
+          : Effect.void
+      ),
       Effect.zipRight(driver.cmPrivateData(ep.handle)),
       Effect.flatMap((data) => established(driver, ep, data)),
       Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && ep.state === "connecting" && (ep.state = "failed")))
