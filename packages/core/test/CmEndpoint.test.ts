@@ -2,10 +2,10 @@
  * CmEndpoint on the simulated driver: two endpoints in one process, the bytes that arrive checked,
  * every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint } from "@effect-rdma/core"
+import { CmEndpoint, Driver } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Effect, Exit, Fiber, Layer } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const text = (bytes: Uint8Array, length = bytes.byteLength) => new TextDecoder().decode(bytes.subarray(0, length))
@@ -235,4 +235,32 @@ describe("CmEndpoint", () => {
       assert.strictEqual(error.errnoName, "EINVAL")
       assert.match(error.message, /maxSendWr/)
     })))
+
+  it.live("a write the other side never completes (a cut link, a frozen host) fails within the timeout, and nothing leaks", () => {
+    // The simulated driver, except that writes vanish on the wire: posted, never completed.
+    const lossy = Layer.effect(
+      Driver.RdmaDriver,
+      Effect.map(Driver.RdmaDriver, (driver): Driver.Driver => ({
+        ...driver,
+        cmPostMany: (ep, requests) =>
+          requests.every((r) => r.op === "write")
+            ? { posted: requests.length, error: undefined, queueError: undefined, ready: [], turnDue: false }
+            : driver.cmPostMany(ep, requests)
+      }))
+    ).pipe(Layer.provideMerge(SimulatedDriver.layer))
+    return Ledger.checked(Effect.scoped(Effect.gen(function*() {
+      const p = yield* connectedPair({ timeoutMs: 300 })
+      const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+      const started = performance.now()
+      const lost = yield* Effect.flip(
+        CmEndpoint.write(p.client, { src: p.clientOutbox, dst: CmEndpoint.remoteKey(target), length: 8 })
+      )
+      const waited = performance.now() - started
+      assert.strictEqual(lost._tag, "ConnectionClosedError")
+      assert.strictEqual((lost as { reason?: string }).reason, "LOST")
+      assert.match(lost.message, /does not answer/)
+      assert.isTrue(waited >= 300 && waited < 3_000, `waited ${waited} ms`)
+      assert.strictEqual(p.client.state, "closed")
+    }))).pipe(Effect.provide(lossy))
+  })
 })

@@ -13,6 +13,7 @@
  *
  * @internal
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -265,9 +266,27 @@ const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array):
       Effect.interruptible,
       Effect.forkDaemon
     )
-    ep.stopWatching = Fiber.interrupt(watcher)
+    // A read or a write with no completion within the timeout means the other side, or the path
+    // to it, is gone (a cut link, a frozen host: the transport may retry far longer): the endpoint
+    // is lost, and what waits fails now. Sends and receives wait on the other side's application.
+    // Requests carry the watchdog's tick (stamped by the kernel), so the data path reads no clock.
+    const period = Math.max(ep.config.timeoutMs / 10, 1)
+    const watchdog = yield* Effect.sleep(Duration.millis(period)).pipe(
+      Effect.zipRight(Effect.suspend(() => {
+        ep.table.tick++
+        const waited = (ep.table.oldestWait() - 1) * period
+        return waited <= ep.config.timeoutMs ? Effect.void : end(
+          driver,
+          ep,
+          new Error(`no completion for over ${Math.round(waited)} ms (timeout ${ep.config.timeoutMs} ms): the other side does not answer`)
+        )
+      })),
+      Effect.repeat({ until: () => ep.state !== "connected" }),
+      Effect.interruptible,
+      Effect.forkDaemon
+    )
+    ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
   })
-
 
 /** @internal rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
 export const listen = (
