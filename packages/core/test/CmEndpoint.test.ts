@@ -215,12 +215,16 @@ describe("CmEndpoint", () => {
       assert.strictEqual(ended._tag, "ConnectionClosedError")
     })))
 
-  it.effect("interrupted anywhere (listen, create, connect, accept, a receive), nothing stays alive", () =>
+  it.effect("interrupted anywhere (listen, create, connect, accept, sends, a write, a receive), nothing stays alive", () =>
     Effect.gen(function*() {
-      for (let at = 0; at < 80; at += 3) {
+      for (let at = 0; at < 120; at += at < 12 ? 1 : 3) {
         yield* inWorld(Effect.gen(function*() {
           const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
             const p = yield* connectedPair()
+            // Sends waiting for receives the server never posts, a write, and a receive: in flight.
+            yield* Effect.fork(CmEndpoint.sendMany(p.client, Array.from({ length: 8 }, () => ({ src: p.clientOutbox, length: 4 }))))
+            const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+            yield* Effect.fork(CmEndpoint.write(p.client, { src: p.clientOutbox, dst: CmEndpoint.remoteKey(target), length: 8 }))
             yield* CmEndpoint.recv(p.client, { dst: p.clientInbox })
           })))
           for (let i = 0; i < at; i++) yield* Effect.yieldNow()
