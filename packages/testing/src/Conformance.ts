@@ -235,7 +235,8 @@ export interface HalfContext extends halves.HalfContext {}
 export interface PairCase extends halves.PairCase {}
 
 /**
- * The connection cases that need two sides, as halves (in {@link cases} too, run in one process).
+ * The connection cases that need two sides, as halves (in {@link cases} too, run in one process):
+ * librpma's connections, then the endpoints of librdmacm's verbs API.
  *
  * @since 0.5.0
  * @category cases

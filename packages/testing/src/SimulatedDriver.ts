@@ -58,7 +58,7 @@ export type LedgerEntry = fabric.LedgerEntry
 export interface Simulation {
   /** Makes the `nth` call of an operation, counted from now, fail with a code (see {@link Fault}). */
   readonly fail: (fault: Fault) => Effect.Effect<void>
-  /** Peers, regions, remote regions, rdma_cm ids and their regions that are still alive. */
+  /** Peers, regions, remote regions, rdma_cm ids, endpoints, listeners and their regions that are still alive. */
   readonly live: Effect.Effect<ReadonlyArray<LedgerEntry>>
   /** How many times an operation was called. */
   readonly calls: (operation: Operation) => Effect.Effect<number>

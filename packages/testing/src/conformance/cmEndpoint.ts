@@ -43,7 +43,7 @@ export const cmEndpointCases: ReadonlyArray<Case> = [
         yield* expectErrno(d.cmEpDestroy(request), "EINVAL", "destroying it twice")
         yield* expectErrno(d.cmReg(request, "msgs", new Uint8Array(64)), "EINVAL", "registering on a destroyed endpoint")
         yield* d.cmListenerDestroy(listener.handle)
-        yield* expectErrno(d.cmGetRequest(listener.handle), "ECANCELED", "get-request on a destroyed listener")
+        yield* expectErrno(d.cmGetRequest(listener.handle), "EINVAL", "get-request on a destroyed listener")
         yield* equal(yield* d.cmNextEvent(client), "DISCONNECTED", "the client's event once the request is destroyed")
       })
   },
@@ -82,6 +82,19 @@ export const cmEndpointCases: ReadonlyArray<Case> = [
         const client = yield* endpoint(address, port, { ...config, timeoutMs: 2000 })
         const refused = yield* errnoOf(d.cmConnect(client, undefined, 2000))
         yield* check(refused !== "success", "a connect to a destroyed listener succeeded")
+      })
+  },
+  {
+    name: "cm endpoint: a connect nobody answers (a listener that takes no request) ends with ETIMEDOUT at its bound, not before",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        yield* listen(address, port)
+        const client = yield* endpoint(address, port)
+        const started = Date.now()
+        yield* expectErrno(d.cmConnect(client, undefined, 1000).pipe(Effect.timeout("20 seconds")), "ETIMEDOUT", "the unanswered connect")
+        const waited = Date.now() - started
+        yield* check(waited >= 900, `the connect ended after ${waited} ms, before its 1000 ms bound`)
       })
   },
   {

@@ -196,6 +196,22 @@ const table: ReadonlyArray<Row> = [
     call: posting((mr) => [{ op: "recv", id: 1, segments: [{ mr, offset: -1, length: 8 }] }]),
     tag: EINVAL
   },
+  { input: "cmPostMany receive: no segment", call: posting(() => [{ op: "recv", id: 1, segments: [] }]), tag: EINVAL },
+  {
+    input: "cmPostMany segment: past its region's end (offset 4090, length 8 of 4096)",
+    call: posting((mr) => [{ op: "recv", id: 1, segments: [{ mr, offset: 4090, length: 8 }] }]),
+    tag: EINVAL
+  },
+  {
+    input: "cmPostMany write: remoteAddress 2^64",
+    call: posting((mr) => [{ op: "write", id: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 2n ** 64n, rkey: 1 }]),
+    tag: EINVAL
+  },
+  {
+    input: "cmPostMany read: with immediate data",
+    call: posting((mr) => [{ op: "read", id: 1, imm: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 0n, rkey: 1 }]),
+    tag: EINVAL
+  },
   {
     input: "cmPostMany receive: 3 segments (maxRecvSge 2)",
     call: posting((mr) => [{ op: "recv", id: 1, segments: [0, 1, 2].map((i) => ({ mr, offset: i * 8, length: 8 })) }]),

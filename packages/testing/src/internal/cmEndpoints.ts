@@ -229,7 +229,11 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
       if (s.other !== undefined) tellDisconnected(s.other)
     }
     if (s.stage === "idle" && s.client !== undefined) refuse(s.client, "the request was destroyed unanswered")
-    if (s.stage === "connecting") s.stage = "failed"
+    if (s.stage === "connecting") {
+      // A connect still waiting (in another fiber) hears of it at once.
+      answer(ep, Exit.fail(errno("rdma_connect", ECANCELED, "the endpoint was destroyed")))
+      s.stage = "failed"
+    }
     QueuePair.destroy(s.qp, errno("ibv_get_cq_event", ECANCELED, "the endpoint was destroyed"))
     ep.listener?.requests.delete(ep)
     releaseHandle(ep)
@@ -347,7 +351,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
           return listener === undefined
             ? errno("rdma_get_request", EINVAL, "expected a listener handle (from cmListen)")
             : !listener.alive
-            ? errno("rdma_get_request", ECANCELED, "the listener was destroyed")
+            ? errno("rdma_get_request", EINVAL, "the listener was already destroyed; a handle is not usable after its release")
             : undefined
         },
         (code) => errno("rdma_get_request", code, "planned fault"),
@@ -408,7 +412,8 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
             const client = s.client!
             if (!client.alive || side(client).stage !== "connecting") {
               s.stage = "failed"
-              return Effect.fail(errno("rdma_accept", ETIMEDOUT, "the client gave up before the connection was established"))
+              // The CM's CONNECT_ERROR / UNREACHABLE, as the native driver reports it.
+              return Effect.fail(errno("rdma_accept", EHOSTUNREACH, "the other side gave up before the connection was established"))
             }
             const c = side(client)
             s.stage = "established"

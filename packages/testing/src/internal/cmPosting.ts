@@ -71,18 +71,20 @@ const readRequest = (
       if (mr.cmId !== ep) return "a segment's region is registered on another endpoint's protection domain: register it on this one"
       if (!isIndex(offset, Number.MAX_SAFE_INTEGER)) return `a segment's offset ${DriverArguments.show(offset)} is not an integer from 0`
       if (!isIndex(length, UINT32_MAX)) return `a segment's length ${DriverArguments.show(length)} is not an integer from 0 to ${UINT32_MAX}`
+      // As the native driver: refused before the device's lkey check would fail it (LOC_PROT_ERR).
+      if (offset + length > mr.memory.byteLength) {
+        return `a segment (offset ${offset}, length ${length}) passes its region's end (${mr.memory.byteLength} bytes)`
+      }
       segments.push({ mr: mrValue, offset, length })
     }
   } catch {
     return "reading the work request's segments threw"
   }
+  if (segments.length === 0) return "a request needs at least one segment"
   const maxSge = op === "recv" ? config.maxRecvSge : config.maxSendSge
   if (segments.length > maxSge) return `${segments.length} segments; the queue pair takes at most ${maxSge} (${op === "recv" ? "maxRecvSge" : "maxSendSge"})`
-  if (op === "recv") {
-    return raw.imm !== undefined || raw.inline !== undefined || raw.completion !== undefined
-      ? "a receive takes no immediate data, no inline flag and always completes"
-      : { op, id: raw.id, segments }
-  }
+  // A receive has no immediate data, inline flag or signal to read (the native driver ignores them too).
+  if (op === "recv") return { op, id: raw.id, segments }
   if (raw.imm !== undefined && (op === "read" || !isIndex(raw.imm, UINT32_MAX))) {
     return op === "read" ? "immediate data goes with a send or a write only" : `imm ${DriverArguments.show(raw.imm)} is not a 32-bit unsigned integer`
   }
@@ -100,7 +102,9 @@ const readRequest = (
   const inline = raw.inline as boolean | undefined
   const completion = raw.completion as Driver.Signal | undefined
   if (op === "send") return { op, id: raw.id, segments, imm, inline, completion }
-  if (typeof raw.remoteAddress !== "bigint" || raw.remoteAddress < 0n) return "remoteAddress must be a non-negative bigint"
+  if (typeof raw.remoteAddress !== "bigint" || raw.remoteAddress < 0n || raw.remoteAddress >= 2n ** 64n) {
+    return "remoteAddress must be a bigint from 0 to 2^64 - 1"
+  }
   if (!isIndex(raw.rkey, UINT32_MAX)) return `rkey ${DriverArguments.show(raw.rkey)} is not a 32-bit unsigned integer`
   const remote = { remoteAddress: raw.remoteAddress, rkey: raw.rkey as number }
   return op === "write"

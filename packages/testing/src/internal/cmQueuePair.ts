@@ -25,8 +25,8 @@ interface PostedRecv {
 interface PendingSend {
   readonly id: number
   readonly from: QueuePair
-  /** The bytes, read when the message is delivered (inline: taken at post time), or the status that refuses them. */
-  readonly bytes: () => Uint8Array | number
+  /** The bytes, read when the message is delivered (inline: taken at post time). */
+  readonly bytes: () => Uint8Array
   readonly imm: number | undefined
   /** For a write with immediate data: its length (the bytes went to the remote region, not the receive). */
   readonly written: number | undefined
@@ -106,21 +106,19 @@ export const destroy = (qp: QueuePair, error: RdmaCmError): void => {
   qp.completions.close(error)
 }
 
-/** A segment's bytes, or LOC_PROT_ERR when its region is gone or the segment leaves it (the lkey check). */
-const bytesOf = (segment: Driver.CmSegment): Uint8Array | number => {
-  const mr = fabric.asHandle(segment.mr, "CmMr")
-  if (mr === undefined || !mr.alive || segment.offset + segment.length > mr.memory.byteLength) return WcStatus.LOC_PROT_ERR
+/**
+ * A segment's bytes. Posting checked it against its region, and the driver holds the region until
+ * the request completes (deregistered meanwhile, its memory still serves the request, as the
+ * native driver keeps it).
+ */
+const bytesOf = (segment: Driver.CmSegment): Uint8Array => {
+  const mr = fabric.asHandle(segment.mr, "CmMr")!
   return mr.memory.subarray(segment.offset, segment.offset + segment.length)
 }
 
-/** The gathered bytes of a request's segments (a copy), or the status that refuses one of them. */
-const gather = (segments: ReadonlyArray<Driver.CmSegment>): Uint8Array | number => {
-  const parts: Array<Uint8Array> = []
-  for (const segment of segments) {
-    const part = bytesOf(segment)
-    if (typeof part === "number") return part
-    parts.push(part)
-  }
+/** The gathered bytes of a request's segments (a copy). */
+const gather = (segments: ReadonlyArray<Driver.CmSegment>): Uint8Array => {
+  const parts = segments.map(bytesOf)
   const all = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
   let at = 0
   for (const part of parts) {
@@ -130,16 +128,15 @@ const gather = (segments: ReadonlyArray<Driver.CmSegment>): Uint8Array | number 
   return all
 }
 
-/** Scatters `bytes` over the segments; LOC_PROT_ERR for a bad segment, LOC_LEN_ERR when they do not fit. */
+/** Scatters `bytes` over the segments; LOC_LEN_ERR when they do not fit. */
 const scatter = (segments: ReadonlyArray<Driver.CmSegment>, bytes: Uint8Array): number => {
   const capacity = segments.reduce((n, s) => n + s.length, 0)
-  for (const segment of segments) if (typeof bytesOf(segment) === "number") return WcStatus.LOC_PROT_ERR
   if (bytes.byteLength > capacity) return WcStatus.LOC_LEN_ERR
   let at = 0
   for (const segment of segments) {
     if (at >= bytes.byteLength) break
     const part = bytes.subarray(at, at + segment.length)
-    ;(bytesOf(segment) as Uint8Array).set(part)
+    bytesOf(segment).set(part)
     at += part.byteLength
   }
   return WcStatus.SUCCESS
@@ -167,11 +164,6 @@ const deliver = (to: QueuePair, send: PendingSend) => {
   const recv = to.recvs.shift()
   if (recv === undefined) return void to.waiting.push(send)
   const bytes = send.bytes()
-  if (typeof bytes === "number") {
-    // The sender's own segment is bad: it fails there; the receive stays posted.
-    to.recvs.unshift(recv)
-    return failFrom(send, bytes)
-  }
   const status = scatter(recv.segments, bytes)
   if (status !== WcStatus.SUCCESS) {
     to.completions.push(completion(recv.id, status, WcOpcode.RECV))
@@ -229,7 +221,6 @@ export const post = (qp: QueuePair, wr: Driver.CmWorkRequest, status?: number): 
   }
   if (wr.op === "write") {
     const bytes = gather(wr.segments)
-    if (typeof bytes === "number") return fail(bytes)
     const target = remoteTarget(qp, wr.rkey, wr.remoteAddress, bytes.byteLength, "write")
     if (typeof target === "number") {
       // The responder answers with a NAK and goes to the error state too (a class C error).
@@ -249,7 +240,6 @@ export const post = (qp: QueuePair, wr: Driver.CmWorkRequest, status?: number): 
     })
   }
   const length = wr.segments.reduce((n, s) => n + s.length, 0)
-  for (const segment of wr.segments) if (typeof bytesOf(segment) === "number") return fail(WcStatus.LOC_PROT_ERR)
   const source = remoteTarget(qp, wr.rkey, wr.remoteAddress, length, "read")
   if (typeof source === "number") {
     if (peer.state !== "error") toError(peer)
