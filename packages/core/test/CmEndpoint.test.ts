@@ -5,7 +5,7 @@
 import { CmEndpoint, Driver } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer } from "effect"
+import { Effect, Exit, Fiber, Layer, Tracer } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const text = (bytes: Uint8Array, length = bytes.byteLength) => new TextDecoder().decode(bytes.subarray(0, length))
@@ -267,4 +267,26 @@ describe("CmEndpoint", () => {
       assert.strictEqual(p.client.state, "closed")
     }))).pipe(Effect.provide(lossy))
   })
+
+  it.effect("set-up and teardown run in spans named after their librdmacm calls", () =>
+    Effect.gen(function*() {
+      const spans: Array<Tracer.Span> = []
+      const base = yield* Effect.tracer
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: base.context
+      })
+      yield* inWorld(connectedPair()).pipe(Effect.withTracer(recording))
+      const names = spans.map((s) => s.name)
+      for (const call of ["rdma_listen", "rdma_create_ep", "rdma_connect", "rdma_accept", "rdma_disconnect", "rdma_destroy_ep"]) {
+        assert.include(names, call)
+      }
+      const listen = spans.find((s) => s.name === "rdma_listen")!
+      assert.strictEqual(listen.attributes.get("server.address"), address)
+      assert.strictEqual(listen.attributes.get("rdma.driver"), "simulated")
+    }))
 })
