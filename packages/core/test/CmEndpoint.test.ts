@@ -2,7 +2,7 @@
  * CmEndpoint on the simulated driver: two endpoints in one process, the bytes that arrive checked,
  * every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, Driver } from "@effect-rdma/core"
+import { CmEndpoint, Driver, Tracing } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Tracer } from "effect"
@@ -285,6 +285,14 @@ describe("CmEndpoint", () => {
       for (const call of ["rdma_listen", "rdma_create_ep", "rdma_connect", "rdma_accept", "rdma_disconnect", "rdma_destroy_ep"]) {
         assert.include(names, call)
       }
+      // Per operation, when asked for: rdma_post with the operation and its bytes.
+      spans.length = 0
+      yield* inWorld(Effect.flatMap(connectedPair(), (p) => CmEndpoint.send(p.client, { src: p.clientOutbox, length: 5 }))).pipe(
+        Effect.provide(Tracing.layerPerOperation),
+        Effect.withTracer(recording)
+      )
+      const post = spans.find((s) => s.name === "rdma_post" && s.attributes.get("rdma.op") === "send")
+      assert.strictEqual(post?.attributes.get("rdma.size"), 5)
       const listen = spans.find((s) => s.name === "rdma_listen")!
       assert.strictEqual(listen.attributes.get("server.address"), address)
       assert.strictEqual(listen.attributes.get("rdma.driver"), "simulated")
