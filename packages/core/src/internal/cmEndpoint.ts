@@ -267,9 +267,12 @@ export const connect = (
     )
   })
 
-/** Connected: receives posted before wait on its channel, and the peer's disconnect ends it. */
+/**
+ * Connected: receives posted before wait on its channel, and the peer's disconnect ends it. In one
+ * uninterruptible step, so that its watchers are always known to the close that stops them.
+ */
 const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array): Effect.Effect<void> =>
-  Effect.gen(function*() {
+  Effect.uninterruptible(Effect.gen(function*() {
     ep.privateData = privateData
     ep.state = "connected"
     ep.kernel.ensureArmed()
@@ -303,7 +306,7 @@ const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array):
       Effect.forkDaemon
     )
     ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
-  })
+  }))
 
 /** @internal rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
 export const listen = (
