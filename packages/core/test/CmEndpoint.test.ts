@@ -297,4 +297,26 @@ describe("CmEndpoint", () => {
       assert.strictEqual(listen.attributes.get("server.address"), address)
       assert.strictEqual(listen.attributes.get("rdma.driver"), "simulated")
     }))
+
+  it.live("connect is bounded: a listener nobody takes requests from fails it with ETIMEDOUT at the endpoint's timeout", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmEndpoint.listen(address, 0)
+      const started = performance.now()
+      const error = yield* Effect.flip(Effect.scoped(CmEndpoint.open(address, listener.port, { timeoutMs: 300 })))
+      const waited = performance.now() - started
+      assert.strictEqual(error.errnoName, "ETIMEDOUT")
+      assert.isTrue(waited >= 250 && waited < 3_000, `waited ${waited} ms`)
+    })))
+
+  it.effect("a next waiting when its listener closes fails with a tagged error, and nothing is left", () =>
+    inWorld(Effect.gen(function*() {
+      const waiting = yield* Effect.scoped(Effect.gen(function*() {
+        const listener = yield* CmEndpoint.listen(address, 0)
+        const waiting = yield* Effect.fork(Effect.scoped(CmEndpoint.next(listener)))
+        yield* Effect.yieldNow()
+        return waiting
+      }))
+      const error = yield* Effect.flip(Fiber.join(waiting))
+      assert.strictEqual(error._tag, "RdmaCmError")
+    })))
 })
