@@ -32,11 +32,11 @@ const inWorld = <A, E>(
 ) => Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 /** A connected pair of endpoints with a 4 KiB rdma_reg_msgs region each. */
-const connected = (port: number) =>
+const connected = (port: number, cfg: Driver.CmEpConfig = config) =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
-    const listener = yield* listen(ADDRESS, port)
-    const client = yield* endpoint(ADDRESS, port)
+    const listener = yield* listen(ADDRESS, port, cfg)
+    const client = yield* endpoint(ADDRESS, port, cfg)
     const connecting = yield* Effect.fork(d.cmConnect(client, undefined, config.timeoutMs))
     const server = yield* nextRequest(listener.handle)
     yield* d.cmAccept(server, undefined, config.timeoutMs)
@@ -59,6 +59,48 @@ describe("simulated cm endpoints", () => {
       assert.deepStrictEqual([received!.status, received!.opcode, received!.byteLength], [0, WcOpcode.RECV, 5])
       assert.strictEqual(new TextDecoder().decode(b.memory.subarray(0, 5)), "later")
       assert.strictEqual((yield* completions(client, 1))[0]!.status, 0)
+    })))
+
+  it.live("the send queue runs in order: a write posted after a waiting send lands after it", () =>
+    inWorld(Effect.gen(function*() {
+      const { a, b, client, server } = yield* connected(18008)
+      const target = yield* region(server, "write", 64)
+      a.memory.set(bytes("first"), 0)
+      a.memory.set(bytes("second"), 100)
+      yield* post(client, [
+        { op: "send", id: 1, segments: [whole(a, 0, 5)] },
+        { op: "write", id: 2, segments: [whole(a, 100, 6)], remoteAddress: target.info.address, rkey: target.info.rkey }
+      ])
+      assert.strictEqual(target.memory[0], 0, "the write waits behind the send")
+      yield* post(server, [{ op: "recv", id: 3, segments: [whole(b)] }])
+      assert.deepStrictEqual((yield* completions(client, 2)).map((wc) => [wc.id, wc.status]), [[1, 0], [2, 0]])
+      assert.strictEqual(new TextDecoder().decode(target.memory.subarray(0, 6)), "second")
+    })))
+
+  it.live("a slot is free once its completion is taken (an unsignalled one's, once a later one's is): ENOMEM until then", () =>
+    inWorld(Effect.gen(function*() {
+      const d = yield* Driver.RdmaDriver
+      const { a, b, client, server } = yield* connected(18009, { ...config, maxSendWr: 2, maxRecvWr: 1 })
+      const target = yield* region(server, "write", 64)
+      const write = (id: number, completion?: "onError") => ({
+        op: "write" as const,
+        id,
+        segments: [whole(a, 0, 8)],
+        remoteAddress: target.info.address,
+        rkey: target.info.rkey,
+        ...(completion === undefined ? {} : { completion })
+      })
+      // An unsignalled write and a signalled one: both slots held until the second's completion is taken.
+      const outcome = d.cmPostMany(client, [write(1, "onError"), write(2), write(3)])
+      assert.deepStrictEqual([outcome.posted, outcome.error?.errnoName], [2, "ENOMEM"])
+      assert.deepStrictEqual(outcome.ready.map((wc) => wc.id), [2])
+      assert.strictEqual(d.cmPostMany(client, [write(3)]).posted, 1)
+      // A receive's slot: held until its completion is taken, not when its message arrives.
+      yield* post(server, [{ op: "recv", id: 4, segments: [whole(b)] }])
+      yield* post(client, [{ op: "send", id: 5, segments: [whole(a, 0, 8)] }])
+      assert.strictEqual(d.cmPostMany(server, [{ op: "recv", id: 6, segments: [whole(b)] }]).error?.errnoName, "ENOMEM")
+      yield* completions(server, 1)
+      assert.strictEqual(d.cmPostMany(server, [{ op: "recv", id: 6, segments: [whole(b)] }]).posted, 1)
     })))
 
   it.live("a region deregistered while its send waits for a receive still serves it (the driver holds it)", () =>

@@ -42,16 +42,18 @@ const untilDone = (ctx: HalfContext) =>
 const done = (ctx: HalfContext) => ctx.channel.send({ done: true })
 
 /**
- * A server that exposes a region made by rdma_reg_write and one made by rdma_reg_read (filled with
- * a pattern), sends their keys, and when told checks what was written to the first.
+ * A server that exposes a region made by rdma_reg_write, one made by rdma_reg_read (filled with a
+ * pattern) and one made by rdma_reg_msgs (local access only), sends their keys, and when asked
+ * sends back what was written to the first.
  */
 const exposeRegions = (ctx: HalfContext) =>
   Effect.gen(function*() {
     const { ep } = yield* serve(ctx, () => Effect.void)
     const writable = yield* region(ep, "write", 4096)
     const readable = yield* region(ep, "read", 4096)
+    const local = yield* region(ep, "msgs", 4096)
     readable.memory.set(pattern(4096, 3))
-    yield* ctx.channel.send({ writable: keyOf(writable.info), readable: keyOf(readable.info) })
+    yield* ctx.channel.send({ writable: keyOf(writable.info), readable: keyOf(readable.info), local: keyOf(local.info) })
     for (;;) {
       const m = yield* ctx.channel.receive()
       if (m.done) return
@@ -65,7 +67,7 @@ const useRegions = (ctx: HalfContext) =>
   Effect.gen(function*() {
     const { ep } = yield* join(ctx, () => Effect.void)
     const m = yield* ctx.channel.receive()
-    return { ep, writable: keyFrom(m.writable), readable: keyFrom(m.readable) }
+    return { ep, writable: keyFrom(m.writable), readable: keyFrom(m.readable), messages: keyFrom(m.local) }
   })
 const peekWritten = (ctx: HalfContext, offset: number, length: number) =>
   Effect.map(Effect.zipRight(ctx.channel.send({ offset, length }), ctx.channel.receive()), (m) => Uint8Array.from(m.bytes))
@@ -79,6 +81,7 @@ const refusedAccess = (
   request: (target: {
     readonly writable: ReturnType<typeof keyFrom>
     readonly readable: ReturnType<typeof keyFrom>
+    readonly messages: ReturnType<typeof keyFrom>
     readonly local: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array }
   }) => Driver.CmWorkRequest
 ): PairCase => ({
@@ -86,9 +89,9 @@ const refusedAccess = (
   server: exposeRegions,
   client: (ctx) =>
     Effect.gen(function*() {
-      const { ep, readable, writable } = yield* useRegions(ctx)
+      const { ep, messages, readable, writable } = yield* useRegions(ctx)
       const local = yield* region(ep, "msgs", 4096)
-      yield* post(ep, [request({ writable, readable, local })])
+      yield* post(ep, [request({ writable, readable, messages, local })])
       const [refused] = yield* completions(ep, 1)
       yield* expectCompletion(refused, { id: 1, status: WcStatus.REM_ACCESS_ERR }, "the refused request")
       yield* post(ep, [{ op: "send", id: 2, segments: [whole(local, 0, 8)] }])
@@ -97,6 +100,14 @@ const refusedAccess = (
       yield* done(ctx)
     })
 })
+
+/** Request 1: a write of the local region's first `length` bytes to `remoteAddress` with `rkey`. */
+const writeOf = (
+  local: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array },
+  remoteAddress: bigint,
+  rkey: number,
+  length: number
+): Driver.CmWorkRequest => ({ op: "write", id: 1, segments: [whole(local, 0, length)], remoteAddress, rkey })
 
 /** @internal */
 export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
@@ -382,13 +393,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   },
   refusedAccess(
     "cm endpoint: a write with a forged rkey completes with REM_ACCESS_ERR (10); the queue pair is in error, the next request WR_FLUSH_ERR (5)",
-    ({ local, writable }) => ({
-      op: "write",
-      id: 1,
-      segments: [whole(local, 0, 8)],
-      remoteAddress: writable.address,
-      rkey: (writable.rkey ^ 0x5a5a00) >>> 0
-    })
+    ({ local, writable }) => writeOf(local, writable.address, (writable.rkey ^ 0x5a5a00) >>> 0, 8)
   ),
   refusedAccess(
     "cm endpoint: a read of a region made by rdma_reg_write (not readable) → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
@@ -401,14 +406,12 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
     })
   ),
   refusedAccess(
+    "cm endpoint: a write to a region made by rdma_reg_msgs (local access only) → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
+    ({ local, messages }) => writeOf(local, messages.address, messages.rkey, 8)
+  ),
+  refusedAccess(
     "cm endpoint: a write past the remote region's end → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
-    ({ local, writable }) => ({
-      op: "write",
-      id: 1,
-      segments: [whole(local, 0, 16)],
-      remoteAddress: writable.address + BigInt(writable.length - 8),
-      rkey: writable.rkey
-    })
+    ({ local, writable }) => writeOf(local, writable.address + BigInt(writable.length - 8), writable.rkey, 16)
   ),
   {
     name: "cm endpoint: a disconnect flushes the posted receives (WR_FLUSH_ERR) and both sides get DISCONNECTED",

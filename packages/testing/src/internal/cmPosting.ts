@@ -139,12 +139,17 @@ export const cmPostCalls = (
     const wr = readRequest(value, qp.ep, qp.config)
     if (typeof wr === "string") return errno("rdma_post", EINVAL, wr)
     const operation = operationOf(wr.op)
+    // In the native driver's order: a full queue first, then a send-queue request before the connection.
+    if (!QueuePair.hasRoom(qp, wr.op)) {
+      const size = wr.op === "recv" ? `maxRecvWr ${qp.config.maxRecvWr}` : `maxSendWr ${qp.config.maxSendWr}`
+      return errno(
+        operation,
+        ENOMEM,
+        `the ${wr.op === "recv" ? "receive" : "send"} queue is full (${size}) until a request's completion is taken`
+      )
+    }
     if (wr.op !== "recv" && qp.state === "init") {
       return errno(operation, EINVAL, "the endpoint is not connected yet: only receives may be posted before cmConnect or cmAccept")
-    }
-    if (wr.op === "recv" ? qp.recvs.length >= qp.config.maxRecvWr : qp.sendsInFlight >= qp.config.maxSendWr) {
-      const size = wr.op === "recv" ? `maxRecvWr ${qp.config.maxRecvWr}` : `maxSendWr ${qp.config.maxSendWr}`
-      return errno(operation, ENOMEM, `the ${wr.op === "recv" ? "receive" : "send"} queue is full (${size}): wait for completions first`)
     }
     const planned = fabric.countCall(world, operation)
     if (planned !== undefined && "code" in planned) return errno(operation, planned.code, "planned fault")

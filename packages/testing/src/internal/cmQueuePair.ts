@@ -21,16 +21,16 @@ interface PostedRecv {
   readonly segments: ReadonlyArray<Driver.CmSegment>
 }
 
-/** A send (or a write with immediate data) waiting for a receive on the other side. */
-interface PendingSend {
-  readonly id: number
-  readonly from: QueuePair
-  /** The bytes, read when the message is delivered (inline: taken at post time). */
-  readonly bytes: () => Uint8Array
-  readonly imm: number | undefined
-  /** For a write with immediate data: its length (the bytes went to the remote region, not the receive). */
-  readonly written: number | undefined
+/** A send-queue request, in the queue until it has run. */
+interface SendJob {
+  readonly wr: Exclude<Driver.CmWorkRequest, { readonly op: "recv" }>
+  /** Its place in the send queue's order (what an unsignalled request's slot waits on). */
+  readonly seq: number
   readonly signalled: boolean
+  /** An inline request's bytes, taken at post time. */
+  readonly taken: Uint8Array | undefined
+  /** A fault plan's completion status instead of its own outcome. */
+  readonly planned: number | undefined
 }
 
 /** @internal */
@@ -43,23 +43,60 @@ export interface QueuePair {
   peer: QueuePair | undefined
   readonly completions: CompletionQueue.CompletionQueue<RdmaCmError>
   readonly recvs: Array<PostedRecv>
-  /** The other side's sends waiting for a receive here. */
-  readonly waiting: Array<PendingSend>
-  /** Send-queue requests posted whose completion is not generated yet. */
-  sendsInFlight: number
+  /** Send-queue requests not yet run, in order: the first may wait for a receive on the other side. */
+  readonly sendQueue: Array<SendJob>
+  /**
+   * The slots in use, as the native driver counts them against maxRecvWr / maxSendWr: a request
+   * holds one until its completion is taken (polled); an unsignalled one, until the completion of
+   * a later send-queue request is taken.
+   */
+  recvSlots: number
+  readonly sendSlots: Map<number, { readonly signalled: boolean }>
+  nextSeq: number
+  /** Whether its send queue is running (a request's failure reaches back to it through the other side). */
+  running: boolean
+}
+
+/** Which queue and request each completion belongs to, for the slot it frees when taken. */
+const origins = new WeakMap<Driver.Completion, { readonly recv: true } | { readonly recv: false; readonly seq: number }>()
+
+/** The completions taken: their slots are free, and those of the unsignalled requests before them. */
+const freeSlots = (qp: QueuePair, taken: ReadonlyArray<Driver.Completion>) => {
+  for (const wc of taken) {
+    const origin = origins.get(wc)
+    if (origin === undefined) continue
+    if (origin.recv) {
+      qp.recvSlots--
+      continue
+    }
+    for (const [seq, slot] of qp.sendSlots) {
+      if (seq > origin.seq) break
+      if (seq === origin.seq || !slot.signalled) qp.sendSlots.delete(seq)
+    }
+  }
 }
 
 /** @internal */
-export const make = (ep: fabric.CmEp, config: Driver.CmEpConfig): QueuePair => ({
-  ep,
-  config,
-  state: "init",
-  peer: undefined,
-  completions: CompletionQueue.make<RdmaCmError>(() => {}),
-  recvs: [],
-  waiting: [],
-  sendsInFlight: 0
-})
+export const make = (ep: fabric.CmEp, config: Driver.CmEpConfig): QueuePair => {
+  const qp: QueuePair = {
+    ep,
+    config,
+    state: "init",
+    peer: undefined,
+    completions: CompletionQueue.make<RdmaCmError>((taken) => freeSlots(qp, taken)),
+    recvs: [],
+    sendQueue: [],
+    recvSlots: 0,
+    sendSlots: new Map(),
+    nextSeq: 0,
+    running: false
+  }
+  return qp
+}
+
+/** @internal Whether a request of this kind finds a free slot (else the post is refused with ENOMEM). */
+export const hasRoom = (qp: QueuePair, op: Driver.CmWorkRequest["op"]): boolean =>
+  op === "recv" ? qp.recvSlots < qp.config.maxRecvWr : qp.sendSlots.size < qp.config.maxSendWr
 
 /** An ibv_wc: no opcode on a failure; immediate data with its flag. */
 const completion = (id: number, status: number, opcode: number, byteLength = 0, imm?: number): Driver.Completion =>
@@ -67,29 +104,45 @@ const completion = (id: number, status: number, opcode: number, byteLength = 0, 
     ? { id, status, byteLength, opcode: status === WcStatus.SUCCESS ? opcode : -1, flags: 0 }
     : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
 
-/** A send-queue request's end: its completion unless it succeeded unsignalled; its slot is free. */
-const completeSend = (qp: QueuePair, id: number, status: number, opcode: number, signalled: boolean) => {
-  qp.sendsInFlight--
-  if (status !== WcStatus.SUCCESS || signalled) qp.completions.push(completion(id, status, opcode))
+const completeRecv = (qp: QueuePair, wc: Driver.Completion) => {
+  origins.set(wc, { recv: true })
+  qp.completions.push(wc)
+}
+
+const opcodeOf = (op: SendJob["wr"]["op"]): number =>
+  op === "send" ? WcOpcode.SEND : op === "write" ? WcOpcode.RDMA_WRITE : WcOpcode.RDMA_READ
+
+/** The send queue's first request has run: its completion (unless it succeeded unsignalled), and it leaves the queue. */
+const completeSend = (qp: QueuePair, status: number) => {
+  const job = qp.sendQueue.shift()!
+  if (status === WcStatus.SUCCESS && !job.signalled) return
+  const wc = completion(job.wr.id, status, opcodeOf(job.wr.op))
+  origins.set(wc, { recv: false, seq: job.seq })
+  qp.completions.push(wc)
+}
+
+/** Every request still in the send queue completes with WR_FLUSH_ERR. */
+const flushSendQueue = (qp: QueuePair) => {
+  while (qp.sendQueue.length > 0) completeSend(qp, WcStatus.WR_FLUSH_ERR)
 }
 
 /**
- * @internal The queue pair goes to the error state: its posted receives complete with
- * WR_FLUSH_ERR, and the other side's sends waiting here fail there as a send to a dead responder
- * does (the requester's retries run out: RETRY_EXC_ERR), which puts that side in error too.
+ * @internal The queue pair goes to the error state: its posted receives and its send queue
+ * complete with WR_FLUSH_ERR; a send of the other side waiting for a receive here then fails there
+ * as a send to a dead responder does (its retries run out: RETRY_EXC_ERR).
  */
 export const toError = (qp: QueuePair): void => {
   if (qp.state === "error") return
   qp.state = "error"
-  for (const recv of qp.recvs.splice(0)) qp.completions.push(completion(recv.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV))
-  for (const send of qp.waiting.splice(0)) failFrom(send, WcStatus.RETRY_EXC_ERR)
+  for (const recv of qp.recvs.splice(0)) completeRecv(qp, completion(recv.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV))
+  flushSendQueue(qp)
+  if (qp.peer !== undefined) run(qp.peer)
 }
 
-/** A request of `send.from` fails with `status`: its completion, and its queue pair in error. */
-const failFrom = (send: PendingSend, status: number) => {
-  const opcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
-  completeSend(send.from, send.id, status, opcode, true)
-  toError(send.from)
+/** A request fails: its completion, and the queue pair in error (the rest of the queue flushed). */
+const fail = (qp: QueuePair, status: number) => {
+  completeSend(qp, status)
+  toError(qp)
 }
 
 /** @internal Both queue pairs ready to send to each other (ESTABLISHED). */
@@ -146,9 +199,7 @@ const scatter = (segments: ReadonlyArray<Driver.CmSegment>, bytes: Uint8Array): 
  * What a remote key and address reach on the other side: one of its regions whose rdma_reg_* call
  * allows `access`, covering the whole range; or REM_ACCESS_ERR.
  */
-const remoteTarget = (qp: QueuePair, rkey: number, address: bigint, length: number, access: "read" | "write") => {
-  const other = qp.peer
-  if (other === undefined || other.state === "error") return WcStatus.REM_ACCESS_ERR
+const remoteTarget = (other: QueuePair, rkey: number, address: bigint, length: number, access: "read" | "write") => {
   for (const mr of other.ep.regions) {
     if (!mr.alive || mr.access !== access || mr.rkey !== rkey) continue
     const end = mr.address + BigInt(mr.memory.byteLength)
@@ -158,93 +209,89 @@ const remoteTarget = (qp: QueuePair, rkey: number, address: bigint, length: numb
   return WcStatus.REM_ACCESS_ERR
 }
 
-/** Delivers a message to the next receive posted on `to`, or leaves it waiting there. */
-const deliver = (to: QueuePair, send: PendingSend) => {
-  if (to.state === "error") return failFrom(send, WcStatus.RETRY_EXC_ERR)
-  const recv = to.recvs.shift()
-  if (recv === undefined) return void to.waiting.push(send)
-  const bytes = send.bytes()
+/**
+ * A message (a send's bytes, or a write's immediate data) into the other side's next receive: its
+ * status, or undefined when no receive is posted there (the request waits: RNR retries forever).
+ */
+const deliver = (other: QueuePair, bytes: Uint8Array, imm: number | undefined, written: number | undefined) => {
+  const recv = other.recvs.shift()
+  if (recv === undefined) return undefined
   const status = scatter(recv.segments, bytes)
   if (status !== WcStatus.SUCCESS) {
-    to.completions.push(completion(recv.id, status, WcOpcode.RECV))
-    toError(to)
-    return failFrom(send, WcStatus.REM_INV_REQ_ERR)
+    completeRecv(other, completion(recv.id, status, WcOpcode.RECV))
+    toError(other)
+    return WcStatus.REM_INV_REQ_ERR
   }
-  to.completions.push(
-    send.written === undefined
-      ? completion(recv.id, WcStatus.SUCCESS, WcOpcode.RECV, bytes.byteLength, send.imm)
-      : completion(recv.id, WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
+  completeRecv(
+    other,
+    written === undefined
+      ? completion(recv.id, WcStatus.SUCCESS, WcOpcode.RECV, bytes.byteLength, imm)
+      : completion(recv.id, WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, written, imm)
   )
-  completeSend(send.from, send.id, WcStatus.SUCCESS, send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE, send.signalled)
+  return WcStatus.SUCCESS
 }
 
-const opcodeOf = (wr: Driver.CmWorkRequest): number =>
-  wr.op === "send" ? WcOpcode.SEND : wr.op === "write" ? WcOpcode.RDMA_WRITE : wr.op === "read" ? WcOpcode.RDMA_READ : WcOpcode.RECV
+/** The outcome of the send queue's first request, or undefined while it waits for a receive on the other side. */
+const execute = (qp: QueuePair, job: SendJob): number | undefined => {
+  if (job.planned !== undefined) return job.planned
+  const other = qp.peer!
+  // The responder is gone: the requester's retries run out.
+  if (other.state === "error") return WcStatus.RETRY_EXC_ERR
+  const wr = job.wr
+  if (wr.op === "send") return deliver(other, job.taken ?? gather(wr.segments), wr.imm, undefined)
+  const length = wr.segments.reduce((n, s) => n + s.length, 0)
+  const target = remoteTarget(other, wr.rkey, wr.remoteAddress, length, wr.op)
+  if (typeof target === "number") {
+    // The responder answers with a NAK and goes to the error state too (a class C error).
+    toError(other)
+    return target
+  }
+  // A write with immediate data needs a receive there before anything is written.
+  if (wr.op === "write" && wr.imm !== undefined && other.recvs.length === 0) return undefined
+  if (wr.op === "write") target.set(job.taken ?? gather(wr.segments))
+  else scatter(wr.segments, target.slice())
+  return wr.op === "write" && wr.imm !== undefined ? deliver(other, new Uint8Array(0), wr.imm, length) : WcStatus.SUCCESS
+}
+
+/** Runs the send queue in order until it is empty or its first request waits. */
+const run = (qp: QueuePair): void => {
+  if (qp.running) return
+  qp.running = true
+  try {
+    while (qp.state === "ready" && qp.sendQueue.length > 0) {
+      const status = execute(qp, qp.sendQueue[0]!)
+      if (status === undefined) return
+      if (status === WcStatus.SUCCESS) completeSend(qp, status)
+      else fail(qp, status)
+    }
+  } finally {
+    qp.running = false
+  }
+}
 
 /**
  * @internal Posts a request the caller has checked (its segments are this endpoint's regions, the
- * queue has room): it runs now, or waits for a receive on the other side. `status`: a planned
- * completion status instead of the request's own outcome.
+ * queue has room, a send-queue request only once connected). `planned`: a fault plan's completion
+ * status instead of the request's own outcome.
  */
-export const post = (qp: QueuePair, wr: Driver.CmWorkRequest, status?: number): void => {
+export const post = (qp: QueuePair, wr: Driver.CmWorkRequest, planned?: number): void => {
   if (wr.op === "recv") {
-    if (qp.state === "error") return qp.completions.push(completion(wr.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV))
-    if (status !== undefined) {
-      qp.completions.push(completion(wr.id, status, WcOpcode.RECV))
+    qp.recvSlots++
+    if (qp.state === "error") return completeRecv(qp, completion(wr.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV))
+    if (planned !== undefined) {
+      completeRecv(qp, completion(wr.id, planned, WcOpcode.RECV))
       return toError(qp)
     }
     qp.recvs.push({ id: wr.id, segments: wr.segments })
-    const waiting = qp.waiting.shift()
-    if (waiting !== undefined) deliver(qp, waiting)
+    // A send of the other side may have been waiting for it.
+    if (qp.peer !== undefined) run(qp.peer)
     return
   }
-  qp.sendsInFlight++
+  const seq = qp.nextSeq++
   const signalled = wr.completion !== "onError"
-  const opcode = opcodeOf(wr)
-  const fail = (failed: number) => {
-    completeSend(qp, wr.id, failed, opcode, true)
-    toError(qp)
-  }
-  if (qp.state === "error") return completeSend(qp, wr.id, WcStatus.WR_FLUSH_ERR, opcode, true)
-  if (status !== undefined) return fail(status)
-  const peer = qp.peer!
-  if (wr.op === "send") {
-    const taken = wr.inline === true ? gather(wr.segments) : undefined
-    return deliver(peer, {
-      id: wr.id,
-      from: qp,
-      bytes: () => taken ?? gather(wr.segments),
-      imm: wr.imm,
-      written: undefined,
-      signalled
-    })
-  }
-  if (wr.op === "write") {
-    const bytes = gather(wr.segments)
-    const target = remoteTarget(qp, wr.rkey, wr.remoteAddress, bytes.byteLength, "write")
-    if (typeof target === "number") {
-      // The responder answers with a NAK and goes to the error state too (a class C error).
-      if (peer.state !== "error") toError(peer)
-      return fail(target)
-    }
-    target.set(bytes)
-    if (wr.imm === undefined) return completeSend(qp, wr.id, WcStatus.SUCCESS, opcode, signalled)
-    // The immediate data consumes a receive on the other side, which completes with it.
-    return deliver(peer, {
-      id: wr.id,
-      from: qp,
-      bytes: () => new Uint8Array(0),
-      imm: wr.imm,
-      written: bytes.byteLength,
-      signalled
-    })
-  }
-  const length = wr.segments.reduce((n, s) => n + s.length, 0)
-  const source = remoteTarget(qp, wr.rkey, wr.remoteAddress, length, "read")
-  if (typeof source === "number") {
-    if (peer.state !== "error") toError(peer)
-    return fail(source)
-  }
-  scatter(wr.segments, source.slice())
-  completeSend(qp, wr.id, WcStatus.SUCCESS, opcode, signalled)
+  qp.sendSlots.set(seq, { signalled })
+  qp.sendQueue.push({ wr, seq, signalled, taken: wr.op !== "read" && wr.inline === true ? gather(wr.segments) : undefined, planned })
+  // Posted in the error state, it completes at once with WR_FLUSH_ERR.
+  if (qp.state === "error") return flushSendQueue(qp)
+  run(qp)
 }
