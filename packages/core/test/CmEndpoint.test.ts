@@ -319,4 +319,29 @@ describe("CmEndpoint", () => {
       const error = yield* Effect.flip(Fiber.join(waiting))
       assert.strictEqual(error._tag, "RdmaCmError")
     })))
+
+  it.effect("a send queue of 4 takes 20 unsignalled sends and a batch of 20 without the driver's ENOMEM: the kernel counts its slots as the driver does", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair({ maxSendWr: 4, maxRecvWr: 48 })
+      yield* CmEndpoint.send(p.client, { src: p.clientOutbox, length: 1 })
+      yield* p.serverFirst.completion
+      const slots = yield* Effect.forEach(Array.from({ length: 40 }), () => CmEndpoint.registerMessages(p.server, new Uint8Array(4)))
+      const receiving = yield* Effect.fork(CmEndpoint.recvMany(p.server, slots.map((dst) => ({ dst }))))
+      const messages = yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => i), (i) =>
+        Effect.map(CmEndpoint.registerMessages(p.client, new Uint8Array(4)), (mr) => {
+          new DataView(mr.memory.buffer).setUint32(0, i, true)
+          return mr
+        }))
+      let last: CmEndpoint.Posted | undefined
+      for (const mr of messages.slice(0, 20)) {
+        last = yield* CmEndpoint.postSend(p.client, { segments: [{ mr, length: 4 }], completion: "onError" })
+      }
+      yield* last!.completion
+      yield* CmEndpoint.sendMany(p.client, messages.slice(20).map((src) => ({ src, length: 4 })))
+      yield* Fiber.join(receiving)
+      assert.deepStrictEqual(
+        slots.map((mr) => new DataView(mr.memory.buffer).getUint32(0, true)),
+        Array.from({ length: 40 }, (_, i) => i)
+      )
+    })))
 })
