@@ -84,13 +84,7 @@ int main(int argc, char **argv) {
 
 	uint8_t hello[HELLO_SIZE];
 	fill(hello, HELLO_SIZE, HELLO_SEED);
-	struct rdma_conn_param conn;
-	memset(&conn, 0, sizeof conn);
-	conn.private_data = hello;
-	conn.private_data_len = HELLO_SIZE;
-	conn.responder_resources = 1;
-	conn.initiator_depth = 1;
-	conn.retry_count = 7;
+	struct rdma_conn_param conn = connection_parameters(hello, HELLO_SIZE);
 	int ret = rdma_connect(id, &conn);
 	if (mode == MODE_REJECT) {
 		if (ret == 0 || errno != ECONNREFUSED) {

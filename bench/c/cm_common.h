@@ -266,4 +266,21 @@ static inline struct ibv_qp_init_attr queue_pair_attributes(void) {
 	return attr;
 }
 
+/*
+ * rdma_connect's / rdma_accept's parameters, with librpma's retry counts: with none (the zeroed
+ * default), one packet lost under load (Soft-RoCE under emulation loses some) ends the connection
+ * with IBV_WC_RETRY_EXC_ERR.
+ */
+static inline struct rdma_conn_param connection_parameters(const void *private_data, uint8_t length) {
+	struct rdma_conn_param param;
+	memset(&param, 0, sizeof param);
+	param.private_data = private_data;
+	param.private_data_len = length;
+	param.responder_resources = 1;
+	param.initiator_depth = 1;
+	param.retry_count = 7;
+	param.rnr_retry_count = 7;
+	return param;
+}
+
 #endif

@@ -71,12 +71,7 @@ int main(int argc, char **argv) {
 		post_receives(id, &b); /* before the accept: the client may send at once */
 		uint8_t key[KEY_SIZE];
 		encode_key(key, b.target_mr, mode_access(mode));
-		struct rdma_conn_param accept;
-		memset(&accept, 0, sizeof accept);
-		accept.private_data = key;
-		accept.private_data_len = KEY_SIZE;
-		accept.responder_resources = 1;
-		accept.initiator_depth = 1;
+		struct rdma_conn_param accept = connection_parameters(key, KEY_SIZE);
 		check("rdma_accept", rdma_accept(id, &accept));
 		serve(id, &b, mode);
 		rdma_disconnect(id); /* the client may have disconnected first: nothing to check */
