@@ -7,12 +7,18 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { type CmIdHandle, type CmMrHandle, type CmMrInfo, type CmRegistrationKind, RdmaDriver } from "./Driver.js"
-import * as pins from "./internal/pins.js"
+import {
+  type CmEpHandle,
+  type CmIdHandle,
+  type CmMrHandle,
+  type CmMrInfo,
+  type CmRegistrationKind,
+  RdmaDriver
+} from "./Driver.js"
+import { register } from "./internal/cmRegistration.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
 import { release } from "./internal/release.js"
-import * as Memory from "./Memory.js"
 import type { MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
 
 /**
@@ -25,17 +31,22 @@ export interface CmId {
 }
 
 /**
- * A region registered on an identifier. `K` says which call made it: "msgs" regions can be posted
- * with rdma_post_send / rdma_post_recv, "read" ones are the target of a remote read, "write" ones
- * of a remote write.
+ * A region registered on an identifier, or on an endpoint (`O`, see CmEndpoint.ts). `K` says which
+ * call made it: "msgs" regions can be posted with rdma_post_send / rdma_post_recv and be the local
+ * side of a read or a write, "read" ones are only the target of a remote read, "write" ones of a
+ * remote write.
  *
  * @since 0.1.0
  * @category models
  */
-export interface CmMr<K extends CmRegistrationKind = CmRegistrationKind> extends CmMrInfo {
+export interface CmMr<
+  K extends CmRegistrationKind = CmRegistrationKind,
+  O extends { readonly handle: CmIdHandle | CmEpHandle; readonly address: string } = CmId
+> extends CmMrInfo {
   readonly handle: CmMrHandle
   readonly kind: K
-  readonly id: CmId
+  /** What it is registered on: its identifier, or its endpoint. */
+  readonly id: O
   readonly memory: Uint8Array
 }
 
@@ -63,45 +74,9 @@ export const make = (address: string): Effect.Effect<CmId, RdmaCmError, RdmaDriv
 /** Its regions: the id is destroyed after the last of them is deregistered. */
 const ownerOf = (id: CmId) => Owner.of(id, () => `the rdma_cm id bound to ${id.address}`)
 
-const operations: Record<CmRegistrationKind, string> = {
-  msgs: "rdma_reg_msgs",
-  read: "rdma_reg_read",
-  write: "rdma_reg_write"
-}
-
 const registerAs = <K extends CmRegistrationKind>(kind: K) =>
 (id: CmId, memory: Uint8Array): Effect.Effect<CmMr<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) => {
-    const deregister = (handle: CmMrHandle) =>
-      release(
-        "rdma_dereg_mr",
-        () => `a ${memory.byteLength}-byte region from ${operations[kind]}`,
-        Effect.tap(driver.cmDeregMr(handle), () => pins.unpin(memory)),
-        () => pins.quarantine(memory)
-      ).pipe(
-        Effect.zipRight(instrument.registered(id.address, -memory.byteLength)),
-        Effect.zipRight(instrument.released("rdma_dereg_mr")),
-        Effect.zipRight(Owner.drop(ownerOf(id)))
-      )
-    return Effect.acquireRelease(
-      Memory.validate(memory).pipe(
-        Effect.flatMap((bytes) => driver.cmReg(id.handle, kind, bytes)),
-        Effect.tap(() => {
-          Owner.retain(ownerOf(id))
-          return pins.pin(memory)
-        }),
-        Effect.tap(() => instrument.registered(id.address, memory.byteLength)),
-        Effect.flatMap((handle) =>
-          driver.cmMrInfo(handle).pipe(
-            Effect.map((info): CmMr<K> => ({ ...info, handle, kind, id, memory })),
-            Effect.tapError(() => deregister(handle))
-          )
-        ),
-        (registering) => instrument.registration(operations[kind], registering)
-      ),
-      (mr) => deregister(mr.handle)
-    )
-  })
+  register(kind, id, ownerOf(id), memory)
 
 /**
  * rdma_reg_msgs: buffers to post with rdma_post_send / rdma_post_recv.

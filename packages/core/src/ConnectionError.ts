@@ -7,7 +7,7 @@
  */
 import * as Data from "effect/Data"
 import type { ConnEvent } from "./Driver.js"
-import type { CompletionError, RpmaError } from "./RdmaError.js"
+import type { CompletionError, RdmaCmError, RpmaError } from "./RdmaError.js"
 
 /**
  * The connection could not be established: the other side rejected it, could not be reached, or
@@ -78,5 +78,8 @@ export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
   }
 }
 
-/** @internal Everything the posting kernel can fail a request with (the driver's refusals untyped). */
-export type OperationError = CompletionError | ConnectionClosedError | OutOfRangeError | RpmaError
+/**
+ * @internal Everything the posting kernel can fail a request with (the driver's refusals untyped):
+ * librpma's, or librdmacm's for an endpoint's queue.
+ */
+export type OperationError = CompletionError | ConnectionClosedError | OutOfRangeError | RpmaError | RdmaCmError

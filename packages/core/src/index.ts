@@ -5,6 +5,21 @@
  * @module @effect-rdma/core
  */
 /**
+ * Endpoints of librdmacm's verbs API: rdma_create_ep with a queue pair, connect / listen / accept /
+ * reject, the regions of rdma_reg_msgs(3) on the endpoint, and rdma_post_send / recv / read / write
+ * through the same posting kernel as librpma's connections, all scoped.
+ *
+ * @since 0.6.0
+ */
+export * as CmEndpoint from "./CmEndpoint.js"
+/**
+ * How an endpoint of librdmacm's verbs API refuses a request or a remote key: the error classes,
+ * re-exported by `CmEndpoint` (use them from there).
+ *
+ * @since 0.6.0
+ */
+export * as CmEndpointError from "./CmEndpointError.js"
+/**
  * librdmacm: a communication identifier bound to a local address, and the message, read and write
  * regions registered on it (rdma_reg_msgs, rdma_reg_read, rdma_reg_write). Regions are deregistered
  * (rdma_dereg_mr) before their identifier is destroyed.

@@ -453,5 +453,5 @@ export class PendingTable<E> {
 
 const VOID: Exit.Exit<any> = Exit.void
 
-/** @internal The request a work request needs, built with its id. */
-export type Build = (id: number) => WorkRequest
+/** @internal The request a work request needs, built with its id (librpma's, or an endpoint's `R`). */
+export type Build<R = WorkRequest> = (id: number) => R

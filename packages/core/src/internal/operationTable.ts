@@ -39,5 +39,15 @@ export const Operations = {
   /** A receive on a shared receive queue. */
   srqRecv: spec("rpma_srq_recv", "recv", "recv", WcOpcode.RECV),
   /** A receive on an incoming connection request, before it is accepted. */
-  connReqRecv: spec("rpma_conn_req_recv", "recv", "recv", WcOpcode.RECV)
+  connReqRecv: spec("rpma_conn_req_recv", "recv", "recv", WcOpcode.RECV),
+  // librdmacm's verbs API on an endpoint (CmEndpoint.ts); immediate data and inline sends go
+  // through ibv_post_send, which its wrappers do not expose.
+  cmSend: spec("rdma_post_send", "send", "send", WcOpcode.SEND),
+  cmSendv: spec("rdma_post_sendv", "send", "send", WcOpcode.SEND),
+  cmSendWithImm: spec("ibv_post_send(IBV_WR_SEND_WITH_IMM)", "send", "send", WcOpcode.SEND),
+  cmRecv: spec("rdma_post_recv", "recv", "recv", WcOpcode.RECV),
+  cmRecvv: spec("rdma_post_recvv", "recv", "recv", WcOpcode.RECV),
+  cmWrite: spec("rdma_post_write", "write", "send", WcOpcode.RDMA_WRITE),
+  cmWriteWithImm: spec("ibv_post_send(IBV_WR_RDMA_WRITE_WITH_IMM)", "write", "send", WcOpcode.RDMA_WRITE),
+  cmRead: spec("rdma_post_read", "read", "send", WcOpcode.RDMA_READ)
 } as const

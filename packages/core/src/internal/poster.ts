@@ -2,9 +2,10 @@
  * The posting kernel: every request core posts goes through it, on any queue (a connection's
  * queue pair, a shared receive queue, an incoming connection request), and every completion it
  * reads comes back through it. It knows queues and work requests, not librpma: a queue is the
- * handle the driver posts on ({@link Driver.postMany}) and the one it arms and polls for
- * completions ({@link Driver.armCompletions}), so another connection manager posts through it
- * unchanged. No fiber per queue and none per operation:
+ * handle it posts on and the one it arms for completions, through the calls of {@link QueueCalls}
+ * (librpma's {@link Driver.postMany} / {@link Driver.armCompletions}, or librdmacm's
+ * {@link Driver.cmPostMany} / {@link Driver.cmArmCompletions} on an endpoint), so both connection
+ * managers post through the same kernel. No fiber per queue and none per operation:
  *
  * - An operation is one synchronous block (slot, table entry, the driver's post and poll, the
  *   dispatch of what the poll found), so nothing can interrupt it between the post and the
@@ -23,24 +24,60 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import type { Completion, CompletionQueue, Driver, PostOutcome, PostQueue, Signal, WorkRequest } from "../Driver.js"
+import type {
+  CmEpHandle,
+  CmWorkRequest,
+  Completion,
+  CompletionQueue,
+  CompletionsReady,
+  PostOutcome,
+  PostQueue,
+  Signal,
+  WorkRequest
+} from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { OperationError } from "../ConnectionError.js"
 import type { OperationSpec } from "./operationTable.js"
 import * as Tracing from "../Tracing.js"
-import { type Build, ownersOf, type Pending, type PendingTable, type Regions, runAll, type Slots } from "./dataPath.js"
+import {
+  type Build,
+  type Owners,
+  ownersOf,
+  type Pending,
+  type PendingTable,
+  type Regions,
+  runAll,
+  type Slots
+} from "./dataPath.js"
 import type { Owner } from "./owner.js"
 
-/** @internal What the kernel needs of the queue it posts on. */
-export interface Link {
-  readonly driver: Driver
+/** @internal The queue requests `R` are posted on: librpma's, or an endpoint of librdmacm's verbs API. */
+export type QueueOf<R> = R extends CmWorkRequest ? CmEpHandle : PostQueue
+/** @internal Where the completions of requests `R` are read. */
+export type CompletionsOf<R> = R extends CmWorkRequest ? CmEpHandle : CompletionQueue
+
+/**
+ * @internal The driver's calls for the queues of requests `R`. The Driver itself is librpma's
+ * (postMany / armCompletions); an endpoint passes cmPostMany / cmArmCompletions.
+ */
+export interface QueueCalls<R> {
+  /** The driver's name, for spans. */
+  readonly name: string
+  readonly postMany: (queue: QueueOf<R>, requests: ReadonlyArray<R>) => PostOutcome<OperationError>
+  readonly armCompletions: (queue: CompletionsOf<R>, onReady: CompletionsReady<OperationError>) => () => void
+}
+
+/** @internal What the kernel needs of the queue it posts on (librpma's by default). */
+export interface Link<R = WorkRequest> {
+  /** The calls that post on `queue` and arm `completions`: the Driver for librpma's queues. */
+  readonly driver: QueueCalls<R>
   /** Where requests are posted. */
-  readonly queue: PostQueue
+  readonly queue: QueueOf<R>
   /**
    * Where their completions are read; undefined when nothing can be read yet (a connection
    * request's receives complete on the connection it becomes, whose kernel takes the table over).
    */
-  readonly completions: CompletionQueue | undefined
+  readonly completions: CompletionsOf<R> | undefined
   readonly table: PendingTable<OperationError>
   readonly sendSlots: Slots
   readonly recvSlots: Slots
@@ -65,13 +102,16 @@ export const afterPendingIo: Effect.Effect<void> = Effect.async<void>((resume) =
   return Effect.sync(() => clearImmediate(immediate))
 })
 
-/** @internal A batch to post: `count` requests of one operation, all holding `regions`. */
-export interface BatchRequests {
+/**
+ * @internal A batch to post: `count` requests of one operation, all holding `regions` (or their
+ * owners, looked up already).
+ */
+export interface BatchRequests<R = WorkRequest> {
   readonly spec: OperationSpec
   readonly count: number
-  readonly regions: ReadonlyArray<LocalMr<any>>
+  readonly regions: ReadonlyArray<LocalMr<any>> | Owners
   /** Request `index` of the batch, with its id and when it produces a completion. */
-  readonly build: (index: number, id: number, completion: Signal) => WorkRequest
+  readonly build: (index: number, id: number, completion: Signal) => R
 }
 
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -94,8 +134,8 @@ const push = (into: Array<Effect.Effect<void>>, effects: ReadonlyArray<Effect.Ef
 }
 
 /** A batch in flight: its window slides as its requests complete. */
-interface Batch {
-  readonly requests: BatchRequests
+interface Batch<R> {
+  readonly requests: BatchRequests<R>
   /** The owners of its regions, looked up once for all its requests. */
   readonly owners: { readonly owners: ReadonlyArray<Owner> }
   next: number
@@ -117,17 +157,17 @@ interface Batch {
   readonly settled: (failure: OperationError | undefined) => void
 }
 
-/** @internal */
-export class Poster {
+/** @internal The kernel of one queue: librpma's by default, an endpoint's with librdmacm's types. */
+export class Poster<R = WorkRequest> {
   private disarm: (() => void) | undefined = undefined
   /** The channel failed, or the connection is being deleted: never armed again. */
   private stopped = false
-  private readonly wakeups: Array<Batch> = []
+  private readonly wakeups: Array<Batch<R>> = []
   private wakeScheduled = false
   /** In a dispatch that resumes the woken batches right after it: a wake needs no microtask. */
   private dispatching = false
 
-  constructor(private readonly link: Link) {}
+  constructor(private readonly link: Link<R>) {}
 
   /** Arms the completion channel if requests are outstanding and it is not armed. */
   ensureArmed(): void {
@@ -175,7 +215,7 @@ export class Poster {
   }
 
   /** What one driver call found: its completions dispatched, a failing queue reported. */
-  private absorb(outcome: PostOutcome, deferred: Array<Effect.Effect<void>>): void {
+  private absorb(outcome: PostOutcome<OperationError>, deferred: Array<Effect.Effect<void>>): void {
     if (outcome.ready.length > 0) this.link.table.dispatch(outcome.ready, this.link.flushed(), deferred)
     if (outcome.queueError !== undefined && !this.stopped) {
       this.stopped = true
@@ -199,7 +239,7 @@ export class Poster {
     fiber: Fiber.RuntimeFiber<any, any>,
     spec: OperationSpec,
     regions: Regions,
-    build: Build,
+    build: Build<R>,
     signal: Signal | undefined,
     then: Then
   ): Effect.Effect<any, E> {
@@ -223,7 +263,7 @@ export class Poster {
     spec: OperationSpec,
     slots: Slots,
     regions: Regions,
-    build: Build,
+    build: Build<R>,
     signal: Signal | undefined,
     then: Then,
     restore: Restore
@@ -242,7 +282,7 @@ export class Poster {
     const entry = table.add(spec.name, regions, slots, spec.queue === "send", spec.opcode, signalled)
     entry.voided = then === AWAIT_VOID
     const built = build(entry.id)
-    const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as WorkRequest
+    const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as R
     const outcome = this.link.driver.postMany(this.link.queue, [request])
     let result: Effect.Effect<unknown, OperationError>
     if (outcome.posted === 0) {
@@ -271,12 +311,13 @@ export class Poster {
    * Many requests on one queue, the first failure reported once every posted one has its outcome
    * (nothing more is posted after a failure). One driver call per window, one wait per batch.
    */
-  postBatch<E = OperationError>(requests: BatchRequests): Effect.Effect<void, E> {
+  postBatch<E = OperationError>(requests: BatchRequests<R>): Effect.Effect<void, E> {
     return Effect.suspend((): Effect.Effect<void, any> => {
       if (requests.count === 0) return Effect.void
-      const batch: Batch = {
+      const { regions } = requests
+      const batch: Batch<R> = {
         requests,
-        owners: { owners: ownersOf(requests.regions) },
+        owners: "owners" in regions ? regions : { owners: ownersOf(regions) },
         next: 0,
         inFlight: 0,
         reserved: 0,
@@ -308,7 +349,7 @@ export class Poster {
   }
 
   /** Posts what the window allows; settles the batch when nothing is left. */
-  private pump(batch: Batch, deferred: Array<Effect.Effect<void>>): void {
+  private pump(batch: Batch<R>, deferred: Array<Effect.Effect<void>>): void {
     if (batch.pumping || batch.stopped || batch.done !== undefined) return
     batch.pumping = true
     const { table } = this.link
@@ -338,7 +379,7 @@ export class Poster {
         break
       }
       const entries: Array<Pending<OperationError>> = []
-      const built: Array<WorkRequest> = []
+      const built: Array<R> = []
       // Selective signalling: one completion per half queue, and for the last request of each
       // post, so that what is in flight always ends in a request that reports. A completion
       // settles the unsignalled requests before it (the send queue completes in order); a failed
@@ -390,14 +431,14 @@ export class Poster {
   }
 
   /** The batch's fiber left: nothing more is posted; what is in flight keeps what it holds. */
-  private abandon(batch: Batch): void {
+  private abandon(batch: Batch<R>): void {
     batch.stopped = true
     batch.resume = undefined
     this.giveBack(batch)
   }
 
   /** The slots a batch holds without a request in them (granted, not yet used) go back. */
-  private giveBack(batch: Batch): void {
+  private giveBack(batch: Batch<R>): void {
     const cancel = batch.cancelSlotWait
     batch.cancelSlotWait = undefined
     const slots = batch.requests.spec.queue === "send" ? this.link.sendSlots : this.link.recvSlots
@@ -406,7 +447,7 @@ export class Poster {
   }
 
   /** A batch has something to do (an outcome, a slot): pumped after the current dispatch. */
-  private wake(batch: Batch): void {
+  private wake(batch: Batch<R>): void {
     // While it pumps, its own loop sees what changed (the entries freed, the failure).
     if (batch.pumping || batch.queued || batch.stopped || batch.done !== undefined) return
     batch.queued = true
@@ -435,7 +476,7 @@ export class Poster {
 }
 
 /** With per-operation tracing on (Tracing.ts): the operation in a span named as the call. */
-const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, op: string, build: Build): Effect.Effect<A, E> => {
+const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, op: string, build: Build<unknown>): Effect.Effect<A, E> => {
   let size: unknown = 8
   try {
     size = (build(0) as { readonly length?: unknown }).length ?? 8

@@ -1,0 +1,58 @@
+/**
+ * How an endpoint of librdmacm's verbs API refuses a request, and how the other side's device
+ * refuses a remote key: the error classes, re-exported by `CmEndpoint` (use them from there). A
+ * module of their own so that the implementation and the declarations share them without a cycle.
+ *
+ * @since 0.6.0
+ */
+import * as Data from "effect/Data"
+
+/**
+ * A region (or remote key) the request cannot use, refused before anything is posted: a region
+ * from rdma_reg_read / rdma_reg_write posted locally (`Kind`: only a remote side's target), a
+ * region of another endpoint (`OtherEndpoint`: registered on another protection domain), more
+ * segments than the queue pair was made for (`TooManySegments`).
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export class CmRegionError extends Data.TaggedError("CmRegionError")<{
+  readonly operation: string
+  readonly reason: "Kind" | "OtherEndpoint" | "TooManySegments"
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `${this.operation}: ${this.detail}`
+  }
+}
+
+/**
+ * The other side's device refused the remote key of a read or a write (IBV_WC_REM_ACCESS_ERR): the
+ * key is forged or stale, its region was deregistered, or it does not allow this access.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export class RemoteKeyRefusedError extends Data.TaggedError("RemoteKeyRefusedError")<{
+  readonly operation: string
+}> {
+  override get message(): string {
+    return `${this.operation}: the other side refused the remote key (IBV_WC_REM_ACCESS_ERR): it is not one it ` +
+      `gave for this access, its region is gone, or the range is outside it; ask the other side for a fresh key`
+  }
+}
+
+/**
+ * Bytes that are not a remote key, with the field that is wrong.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export class InvalidRemoteKeyError extends Data.TaggedError("InvalidRemoteKeyError")<{
+  readonly field: "bytes" | "version" | "access" | "reserved" | "length" | "address"
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `invalid remote key (${this.field}): ${this.detail}`
+  }
+}

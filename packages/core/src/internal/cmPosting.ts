@@ -1,0 +1,340 @@
+/**
+ * The operations on an endpoint of librdmacm's verbs API, over its posting kernel: each reads and
+ * checks its arguments when its Effect runs (a region's kind and endpoint, every range, the
+ * segment count, inline size, immediate data), posts nothing when a check fails, and fails only
+ * with what it can produce.
+ *
+ * Declared and documented in CmEndpoint.ts.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import type * as CmEndpoint from "../CmEndpoint.js"
+import type * as Connection from "../Connection.js"
+import { OutOfRangeError } from "../ConnectionError.js"
+import type { CmSegment, CmWorkRequest, Signal } from "../Driver.js"
+import { fromErrno } from "../RdmaError.js"
+import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
+import { impl } from "./cmEndpoint.js"
+import { regionOwner } from "./cmRegistration.js"
+import type { Owners } from "./dataPath.js"
+import type * as Owner from "./owner.js"
+import { Operations, type OperationSpec } from "./operationTable.js"
+import { checkImm, checkRange } from "./operations.js"
+import { toCompletion } from "./posting.js"
+import { AWAIT, AWAIT_VOID, SUBMIT } from "./poster.js"
+
+type TransferError = CmEndpoint.TransferError
+
+const IBV_WC_REM_ACCESS_ERR = 10
+
+/** What a request is made of, checked: its segments, the owners of their regions, its length. */
+interface Checked {
+  readonly segments: ReadonlyArray<CmSegment>
+  readonly owners: Array<Owner.Owner>
+  readonly length: number
+}
+
+/** The local side of a request: "msgs" regions of this endpoint, in range, few enough. */
+const checkSegments = (
+  operation: string,
+  ep: CmEndpoint.CmEndpoint,
+  parts: ReadonlyArray<CmEndpoint.Segment>,
+  maxSegments: number
+): Checked | TransferError => {
+  if (!Array.isArray(parts) || parts.length === 0) {
+    return new OutOfRangeError({ operation, detail: "a request needs at least one segment" })
+  }
+  if (parts.length > maxSegments) {
+    return new CmRegionError({
+      operation,
+      reason: "TooManySegments",
+      detail: `${parts.length} segments, more than the ${maxSegments} the queue pair was made for ` +
+        `(maxSendSge / maxRecvSge in its options)`
+    })
+  }
+  const segments: Array<CmSegment> = []
+  const owners: Array<Owner.Owner> = []
+  let length = 0
+  for (const part of parts) {
+    const mr = part?.mr as CmEndpoint.Region | undefined
+    if (mr === undefined || mr === null || typeof mr !== "object" || !("kind" in mr)) {
+      return new CmRegionError({ operation, reason: "Kind", detail: "a segment's mr must be a region of CmEndpoint.registerMessages" })
+    }
+    if (mr.kind !== "msgs") {
+      return new CmRegionError({
+        operation,
+        reason: "Kind",
+        detail: `a region from rdma_reg_${mr.kind} is only a remote ${mr.kind}'s target: post a region from ` +
+          `rdma_reg_msgs (CmEndpoint.registerMessages)`
+      })
+    }
+    if (mr.id !== ep) {
+      return new CmRegionError({
+        operation,
+        reason: "OtherEndpoint",
+        detail: "the region is registered on another endpoint's protection domain: register it on this endpoint"
+      })
+    }
+    const offset = part.offset ?? 0
+    const size = mr.memory.byteLength
+    const partLength = part.length ?? Math.max(size - offset, 0)
+    const refused = checkRange(operation, "local", offset, partLength, size)
+    if (refused !== undefined) return refused
+    segments.push({ mr: mr.handle, offset, length: partLength })
+    owners.push(regionOwner(mr))
+    length += partLength
+  }
+  return { segments, owners, length }
+}
+
+/** The remote side: a key that allows `access`, and a range inside it. */
+const checkRemote = (
+  operation: string,
+  key: CmEndpoint.RemoteKey<"read" | "write">,
+  access: "read" | "write",
+  offset: number,
+  length: number
+): TransferError | undefined => {
+  if (key === null || typeof key !== "object" || typeof key.rkey !== "number" || typeof key.address !== "bigint") {
+    return new CmRegionError({ operation, reason: "Kind", detail: "the remote side must be a RemoteKey (CmEndpoint.decodeRemoteKey)" })
+  }
+  if (key.access !== access) {
+    return new CmRegionError({
+      operation,
+      reason: "Kind",
+      detail: `the remote key allows a remote ${key.access}, not a ${access}: ask the other side for a key of a ` +
+        `region from rdma_reg_${access}`
+    })
+  }
+  return checkRange(operation, "remote", offset, length, key.length)
+}
+
+const inlineOf = (
+  operation: string,
+  ep: CmEndpoint.CmEndpoint,
+  length: number,
+  inline: boolean | undefined
+): boolean | OutOfRangeError => {
+  const max = ep.info.maxInlineData
+  if (inline === true && length > max) {
+    return new OutOfRangeError({
+      operation,
+      detail: `${length} bytes cannot go inline: the device granted ${max} (maxInlineData in the options)`
+    })
+  }
+  // Small enough: copied at post time (no DMA read of the region later), unless asked not to.
+  return inline ?? (length > 0 && length <= max)
+}
+
+/** A request ready to post, or why not. */
+interface Prepared {
+  readonly spec: OperationSpec
+  readonly owners: Owners
+  readonly build: (id: number) => CmWorkRequest
+}
+
+const prepareSend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs, single: boolean): Prepared | TransferError => {
+  const spec = args.imm !== undefined ? Operations.cmSendWithImm : single ? Operations.cmSend : Operations.cmSendv
+  const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxSendSge)
+  if (!("segments" in checked)) return checked
+  const refused = checkImm(spec.name, args.imm)
+  if (refused !== undefined) return refused
+  const inline = inlineOf(spec.name, ep, checked.length, args.inline)
+  if (typeof inline !== "boolean") return inline
+  const { segments } = checked
+  const imm = args.imm
+  const completion = args.completion
+  return {
+    spec,
+    owners: { owners: checked.owners },
+    build: (id: number): CmWorkRequest => ({ op: "send", id, segments, imm, inline, completion })
+  }
+}
+
+const prepareRecv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs, single: boolean): Prepared | TransferError => {
+  const spec = single ? Operations.cmRecv : Operations.cmRecvv
+  const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxRecvSge)
+  if (!("segments" in checked)) return checked
+  const { segments } = checked
+  return { spec, owners: { owners: checked.owners }, build: (id: number): CmWorkRequest => ({ op: "recv", id, segments }) }
+}
+
+const prepareWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Prepared | TransferError => {
+  const spec = args.imm !== undefined ? Operations.cmWriteWithImm : Operations.cmWrite
+  const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
+  const checked = checkSegments(spec.name, ep, [{ mr: src, offset: srcOffset, length }], 1)
+  if (!("segments" in checked)) return checked
+  const refused = checkRemote(spec.name, dst, "write", dstOffset, length) ?? checkImm(spec.name, args.imm)
+  if (refused !== undefined) return refused
+  const inline = inlineOf(spec.name, ep, length, args.inline)
+  if (typeof inline !== "boolean") return inline
+  const { segments } = checked
+  const remoteAddress = dst.address + BigInt(dstOffset)
+  const { rkey } = dst
+  const { completion, imm } = args
+  return {
+    spec,
+    owners: { owners: checked.owners },
+    build: (id: number): CmWorkRequest => ({ op: "write", id, segments, remoteAddress, rkey, imm, inline, completion })
+  }
+}
+
+const prepareRead = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs): Prepared | TransferError => {
+  const spec = Operations.cmRead
+  const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
+  const checked = checkSegments(spec.name, ep, [{ mr: dst, offset: dstOffset, length }], 1)
+  if (!("segments" in checked)) return checked
+  const refused = checkRemote(spec.name, src, "read", srcOffset, length)
+  if (refused !== undefined) return refused
+  const { segments } = checked
+  const remoteAddress = src.address + BigInt(srcOffset)
+  const { rkey } = src
+  const { completion } = args
+  return { spec, owners: { owners: checked.owners }, build: (id: number): CmWorkRequest => ({ op: "read", id, segments, remoteAddress, rkey, completion }) }
+}
+
+/** A completion the other side's device refused with REM_ACCESS_ERR: the key, named as such. */
+const keyRefused = <A>(effect: Effect.Effect<A, TransferError>): Effect.Effect<A, TransferError> =>
+  Effect.catchIf(
+    effect,
+    (e) => e._tag === "CompletionError" && e.status === IBV_WC_REM_ACCESS_ERR,
+    (e) => Effect.fail(new RemoteKeyRefusedError({ operation: (e as { operation: string }).operation }))
+  )
+
+const isPrepared = (p: Prepared | TransferError): p is Prepared => "build" in p
+
+/** Posts one prepared request and waits as `then` says. */
+const run = (
+  ep: CmEndpoint.CmEndpoint,
+  prepare: () => Prepared | TransferError,
+  then: typeof AWAIT | typeof AWAIT_VOID,
+  signal?: Signal
+): Effect.Effect<any, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const prepared = prepare()
+    if (!isPrepared(prepared)) return Effect.fail(prepared)
+    return impl(ep).kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, then)
+  })
+
+const sendOne = (args: CmEndpoint.SendArgs): CmEndpoint.SendvArgs => ({
+  ...args,
+  segments: [{ mr: args.src, offset: args.offset, length: args.length }]
+})
+const recvOne = (args: CmEndpoint.RecvArgs): CmEndpoint.RecvvArgs => ({
+  segments: [{ mr: args.dst, offset: args.offset, length: args.length }]
+})
+
+/** @internal */
+export const send = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs): Effect.Effect<void, TransferError> =>
+  run(ep, () => prepareSend(ep, sendOne(args), true), AWAIT_VOID)
+
+/** @internal */
+export const sendv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs): Effect.Effect<void, TransferError> =>
+  run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
+
+/** @internal */
+export const recv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs): Effect.Effect<Connection.Completion, TransferError> =>
+  Effect.map(run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT), toCompletion)
+
+/** @internal */
+export const recvv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs): Effect.Effect<Connection.Completion, TransferError> =>
+  Effect.map(run(ep, () => prepareRecv(ep, args, false), AWAIT), toCompletion)
+
+/** @internal */
+export const write = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Effect.Effect<void, TransferError> =>
+  keyRefused(run(ep, () => prepareWrite(ep, args), AWAIT_VOID))
+
+/** @internal */
+export const read = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs): Effect.Effect<void, TransferError> =>
+  keyRefused(run(ep, () => prepareRead(ep, args), AWAIT_VOID))
+
+/** Posts without waiting: a ticket whose completion may be awaited any number of times. */
+const submit = (
+  ep: CmEndpoint.CmEndpoint,
+  prepare: () => Prepared | TransferError,
+  signal: Signal | undefined
+): Effect.Effect<CmEndpoint.Posted, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const prepared = prepare()
+    if (!isPrepared(prepared)) return Effect.fail(prepared)
+    const { kernel } = impl(ep)
+    const remote = prepared.spec.op === "write" || prepared.spec.op === "read"
+    return Effect.map(
+      kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, SUBMIT),
+      (entry) => {
+        const completion = Effect.map(kernel.await<TransferError>(entry), toCompletion)
+        return { operation: prepared.spec.name, completion: remote ? keyRefused(completion) : completion }
+      }
+    )
+  })
+
+/** @internal */
+export const postSend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
+  submit(ep, () => prepareSend(ep, args, args.segments?.length === 1), args.completion ?? "always")
+
+/** @internal */
+export const postRecv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
+  submit(ep, () => prepareRecv(ep, args, args.segments?.length === 1), undefined)
+
+/** @internal */
+export const postWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
+  submit(ep, () => prepareWrite(ep, args), args.completion ?? "always")
+
+/** @internal */
+export const postRead = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
+  submit(ep, () => prepareRead(ep, args), args.completion ?? "always")
+
+/**
+ * Many requests of one kind in one kernel batch (a sliding window over the queue, one wait for
+ * all): every one is checked before the first is posted.
+ */
+const batch = <A>(
+  ep: CmEndpoint.CmEndpoint,
+  list: ReadonlyArray<A>,
+  prepare: (args: A) => Prepared | TransferError
+): Effect.Effect<void, TransferError> =>
+  Effect.suspend(() => {
+    if (!Array.isArray(list)) {
+      return Effect.fail(fromErrno(22, "rdma_post", "the requests must be an array"))
+    }
+    const prepared: Array<Prepared> = []
+    const owners = new Set<Owner.Owner>()
+    for (const args of list) {
+      const p = prepare(args)
+      if (!isPrepared(p)) return Effect.fail(p)
+      // One operation per batch: the kernel counts its completions by one spec.
+      if (prepared.length > 0 && p.spec !== prepared[0]!.spec) {
+        return Effect.fail(
+          new OutOfRangeError({
+            operation: p.spec.name,
+            detail: `a batch holds one kind of request; ${prepared[0]!.spec.name} came first`
+          })
+        )
+      }
+      for (const owner of p.owners.owners) owners.add(owner)
+      prepared.push(p)
+    }
+    if (prepared.length === 0) return Effect.void
+    return impl(ep).kernel.postBatch<TransferError>({
+      spec: prepared[0]!.spec,
+      count: prepared.length,
+      regions: { owners: [...owners] },
+      build: (index, id, completion) => {
+        const request = prepared[index]!.build(id)
+        return request.op === "recv" ? request : { ...request, completion }
+      }
+    })
+  })
+
+/** @internal */
+export const sendMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.SendArgs>) =>
+  batch(ep, list, (args) => prepareSend(ep, sendOne(args), true))
+
+/** @internal */
+export const recvMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.RecvArgs>) =>
+  batch(ep, list, (args) => prepareRecv(ep, recvOne(args), true))
+
+/** @internal */
+export const writeMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.WriteArgs>) =>
+  keyRefused(batch(ep, list, (args) => prepareWrite(ep, args)))

@@ -1,0 +1,63 @@
+/**
+ * The other side's region on librdmacm's path: a remote key, and its bytes. Layout (24 bytes,
+ * little-endian): version u8 (1), access u8 (1: read, 2: write), two reserved bytes (0), rkey
+ * u32, address u64, length u64. Decoding trusts nothing: every field is checked, and a refusal
+ * names the field.
+ *
+ * Declared and documented in CmEndpoint.ts.
+ *
+ * @internal
+ */
+import type * as CmEndpoint from "../CmEndpoint.js"
+
+/** @internal */
+export const VERSION = 1
+/** @internal */
+export const SIZE = 24
+
+const accessCodes = { read: 1, write: 2 } as const
+const accessOf: Record<number, "read" | "write"> = { 1: "read", 2: "write" }
+
+/** @internal */
+export const encode = (key: CmEndpoint.RemoteKey<"read" | "write">): Uint8Array => {
+  const bytes = new Uint8Array(SIZE)
+  const view = new DataView(bytes.buffer)
+  view.setUint8(0, VERSION)
+  view.setUint8(1, accessCodes[key.access])
+  view.setUint32(4, key.rkey, true)
+  view.setBigUint64(8, key.address, true)
+  view.setBigUint64(16, key.length, true)
+  return bytes
+}
+
+/** @internal The key, or the field that is wrong and why. */
+export const decode = (
+  bytes: unknown
+): CmEndpoint.RemoteKey<"read" | "write"> | { readonly field: CmEndpoint.RemoteKeyField; readonly detail: string } => {
+  if (!(bytes instanceof Uint8Array)) return { field: "bytes", detail: "a remote key must be a Uint8Array" }
+  if (bytes.byteLength !== SIZE) {
+    return {
+      field: "bytes",
+      detail: `a remote key has exactly ${SIZE} bytes, not ${bytes.byteLength}: it was cut or padded in transit ` +
+        `(rdma_cm private data is padded: slice it to ${SIZE})`
+    }
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const version = view.getUint8(0)
+  if (version !== VERSION) {
+    return { field: "version", detail: `version ${version} is not ${VERSION}: the other side runs another format` }
+  }
+  const access = accessOf[view.getUint8(1)]
+  if (access === undefined) {
+    return { field: "access", detail: `access byte ${view.getUint8(1)} is neither 1 (read) nor 2 (write)` }
+  }
+  if (view.getUint16(2, true) !== 0) return { field: "reserved", detail: "the reserved bytes 2-3 must be 0" }
+  const rkey = view.getUint32(4, true)
+  const address = view.getBigUint64(8, true)
+  const length = view.getBigUint64(16, true)
+  if (length === 0n) return { field: "length", detail: "the length is 0: the key reaches no memory" }
+  if (address + length > 2n ** 64n) {
+    return { field: "address", detail: "address + length passes 2^64: the region wraps around and cannot exist" }
+  }
+  return { address, length, rkey, access }
+}

@@ -1,0 +1,67 @@
+import { CmEndpoint } from "@effect-rdma/core"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, FastCheck as fc } from "effect"
+
+const hex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(" ")
+
+const refusedField = (bytes: Uint8Array) => {
+  const exit = Effect.runSyncExit(CmEndpoint.decodeRemoteKey(bytes))
+  if (Exit.isSuccess(exit)) return "ok"
+  const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+  assert.strictEqual(error?._tag, "InvalidRemoteKeyError")
+  assert.include(error!.message, error!.field)
+  return error!.field
+}
+
+describe("CmEndpoint remote keys", () => {
+  const key: CmEndpoint.RemoteKey<"write"> = { address: 0x7f0000001000n, length: 4096n, rkey: 0x1234, access: "write" }
+  const example = "01 02 00 00 34 12 00 00 00 10 00 00 00 7f 00 00 00 10 00 00 00 00 00 00"
+
+  it("encodes version, access, rkey, address and length little-endian in 24 bytes", () => {
+    assert.strictEqual(hex(CmEndpoint.encodeRemoteKey(key)), example)
+  })
+
+  it("decodes what it encodes, for every key", () => {
+    fc.assert(fc.property(
+      fc.bigInt({ min: 0n, max: 2n ** 63n }),
+      fc.bigInt({ min: 1n, max: 2n ** 63n }),
+      fc.integer({ min: 0, max: 2 ** 32 - 1 }),
+      fc.constantFrom("read" as const, "write" as const),
+      (address, length, rkey, access) => {
+        const k = { address, length, rkey, access }
+        assert.deepStrictEqual(Effect.runSync(CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(k))), k)
+      }
+    ))
+  })
+
+  it("refuses bad bytes, naming the field", () => {
+    const good = CmEndpoint.encodeRemoteKey(key)
+    const with_ = (at: number, value: number) => {
+      const b = good.slice()
+      b[at] = value
+      return b
+    }
+    assert.strictEqual(refusedField(good), "ok")
+    assert.strictEqual(refusedField(good.subarray(0, 23)), "bytes")
+    assert.strictEqual(refusedField(new Uint8Array(56).fill(0).map((_, i) => good[i] ?? 0)), "bytes")
+    assert.strictEqual(refusedField("not bytes" as unknown as Uint8Array), "bytes")
+    assert.strictEqual(refusedField(with_(0, 2)), "version")
+    assert.strictEqual(refusedField(with_(1, 0)), "access")
+    assert.strictEqual(refusedField(with_(1, 3)), "access")
+    assert.strictEqual(refusedField(with_(3, 1)), "reserved")
+    const zero = good.slice()
+    zero.fill(0, 16, 24)
+    assert.strictEqual(refusedField(zero), "length")
+    const wraps = good.slice()
+    wraps.fill(0xff, 8, 16)
+    assert.strictEqual(refusedField(wraps), "address")
+  })
+
+  it("narrows a key to the access it allows", () => {
+    const decoded = Effect.runSync(CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(key)))
+    const writable = Effect.runSync(CmEndpoint.requireAccess("write")(decoded))
+    assert.strictEqual(writable.access, "write")
+    const exit = Effect.runSyncExit(CmEndpoint.requireAccess("read")(decoded))
+    assert.isTrue(Exit.isFailure(exit))
+  })
+})
