@@ -174,9 +174,9 @@ describe("the C programs against each other", () => {
   })
 })
 
-layer(NativeDriver.layer)("TypeScript listener, C client (cm_client)", (it) => {
+layer(NativeDriver.layer, { excludeTestServices: true })("TypeScript listener, C client (cm_client)", (it) => {
   for (const mode of modes) {
-    it.live(mode, () =>
+    it.effect(mode, () =>
       Effect.gen(function*() {
         const run = yield* Effect.scoped(
           serve(mode, (port) => runC("cm_client", [address, String(port), mode, String(N)]))
@@ -187,9 +187,9 @@ layer(NativeDriver.layer)("TypeScript listener, C client (cm_client)", (it) => {
   }
 })
 
-layer(NativeDriver.layer)("TypeScript client, C server (cm_server)", (it) => {
+layer(NativeDriver.layer, { excludeTestServices: true })("TypeScript client, C server (cm_server)", (it) => {
   modes.forEach((mode, i) => {
-    it.live(mode, () =>
+    it.effect(mode, () =>
       Effect.gen(function*() {
         const port = 19320 + i
         const run = runC("cm_server", [address, String(port), mode, String(N)])
