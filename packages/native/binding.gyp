@@ -16,7 +16,9 @@
         "src/conn.cc",
         "src/post.cc",
         "src/completions.cc",
-        "src/srq.cc"
+        "src/srq.cc",
+        "src/cm_ep.cc",
+        "src/cm_ep_post.cc"
       ],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api"],
       "defines": [

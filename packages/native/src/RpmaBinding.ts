@@ -109,6 +109,45 @@ export interface Binding {
   readonly cancelWait: (handle: unknown, id: unknown) => boolean
   readonly allocate: (size: unknown) => Uint8Array
   readonly free: (memory: unknown) => void
+  /**
+   * librdmacm's verbs API (cm_ep.cc): an endpoint's handle at once (rdma_create_id on a channel of
+   * its own + rdma_resolve_addr of a numeric address); `callback` hears when the route is resolved
+   * and the queue pair made, or why not. `config` is core's CmEpConfig.
+   */
+  readonly cmEpCreate: (address: unknown, port: unknown, config: unknown, callback: WaitCallback<undefined>) => object
+  /** rdma_connect; `callback` hears ESTABLISHED or the refusal. Returns the wait's id for cmCancel. */
+  readonly cmConnect: (ep: unknown, privateData: unknown, callback: WaitCallback<undefined>) => number
+  /** rdma_bind_addr + rdma_listen of a numeric address; the port it listens on. */
+  readonly cmListen: (address: unknown, port: unknown, config: unknown) => { handle: object; port: number }
+  /** The next incoming request as an endpoint with its queue pair. Returns the wait's id. */
+  readonly cmGetRequest: (listener: unknown, callback: WaitCallback<object>) => number
+  readonly cmPrivateData: (ep: unknown) => Uint8Array
+  /** rdma_accept; `callback` hears ESTABLISHED or the failure. Returns the wait's id. */
+  readonly cmAccept: (ep: unknown, privateData: unknown, callback: WaitCallback<undefined>) => number
+  readonly cmReject: (ep: unknown, privateData: unknown) => void
+  /** The next event of an established endpoint ("DISCONNECTED", ...). Returns the wait's id. */
+  readonly cmNextEvent: (ep: unknown, callback: WaitCallback<string>) => number
+  readonly cmDisconnect: (ep: unknown) => void
+  /** Refused (`inUse`) while regions are registered on the endpoint. */
+  readonly cmEpDestroy: (ep: unknown) => void
+  /** Refused (`inUse`) while endpoints it handed out are alive. */
+  readonly cmListenerDestroy: (listener: unknown) => void
+  readonly cmEpInfo: (ep: unknown) => {
+    qpNum: number
+    maxInlineData: number
+    localAddress: string
+    localPort: number
+    remoteAddress: string
+    remotePort: number
+  }
+  /** One of core's CmWorkRequest on an endpoint (ibv_post_send / ibv_post_recv); throws the refusal. */
+  readonly cmPost: (ep: unknown, request: unknown) => void
+  /** ibv_poll_cq on the endpoint's send and receive CQs, without waiting. */
+  readonly cmPollCompletions: (ep: unknown) => Array<WaitedCompletion>
+  /** Waits for completions (at least one) on the endpoint's two channels. Returns the wait's id. */
+  readonly cmWaitCompletions: (ep: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
+  /** Stops a wait of an endpoint or a listener; false if it had already ended. Never throws. */
+  readonly cmCancel: (handle: unknown, id: unknown) => boolean
   /** Live native objects by kind, process-wide. */
   readonly liveHandles: () => {
     peers: number
@@ -120,6 +159,8 @@ export interface Binding {
     connectionRequests: number
     connections: number
     sharedReceiveQueues: number
+    cmEndpoints: number
+    cmListeners: number
   }
   /** How many allocate() blocks are not yet freed (kept alive by an ArrayBuffer or a registration). */
   readonly liveAllocations: () => number

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "cm_ep.h"
 #include "handles.h"
 #include "memory.h"
 
@@ -26,12 +27,14 @@ const napi_type_tag kTags[static_cast<int>(Kind::Count)] = {
     {0x2c7e4a9f1b6d3e08ULL, 0x3a5d7f1c9e2b8d67ULL},  // ConnReq
     {0x7b4f1d3a9c5e2f09ULL, 0x9c2e6a4f1d7b3e68ULL},  // Conn
     {0xe35a7c2d9f4b1a0aULL, 0x4b7e2d9a6c1f3e69ULL},  // Srq
+    {0x61c9e2a74d3b8f0bULL, 0xd2a45e7c19b36f6aULL},  // CmEp
+    {0xa84f3d1e6b92c70cULL, 0x37e1c9a5f24d8b6bULL},  // CmListener
 };
 
 const char* const kNames[static_cast<int>(Kind::Count)] = {"ibv_context", "peer",     "mr_local",
                                                            "mr_remote",   "cm_id",    "cm_mr",
                                                            "endpoint",    "conn_req", "conn",
-                                                           "srq"};
+                                                           "srq",         "cm_ep",    "cm_listener"};
 
 }  // namespace
 
@@ -68,6 +71,8 @@ Napi::Value LiveHandles(const Napi::CallbackInfo& info) {
   result.Set("connectionRequests", get(Kind::ConnReq));
   result.Set("connections", get(Kind::Conn));
   result.Set("sharedReceiveQueues", get(Kind::Srq));
+  result.Set("cmEndpoints", get(Kind::CmEp));
+  result.Set("cmListeners", get(Kind::CmListener));
   return result;
 }
 
@@ -100,6 +105,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ConnReq::Define(env, module);
   Conn::Define(env, module);
   Srq::Define(env, module);
+  CmEp::Define(env, module);
+  CmListener::Define(env, module);
   module->polls = PollSet::Create(env);
 
   exports.Set("installLogCapture", Napi::Function::New(env, InstallLogCaptureJs, "installLogCapture"));
@@ -115,6 +122,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterCm(env, exports);
   RegisterConn(env, exports);
   RegisterSrq(env, exports);
+  RegisterCmEp(env, exports);
   return exports;
 }
 

@@ -12,6 +12,7 @@
 
 #include "errors.h"
 #include "handles.h"
+#include "cm_ep.h"
 #include "memory.h"
 
 namespace rdma {
@@ -30,16 +31,25 @@ int CmIdState::Destroy() {
 
 CmIdState::~CmIdState() { Destroy(); }  // GC backstop; regions hold this state, so none is left
 
-int CmMr::Dereg() {
+int CmRegionState::Dereg() {
   if (mr == nullptr) return 0;
   int result = rdma_dereg_mr(mr);  // ibv_dereg_mr: 0 or an errno value
   mr = nullptr;                    // gone either way: never dereg twice
   Count(Kind::CmMr, -1);
   if (result != 0) Quarantine(memory);
   memory.reset();
-  if (id) id->regions--;
   id.reset();
+  ep.reset();
   return result;
+}
+
+int CmMr::Dereg() {
+  if (!state) return 0;
+  std::shared_ptr<CmRegionState> region = std::move(state);
+  if (region->id) region->id->regions--;
+  if (region->ep) region->ep->regions--;
+  // Held by a posted request: deregistered when that request lets go of it.
+  return region.use_count() == 1 ? region->Dereg() : 0;
 }
 
 namespace {
@@ -178,9 +188,20 @@ Napi::Value CmReg(const Napi::CallbackInfo& info) {
   const char* operation = kind == "msgs" ? "rdma_reg_msgs" : kind == "read" ? "rdma_reg_read" : "rdma_reg_write";
   Call call(env, operation, Domain::Errno);
   if (kind != "msgs" && kind != "read" && kind != "write") return call.Invalid("kind must be msgs, read or write");
-  CmId* id = Open<CmId>(call, info[0]);
-  if (id == nullptr) return env.Undefined();
-  rdma_cm_id* cm_id = id->state->id;
+  // A bound identifier's protection domain, or an endpoint's own.
+  std::shared_ptr<CmIdState> id_state;
+  std::shared_ptr<CmEpState> ep_state;
+  Kind kind_of;
+  if (KindOf(info[0], &kind_of) && kind_of == Kind::CmEp) {
+    CmEp* ep = Open<CmEp>(call, info[0]);
+    if (ep == nullptr) return env.Undefined();
+    ep_state = ep->state;
+  } else {
+    CmId* id = Open<CmId>(call, info[0]);
+    if (id == nullptr) return env.Undefined();
+    id_state = id->state;
+  }
+  rdma_cm_id* cm_id = id_state ? id_state->id : ep_state->id;
   if (cm_id->pd == nullptr) return call.Invalid("the id has no protection domain");
   Bytes bytes;
   if (!ResolveBytes(call, info[2], &bytes)) return env.Undefined();
@@ -201,10 +222,14 @@ Napi::Value CmReg(const Napi::CallbackInfo& info) {
     rdma_dereg_mr(mr);
     return call.Fail(ENOMEM, "cannot make a handle for the region; it is deregistered");
   }
-  handle->mr = mr;
-  handle->id = id->state;
-  handle->memory = std::move(bytes.owner);
-  handle->id->regions++;
+  auto region = std::make_shared<CmRegionState>();
+  region->mr = mr;
+  region->id = id_state;
+  region->ep = ep_state;
+  region->memory = std::move(bytes.owner);
+  if (id_state) id_state->regions++;
+  if (ep_state) ep_state->regions++;
+  handle->state = std::move(region);
   Count(Kind::CmMr, +1);
   return object;
 }
@@ -224,10 +249,10 @@ Napi::Value CmMrInfo(const Napi::CallbackInfo& info) {
   CmMr* handle = Open<CmMr>(call, info[0]);
   if (handle == nullptr) return env.Undefined();
   Napi::Object result = Napi::Object::New(env);
-  result.Set("address", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle->mr->addr))));
-  result.Set("length", Napi::Number::New(env, static_cast<double>(handle->mr->length)));
-  result.Set("lkey", Napi::Number::New(env, handle->mr->lkey));
-  result.Set("rkey", Napi::Number::New(env, handle->mr->rkey));
+  result.Set("address", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle->state->mr->addr))));
+  result.Set("length", Napi::Number::New(env, static_cast<double>(handle->state->mr->length)));
+  result.Set("lkey", Napi::Number::New(env, handle->state->mr->lkey));
+  result.Set("rkey", Napi::Number::New(env, handle->state->mr->rkey));
   return result;
 }
 

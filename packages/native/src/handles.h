@@ -31,7 +31,7 @@
 
 namespace rdma {
 
-enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmId, CmMr, Endpoint, ConnReq, Conn, Srq, Count };
+enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmId, CmMr, Endpoint, ConnReq, Conn, Srq, CmEp, CmListener, Count };
 
 // Names as the Driver calls them, for details such as "expected a peer, got a cm_mr".
 const char* KindName(Kind kind);
@@ -220,18 +220,32 @@ class CmId : public Handle<CmId> {
   std::shared_ptr<CmIdState> state;
 };
 
+struct CmEpState;
+
+// An rdma_cm registration, shared between its handle and the requests posted with it on an
+// endpoint (cm_ep.h): rdma_dereg_mr runs when the last of them lets go, so a region the device may
+// still read or write is never deregistered under it, however the handle is closed or collected.
+struct CmRegionState {
+  ~CmRegionState() { Dereg(); }
+  // rdma_dereg_mr, once; returns 0 or an errno.
+  int Dereg();
+  ibv_mr* mr = nullptr;
+  std::shared_ptr<CmIdState> id;  // one of these two: whose protection domain it is on
+  std::shared_ptr<CmEpState> ep;
+  std::shared_ptr<v8::BackingStore> memory;
+};
+
 class CmMr : public Handle<CmMr> {
  public:
   static constexpr Kind kKind = Kind::CmMr;
   static constexpr const char* kClosed = "deregistered";
   using Handle::Handle;
   ~CmMr() override { Dereg(); }
-  bool IsOpen() const { return mr != nullptr; }
-  // rdma_dereg_mr, once; returns 0 or an errno.
+  bool IsOpen() const { return state != nullptr; }
+  // Closes the handle: rdma_dereg_mr now, or, while a posted request holds the region, when the
+  // request completes or its endpoint is destroyed. Returns 0 or an errno (of a dereg done now).
   int Dereg();
-  ibv_mr* mr = nullptr;
-  std::shared_ptr<CmIdState> id;
-  std::shared_ptr<v8::BackingStore> memory;
+  std::shared_ptr<CmRegionState> state;
 };
 
 struct SrqState;
@@ -354,5 +368,6 @@ void RegisterCm(Napi::Env env, Napi::Object exports);
 void RegisterConn(Napi::Env env, Napi::Object exports);
 void RegisterSrq(Napi::Env env, Napi::Object exports);
 void RegisterCompletions(Napi::Env env, Napi::Object exports);
+void RegisterCmEp(Napi::Env env, Napi::Object exports);
 
 }  // namespace rdma

@@ -1,20 +1,170 @@
 /**
- * The native driver's endpoints of librdmacm's verbs API (rdma_create_ep with a queue pair,
- * rdma_listen / rdma_get_request, rdma_post_*). Placeholder: every call fails with ENOSYS until the
- * addon implements them.
+ * The native driver's endpoints of librdmacm's verbs API (the addon's cm_ep.cc, cm_ep_post.cc):
+ * endpoints with a queue pair, listeners and their requests, the set-up waits (bounded here by
+ * their timeouts), the posting call and the completions. Every wait is the addon's (a Poller on a
+ * channel), stopped by cmCancel when its fiber is interrupted.
  *
  * @internal
  */
-import type { Driver } from "@effect-rdma/core/Driver"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
+import type {
+  CmEpHandle,
+  CmEvent,
+  CmListenerHandle,
+  CmWorkRequest,
+  Completion,
+  CompletionsReady,
+  Driver,
+  PostOutcome
+} from "@effect-rdma/core/Driver"
+import * as DriverArguments from "@effect-rdma/core/DriverArguments"
+import { fromErrno, type RdmaCmError } from "@effect-rdma/core/RdmaError"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import { promises as dns } from "node:dns"
+import { isIP } from "node:net"
+import type { Binding, WaitCallback } from "../RpmaBinding.js"
+import { as, attempt, cm } from "./addon.js"
+import { cmErrorOrThrow, cmExit, cmFailure, inUseOr } from "./failures.js"
+import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 
-const ENOSYS = 38
-const missing = (operation: string) =>
-  RdmaError.fromErrno(ENOSYS, operation, "not implemented by this build of the native driver")
+const EINVAL = 22
+const EADDRNOTAVAIL = 99
+const ETIMEDOUT = 110
+/** How long a name's resolution may take (the addon takes numeric addresses only). */
+const NAME_RESOLUTION_MS = 5_000
+
+const invalid = (operation: string, detail: string): RdmaCmError => fromErrno(EINVAL, operation, detail)
+
+/** A timeout in milliseconds: a non-negative integer, as the addon takes it. */
+const timeoutOf = (value: unknown): number | undefined =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= 2_147_483_647 ? value : undefined
+
+/** `effect` failed with ETIMEDOUT once `ms` have passed (its wait then stops: cmCancel, or the endpoint is destroyed). */
+const within = (ms: number, operation: string) => <A>(effect: Effect.Effect<A, RdmaCmError>) =>
+  Effect.timeoutFail(effect, {
+    duration: Duration.millis(ms),
+    onTimeout: () => fromErrno(ETIMEDOUT, operation, `no answer within ${ms} ms`)
+  })
+
+/**
+ * The addon takes numeric addresses only (it never waits for a name server): a name is resolved
+ * here first, bounded. Anything else goes to the addon as it is, to be refused there.
+ */
+const numeric = (address: unknown, operation: string): Effect.Effect<unknown, RdmaCmError> =>
+  typeof address !== "string" || address === "" || isIP(address) !== 0
+    ? Effect.succeed(address)
+    : Effect.tryPromise({
+      try: () => dns.lookup(address),
+      catch: (cause) => fromErrno(EADDRNOTAVAIL, operation, `cannot resolve ${address}`, cause)
+    }).pipe(
+      Effect.map((found) => found.address),
+      within(NAME_RESOLUTION_MS, operation)
+    )
+
+/** Releases a handle the caller will never see (an interrupted or failed set-up); never throws. */
+const destroyQuietly = (binding: Binding, handle: unknown) => {
+  try {
+    binding.cmEpDestroy(handle)
+  } catch {
+    // Already destroyed.
+  }
+}
+
+/** A wait in the addon as an interruptible Effect; interruption stops it (cmCancel). */
+const cmWait = <A>(
+  binding: Binding,
+  operation: string,
+  handle: unknown,
+  start: (callback: WaitCallback<A>) => number
+): Effect.Effect<A, RdmaCmError> =>
+  Effect.async<A, RdmaCmError>((resume) => {
+    let done = false
+    let id: number | undefined
+    try {
+      id = start((error, value) => {
+        if (done) return
+        done = true
+        resume(error === undefined || error === null ? Effect.succeed(value) : cmFailure(operation)(error))
+      })
+    } catch (cause) {
+      if (!done) resume(cmFailure(operation)(cause))
+      done = true
+      return
+    }
+    return Effect.sync(() => {
+      if (done) return
+      done = true
+      if (id !== undefined) binding.cmCancel(handle, id)
+    })
+  })
+
+/** rdma_create_ep's resolution, bounded: address then route, each within the config's timeout. */
+const createEndpoint = (binding: Binding, address: unknown, port: unknown, config: unknown) =>
+  Effect.async<CmEpHandle, RdmaCmError>((resume) => {
+    let done = false
+    let handle: object | undefined
+    try {
+      handle = binding.cmEpCreate(address, port, config, (error) => {
+        if (done) return
+        done = true
+        if (error === undefined || error === null) return resume(Effect.succeed(as<CmEpHandle>(handle!)))
+        destroyQuietly(binding, handle)
+        resume(cmFailure("rdma_create_ep")(error))
+      })
+    } catch (cause) {
+      done = true
+      return resume(cmFailure("rdma_create_ep")(cause))
+    }
+    return Effect.sync(() => {
+      if (done) return
+      done = true
+      destroyQuietly(binding, handle)
+    })
+  })
+
+const NONE: ReadonlyArray<Completion> = []
+
+const postOperations = { send: "rdma_post_send", recv: "rdma_post_recv", read: "rdma_post_read", write: "rdma_post_write" }
+
+/** The operation a work request names, for a failure the addon did not name; never throws. */
+const operationOf = (request: CmWorkRequest): string => {
+  try {
+    const op: unknown = typeof request === "object" && request !== null ? request.op : undefined
+    return typeof op === "string" && Object.hasOwn(postOperations, op)
+      ? postOperations[op as keyof typeof postOperations]
+      : "rdma_post_send"
+  } catch {
+    return "rdma_post_send"
+  }
+}
+
+const notAList = (): PostOutcome<RdmaCmError> => ({
+  posted: 0,
+  error: invalid("rdma_post_send", "the requests must be an array of work requests"),
+  ready: NONE,
+  queueError: undefined,
+  turnDue: false
+})
+
+/** Private data refused by core's rule before the addon sees it (rdma_cm answers a bare EINVAL). */
+const checkPrivateData = (privateData: unknown, side: "connect" | "accept", operation: string) => {
+  const refused = DriverArguments.privateData(privateData, side)
+  return refused === undefined ? Effect.void : Effect.fail(invalid(operation, refused))
+}
+
+const checkTimeout = (timeoutMs: unknown, operation: string) => {
+  const ms = timeoutOf(timeoutMs)
+  return ms === undefined
+    ? Effect.fail(invalid(operation, `timeoutMs must be an integer from 0 to 2147483647, not ${String(timeoutMs)}`))
+    : Effect.succeed(ms)
+}
 
 /** @internal */
-export const cmEndpointCalls: Pick<
+export const cmEndpointCalls = (
+  binding: Binding,
+  loop: LoopTurns = makeLoopTurns()
+): Pick<
   Driver,
   | "cmEpCreate"
   | "cmConnect"
@@ -31,26 +181,116 @@ export const cmEndpointCalls: Pick<
   | "cmPostMany"
   | "cmPollCompletions"
   | "cmArmCompletions"
-> = {
-  cmEpCreate: () => Effect.fail(missing("rdma_create_ep")),
-  cmConnect: () => Effect.fail(missing("rdma_connect")),
-  cmListen: () => Effect.fail(missing("rdma_listen")),
-  cmGetRequest: () => Effect.fail(missing("rdma_get_request")),
-  cmPrivateData: () => Effect.fail(missing("rdma_cm private data")),
-  cmAccept: () => Effect.fail(missing("rdma_accept")),
-  cmReject: () => Effect.fail(missing("rdma_reject")),
-  cmNextEvent: () => Effect.fail(missing("rdma_get_cm_event")),
-  cmDisconnect: () => Effect.fail(missing("rdma_disconnect")),
-  cmEpDestroy: () => Effect.fail(missing("rdma_destroy_ep")),
-  cmListenerDestroy: () => Effect.fail(missing("rdma_destroy_ep")),
-  cmEpInfo: () => Effect.fail(missing("rdma_cm endpoint")),
-  cmPostMany: () => ({
-    posted: 0,
-    error: missing("rdma_post_send"),
-    ready: [],
-    queueError: undefined,
-    turnDue: false
-  }),
-  cmPollCompletions: () => Effect.fail(missing("ibv_poll_cq")),
-  cmArmCompletions: () => () => {}
-}
+> => ({
+  // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a
+  // backstop in case an event never comes.
+  cmEpCreate: (address, port, config) =>
+    numeric(address, "rdma_getaddrinfo").pipe(
+      Effect.flatMap((resolved) => {
+        const ms = timeoutOf(typeof config === "object" && config !== null ? config.timeoutMs : undefined) ?? 0
+        return createEndpoint(binding, resolved, port, config).pipe(within(2 * ms + 1_000, "rdma_resolve_route"))
+      })
+    ),
+  cmConnect: (ep, privateData, timeoutMs) =>
+    Effect.zipRight(
+      checkPrivateData(privateData, "connect", "rdma_connect"),
+      Effect.flatMap(checkTimeout(timeoutMs, "rdma_connect"), (ms) =>
+        cmWait<unknown>(binding, "rdma_connect", ep, (callback) => binding.cmConnect(ep, privateData, callback)).pipe(
+          within(ms, "rdma_connect"),
+          Effect.asVoid
+        ))
+    ),
+  cmListen: (address, port, config) =>
+    numeric(address, "rdma_getaddrinfo").pipe(
+      Effect.flatMap((resolved) =>
+        cm("rdma_listen", () => {
+          const listening = binding.cmListen(resolved, port, config)
+          return { handle: as<CmListenerHandle>(listening.handle), port: listening.port }
+        })
+      )
+    ),
+  cmGetRequest: (listener) =>
+    cmWait<object>(binding, "rdma_get_request", listener, (callback) => binding.cmGetRequest(listener, callback)).pipe(
+      Effect.map(as<CmEpHandle>)
+    ),
+  cmPrivateData: (ep) => cm("rdma_cm private data", () => binding.cmPrivateData(ep)),
+  cmAccept: (ep, privateData, timeoutMs) =>
+    Effect.zipRight(
+      checkPrivateData(privateData, "accept", "rdma_accept"),
+      Effect.flatMap(checkTimeout(timeoutMs, "rdma_accept"), (ms) =>
+        cmWait<unknown>(binding, "rdma_accept", ep, (callback) => binding.cmAccept(ep, privateData, callback)).pipe(
+          within(ms, "rdma_accept"),
+          Effect.asVoid
+        ))
+    ),
+  cmReject: (ep, privateData) => cm("rdma_reject", () => binding.cmReject(ep, privateData)),
+  cmNextEvent: (ep) =>
+    cmWait<string>(binding, "rdma_get_cm_event", ep, (callback) => binding.cmNextEvent(ep, callback)).pipe(
+      Effect.map((event) => event as CmEvent)
+    ),
+  cmDisconnect: (ep) => cm("rdma_disconnect", () => binding.cmDisconnect(ep)),
+  cmEpDestroy: (ep) => attempt(() => binding.cmEpDestroy(ep), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
+  cmListenerDestroy: (listener) =>
+    attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
+  cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
+  cmPostMany: (ep, requests): PostOutcome<RdmaCmError> => {
+    if (!Array.isArray(requests)) return notAList()
+    let posted = 0
+    let error: RdmaCmError | undefined
+    for (;;) {
+      // A hostile array (a Proxy, a getter) may throw when read: refused as not a list of requests.
+      let request: CmWorkRequest
+      try {
+        if (posted >= requests.length) break
+        request = requests[posted]
+      } catch {
+        error = notAList().error
+        break
+      }
+      try {
+        binding.cmPost(ep, request)
+      } catch (cause) {
+        error = cmErrorOrThrow(operationOf(request), cause)
+        break
+      }
+      posted++
+    }
+    if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
+    let ready: ReadonlyArray<Completion> = NONE
+    let queueError: RdmaCmError | undefined
+    try {
+      ready = binding.cmPollCompletions(ep)
+    } catch (cause) {
+      queueError = cmErrorOrThrow("ibv_poll_cq", cause)
+    }
+    return { posted, error, ready, queueError, turnDue: loop.due() }
+  },
+  cmPollCompletions: (ep) =>
+    Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Completion> => binding.cmPollCompletions(ep))),
+  // As queues.ts's armCompletions: one callback answered from the event loop; core re-arms.
+  cmArmCompletions: (ep, onReady: CompletionsReady<RdmaCmError>) => {
+    let done = false
+    let id: number | undefined
+    let refused: ReturnType<typeof setImmediate> | undefined
+    try {
+      id = binding.cmWaitCompletions(ep, (error, value) => {
+        if (done) return
+        done = true
+        onReady(error === undefined || error === null ? Exit.succeed(value) : cmExit("ibv_get_cq_event", error))
+      })
+    } catch (cause) {
+      // Never during the call: the refusal is reported from the event loop, like an answer.
+      refused = setImmediate(() => {
+        if (done) return
+        done = true
+        onReady(cmExit("ibv_get_cq_event", cause))
+      })
+    }
+    return () => {
+      if (done) return
+      done = true
+      if (refused !== undefined) clearImmediate(refused)
+      if (id !== undefined) binding.cmCancel(ep, id)
+    }
+  }
+})

@@ -11,7 +11,7 @@ import type { Binding } from "../RpmaBinding.js"
 import { cmCalls } from "./cm.js"
 import { cmEndpointCalls } from "./cmEndpoint.js"
 import { connectionCalls } from "./connection.js"
-import type { LoopTurns } from "./loopTurns.js"
+import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 import { memoryCalls } from "./memory.js"
 import { peerCalls } from "./peer.js"
 import { queueCalls } from "./queues.js"
@@ -19,7 +19,7 @@ import { registrationCalls } from "./registration.js"
 import { srqCalls } from "./srq.js"
 
 /** @internal */
-export const makeDriver = (binding: Binding, loop?: LoopTurns): Driver => ({
+export const makeDriver = (binding: Binding, loop: LoopTurns = makeLoopTurns()): Driver => ({
   name: "native",
   ...peerCalls(binding),
   ...registrationCalls(binding),
@@ -28,6 +28,6 @@ export const makeDriver = (binding: Binding, loop?: LoopTurns): Driver => ({
   ...connectionCalls(binding),
   ...srqCalls(binding),
   ...queueCalls(binding, loop),
-  ...cmEndpointCalls,
-  live: Effect.sync(() => ({ cmEndpoints: 0, cmListeners: 0, ...binding.liveHandles() }))
+  ...cmEndpointCalls(binding, loop),
+  live: Effect.sync(() => binding.liveHandles())
 })

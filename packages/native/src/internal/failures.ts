@@ -73,6 +73,21 @@ export const cmFailure = (operation: string) => (cause: unknown): Effect.Effect<
     : Effect.die(cause)
 }
 
+/** A librdmacm call's failure as a tagged error, for the calls that answer in JavaScript; a defect is thrown. */
+export const cmErrorOrThrow = (operation: string, cause: unknown): RdmaCmError => {
+  const errno = field(cause, "errno")
+  if (typeof errno !== "number") throw cause
+  return fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
+}
+
+/** {@link cmFailure} as an Exit. */
+export const cmExit = (operation: string, cause: unknown): Exit.Exit<never, RdmaCmError> => {
+  const errno = field(cause, "errno")
+  return typeof errno === "number"
+    ? Exit.fail(fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
+    : Exit.die(cause)
+}
+
 /** The addon's mapFile / unmapFile failures: `errno` and, for what it checked itself, `reason`. */
 export const mapFailure = (path: string, operation: string) => (cause: unknown): Effect.Effect<never, MapFileError> => {
   const errno = field(cause, "errno")

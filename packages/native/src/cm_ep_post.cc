@@ -1,0 +1,284 @@
+// librdmacm's verbs API, the data path (see cm_ep.h): posting on an endpoint's queue pair
+// (rdma_post_send(v) / rdma_post_recv(v) / rdma_post_read(v) / rdma_post_write(v) are inline
+// wrappers of ibv_post_send / ibv_post_recv, called here directly so that immediate data and
+// inline sends take the same path), and the completions of its two CQs, read without waiting or
+// waited for on their completion channels (one list of waiters; both channels watched for it).
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <napi.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cm_ep.h"
+#include "conn_common.h"
+#include "errors.h"
+
+namespace rdma {
+
+using conn::Integer;
+using conn::kMaxLength;
+using conn::kMaxSafe;
+
+int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
+  constexpr int kBatch = 32;
+  ibv_wc wc[kBatch];
+  for (ibv_cq* cq : {send_cq, recv_cq}) {
+    if (cq == nullptr) continue;
+    for (;;) {
+      int got = ibv_poll_cq(cq, kBatch, wc);
+      if (got < 0) return EIO;  // ibv_poll_cq says only that it failed
+      for (int i = 0; i < got; i++) {
+        auto found = posted.find(wc[i].wr_id);
+        if (found == posted.end()) continue;  // not a request of ours
+        if (!found->second.recv) {
+          // A send-queue request completed: the unsignalled ones posted before it have succeeded.
+          for (auto it = posted.begin(); it != found;) {
+            if (it->second.recv || it->second.signalled) {
+              ++it;
+              continue;
+            }
+            it = posted.erase(it);
+          }
+        }
+        CmPosted request = std::move(found->second);
+        posted.erase(found);
+        bool ok = wc[i].status == IBV_WC_SUCCESS;
+        Napi::Object completion = Napi::Object::New(env);
+        completion.Set("id", Napi::Number::New(env, request.id));
+        completion.Set("status", Napi::Number::New(env, static_cast<double>(wc[i].status)));
+        completion.Set("byteLength", Napi::Number::New(env, request.recv && ok ? static_cast<double>(wc[i].byte_len) : 0));
+        completion.Set("opcode", Napi::Number::New(env, ok ? static_cast<double>(wc[i].opcode) : -1));
+        unsigned flags = ok ? wc[i].wc_flags : 0;
+        completion.Set("flags", Napi::Number::New(env, static_cast<double>(flags)));
+        // Put on the wire in network byte order (htonl), as librdmacm's users do.
+        if ((flags & IBV_WC_WITH_IMM) != 0) completion.Set("imm", Napi::Number::New(env, ntohl(wc[i].imm_data)));
+        out.Set((*count)++, completion);
+      }
+      if (got < kBatch) break;
+    }
+  }
+  return 0;
+}
+
+void CmEpState::OnCompletion(Napi::Env env, int status, bool send) {
+  std::shared_ptr<CmEpState> keep = shared_from_this();  // a callback may destroy the endpoint
+  if (status < 0) {
+    conn::FailAll(env, send_poller, "ibv_get_cq_event", status);
+    recv_poller.Pause();
+    return;
+  }
+  ibv_comp_channel* fired = send ? send_channel : recv_channel;
+  while (fired != nullptr && id != nullptr && !send_poller.waiters.empty()) {
+    // Takes the channel's event, acknowledges it and re-arms the CQ; only then drains, so that a
+    // completion arriving after the drain raises a new event.
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    errno = 0;
+    if (ibv_get_cq_event(fired, &cq, &context) != 0) {
+      int errnum = errno != 0 ? errno : EIO;
+      if (errnum == EAGAIN || errnum == EWOULDBLOCK) break;
+      Waiter waiter = std::move(send_poller.waiters.front());
+      send_poller.waiters.pop_front();
+      Deliver(env, waiter, ErrnoValue(env, errnum, "ibv_get_cq_event", ""), nullptr, true);
+      continue;
+    }
+    ibv_ack_cq_events(cq, 1);
+    int errnum = ibv_req_notify_cq(cq, 0);
+    const char* operation = "ibv_req_notify_cq";
+    Napi::Array out = Napi::Array::New(env);
+    uint32_t count = 0;
+    if (errnum == 0) {
+      operation = "ibv_poll_cq";
+      errnum = Drain(env, out, &count);
+      if (errnum == 0 && count == 0) continue;  // already taken by an earlier poll: wait on
+    }
+    Waiter waiter = std::move(send_poller.waiters.front());
+    send_poller.waiters.pop_front();
+    if (count != 0) {
+      Deliver(env, waiter, nullptr, out, true);
+    } else {
+      Deliver(env, waiter, ErrnoValue(env, errnum, operation, ""), nullptr, true);
+    }
+  }
+  send_poller.PauseIfIdle();
+  if (send_poller.waiters.empty()) recv_poller.Pause();
+}
+
+namespace {
+
+const char* OperationOf(const std::string& op) {
+  return op == "send" ? "rdma_post_send" : op == "recv" ? "rdma_post_recv" : op == "read" ? "rdma_post_read" : "rdma_post_write";
+}
+
+// A request's segments as scatter/gather entries on regions of `ep`; their regions into `held`.
+bool ReadSegments(const Call& call, CmEpState& ep, Napi::Value value, std::vector<ibv_sge>* sges,
+                  std::vector<std::shared_ptr<CmRegionState>>* held) {
+  if (!value.IsArray()) return call.Invalid("segments must be an array of { mr, offset, length }"), false;
+  Napi::Array list = value.As<Napi::Array>();
+  uint32_t size = list.Length();
+  if (size == 0) return call.Invalid("a request needs at least one segment"), false;
+  if (size > 64) return call.Invalid("a request has at most 64 segments"), false;
+  for (uint32_t i = 0; i < size; i++) {
+    Napi::Value item = list.Get(i);
+    if (call.Env().IsExceptionPending()) return call.Invalid("reading segments threw"), false;
+    if (!item.IsObject()) return call.Invalid("segment " + std::to_string(i) + " must be an object"), false;
+    Napi::Object segment = item.As<Napi::Object>();
+    Napi::Value fields[3] = {segment.Get("mr"), segment.Get("offset"), segment.Get("length")};
+    if (call.Env().IsExceptionPending()) return call.Invalid("reading a segment threw"), false;
+    CmMr* mr = Open<CmMr>(call, fields[0]);
+    if (mr == nullptr) return false;
+    if (mr->state->ep.get() != &ep) {
+      return call.Invalid("segment " + std::to_string(i) +
+                          "'s region is registered on another endpoint's protection domain: register it on this one"),
+             false;
+    }
+    double offset, length;
+    if (!Integer(call, fields[1], "offset", kMaxSafe, &offset) || !Integer(call, fields[2], "length", kMaxLength, &length)) {
+      return false;
+    }
+    ibv_mr* region = mr->state->mr;
+    if (offset + length > static_cast<double>(region->length)) {
+      return call.Invalid("segment " + std::to_string(i) + " (offset " + conn::NumberText(offset) + ", length " +
+                          conn::NumberText(length) + ") passes the region's end (" + std::to_string(region->length) + " bytes)"),
+             false;
+    }
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uintptr_t>(region->addr) + static_cast<uint64_t>(offset);
+    sge.length = static_cast<uint32_t>(length);
+    sge.lkey = region->lkey;
+    sges->push_back(sge);
+    held->push_back(mr->state);
+  }
+  return true;
+}
+
+// cmPost(ep, request): one of core's CmWorkRequest; throws the refusal.
+Napi::Value CmPost(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call guard(env, "rdma_post_send", Domain::Errno);
+  CmEp* ep = Opened<CmEp>(info[0]);
+  if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
+  if (!info[1].IsObject()) return guard.Invalid("a work request must be an object");
+  Napi::Object request = info[1].As<Napi::Object>();
+  Napi::Value op_value = request.Get("op");
+  std::string op = op_value.IsString() ? op_value.As<Napi::String>().Utf8Value() : "";
+  Call call(env, OperationOf(op), Domain::Errno);
+  if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
+  if (op != "send" && op != "recv" && op != "read" && op != "write") return call.Invalid("op must be send, recv, read or write");
+  Napi::Value fields[7] = {request.Get("id"),           request.Get("segments"), request.Get("imm"),
+                           request.Get("inline"),       request.Get("completion"), request.Get("remoteAddress"),
+                           request.Get("rkey")};
+  if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
+  CmEpState& state = *ep->state;
+  if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
+  if (!fields[0].IsNumber()) return call.Invalid("id must be a number");
+  double id = fields[0].As<Napi::Number>().DoubleValue();
+  std::vector<ibv_sge> sges;
+  CmPosted entry;
+  if (!ReadSegments(call, state, fields[1], &sges, &entry.regions)) return env.Undefined();
+  entry.id = id;
+  uint64_t token = state.next_token++;
+  if (op == "recv") {
+    ibv_recv_wr wr{};
+    ibv_recv_wr* bad = nullptr;
+    wr.wr_id = token;
+    wr.sg_list = sges.data();
+    wr.num_sge = static_cast<int>(sges.size());
+    entry.recv = true;
+    int errnum = ibv_post_recv(state.id->qp, &wr, &bad);
+    if (errnum != 0) return call.Fail(errnum, errnum == ENOMEM ? "the receive queue is full" : "");
+    state.posted.emplace(token, std::move(entry));
+    return env.Undefined();
+  }
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = token;
+  wr.sg_list = sges.data();
+  wr.num_sge = static_cast<int>(sges.size());
+  bool has_imm = !fields[2].IsUndefined();
+  double imm = 0;
+  if (has_imm && (op == "read" || !Integer(call, fields[2], "imm", 4294967295.0, &imm))) {
+    return op == "read" ? call.Invalid("a read carries no immediate data") : env.Undefined();
+  }
+  if (!fields[3].IsUndefined() && !fields[3].IsBoolean()) return call.Invalid("inline must be a boolean");
+  bool inline_data = fields[3].IsBoolean() && fields[3].As<Napi::Boolean>().Value();
+  if (inline_data && op == "read") return call.Invalid("a read cannot be inline");
+  std::string signal = fields[4].IsString() ? fields[4].As<Napi::String>().Utf8Value() : "";
+  if (!fields[4].IsUndefined() && signal != "always" && signal != "onError") {
+    return call.Invalid("completion must be \"always\" or \"onError\"");
+  }
+  entry.signalled = signal != "onError";
+  if (op == "send") {
+    wr.opcode = has_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+  } else {
+    bool lossless = false;
+    uint64_t address = fields[5].IsBigInt() ? fields[5].As<Napi::BigInt>().Uint64Value(&lossless) : 0;
+    if (!lossless) return call.Invalid("remoteAddress must be a bigint from 0 to 2^64 - 1");
+    double rkey;
+    if (!Integer(call, fields[6], "rkey", 4294967295.0, &rkey)) return env.Undefined();
+    wr.opcode = op == "read" ? IBV_WR_RDMA_READ : has_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = address;
+    wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
+  }
+  if (has_imm) wr.imm_data = htonl(static_cast<uint32_t>(imm));
+  if (entry.signalled) wr.send_flags |= IBV_SEND_SIGNALED;
+  if (inline_data) {
+    std::size_t total = 0;
+    for (const ibv_sge& sge : sges) total += sge.length;
+    if (total > state.config.max_inline_data) {
+      return call.Invalid(std::to_string(total) + " bytes cannot go inline: the queue pair takes at most " +
+                          std::to_string(state.config.max_inline_data) + " (maxInlineData)");
+    }
+    wr.send_flags |= IBV_SEND_INLINE;
+    entry.regions.clear();  // the bytes are copied now: the region is not read later
+  }
+  int errnum = ibv_post_send(state.id->qp, &wr, &bad);
+  if (errnum != 0) {
+    return call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
+  }
+  state.posted.emplace(token, std::move(entry));
+  return env.Undefined();
+}
+
+Napi::Value CmPollCompletions(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "ibv_poll_cq", Domain::Errno);
+  CmEp* ep = Opened<CmEp>(info[0]);
+  if (ep == nullptr && (ep = Open<CmEp>(call, info[0])) == nullptr) return env.Undefined();
+  Napi::Array out = Napi::Array::New(env);
+  uint32_t count = 0;
+  int errnum = ep->state->Drain(env, out, &count);
+  if (errnum != 0 && count == 0) return call.Fail(errnum);
+  return out;
+}
+
+// cmWaitCompletions(ep, callback): returns the wait's id for cmCancel.
+Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "ibv_get_cq_event", Domain::Errno);
+  CmEp* ep = Open<CmEp>(call, info[0]);
+  if (ep == nullptr || !conn::IsCallback(call, info[1])) return env.Undefined();
+  CmEpState& state = *ep->state;
+  if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
+  Napi::Value id = conn::StartWait(call, state.send_poller, state.send_channel->fd, info[1], nullptr, false);
+  if (!id.IsNumber()) return id;
+  int errnum = state.recv_poller.Watch(env, state.recv_channel->fd);
+  if (errnum != 0) {
+    state.send_poller.Cancel(id.As<Napi::Number>().DoubleValue());
+    return call.Fail(errnum, "cannot watch the receive CQ's channel");
+  }
+  return id;
+}
+
+}  // namespace
+
+void RegisterCmEpPost(Napi::Env env, Napi::Object exports) {
+  exports.Set("cmPost", Napi::Function::New(env, CmPost, "cmPost"));
+  exports.Set("cmPollCompletions", Napi::Function::New(env, CmPollCompletions, "cmPollCompletions"));
+  exports.Set("cmWaitCompletions", Napi::Function::New(env, CmWaitCompletions, "cmWaitCompletions"));
+}
+
+}  // namespace rdma
