@@ -17,6 +17,10 @@ import type { RpmaBinding } from "@effect-rdma/native"
 type Callback<A> = RpmaBinding.WaitCallback<A>
 type Completion = RpmaBinding.WaitedCompletion
 
+const unsupported = (): never => {
+  throw Object.assign(new Error("not in the fake binding"), { errno: 38, operation: "rdma_cm" })
+}
+
 interface FakeConn {
   queue: Array<Completion>
   inflight: Array<Completion>
@@ -102,6 +106,23 @@ export const make = (): Fake => {
     cmReg: () => ({ kind: "cmMr" }),
     cmDeregMr: () => {},
     cmMrInfo: () => ({ address: 0n, length: 0, lkey: 0, rkey: 0 }),
+    // librdmacm's endpoints are not benchmarked on the fake: every call is ENOSYS.
+    cmEpCreate: unsupported,
+    cmConnect: unsupported,
+    cmListen: unsupported,
+    cmGetRequest: unsupported,
+    cmPrivateData: unsupported,
+    cmAccept: unsupported,
+    cmReject: unsupported,
+    cmNextEvent: unsupported,
+    cmDisconnect: unsupported,
+    cmEpDestroy: unsupported,
+    cmListenerDestroy: unsupported,
+    cmEpInfo: unsupported,
+    cmPost: unsupported,
+    cmPollCompletions: unsupported,
+    cmWaitCompletions: unsupported,
+    cmCancel: () => false,
     epListen: () => ({ kind: "ep" }),
     epShutdown: () => {},
     epNextConnReq: () => nextId++,
@@ -190,7 +211,9 @@ export const make = (): Fake => {
       endpoints: 0,
       connectionRequests: 0,
       connections: 0,
-      sharedReceiveQueues: 0
+      sharedReceiveQueues: 0,
+      cmEndpoints: 0,
+      cmListeners: 0
     }),
     liveAllocations: () => 0,
     ibvDevices: () => [],

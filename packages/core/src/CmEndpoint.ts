@@ -342,6 +342,35 @@ export const open = (
 /**
  * rdma_listen on `address`:`port` (0: the system chooses; see `port`), scoped.
  *
+ * @example
+ * ```ts
+ * import { CmEndpoint } from "@effect-rdma/core"
+ * import { Effect } from "effect"
+ *
+ * // Answers one client's messages with their length, until it disconnects.
+ * const serveOne = (listener: CmEndpoint.Listener) =>
+ *   Effect.scoped(Effect.gen(function*() {
+ *     const request = yield* CmEndpoint.next(listener)
+ *     const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4096))
+ *     const outbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4))
+ *     // A receive posted before the accept: the client may send at once.
+ *     let next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
+ *     yield* CmEndpoint.accept(request)
+ *     for (;;) {
+ *       const { byteLength } = yield* next.completion
+ *       next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
+ *       new DataView(outbox.memory.buffer).setUint32(0, byteLength, true)
+ *       yield* CmEndpoint.send(request, { src: outbox, length: 4 })
+ *     }
+ *   })).pipe(Effect.catchTag("ConnectionClosedError", () => Effect.void))
+ *
+ * export const server = Effect.scoped(Effect.gen(function*() {
+ *   const listener = yield* CmEndpoint.listen("192.168.77.1", 0)
+ *   yield* Effect.logInfo(`listening on port ${listener.port}`)
+ *   yield* Effect.forever(serveOne(listener))
+ * }))
+ * ```
+ *
  * @since 0.6.0
  * @category constructors
  */

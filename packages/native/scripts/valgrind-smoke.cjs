@@ -87,6 +87,28 @@ for (const value of bogus) {
   if (binding.cancelWait(value, 1) !== false) failures++
 }
 
+// librdmacm's verbs API (cm_ep.cc, cm_ep_post.cc): every guard.
+const epConfig = { timeoutMs: 1000, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 2, maxRecvSge: 2, maxInlineData: 64 }
+for (const value of bogus) {
+  for (const name of ["cmPrivateData", "cmReject", "cmDisconnect", "cmEpDestroy", "cmListenerDestroy", "cmEpInfo", "cmPollCompletions"]) {
+    expectThrow(name, () => binding[name](value), "errno", 22)
+  }
+  for (const name of ["cmConnect", "cmAccept"]) {
+    expectThrow(name, () => binding[name](value, new Uint8Array(300), () => failures++), "errno", 22)
+  }
+  for (const name of ["cmGetRequest", "cmNextEvent", "cmWaitCompletions"]) {
+    expectThrow(name, () => binding[name](value, () => failures++), "errno", 22)
+  }
+  for (const request of [null, { op: "nope" }, { op: "send", id: 1, segments: [{ mr: value, offset: 0, length: 8 }] }]) {
+    expectThrow("cmPost", () => binding.cmPost(value, request), "errno", 22)
+  }
+  for (const cfg of [null, {}, { ...epConfig, maxSendWr: 0 }, { ...epConfig, timeoutMs: -1 }]) {
+    expectThrow("cmEpCreate", () => binding.cmEpCreate("127.0.0.1", 7000, cfg, () => failures++), "errno", 22)
+    expectThrow("cmListen", () => binding.cmListen(typeof value === "string" ? null : value, 7000, cfg), "errno", 22)
+  }
+  if (binding.cmCancel(value, 1) !== false) failures++
+}
+
 try {
   new remote.constructor()
   failures++
@@ -116,11 +138,54 @@ Promise.allSettled([
   binding.cmCreateId("127.0.0.1"),
   binding.cmCreateId(undefined),
   ...rejections
-]).then((results) => {
+]).then(async (results) => {
   for (const result of results) if (result.status !== "rejected") failures++
+  if (process.env.RDMA_ADDRESS) await deviceRound(process.env.RDMA_ADDRESS)
   if (typeof globalThis.gc === "function") globalThis.gc()
   setImmediate(() => {
     console.log(`valgrind-smoke: ${failures === 0 ? "ok" : `${failures} failures`}, live allocations ${binding.liveAllocations()}`)
     process.exitCode = failures === 0 ? 0 : 1
   })
 })
+
+// With a device (RDMA_ADDRESS, in the VM): one endpoint pair through its whole life, so that
+// valgrind sees the event and completion paths too.
+async function deviceRound(address) {
+  const waitFor = (start) => new Promise((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value))))
+  const { handle: listener, port } = binding.cmListen(address, 0, epConfig)
+  let client
+  const created = waitFor((callback) => (client = binding.cmEpCreate(address, port, epConfig, callback)))
+  await created
+  const clientMr = binding.cmReg(client, "msgs", new Uint8Array(64))
+  binding.cmPost(client, { op: "recv", id: 1, segments: [{ mr: clientMr, offset: 0, length: 64 }] })
+  const connected = waitFor((callback) => binding.cmConnect(client, new Uint8Array(8), callback))
+  const server = await waitFor((callback) => binding.cmGetRequest(listener, callback))
+  const serverMr = binding.cmReg(server, "write", new Uint8Array(64))
+  const serverMsgs = binding.cmReg(server, "msgs", new Uint8Array(64))
+  await waitFor((callback) => binding.cmAccept(server, new Uint8Array(16), callback))
+  await connected
+  binding.cmPrivateData(client)
+  binding.cmEpInfo(server)
+  const info = binding.cmMrInfo(serverMr)
+  binding.cmPost(client, { op: "write", id: 2, imm: 5, remoteAddress: info.address, rkey: info.rkey, segments: [{ mr: clientMr, offset: 0, length: 8 }] })
+  binding.cmPost(server, { op: "recv", id: 3, segments: [{ mr: serverMsgs, offset: 0, length: 64 }] })
+  binding.cmPost(server, { op: "send", id: 4, inline: true, segments: [{ mr: serverMsgs, offset: 0, length: 8 }] })
+  const want = { client: new Set([1, 2]), server: new Set([3, 4]) }
+  for (const [side, ep] of [["client", client], ["server", server]]) {
+    while (want[side].size > 0) {
+      let ready = binding.cmPollCompletions(ep)
+      if (ready.length === 0) ready = await waitFor((callback) => binding.cmWaitCompletions(ep, callback))
+      for (const c of ready) want[side].delete(c.id)
+    }
+  }
+  const disconnected = waitFor((callback) => binding.cmNextEvent(server, callback))
+  binding.cmDisconnect(client)
+  if ((await disconnected) !== "DISCONNECTED") failures++
+  for (const mr of [clientMr, serverMr, serverMsgs]) binding.cmDeregMr(mr)
+  binding.cmEpDestroy(server)
+  binding.cmEpDestroy(client)
+  binding.cmListenerDestroy(listener)
+  const live = binding.liveHandles()
+  if (live.cmEndpoints !== 0 || live.cmListeners !== 0 || live.cmRegions !== 0) failures++
+  console.log("valgrind-smoke: device round ok")
+}

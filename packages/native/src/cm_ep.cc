@@ -52,6 +52,29 @@ Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const s
   return MakeError(env, Domain::Errno, errnum, operation, detail).Value();
 }
 
+Napi::Value StartCmWait(const Call& call, Poller& poller, int fd, Napi::Value callback) {
+  Waiter waiter;
+  waiter.id = NextWaitId();
+  waiter.callback = Napi::Persistent(callback.As<Napi::Function>());
+  double id = waiter.id;
+  poller.waiters.push_back(std::move(waiter));
+  int errnum = poller.Watch(call.Env(), fd);
+  if (errnum != 0) {
+    poller.Cancel(id);
+    return call.Fail(errnum, "cannot watch the channel's file descriptor");
+  }
+  return Napi::Number::New(call.Env(), id);
+}
+
+void FailAllCm(Napi::Env env, Poller& poller, const char* operation, int status) {
+  std::deque<Waiter> waiters;
+  waiters.swap(poller.waiters);
+  poller.Pause();
+  for (Waiter& waiter : waiters) {
+    Deliver(env, waiter, ErrnoValue(env, EIO, operation, std::string("uv_poll: ") + uv_strerror(status)), nullptr, true);
+  }
+}
+
 // ---- endpoint state ----
 
 CmEpState::CmEpState()
@@ -118,6 +141,7 @@ int CmEpState::Destroy(napi_env env) {
   if (has_qp) rdma_destroy_qp(id);  // ibv_destroy_qp: the device reads and writes no region after it
   has_qp = false;
   posted.clear();  // the regions it held, deregistered now if their handles are closed
+  recvs_posted = sends_posted = 0;
   if (send_cq != nullptr) note(ibv_destroy_cq(send_cq));
   if (recv_cq != nullptr) note(ibv_destroy_cq(recv_cq));
   if (send_channel != nullptr) note(ibv_destroy_comp_channel(send_channel));
@@ -211,7 +235,6 @@ void CmEpState::HandleEvent(Napi::Env env, rdma_cm_event_type type, int status) 
     default:
       break;
   }
-  if (type == RDMA_CM_EVENT_DISCONNECTED) disconnected = true;
   if (setup_id != 0) {
     Settle(env, ErrnoValue(env, type == RDMA_CM_EVENT_DEVICE_REMOVAL ? ENODEV : ECONNRESET, "rdma_cm",
                            std::string("the connection ended during its set-up: ") + EventName(type)));
@@ -222,7 +245,7 @@ void CmEpState::HandleEvent(Napi::Env env, rdma_cm_event_type type, int status) 
 void CmEpState::OnEvent(Napi::Env env, int status) {
   std::shared_ptr<CmEpState> keep = shared_from_this();  // a callback may destroy the endpoint
   if (status < 0) {
-    conn::FailAll(env, event_poller, "rdma_get_cm_event", status);
+    FailAllCm(env, event_poller, "rdma_get_cm_event", status);
     setup_id = 0;
     return;
   }
@@ -334,7 +357,7 @@ Napi::Value TakeRequest(Napi::Env env, const std::shared_ptr<CmListenerState>& l
 void CmListenerState::OnEvent(Napi::Env env, int status) {
   std::shared_ptr<CmListenerState> keep = shared_from_this();
   if (status < 0) {
-    conn::FailAll(env, requests, "rdma_get_request", status);
+    FailAllCm(env, requests, "rdma_get_request", status);
     return;
   }
   while (channel != nullptr && !requests.waiters.empty()) {
@@ -402,10 +425,11 @@ bool ParseEpConfig(const Call& call, Napi::Value value, CmEpConfig* out) {
 
 // A numeric IPv4 or IPv6 address and a port (getaddrinfo with AI_NUMERICHOST never does I/O; the
 // driver resolves names before calling).
-bool ParseAddress(const Call& call, Napi::Value address, Napi::Value port, sockaddr_storage* out) {
+bool ParseAddress(const Call& call, Napi::Value address, Napi::Value port, bool passive, sockaddr_storage* out) {
   if (!address.IsString()) return call.Invalid(address.IsNull() || address.IsUndefined() ? "node is NULL" : "address must be a string"), false;
   double number;
   if (!Integer(call, port, "port", 65535, &number)) return false;
+  if (!passive && number == 0) return call.Invalid("port 0: give the port the other side listens on"), false;
   std::string text = address.As<Napi::String>().Utf8Value();
   addrinfo hints{};
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE;
@@ -441,7 +465,7 @@ bool ParsePrivateData(const Call& call, Napi::Value value, std::size_t limit, st
 
 // Starts a set-up wait on the endpoint's channel; returns its id, or throws.
 Napi::Value StartSetup(const Call& call, CmEpState& state, Napi::Value callback) {
-  Napi::Value id = conn::StartWait(call, state.event_poller, state.channel->fd, callback, nullptr, false);
+  Napi::Value id = StartCmWait(call, state.event_poller, state.channel->fd, callback);
   if (id.IsNumber()) state.setup_id = id.As<Napi::Number>().DoubleValue();
   return id;
 }
@@ -499,7 +523,7 @@ Napi::Value CmEpCreate(const Napi::CallbackInfo& info) {
   Call call(env, "rdma_create_ep", Domain::Errno);
   sockaddr_storage address;
   CmEpConfig config;
-  if (!ParseAddress(call, info[0], info[1], &address) || !ParseEpConfig(call, info[2], &config) ||
+  if (!ParseAddress(call, info[0], info[1], false, &address) || !ParseEpConfig(call, info[2], &config) ||
       !conn::IsCallback(call, info[3])) {
     return env.Undefined();
   }
@@ -557,7 +581,7 @@ Napi::Value CmListen(const Napi::CallbackInfo& info) {
   Call call(env, "rdma_listen", Domain::Errno);
   sockaddr_storage address;
   CmEpConfig config;
-  if (!ParseAddress(call, info[0], info[1], &address) || !ParseEpConfig(call, info[2], &config)) return env.Undefined();
+  if (!ParseAddress(call, info[0], info[1], true, &address) || !ParseEpConfig(call, info[2], &config)) return env.Undefined();
   auto state = std::make_shared<CmListenerState>();
   state->config = config;
   if (!OpenChannelAndId(call, &state->channel, &state->id)) return env.Undefined();
@@ -596,7 +620,7 @@ Napi::Value CmGetRequest(const Napi::CallbackInfo& info) {
   Call call(env, "rdma_get_request", Domain::Errno);
   CmListener* listener = Open<CmListener>(call, info[0]);
   if (listener == nullptr || !conn::IsCallback(call, info[1])) return env.Undefined();
-  return conn::StartWait(call, listener->state->requests, listener->state->channel->fd, info[1], nullptr, false);
+  return StartCmWait(call, listener->state->requests, listener->state->channel->fd, info[1]);
 }
 
 Napi::Value CmPrivateData(const Napi::CallbackInfo& info) {
@@ -666,7 +690,7 @@ Napi::Value CmNextEvent(const Napi::CallbackInfo& info) {
     Deliver(env, waiter, nullptr, Napi::String::New(env, name), false);
     return Napi::Number::New(env, waiter.id);
   }
-  return conn::StartWait(call, state.event_poller, state.channel->fd, info[1], nullptr, false);
+  return StartCmWait(call, state.event_poller, state.channel->fd, info[1]);
 }
 
 Napi::Value CmDisconnect(const Napi::CallbackInfo& info) {
@@ -677,8 +701,8 @@ Napi::Value CmDisconnect(const Napi::CallbackInfo& info) {
   CmEpState& state = *ep->state;
   bool connected = state.phase == CmEpState::Phase::Established || state.phase == CmEpState::Phase::Connecting ||
                    state.phase == CmEpState::Phase::Accepting;
-  if (!connected || state.disconnected) return env.Undefined();
-  state.disconnected = true;
+  if (!connected || state.disconnect_called) return env.Undefined();
+  state.disconnect_called = true;
   errno = 0;
   // The queue pair goes to the error state: what is posted completes with IBV_WC_WR_FLUSH_ERR.
   if (rdma_disconnect(state.id) != 0) {

@@ -71,7 +71,9 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   bool has_qp = false;
   CmEpConfig config;
   Phase phase = Phase::Resolving;
-  bool disconnected = false;     // rdma_disconnect called, or the peer's DISCONNECTED seen
+  // rdma_disconnect called (the peer's DISCONNECTED leaves the queue pair as it is: cmDisconnect
+  // still moves it to the error state).
+  bool disconnect_called = false;
   std::vector<uint8_t> private_data;  // of the last connection event, as rdma_cm carried it
   uint8_t initiator_depth = 0;        // a request's, for the accept
   uint8_t responder_resources = 0;
@@ -79,6 +81,12 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   std::size_t regions = 0;       // open region handles registered on the endpoint
   uint64_t next_token = 1;
   std::map<uint64_t, CmPosted> posted;
+  // Of `posted`: receives, and send-queue requests (the unsignalled ones until a later request's
+  // completion covers them). A post past config's maxRecvWr / maxSendWr is refused with ENOMEM,
+  // whatever the device rounded the queues up to.
+  std::size_t recvs_posted = 0;
+  std::size_t sends_posted = 0;
+  void Forget(std::map<uint64_t, CmPosted>::iterator entry);
   double setup_id = 0;           // the event waiter that waits for create / connect / accept, if any
   std::deque<std::string> events;  // events after ESTABLISHED not yet taken by cmNextEvent
   Poller event_poller;           // the id's channel: cmNextEvent's waiters and the set-up's
@@ -125,5 +133,10 @@ class CmListener : public Handle<CmListener> {
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports);
 // An errno failure as a JavaScript value (MakeError, Domain::Errno).
 Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const std::string& detail);
+// conn_common's StartWait and FailAll in librdmacm's currency (errno): a waiter for `callback` on
+// `poller`, watching `fd` (its id, or a refusal thrown through `call`); every waiter failed with
+// the descriptor's libuv error.
+Napi::Value StartCmWait(const Call& call, Poller& poller, int fd, Napi::Value callback);
+void FailAllCm(Napi::Env env, Poller& poller, const char* operation, int status);
 
 }  // namespace rdma

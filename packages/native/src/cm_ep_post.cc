@@ -22,6 +22,11 @@ using conn::Integer;
 using conn::kMaxLength;
 using conn::kMaxSafe;
 
+void CmEpState::Forget(std::map<uint64_t, CmPosted>::iterator entry) {
+  (entry->second.recv ? recvs_posted : sends_posted)--;
+  posted.erase(entry);
+}
+
 int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
   constexpr int kBatch = 32;
   ibv_wc wc[kBatch];
@@ -40,11 +45,12 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
               ++it;
               continue;
             }
-            it = posted.erase(it);
+            auto covered = it++;
+            Forget(covered);
           }
         }
         CmPosted request = std::move(found->second);
-        posted.erase(found);
+        Forget(found);
         bool ok = wc[i].status == IBV_WC_SUCCESS;
         Napi::Object completion = Napi::Object::New(env);
         completion.Set("id", Napi::Number::New(env, request.id));
@@ -66,7 +72,7 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
 void CmEpState::OnCompletion(Napi::Env env, int status, bool send) {
   std::shared_ptr<CmEpState> keep = shared_from_this();  // a callback may destroy the endpoint
   if (status < 0) {
-    conn::FailAll(env, send_poller, "ibv_get_cq_event", status);
+    FailAllCm(env, send_poller, "ibv_get_cq_event", status);
     recv_poller.Pause();
     return;
   }
@@ -179,7 +185,21 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   std::vector<ibv_sge> sges;
   CmPosted entry;
   if (!ReadSegments(call, state, fields[1], &sges, &entry.regions)) return env.Undefined();
+  uint32_t max_sge = op == "recv" ? state.config.max_recv_sge : state.config.max_send_sge;
+  if (sges.size() > max_sge) {
+    return call.Invalid(std::to_string(sges.size()) + " segments: the queue pair takes at most " + std::to_string(max_sge) +
+                        (op == "recv" ? " (maxRecvSge)" : " (maxSendSge)"));
+  }
   entry.id = id;
+  if (op == "recv" ? state.recvs_posted >= state.config.max_recv_wr : state.sends_posted >= state.config.max_send_wr) {
+    return call.Fail(ENOMEM, op == "recv" ? "the receive queue is full (maxRecvWr " + std::to_string(state.config.max_recv_wr) +
+                                                ") until a receive completes"
+                                          : "the send queue is full (maxSendWr " + std::to_string(state.config.max_send_wr) +
+                                                ") until a request completes");
+  }
+  if (op != "recv" && state.phase != CmEpState::Phase::Established) {
+    return call.Invalid("the endpoint is not connected: post sends, writes and reads once cmConnect or cmAccept succeeded");
+  }
   uint64_t token = state.next_token++;
   if (op == "recv") {
     ibv_recv_wr wr{};
@@ -191,6 +211,7 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
     int errnum = ibv_post_recv(state.id->qp, &wr, &bad);
     if (errnum != 0) return call.Fail(errnum, errnum == ENOMEM ? "the receive queue is full" : "");
     state.posted.emplace(token, std::move(entry));
+    state.recvs_posted++;
     return env.Undefined();
   }
   ibv_send_wr wr{};
@@ -240,6 +261,7 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
     return call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
   }
   state.posted.emplace(token, std::move(entry));
+  state.sends_posted++;
   return env.Undefined();
 }
 
@@ -263,7 +285,7 @@ Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
   if (ep == nullptr || !conn::IsCallback(call, info[1])) return env.Undefined();
   CmEpState& state = *ep->state;
   if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
-  Napi::Value id = conn::StartWait(call, state.send_poller, state.send_channel->fd, info[1], nullptr, false);
+  Napi::Value id = StartCmWait(call, state.send_poller, state.send_channel->fd, info[1]);
   if (!id.IsNumber()) return id;
   int errnum = state.recv_poller.Watch(env, state.recv_channel->fd);
   if (errnum != 0) {

@@ -41,6 +41,10 @@ import { closingCases } from "./conformance/closing.js"
 import { flushRangeCases } from "./conformance/flushRange.js"
 import { check } from "./conformance/support.js"
 import * as validation from "./conformance/validation.js"
+// Issue 20: librdmacm's verbs API (endpoints, posting, completions).
+import { cmEndpointCases } from "./conformance/cmEndpoint.js"
+import { cmEndpointPairCases } from "./conformance/cmEndpointPairs.js"
+import { inProcess } from "./conformance/halves.js"
 
 /**
  * One case: a program over the driver in context that fails (or dies) when the driver does not
@@ -75,7 +79,9 @@ export const cases: ReadonlyArray<Case> = [
   ...interruptionCases,
   ...argumentCases,
   ...flushRangeCases,
-  ...closingCases
+  ...closingCases,
+  ...cmEndpointPairCases.map(inProcess),
+  ...cmEndpointCases
 ]
 
 /** A port for each case, so that cases never share one (rdma_cm keeps a port busy for a while). */
@@ -229,9 +235,10 @@ export interface HalfContext extends halves.HalfContext {}
 export interface PairCase extends halves.PairCase {}
 
 /**
- * The connection cases that need two sides, as halves (in {@link cases} too, run in one process).
+ * The connection cases that need two sides, as halves (in {@link cases} too, run in one process):
+ * librpma's connections, then the endpoints of librdmacm's verbs API.
  *
  * @since 0.5.0
  * @category cases
  */
-export const pairCases: ReadonlyArray<PairCase> = connectionPairCases
+export const pairCases: ReadonlyArray<PairCase> = [...connectionPairCases, ...cmEndpointPairCases]

@@ -19,7 +19,7 @@ import * as Layer from "effect/Layer"
 import * as fabric from "./internal/fabric.js"
 import { makeFiles } from "./internal/files.js"
 import { makeNetwork } from "./internal/network.js"
-import { cmEndpointCalls } from "./internal/cmEndpoints.js"
+import { makeCmEndpoints } from "./internal/cmEndpoints.js"
 import { makeTools } from "./internal/tools.js"
 
 /**
@@ -58,7 +58,7 @@ export type LedgerEntry = fabric.LedgerEntry
 export interface Simulation {
   /** Makes the `nth` call of an operation, counted from now, fail with a code (see {@link Fault}). */
   readonly fail: (fault: Fault) => Effect.Effect<void>
-  /** Peers, regions, remote regions, rdma_cm ids and their regions that are still alive. */
+  /** Peers, regions, remote regions, rdma_cm ids, endpoints, listeners and their regions that are still alive. */
   readonly live: Effect.Effect<ReadonlyArray<LedgerEntry>>
   /** How many times an operation was called. */
   readonly calls: (operation: Operation) => Effect.Effect<number>
@@ -344,9 +344,10 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
       return call(
         operation,
         () => {
-          const id = cmIdOf(idValue)
+          // A bound identifier's protection domain, or an endpoint's own.
+          const id = cmIdOf(idValue) ?? fabric.asHandle(idValue, "CmEp")
           return id === undefined || !id.alive
-            ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm id" : "the id was already destroyed")
+            ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm id or endpoint" : "the id was already destroyed")
             : kind !== "msgs" && kind !== "read" && kind !== "write"
             ? errno(operation, EINVAL, `unknown registration kind ${DriverArguments.show(kind)}`)
             : DriverArguments.memory(memory) !== undefined
@@ -355,12 +356,13 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         },
         (code) => errno(operation, code, "planned fault"),
         () => {
-          const id = cmIdOf(idValue)!
+          const id = cmIdOf(idValue) ?? fabric.asHandle(idValue, "CmEp")!
           const mr: fabric.CmMr = {
             kind: "CmMr",
             id: world.nextId++,
             alive: true,
             cmId: id,
+            access: kind,
             memory,
             address: fabric.addressOf(memory),
             lkey: fabric.nextKey(world),
@@ -423,10 +425,22 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
     mapFile: files.mapFile,
     unmapFile: files.unmapFile,
     ...network.calls,
-    ...cmEndpointCalls,
+    ...makeCmEndpoints(world, tools),
 
     live: Effect.sync(() => {
-      const count = { Peer: 0, MrLocal: 0, MrRemote: 0, CmId: 0, CmMr: 0, Endpoint: 0, ConnReq: 0, Conn: 0, Srq: 0 }
+      const count = {
+        Peer: 0,
+        MrLocal: 0,
+        MrRemote: 0,
+        CmId: 0,
+        CmMr: 0,
+        Endpoint: 0,
+        ConnReq: 0,
+        Conn: 0,
+        Srq: 0,
+        CmEp: 0,
+        CmListener: 0
+      }
       for (const entry of world.ledger.values()) count[entry.kind]++
       return {
         peers: count.Peer,
@@ -434,8 +448,8 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
         remoteRegions: count.MrRemote,
         cmIds: count.CmId,
         cmRegions: count.CmMr,
-        cmEndpoints: 0,
-        cmListeners: 0,
+        cmEndpoints: count.CmEp,
+        cmListeners: count.CmListener,
         endpoints: count.Endpoint,
         connectionRequests: count.ConnReq,
         connections: count.Conn,

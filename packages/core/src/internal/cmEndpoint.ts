@@ -13,9 +13,12 @@
  *
  * @internal
  */
+import * as Duration from "effect/Duration"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import type * as CmEndpoint from "../CmEndpoint.js"
@@ -97,6 +100,12 @@ export const endpointOwner = (ep: CmEndpoint.CmEndpoint): Owner.Owner =>
 const listenerOwner = (listener: CmEndpoint.Listener): Owner.Owner =>
   Owner.of(listener, () => `the rdma_cm listener on ${listener.address}:${listener.port}`)
 
+/** How requests fail once the endpoint has ended: closed, or lost (with why). */
+const closedError = (reason: "CLOSED" | "LOST", cause?: unknown) => (operation: string, unsignalled?: boolean) =>
+  new ConnectionClosedError(
+    unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
+  )
+
 /** @internal What an endpoint's operations reach: its kernel, its state, what was granted. */
 export class EndpointImpl implements CmEndpoint.CmEndpoint {
   state: CmEndpoint.State
@@ -106,6 +115,10 @@ export class EndpointImpl implements CmEndpoint.CmEndpoint {
   stopWatching: Effect.Effect<unknown> = Effect.void
   /** The listener that handed it out, while it is unanswered. */
   listener: CmEndpoint.Listener | undefined = undefined
+  /** Set by the first {@link end}, done when it is. */
+  ended: Deferred.Deferred<void> | undefined = undefined
+  /** How its requests fail once it has ended (closed, or lost and why). */
+  endedAs: (operation: string, unsignalled?: boolean) => ConnectionClosedError = closedError("CLOSED")
   constructor(
     readonly handle: CmEpHandle,
     readonly info: CmEndpoint.CmEndpoint["info"],
@@ -125,11 +138,6 @@ export class EndpointImpl implements CmEndpoint.CmEndpoint {
 
 /** @internal The implementation behind a public endpoint. */
 export const impl = (ep: CmEndpoint.CmEndpoint): EndpointImpl => ep as EndpointImpl
-
-const closedError = (reason: "CLOSED" | "LOST", cause?: unknown) => (operation: string, unsignalled?: boolean) =>
-  new ConnectionClosedError(
-    unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
-  )
 
 /**
  * Makes the endpoint of `handle` (created, or taken from a listener) and its kernel, scoped: its
@@ -163,12 +171,12 @@ const adopt = (
       recvSlots,
       refusal: (operation) =>
         ep === undefined || ep.state === "closed"
-          ? closedError("CLOSED")(operation)
+          ? (ep?.endedAs ?? closedError("CLOSED"))(operation)
           : ep.state === "connected" || RECEIVES.has(operation)
           ? undefined
           : invalid(operation, `the endpoint is ${ep.state}: post sends, reads and writes once it is connected ` +
             `(receives may be posted before)`),
-      flushed: () => ep === undefined || ep.state !== "closed" ? undefined : closedError("CLOSED"),
+      flushed: () => ep === undefined || ep.state !== "closed" ? undefined : ep.endedAs,
       lost: (cause) => {
         runFork(end(driver, ep!, cause))
       },
@@ -183,6 +191,8 @@ const adopt = (
       yield* end(driver, self, undefined)
       yield* self.stopWatching
       kernel.stop()
+      // Whatever an interrupted end left waiting fails now (a no-op if nothing is pending).
+      table.failAll(self.endedAs)
       yield* runAll(table.releaseHeld())
       yield* Owner.releaseWhenUnused(endpointOwner(self), destroy)
     })
@@ -190,25 +200,33 @@ const adopt = (
     return self
   })
 
-/** Whoever ends it first: disconnected, what reports drained within the timeout, the rest failed. */
+/**
+ * Whoever ends it first (its close, the peer's disconnect, a failed completion queue, the
+ * watchdog): disconnected, what reports drained within the timeout, the rest failed. Later callers
+ * wait for that first end to finish (bounded by the drain's timeout), so a close never destroys
+ * the endpoint while the end another fiber started is still draining.
+ */
 const end = (d: Driver, ep: EndpointImpl, cause: unknown): Effect.Effect<void> =>
   Effect.suspend(() => {
-    if (ep.state === "closed") return Effect.void
+    if (ep.ended !== undefined) return Deferred.await(ep.ended)
+    const ended = Deferred.unsafeMake<void>(FiberId.none)
+    ep.ended = ended
     const wasConnected = ep.state === "connected"
     ep.state = "closed"
+    ep.endedAs = closedError(cause === undefined ? "CLOSED" : "LOST", cause)
     ep.sendSlots.close()
     ep.recvSlots.close()
     return Effect.all([
-        wasConnected ? release("rdma_disconnect", "an rdma_cm endpoint", d.cmDisconnect(ep.handle)) : Effect.void,
-        d.cmPollCompletions(ep.handle).pipe(
-          Effect.map((ready) => ep.kernel.dispatch(ready, closedError(cause === undefined ? "CLOSED" : "LOST", cause))),
-          Effect.orElseSucceed(() => []),
-          Effect.flatMap(runAll)
-        ),
-        // A queue pair never connected flushes nothing: its receives have no outcome to wait for.
-        wasConnected ? boundedWait(ep.table.drained, ep.config.timeoutMs) : Effect.void,
-        Effect.sync(() => ep.table.failAll(closedError(cause === undefined ? "CLOSED" : "LOST", cause)))
-      ], { discard: true })
+      wasConnected ? release("rdma_disconnect", "an rdma_cm endpoint", d.cmDisconnect(ep.handle)) : Effect.void,
+      d.cmPollCompletions(ep.handle).pipe(
+        Effect.map((ready) => ep.kernel.dispatch(ready, ep.endedAs)),
+        Effect.orElseSucceed(() => []),
+        Effect.flatMap(runAll)
+      ),
+      // A queue pair never connected flushes nothing: its receives have no outcome to wait for.
+      wasConnected ? boundedWait(ep.table.drained, ep.config.timeoutMs) : Effect.void,
+      Effect.sync(() => ep.table.failAll(ep.endedAs))
+    ], { discard: true }).pipe(Effect.ensuring(Deferred.succeed(ended, undefined)))
   })
 
 /** @internal rdma_create_ep with a queue pair, scoped; nothing connected yet. */
@@ -237,15 +255,24 @@ export const connect = (
     if (refused !== undefined) return Effect.fail(refused)
     ep.state = "connecting"
     return driver.cmConnect(ep.handle, privateData, ep.config.timeoutMs).pipe(
+      // Rejected: what the other side said with its rejection is kept, as an acceptance's is.
+      Effect.tapError((error) =>
+        error.errnoName === "ECONNREFUSED"
+          ? Effect.ignore(Effect.map(driver.cmPrivateData(ep.handle), (data) => (ep.privateData = data)))
+          : Effect.void
+      ),
       Effect.zipRight(driver.cmPrivateData(ep.handle)),
       Effect.flatMap((data) => established(driver, ep, data)),
       Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && ep.state === "connecting" && (ep.state = "failed")))
     )
   })
 
-/** Connected: receives posted before wait on its channel, and the peer's disconnect ends it. */
+/**
+ * Connected: receives posted before wait on its channel, and the peer's disconnect ends it. In one
+ * uninterruptible step, so that its watchers are always known to the close that stops them.
+ */
 const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array): Effect.Effect<void> =>
-  Effect.gen(function*() {
+  Effect.uninterruptible(Effect.gen(function*() {
     ep.privateData = privateData
     ep.state = "connected"
     ep.kernel.ensureArmed()
@@ -259,9 +286,27 @@ const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array):
       Effect.interruptible,
       Effect.forkDaemon
     )
-    ep.stopWatching = Fiber.interrupt(watcher)
-  })
-
+    // A read or a write with no completion within the timeout means the other side, or the path
+    // to it, is gone (a cut link, a frozen host: the transport may retry far longer): the endpoint
+    // is lost, and what waits fails now. Sends and receives wait on the other side's application.
+    // Requests carry the watchdog's tick (stamped by the kernel), so the data path reads no clock.
+    const period = Math.max(ep.config.timeoutMs / 10, 1)
+    const watchdog = yield* Effect.sleep(Duration.millis(period)).pipe(
+      Effect.zipRight(Effect.suspend(() => {
+        ep.table.tick++
+        const waited = (ep.table.oldestWait() - 1) * period
+        return waited <= ep.config.timeoutMs ? Effect.void : end(
+          driver,
+          ep,
+          new Error(`no completion for over ${Math.round(waited)} ms (timeout ${ep.config.timeoutMs} ms): the other side does not answer`)
+        )
+      })),
+      Effect.repeat({ until: () => ep.state !== "connected" }),
+      Effect.interruptible,
+      Effect.forkDaemon
+    )
+    ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
+  }))
 
 /** @internal rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
 export const listen = (

@@ -49,7 +49,17 @@ const calls: { readonly [K in keyof Driver]?: readonly [name: string, attributes
   connDisconnect: ["rpma_conn_disconnect"],
   connDelete: ["rpma_conn_delete"],
   srqNew: ["rpma_srq_new", (_peer, config) => ({ "rdma.rq_size": config?.rqSize, "rdma.rcq_size": config?.rcqSize })],
-  srqDelete: ["rpma_srq_delete"]
+  srqDelete: ["rpma_srq_delete"],
+  // librdmacm's endpoints (CmEndpoint.ts): set-up and teardown. The waits for a request or an
+  // event (cmGetRequest, cmNextEvent) last as long as the server or the connection: no span.
+  cmEpCreate: ["rdma_create_ep", (address, port) => ({ "server.address": address, "server.port": port })],
+  cmListen: ["rdma_listen", (address, port) => ({ "server.address": address, "server.port": port })],
+  cmConnect: ["rdma_connect"],
+  cmAccept: ["rdma_accept"],
+  cmReject: ["rdma_reject"],
+  cmDisconnect: ["rdma_disconnect"],
+  cmEpDestroy: ["rdma_destroy_ep"],
+  cmListenerDestroy: ["rdma_destroy_ep"]
 }
 
 // Registrations and the data path: a span each only with per-operation tracing on (Tracing.ts).

@@ -252,7 +252,7 @@ export class Poster<R = WorkRequest> {
           Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore))
         )
       )
-    return (fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, spec.op, build) : effect) as Effect.Effect<
+    return (fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, spec, build) : effect) as Effect.Effect<
       any,
       E
     >
@@ -475,16 +475,20 @@ export class Poster<R = WorkRequest> {
   }
 }
 
-/** With per-operation tracing on (Tracing.ts): the operation in a span named as the call. */
-const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, op: string, build: Build<unknown>): Effect.Effect<A, E> => {
+/**
+ * With per-operation tracing on (Tracing.ts): the operation in a span named as the library's post
+ * calls are, librpma's (`rpma_post`) or librdmacm's (`rdma_post`, an endpoint's requests).
+ */
+const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, spec: OperationSpec, build: Build<unknown>): Effect.Effect<A, E> => {
   let size: unknown = 8
   try {
-    size = (build(0) as { readonly length?: unknown }).length ?? 8
+    const request = build(0) as { readonly length?: unknown; readonly segments?: ReadonlyArray<{ readonly length: number }> }
+    size = request.length ?? request.segments?.reduce((sum, segment) => sum + segment.length, 0) ?? 8
   } catch {
     // The request is built again when posted; its size is only an attribute.
   }
-  return Effect.withSpan(effect, "rpma_post", {
-    attributes: { "rdma.driver": driver, "rdma.op": op, "rdma.size": size },
+  return Effect.withSpan(effect, spec.name.startsWith("rpma_") ? "rpma_post" : "rdma_post", {
+    attributes: { "rdma.driver": driver, "rdma.op": spec.op, "rdma.size": size },
     captureStackTrace: false
   })
 }

@@ -20,13 +20,13 @@ import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import { fromErrno, type RdmaCmError } from "@effect-rdma/core/RdmaError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import { promises as dns } from "node:dns"
 import { isIP } from "node:net"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { as, attempt, cm } from "./addon.js"
 import { cmErrorOrThrow, cmExit, cmFailure, inUseOr } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
+import { armOnce, postInOrder } from "./posting.js"
 
 const EINVAL = 22
 const EADDRNOTAVAIL = 99
@@ -123,8 +123,6 @@ const createEndpoint = (binding: Binding, address: unknown, port: unknown, confi
     })
   })
 
-const NONE: ReadonlyArray<Completion> = []
-
 const postOperations = { send: "rdma_post_send", recv: "rdma_post_recv", read: "rdma_post_read", write: "rdma_post_write" }
 
 /** The operation a work request names, for a failure the addon did not name; never throws. */
@@ -139,13 +137,7 @@ const operationOf = (request: CmWorkRequest): string => {
   }
 }
 
-const notAList = (): PostOutcome<RdmaCmError> => ({
-  posted: 0,
-  error: invalid("rdma_post_send", "the requests must be an array of work requests"),
-  ready: NONE,
-  queueError: undefined,
-  turnDue: false
-})
+const notAList = () => invalid("rdma_post_send", "the requests must be an array of work requests")
 
 /** Private data refused by core's rule before the addon sees it (rdma_cm answers a bare EINVAL). */
 const checkPrivateData = (privateData: unknown, side: "connect" | "accept", operation: string) => {
@@ -187,7 +179,12 @@ export const cmEndpointCalls = (
   cmEpCreate: (address, port, config) =>
     numeric(address, "rdma_getaddrinfo").pipe(
       Effect.flatMap((resolved) => {
-        const ms = timeoutOf(typeof config === "object" && config !== null ? config.timeoutMs : undefined) ?? 0
+        let ms = 0
+        try {
+          ms = timeoutOf(typeof config === "object" && config !== null ? config.timeoutMs : undefined) ?? 0
+        } catch {
+          // A hostile config: the addon refuses it.
+        }
         return createEndpoint(binding, resolved, port, config).pipe(within(2 * ms + 1_000, "rdma_resolve_route"))
       })
     ),
@@ -233,64 +230,21 @@ export const cmEndpointCalls = (
   cmListenerDestroy: (listener) =>
     attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
   cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
-  cmPostMany: (ep, requests): PostOutcome<RdmaCmError> => {
-    if (!Array.isArray(requests)) return notAList()
-    let posted = 0
-    let error: RdmaCmError | undefined
-    for (;;) {
-      // A hostile array (a Proxy, a getter) may throw when read: refused as not a list of requests.
-      let request: CmWorkRequest
-      try {
-        if (posted >= requests.length) break
-        request = requests[posted]
-      } catch {
-        error = notAList().error
-        break
-      }
-      try {
-        binding.cmPost(ep, request)
-      } catch (cause) {
-        error = cmErrorOrThrow(operationOf(request), cause)
-        break
-      }
-      posted++
-    }
-    if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
-    let ready: ReadonlyArray<Completion> = NONE
-    let queueError: RdmaCmError | undefined
-    try {
-      ready = binding.cmPollCompletions(ep)
-    } catch (cause) {
-      queueError = cmErrorOrThrow("ibv_poll_cq", cause)
-    }
-    return { posted, error, ready, queueError, turnDue: loop.due() }
-  },
+  cmPostMany: (ep, requests): PostOutcome<RdmaCmError> =>
+    postInOrder<CmWorkRequest, RdmaCmError>(requests, {
+      post: (request) => binding.cmPost(ep, request),
+      poll: () => binding.cmPollCompletions(ep),
+      refused: (request, cause) => cmErrorOrThrow(operationOf(request), cause),
+      pollFailed: (cause) => cmErrorOrThrow("ibv_poll_cq", cause),
+      notAList
+    }, loop),
   cmPollCompletions: (ep) =>
     Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Completion> => binding.cmPollCompletions(ep))),
-  // As queues.ts's armCompletions: one callback answered from the event loop; core re-arms.
-  cmArmCompletions: (ep, onReady: CompletionsReady<RdmaCmError>) => {
-    let done = false
-    let id: number | undefined
-    let refused: ReturnType<typeof setImmediate> | undefined
-    try {
-      id = binding.cmWaitCompletions(ep, (error, value) => {
-        if (done) return
-        done = true
-        onReady(error === undefined || error === null ? Exit.succeed(value) : cmExit("ibv_get_cq_event", error))
-      })
-    } catch (cause) {
-      // Never during the call: the refusal is reported from the event loop, like an answer.
-      refused = setImmediate(() => {
-        if (done) return
-        done = true
-        onReady(cmExit("ibv_get_cq_event", cause))
-      })
-    }
-    return () => {
-      if (done) return
-      done = true
-      if (refused !== undefined) clearImmediate(refused)
-      if (id !== undefined) binding.cmCancel(ep, id)
-    }
-  }
+  cmArmCompletions: (ep, onReady: CompletionsReady<RdmaCmError>) =>
+    armOnce(
+      (callback) => binding.cmWaitCompletions(ep, callback),
+      (id) => binding.cmCancel(ep, id),
+      (cause) => cmExit("ibv_get_cq_event", cause),
+      onReady
+    )
 })

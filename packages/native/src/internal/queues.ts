@@ -10,11 +10,11 @@
 import type { Completion, CompletionsReady, Driver, PostOutcome, WorkRequest } from "@effect-rdma/core/Driver"
 import type { RpmaError } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import type { Binding } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
+import { armOnce, postInOrder } from "./posting.js"
 
 const postOperations = {
   write: "rpma_write",
@@ -38,84 +38,34 @@ const operationOf = (request: WorkRequest): string => {
   }
 }
 
-const NONE: ReadonlyArray<Completion> = []
-
 /** What postMany answers when it is not given an array, as the simulated driver does. */
-const notAList = (): PostOutcome => ({
-  posted: 0,
-  error: rpmaErrorOrThrow("rpma_post", invalidArgument("rpma_post", "the requests must be an array of work requests")),
-  ready: NONE,
-  queueError: undefined,
-  turnDue: false
-})
+const notAList = (): RpmaError =>
+  rpmaErrorOrThrow("rpma_post", invalidArgument("rpma_post", "the requests must be an array of work requests"))
 
 /** @internal */
 export const queueCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
 ): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions"> => ({
-  postMany: (queue, requests): PostOutcome => {
-    if (!Array.isArray(requests)) return notAList()
-    let posted = 0
-    let error: RpmaError | undefined
-    for (;;) {
-      // A hostile array (a Proxy, a getter) may throw when read: refused as not a list of requests.
-      let request: WorkRequest
-      try {
-        if (posted >= requests.length) break
-        request = requests[posted]
-      } catch {
-        error = notAList().error
-        break
-      }
-      try {
-        binding.post(queue, request)
-      } catch (cause) {
-        error = rpmaErrorOrThrow(operationOf(request), cause)
-        break
-      }
-      posted++
-    }
-    // Nothing posted: nothing new to read (the armed channel reports what was there before).
-    if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
-    // A connection request has no completion queue yet: the addon answers none.
-    let ready: ReadonlyArray<Completion> = NONE
-    let queueError: RpmaError | undefined
-    try {
-      ready = binding.pollCompletions(queue)
-    } catch (cause) {
-      queueError = rpmaErrorOrThrow("rpma_cq_get_wc", cause)
-    }
-    return { posted, error, ready, queueError, turnDue: loop.due() }
-  },
+  postMany: (queue, requests): PostOutcome =>
+    postInOrder<WorkRequest, RpmaError>(requests, {
+      post: (request) => binding.post(queue, request),
+      // A connection request has no completion queue yet: the addon answers none.
+      poll: () => binding.pollCompletions(queue),
+      refused: (request, cause) => rpmaErrorOrThrow(operationOf(request), cause),
+      pollFailed: (cause) => rpmaErrorOrThrow("rpma_cq_get_wc", cause),
+      notAList
+    }, loop),
   // Core polls right after each post: the event loop gets a turn first when the queue has kept
   // answering synchronously for too long (see LOOP_BUDGET_MS).
   pollCompletions: (queue) =>
     Effect.zipRight(loop.fair, rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.pollCompletions(queue))),
   // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
-  armCompletions: (queue, onReady: CompletionsReady) => {
-    let done = false
-    let id: number | undefined
-    let refused: ReturnType<typeof setImmediate> | undefined
-    try {
-      id = binding.waitCompletions(queue, (error, value) => {
-        if (done) return
-        done = true
-        onReady(error === undefined || error === null ? Exit.succeed(value) : rpmaExit("rpma_cq_wait", error))
-      })
-    } catch (cause) {
-      // Never during the call: the refusal is reported from the event loop, like an answer.
-      refused = setImmediate(() => {
-        if (done) return
-        done = true
-        onReady(rpmaExit("rpma_cq_wait", cause))
-      })
-    }
-    return () => {
-      if (done) return
-      done = true
-      if (refused !== undefined) clearImmediate(refused)
-      if (id !== undefined) binding.cancelWait(queue, id)
-    }
-  }
+  armCompletions: (queue, onReady: CompletionsReady) =>
+    armOnce(
+      (callback) => binding.waitCompletions(queue, callback),
+      (id) => binding.cancelWait(queue, id),
+      (cause) => rpmaExit("rpma_cq_wait", cause),
+      onReady
+    )
 })

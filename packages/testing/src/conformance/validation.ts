@@ -13,6 +13,8 @@ import * as RemoteMr from "@effect-rdma/core/RemoteMr"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { tagOf } from "./support.js"
+// Issue 20: librdmacm's verbs API.
+import { cmEndpointRows } from "./cmEndpointValidation.js"
 
 type Bad = never
 
@@ -216,7 +218,8 @@ export const rows: ReadonlyArray<Row> = [
         return yield* posting(driver, target, { op: "send", id: 1, src, offset: 0, length: 8 })
       }),
     tag: INVAL
-  }))
+  })),
+  ...cmEndpointRows
 ]
 
 /** Driver.postMany of one request, its refusal as the Effect's failure. */

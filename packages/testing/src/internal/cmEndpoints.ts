@@ -1,56 +1,552 @@
 /**
- * The simulated driver's endpoints of librdmacm's verbs API (rdma_create_ep with a queue pair,
- * rdma_listen / rdma_get_request, rdma_post_*). Placeholder: every call fails with ENOSYS until the
- * simulated fabric implements them.
+ * The simulated driver's endpoints of librdmacm's verbs API: rdma_create_ep with a queue pair and
+ * rdma_connect on the active side, rdma_listen / rdma_get_request / rdma_accept / rdma_reject on
+ * the passive side, rdma_disconnect and rdma_destroy_ep, with rdma_cm's private data (padded as it
+ * carries it) and errno values (EINVAL for a wrong or destroyed handle and bad arguments,
+ * ECONNREFUSED on a rejection, EHOSTUNREACH with nobody listening, ETIMEDOUT at a wait's bound,
+ * ECANCELED for a wait whose handle is destroyed). The queue pairs are cmQueuePair.ts's.
  *
  * @internal
  */
-import type { Driver } from "@effect-rdma/core/Driver"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
+import type * as Driver from "@effect-rdma/core/Driver"
+import * as DriverArguments from "@effect-rdma/core/DriverArguments"
+import type * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Queue from "effect/Queue"
+import * as CompletionQueue from "./completionQueue.js"
+import { cmPostCalls } from "./cmPosting.js"
+import * as QueuePair from "./cmQueuePair.js"
+import * as fabric from "./fabric.js"
+import type { Tools } from "./tools.js"
 
-const ENOSYS = 38
-const missing = (operation: string) =>
-  RdmaError.fromErrno(ENOSYS, operation, "not implemented by the simulated driver yet")
+// The errno values librdmacm reports.
+const EINVAL = 22
+const EADDRINUSE = 98
+const EADDRNOTAVAIL = 99
+const ETIMEDOUT = 110
+const ECONNREFUSED = 111
+const EHOSTUNREACH = 113
+const ECANCELED = 125
+
+/** What rdma_cm carries as private data on RoCE: a request's, an acceptance's and a rejection's (the CM's REQ, REP and REJ less rdma_cm's header). */
+const PRIVATE_DATA = { connect: DriverArguments.PRIVATE_DATA_LIMIT.connect, accept: DriverArguments.PRIVATE_DATA_LIMIT.accept, reject: 148 } as const
+
+const INT_MAX = 2147483647
+/** The device's limits (Soft-RoCE's): rdma_create_ep refuses a queue pair beyond them with EINVAL. */
+const MAX_WR = 16384
+const MAX_SGE = 32
+const MAX_INLINE = 256
+
+/** Where an endpoint's connection is. */
+type Stage =
+  | "idle" // made, not connected (active) or not answered (passive)
+  | "connecting" // rdma_connect waiting for the answer
+  | "established"
+  | "failed" // a connect that failed or gave up, a rejected request: never connects
+  | "disconnected"
+
+/** An endpoint's state beside its handle (the fabric's types stay plain data). */
+interface Side {
+  stage: Stage
+  readonly qp: QueuePair.QueuePair
+  other: fabric.CmEp | undefined
+  privateData: Uint8Array
+  /** The answer an rdma_connect waits for (the active side), while it waits. */
+  answer: ((exit: Exit.Exit<void, RdmaError.RdmaCmError>) => void) | undefined
+  /** For a request (the passive side): the endpoint that asked. */
+  readonly client: fabric.CmEp | undefined
+  /** Its events after ESTABLISHED; `undefined` wakes the waits of a destroyed endpoint. */
+  readonly events: Queue.Queue<Driver.CmEvent | undefined>
+  /** Whether it has had its one DISCONNECTED event. */
+  toldDisconnected: boolean
+}
+
+/** A connection request on its way to a listener: the client and its private data, padded. */
+interface Incoming {
+  readonly client: fabric.CmEp
+  readonly privateData: Uint8Array
+}
+
+const padded = (data: Uint8Array | undefined, size: number) => {
+  const out = new Uint8Array(size)
+  if (data !== undefined && data !== null) out.set(data)
+  return out
+}
+
+/** An integer within bounds, or what is wrong with it. */
+const integerIn = (value: unknown, what: string, min: number, max: number): string | undefined =>
+  typeof value === "number" && Number.isInteger(value) && value >= min && value <= max
+    ? undefined
+    : `${what} ${DriverArguments.show(value)} is not an integer from ${min} to ${max}`
+
+/** An endpoint's configuration, every field read once and guarded (a throwing getter is a refusal). */
+const configProblem = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null) return "the endpoint's config must be an object"
+  const read: Record<string, unknown> = {}
+  for (const key of ["timeoutMs", "maxSendWr", "maxRecvWr", "maxSendSge", "maxRecvSge", "maxInlineData"]) {
+    try {
+      read[key] = (value as Record<string, unknown>)[key]
+    } catch {
+      return `reading config.${key} threw`
+    }
+  }
+  return integerIn(read.timeoutMs, "timeoutMs", 0, INT_MAX) ??
+    integerIn(read.maxSendWr, "maxSendWr", 1, MAX_WR) ??
+    integerIn(read.maxRecvWr, "maxRecvWr", 1, MAX_WR) ??
+    integerIn(read.maxSendSge, "maxSendSge", 1, MAX_SGE) ??
+    integerIn(read.maxRecvSge, "maxRecvSge", 1, MAX_SGE) ??
+    integerIn(read.maxInlineData, "maxInlineData", 0, MAX_INLINE)
+}
+
+const copyConfig = (c: Driver.CmEpConfig): Driver.CmEpConfig => ({
+  timeoutMs: c.timeoutMs,
+  maxSendWr: c.maxSendWr,
+  maxRecvWr: c.maxRecvWr,
+  maxSendSge: c.maxSendSge,
+  maxRecvSge: c.maxRecvSge,
+  maxInlineData: c.maxInlineData
+})
 
 /** @internal */
-export const cmEndpointCalls: Pick<
-  Driver,
-  | "cmEpCreate"
-  | "cmConnect"
-  | "cmListen"
-  | "cmGetRequest"
-  | "cmPrivateData"
-  | "cmAccept"
-  | "cmReject"
-  | "cmNextEvent"
-  | "cmDisconnect"
-  | "cmEpDestroy"
-  | "cmListenerDestroy"
-  | "cmEpInfo"
-  | "cmPostMany"
-  | "cmPollCompletions"
-  | "cmArmCompletions"
-> = {
-  cmEpCreate: () => Effect.fail(missing("rdma_create_ep")),
-  cmConnect: () => Effect.fail(missing("rdma_connect")),
-  cmListen: () => Effect.fail(missing("rdma_listen")),
-  cmGetRequest: () => Effect.fail(missing("rdma_get_request")),
-  cmPrivateData: () => Effect.fail(missing("rdma_cm private data")),
-  cmAccept: () => Effect.fail(missing("rdma_accept")),
-  cmReject: () => Effect.fail(missing("rdma_reject")),
-  cmNextEvent: () => Effect.fail(missing("rdma_get_cm_event")),
-  cmDisconnect: () => Effect.fail(missing("rdma_disconnect")),
-  cmEpDestroy: () => Effect.fail(missing("rdma_destroy_ep")),
-  cmListenerDestroy: () => Effect.fail(missing("rdma_destroy_ep")),
-  cmEpInfo: () => Effect.fail(missing("rdma_cm endpoint")),
-  cmPostMany: () => ({
-    posted: 0,
-    error: missing("rdma_post_send"),
-    ready: [],
-    queueError: undefined,
-    turnDue: false
-  }),
-  cmPollCompletions: () => Effect.fail(missing("ibv_poll_cq")),
-  cmArmCompletions: () => () => {}
+export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
+  const { acquire, call, errno, inUse, releaseHandle } = tools
+  const listeners = new Map<string, fabric.CmListener>()
+  const incoming = new WeakMap<fabric.CmListener, Queue.Queue<Incoming | undefined>>()
+  const sides = new WeakMap<fabric.CmEp, Side>()
+  let nextPort = 40000
+
+  const key = (address: string, port: number) => `${address}:${port}`
+  const epOf = (value: unknown) => fabric.asHandle(value, "CmEp")
+  const listenerOf = (value: unknown) => fabric.asHandle(value, "CmListener")
+  const side = (ep: fabric.CmEp) => sides.get(ep)!
+  const unsafeQueue = <A>() => Effect.runSync(Queue.unbounded<A>())
+
+  /** The refusal of a value that is not a live endpoint, or nothing. */
+  const deadEp = (operation: string, value: unknown) => {
+    const ep = epOf(value)
+    return ep === undefined
+      ? errno(operation, EINVAL, "expected an endpoint handle (from cmEpCreate or cmGetRequest)")
+      : !ep.alive
+      ? errno(operation, EINVAL, "the endpoint was already destroyed; a handle is not usable after its release")
+      : undefined
+  }
+  const badPrivateData = (operation: string, data: unknown, limit: number) => {
+    const problem = DriverArguments.privateData(data)
+    return problem !== undefined
+      ? errno(operation, EINVAL, problem)
+      : data !== undefined && data !== null && (data as Uint8Array).byteLength > limit
+      ? errno(operation, EINVAL, `private data is ${(data as Uint8Array).byteLength} bytes; rdma_cm on RoCE carries at most ${limit} here`)
+      : undefined
+  }
+  const badTimeout = (operation: string, timeoutMs: unknown) => {
+    const problem = integerIn(timeoutMs, "timeoutMs", 0, INT_MAX)
+    return problem === undefined ? undefined : errno(operation, EINVAL, problem)
+  }
+  const freePort = (address: string) => {
+    for (let i = 0; i < 20000; i++) {
+      const port = 40000 + ((nextPort++ - 40000) % 20000)
+      if (!listeners.has(key(address, port))) return port
+    }
+    return 0
+  }
+
+  const newEndpoint = (
+    ends: Omit<fabric.CmEp, "kind" | "id" | "alive" | "regions">,
+    config: Driver.CmEpConfig,
+    privateData: Uint8Array,
+    client: fabric.CmEp | undefined
+  ) => {
+    const ep: fabric.CmEp = { kind: "CmEp", id: world.nextId++, alive: true, regions: new Set(), ...ends }
+    sides.set(ep, {
+      stage: "idle",
+      qp: QueuePair.make(ep, config),
+      other: undefined,
+      privateData,
+      answer: undefined,
+      client,
+      events: unsafeQueue(),
+      toldDisconnected: false
+    })
+    return ep
+  }
+
+  /** Its one DISCONNECTED event, once. */
+  const tellDisconnected = (ep: fabric.CmEp) => {
+    const s = side(ep)
+    if (s.toldDisconnected || !ep.alive) return
+    s.toldDisconnected = true
+    Queue.unsafeOffer(s.events, "DISCONNECTED")
+  }
+
+  /** rdma_disconnect's effect: the queue pair in error (flushing), both sides told. */
+  const disconnect = (ep: fabric.CmEp) => {
+    const s = side(ep)
+    if (s.stage !== "established") return
+    s.stage = "disconnected"
+    QueuePair.toError(s.qp)
+    tellDisconnected(ep)
+    if (s.other !== undefined) tellDisconnected(s.other)
+  }
+
+  /** The answer to a waiting rdma_connect, if one still waits. */
+  const answer = (client: fabric.CmEp, exit: Exit.Exit<void, RdmaError.RdmaCmError>) => {
+    const waiting = side(client).answer
+    side(client).answer = undefined
+    if (waiting !== undefined) waiting(exit)
+  }
+
+  /** A request nobody will accept (its listener or its endpoint destroyed): rdma_cm rejects it. */
+  const refuse = (client: fabric.CmEp, why: string) =>
+    answer(client, Exit.fail(errno("rdma_connect", ECONNREFUSED, why)))
+
+  /** Waits for `client`'s answer, at most `timeoutMs`; interrupted or timed out, the endpoint never connects. */
+  const awaitAnswer = (client: fabric.CmEp, timeoutMs: number) =>
+    Effect.async<void, RdmaError.RdmaCmError>((resume) => {
+      const s = side(client)
+      const giveUp = () => {
+        clearTimeout(timer)
+        s.answer = undefined
+        if (s.stage === "connecting") s.stage = "failed"
+      }
+      const timer = setTimeout(() => {
+        giveUp()
+        resume(Effect.fail(errno("rdma_connect", ETIMEDOUT, `no answer within ${timeoutMs} ms`)))
+      }, timeoutMs)
+      s.answer = (exit) => {
+        clearTimeout(timer)
+        resume(exit)
+      }
+      return Effect.sync(giveUp)
+    })
+
+  /** The endpoint is gone: its queue pair, its events, and whatever waited on it. */
+  const destroyEndpoint = (ep: fabric.CmEp) => {
+    const s = side(ep)
+    if (s.stage === "established") {
+      // rdma_destroy_ep of a connected endpoint: the other side hears the disconnect.
+      s.stage = "disconnected"
+      if (s.other !== undefined) tellDisconnected(s.other)
+    }
+    if (s.stage === "idle" && s.client !== undefined) refuse(s.client, "the request was destroyed unanswered")
+    if (s.stage === "connecting") {
+      // A connect still waiting (in another fiber) hears of it at once.
+      answer(ep, Exit.fail(errno("rdma_connect", ECANCELED, "the endpoint was destroyed")))
+      s.stage = "failed"
+    }
+    QueuePair.destroy(s.qp, errno("ibv_get_cq_event", ECANCELED, "the endpoint was destroyed"))
+    ep.listener?.requests.delete(ep)
+    releaseHandle(ep)
+    Queue.unsafeOffer(s.events, undefined)
+  }
+
+  /** A fault plan's lost connection: both sides' queue pairs in error, both told. */
+  const lose = (ep: fabric.CmEp) => {
+    const other = side(ep).other
+    disconnect(ep)
+    if (other !== undefined && other.alive) disconnect(other)
+  }
+
+  const calls = {
+    cmEpCreate: (address, port, config) =>
+      call(
+        "rdma_create_ep",
+        () =>
+          typeof address !== "string"
+            ? errno("rdma_getaddrinfo", EINVAL, DriverArguments.address(address) ?? "address must be a string")
+            : integerIn(port, "port", 1, 65535) !== undefined
+            ? errno("rdma_getaddrinfo", EINVAL, integerIn(port, "port", 1, 65535)!)
+            : configProblem(config) !== undefined
+            ? errno("rdma_create_ep", EINVAL, configProblem(config)!)
+            : undefined,
+        (code) => errno("rdma_create_ep", code, "planned fault"),
+        () => {
+          // One process, one fabric: an address is reachable when a simulated device answers there.
+          if (!world.devices.has(address)) {
+            return Effect.fail(errno("rdma_create_ep", EHOSTUNREACH, `rdma_resolve_addr: no route to ${address}`))
+          }
+          const ep = newEndpoint(
+            { localAddress: address, localPort: freePort(address), remoteAddress: address, remotePort: port, listener: undefined },
+            copyConfig(config),
+            new Uint8Array(0),
+            undefined
+          )
+          return acquire(ep, "CmEp", `rdma_cm endpoint to ${address}:${port}`)
+        }
+      ),
+
+    cmConnect: (value, privateData, timeoutMs) =>
+      call(
+        "rdma_connect",
+        () =>
+          deadEp("rdma_connect", value) ??
+            (epOf(value)!.listener !== undefined
+              ? errno("rdma_connect", EINVAL, "the endpoint is an incoming request: accept it (cmAccept) or reject it")
+              : side(epOf(value)!).stage !== "idle"
+              ? errno("rdma_connect", EINVAL, "the endpoint has already connected, or tried to: make a new one")
+              : undefined) ??
+            badPrivateData("rdma_connect", privateData, PRIVATE_DATA.connect) ??
+            badTimeout("rdma_connect", timeoutMs),
+        (code) => errno("rdma_connect", code, "planned fault"),
+        () =>
+          Effect.suspend(() => {
+            const ep = epOf(value)!
+            const s = side(ep)
+            const listener = listeners.get(key(ep.remoteAddress, ep.remotePort))
+            if (listener === undefined) {
+              s.stage = "failed"
+              return Effect.fail(
+                errno("rdma_connect", EHOSTUNREACH, `nobody listens on ${ep.remoteAddress}:${ep.remotePort} (UNREACHABLE)`)
+              )
+            }
+            s.stage = "connecting"
+            Queue.unsafeOffer(incoming.get(listener)!, { client: ep, privateData: padded(privateData, PRIVATE_DATA.connect) })
+            return awaitAnswer(ep, timeoutMs)
+          })
+      ),
+
+    cmListen: (address, port, config) =>
+      call(
+        "rdma_listen",
+        () =>
+          typeof address !== "string"
+            ? errno("rdma_getaddrinfo", EINVAL, DriverArguments.address(address) ?? "address must be a string")
+            : integerIn(port, "port", 0, 65535) !== undefined
+            ? errno("rdma_getaddrinfo", EINVAL, integerIn(port, "port", 0, 65535)!)
+            : configProblem(config) !== undefined
+            ? errno("rdma_create_ep", EINVAL, configProblem(config)!)
+            : undefined,
+        (code) => errno("rdma_listen", code, "planned fault"),
+        () => {
+          if (!world.devices.has(address)) {
+            return Effect.fail(errno("rdma_bind_addr", EADDRNOTAVAIL, `no RDMA device answers at ${address}`))
+          }
+          const actual = port === 0 ? freePort(address) : port
+          if (listeners.has(key(address, actual))) {
+            return Effect.fail(errno("rdma_bind_addr", EADDRINUSE, `${address}:${actual} is in use`))
+          }
+          const listener: fabric.CmListener = {
+            kind: "CmListener",
+            id: world.nextId++,
+            alive: true,
+            address,
+            port: actual,
+            config: copyConfig(config),
+            requests: new Set()
+          }
+          listeners.set(key(address, actual), listener)
+          incoming.set(listener, unsafeQueue())
+          return Effect.map(
+            acquire(listener, "CmListener", `rdma_cm listener on ${address}:${actual}`),
+            (handle) => ({ handle, port: actual })
+          )
+        }
+      ),
+
+    cmGetRequest: (value) =>
+      call(
+        "rdma_get_request",
+        () => {
+          const listener = listenerOf(value)
+          return listener === undefined
+            ? errno("rdma_get_request", EINVAL, "expected a listener handle (from cmListen)")
+            : !listener.alive
+            ? errno("rdma_get_request", EINVAL, "the listener was already destroyed; a handle is not usable after its release")
+            : undefined
+        },
+        (code) => errno("rdma_get_request", code, "planned fault"),
+        () => {
+          const listener = listenerOf(value)!
+          const queue = incoming.get(listener)!
+          const next: Effect.Effect<Driver.CmEpHandle, RdmaError.RdmaCmError> = Effect.flatMap(
+            Queue.take(queue),
+            (request) => {
+              if (request === undefined || !listener.alive) {
+                Queue.unsafeOffer(queue, undefined) // for the next waiter
+                return Effect.fail(errno("rdma_get_request", ECANCELED, "the listener was destroyed"))
+              }
+              const client = request.client
+              // A client that gave up (timed out, interrupted, destroyed) is not a request any more.
+              if (!client.alive || side(client).stage !== "connecting") return next
+              const ep = newEndpoint(
+                {
+                  localAddress: listener.address,
+                  localPort: listener.port,
+                  remoteAddress: client.localAddress,
+                  remotePort: client.localPort,
+                  listener
+                },
+                listener.config,
+                request.privateData,
+                client
+              )
+              listener.requests.add(ep)
+              return acquire(ep, "CmEp", `incoming rdma_cm request on ${listener.address}:${listener.port}`)
+            }
+          )
+          return next
+        }
+      ),
+
+    cmPrivateData: (value) =>
+      Effect.suspend(() => {
+        const refused = deadEp("rdma_cm private data", value)
+        return refused !== undefined ? Effect.fail(refused) : Effect.succeed(Uint8Array.from(side(epOf(value)!).privateData))
+      }),
+
+    cmAccept: (value, privateData, timeoutMs) =>
+      call(
+        "rdma_accept",
+        () =>
+          deadEp("rdma_accept", value) ??
+            (epOf(value)!.listener === undefined || side(epOf(value)!).stage !== "idle"
+              ? errno("rdma_accept", EINVAL, "not an unanswered request from cmGetRequest")
+              : undefined) ??
+            badPrivateData("rdma_accept", privateData, PRIVATE_DATA.accept) ??
+            badTimeout("rdma_accept", timeoutMs),
+        (code) => errno("rdma_accept", code, "planned fault"),
+        () =>
+          Effect.suspend(() => {
+            const ep = epOf(value)!
+            const s = side(ep)
+            const client = s.client!
+            if (!client.alive || side(client).stage !== "connecting") {
+              s.stage = "failed"
+              // The CM's CONNECT_ERROR / UNREACHABLE, as the native driver reports it.
+              return Effect.fail(errno("rdma_accept", EHOSTUNREACH, "the other side gave up before the connection was established"))
+            }
+            const c = side(client)
+            s.stage = "established"
+            c.stage = "established"
+            s.other = client
+            c.other = ep
+            c.privateData = padded(privateData, PRIVATE_DATA.accept)
+            QueuePair.connect(s.qp, c.qp)
+            answer(client, Exit.void)
+            return Effect.void
+          })
+      ),
+
+    cmReject: (value, privateData) =>
+      call(
+        "rdma_reject",
+        () =>
+          deadEp("rdma_reject", value) ??
+            (epOf(value)!.listener === undefined || side(epOf(value)!).stage !== "idle"
+              ? errno("rdma_reject", EINVAL, "not an unanswered request from cmGetRequest")
+              : undefined) ??
+            badPrivateData("rdma_reject", privateData, PRIVATE_DATA.reject),
+        (code) => errno("rdma_reject", code, "planned fault"),
+        () =>
+          Effect.sync(() => {
+            const ep = epOf(value)!
+            const client = side(ep).client!
+            side(ep).stage = "failed"
+            if (!client.alive || side(client).stage !== "connecting") return
+            side(client).stage = "failed"
+            side(client).privateData = padded(privateData, PRIVATE_DATA.reject)
+            refuse(client, "the other side rejected the request (REJECTED): its reason is in the private data")
+          })
+      ),
+
+    cmNextEvent: (value) =>
+      Effect.suspend(() => {
+        const refused = deadEp("rdma_get_cm_event", value)
+        if (refused !== undefined) return Effect.fail(refused)
+        const events = side(epOf(value)!).events
+        return Effect.flatMap(Queue.take(events), (event) => {
+          if (event !== undefined) return Effect.succeed(event)
+          Queue.unsafeOffer(events, undefined) // for the next waiter
+          return Effect.fail(errno("rdma_get_cm_event", ECANCELED, "the endpoint was destroyed"))
+        })
+      }),
+
+    cmDisconnect: (value) =>
+      call(
+        "rdma_disconnect",
+        () => deadEp("rdma_disconnect", value),
+        (code) => errno("rdma_disconnect", code, "planned fault"),
+        () => Effect.sync(() => disconnect(epOf(value)!))
+      ),
+
+    cmEpDestroy: (value) =>
+      call<void, RdmaError.RdmaCmError | RdmaError.ResourceInUseError>(
+        "rdma_destroy_ep",
+        () => {
+          const refused = deadEp("rdma_destroy_ep", value)
+          if (refused !== undefined) return refused
+          const n = epOf(value)!.regions.size
+          return n === 0 ? undefined : inUse(
+            "rdma_destroy_ep",
+            `${n} ${n === 1 ? "region is" : "regions are"} still registered on the endpoint: deregister them first (rdma_dereg_mr)`
+          )
+        },
+        (code) => {
+          // Gone even when it fails (the Driver's contract).
+          destroyEndpoint(epOf(value)!)
+          return errno("rdma_destroy_ep", code, "planned fault")
+        },
+        () => Effect.sync(() => destroyEndpoint(epOf(value)!))
+      ),
+
+    cmListenerDestroy: (value) =>
+      Effect.suspend((): Effect.Effect<void, RdmaError.RdmaCmError | RdmaError.ResourceInUseError> => {
+        const listener = listenerOf(value)
+        if (listener === undefined || !listener.alive) {
+          return Effect.fail(errno(
+            "rdma_destroy_ep",
+            EINVAL,
+            listener === undefined ? "expected a listener handle (from cmListen)" : "the listener was already destroyed"
+          ))
+        }
+        const n = listener.requests.size
+        if (n > 0) {
+          return Effect.fail(inUse(
+            "rdma_destroy_ep",
+            `${n} ${n === 1 ? "endpoint it handed out is" : "endpoints it handed out are"} still alive: destroy them first`
+          ))
+        }
+        listeners.delete(key(listener.address, listener.port))
+        releaseHandle(listener)
+        // Requests nobody took are rejected; waits hear ECANCELED.
+        const queue = incoming.get(listener)!
+        for (const request of Effect.runSync(Queue.takeAll(queue))) {
+          if (request !== undefined) refuse(request.client, "the listener was destroyed")
+        }
+        Queue.unsafeOffer(queue, undefined)
+        return Effect.void
+      }),
+
+    cmEpInfo: (value) =>
+      Effect.suspend(() => {
+        const refused = deadEp("rdma_cm endpoint", value)
+        if (refused !== undefined) return Effect.fail(refused)
+        const ep = epOf(value)!
+        return Effect.succeed({
+          qpNum: ep.id & 0xffffff,
+          maxInlineData: side(ep).qp.config.maxInlineData,
+          localAddress: ep.localAddress,
+          localPort: ep.localPort,
+          remoteAddress: ep.remoteAddress,
+          remotePort: ep.remotePort
+        })
+      }),
+
+    ...cmPostCalls(world, tools, {
+      queuePairOf: (value) => {
+        const ep = epOf(value)
+        return ep === undefined || !ep.alive ? undefined : side(ep).qp
+      },
+      lose
+    }),
+
+    cmArmCompletions: (value, onReady) => {
+      const refused = deadEp("ibv_get_cq_event", value)
+      return refused !== undefined
+        ? CompletionQueue.refusedWait(refused, onReady)
+        : side(epOf(value)!).qp.completions.arm(onReady)
+    }
+  } satisfies Partial<Driver.Driver>
+
+  return calls
 }

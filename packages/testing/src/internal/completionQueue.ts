@@ -12,23 +12,25 @@ import type { RpmaError } from "@effect-rdma/core/RdmaError"
 import * as Exit from "effect/Exit"
 
 /** @internal */
-export interface CompletionQueue {
+export interface CompletionQueue<E = RpmaError> {
   /** Queues a completion; an armed wait is answered on a later turn. */
   readonly push: (completion: Driver.Completion) => void
   /** rpma_cq_get_wc: everything queued, possibly none; `onTaken` lets go of what they held. */
   readonly drain: () => ReadonlyArray<Driver.Completion>
   /** Arms the channel: `onReady` once, on a later turn; the returned function disarms. */
-  readonly arm: (onReady: Driver.CompletionsReady) => () => void
+  readonly arm: (onReady: Driver.CompletionsReady<E>) => () => void
   /** The queue is deleted: every armed wait hears `error` at once, and nothing is answered after. */
-  readonly close: (error: RpmaError) => void
+  readonly close: (error: E) => void
 }
 
 const NONE: ReadonlyArray<Driver.Completion> = []
 
 /** @internal `onTaken`: the completions a poll or an answered wait returns, to let go of what they held. */
-export const make = (onTaken: (taken: ReadonlyArray<Driver.Completion>) => void): CompletionQueue => {
+export const make = <E = RpmaError>(
+  onTaken: (taken: ReadonlyArray<Driver.Completion>) => void
+): CompletionQueue<E> => {
   let queue: Array<Driver.Completion> = []
-  const waiters: Array<Driver.CompletionsReady> = []
+  const waiters: Array<Driver.CompletionsReady<E>> = []
   let signalled = false
   let closed = false
 
@@ -77,7 +79,7 @@ export const make = (onTaken: (taken: ReadonlyArray<Driver.Completion>) => void)
 }
 
 /** @internal Never during the call, as the addon answers: a refused handle's wait hears it on a later turn. */
-export const refusedWait = (error: RpmaError, onReady: Driver.CompletionsReady): () => void => {
+export const refusedWait = <E>(error: E, onReady: Driver.CompletionsReady<E>): () => void => {
   let disarmed = false
   setImmediate(() => disarmed || onReady(Exit.fail(error)))
   return () => {

@@ -28,12 +28,17 @@ export type Operation =
   | "rpma_conn_req_new"
   | "rpma_conn_req_connect"
   | "rpma_conn_disconnect"
-  | "rpma_write"
-  | "rpma_read"
-  | "rpma_flush"
-  | "rpma_atomic_write"
-  | "rpma_send"
-  | "rpma_recv"
+  // librdmacm's verbs API (rdma_create_ep and rdma_destroy_ep above serve its endpoints too).
+  | "rdma_connect"
+  | "rdma_listen"
+  | "rdma_get_request"
+  | "rdma_accept"
+  | "rdma_reject"
+  | "rdma_disconnect"
+  | DataOperation
+
+/** @internal The posting calls of librdmacm's verbs API, one per work request's `op`. */
+export type CmPostOperation = "rdma_post_send" | "rdma_post_recv" | "rdma_post_read" | "rdma_post_write"
 
 /** @internal */
 export type Kind =
@@ -47,6 +52,8 @@ export type Kind =
   | "ConnReq"
   | "Conn"
   | "Srq"
+  | "CmEp"
+  | "CmListener"
 
 /** @internal A simulated native object. `alive` turns false when its C counterpart would be freed. */
 export interface SimHandle<K extends Kind = Kind> {
@@ -88,11 +95,36 @@ export interface CmId extends SimHandle<"CmId"> {
 }
 /** @internal */
 export interface CmMr extends SimHandle<"CmMr"> {
-  readonly cmId: CmId
+  /** The identifier or endpoint whose protection domain it is registered on. */
+  readonly cmId: CmId | CmEp
+  /** Which rdma_reg_* call made it: what a remote read or write may do with it. */
+  readonly access: Driver.CmRegistrationKind
   readonly memory: Uint8Array
   readonly address: bigint
   readonly lkey: number
   readonly rkey: number
+}
+
+/**
+ * @internal An endpoint of librdmacm's verbs API (an rdma_cm id with a queue pair and a protection
+ * domain of its own); its connection state and queue pair live in cmEndpoints.ts.
+ */
+export interface CmEp extends SimHandle<"CmEp"> {
+  readonly regions: Set<CmMr>
+  readonly localAddress: string
+  readonly localPort: number
+  readonly remoteAddress: string
+  readonly remotePort: number
+  /** The listener that handed it out (the passive side), or nothing (the active side). */
+  readonly listener: CmListener | undefined
+}
+/** @internal A listening rdma_cm id (rdma_listen). */
+export interface CmListener extends SimHandle<"CmListener"> {
+  readonly address: string
+  readonly port: number
+  readonly config: Driver.CmEpConfig
+  /** The endpoints it handed out that are still alive: it is destroyed after them. */
+  readonly requests: Set<CmEp>
 }
 
 /** @internal */
@@ -132,7 +164,19 @@ export interface Srq extends SimHandle<"Srq"> {
 }
 
 /** @internal */
-export type AnyHandle = IbvContext | Peer | MrLocal | MrRemote | CmId | CmMr | Endpoint | ConnReq | Conn | Srq
+export type AnyHandle =
+  | IbvContext
+  | Peer
+  | MrLocal
+  | MrRemote
+  | CmId
+  | CmMr
+  | Endpoint
+  | ConnReq
+  | Conn
+  | Srq
+  | CmEp
+  | CmListener
 
 /** @internal What is still alive, and where it was acquired. */
 export interface LedgerEntry {
@@ -144,7 +188,14 @@ export interface LedgerEntry {
 }
 
 /** @internal The operations that post work requests. */
-export type DataOperation = "rpma_write" | "rpma_read" | "rpma_flush" | "rpma_atomic_write" | "rpma_send" | "rpma_recv"
+export type DataOperation =
+  | "rpma_write"
+  | "rpma_read"
+  | "rpma_flush"
+  | "rpma_atomic_write"
+  | "rpma_send"
+  | "rpma_recv"
+  | CmPostOperation
 
 /**
  * @internal A planned failure of the `nth` call of `operation`, counted from when it is planned:

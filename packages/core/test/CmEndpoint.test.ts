@@ -1,0 +1,322 @@
+/**
+ * CmEndpoint on the simulated driver: two endpoints in one process, the bytes that arrive checked,
+ * every resource accounted for by the leak ledger after each case.
+ */
+import { CmEndpoint, Driver, Tracing } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Tracer } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+const text = (bytes: Uint8Array, length = bytes.byteLength) => new TextDecoder().decode(bytes.subarray(0, length))
+const bytesOf = (s: string) => new TextEncoder().encode(s)
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+/**
+ * A connected pair: the server's request gets a message region and a receive posted before it is
+ * accepted; the client's endpoint one posted before it connects. `serverRegions` registers more.
+ */
+const connectedPair = (options?: CmEndpoint.Options) =>
+  Effect.gen(function*() {
+    const listener = yield* CmEndpoint.listen(address, 0, options)
+    const client = yield* CmEndpoint.create(address, listener.port, options)
+    const clientInbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(256))
+    const clientOutbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(256))
+    const clientFirst = yield* CmEndpoint.postRecv(client, { segments: [{ mr: clientInbox }] })
+    const connecting = yield* Effect.fork(CmEndpoint.connect(client, bytesOf("hello")))
+    const server = yield* CmEndpoint.next(listener)
+    assert.strictEqual(server.state, "request")
+    assert.strictEqual(text(server.privateData, 5), "hello")
+    const serverInbox = yield* CmEndpoint.registerMessages(server, new Uint8Array(256))
+    const serverOutbox = yield* CmEndpoint.registerMessages(server, new Uint8Array(256))
+    const serverFirst = yield* CmEndpoint.postRecv(server, { segments: [{ mr: serverInbox }] })
+    yield* CmEndpoint.accept(server, bytesOf("welcome"))
+    yield* Fiber.join(connecting)
+    assert.strictEqual(client.state, "connected")
+    assert.strictEqual(text(client.privateData, 7), "welcome")
+    return { listener, client, clientInbox, clientOutbox, clientFirst, server, serverInbox, serverOutbox, serverFirst }
+  })
+
+describe("CmEndpoint", () => {
+  it.effect("messages both ways, into receives posted before connect and before accept; immediate data", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      p.clientOutbox.memory.set(bytesOf("ping"))
+      yield* CmEndpoint.send(p.client, { src: p.clientOutbox, length: 4 })
+      const atServer = yield* p.serverFirst.completion
+      assert.strictEqual(atServer.byteLength, 4)
+      assert.strictEqual(text(p.serverInbox.memory, 4), "ping")
+      p.serverOutbox.memory.set(bytesOf("pong!"))
+      yield* CmEndpoint.send(p.server, { src: p.serverOutbox, length: 5, imm: 0xdeadbeef })
+      const atClient = yield* p.clientFirst.completion
+      assert.strictEqual(atClient.byteLength, 5)
+      assert.strictEqual(atClient.imm, 0xdeadbeef)
+      assert.strictEqual(text(p.clientInbox.memory, 5), "pong!")
+    })))
+
+  it.effect("sendv gathers, recvv scatters; a send larger than the granted inline size goes from the region", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      // The pair's first receives first: a message to each.
+      yield* CmEndpoint.send(p.client, { src: p.clientOutbox, length: 1 })
+      yield* p.serverFirst.completion
+      const head = yield* CmEndpoint.registerMessages(p.server, new Uint8Array(3))
+      const tail = yield* CmEndpoint.registerMessages(p.server, new Uint8Array(200))
+      const receiving = yield* Effect.fork(
+        CmEndpoint.recvv(p.server, { segments: [{ mr: head }, { mr: tail }] })
+      )
+      p.clientOutbox.memory.set(bytesOf("abc"), 0)
+      const big = new Uint8Array(150).fill(0x5a)
+      p.clientOutbox.memory.set(big, 100)
+      const large = p.client.info.maxInlineData + 10
+      assert.isTrue(large <= 150)
+      yield* CmEndpoint.sendv(p.client, {
+        segments: [{ mr: p.clientOutbox, offset: 0, length: 3 }, { mr: p.clientOutbox, offset: 100, length: large }]
+      })
+      const received = yield* Fiber.join(receiving)
+      assert.strictEqual(received.byteLength, 3 + large)
+      assert.strictEqual(text(head.memory), "abc")
+      assert.isTrue(tail.memory.subarray(0, large).every((b) => b === 0x5a))
+      assert.strictEqual(tail.memory[large], 0)
+      // Asked inline but above what the device granted: refused before anything is posted.
+      const refused = yield* Effect.flip(
+        CmEndpoint.send(p.client, { src: p.clientOutbox, length: large, inline: true })
+      )
+      assert.strictEqual(refused._tag, "OutOfRangeError")
+    })))
+
+  it.effect("write and read the other side's regions by their remote keys; write with immediate data", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+      const source = yield* CmEndpoint.registerRead(p.server, bytesOf("the server's readable bytes"))
+      const writeKey = yield* CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target))).pipe(
+        Effect.flatMap(CmEndpoint.requireAccess("write"))
+      )
+      const readKey = yield* CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(source))).pipe(
+        Effect.flatMap(CmEndpoint.requireAccess("read"))
+      )
+      p.clientOutbox.memory.set(bytesOf("written by the client"))
+      yield* CmEndpoint.write(p.client, { src: p.clientOutbox, dst: writeKey, dstOffset: 8, length: 21 })
+      assert.strictEqual(text(target.memory.subarray(8), 21), "written by the client")
+      yield* CmEndpoint.read(p.client, { dst: p.clientInbox, dstOffset: 1, src: readKey, srcOffset: 4, length: 6 })
+      assert.strictEqual(text(p.clientInbox.memory.subarray(1), 6), "server")
+      // With immediate data, a write consumes the receive posted before accept.
+      yield* CmEndpoint.write(p.client, { src: p.clientOutbox, dst: writeKey, length: 4, imm: 7 })
+      const consumed = yield* p.serverFirst.completion
+      assert.strictEqual(consumed.imm, 7)
+      // Out of the key's range: refused before posting.
+      const outside = yield* Effect.flip(
+        CmEndpoint.write(p.client, { src: p.clientOutbox, dst: writeKey, dstOffset: 60, length: 8 })
+      )
+      assert.strictEqual(outside._tag, "OutOfRangeError")
+    })))
+
+  it.effect("a forged remote key reaches nothing: the other side refuses it, and the error says so", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+      const key = CmEndpoint.remoteKey(target)
+      const forged: CmEndpoint.RemoteKey<"write"> = { ...key, rkey: (key.rkey + 1) >>> 0 }
+      p.clientOutbox.memory.set(bytesOf("forged"))
+      const refused = yield* Effect.flip(CmEndpoint.write(p.client, { src: p.clientOutbox, dst: forged, length: 6 }))
+      assert.strictEqual(refused._tag, "RemoteKeyRefusedError")
+      assert.match(refused.message, /refused the remote key/)
+      assert.isTrue(target.memory.every((b) => b === 0))
+    })))
+
+  it.effect("a read or write region cannot be posted, nor a region of another endpoint: tagged errors, nothing posted", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      const readable = yield* CmEndpoint.registerRead(p.client, new Uint8Array(16))
+      const kind = yield* Effect.flip(
+        CmEndpoint.send(p.client, { src: readable as unknown as CmEndpoint.MessageRegion, length: 4 })
+      )
+      assert.strictEqual(kind._tag, "CmRegionError")
+      assert.strictEqual((kind as CmEndpoint.CmRegionError).reason, "Kind")
+      const other = yield* Effect.flip(CmEndpoint.send(p.client, { src: p.serverOutbox, length: 4 }))
+      assert.strictEqual(other._tag, "CmRegionError")
+      assert.strictEqual((other as CmEndpoint.CmRegionError).reason, "OtherEndpoint")
+      // Nothing was posted: the server's first receive is still waiting for the next real message.
+      p.clientOutbox.memory.set(bytesOf("real"))
+      yield* CmEndpoint.send(p.client, { src: p.clientOutbox, length: 4 })
+      assert.strictEqual(text(p.serverInbox.memory, (yield* p.serverFirst.completion).byteLength), "real")
+    })))
+
+  it.effect("posted without waiting, unsignalled but the last; batches of sends and receives", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      yield* CmEndpoint.send(p.client, { src: p.clientOutbox, length: 1 })
+      yield* p.serverFirst.completion
+      const slots = yield* Effect.forEach([0, 1, 2, 3], () => CmEndpoint.registerMessages(p.server, new Uint8Array(8)))
+      const receiving = yield* Effect.fork(CmEndpoint.recvMany(p.server, slots.map((dst) => ({ dst }))))
+      const messages = yield* Effect.forEach([0, 1, 2, 3], (i) =>
+        Effect.map(CmEndpoint.registerMessages(p.client, new Uint8Array(8)), (mr) => {
+          mr.memory.set(bytesOf(`msg${i}`))
+          return mr
+        }))
+      yield* CmEndpoint.postSend(p.client, { segments: [{ mr: messages[0]!, length: 4 }], completion: "onError" })
+      yield* CmEndpoint.postSend(p.client, { segments: [{ mr: messages[1]!, length: 4 }], completion: "onError" })
+      const last = yield* CmEndpoint.postSend(p.client, { segments: [{ mr: messages[2]!, length: 4 }] })
+      yield* last.completion
+      yield* CmEndpoint.sendMany(p.client, [{ src: messages[3]!, length: 4 }])
+      yield* Fiber.join(receiving)
+      assert.deepStrictEqual(slots.map((mr) => text(mr.memory, 4)), ["msg0", "msg1", "msg2", "msg3"])
+    })))
+
+  it.effect("sends before connect are refused; a rejected request's client fails with ECONNREFUSED and the rejection's data", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmEndpoint.listen(address, 0)
+      const client = yield* CmEndpoint.create(address, listener.port)
+      const outbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(8))
+      const early = yield* Effect.flip(CmEndpoint.send(client, { src: outbox, length: 4 }))
+      assert.strictEqual(early._tag, "RdmaCmError")
+      const connecting = yield* Effect.fork(CmEndpoint.connect(client))
+      yield* Effect.scoped(Effect.gen(function*() {
+        const request = yield* CmEndpoint.next(listener)
+        yield* CmEndpoint.reject(request, bytesOf("go away"))
+        // Answered already: a second answer is refused.
+        const again = yield* Effect.flip(CmEndpoint.accept(request))
+        assert.strictEqual(again._tag, "RdmaCmError")
+      }))
+      const refused = yield* Effect.flip(Fiber.join(connecting))
+      assert.strictEqual(refused._tag, "RdmaCmError")
+      assert.strictEqual(refused.errnoName, "ECONNREFUSED")
+      assert.strictEqual(text(client.privateData, 7), "go away")
+      assert.strictEqual(client.state, "failed")
+    })))
+
+  it.effect("a listener rejects the requests it handed out and nobody answered when it closes", () =>
+    inWorld(Effect.gen(function*() {
+      const client = yield* Effect.scoped(Effect.gen(function*() {
+        const listener = yield* CmEndpoint.listen(address, 0)
+        const client = yield* Effect.fork(Effect.scoped(CmEndpoint.open(address, listener.port)))
+        yield* CmEndpoint.next(listener)
+        return client
+      }))
+      const exit = yield* Fiber.await(client)
+      assert.isTrue(Exit.isFailure(exit))
+    })))
+
+  it.effect("closing disconnects: the other side's waiting receive fails with ConnectionClosedError", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmEndpoint.listen(address, 0)
+      const serverSide = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        const request = yield* CmEndpoint.next(listener)
+        const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(8))
+        const waiting = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
+        yield* CmEndpoint.accept(request)
+        return yield* Effect.flip(waiting.completion)
+      })))
+      yield* Effect.scoped(CmEndpoint.open(address, listener.port))
+      const ended = yield* Fiber.join(serverSide)
+      assert.strictEqual(ended._tag, "ConnectionClosedError")
+    })))
+
+  it.effect("interrupted anywhere (listen, create, connect, accept, sends, a write, a receive), nothing stays alive", () =>
+    Effect.gen(function*() {
+      for (let at = 0; at < 120; at += at < 12 ? 1 : 3) {
+        yield* inWorld(Effect.gen(function*() {
+          const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+            const p = yield* connectedPair()
+            // Sends waiting for receives the server never posts, a write, and a receive: in flight.
+            yield* Effect.fork(CmEndpoint.sendMany(p.client, Array.from({ length: 8 }, () => ({ src: p.clientOutbox, length: 4 }))))
+            const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+            yield* Effect.fork(CmEndpoint.write(p.client, { src: p.clientOutbox, dst: CmEndpoint.remoteKey(target), length: 8 }))
+            yield* CmEndpoint.recv(p.client, { dst: p.clientInbox })
+          })))
+          for (let i = 0; i < at; i++) yield* Effect.yieldNow()
+          yield* Fiber.interrupt(fiber)
+        }))
+      }
+    }))
+
+  it.effect("bad settings are refused with EINVAL before the driver is asked", () =>
+    inWorld(Effect.gen(function*() {
+      const error = yield* Effect.flip(CmEndpoint.create(address, 1, { maxSendWr: 0 }))
+      assert.strictEqual(error.errnoName, "EINVAL")
+      assert.match(error.message, /maxSendWr/)
+    })))
+
+  it.live("a write the other side never completes (a cut link, a frozen host) fails within the timeout, and nothing leaks", () => {
+    // The simulated driver, except that writes vanish on the wire: posted, never completed.
+    const lossy = Layer.effect(
+      Driver.RdmaDriver,
+      Effect.map(Driver.RdmaDriver, (driver): Driver.Driver => ({
+        ...driver,
+        cmPostMany: (ep, requests) =>
+          requests.every((r) => r.op === "write")
+            ? { posted: requests.length, error: undefined, queueError: undefined, ready: [], turnDue: false }
+            : driver.cmPostMany(ep, requests)
+      }))
+    ).pipe(Layer.provideMerge(SimulatedDriver.layer))
+    return Ledger.checked(Effect.scoped(Effect.gen(function*() {
+      const p = yield* connectedPair({ timeoutMs: 300 })
+      const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+      const started = performance.now()
+      const lost = yield* Effect.flip(
+        CmEndpoint.write(p.client, { src: p.clientOutbox, dst: CmEndpoint.remoteKey(target), length: 8 })
+      )
+      const waited = performance.now() - started
+      assert.strictEqual(lost._tag, "ConnectionClosedError")
+      assert.strictEqual((lost as { reason?: string }).reason, "LOST")
+      assert.match(lost.message, /does not answer/)
+      assert.isTrue(waited >= 300 && waited < 3_000, `waited ${waited} ms`)
+      assert.strictEqual(p.client.state, "closed")
+    }))).pipe(Effect.provide(lossy))
+  })
+
+  it.effect("set-up and teardown run in spans named after their librdmacm calls", () =>
+    Effect.gen(function*() {
+      const spans: Array<Tracer.Span> = []
+      const base = yield* Effect.tracer
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = base.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: base.context
+      })
+      yield* inWorld(connectedPair()).pipe(Effect.withTracer(recording))
+      const names = spans.map((s) => s.name)
+      for (const call of ["rdma_listen", "rdma_create_ep", "rdma_connect", "rdma_accept", "rdma_disconnect", "rdma_destroy_ep"]) {
+        assert.include(names, call)
+      }
+      // Per operation, when asked for: rdma_post with the operation and its bytes.
+      spans.length = 0
+      yield* inWorld(Effect.flatMap(connectedPair(), (p) => CmEndpoint.send(p.client, { src: p.clientOutbox, length: 5 }))).pipe(
+        Effect.provide(Tracing.layerPerOperation),
+        Effect.withTracer(recording)
+      )
+      const post = spans.find((s) => s.name === "rdma_post" && s.attributes.get("rdma.op") === "send")
+      assert.strictEqual(post?.attributes.get("rdma.size"), 5)
+      const listen = spans.find((s) => s.name === "rdma_listen")!
+      assert.strictEqual(listen.attributes.get("server.address"), address)
+      assert.strictEqual(listen.attributes.get("rdma.driver"), "simulated")
+    }))
+
+  it.live("connect is bounded: a listener nobody takes requests from fails it with ETIMEDOUT at the endpoint's timeout", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmEndpoint.listen(address, 0)
+      const started = performance.now()
+      const error = yield* Effect.flip(Effect.scoped(CmEndpoint.open(address, listener.port, { timeoutMs: 300 })))
+      const waited = performance.now() - started
+      assert.strictEqual(error.errnoName, "ETIMEDOUT")
+      assert.isTrue(waited >= 250 && waited < 3_000, `waited ${waited} ms`)
+    })))
+
+  it.effect("a next waiting when its listener closes fails with a tagged error, and nothing is left", () =>
+    inWorld(Effect.gen(function*() {
+      const waiting = yield* Effect.scoped(Effect.gen(function*() {
+        const listener = yield* CmEndpoint.listen(address, 0)
+        const waiting = yield* Effect.fork(Effect.scoped(CmEndpoint.next(listener)))
+        yield* Effect.yieldNow()
+        return waiting
+      }))
+      const error = yield* Effect.flip(Fiber.join(waiting))
+      assert.strictEqual(error._tag, "RdmaCmError")
+    })))
+})

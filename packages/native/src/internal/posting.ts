@@ -1,0 +1,100 @@
+/**
+ * What both posting calls share (queues.ts for librpma's queues, cmEndpoint.ts for librdmacm's
+ * endpoints): posting a list in order up to the first refusal, then one poll; and a completion
+ * wait in the addon answered once, from the event loop.
+ *
+ * @internal
+ */
+import type { Completion, CompletionsReady, PostOutcome } from "@effect-rdma/core/Driver"
+import type * as Exit from "effect/Exit"
+import * as ExitValue from "effect/Exit"
+import type { WaitCallback } from "../RpmaBinding.js"
+import type { LoopTurns } from "./loopTurns.js"
+
+const NONE: ReadonlyArray<Completion> = []
+
+/** How one queue kind posts, polls and names its failures. */
+export interface Poster<R, E> {
+  readonly post: (request: R) => void
+  readonly poll: () => ReadonlyArray<Completion>
+  /** The refusal of `request` (which threw `cause`). */
+  readonly refused: (request: R, cause: unknown) => E
+  /** The poll's failure. */
+  readonly pollFailed: (cause: unknown) => E
+  /** What a value that is not a readable array of requests gets. */
+  readonly notAList: () => E
+}
+
+/**
+ * Posts `requests` in order, stopping at the first refusal, then polls once (when anything was
+ * posted: otherwise nothing new can be read). Never throws for a refusal.
+ */
+export const postInOrder = <R, E>(requests: unknown, poster: Poster<R, E>, loop: LoopTurns): PostOutcome<E> => {
+  if (!Array.isArray(requests)) return { posted: 0, error: poster.notAList(), ready: NONE, queueError: undefined, turnDue: false }
+  let posted = 0
+  let error: E | undefined
+  for (;;) {
+    // A hostile array (a Proxy, a getter) may throw when read: refused as not a list of requests.
+    let request: R
+    try {
+      if (posted >= requests.length) break
+      request = requests[posted]
+    } catch {
+      error = poster.notAList()
+      break
+    }
+    try {
+      poster.post(request)
+    } catch (cause) {
+      error = poster.refused(request, cause)
+      break
+    }
+    posted++
+  }
+  if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
+  let ready: ReadonlyArray<Completion> = NONE
+  let queueError: E | undefined
+  try {
+    ready = poster.poll()
+  } catch (cause) {
+    queueError = poster.pollFailed(cause)
+  }
+  return { posted, error, ready, queueError, turnDue: loop.due() }
+}
+
+/**
+ * A completion wait in the addon (`start` returns its id, `cancel` stops it): `onReady` once,
+ * never during this call (a refusal is reported from the event loop, like an answer); the
+ * returned disarm stops the wait.
+ */
+export const armOnce = <A, E>(
+  start: (callback: WaitCallback<A>) => number,
+  cancel: (id: number) => void,
+  failure: (cause: unknown) => Exit.Exit<never, E>,
+  onReady: CompletionsReady<E>
+): () => void => {
+  let done = false
+  let id: number | undefined
+  let refused: ReturnType<typeof setImmediate> | undefined
+  try {
+    id = start((error, value) => {
+      if (done) return
+      done = true
+      onReady(
+        error === undefined || error === null ? ExitValue.succeed(value as ReadonlyArray<Completion>) : failure(error)
+      )
+    })
+  } catch (cause) {
+    refused = setImmediate(() => {
+      if (done) return
+      done = true
+      onReady(failure(cause))
+    })
+  }
+  return () => {
+    if (done) return
+    done = true
+    if (refused !== undefined) clearImmediate(refused)
+    if (id !== undefined) cancel(id)
+  }
+}

@@ -1,0 +1,444 @@
+/**
+ * Conformance cases of librdmacm's verbs API that need two sides, over the raw Driver, each as a
+ * server half and a client half (run in one process by the suite, across two hosts by
+ * packages/native/test-pair): connect and accept with private data, a rejection, nobody
+ * listening, receives posted before accept and before connect, sends and receives (with two
+ * segments), inline sends, immediate data, RDMA write and read checked byte for byte, unsignalled
+ * requests, a forged or misused remote key, and a disconnect.
+ *
+ * @internal
+ */
+import * as Driver from "@effect-rdma/core/Driver"
+import { WcOpcode, WcFlags } from "@effect-rdma/core/Driver"
+import { WcStatus } from "@effect-rdma/core/RdmaError"
+import * as Effect from "effect/Effect"
+import type { HalfContext, PairCase } from "./halves.js"
+import {
+  bytes,
+  completions,
+  config,
+  endpoint,
+  expectCompletion,
+  expectErrno,
+  join,
+  keyFrom,
+  keyOf,
+  leading,
+  listen,
+  nextEvent,
+  nextRequest,
+  post,
+  region,
+  serve,
+  whole
+} from "./cmEndpointSupport.js"
+import { check, equal, NOWHERE, pattern, same, text } from "./support.js"
+
+/** The server half's last step: wait until the client half says it is done (its checks need this side alive). */
+const untilDone = (ctx: HalfContext) =>
+  Effect.gen(function*() {
+    for (;;) if ((yield* ctx.channel.receive()).done) return
+  })
+const done = (ctx: HalfContext) => ctx.channel.send({ done: true })
+
+/**
+ * A server that exposes a region made by rdma_reg_write and one made by rdma_reg_read (filled with
+ * a pattern), sends their keys, and when told checks what was written to the first.
+ */
+const exposeRegions = (ctx: HalfContext) =>
+  Effect.gen(function*() {
+    const { ep } = yield* serve(ctx, () => Effect.void)
+    const writable = yield* region(ep, "write", 4096)
+    const readable = yield* region(ep, "read", 4096)
+    readable.memory.set(pattern(4096, 3))
+    yield* ctx.channel.send({ writable: keyOf(writable.info), readable: keyOf(readable.info) })
+    for (;;) {
+      const m = yield* ctx.channel.receive()
+      if (m.done) return
+      // The client asks for what its writes left here.
+      yield* ctx.channel.send({ bytes: Array.from(writable.memory.subarray(m.offset, m.offset + m.length)) })
+    }
+  })
+
+/** The client of {@link exposeRegions}: connected, with the two remote keys. */
+const useRegions = (ctx: HalfContext) =>
+  Effect.gen(function*() {
+    const { ep } = yield* join(ctx, () => Effect.void)
+    const m = yield* ctx.channel.receive()
+    return { ep, writable: keyFrom(m.writable), readable: keyFrom(m.readable) }
+  })
+const peekWritten = (ctx: HalfContext, offset: number, length: number) =>
+  Effect.map(Effect.zipRight(ctx.channel.send({ offset, length }), ctx.channel.receive()), (m) => Uint8Array.from(m.bytes))
+
+/**
+ * A remote access the device must refuse: the request completes with REM_ACCESS_ERR (10) and the
+ * queue pair is in error, so the next request completes with WR_FLUSH_ERR (5).
+ */
+const refusedAccess = (
+  name: string,
+  request: (target: {
+    readonly writable: ReturnType<typeof keyFrom>
+    readonly readable: ReturnType<typeof keyFrom>
+    readonly local: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array }
+  }) => Driver.CmWorkRequest
+): PairCase => ({
+  name,
+  server: exposeRegions,
+  client: (ctx) =>
+    Effect.gen(function*() {
+      const { ep, readable, writable } = yield* useRegions(ctx)
+      const local = yield* region(ep, "msgs", 4096)
+      yield* post(ep, [request({ writable, readable, local })])
+      const [refused] = yield* completions(ep, 1)
+      yield* expectCompletion(refused, { id: 1, status: WcStatus.REM_ACCESS_ERR }, "the refused request")
+      yield* post(ep, [{ op: "send", id: 2, segments: [whole(local, 0, 8)] }])
+      const [flushed] = yield* completions(ep, 1)
+      yield* expectCompletion(flushed, { id: 2, status: WcStatus.WR_FLUSH_ERR }, "a send after it")
+      yield* done(ctx)
+    })
+})
+
+/** @internal */
+export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
+  {
+    name: "cm endpoint: connect and accept with private data both ways (padded to 56 and 196), oversized private data refused, addresses",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const listener = yield* listen(ctx.address, ctx.port)
+        yield* equal(listener.port, ctx.port, "the port listened on")
+        yield* ctx.channel.send({ listening: true })
+        const ep = yield* nextRequest(listener.handle)
+        const request = yield* d.cmPrivateData(ep)
+        yield* equal(request.byteLength, 56, "a request's private data length")
+        yield* equal(leading(request, 5), "hello", "the request's private data")
+        // Refused before anything is sent: the request can still be answered.
+        yield* expectErrno(d.cmAccept(ep, new Uint8Array(197), config.timeoutMs), "EINVAL", "an accept with 197 bytes")
+        yield* expectErrno(d.cmReject(ep, new Uint8Array(149)), "EINVAL", "a reject with 149 bytes")
+        const accepted = new Uint8Array(196)
+        accepted.set(bytes("welcome"))
+        accepted[195] = 0xee
+        yield* d.cmAccept(ep, accepted, config.timeoutMs)
+        const info = yield* d.cmEpInfo(ep)
+        yield* equal(info.localPort, ctx.port, "the accepted endpoint's local port")
+        yield* check(info.qpNum > 0 && info.qpNum < 2 ** 24, `a queue pair number of 24 bits, got ${info.qpNum}`)
+        yield* ctx.channel.send({ remotePort: info.remotePort })
+        yield* equal(yield* nextEvent(ep), "DISCONNECTED", "the server's event once the client disconnects")
+        yield* d.cmDisconnect(ep)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        yield* ctx.channel.receive()
+        const ep = yield* endpoint(ctx.serverAddress, ctx.port)
+        yield* equal(text(yield* d.cmPrivateData(ep)), "", "the private data before any connection event")
+        yield* expectErrno(d.cmConnect(ep, new Uint8Array(57), config.timeoutMs), "EINVAL", "a connect with 57 bytes")
+        yield* d.cmConnect(ep, bytes("hello"), config.timeoutMs)
+        const accepted = yield* d.cmPrivateData(ep)
+        yield* equal(accepted.byteLength, 196, "an acceptance's private data length")
+        yield* equal(leading(accepted, 7), "welcome", "the acceptance's private data")
+        yield* equal(accepted[195], 0xee, "the acceptance's last byte")
+        const info = yield* d.cmEpInfo(ep)
+        yield* equal(info.remotePort, ctx.port, "the client's remote port")
+        yield* equal(info.remoteAddress, ctx.serverAddress, "the client's remote address")
+        const m = yield* ctx.channel.receive()
+        yield* equal(m.remotePort, info.localPort, "the client's port, as the server sees it")
+        yield* expectErrno(d.cmConnect(ep, undefined, config.timeoutMs), "EINVAL", "a second connect")
+        yield* d.cmDisconnect(ep)
+        yield* d.cmDisconnect(ep) // a second call does nothing
+      })
+  },
+  {
+    name: "cm endpoint: a rejected request → ECONNREFUSED with the rejection's private data (padded to 148)",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const listener = yield* listen(ctx.address, ctx.port)
+        yield* ctx.channel.send({ listening: true })
+        const ep = yield* nextRequest(listener.handle)
+        yield* d.cmReject(ep, bytes("busy"))
+        yield* expectErrno(d.cmAccept(ep, undefined, config.timeoutMs), "EINVAL", "accepting a rejected request")
+        yield* untilDone(ctx)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        yield* ctx.channel.receive()
+        const ep = yield* endpoint(ctx.serverAddress, ctx.port)
+        yield* expectErrno(d.cmConnect(ep, bytes("hello"), config.timeoutMs), "ECONNREFUSED", "a rejected connect")
+        const rejection = yield* d.cmPrivateData(ep)
+        yield* equal(rejection.byteLength, 148, "a rejection's private data length")
+        yield* equal(leading(rejection, 4), "busy", "the rejection's private data")
+        yield* done(ctx)
+      })
+  },
+  {
+    name: "cm endpoint: nobody listening → EHOSTUNREACH; no route → RdmaCmError within the bound",
+    server: () => Effect.void,
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const ep = yield* endpoint(ctx.serverAddress, ctx.port)
+        yield* expectErrno(d.cmConnect(ep, undefined, config.timeoutMs), "EHOSTUNREACH", "a connect nobody listens for")
+        const nowhere = yield* Effect.exit(
+          Effect.scoped(endpoint(NOWHERE, ctx.port, { ...config, timeoutMs: 2000 })).pipe(
+            Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("rdma_create_ep to nowhere did not end") })
+          )
+        )
+        yield* check(
+          nowhere._tag === "Failure" && nowhere.cause._tag === "Fail" && (nowhere.cause.error as any)._tag === "RdmaCmError",
+          `rdma_create_ep to ${NOWHERE}: expected an RdmaCmError, got ${String(nowhere)}`
+        )
+      })
+  },
+  {
+    name: "cm endpoint: receives posted before accept and before connect; send and recv, with two segments each",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const { before: inbox, ep } = yield* serve(ctx, (ep) =>
+          Effect.gen(function*() {
+            const inbox = yield* region(ep, "msgs", 4096)
+            yield* post(ep, [
+              { op: "recv", id: 1, segments: [whole(inbox, 0, 64)] },
+              // Two segments: 5 bytes, then the rest of the message.
+              { op: "recv", id: 2, segments: [whole(inbox, 100, 5), whole(inbox, 200, 64)] }
+            ])
+            return inbox
+          }))
+        const [first, second] = yield* completions(ep, 2)
+        yield* expectCompletion(first, { id: 1, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the first receive")
+        yield* equal(text(inbox.memory.subarray(0, 4)), "ping", "the first message")
+        yield* expectCompletion(second, { id: 2, status: 0, opcode: WcOpcode.RECV, byteLength: 13 }, "the second receive")
+        yield* equal(
+          text(inbox.memory.subarray(100, 105)) + text(inbox.memory.subarray(200, 208)),
+          "hello, world!",
+          "the second message, scattered"
+        )
+        // The answer, gathered from two segments, into the receive the client posted before connecting.
+        inbox.memory.set(bytes("po"), 1000)
+        inbox.memory.set(bytes("ng"), 2000)
+        yield* post(ep, [{ op: "send", id: 3, segments: [whole(inbox, 1000, 2), whole(inbox, 2000, 2)] }])
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: WcOpcode.SEND }, "the answer")
+        yield* untilDone(ctx)
+        yield* d.cmDisconnect(ep)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { before: buffers, ep } = yield* join(ctx, (ep) =>
+          Effect.gen(function*() {
+            const buffers = yield* region(ep, "msgs", 4096)
+            yield* post(ep, [{ op: "recv", id: 10, segments: [whole(buffers, 3000, 64)] }])
+            return buffers
+          }))
+        buffers.memory.set(bytes("ping"), 0)
+        buffers.memory.set(bytes("hello, "), 100)
+        buffers.memory.set(bytes("world!"), 200)
+        yield* post(ep, [
+          { op: "send", id: 11, segments: [whole(buffers, 0, 4)] },
+          { op: "send", id: 12, segments: [whole(buffers, 100, 7), whole(buffers, 200, 6)] }
+        ])
+        const got = yield* completions(ep, 3)
+        const byId = new Map(got.map((wc) => [wc.id, wc]))
+        yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: WcOpcode.SEND }, "the first send")
+        yield* expectCompletion(byId.get(12), { id: 12, status: 0, opcode: WcOpcode.SEND }, "the two-segment send")
+        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the answer")
+        yield* equal(text(buffers.memory.subarray(3000, 3004)), "pong", "the answer's bytes")
+        yield* done(ctx)
+      })
+  },
+  {
+    name: "cm endpoint: an inline send takes its bytes when posted; one above the granted inline size is refused (EINVAL)",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const { before: inbox, ep } = yield* serve(ctx, (ep) =>
+          Effect.gen(function*() {
+            const inbox = yield* region(ep, "msgs", 4096)
+            yield* post(ep, [{ op: "recv", id: 1, segments: [whole(inbox, 0, 128)] }])
+            return inbox
+          }))
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: 0, byteLength: 8 }, "the inline message")
+        yield* equal(text(inbox.memory.subarray(0, 8)), "inline!!", "the inline message's bytes")
+        yield* untilDone(ctx)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const { ep } = yield* join(ctx, () => Effect.void)
+        const granted = (yield* d.cmEpInfo(ep)).maxInlineData
+        yield* check(granted >= 8 && granted < 4096, `a granted inline size from 8 to 4095, got ${granted}`)
+        const src = yield* region(ep, "msgs", 4096)
+        yield* expectErrno(
+          post(ep, [{ op: "send", id: 1, inline: true, segments: [whole(src, 0, granted + 1)] }]),
+          "EINVAL",
+          `an inline send of ${granted + 1} bytes`
+        )
+        src.memory.set(bytes("inline!!"))
+        yield* post(ep, [{ op: "send", id: 2, inline: true, segments: [whole(src, 0, 8)] }])
+        src.memory.fill(0, 0, 8) // taken at post time: what arrives is still "inline!!"
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: WcOpcode.SEND }, "the inline send")
+        yield* done(ctx)
+      })
+  },
+  {
+    name: "cm endpoint: immediate data on a send and on an RDMA write (RECV_RDMA_WITH_IMM with the written length)",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const { before: inbox, ep } = yield* serve(ctx, (ep) =>
+          Effect.gen(function*() {
+            const inbox = yield* region(ep, "msgs", 4096)
+            yield* post(ep, [
+              { op: "recv", id: 1, segments: [whole(inbox, 0, 64)] },
+              { op: "recv", id: 2, segments: [whole(inbox, 64, 64)] }
+            ])
+            return inbox
+          }))
+        const target = yield* region(ep, "write", 4096)
+        yield* ctx.channel.send({ target: keyOf(target.info) })
+        const [sent, written] = yield* completions(ep, 2)
+        yield* expectCompletion(sent, { id: 1, status: 0, opcode: WcOpcode.RECV, byteLength: 3 }, "the send with imm")
+        yield* equal(sent!.flags & WcFlags.WITH_IMM, WcFlags.WITH_IMM, "the send's IBV_WC_WITH_IMM")
+        yield* equal(sent!.imm, 0xdeadbeef, "the send's immediate data")
+        yield* equal(text(inbox.memory.subarray(0, 3)), "imm", "the send's bytes")
+        yield* expectCompletion(
+          written,
+          { id: 2, status: 0, opcode: WcOpcode.RECV_RDMA_WITH_IMM, byteLength: 7 },
+          "the write with imm"
+        )
+        yield* equal(written!.imm, 42, "the write's immediate data")
+        yield* equal(text(target.memory.subarray(500, 507)), "written", "the write's bytes")
+        yield* ctx.channel.send({ checked: true })
+        yield* untilDone(ctx)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { ep } = yield* join(ctx, () => Effect.void)
+        const target = keyFrom((yield* ctx.channel.receive()).target)
+        const src = yield* region(ep, "msgs", 4096)
+        src.memory.set(bytes("imm"), 0)
+        src.memory.set(bytes("written"), 100)
+        yield* post(ep, [
+          { op: "send", id: 1, imm: 0xdeadbeef, segments: [whole(src, 0, 3)] },
+          {
+            op: "write",
+            id: 2,
+            imm: 42,
+            segments: [whole(src, 100, 7)],
+            remoteAddress: target.address + 500n,
+            rkey: target.rkey
+          }
+        ])
+        const got = yield* completions(ep, 2)
+        yield* equal(got.map((wc) => `${wc.id}:${wc.status}:${wc.opcode}`).join(" "), `1:0:${WcOpcode.SEND} 2:0:${WcOpcode.RDMA_WRITE}`, "the client's completions")
+        yield* ctx.channel.receive()
+        yield* done(ctx)
+      })
+  },
+  {
+    name: "cm endpoint: RDMA write and read (two segments each) move the bytes; an unsignalled request has no completion on success",
+    server: exposeRegions,
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { ep, readable, writable } = yield* useRegions(ctx)
+        const local = yield* region(ep, "msgs", 8192)
+        const data = pattern(300, 11)
+        local.memory.set(data.subarray(0, 100), 0)
+        local.memory.set(data.subarray(100), 1000)
+        yield* post(ep, [{
+          op: "write",
+          id: 1,
+          segments: [whole(local, 0, 100), whole(local, 1000, 200)],
+          remoteAddress: writable.address + 16n,
+          rkey: writable.rkey
+        }])
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: 0, opcode: WcOpcode.RDMA_WRITE }, "the write")
+        yield* check(same(yield* peekWritten(ctx, 16, 300), data), "the written bytes on the server")
+        yield* post(ep, [{
+          op: "read",
+          id: 2,
+          segments: [whole(local, 4096, 1000), whole(local, 6000, 96)],
+          remoteAddress: readable.address + 3000n,
+          rkey: readable.rkey
+        }])
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: WcOpcode.RDMA_READ }, "the read")
+        const expected = pattern(4096, 3).subarray(3000, 4096)
+        yield* check(
+          same(local.memory.subarray(4096, 5096), expected.subarray(0, 1000)) &&
+            same(local.memory.subarray(6000, 6096), expected.subarray(1000)),
+          "the bytes read, scattered over two segments"
+        )
+        // Unsignalled, then signalled: one completion, the second's.
+        local.memory.set(bytes("quiet"), 7000)
+        local.memory.set(bytes("loud"), 7100)
+        yield* post(ep, [
+          { op: "write", id: 3, completion: "onError", segments: [whole(local, 7000, 5)], remoteAddress: writable.address, rkey: writable.rkey },
+          { op: "write", id: 4, segments: [whole(local, 7100, 4)], remoteAddress: writable.address + 5n, rkey: writable.rkey }
+        ])
+        const [only] = yield* completions(ep, 1)
+        yield* expectCompletion(only, { id: 4, status: 0 }, "the only completion of an unsignalled and a signalled write")
+        yield* equal(text(yield* peekWritten(ctx, 0, 9)), "quietloud", "both writes' bytes")
+        yield* done(ctx)
+      })
+  },
+  refusedAccess(
+    "cm endpoint: a write with a forged rkey completes with REM_ACCESS_ERR (10); the queue pair is in error, the next request WR_FLUSH_ERR (5)",
+    ({ local, writable }) => ({
+      op: "write",
+      id: 1,
+      segments: [whole(local, 0, 8)],
+      remoteAddress: writable.address,
+      rkey: (writable.rkey ^ 0x5a5a00) >>> 0
+    })
+  ),
+  refusedAccess(
+    "cm endpoint: a read of a region made by rdma_reg_write (not readable) → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
+    ({ local, writable }) => ({
+      op: "read",
+      id: 1,
+      segments: [whole(local, 0, 8)],
+      remoteAddress: writable.address,
+      rkey: writable.rkey
+    })
+  ),
+  refusedAccess(
+    "cm endpoint: a write past the remote region's end → REM_ACCESS_ERR (10), then WR_FLUSH_ERR (5)",
+    ({ local, writable }) => ({
+      op: "write",
+      id: 1,
+      segments: [whole(local, 0, 16)],
+      remoteAddress: writable.address + BigInt(writable.length - 8),
+      rkey: writable.rkey
+    })
+  ),
+  {
+    name: "cm endpoint: a disconnect flushes the posted receives (WR_FLUSH_ERR) and both sides get DISCONNECTED",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const { ep } = yield* serve(ctx, (ep) =>
+          Effect.gen(function*() {
+            const inbox = yield* region(ep, "msgs", 4096)
+            yield* post(ep, [{ op: "recv", id: 1, segments: [whole(inbox)] }])
+          }))
+        yield* equal(yield* nextEvent(ep), "DISCONNECTED", "the server's event when the client disconnects")
+        yield* d.cmDisconnect(ep)
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: WcStatus.WR_FLUSH_ERR }, "the server's receive")
+        yield* ctx.channel.send({ checked: true })
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const { ep } = yield* join(ctx, () => Effect.void)
+        const inbox = yield* region(ep, "msgs", 4096)
+        yield* post(ep, [{ op: "recv", id: 7, segments: [whole(inbox)] }, { op: "recv", id: 8, segments: [whole(inbox)] }])
+        yield* d.cmDisconnect(ep)
+        const flushed = yield* completions(ep, 2)
+        yield* equal(flushed.map((wc) => `${wc.id}:${wc.status}`).join(" "), "7:5 8:5", "the client's receives after its disconnect")
+        yield* equal(yield* nextEvent(ep), "DISCONNECTED", "the client's own event")
+        // A request posted after the disconnect is flushed too.
+        yield* post(ep, [{ op: "recv", id: 9, segments: [whole(inbox)] }])
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 9, status: WcStatus.WR_FLUSH_ERR }, "a receive after it")
+        yield* ctx.channel.receive()
+      })
+  }
+]
