@@ -5,16 +5,18 @@
  * librdmacm's wrappers do not expose), so that this library's endpoints are proved against the
  * kind of program most RDMA code is.
  *
- * The remote key, 21 bytes, little-endian, as librpma's descriptor lays out its fields:
+ * The remote key, 24 bytes, little-endian: the format of @effect-rdma/core's CmEndpoint
+ * (encodeRemoteKey / decodeRemoteKey, packages/core/src/internal/cmRemoteKey.ts):
  *
- *   offset 0  u64  address of the region in its owner's process
- *   offset 8  u64  length in bytes
- *   offset 16 u32  rkey
- *   offset 20 u8   what it allows: IBV_ACCESS_REMOTE_WRITE (2) and/or IBV_ACCESS_REMOTE_READ (4),
- *                  the ibv_access_flags bits rdma_reg_write / rdma_reg_read register with
+ *   offset 0  u8   version, 1
+ *   offset 1  u8   what it allows: 1 a remote read (rdma_reg_read), 2 a remote write (rdma_reg_write)
+ *   offset 2  u16  reserved, 0
+ *   offset 4  u32  rkey
+ *   offset 8  u64  address of the region in its owner's process
+ *   offset 16 u64  length in bytes
  *
  * It travels in the accept's private data (server to client), which rdma_cm pads to 196 bytes:
- * the receiver takes the first 21 and ignores the rest.
+ * the receiver takes the first 24 and ignores the rest.
  *
  * The modes (N bytes, 4096 unless given; pattern(n, seed)[i] = (i * seed + seed) % 251):
  *
@@ -23,7 +25,7 @@
  *               checks (length N, the access of the mode). Both sides post two receives of N
  *               bytes before connect / accept, so that a message sent at once finds one.
  *   msg         client sends pattern(N, 1); server checks it, answers pattern(N, 2); client checks
- *               (T: rdma_reg_msgs, access 0)
+ *               (T: rdma_reg_write, its key checked and not used)
  *   read        T is rdma_reg_read, filled with pattern(N, 3); the client rdma_post_reads it,
  *               checks it, then sends "done" (4 bytes) so that the server may tear down
  *   write       T is rdma_reg_write; the client rdma_post_writes pattern(N, 4) into it, then
@@ -52,7 +54,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KEY_SIZE 21
+#define KEY_SIZE 24
+#define KEY_VERSION 1
+#define KEY_READ 1
+#define KEY_WRITE 2
 #define HELLO_SIZE 16
 #define HELLO_SEED 7
 #define REJECT_SEED 8
@@ -121,17 +126,9 @@ static inline void *page_aligned(size_t size) {
 	return ptr;
 }
 
-/* The access byte of a key for the target region of `mode`. */
+/* The access byte of a key for the target region of `mode`: only read's is readable. */
 static inline uint8_t mode_access(enum mode mode) {
-	switch (mode) {
-	case MODE_READ:
-		return IBV_ACCESS_REMOTE_READ;
-	case MODE_WRITE:
-	case MODE_IMM:
-		return IBV_ACCESS_REMOTE_WRITE;
-	default:
-		return 0;
-	}
+	return mode == MODE_READ ? KEY_READ : KEY_WRITE;
 }
 
 struct remote_key {
@@ -152,14 +149,21 @@ static inline uint64_t get_le(const uint8_t *at, int bytes) {
 }
 
 static inline void encode_key(uint8_t out[KEY_SIZE], const struct ibv_mr *mr, uint8_t access) {
-	put_le(out, (uint64_t)(uintptr_t)mr->addr, 8);
-	put_le(out + 8, mr->length, 8);
-	put_le(out + 16, mr->rkey, 4);
-	out[20] = access;
+	memset(out, 0, KEY_SIZE);
+	out[0] = KEY_VERSION;
+	out[1] = access;
+	put_le(out + 4, mr->rkey, 4);
+	put_le(out + 8, (uint64_t)(uintptr_t)mr->addr, 8);
+	put_le(out + 16, mr->length, 8);
 }
 
+/* The key in `in`, or exit naming what is wrong with it. */
 static inline struct remote_key decode_key(const uint8_t in[KEY_SIZE]) {
-	struct remote_key key = { get_le(in, 8), get_le(in + 8, 8), (uint32_t)get_le(in + 16, 4), in[20] };
+	if (in[0] != KEY_VERSION) mismatch("the key's version is not 1");
+	if (in[1] != KEY_READ && in[1] != KEY_WRITE) mismatch("the key's access is neither 1 (read) nor 2 (write)");
+	if (in[2] != 0 || in[3] != 0) mismatch("the key's reserved bytes are not 0");
+	struct remote_key key = { get_le(in + 8, 8), get_le(in + 16, 8), (uint32_t)get_le(in + 4, 4), in[1] };
+	if (key.length == 0) mismatch("the key's length is 0");
 	return key;
 }
 
@@ -186,8 +190,7 @@ static inline void register_buffers(struct rdma_cm_id *id, struct buffers *b, si
 	if (b->messages_mr == NULL) fail("rdma_reg_msgs");
 	b->target = page_aligned(size);
 	if (mode == MODE_READ) b->target_mr = rdma_reg_read(id, b->target, size);
-	else if (mode == MODE_WRITE || mode == MODE_IMM) b->target_mr = rdma_reg_write(id, b->target, size);
-	else b->target_mr = rdma_reg_msgs(id, b->target, size);
+	else b->target_mr = rdma_reg_write(id, b->target, size);
 	if (b->target_mr == NULL) fail("rdma_reg_read / rdma_reg_write (the target region)");
 }
 
