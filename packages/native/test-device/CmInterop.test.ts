@@ -55,12 +55,19 @@ const cPassed = (run: Run, mode: Mode) =>
 /** A C program stopped when the test failed before it could end (it may wait for a message forever). */
 const killed = (run: Run) => Effect.sync(() => run.child.kill("SIGKILL"))
 
-/** Every endpoint and listener destroyed once the test's scope closed. */
-const nothingAlive = Effect.flatMap(RdmaDriver, (driver) =>
-  Effect.map(driver.live, (live) => {
-    assert.strictEqual(live.cmEndpoints, 0, "endpoints alive")
-    assert.strictEqual(live.cmListeners, 0, "listeners alive")
-  }))
+/**
+ * `test`, then every endpoint and listener it made destroyed: counted against the counts before it,
+ * so that one test's leak is reported by that test alone.
+ */
+const leavingNothingAlive = <A, E, R>(test: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const driver = yield* RdmaDriver
+    const before = yield* driver.live
+    yield* test
+    const after = yield* driver.live
+    assert.strictEqual(after.cmEndpoints - before.cmEndpoints, 0, "endpoints left alive")
+    assert.strictEqual(after.cmListeners - before.cmListeners, 0, "listeners left alive")
+  })
 
 const received = (memory: Uint8Array, offset: number, completion: { byteLength: number }, seed: number) =>
   completion.byteLength === N && same(memory.subarray(offset, offset + N), pattern(N, seed))
@@ -177,26 +184,24 @@ describe("the C programs against each other", () => {
 layer(NativeDriver.layer, { excludeTestServices: true })("TypeScript listener, C client (cm_client)", (it) => {
   for (const mode of modes) {
     it.effect(mode, () =>
-      Effect.gen(function*() {
+      leavingNothingAlive(Effect.gen(function*() {
         const run = yield* Effect.scoped(
           serve(mode, (port) => runC("cm_client", [address, String(port), mode, String(N)]))
         )
         yield* cPassed(run, mode)
-        yield* nothingAlive
-      }))
+      })))
   }
 })
 
 layer(NativeDriver.layer, { excludeTestServices: true })("TypeScript client, C server (cm_server)", (it) => {
   modes.forEach((mode, i) => {
     it.effect(mode, () =>
-      Effect.gen(function*() {
+      leavingNothingAlive(Effect.gen(function*() {
         const port = 19320 + i
         const run = runC("cm_server", [address, String(port), mode, String(N)])
         yield* Effect.promise(() => run.ready)
         yield* Effect.scoped(connect(mode, port)).pipe(Effect.onError(() => killed(run)))
         yield* cPassed(run, mode)
-        yield* nothingAlive
-      }))
+      })))
   })
 })
