@@ -1,0 +1,336 @@
+/**
+ * The benchmarks of librdmacm's verbs API path (issue 20), run inside the Soft-RoCE VM
+ * (bench/device.sh): send/receive ping-pong latency (64 B there and back, one round trip at a time)
+ * and 64 KiB RDMA write bandwidth (W writes in flight), each between a client and a server
+ * endpoint in this one process over the device address, three ways in the same rounds:
+ *
+ *   ours   CmEndpoint (core's public API) over the native driver: the client's postRecv + send +
+ *          the receive's completion, a server fiber echoing each message; CmEndpoint.writeMany
+ *   addon  the driver's cm calls from plain callbacks, no Effect in the loop (cmPostMany, then
+ *          cmArmCompletions' callback): the floor for any wrapper over this addon
+ *   C      bench/c/cm_bench.c, the same exchange on librdmacm's verbs API in C (a server thread)
+ *
+ * All three use the same queue sizes and inline size (64 B messages go inline), every request
+ * signalled. Best of ROUNDS rounds, interleaved, after an unmeasured warm-up of each.
+ *
+ *   CM_SCALE=0.1 (scales every count), CM_BENCH (the C program's path)
+ */
+import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
+import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
+import { NativeDriver } from "@effect-rdma/native"
+import { Cause, Effect, Exit, Fiber } from "effect"
+import { execFileSync } from "node:child_process"
+import { type Row, printTable } from "./table.js"
+
+const address = process.env.RDMA_ADDRESS
+if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
+const cProgram = process.env.CM_BENCH ?? "bench/.build/cm_bench"
+const scale = Number(process.env.CM_SCALE ?? "1")
+
+/** Writes in flight: the send queue size, on every side (cm_bench.c's WINDOW). */
+const W = 16
+const MESSAGE = 64
+const WRITE = 65536
+const ROUNDS = 5
+/** Warm-up of each contender: at least this long (the JIT needs seconds under TCG; bench/write.ts). */
+const WARMUP_MS = Number(process.env.CM_WARMUP_MS ?? "3000")
+const trips = Math.max(10, Math.round(500 * scale))
+const writes = Math.max(1, Math.round((800 * scale) / W)) * W
+
+const options: CmEndpoint.Options = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+const config: CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+
+const log = (line: string) => Effect.sync(() => console.error(`[cm] ${line}`))
+
+// ---- ours: CmEndpoint ----
+
+/** A client and a server endpoint connected, the server echoing every message from two receive slots in turn. */
+const oursPair = Effect.gen(function*() {
+  const listener = yield* CmEndpoint.listen(address, 0, options)
+  const accepted = yield* Effect.fork(Effect.gen(function*() {
+    const request = yield* CmEndpoint.next(listener)
+    const echo = yield* CmEndpoint.registerMessages(request, new Uint8Array(2 * MESSAGE))
+    const target = yield* CmEndpoint.registerWrite(request, new Uint8Array(W * WRITE))
+    const first = yield* CmEndpoint.postRecv(request, { segments: [{ mr: echo, offset: 0, length: MESSAGE }] })
+    yield* CmEndpoint.accept(request, CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target)))
+    return { request, echo, first }
+  }))
+  const client = yield* CmEndpoint.create(address, listener.port, options)
+  const local = yield* CmEndpoint.registerMessages(client, new Uint8Array(W * WRITE + MESSAGE).fill(0xa5))
+  yield* CmEndpoint.connect(client)
+  const server = yield* Fiber.join(accepted)
+  const key = yield* CmEndpoint.decodeRemoteKey(client.privateData.slice(0, 24)).pipe(
+    Effect.flatMap(CmEndpoint.requireAccess("write"))
+  )
+  yield* Effect.forkScoped(Effect.gen(function*() {
+    let posted = server.first
+    for (let slot = 0;; slot = 1 - slot) {
+      const message = yield* posted.completion
+      posted = yield* CmEndpoint.postRecv(server.request, {
+        segments: [{ mr: server.echo, offset: (1 - slot) * MESSAGE, length: MESSAGE }]
+      })
+      yield* CmEndpoint.send(server.request, { src: server.echo, offset: slot * MESSAGE, length: message.byteLength })
+    }
+  }).pipe(Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : log(`echo: ${Cause.pretty(cause)}`))))
+  return { client, local, key }
+})
+
+// ---- addon: the driver's calls from plain callbacks ----
+
+interface RawSide {
+  readonly ep: CmEpHandle
+  readonly mr: CmMrHandle
+}
+
+/** An endpoint's completions to `take` as they come, from the driver's callbacks, until `take` says stop. */
+const watch = (driver: Driver, ep: CmEpHandle, take: (c: Completion) => "more" | "stop", fail: (e: unknown) => void) => {
+  const arm = (): void =>
+    void driver.cmArmCompletions(ep, (exit) => {
+      if (Exit.isFailure(exit)) return fail(Cause.squash(exit.cause))
+      for (const c of exit.value) if (take(c) === "stop") return
+      arm()
+    })
+  arm()
+}
+
+/** Posts `requests`, handing the completions already queued to `take`; a refusal to `fail`. */
+const post = (
+  driver: Driver,
+  ep: CmEpHandle,
+  requests: ReadonlyArray<CmWorkRequest>,
+  take: (c: Completion) => "more" | "stop",
+  fail: (e: unknown) => void
+): "more" | "stop" => {
+  const outcome = driver.cmPostMany(ep, requests)
+  const error = outcome.error ?? outcome.queueError
+  if (error !== undefined) {
+    fail(error)
+    return "stop"
+  }
+  for (const c of outcome.ready) if (take(c) === "stop") return "stop"
+  return "more"
+}
+
+const registered = (driver: Driver, ep: CmEpHandle, kind: "msgs" | "write", size: number) =>
+  Effect.acquireRelease(
+    driver.cmReg(ep, kind, new Uint8Array(size).fill(0xa5)),
+    (mr) => Effect.orDie(driver.cmDeregMr(mr))
+  )
+
+/** The same pair as {@link oursPair} through the driver alone, the server echoing from callbacks. */
+const rawPair = Effect.gen(function*() {
+  const driver = yield* RdmaDriver
+  const listening = yield* Effect.acquireRelease(
+    driver.cmListen(address, 0, config),
+    (l) => Effect.orDie(driver.cmListenerDestroy(l.handle))
+  )
+  const endpoint = (make: Effect.Effect<CmEpHandle, unknown>) =>
+    Effect.acquireRelease(Effect.orDie(make), (ep) =>
+      Effect.orDie(Effect.zipRight(Effect.ignore(driver.cmDisconnect(ep)), driver.cmEpDestroy(ep))))
+  const accepted = yield* Effect.fork(Effect.gen(function*() {
+    const ep = yield* endpoint(driver.cmGetRequest(listening.handle))
+    const echo = yield* registered(driver, ep, "msgs", 2 * MESSAGE)
+    const target = yield* registered(driver, ep, "write", W * WRITE)
+    const info = yield* driver.cmMrInfo(target)
+    const key = CmEndpoint.encodeRemoteKey({ address: info.address, length: BigInt(info.length), rkey: info.rkey, access: "write" })
+    const recv = (slot: number): CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
+    const first = driver.cmPostMany(ep, [recv(0)])
+    if (first.error !== undefined) return yield* Effect.fail(first.error)
+    yield* driver.cmAccept(ep, key, config.timeoutMs)
+    return { ep, echo, recv }
+  }))
+  const client = yield* endpoint(driver.cmEpCreate(address, listening.port, config))
+  const local = yield* registered(driver, client, "msgs", W * WRITE + MESSAGE)
+  yield* driver.cmConnect(client, undefined, config.timeoutMs)
+  const server = yield* Fiber.join(accepted)
+  const key = yield* Effect.flatMap(driver.cmPrivateData(client), (data) => CmEndpoint.decodeRemoteKey(data.slice(0, 24)))
+
+  // The echo: a receive (ids 0 and 1: its slot) posts the other slot's receive and sends its bytes back.
+  let stopped = false
+  const echo = (c: Completion): "more" | "stop" => {
+    if (stopped || c.status !== 0) return "stop"
+    if (c.id > 1) return "more"
+    return post(driver, server.ep, [server.recv(1 - c.id), {
+      op: "send",
+      id: 2,
+      segments: [{ mr: server.echo, offset: c.id * MESSAGE, length: c.byteLength }],
+      inline: c.byteLength <= MESSAGE
+    }], echo, (e) => void Effect.runFork(log(`raw echo: ${String(e)}`)))
+  }
+  watch(driver, server.ep, echo, () => {})
+  yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
+  return { driver, side: { ep: client, mr: local } satisfies RawSide, key }
+})
+
+/** `count` round trips through the driver from callbacks: post receive + send, until both completed. */
+const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
+  Effect.async<void, unknown>((resume) => {
+    let trip = 0
+    let pending = 0
+    const fail = (e: unknown) => resume(Effect.fail(e))
+    const take = (c: Completion): "more" | "stop" => {
+      if (c.status !== 0) {
+        fail(new Error(`completion status ${c.status}`))
+        return "stop"
+      }
+      if (--pending > 0) return "more"
+      return ++trip === count ? (resume(Effect.void), "stop") : start()
+    }
+    const start = (): "more" | "stop" => {
+      pending = 2
+      return post(driver, side.ep, [
+        { op: "recv", id: 0, segments: [{ mr: side.mr, offset: W * WRITE, length: MESSAGE }] },
+        { op: "send", id: 1, segments: [{ mr: side.mr, offset: 0, length: MESSAGE }], inline: true }
+      ], take, fail)
+    }
+    if (start() === "more") watch(driver, side.ep, take, fail)
+  })
+
+/** `count` writes of `size`, W in flight, through the driver from callbacks. */
+const rawWrites = (driver: Driver, side: RawSide, key: CmEndpoint.RemoteKey, size: number, count: number) =>
+  Effect.async<void, unknown>((resume) => {
+    let posted = 0
+    let done = 0
+    const fail = (e: unknown) => resume(Effect.fail(e))
+    const fill = (): "more" | "stop" => {
+      const batch: Array<CmWorkRequest> = []
+      for (; posted < count && posted - done < W; posted++) {
+        const slot = (posted % W) * size
+        batch.push({
+          op: "write",
+          id: posted,
+          segments: [{ mr: side.mr, offset: slot, length: size }],
+          remoteAddress: key.address + BigInt(slot),
+          rkey: key.rkey
+        })
+      }
+      return batch.length === 0 ? "more" : post(driver, side.ep, batch, take, fail)
+    }
+    const take = (c: Completion): "more" | "stop" => {
+      if (c.status !== 0) {
+        fail(new Error(`write completion status ${c.status}`))
+        return "stop"
+      }
+      if (++done === count) {
+        resume(Effect.void)
+        return "stop"
+      }
+      return fill()
+    }
+    if (fill() === "more") watch(driver, side.ep, take, fail)
+  })
+
+// ---- C ----
+
+/** Each run of the C program listens on a port of its own. */
+let cPort = 7800
+const cRun = (argument: string): number => {
+  const out = execFileSync(cProgram, [address, String(cPort++), argument], { encoding: "utf8" })
+  return Number(out.trim().split(" ")[3])
+}
+
+// ---- the rounds ----
+
+/** Every contender warmed up, then ROUNDS rounds of each in turn: the best µs per unit of each. */
+const interleaved = (
+  n: number,
+  contenders: Record<string, (n: number) => Effect.Effect<void, unknown>>,
+  c: (n: number) => number
+) =>
+  Effect.gen(function*() {
+    for (const run of Object.values(contenders)) {
+      const t0 = performance.now()
+      while (performance.now() - t0 < WARMUP_MS) yield* run(Math.min(n, 100))
+    }
+    const best: Record<string, number> = { c: Infinity }
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [name, run] of Object.entries(contenders)) {
+        const t0 = performance.now()
+        yield* run(n)
+        best[name] = Math.min(best[name] ?? Infinity, ((performance.now() - t0) * 1000) / n)
+      }
+      best.c = Math.min(best.c!, c(n))
+    }
+    return best
+  })
+
+const program = Effect.gen(function*() {
+  const ours = yield* oursPair
+  const raw = yield* rawPair
+  yield* log("connected")
+  const sendMessage = { src: ours.local, offset: 0, length: MESSAGE }
+  const recvMessage = { segments: [{ mr: ours.local, offset: W * WRITE, length: MESSAGE }] }
+  const latency = yield* interleaved(trips, {
+    ours: (k) =>
+      Effect.gen(function*() {
+        for (let i = 0; i < k; i++) {
+          const echo = yield* CmEndpoint.postRecv(ours.client, recvMessage)
+          yield* CmEndpoint.send(ours.client, sendMessage)
+          yield* echo.completion
+        }
+      }),
+    addon: (k) => rawPingPong(raw.driver, raw.side, k)
+  }, (k) => cRun(`pingpong:${MESSAGE}:${k}`))
+  yield* log(`ping-pong ${MESSAGE} B, µs per round trip: ${JSON.stringify(latency)}`)
+
+  const spans = Array.from({ length: writes }, (_, i) => ({
+    src: ours.local,
+    srcOffset: (i % W) * WRITE,
+    dst: ours.key,
+    dstOffset: (i % W) * WRITE,
+    length: WRITE
+  }))
+  const bandwidth = yield* interleaved(writes, {
+    ours: (k) => CmEndpoint.writeMany(ours.client, k === writes ? spans : spans.slice(0, k)),
+    addon: (k) => rawWrites(raw.driver, raw.side, raw.key, WRITE, k)
+  }, (k) => WRITE / cRun(`write:${WRITE}:${k}`))
+  yield* log(`write ${WRITE} B, µs per write: ${JSON.stringify(bandwidth)}`)
+
+  const us = (x: number) => `${x.toFixed(1)} µs`
+  const mbps = (usPerWrite: number) => `${(WRITE / usPerWrite).toFixed(2)} MB/s`
+  const rows: Array<Row> = [
+    {
+      what: `CmEndpoint send/recv ping-pong ${MESSAGE} B, round trip`,
+      ours: us(latency.ours!),
+      baseline: `${us(latency.addon!)} (the driver's cm calls from plain callbacks)`,
+      ratio: latency.ours! / latency.addon!,
+      target: "≤ 1.5×",
+      met: latency.ours! / latency.addon! <= 1.5
+    },
+    {
+      what: `  against C: ping-pong ${MESSAGE} B`,
+      ours: us(latency.ours!),
+      baseline: `${us(latency.c!)} (C: rdma_post_send/recv + rdma_get_send/recv_comp)`,
+      ratio: latency.ours! / latency.c!,
+      target: "informative",
+      met: undefined
+    },
+    {
+      what: `  breakdown: ping-pong ${MESSAGE} B, driver calls from callbacks, against C`,
+      ours: us(latency.addon!),
+      baseline: us(latency.c!),
+      ratio: latency.addon! / latency.c!,
+      target: "",
+      met: undefined
+    },
+    {
+      what: `CmEndpoint.writeMany bandwidth 64 KiB, ${W} in flight`,
+      ours: mbps(bandwidth.ours!),
+      baseline: `${mbps(bandwidth.c!)} (C: rdma_post_write, window of ${W})`,
+      ratio: bandwidth.ours! / bandwidth.c!,
+      target: "≥ 0.9× of C (ratio ≤ 1.11×)",
+      met: bandwidth.c! / bandwidth.ours! >= 0.9
+    },
+    {
+      what: `  breakdown: bandwidth 64 KiB, driver calls from callbacks`,
+      ours: mbps(bandwidth.addon!),
+      baseline: mbps(bandwidth.c!),
+      ratio: bandwidth.addon! / bandwidth.c!,
+      target: "",
+      met: undefined
+    }
+  ]
+  return rows
+})
+
+printTable(await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(NativeDriver.layer))))
