@@ -2,16 +2,18 @@
 # Runs the device benchmarks in the Soft-RoCE VM: builds the C baselines and bundles the programs
 # (scripts/bundle-vm.mjs) on the host, then runs
 # bench/native.ts (registration) and bench/write.ts (rpma_write latency and bandwidth) in one VM
-# boot, so that each compares against its C baseline on the same device in the same boot. Both
-# run even if the first fails; the exit code is non-zero if either did. Under TCG this takes
+# boot, so that each compares against its C baseline on the same device in the same boot, and
+# bench/rpc.ts (one @effect/rpc call over RDMA against the same call over TCP on the VM's
+# loopback). All run even if one fails; the exit code is the first failure's. Under TCG this takes
 # several minutes: VM_TIMEOUT defaults to 2400 s here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bench/.build
 cc -O2 -Wall -Wextra -o bench/.build/mr_reg_loop bench/c/mr_reg_loop.c $(pkg-config --cflags --libs librpma)
 cc -O2 -Wall -Wextra -o bench/.build/write_bench bench/c/write_bench.c $(pkg-config --cflags --libs librpma) -lpthread
-node scripts/bundle-vm.mjs native-bench write-bench
+node scripts/bundle-vm.mjs native-bench write-bench rpc-bench
 export VM_TIMEOUT="${VM_TIMEOUT:-2400}"
 exec vm/run 'node --expose-gc packages/native/.vm-build/native-bench.mjs; registration=$?
 node packages/native/.vm-build/write-bench.mjs; write=$?
-exit $(( registration != 0 ? registration : write ))'
+node packages/native/.vm-build/rpc-bench.mjs; rpc=$?
+exit $(( registration != 0 ? registration : write != 0 ? write : rpc ))'

@@ -19,7 +19,9 @@ const programs = {
   // The device benchmarks (bench/device.sh): compiled as users run them, without tsx's `__name`
   // wrapper around every closure (it multiplied a write's instructions by five on the host).
   "native-bench": join(root, "bench", "native.ts"),
-  "write-bench": join(root, "bench", "write.ts")
+  "write-bench": join(root, "bench", "write.ts"),
+  // @effect/rpc over RDMA against the same call over TCP (issue 21).
+  "rpc-bench": join(root, "bench", "rpc.ts")
 }
 const names = process.argv.slice(2)
 for (const name of names) {

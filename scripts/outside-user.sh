@@ -42,7 +42,7 @@ pnpm --filter @effect-rdma/native run -s build:prebuild
 
 step "pack (each package's prepack builds its dist/)"
 mkdir -p "$work/packs"
-for p in core testing native; do
+for p in core testing native rpc; do
   (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
 done
 # The workspace builds its addon from source: a prebuilds/ left behind would stand in for it.
@@ -53,7 +53,8 @@ done
 core="$work/packs/effect-rdma-core-0.1.0.tgz"
 testing="$work/packs/effect-rdma-testing-0.1.0.tgz"
 native="$work/packs/effect-rdma-native-0.1.0.tgz"
-for t in "$core" "$testing" "$native"; do
+rpc="$work/packs/effect-rdma-rpc-0.1.0.tgz" # packed and checked; not installed below (it needs @effect/rpc)
+for t in "$core" "$testing" "$native" "$rpc"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
   grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
@@ -62,7 +63,7 @@ done
 grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' "$work/files" || fail "no prebuilt addon in the native tarball"
 
 step "publint and arethetypeswrong"
-for t in "$core" "$testing" "$native"; do
+for t in "$core" "$testing" "$native" "$rpc"; do
   node_modules/.bin/publint run --strict "$t"
   # ESM only (Node >= 20.19 can also require() it): the CommonJS and node10 resolutions are not targets.
   node_modules/.bin/attw --profile esm-only --format table-flipped "$t"
