@@ -53,7 +53,7 @@ done
 core="$work/packs/effect-rdma-core-0.1.0.tgz"
 testing="$work/packs/effect-rdma-testing-0.1.0.tgz"
 native="$work/packs/effect-rdma-native-0.1.0.tgz"
-rpc="$work/packs/effect-rdma-rpc-0.1.0.tgz" # packed and checked; not installed below (it needs @effect/rpc)
+rpc="$work/packs/effect-rdma-rpc-0.1.0.tgz" # installed into the npm project only, with its peers, for README's RPC block and its @examples
 for t in "$core" "$testing" "$native" "$rpc"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
@@ -77,7 +77,8 @@ cat >"$app/package.json" <<'EOF'
 EOF
 start=$(date +%s)
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=warn \
-  "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3) 2>&1 | tee "$work/npm.log"
+  "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3 \
+  "$rpc" "@effect/rpc@^0.76.2" "@effect/platform@^0.97.1") 2>&1 | tee "$work/npm.log"
 no_peer_warnings "$work/npm.log" "npm install"
 printf '  installed in %ss; node_modules: %s; @effect-rdma: %s\n' "$(($(date +%s) - start))" \
   "$(du -sh "$app/node_modules" | cut -f1)" "$(du -sh "$app/node_modules/@effect-rdma" | cut -f1)"
