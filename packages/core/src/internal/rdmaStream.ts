@@ -292,7 +292,10 @@ export const messages = (
     if (typeof count !== "number") return yield* count
     const size = positiveInt("size", options?.size, 4096)
     if (typeof size !== "number") return yield* size
-    const pool = yield* LocalMr.allocate(peer, count * size, Usage.RECV)
+    // Plain memory, not Memory.allocate's: receives still posted when the stream ends keep the
+    // region registered until the connection is deleted, and the registration keeps this memory
+    // alive until then (an allocation freed with the stream's scope would have to wait for it).
+    const pool = yield* LocalMr.register(peer, new Uint8Array(count * size), Usage.RECV)
     const post = (slot: number) => Connection.postRecv(conn, { dst: pool, offset: slot * size, length: size })
     const posted: Array<Connection.Posted | undefined> = yield* Effect.forEach(
       Array.from({ length: count }, (_, slot) => slot),
