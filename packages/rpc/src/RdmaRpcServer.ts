@@ -21,7 +21,14 @@ import * as internal from "./internal/protocol.js"
  * @category models
  */
 export interface Options extends RdmaChannel.Options {
+  /** The settings of each accepted connection. */
   readonly connection?: Connection.Options | undefined
+  /**
+   * Accept only the connection requests that carry this admission's token (`Endpoint.acceptIfToken`:
+   * the client connects with `connection: { privateData: yield* Endpoint.tokenPrivateData(token) }`);
+   * the others are rejected. Without it, every request is accepted.
+   */
+  readonly admission?: Endpoint.Admission | undefined
 }
 
 /**
@@ -36,10 +43,10 @@ export interface LayerOptions extends Options {
 }
 
 /**
- * A server protocol that accepts every connection request on `endpoint` (admission, if you need
- * it, is yours: accept on your own endpoint and use {@link RdmaRpcClient.makeProtocol}'s sibling
- * when that matters), one client each. A client whose connection ends is reported in
- * `disconnects`, and its connection and regions are released then.
+ * A server protocol that accepts the connection requests on `endpoint` (those with the token of
+ * `options.admission`, if given), one client each. A client whose connection ends is reported in
+ * `disconnects`, and its connection and regions are released then. A request that cannot be
+ * accepted is logged and the next one taken.
  *
  * @since 0.6.0
  * @category constructors

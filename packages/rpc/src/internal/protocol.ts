@@ -123,6 +123,8 @@ export const layerClientProtocol = (
 export interface ServerOptions extends channel.ChannelOptions {
   /** Options of each accepted connection. */
   readonly connection?: Connection.Options | undefined
+  /** Accept only requests that carry its token (Endpoint.acceptIfToken); others are rejected. */
+  readonly admission?: Endpoint.Admission | undefined
 }
 
 /** @internal */
@@ -142,7 +144,12 @@ export const makeServerProtocol = (
       /** One client: its connection in a scope of its own, closed when the connection ends. */
       const serve = Effect.gen(function*() {
         const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-        const conn = yield* Scope.extend(Endpoint.acceptNext(endpoint, options?.connection), clientScope).pipe(
+        const admission = options?.admission
+        const accepting = admission === undefined
+          ? Endpoint.acceptNext(endpoint, options?.connection)
+          : Effect.flatMap(Endpoint.next(endpoint, options?.connection), (req) =>
+            Effect.tapError(Endpoint.acceptIfToken(req, admission, options?.connection), () => Endpoint.reject(req)))
+        const conn = yield* Scope.extend(accepting, clientScope).pipe(
           Effect.tapError(() => Scope.close(clientScope, Exit.void))
         )
         const id = nextId++
