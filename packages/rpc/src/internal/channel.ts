@@ -116,7 +116,9 @@ export const make = (
     const inbox = yield* Queue.unbounded<Uint8Array | undefined>()
     let ended = false
     /** The piece in flight: its sequence number, which its RELEASE repeats (an interrupted send's late RELEASE is ignored). */
-    let released: { readonly sequence: number; readonly ack: Deferred.Deferred<void> } | undefined
+    let released: { readonly sequence: number; readonly ack: Deferred.Deferred<void, ChannelError> } | undefined
+    /** A large message failed half-way: the other side's state is unknown, nothing more is sent. */
+    let broken = false
     let sent = 0
     const largeLock = yield* Effect.makeSemaphore(1)
 
@@ -139,31 +141,32 @@ export const make = (
       ).pipe(Effect.mapError(transfer("a send")))
 
     /**
-     * Waits for `effect` at most `ackTimeout`, and no longer than the connection lives. Interruptible
-     * even when its caller is not (@effect/rpc's server sends uninterruptibly): the race and the
-     * timeout interrupt their losers, which must not wait for the end of the connection.
+     * Waits for `deferred`, which the receive loop completes (or fails when the connection ends),
+     * at most `ackTimeout`: a timer fails it then. No race and no fiber, so the wait ends as bounded
+     * even where the caller is uninterruptible (@effect/rpc's server sends so).
      */
-    const bounded = <A>(what: string, effect: Effect.Effect<A, ChannelError>) =>
-      Effect.raceFirst(
-        effect,
-        Effect.zipRight(
-          Deferred.await(closed),
-          Effect.fail(new ChannelError({ reason: "Closed", detail: `the connection closed while waiting for ${what}` }))
-        )
-      ).pipe(Effect.timeoutFail({
-        duration: ackTimeout,
-        onTimeout: () =>
-          new ChannelError({ reason: "Timeout", detail: `${what} did not come within ${Duration.format(ackTimeout)}` })
-      }), Effect.interruptible)
+    const bounded = <A>(what: string, deferred: Deferred.Deferred<A, ChannelError>) =>
+      Effect.suspend(() => {
+        const timer = setTimeout(() =>
+          Deferred.unsafeDone(
+            deferred,
+            Exit.fail(
+              new ChannelError({ reason: "Timeout", detail: `${what} did not come within ${Duration.format(ackTimeout)}` })
+            )
+          ), Duration.toMillis(ackTimeout))
+        return Effect.ensuring(Deferred.await(deferred), Effect.sync(() => clearTimeout(timer)))
+      })
 
+    // A large message is sent whole or fails the channel: one left half-way would leave the other
+    // side holding its first pieces, which it would take for the start of the next message.
     const sendLarge = (message: Uint8Array) =>
       largeLock.withPermits(1)(Effect.gen(function*() {
-        const dst = yield* bounded("the other side's landing region (its HELLO)", Deferred.await(remoteLanding))
+        const dst = yield* bounded("the other side's landing region (its HELLO)", remoteLanding)
         for (let done = 0; done < message.length;) {
           const piece = message.subarray(done, Math.min(message.length, done + landing!))
           done += piece.length
           staging.memory.set(piece, 0)
-          const ack = yield* Deferred.make<void>()
+          const ack = yield* Deferred.make<void, ChannelError>()
           sent = (sent + 1) & 0xffff
           released = { sequence: sent, ack }
           yield* Effect.mapError(
@@ -171,14 +174,26 @@ export const make = (
             transfer("writing a large message")
           )
           yield* frame(LARGE, done >= message.length ? FINAL : 0, sent, piece.length, undefined)
-          yield* bounded("the acknowledgement of a large message's piece", Deferred.await(ack))
+          yield* bounded("the acknowledgement of a large message's piece", ack)
         }
-      }))
+      })).pipe(
+        Effect.tapError(() =>
+          Effect.sync(() => {
+            broken = true
+          })
+        ),
+        Effect.uninterruptible
+      )
 
     const send = (message: Uint8Array): Effect.Effect<void, ChannelError> =>
       Effect.suspend(() => {
-        if (ended) {
-          return Effect.fail(new ChannelError({ reason: "Closed", detail: "the connection is closed" }))
+        if (ended || broken) {
+          return Effect.fail(
+            new ChannelError({
+              reason: "Closed",
+              detail: ended ? "the connection is closed" : "a large message failed half-way: open a new connection"
+            })
+          )
         }
         return message.length <= inline! - HEADER ? frame(INLINE, 0, 0, message.length, message) : sendLarge(message)
       })
@@ -244,8 +259,14 @@ export const make = (
         Effect.sync(() => {
           ended = true
         }).pipe(
-          // A large message waiting for the landing region stops now.
-          Effect.zipRight(Deferred.fail(remoteLanding, new ChannelError({ reason: "Closed", detail: "the connection closed" }))),
+          // A large message waiting for the landing region or an acknowledgement stops now.
+          Effect.zipRight(Effect.suspend(() => {
+            const gone = new ChannelError({ reason: "Closed", detail: "the connection closed" })
+            return Effect.zipRight(
+              Deferred.fail(remoteLanding, gone),
+              released === undefined ? Effect.void : Deferred.fail(released.ack, gone)
+            )
+          })),
           // The messages received before the end are delivered before it is announced.
           Effect.zipRight(Queue.offer(inbox, undefined)),
           Effect.zipRight(Effect.repeat(Queue.size(inbox), { until: (n) => n <= 0, schedule: Schedule.spaced("1 millis") })),
