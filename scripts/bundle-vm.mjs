@@ -21,7 +21,9 @@ const programs = {
   "native-bench": join(root, "bench", "native.ts"),
   "write-bench": join(root, "bench", "write.ts"),
   // Issue 20: librdmacm's verbs API path against bench/c/cm_bench.c.
-  "cm-bench": join(root, "bench", "cm.ts")
+  "cm-bench": join(root, "bench", "cm.ts"),
+  // @effect/rpc over RDMA against the same call over TCP (issue 21).
+  "rpc-bench": join(root, "bench", "rpc.ts")
 }
 const names = process.argv.slice(2)
 for (const name of names) {

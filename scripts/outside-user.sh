@@ -42,7 +42,7 @@ pnpm --filter @effect-rdma/native run -s build:prebuild
 
 step "pack (each package's prepack builds its dist/)"
 mkdir -p "$work/packs"
-for p in core testing native; do
+for p in core testing native rpc; do
   (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
 done
 # The workspace builds its addon from source: a prebuilds/ left behind would stand in for it.
@@ -53,7 +53,8 @@ done
 core="$work/packs/effect-rdma-core-0.1.0.tgz"
 testing="$work/packs/effect-rdma-testing-0.1.0.tgz"
 native="$work/packs/effect-rdma-native-0.1.0.tgz"
-for t in "$core" "$testing" "$native"; do
+rpc="$work/packs/effect-rdma-rpc-0.1.0.tgz" # installed into the npm project only, with its peers, for README's RPC block and its @examples
+for t in "$core" "$testing" "$native" "$rpc"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
   grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
@@ -62,7 +63,7 @@ done
 grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' "$work/files" || fail "no prebuilt addon in the native tarball"
 
 step "publint and arethetypeswrong"
-for t in "$core" "$testing" "$native"; do
+for t in "$core" "$testing" "$native" "$rpc"; do
   node_modules/.bin/publint run --strict "$t"
   # ESM only (Node >= 20.19 can also require() it): the CommonJS and node10 resolutions are not targets.
   node_modules/.bin/attw --profile esm-only --format table-flipped "$t"
@@ -76,7 +77,8 @@ cat >"$app/package.json" <<'EOF'
 EOF
 start=$(date +%s)
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=warn \
-  "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3) 2>&1 | tee "$work/npm.log"
+  "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3 \
+  "$rpc" "@effect/rpc@^0.76.2" "@effect/platform@^0.97.1") 2>&1 | tee "$work/npm.log"
 no_peer_warnings "$work/npm.log" "npm install"
 printf '  installed in %ss; node_modules: %s; @effect-rdma: %s\n' "$(($(date +%s) - start))" \
   "$(du -sh "$app/node_modules" | cut -f1)" "$(du -sh "$app/node_modules/@effect-rdma" | cut -f1)"

@@ -157,6 +157,14 @@ export * as RemoteMr from "./RemoteMr.js"
 export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
 
 /**
+ * Pipelines over a connection: Sinks that write a Stream of chunks into a remote range or ring with
+ * backpressure from the send queue, and a Stream of received messages over pre-posted receives.
+ *
+ * @since 0.6.0
+ */
+export * as RdmaStream from "./RdmaStream.js"
+
+/**
  * What the library traces: spans on the control path always, per-operation spans and timers on request.
  *
  * @since 0.2.0

@@ -1,0 +1,51 @@
+/**
+ * The transport under the RPC protocols: whole messages each way over one connection.
+ *
+ * Frames go by rpma_send into the other side's pool of pre-posted receives. A message that fits
+ * in a receive buffer after the frame's 8-byte header goes inline; a larger one is written
+ * (rpma_write) into the receiver's registered landing region, a piece at a time, each piece
+ * announced by a small frame and acknowledged by the receiver once it has copied it out. Each
+ * side sends its landing region's descriptor first. A sender that finds no posted receive is
+ * retried by the device until the reader posts one (librpma's RNR retry is unlimited), so a slow
+ * reader slows its senders.
+ *
+ * @since 0.6.0
+ */
+import type * as Duration from "effect/Duration"
+import * as internal from "./internal/channel.js"
+
+/**
+ * @since 0.6.0
+ * @category models
+ */
+export interface Options {
+  /** Each receive buffer's size; messages up to this size less 8 bytes go inline. Default 4096. */
+  readonly inlineSize?: number | undefined
+  /** Receives kept posted: the messages the other side can send ahead. Default 16. */
+  readonly receives?: number | undefined
+  /** Sends in flight at once. Default 8. */
+  readonly sends?: number | undefined
+  /** The landing region's size: larger messages are written in pieces of this size. Default 1 MiB. */
+  readonly landingSize?: number | undefined
+  /**
+   * How long a large message waits for the other side's landing region and for each piece's
+   * acknowledgement. Default 30 seconds.
+   */
+  readonly ackTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * The channel failed: `reason` `"Closed"` (the connection ended), `"Protocol"` (a malformed frame
+ * or an option out of range: the message says which), `"Transfer"` (an RDMA operation failed:
+ * `cause`), `"Timeout"` (an acknowledgement did not come within `ackTimeout`).
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export const ChannelError: typeof internal.ChannelError = internal.ChannelError
+
+/**
+ * @since 0.6.0
+ * @category errors
+ */
+export type ChannelError = internal.ChannelError

@@ -1,0 +1,88 @@
+/**
+ * @effect/rpc's server protocol over RDMA: an `RpcServer.Protocol` that accepts connections on an
+ * effect-rdma endpoint, one client per connection, and carries its messages over them (see
+ * {@link RdmaChannel}).
+ *
+ * @since 0.6.0
+ */
+import type { Connection, Driver, Endpoint, Peer, RdmaError } from "@effect-rdma/core"
+import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import type * as RpcServer from "@effect/rpc/RpcServer"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
+import type * as RdmaChannel from "./RdmaChannel.js"
+import * as internal from "./internal/protocol.js"
+
+/**
+ * The channel's settings, and those of each accepted connection.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Options extends RdmaChannel.Options {
+  /** The settings of each accepted connection. */
+  readonly connection?: Connection.Options | undefined
+  /**
+   * Accept only the connection requests that carry this admission's token (`Endpoint.acceptIfToken`:
+   * the client connects with `connection: { privateData: yield* Endpoint.tokenPrivateData(token) }`);
+   * the others are rejected. Without it, every request is accepted.
+   */
+  readonly admission?: Endpoint.Admission | undefined
+}
+
+/**
+ * Where to listen, and the settings of each client's connection and channel.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface LayerOptions extends Options {
+  readonly address: string
+  readonly port: number
+}
+
+/**
+ * A server protocol that accepts the connection requests on `endpoint` (those with the token of
+ * `options.admission`, if given), one client each. A client whose connection ends is reported in
+ * `disconnects`, and its connection and regions are released then. A request that cannot be
+ * accepted is logged and the next one taken.
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const makeProtocol: (
+  endpoint: Endpoint.Endpoint,
+  options?: Options
+) => Effect.Effect<
+  RpcServer.Protocol["Type"],
+  never,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+> = internal.makeServerProtocol
+
+/**
+ * The server protocol as a Layer: listens with the context's `Peer` on `address`:`port` until the
+ * Layer is released.
+ *
+ * @example
+ * ```ts
+ * import { Peer } from "@effect-rdma/core"
+ * import { RdmaRpcServer } from "@effect-rdma/rpc"
+ * import { RpcSerialization } from "@effect/rpc"
+ * import { Layer } from "effect"
+ *
+ * const ProtocolLive = RdmaRpcServer.layerProtocol({ address: "192.168.77.1", port: 7480 }).pipe(
+ *   Layer.provide([Peer.layer("192.168.77.1"), RpcSerialization.layerMsgPack])
+ * )
+ * ```
+ *
+ * @since 0.6.0
+ * @category layers
+ */
+export const layerProtocol: (
+  options: LayerOptions
+) => Layer.Layer<
+  RpcServer.Protocol,
+  RdmaError.RpmaError,
+  Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+> = internal.layerServerProtocol

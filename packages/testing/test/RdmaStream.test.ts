@@ -1,0 +1,264 @@
+/**
+ * RdmaStream on the simulated fabric: Sinks into a remote range and ring, a Stream of received
+ * messages, their backpressure, and what interruption leaves (nothing, once the scope closes).
+ */
+import { Connection, Endpoint, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Exit, Fiber, Stream } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+const pair = () => Conformance.connectedPair(address, 7471)
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+/** `n` records of `size` bytes, record i filled with the byte i + 1. */
+const records = (n: number, size: number) =>
+  Array.from({ length: n }, (_, i) => new Uint8Array(size).fill((i % 250) + 1))
+
+const concat = (parts: ReadonlyArray<Uint8Array>) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
+}
+
+describe("RdmaStream.writeRange", () => {
+  it.effect("writes a Stream's chunks one after another and ends with the bytes written", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const input = records(50, 100) // 5000 bytes through a 1 KiB staging region: several batches
+      const written = yield* Stream.fromIterable(input).pipe(
+        Stream.rechunk(7),
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, offset: 10, stagingSize: 1024 }))
+      )
+      assert.strictEqual(written, 5000)
+      assert.deepStrictEqual(target.memory.slice(10, 5010), concat(input))
+      assert.strictEqual(target.memory[5010], 0)
+    })))
+
+  it.effect("a chunk that does not fit fails with RegionFullError after everything before it is written", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const error = yield* Stream.fromIterable(records(5, 300)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, offset: 0, length: 1000 })),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "RegionFullError")
+      assert.include(error.message, "900 of its 1000 bytes")
+      assert.deepStrictEqual(target.memory.slice(0, 900), concat(records(3, 300)))
+      assert.strictEqual(target.memory[900], 0)
+    })))
+
+  it.effect("backpressure: the next chunk is pulled only once the previous one is written", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const input = records(40, 64)
+      const lagging: Array<number> = []
+      yield* Stream.fromIterable(input).pipe(
+        Stream.rechunk(1),
+        Stream.zipWithIndex,
+        Stream.tap(([, i]) =>
+          Effect.sync(() => {
+            // When record i is pulled, record i - 1 is already in the remote memory.
+            if (i > 0 && target.memory[(i - 1) * 64 + 63] !== ((i - 1) % 250) + 1) lagging.push(i)
+          })
+        ),
+        Stream.map(([bytes]) => bytes),
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, stagingSize: 128 }))
+      )
+      assert.deepStrictEqual(lagging, [])
+    })))
+
+  it.effect("bad options fail with StreamOptionError naming the option", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote } = yield* pair()
+      const outside = yield* Stream.make(new Uint8Array(1)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, offset: 65000, length: 1000 })),
+        Effect.flip
+      )
+      assert.strictEqual(outside._tag, "StreamOptionError")
+      assert.include(outside.message, "offset/length")
+      const staging = yield* Stream.make(new Uint8Array(1)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, stagingSize: 0 })),
+        Effect.flip
+      )
+      assert.include(staging.message, "stagingSize must be a positive integer")
+    })))
+
+  it.effect("interrupted while waiting for its next chunk: nothing stays registered once the scope closes", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const written = yield* Deferred.make<void>()
+      const fiber = yield* Stream.make(new Uint8Array(512).fill(9)).pipe(
+        // Pulled only once the Sink has written the first chunk.
+        Stream.concat(Stream.drain(Stream.fromEffect(Deferred.succeed(written, undefined)))),
+        Stream.concat(Stream.never),
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote })),
+        Effect.fork
+      )
+      yield* Deferred.await(written)
+      assert.strictEqual(target.memory[511], 9)
+      const exit = yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.isInterrupted(exit))
+      // Ledger.checked then checks that the staging region went with the scope.
+    })))
+})
+
+/** The reader's ring: a region of its own, registered WRITE_DST and READ_SRC, its descriptor handed to the writer. */
+const ringPair = (dataSize: number) =>
+  Effect.gen(function*() {
+    const p = yield* pair()
+    const ring = yield* LocalMr.allocate(p.serverPeer, RdmaStream.RING_HEADER + dataSize, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+    const remoteRing = yield* LocalMr.descriptor(ring).pipe(
+      Effect.flatMap(RemoteMr.fromDescriptor),
+      Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)))
+    )
+    return { ...p, ring, remoteRing }
+  })
+
+describe("RdmaStream.writeRing / readRing", () => {
+  it.live("carries 20 KB through a 1 KiB ring, wrapping, with the reader freeing space", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remoteRing, ring } = yield* ringPair(1024)
+      const input = records(200, 100)
+      const reader = yield* RdmaStream.readRing(ring).pipe(
+        Stream.mapConcat((bytes) => Array.from(bytes)),
+        Stream.take(20_000),
+        Stream.runCollect,
+        Effect.fork
+      )
+      const written = yield* Stream.fromIterable(input).pipe(
+        Stream.rechunk(3),
+        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stagingSize: 256 }))
+      )
+      assert.strictEqual(written, 20_000)
+      const read = yield* Fiber.join(reader)
+      assert.deepStrictEqual(Uint8Array.from(Chunk.toReadonlyArray(read)), concat(input))
+    })), 30_000)
+
+  it.live("a reader that never reads: RingStalledError after stallTimeout, naming the unread bytes", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remoteRing, ring } = yield* ringPair(1000)
+      const error = yield* Stream.fromIterable(records(20, 100)).pipe(
+        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stallTimeout: "50 millis" })),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "RingStalledError")
+      assert.include(error.message, "left 1000 bytes unread")
+      // Everything that fitted was published: the tail word says 1000.
+      assert.strictEqual(new DataView(ring.memory.buffer, ring.memory.byteOffset).getBigUint64(0, true), 1000n)
+    })), 30_000)
+})
+
+describe("RdmaStream.writeRing: interruption", () => {
+  it.live("interrupted while the ring is full: nothing stays registered once the scope closes", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remoteRing, ring } = yield* ringPair(256)
+      const fiber = yield* Stream.fromIterable(records(10, 100)).pipe(
+        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing })),
+        Effect.fork
+      )
+      // The writer has filled the ring (its tail word says so) and waits for room.
+      const tail = () => new DataView(ring.memory.buffer, ring.memory.byteOffset).getBigUint64(0, true)
+      yield* Effect.sleep("1 millis").pipe(Effect.repeat({ until: () => tail() > 0n }), Effect.timeout("10 seconds"))
+      const exit = yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.isInterrupted(exit))
+    })), 30_000)
+})
+
+describe("RdmaStream.messages", () => {
+  /** Sends message i (`sizes[i]` bytes of i + 1) one after another, counting each completed send. */
+  const sendAll = (conn: Connection.Connection, src: LocalMr.LocalMr<"SEND">, sizes: ReadonlyArray<number>, sent: { n: number }) =>
+    Effect.forEach(sizes, (length, i) =>
+      Effect.sync(() => src.memory.fill(i + 1, 0, length)).pipe(
+        Effect.zipRight(Connection.send(conn, { src, length })),
+        Effect.zipRight(Effect.sync(() => sent.n++))
+      ), { discard: true })
+
+  /** A server connection in the caller's scope, and a client connection whose scope `use` runs in. */
+  const withClient = <A, E, R>(
+    use: (client: Connection.Connection, clientPeer: Peer.Peer, server: Connection.Connection, serverPeer: Peer.Peer) => Effect.Effect<A, E, R>
+  ) =>
+    Effect.gen(function*() {
+      const serverPeer = yield* Peer.make(address)
+      const clientPeer = yield* Peer.make(address)
+      const ep = yield* Endpoint.listen(serverPeer, address, 7471)
+      const accepting = yield* Effect.fork(Endpoint.acceptNext(ep))
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const client = yield* Connection.connect(clientPeer, address, ep.port)
+        const server = yield* Fiber.join(accepting)
+        return yield* use(client, clientPeer, server, serverPeer)
+      }))
+    })
+
+  it.effect("delivers every message, a copy each, and ends when the other side closes", () =>
+    inWorld(Effect.gen(function*() {
+      const sizes = [1, 100, 4096, 7, 0, 2048, 3000, ...Array.from({ length: 20 }, (_, i) => i + 1)]
+      const receiving = yield* withClient((client, clientPeer, server, serverPeer) =>
+        Effect.gen(function*() {
+          const receiving = yield* RdmaStream.messages(serverPeer, server, { count: 4, size: 4096 }).pipe(
+            Stream.runCollect,
+            Effect.fork
+          )
+          const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.SEND)
+          yield* sendAll(client, src, sizes, { n: 0 })
+          return receiving
+        })
+      )
+      // The client's connection closed with its scope: the server's stream ended.
+      const received = Chunk.toReadonlyArray(yield* Fiber.join(receiving))
+      assert.deepStrictEqual(received.map((m) => m.length), sizes)
+      received.forEach((m, i) => assert.isTrue(m.every((b) => b === i + 1), `message ${i}`))
+    })))
+
+  it.live("backpressure: a consumer that stops holds the sender at the pool's size", () =>
+    inWorld(withClient((client, clientPeer, server, serverPeer) =>
+      Effect.gen(function*() {
+        const count = 4
+        const sent = { n: 0 }
+        const src = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
+        const messages = yield* Stream.toPull(RdmaStream.messages(serverPeer, server, { count, size: 64 }))
+        const sender = yield* Effect.fork(sendAll(client, src, Array.from({ length: 30 }, () => 8), sent))
+        // The stream posts its receives when first pulled: one message taken, `count` receives posted
+        // again, so 1 + `count` sends complete and the next one waits for a receive.
+        yield* messages
+        yield* Effect.sleep("1 millis").pipe(Effect.repeat({ until: () => sent.n >= 1 + count }), Effect.timeout("10 seconds"))
+        yield* Effect.sleep("50 millis")
+        assert.strictEqual(sent.n, 1 + count)
+        // Consumed one at a time: never more than `count` ahead of the consumer.
+        for (let consumed = 2; consumed <= 30; consumed++) {
+          yield* messages
+          assert.isAtMost(sent.n, consumed + count)
+        }
+        yield* Fiber.join(sender)
+        assert.strictEqual(sent.n, 30)
+      }).pipe(Effect.scoped)
+    )), 30_000)
+
+  it.effect("interrupted while waiting: nothing stays posted or registered once the connection ends", () =>
+    inWorld(withClient((_client, _clientPeer, server, serverPeer) =>
+      Effect.gen(function*() {
+        const fiber = yield* RdmaStream.messages(serverPeer, server, { count: 8, size: 256 }).pipe(
+          Stream.runDrain,
+          Effect.fork
+        )
+        yield* Effect.yieldNow()
+        yield* Fiber.interrupt(fiber)
+        // Ledger.checked then checks that the receive region went with the connection.
+      })
+    )))
+
+  it.effect("bad options fail with StreamOptionError", () =>
+    inWorld(withClient((_client, _clientPeer, server, serverPeer) =>
+      Effect.gen(function*() {
+        const error = yield* RdmaStream.messages(serverPeer, server, { count: 0 }).pipe(Stream.runDrain, Effect.flip)
+        assert.strictEqual(error._tag, "StreamOptionError")
+        assert.include(error.message, "count must be a positive integer, got 0")
+      })
+    )))
+})
