@@ -1,0 +1,56 @@
+/**
+ * Curious peers (issue 19, item 7): an isolated endpoint's client reaches what its own peer
+ * registered and nothing of another client's, even with that region's exact descriptor; its
+ * endpoint takes one connection and then no longer listens.
+ *
+ * @internal
+ */
+import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type { Case } from "../Conformance.js"
+import { check, pattern, same, tagOf } from "./support.js"
+
+const remoteOf = (mr: LocalMr.LocalMr<"READ_SRC">) =>
+  Effect.flatMap(LocalMr.descriptor(mr), (bytes) => Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.READ_SRC)))
+
+/** @internal */
+export const isolationCases: ReadonlyArray<Case> = [
+  {
+    name: "isolated endpoint: its client reads its own region, not another client's by its exact descriptor; one connection, then nothing listens",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const isolated = yield* Endpoint.listenIsolated(address, port)
+        const otherClients = yield* Peer.make(address) // what another isolated endpoint's peer is
+        const given = yield* LocalMr.allocate(isolated.peer, 4096, Usage.READ_SRC)
+        const notGiven = yield* LocalMr.allocate(otherClients, 4096, Usage.READ_SRC)
+        given.memory.set(pattern(4096, 1))
+        notGiven.memory.set(pattern(4096, 2))
+        const token = Uint8Array.of(9, 4, 7, 1, 8, 2)
+        const accepting = yield* Effect.fork(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+        const clientPeer = yield* Peer.make(address)
+        const privateData = yield* Endpoint.tokenPrivateData(token)
+        const conn = yield* Connection.connect(clientPeer, address, port, { privateData })
+        yield* Fiber.join(accepting)
+        const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+        yield* Connection.read(conn, { dst, src: yield* remoteOf(given), length: 4096 })
+        yield* check(same(dst.memory, pattern(4096, 1)), "the client read its own region")
+        // Refused by the device at once, not left waiting at an endpoint until its own timeout.
+        const [ms, second] = yield* Effect.timed(Effect.exit(Effect.scoped(
+          Connection.connect(clientPeer, address, port, { privateData, timeout: "10 seconds" })
+        )))
+        yield* check(tagOf(second) === "ConnectionFailedError", `a second connection to the isolated port: ${tagOf(second)}`)
+        yield* check(Duration.toMillis(ms) < 9000, `the second connection waited ${Duration.format(ms)} of its 10 s timeout`)
+        dst.memory.fill(0)
+        const blocked = yield* Effect.flip(Connection.read(conn, { dst, src: yield* remoteOf(notGiven), length: 4096 }))
+        yield* check(
+          blocked._tag === "CompletionError" && blocked.status === 10,
+          `a read of another client's region: ${blocked._tag} ${(blocked as { status?: number }).status}`
+        )
+        yield* check(dst.memory.every((b) => b === 0), "nothing of another client's region arrived")
+        const again = yield* Effect.flip(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+        yield* check(again._tag === "RpmaInvalidError", `a second accept on the isolated endpoint: ${again._tag}`)
+      })
+  }
+]
