@@ -14,7 +14,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { timingSafeEqual } from "node:crypto"
+import { randomBytes, timingSafeEqual } from "node:crypto"
 import type * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
 import * as DriverArguments from "./DriverArguments.js"
@@ -464,8 +464,12 @@ export const acceptIfToken = (
   req: ConnectionRequest,
   admission: Admission,
   options?: Connection.Options
-): Admitting =>
-  Effect.flatMap(Clock.currentTimeMillis, (now): Admitting => {
+): Admitting => Effect.zipRight(admit(req, admission), accept(req, options))
+
+// The admission decision: the request carries the token and the token has a use left (counted
+// now), or it is rejected and this fails saying why.
+const admit = (req: ConnectionRequest, admission: Admission) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, AdmissionRefusedError | InvalidTokenError, RdmaDriver> => {
     const refuse = (error: AdmissionRefusedError | InvalidTokenError) => Effect.zipRight(reject(req), Effect.fail(error))
     if (!isAdmission(admission)) {
       return refuse(new InvalidTokenError({ reason: "acceptIfToken takes an Admission: make one with Endpoint.admission(token)" }))
@@ -487,7 +491,7 @@ export const acceptIfToken = (
       return refuse(new AdmissionRefusedError({ address: req.endpoint.address, port: req.endpoint.port, reason }))
     }
     admittedAt.push(now)
-    return accept(req, options)
+    return Effect.void
   })
 
 /**
@@ -641,4 +645,152 @@ export const acceptIsolated = (
     return Effect.flatMap(next(isolated.endpoint, options), (req) => acceptIfToken(req, admission, options)).pipe(
       Effect.ensuring(isolated.stopListening)
     )
+  })
+
+/**
+ * The ports {@link rendezvous} listens on for the isolated endpoints it makes: `from` to `to`,
+ * both included (each is in use for one client at a time, until its connection is made).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface PortRange {
+  readonly from: number
+  readonly to: number
+}
+
+/**
+ * What {@link rendezvous} made for one client: its isolated endpoint, and the one-time admission
+ * that client was given for it. Register what the client may reach with `peer`, then accept with
+ * `Endpoint.acceptIsolated(made, made.admission)`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Rendezvous extends Isolated {
+  readonly admission: Admission
+}
+
+// The rendezvous answer, a well-known endpoint's accept private data: the port (2 bytes, big
+// endian), then the one-time token as tokenPrivateData encodes it (its length, then its bytes).
+const ONE_TIME_TOKEN = 16
+
+const rendezvousAnswer = (port: number, wire: Uint8Array): Uint8Array => {
+  const answer = new Uint8Array(2 + wire.byteLength)
+  new DataView(answer.buffer).setUint16(0, port)
+  answer.set(wire, 2)
+  return answer
+}
+
+const readAnswer = (answer: Uint8Array): { readonly port: number; readonly token: Uint8Array } | undefined => {
+  if (answer.byteLength < 4) return undefined
+  const port = new DataView(answer.buffer, answer.byteOffset).getUint16(0)
+  const length = answer[2]!
+  if (port === 0 || length === 0 || length > MAX_TOKEN || answer.byteLength < 3 + length) return undefined
+  return { port, token: answer.slice(3, 3 + length) }
+}
+
+/** An isolated endpoint on the first free port of `ports`, in a scope of its own (closed if none is free). */
+const listenIsolatedIn = (address: string, ports: PortRange): Effect.Effect<Isolated, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.suspend(() => {
+    const { from, to } = ports
+    if (!(Number.isInteger(from) && Number.isInteger(to) && from >= 1 && from <= to && to <= 65535)) {
+      return Effect.fail(fromRpmaCode(
+        RpmaCode.RPMA_E_INVAL,
+        "rpma_ep_listen",
+        `ports must be { from, to }, integers with 1 <= from <= to <= 65535, not ${JSON.stringify(ports)}`
+      ))
+    }
+    const attempt = (port: number): Effect.Effect<Isolated, RpmaError, RdmaDriver | Scope.Scope> =>
+      Effect.flatMap(Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential)), (own) =>
+        listenIsolated(address, port).pipe(
+          Scope.extend(own),
+          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(own, exit)),
+          // A port in use (by another client's endpoint, or another program): the next one.
+          Effect.catchTag("RpmaProviderError", (error) => port < to ? attempt(port + 1) : Effect.fail(error))
+        ))
+    return attempt(from)
+  })
+
+/**
+ * The server's side of a rendezvous: a client that {@link connectIsolated} to the well-known
+ * endpoint `ep` with `gate`'s token (which it got from an authenticated channel, e.g. a
+ * {@link DescriptorExchange} offer that every client gets) is given an isolated endpoint of its own
+ * ({@link listenIsolated}) on a free port of `ports` and a new random single-use token for it, in
+ * the accept's private data; the well-known connection then closes. Nothing is registered on `ep`'s
+ * peer, so that connection reaches nothing. A request refused by `gate` fails this with
+ * {@link AdmissionRefusedError}, and bounds how often one token gets a new endpoint (its `uses`
+ * and `window`). The returned {@link Rendezvous} lives with the scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Endpoint, LocalMr, Usage } from "@effect-rdma/core"
+ *
+ * declare const wellKnown: Endpoint.Endpoint // its port and token are in the DescriptorExchange offer
+ * declare const gate: Endpoint.Admission // e.g. { uses: 100, window: "1 minute" }
+ * const serveNext = Effect.scoped(Effect.gen(function*() {
+ *   const made = yield* Endpoint.rendezvous(wellKnown, gate, { from: 20000, to: 20999 })
+ *   const inbox = yield* LocalMr.allocate(made.peer, 4096, Usage.WRITE_DST)
+ *   const conn = yield* Endpoint.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(inbox) })
+ *   // ... serve conn: the client reaches inbox and nothing else.
+ * }))
+ * ```
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const rendezvous = (
+  ep: Endpoint,
+  gate: Admission,
+  ports: PortRange,
+  options?: Connection.Options
+): Effect.Effect<
+  Rendezvous,
+  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
+  RdmaDriver | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const req = yield* next(ep, options)
+    // Admitted before anything is made for it: a refused request costs no peer.
+    yield* admit(req, gate)
+    const isolated = yield* Effect.tapError(listenIsolatedIn(ep.address, ports), () => reject(req))
+    const token = new Uint8Array(randomBytes(ONE_TIME_TOKEN))
+    const oneTime = yield* admission(token)
+    const privateData = rendezvousAnswer(isolated.port, yield* tokenPrivateData(token))
+    // Accepted to carry the answer, closed at once: the client has it once it is connected.
+    yield* Effect.scoped(accept(req, { ...options, privateData })).pipe(Effect.tapError(() => isolated.stopListening))
+    return { ...isolated, admission: oneTime }
+  })
+
+/**
+ * The client's side of a {@link rendezvous}: connects to the well-known endpoint at
+ * `address`:`port` with `token` (as {@link tokenPrivateData} encodes it), reads the port and
+ * one-time token of its own isolated endpoint from the server's answer, and connects there. The
+ * returned connection's `privateData` is what the server accepted it with (e.g. descriptors).
+ * An answer that is not a rendezvous answer fails with {@link InvalidTokenError}.
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const connectIsolated = (
+  peer: Peer,
+  address: string,
+  port: number,
+  token: Uint8Array,
+  options?: Connection.Options
+): Effect.Effect<Connection.Connection, RpmaError | Connection.ConnectionFailedError | InvalidTokenError, RdmaDriver | Scope.Scope> =>
+  Effect.gen(function*() {
+    const wire = yield* tokenPrivateData(token)
+    const answer = yield* Effect.scoped(Effect.map(
+      internalConnection.connect(peer, address, port, { ...options, privateData: wire }),
+      (conn) => readAnswer(conn.privateData)
+    ))
+    if (answer === undefined) {
+      return yield* new InvalidTokenError({
+        reason: `the server on ${address}:${port} answered without a port and one-time token: is it a rendezvous endpoint?`
+      })
+    }
+    const privateData = yield* tokenPrivateData(answer.token)
+    return yield* internalConnection.connect(peer, address, answer.port, { ...options, privateData })
   })
