@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -51,6 +51,33 @@ export const isolationCases: ReadonlyArray<Case> = [
         yield* check(dst.memory.every((b) => b === 0), "nothing of another client's region arrived")
         const again = yield* Effect.flip(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
         yield* check(again._tag === "RpmaInvalidError", `a second accept on the isolated endpoint: ${again._tag}`)
+      })
+  },
+  {
+    name: "rendezvous: a client admitted on a well-known endpoint is sent to an isolated one of its own and reads what it was given there",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const token = Uint8Array.of(6, 2, 8, 3)
+        const wellKnown = yield* Endpoint.listen(yield* Peer.make(address), address, port)
+        const gate = yield* Endpoint.admission(token)
+        // A port of its own for this case's isolated endpoint: the cases' ports are 17000 and up.
+        const isolatedPort = port + 10000
+        const serving = yield* Effect.fork(Effect.gen(function*() {
+          const made = yield* Endpoint.rendezvous(wellKnown, gate, { from: isolatedPort, to: isolatedPort })
+          const given = yield* LocalMr.allocate(made.peer, 4096, Usage.READ_SRC)
+          given.memory.set(pattern(4096, 5))
+          return yield* Endpoint.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
+        }))
+        const clientPeer = yield* Peer.make(address)
+        const conn = yield* Endpoint.connectIsolated(clientPeer, address, port, token, { timeout: "10 seconds" })
+        yield* Fiber.join(serving)
+        const src = yield* Effect.flatMap(
+          RemoteMr.fromDescriptor(conn.privateData.subarray(0, Descriptor.SIZE)),
+          RemoteMr.require(Usage.READ_SRC)
+        )
+        const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+        yield* Connection.read(conn, { dst, src, length: 4096 })
+        yield* check(same(dst.memory, pattern(4096, 5)), "the client read the region of its isolated endpoint")
       })
   }
 ]
