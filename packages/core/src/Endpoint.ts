@@ -693,12 +693,16 @@ const readAnswer = (answer: Uint8Array): { readonly port: number; readonly token
 /** An isolated endpoint on the first free port of `ports`, in a scope of its own (closed if none is free). */
 const listenIsolatedIn = (address: string, ports: PortRange): Effect.Effect<Isolated, RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.suspend(() => {
-    const { from, to } = ports
-    if (!(Number.isInteger(from) && Number.isInteger(to) && from >= 1 && from <= to && to <= 65535)) {
+    const range: { readonly from?: unknown; readonly to?: unknown } = typeof ports === "object" && ports !== null ? ports : {}
+    const { from, to } = range
+    if (
+      !(typeof from === "number" && typeof to === "number" && Number.isInteger(from) && Number.isInteger(to) &&
+        from >= 1 && from <= to && to <= 65535)
+    ) {
       return Effect.fail(fromRpmaCode(
         RpmaCode.RPMA_E_INVAL,
         "rpma_ep_listen",
-        `ports must be { from, to }, integers with 1 <= from <= to <= 65535, not ${JSON.stringify(ports)}`
+        `ports must be { from, to }, integers with 1 <= from <= to <= 65535, not ${String(JSON.stringify(ports))}`
       ))
     }
     const attempt = (port: number): Effect.Effect<Isolated, RpmaError, RdmaDriver | Scope.Scope> =>

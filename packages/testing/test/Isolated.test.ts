@@ -109,8 +109,13 @@ describe("rendezvous", () => {
       const peer = yield* Peer.make(address)
       const wellKnown = yield* Endpoint.listen(peer, address, 7492)
       yield* Endpoint.listen(peer, address, 7493)
-      const gate = yield* Endpoint.admission(token, { uses: 5 })
-      for (const [ports, tag] of [[{ from: 7493, to: 7493 }, "RpmaProviderError"], [{ from: 9, to: 8 }, "RpmaInvalidError"]] as const) {
+      const gate = yield* Endpoint.admission(token, { uses: 9 })
+      for (const [ports, tag] of [
+        [{ from: 7493, to: 7493 }, "RpmaProviderError"],
+        [{ from: 9, to: 8 }, "RpmaInvalidError"],
+        [{ from: 1.5, to: 8 }, "RpmaInvalidError"],
+        [undefined as unknown as Endpoint.PortRange, "RpmaInvalidError"]
+      ] as const) {
         const serving = yield* Effect.fork(Effect.exit(Effect.scoped(Endpoint.rendezvous(wellKnown, gate, ports))))
         const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(peer, address, 7492, token)))
         assert.strictEqual(tagOf(yield* Fiber.join(serving)), tag, JSON.stringify(ports))
