@@ -5,11 +5,16 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Scope from "effect/Scope"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { timingSafeEqual } from "node:crypto"
+import { randomBytes, timingSafeEqual } from "node:crypto"
 import type * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
 import * as DriverArguments from "./DriverArguments.js"
@@ -22,7 +27,7 @@ import * as Owner from "./internal/owner.js"
 import { submitRecv, toCompletion } from "./internal/posting.js"
 import * as srq from "./internal/srq.js"
 import { release } from "./internal/release.js"
-import { ownerOf, type Peer } from "./Peer.js"
+import { make as makePeer, ownerOf, type Peer } from "./Peer.js"
 import { fromRpmaCode, RpmaCode, type RpmaError, RpmaInvalidError } from "./RdmaError.js"
 
 /**
@@ -237,8 +242,9 @@ export class InvalidTokenError extends Data.TaggedError("InvalidTokenError")<{ r
 
 /**
  * A request refused by {@link acceptIfToken}: its private data did not carry the token
- * (`WrongToken`), or carried a single-use token already used (`TokenUsed`). The request was
- * rejected, so its client learned it at once.
+ * (`WrongToken`), or carried a token whose uses are spent: all of them (`TokenUsed`), or all of
+ * its window's (`TooSoon`: the budget renews as the window moves on). The request was rejected, so
+ * its client learned it at once.
  *
  * @since 0.3.0
  * @category errors
@@ -247,10 +253,14 @@ export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedErr
   readonly address: string
   readonly port: number
   /** @since 0.4.0 */
-  readonly reason: "WrongToken" | "TokenUsed"
+  readonly reason: "WrongToken" | "TokenUsed" | "TooSoon"
 }> {
   override get message(): string {
-    const what = this.reason === "TokenUsed" ? "carried a single-use token already used" : "did not carry the expected token"
+    const what = this.reason === "TokenUsed"
+      ? "carried a token whose uses are spent"
+      : this.reason === "TooSoon"
+      ? "carried a token whose uses in its window are spent (try again later)"
+      : "did not carry the expected token"
     return `a connection request on ${this.address}:${this.port} ${what}: rejected`
   }
 }
@@ -269,7 +279,7 @@ export type AdmissionTypeId = typeof AdmissionTypeId
 
 /**
  * An admission token, checked when it was set ({@link admission}): what {@link acceptIfToken}
- * compares a request's private data with.
+ * compares a request's private data with, and how many connections it admits.
  *
  * @since 0.4.0
  * @category models
@@ -278,18 +288,50 @@ export interface Admission {
   readonly [AdmissionTypeId]: AdmissionTypeId
   /** Whether it admits one connection only. */
   readonly singleUse: boolean
+  /**
+   * How many connections it admits: in all, or, with a {@link window}, in any window.
+   *
+   * @since 0.6.0
+   */
+  readonly uses: number
+  /**
+   * The window its uses are counted in (sliding), or undefined: counted over its lifetime.
+   *
+   * @since 0.6.0
+   */
+  readonly window: Duration.Duration | undefined
 }
 
 /**
+ * How many connections a token admits. Every token's are bounded, so that a peer that learned it
+ * cannot reconnect with it without limit (e.g. to try rkeys again after each failed guess, which
+ * ends its connection): one by default.
+ *
  * @since 0.4.0
  * @category models
  */
 export interface AdmissionOptions {
   /**
-   * Admit one connection only: the first request that carries the token uses it up, whether or
-   * not its connection then succeeds (a retry needs a new token). Default false.
+   * Admit one connection only (the default, the same as `uses: 1`): the first request that carries
+   * the token uses it up, whether or not its connection then succeeds (a retry needs a new token).
+   * `false` needs a `uses` of its own.
    */
   readonly singleUse?: boolean | undefined
+  /**
+   * How many connections the token admits, a positive integer: in all, or, with `window`, in any
+   * `window` (a client that reconnects after a failure). Each request that carries the token and
+   * is accepted counts, whether or not its connection then succeeds. Default 1.
+   *
+   * @since 0.6.0
+   */
+  readonly uses?: number | undefined
+  /**
+   * Count `uses` in a sliding window of this length (e.g. `"1 minute"`) instead of over the
+   * token's lifetime.
+   *
+   * @since 0.6.0
+   */
+  readonly window?: Duration.DurationInput | undefined
 }
 
 // The wire form, what a client sends as private data: one byte with the token's length, then the
@@ -297,7 +339,8 @@ export interface AdmissionOptions {
 // (or an all-zero token) would match a client that never sent them.
 interface AdmissionState extends Admission {
   readonly expected: Uint8Array
-  used: boolean
+  /** When each counted use was admitted (ms, the Clock's): the window's, or all of them. */
+  readonly admittedAt: Array<number>
 }
 
 const tokenProblem = (token: unknown): string | undefined =>
@@ -310,6 +353,26 @@ const tokenProblem = (token: unknown): string | undefined =>
     : token.every((byte) => byte === 0)
     ? `its ${token.byteLength} bytes are all zero (an unfilled buffer?): use random bytes, e.g. randomBytes(16)`
     : undefined
+
+// The budget the options give, or what is wrong with them.
+const budgetOf = (
+  options: AdmissionOptions | undefined
+): { readonly uses: number; readonly window: Duration.Duration | undefined } | string => {
+  const { singleUse, uses, window } = options ?? {}
+  if (singleUse === true && uses !== undefined && uses !== 1) return `singleUse admits 1 connection, not uses: ${uses}`
+  if (uses === undefined && singleUse === false) {
+    return "a token admits a bounded number of connections: with singleUse false give uses (and a window), e.g. { uses: 10, window: \"1 minute\" }"
+  }
+  if (uses !== undefined && !(Number.isSafeInteger(uses) && uses >= 1)) {
+    return `uses is how many connections the token admits, a positive integer, not ${String(uses)}`
+  }
+  if (window === undefined) return { uses: uses ?? 1, window: undefined }
+  const length = Duration.decodeUnknown(window)
+  if (Option.isNone(length) || !Duration.isFinite(length.value) || Duration.toMillis(length.value) <= 0) {
+    return `window is a positive, finite duration (e.g. "1 minute"), not ${String(window)}`
+  }
+  return { uses: uses ?? 1, window: length.value }
+}
 
 /**
  * The private data a client sends to be admitted with `token` (`Connection.connect(peer, address,
@@ -334,9 +397,10 @@ export const tokenPrivateData = (token: Uint8Array): Effect.Effect<Uint8Array, I
 /**
  * Sets an admission token for {@link acceptIfToken}: 1 to {@link MAX_TOKEN} random bytes that
  * the client received over an authenticated channel (e.g. the `token` of a
- * {@link DescriptorExchange} offer). An empty or all-zero token, or one that is too long, fails
- * here with {@link InvalidTokenError}. The token is copied: changing the array later changes
- * nothing.
+ * {@link DescriptorExchange} offer), admitting one connection unless `options` give it more
+ * (`uses`, in all or per `window`). An empty or all-zero token, one that is too long, or a budget
+ * that is not a positive number of uses fails here with {@link InvalidTokenError}. The token is
+ * copied: changing the array later changes nothing.
  *
  * @since 0.4.0
  * @category constructors
@@ -345,12 +409,25 @@ export const admission = (
   token: Uint8Array,
   options?: AdmissionOptions
 ): Effect.Effect<Admission, InvalidTokenError> =>
-  Effect.map(tokenPrivateData(token), (expected): AdmissionState => ({
-    [AdmissionTypeId]: AdmissionTypeId,
-    singleUse: options?.singleUse === true,
-    expected,
-    used: false
-  }))
+  Effect.flatMap(tokenPrivateData(token), (expected) => {
+    const budget = budgetOf(options)
+    if (typeof budget === "string") return Effect.fail(new InvalidTokenError({ reason: budget }))
+    return Effect.succeed<AdmissionState>({
+      [AdmissionTypeId]: AdmissionTypeId,
+      singleUse: budget.uses === 1 && budget.window === undefined,
+      uses: budget.uses,
+      window: budget.window,
+      expected,
+      admittedAt: []
+    })
+  })
+
+// A connection admitted, or why not.
+type Admitting = Effect.Effect<
+  Connection.Connection,
+  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
+  RdmaDriver | Scope.Scope
+>
 
 const isAdmission = (value: unknown): value is AdmissionState =>
   typeof value === "object" && value !== null && AdmissionTypeId in value && "expected" in value
@@ -358,11 +435,11 @@ const isAdmission = (value: unknown): value is AdmissionState =>
 /**
  * Admission: accepts the request only if its private data carries the token exactly (as
  * {@link tokenPrivateData} encodes it: its length, then its bytes; anything after is not
- * looked at), compared in constant time; otherwise rejects it at once and fails with
- * {@link AdmissionRefusedError}. RDMA itself authenticates nobody: without such a check any host
- * that reaches the port gets a connection, and a connection may reach every region of the peer
- * whose rkey it guesses. Give each client its own Peer (its own protection domain) and endpoint for
- * the regions it may reach, and a single-use token.
+ * looked at), compared in constant time, and the token has a use left; otherwise rejects it at
+ * once and fails with {@link AdmissionRefusedError}. RDMA itself authenticates nobody: without such
+ * a check any host that reaches the port gets a connection, and a connection may reach every region
+ * of the peer whose rkey it guesses. To keep each client's regions out of every other client's
+ * reach, serve it on an endpoint of its own with {@link listenIsolated}.
  *
  * @example
  * ```ts
@@ -373,7 +450,7 @@ const isAdmission = (value: unknown): value is AdmissionState =>
  * declare const ep: Endpoint.Endpoint
  * const token = new Uint8Array(randomBytes(16)) // sent to the client over TLS
  * const serveOne = Effect.gen(function*() {
- *   const admission = yield* Endpoint.admission(token, { singleUse: true })
+ *   const admission = yield* Endpoint.admission(token) // one connection
  *   const req = yield* Endpoint.next(ep)
  *   return yield* Endpoint.acceptIfToken(req, admission)
  * })
@@ -387,30 +464,34 @@ export const acceptIfToken = (
   req: ConnectionRequest,
   admission: Admission,
   options?: Connection.Options
-): Effect.Effect<
-  Connection.Connection,
-  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
-  RdmaDriver | Scope.Scope
-> =>
-  Effect.suspend((): Effect.Effect<
-    Connection.Connection,
-    RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
-    RdmaDriver | Scope.Scope
-  > => {
+): Admitting => Effect.zipRight(admit(req, admission), accept(req, options))
+
+// The admission decision: the request carries the token and the token has a use left (counted
+// now), or it is rejected and this fails saying why.
+const admit = (req: ConnectionRequest, admission: Admission) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, AdmissionRefusedError | InvalidTokenError, RdmaDriver> => {
     const refuse = (error: AdmissionRefusedError | InvalidTokenError) => Effect.zipRight(reject(req), Effect.fail(error))
     if (!isAdmission(admission)) {
       return refuse(new InvalidTokenError({ reason: "acceptIfToken takes an Admission: make one with Endpoint.admission(token)" }))
     }
-    const { expected } = admission
+    const { admittedAt, expected, uses, window } = admission
     const presented = req.privateData.subarray(0, expected.byteLength)
     // The whole token is compared whatever differs first: no timing to learn it from.
     const carried = presented.byteLength === expected.byteLength && timingSafeEqual(presented, expected)
-    const reason = !carried ? "WrongToken" : admission.singleUse && admission.used ? "TokenUsed" : undefined
+    if (window !== undefined) {
+      const since = now - Duration.toMillis(window)
+      while (admittedAt.length > 0 && admittedAt[0]! <= since) admittedAt.shift()
+    }
+    const reason = !carried
+      ? "WrongToken"
+      : admittedAt.length >= uses
+      ? (window === undefined ? "TokenUsed" : "TooSoon")
+      : undefined
     if (reason !== undefined) {
       return refuse(new AdmissionRefusedError({ address: req.endpoint.address, port: req.endpoint.port, reason }))
     }
-    if (admission.singleUse) admission.used = true
-    return accept(req, options)
+    admittedAt.push(now)
+    return Effect.void
   })
 
 /**
@@ -466,3 +547,254 @@ export const recv = (
       operation: Operations.connReqRecv.name,
       detail: `the receive queue is full (${req.prepared.recvSlots.size} receives): accept the request before posting more`
     }), toCompletion)
+
+/**
+ * An endpoint for one client, on a peer of its own: a protection domain that only that client's
+ * connection shares, so it can reach nothing but what is registered with {@link Isolated.peer},
+ * whatever rkeys it guesses (the device refuses an rkey of another protection domain:
+ * `IBV_WC_REM_ACCESS_ERR`). Its first connection request is answered with {@link acceptIsolated},
+ * and then it stops listening: no second connection, however it is asked for, ever joins the
+ * protection domain. (librpma gives an incoming connection the protection domain of the peer its
+ * endpoint listens on, hence a peer and an endpoint, on a port of its own, per client.)
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Isolated {
+  /** The client's own peer: register there what the client may reach, and nothing else. */
+  readonly peer: Peer
+  readonly address: string
+  /** The port to give the client, with its token, over the authenticated channel. */
+  readonly port: number
+  /** @internal */
+  readonly endpoint: Endpoint
+  /** @internal Stops listening (rpma_ep_shutdown); the connection, if any, lives on. */
+  readonly stopListening: Effect.Effect<void>
+  /** @internal Whether its one request was taken. */
+  taken: boolean
+}
+
+/**
+ * Makes an {@link Isolated} endpoint: a new peer on the device at `address` (this machine's) and an
+ * endpoint on it listening on `address`:`port` until {@link acceptIsolated} answers its first
+ * request (or the scope closes). Register what the client may reach with its `peer`, send the
+ * client the descriptors, the port and a token over an authenticated channel
+ * ({@link DescriptorExchange}), then accept. The peer is deleted after the scope closes and its
+ * connection and regions are gone.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Endpoint, LocalMr, Usage } from "@effect-rdma/core"
+ * import { randomBytes } from "node:crypto"
+ *
+ * // One client: its own protection domain, its own port, one connection.
+ * declare const offerOverTls: (offer: { port: number; token: Uint8Array; descriptor: Uint8Array }) => Effect.Effect<void>
+ * const serveClient = (port: number) =>
+ *   Effect.scoped(Effect.gen(function*() {
+ *     const isolated = yield* Endpoint.listenIsolated("192.168.77.1", port)
+ *     const inbox = yield* LocalMr.allocate(isolated.peer, 4096, Usage.WRITE_DST)
+ *     const token = new Uint8Array(randomBytes(16))
+ *     yield* offerOverTls({ port: isolated.port, token, descriptor: yield* LocalMr.descriptor(inbox) })
+ *     const conn = yield* Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token))
+ *     // ... serve conn; the client reaches inbox and nothing else.
+ *   }))
+ * ```
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const listenIsolated = (
+  address: string,
+  port: number
+): Effect.Effect<Isolated, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.gen(function*() {
+    // Made first, so released after the endpoint and its connection (Scope order).
+    const peer = yield* makePeer(address)
+    const listening = yield* Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential))
+    const endpoint = yield* Scope.extend(listen(peer, address, port), listening)
+    const stopListening = Scope.close(listening, Exit.void)
+    return { peer, address, port, endpoint, stopListening, taken: false }
+  })
+
+/**
+ * Answers an {@link Isolated} endpoint's first connection request, and stops it listening: the
+ * request is accepted if it carries `admission`'s token with a use left ({@link acceptIfToken}),
+ * else rejected (the client hears so at once) and this fails with {@link AdmissionRefusedError}.
+ * Either way no other request is taken: a refused one means someone else reached the port first, so
+ * give the client a new endpoint and token. A second call fails with RpmaInvalidError. The wait for
+ * the request is as long as the caller lets it be: bound it (`Effect.timeout`).
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const acceptIsolated = (
+  isolated: Isolated,
+  admission: Admission,
+  options?: Connection.Options
+): Admitting =>
+  Effect.suspend(() => {
+    if (isolated.taken) {
+      return Effect.fail(fromRpmaCode(
+        RpmaCode.RPMA_E_INVAL,
+        "rpma_ep_next_conn_req",
+        `the isolated endpoint on ${isolated.address}:${isolated.port} answered its one request already: make another with Endpoint.listenIsolated`
+      ))
+    }
+    isolated.taken = true
+    return Effect.flatMap(next(isolated.endpoint, options), (req) => acceptIfToken(req, admission, options)).pipe(
+      Effect.ensuring(isolated.stopListening)
+    )
+  })
+
+/**
+ * The ports {@link rendezvous} listens on for the isolated endpoints it makes: `from` to `to`,
+ * both included (each is in use for one client at a time, until its connection is made).
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface PortRange {
+  readonly from: number
+  readonly to: number
+}
+
+/**
+ * What {@link rendezvous} made for one client: its isolated endpoint, and the one-time admission
+ * that client was given for it. Register what the client may reach with `peer`, then accept with
+ * `Endpoint.acceptIsolated(made, made.admission)`.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface Rendezvous extends Isolated {
+  readonly admission: Admission
+}
+
+// The rendezvous answer, a well-known endpoint's accept private data: the port (2 bytes, big
+// endian), then the one-time token as tokenPrivateData encodes it (its length, then its bytes).
+const ONE_TIME_TOKEN = 16
+
+const rendezvousAnswer = (port: number, wire: Uint8Array): Uint8Array => {
+  const answer = new Uint8Array(2 + wire.byteLength)
+  new DataView(answer.buffer).setUint16(0, port)
+  answer.set(wire, 2)
+  return answer
+}
+
+const readAnswer = (answer: Uint8Array): { readonly port: number; readonly token: Uint8Array } | undefined => {
+  if (answer.byteLength < 4) return undefined
+  const port = new DataView(answer.buffer, answer.byteOffset).getUint16(0)
+  const length = answer[2]!
+  if (port === 0 || length === 0 || length > MAX_TOKEN || answer.byteLength < 3 + length) return undefined
+  return { port, token: answer.slice(3, 3 + length) }
+}
+
+/** An isolated endpoint on the first free port of `ports`, in a scope of its own (closed if none is free). */
+const listenIsolatedIn = (address: string, ports: PortRange): Effect.Effect<Isolated, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.suspend(() => {
+    const range: { readonly from?: unknown; readonly to?: unknown } = typeof ports === "object" && ports !== null ? ports : {}
+    const { from, to } = range
+    if (
+      !(typeof from === "number" && typeof to === "number" && Number.isInteger(from) && Number.isInteger(to) &&
+        from >= 1 && from <= to && to <= 65535)
+    ) {
+      return Effect.fail(fromRpmaCode(
+        RpmaCode.RPMA_E_INVAL,
+        "rpma_ep_listen",
+        `ports must be { from, to }, integers with 1 <= from <= to <= 65535, not ${String(JSON.stringify(ports))}`
+      ))
+    }
+    const attempt = (port: number): Effect.Effect<Isolated, RpmaError, RdmaDriver | Scope.Scope> =>
+      Effect.flatMap(Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential)), (own) =>
+        listenIsolated(address, port).pipe(
+          Scope.extend(own),
+          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(own, exit)),
+          // A port in use (by another client's endpoint, or another program): the next one.
+          Effect.catchTag("RpmaProviderError", (error) => port < to ? attempt(port + 1) : Effect.fail(error))
+        ))
+    return attempt(from)
+  })
+
+/**
+ * The server's side of a rendezvous: a client that {@link connectIsolated} to the well-known
+ * endpoint `ep` with `gate`'s token (which it got from an authenticated channel, e.g. a
+ * {@link DescriptorExchange} offer that every client gets) is given an isolated endpoint of its own
+ * ({@link listenIsolated}) on a free port of `ports` and a new random single-use token for it, in
+ * the accept's private data; the well-known connection then closes. Nothing is registered on `ep`'s
+ * peer, so that connection reaches nothing. A request refused by `gate` fails this with
+ * {@link AdmissionRefusedError}, and bounds how often one token gets a new endpoint (its `uses`
+ * and `window`). The returned {@link Rendezvous} lives with the scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Endpoint, LocalMr, Usage } from "@effect-rdma/core"
+ *
+ * declare const wellKnown: Endpoint.Endpoint // its port and token are in the DescriptorExchange offer
+ * declare const gate: Endpoint.Admission // e.g. { uses: 100, window: "1 minute" }
+ * const serveNext = Effect.scoped(Effect.gen(function*() {
+ *   const made = yield* Endpoint.rendezvous(wellKnown, gate, { from: 20000, to: 20999 })
+ *   const inbox = yield* LocalMr.allocate(made.peer, 4096, Usage.WRITE_DST)
+ *   const conn = yield* Endpoint.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(inbox) })
+ *   // ... serve conn: the client reaches inbox and nothing else.
+ * }))
+ * ```
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const rendezvous = (
+  ep: Endpoint,
+  gate: Admission,
+  ports: PortRange,
+  options?: Connection.Options
+): Effect.Effect<
+  Rendezvous,
+  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
+  RdmaDriver | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const req = yield* next(ep, options)
+    // Admitted before anything is made for it: a refused request costs no peer.
+    yield* admit(req, gate)
+    const isolated = yield* Effect.tapError(listenIsolatedIn(ep.address, ports), () => reject(req))
+    const token = new Uint8Array(randomBytes(ONE_TIME_TOKEN))
+    const oneTime = yield* admission(token)
+    const privateData = rendezvousAnswer(isolated.port, yield* tokenPrivateData(token))
+    // Accepted to carry the answer, closed at once: the client has it once it is connected.
+    yield* Effect.scoped(accept(req, { ...options, privateData })).pipe(Effect.tapError(() => isolated.stopListening))
+    return { ...isolated, admission: oneTime }
+  })
+
+/**
+ * The client's side of a {@link rendezvous}: connects to the well-known endpoint at
+ * `address`:`port` with `token` (as {@link tokenPrivateData} encodes it), reads the port and
+ * one-time token of its own isolated endpoint from the server's answer, and connects there. The
+ * returned connection's `privateData` is what the server accepted it with (e.g. descriptors).
+ * An answer that is not a rendezvous answer fails with {@link InvalidTokenError}.
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const connectIsolated = (
+  peer: Peer,
+  address: string,
+  port: number,
+  token: Uint8Array,
+  options?: Connection.Options
+): Effect.Effect<Connection.Connection, RpmaError | Connection.ConnectionFailedError | InvalidTokenError, RdmaDriver | Scope.Scope> =>
+  Effect.gen(function*() {
+    const wire = yield* tokenPrivateData(token)
+    const answer = yield* Effect.scoped(Effect.map(
+      internalConnection.connect(peer, address, port, { ...options, privateData: wire }),
+      (conn) => readAnswer(conn.privateData)
+    ))
+    if (answer === undefined) {
+      return yield* new InvalidTokenError({
+        reason: `the server on ${address}:${port} answered without a port and one-time token: is it a rendezvous endpoint?`
+      })
+    }
+    const privateData = yield* tokenPrivateData(answer.token)
+    return yield* internalConnection.connect(peer, address, answer.port, { ...options, privateData })
+  })

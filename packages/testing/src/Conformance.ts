@@ -31,6 +31,7 @@ import { dataPathCases } from "./conformance/dataPath.js"
 import * as fuzzer from "./conformance/fuzz.js"
 import type * as halves from "./conformance/halves.js"
 import { interruptionCases } from "./conformance/interruption.js"
+import { isolationCases } from "./conformance/isolation.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
 import { mappingCases } from "./conformance/mapping.js"
 import * as pair from "./conformance/pair.js"
@@ -81,7 +82,8 @@ export const cases: ReadonlyArray<Case> = [
   ...flushRangeCases,
   ...closingCases,
   ...cmEndpointPairCases.map(inProcess),
-  ...cmEndpointCases
+  ...cmEndpointCases,
+  ...isolationCases
 ]
 
 /** A port for each case, so that cases never share one (rdma_cm keeps a port busy for a while). */

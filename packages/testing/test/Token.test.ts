@@ -4,7 +4,7 @@
 import { Connection, Endpoint, Peer } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, Option } from "effect"
+import { Cause, Effect, Exit, Fiber, Option, TestClock } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
@@ -32,7 +32,7 @@ const listening = (admission: Endpoint.Admission) =>
         return { server, client }
       })
     /** Asserts that `privateData` was refused for `reason`, on both sides. */
-    const refused = (privateData: Uint8Array | undefined, reason: "WrongToken" | "TokenUsed", what: string) =>
+    const refused = (privateData: Uint8Array | undefined, reason: Endpoint.AdmissionRefusedError["reason"], what: string) =>
       Effect.gen(function*() {
         const { client, server } = yield* attempt(privateData)
         const error = failureOf(server)
@@ -78,7 +78,7 @@ describe("admission tokens", () => {
   it.effect("the padding completes no token: nothing, the token short of its trailing zeros, or with one more zero is refused", () =>
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(5, 6, 7, 0, 0)
-      const { admitted, refused } = yield* listening(yield* Endpoint.admission(token))
+      const { admitted, refused } = yield* listening(yield* Endpoint.admission(token, { uses: 2 }))
       yield* refused(undefined, "WrongToken", "no private data")
       yield* refused(Uint8Array.of(5, 6, 7), "WrongToken", "the token's bytes short of its zeros, unencoded")
       yield* refused(token, "WrongToken", "the token unencoded (no length byte)")
@@ -99,25 +99,70 @@ describe("admission tokens", () => {
       yield* refused(undefined, "WrongToken", "no private data")
     })))
 
-  it.effect("a single-use token admits one connection; the same token again is refused (TokenUsed); a reusable one admits both", () =>
-    inWorld(Effect.scoped(Effect.gen(function*() {
-      const token = Uint8Array.of(3, 1, 4, 1, 5, 9, 2, 6)
-      const once = yield* Endpoint.admission(token, { singleUse: true })
-      assert.isTrue(once.singleUse)
-      const single = yield* listening(once)
-      const sent = yield* Endpoint.tokenPrivateData(token)
-      yield* single.refused(yield* Endpoint.tokenPrivateData(Uint8Array.of(3, 1, 4)), "WrongToken", "a wrong token first")
-      yield* single.admitted(sent, "the first use")
-      yield* single.refused(sent, "TokenUsed", "the second use")
-    })).pipe(Effect.zipRight(Effect.gen(function*() {
+  it.effect("a token admits one connection by default: the same token again is refused (TokenUsed); singleUse says the same", () =>
+    Effect.gen(function*() {
+      for (const options of [undefined, { singleUse: true }]) {
+        yield* inWorld(Effect.gen(function*() {
+          const token = Uint8Array.of(3, 1, 4, 1, 5, 9, 2, 6)
+          const once = yield* Endpoint.admission(token, options)
+          assert.isTrue(once.singleUse)
+          assert.strictEqual(once.uses, 1)
+          const single = yield* listening(once)
+          const sent = yield* Endpoint.tokenPrivateData(token)
+          yield* single.refused(yield* Endpoint.tokenPrivateData(Uint8Array.of(3, 1, 4)), "WrongToken", "a wrong token first")
+          yield* single.admitted(sent, "the first use")
+          yield* single.refused(sent, "TokenUsed", "the second use")
+        }))
+      }
+    }))
+
+  it.effect("uses: n admits n connections in all, then TokenUsed", () =>
+    inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(2, 7, 1, 8)
-      const reusable = yield* Endpoint.admission(token)
-      assert.isFalse(reusable.singleUse)
-      const { admitted } = yield* listening(reusable)
+      const three = yield* Endpoint.admission(token, { uses: 3 })
+      assert.isFalse(three.singleUse)
+      const { admitted, refused } = yield* listening(three)
       const sent = yield* Endpoint.tokenPrivateData(token)
-      yield* admitted(sent, "the first use")
-      yield* admitted(sent, "the second use")
-    })))))
+      for (let use = 1; use <= 3; use++) yield* admitted(sent, `use ${use} of 3`)
+      yield* refused(sent, "TokenUsed", "a fourth use")
+    })))
+
+  it.effect("uses in a window: n connections per window; one more is TooSoon until the window has moved past the first", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(6, 6, 2, 1)
+      const { admitted, refused } = yield* listening(yield* Endpoint.admission(token, { uses: 2, window: "1 minute" }))
+      const sent = yield* Endpoint.tokenPrivateData(token)
+      yield* admitted(sent, "use 1 at 0 s")
+      yield* TestClock.adjust("30 seconds")
+      yield* admitted(sent, "use 2 at 30 s")
+      yield* refused(sent, "TooSoon", "use 3 at 30 s")
+      yield* TestClock.adjust("29 seconds")
+      yield* refused(sent, "TooSoon", "use 3 at 59 s: both uses still in the window")
+      yield* TestClock.adjust("1 second")
+      yield* admitted(sent, "use 3 at 60 s: the first has left the window")
+      yield* refused(sent, "TooSoon", "use 4 at 60 s")
+    })))
+
+  it.effect("a budget that is not bounded or not a positive count is an InvalidTokenError that says what to give", () =>
+    Effect.gen(function*() {
+      const token = Uint8Array.of(1, 2, 3)
+      const bad: ReadonlyArray<[Endpoint.AdmissionOptions, string]> = [
+        [{ singleUse: false }, "give uses"],
+        [{ uses: 0 }, "positive integer"],
+        [{ uses: 1.5 }, "positive integer"],
+        [{ uses: Infinity }, "positive integer"],
+        [{ uses: Number.NaN }, "positive integer"],
+        [{ uses: 2, singleUse: true }, "singleUse admits 1"],
+        [{ uses: 2, window: "0 seconds" }, "positive, finite duration"],
+        [{ uses: 2, window: Infinity }, "positive, finite duration"],
+        [{ uses: 2, window: "soon" as never }, "positive, finite duration"]
+      ]
+      for (const [options, says] of bad) {
+        const error = yield* Effect.flip(Endpoint.admission(token, options))
+        assert.strictEqual(error._tag, "InvalidTokenError", JSON.stringify(options))
+        assert.include(error.message, says, JSON.stringify(options))
+      }
+    }))
 
   it.effect("the token is copied when set: changing the array afterwards changes nothing", () =>
     inWorld(Effect.gen(function*() {

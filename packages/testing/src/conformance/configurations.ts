@@ -30,6 +30,36 @@ const pingOneAtATime = (
 /** @internal */
 export const configurationCases: ReadonlyArray<Case> = [
   {
+    name: "driver: rpma_conn_req_connect with private data too long for an accept is refused and leaves the " +
+      "request usable: a second connect with 196 bytes establishes the connection",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const peer = yield* rawPeer(address)
+        const config = Connection.toConfig({ timeout: "10 seconds" })
+        const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
+        const deleting = (conn: Driver.ConnHandle) =>
+          Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
+        const client = yield* Effect.flatMap(d.connReqNew(peer, address, port, config), (req) =>
+          Effect.flatMap(d.connReqConnect(req, undefined), deleting))
+        const req = yield* d.epNextConnReq(ep, config)
+        const refused = yield* Effect.exit(d.connReqConnect(req, new Uint8Array(197)))
+        yield* check(tagOf(refused) === "RpmaInvalidError", `accept with 197 bytes: ${tagOf(refused)}`)
+        yield* check(messageOf(refused).includes("196"), `the refusal names 196: ${messageOf(refused)}`)
+        const fromServer = pattern(196, 3)
+        const server = yield* Effect.flatMap(d.connReqConnect(req, fromServer), deleting)
+        // Both sides' events awaited at once: the server's ESTABLISHED comes only after the client
+        // has read its own event (librdmacm answers the accept, RTU, when the client's
+        // rdma_get_cm_event takes the CONNECT_RESPONSE), so awaiting the server's first hangs on a device.
+        const [serverEvent, clientEvent] = yield* Effect.all([d.connNextEvent(server), d.connNextEvent(client)], {
+          concurrency: 2
+        })
+        yield* equal(serverEvent, "ESTABLISHED", "the server's first event after the retry")
+        yield* equal(clientEvent, "ESTABLISHED", "the client's first event")
+        yield* check(same(yield* d.connPrivateData(client), fromServer), "the client got the retried accept's 196 bytes")
+      })
+  },
+  {
     name: "Endpoint.accept with private data too long, or a timeout of 0, is refused and leaves the request " +
       "unanswered: accepted again with good options, it connects",
     run: (address, port) =>

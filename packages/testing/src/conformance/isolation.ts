@@ -1,0 +1,83 @@
+/**
+ * Curious peers (issue 19, item 7): an isolated endpoint's client reaches what its own peer
+ * registered and nothing of another client's, even with that region's exact descriptor; its
+ * endpoint takes one connection and then no longer listens.
+ *
+ * @internal
+ */
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type { Case } from "../Conformance.js"
+import { check, pattern, same, tagOf } from "./support.js"
+
+const remoteOf = (mr: LocalMr.LocalMr<"READ_SRC">) =>
+  Effect.flatMap(LocalMr.descriptor(mr), (bytes) => Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.READ_SRC)))
+
+/** @internal */
+export const isolationCases: ReadonlyArray<Case> = [
+  {
+    name: "isolated endpoint: its client reads its own region, not another client's by its exact descriptor; one connection, then nothing listens",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const isolated = yield* Endpoint.listenIsolated(address, port)
+        const otherClients = yield* Peer.make(address) // what another isolated endpoint's peer is
+        const given = yield* LocalMr.allocate(isolated.peer, 4096, Usage.READ_SRC)
+        const notGiven = yield* LocalMr.allocate(otherClients, 4096, Usage.READ_SRC)
+        given.memory.set(pattern(4096, 1))
+        notGiven.memory.set(pattern(4096, 2))
+        const token = Uint8Array.of(9, 4, 7, 1, 8, 2)
+        const accepting = yield* Effect.fork(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+        const clientPeer = yield* Peer.make(address)
+        const privateData = yield* Endpoint.tokenPrivateData(token)
+        const conn = yield* Connection.connect(clientPeer, address, port, { privateData })
+        yield* Fiber.join(accepting)
+        const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+        yield* Connection.read(conn, { dst, src: yield* remoteOf(given), length: 4096 })
+        yield* check(same(dst.memory, pattern(4096, 1)), "the client read its own region")
+        // Refused by the device at once, not left waiting at an endpoint until its own timeout.
+        const [ms, second] = yield* Effect.timed(Effect.exit(Effect.scoped(
+          Connection.connect(clientPeer, address, port, { privateData, timeout: "10 seconds" })
+        )))
+        yield* check(tagOf(second) === "ConnectionFailedError", `a second connection to the isolated port: ${tagOf(second)}`)
+        yield* check(Duration.toMillis(ms) < 9000, `the second connection waited ${Duration.format(ms)} of its 10 s timeout`)
+        dst.memory.fill(0)
+        const blocked = yield* Effect.flip(Connection.read(conn, { dst, src: yield* remoteOf(notGiven), length: 4096 }))
+        yield* check(
+          blocked._tag === "CompletionError" && blocked.status === 10,
+          `a read of another client's region: ${blocked._tag} ${(blocked as { status?: number }).status}`
+        )
+        yield* check(dst.memory.every((b) => b === 0), "nothing of another client's region arrived")
+        const again = yield* Effect.flip(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+        yield* check(again._tag === "RpmaInvalidError", `a second accept on the isolated endpoint: ${again._tag}`)
+      })
+  },
+  {
+    name: "rendezvous: a client admitted on a well-known endpoint is sent to an isolated one of its own and reads what it was given there",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const token = Uint8Array.of(6, 2, 8, 3)
+        const wellKnown = yield* Endpoint.listen(yield* Peer.make(address), address, port)
+        const gate = yield* Endpoint.admission(token)
+        // A port of its own for this case's isolated endpoint: the cases' ports are 17000 and up.
+        const isolatedPort = port + 10000
+        const serving = yield* Effect.fork(Effect.gen(function*() {
+          const made = yield* Endpoint.rendezvous(wellKnown, gate, { from: isolatedPort, to: isolatedPort })
+          const given = yield* LocalMr.allocate(made.peer, 4096, Usage.READ_SRC)
+          given.memory.set(pattern(4096, 5))
+          return yield* Endpoint.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
+        }))
+        const clientPeer = yield* Peer.make(address)
+        const conn = yield* Endpoint.connectIsolated(clientPeer, address, port, token, { timeout: "10 seconds" })
+        yield* Fiber.join(serving)
+        const src = yield* Effect.flatMap(
+          RemoteMr.fromDescriptor(conn.privateData.subarray(0, Descriptor.SIZE)),
+          RemoteMr.require(Usage.READ_SRC)
+        )
+        const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+        yield* Connection.read(conn, { dst, src, length: 4096 })
+        yield* check(same(dst.memory, pattern(4096, 5)), "the client read the region of its isolated endpoint")
+      })
+  }
+]

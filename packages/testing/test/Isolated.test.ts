@@ -1,0 +1,125 @@
+// Issue 19, item 7: an isolated endpoint answers one request, the first, and then stops listening,
+// so no one who reaches its port later (a stranger first, or the client again) joins its peer.
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Effect, Exit, Fiber, Option } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+const tagOf = <A, E>(exit: Exit.Exit<A, E>): string =>
+  Exit.isSuccess(exit) ? "success" : String((Option.getOrUndefined(Cause.failureOption(exit.cause)) as { _tag?: string })?._tag)
+
+describe("isolated endpoints", () => {
+  it.effect("a stranger's request first: refused (WrongToken), and the endpoint stops listening, so the client must get a new one", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(4, 4, 1)
+      const isolated = yield* Endpoint.listenIsolated(address, 7471)
+      const answering = yield* Effect.fork(Effect.exit(Effect.scoped(
+        Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token))
+      )))
+      const client = yield* Peer.make(address)
+      const stranger = yield* Effect.exit(Effect.scoped(Connection.connect(client, address, 7471)))
+      const answered = yield* Fiber.join(answering)
+      assert.strictEqual(tagOf(answered), "AdmissionRefusedError")
+      assert.strictEqual(tagOf(stranger), "ConnectionFailedError")
+      const privateData = yield* Endpoint.tokenPrivateData(token)
+      const late = yield* Effect.exit(Effect.scoped(Connection.connect(client, address, 7471, { privateData })))
+      assert.strictEqual(tagOf(late), "ConnectionFailedError", "nothing listens after the first request")
+    })))
+
+  it.effect("its peer is its own, and outlives the listener while the connection lives; all is released with the scope", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(8, 1)
+      const shared = yield* Peer.make(address)
+      const isolated = yield* Endpoint.listenIsolated(address, 7472)
+      assert.notStrictEqual(isolated.peer.handle, shared.handle)
+      assert.strictEqual(isolated.port, 7472)
+      const answering = yield* Effect.fork(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+      const conn = yield* Connection.connect(shared, address, 7472, { privateData: yield* Endpoint.tokenPrivateData(token) })
+      const served = yield* Fiber.join(answering)
+      assert.strictEqual(yield* served.state, "ESTABLISHED")
+      assert.strictEqual(yield* conn.state, "ESTABLISHED")
+    })))
+
+  it.effect("listenIsolated on a port in use or port 0 fails with the listen's error and leaves nothing", () =>
+    inWorld(Effect.gen(function*() {
+      yield* Endpoint.listen(yield* Peer.make(address), address, 7473)
+      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Endpoint.listenIsolated(address, 7473)))), "RpmaProviderError")
+      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Endpoint.listenIsolated(address, 0)))), "RpmaInvalidError")
+    })))
+})
+
+describe("rendezvous", () => {
+  it.effect("a client with the well-known token gets an isolated endpoint of its own, reaches what it was given there, and the token's uses bound how often", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(5, 1, 5, 1)
+      const wellKnown = yield* Endpoint.listen(yield* Peer.make(address), address, 7480)
+      const gate = yield* Endpoint.admission(token, { uses: 2 })
+      const clientPeer = yield* Peer.make(address)
+      const ports = { from: 7481, to: 7490 }
+      const session = Effect.gen(function*() {
+        const serving = yield* Effect.fork(Effect.gen(function*() {
+          const made = yield* Endpoint.rendezvous(wellKnown, gate, ports)
+          const given = yield* LocalMr.allocate(made.peer, 64, Usage.READ_SRC)
+          given.memory.fill(made.port % 251)
+          const conn = yield* Endpoint.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
+          return { made, conn }
+        }))
+        const conn = yield* Endpoint.connectIsolated(clientPeer, address, 7480, token)
+        const { made } = yield* Fiber.join(serving)
+        const src = yield* Effect.flatMap(
+          RemoteMr.fromDescriptor(conn.privateData.subarray(0, Descriptor.SIZE)),
+          RemoteMr.require(Usage.READ_SRC)
+        )
+        const dst = yield* LocalMr.allocate(clientPeer, 64, Usage.READ_DST)
+        yield* Connection.read(conn, { dst, src, length: 64 })
+        assert.isTrue(dst.memory.every((b) => b === made.port % 251), "the client read the region it was given")
+        assert.notStrictEqual(made.peer.handle, wellKnown.peer.handle, "its own peer")
+        return made.port
+      })
+      const first = yield* session
+      const second = yield* session
+      // The first client's endpoint stopped listening once it connected: its port serves the next.
+      assert.deepStrictEqual([first, second], [7481, 7481])
+      // The token's two uses are spent: refused at the well-known endpoint, before anything is made.
+      const refusing = yield* Effect.fork(Effect.exit(Endpoint.rendezvous(wellKnown, gate, ports)))
+      const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(clientPeer, address, 7480, token)))
+      const refused = yield* Fiber.join(refusing)
+      assert.strictEqual(tagOf(refused), "AdmissionRefusedError")
+      assert.strictEqual(tagOf(client), "ConnectionFailedError")
+    })))
+
+  it.effect("a well-known endpoint that is not a rendezvous: the client fails with InvalidTokenError and connects nowhere else", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(7, 7)
+      const plain = yield* Endpoint.listen(yield* Peer.make(address), address, 7491)
+      const serving = yield* Effect.fork(Effect.flatMap(Endpoint.next(plain), (req) => Endpoint.accept(req, { privateData: Uint8Array.of(0, 0, 0) })))
+      const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(yield* Peer.make(address), address, 7491, token)))
+      yield* Fiber.join(serving)
+      assert.strictEqual(tagOf(client), "InvalidTokenError")
+    })))
+
+  it.effect("a range with no free port, or not a range: the request is rejected and nothing is left", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(3, 3)
+      const peer = yield* Peer.make(address)
+      const wellKnown = yield* Endpoint.listen(peer, address, 7492)
+      yield* Endpoint.listen(peer, address, 7493)
+      const gate = yield* Endpoint.admission(token, { uses: 9 })
+      for (const [ports, tag] of [
+        [{ from: 7493, to: 7493 }, "RpmaProviderError"],
+        [{ from: 9, to: 8 }, "RpmaInvalidError"],
+        [{ from: 1.5, to: 8 }, "RpmaInvalidError"],
+        [undefined as unknown as Endpoint.PortRange, "RpmaInvalidError"]
+      ] as const) {
+        const serving = yield* Effect.fork(Effect.exit(Effect.scoped(Endpoint.rendezvous(wellKnown, gate, ports))))
+        const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(peer, address, 7492, token)))
+        assert.strictEqual(tagOf(yield* Fiber.join(serving)), tag, JSON.stringify(ports))
+        assert.strictEqual(tagOf(client), "ConnectionFailedError", JSON.stringify(ports))
+      }
+    })))
+})
