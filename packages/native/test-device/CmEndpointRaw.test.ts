@@ -331,6 +331,19 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
         assert.strictEqual((yield* completion(driver, server, 2)).status, IBV_WC_WR_FLUSH_ERR)
       }), 30_000 * slowdown)
 
+    it.scoped("a receive posted after this side's disconnect is flushed too", () =>
+      Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        const { client } = yield* connectedPair(driver)
+        const into = yield* region(driver, client, "msgs", 64)
+        yield* post(driver, client, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+        yield* driver.cmDisconnect(client)
+        assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_WR_FLUSH_ERR)
+        assert.strictEqual(yield* driver.cmNextEvent(client), "DISCONNECTED")
+        yield* post(driver, client, { op: "recv", id: 2, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+        assert.strictEqual((yield* completion(driver, client, 2)).status, IBV_WC_WR_FLUSH_ERR)
+      }), 30_000 * slowdown)
+
     it.effect("release order is enforced, and everything is gone afterwards", () =>
       Effect.gen(function*() {
         const driver = yield* RdmaDriver
