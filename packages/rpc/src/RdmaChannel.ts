@@ -7,7 +7,10 @@
  * announced by a small frame and acknowledged by the receiver once it has copied it out. Each
  * side sends its landing region's descriptor first. A sender that finds no posted receive is
  * retried by the device until the reader posts one (librpma's RNR retry is unlimited), so a slow
- * reader slows its senders.
+ * reader slows its senders. Whole messages reach the RPC layer through a queue of their own, so
+ * that the receive loop never waits on a handler (one sending a large answer needs the loop for
+ * its acknowledgement); the RPC protocol's own acknowledgements bound that queue. A large message
+ * that fails half-way (a timeout) leaves the channel refusing further sends: open a new connection.
  *
  * @since 0.6.0
  */
