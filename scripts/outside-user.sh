@@ -60,7 +60,8 @@ for t in "$core" "$testing" "$native" "$rpc"; do
   grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
     fail "$(basename "$t") has no dist/index.js or dist/index.d.ts: packing did not build it"
 done
-grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' "$work/files" || fail "no prebuilt addon in the native tarball"
+tar -tzf "$native" | grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' ||
+  fail "no prebuilt addon in the native tarball"
 
 step "publint and arethetypeswrong"
 for t in "$core" "$testing" "$native" "$rpc"; do
