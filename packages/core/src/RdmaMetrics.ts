@@ -175,6 +175,19 @@ export const registrationDuration: Metric.Metric<
 )
 
 /**
+ * Reconnect attempts of `RdmaClient`s, unit `{attempt}`; per `reason` (`lost`: the first attempt
+ * after a connection ended, `failed`: one after a failed attempt) and in total.
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const clientReconnects: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_client_reconnects_total",
+  "{attempt}",
+  "Reconnect attempts of RDMA clients"
+)
+
+/**
  * The former name of {@link registrationDuration} (which is now in seconds, not milliseconds).
  *
  * @since 0.1.0

@@ -192,3 +192,9 @@ export const released = (operation: string): Effect.Effect<void> =>
     countUnsafe(RdmaMetrics.releases, releasesOf(operation), labelsOf(fiber))
     return Effect.void
   })
+
+const reconnectsOf = memo((reason) => RdmaMetrics.series(RdmaMetrics.clientReconnects, [["reason", reason]]))
+
+/** @internal A client starts a reconnect attempt: after a lost connection, or a failed attempt. */
+export const reconnectUnsafe = (reason: "lost" | "failed"): void =>
+  countUnsafe(RdmaMetrics.clientReconnects, reconnectsOf(reason), [])

@@ -1,0 +1,221 @@
+/**
+ * The reconnecting client: one supervisor fiber keeps a session (the offer, its remote regions, a
+ * connection) up, and operations run on whatever session is current.
+ *
+ * @internal
+ */
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as Connection from "../Connection.js"
+import type { RdmaDriver } from "../Driver.js"
+import * as Endpoint from "../Endpoint.js"
+import * as Peer from "../Peer.js"
+import type * as RdmaClient from "../RdmaClient.js"
+import * as RemoteMr from "../RemoteMr.js"
+import { InvalidOfferError as InvalidOfferErrorImpl, NotConnectedError as NotConnectedErrorImpl } from "./clientErrors.js"
+import * as instrument from "./instrument.js"
+
+/** @internal */
+export const ClientTypeId: RdmaClient.TypeId = Symbol.for("@effect-rdma/core/RdmaClient") as RdmaClient.TypeId
+
+/** @internal What one connected session holds: released with the session's scope. */
+export interface Session {
+  readonly connection: Connection.Connection
+  readonly regions: Readonly<Record<string, RemoteMr.RemoteMr<any>>>
+  readonly offer: RdmaClient.Offer
+  /** An operation saw the connection end: the supervisor reconnects. */
+  readonly broken: Deferred.Deferred<Connection.ConnectionClosedError>
+}
+
+/** @internal The client: its state, and the session operations run on. */
+export class ClientImpl<Regions extends RdmaClient.RegionUsages> implements RdmaClient.RdmaClient<Regions> {
+  readonly [ClientTypeId]: RdmaClient.TypeId = ClientTypeId
+  session: Session | undefined = undefined
+  /** Completed with the next session (or NotConnectedError once closed); replaced when it ends. */
+  ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError>
+  constructor(
+    readonly stateRef: SubscriptionRef.SubscriptionRef<RdmaClient.State>,
+    readonly regions: Regions,
+    readonly waitMillis: number,
+    ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError>,
+    readonly notConnected: (operation: string, state: RdmaClient.State, waitedMs: number) => RdmaClient.NotConnectedError
+  ) {
+    this.ready = ready
+  }
+  get state(): Effect.Effect<RdmaClient.State> {
+    return SubscriptionRef.get(this.stateRef)
+  }
+  get changes(): Stream.Stream<RdmaClient.State> {
+    return this.stateRef.changes
+  }
+  get offer(): Effect.Effect<RdmaClient.Offer | undefined> {
+    return Effect.sync(() => this.session?.offer)
+  }
+}
+
+
+/** Errors that mean the connection under an operation is gone (the device then fails what follows). */
+const endsConnection = (error: { readonly _tag: string }): boolean =>
+  error._tag === "ConnectionClosedError" || error._tag === "CompletionError"
+
+/**
+ * @internal Runs `f` on the current session; while there is none, fails at once or waits the
+ * client's bound for one. An error that means the connection ended tells the supervisor.
+ */
+export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }>(
+  client: RdmaClient.RdmaClient<Regions>,
+  operation: string,
+  f: (session: Session) => Effect.Effect<A, E>
+): Effect.Effect<A, E | RdmaClient.NotConnectedError> => {
+  const impl = client as unknown as ClientImpl<Regions>
+  const run = (session: Session): Effect.Effect<A, E> =>
+    Effect.tapError(f(session), (error) =>
+      endsConnection(error)
+        ? Deferred.succeed(
+          session.broken,
+          error._tag === "ConnectionClosedError"
+            ? error as unknown as Connection.ConnectionClosedError
+            : new Connection.ConnectionClosedError({ operation, reason: "LOST", cause: error })
+        )
+        : Effect.void)
+  return Effect.suspend(() => {
+    const session = impl.session
+    if (session !== undefined) return run(session)
+    if (impl.waitMillis <= 0) {
+      return Effect.flatMap(impl.state, (state) => Effect.fail(impl.notConnected(operation, state, 0)))
+    }
+    return Deferred.await(impl.ready).pipe(
+      Effect.timeout(Duration.millis(impl.waitMillis)),
+      Effect.catchTag(
+        "TimeoutException",
+        () => Effect.flatMap(impl.state, (state) => Effect.fail(impl.notConnected(operation, state, impl.waitMillis)))
+      ),
+      Effect.flatMap(run)
+    )
+  })
+}
+
+// The connection's end: its last event (CLOSED, LOST), or its state where it ended without one
+// (its watchdog, a failed completion queue), polled.
+const lostBy = (connection: Connection.Connection, poll: Duration.Duration) =>
+  Effect.raceFirst(
+    Stream.runDrain(connection.events),
+    Effect.repeat(connection.state, { schedule: Schedule.spaced(poll), until: (state) => state !== "ESTABLISHED" })
+  ).pipe(
+    Effect.zipRight(connection.state),
+    Effect.map((state) =>
+      new Connection.ConnectionClosedError({ operation: "RdmaClient", reason: state === "LOST" ? "LOST" : "CLOSED" })
+    )
+  )
+
+/** One session: fetch the offer, rebuild its regions, connect, serve until the connection ends. */
+const session = <Regions extends RdmaClient.RegionUsages, E, R>(
+  client: ClientImpl<Regions>,
+  peer: Peer.Peer,
+  fetchOffer: Effect.Effect<RdmaClient.Offer, E, R>,
+  connectionOptions: RdmaClient.MakeOptions<Regions, E, R, unknown, never>["connection"],
+  pollMillis: number,
+  established: (session: Session) => Effect.Effect<void>
+) =>
+  Effect.gen(function*() {
+    const offer = yield* fetchOffer
+    const regions: Record<string, RemoteMr.RemoteMr<any>> = {}
+    for (const [name, usage] of Object.entries(client.regions)) {
+      const bytes = offer.regions[name]
+      if (bytes === undefined) {
+        return yield* Effect.fail(
+          new InvalidOfferErrorImpl({
+            detail: `the offer has no region "${name}" (it has ${
+              Object.keys(offer.regions).map((n) => `"${n}"`).join(", ") || "none"
+            }): the server must offer every region named in the client's regions`
+          })
+        )
+      }
+      regions[name] = yield* RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(usage)))
+    }
+    const privateData = offer.token === undefined ? undefined : yield* Endpoint.tokenPrivateData(offer.token)
+    const connection = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port, {
+      ...connectionOptions,
+      ...(privateData === undefined ? {} : { privateData })
+    })
+    const broken = yield* Deferred.make<Connection.ConnectionClosedError>()
+    const current: Session = { connection, regions, offer, broken }
+    yield* Effect.acquireRelease(established(current), () =>
+      Effect.sync(() => {
+        if (client.session === current) client.session = undefined
+      }))
+    return yield* Effect.raceFirst(Deferred.await(broken), lostBy(connection, Duration.millis(pollMillis)))
+  })
+
+/** @internal */
+export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
+  options: RdmaClient.MakeOptions<Regions, E, R, Out, RS>
+): Effect.Effect<RdmaClient.RdmaClient<Regions>, never, R | RS | RdmaDriver | Scope.Scope> =>
+  Effect.gen(function*() {
+    const peer = options.peer
+    const stateRef = yield* SubscriptionRef.make<RdmaClient.State>({ _tag: "Connecting" })
+    const waitMillis = options.whileDisconnected === undefined || options.whileDisconnected === "fail"
+      ? 0
+      : Duration.toMillis(Duration.decode(options.whileDisconnected.wait))
+    const notConnected = (operation: string, state: RdmaClient.State, waitedMs: number) =>
+      new NotConnectedErrorImpl({ operation, state, waitedMs })
+    const client = new ClientImpl<Regions>(
+      stateRef,
+      options.regions,
+      waitMillis,
+      yield* Deferred.make<Session, RdmaClient.NotConnectedError>(),
+      notConnected
+    )
+    const pollMillis = options.pollMillis ?? 1000
+    const setState = (state: RdmaClient.State) => SubscriptionRef.set(stateRef, state)
+
+    const established = (current: Session) =>
+      Effect.zipRight(
+        Effect.sync(() => {
+          client.session = current
+        }),
+        Effect.zipRight(Deferred.succeed(client.ready, current), setState({ _tag: "Connected", address: current.offer.rdma.address, port: current.offer.rdma.port }))
+      )
+
+    const closed = (lastError: unknown) => {
+      const state: RdmaClient.State = { _tag: "Closed", lastError }
+      return Effect.suspend(() => {
+        client.session = undefined
+        return Effect.zipRight(setState(state), Deferred.fail(client.ready, notConnected("RdmaClient", state, 0)))
+      })
+    }
+
+    const supervise = Effect.gen(function*() {
+      const driver = yield* Schedule.driver(options.reconnect)
+      let attempt = 0
+      for (;;) {
+        const outcome = yield* Effect.either(Effect.scoped(session(client, peer, options.offer, options.connection, pollMillis, established)))
+        // Operations that come from here on wait for the next session (or fail at once).
+        client.ready = yield* Deferred.make<Session, RdmaClient.NotConnectedError>()
+        if (Either.isRight(outcome)) {
+          // It was connected: a new series of attempts, the schedule from its start.
+          yield* driver.reset
+          attempt = 0
+        }
+        const lastError: unknown = Either.isRight(outcome) ? outcome.right : outcome.left
+        attempt++
+        yield* setState({ _tag: "Reconnecting", attempt, lastError })
+        instrument.reconnectUnsafe(Either.isRight(outcome) ? "lost" : "failed")
+        // The schedule's delay; its end closes the client.
+        if (Either.isLeft(yield* Effect.either(driver.next(lastError as never)))) return yield* closed(lastError)
+      }
+    })
+
+    // Added before the supervisor's fork, so run after it is interrupted (its session closed).
+    yield* Effect.addFinalizer(() =>
+      Effect.flatMap(SubscriptionRef.get(stateRef), (state) => state._tag === "Closed" ? Effect.void : closed(undefined))
+    )
+    yield* Effect.forkScoped(Effect.interruptible(supervise))
+    return client
+  })
