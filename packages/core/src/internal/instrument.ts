@@ -198,3 +198,49 @@ const reconnectsOf = memo((reason) => RdmaMetrics.series(RdmaMetrics.clientRecon
 /** @internal A client starts a reconnect attempt: after a lost connection, or a failed attempt. */
 export const reconnectUnsafe = (reason: "lost" | "failed"): void =>
   countUnsafe(RdmaMetrics.clientReconnects, reconnectsOf(reason), [])
+
+// The data path: requests and bytes are counted when posted (a receive's bytes when it completes,
+// the only time they are known), failures when a request fails or is refused. Plain JavaScript,
+// called by the posting kernel; the series carry no fiber labels (reading them would cost a
+// FiberRef lookup per request).
+const dataPathOf = memo((op) => ({
+  operations: RdmaMetrics.series(RdmaMetrics.operations, [["operation", op]]),
+  bytes: RdmaMetrics.series(RdmaMetrics.operationBytes, [["operation", op]])
+}))
+const operationFailuresOf = memo((key) => {
+  const [op, error] = key.split("\u0000") as [string, string]
+  return RdmaMetrics.series(RdmaMetrics.operationFailures, [["operation", op], ["error.type", error]])
+})
+
+/** @internal The payload of a posted request: what a write, read, send or atomic write moves (a flush: none). */
+export const requestBytes = (request: { readonly op: string; readonly length?: number; readonly value?: Uint8Array }): number =>
+  request.op === "flush" || request.op === "recv" ? 0 : request.length ?? request.value?.byteLength ?? 0
+
+/** @internal The payload of the first `count` requests of a post. */
+export const requestsBytes = (requests: ReadonlyArray<{ readonly op: string; readonly length?: number }>, count: number): number => {
+  let bytes = 0
+  for (let i = 0; i < count; i++) bytes += requestBytes(requests[i]!)
+  return bytes
+}
+
+/** @internal `count` requests of `operation` posted, `bytes` of payload in all. */
+export const postedUnsafe = (operation: string, count: number, bytes: number): void => {
+  const series = dataPathOf(operation)
+  RdmaMetrics.operations.unsafeUpdate(count, [])
+  series.operations.unsafeUpdate(count, [])
+  if (bytes > 0) {
+    RdmaMetrics.operationBytes.unsafeUpdate(bytes, [])
+    series.bytes.unsafeUpdate(bytes, [])
+  }
+}
+
+/** @internal A receive completed with `bytes` bytes. */
+export const receivedUnsafe = (operation: string, bytes: number): void => {
+  if (bytes <= 0) return
+  RdmaMetrics.operationBytes.unsafeUpdate(bytes, [])
+  dataPathOf(operation).bytes.unsafeUpdate(bytes, [])
+}
+
+/** @internal A request of `operation` failed (or was refused) with the error tagged `error`. */
+export const operationFailedUnsafe = (operation: string, error: string): void =>
+  countUnsafe(RdmaMetrics.operationFailures, operationFailuresOf(`${operation}\u0000${error}`), [])

@@ -28,6 +28,7 @@ import type { LocalMr } from "../LocalMr.js"
 import type { OperationError } from "../ConnectionError.js"
 import type { OperationSpec } from "./operationTable.js"
 import * as Tracing from "../Tracing.js"
+import * as instrument from "./instrument.js"
 import { type Build, ownersOf, type Pending, type PendingTable, type Regions, runAll, type Slots } from "./dataPath.js"
 import type { Owner } from "./owner.js"
 
@@ -231,6 +232,7 @@ export class Poster {
     const refused = this.link.refusal(spec.name)
     if (refused !== undefined) {
       slots.give()
+      instrument.operationFailedUnsafe(spec.name, refused._tag)
       return Effect.fail(refused)
     }
     // Releases that waited for a completion are rare: the kernel's one list collects them.
@@ -247,8 +249,10 @@ export class Poster {
     let result: Effect.Effect<unknown, OperationError>
     if (outcome.posted === 0) {
       push(deferred, table.unpost(entry))
+      instrument.operationFailedUnsafe(spec.name, (outcome.error as { readonly _tag: string })._tag)
       result = Effect.fail(outcome.error!)
     } else {
+      instrument.postedUnsafe(spec.name, 1, instrument.requestBytes(request))
       this.absorb(outcome, deferred)
       result = then === SUBMIT ? Effect.succeed(entry) : restore(table.await(entry))
       if (outcome.turnDue) result = Effect.zipRight(afterPendingIo, result)
@@ -272,7 +276,15 @@ export class Poster {
    * (nothing more is posted after a failure). One driver call per window, one wait per batch.
    */
   postBatch<E = OperationError>(requests: BatchRequests): Effect.Effect<void, E> {
-    return Effect.suspend((): Effect.Effect<void, any> => {
+    return Effect.withFiberRuntime((fiber): Effect.Effect<void, any> =>
+      fiber.getFiberRef(Tracing.perOperation)
+        ? tracedBatch(this.batch(requests), this.link.driver.name, requests)
+        : this.batch(requests)
+    )
+  }
+
+  private batch(requests: BatchRequests): Effect.Effect<void, OperationError> {
+    return Effect.suspend((): Effect.Effect<void, OperationError> => {
       if (requests.count === 0) return Effect.void
       const batch: Batch = {
         requests,
@@ -320,6 +332,7 @@ export class Poster {
       const refused = this.link.refusal(operation)
       if (refused !== undefined) {
         batch.failure = refused
+        instrument.operationFailedUnsafe(operation, refused._tag)
         break
       }
       const wanted = total - batch.next
@@ -368,7 +381,11 @@ export class Poster {
       }
       batch.next += count
       batch.inFlight += outcome.posted - unreported
-      if (outcome.error !== undefined && batch.failure === undefined) batch.failure = outcome.error
+      if (outcome.posted > 0) instrument.postedUnsafe(operation, outcome.posted, instrument.requestsBytes(built, outcome.posted))
+      if (outcome.error !== undefined) {
+        instrument.operationFailedUnsafe(operation, (outcome.error as { readonly _tag: string })._tag)
+        if (batch.failure === undefined) batch.failure = outcome.error
+      }
       this.absorb(outcome, deferred)
       if (outcome.turnDue) {
         batch.turnDue = true
@@ -444,6 +461,25 @@ const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, op: string, b
   }
   return Effect.withSpan(effect, "rpma_post", {
     attributes: { "rdma.driver": driver, "rdma.op": op, "rdma.size": size },
+    captureStackTrace: false
+  })
+}
+
+/** With per-operation tracing on: a batch in one span, with its count of requests and of bytes. */
+const tracedBatch = <A, E>(effect: Effect.Effect<A, E>, driver: string, requests: BatchRequests): Effect.Effect<A, E> => {
+  let size = 0
+  try {
+    for (let i = 0; i < requests.count; i++) size += instrument.requestBytes(requests.build(i, 0, "onError"))
+  } catch {
+    // Built again when posted; the size is only an attribute.
+  }
+  return Effect.withSpan(effect, "rpma_post", {
+    attributes: {
+      "rdma.driver": driver,
+      "rdma.op": requests.spec.op,
+      "rdma.size": size,
+      "rdma.operation.batch.size": requests.count
+    },
     captureStackTrace: false
   })
 }
