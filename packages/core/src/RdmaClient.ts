@@ -167,10 +167,10 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
  * @example
  * ```ts
  * import { DescriptorExchange, Peer, RdmaClient, Usage } from "@effect-rdma/core"
- * import { Effect, Schedule } from "effect"
+ * import { Console, Effect, Schedule, Stream } from "effect"
  *
  * declare const tls: DescriptorExchange.TlsOptions
- * const program = Effect.gen(function*() {
+ * export const program = Effect.gen(function*() {
  *   const client = yield* RdmaClient.make({
  *     peer: yield* Peer.Peer,
  *     offer: DescriptorExchange.fetch({ host: "kv.example", port: 7000, tls }),
@@ -178,7 +178,8 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
  *     reconnect: Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds"))),
  *     whileDisconnected: { wait: "2 seconds" }
  *   })
- *   yield* client.changes.pipe(Effect.forkScoped) // watch it: Stream.runForEach(...)
+ *   // Its state changes, logged until the scope closes.
+ *   yield* Effect.forkScoped(Stream.runForEach(client.changes, (state) => Console.log(state._tag)))
  * })
  * ```
  *
