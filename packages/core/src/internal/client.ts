@@ -15,7 +15,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Connection from "../Connection.js"
 import type { RdmaDriver } from "../Driver.js"
 import * as Endpoint from "../Endpoint.js"
-import * as Peer from "../Peer.js"
+import type * as Peer from "../Peer.js"
 import type * as RdmaClient from "../RdmaClient.js"
 import * as RemoteMr from "../RemoteMr.js"
 import { InvalidOfferError as InvalidOfferErrorImpl, NotConnectedError as NotConnectedErrorImpl } from "./clientErrors.js"
@@ -146,10 +146,14 @@ const session = <Regions extends RdmaClient.RegionUsages, E, R>(
     })
     const broken = yield* Deferred.make<Connection.ConnectionClosedError>()
     const current: Session = { connection, regions, offer, broken }
+    // Its end: operations from here on wait for the next session (or fail at once), never for this one.
     yield* Effect.acquireRelease(established(current), () =>
-      Effect.sync(() => {
-        if (client.session === current) client.session = undefined
-      }))
+      Effect.flatMap(Deferred.make<Session, RdmaClient.NotConnectedError>(), (next) =>
+        Effect.sync(() => {
+          if (client.session !== current) return
+          client.session = undefined
+          client.ready = next
+        })))
     return yield* Effect.raceFirst(Deferred.await(broken), lostBy(connection, Duration.millis(pollMillis)))
   })
 
@@ -176,12 +180,11 @@ export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
     const setState = (state: RdmaClient.State) => SubscriptionRef.set(stateRef, state)
 
     const established = (current: Session) =>
-      Effect.zipRight(
-        Effect.sync(() => {
-          client.session = current
-        }),
-        Effect.zipRight(Deferred.succeed(client.ready, current), setState({ _tag: "Connected", address: current.offer.rdma.address, port: current.offer.rdma.port }))
-      )
+      Effect.suspend(() => {
+        client.session = current
+        const { address, port } = current.offer.rdma
+        return Effect.zipRight(Deferred.succeed(client.ready, current), setState({ _tag: "Connected", address, port }))
+      })
 
     const closed = (lastError: unknown) => {
       const state: RdmaClient.State = { _tag: "Closed", lastError }
@@ -195,9 +198,9 @@ export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
       const driver = yield* Schedule.driver(options.reconnect)
       let attempt = 0
       for (;;) {
-        const outcome = yield* Effect.either(Effect.scoped(session(client, peer, options.offer, options.connection, pollMillis, established)))
-        // Operations that come from here on wait for the next session (or fail at once).
-        client.ready = yield* Deferred.make<Session, RdmaClient.NotConnectedError>()
+        const outcome = yield* Effect.either(
+          Effect.scoped(session(client, peer, options.offer, options.connection, pollMillis, established))
+        )
         if (Either.isRight(outcome)) {
           // It was connected: a new series of attempts, the schedule from its start.
           yield* driver.reset

@@ -318,7 +318,6 @@ export class PendingTable<E> {
   /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
   private settle(entry: Pending<E>, completion: Completion | undefined, failure: E | undefined): void {
     if (failure !== undefined) instrument.operationFailedUnsafe(entry.operation, (failure as { readonly _tag: string })._tag)
-    else if (!entry.sendQueue && completion !== undefined) instrument.receivedUnsafe(entry.operation, completion.byteLength)
     const settled = entry.settled
     if (settled !== undefined) {
       entry.settled = undefined

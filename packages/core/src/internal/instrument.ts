@@ -199,10 +199,11 @@ const reconnectsOf = memo((reason) => RdmaMetrics.series(RdmaMetrics.clientRecon
 export const reconnectUnsafe = (reason: "lost" | "failed"): void =>
   countUnsafe(RdmaMetrics.clientReconnects, reconnectsOf(reason), [])
 
-// The data path: requests and bytes are counted when posted (a receive's bytes when it completes,
-// the only time they are known), failures when a request fails or is refused. Plain JavaScript,
-// called by the posting kernel; the series carry no fiber labels (reading them would cost a
-// FiberRef lookup per request).
+// The data path: failures are counted always (when a request fails or is refused: nothing on the
+// success path); requests and bytes with per-operation telemetry on (when posted; an awaited
+// receive's bytes when it completes), since four counter updates a post cost a write about a fifth
+// more instructions (bench/instructions.ts: write.queued 6594 -> 7932). Plain JavaScript, called
+// by the posting kernel; the series carry no fiber labels (a FiberRef lookup per request).
 const dataPathOf = memo((op) => ({
   operations: RdmaMetrics.series(RdmaMetrics.operations, [["operation", op]]),
   bytes: RdmaMetrics.series(RdmaMetrics.operationBytes, [["operation", op]])

@@ -115,6 +115,8 @@ interface Batch {
   resume: ((effect: Effect.Effect<void, OperationError>) => void) | undefined
   /** Its settlement, once done, if nobody waited yet. */
   done: Effect.Effect<void, OperationError> | undefined
+  /** Per-operation telemetry: its requests and bytes are counted. */
+  readonly counted: boolean
   readonly settled: (failure: OperationError | undefined) => void
 }
 
@@ -205,18 +207,21 @@ export class Poster {
     then: Then
   ): Effect.Effect<any, E> {
     const slots = spec.queue === "send" ? this.link.sendSlots : this.link.recvSlots
+    const perOperation = fiber.getFiberRef(Tracing.perOperation)
     const effect = slots.tryTake()
-      ? this.posted(spec, slots, regions, build, signal, then, identity)
+      ? this.posted(spec, slots, regions, build, signal, then, identity, perOperation)
       : Effect.uninterruptibleMask((restore) =>
         Effect.zipRight(
           restore(slots.take),
-          Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore))
+          Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore, perOperation))
         )
       )
-    return (fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, spec.op, build) : effect) as Effect.Effect<
-      any,
-      E
-    >
+    if (!perOperation) return effect as Effect.Effect<any, E>
+    // A receive's bytes are known when it completes.
+    const counted = spec.queue === "recv" && then === AWAIT
+      ? Effect.tap(effect, (c: Completion) => Effect.sync(() => instrument.receivedUnsafe(spec.name, c.byteLength)))
+      : effect
+    return traced(counted, this.link.driver.name, spec.op, build) as Effect.Effect<any, E>
   }
 
   /** Its slot taken: posts, and what follows (the wait, or the entry). */
@@ -227,7 +232,9 @@ export class Poster {
     build: Build,
     signal: Signal | undefined,
     then: Then,
-    restore: Restore
+    restore: Restore,
+    /** Per-operation telemetry: the request and its bytes are counted. */
+    counted: boolean
   ): Effect.Effect<any, OperationError> {
     const refused = this.link.refusal(spec.name)
     if (refused !== undefined) {
@@ -252,7 +259,7 @@ export class Poster {
       instrument.operationFailedUnsafe(spec.name, (outcome.error as { readonly _tag: string })._tag)
       result = Effect.fail(outcome.error!)
     } else {
-      instrument.postedUnsafe(spec.name, 1, instrument.requestBytes(request))
+      if (counted) instrument.postedUnsafe(spec.name, 1, instrument.requestBytes(request))
       this.absorb(outcome, deferred)
       result = then === SUBMIT ? Effect.succeed(entry) : restore(table.await(entry))
       if (outcome.turnDue) result = Effect.zipRight(afterPendingIo, result)
@@ -278,12 +285,12 @@ export class Poster {
   postBatch<E = OperationError>(requests: BatchRequests): Effect.Effect<void, E> {
     return Effect.withFiberRuntime((fiber): Effect.Effect<void, any> =>
       fiber.getFiberRef(Tracing.perOperation)
-        ? tracedBatch(this.batch(requests), this.link.driver.name, requests)
-        : this.batch(requests)
+        ? tracedBatch(this.batch(requests, true), this.link.driver.name, requests)
+        : this.batch(requests, false)
     )
   }
 
-  private batch(requests: BatchRequests): Effect.Effect<void, OperationError> {
+  private batch(requests: BatchRequests, counted: boolean): Effect.Effect<void, OperationError> {
     return Effect.suspend((): Effect.Effect<void, OperationError> => {
       if (requests.count === 0) return Effect.void
       const batch: Batch = {
@@ -300,6 +307,7 @@ export class Poster {
         cancelSlotWait: undefined,
         resume: undefined,
         done: undefined,
+        counted,
         settled: (failure) => {
           batch.inFlight--
           if (failure !== undefined && batch.failure === undefined) batch.failure = failure
@@ -381,7 +389,7 @@ export class Poster {
       }
       batch.next += count
       batch.inFlight += outcome.posted - unreported
-      if (outcome.posted > 0) instrument.postedUnsafe(operation, outcome.posted, instrument.requestsBytes(built, outcome.posted))
+      if (batch.counted && outcome.posted > 0) instrument.postedUnsafe(operation, outcome.posted, instrument.requestsBytes(built, outcome.posted))
       if (outcome.error !== undefined) {
         instrument.operationFailedUnsafe(operation, (outcome.error as { readonly _tag: string })._tag)
         if (batch.failure === undefined) batch.failure = outcome.error
