@@ -136,6 +136,21 @@ export const InvalidOfferError: typeof errors.InvalidOfferError = errors.Invalid
 export type InvalidOfferError = errors.InvalidOfferError
 
 /**
+ * An option of {@link make} that is not what it takes (from untyped code): which one, and what it
+ * takes.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export const InvalidOptionsError: typeof errors.InvalidOptionsError = errors.InvalidOptionsError
+
+/**
+ * @since 0.6.0
+ * @category errors
+ */
+export type InvalidOptionsError = errors.InvalidOptionsError
+
+/**
  * How the client connects and reconnects.
  *
  * @since 0.6.0
@@ -188,7 +203,7 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
  */
 export const make: <Regions extends RegionUsages, E, R, Out, RS>(
   options: MakeOptions<Regions, E, R, Out, RS>
-) => Effect.Effect<RdmaClient<Regions>, never, R | RS | RdmaDriver | Scope.Scope> = internal.make
+) => Effect.Effect<RdmaClient<Regions>, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope> = internal.make
 
 /**
  * The client as a Layer of your own Tag, connecting from the `Peer` service.
@@ -210,7 +225,7 @@ export const make: <Regions extends RegionUsages, E, R, Out, RS>(
 export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS>(
   tag: Context.Tag<Id, RdmaClient<Regions>>,
   options: Omit<MakeOptions<Regions, E, R, Out, RS>, "peer">
-): Layer.Layer<Id, never, R | RS | RdmaDriver | Peer> =>
+): Layer.Layer<Id, InvalidOptionsError, R | RS | RdmaDriver | Peer> =>
   Layer.scoped(tag, Effect.flatMap(PeerTag, (peer) => make({ ...options, peer })))
 
 /**
@@ -255,7 +270,7 @@ export const write = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: WriteArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.use(client, "rpma_write", (s) => Connection.write(s.connection, { ...args, dst: s.regions[args.dst]! }))
+  internal.useRegion(client, "rpma_write", args.dst, (s, dst) => Connection.write(s.connection, { ...args, dst }))
 
 /**
  * `Connection.writeMany` into the region named `dst`, on the current connection.
@@ -267,7 +282,7 @@ export const writeMany = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.use(client, "rpma_write", (s) => Connection.writeMany(s.connection, { ...args, dst: s.regions[args.dst]! }))
+  internal.useRegion(client, "rpma_write", args.dst, (s, dst) => Connection.writeMany(s.connection, { ...args, dst }))
 
 /**
  * `Connection.read` from the region named `src`, on the current connection.
@@ -279,7 +294,7 @@ export const read = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: ReadArgs<RegionsWith<Regions, "READ_SRC">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.use(client, "rpma_read", (s) => Connection.read(s.connection, { ...args, src: s.regions[args.src]! }))
+  internal.useRegion(client, "rpma_read", args.src, (s, src) => Connection.read(s.connection, { ...args, src }))
 
 /**
  * `Connection.flush` of the region named `dst`, on the current connection.
@@ -291,7 +306,7 @@ export const flush = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
 ): Effect.Effect<void, Connection.FlushError | NotConnectedError> =>
-  internal.use(client, "rpma_flush", (s) => Connection.flush(s.connection, { ...args, dst: s.regions[args.dst]! }))
+  internal.useRegion(client, "rpma_flush", args.dst, (s, dst) => Connection.flush(s.connection, { ...args, dst }))
 
 /**
  * `Connection.send`, on the current connection.

@@ -225,4 +225,24 @@ describe("RdmaClient", () => {
       const state = yield* SubscriptionRef.get(client.stateRef)
       assert.strictEqual(state._tag, "Closed")
     })))
+
+  it.live("bad options and an unknown region name are tagged errors that say what to give", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7488)
+      const peer = yield* Peer.make(address)
+      const options = { peer, offer: server.offer, regions, reconnect: fast }
+      const badWait = yield* Effect.flip(RdmaClient.make({ ...options, whileDisconnected: { wait: "forever" } } as unknown as typeof options))
+      assert.strictEqual(badWait._tag, "InvalidOptionsError")
+      assert.match(badWait.message, /whileDisconnected must be "fail" or \{ wait: a finite duration \}/)
+      const badUsage = yield* Effect.flip(RdmaClient.make({ ...options, regions: { store: -1 } } as unknown as typeof options))
+      assert.match(badUsage.message, /regions\.store must be a Usage/)
+      const badSchedule = yield* Effect.flip(RdmaClient.make({ ...options, reconnect: "1 second" } as unknown as typeof options))
+      assert.match(badSchedule.message, /reconnect must be a Schedule/)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server)
+      yield* waitFor(client, "Connected")
+      const unknown = yield* Effect.flip(RdmaClient.write(client, { dst: "nope" as never, src, length: 1 }))
+      assert.strictEqual(unknown._tag, "OutOfRangeError")
+      assert.match(unknown.message, /no region named "nope": the client's regions are "store"/)
+    })))
 })

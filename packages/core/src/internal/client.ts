@@ -8,6 +8,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -18,7 +19,12 @@ import * as Endpoint from "../Endpoint.js"
 import type * as Peer from "../Peer.js"
 import type * as RdmaClient from "../RdmaClient.js"
 import * as RemoteMr from "../RemoteMr.js"
-import { InvalidOfferError as InvalidOfferErrorImpl, NotConnectedError as NotConnectedErrorImpl } from "./clientErrors.js"
+import * as Usage from "../Usage.js"
+import {
+  InvalidOfferError as InvalidOfferErrorImpl,
+  InvalidOptionsError,
+  NotConnectedError as NotConnectedErrorImpl
+} from "./clientErrors.js"
 import * as instrument from "./instrument.js"
 
 /** @internal */
@@ -101,6 +107,27 @@ export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { read
   })
 }
 
+/**
+ * @internal {@link use} with the session's region named `name`; a name that is not one of the
+ * client's regions (from untyped code) is refused before anything is posted.
+ */
+export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }>(
+  client: RdmaClient.RdmaClient<Regions>,
+  operation: string,
+  name: string,
+  f: (session: Session, region: RemoteMr.RemoteMr<any>) => Effect.Effect<A, E>
+): Effect.Effect<A, E | Connection.OutOfRangeError | RdmaClient.NotConnectedError> =>
+  Object.hasOwn(client.regions, name)
+    ? use(client, operation, (session) => f(session, session.regions[name]!))
+    : Effect.fail(
+      new Connection.OutOfRangeError({
+        operation,
+        detail: `no region named ${JSON.stringify(name)}: the client's regions are ${
+          Object.keys(client.regions).map((n) => JSON.stringify(n)).join(", ") || "none"
+        }`
+      })
+    )
+
 // The connection's end: its last event (CLOSED, LOST), or its state where it ended without one
 // (its watchdog, a failed completion queue), polled.
 const lostBy = (connection: Connection.Connection, poll: Duration.Duration) =>
@@ -157,16 +184,42 @@ const session = <Regions extends RdmaClient.RegionUsages, E, R>(
     return yield* Effect.raceFirst(Deferred.await(broken), lostBy(connection, Duration.millis(pollMillis)))
   })
 
+/** The options' checks, for untyped callers: what is wrong, and what the option takes. */
+const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any>): InvalidOptionsError | number => {
+  const invalid = (option: string, detail: string) => new InvalidOptionsError({ option, detail })
+  if (typeof options !== "object" || options === null) return invalid("object", "must be an object of options")
+  if (!Effect.isEffect(options.offer)) return invalid("offer", "must be an Effect that fetches the offer")
+  if (!Schedule.isSchedule(options.reconnect)) return invalid("reconnect", "must be a Schedule (e.g. Schedule.spaced(\"1 second\"))")
+  if (typeof options.peer !== "object" || options.peer === null) return invalid("peer", "must be a Peer (Peer.make)")
+  if (typeof options.regions !== "object" || options.regions === null) {
+    return invalid("regions", "must be an object of region names and usages")
+  }
+  for (const [name, usage] of Object.entries(options.regions)) {
+    if (Usage.validate(usage)._tag === "Left") return invalid(`regions.${name}`, `must be a Usage (Usage.combine(...)), not ${String(usage)}`)
+  }
+  if (options.pollMillis !== undefined && !(Number.isFinite(options.pollMillis) && options.pollMillis > 0)) {
+    return invalid("pollMillis", `must be a positive number of milliseconds, not ${String(options.pollMillis)}`)
+  }
+  const disconnected = options.whileDisconnected
+  if (disconnected === undefined || disconnected === "fail") return 0
+  const wait = typeof disconnected === "object" && disconnected !== null
+    ? Duration.decodeUnknown(disconnected.wait)
+    : Option.none()
+  if (Option.isNone(wait) || !Duration.isFinite(wait.value)) {
+    return invalid("whileDisconnected", "must be \"fail\" or { wait: a finite duration } (e.g. { wait: \"2 seconds\" })")
+  }
+  return Duration.toMillis(wait.value)
+}
+
 /** @internal */
 export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
   options: RdmaClient.MakeOptions<Regions, E, R, Out, RS>
-): Effect.Effect<RdmaClient.RdmaClient<Regions>, never, R | RS | RdmaDriver | Scope.Scope> =>
+): Effect.Effect<RdmaClient.RdmaClient<Regions>, RdmaClient.InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
+    const waitMillis = checkOptions(options)
+    if (typeof waitMillis !== "number") return yield* Effect.fail(waitMillis)
     const peer = options.peer
     const stateRef = yield* SubscriptionRef.make<RdmaClient.State>({ _tag: "Connecting" })
-    const waitMillis = options.whileDisconnected === undefined || options.whileDisconnected === "fail"
-      ? 0
-      : Duration.toMillis(Duration.decode(options.whileDisconnected.wait))
     const notConnected = (operation: string, state: RdmaClient.State, waitedMs: number) =>
       new NotConnectedErrorImpl({ operation, state, waitedMs })
     const client = new ClientImpl<Regions>(
