@@ -283,48 +283,48 @@ export class Poster {
    * (nothing more is posted after a failure). One driver call per window, one wait per batch.
    */
   postBatch<E = OperationError>(requests: BatchRequests): Effect.Effect<void, E> {
+    // One Effect op before it posts, as before tracing: the span's only when tracing is on.
     return Effect.withFiberRuntime((fiber): Effect.Effect<void, any> =>
       fiber.getFiberRef(Tracing.perOperation)
-        ? tracedBatch(this.batch(requests, true), this.link.driver.name, requests)
+        ? tracedBatch(Effect.suspend(() => this.batch(requests, true)), this.link.driver.name, requests)
         : this.batch(requests, false)
     )
   }
 
+  /** Posts the batch's first window now, and returns its wait. */
   private batch(requests: BatchRequests, counted: boolean): Effect.Effect<void, OperationError> {
-    return Effect.suspend((): Effect.Effect<void, OperationError> => {
-      if (requests.count === 0) return Effect.void
-      const batch: Batch = {
-        requests,
-        owners: { owners: ownersOf(requests.regions) },
-        next: 0,
-        inFlight: 0,
-        reserved: 0,
-        failure: undefined,
-        stopped: false,
-        pumping: false,
-        queued: false,
-        turnDue: false,
-        cancelSlotWait: undefined,
-        resume: undefined,
-        done: undefined,
-        counted,
-        settled: (failure) => {
-          batch.inFlight--
-          if (failure !== undefined && batch.failure === undefined) batch.failure = failure
-          this.wake(batch)
-        }
+    if (requests.count === 0) return Effect.void
+    const batch: Batch = {
+      requests,
+      owners: { owners: ownersOf(requests.regions) },
+      next: 0,
+      inFlight: 0,
+      reserved: 0,
+      failure: undefined,
+      stopped: false,
+      pumping: false,
+      queued: false,
+      turnDue: false,
+      cancelSlotWait: undefined,
+      resume: undefined,
+      done: undefined,
+      counted,
+      settled: (failure) => {
+        batch.inFlight--
+        if (failure !== undefined && batch.failure === undefined) batch.failure = failure
+        this.wake(batch)
       }
-      const deferred: Array<Effect.Effect<void>> = []
-      this.pump(batch, deferred)
-      this.resumeBatches()
-      this.ensureArmed()
-      const wait = batch.done ?? Effect.async<void, OperationError>((resume) => {
-        if (batch.done !== undefined) return resume(batch.done)
-        batch.resume = resume
-        return Effect.sync(() => this.abandon(batch))
-      })
-      return deferred.length === 0 ? wait : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), wait)
+    }
+    const deferred: Array<Effect.Effect<void>> = []
+    this.pump(batch, deferred)
+    this.resumeBatches()
+    this.ensureArmed()
+    const wait = batch.done ?? Effect.async<void, OperationError>((resume) => {
+      if (batch.done !== undefined) return resume(batch.done)
+      batch.resume = resume
+      return Effect.sync(() => this.abandon(batch))
     })
+    return deferred.length === 0 ? wait : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), wait)
   }
 
   /** Posts what the window allows; settles the batch when nothing is left. */
