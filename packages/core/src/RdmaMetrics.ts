@@ -175,6 +175,66 @@ export const registrationDuration: Metric.Metric<
 )
 
 /**
+ * Work requests posted on the data path (writes, reads, flushes, atomic writes, sends, receives;
+ * each request of a batch), unit `{request}`; per `operation` (`rpma_write`, `rpma_read`,
+ * `rpma_flush`, `rpma_send`, `rpma_recv`, ...) and in total. Counted when posted, on any driver,
+ * with per-operation telemetry on (`Tracing.layerPerOperation`): at a few hundred instructions a
+ * post, always-on counters would slow the data path by about a fifth.
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const operations: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_operations_total",
+  "{request}",
+  "Work requests posted on the data path"
+)
+
+/**
+ * Payload bytes moved by the data path, unit `By`: a write's, read's, send's or atomic write's
+ * length when posted, an awaited receive's bytes when it completes (a flush moves none); per
+ * `operation` and in total. Like {@link operations}, with per-operation telemetry on.
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const operationBytes: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_operation_bytes_total",
+  "By",
+  "Payload bytes written, read, sent and received"
+)
+
+/**
+ * Data-path requests that failed, unit `{request}`: refused by the queue or the driver, failed by
+ * their completion's status, or failed by the connection's end; per `operation` and `error.type`
+ * (the tagged error's `_tag`: `CompletionError`, `ConnectionClosedError`, `RpmaInvalidError`, ...,
+ * OpenTelemetry's attribute for an error's class) and in total. Always counted (nothing on the
+ * success path). An argument refused before anything is posted (`OutOfRangeError`) is not counted:
+ * nothing reached the queue.
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const operationFailures: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_operation_failures_total",
+  "{request}",
+  "Data-path requests that failed"
+)
+
+/**
+ * Reconnect attempts of `RdmaClient`s, unit `{attempt}`; per `reason` (`lost`: the first attempt
+ * after a connection ended, `failed`: one after a failed attempt) and in total.
+ *
+ * @since 0.6.0
+ * @category metrics
+ */
+export const clientReconnects: Metric.Metric.Counter<number> = counter(
+  "effect_rdma_client_reconnects_total",
+  "{attempt}",
+  "Reconnect attempts of RDMA clients"
+)
+
+/**
  * The former name of {@link registrationDuration} (which is now in seconds, not milliseconds).
  *
  * @since 0.1.0

@@ -130,6 +130,14 @@ export * as RdmaError from "./RdmaError.js"
  */
 export * as RdmaMetrics from "./RdmaMetrics.js"
 /**
+ * A client for long-running services: fetches the offer, connects, reconnects on loss with a
+ * Schedule (fetching the offer again), exposes its state as a SubscriptionRef, and fails or bounds
+ * operations while disconnected.
+ *
+ * @since 0.6.0
+ */
+export * as RdmaClient from "./RdmaClient.js"
+/**
  * A registration cache: registering the same memory with the same usage again, while a cached
  * registration is alive, reuses it instead of pinning the pages a second time. Entries are
  * reference-counted: one is deregistered when it has had no user for `idleTimeToLive`, when the

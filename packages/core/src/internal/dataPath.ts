@@ -17,6 +17,7 @@ import { type Completion, WcOpcode, type WorkRequest } from "../Driver.js"
 import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import { ById } from "./byId.js"
+import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 
 /** @internal What an operation ends with: its completion, or why it failed. */
@@ -316,6 +317,7 @@ export class PendingTable<E> {
 
   /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
   private settle(entry: Pending<E>, completion: Completion | undefined, failure: E | undefined): void {
+    if (failure !== undefined) instrument.operationFailedUnsafe(entry.operation, (failure as { readonly _tag: string })._tag)
     const settled = entry.settled
     if (settled !== undefined) {
       entry.settled = undefined

@@ -39,6 +39,7 @@ import type { LocalMr } from "../LocalMr.js"
 import type { OperationError } from "../ConnectionError.js"
 import type { OperationSpec } from "./operationTable.js"
 import * as Tracing from "../Tracing.js"
+import * as instrument from "./instrument.js"
 import {
   type Build,
   type Owners,
@@ -154,6 +155,8 @@ interface Batch<R> {
   resume: ((effect: Effect.Effect<void, OperationError>) => void) | undefined
   /** Its settlement, once done, if nobody waited yet. */
   done: Effect.Effect<void, OperationError> | undefined
+  /** Per-operation telemetry: its requests and bytes are counted. */
+  readonly counted: boolean
   readonly settled: (failure: OperationError | undefined) => void
 }
 
@@ -244,18 +247,21 @@ export class Poster<R = WorkRequest> {
     then: Then
   ): Effect.Effect<any, E> {
     const slots = spec.queue === "send" ? this.link.sendSlots : this.link.recvSlots
+    const perOperation = fiber.getFiberRef(Tracing.perOperation)
     const effect = slots.tryTake()
-      ? this.posted(spec, slots, regions, build, signal, then, identity)
+      ? this.posted(spec, slots, regions, build, signal, then, identity, perOperation)
       : Effect.uninterruptibleMask((restore) =>
         Effect.zipRight(
           restore(slots.take),
-          Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore))
+          Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore, perOperation))
         )
       )
-    return (fiber.getFiberRef(Tracing.perOperation) ? traced(effect, this.link.driver.name, spec, build) : effect) as Effect.Effect<
-      any,
-      E
-    >
+    if (!perOperation) return effect as Effect.Effect<any, E>
+    // A receive's bytes are known when it completes.
+    const counted = spec.queue === "recv" && then === AWAIT
+      ? Effect.tap(effect, (c: Completion) => Effect.sync(() => instrument.receivedUnsafe(spec.name, c.byteLength)))
+      : effect
+    return traced(counted, this.link.driver.name, spec, build) as Effect.Effect<any, E>
   }
 
   /** Its slot taken: posts, and what follows (the wait, or the entry). */
@@ -266,11 +272,14 @@ export class Poster<R = WorkRequest> {
     build: Build<R>,
     signal: Signal | undefined,
     then: Then,
-    restore: Restore
+    restore: Restore,
+    /** Per-operation telemetry: the request and its bytes are counted. */
+    counted: boolean
   ): Effect.Effect<any, OperationError> {
     const refused = this.link.refusal(spec.name)
     if (refused !== undefined) {
       slots.give()
+      instrument.operationFailedUnsafe(spec.name, refused._tag)
       return Effect.fail(refused)
     }
     // Releases that waited for a completion are rare: the kernel's one list collects them.
@@ -287,8 +296,10 @@ export class Poster<R = WorkRequest> {
     let result: Effect.Effect<unknown, OperationError>
     if (outcome.posted === 0) {
       push(deferred, table.unpost(entry))
+      instrument.operationFailedUnsafe(spec.name, (outcome.error as { readonly _tag: string })._tag)
       result = Effect.fail(outcome.error!)
     } else {
+      if (counted) instrument.postedUnsafe(spec.name, 1, instrument.requestBytes(request as instrument.CountedRequest))
       this.absorb(outcome, deferred)
       result = then === SUBMIT ? Effect.succeed(entry) : restore(table.await(entry))
       if (outcome.turnDue) result = Effect.zipRight(afterPendingIo, result)
@@ -312,40 +323,49 @@ export class Poster<R = WorkRequest> {
    * (nothing more is posted after a failure). One driver call per window, one wait per batch.
    */
   postBatch<E = OperationError>(requests: BatchRequests<R>): Effect.Effect<void, E> {
-    return Effect.suspend((): Effect.Effect<void, any> => {
-      if (requests.count === 0) return Effect.void
-      const { regions } = requests
-      const batch: Batch<R> = {
-        requests,
-        owners: "owners" in regions ? regions : { owners: ownersOf(regions) },
-        next: 0,
-        inFlight: 0,
-        reserved: 0,
-        failure: undefined,
-        stopped: false,
-        pumping: false,
-        queued: false,
-        turnDue: false,
-        cancelSlotWait: undefined,
-        resume: undefined,
-        done: undefined,
-        settled: (failure) => {
-          batch.inFlight--
-          if (failure !== undefined && batch.failure === undefined) batch.failure = failure
-          this.wake(batch)
-        }
+    // One Effect op before it posts, as before tracing: the span's only when tracing is on.
+    return Effect.withFiberRuntime((fiber): Effect.Effect<void, any> =>
+      fiber.getFiberRef(Tracing.perOperation)
+        ? tracedBatch(Effect.suspend(() => this.batch(requests, true)), this.link.driver.name, requests)
+        : this.batch(requests, false)
+    )
+  }
+
+  /** Posts the batch's first window now, and returns its wait. */
+  private batch(requests: BatchRequests<R>, counted: boolean): Effect.Effect<void, OperationError> {
+    if (requests.count === 0) return Effect.void
+    const { regions } = requests
+    const batch: Batch<R> = {
+      requests,
+      owners: "owners" in regions ? regions : { owners: ownersOf(regions) },
+      next: 0,
+      inFlight: 0,
+      reserved: 0,
+      failure: undefined,
+      stopped: false,
+      pumping: false,
+      queued: false,
+      turnDue: false,
+      cancelSlotWait: undefined,
+      resume: undefined,
+      done: undefined,
+      counted,
+      settled: (failure) => {
+        batch.inFlight--
+        if (failure !== undefined && batch.failure === undefined) batch.failure = failure
+        this.wake(batch)
       }
-      const deferred: Array<Effect.Effect<void>> = []
-      this.pump(batch, deferred)
-      this.resumeBatches()
-      this.ensureArmed()
-      const wait = batch.done ?? Effect.async<void, OperationError>((resume) => {
-        if (batch.done !== undefined) return resume(batch.done)
-        batch.resume = resume
-        return Effect.sync(() => this.abandon(batch))
-      })
-      return deferred.length === 0 ? wait : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), wait)
+    }
+    const deferred: Array<Effect.Effect<void>> = []
+    this.pump(batch, deferred)
+    this.resumeBatches()
+    this.ensureArmed()
+    const wait = batch.done ?? Effect.async<void, OperationError>((resume) => {
+      if (batch.done !== undefined) return resume(batch.done)
+      batch.resume = resume
+      return Effect.sync(() => this.abandon(batch))
     })
+    return deferred.length === 0 ? wait : Effect.zipRight(Effect.uninterruptible(runAll(deferred)), wait)
   }
 
   /** Posts what the window allows; settles the batch when nothing is left. */
@@ -361,6 +381,7 @@ export class Poster<R = WorkRequest> {
       const refused = this.link.refusal(operation)
       if (refused !== undefined) {
         batch.failure = refused
+        instrument.operationFailedUnsafe(operation, refused._tag)
         break
       }
       const wanted = total - batch.next
@@ -409,7 +430,11 @@ export class Poster<R = WorkRequest> {
       }
       batch.next += count
       batch.inFlight += outcome.posted - unreported
-      if (outcome.error !== undefined && batch.failure === undefined) batch.failure = outcome.error
+      if (batch.counted && outcome.posted > 0) instrument.postedUnsafe(operation, outcome.posted, instrument.requestsBytes(built as ReadonlyArray<instrument.CountedRequest>, outcome.posted))
+      if (outcome.error !== undefined) {
+        instrument.operationFailedUnsafe(operation, (outcome.error as { readonly _tag: string })._tag)
+        if (batch.failure === undefined) batch.failure = outcome.error
+      }
       this.absorb(outcome, deferred)
       if (outcome.turnDue) {
         batch.turnDue = true
@@ -475,6 +500,9 @@ export class Poster<R = WorkRequest> {
   }
 }
 
+/** Spans are named as the library's post calls are: librpma's, or librdmacm's (an endpoint's). */
+const spanName = (spec: OperationSpec): string => spec.name.startsWith("rpma_") ? "rpma_post" : "rdma_post"
+
 /**
  * With per-operation tracing on (Tracing.ts): the operation in a span named as the library's post
  * calls are, librpma's (`rpma_post`) or librdmacm's (`rdma_post`, an endpoint's requests).
@@ -487,8 +515,27 @@ const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, spec: Operati
   } catch {
     // The request is built again when posted; its size is only an attribute.
   }
-  return Effect.withSpan(effect, spec.name.startsWith("rpma_") ? "rpma_post" : "rdma_post", {
+  return Effect.withSpan(effect, spanName(spec), {
     attributes: { "rdma.driver": driver, "rdma.op": spec.op, "rdma.size": size },
+    captureStackTrace: false
+  })
+}
+
+/** With per-operation tracing on: a batch in one span, with its count of requests and of bytes. */
+const tracedBatch = <A, E>(effect: Effect.Effect<A, E>, driver: string, requests: BatchRequests<any>): Effect.Effect<A, E> => {
+  let size = 0
+  try {
+    for (let i = 0; i < requests.count; i++) size += instrument.requestBytes(requests.build(i, 0, "onError") as instrument.CountedRequest)
+  } catch {
+    // Built again when posted; the size is only an attribute.
+  }
+  return Effect.withSpan(effect, spanName(requests.spec), {
+    attributes: {
+      "rdma.driver": driver,
+      "rdma.op": requests.spec.op,
+      "rdma.size": size,
+      "rdma.operation.batch.size": requests.count
+    },
     captureStackTrace: false
   })
 }

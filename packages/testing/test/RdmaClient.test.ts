@@ -1,0 +1,248 @@
+/**
+ * RdmaClient on the simulated fabric: a server that can be killed, restarted and frozen, a client
+ * that reconnects, and operations that each end with a result or a tagged error within their bound.
+ */
+import { Endpoint, LocalMr, Peer, RdmaClient, RdmaMetrics, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Metric, Schedule, Scope, Stream, SubscriptionRef } from "effect"
+import * as Exit from "effect/Exit"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+const storeUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+const regions = { store: storeUsage }
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+/**
+ * A server that can be started (a new region, a new endpoint on `port`, accepting every client
+ * until stopped) and stopped (its scope closed: its connections end, as a killed process's do).
+ */
+const makeServer = (port: number) =>
+  Effect.gen(function*() {
+    const peer = yield* Peer.make(address)
+    let running: { scope: Scope.CloseableScope; descriptor: Uint8Array; memory: Uint8Array } | undefined
+    let offers = 0
+    const start = (options?: { readonly frozen?: boolean }) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const started = yield* Effect.gen(function*() {
+          const mr = yield* LocalMr.allocate(peer, 4096, storeUsage)
+          const ep = yield* Endpoint.listen(peer, address, port)
+          // Frozen: it listens and never answers, as a stopped process whose kernel still queues requests.
+          if (options?.frozen !== true) {
+            // Each client served in a fiber of its own until its connection ends.
+            yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
+              Endpoint.next(ep),
+              (req) =>
+                Effect.forkScoped(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (conn) => Stream.runDrain(conn.events))))
+            )))
+          }
+          return { descriptor: yield* LocalMr.descriptor(mr), memory: mr.memory }
+        }).pipe(Scope.extend(scope))
+        running = { scope, ...started }
+      })
+    const stop = Effect.suspend(() => {
+      const r = running
+      running = undefined
+      return r === undefined ? Effect.void : Scope.close(r.scope, Exit.void)
+    })
+    yield* Effect.addFinalizer(() => stop)
+    // What DescriptorExchange.fetch gives a client: fails while the server is down.
+    const offer = Effect.suspend(() => {
+      offers++
+      return running === undefined
+        ? Effect.fail(new Error("the server is down"))
+        : Effect.succeed<RdmaClient.Offer>({ rdma: { address, port }, regions: { store: running.descriptor }, config: {} })
+    })
+    return { start, stop, offer, offers: () => offers, memory: () => running?.memory, peer }
+  })
+
+const fast = Schedule.spaced("5 millis")
+
+const waitFor = (client: RdmaClient.RdmaClient<any>, tag: RdmaClient.State["_tag"]) =>
+  client.changes.pipe(Stream.filter((s) => s._tag === tag), Stream.runHead, Effect.timeout("5 seconds"))
+
+const clientOf = <E>(
+  server: { offer: Effect.Effect<RdmaClient.Offer, E> },
+  options?: Partial<RdmaClient.MakeOptions<typeof regions, E, never, unknown, never>>
+) =>
+  Effect.gen(function*() {
+    const peer = yield* Peer.make(address)
+    const client = yield* RdmaClient.make({ offer: server.offer, regions, reconnect: fast, peer, pollMillis: 20, ...options })
+    const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+    const dst = yield* LocalMr.allocate(peer, 4096, Usage.READ_DST)
+    return { client, src, dst }
+  })
+
+const put = (client: RdmaClient.RdmaClient<typeof regions>, src: LocalMr.LocalMr<"WRITE_SRC">, at: number, byte: number) =>
+  Effect.gen(function*() {
+    src.memory[at] = byte
+    yield* RdmaClient.write(client, { dst: "store", dstOffset: at, src, srcOffset: at, length: 1 })
+    yield* RdmaClient.flush(client, { dst: "store", offset: at, length: 1 })
+  })
+
+describe("RdmaClient", () => {
+  it.live("connects, runs operations on its connection, and closes with its scope, leaving nothing", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7481)
+      yield* server.start()
+      const states: Array<string> = []
+      const clientScope = yield* Scope.make()
+      const { client, dst, src } = yield* clientOf(server).pipe(Scope.extend(clientScope))
+      yield* Effect.forkIn(Stream.runForEach(client.changes, (s) => Effect.sync(() => states.push(s._tag))), clientScope)
+      yield* waitFor(client, "Connected")
+      yield* put(client, src, 10, 42)
+      assert.strictEqual(server.memory()![10], 42)
+      yield* RdmaClient.read(client, { dst, dstOffset: 0, src: "store", srcOffset: 0, length: 64 })
+      assert.strictEqual(dst.memory[10], 42)
+      yield* RdmaClient.writeMany(client, {
+        dst: "store",
+        src,
+        spans: [{ dstOffset: 100, srcOffset: 10, length: 1 }, { dstOffset: 200, srcOffset: 10, length: 1 }]
+      })
+      assert.strictEqual(server.memory()![200], 42)
+      assert.strictEqual((yield* client.offer)?.rdma.port, 7481)
+      yield* Scope.close(clientScope, Exit.void)
+      assert.strictEqual((yield* client.state)._tag, "Closed")
+      const after = yield* Effect.flip(put(client, src, 0, 1))
+      assert.strictEqual(after._tag, "NotConnectedError")
+      assert.match(after.message, /closed/)
+      assert.deepStrictEqual(states.slice(0, 2), ["Connecting", "Connected"])
+    })))
+
+  it.live("a lost connection: the operation fails with its error, the client reconnects with a fresh offer", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7482)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server)
+      yield* waitFor(client, "Connected")
+      const before = (yield* Metric.value(RdmaMetrics.clientReconnects)).count
+      const offersBefore = server.offers()
+      yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
+      const lost = yield* Effect.flip(put(client, src, 1, 7))
+      assert.include(["ConnectionClosedError", "CompletionError"], lost._tag)
+      yield* waitFor(client, "Reconnecting")
+      yield* waitFor(client, "Connected")
+      assert.isAbove(server.offers(), offersBefore)
+      assert.isAbove((yield* Metric.value(RdmaMetrics.clientReconnects)).count, before)
+      yield* put(client, src, 1, 8)
+      assert.strictEqual(server.memory()![1], 8)
+    })))
+
+  it.live("a killed server: operations fail at once while it is down; the client reconnects to the restarted one", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7483)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server)
+      yield* waitFor(client, "Connected")
+      yield* server.stop
+      const reconnecting = yield* waitFor(client, "Reconnecting")
+      assert.isTrue(reconnecting._tag === "Some")
+      const down = yield* Effect.flip(put(client, src, 2, 1))
+      assert.strictEqual(down._tag, "NotConnectedError")
+      assert.strictEqual((down as RdmaClient.NotConnectedError).waitedMs, 0)
+      assert.match(down.message, /reconnecting/)
+      yield* server.start()
+      yield* waitFor(client, "Connected")
+      yield* put(client, src, 2, 9)
+      // The restarted server's new region got it: the client fetched the new descriptor.
+      assert.strictEqual(server.memory()![2], 9)
+    })))
+
+  it.live("whileDisconnected wait: an operation waits for the reconnect, or fails when its bound passes", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7484)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server, { whileDisconnected: { wait: "3 seconds" } })
+      yield* waitFor(client, "Connected")
+      yield* server.stop
+      yield* waitFor(client, "Reconnecting")
+      const waiting = yield* Effect.fork(put(client, src, 3, 5))
+      yield* server.start()
+      yield* Fiber.join(waiting)
+      assert.strictEqual(server.memory()![3], 5)
+
+      const { client: short, src: src2 } = yield* clientOf(server, { whileDisconnected: { wait: "50 millis" } })
+      yield* waitFor(short, "Connected")
+      yield* server.stop
+      yield* waitFor(short, "Reconnecting")
+      const started = Date.now()
+      const timedOut = yield* Effect.flip(put(short, src2, 3, 6))
+      assert.strictEqual(timedOut._tag, "NotConnectedError")
+      assert.strictEqual((timedOut as RdmaClient.NotConnectedError).waitedMs, 50)
+      assert.isBelow(Date.now() - started, 2000)
+    })))
+
+  it.live("a frozen server: each connect ends at the connection's timeout, and the state says why", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7485)
+      yield* server.start({ frozen: true })
+      const { client } = yield* clientOf(server, { connection: { timeout: "100 millis" } })
+      const state = yield* waitFor(client, "Reconnecting")
+      assert.isTrue(state._tag === "Some")
+      const error = (state as { value: { lastError: { _tag: string } } }).value.lastError
+      assert.strictEqual(error._tag, "ConnectionFailedError")
+    })))
+
+  it.live("a schedule that ends closes the client; an offer without a named region fails each attempt", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const client = yield* RdmaClient.make({
+        offer: Effect.succeed<RdmaClient.Offer>({ rdma: { address, port: 7486 }, regions: {}, config: {} }),
+        regions,
+        reconnect: Schedule.recurs(2),
+        peer
+      })
+      const closed = yield* waitFor(client, "Closed")
+      assert.isTrue(closed._tag === "Some")
+      const state = yield* client.state
+      assert.strictEqual(state._tag, "Closed")
+      const lastError = (state as { lastError: { _tag: string; message: string } }).lastError
+      assert.strictEqual(lastError._tag, "InvalidOfferError")
+      assert.match(lastError.message, /no region "store"/)
+      const refused = yield* Effect.flip(RdmaClient.send(client, { src: undefined as never, length: 1 }))
+      assert.strictEqual(refused._tag, "NotConnectedError")
+      assert.match(refused.message, /schedule ended/)
+    })))
+
+  it.live("interrupting a waiting operation and closing a connecting client leave nothing alive", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7487)
+      yield* server.start({ frozen: true })
+      const scope = yield* Scope.make()
+      const { client, src } = yield* clientOf(server, {
+        connection: { timeout: "200 millis" },
+        whileDisconnected: { wait: "10 seconds" }
+      }).pipe(Scope.extend(scope))
+      const waiting = yield* Effect.fork(put(client, src, 0, 1))
+      const gate = yield* Deferred.make<void>()
+      yield* Effect.fork(Effect.zipRight(Effect.sleep("20 millis"), Deferred.succeed(gate, undefined)))
+      yield* Deferred.await(gate)
+      yield* Fiber.interrupt(waiting)
+      yield* Scope.close(scope, Exit.void)
+      const state = yield* SubscriptionRef.get(client.stateRef)
+      assert.strictEqual(state._tag, "Closed")
+    })))
+
+  it.live("bad options and an unknown region name are tagged errors that say what to give", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7488)
+      const peer = yield* Peer.make(address)
+      const options = { peer, offer: server.offer, regions, reconnect: fast }
+      const badWait = yield* Effect.flip(RdmaClient.make({ ...options, whileDisconnected: { wait: "forever" } } as unknown as typeof options))
+      assert.strictEqual(badWait._tag, "InvalidOptionsError")
+      assert.match(badWait.message, /whileDisconnected must be "fail" or \{ wait: a finite duration \}/)
+      const badUsage = yield* Effect.flip(RdmaClient.make({ ...options, regions: { store: -1 } } as unknown as typeof options))
+      assert.match(badUsage.message, /regions\.store must be a Usage/)
+      const badSchedule = yield* Effect.flip(RdmaClient.make({ ...options, reconnect: "1 second" } as unknown as typeof options))
+      assert.match(badSchedule.message, /reconnect must be a Schedule/)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server)
+      yield* waitFor(client, "Connected")
+      const unknown = yield* Effect.flip(RdmaClient.write(client, { dst: "nope" as never, src, length: 1 }))
+      assert.strictEqual(unknown._tag, "OutOfRangeError")
+      assert.match(unknown.message, /no region named "nope": the client's regions are "store"/)
+    })))
+})
