@@ -6,6 +6,8 @@
 //                                                       arm64@20 arm64@22 arm64@24 arm64@26
 //   node scripts/prebuild.mjs --check [<arch>@<major> ...]
 //                                                       load each prebuilt addon under its Node.js
+//   node scripts/prebuild.mjs --where <arch>@<major>   print the directory of that Node.js (fetched
+//                                                       if need be), for scripts/test-nodes.sh
 //
 // Each Node.js comes from the npm registry as the package `node-linux-<arch>@<major>` (its
 // `bin/node` and `include/node/`, node-gyp's --nodedir), unpacked once under .cache/nodes/. Each
@@ -31,6 +33,7 @@ const die = (line) => {
 }
 
 const check = process.argv.includes("--check")
+const where = process.argv.includes("--where")
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("--"))
 const targets = (requested.length > 0 ? requested : ["x64@20", "x64@22", "x64@24", "x64@26", "arm64@20", "arm64@22", "arm64@24", "arm64@26"])
   .map((t) => {
@@ -138,4 +141,7 @@ const load = (target) => {
   say(`loads: ${output.slice(root.length + 1)} under ${child.stdout.trim()}`)
 }
 
-for (const target of targets) (check ? load : build)(target)
+for (const target of targets) {
+  if (where) console.log(nodeOf(target))
+  else (check ? load : build)(target)
+}

@@ -91,10 +91,11 @@ describe("loading the addon", () => {
     const root = mkdtempSync(join(tmpdir(), "rpma-"))
     const target = `${process.platform}-${process.arch}`
     const other = process.versions.modules === "115" ? "127" : "115"
+    const otherTarget = process.arch === "arm64" ? "linux-x64" : "linux-arm64"
     mkdirSync(join(root, "prebuilds", target), { recursive: true })
-    mkdirSync(join(root, "prebuilds", "linux-arm64"), { recursive: true })
+    mkdirSync(join(root, "prebuilds", otherTarget), { recursive: true })
     writeFileSync(join(root, "prebuilds", target, `rpma_addon.abi${other}.glibc.node`), "")
-    writeFileSync(join(root, "prebuilds", "linux-arm64", "rpma_addon.abi147.glibc.node"), "")
+    writeFileSync(join(root, "prebuilds", otherTarget, "rpma_addon.abi147.glibc.node"), "")
     const none = (() => {
       try {
         return Load.resolveAddon(root)
@@ -106,7 +107,7 @@ describe("loading the addon", () => {
     assert.strictEqual(none.code, "MODULE_NOT_FOUND")
     assert.include(none.message, `no addon for Node.js ${process.version} (`)
     assert.include(none.message, `ABI ${other} (Node.js ${other === "115" ? "20" : "22"})`)
-    assert.include(none.message, "linux-arm64 glibc: ABI 147 (Node.js 26)")
+    assert.include(none.message, `${otherTarget} glibc: ABI 147 (Node.js 26)`)
     // A local build for another ABI gives way to a prebuilt addon that fits.
     const fitting = join(root, "prebuilds", target, `rpma_addon.abi${process.versions.modules}.${Load.libc()}.node`)
     writeFileSync(fitting, "")
