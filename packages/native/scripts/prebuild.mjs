@@ -16,9 +16,10 @@
 // Debian's cross toolchain (g++-aarch64-linux-gnu) against Debian's arm64 -dev packages
 // (dpkg --add-architecture arm64; librpma-dev:arm64 librdmacm-dev:arm64 libibverbs-dev:arm64) and
 // loaded under qemu's user-mode emulation (qemu-aarch64 from qemu-user).
-// Output: prebuilds/linux-<arch>/rpma_addon.abi<N>.glibc.node, stripped.
+// Output: prebuilds/linux-<arch>/rpma_addon.abi<N>.glibc.node, stripped; one newer than
+// binding.gyp and every src/*.cc, src/*.h is kept (--force builds it again).
 import { spawnSync } from "node:child_process"
-import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs"
+import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -84,9 +85,21 @@ const nodeCommand = (arch, nodedir) => {
   return cross[arch] === undefined || arch === process.arch ? [node] : [cross[arch].emulator, node]
 }
 
+/** Whether `output` is newer than binding.gyp and every source: then it is not built again. */
+const upToDate = (output) => {
+  if (!existsSync(output)) return false
+  const sources = [join(root, "binding.gyp"), ...readdirSync(join(root, "src")).filter((f) => /\.(cc|h)$/.test(f)).map((f) => join(root, "src", f))]
+  const built = statSync(output).mtimeMs
+  return sources.every((f) => statSync(f).mtimeMs < built)
+}
+
 const build = (target) => {
   const nodedir = nodeOf(target)
   const abi = abiOf(nodedir)
+  if (upToDate(outputOf(target.arch, abi)) && !process.argv.includes("--force")) {
+    say(`${outputOf(target.arch, abi).slice(root.length + 1)} is newer than its sources (--force builds it again)`)
+    return
+  }
   const stage = join(cache, "prebuild", `${target.arch}-abi${abi}`)
   rmSync(stage, { recursive: true, force: true })
   mkdirSync(join(stage, "src"), { recursive: true })
