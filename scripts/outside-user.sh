@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The packages as a user gets them, outside this workspace:
-#   1. from no prior build: build the prebuilt addon, pack the three packages with pnpm (each
+#   1. from no prior build: build the prebuilt addons (x64 and arm64, Node 20 22 24 26:
+#      packages/native/scripts/prebuild.mjs), pack the three packages with pnpm (each
 #      package's `prepack` compiles it to dist/, as on a publish from a clean clone);
 #   2. publint and @arethetypeswrong/cli on each tarball;
 #   3. `npm install` the tarballs into a fresh project; run a plain JavaScript program on the
 #      simulated driver with `node`; check that the prebuilt addon loads and that the doctor runs
-#      from compiled JavaScript (no TypeScript loader anywhere); where qemu can run, the same
+#      from compiled JavaScript (no TypeScript loader anywhere), and that the packed addons load
+#      under x64 Node 22, 24 and 26 from the npm registry; where qemu can run, the same
 #      program on the native driver in the Soft-RoCE VM (vm/run);
 #   4. type-check, with a strict tsconfig (strict, exactOptionalPropertyTypes,
 #      noUncheckedIndexedAccess, noPropertyAccessFromIndexSignature), a TypeScript program, every
@@ -36,17 +38,19 @@ lock_before=$(sha1sum <pnpm-lock.yaml)
 
 # No prior build: packing must build each package itself (its `prepack` script), as a publish
 # from a clean clone does.
-step "the prebuilt addon (no TypeScript build: packing does it)"
+step "the prebuilt addons, one per Node.js ABI and arch (no TypeScript build: packing does it)"
 rm -rf packages/*/dist packages/*/.tsbuildinfo/build.tsbuildinfo
+start=$(date +%s)
 pnpm --filter @effect-rdma/native run -s build:prebuild
+echo "  built in $(($(date +%s) - start)) s"
 
 step "pack (each package's prepack builds its dist/)"
 mkdir -p "$work/packs"
 for p in core testing native rpc; do
   (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
 done
-# The workspace builds its addon from source: a prebuilds/ left behind would stand in for it.
-rm -rf packages/native/prebuilds
+# packages/native/prebuilds stays: the loader prefers the workspace's own build for its Node.js,
+# and packages/native/scripts/test-nodes.sh runs the host tests on the prebuilt addons.
 for t in "$work"/packs/*.tgz; do
   printf '  %-36s %6s KiB packed, %4s files\n' "$(basename "$t")" "$(($(stat -c %s "$t") / 1024))" "$(tar -tzf "$t" | wc -l)"
 done
@@ -60,8 +64,13 @@ for t in "$core" "$testing" "$native" "$rpc"; do
   grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
     fail "$(basename "$t") has no dist/index.js or dist/index.d.ts: packing did not build it"
 done
-tar -tzf "$native" | grep -E 'package/prebuilds/linux-x64/rpma_addon\.abi[0-9]+\.glibc\.node' ||
-  fail "no prebuilt addon in the native tarball"
+for arch in x64 arm64; do
+  for abi in 115 127 137 147; do
+    tar -tzf "$native" | grep -qx "package/prebuilds/linux-$arch/rpma_addon.abi$abi.glibc.node" ||
+      fail "the native tarball has no prebuilt addon for linux-$arch ABI $abi"
+  done
+done
+echo "  the native tarball carries prebuilt addons for linux-x64 and linux-arm64, ABI 115 127 137 147 (Node 20 22 24 26)"
 
 step "publint and arethetypeswrong"
 for t in "$core" "$testing" "$native" "$rpc"; do
@@ -122,7 +131,7 @@ step "node addon.mjs (the native driver's layer over the installed addon)"
 if [[ -d "$app/node_modules/@effect-rdma/native/build" ]]; then
   echo "  (the install script built the addon: the prebuilt one did not fit)"
 else
-  echo "  (prebuilt addon: $(ls "$app"/node_modules/@effect-rdma/native/prebuilds/linux-x64/))"
+  echo "  (prebuilt addons: $(ls "$app"/node_modules/@effect-rdma/native/prebuilds/linux-x64/ | tr "\n" " "))"
 fi
 
 cat >"$app/native.mjs" <<'EOF'
@@ -149,6 +158,12 @@ else
   (cd "$app" && VM_TIMEOUT=300 "$repo/vm/run" node native.mjs) | tee "$work/native.out"
   grep -q "descriptor 21 bytes, remote region 4096 bytes" "$work/native.out" || fail "native.mjs printed something else"
 fi
+
+step "node addon.mjs under x64 Node 22, 24 and 26 from the npm registry (the packed prebuilt addons)"
+for major in 22 24 26; do
+  nodedir=$(node packages/native/scripts/prebuild.mjs --where "x64@$major")
+  (cd "$app" && "$nodedir/bin/node" addon.mjs | sed "s/^/  Node $major: /") || fail "the packed native package does not load under Node $major"
+done
 
 step "npx effect-rdma-doctor (compiled JavaScript)"
 set +e

@@ -28,7 +28,7 @@
       ],
       "include_dirs": ["<!@(pkg-config --cflags-only-I librpma librdmacm libibverbs | sed s/-I//g)"],
       "libraries": ["<!@(pkg-config --libs librpma librdmacm libibverbs)"],
-      "cflags_cc": ["-std=c++17", "-Wall", "-Wextra"]
+      "cflags_cc": ["-Wall", "-Wextra"]
     }
   ]
 }

@@ -63,7 +63,8 @@ export const isPoolSlice = (memory: Uint8Array): boolean =>
 // isPoolSlice of a real Uint8Array over a non-shared buffer.
 const inPool = (memory: Uint8Array): boolean => {
   const buffer = memory.buffer as ArrayBuffer
-  // A pool is Buffer.poolSize bytes (now or when it was made): no other buffer needs the probe.
+  // A pool is Buffer.poolSize bytes, or a pool's length seen (now or when it was made): no other
+  // buffer needs the probe.
   if (buffer.byteLength !== Buffer.poolSize && !poolSizes.has(buffer.byteLength)) return false
   notePool()
   // Any view, not only a Buffer: `new Uint8Array(buf.buffer, ...)` reaches the same pool bytes.
@@ -73,13 +74,17 @@ const inPool = (memory: Uint8Array): boolean => {
 }
 
 // Node's pool is internal: learn each one by asking for a byte of it, and remember every
-// Buffer.poolSize seen, so that a pool made before Buffer.poolSize changed is still recognised.
+// Buffer.poolSize seen, so that a pool made before Buffer.poolSize changed is still recognised,
+// and every pool's own length (Node 26: 65600 bytes for a poolSize of 65536).
 const pools = new WeakSet<ArrayBuffer>()
 const poolSizes = new Set<number>([8192])
 const notePool = () => {
   poolSizes.add(Buffer.poolSize)
   const probe = Buffer.allocUnsafe(1)
-  if (probe.byteLength < probe.buffer.byteLength) pools.add(probe.buffer as ArrayBuffer)
+  if (probe.byteLength < probe.buffer.byteLength) {
+    pools.add(probe.buffer as ArrayBuffer)
+    poolSizes.add(probe.buffer.byteLength)
+  }
 }
 notePool()
 

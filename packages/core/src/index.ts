@@ -24,6 +24,20 @@ export * as CmEndpointError from "./CmEndpointError.js"
  * regions registered on it (rdma_reg_msgs, rdma_reg_read, rdma_reg_write). Regions are deregistered
  * (rdma_dereg_mr) before their identifier is destroyed.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { CmId, Memory } from "@effect-rdma/core"
+ *
+ * // An identifier bound to the device's address, with 4 KiB of message memory registered on it;
+ * // both are released, region first, when the scope closes.
+ * const messages = Effect.scoped(Effect.gen(function*() {
+ *   const id = yield* CmId.make("192.168.77.1")
+ *   const memory = yield* Memory.allocate(4096)
+ *   return yield* CmId.registerMessages(id, memory)
+ * }))
+ * ```
+ *
  * @since 0.1.0
  */
 export * as CmId from "./CmId.js"
@@ -33,6 +47,25 @@ export * as CmId from "./CmId.js"
  * when its completion arrives and fails with a tagged error when it does not. An operation reads
  * and checks its arguments when its Effect runs, whether it waits for its completion or not.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+ *
+ * // Write 4 KiB into a server's region and make it visible there.
+ * const put = (descriptor: Uint8Array) =>
+ *   Effect.scoped(Effect.gen(function*() {
+ *     const peer = yield* Peer.Peer
+ *     const source = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+ *     const target = yield* RemoteMr.fromDescriptor(descriptor).pipe(
+ *       Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)))
+ *     )
+ *     const conn = yield* Connection.connect(peer, "192.168.77.1", 7471)
+ *     yield* Connection.write(conn, { dst: target, dstOffset: 0, src: source, srcOffset: 0, length: 4096 })
+ *     yield* Connection.flush(conn, { dst: target, length: 4096 })
+ *   }))
+ * ```
+ *
  * @since 0.1.0
  */
 export * as Connection from "./Connection.js"
@@ -40,12 +73,35 @@ export * as Connection from "./Connection.js"
  * How connecting and operations fail: the error classes, re-exported by `Connection` (use them
  * from there), in a module of their own so that inferred types name a module a program can import.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, Peer } from "@effect-rdma/core"
+ *
+ * // A refused or unreachable server is a ConnectionFailedError, told apart by its tag.
+ * const connectOrNone = Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   return yield* Connection.connect(peer, "192.168.77.2", 7471).pipe(
+ *     Effect.asSome,
+ *     Effect.catchTag("ConnectionFailedError", () => Effect.succeedNone)
+ *   )
+ * })
+ * ```
+ *
  * @since 0.5.0
  */
 export * as ConnectionError from "./ConnectionError.js"
 /**
  * librpma's memory-region descriptor: the 21 bytes a peer sends so that another peer can reach one
  * of its regions. Layout (mr.c): raddr u64 LE, length u64 LE, rkey u32 LE, usage u8.
+ *
+ * @example
+ * ```ts
+ * import { Descriptor, Usage } from "@effect-rdma/core"
+ *
+ * const bytes = Descriptor.encode({ address: 0x7f0000001000n, length: 4096n, rkey: 0x1234, usage: Usage.of("READ_SRC") })
+ * const decoded = Descriptor.decode(bytes) // Either: the fields back, or why the bytes are not a descriptor
+ * ```
  *
  * @since 0.1.0
  */
@@ -57,6 +113,20 @@ export * as Descriptor from "./Descriptor.js"
  * a configuration object; the client verifies the server's certificate (and the server the
  * client's, with `requestCert`), then decodes every descriptor strictly.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { DescriptorExchange } from "@effect-rdma/core"
+ *
+ * declare const ca: string // the server's CA certificate (PEM)
+ *
+ * // The client side: fetch the server's offer over TLS and pick one region's descriptor.
+ * const logRegion = Effect.map(
+ *   DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls: { ca } }),
+ *   (offer) => offer.regions["log"]
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 export * as DescriptorExchange from "./DescriptorExchange.js"
@@ -66,10 +136,30 @@ export * as DescriptorExchange from "./DescriptorExchange.js"
  * {@link RdmaError.fromRpmaCode} / {@link RdmaError.fromErrno}. `@effect-rdma/native` implements it
  * over librpma and librdmacm; `@effect-rdma/testing` implements it in memory.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Driver } from "@effect-rdma/core"
+ *
+ * // Every driver answers the same calls; here, how many handles of each kind it holds.
+ * const live = Effect.flatMap(Driver.RdmaDriver, (driver) => driver.live)
+ * ```
+ *
  * @since 0.1.0
  */
 export * as Driver from "./Driver.js"
 /**
+ * The data the Driver's calls take and give: handles, configurations, work requests, completions,
+ * events and the live-handle counts, as plain types, apart from the Tag that uses them.
+ *
+ * @example
+ * ```ts
+ * import type { DriverModel } from "@effect-rdma/core"
+ *
+ * // The data a driver's calls take and give, e.g. what a leak check reads.
+ * const nothingAlive = (live: DriverModel.LiveHandles): boolean => Object.values(live).every((n) => n === 0)
+ * ```
+ *
  * @since 0.5.0
  */
 export * as DriverModel from "./DriverModel.js"
@@ -80,6 +170,14 @@ export * as DriverModel from "./DriverModel.js"
  * the detail of the refusal. None of them throws, whatever the value (Proxies, getters, BigInts,
  * revoked objects included).
  *
+ * @example
+ * ```ts
+ * import { DriverArguments } from "@effect-rdma/core"
+ *
+ * DriverArguments.usage(0x100) // "usage has bits outside RPMA_MR_USAGE_* (0xff)"
+ * DriverArguments.usage(0x11) // undefined: a good value
+ * ```
+ *
  * @since 0.1.0
  */
 export * as DriverArguments from "./DriverArguments.js"
@@ -87,6 +185,20 @@ export * as DriverArguments from "./DriverArguments.js"
  * A listening endpoint (`struct rpma_ep`): incoming connection requests arrive as a Stream; each is
  * accepted (a scoped {@link Connection.Connection}) or rejected. Requests left unanswered are
  * rejected when the endpoint shuts down with its scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Endpoint, Peer } from "@effect-rdma/core"
+ *
+ * // Accept the next client; the connection lives until the scope closes.
+ * const acceptOne = Effect.scoped(Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const ep = yield* Endpoint.listen(peer, "192.168.77.1", 7471)
+ *   const conn = yield* Endpoint.acceptNext(ep)
+ *   return conn
+ * }))
+ * ```
  *
  * @since 0.1.0
  */
@@ -96,12 +208,37 @@ export * as Endpoint from "./Endpoint.js"
  * the usage it was registered for in its type. It lives exactly as long as its Scope: the finalizer
  * deregisters it (rpma_mr_dereg) on success, failure, defect and interruption.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr, Peer, Usage } from "@effect-rdma/core"
+ *
+ * // 4 KiB a remote peer may write and flush, and its descriptor to send there.
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const mr = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
+ *   return yield* LocalMr.descriptor(mr)
+ * }))
+ * ```
+ *
  * @since 0.1.0
  */
 export * as LocalMr from "./LocalMr.js"
 /**
  * Memory to register: a page-aligned allocation the library owns for the life of a Scope, or a
  * caller's Uint8Array, checked so that nothing unrelated is exposed to the device.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr, Memory, Peer, Usage } from "@effect-rdma/core"
+ *
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const memory = yield* Memory.allocate(1 << 20) // page-aligned, zeroed, freed after its last registration
+ *   return yield* LocalMr.register(peer, memory, Usage.WRITE_DST)
+ * }))
+ * ```
  *
  * @since 0.1.0
  */
@@ -111,6 +248,16 @@ export * as Memory from "./Memory.js"
  * Regions are registered with a peer and must be released before it; Scope order guarantees it when
  * the peer is acquired first.
  *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { Peer } from "@effect-rdma/core"
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * // The peer on the device at an address, over the simulated driver (NativeDriver.layer for hardware).
+ * const PeerLive = Peer.layer("192.168.77.1").pipe(Layer.provideMerge(SimulatedDriver.layer))
+ * ```
+ *
  * @since 0.1.0
  */
 export * as Peer from "./Peer.js"
@@ -119,12 +266,30 @@ export * as Peer from "./Peer.js"
  * codes to those errors. Every driver uses {@link RdmaError.fromRpmaCode} and
  * {@link RdmaError.fromErrno}, so the same bad input gives the same error whichever driver runs.
  *
+ * @example
+ * ```ts
+ * import { RdmaError } from "@effect-rdma/core"
+ *
+ * // What a driver reports for a librpma return code: a tagged error per code.
+ * const error = RdmaError.fromRpmaCode(-100002, "rpma_mr_reg", "the device refused the registration")
+ * error._tag // "RpmaProviderError"
+ * ```
+ *
  * @since 0.1.0
  */
 export * as RdmaError from "./RdmaError.js"
 /**
  * Metrics the library records, with Effect's Metric API: read them with `Metric.value`, or export
  * them with any Effect metrics exporter (OpenTelemetry, Prometheus).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Metric } from "effect"
+ * import { RdmaMetrics } from "@effect-rdma/core"
+ *
+ * // How much memory is registered now, from the gauge core updates on every registration.
+ * const registered = Metric.value(RdmaMetrics.registeredBytes).pipe(Effect.map((state) => state.value))
+ * ```
  *
  * @since 0.1.0
  */
@@ -147,6 +312,21 @@ export * as RdmaClient from "./RdmaClient.js"
  * JavaScript (a map lookup and a count): {@link RegistrationCache.use} then opens no scope and adds
  * no finalizer, which is most of what a scoped hit costs.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
+ *
+ * // A buffer used again and again is registered once, while the cache lives.
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const cache = yield* RegistrationCache.make(peer, { idleTimeToLive: "1 minute" })
+ *   const buffer = yield* Memory.allocate(4096)
+ *   yield* cache.use(buffer, Usage.WRITE_SRC, () => Effect.void)
+ *   yield* cache.use(buffer, Usage.WRITE_SRC, () => Effect.void) // the same registration
+ * }))
+ * ```
+ *
  * @since 0.1.0
  */
 export * as RegistrationCache from "./RegistrationCache.js"
@@ -156,10 +336,34 @@ export * as RegistrationCache from "./RegistrationCache.js"
  * checked at run time with {@link RemoteMr.require}, after which the type says what the region
  * allows.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { RemoteMr, Usage } from "@effect-rdma/core"
+ *
+ * // A region of another peer, from its descriptor, required to accept writes.
+ * const target = (bytes: Uint8Array) =>
+ *   RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+ * ```
+ *
  * @since 0.1.0
  */
 export * as RemoteMr from "./RemoteMr.js"
 /**
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+ *
+ * // One pool of receives for every connection of an endpoint.
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   const srq = yield* SharedReceiveQueue.make(peer, { receiveQueueSize: 16 })
+ *   const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+ *   return yield* SharedReceiveQueue.recv(srq, { dst: inbox })
+ * }))
+ * ```
+ *
  * @since 0.3.0
  */
 export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
@@ -175,6 +379,16 @@ export * as RdmaStream from "./RdmaStream.js"
 /**
  * What the library traces: spans on the control path always, per-operation spans and timers on request.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Tracing } from "@effect-rdma/core"
+ *
+ * declare const program: Effect.Effect<void>
+ * // A span for every driver call, not only for registrations and connections.
+ * const traced = program.pipe(Effect.provide(Tracing.layerPerOperation))
+ * ```
+ *
  * @since 0.2.0
  */
 export * as Tracing from "./Tracing.js"
@@ -183,6 +397,14 @@ export * as Tracing from "./Tracing.js"
  * type also records which flags it holds. A region registered with `Usage<"WRITE_SRC">` can be
  * passed where a write source is required; one registered for reading cannot, and the compiler says
  * so.
+ *
+ * @example
+ * ```ts
+ * import { Usage } from "@effect-rdma/core"
+ *
+ * const target = Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)
+ * // Usage<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">: the type says what a region allows
+ * ```
  *
  * @since 0.1.0
  */

@@ -7,21 +7,21 @@
 //                                         exit 0 (importing the package stays harmless; only
 //                                         NativeDriver.layer fails, with a NativeLoadError)
 //   node scripts/build.mjs                build from source, fail on any error (`build:addon`)
-//   node scripts/build.mjs --prebuild     build from source and copy the result to
-//                                         prebuilds/<platform>-<arch>/, tagged with this Node.js's
-//                                         ABI and the C library, for the published package
+//
+// The prebuilt addons the package ships (one per Node.js ABI and architecture) are made by
+// scripts/prebuild.mjs (`build:prebuild`), which is not published.
 //
 // EFFECT_RDMA_BUILD_FROM_SOURCE=1 makes the install script build even when the prebuilt addon fits.
 // Written in plain JavaScript: it runs in users' projects, where there is no TypeScript loader.
 import { spawnSync } from "node:child_process"
-import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const require = createRequire(import.meta.url)
-const mode = process.argv.includes("--if-possible") ? "install" : process.argv.includes("--prebuild") ? "prebuild" : "build"
+const mode = process.argv.includes("--if-possible") ? "install" : "build"
 const abi = process.versions.modules
 const built = join(root, "build", "Release", "rpma_addon.node")
 const say = (line) => console.error(`@effect-rdma/native: ${line}`)
@@ -125,14 +125,4 @@ if (failed !== undefined) {
   say(failed)
   say(`install the headers and a compiler: apt-get install ${buildPackages}`)
   process.exit(1)
-}
-if (mode === "prebuild") {
-  const libc = process.report?.getReport().header.glibcVersionRuntime ? "glibc" : "musl"
-  const dir = join(root, "prebuilds", `${process.platform}-${process.arch}`)
-  rmSync(join(root, "prebuilds"), { recursive: true, force: true })
-  mkdirSync(dir, { recursive: true })
-  const target = join(dir, `rpma_addon.abi${abi}.${libc}.node`)
-  copyFileSync(built, target)
-  spawnSync("strip", ["--strip-unneeded", target])
-  say(`prebuilt ${target}`)
 }

@@ -335,7 +335,7 @@ export const classify = (path: string, cause: unknown): NativeLoadError => {
 export const defaultPath: string = join(Load.packageRoot, "build", "Release", "rpma_addon.node")
 
 /**
- * Loads the addon at `path`; by default the one node-gyp-build picks (a build made on this
+ * Loads the addon at `path`; by default the one Load.resolveAddon picks (a build made on this
  * machine, else the prebuilt one for this platform and Node.js ABI). An addon built for another
  * Node.js ABI is refused (`AbiMismatch`) before it is loaded.
  *

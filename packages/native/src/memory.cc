@@ -122,7 +122,7 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
   Call call(info.Env(), "posix_memalign", Domain::Rpma);
   if (!info[0].IsNumber()) return call.Invalid("size must be a number");
   double requested = info[0].As<Napi::Number>().DoubleValue();
-  if (!(requested >= 1) || requested > static_cast<double>(v8::TypedArray::kMaxLength) ||
+  if (!(requested >= 1) || requested > static_cast<double>(v8::Uint8Array::kMaxLength) ||
       requested != std::floor(requested)) {
     return call.Invalid(requested == 0 ? "size is 0" : "size must be a positive integer within a Uint8Array's limit");
   }
@@ -169,7 +169,7 @@ Napi::Value MapFile(const Napi::CallbackInfo& info) {
     return Refuse(env, "open", EINVAL, nullptr, "path must be a non-empty string without NUL");
   }
   const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
-  const double max = static_cast<double>(v8::TypedArray::kMaxLength);
+  const double max = static_cast<double>(v8::Uint8Array::kMaxLength);
   double offset = info[1].IsNumber() ? info[1].As<Napi::Number>().DoubleValue() : -1;
   if (!(offset >= 0) || offset != std::floor(offset) || offset > 9007199254740991.0) {
     return Refuse(env, "mmap", EINVAL, nullptr, "offset must be a non-negative integer");

@@ -2,9 +2,10 @@ import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as Load from "../src/internal/load.js"
 import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
 
@@ -85,6 +86,40 @@ describe("loading the addon", () => {
         assert.include(error.message, "npm rebuild @effect-rdma/native")
       }
     }))
+
+  it("the addon that fits this Node.js is picked, and none that fits is named with what is shipped", () => {
+    const root = mkdtempSync(join(tmpdir(), "rpma-"))
+    const target = `${process.platform}-${process.arch}`
+    const other = process.versions.modules === "115" ? "127" : "115"
+    const otherTarget = process.arch === "arm64" ? "linux-x64" : "linux-arm64"
+    mkdirSync(join(root, "prebuilds", target), { recursive: true })
+    mkdirSync(join(root, "prebuilds", otherTarget), { recursive: true })
+    writeFileSync(join(root, "prebuilds", target, `rpma_addon.abi${other}.glibc.node`), "")
+    writeFileSync(join(root, "prebuilds", otherTarget, "rpma_addon.abi147.glibc.node"), "")
+    const none = (() => {
+      try {
+        return Load.resolveAddon(root)
+      } catch (error) {
+        return error as Error & { code?: string }
+      }
+    })()
+    assert.instanceOf(none, Error)
+    assert.strictEqual(none.code, "MODULE_NOT_FOUND")
+    assert.include(none.message, `no addon for Node.js ${process.version} (`)
+    assert.include(none.message, `ABI ${other} (Node.js ${other === "115" ? "20" : "22"})`)
+    assert.include(none.message, `${otherTarget} glibc: ABI 147 (Node.js 26)`)
+    // A local build for another ABI gives way to a prebuilt addon that fits.
+    const fitting = join(root, "prebuilds", target, `rpma_addon.abi${process.versions.modules}.${Load.libc()}.node`)
+    writeFileSync(fitting, "")
+    const local = join(root, "build", "Release", "rpma_addon.node")
+    mkdirSync(join(root, "build", "Release"), { recursive: true })
+    writeFileSync(local, "")
+    writeFileSync(Load.buildInfoPath(local), JSON.stringify({ abi: other }))
+    assert.strictEqual(Load.resolveAddon(root), fitting)
+    // A local build for this ABI wins over every prebuilt addon.
+    writeFileSync(Load.buildInfoPath(local), JSON.stringify({ abi: process.versions.modules }))
+    assert.strictEqual(Load.resolveAddon(root), local)
+  })
 
   it.effect("a fake binding can stand in for the addon", () =>
     Effect.gen(function*() {

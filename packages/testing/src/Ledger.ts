@@ -1,10 +1,28 @@
 /**
- * Leak checks for tests: what the simulated driver still holds, and an assertion that nothing is.
+ * Leak checks for tests: what the simulated driver still holds, and an assertion that nothing is;
+ * and, on any driver (the native one included), that a piece of work leaves no more handles alive
+ * than it found, by the driver's own counts (`Driver.live`).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr, Peer, Usage } from "@effect-rdma/core"
+ * import { Ledger } from "@effect-rdma/testing"
+ *
+ * // Fails with a HandleLeakError if the region outlived the scope, on whichever driver runs it.
+ * const registersAndReleases = Ledger.checkedOnAnyDriver(Effect.scoped(Effect.gen(function*() {
+ *   const peer = yield* Peer.Peer
+ *   yield* LocalMr.allocate(peer, 4096, Usage.READ_SRC)
+ * })))
+ * ```
  *
  * @since 0.1.0
  */
+import { type LiveHandles, RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { type LedgerEntry, SimulationControl } from "./SimulatedDriver.js"
 
 /**
@@ -52,3 +70,66 @@ export const checked = <A, E, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | LeakError, R | SimulationControl> =>
   Effect.exit(effect).pipe(Effect.zipLeft(assertEmpty), Effect.flatten)
+
+/**
+ * Handles a driver still held after a checked piece of work, beyond those it held before: the
+ * kinds whose count grew, from the driver's own counts (`Driver.live`). Unlike {@link LeakError}
+ * it has no acquisition sites: only the simulated driver records those.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export class HandleLeakError extends Data.TaggedError("HandleLeakError")<{
+  readonly driver: string
+  readonly before: LiveHandles
+  readonly after: LiveHandles
+}> {
+  override get message(): string {
+    const grown = grownKinds(this.before, this.after).map((k) => `${k} ${this.before[k]} -> ${this.after[k]}`)
+    return `the ${this.driver} driver holds more handles than before the checked effect: ${grown.join(", ")} ` +
+      `(release them in the effect's scope; on the simulated driver, Ledger.checked names where each was acquired)`
+  }
+}
+
+const grownKinds = (before: LiveHandles, after: LiveHandles): ReadonlyArray<keyof LiveHandles> =>
+  (Object.keys(after) as Array<keyof LiveHandles>).filter((k) => after[k] > (before[k] ?? 0))
+
+/**
+ * Runs `effect` on any driver and then fails with a {@link HandleLeakError}, whatever the outcome
+ * of `effect`, if the driver holds more handles of some kind than it did before (peers, regions,
+ * connections, ...; `Driver.live`). Handles released by another fiber a moment after `effect` ends
+ * are waited for, up to `within` (default 2 seconds); a leak is reported only after it.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Peer } from "@effect-rdma/core"
+ * import { Ledger } from "@effect-rdma/testing"
+ *
+ * const connectsCleanly = Ledger.checkedOnAnyDriver(Effect.scoped(Peer.Peer), { within: "5 seconds" })
+ * ```
+ *
+ * @since 0.6.0
+ * @category assertions
+ */
+export const checkedOnAnyDriver = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  options?: { readonly within?: Duration.DurationInput | undefined }
+): Effect.Effect<A, E | HandleLeakError, R | RdmaDriver> =>
+  Effect.gen(function*() {
+    const driver = yield* RdmaDriver
+    const before = yield* driver.live
+    const exit = yield* Effect.exit(effect)
+    const settled = (after: LiveHandles) => grownKinds(before, after).length === 0
+    // The counts as an error until they are back: retried until they are, or `within` has passed.
+    const leaked = yield* driver.live.pipe(
+      Effect.filterOrFail(settled, (after) => after),
+      Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo(options?.within ?? Duration.seconds(2)))),
+      Effect.flip,
+      Effect.option
+    )
+    if (leaked._tag === "Some") {
+      return yield* Effect.fail(new HandleLeakError({ driver: driver.name, before, after: leaked.value }))
+    }
+    return yield* exit
+  })

@@ -32,16 +32,154 @@ import { makeTools } from "./internal/tools.js"
 export const DEFAULT_ADDRESS = "192.168.77.1"
 
 /**
+ * The C function a driver call makes, by the name the native driver gives it in its errors: what
+ * a fault plan names, and what {@link Simulation.calls} counts.
+ *
  * @since 0.1.0
- * @category models
+ * @category faults
  */
-export type Operation = fabric.Operation
+export type Operation =
+  | "rpma_utils_get_ibv_context"
+  | "rpma_peer_new"
+  | "rpma_peer_delete"
+  | "rpma_mr_reg"
+  | "rpma_mr_dereg"
+  | "rpma_mr_get_descriptor"
+  | "rpma_mr_remote_from_descriptor"
+  | "rpma_mr_remote_delete"
+  | "rdma_create_ep"
+  | "rdma_destroy_ep"
+  | "rdma_reg_msgs"
+  | "rdma_reg_read"
+  | "rdma_reg_write"
+  | "rdma_dereg_mr"
+  | "posix_memalign"
+  | "rpma_ep_listen"
+  | "rpma_ep_next_conn_req"
+  | "rpma_conn_req_new"
+  | "rpma_conn_req_connect"
+  | "rpma_conn_disconnect"
+  // librdmacm's verbs API (rdma_create_ep and rdma_destroy_ep above serve its endpoints too).
+  | "rdma_connect"
+  | "rdma_listen"
+  | "rdma_get_request"
+  | "rdma_accept"
+  | "rdma_reject"
+  | "rdma_disconnect"
+  | DataOperation
 
 /**
- * @since 0.1.0
- * @category models
+ * The operations that post a work request, one call per request: `writeMany` and `postMany` make
+ * one call of the request's operation (`rpma_write`, `rpma_send`, ...) for each request or span.
+ * Only these can fail through their completion ({@link CompleteWithStatus}) or lose their
+ * connection ({@link LoseConnection}).
+ *
+ * @since 0.6.0
+ * @category faults
  */
-export type Fault = fabric.Fault
+export type DataOperation =
+  | "rpma_write"
+  | "rpma_read"
+  | "rpma_flush"
+  | "rpma_atomic_write"
+  | "rpma_send"
+  | "rpma_recv"
+  // An endpoint's requests (librdmacm's verbs API), one call per request of any form (v, imm, inline).
+  | "rdma_post_send"
+  | "rdma_post_recv"
+  | "rdma_post_read"
+  | "rdma_post_write"
+
+/**
+ * The `nth` call of `operation` returns `code` instead of doing its work, and the driver fails
+ * with the tagged error it gives that return value (an `RdmaError` by librpma code for `rpma_*`
+ * calls, by errno for `rdma_*` calls and `posix_memalign`), exactly as the native driver does when
+ * the library returns it. Nothing is acquired, registered or posted: a failed `rpma_mr_reg` leaves
+ * no region, a failed `rpma_write` has no completion.
+ *
+ * `nth` counts calls of `operation` from when the fault is planned (1: the next one; for
+ * {@link Options.faults}, from the driver's start). Every call that reaches the library counts,
+ * whether it succeeds or fails; a call the driver refuses before it (a dead handle, an argument out
+ * of range) does not. A batch counts one call per request (see {@link DataOperation}).
+ *
+ * @example
+ * ```ts
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * // The second registration from now fails as when the device refuses it (RPMA_E_PROVIDER).
+ * const refuseRegistration = SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 2, code: -100002 })
+ * ```
+ *
+ * @since 0.6.0
+ * @category faults
+ */
+export interface FailWithCode {
+  readonly operation: Operation
+  readonly nth: number
+  /** A librpma code (`RPMA_E_*`, negative) for `rpma_*` operations, an errno (positive) for the others. */
+  readonly code: number
+}
+
+/**
+ * The `nth` request of `operation` is posted (the call succeeds and its regions are held until
+ * its completion) but completes with `completionStatus`, an `ibv_wc_status` (12:
+ * IBV_WC_RETRY_EXC_ERR, 10: IBV_WC_REM_ACCESS_ERR, ...), so the operation fails with the
+ * completion error for that status. As on a device, a failed request moves the queue pair to the
+ * error state: every request after it on that connection completes with IBV_WC_WR_FLUSH_ERR (5),
+ * and a failed request always has a completion, even when it was posted unsignalled. `nth` counts
+ * as in {@link FailWithCode}.
+ *
+ * @example
+ * ```ts
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * // The next read completes as if the remote side refused the access.
+ * const remoteAccessError = SimulatedDriver.fail({ operation: "rpma_read", nth: 1, completionStatus: 10 })
+ * ```
+ *
+ * @since 0.6.0
+ * @category faults
+ */
+export interface CompleteWithStatus {
+  readonly operation: DataOperation
+  readonly nth: number
+  readonly completionStatus: number
+}
+
+/**
+ * The connection is lost just before the `nth` request of `operation` is posted, as when the link
+ * or the peer goes away: both sides get their LOST event (the connection's next event), the call
+ * itself succeeds, and that request and every request still queued or posted later on the
+ * connection complete with IBV_WC_WR_FLUSH_ERR (5). So the operation fails with a completion error
+ * for a flush, not with `ConnectionClosedError`; the event says why. `nth` counts as in
+ * {@link FailWithCode}.
+ *
+ * @example
+ * ```ts
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * // The connection drops under the third write from now (a writeMany of three spans reaches it).
+ * const dropUnderWrite = SimulatedDriver.fail({ operation: "rpma_write", nth: 3, loseConnection: true })
+ * ```
+ *
+ * @since 0.6.0
+ * @category faults
+ */
+export interface LoseConnection {
+  readonly operation: DataOperation
+  readonly nth: number
+  readonly loseConnection: true
+}
+
+/**
+ * A planned failure of one call: a return code ({@link FailWithCode}), a failed completion
+ * ({@link CompleteWithStatus}) or a lost connection ({@link LoseConnection}). Planned with
+ * {@link fail} during a test or with {@link Options.faults} from the start; each fault fires once.
+ *
+ * @since 0.1.0
+ * @category faults
+ */
+export type Fault = FailWithCode | CompleteWithStatus | LoseConnection
 
 /**
  * @since 0.1.0
@@ -56,7 +194,7 @@ export type LedgerEntry = fabric.LedgerEntry
  * @category models
  */
 export interface Simulation {
-  /** Makes the `nth` call of an operation, counted from now, fail with a code (see {@link Fault}). */
+  /** Makes the `nth` call of an operation, counted from now, fail as `fault` says (see {@link Fault}). */
   readonly fail: (fault: Fault) => Effect.Effect<void>
   /** Peers, regions, remote regions, rdma_cm ids, endpoints, listeners and their regions that are still alive. */
   readonly live: Effect.Effect<ReadonlyArray<LedgerEntry>>

@@ -1,11 +1,11 @@
 /**
  * Where the addon is and whether it fits this Node.js: the one place that knows the package's
  * layout on disk (the workspace's `src/`, a published `dist/`, node-gyp's `build/Release/`, the
- * shipped `prebuilds/`).
+ * shipped `prebuilds/`, one per Node.js ABI and architecture, made by scripts/prebuild.mjs).
  *
  * @internal
  */
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -40,22 +40,62 @@ export const rebuildHelp: string = "run `npm rebuild @effect-rdma/native` in you
 /** @internal The Debian packages a build from source needs. */
 export const buildPackages = "build-essential python3 pkg-config librpma-dev librdmacm-dev libibverbs-dev"
 
+/** @internal The Node.js line of each ABI the package ships prebuilt addons for (for messages). */
+const nodeLineOfAbi: Readonly<Record<string, string>> = { "115": "20", "127": "22", "137": "24", "147": "26" }
+
+/** @internal `glibc` or `musl`: the C library this process runs on, as prebuilds are tagged. */
+export const libc = (): "glibc" | "musl" => {
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header
+  return header?.glibcVersionRuntime !== undefined ? "glibc" : "musl"
+}
+
+/** @internal The prebuilt addons under `root`: `prebuilds/<platform>-<arch>/rpma_addon.abi<N>.<libc>.node`. */
+export const prebuilds = (root: string): ReadonlyArray<{ readonly path: string; readonly target: string; readonly abi: string; readonly libc: string }> => {
+  const found: Array<{ path: string; target: string; abi: string; libc: string }> = []
+  const dir = join(root, "prebuilds")
+  for (const target of existsSync(dir) ? readdirSync(dir) : []) {
+    for (const file of existsSync(join(dir, target)) ? readdirSync(join(dir, target)) : []) {
+      const tags = /^rpma_addon\.abi(\d+)\.(glibc|musl)\.node$/.exec(file)
+      if (tags !== null) found.push({ path: join(dir, target, file), target, abi: tags[1]!, libc: tags[2]! })
+    }
+  }
+  return found
+}
+
+const describeAbi = (abi: string): string => {
+  const line = nodeLineOfAbi[abi]
+  return line === undefined ? `ABI ${abi}` : `ABI ${abi} (Node.js ${line})`
+}
+
 /**
- * @internal The addon this package would load: node-gyp's `build/Release/*.node` when there is
- * one (built on this machine), otherwise the `prebuilds/<platform>-<arch>/` file whose tags
- * (`abi115`, `glibc`) fit this process, found by node-gyp-build. Throws MODULE_NOT_FOUND when
- * there is neither.
+ * @internal The addon this package would load: node-gyp's `build/Release/rpma_addon.node` when it
+ * was built on this machine for this Node.js; otherwise the prebuilt addon whose platform, arch,
+ * ABI and C library fit this process; otherwise a local build for another ABI (which
+ * {@link requireAddon} then refuses by name). Throws MODULE_NOT_FOUND, saying what this process is
+ * and what the package ships, when there is none.
  */
 export const resolveAddon = (root: string = packageRoot): string => {
-  const nodeGypBuild = require("node-gyp-build") as { readonly resolve: (dir: string) => string }
-  try {
-    return nodeGypBuild.resolve(root)
-  } catch (cause) {
-    throw Object.assign(new Error(cause instanceof Error ? cause.message.trim() : String(cause)), {
-      code: "MODULE_NOT_FOUND",
-      cause
-    })
-  }
+  const local = join(root, "build", "Release", "rpma_addon.node")
+  const hasLocal = existsSync(local)
+  const localAbi = hasLocal ? builtAbi(local) : undefined
+  if (hasLocal && (localAbi === undefined || localAbi === process.versions.modules)) return local
+  const target = `${process.platform}-${process.arch}`
+  const shipped = prebuilds(root)
+  const fitting = shipped.find((p) => p.target === target && p.abi === process.versions.modules && p.libc === libc())
+  if (fitting !== undefined) return fitting.path
+  if (hasLocal) return local
+  const here = `Node.js ${process.version} (${describeAbi(process.versions.modules)}) on ${target} ${libc()}`
+  const inventory = shipped.length === 0 ?
+    "the package ships no prebuilt addons" :
+    `its prebuilt addons are for ${
+      [...new Set(shipped.map((p) => `${p.target} ${p.libc}`))].map((t) =>
+        `${t}: ${shipped.filter((p) => `${p.target} ${p.libc}` === t).map((p) => describeAbi(p.abi)).join(", ")}`
+      ).join("; ")
+    }`
+  throw Object.assign(
+    new Error(`no addon for ${here}: ${inventory}, and it was not built on this machine (no ${local})`),
+    { code: "MODULE_NOT_FOUND" }
+  )
 }
 
 /** @internal What a build records about itself next to `rpma_addon.node` (see scripts/install.mjs). */

@@ -5,37 +5,10 @@
  * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
+import type * as SimulatedDriver from "../SimulatedDriver.js"
 
 /** @internal Every native call the simulated driver answers, by its C name. */
-export type Operation =
-  | "rpma_utils_get_ibv_context"
-  | "rpma_peer_new"
-  | "rpma_peer_delete"
-  | "rpma_mr_reg"
-  | "rpma_mr_dereg"
-  | "rpma_mr_get_descriptor"
-  | "rpma_mr_remote_from_descriptor"
-  | "rpma_mr_remote_delete"
-  | "rdma_create_ep"
-  | "rdma_destroy_ep"
-  | "rdma_reg_msgs"
-  | "rdma_reg_read"
-  | "rdma_reg_write"
-  | "rdma_dereg_mr"
-  | "posix_memalign"
-  | "rpma_ep_listen"
-  | "rpma_ep_next_conn_req"
-  | "rpma_conn_req_new"
-  | "rpma_conn_req_connect"
-  | "rpma_conn_disconnect"
-  // librdmacm's verbs API (rdma_create_ep and rdma_destroy_ep above serve its endpoints too).
-  | "rdma_connect"
-  | "rdma_listen"
-  | "rdma_get_request"
-  | "rdma_accept"
-  | "rdma_reject"
-  | "rdma_disconnect"
-  | DataOperation
+export type Operation = SimulatedDriver.Operation
 
 /** @internal The posting calls of librdmacm's verbs API, one per work request's `op`. */
 export type CmPostOperation = "rdma_post_send" | "rdma_post_recv" | "rdma_post_read" | "rdma_post_write"
@@ -188,25 +161,10 @@ export interface LedgerEntry {
 }
 
 /** @internal The operations that post work requests. */
-export type DataOperation =
-  | "rpma_write"
-  | "rpma_read"
-  | "rpma_flush"
-  | "rpma_atomic_write"
-  | "rpma_send"
-  | "rpma_recv"
-  | CmPostOperation
+export type DataOperation = SimulatedDriver.DataOperation
 
-/**
- * @internal A planned failure of the `nth` call of `operation`, counted from when it is planned:
- * - `code`: the call returns it (a librpma code for rpma_* calls, an errno for rdma_* ones);
- * - `completionStatus`: the request is posted but completes with this `ibv_wc_status`;
- * - `loseConnection`: the connection is lost just before the request is posted.
- */
-export type Fault =
-  | { readonly operation: Operation; readonly nth: number; readonly code: number }
-  | { readonly operation: DataOperation; readonly nth: number; readonly completionStatus: number }
-  | { readonly operation: DataOperation; readonly nth: number; readonly loseConnection: true }
+/** @internal A planned failure (documented in SimulatedDriver). */
+export type Fault = SimulatedDriver.Fault
 
 /** @internal */
 export interface Fabric {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The prebuilt addons under every Node.js line they are for, each Node.js from the npm registry
+# (scripts/prebuild.mjs fetches node-linux-<arch>@<major> once into .cache/nodes/):
+#   1. each prebuilt addon loads under its own Node.js (arm64 under qemu-aarch64, user mode);
+#   2. the native package's host tests under Node 22, 24 and 26 on x64 (`pnpm test` runs them
+#      under the workspace's Node 20); there the workspace's build/Release is for another ABI, so
+#      the loader takes the prebuilt addon, as a user's install does;
+#   3. the same host tests on arm64 under qemu with arm64 Node 26: vitest in worker threads (qemu
+#      without binfmt cannot start an arm64 child), rollup's arm64 binding from the registry, and
+#      the host's esbuild binary (an x64 program started from the emulated one runs natively).
+# The conformance suite on the device under the newest Node.js is in scripts/test (DEVICE_NODE).
+#
+#   packages/native/scripts/test-nodes.sh         NODES_X64="22 24 26" NODES_ARM64="26" to choose
+# Needs the prebuilt addons (node scripts/prebuild.mjs), qemu-user and libstdc++6:arm64 for arm64.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+repo=$PWD
+prebuild="node packages/native/scripts/prebuild.mjs"
+x64=${NODES_X64-22 24 26}
+arm64=${NODES_ARM64-26}
+failed=()
+step() { printf '\ntest-nodes: %s\n' "$*"; }
+timed() { local start=$(date +%s); "$@"; local status=$?; echo "  ($(($(date +%s) - start)) s)"; return $status; }
+
+step "each prebuilt addon loads under its own Node.js"
+targets=()
+for f in packages/native/prebuilds/linux-*/rpma_addon.abi*.glibc.node; do
+  [[ -e "$f" ]] || { failed+=("no prebuilt addons: run node packages/native/scripts/prebuild.mjs"); break; }
+  arch=${f#packages/native/prebuilds/linux-}; arch=${arch%%/*}
+  abi=${f##*.abi}; abi=${abi%%.*}
+  case $abi in 115) major=20 ;; 127) major=22 ;; 137) major=24 ;; 147) major=26 ;; *) failed+=("$f: unknown ABI"); continue ;; esac
+  targets+=("$arch@$major")
+done
+[[ ${#targets[@]} -eq 0 ]] || $prebuild --check "${targets[@]}" || failed+=("a prebuilt addon does not load")
+
+for major in $x64; do
+  step "native host tests under x64 Node $major"
+  dir=$($prebuild --where "x64@$major") || { failed+=("x64 Node $major: not fetched"); continue; }
+  PATH="$dir/bin:$PATH" timed node_modules/.bin/vitest run --project @effect-rdma/native || failed+=("host tests under x64 Node $major")
+done
+
+if [[ -n "$arm64" ]] && ! command -v qemu-aarch64 >/dev/null; then
+  failed+=("qemu-aarch64 is missing (apt-get install qemu-user): arm64 not tested")
+  arm64=""
+fi
+if [[ -n "$arm64" ]]; then
+  # rollup loads a binding for the arch it runs on; install the arm64 one beside, found through NODE_PATH.
+  rollup=$(node -p 'require(require.resolve("rollup/package.json", { paths: [require.resolve("vitest")] })).version' 2>/dev/null ||
+    node -e 'console.log(require("./node_modules/.pnpm/node_modules/rollup/package.json").version)')
+  tools="$repo/.cache/arm64-tools"
+  if [[ ! -d "$tools/node_modules/@rollup/rollup-linux-arm64-gnu" ]]; then
+    mkdir -p "$tools" && echo '{ "private": true }' >"$tools/package.json"
+    (cd "$tools" && npm install --force --no-audit --no-fund --loglevel=error "@rollup/rollup-linux-arm64-gnu@$rollup")
+  fi
+  esbuild=$(node -e 'const p = require.resolve("esbuild", { paths: [require.resolve("vitest")] });
+    console.log(require("path").join(require.resolve("@esbuild/linux-x64/package.json", { paths: [p] }), "..", "bin", "esbuild"))')
+fi
+# Without binfmt_misc for aarch64 (a container cannot register it), a test that starts a child
+# Node.js (process.execPath, an arm64 program) cannot run it: the kernel hands it to /bin/sh.
+# Those files are left out there, and said so. Emulation is 10-30x slower: a longer default timeout.
+arm64_args=(--pool=threads --testTimeout=60000)
+if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
+  for f in Doctor Hostile; do arm64_args+=(--exclude "**/test/$f.test.ts"); done
+  echo "  (no binfmt_misc entry for aarch64: Doctor and Hostile, which start child processes, are left out)"
+fi
+for major in $arm64; do
+  step "native host tests under arm64 Node $major (qemu-aarch64, user mode)"
+  dir=$($prebuild --where "arm64@$major") || { failed+=("arm64 Node $major: not fetched"); continue; }
+  NODE_PATH="$tools/node_modules" ESBUILD_BINARY_PATH="$esbuild" timed qemu-aarch64 "$dir/bin/node" \
+    node_modules/vitest/vitest.mjs run --project @effect-rdma/native "${arm64_args[@]}" || failed+=("host tests under arm64 Node $major")
+done
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  printf 'test-nodes: FAILED: %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+step "ok"
