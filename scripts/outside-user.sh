@@ -41,7 +41,14 @@ lock_before=$(sha1sum <pnpm-lock.yaml)
 step "the prebuilt addons, one per Node.js ABI and arch (no TypeScript build: packing does it)"
 rm -rf packages/*/dist packages/*/.tsbuildinfo/build.tsbuildinfo
 start=$(date +%s)
-pnpm --filter @effect-rdma/native run -s build:prebuild
+# Two builds at once (each one compiler process at a time): the x64 ones and the arm64 ones.
+node packages/native/scripts/prebuild.mjs x64@20 x64@22 x64@24 x64@26 >"$work/prebuild-x64.log" 2>&1 &
+x64_build=$!
+node packages/native/scripts/prebuild.mjs arm64@20 arm64@22 arm64@24 arm64@26 >"$work/prebuild-arm64.log" 2>&1 &
+arm64_build=$!
+wait $x64_build || { tail -40 "$work/prebuild-x64.log"; fail "the x64 prebuilt addons did not build"; }
+wait $arm64_build || { tail -40 "$work/prebuild-arm64.log"; fail "the arm64 prebuilt addons did not build"; }
+grep '^prebuild:' "$work/prebuild-x64.log" "$work/prebuild-arm64.log" | sed 's/^[^:]*:/  /'
 echo "  built in $(($(date +%s) - start)) s"
 
 step "pack (each package's prepack builds its dist/)"
