@@ -77,8 +77,9 @@ const server = Effect.gen(function*() {
   const table = yield* LocalMr.allocate(peer, SLOTS * SLOT, storeUsage)
   const endpoint = yield* Endpoint.listen(peer, args.address, rdmaPort)
   const token = new Uint8Array(randomBytes(16))
-  // Not single-use: a client reconnects with the token its offer carried.
-  const admission = yield* Endpoint.admission(token)
+  // Not single-use: clients reconnect with the token their offer carried. Its budget bounds how
+  // often a peer that holds it may connect (a guesser whose connection ended cannot retry at will).
+  const admission = yield* Endpoint.admission(token, { singleUse: false, uses: 20, window: "10 seconds" })
   const exchange = yield* DescriptorExchange.serve({
     host: "127.0.0.1",
     port: 0,
