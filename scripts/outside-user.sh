@@ -71,9 +71,10 @@ for t in "$core" "$testing" "$native" "$rpc"; do
   grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
     fail "$(basename "$t") has no dist/index.js or dist/index.d.ts: packing did not build it"
 done
+tar -tzf "$native" >"$work/native-files" # a file: `tar | grep -q` would fail on tar's SIGPIPE under pipefail
 for arch in x64 arm64; do
   for abi in 115 127 137 147; do
-    tar -tzf "$native" | grep -qx "package/prebuilds/linux-$arch/rpma_addon.abi$abi.glibc.node" ||
+    grep -qx "package/prebuilds/linux-$arch/rpma_addon.abi$abi.glibc.node" "$work/native-files" ||
       fail "the native tarball has no prebuilt addon for linux-$arch ABI $abi"
   done
 done
