@@ -187,6 +187,8 @@ node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"
 [[ $usage -eq 2 ]] || fail "the doctor exited $usage for an unknown flag, not 2"
 
 step "type-check with a strict tsconfig against the shipped declarations"
+# "DOM" in lib: @effect/rpc's declarations (installed here for README's RPC block) name the DOM's
+# Transferable, as README's RPC section tells its users.
 cat >"$app/tsconfig.json" <<'EOF'
 {
   "compilerOptions": {
@@ -197,7 +199,7 @@ cat >"$app/tsconfig.json" <<'EOF'
     "module": "NodeNext",
     "moduleResolution": "NodeNext",
     "target": "ES2022",
-    "lib": ["ES2022"],
+    "lib": ["ES2022", "DOM"],
     "types": ["node"],
     "moduleDetection": "force",
     "skipLibCheck": false,
