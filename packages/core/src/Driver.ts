@@ -362,6 +362,32 @@ export interface Driver {
 }
 
 /**
+ * The calls of librdmacm's verbs API: an endpoint with a queue pair, its listener, posting and
+ * completions. Each driver implements them in a module of their own.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type CmEndpointCalls = Pick<
+  Driver,
+  | "cmEpCreate"
+  | "cmConnect"
+  | "cmListen"
+  | "cmGetRequest"
+  | "cmPrivateData"
+  | "cmAccept"
+  | "cmReject"
+  | "cmNextEvent"
+  | "cmDisconnect"
+  | "cmEpDestroy"
+  | "cmListenerDestroy"
+  | "cmEpInfo"
+  | "cmPostMany"
+  | "cmPollCompletions"
+  | "cmArmCompletions"
+>
+
+/**
  * The driver service.
  *
  * @since 0.1.0

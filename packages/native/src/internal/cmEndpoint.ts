@@ -7,13 +7,13 @@
  * @internal
  */
 import type {
+  CmEndpointCalls,
   CmEpHandle,
   CmEvent,
   CmListenerHandle,
   CmWorkRequest,
   Completion,
   CompletionsReady,
-  Driver,
   PostOutcome
 } from "@effect-rdma/core/Driver"
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
@@ -156,24 +156,7 @@ const checkTimeout = (timeoutMs: unknown, operation: string) => {
 export const cmEndpointCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
-): Pick<
-  Driver,
-  | "cmEpCreate"
-  | "cmConnect"
-  | "cmListen"
-  | "cmGetRequest"
-  | "cmPrivateData"
-  | "cmAccept"
-  | "cmReject"
-  | "cmNextEvent"
-  | "cmDisconnect"
-  | "cmEpDestroy"
-  | "cmListenerDestroy"
-  | "cmEpInfo"
-  | "cmPostMany"
-  | "cmPollCompletions"
-  | "cmArmCompletions"
-> => ({
+): CmEndpointCalls => ({
   // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a
   // backstop in case an event never comes.
   cmEpCreate: (address, port, config) =>

@@ -546,7 +546,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
         ? CompletionQueue.refusedWait(refused, onReady)
         : side(epOf(value)!).qp.completions.arm(onReady)
     }
-  } satisfies Partial<Driver.Driver>
+  } satisfies Driver.CmEndpointCalls
 
   return calls
 }
