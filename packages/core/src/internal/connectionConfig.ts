@@ -10,8 +10,8 @@ import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 
 
-/** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
-const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
+/** @internal A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
+export const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
   try {
     return Duration.toMillis(Duration.decode(timeout ?? "5 seconds"))
   } catch {
