@@ -60,6 +60,8 @@ interface ConnQueues {
 }
 
 const NONE: ReadonlyArray<Driver.Completion> = []
+/** What a shared receive queue without a receive CQ polls: nothing ever completes there. */
+const NO_RECEIVE_CQ = CompletionQueue.make(() => {})
 const NONE_POSTED: ReadonlyArray<Driver.WorkRequest> = []
 
 /** The requests of a postMany call as a plain array, or undefined when they are not an array (or reading them threw). */
@@ -247,7 +249,16 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     }
     queues.set(conn, {
       events: unsafeQueue(),
-      completions: CompletionQueue.make((taken) => letGo(conn, taken.map((c) => c.id))),
+      completions: CompletionQueue.make((taken) => {
+        // A completion naming a queue pair is a receive of the shared receive queue (one without a receive CQ).
+        const queue = srqs.ofConfig(conn.config)
+        const own: Array<number> = []
+        for (const c of taken) {
+          if (c.qpNum === undefined) own.push(c.id)
+          else if (queue !== undefined) srqs.letGo(queue, c.id)
+        }
+        letGo(conn, own)
+      }),
       recvs: [],
       sends: []
     })
@@ -333,7 +344,18 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     const srq = srqs.srqOf(value)
     if (srq !== undefined) {
       const refused = deadOrWrong(operation, "shared receive queue", srq)
-      return refused !== undefined ? { refused } : { queue: srqs.completionsOf(srq) }
+      if (refused !== undefined) return { refused }
+      const queue = srqs.completionsOf(srq)
+      if (queue !== undefined) return { queue }
+      // No receive CQ: nothing completes on the queue itself. A poll finds nothing; a wait is refused, as the addon does.
+      return operation === "rpma_cq_wait"
+        ? {
+          refused: invalid(
+            operation,
+            "the shared receive queue has no receive CQ (rcqSize 0): its receives complete on its connections' CQs; wait on those"
+          )
+        }
+        : { queue: NO_RECEIVE_CQ }
     }
     const conn = connOf(value)
     const refused = conn === undefined
@@ -376,14 +398,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
   /** Delivers a send to the other side's next posted receive, or queues it there (RNR retries forever). */
   const deliver = (to: fabric.Conn, send: PendingSend) => {
-    // With a shared receive queue, the receive comes from it and completes on its receive CQ.
+    // With a shared receive queue, the receive comes from it and completes on its receive CQ, or,
+    // without one, on this connection's, naming the queue pair either way.
     const srq = srqs.ofConfig(to.config)
     const recv = srq !== undefined ? srqs.take(srq) : q(to).recvs.shift()
     if (recv === undefined) return void q(to).sends.push(send)
     const completeRecv = (status: number, opcode: number, byteLength = 0, imm?: number) =>
       srq === undefined
         ? complete(to, recv.id, status, opcode, byteLength, imm)
-        : srqs.completionsOf(srq).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
+        : (srqs.completionsOf(srq) ?? q(to).completions).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
     const sentOpcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
       completeRecv(WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
