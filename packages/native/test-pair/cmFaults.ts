@@ -38,7 +38,12 @@ const BOUND_S = (TIMEOUT_MS / 1000) * 1.1 + 1
 const CLOSE_BOUND_S = TIMEOUT_MS / 1000 + 2
 const RECONNECT_BOUND_S = 90
 const SIZE = 4096
-const TAGS = new Set(["CompletionError", "ConnectionClosedError"])
+/**
+ * How an operation in flight may end: the endpoint lost, a completion's error, or (a killed peer's
+ * regions go before its queue pair) the other side's device refusing the key of a region it no
+ * longer has.
+ */
+const TAGS = new Set(["CompletionError", "ConnectionClosedError", "RemoteKeyRefusedError"])
 const options: CmEndpoint.Options = { timeoutMs: TIMEOUT_MS, maxSendWr: 16, maxRecvWr: 16, maxSendSge: 1, maxRecvSge: 1 }
 
 type Mode = "answer" | "silent" | "client"
@@ -58,8 +63,8 @@ const describe = (exit: Exit.Exit<unknown, unknown>) => {
   if (Cause.isInterruptedOnly(exit.cause)) return "interrupted"
   const failure = Cause.failureOption(exit.cause)
   if (failure._tag === "None") return `defect: ${Cause.pretty(exit.cause).split("\n")[0]}`
-  const e = failure.value as { _tag?: string; errnoName?: string }
-  return e._tag === "RdmaCmError" ? `RdmaCmError ${e.errnoName}` : String(e._tag)
+  const e = failure.value as { _tag?: string; errnoName?: string; message?: string }
+  return e._tag === "RdmaCmError" ? `RdmaCmError ${e.errnoName} (${e.message})` : String(e._tag)
 }
 /** The tag alone. */
 const tagOf = (exit: Exit.Exit<unknown, unknown>) => describe(exit).split(" ")[0]!
@@ -301,11 +306,15 @@ const acceptWait = (port: number, faultName: keyof typeof faults) => (ctx: Fault
     yield* verdict
   })
 
+/** Round i of n's delay before its interruption: from 0 to `maxMs`, evenly, so that every stage is hit. */
+const sweep = (i: number, n: number, maxMs: number) => Math.round((i * maxMs) / Math.max(n - 1, 1))
+
 /**
- * Connects, accepts and posts, each interrupted after a random delay, `rounds` times each, across
- * the two hosts; after each round the driver holds nothing but the listener.
+ * Connects and posts (`rounds` times, against the C peer), then accepts (`acceptRounds` times, of C
+ * clients), each interrupted after a delay swept from 0 up, across the two hosts; every
+ * interruption ends within the close bound, and the driver holds nothing after each storm.
  */
-const storm = (port: number, rounds: number) => (ctx: FaultContext) =>
+const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: FaultContext) =>
   Effect.gen(function*() {
     const { problem, verdict } = problems()
     const pid = yield* spawnPeer(ctx, port, "answer")
@@ -334,13 +343,13 @@ const storm = (port: number, rounds: number) => (ctx: FaultContext) =>
         const t = yield* traffic(ep, local, true)
         yield* Fiber.join(t.fiber)
       }))
-      yield* round(work, Math.floor(Math.random() * 400))
+      yield* round(work, sweep(i, rounds, 250))
     }
     yield* nothingAlive(problem, "after the connect/post storm")
     // Accept: this side listens, cm_peer clients connect; interrupted while waiting, accepting or connected.
     yield* Effect.scoped(Effect.gen(function*() {
       const listener = yield* CmEndpoint.listen(ctx.address, port + 1, options)
-      for (let i = 0; i < Math.min(rounds, 8); i++) {
+      for (let i = 0; i < acceptRounds; i++) {
         const client = yield* spawnPeer(ctx, port + 1, "client")
         const work = Effect.scoped(Effect.gen(function*() {
           stage = "waiting for a request"
@@ -352,11 +361,11 @@ const storm = (port: number, rounds: number) => (ctx: FaultContext) =>
           stage = "accepted"
           yield* Effect.never
         }))
-        yield* round(work, Math.floor(Math.random() * 300))
+        yield* round(work, sweep(i, acceptRounds, 150))
         yield* killPeer(ctx, client)
       }
     }))
-    yield* ctx.note(`${rounds} connect/post rounds and ${Math.min(rounds, 8)} accept rounds, interrupted: ${JSON.stringify(outcomes)}`)
+    yield* ctx.note(`${rounds} connect/post rounds and ${acceptRounds} accept rounds, interrupted: ${JSON.stringify(outcomes)}`)
     yield* killPeer(ctx, pid)
     yield* nothingAlive(problem, "after the accept storm")
     yield* verdict
@@ -373,5 +382,5 @@ export const cmFaultTests: ReadonlyArray<{
   { name: "cm endpoint fault: accept after the client's link is cut", run: acceptWait(17215, "link") },
   { name: "cm endpoint fault: accept after the client is killed", run: acceptWait(17216, "kill") },
   { name: "cm endpoint fault: accept after the client's VM is frozen", run: acceptWait(17217, "stop") },
-  { name: "cm endpoint fault: interruption storm over connect, accept and posts across two hosts", run: storm(17218, 16) }
+  { name: "cm endpoint fault: interruption storm over connect, accept and posts across two hosts", run: storm(17218, 24, 12) }
 ]
