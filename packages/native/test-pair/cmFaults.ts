@@ -330,6 +330,7 @@ const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: Faul
         const exit = yield* Fiber.interrupt(fiber).pipe(Effect.timeout(Duration.seconds(CLOSE_BOUND_S + 2)), Effect.option)
         const tag = exit._tag === "None" ? "interrupt hung" : `${describe(exit.value)} while ${at}`
         outcomes[tag] = (outcomes[tag] ?? 0) + 1
+        if (tag.startsWith("defect")) yield* problem(`a round ended with ${tag}`)
         if (exit._tag === "None") yield* problem(`an interruption did not end within ${CLOSE_BOUND_S + 2} s`)
       })
     // Connect (and post) against the C peer: interrupted while connecting, or mid-traffic.
@@ -346,10 +347,12 @@ const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: Faul
       yield* round(work, sweep(i, rounds, 250))
     }
     yield* nothingAlive(problem, "after the connect/post storm")
-    // Accept: this side listens, cm_peer clients connect; interrupted while waiting, accepting or connected.
-    yield* Effect.scoped(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(ctx.address, port + 1, options)
-      for (let i = 0; i < acceptRounds; i++) {
+    // Accept: this side listens, a cm_peer client connects; interrupted while waiting, accepting or
+    // accepted. A listener each round: a request left by an interrupted wait would be the next
+    // round's, from a client already killed.
+    for (let i = 0; i < acceptRounds; i++) {
+      yield* Effect.scoped(Effect.gen(function*() {
+        const listener = yield* CmEndpoint.listen(ctx.address, port + 1, options)
         const client = yield* spawnPeer(ctx, port + 1, "client")
         const work = Effect.scoped(Effect.gen(function*() {
           stage = "waiting for a request"
@@ -361,10 +364,10 @@ const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: Faul
           stage = "accepted"
           yield* Effect.never
         }))
-        yield* round(work, sweep(i, acceptRounds, 150))
+        yield* round(work, sweep(i, acceptRounds, 300))
         yield* killPeer(ctx, client)
-      }
-    }))
+      }))
+    }
     yield* ctx.note(`${rounds} connect/post rounds and ${acceptRounds} accept rounds, interrupted: ${JSON.stringify(outcomes)}`)
     yield* killPeer(ctx, pid)
     yield* nothingAlive(problem, "after the accept storm")
