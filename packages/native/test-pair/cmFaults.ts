@@ -44,7 +44,7 @@ const SIZE = 4096
  * longer has.
  */
 const TAGS = new Set(["CompletionError", "ConnectionClosedError", "RemoteKeyRefusedError"])
-const options: CmEndpoint.Options = { timeoutMs: TIMEOUT_MS, maxSendWr: 16, maxRecvWr: 16, maxSendSge: 1, maxRecvSge: 1 }
+const options: CmEndpoint.Options = { timeout: Duration.millis(TIMEOUT_MS), maxSendWr: 16, maxRecvWr: 16, maxSendSge: 1, maxRecvSge: 1 }
 
 type Mode = "answer" | "silent" | "client"
 
