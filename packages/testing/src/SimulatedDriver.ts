@@ -21,6 +21,7 @@ import { makeFiles } from "./internal/files.js"
 import { makeNetwork } from "./internal/network.js"
 import { makeCmEndpoints } from "./internal/cmEndpoints.js"
 import { makeTools } from "./internal/tools.js"
+import type { Link } from "./internal/wire.js"
 
 /**
  * The address the simulated device answers on unless told otherwise. It is also the address the
@@ -234,7 +235,18 @@ const EADDRNOTAVAIL = 99
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options?: Options): { readonly driver: Driver.Driver; readonly control: Simulation } => {
+export const make = (options?: Options): { readonly driver: Driver.Driver; readonly control: Simulation } =>
+  makeLinked(options, undefined)
+
+/**
+ * {@link make} with its connections able to reach other processes through `link` (SimulatedNetwork).
+ *
+ * @internal
+ */
+export const makeLinked = (
+  options: Options | undefined,
+  link: Link | undefined
+): { readonly driver: Driver.Driver; readonly control: Simulation } => {
   const world = fabric.makeFabric(options?.devices ?? [DEFAULT_ADDRESS])
   for (const fault of options?.faults ?? []) fabric.planFault(world, fault)
   const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
@@ -242,7 +254,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
   const tools = makeTools(world)
   const { acquire, acquireNow, call, callNow, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma } = tools
   const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
-  const network = makeNetwork(world, tools)
+  const network = makeNetwork(world, tools, link)
   const files = makeFiles()
 
   const deregistered = (mr: fabric.MrLocal) => {

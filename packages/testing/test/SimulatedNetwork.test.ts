@@ -1,0 +1,193 @@
+/**
+ * One simulated network shared by two processes: a server process (fixtures/network-server.ts,
+ * started with node + tsx) and this one as the client, each with its own memory and ledger.
+ */
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Conformance, Ledger, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Ref, Scope } from "effect"
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+const fixture = fileURLToPath(new URL("./fixtures/network-server.ts", import.meta.url))
+const root = fileURLToPath(new URL("../../../", import.meta.url))
+const bytes = (text: string) => new TextEncoder().encode(text)
+const text = (memory: Uint8Array) => new TextDecoder().decode(memory)
+
+interface ServerProcess {
+  /** The next line of its output matching `pattern` (earlier ones are skipped), within a generous bound. */
+  readonly line: (pattern: RegExp) => Effect.Effect<RegExpExecArray, Error>
+  readonly kill: () => void
+  /** How it ended: its exit code, or the signal that ended it. */
+  readonly exited: Effect.Effect<number | string>
+}
+
+/** The server process on the network at `path`, killed when the scope closes if it is still running. */
+const startServer = (path: string, port: number): Effect.Effect<ServerProcess, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = spawn(process.execPath, ["--import", "tsx", fixture, path, String(port)], {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      const lines: Array<string> = []
+      let output = ""
+      let wake = () => {}
+      child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+        output += chunk
+        const whole = output.split("\n")
+        output = whole.pop()!
+        lines.push(...whole)
+        wake()
+      })
+      let stderr = ""
+      child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+      const exited = new Promise<number | string>((resolve) =>
+        child.on("exit", (code, signal) => {
+          resolve(code ?? signal ?? "unknown")
+          wake()
+        })
+      )
+      const line = (pattern: RegExp) =>
+        Effect.async<RegExpExecArray, Error>((resume) => {
+          const done = (outcome: Effect.Effect<RegExpExecArray, Error>) => {
+            wake = () => {}
+            resume(outcome)
+          }
+          const look = () => {
+            while (lines.length > 0) {
+              const found = pattern.exec(lines.shift()!)
+              if (found !== null) return done(Effect.succeed(found))
+            }
+            if (child.exitCode !== null || child.signalCode !== null) {
+              done(Effect.fail(new Error(`the server process ended before ${pattern}: ${stderr}`)))
+            }
+          }
+          wake = look
+          look()
+          return Effect.sync(() => (wake = () => {}))
+        }).pipe(Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`no ${pattern} within 60 s: ${stderr}`) }))
+      return { child, server: { line, kill: () => child.kill("SIGKILL"), exited: Effect.promise(() => exited) } }
+    }),
+    ({ child }) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
+  ).pipe(Effect.map(({ server }) => server))
+
+/**
+ * A new network, the server process on it listening at `port`, and this process joined to it and
+ * connected (`clientHalf`); `body` runs in this process, whose ledger is checked when it ends.
+ */
+const acrossProcesses = <E>(
+  port: number,
+  body: (
+    server: ServerProcess,
+    half: Effect.Effect.Success<ReturnType<typeof Conformance.clientHalf>> & { readonly descriptor: Uint8Array }
+  ) => Effect.Effect<void, E, any>
+) =>
+  Effect.gen(function*() {
+    const path = yield* SimulatedNetwork.serve()
+    const server = yield* startServer(path, port)
+    const found = yield* server.line(/^descriptor ([0-9a-f]+)/)
+    const descriptor = Uint8Array.from(Buffer.from(found[1]!, "hex"))
+    yield* Ledger.checked(Effect.scoped(Effect.gen(function*() {
+      const half = yield* Conformance.clientHalf(address, address, port, descriptor)
+      yield* server.line(/^accepted/)
+      yield* body(server, { ...half, descriptor })
+    }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
+    return server
+  })
+
+describe("a simulated network shared by two processes", () => {
+  it.scoped("a server process and a client process: connect, write, flush, read back, send; the server sees it all", () =>
+    Effect.gen(function*() {
+      const server = yield* acrossProcesses(7601, (server, { client, peer: clientPeer, remote }) =>
+        Effect.gen(function*() {
+          // Its address is the server process's: one listener in the whole network.
+          const peer = yield* Peer.make(address)
+          const taken = yield* Effect.flip(Endpoint.listen(peer, address, 7601))
+          assert.strictEqual(taken._tag, "RpmaProviderError")
+          assert.match(taken.message, /7601 is in use \(by another process on the simulated network\)/)
+          // Nobody listens on 7602 in any process: rejected, as within one process.
+          const rejected = yield* Effect.flip(Effect.scoped(Connection.connect(peer, address, 7602)))
+          assert.strictEqual(rejected._tag, "ConnectionFailedError")
+
+          assert.strictEqual(text(client.privateData.subarray(0, 7)), "welcome")
+          const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.combine(Usage.WRITE_SRC, Usage.SEND))
+          const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+          src.memory.set(bytes("record #1"), 0)
+          yield* Connection.write(client, { dst: remote, dstOffset: 1000, src, srcOffset: 0, length: 9 })
+          yield* Connection.flush(client, { dst: remote, offset: 1000, length: 9 })
+          yield* Connection.read(client, { dst, dstOffset: 100, src: remote, srcOffset: 1000, length: 9 })
+          assert.strictEqual(text(dst.memory.subarray(100, 109)), "record #1")
+          src.memory.set(bytes("ping"), 100)
+          yield* Connection.send(client, { src, offset: 100, length: 4 })
+          yield* server.line(/^received ping$/)
+        }))
+      // This side's scope closed: the server saw CLOSED, kept what was written, and left nothing alive.
+      yield* server.line(/^ended CLOSED$/)
+      yield* server.line(/^target record #1$/)
+      yield* server.line(/^live 0$/)
+      assert.strictEqual(yield* server.exited, 0)
+    }), 120_000)
+
+  it.scoped("a forged rkey is refused by the other process (IBV_WC_REM_ACCESS_ERR), and what follows is flushed", () =>
+    Effect.gen(function*() {
+      const server = yield* acrossProcesses(7603, (_, { client, descriptor, peer, remote }) =>
+        Effect.gen(function*() {
+          const d = yield* Descriptor.decode(descriptor)
+          const forged = yield* RemoteMr.fromDescriptor(Descriptor.encode({ ...d, rkey: (d.rkey ^ 0x5a5a) >>> 0 })).pipe(
+            Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
+          )
+          const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+          const error = yield* Effect.flip(Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 }))
+          assert.strictEqual(error._tag, "CompletionError")
+          assert.match(error.message, /IBV_WC_REM_ACCESS_ERR \(10\): the remote region refused/)
+          const next = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 16 }))
+          assert.strictEqual(next._tag === "CompletionError" && next.statusName, "IBV_WC_WR_FLUSH_ERR")
+        }))
+      // Its receive ends with the connection (closed from this side).
+      yield* server.line(/^receive failed ConnectionClosedError$/)
+      yield* server.line(/^live 0$/)
+      assert.strictEqual(yield* server.exited, 0)
+    }), 120_000)
+
+  it.scoped("the server process SIGKILLed mid-traffic: the client's operations end with a tagged error, and nothing is left", () =>
+    Effect.gen(function*() {
+      const server = yield* acrossProcesses(7605, (server, { client, peer, remote }) =>
+        Effect.gen(function*() {
+          const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+          const dst = yield* LocalMr.allocate(peer, 4096, Usage.READ_DST)
+          const rounds = yield* Ref.make(0)
+          const busy = yield* Deferred.make<void>()
+          const traffic = yield* Effect.fork(Effect.forever(Effect.gen(function*() {
+            yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 })
+            yield* Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 64 })
+            if ((yield* Ref.updateAndGet(rounds, (n) => n + 1)) === 20) yield* Deferred.succeed(busy, undefined)
+          })))
+          yield* Deferred.await(busy)
+          server.kill()
+          // A generous bound on a hang: the loss arrives as soon as the socket closes.
+          const error = yield* Fiber.join(traffic).pipe(Effect.flip, Effect.timeout("10 seconds"))
+          // As a connection lost within one process: the request in flight is flushed, or the next one
+          // finds the connection lost, depending on where the loss falls.
+          assert.isTrue(
+            error._tag === "CompletionError" ? error.statusName === "IBV_WC_WR_FLUSH_ERR" : /connection was lost/.test(error.message),
+            String(error)
+          )
+          assert.isAtLeast(yield* Ref.get(rounds), 20)
+          const after = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 }))
+          assert.strictEqual(after._tag, "ConnectionClosedError")
+          assert.strictEqual(yield* client.state, "LOST")
+        }))
+      assert.strictEqual(yield* server.exited, "SIGKILL")
+    }), 120_000)
+
+  it.effect("joining where nothing serves → SimulatedNetworkError, within its timeout", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Effect.provide(Effect.void, SimulatedNetwork.layer({ path: "/nonexistent/network.sock", timeout: "2 seconds" }))
+      )
+      assert.strictEqual(error._tag, "SimulatedNetworkError")
+      assert.match(error.message, /\/nonexistent\/network\.sock: .*serve it first/)
+    }))
+})
