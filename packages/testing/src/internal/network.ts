@@ -888,12 +888,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       }
       case "event": {
         const conn = conns.get(message.to.conn)
-        if (conn === undefined || !conn.alive) return
+        const accepted = message.event === "ESTABLISHED" ? message.from : undefined
+        // Accepted there, given up (or deleted) here meanwhile: the accepting side hears LOST, as in one process.
+        if (accepted !== undefined && (conn === undefined || conn.state !== "connecting")) {
+          return link!.send({ t: "notify", to: accepted, event: "LOST" })
+        }
+        if (conn === undefined) return
         connecting.delete(conn)
-        if (message.event === "ESTABLISHED" && message.from !== undefined) {
-          // Accepted there; given up here meanwhile: the accepting side hears LOST, as in one process.
-          if (conn.state !== "connecting") return link!.send({ t: "notify", to: message.from, event: "LOST" })
-          conn.other = standIn(message.from, conn.peer, "established")
+        if (accepted !== undefined) {
+          conn.other = standIn(accepted, conn.peer, "established")
           conn.privateData = message.privateData ?? NO_BYTES
           conn.state = "established"
         }
