@@ -2,15 +2,15 @@
  * One simulated network shared by two processes: a server process (fixtures/network-server.ts,
  * started with node + tsx) and this one as the client, each with its own memory and ledger.
  */
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RdmaClient, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Ref, Scope } from "effect"
+import { Deferred, Effect, Fiber, Ref, Schedule, Scope, Stream } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
-const fixture = fileURLToPath(new URL("./fixtures/network-server.ts", import.meta.url))
+const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}.ts`, import.meta.url))
 const root = fileURLToPath(new URL("../../../", import.meta.url))
 const bytes = (text: string) => new TextEncoder().encode(text)
 const text = (memory: Uint8Array) => new TextDecoder().decode(memory)
@@ -23,11 +23,11 @@ interface ServerProcess {
   readonly exited: Effect.Effect<number | string>
 }
 
-/** The server process on the network at `path`, killed when the scope closes if it is still running. */
-const startServer = (path: string, port: number): Effect.Effect<ServerProcess, never, Scope.Scope> =>
+/** A server process (a fixture) on the network at `path`, killed when the scope closes if it is still running. */
+const startServer = (path: string, port: number, name = "network-server"): Effect.Effect<ServerProcess, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const child = spawn(process.execPath, ["--import", "tsx", fixture, path, String(port)], {
+      const child = spawn(process.execPath, ["--import", "tsx", fixture(name), path, String(port)], {
         cwd: root,
         stdio: ["ignore", "pipe", "pipe"]
       })
@@ -98,7 +98,7 @@ const acrossProcesses = <E>(
   })
 
 describe("a simulated network shared by two processes", () => {
-  it.scoped("a server process and a client process: connect, write, flush, read back, send; the server sees it all", () =>
+  it.scopedLive("a server process and a client process: connect, write, flush, read back, send; the server sees it all", () =>
     Effect.gen(function*() {
       const server = yield* acrossProcesses(7601, (server, { client, peer: clientPeer, remote }) =>
         Effect.gen(function*() {
@@ -130,7 +130,7 @@ describe("a simulated network shared by two processes", () => {
       assert.strictEqual(yield* server.exited, 0)
     }), 120_000)
 
-  it.scoped("a forged rkey is refused by the other process (IBV_WC_REM_ACCESS_ERR), and what follows is flushed", () =>
+  it.scopedLive("a forged rkey is refused by the other process (IBV_WC_REM_ACCESS_ERR), and what follows is flushed", () =>
     Effect.gen(function*() {
       const server = yield* acrossProcesses(7603, (_, { client, descriptor, peer, remote }) =>
         Effect.gen(function*() {
@@ -151,7 +151,7 @@ describe("a simulated network shared by two processes", () => {
       assert.strictEqual(yield* server.exited, 0)
     }), 120_000)
 
-  it.scoped("the server process SIGKILLed mid-traffic: the client's operations end with a tagged error, and nothing is left", () =>
+  it.scopedLive("the server process SIGKILLed mid-traffic: the client's operations end with a tagged error, and nothing is left", () =>
     Effect.gen(function*() {
       const server = yield* acrossProcesses(7605, (server, { client, peer, remote }) =>
         Effect.gen(function*() {
@@ -182,7 +182,57 @@ describe("a simulated network shared by two processes", () => {
       assert.strictEqual(yield* server.exited, "SIGKILL")
     }), 120_000)
 
-  it.effect("joining where nothing serves → SimulatedNetworkError, within its timeout", () =>
+  it.scopedLive("the key-value store's shape: its server process killed and restarted; the client reconnects with the new offer", () =>
+    Effect.gen(function*() {
+      const path = yield* SimulatedNetwork.serve()
+      const port = 7607
+      const table = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
+      const offerOf = (server: ServerProcess) =>
+        Effect.map(server.line(/^offer ([0-9a-f]+)/), (found) => Uint8Array.from(Buffer.from(found[1]!, "hex")))
+      const first = yield* startServer(path, port, "network-kv-server")
+      const current = yield* Ref.make(yield* offerOf(first))
+      yield* Ledger.checked(Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        const client = yield* RdmaClient.make({
+          peer,
+          // Fetched on every connect, as over TLS in the example: here, the offer the server process printed.
+          offer: Effect.map(Ref.get(current), (descriptor) => ({ rdma: { address, port }, regions: { table: descriptor }, config: {} })),
+          regions: { table },
+          reconnect: Schedule.spaced("50 millis"),
+          whileDisconnected: { wait: "30 seconds" }
+        })
+        const reached = (tag: RdmaClient.State["_tag"]) =>
+          client.changes.pipe(Stream.filter((state) => state._tag === tag), Stream.runHead, Effect.timeout("30 seconds"))
+        const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
+        const dst = yield* LocalMr.allocate(peer, 64, Usage.READ_DST)
+        const put = (value: string) =>
+          Effect.gen(function*() {
+            src.memory.fill(0).set(bytes(value))
+            yield* RdmaClient.write(client, { dst: "table", dstOffset: 0, src, srcOffset: 0, length: 16 })
+            yield* RdmaClient.flush(client, { dst: "table", offset: 0, length: 16 })
+          })
+        const get = Effect.gen(function*() {
+          yield* RdmaClient.read(client, { dst, dstOffset: 0, src: "table", srcOffset: 0, length: 16 })
+          return text(dst.memory.subarray(0, 16)).replace(/\0+$/, "")
+        })
+        yield* reached("Connected")
+        yield* put("first server")
+        assert.strictEqual(yield* get, "first server")
+
+        first.kill()
+        yield* reached("Reconnecting")
+        // The dead process's listening address is free again: a new server process takes it.
+        const second = yield* startServer(path, port, "network-kv-server")
+        yield* Ref.set(current, yield* offerOf(second))
+        yield* reached("Connected")
+        assert.strictEqual(yield* get, "", "a new server's table starts empty")
+        yield* put("second server")
+        assert.strictEqual(yield* get, "second server")
+      }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
+      assert.strictEqual(yield* first.exited, "SIGKILL")
+    }), 120_000)
+
+  it.live("joining where nothing serves → SimulatedNetworkError, within its timeout", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(
         Effect.provide(Effect.void, SimulatedNetwork.layer({ path: "/nonexistent/network.sock", timeout: "2 seconds" }))
