@@ -232,6 +232,28 @@ describe("a simulated network shared by two processes", () => {
       assert.strictEqual(yield* first.exited, "SIGKILL")
     }), 120_000)
 
+  it.scopedLive("a frozen peer across processes: this side's write ends at its watchdog (LOST), and nothing is left here", () =>
+    Effect.gen(function*() {
+      const path = yield* SimulatedNetwork.serve()
+      const port = 7609
+      const server = yield* startServer(path, port, "network-kv-server")
+      const found = yield* server.line(/^offer ([0-9a-f]+)/)
+      yield* Ledger.checked(Effect.scoped(Effect.gen(function*() {
+        const { client, peer, remote } = yield* Conformance.clientHalf(address, address, port, Buffer.from(found[1]!, "hex"), {
+          timeout: "400 millis"
+        })
+        const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
+        yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })
+        yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, freezePeer: true })
+        const error = yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 }).pipe(
+          Effect.flip,
+          Effect.timeout("10 seconds")
+        )
+        assert.strictEqual(error._tag, "ConnectionClosedError", String(error))
+        assert.strictEqual(yield* client.state, "LOST")
+      }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
+    }), 120_000)
+
   it.live("joining where nothing serves → SimulatedNetworkError, within its timeout", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(

@@ -127,6 +127,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
   const conns = new Map<number, fabric.Conn>()
   /** Connections whose request went to another process's listener, by the address they asked for. */
   const connecting = new Map<fabric.Conn, string>()
+  /** Connections whose other side is frozen (FreezePeer): nothing crosses them, nobody is told. */
+  const frozen = new WeakSet<fabric.Conn>()
   /** Processes that have left the network: a request of theirs still queued here is answered LOST. */
   const departed = new Set<number>()
   /** How another process addresses a connection of this one (or the stand-in's own address). */
@@ -264,7 +266,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     conn.disconnected = true
     conn.state = "closed"
     flushAll(conn)
-    notify(conn.other, "CLOSED")
+    if (!frozen.has(conn)) notify(conn.other, "CLOSED")
   }
 
   /** A lost connection: both sides see LOST at once. */
@@ -307,6 +309,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     const c = conn!
     holdRegions(c, wr)
     if (planned !== undefined && "loseConnection" in planned) lose(c)
+    if (planned !== undefined && "freezePeer" in planned) {
+      frozen.add(c)
+      if (c.other !== undefined && c.other.far === undefined) frozen.add(c.other)
+    }
     const opcode = opcodeOf(wr)
     if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, WcStatus.WR_FLUSH_ERR, opcode)
     const status = planned !== undefined && "completionStatus" in planned ? planned.completionStatus : execute(c, wr)
@@ -493,6 +499,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
   /** Runs the other side's half: here, or as a message to its process (answered by `settle`). */
   const across = (conn: fabric.Conn, wr: Driver.WorkRequest, r: wire.Reach): number | undefined => {
     const other = conn.other!
+    // Frozen: it waits for an answer that never comes (until this side's own flush).
+    if (frozen.has(conn)) return void q(conn).awaiting.set(wr.id, wr)
     if (other.far === undefined) {
       const result = reach(other, conn, r)
       return result === undefined ? undefined : landed(conn, wr, result)
@@ -904,10 +912,11 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       }
       case "notify": {
         const conn = conns.get(message.to.conn)
-        return conn === undefined ? undefined : notify(conn, message.event)
+        return conn === undefined || frozen.has(conn) ? undefined : notify(conn, message.event)
       }
       case "post": {
         const owner = conns.get(message.to.conn)
+        if (owner !== undefined && frozen.has(owner)) return // never answered: the sender's bounds end it
         const from = owner?.other
         // Nothing reaches a connection that has ended, nor comes after a request of the sender that failed.
         if (owner === undefined || from?.far === undefined || owner.state !== "established" || from.state === "error") {
@@ -920,7 +929,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       }
       case "settle": {
         const conn = conns.get(message.to.conn)
-        const wr = conn === undefined ? undefined : q(conn).awaiting.get(message.id)
+        const wr = conn === undefined || frozen.has(conn) ? undefined : q(conn).awaiting.get(message.id)
         if (wr === undefined) return // flushed meanwhile (the connection ended), or deleted
         q(conn!).awaiting.delete(message.id)
         return finish(conn!, wr, landed(conn!, wr, message.result))
