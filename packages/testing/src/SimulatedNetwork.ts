@@ -25,6 +25,7 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -73,7 +74,9 @@ export interface JoinOptions extends SimulatedDriver.Options {
 /**
  * Serves a network for this scope and returns its socket's path, for the processes that join it
  * (pass it to a child process as an argument or in its environment). When the scope closes, every
- * process still on it sees its connections across processes lost.
+ * process still on it sees its connections across processes lost. Fails with
+ * {@link SimulatedNetworkError} when the socket cannot be made there (a path in use, a missing
+ * directory, a path that is not a string).
  *
  * @example
  * ```ts
@@ -90,10 +93,17 @@ export interface JoinOptions extends SimulatedDriver.Options {
  * @category constructors
  */
 export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
+  options?.path !== undefined && (typeof options.path !== "string" || options.path.length === 0)
+    ? Effect.fail(
+      new SimulatedNetworkError({ path: String(options.path), detail: "path must be a non-empty string (a socket file's path)" })
+    )
+    : serveAt(options?.path)
+
+const serveAt = (given: string | undefined): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.async<{ readonly path: string; readonly close: () => void }, SimulatedNetworkError>((resume) => {
-      const directory = options?.path === undefined ? fs.mkdtempSync(nodePath.join(os.tmpdir(), "effect-rdma-network-")) : undefined
-      const path = options?.path ?? nodePath.join(directory!, "network.sock")
+      const directory = given === undefined ? fs.mkdtempSync(nodePath.join(os.tmpdir(), "effect-rdma-network-")) : undefined
+      const path = given ?? nodePath.join(directory!, "network.sock")
       const router = makeRouter()
       const close = () => {
         router.close()
@@ -112,7 +122,9 @@ export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNe
  * The simulated driver and its control for a process that joins the network served at `path`:
  * a new, empty world of its own (its devices, faults and ledger, as {@link SimulatedDriver.layerWith}),
  * whose connections reach the listeners of every process on the network. Fails with
- * {@link SimulatedNetworkError} when nothing answers at `path` within the timeout.
+ * {@link SimulatedNetworkError} when nothing answers at `path` within the timeout, or when `path`
+ * or `timeout` is not one. It leaves the network when its scope closes: the other processes see
+ * its connections lost.
  *
  * @example
  * ```ts
@@ -133,12 +145,20 @@ export const layer = (
   options: JoinOptions
 ): Layer.Layer<RdmaDriver | SimulatedDriver.SimulationControl, SimulatedNetworkError> =>
   Layer.scopedContext(Effect.gen(function*() {
-    const timeoutMs = Duration.toMillis(options.timeout ?? "5 seconds")
+    const path = String(options.path)
+    const refuse = (detail: string) => new SimulatedNetworkError({ path, detail })
+    if (typeof options.path !== "string" || options.path.length === 0) {
+      return yield* refuse("path must be the non-empty string SimulatedNetwork.serve returned")
+    }
+    const timeout = Option.getOrUndefined(Duration.decodeUnknown(options.timeout ?? "5 seconds"))
+    if (timeout === undefined || !Duration.isFinite(timeout) || Duration.toMillis(timeout) <= 0) {
+      return yield* refuse(`timeout must be a positive, finite duration (got ${String(options.timeout)})`)
+    }
+    const timeoutMs = Duration.toMillis(timeout)
     const { link } = yield* Effect.acquireRelease(
       Effect.tryPromise({
-        try: () => join(options.path, timeoutMs),
-        catch: (error) =>
-          new SimulatedNetworkError({ path: options.path, detail: error instanceof Error ? error.message : String(error) })
+        try: () => join(path, timeoutMs),
+        catch: (error) => refuse(error instanceof Error ? error.message : String(error))
       }),
       ({ leave }) => Effect.sync(leave)
     )

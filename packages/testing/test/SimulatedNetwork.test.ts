@@ -202,7 +202,7 @@ describe("a simulated network shared by two processes", () => {
           whileDisconnected: { wait: "30 seconds" }
         })
         const reached = (tag: RdmaClient.State["_tag"]) =>
-          client.changes.pipe(Stream.filter((state) => state._tag === tag), Stream.runHead, Effect.timeout("30 seconds"))
+          client.changes.pipe(Stream.filter((state) => state._tag === tag), Stream.runHead, Effect.timeout("60 seconds"))
         const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
         const dst = yield* LocalMr.allocate(peer, 64, Usage.READ_DST)
         const put = (value: string) =>
@@ -230,7 +230,7 @@ describe("a simulated network shared by two processes", () => {
         assert.strictEqual(yield* get, "second server")
       }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
       assert.strictEqual(yield* first.exited, "SIGKILL")
-    }), 120_000)
+    }), 180_000)
 
   it.scopedLive("a frozen peer across processes: this side's write ends at its watchdog (LOST), and nothing is left here", () =>
     Effect.gen(function*() {
@@ -254,12 +254,22 @@ describe("a simulated network shared by two processes", () => {
       }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
     }), 120_000)
 
-  it.live("joining where nothing serves → SimulatedNetworkError, within its timeout", () =>
+  it.live("joining where nothing serves, bad options, serving where no socket can be made → SimulatedNetworkError", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(
         Effect.provide(Effect.void, SimulatedNetwork.layer({ path: "/nonexistent/network.sock", timeout: "2 seconds" }))
       )
       assert.strictEqual(error._tag, "SimulatedNetworkError")
       assert.match(error.message, /\/nonexistent\/network\.sock: .*serve it first/)
+      // Bad options: the same tagged error, saying what was wrong.
+      const badTimeout = yield* Effect.flip(Effect.provide(Effect.void, SimulatedNetwork.layer({ path: "/tmp/x.sock", timeout: -1 })))
+      assert.match(badTimeout.message, /timeout must be a positive, finite duration \(got -1\)/)
+      const badPath = yield* Effect.flip(Effect.provide(Effect.void, SimulatedNetwork.layer({ path: 42 as unknown as string })))
+      assert.match(badPath.message, /path must be the non-empty string/)
+      // Serving where no socket can be made: the same tagged error.
+      const unserved = yield* Effect.flip(Effect.scoped(SimulatedNetwork.serve({ path: "/nonexistent/dir/network.sock" })))
+      assert.strictEqual(unserved._tag, "SimulatedNetworkError")
+      const notAPath = yield* Effect.flip(Effect.scoped(SimulatedNetwork.serve({ path: 42 as unknown as string })))
+      assert.match(notAPath.message, /path must be a non-empty string/)
     }))
 })
