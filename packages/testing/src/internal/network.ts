@@ -511,9 +511,27 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     return undefined
   }
 
+  /** The other side's half of a send-queue request, as data (a send names no remote region). */
+  const halfOf = (
+    wr: Exclude<Driver.WorkRequest, Recv>,
+    remote: fabric.MrRemote | undefined,
+    offset: number,
+    length: number,
+    bytes: Uint8Array
+  ): wire.Reach => ({
+    op: wr.op,
+    id: wr.id,
+    rkey: remote?.rkey ?? 0,
+    address: remote?.address ?? 0n,
+    offset,
+    length,
+    bytes,
+    imm: wr.op === "write" || wr.op === "send" ? wr.imm : undefined,
+    signalled: wr.completion !== "onError"
+  })
+
   /** Runs a work request; returns the completion status, or undefined when it completes later. */
   const execute = (conn: fabric.Conn, wr: Driver.WorkRequest): number | undefined => {
-    const signalled = wr.op === "recv" || wr.completion !== "onError"
     switch (wr.op) {
       case "write":
       case "atomicWrite": {
@@ -527,30 +545,24 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
         } else {
           bytes = wr.value
         }
-        const remote = fabric.asHandle(wr.dst, "MrRemote")!
-        const imm = wr.op === "write" ? wr.imm : undefined
-        return across(conn, wr, { op: wr.op, id: wr.id, rkey: remote.rkey, address: remote.address, offset: wr.dstOffset, length, bytes, imm, signalled })
+        return across(conn, wr, halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, length, bytes))
       }
       case "read": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
         if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
         if (wr.dstOffset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
-        const remote = fabric.asHandle(wr.src, "MrRemote")!
-        return across(conn, wr, { op: "read", id: wr.id, rkey: remote.rkey, address: remote.address, offset: wr.srcOffset, length: wr.length, bytes: NO_BYTES, signalled })
+        return across(conn, wr, halfOf(wr, fabric.asHandle(wr.src, "MrRemote"), wr.srcOffset, wr.length, NO_BYTES))
       }
-      case "flush": {
-        const remote = fabric.asHandle(wr.dst, "MrRemote")!
+      case "flush":
         // Exactly as the device: 8 bytes at the offset, whatever the length (core places its
         // flushes so that they fit; a driver-level post past the end fails here as there).
-        return across(conn, wr, { op: "flush", id: wr.id, rkey: remote.rkey, address: remote.address, offset: wr.dstOffset, length: FLUSH_READ_SIZE, bytes: NO_BYTES, signalled })
-      }
+        return across(conn, wr, halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, FLUSH_READ_SIZE, NO_BYTES))
       case "send": {
         const src = localRegion(conn, wr.src, 0)
         if (typeof src === "number") return WcStatus.LOC_PROT_ERR
         if (wr.offset + wr.length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
         // The bytes leave when the request runs, as a NIC's DMA read would take them.
-        const bytes = src.memory.slice(wr.offset, wr.offset + wr.length)
-        return across(conn, wr, { op: "send", id: wr.id, rkey: 0, address: 0n, offset: 0, length: wr.length, bytes, imm: wr.imm, signalled })
+        return across(conn, wr, halfOf(wr, undefined, 0, wr.length, src.memory.slice(wr.offset, wr.offset + wr.length)))
       }
       case "recv": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
@@ -563,7 +575,6 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       }
     }
   }
-
 
   const opcodeOf = (wr: Driver.WorkRequest): number =>
     wr.op === "write" || wr.op === "atomicWrite"
@@ -640,7 +651,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
           }
           if (link === undefined) return listen()
           // On a shared network the address is claimed for this process first: one listener in all.
-          return Effect.flatMap(Effect.promise(() => link.claim(key(address, actual))), (claimed) =>
+          // Uninterruptible (the claim is bounded by the link's timeout), so a claim granted is never lost.
+          return Effect.uninterruptible(Effect.flatMap(Effect.promise(() => link.claim(key(address, actual))), (claimed) =>
             claimed === "ok"
               ? listen()
               : Effect.fail(rpma(
@@ -649,7 +661,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
                 claimed === "taken"
                   ? `rdma_bind_addr: ${address}:${actual} is in use (by another process on the simulated network)`
                   : `rdma_bind_addr: the simulated network at ${link.path} is gone`
-              )))
+              ))))
         }
       ),
 
