@@ -7,6 +7,9 @@ import { Conformance, Ledger, SimulatedDriver, SimulatedNetwork } from "@effect-
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Ref, Schedule, Scope, Stream } from "effect"
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as nodePath from "node:path"
 import { fileURLToPath } from "node:url"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
@@ -24,10 +27,15 @@ interface ServerProcess {
 }
 
 /** A server process (a fixture) on the network at `path`, killed when the scope closes if it is still running. */
-const startServer = (path: string, port: number, name = "network-server"): Effect.Effect<ServerProcess, never, Scope.Scope> =>
+const startServer = (
+  path: string,
+  port: number,
+  name = "network-server",
+  ...more: ReadonlyArray<string>
+): Effect.Effect<ServerProcess, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const child = spawn(process.execPath, ["--import", "tsx", fixture(name), path, String(port)], {
+      const child = spawn(process.execPath, ["--import", "tsx", fixture(name), path, String(port), ...more], {
         cwd: root,
         stdio: ["ignore", "pipe", "pipe"]
       })
@@ -252,6 +260,32 @@ describe("a simulated network shared by two processes", () => {
         assert.strictEqual(error._tag, "ConnectionClosedError", String(error))
         assert.strictEqual(yield* client.state, "LOST")
       }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
+    }), 120_000)
+
+  it.scopedLive("the process that serves the network SIGKILLed: this one's connection is LOST, its operations end, nothing is left", () =>
+    Effect.gen(function*() {
+      const directory = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(nodePath.join(os.tmpdir(), "network-test-"))),
+        (directory) => Effect.sync(() => fs.rmSync(directory, { recursive: true, force: true }))
+      )
+      const path = nodePath.join(directory, "network.sock")
+      const port = 7611
+      const server = yield* startServer(path, port, "network-kv-server", "serve")
+      const found = yield* server.line(/^offer ([0-9a-f]+)/)
+      yield* Ledger.checked(Effect.scoped(Effect.gen(function*() {
+        const { client, peer, remote } = yield* Conformance.clientHalf(address, address, port, Buffer.from(found[1]!, "hex"))
+        const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
+        yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })
+        server.kill()
+        yield* client.events.pipe(Stream.runDrain, Effect.timeout("10 seconds"))
+        assert.strictEqual(yield* client.state, "LOST")
+        const after = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 }))
+        assert.strictEqual(after._tag, "ConnectionClosedError")
+        // The network is gone with it: listening needs a network.
+        const listening = yield* Effect.flip(Endpoint.listen(peer, address, port))
+        assert.match(listening.message, /the simulated network at .* is gone/)
+      }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
+      assert.strictEqual(yield* server.exited, "SIGKILL")
     }), 120_000)
 
   it.live("joining where nothing serves, bad options, serving where no socket can be made → SimulatedNetworkError", () =>
