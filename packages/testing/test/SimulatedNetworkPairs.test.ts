@@ -3,12 +3,13 @@
  * with a simulated driver of its own joined to one SimulatedNetwork: every connection, request and
  * completion of the suite crosses between two worlds through the network's messages, as between
  * two processes (here in one, to run the whole suite in seconds; SimulatedNetwork.test.ts starts
- * real processes). Each half's world must be empty when it ends.
+ * real processes). Each half's world must be empty when it ends. And the whole suite on a driver
+ * joined to a network: the same results, the same tagged errors for the same bad input.
  */
 import { Driver } from "@effect-rdma/core"
 import { Conformance, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
-import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Fiber, Queue } from "effect"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Cause, Effect, Exit, Fiber, Queue, Scope } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
@@ -46,4 +47,17 @@ describe("conformance pair cases, each half in a world of its own on one simulat
         yield* client
       }), 60_000)
   })
+})
+
+describe("conformance: a simulated driver joined to a network", () => {
+  const scope = Effect.runSync(Scope.make())
+  let path = ""
+  beforeAll(async () => {
+    path = await Effect.runPromise(Scope.extend(SimulatedNetwork.serve(), scope))
+  })
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+  for (const testCase of Conformance.cases) {
+    it.effect(testCase.name, () =>
+      Effect.suspend(() => Conformance.runCase(testCase, SimulatedNetwork.layer({ path }), address)), { timeout: 30_000 })
+  }
 })
