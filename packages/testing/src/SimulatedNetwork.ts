@@ -13,8 +13,9 @@
  * complete with IBV_WC_WR_FLUSH_ERR; a connect waiting for its listener gets UNREACHABLE.
  *
  * librpma's connections (Connection, RdmaClient, RdmaChannel, ...) cross processes; librdmacm's
- * endpoints (CmEndpoint) do not yet: they connect within one process only. A process lists among its devices every address it connects to (the default, one
- * device at {@link SimulatedDriver.DEFAULT_ADDRESS}, serves all).
+ * endpoints (CmEndpoint) do not yet: they connect within one process only. A process lists among
+ * its devices every address it connects to (the default, one device at
+ * {@link SimulatedDriver.DEFAULT_ADDRESS}, serves all).
  *
  * @since 0.7.0
  */
