@@ -120,13 +120,15 @@ const writeStream = (conn: Connection.Connection, remote: RemoteMr.RemoteMr<"WRI
     }
   })
 
-const waitUntil = (what: string, condition: () => boolean, timeoutS: number) =>
+/** Polls `condition` until it holds (returns the seconds that took), or fails after `timeoutS`. */
+export const waitUntil = (what: string, condition: () => boolean, timeoutS: number) =>
   Effect.gen(function*() {
     const started = performance.now()
     while (!condition()) {
       if (seconds(started) > timeoutS) return yield* fail(`${what}: not within ${timeoutS} s`)
       yield* Effect.sleep("20 millis")
     }
+    return seconds(started)
   })
 
 /**
