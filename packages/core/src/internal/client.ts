@@ -119,7 +119,7 @@ export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends 
 ): Effect.Effect<A, E | Connection.OutOfRangeError | RdmaClient.NotConnectedError> =>
   Object.hasOwn(client.regions, name)
     ? use(client, operation, (session) => f(session, session.regions[name]!))
-    : Effect.fail(
+    : instrument.refused(
       new Connection.OutOfRangeError({
         operation,
         detail: `no region named ${JSON.stringify(name)}: the client's regions are ${
