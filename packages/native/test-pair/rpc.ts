@@ -2,9 +2,10 @@
  * @effect/rpc over RDMA across two hosts (vm/pair): a group served on VM a (in the agent, through
  * @effect-rdma/rpc's server protocol) and called from VM b (its client protocol). One test makes
  * calls (a typed error, a stream, payloads from inline size to 300 KB, concurrent calls) and
- * measures them; the other cuts the link under a connected client and checks that a call then
- * ends with a tagged error (RpcClientError) within its bound. Both check that Driver.live is zero
- * on each side at the end.
+ * measures them; the others cut the link under a connected client and check that a call made
+ * then, or one already waiting for its answer (found by the channel's PING), ends with a tagged
+ * error (RpcClientError) within its bound. Each checks that Driver.live is zero on each side at
+ * the end.
  */
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Peer from "@effect-rdma/core/Peer"
@@ -19,7 +20,9 @@ import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -32,22 +35,31 @@ const Group = RpcGroup.make(
   Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number }),
   Rpc.make("Echo", { payload: { text: Schema.String }, success: Schema.String }),
   Rpc.make("Refuse", { payload: { reason: Schema.String }, error: Refused }),
-  Rpc.make("Count", { payload: { to: Schema.Number }, success: Schema.Number, stream: true })
+  Rpc.make("Count", { payload: { to: Schema.Number }, success: Schema.Number, stream: true }),
+  Rpc.make("Wait", { payload: { millis: Schema.Number }, success: Schema.Number })
 )
 
 const Handlers = Group.toLayer({
   Add: ({ a, b }) => Effect.succeed(a + b),
   Echo: ({ text }) => Effect.succeed(text),
   Refuse: ({ reason }) => Effect.fail(new Refused({ reason })),
-  Count: ({ to }) => Stream.range(1, to)
+  Count: ({ to }) => Stream.range(1, to),
+  Wait: ({ millis }) => Effect.as(Effect.sleep(Duration.millis(millis)), millis)
 })
 
 /** The connections' timeout on both sides: bounds a send over a dead link, and each close. */
 const TIMEOUT = Duration.seconds(5)
 const TIMEOUT_S = Duration.toSeconds(TIMEOUT)
-/** A call across a cut link: its send fails within the timeout (watched every tenth of it), 1 s of emulation slack. */
+/** A call made across a cut link: its send fails within the timeout, 1 s of emulation slack. */
 const CUT_CALL_BOUND_S = TIMEOUT_S * 1.1 + 1
-const channelOptions = { inlineSize: 1024, landingSize: 64 * 1024, connection: { timeout: TIMEOUT } }
+/** The channel's PING period (RdmaChannel's default): a call only waiting learns of the cut by the next PING's failure. */
+const KEEP_ALIVE_S = 5
+const channelOptions = {
+  inlineSize: 1024,
+  landingSize: 64 * 1024,
+  keepAlive: Duration.seconds(KEEP_ALIVE_S),
+  connection: { timeout: TIMEOUT }
+}
 
 const liveTotal = (live: unknown) =>
   typeof live === "object" && live !== null ? Object.values(live).reduce((a: number, b) => a + Number(b), 0) : NaN
@@ -163,41 +175,60 @@ const calls = (ctx: FaultContext) =>
     }))
   )
 
-const linkCut = (ctx: FaultContext) =>
-  withServer(
+/**
+ * A call across a cut link: made after the cut (its own send fails), or made before and waiting
+ * for its answer (the next PING's send fails): either way RpcClientError within its bound.
+ */
+const linkCut = (port: number, inFlight: boolean) => (ctx: FaultContext) => {
+  const boundS = inFlight ? KEEP_ALIVE_S + CUT_CALL_BOUND_S : CUT_CALL_BOUND_S
+  const what = inFlight ? "a call waiting for its answer when the link was cut" : "a call made across the cut link"
+  return withServer(
     ctx,
-    17402,
+    port,
     Effect.scoped(Effect.gen(function*() {
-      const rpc = yield* client(ctx, 17402)
+      const rpc = yield* client(ctx, port)
       yield* check((yield* rpc.Add({ a: 1, b: 1 })) === 2, "Add(1, 1) before the cut")
+      // A call the server answers only after two minutes, at the server before the cut.
+      const waiting = inFlight ? yield* Effect.fork(Effect.exit(rpc.Wait({ millis: 120_000 }))) : undefined
+      if (inFlight) yield* Effect.sleep("1 second")
       yield* fault("link", "peer", "off")
       const cutAt = performance.now()
       // Bounded here too, so that a hang is a failure with a message rather than a stuck suite.
-      const outcome = yield* rpc.Add({ a: 1, b: 2 }).pipe(
-        Effect.timeout(Duration.seconds(CUT_CALL_BOUND_S + 30)),
-        Effect.exit
+      const outcome = yield* (waiting === undefined ? Effect.exit(rpc.Add({ a: 1, b: 2 })) : Fiber.join(waiting)).pipe(
+        Effect.timeout(Duration.seconds(boundS + 30)),
+        Effect.option
       )
       const tookS = seconds(cutAt)
       yield* fault("link", "peer", "on")
-      const error = Exit.isFailure(outcome) && outcome.cause._tag === "Fail" ? outcome.cause.error : undefined
-      const tag = (error as { _tag?: string } | undefined)?._tag ?? (Exit.isSuccess(outcome) ? "success" : "defect")
-      yield* ctx.note(`a call across the cut link ended with ${tag} after ${tookS.toFixed(2)} s: ${(error as Error | undefined)?.message ?? ""}`)
-      yield* check(tag === "RpcClientError", `a call across the cut link ended with ${tag}, not RpcClientError`)
-      yield* check(tookS <= CUT_CALL_BOUND_S, `a call across the cut link took ${tookS.toFixed(2)} s, over its bound of ${CUT_CALL_BOUND_S} s`)
-      yield* log(`RPC: the call across the cut link ended with ${tag} after ${tookS.toFixed(2)} s`)
+      const exit = Option.getOrUndefined(outcome)
+      const error = exit !== undefined && Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      const tag = exit === undefined
+        ? "nothing (still waiting)"
+        : Exit.isSuccess(exit)
+        ? "success"
+        : (error as { _tag?: string } | undefined)?._tag ?? "a defect"
+      yield* ctx.note(`${what} ended with ${tag} after ${tookS.toFixed(2)} s: ${(error as Error | undefined)?.message ?? ""}`)
+      yield* log(`RPC: ${what} ended with ${tag} after ${tookS.toFixed(2)} s`)
+      yield* check(tag === "RpcClientError", `${what} ended with ${tag} after ${tookS.toFixed(2)} s, not RpcClientError`)
+      yield* check(tookS <= boundS, `${what} took ${tookS.toFixed(2)} s, over its bound of ${boundS} s`)
     })).pipe(
       // The client's scope closes within the connection's timeout (a dead connection's disconnect).
       Effect.timeoutFail({
-        duration: Duration.seconds(CUT_CALL_BOUND_S + 30 + TIMEOUT_S + 5),
+        duration: Duration.seconds(boundS + 30 + TIMEOUT_S + 5),
         onTimeout: () => new PairFailure({ message: "the client's scope did not close after the link came back" })
       })
     )
   )
+}
 
 export const rpcTests: ReadonlyArray<{
   readonly name: string
   readonly run: (ctx: FaultContext) => Effect.Effect<void, unknown, RdmaDriver>
 }> = [
   { name: "@effect/rpc: a group served on a, called from b: calls, a typed error, a stream, 900 B-300 KB payloads", run: calls },
-  { name: "@effect/rpc: a call across a cut link ends with RpcClientError within the connection's timeout", run: linkCut }
+  { name: "@effect/rpc: a call made across a cut link ends with RpcClientError within the connection's timeout", run: linkCut(17402, false) },
+  {
+    name: "@effect/rpc: a call waiting for its answer when the link is cut ends with RpcClientError within keepAlive + the timeout",
+    run: linkCut(17403, true)
+  }
 ]

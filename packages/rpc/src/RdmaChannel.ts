@@ -35,6 +35,14 @@ export interface Options {
    * acknowledgement. Default 30 seconds.
    */
   readonly ackTimeout?: Duration.DurationInput | undefined
+  /**
+   * How often each side sends a small frame the other discards, so that a dead link or peer is
+   * found while a side only waits (a call waiting for its answer sends nothing): that send fails
+   * and the channel closes, failing what waits (the client's calls with `RpcClientError`). A cut
+   * link is then found within about `keepAlive` and the transport's retries. Default 5 seconds;
+   * `Duration.infinity` sends none.
+   */
+  readonly keepAlive?: Duration.DurationInput | undefined
 }
 
 /**

@@ -11,6 +11,9 @@
  *   the receiver's landing region; flag FINAL on its last piece. The receiver copies the piece
  *   out and answers RELEASE; the sender writes its next piece only after that acknowledgement.
  * - RELEASE: the landing region is free again.
+ * - PING: nothing; sent every `keepAlive` so that a dead link or peer is found while a side only
+ *   waits (a call waiting for its answer posts nothing): the send fails, the queue pair with it,
+ *   and the channel closes. The receiver discards it.
  *
  * A sender that finds no posted receive is retried by the device without end (librpma's RNR
  * retry count is 7, "infinite"), so a slow reader slows its sender and no credits are needed.
@@ -23,6 +26,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
@@ -51,6 +55,8 @@ export interface ChannelOptions {
   readonly landingSize?: number | undefined
   /** How long a large message waits for the other side's landing region and each acknowledgement. Default 30 s. */
   readonly ackTimeout?: Duration.DurationInput | undefined
+  /** How often a PING frame is sent. Default 5 s; `Duration.infinity` sends none. */
+  readonly keepAlive?: Duration.DurationInput | undefined
 }
 
 /** @internal */
@@ -65,6 +71,7 @@ const HELLO = 1
 const INLINE = 2
 const LARGE = 3
 const RELEASE = 4
+const PING = 5
 const FINAL = 1
 
 const transfer = (what: string) => (cause: unknown) =>
@@ -100,6 +107,13 @@ export const make = (
     for (const v of [inlineSize, receives, sends, landingSize]) if (typeof v !== "number") return yield* v
     const [inline, nReceives, nSends, landing] = [inlineSize, receives, sends, landingSize] as Array<number>
     const ackTimeout = Duration.decode(options?.ackTimeout ?? "30 seconds")
+    const keepAlive = Duration.decodeUnknown(options?.keepAlive ?? "5 seconds")
+    if (Option.isNone(keepAlive) || Duration.toMillis(keepAlive.value) <= 0) {
+      return yield* new ChannelError({
+        reason: "Protocol",
+        detail: `keepAlive must be a positive duration (Duration.infinity: no PING), got ${String(options?.keepAlive)}`
+      })
+    }
     const scope = yield* Effect.scope
     const context = yield* Effect.context<Driver.RdmaDriver | Scope.Scope>()
 
@@ -231,6 +245,8 @@ export const make = (
           pieces = []
           return Effect.zipRight(ack, Queue.offer(inbox, whole))
         }
+        case PING:
+          return Effect.void
         case RELEASE:
           return Effect.suspend(() => {
             if (released === undefined || released.sequence !== sequence) return Effect.void
@@ -279,6 +295,16 @@ export const make = (
       Effect.forkIn(scope)
     )
     yield* frame(HELLO, 0, 0, landingDescriptor.length, landingDescriptor)
+    // A failed PING needs nothing more: the queue pair's failure ends the receive loop, which closes the channel.
+    if (Duration.isFinite(keepAlive.value)) {
+      yield* frame(PING, 0, 0, 0, undefined).pipe(
+        Effect.delay(keepAlive.value),
+        Effect.repeat({ while: () => !ended && !broken }),
+        Effect.ignore,
+        Effect.interruptible,
+        Effect.forkIn(scope)
+      )
+    }
     return { send, closed }
   })
 
