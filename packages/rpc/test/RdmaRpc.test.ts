@@ -51,7 +51,7 @@ describe("@effect/rpc over RDMA: keepalive", () => {
   const Group = RpcGroup.make(Rpc.make("Hang", { success: Schema.String }))
   const address = SimulatedDriver.DEFAULT_ADDRESS
 
-  it.live("a call waiting for its answer fails with RpcClientError when a PING finds the connection lost", () =>
+  it.live("a call waiting for its answer fails with RpcClientError when the keepalive finds the connection lost", () =>
     Effect.scoped(Effect.gen(function*() {
       const channel = { keepAlive: "100 millis" as const }
       yield* Layer.build(
@@ -68,9 +68,9 @@ describe("@effect/rpc over RDMA: keepalive", () => {
       )
       const client = yield* Effect.provide(RpcClient.make(Group), protocol)
       const call = yield* Effect.fork(client.Hang())
-      // Nothing else is posted while the call waits: the next send is a PING, and it loses the connection.
+      // Nothing else is posted while the call waits: the next read is the keepalive's, and it loses the connection.
       yield* Effect.sleep("50 millis")
-      yield* SimulatedDriver.fail({ operation: "rpma_send", nth: 1, loseConnection: true })
+      yield* SimulatedDriver.fail({ operation: "rpma_read", nth: 1, loseConnection: true })
       const exit = yield* call.await.pipe(Effect.timeout("5 seconds"))
       assert.isTrue(Exit.isFailure(exit))
       const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
