@@ -35,7 +35,9 @@ const lines = [
   pairStatus === "not-run"
     ? `  two hosts: NOT RUN${deviceStatus === "not-run" ? "" : `: ${reason}`}`
     : `  two hosts: ${pairGroup("conformance across two hosts")} connection cases across the wire, ` +
-      `${pairGroup("faults across the wire")} fault tests, long run ${pairGroup("long run")} (vm/pair)` +
+      `${pairGroup("faults across the wire")} fault tests, ` +
+      `RdmaClient under faults ${pairGroup("RdmaClient across the wire")}, @effect/rpc ${pairGroup("@effect/rpc across the wire")}, ` +
+      `long run ${pairGroup("long run")} (vm/pair)` +
       (pairStatus === "0" ? "" : ` (vm/pair exited ${pairStatus}${pair === undefined ? ": no report, the pair failed" : ""})`),
   ...pairResults.filter((r) => r.status === "failed").map((r) => `    failed: [${r.group}] ${r.name}`),
   // scripts/test-pmem writes { status, phase, detail, seconds }.

@@ -205,12 +205,12 @@ export const operationBytes: Metric.Metric.Counter<number> = counter(
 )
 
 /**
- * Data-path requests that failed, unit `{request}`: refused by the queue or the driver, failed by
- * their completion's status, or failed by the connection's end; per `operation` and `error.type`
- * (the tagged error's `_tag`: `CompletionError`, `ConnectionClosedError`, `RpmaInvalidError`, ...,
- * OpenTelemetry's attribute for an error's class) and in total. Always counted (nothing on the
- * success path). An argument refused before anything is posted (`OutOfRangeError`) is not counted:
- * nothing reached the queue.
+ * Data-path requests that failed, unit `{request}`: an argument refused before anything was
+ * posted (`OutOfRangeError`, `CmRegionError`), refused by the queue or the driver, failed by their completion's
+ * status, or failed by the connection's end; per `operation` and `error.type` (the tagged error's
+ * `_tag`: `CompletionError`, `ConnectionClosedError`, `OutOfRangeError`, `RpmaInvalidError`, ...,
+ * OpenTelemetry's attribute for the class of error an operation ended with, whatever stage it ended
+ * at) and in total. Always counted (nothing on the success path).
  *
  * @since 0.6.0
  * @category metrics

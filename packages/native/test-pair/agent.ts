@@ -15,6 +15,8 @@ import * as NativeDriver from "../src/NativeDriver.js"
 import { pairCases as cases } from "@effect-rdma/testing/Conformance"
 import { type Channel, describeCause, fail, listen, log, type Message } from "./harness.js"
 import { longServer } from "./long.js"
+import { clientServerRequest } from "./client.js"
+import { rpcRequest } from "./rpc.js"
 
 const address = process.env.RDMA_ADDRESS!
 const peerAddress = process.env.PEER_ADDRESS!
@@ -114,6 +116,10 @@ const main = Effect.gen(function*() {
       yield* killPeer(channel, m)
     } else if (m.long !== undefined) {
       yield* runHalf(channel, "long run", longServer(address, m.port, channel), m.seconds ?? 3600)
+    } else if (m.clientServer !== undefined) {
+      yield* clientServerRequest(channel, address, m)
+    } else if (m.rpc !== undefined) {
+      yield* rpcRequest(channel, address, m)
     } else {
       yield* log(`unexpected message: ${JSON.stringify(m)}`)
     }

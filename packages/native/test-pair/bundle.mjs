@@ -16,7 +16,7 @@ const esbuild = createRequire(tsx)("esbuild")
 
 const entries = process.argv.length > 2
   ? process.argv.slice(2).map((entry) => resolve(entry))
-  : [join(here, "agent.ts"), join(here, "runner.ts")]
+  : [join(here, "agent.ts"), join(here, "runner.ts"), join(here, "client-server.ts")]
 for (const dir of new Set(entries.map(dirname))) {
   await bundle(entries.filter((entry) => dirname(entry) === dir), join(dir, "build"))
 }

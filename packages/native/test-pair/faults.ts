@@ -120,6 +120,7 @@ const writeStream = (conn: Connection.Connection, remote: RemoteMr.RemoteMr<"WRI
     }
   })
 
+/** Polls `condition` until it holds (returns the seconds that took), or fails after `timeoutS`. */
 export const waitUntil = (what: string, condition: () => boolean, timeoutS: number) =>
   Effect.gen(function*() {
     const started = performance.now()
@@ -127,6 +128,7 @@ export const waitUntil = (what: string, condition: () => boolean, timeoutS: numb
       if (seconds(started) > timeoutS) return yield* fail(`${what}: not within ${timeoutS} s`)
       yield* Effect.sleep("20 millis")
     }
+    return seconds(started)
   })
 
 /**

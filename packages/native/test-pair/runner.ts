@@ -2,10 +2,11 @@
  * VM b of the two-host suite (vm/pair): the client side, which drives the run. Connects to the
  * agent on VM a, then runs the connection cases of the conformance suite across the wire (server
  * half on a, client half here), the fault tests (faults.ts: a C peer on a, this side survives),
- * and the long single-connection run. Writes the results to PAIR_REPORT (JSON) for
+ * RdmaClient under the same faults (client.ts), @effect/rpc across the wire (rpc.ts), and the
+ * long single-connection run. Writes the results to PAIR_REPORT (JSON) for
  * scripts/test-summary.mjs; exits 0 only if everything passed.
  *
- *   PAIR_ONLY=<substring>   run only the tests whose name contains it
+ *   PAIR_ONLY=<substring>   run only the tests whose name contains it (`a|b`: either)
  *   PAIR_LONG_WRITES=<n>    writes in the long run (default 100000; 0 skips it)
  */
 import { RdmaDriver } from "@effect-rdma/core/Driver"
@@ -14,15 +15,19 @@ import * as Exit from "effect/Exit"
 import * as fs from "node:fs"
 import * as NativeDriver from "../src/NativeDriver.js"
 import { pairCases as cases } from "@effect-rdma/testing/Conformance"
+import { clientTests } from "./client.js"
 import { cmFaultTests } from "./cmFaults.js"
 import { faultTests } from "./faults.js"
 import { type Channel, describeCause, dial, log, type Result } from "./harness.js"
 import { longClient } from "./long.js"
+import { rpcTests } from "./rpc.js"
 
 const address = process.env.RDMA_ADDRESS!
 const serverAddress = process.env.PEER_ADDRESS!
 const report = process.env.PAIR_REPORT
 const only = process.env.PAIR_ONLY ?? ""
+/** PAIR_ONLY: a test runs if its name contains the substring, or one of several separated by `|`. */
+const selected = (name: string) => only.split("|").some((part) => name.includes(part))
 const longWrites = Number(process.env.PAIR_LONG_WRITES ?? "100000")
 
 const liveCheck = Effect.flatMap(RdmaDriver, (d) => d.live).pipe(
@@ -62,7 +67,7 @@ const main = Effect.gen(function*() {
 
   // The connection cases of the conformance suite, server on a, client here.
   for (const [i, testCase] of cases.entries()) {
-    if (!testCase.name.includes(only)) continue
+    if (!selected(testCase.name)) continue
     const port = 17100 + i
     const started = performance.now()
     yield* channel.send({ start: testCase.name, port, seconds: 120 })
@@ -89,8 +94,14 @@ const main = Effect.gen(function*() {
     })
   }
 
-  for (const test of [...faultTests, ...cmFaultTests]) {
-    if (!test.name.includes(only)) continue
+  const groups = [
+    ["faults across the wire", faultTests],
+    ["faults on librdmacm's endpoints across the wire", cmFaultTests],
+    ["RdmaClient across the wire", clientTests],
+    ["@effect/rpc across the wire", rpcTests]
+  ] as const
+  for (const [group, test] of groups.flatMap(([group, tests]) => tests.map((test) => [group, test] as const))) {
+    if (!selected(test.name)) continue
     const started = performance.now()
     const notes: Array<string> = []
     const exit = yield* Effect.exit(
@@ -100,7 +111,7 @@ const main = Effect.gen(function*() {
       )
     )
     yield* record({
-      group: "faults across the wire",
+      group,
       name: test.name,
       status: Exit.isSuccess(exit) ? "passed" : "failed",
       seconds: (performance.now() - started) / 1000,
@@ -110,7 +121,7 @@ const main = Effect.gen(function*() {
   }
 
   const longName = `one connection, ${longWrites} rpma_writes across the wire; the server's events logged, no unexplained CLOSED`
-  if (longWrites > 0 && longName.includes(only)) {
+  if (longWrites > 0 && selected(longName)) {
     const started = performance.now()
     yield* channel.send({ long: true, port: 17300, seconds: 3600 })
     const client = yield* Effect.exit(

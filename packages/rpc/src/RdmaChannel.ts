@@ -35,6 +35,15 @@ export interface Options {
    * acknowledgement. Default 30 seconds.
    */
   readonly ackTimeout?: Duration.DurationInput | undefined
+  /**
+   * How often each side reads 8 bytes of the other's landing region, so that a dead link or peer
+   * is found while a side only waits (a call waiting for its answer posts nothing): the read is
+   * timed by the connection's watchdog, the connection is lost within its `timeout`, and the
+   * channel closes, failing what waits (the client's calls with `RpcClientError`). A dead path is
+   * then found within `keepAlive` plus the connection's timeout. Default 5 seconds;
+   * `Duration.infinity`: never.
+   */
+  readonly keepAlive?: Duration.DurationInput | undefined
 }
 
 /**

@@ -1,15 +1,16 @@
 /**
  * An @effect/rpc group served and called over RDMA on the simulated fabric: plain calls, typed
  * errors, streams, messages larger than a receive buffer and than the landing region, both
- * serializations, a server that goes away, admission by token, and nothing left registered
- * afterwards (the ledger).
+ * serializations, a server that goes away, admission by token, a connection lost under a call
+ * that waits for its answer (found by the keepalive), and nothing left registered afterwards (the
+ * ledger).
  */
 import { type Connection, Endpoint, Peer } from "@effect-rdma/core"
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Exit, Layer, Schema } from "effect"
 import { cases } from "./cases.js"
 
 cases(
@@ -43,5 +44,54 @@ describe("@effect/rpc over RDMA: admission", () => {
       assert.strictEqual(refused._tag, "ConnectionFailedError")
       const admitted = yield* client({ privateData: yield* Endpoint.tokenPrivateData(token) })
       assert.strictEqual(yield* admitted.Ping(), "pong")
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+})
+
+describe("@effect/rpc over RDMA: keepalive", () => {
+  const Group = RpcGroup.make(Rpc.make("Hang", { success: Schema.String }))
+  const address = SimulatedDriver.DEFAULT_ADDRESS
+
+  it.live("a call waiting for its answer fails with RpcClientError when the keepalive finds the connection lost", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const channel = { keepAlive: "100 millis" as const }
+      yield* Layer.build(
+        RpcServer.layer(Group).pipe(
+          Layer.provide(Group.toLayer({ Hang: () => Effect.never })),
+          Layer.provide(RdmaRpcServer.layerProtocol({ address, port: 7482, ...channel })),
+          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        )
+      )
+      const protocol = yield* Layer.build(
+        RdmaRpcClient.layerProtocol({ address, port: 7482, ...channel }).pipe(
+          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        )
+      )
+      const client = yield* Effect.provide(RpcClient.make(Group), protocol)
+      const call = yield* Effect.fork(client.Hang())
+      // Nothing else is posted while the call waits: the next read is the keepalive's, and it loses the connection.
+      yield* Effect.sleep("50 millis")
+      yield* SimulatedDriver.fail({ operation: "rpma_read", nth: 1, loseConnection: true })
+      const exit = yield* call.await.pipe(Effect.timeout("5 seconds"))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      assert.strictEqual((error as { _tag?: string } | undefined)?._tag, "RpcClientError")
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
+  it.effect("a keepAlive that is not a positive duration is refused with a message", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* Layer.build(
+        RpcServer.layer(Group).pipe(
+          Layer.provide(Group.toLayer({ Hang: () => Effect.never })),
+          Layer.provide(RdmaRpcServer.layerProtocol({ address, port: 7483 })),
+          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        )
+      )
+      const error = yield* Effect.flip(Layer.build(
+        RdmaRpcClient.layerProtocol({ address, port: 7483, keepAlive: "0 millis" }).pipe(
+          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        )
+      ))
+      assert.strictEqual(error._tag, "RdmaChannelError")
+      assert.match(error.message, /keepAlive must be a positive duration/)
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })

@@ -97,6 +97,23 @@ describe("data-path telemetry", () => {
       assert.isAtLeast((yield* failures) - before.failures, 1)
     })))
 
+  it.effect("an argument refused before anything is posted is counted as a failure of its operation", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote } = yield* Conformance.connectedPair(address, 7493)
+      const src = yield* LocalMr.allocate(clientPeer, 64, Usage.WRITE_SRC)
+      const refusals = (operation: string) => count(RdmaMetrics.operationFailures, { operation, "error.type": "OutOfRangeError" })
+      const before = { write: yield* refusals("rpma_write"), flush: yield* refusals("rpma_flush") }
+      const beyond = yield* Effect.flip(Connection.write(client, { dst: remote, src, srcOffset: 60, length: 8 }))
+      assert.strictEqual(beyond._tag, "OutOfRangeError")
+      const batch = yield* Effect.flip(Connection.writeMany(client, { dst: remote, src, spans: [{ dstOffset: -1, srcOffset: 0, length: 1 }] }))
+      assert.strictEqual(batch._tag, "OutOfRangeError")
+      const prepared = yield* Effect.flip(Connection.prepareWrite(client, { dst: remote, src, length: 65 }))
+      assert.strictEqual(prepared._tag, "OutOfRangeError")
+      yield* Effect.flip(Connection.flush(client, { dst: remote, offset: 0, length: -1 }))
+      assert.isAtLeast((yield* refusals("rpma_write")) - before.write, 3)
+      assert.isAtLeast((yield* refusals("rpma_flush")) - before.flush, 1)
+    })))
+
   it.effect("README's metrics table lists every RdmaMetrics metric, with its name, type and unit", () =>
     Effect.sync(() => {
       const readme = readFileSync(new URL("../../../README.md", import.meta.url), "utf8")

@@ -8,6 +8,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
@@ -119,7 +120,7 @@ export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends 
 ): Effect.Effect<A, E | Connection.OutOfRangeError | RdmaClient.NotConnectedError> =>
   Object.hasOwn(client.regions, name)
     ? use(client, operation, (session) => f(session, session.regions[name]!))
-    : Effect.fail(
+    : instrument.refused(
       new Connection.OutOfRangeError({
         operation,
         detail: `no region named ${JSON.stringify(name)}: the client's regions are ${
@@ -148,7 +149,9 @@ const session = <Regions extends RdmaClient.RegionUsages, E, R>(
   fetchOffer: Effect.Effect<RdmaClient.Offer, E, R>,
   connectionOptions: RdmaClient.MakeOptions<Regions, E, R, unknown, never>["connection"],
   pollMillis: number,
-  established: (session: Session) => Effect.Effect<void>
+  established: (session: Session) => Effect.Effect<void>,
+  /** The session's connection ended (it was connected): the state becomes the first reconnect's. */
+  ended: (lastError: unknown) => Effect.Effect<void>
 ) =>
   Effect.gen(function*() {
     const offer = yield* fetchOffer
@@ -173,13 +176,16 @@ const session = <Regions extends RdmaClient.RegionUsages, E, R>(
     })
     const broken = yield* Deferred.make<Connection.ConnectionClosedError>()
     const current: Session = { connection, regions, offer, broken }
-    // Its end: operations from here on wait for the next session (or fail at once), never for this one.
-    yield* Effect.acquireRelease(established(current), () =>
+    // Its end, before the connection's close (which may wait out its timeout on a dead link):
+    // operations from here on wait for the next session (or fail at once), never for this one, and
+    // the state says so at once.
+    yield* Effect.acquireRelease(established(current), (_, exit) =>
       Effect.flatMap(Deferred.make<Session, RdmaClient.NotConnectedError>(), (next) =>
-        Effect.sync(() => {
-          if (client.session !== current) return
+        Effect.suspend(() => {
+          if (client.session !== current) return Effect.void
           client.session = undefined
           client.ready = next
+          return Exit.isSuccess(exit) ? ended(exit.value) : Effect.void
         })))
     return yield* Effect.raceFirst(Deferred.await(broken), lostBy(connection, Duration.millis(pollMillis)))
   })
@@ -247,12 +253,15 @@ export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
       })
     }
 
+    // A lost connection's first reconnect attempt, said as soon as the session ends.
+    const ended = (lastError: unknown) => setState({ _tag: "Reconnecting", attempt: 1, lastError })
+
     const supervise = Effect.gen(function*() {
       const driver = yield* Schedule.driver(options.reconnect)
       let attempt = 0
       for (;;) {
         const outcome = yield* Effect.either(
-          Effect.scoped(session(client, peer, options.offer, options.connection, pollMillis, established))
+          Effect.scoped(session(client, peer, options.offer, options.connection, pollMillis, established, ended))
         )
         if (Either.isRight(outcome)) {
           // It was connected: a new series of attempts, the schedule from its start.
@@ -261,7 +270,8 @@ export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
         }
         const lastError: unknown = Either.isRight(outcome) ? outcome.right : outcome.left
         attempt++
-        yield* setState({ _tag: "Reconnecting", attempt, lastError })
+        // After a lost connection the session's end has said so already.
+        if (Either.isLeft(outcome)) yield* setState({ _tag: "Reconnecting", attempt, lastError })
         instrument.reconnectUnsafe(Either.isRight(outcome) ? "lost" : "failed")
         // The schedule's delay; its end closes the client.
         if (Either.isLeft(yield* Effect.either(driver.next(lastError as never)))) return yield* closed(lastError)

@@ -16,6 +16,7 @@ import type { CmSegment, CmWorkRequest, Signal } from "../Driver.js"
 import { fromErrno } from "../RdmaError.js"
 import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
 import { impl } from "./cmEndpoint.js"
+import * as instrument from "./instrument.js"
 import { regionOwner } from "./cmRegistration.js"
 import type { Owners } from "./dataPath.js"
 import type * as Owner from "./owner.js"
@@ -213,7 +214,7 @@ const run = (
 ): Effect.Effect<any, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const prepared = prepare()
-    if (!isPrepared(prepared)) return Effect.fail(prepared)
+    if (!isPrepared(prepared)) return instrument.refused(prepared)
     return impl(ep).kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, then)
   })
 
@@ -257,7 +258,7 @@ const submit = (
 ): Effect.Effect<CmEndpoint.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const prepared = prepare()
-    if (!isPrepared(prepared)) return Effect.fail(prepared)
+    if (!isPrepared(prepared)) return instrument.refused(prepared)
     const { kernel } = impl(ep)
     const remote = prepared.spec.op === "write" || prepared.spec.op === "read"
     return Effect.map(
@@ -296,16 +297,16 @@ const batch = <A>(
 ): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
     if (!Array.isArray(list)) {
-      return Effect.fail(fromErrno(22, "rdma_post", "the requests must be an array"))
+      return instrument.refused(fromErrno(22, "rdma_post", "the requests must be an array"))
     }
     const prepared: Array<Prepared> = []
     const owners = new Set<Owner.Owner>()
     for (const args of list) {
       const p = prepare(args)
-      if (!isPrepared(p)) return Effect.fail(p)
+      if (!isPrepared(p)) return instrument.refused(p)
       // One operation per batch: the kernel counts its completions by one spec.
       if (prepared.length > 0 && p.spec !== prepared[0]!.spec) {
-        return Effect.fail(
+        return instrument.refused(
           new OutOfRangeError({
             operation: p.spec.name,
             detail: `a batch holds one kind of request; ${prepared[0]!.spec.name} came first`

@@ -272,3 +272,13 @@ export const receivedUnsafe = (operation: string, bytes: number): void => {
 /** @internal A request of `operation` failed (or was refused) with the error tagged `error`. */
 export const operationFailedUnsafe = (operation: string, error: string): void =>
   countUnsafe(RdmaMetrics.operationFailures, operationFailuresOf(`${operation}\u0000${error}`), [])
+
+/**
+ * @internal Fails with `error`, an argument refused before anything was posted (a range, a segment
+ * list, a region name), counted as a failure of its operation: OpenTelemetry's `error.type` is the
+ * class of error an operation ended with, whatever stage it ended at.
+ */
+export const refused = <E extends { readonly _tag: string; readonly operation: string }>(error: E): Effect.Effect<never, E> => {
+  operationFailedUnsafe(error.operation, error._tag)
+  return Effect.fail(error)
+}

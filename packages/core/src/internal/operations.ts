@@ -14,6 +14,7 @@ import type * as Fiber from "effect/Fiber"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
 import { impl } from "./connectionImpl.js"
+import * as instrument from "./instrument.js"
 import type { Completion, WorkRequest } from "../Driver.js"
 import type { LocalMr } from "../LocalMr.js"
 import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
@@ -105,12 +106,12 @@ const prepareTransfer = (
 }
 
 const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError): Effect.Effect<A, TransferError> =>
-  prepared instanceof OutOfRangeError ? Effect.fail(prepared) : prepared
+  prepared instanceof OutOfRangeError ? instrument.refused(prepared) : prepared
 
 const prepared = (
   prepared: Effect.Effect<void, TransferError> | OutOfRangeError
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  prepared instanceof OutOfRangeError ? Effect.fail(prepared) : Effect.succeed(prepared)
+  prepared instanceof OutOfRangeError ? instrument.refused(prepared) : Effect.succeed(prepared)
 
 /** @internal */
 export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
@@ -135,7 +136,7 @@ export const writeMany = (conn: Connection.Connection, args: Connection.WriteMan
     for (const { dstOffset, length, srcOffset } of args.spans) {
       const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
         checkRange(operation, "source", srcOffset, length, src.size)
-      if (refused !== undefined) return Effect.fail(refused)
+      if (refused !== undefined) return instrument.refused(refused)
       fixed.push({ dstOffset, length, srcOffset })
     }
     const dstHandle = dst.handle
@@ -198,9 +199,9 @@ const flushWith = (
   Effect.withFiberRuntime((fiber) => {
     const { dst, length, offset = 0 } = args
     const refused = checkRange(Operations.flush.name, "destination", offset, length, dst.size)
-    if (refused !== undefined) return Effect.fail(refused)
+    if (refused !== undefined) return instrument.refused(refused)
     const at = flushReadAt(offset, length, dst.size)
-    if (typeof at !== "number") return Effect.fail(at)
+    if (typeof at !== "number") return instrument.refused(at)
     // From the read's start to the flush's end: the range asked for, or one that contains it.
     const posted = at === offset ? length : offset + length - at
     const dstHandle = dst.handle
@@ -236,7 +237,7 @@ export const atomicWrite = (conn: Connection.Connection, args: Connection.Atomic
       : offset % 8 !== 0
       ? new OutOfRangeError({ operation, detail: `offset ${offset} is not 8-byte aligned` })
       : checkRange(operation, "destination", offset, 8, dst.size)
-    if (refused !== undefined) return Effect.fail(refused)
+    if (refused !== undefined) return instrument.refused(refused)
     const bytes = Uint8Array.from(value)
     const dstHandle = dst.handle
     return impl(conn).kernel.start<TransferError>(fiber, Operations.atomicWrite, NO_REGIONS, (id) => ({
@@ -254,7 +255,7 @@ export const send = (conn: Connection.Connection, args: Connection.SendArgs): Ef
   return Effect.withFiberRuntime((fiber) => {
     const { length, offset = 0, src } = args
     const refused = checkRange(Operations.send.name, "source", offset, length, src.size)
-    if (refused !== undefined) return Effect.fail(refused)
+    if (refused !== undefined) return instrument.refused(refused)
     const srcHandle = src.handle
     return impl(conn).kernel.start<TransferError>(
       fiber,
@@ -280,7 +281,7 @@ export const awaitRecv = <A>(
     const { dst, offset = 0 } = args
     const length = recvLength(args)
     const refused = checkRange(Operations.recv.name, "destination", offset, length, dst.size)
-    if (refused !== undefined) return Effect.fail(refused)
+    if (refused !== undefined) return instrument.refused(refused)
     const dstHandle = dst.handle
     return Effect.map(
       impl(conn).kernel.start<TransferError>(

@@ -12,6 +12,13 @@
  *   out and answers RELEASE; the sender writes its next piece only after that acknowledgement.
  * - RELEASE: the landing region is free again.
  *
+ * Every `keepAlive` each side reads 8 bytes of the other's landing region (which is why HELLO's
+ * region allows reads: it holds only what the reader itself wrote there). A side that only waits
+ * (a call waiting for its answer) posts nothing else, and a connection with nothing posted never
+ * learns that its link or peer is gone; a one-sided read is timed by the connection's watchdog
+ * (sends are not: they wait on the other side's application), so over a dead path the connection
+ * is lost within its timeout, the receives fail, and the channel closes.
+ *
  * A sender that finds no posted receive is retried by the device without end (librpma's RNR
  * retry count is 7, "infinite"), so a slow reader slows its sender and no credits are needed.
  *
@@ -23,6 +30,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
@@ -51,6 +59,8 @@ export interface ChannelOptions {
   readonly landingSize?: number | undefined
   /** How long a large message waits for the other side's landing region and each acknowledgement. Default 30 s. */
   readonly ackTimeout?: Duration.DurationInput | undefined
+  /** How often the other side's landing region is read, to find a dead path. Default 5 s; `Duration.infinity`: never. */
+  readonly keepAlive?: Duration.DurationInput | undefined
 }
 
 /** @internal */
@@ -66,6 +76,8 @@ const INLINE = 2
 const LARGE = 3
 const RELEASE = 4
 const FINAL = 1
+/** What HELLO's region allows: the other side writes large messages into it and reads it to keep alive. */
+const landingUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
 
 const transfer = (what: string) => (cause: unknown) =>
   new ChannelError({
@@ -100,18 +112,26 @@ export const make = (
     for (const v of [inlineSize, receives, sends, landingSize]) if (typeof v !== "number") return yield* v
     const [inline, nReceives, nSends, landing] = [inlineSize, receives, sends, landingSize] as Array<number>
     const ackTimeout = Duration.decode(options?.ackTimeout ?? "30 seconds")
+    const keepAlive = Duration.decodeUnknown(options?.keepAlive ?? "5 seconds")
+    if (Option.isNone(keepAlive) || Duration.toMillis(keepAlive.value) <= 0) {
+      return yield* new ChannelError({
+        reason: "Protocol",
+        detail: `keepAlive must be a positive duration (Duration.infinity: never), got ${String(options?.keepAlive)}`
+      })
+    }
     const scope = yield* Effect.scope
     const context = yield* Effect.context<Driver.RdmaDriver | Scope.Scope>()
 
     const setup = transfer("setting the channel up")
     const sendPool = yield* Effect.mapError(LocalMr.allocate(peer, nSends! * inline!, Usage.SEND), setup)
-    const landingMr = yield* Effect.mapError(LocalMr.allocate(peer, landing!, Usage.WRITE_DST), setup)
+    const landingMr = yield* Effect.mapError(LocalMr.allocate(peer, landing!, landingUsage), setup)
+    const probe = yield* Effect.mapError(LocalMr.allocate(peer, 8, Usage.READ_DST), setup)
     const staging = yield* Effect.mapError(LocalMr.allocate(peer, landing!, Usage.WRITE_SRC), setup)
     const landingDescriptor = yield* Effect.mapError(LocalMr.descriptor(landingMr), setup)
 
     const freeSlots = yield* Queue.bounded<number>(nSends!)
     yield* Queue.offerAll(freeSlots, Array.from({ length: nSends! }, (_, i) => i))
-    const remoteLanding = yield* Deferred.make<RemoteMr.RemoteMr<"WRITE_DST">, ChannelError>()
+    const remoteLanding = yield* Deferred.make<RemoteMr.RemoteMr<"WRITE_DST" | "READ_SRC">, ChannelError>()
     const closed = yield* Deferred.make<void, ChannelError>()
     const inbox = yield* Queue.unbounded<Uint8Array | undefined>()
     let ended = false
@@ -211,7 +231,7 @@ export const make = (
       switch (kind) {
         case HELLO:
           return RemoteMr.fromDescriptor(bytes.subarray(HEADER)).pipe(
-            Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)),
+            Effect.flatMap(RemoteMr.require(landingUsage)),
             Effect.mapError(transfer("reading the other side's HELLO")),
             Effect.flatMap((remote) => Deferred.succeed(remoteLanding, remote)),
             Effect.asVoid,
@@ -279,6 +299,20 @@ export const make = (
       Effect.forkIn(scope)
     )
     yield* frame(HELLO, 0, 0, landingDescriptor.length, landingDescriptor)
+    // A failed read needs nothing more: the connection's end fails the receives, which closes the channel.
+    if (Duration.isFinite(keepAlive.value)) {
+      yield* Deferred.await(remoteLanding).pipe(
+        Effect.flatMap((src) =>
+          Connection.read(conn, { dst: probe, src, length: 8 }).pipe(
+            Effect.delay(keepAlive.value),
+            Effect.repeat({ while: () => !ended })
+          )
+        ),
+        Effect.ignore,
+        Effect.interruptible,
+        Effect.forkIn(scope)
+      )
+    }
     return { send, closed }
   })
 

@@ -154,16 +154,23 @@ export const makeServerProtocol = (
         )
         const id = nextId++
         const parser = serialization.unsafeMake()
+        // The client may call as soon as its channel is open, before this side's own HELLO has
+        // completed and `make` returned: its requests wait until it is registered below, or their
+        // answers would find no client to go to and be dropped (the call waiting on for ever).
+        const registered = yield* Deferred.make<void>()
         const opened = yield* Scope.extend(
           channel.make(
             endpoint.peer,
             conn,
             (message) =>
-              decodeEach<FromClientEncoded>(
-                parser,
-                message,
-                (request) => writeRequest(id, request),
-                (cause) => Effect.logWarning(`RDMA RPC: a message from client ${id} could not be decoded`, cause)
+              Effect.zipRight(
+                Deferred.await(registered),
+                decodeEach<FromClientEncoded>(
+                  parser,
+                  message,
+                  (request) => writeRequest(id, request),
+                  (cause) => Effect.logWarning(`RDMA RPC: a message from client ${id} could not be decoded`, cause)
+                )
               ),
             options
           ),
@@ -188,6 +195,7 @@ export const makeServerProtocol = (
             })
         })
         clientIds.add(id)
+        yield* Deferred.succeed(registered, undefined)
         yield* Deferred.await(ch.closed).pipe(
           Effect.exit,
           Effect.zipRight(Effect.suspend(() => {
