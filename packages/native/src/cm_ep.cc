@@ -52,29 +52,6 @@ Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const s
   return MakeError(env, Domain::Errno, errnum, operation, detail).Value();
 }
 
-Napi::Value StartCmWait(const Call& call, Poller& poller, int fd, Napi::Value callback) {
-  Waiter waiter;
-  waiter.id = NextWaitId();
-  waiter.callback = Napi::Persistent(callback.As<Napi::Function>());
-  double id = waiter.id;
-  poller.waiters.push_back(std::move(waiter));
-  int errnum = poller.Watch(call.Env(), fd);
-  if (errnum != 0) {
-    poller.Cancel(id);
-    return call.Fail(errnum, "cannot watch the channel's file descriptor");
-  }
-  return Napi::Number::New(call.Env(), id);
-}
-
-void FailAllCm(Napi::Env env, Poller& poller, const char* operation, int status) {
-  std::deque<Waiter> waiters;
-  waiters.swap(poller.waiters);
-  poller.Pause();
-  for (Waiter& waiter : waiters) {
-    Deliver(env, waiter, ErrnoValue(env, EIO, operation, std::string("uv_poll: ") + uv_strerror(status)), nullptr, true);
-  }
-}
-
 // ---- endpoint state ----
 
 CmEpState::CmEpState()
@@ -245,7 +222,7 @@ void CmEpState::HandleEvent(Napi::Env env, rdma_cm_event_type type, int status) 
 void CmEpState::OnEvent(Napi::Env env, int status) {
   std::shared_ptr<CmEpState> keep = shared_from_this();  // a callback may destroy the endpoint
   if (status < 0) {
-    FailAllCm(env, event_poller, "rdma_get_cm_event", status);
+    conn::FailAll(env, event_poller, "rdma_get_cm_event", status, Domain::Errno);
     setup_id = 0;
     return;
   }
@@ -357,7 +334,7 @@ Napi::Value TakeRequest(Napi::Env env, const std::shared_ptr<CmListenerState>& l
 void CmListenerState::OnEvent(Napi::Env env, int status) {
   std::shared_ptr<CmListenerState> keep = shared_from_this();
   if (status < 0) {
-    FailAllCm(env, requests, "rdma_get_request", status);
+    conn::FailAll(env, requests, "rdma_get_request", status, Domain::Errno);
     return;
   }
   while (channel != nullptr && !requests.waiters.empty()) {
@@ -465,7 +442,7 @@ bool ParsePrivateData(const Call& call, Napi::Value value, std::size_t limit, st
 
 // Starts a set-up wait on the endpoint's channel; returns its id, or throws.
 Napi::Value StartSetup(const Call& call, CmEpState& state, Napi::Value callback) {
-  Napi::Value id = StartCmWait(call, state.event_poller, state.channel->fd, callback);
+  Napi::Value id = conn::StartWait(call, state.event_poller, state.channel->fd, callback);
   if (id.IsNumber()) state.setup_id = id.As<Napi::Number>().DoubleValue();
   return id;
 }
@@ -620,7 +597,7 @@ Napi::Value CmGetRequest(const Napi::CallbackInfo& info) {
   Call call(env, "rdma_get_request", Domain::Errno);
   CmListener* listener = Open<CmListener>(call, info[0]);
   if (listener == nullptr || !conn::IsCallback(call, info[1])) return env.Undefined();
-  return StartCmWait(call, listener->state->requests, listener->state->channel->fd, info[1]);
+  return conn::StartWait(call, listener->state->requests, listener->state->channel->fd, info[1]);
 }
 
 Napi::Value CmPrivateData(const Napi::CallbackInfo& info) {
@@ -690,7 +667,7 @@ Napi::Value CmNextEvent(const Napi::CallbackInfo& info) {
     Deliver(env, waiter, nullptr, Napi::String::New(env, name), false);
     return Napi::Number::New(env, waiter.id);
   }
-  return StartCmWait(call, state.event_poller, state.channel->fd, info[1]);
+  return conn::StartWait(call, state.event_poller, state.channel->fd, info[1]);
 }
 
 Napi::Value CmDisconnect(const Napi::CallbackInfo& info) {

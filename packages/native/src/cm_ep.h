@@ -133,10 +133,5 @@ class CmListener : public Handle<CmListener> {
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports);
 // An errno failure as a JavaScript value (MakeError, Domain::Errno).
 Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const std::string& detail);
-// conn_common's StartWait and FailAll in librdmacm's currency (errno): a waiter for `callback` on
-// `poller`, watching `fd` (its id, or a refusal thrown through `call`); every waiter failed with
-// the descriptor's libuv error.
-Napi::Value StartCmWait(const Call& call, Poller& poller, int fd, Napi::Value callback);
-void FailAllCm(Napi::Env env, Poller& poller, const char* operation, int status);
 
 }  // namespace rdma

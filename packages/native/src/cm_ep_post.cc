@@ -72,7 +72,7 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
 void CmEpState::OnCompletion(Napi::Env env, int status, bool send) {
   std::shared_ptr<CmEpState> keep = shared_from_this();  // a callback may destroy the endpoint
   if (status < 0) {
-    FailAllCm(env, send_poller, "ibv_get_cq_event", status);
+    conn::FailAll(env, send_poller, "ibv_get_cq_event", status, Domain::Errno);
     recv_poller.Pause();
     return;
   }
@@ -285,7 +285,7 @@ Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
   if (ep == nullptr || !conn::IsCallback(call, info[1])) return env.Undefined();
   CmEpState& state = *ep->state;
   if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
-  Napi::Value id = StartCmWait(call, state.send_poller, state.send_channel->fd, info[1]);
+  Napi::Value id = conn::StartWait(call, state.send_poller, state.send_channel->fd, info[1]);
   if (!id.IsNumber()) return id;
   int errnum = state.recv_poller.Watch(env, state.recv_channel->fd);
   if (errnum != 0) {
