@@ -9,6 +9,11 @@
  *   addon  the driver's cm calls from plain callbacks, no Effect in the loop (cmPostMany, then
  *          cmArmCompletions' callback): the floor for any wrapper over this addon
  *   C      bench/c/cm_bench.c, the same exchange on librdmacm's verbs API in C (a server thread)
+ *   spin   (ping-pong only) the driver's calls with no wait at all: post, then poll both sides
+ *          until the echo is in; what the addon's calls cost without a channel or the event loop
+ *
+ * Each round logs where its time went: the process's CPU (user, system, per thread), its sleeps
+ * (voluntary context switches), the completion callbacks, and the raw rows' time in their posts.
  *
  * All three use the same queue sizes and inline size (64 B messages go inline), every request
  * signalled. Best of ROUNDS rounds, interleaved, after an unmeasured warm-up of each.
