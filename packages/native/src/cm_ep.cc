@@ -56,8 +56,7 @@ Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const s
 
 CmEpState::CmEpState()
     : event_poller([this](Napi::Env env, int status) { OnEvent(env, status); }),
-      send_poller([this](Napi::Env env, int status) { OnCompletion(env, status, true); }),
-      recv_poller([this](Napi::Env env, int status) { OnCompletion(env, status, false); }) {}
+      completions([this](Napi::Env env, int status) { OnCompletion(env, status); }) {}
 
 CmEpState::~CmEpState() { Destroy(nullptr); }  // GC backstop
 
@@ -71,12 +70,10 @@ int CmEpState::MakeQueuePair(const char** operation) {
   if (verbs == nullptr) return *operation = "rdma_resolve_addr", ENODEV;
   errno = 0;
   if ((pd = ibv_alloc_pd(verbs)) == nullptr) return *operation = "ibv_alloc_pd", LastErrno(ENOMEM);
-  if ((send_channel = ibv_create_comp_channel(verbs)) == nullptr || (recv_channel = ibv_create_comp_channel(verbs)) == nullptr) {
-    return *operation = "ibv_create_comp_channel", LastErrno(ENOMEM);
-  }
-  send_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_send_wr, 1)), nullptr, send_channel, 0);
+  if ((comp_channel = ibv_create_comp_channel(verbs)) == nullptr) return *operation = "ibv_create_comp_channel", LastErrno(ENOMEM);
+  send_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_send_wr, 1)), nullptr, comp_channel, 0);
   if (send_cq == nullptr) return *operation = "ibv_create_cq", LastErrno(ENOMEM);
-  recv_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_recv_wr, 1)), nullptr, recv_channel, 0);
+  recv_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_recv_wr, 1)), nullptr, comp_channel, 0);
   if (recv_cq == nullptr) return *operation = "ibv_create_cq", LastErrno(ENOMEM);
   int result = ibv_req_notify_cq(send_cq, 0);
   if (result == 0) result = ibv_req_notify_cq(recv_cq, 0);
@@ -104,13 +101,12 @@ int CmEpState::Destroy(napi_env env) {
   phase = Phase::Closed;
   // Out of epoll before the descriptors close; the waiters hear ECANCELED.
   std::deque<Waiter> waiting;
-  for (Poller* poller : {&event_poller, &send_poller}) {
+  for (Poller* poller : {&event_poller, &completions}) {
     for (Waiter& waiter : poller->waiters) waiting.push_back(std::move(waiter));
     poller->waiters.clear();
   }
   event_poller.Close();
-  send_poller.Close();
-  recv_poller.Close();
+  completions.Close();
   int result = 0;
   auto note = [&result](int code) {
     if (result == 0 && code != 0) result = code;
@@ -121,10 +117,9 @@ int CmEpState::Destroy(napi_env env) {
   recvs_posted = sends_posted = 0;
   if (send_cq != nullptr) note(ibv_destroy_cq(send_cq));
   if (recv_cq != nullptr) note(ibv_destroy_cq(recv_cq));
-  if (send_channel != nullptr) note(ibv_destroy_comp_channel(send_channel));
-  if (recv_channel != nullptr) note(ibv_destroy_comp_channel(recv_channel));
+  if (comp_channel != nullptr) note(ibv_destroy_comp_channel(comp_channel));
   send_cq = recv_cq = nullptr;
-  send_channel = recv_channel = nullptr;
+  comp_channel = nullptr;
   id->pd = nullptr;
   if (pd != nullptr) note(ibv_dealloc_pd(pd));
   pd = nullptr;
@@ -761,8 +756,7 @@ Napi::Value CmCancel(const Napi::CallbackInfo& info) {
     if (handle != nullptr && handle->state) {
       CmEpState& state = *handle->state;
       if (state.setup_id == id) state.setup_id = 0;
-      found = state.event_poller.Cancel(id) || state.send_poller.Cancel(id);
-      if (state.send_poller.waiters.empty()) state.recv_poller.Pause();
+      found = state.event_poller.Cancel(id) || state.completions.Cancel(id);
     }
   } else if (kind == Kind::CmListener) {
     CmListener* handle = Unwrapped<CmListener>(info[0]);
