@@ -43,7 +43,7 @@ const WARMUP_MS = Number(process.env.CM_WARMUP_MS ?? "3000")
 const trips = Math.max(10, Math.round(500 * scale))
 const writes = Math.max(1, Math.round((800 * scale) / W)) * W
 
-const options: CmEndpoint.Options = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+const options: CmEndpoint.Options = { timeout: "10 seconds", maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
 const config: CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
 
 const log = (line: string) => Effect.sync(() => console.error(`[cm] ${line}`))

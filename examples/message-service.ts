@@ -83,7 +83,7 @@ const serve = (listener: CmEndpoint.Listener) =>
 
 const client = (port: number) =>
   Effect.gen(function*() {
-    const ep = yield* CmEndpoint.create(address, port, { timeoutMs: 10_000 })
+    const ep = yield* CmEndpoint.create(address, port, { timeout: "10 seconds" })
     const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(MESSAGE_SIZE))
     const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(MESSAGE_SIZE))
     const counters = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8))

@@ -9,11 +9,12 @@
  * Everything is scoped. Release order is rdma_reg_msgs(3)'s: the endpoint is disconnected, its
  * regions deregistered (each once no request in flight names it), then the endpoint destroyed
  * (queue pair, then identifier); a listener after the requests it handed out, which are rejected
- * if still unanswered. Every wait is bounded by the endpoint's `timeoutMs`.
+ * if still unanswered. Every wait is bounded by the endpoint's `timeout`.
  *
  * @since 0.6.0
  */
 import * as Effect from "effect/Effect"
+import type * as Duration from "effect/Duration"
 import type * as Scope from "effect/Scope"
 import type { CmMr } from "./CmId.js"
 import * as errors from "./CmEndpointError.js"
@@ -83,8 +84,8 @@ export interface Listener {
  * @category models
  */
 export interface Options {
-  /** Default 5000. */
-  readonly timeoutMs?: number | undefined
+  /** The bound of every wait, as `Connection`'s `timeout` is. Default 5 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
   /** Send-queue requests in flight at once (send, write, read). Default 64. */
   readonly maxSendWr?: number | undefined
   /** Receives posted at once. Default 64. */

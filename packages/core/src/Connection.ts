@@ -99,7 +99,11 @@ export interface Options {
   readonly sendQueueSize?: number | undefined
   /** Receives posted at once. Default 64. */
   readonly receiveQueueSize?: number | undefined
-  /** Completion queue size. Default: send + receive queue sizes. */
+  /**
+   * Completion queue size. Default: send + receive queue sizes; only the send queue's with a
+   * receive CQ (the connection's or its shared receive queue's); with a shared receive queue that
+   * has none, the send queue's plus the queue's receives, which complete here.
+   */
   readonly completionQueueSize?: number | undefined
   /** The remote peer writes straight to persistent memory, so persistent flushes are allowed. Default false. */
   readonly directWriteToPmem?: boolean | undefined
@@ -119,14 +123,16 @@ export interface Options {
    * this size, and the completion queue then needs only the send queue's size. Operations complete
    * the same way. Smaller than the receive queue is accepted (as librpma does): if more receives
    * complete than it holds before they are polled, the device overruns it (IBV_EVENT_CQ_ERR): those
-   * completions are lost, and their receives fail only when the connection ends. Not with a
-   * shared receive queue, whose receives complete on its own receive CQ. Default 0: receives
-   * complete on the completion queue.
+   * completions are lost, and their receives fail only when the connection ends. With a shared
+   * receive queue made with `completionQueueSize: 0` its receives of this connection's messages
+   * complete here (librpma's 08srq mode r); refused with one that has a receive CQ of its own,
+   * where they complete instead. Default 0: receives complete on the completion queue.
    */
   readonly receiveCompletionQueueSize?: number | undefined
   /**
    * rpma_conn_cfg_set_compl_channel: the completion queue and the receive completion queue signal
-   * on one channel (waited on with rpma_conn_wait). Not with a shared receive queue. Default false.
+   * on one channel (waited on with rpma_conn_wait). Not with a shared receive queue that has a
+   * receive CQ of its own (librpma refuses it). Default false.
    */
   readonly sharedCompletionChannel?: boolean | undefined
 }

@@ -181,11 +181,12 @@ export const connConfig = (value: unknown): string | undefined => {
 
 /**
  * A shared receive queue's sizes (rpma_srq_cfg), as both drivers check them: integers, a receive
- * queue of 1 to 65536, and a receive CQ of its own of 1 to 131072. A receive CQ smaller than the
+ * queue of 1 to 65536, and a receive CQ of its own of 0 to 131072. A receive CQ smaller than the
  * queue is accepted, as librpma does: it holds fewer completions than receives in flight, and if
  * more complete before they are polled the device overruns it (IBV_EVENT_CQ_ERR): those
  * completions are lost, and their receives fail only when the queue ends.
- * A receive CQ of 0 (librpma's 08srq example, modes `m` and `r`) is refused: see the message.
+ * A receive CQ of 0 (librpma's 08srq example, modes `m` and `r`): the receives complete on each
+ * connection's receive CQ, or its CQ (see {@link queueSizes}).
  *
  * @since 0.3.0
  * @category validation
@@ -199,13 +200,7 @@ export const srqConfig = (value: unknown): string | undefined => {
   } catch {
     return "reading the shared receive queue's cfg threw"
   }
-  return integerIn(rqSize, "receiveQueueSize", 1, 65536) ??
-    (rcqSize === 0
-      ? "completionQueueSize 0: a shared receive queue without its own receive CQ completes its receives on " +
-        "each connection's CQ or receive CQ (librpma's 08srq modes m and r), which this library does not route " +
-        "back to the queue; give the queue a receive CQ (completionQueueSize 1 or more; the default is " +
-        "receiveQueueSize)"
-      : integerIn(rcqSize, "completionQueueSize", 1, 131072))
+  return integerIn(rqSize, "receiveQueueSize", 1, 65536) ?? integerIn(rcqSize, "completionQueueSize", 0, 131072)
 }
 
 /**
@@ -227,27 +222,41 @@ export const queueSizes = (sizes: {
   readonly cqSize: number
   readonly rcqSize?: number | undefined
   readonly srq?: unknown
+  /**
+   * The shared receive queue's own sizes (its SrqConfig), when known; unknown, it is taken to have
+   * a receive CQ of its own. With none (rcqSize 0) its receives complete on this connection's
+   * receive CQ, or its CQ, which must then hold them too.
+   */
+  readonly srqSizes?: { readonly rqSize: number; readonly rcqSize: number } | undefined
   readonly sharedCompletionChannel?: boolean | undefined
 }) => {
   const rcqSize = sizes.rcqSize ?? 0
-  // Where receives complete: the shared receive queue's CQ, the connection's own receive CQ, or the CQ.
-  const receivesOnCq = sizes.srq === undefined && rcqSize === 0
-  const needed = sizes.sqSize + (receivesOnCq ? sizes.rqSize : 0)
+  // Where receives complete: the shared receive queue's receive CQ, the connection's own receive CQ, or the CQ.
+  const onQueuesCq = sizes.srq !== undefined && (sizes.srqSizes?.rcqSize ?? 1) > 0
+  const receivesOnCq = !onQueuesCq && rcqSize === 0
+  const receives = sizes.srq === undefined ? sizes.rqSize : sizes.srqSizes?.rqSize ?? 0
+  const needed = sizes.sqSize + (receivesOnCq ? receives : 0)
   return integerIn(sizes.sqSize, "sendQueueSize", 1, 65536) ??
     integerIn(sizes.rqSize, "receiveQueueSize", 0, 65536) ??
     integerIn(sizes.cqSize, "completionQueueSize", 1, 131072) ??
     integerIn(rcqSize, "receiveCompletionQueueSize", 0, 131072) ??
-    (sizes.srq !== undefined && rcqSize > 0
-      ? "receiveCompletionQueueSize with a shared receive queue: the connection's receives complete on the " +
-        "queue's own receive CQ, so one of the connection's would never be used (librpma ignores the size)"
+    (onQueuesCq && rcqSize > 0
+      ? "receiveCompletionQueueSize with a shared receive queue that has its own receive CQ: the connection's " +
+        "receives complete there, so one of the connection's would never be used (librpma ignores the size); " +
+        "make the queue with completionQueueSize 0 for its receives to complete on the connection's receive CQ"
       : undefined) ??
-    (sizes.srq !== undefined && sizes.sharedCompletionChannel === true
-      ? "sharedCompletionChannel with a shared receive queue: the queue's receive CQ has its own channel " +
-        "(librpma refuses it)"
+    (onQueuesCq && sizes.sharedCompletionChannel === true
+      ? "sharedCompletionChannel with a shared receive queue that has its own receive CQ: that CQ has its own " +
+        "channel (librpma refuses it: \"connection shared completion channel cannot be used when the shared RQ " +
+        "has its own RCQ\")"
       : undefined) ??
     (sizes.cqSize < needed
       ? `completionQueueSize ${sizes.cqSize} is smaller than ` +
-        (receivesOnCq ? `sendQueueSize + receiveQueueSize (${needed})` : `sendQueueSize (${needed})`) +
+        (!receivesOnCq
+          ? `sendQueueSize (${needed})`
+          : sizes.srq === undefined
+          ? `sendQueueSize + receiveQueueSize (${needed})`
+          : `sendQueueSize + the shared receive queue's receiveQueueSize (${needed}), whose receives complete on it`) +
         ": completions of requests in flight would be lost"
       : undefined)
 }

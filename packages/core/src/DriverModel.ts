@@ -146,9 +146,10 @@ export interface SrqConfig {
   /** Receives posted at once (rpma_srq_cfg_set_rq_size). */
   readonly rqSize: number
   /**
-   * Its receive completion queue (rpma_srq_cfg_set_rcq_size): at least 1 here. librpma allows 0
-   * (no queue of its own: completions land on each connection's CQ or receive CQ), which drivers
-   * refuse (RpmaInvalidError), because core takes a queue's completions from the queue's own CQ.
+   * Its receive completion queue (rpma_srq_cfg_set_rcq_size). 0, as librpma allows: no queue of
+   * its own; each receive completes on the receive CQ (or, without one, the CQ) of the connection
+   * the message came on, read with that connection's completions and naming its queue pair
+   * ({@link Completion.qpNum}); the queue itself then has no completions to poll or wait for.
    * Smaller than rqSize is accepted: see DriverArguments.srqConfig.
    */
   readonly rcqSize: number
@@ -286,7 +287,9 @@ export interface Completion {
   readonly imm?: number | undefined
   /**
    * `ibv_wc.qp_num`, on the completions of a shared receive queue: which connection the message
-   * came on (see {@link Driver.Driver.connQpNum}). Absent on a connection's own completions.
+   * came on (see {@link Driver.Driver.connQpNum}). Absent on a connection's own completions; present
+   * on those of its queue's receives that complete on its CQs (a queue with rcqSize 0): they
+   * belong to the queue.
    */
   readonly qpNum?: number | undefined
 }

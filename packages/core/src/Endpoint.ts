@@ -19,7 +19,7 @@ import type * as Connection from "./Connection.js"
 import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
 import * as DriverArguments from "./DriverArguments.js"
 import * as internalConnection from "./internal/connection.js"
-import { privateDataRefusal, toConfig } from "./internal/connectionConfig.js"
+import { privateDataRefusal, queueSizesProblem, toConfig } from "./internal/connectionConfig.js"
 import { OutOfRangeError } from "./ConnectionError.js"
 import * as instrument from "./internal/instrument.js"
 import { Operations } from "./internal/operationTable.js"
@@ -118,7 +118,7 @@ export const next = (
   Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
     // The queue pair is made with the request: what its connection could not live with is refused now.
-    const refused = DriverArguments.queueSizes(config)
+    const refused = queueSizesProblem(config)
     if (refused !== undefined) return Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
     return Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(restore(driver.epNextConnReq(ep.handle, config)), (handle) => {

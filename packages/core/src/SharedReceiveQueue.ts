@@ -1,6 +1,6 @@
 /**
  * A shared receive queue (`struct rpma_srq`): one pool of receives for many connections, with its
- * own receive completion queue. Connections made with it (the `sharedReceiveQueue` option of
+ * own receive completion queue or none (its receives then complete on the connections' queues). Connections made with it (the `sharedReceiveQueue` option of
  * {@link Connection.connect}, {@link Endpoint.next} and {@link Endpoint.acceptNext}) take their
  * incoming messages from its receives; a receive posted on such a connection itself is refused.
  * Each completion says which connection the message came on (`qpNum`, compared with
@@ -58,11 +58,13 @@ export interface Options {
   /** Receives posted at once. Default 64. */
   readonly receiveQueueSize?: number | undefined
   /**
-   * Its receive completion queue, 1 or more. Default: the receive queue size. Less than the
-   * receive queue is accepted (as librpma does): if more receives complete than it holds before
-   * they are polled, the device overruns it (IBV_EVENT_CQ_ERR): those completions are lost, and
-   * their receives fail only when the queue ends. 0 (librpma's receives completing on each
-   * connection's CQ) is refused.
+   * Its receive completion queue. Default: the receive queue size. Less than the receive queue is
+   * accepted (as librpma does): if more receives complete than it holds before they are polled,
+   * the device overruns it (IBV_EVENT_CQ_ERR): those completions are lost, and their receives fail
+   * only when the queue ends. 0, as in librpma's 08srq example (modes m and r): no queue of its
+   * own; each receive completes on the receive CQ (`receiveCompletionQueueSize`), or else the CQ,
+   * of the connection its message came on, which reads it and completes the receive here, the
+   * same as with a queue of its own.
    */
   readonly completionQueueSize?: number | undefined
 }

@@ -5,7 +5,7 @@
 import { CmEndpoint, Driver, Tracing } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Tracer } from "effect"
+import { type Duration, Effect, Exit, Fiber, Layer, Tracer } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const text = (bytes: Uint8Array, length = bytes.byteLength) => new TextDecoder().decode(bytes.subarray(0, length))
@@ -238,6 +238,11 @@ describe("CmEndpoint", () => {
       const error = yield* Effect.flip(CmEndpoint.create(address, 1, { maxSendWr: 0 }))
       assert.strictEqual(error.errnoName, "EINVAL")
       assert.match(error.message, /maxSendWr/)
+      for (const timeout of ["soon", Infinity, "30 days"] as const) {
+        const refused = yield* Effect.flip(CmEndpoint.create(address, 1, { timeout: timeout as Duration.DurationInput }))
+        assert.strictEqual(refused.errnoName, "EINVAL")
+        assert.match(refused.message, /timeout is .*: it must be a duration/)
+      }
     })))
 
   it.live("a write the other side never completes (a cut link, a frozen host) fails within the timeout, and nothing leaks", () => {
@@ -253,7 +258,7 @@ describe("CmEndpoint", () => {
       }))
     ).pipe(Layer.provideMerge(SimulatedDriver.layer))
     return Ledger.checked(Effect.scoped(Effect.gen(function*() {
-      const p = yield* connectedPair({ timeoutMs: 300 })
+      const p = yield* connectedPair({ timeout: "300 millis" })
       const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
       const started = performance.now()
       const lost = yield* Effect.flip(
@@ -302,7 +307,7 @@ describe("CmEndpoint", () => {
     inWorld(Effect.gen(function*() {
       const listener = yield* CmEndpoint.listen(address, 0)
       const started = performance.now()
-      const error = yield* Effect.flip(Effect.scoped(CmEndpoint.open(address, listener.port, { timeoutMs: 300 })))
+      const error = yield* Effect.flip(Effect.scoped(CmEndpoint.open(address, listener.port, { timeout: "300 millis" })))
       const waited = performance.now() - started
       assert.strictEqual(error.errnoName, "ETIMEDOUT")
       assert.isTrue(waited >= 250 && waited < 3_000, `waited ${waited} ms`)

@@ -63,6 +63,8 @@ bool CompletionQueues::Cancel(double id) {
 }
 
 int CompletionQueues::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
+  // A shared receive queue without a receive CQ: its receives complete on its connections' CQs.
+  if (cq == nullptr) return 0;
   int code = DrainOne(env, cq, out, count);
   if (code == 0 && rcq != nullptr) code = DrainOne(env, rcq, out, count);
   return code;
@@ -77,8 +79,13 @@ int CompletionQueues::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, ui
     if (code == RPMA_E_NO_COMPLETION) return 0;
     if (code != 0) return code;
     for (int i = 0; i < got; i++) {
+      PostedMap* owner = &posted;
       auto found = posted.find(wc[i].wr_id);
-      if (found == posted.end()) continue;  // not a request of ours
+      if (found == posted.end() && shared_receives != nullptr && wc[i].wr_id >= kSharedReceiveTokens) {
+        owner = &shared_receives->posted;
+        found = owner->find(wc[i].wr_id);
+      }
+      if (found == owner->end()) continue;  // not a request of ours
       if (!found->second.recv) {
         // A send-queue request completed: the unsignalled ones posted before it have succeeded.
         for (auto it = posted.begin(); it != found;) {
@@ -91,7 +98,7 @@ int CompletionQueues::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, ui
         }
       }
       Posted request = std::move(found->second);
-      posted.erase(found);
+      owner->erase(found);
       if (request.region) request.region->in_flight--;
       Napi::Object completion = Napi::Object::New(env);
       completion.Set("id", Napi::Number::New(env, request.id));
@@ -106,7 +113,7 @@ int CompletionQueues::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, ui
       // librpma puts the immediate data on the wire in network byte order (htonl).
       if ((flags & IBV_WC_WITH_IMM) != 0) completion.Set("imm", Napi::Number::New(env, ntohl(wc[i].imm_data)));
       // Valid whatever the status: which connection's message this was.
-      if (names_queue_pair) completion.Set("qpNum", Napi::Number::New(env, static_cast<double>(wc[i].qp_num)));
+      if (names_queue_pair || owner != &posted) completion.Set("qpNum", Napi::Number::New(env, static_cast<double>(wc[i].qp_num)));
       out.Set((*count)++, completion);
     }
     if (got < kBatch) return 0;
@@ -114,6 +121,11 @@ int CompletionQueues::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, ui
 }
 
 Napi::Value CompletionQueues::Wait(const Call& call, Napi::Value callback) {
+  if (cq == nullptr) {
+    return call.Invalid(
+        "the shared receive queue has no receive CQ (rcqSize 0): its receives complete on its connections' CQs; "
+        "wait on those");
+  }
   int fd = -1;
   int code = rpma_cq_get_fd(cq, &fd);
   if (code != 0) return call.Fail(code, "rpma_cq_get_fd");

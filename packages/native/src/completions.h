@@ -34,6 +34,10 @@ struct Posted {
 // Posted requests by token; tokens grow with each post, so the map is in posting order.
 using PostedMap = std::map<uint64_t, Posted>;
 
+// Where a shared receive queue's tokens start: apart from every connection's (which start at 1), so
+// that a connection's CQ can tell the queue's receives completing there from its own requests.
+constexpr uint64_t kSharedReceiveTokens = uint64_t{1} << 63;
+
 // Lets go of every request's region (the queue pair is gone).
 void ReleaseAll(PostedMap& posted);
 // Holds `entry` under `token` until its completion; its region stays registered meanwhile.
@@ -60,6 +64,9 @@ struct CompletionQueues : std::enable_shared_from_this<CompletionQueues> {
   rpma_cq* rcq = nullptr;              // a second CQ, drained after `cq` (a connection's receive CQ)
   rpma_conn* channel_conn = nullptr;   // one channel for both CQs: its events taken with rpma_conn_wait
   bool names_queue_pair = false;       // a shared receive queue's completions carry qpNum
+  // A shared receive queue without a receive CQ of its own, whose receives complete on these CQs
+  // (librpma's 08srq modes m and r): its completions are taken from its map and carry qpNum.
+  std::shared_ptr<CompletionQueues> shared_receives;
   uint64_t next_token = 1;
   PostedMap posted;
 

@@ -231,6 +231,8 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   state->peer->users++;
   state->srq = req->config.srq;
   if (state->srq) state->srq->users++;
+  // A queue without a receive CQ: its receives complete on this connection's CQs.
+  if (state->srq && state->srq->cq == nullptr) state->shared_receives = state->srq;
   Count(Kind::Conn, +1);
   wrapper->state = state;
   code = rpma_conn_get_cq(conn, &state->cq);

@@ -1,7 +1,7 @@
 // Shared receive queues (rpma_srq_*): receives that any connection made with the queue consumes,
-// completing on the queue's own receive CQ. Receives are posted in post.cc; completions are read
-// and waited for in completions.cc, as a connection's are, and name the queue pair they came on
-// (qp_num).
+// completing on the queue's own receive CQ, or, with none (rcqSize 0), on the CQ or receive CQ of
+// the connection the message came on. Receives are posted in post.cc; completions are read and
+// waited for in completions.cc, as a connection's are, and name the queue pair they came on (qp_num).
 #include <infiniband/verbs.h>
 #include <librpma.h>
 #include <napi.h>
@@ -50,14 +50,6 @@ Napi::Value SrqNew(const Napi::CallbackInfo& info) {
       !Integer(call, rcq_value, "rcqSize", UINT32_MAX, &rcq)) {
     return env.Undefined();
   }
-  // librpma would make no receive CQ: completions would land on the connections' own queues
-  // (its 08srq modes m and r), which core does not route back to the queue.
-  if (rcq < 1) {
-    return call.Invalid(
-        "rcqSize 0: a shared receive queue without its own receive CQ completes its receives on each "
-        "connection's CQ or receive CQ (librpma's 08srq modes m and r), which this library does not route "
-        "back to the queue; give the queue a receive CQ (rcqSize 1 or more)");
-  }
   rpma_srq_cfg* cfg = nullptr;
   int code = rpma_srq_cfg_new(&cfg);
   if (code != 0) return call.Fail(code, "rpma_srq_cfg_new");
@@ -69,11 +61,13 @@ Napi::Value SrqNew(const Napi::CallbackInfo& info) {
   std::string log = TakeLog();
   rpma_srq_cfg_delete(&cfg);
   if (code != 0) return call.Fail(code, log);
+  // rcqSize 0 (librpma's 08srq modes m and r): no receive CQ; the receives complete on the CQ or
+  // receive CQ of the connection the message came on, which reads them from this queue's map.
   rpma_cq* rcq_ptr = nullptr;
   code = rpma_srq_get_rcq(srq, &rcq_ptr);
-  if (code != 0 || rcq_ptr == nullptr) {
+  if (code != 0 || (rcq_ptr == nullptr) != (rcq < 1)) {
     rpma_srq_delete(&srq);
-    return call.Fail(code != 0 ? code : RPMA_E_UNKNOWN, "rpma_srq_get_rcq: no receive CQ");
+    return call.Fail(code != 0 ? code : RPMA_E_UNKNOWN, "rpma_srq_get_rcq: not the receive CQ asked for");
   }
   Srq* handle;
   Napi::Object result = Srq::New(env, &handle);
@@ -84,6 +78,7 @@ Napi::Value SrqNew(const Napi::CallbackInfo& info) {
   handle->state = std::make_shared<SrqState>();
   handle->state->srq = srq;
   handle->state->cq = rcq_ptr;
+  handle->state->next_token = kSharedReceiveTokens;
   handle->state->peer = peer->state;
   peer->state->users++;
   Count(Kind::Srq, +1);

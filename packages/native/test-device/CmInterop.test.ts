@@ -33,7 +33,7 @@ const IBV_WC_RECV_RDMA_WITH_IMM = 129
 const IBV_WC_WITH_IMM = 2
 const ECONNREFUSED = 111
 
-const options: CmEndpoint.Options = { timeoutMs: 20_000, maxSendWr: 16, maxRecvWr: 16 }
+const options: CmEndpoint.Options = { timeout: "20 seconds", maxSendWr: 16, maxRecvWr: 16 }
 
 // Built fresh into build/ for every run (runC builds only what is missing: a stale binary would
 // test old code).

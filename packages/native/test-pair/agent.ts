@@ -19,6 +19,8 @@ import { longServer } from "./long.js"
 const address = process.env.RDMA_ADDRESS!
 const peerAddress = process.env.PEER_ADDRESS!
 const peerBinary = process.env.PAIR_PEER_BINARY!
+/** cm_peer.c, the C peer of cmFaults.ts: a client one connects to the runner's address. */
+const cmPeerBinary = process.env.PAIR_CM_PEER_BINARY!
 
 const liveTotal = Effect.flatMap(RdmaDriver, (d) => d.live).pipe(
   Effect.map((live) => ({ live, total: Object.values(live).reduce((a, b) => a + b, 0) }))
@@ -52,7 +54,10 @@ const children = new Map<number, ChildProcess>()
 const spawnPeer = (channel: Channel, m: Message) =>
   Effect.async<void>((resume) => {
     const started = performance.now()
-    const c = spawn(peerBinary, [address, String(m.port), m.mode], { stdio: ["ignore", "pipe", "inherit"] })
+    const [binary, host] = m.program === "cm"
+      ? [cmPeerBinary, m.mode === "client" ? peerAddress : address]
+      : [peerBinary, address]
+    const c = spawn(binary, [host, String(m.port), m.mode], { stdio: ["ignore", "pipe", "inherit"] })
     children.set(c.pid!, c)
     let ready = false
     createInterface({ input: c.stdout! }).on("line", (line) => {

@@ -68,7 +68,7 @@ const spawnPeer = (ctx: FaultContext, port: number, mode: "answer" | "silent") =
     return m.spawned as number
   })
 
-const killPeer = (ctx: FaultContext, pid: number) =>
+export const killPeer = (ctx: FaultContext, pid: number) =>
   Effect.zipRight(ctx.channel.send({ killPeer: true, pid, signal: "SIGKILL" }), ctx.channel.receive(60))
 
 interface Outcome {
@@ -120,7 +120,7 @@ const writeStream = (conn: Connection.Connection, remote: RemoteMr.RemoteMr<"WRI
     }
   })
 
-const waitUntil = (what: string, condition: () => boolean, timeoutS: number) =>
+export const waitUntil = (what: string, condition: () => boolean, timeoutS: number) =>
   Effect.gen(function*() {
     const started = performance.now()
     while (!condition()) {
@@ -134,7 +134,7 @@ const waitUntil = (what: string, condition: () => boolean, timeoutS: number) =>
  * fault is repaired by `meanwhile`) to learn how long it really took. Returns the seconds it took
  * (Infinity if never) and whether the bound held.
  */
-const closeBounded = (scope: Scope.CloseableScope, boundS: number) =>
+export const closeBounded = (scope: Scope.CloseableScope, boundS: number) =>
   Effect.gen(function*() {
     const started = performance.now()
     const closing = yield* Effect.fork(Scope.close(scope, Exit.void))

@@ -14,6 +14,7 @@ import * as Exit from "effect/Exit"
 import * as fs from "node:fs"
 import * as NativeDriver from "../src/NativeDriver.js"
 import { pairCases as cases } from "@effect-rdma/testing/Conformance"
+import { cmFaultTests } from "./cmFaults.js"
 import { faultTests } from "./faults.js"
 import { type Channel, describeCause, dial, log, type Result } from "./harness.js"
 import { longClient } from "./long.js"
@@ -88,7 +89,7 @@ const main = Effect.gen(function*() {
     })
   }
 
-  for (const test of faultTests) {
+  for (const test of [...faultTests, ...cmFaultTests]) {
     if (!test.name.includes(only)) continue
     const started = performance.now()
     const notes: Array<string> = []

@@ -238,10 +238,9 @@ export interface PairCase extends halves.PairCase {}
 
 /**
  * The connection cases that need two sides, as halves (in {@link cases} too, run in one process):
- * librpma's connections. The two-sided cases of librdmacm's endpoints are written as halves too,
- * but run in one process only until they have run across the two hosts.
+ * librpma's connections, then the endpoints of librdmacm's verbs API.
  *
  * @since 0.5.0
  * @category cases
  */
-export const pairCases: ReadonlyArray<PairCase> = connectionPairCases
+export const pairCases: ReadonlyArray<PairCase> = [...connectionPairCases, ...cmEndpointPairCases]

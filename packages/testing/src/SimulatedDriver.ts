@@ -21,6 +21,7 @@ import { makeFiles } from "./internal/files.js"
 import { makeNetwork } from "./internal/network.js"
 import { makeCmEndpoints } from "./internal/cmEndpoints.js"
 import { makeTools } from "./internal/tools.js"
+import type { Link } from "./internal/wire.js"
 
 /**
  * The address the simulated device answers on unless told otherwise. It is also the address the
@@ -172,14 +173,44 @@ export interface LoseConnection {
 }
 
 /**
+ * The other side of the connection freezes just before the `nth` request of `operation` is posted,
+ * as a host that stops (or a link cut without a word): nothing crosses the connection any more, in
+ * either direction, and nobody is told. That request and every later one on either side are
+ * posted (the call succeeds, its regions are held) but never complete; a disconnect is not heard
+ * by the other side. So the operation ends only at a bound: the connection's watchdog declares it
+ * LOST after its timeout without a completion (one-sided requests), or the caller's own timeout
+ * (a send, a receive). Deleting the connection flushes what it still holds (IBV_WC_WR_FLUSH_ERR),
+ * as a queue pair moved to the error state does. On a network shared by several processes
+ * (SimulatedNetwork), only this process's side is frozen. `nth` counts as in {@link FailWithCode}.
+ *
+ * @example
+ * ```ts
+ * import { SimulatedDriver } from "@effect-rdma/testing"
+ *
+ * // The server stops answering under the next write: it ends at the client's timeout.
+ * const freezeUnderWrite = SimulatedDriver.fail({ operation: "rpma_write", nth: 1, freezePeer: true })
+ * ```
+ *
+ * @since 0.7.0
+ * @category faults
+ */
+export interface FreezePeer {
+  /** A librpma operation (`rpma_*`): librdmacm's endpoints have no frozen peer yet. */
+  readonly operation: Exclude<DataOperation, `rdma_${string}`>
+  readonly nth: number
+  readonly freezePeer: true
+}
+
+/**
  * A planned failure of one call: a return code ({@link FailWithCode}), a failed completion
- * ({@link CompleteWithStatus}) or a lost connection ({@link LoseConnection}). Planned with
- * {@link fail} during a test or with {@link Options.faults} from the start; each fault fires once.
+ * ({@link CompleteWithStatus}), a lost connection ({@link LoseConnection}) or a peer that stops
+ * answering ({@link FreezePeer}). Planned with {@link fail} during a test or with
+ * {@link Options.faults} from the start; each fault fires once.
  *
  * @since 0.1.0
  * @category faults
  */
-export type Fault = FailWithCode | CompleteWithStatus | LoseConnection
+export type Fault = FailWithCode | CompleteWithStatus | LoseConnection | FreezePeer
 
 /**
  * @since 0.1.0
@@ -234,7 +265,18 @@ const EADDRNOTAVAIL = 99
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options?: Options): { readonly driver: Driver.Driver; readonly control: Simulation } => {
+export const make = (options?: Options): { readonly driver: Driver.Driver; readonly control: Simulation } =>
+  makeLinked(options, undefined)
+
+/**
+ * {@link make} with its connections able to reach other processes through `link` (SimulatedNetwork).
+ *
+ * @internal
+ */
+export const makeLinked = (
+  options: Options | undefined,
+  link: Link | undefined
+): { readonly driver: Driver.Driver; readonly control: Simulation } => {
   const world = fabric.makeFabric(options?.devices ?? [DEFAULT_ADDRESS])
   for (const fault of options?.faults ?? []) fabric.planFault(world, fault)
   const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
@@ -242,7 +284,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
   const tools = makeTools(world)
   const { acquire, acquireNow, call, callNow, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma } = tools
   const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
-  const network = makeNetwork(world, tools)
+  const network = makeNetwork(world, tools, link)
   const files = makeFiles()
 
   const deregistered = (mr: fabric.MrLocal) => {

@@ -68,3 +68,26 @@ export * as SimulatedDriver from "./SimulatedDriver.js"
  * @since 0.1.0
  */
 export * as Conformance from "./Conformance.js"
+/**
+ * One simulated RDMA network shared by several processes on one machine: one process serves it,
+ * each process joins it with its own simulated driver (its own memory, ledger and faults), and a
+ * connection between two processes behaves as one within a process, down to the completion
+ * statuses; a process killed mid-traffic is a lost connection for the others.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Peer } from "@effect-rdma/core"
+ * import { SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
+ *
+ * // The test process serves the network and joins it; a server process joins it with the same path.
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const path = yield* SimulatedNetwork.serve()
+ *   const Joined = Peer.layer(SimulatedDriver.DEFAULT_ADDRESS).pipe(Layer.provideMerge(SimulatedNetwork.layer({ path })))
+ *   return Joined
+ * }))
+ * ```
+ *
+ * @since 0.7.0
+ */
+export * as SimulatedNetwork from "./SimulatedNetwork.js"

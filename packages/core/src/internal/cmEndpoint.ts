@@ -33,6 +33,7 @@ import {
 import * as DriverArguments from "../DriverArguments.js"
 import { fromErrno, type RdmaCmError } from "../RdmaError.js"
 import { boundedWait } from "./connection.js"
+import { timeoutMillis } from "./connectionConfig.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
@@ -47,7 +48,7 @@ const RECEIVES: ReadonlySet<string> = new Set([Operations.cmRecv.name, Operation
 
 /** @internal Every default of an endpoint's settings filled in. */
 export const toConfig = (options: CmEndpoint.Options | undefined): CmEpConfig => ({
-  timeoutMs: options?.timeoutMs ?? 5_000,
+  timeoutMs: timeoutMillis(options?.timeout),
   maxSendWr: options?.maxSendWr ?? 64,
   maxRecvWr: options?.maxRecvWr ?? 64,
   maxSendSge: options?.maxSendSge ?? 4,
@@ -58,7 +59,13 @@ export const toConfig = (options: CmEndpoint.Options | undefined): CmEpConfig =>
 /** A setting that is not a positive integer, or a timeout that is not a non-negative one. */
 const configProblem = (config: CmEpConfig): string | undefined => {
   for (const [name, value] of Object.entries(config)) {
-    const least = name === "timeoutMs" || name === "maxInlineData" ? 0 : 1
+    if (name === "timeoutMs") {
+      if (!(value >= 0 && value <= 2 ** 31 - 1)) {
+        return `timeout is ${Number.isNaN(value) ? "not a duration" : `${value} ms`}: it must be a duration from 0 to about 24 days (a Duration or a string such as "5 seconds")`
+      }
+      continue
+    }
+    const least = name === "maxInlineData" ? 0 : 1
     if (typeof value !== "number" || !Number.isSafeInteger(value) || value < least) {
       return `${name} is ${String(value)}: it must be an integer of at least ${least}`
     }

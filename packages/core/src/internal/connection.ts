@@ -29,10 +29,9 @@ type State = Connection.State
 import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "../ConnectionError.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, RdmaDriver } from "../Driver.js"
 import { ownerOf, type Peer } from "../Peer.js"
-import { privateDataRefusal, toConfig } from "./connectionConfig.js"
+import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
 import * as instrument from "./instrument.js"
 import * as srq from "./srq.js"
-import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import { ConnectionImpl } from "./connectionImpl.js"
@@ -87,7 +86,7 @@ const GRACE_MS = 200
 const configProblem = (config: ConnConfig): string | undefined =>
   !(config.timeoutMs > 0 && config.timeoutMs <= 2 ** 31 - 1)
     ? `timeout ${config.timeoutMs} ms is not a duration between 1 ms and about 24 days`
-    : DriverArguments.queueSizes(config)
+    : queueSizesProblem(config)
 
 /** What one attempt has created so far: what its finalizer must release. */
 interface Attempt {
@@ -270,10 +269,14 @@ const establish = (
     const flushedAs = (operation: string, unsignalled?: boolean) =>
       closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation, unsignalled)
 
+    // A shared receive queue without a receive CQ: its receives that this connection's messages
+    // consume complete on this connection's CQs, and this kernel reads them for it.
+    const shared = srq.completingOn(config.srq)
     const poster: Poster = new Poster({
       driver,
       queue: handle,
       completions: handle,
+      shared,
       table,
       sendSlots,
       recvSlots,
@@ -376,7 +379,8 @@ const establish = (
       Effect.forkDaemon
     )
 
-    // Receives posted before the connection was accepted wait on its channel too.
+    shared?.readBy(poster)
+    // Receives posted before the connection was accepted (or on its shared receive queue) wait on its channel too.
     poster.ensureArmed()
 
     // Bounded as a whole by the timeout: the other side may never answer (a dead host, a peer that
@@ -394,6 +398,7 @@ const establish = (
       yield* Fiber.interruptAll(forked)
       // Nothing watches the channel from here on (no libuv handle left behind).
       poster.stop()
+      shared?.unread(poster)
       // Whatever an interrupted end left waiting fails now (a no-op if nothing is pending).
       table.failAll(flushedAs)
       yield* release("rpma_conn_delete", "a connection", driver.connDelete(handle))

@@ -8,10 +8,11 @@ import type { Options } from "../Connection.js"
 import type { ConnConfig } from "../Driver.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
+import * as srq from "./srq.js"
 
 
-/** A timeout in milliseconds; NaN for what is not a duration (refused when the connection opens). */
-const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
+/** @internal A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
+export const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
   try {
     return Duration.toMillis(Duration.decode(timeout ?? "5 seconds"))
   } catch {
@@ -24,13 +25,21 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
   const sqSize = options?.sendQueueSize ?? 64
   const rqSize = options?.receiveQueueSize ?? 64
   const rcqSize = options?.receiveCompletionQueueSize ?? 0
-  // Receives elsewhere (a shared receive queue, a receive CQ of its own): the CQ holds the sends.
-  const receivesOnCq = options?.sharedReceiveQueue === undefined && rcqSize === 0
+  const srqSizes = srq.sizesOf(options?.sharedReceiveQueue?.handle)
+  // The receives completing on the CQ: the connection's own, or its shared receive queue's when that
+  // has no receive CQ; none with a receive CQ (the queue's or the connection's).
+  const receivesOnCq = rcqSize > 0
+    ? 0
+    : options?.sharedReceiveQueue === undefined
+    ? rqSize
+    : srqSizes?.rcqSize === 0
+    ? srqSizes.rqSize
+    : 0
   return {
     timeoutMs: timeoutMillis(options?.timeout),
     sqSize,
     rqSize,
-    cqSize: options?.completionQueueSize ?? (receivesOnCq ? sqSize + rqSize : sqSize),
+    cqSize: options?.completionQueueSize ?? sqSize + receivesOnCq,
     rcqSize,
     sharedCompletionChannel: options?.sharedCompletionChannel ?? false,
     directWriteToPmem: options?.directWriteToPmem ?? false,
@@ -38,6 +47,13 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
   }
 }
 
+
+/**
+ * @internal What a connection could not live with in its queue sizes (DriverArguments.queueSizes,
+ * knowing the sizes of the shared receive queue it names), or undefined.
+ */
+export const queueSizesProblem = (config: ConnConfig): string | undefined =>
+  DriverArguments.queueSizes({ ...config, srqSizes: srq.sizesOf(config.srq) })
 
 /**
  * @internal Private data that a connect or an accept cannot carry, refused as the drivers refuse it

@@ -90,6 +90,12 @@ export interface Link<R = WorkRequest> {
   readonly lost: (cause: unknown) => void
   /** Runs what a callback cannot return: releases deferred until a request completed. */
   readonly run: (effect: Effect.Effect<void>) => void
+  /**
+   * The kernel of a shared receive queue without a completion queue of its own, whose receives
+   * complete on this queue's (librpma's 08srq modes m and r): the completions that name a queue
+   * pair are its, and this queue's channel stays armed while it has receives outstanding.
+   */
+  readonly shared?: Poster<R> | undefined
 }
 
 /**
@@ -170,12 +176,30 @@ export class Poster<R = WorkRequest> {
   /** In a dispatch that resumes the woken batches right after it: a wake needs no microtask. */
   private dispatching = false
 
+  /** With no completions of its own: the kernels whose queues read them (see {@link Link.shared}). */
+  private readonly readers = new Set<Poster<R>>()
+
   constructor(private readonly link: Link<R>) {}
+
+  /** `reader` reads this kernel's completions from its queue (it names this one as its `shared`), until {@link unread}. */
+  readBy(reader: Poster<R>): void {
+    this.readers.add(reader)
+  }
+
+  unread(reader: Poster<R>): void {
+    this.readers.delete(reader)
+  }
 
   /** Arms the completion channel if requests are outstanding and it is not armed. */
   ensureArmed(): void {
     const { completions, table } = this.link
-    if (this.disarm !== undefined || this.stopped || table.size === 0 || completions === undefined) return
+    if (completions === undefined) {
+      // Its requests complete on other queues: theirs are armed.
+      for (const reader of this.readers) reader.ensureArmed()
+      return
+    }
+    if (this.disarm !== undefined || this.stopped) return
+    if (table.size === 0 && (this.link.shared === undefined || this.link.shared.link.table.size === 0)) return
     this.disarm = this.link.driver.armCompletions(completions, this.onReady)
   }
 
@@ -206,9 +230,9 @@ export class Poster<R = WorkRequest> {
    */
   dispatch(ready: ReadonlyArray<Completion>, flushed?: (operation: string) => OperationError): Array<Effect.Effect<void>> {
     this.dispatching = true
-    let deferred: Array<Effect.Effect<void>>
+    const deferred: Array<Effect.Effect<void>> = []
     try {
-      deferred = this.link.table.dispatch(ready, flushed)
+      this.link.table.dispatch(this.own(ready, deferred), flushed, deferred)
     } finally {
       this.dispatching = false
     }
@@ -217,9 +241,23 @@ export class Poster<R = WorkRequest> {
     return deferred
   }
 
+  /**
+   * The completions of this queue's own requests; those of the shared receive queue's receives
+   * (they name a queue pair) are dispatched to its kernel, their releases added to `deferred`.
+   */
+  private own(ready: ReadonlyArray<Completion>, deferred: Array<Effect.Effect<void>>): ReadonlyArray<Completion> {
+    const shared = this.link.shared
+    if (shared === undefined) return ready
+    const own: Array<Completion> = []
+    const theirs: Array<Completion> = []
+    for (const c of ready) (c.qpNum === undefined ? own : theirs).push(c)
+    if (theirs.length > 0) push(deferred, shared.dispatch(theirs, shared.link.flushed()))
+    return own
+  }
+
   /** What one driver call found: its completions dispatched, a failing queue reported. */
   private absorb(outcome: PostOutcome<OperationError>, deferred: Array<Effect.Effect<void>>): void {
-    if (outcome.ready.length > 0) this.link.table.dispatch(outcome.ready, this.link.flushed(), deferred)
+    if (outcome.ready.length > 0) this.link.table.dispatch(this.own(outcome.ready, deferred), this.link.flushed(), deferred)
     if (outcome.queueError !== undefined && !this.stopped) {
       this.stopped = true
       this.link.lost(outcome.queueError)

@@ -1,7 +1,9 @@
 /**
  * A shared receive queue's life and data path: its receives posted through a posting kernel of
  * its own (internal/poster.ts) on the queue, their completions read from the queue's receive CQ
- * with the same armed channel as a connection's (not any connection's), and its release deferred
+ * with the same armed channel as a connection's; or, with none (rcqSize 0), from the CQs of its
+ * connections, whose kernels hand them to this one (Link.shared) and stay armed while it has
+ * receives outstanding; and its release deferred
  * until the last connection made with it is gone (the driver refuses to delete a queue that queue
  * pairs still point at).
  *
@@ -31,13 +33,38 @@ export const TypeId: SharedReceiveQueue.TypeId = Symbol.for(
   "@effect-rdma/core/SharedReceiveQueue"
 ) as SharedReceiveQueue.TypeId
 
+/** @internal The driver's sizes of a queue. */
+export interface Sizes {
+  readonly rqSize: number
+  /** 0: no receive CQ; its receives complete on the CQs of the connections made with it. */
+  readonly rcqSize: number
+}
+
 /** @internal A queue's machinery behind its public face: the kernel its receives are posted through. */
 export class SharedReceiveQueueImpl implements SharedReceiveQueue.SharedReceiveQueue {
   readonly [TypeId]: SharedReceiveQueue.TypeId = TypeId
-  constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster) {}
+  constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster, readonly sizes: Sizes) {}
 }
 
 const impl = (srq: SharedReceiveQueue.SharedReceiveQueue): SharedReceiveQueueImpl => srq as SharedReceiveQueueImpl
+
+/** The queues core made, by handle: what a connection's config names. */
+const byHandle = new WeakMap<object, SharedReceiveQueueImpl>()
+
+const ofHandle = (handle: SrqHandle | undefined): SharedReceiveQueueImpl | undefined =>
+  typeof handle === "object" && handle !== null ? byHandle.get(handle) : undefined
+
+/** @internal The sizes of the queue a connection's config names, if core made it. */
+export const sizesOf = (handle: SrqHandle | undefined): Sizes | undefined => ofHandle(handle)?.sizes
+
+/**
+ * @internal The kernel of the queue a connection's config names when its receives complete on the
+ * connection's CQs (it has no receive CQ): the connection's kernel reads them for it.
+ */
+export const completingOn = (handle: SrqHandle | undefined): Poster | undefined => {
+  const queue = ofHandle(handle)
+  return queue !== undefined && queue.sizes.rcqSize === 0 ? queue.kernel : undefined
+}
 
 /** @internal The queue's owner record: connections made with it are its users. */
 const ownerOf = (queue: SharedReceiveQueue.SharedReceiveQueue): Owner.Owner =>
@@ -78,7 +105,8 @@ const open = (
       const kernel = new Poster({
         driver,
         queue: handle,
-        completions: handle,
+        // Without a receive CQ, each receive completes on its connection's CQ, read by that connection's kernel.
+        completions: config.rcqSize === 0 ? undefined : handle,
         table,
         sendSlots: NO_SEND_SLOTS,
         recvSlots: slots,
@@ -111,7 +139,9 @@ const open = (
         yield* runAll(table.releaseHeld())
         yield* Owner.drop(peerOwner(peer))
       })
-      return { queue: new SharedReceiveQueueImpl(handle, peer, kernel), close }
+      const queue = new SharedReceiveQueueImpl(handle, peer, kernel, config)
+      byHandle.set(handle as object, queue)
+      return { queue, close }
     }),
     ({ close, queue }) => Owner.releaseWhenUnused(ownerOf(queue), close)
   ).pipe(Effect.map(({ queue }) => queue))

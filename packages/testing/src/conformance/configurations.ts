@@ -2,7 +2,7 @@
  * Conformance cases for the configurations librpma's own examples use (issue 19, item 8): an
  * accept refused for its private data can be retried, a receive CQ smaller than the receive queue
  * (example 09) works, and a shared receive queue without a receive CQ of its own (example 08srq,
- * modes m and r) is refused naming what to use instead.
+ * modes m and r) completes its receives on each connection's CQ or receive CQ.
  *
  * @internal
  */
@@ -26,6 +26,48 @@ const pingOneAtATime = (
       const length = yield* received(n)
       yield* equal(length, 8 + n, `message ${n}'s length`)
     }), { discard: true })
+
+/**
+ * A server with a shared receive queue of 4 receives and no receive CQ, and one connection per
+ * entry of `options` (the server side's options beside the queue), each from its own client. As
+ * librpma's 08srq: a message on each connection in turn lands in one of the queue's receives,
+ * naming that connection's queue pair, and the server answers on that connection. The first
+ * receive is posted before any connection exists, the others while the connections are idle.
+ */
+const pingPongOnQueue = (address: string, port: number, options: ReadonlyArray<Connection.Options>) =>
+  Effect.gen(function*() {
+    const serverPeer = yield* Peer.make(address)
+    const clientPeer = yield* Peer.make(address)
+    const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4, completionQueueSize: 0 })
+    const inbox = yield* LocalMr.allocate(serverPeer, 4 * 64, Usage.RECV)
+    const first = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 0, length: 64 })
+    const ep = yield* Endpoint.listen(serverPeer, address, port)
+    const pairs = yield* Effect.forEach(options, (serverOptions) =>
+      Effect.gen(function*() {
+        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { ...serverOptions, sharedReceiveQueue: srq }))
+        const client = yield* Connection.connect(clientPeer, address, port)
+        return { client, server: yield* Fiber.join(accepting) }
+      }))
+    const out = yield* LocalMr.allocate(clientPeer, 64, Usage.combine(Usage.SEND, Usage.RECV))
+    const reply = yield* LocalMr.allocate(serverPeer, 16, Usage.SEND)
+    for (let round = 0; round < 2 * pairs.length; round++) {
+      const { client, server } = pairs[round % pairs.length]!
+      const posted = round === 0 ? first : yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: (round % 4) * 64, length: 64 })
+      const answer = yield* Connection.postRecv(client, { dst: out, offset: 32, length: 32 })
+      out.memory.fill(round + 1, 0, 32)
+      yield* Connection.send(client, { src: out, offset: 0, length: 8 + round })
+      const got = yield* posted.completion
+      const qpNum = yield* Connection.qpNum(server)
+      yield* check(got.byteLength === 8 + round && got.qpNum === qpNum, `round ${round}: ${got.byteLength} bytes from qp ${got.qpNum} (${qpNum})`)
+      const at = (round % 4) * 64
+      yield* check(inbox.memory.subarray(at, at + 8 + round).every((b) => b === round + 1), `round ${round}: the bytes in the queue's region`)
+      reply.memory.fill(0x40 + round)
+      yield* Connection.send(server, { src: reply, offset: 0, length: 16 })
+      const back = yield* answer.completion
+      yield* check(back.byteLength === 16 && out.memory[32] === 0x40 + round, `round ${round}: the server's answer on that connection`)
+    }
+    return { ep, serverPeer, srq }
+  })
 
 /** @internal */
 export const configurationCases: ReadonlyArray<Case> = [
@@ -121,21 +163,36 @@ export const configurationCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "a shared receive queue without a receive CQ of its own (librpma's 08srq, modes m and r) is refused " +
-      "on both paths, naming the configuration and what to use instead",
-    run: (address) =>
+    name: "a shared receive queue without a receive CQ (librpma's 08srq, mode m): each receive completes on the CQ " +
+      "of the connection its message came on, among that connection's own completions, naming it; two connections " +
+      "answered in turn; the CQ's default holds the queue's receives and a smaller one is refused",
+    run: (address, port) =>
       Effect.gen(function*() {
-        const d = yield* Driver.RdmaDriver
-        const peer = yield* rawPeer(address)
-        const raw = yield* Effect.exit(d.srqNew(peer, { rqSize: 4, rcqSize: 0 }))
-        yield* check(tagOf(raw) === "RpmaInvalidError", `srqNew with rcqSize 0: ${tagOf(raw)}`)
-        const serverPeer = yield* Peer.make(address)
-        const made = yield* Effect.exit(Effect.scoped(SharedReceiveQueue.make(serverPeer, { completionQueueSize: 0 })))
-        yield* check(tagOf(made) === "RpmaInvalidError", `SharedReceiveQueue.make with completionQueueSize 0: ${tagOf(made)}`)
-        for (const message of [messageOf(raw), messageOf(made)]) {
-          yield* check(message.includes("08srq") && message.includes("modes m and r"), `the refusal names the configuration: ${message}`)
-          yield* check(message.includes("completionQueueSize 1 or more"), `the refusal says what to use: ${message}`)
-        }
+        const { ep, srq } = yield* pingPongOnQueue(address, port, [{}, {}])
+        const config = Connection.toConfig({ sharedReceiveQueue: srq, sendQueueSize: 8 })
+        yield* equal(config.cqSize, 8 + 4, "the default CQ size: the send queue and the queue's receives")
+        const small = yield* Effect.exit(Endpoint.next(ep, { sharedReceiveQueue: srq, sendQueueSize: 8, completionQueueSize: 8 }))
+        yield* check(tagOf(small) === "RpmaInvalidError", `a CQ of only the send queue: ${tagOf(small)}`)
+        yield* check(
+          messageOf(small).includes("shared receive queue's receiveQueueSize"),
+          `the refusal says what the CQ must hold: ${messageOf(small)}`
+        )
+      })
+  },
+  {
+    name: "a shared receive queue without a receive CQ and connections with one (librpma's 08srq, mode r), one of them " +
+      "with a shared completion channel: each receive completes on its connection's receive CQ; a queue with a " +
+      "receive CQ of its own refuses a connection's (librpma would ignore it), naming the way to mode r",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { ep, serverPeer } = yield* pingPongOnQueue(address, port, [
+          { receiveCompletionQueueSize: 2 },
+          { receiveCompletionQueueSize: 2, sharedCompletionChannel: true }
+        ])
+        const ownCq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4 })
+        const ignored = yield* Effect.exit(Endpoint.next(ep, { sharedReceiveQueue: ownCq, receiveCompletionQueueSize: 2 }))
+        yield* check(tagOf(ignored) === "RpmaInvalidError", `a receive CQ beside the queue's own: ${tagOf(ignored)}`)
+        yield* check(messageOf(ignored).includes("completionQueueSize 0"), `the refusal says what to use: ${messageOf(ignored)}`)
       })
   }
 ]

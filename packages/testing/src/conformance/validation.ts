@@ -155,6 +155,21 @@ export const rows: ReadonlyArray<Row> = [
       ),
     tag: INVAL
   })),
+  {
+    // Issue 19: with a queue made with rcqSize 0 (librpma's 08srq mode r) the same cfg is accepted.
+    input: "rpma_conn_req_new cfg: a shared completion channel with a shared receive queue that has its own " +
+      "receive CQ (librpma: \"connection shared completion channel cannot be used when the shared RQ has its own RCQ\")",
+    call: ({ address, driver, peer, port }) =>
+      Effect.gen(function*() {
+        yield* Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep)))
+        const srq = yield* Effect.acquireRelease(driver.srqNew(peer, { rqSize: 4, rcqSize: 4 }), (q) => Effect.ignore(driver.srqDelete(q)))
+        return yield* Effect.acquireRelease(
+          driver.connReqNew(peer, address, port, { ...good, cqSize: 8, srq, sharedCompletionChannel: true }),
+          (req) => Effect.ignore(driver.connReqDelete(req))
+        )
+      }),
+    tag: INVAL
+  },
   ...[["256 bytes", new Uint8Array(256)], ["57 bytes (RoCE takes 56 with a request)", new Uint8Array(57)], ["a string", "hello"], ["a Proxy", new Proxy(new Uint8Array(8), {})], [
     "a SharedArrayBuffer view of 300 bytes",
     new Uint8Array(new SharedArrayBuffer(300))

@@ -128,6 +128,11 @@ export interface Conn extends SimHandle<"Conn"> {
   /** Whether this side has called rdma_disconnect: it notifies the other side once, a second call nothing. */
   disconnected: boolean
   privateData: Uint8Array
+  /**
+   * Set on a stand-in for a connection of another process sharing the network (never in the
+   * ledger): what reaches it becomes a message to that process.
+   */
+  readonly far?: { readonly process: number; readonly conn: number } | undefined
 }
 
 /** @internal A shared receive queue, with its own receive CQ. */

@@ -2,6 +2,8 @@
  * The simulated fabric's connections: endpoints, requests and connections between peers of one
  * process, and work requests that copy bytes between registered memories, enforcing what RDMA
  * hardware enforces (rkey, bounds, access rights from the usage) with the same completion statuses.
+ * With a link (a network shared by several processes), a connection's other side may be in
+ * another process: the same rules run there, on a message (`reach` is the other side's half).
  *
  * @internal
  */
@@ -16,6 +18,7 @@ import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import { makeSharedReceiveQueues } from "./sharedReceive.js"
 import type { Tools } from "./tools.js"
+import type * as wire from "./wire.js"
 
 // What ibv_reg_mr grants for each usage (librpma's usage_to_access).
 const REMOTE_READ = Flags.READ_SRC | Flags.FLUSH_TYPE_VISIBILITY | Flags.FLUSH_TYPE_PERSISTENT
@@ -57,10 +60,17 @@ interface ConnQueues {
   readonly completions: CompletionQueue.CompletionQueue
   readonly recvs: Array<PostedRecv>
   readonly sends: Array<PendingSend>
+  /** Requests sent to the other side's process, by id, until it answers (or the connection ends). */
+  readonly awaiting: Map<number, Driver.WorkRequest>
 }
 
 const NONE: ReadonlyArray<Driver.Completion> = []
+/** What a shared receive queue without a receive CQ polls: nothing ever completes there. */
+const NO_RECEIVE_CQ = CompletionQueue.make(() => {})
 const NONE_POSTED: ReadonlyArray<Driver.WorkRequest> = []
+const NO_BYTES = new Uint8Array(0)
+/** A stand-in's configuration: it has no queues in this process, so nothing reads it. */
+const STAND_IN_CONFIG: Driver.ConnConfig = { timeoutMs: 0, sqSize: 0, rqSize: 0, cqSize: 0, directWriteToPmem: false }
 
 /** The requests of a postMany call as a plain array, or undefined when they are not an array (or reading them threw). */
 const requestList = (value: unknown): ReadonlyArray<Driver.WorkRequest> | undefined => {
@@ -96,10 +106,13 @@ const completion = (
 const LOOP_BUDGET_CALLS = 256
 
 /** @internal */
-export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
+export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link) => {
   const { acquire, call, deadOrWrong, invalid, peerOf, problem, refusedOr, releaseHandle, rpma } = tools
   const listeners = new Map<string, fabric.Endpoint>()
-  const incoming = new WeakMap<fabric.Endpoint, Queue.Queue<fabric.ConnReq | undefined>>()
+  const incoming = new WeakMap<
+    fabric.Endpoint,
+    Queue.Queue<{ readonly client: fabric.Conn; readonly privateData: Uint8Array } | undefined>
+  >()
   const queues = new WeakMap<fabric.Conn, ConnQueues>()
   /**
    * The local regions each posted request names, until its completion is returned (as the addon
@@ -112,6 +125,31 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
   const remotePmem = new WeakMap<fabric.Conn, boolean>()
   // Every live local region by rkey: the fabric's view of what a remote key reaches.
   const byRkey = new Map<number, fabric.MrLocal>()
+  /** Live connections by id: what messages from other processes name. */
+  const conns = new Map<number, fabric.Conn>()
+  /** Connections whose request went to another process's listener, by the address they asked for. */
+  const connecting = new Map<fabric.Conn, string>()
+  /** Connections whose other side is frozen (FreezePeer): nothing crosses them, nobody is told. */
+  const frozen = new WeakSet<fabric.Conn>()
+  /** Processes that have left the network: a request of theirs still queued here is answered LOST. */
+  const departed = new Set<number>()
+  /** How another process addresses a connection of this one (or the stand-in's own address). */
+  const farOf = (conn: fabric.Conn | undefined): wire.Far | undefined =>
+    conn === undefined ? undefined : conn.far ?? (link === undefined ? undefined : { process: link.self, conn: conn.id })
+  /** A stand-in for a connection of another process. */
+  const standIn = (far: wire.Far, peer: fabric.Peer, state: fabric.Conn["state"]): fabric.Conn => ({
+    kind: "Conn",
+    id: far.conn,
+    alive: true,
+    peer,
+    config: STAND_IN_CONFIG,
+    other: undefined,
+    state,
+    notified: false,
+    disconnected: false,
+    privateData: NO_BYTES,
+    far
+  })
 
   const unsafeQueue = <A>() => Effect.runSync(Queue.unbounded<A>())
   const key = (address: string, port: number) => `${address}:${port}`
@@ -185,7 +223,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     early.delete(req)
   }
 
-  const emit = (conn: fabric.Conn, event: Driver.ConnEvent) => Queue.unsafeOffer(q(conn).events, event)
+  const emit = (conn: fabric.Conn, event: Driver.ConnEvent) =>
+    conn.far !== undefined
+      ? link!.send({ t: "event", to: conn.far, event, from: farOf(conn.other), privateData: conn.privateData })
+      : Queue.unsafeOffer(q(conn).events, event)
   const complete = (
     conn: fabric.Conn,
     id: number,
@@ -194,11 +235,14 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     byteLength = 0,
     imm?: number
   ) => {
+    if (conn.far !== undefined) return link!.send({ t: "settle", to: conn.far, id, result: status })
     q(conn).completions.push(completion(id, status, opcode, byteLength, imm))
   }
   /** Fails every request still waiting on a connection, as a QP in the error state does. */
   const flushAll = (conn: fabric.Conn) => {
-    const { recvs, sends } = q(conn)
+    const { awaiting, recvs, sends } = q(conn)
+    for (const [id, wr] of awaiting) complete(conn, id, WcStatus.WR_FLUSH_ERR, opcodeOf(wr))
+    awaiting.clear()
     for (const r of recvs.splice(0)) complete(conn, r.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV)
     for (const s of sends.splice(0)) complete(s.from, s.id, WcStatus.WR_FLUSH_ERR, WcOpcode.SEND)
   }
@@ -208,6 +252,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     if (side === undefined || side.notified) return
     side.notified = true
     side.state = "closed"
+    if (side.far !== undefined) return link!.send({ t: "notify", to: side.far, event })
     flushAll(side)
     emit(side, event)
   }
@@ -223,7 +268,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     conn.disconnected = true
     conn.state = "closed"
     flushAll(conn)
-    notify(conn.other, "CLOSED")
+    if (!frozen.has(conn)) notify(conn.other, "CLOSED")
   }
 
   /** A lost connection: both sides see LOST at once. */
@@ -247,10 +292,21 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     }
     queues.set(conn, {
       events: unsafeQueue(),
-      completions: CompletionQueue.make((taken) => letGo(conn, taken.map((c) => c.id))),
+      completions: CompletionQueue.make((taken) => {
+        // A completion naming a queue pair is a receive of the shared receive queue (one without a receive CQ).
+        const queue = srqs.ofConfig(conn.config)
+        const own: Array<number> = []
+        for (const c of taken) {
+          if (c.qpNum === undefined) own.push(c.id)
+          else if (queue !== undefined) srqs.letGo(queue, c.id)
+        }
+        letGo(conn, own)
+      }),
       recvs: [],
-      sends: []
+      sends: [],
+      awaiting: new Map()
     })
+    conns.set(conn.id, conn)
     return acquire(conn, "Conn", `connection with ${address}`)
   }
 
@@ -264,19 +320,27 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     const c = conn!
     holdRegions(c, wr)
     if (planned !== undefined && "loseConnection" in planned) lose(c)
+    if (planned !== undefined && "freezePeer" in planned) {
+      frozen.add(c)
+      if (c.other !== undefined && c.other.far === undefined) frozen.add(c.other)
+    }
     const opcode = opcodeOf(wr)
     if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, WcStatus.WR_FLUSH_ERR, opcode)
     const status = planned !== undefined && "completionStatus" in planned ? planned.completionStatus : execute(c, wr)
-    if (status === undefined) return undefined
+    if (status !== undefined) finish(c, wr, status)
+    return undefined
+  }
+
+  /** A request's outcome on its own side. */
+  const finish = (c: fabric.Conn, wr: Driver.WorkRequest, status: number) => {
     // A failed request moves the queue pair to the error state: everything after it is flushed.
     if (status !== WcStatus.SUCCESS) {
       c.state = "error"
       flushAll(c)
     } else if (wr.op !== "recv" && wr.completion === "onError") {
-      return undefined // unsignalled: its success produces no completion
+      return // unsignalled: its success produces no completion
     }
-    complete(c, wr.id, status, opcode)
-    return undefined
+    complete(c, wr.id, status, opcodeOf(wr))
   }
 
   /**
@@ -333,7 +397,18 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     const srq = srqs.srqOf(value)
     if (srq !== undefined) {
       const refused = deadOrWrong(operation, "shared receive queue", srq)
-      return refused !== undefined ? { refused } : { queue: srqs.completionsOf(srq) }
+      if (refused !== undefined) return { refused }
+      const queue = srqs.completionsOf(srq)
+      if (queue !== undefined) return { queue }
+      // No receive CQ: nothing completes on the queue itself. A poll finds nothing; a wait is refused, as the addon does.
+      return operation === "rpma_cq_wait"
+        ? {
+          refused: invalid(
+            operation,
+            "the shared receive queue has no receive CQ (rcqSize 0): its receives complete on its connections' CQs; wait on those"
+          )
+        }
+        : { queue: NO_RECEIVE_CQ }
     }
     const conn = connOf(value)
     const refused = conn === undefined
@@ -362,12 +437,16 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     return mr
   }
 
-  /** What a remote key and address reach on the other side, or the completion status that refuses it. */
-  const remoteTarget = (conn: fabric.Conn, remote: fabric.MrRemote, offset: number, length: number, access: number) => {
+  /**
+   * What a remote key and address reach on the side of `owner` (the other side's peer), or the
+   * completion status that refuses it.
+   */
+  const remoteTarget = (owner: fabric.Peer, remote: wire.Reach, access: number) => {
+    const { length, offset } = remote
     const target = byRkey.get(remote.rkey)
     const address = remote.address + BigInt(offset)
     if (
-      target === undefined || !target.alive || target.peer !== conn.other?.peer ||
+      target === undefined || !target.alive || target.peer !== owner ||
       (target.usage & access) === 0 || address < target.address ||
       address + BigInt(length) > target.address + BigInt(target.memory.byteLength)
     ) return WcStatus.REM_ACCESS_ERR
@@ -376,14 +455,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
   /** Delivers a send to the other side's next posted receive, or queues it there (RNR retries forever). */
   const deliver = (to: fabric.Conn, send: PendingSend) => {
-    // With a shared receive queue, the receive comes from it and completes on its receive CQ.
+    // With a shared receive queue, the receive comes from it and completes on its receive CQ, or,
+    // without one, on this connection's, naming the queue pair either way.
     const srq = srqs.ofConfig(to.config)
     const recv = srq !== undefined ? srqs.take(srq) : q(to).recvs.shift()
     if (recv === undefined) return void q(to).sends.push(send)
     const completeRecv = (status: number, opcode: number, byteLength = 0, imm?: number) =>
       srq === undefined
         ? complete(to, recv.id, status, opcode, byteLength, imm)
-        : srqs.completionsOf(srq).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
+        : (srqs.completionsOf(srq) ?? q(to).completions).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
     const sentOpcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
       completeRecv(WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
@@ -401,6 +481,78 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
     if (send.signalled) complete(send.from, send.id, WcStatus.SUCCESS, sentOpcode)
   }
 
+  /**
+   * The other side's half of a request, run on the side of `owner` (the connection whose peer's
+   * memory and receives it reaches; `from` is the sending connection, maybe a stand-in for one in
+   * another process): the completion status, the bytes read, or undefined when it completes later.
+   */
+  const reach = (owner: fabric.Conn, from: fabric.Conn, r: wire.Reach): number | Uint8Array | undefined => {
+    switch (r.op) {
+      case "write":
+      case "atomicWrite": {
+        const dst = remoteTarget(owner.peer, r, REMOTE_WRITE)
+        if (typeof dst === "number") return dst
+        dst.target.memory.set(r.bytes, dst.at)
+        if (r.imm === undefined) return WcStatus.SUCCESS
+        // The immediate data consumes a receive on the other side, which completes with it.
+        deliver(owner, { id: r.id, bytes: new Uint8Array(0), from, imm: r.imm, written: r.length, signalled: r.signalled })
+        return undefined
+      }
+      case "read": {
+        const src = remoteTarget(owner.peer, r, REMOTE_READ)
+        return typeof src === "number" ? src : src.target.memory.slice(src.at, src.at + r.length)
+      }
+      case "flush": {
+        const dst = remoteTarget(owner.peer, r, REMOTE_READ)
+        return typeof dst === "number" ? dst : WcStatus.SUCCESS
+      }
+      case "send":
+        deliver(owner, { id: r.id, bytes: r.bytes, from, imm: r.imm, signalled: r.signalled })
+        return undefined
+    }
+  }
+
+  /** A read's bytes land in its local region; the status of the request. */
+  const landed = (conn: fabric.Conn, wr: Driver.WorkRequest, result: number | Uint8Array): number => {
+    if (typeof result === "number") return result
+    if (wr.op === "read") (localRegion(conn, wr.dst, LOCAL_WRITE) as fabric.MrLocal).memory.set(result, wr.dstOffset)
+    return WcStatus.SUCCESS
+  }
+
+  /** Runs the other side's half: here, or as a message to its process (answered by `settle`). */
+  const across = (conn: fabric.Conn, wr: Driver.WorkRequest, r: wire.Reach): number | undefined => {
+    const other = conn.other!
+    // Frozen: it waits for an answer that never comes (until this side's own flush).
+    if (frozen.has(conn)) return void q(conn).awaiting.set(wr.id, wr)
+    if (other.far === undefined) {
+      const result = reach(other, conn, r)
+      return result === undefined ? undefined : landed(conn, wr, result)
+    }
+    q(conn).awaiting.set(wr.id, wr)
+    // Always answered there, so that a request ends here either way; `finish` keeps an unsignalled success quiet.
+    link!.send({ t: "post", to: other.far, from: farOf(conn)!, reach: { ...r, signalled: true } })
+    return undefined
+  }
+
+  /** The other side's half of a send-queue request, as data (a send names no remote region). */
+  const halfOf = (
+    wr: Exclude<Driver.WorkRequest, Recv>,
+    remote: fabric.MrRemote | undefined,
+    offset: number,
+    length: number,
+    bytes: Uint8Array
+  ): wire.Reach => ({
+    op: wr.op,
+    id: wr.id,
+    rkey: remote?.rkey ?? 0,
+    address: remote?.address ?? 0n,
+    offset,
+    length,
+    bytes,
+    imm: wr.op === "write" || wr.op === "send" ? wr.imm : undefined,
+    signalled: wr.completion !== "onError"
+  })
+
   /** Runs a work request; returns the completion status, or undefined when it completes later. */
   const execute = (conn: fabric.Conn, wr: Driver.WorkRequest): number | undefined => {
     switch (wr.op) {
@@ -416,52 +568,24 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         } else {
           bytes = wr.value
         }
-        const dst = remoteTarget(conn, fabric.asHandle(wr.dst, "MrRemote")!, wr.dstOffset, length, REMOTE_WRITE)
-        if (typeof dst === "number") return dst
-        dst.target.memory.set(bytes, dst.at)
-        if (wr.op === "write" && wr.imm !== undefined) {
-          // The immediate data consumes a receive on the other side, which completes with it.
-          deliver(conn.other!, {
-            id: wr.id,
-            bytes: new Uint8Array(0),
-            from: conn,
-            imm: wr.imm,
-            written: length,
-            signalled: wr.completion !== "onError"
-          })
-          return undefined
-        }
-        return WcStatus.SUCCESS
+        return across(conn, wr, halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, length, bytes))
       }
       case "read": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
         if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
         if (wr.dstOffset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
-        const src = remoteTarget(conn, fabric.asHandle(wr.src, "MrRemote")!, wr.srcOffset, wr.length, REMOTE_READ)
-        if (typeof src === "number") return src
-        dst.memory.set(src.target.memory.subarray(src.at, src.at + wr.length), wr.dstOffset)
-        return WcStatus.SUCCESS
+        return across(conn, wr, halfOf(wr, fabric.asHandle(wr.src, "MrRemote"), wr.srcOffset, wr.length, NO_BYTES))
       }
-      case "flush": {
-        const remote = fabric.asHandle(wr.dst, "MrRemote")!
+      case "flush":
         // Exactly as the device: 8 bytes at the offset, whatever the length (core places its
         // flushes so that they fit; a driver-level post past the end fails here as there).
-        const dst = remoteTarget(conn, remote, wr.dstOffset, FLUSH_READ_SIZE, REMOTE_READ)
-        return typeof dst === "number" ? dst : WcStatus.SUCCESS
-      }
+        return across(conn, wr, halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, FLUSH_READ_SIZE, NO_BYTES))
       case "send": {
         const src = localRegion(conn, wr.src, 0)
         if (typeof src === "number") return WcStatus.LOC_PROT_ERR
         if (wr.offset + wr.length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
         // The bytes leave when the request runs, as a NIC's DMA read would take them.
-        deliver(conn.other!, {
-          id: wr.id,
-          bytes: src.memory.slice(wr.offset, wr.offset + wr.length),
-          from: conn,
-          imm: wr.imm,
-          signalled: wr.completion !== "onError"
-        })
-        return undefined
+        return across(conn, wr, halfOf(wr, undefined, 0, wr.length, src.memory.slice(wr.offset, wr.offset + wr.length)))
       }
       case "recv": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
@@ -542,10 +666,25 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
           if (listeners.has(key(address, actual))) {
             return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
           }
-          const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
-          listeners.set(key(address, actual), ep)
-          incoming.set(ep, unsafeQueue())
-          return acquire(ep, "Endpoint", `endpoint listening on ${address}:${actual}`)
+          const listen = () => {
+            const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
+            listeners.set(key(address, actual), ep)
+            incoming.set(ep, unsafeQueue())
+            return acquire(ep, "Endpoint", `endpoint listening on ${address}:${actual}`)
+          }
+          if (link === undefined) return listen()
+          // On a shared network the address is claimed for this process first: one listener in all.
+          // Uninterruptible (the claim is bounded by the link's timeout), so a claim granted is never lost.
+          return Effect.uninterruptible(Effect.flatMap(Effect.promise(() => link.claim(key(address, actual))), (claimed) =>
+            claimed === "ok"
+              ? listen()
+              : Effect.fail(rpma(
+                "rpma_ep_listen",
+                RpmaCode.RPMA_E_PROVIDER,
+                claimed === "taken"
+                  ? `rdma_bind_addr: ${address}:${actual} is in use (by another process on the simulated network)`
+                  : `rdma_bind_addr: the simulated network at ${link.path} is gone`
+              ))))
         }
       ),
 
@@ -555,6 +694,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         const refused = deadOrWrong("rpma_ep_shutdown", "endpoint", ep)
         if (refused !== undefined) return Effect.fail(refused)
         listeners.delete(key(ep!.address, ep!.port))
+        link?.send({ t: "unclaim", key: key(ep!.address, ep!.port) })
         releaseHandle(ep!)
         // Waiters wake up to a shut-down endpoint.
         Queue.unsafeOffer(incoming.get(ep!)!, undefined)
@@ -655,18 +795,19 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
             return Effect.tap(newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`), (conn) => {
               takeEarly(req, conn)
               const ep = listeners.get(key(req.address, req.port))
-              if (ep === undefined) return void emit(conn, "REJECTED")
-              Queue.unsafeOffer(incoming.get(ep)!, {
-                ...req,
-                client: conn,
-                privateData: sent
-              })
+              if (ep !== undefined) return void Queue.unsafeOffer(incoming.get(ep)!, { client: conn, privateData: sent })
+              if (link === undefined) return void emit(conn, "REJECTED")
+              // Perhaps another process listens there: the network's router knows (REJECTED if none).
+              connecting.set(conn, key(req.address, req.port))
+              link.send({ t: "connect", key: key(req.address, req.port), from: farOf(conn)!, privateData: sent })
             })
           }
           const client = req.client
           return Effect.tap(newConn(req.peer, req.config, req.privateData, `${req.address}:${req.port}`), (server) => {
             takeEarly(req, server)
-            if (!client.alive || client.state !== "connecting") return void emit(server, "LOST")
+            if (!client.alive || client.state !== "connecting" || (client.far !== undefined && departed.has(client.far.process))) {
+              return void emit(server, "LOST")
+            }
             server.other = client
             client.other = server
             client.privateData = sent
@@ -733,6 +874,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
         disconnect(conn!)
         letGo(conn!, undefined)
         releaseHandle(conn!)
+        conns.delete(conn!.id)
+        connecting.delete(conn!)
         // As the addon: a wait still armed hears of it, at once.
         q(conn!).completions.close(invalid("rpma_cq_wait", "the connection was deleted"))
         return Effect.void
@@ -775,6 +918,76 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools) => {
 
     ...srqs.calls
   } satisfies Partial<Driver.Driver>
+
+  /** What another process says about a connection of this one. */
+  const receive = (message: wire.Message) => {
+    switch (message.t) {
+      case "connect": {
+        // A request to a listener here: queued for rpma_ep_next_conn_req like one from this process.
+        const ep = listeners.get(message.key)
+        if (ep === undefined || !ep.alive) return link!.send({ t: "event", to: message.from, event: "REJECTED" })
+        const client = standIn(message.from, ep.peer, "connecting")
+        return void Queue.unsafeOffer(incoming.get(ep)!, { client, privateData: message.privateData })
+      }
+      case "event": {
+        const conn = conns.get(message.to.conn)
+        const accepted = message.event === "ESTABLISHED" ? message.from : undefined
+        // Accepted there, given up (or deleted) here meanwhile: the accepting side hears LOST, as in one process.
+        if (accepted !== undefined && (conn === undefined || conn.state !== "connecting")) {
+          return link!.send({ t: "notify", to: accepted, event: "LOST" })
+        }
+        if (conn === undefined) return
+        connecting.delete(conn)
+        if (accepted !== undefined) {
+          conn.other = standIn(accepted, conn.peer, "established")
+          conn.privateData = message.privateData ?? NO_BYTES
+          conn.state = "established"
+        }
+        return emit(conn, message.event)
+      }
+      case "notify": {
+        const conn = conns.get(message.to.conn)
+        return conn === undefined || frozen.has(conn) ? undefined : notify(conn, message.event)
+      }
+      case "post": {
+        const owner = conns.get(message.to.conn)
+        if (owner !== undefined && frozen.has(owner)) return // never answered: the sender's bounds end it
+        const from = owner?.other
+        // Nothing reaches a connection that has ended, nor comes after a request of the sender that failed.
+        if (owner === undefined || from?.far === undefined || owner.state !== "established" || from.state === "error") {
+          return link!.send({ t: "settle", to: message.from, id: message.reach.id, result: WcStatus.WR_FLUSH_ERR })
+        }
+        const result = reach(owner, from, message.reach)
+        if (result === undefined) return // a send: answered by complete() once a receive takes it
+        if (typeof result === "number" && result !== WcStatus.SUCCESS) from.state = "error"
+        return link!.send({ t: "settle", to: message.from, id: message.reach.id, result })
+      }
+      case "settle": {
+        const conn = conns.get(message.to.conn)
+        const wr = conn === undefined || frozen.has(conn) ? undefined : q(conn).awaiting.get(message.id)
+        if (wr === undefined) return // flushed meanwhile (the connection ended), or deleted
+        q(conn!).awaiting.delete(message.id)
+        return finish(conn!, wr, landed(conn!, wr, message.result))
+      }
+      case "gone":
+        return left(message.process, message.keys)
+    }
+  }
+
+  /** A process left (`undefined`: the whole network did): its connections are lost, requests to it unreachable. */
+  const left = (process: number | undefined, keys: ReadonlyArray<string>) => {
+    if (process !== undefined) departed.add(process)
+    for (const conn of conns.values()) {
+      const asked = connecting.get(conn)
+      if (asked !== undefined && (process === undefined || keys.includes(asked))) {
+        connecting.delete(conn)
+        emit(conn, "UNREACHABLE")
+      } else if (conn.other?.far !== undefined && (process === undefined || conn.other.far.process === process)) {
+        notify(conn, "LOST")
+      }
+    }
+  }
+  link?.attach({ message: receive, down: () => left(undefined, []) })
 
   return {
     calls,

@@ -1,7 +1,8 @@
 /**
  * The simulated fabric's shared receive queues: receives any connection made with a queue
  * consumes, in no particular order (librpma does not keep the RDMA order), completing on the
- * queue's own receive CQ with the connection's queue pair number (its handle id here).
+ * queue's own receive CQ, or without one on the connection's CQ, with the connection's queue pair
+ * number (its handle id here).
  *
  * @internal
  */
@@ -27,6 +28,14 @@ interface SrqState {
   readonly completions: CompletionQueue.CompletionQueue
   /** The region each posted receive holds, by id, until its completion is returned. */
   readonly held: Map<number, fabric.MrLocal>
+}
+
+/** What receive `id` held is let go: its completion was returned. */
+const letGo = (held: Map<number, fabric.MrLocal>, id: number) => {
+  const mr = held.get(id)
+  if (mr === undefined) return
+  held.delete(id)
+  mr.inFlight--
 }
 
 /**
@@ -67,12 +76,7 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
         const held = new Map<number, fabric.MrLocal>()
         // The addon lets go of what a receive held when it returns its completion.
         const completions = CompletionQueue.make((taken) => {
-          for (const c of taken) {
-            const mr = held.get(c.id)
-            if (mr === undefined) continue
-            held.delete(c.id)
-            mr.inFlight--
-          }
+          for (const c of taken) letGo(held, c.id)
         })
         states.set(srq, { recvs: [], completions, held })
         return acquire(srq, "Srq", `shared receive queue of ${config.rqSize} receives`)
@@ -128,16 +132,22 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
       const cfg = typeof config === "object" && config !== null ? config as Driver.ConnConfig : undefined
       if (cfg?.srq === undefined) return undefined
       // As rpma_conn_req_new / rpma_ep_next_conn_req: the queue's receive CQ has a channel of its own.
-      return deadOrWrong(operation, "shared receive queue", srqOf(cfg.srq)) ??
-        (cfg.sharedCompletionChannel === true
+      const srq = srqOf(cfg.srq)
+      return deadOrWrong(operation, "shared receive queue", srq) ??
+        (cfg.sharedCompletionChannel === true && srq!.config.rcqSize > 0
           ? invalid(operation, "a shared completion channel cannot be used with a shared receive queue that has its own receive CQ")
           : undefined)
     },
     /** The next posted receive of the queue, if any (which one is unspecified; the oldest here). */
     take: (srq: fabric.Srq): SharedRecv | undefined => stateOf(srq).recvs.shift(),
     post,
-    /** The queue's receive CQ. */
-    completionsOf: (srq: fabric.Srq) => stateOf(srq).completions,
+    /**
+     * The queue's receive CQ; undefined without one (rcqSize 0): its receives complete on the
+     * connection the message came on (a receive CQ of the connection's own or its CQ: one queue here).
+     */
+    completionsOf: (srq: fabric.Srq) => srq.config.rcqSize === 0 ? undefined : stateOf(srq).completions,
+    /** A receive of the queue completed on a connection's CQ was returned: what it held is let go. */
+    letGo: (srq: fabric.Srq, id: number) => letGo(stateOf(srq).held, id),
     usersOf
   }
 }

@@ -1,0 +1,103 @@
+/**
+ * What the processes sharing one simulated network say to each other, and how it travels: frames
+ * of `v8.serialize`d messages (Uint8Array and bigint survive it as they are), each preceded by its
+ * length, over a Unix socket to the process that serves the network, which routes them.
+ *
+ * @internal
+ */
+import type * as Driver from "@effect-rdma/core/Driver"
+import * as v8 from "node:v8"
+
+/** @internal A connection in another process: what messages about it are addressed to. */
+export interface Far {
+  readonly process: number
+  readonly conn: number
+}
+
+/**
+ * @internal The other side's half of a work request, as plain data: what it does to that side's
+ * memory (a write, read or flush through an rkey) or to its receives (a send, a write's immediate data).
+ */
+export interface Reach {
+  readonly op: "write" | "atomicWrite" | "read" | "flush" | "send"
+  readonly id: number
+  readonly rkey: number
+  /** The remote region's address as its descriptor gives it, plus `offset`: the bytes reached. */
+  readonly address: bigint
+  readonly offset: number
+  readonly length: number
+  /** The bytes a write, atomic write or send carries. */
+  readonly bytes: Uint8Array
+  readonly imm?: number | undefined
+  /** Whether its success produces a completion on the sending side. */
+  readonly signalled: boolean
+}
+
+/** @internal Between two drivers (routed by `to`), or to and from the serving process (`t` says which). */
+export type Message =
+  // Router → a process that has just joined: its number.
+  | { readonly t: "welcome"; readonly self: number }
+  // A process claims or gives back a listening address; the router answers a claim with `claimed`.
+  | { readonly t: "claim"; readonly key: string; readonly ask: number }
+  | { readonly t: "claimed"; readonly ask: number; readonly ok: boolean }
+  | { readonly t: "unclaim"; readonly key: string }
+  // A connection request to whichever process listens at `key` (REJECTED from the router if none).
+  | { readonly t: "connect"; readonly key: string; readonly from: Far; readonly privateData: Uint8Array }
+  // A connection event for `to`; ESTABLISHED carries the accepting side and its private data.
+  | {
+    readonly t: "event"
+    readonly to: Far
+    readonly event: Driver.ConnEvent
+    readonly from?: Far | undefined
+    readonly privateData?: Uint8Array | undefined
+  }
+  // The other side ended the connection: `to` gets its CLOSED or LOST.
+  | { readonly t: "notify"; readonly to: Far; readonly event: "CLOSED" | "LOST" }
+  // A request reaching the other side's memory, and its answer: a status, or the bytes read.
+  | { readonly t: "post"; readonly to: Far; readonly from: Far; readonly reach: Reach }
+  | { readonly t: "settle"; readonly to: Far; readonly id: number; readonly result: number | Uint8Array }
+  // Router → every process: a process left (its socket closed), with the addresses it listened on.
+  | { readonly t: "gone"; readonly process: number; readonly keys: ReadonlyArray<string> }
+
+/** @internal One message as a frame. */
+export const frame = (message: Message): Uint8Array => {
+  const body = v8.serialize(message)
+  const header = Buffer.allocUnsafe(4)
+  header.writeUInt32BE(body.byteLength)
+  return Buffer.concat([header, body])
+}
+
+/** @internal Collects a stream's chunks and calls `onMessage` with each whole message, in order. */
+export const reader = (onMessage: (message: Message) => void) => {
+  let pending: Buffer = Buffer.alloc(0)
+  return (chunk: Buffer): void => {
+    pending = pending.byteLength === 0 ? chunk : Buffer.concat([pending, chunk])
+    while (pending.byteLength >= 4) {
+      const length = pending.readUInt32BE(0)
+      if (pending.byteLength < 4 + length) return
+      const body = pending.subarray(4, 4 + length)
+      pending = pending.subarray(4 + length)
+      onMessage(v8.deserialize(body) as Message)
+    }
+  }
+}
+
+/** @internal What the fabric is told about the network it shares. */
+export interface Handler {
+  readonly message: (message: Message) => void
+  /** The serving process is gone (its socket closed): every other process with it. */
+  readonly down: () => void
+}
+
+/** @internal A process's part of a shared network, as the simulated fabric uses it. */
+export interface Link {
+  /** This process's number on the network. */
+  readonly self: number
+  readonly send: (message: Message) => void
+  /** Claims a listening address: "taken" when some process already has it, "down" when the network is gone. */
+  readonly claim: (key: string) => Promise<"ok" | "taken" | "down">
+  /** Where messages for this process go (set once, by the fabric). */
+  readonly attach: (handler: Handler) => void
+  /** Where the network is, for error messages. */
+  readonly path: string
+}
