@@ -9,6 +9,11 @@
  *   addon  the driver's cm calls from plain callbacks, no Effect in the loop (cmPostMany, then
  *          cmArmCompletions' callback): the floor for any wrapper over this addon
  *   C      bench/c/cm_bench.c, the same exchange on librdmacm's verbs API in C (a server thread)
+ *   spin   (ping-pong only) the driver's calls with no wait at all: post, then poll both sides
+ *          until the echo is in; what the addon's calls cost without a channel or the event loop
+ *
+ * Each round logs where its time went: the process's CPU (user, system, per thread), its sleeps
+ * (voluntary context switches), the completion callbacks, and the raw rows' time in their posts.
  *
  * All three use the same queue sizes and inline size (64 B messages go inline), every request
  * signalled. Best of ROUNDS rounds, interleaved, after an unmeasured warm-up of each.
@@ -17,9 +22,10 @@
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
 import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
-import { NativeDriver } from "@effect-rdma/native"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Cause, Effect, Exit, Fiber } from "effect"
 import { execFileSync } from "node:child_process"
+import { readdirSync, readFileSync } from "node:fs"
 import { type Row, printTable } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
@@ -82,13 +88,30 @@ interface RawSide {
   readonly mr: CmMrHandle
 }
 
+/** The driver's completion callbacks in this process so far (both sides' wake-ups, for the trace). */
+let wakeUps = 0
+/**
+ * Milliseconds spent so far in the raw rows' driver calls: cmPostMany on each side (the post and its
+ * poll; on Soft-RoCE a send's protocol processing runs inside the post), the completion callbacks
+ * (which include the server's posts made from them), and the spinning row's polls.
+ */
+const spent = { clientPost: 0, serverPost: 0, callbacks: 0, polls: 0 }
+/** The raw pair's server endpoint, to tell its posts from the client's. */
+let serverEp: CmEpHandle | undefined
+
 /** An endpoint's completions to `take` as they come, from the driver's callbacks, until `take` says stop. */
 const watch = (driver: Driver, ep: CmEpHandle, take: (c: Completion) => "more" | "stop", fail: (e: unknown) => void) => {
   const arm = (): void =>
     void driver.cmArmCompletions(ep, (exit) => {
-      if (Exit.isFailure(exit)) return fail(Cause.squash(exit.cause))
-      for (const c of exit.value) if (take(c) === "stop") return
-      arm()
+      wakeUps++
+      const t0 = performance.now()
+      try {
+        if (Exit.isFailure(exit)) return fail(Cause.squash(exit.cause))
+        for (const c of exit.value) if (take(c) === "stop") return
+        arm()
+      } finally {
+        spent.callbacks += performance.now() - t0
+      }
     })
   arm()
 }
@@ -101,7 +124,9 @@ const post = (
   take: (c: Completion) => "more" | "stop",
   fail: (e: unknown) => void
 ): "more" | "stop" => {
+  const t0 = performance.now()
   const outcome = driver.cmPostMany(ep, requests)
+  spent[ep === serverEp ? "serverPost" : "clientPost"] += performance.now() - t0
   const error = outcome.error ?? outcome.queueError
   if (error !== undefined) {
     fail(error)
@@ -116,6 +141,13 @@ const registered = (driver: Driver, ep: CmEpHandle, kind: "msgs" | "write", size
     driver.cmReg(ep, kind, new Uint8Array(size).fill(0xa5)),
     (mr) => Effect.orDie(driver.cmDeregMr(mr))
   )
+
+/** `effect`, its time added to `spent.polls`. */
+const timed = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.suspend(() => {
+    const t0 = performance.now()
+    return Effect.ensuring(effect, Effect.sync(() => void (spent.polls += performance.now() - t0)))
+  })
 
 /** The same pair as {@link oursPair} through the driver alone, the server echoing from callbacks. */
 const rawPair = Effect.gen(function*() {
@@ -157,9 +189,15 @@ const rawPair = Effect.gen(function*() {
       inline: c.byteLength <= MESSAGE
     }], echo, (e) => void Effect.runFork(log(`raw echo: ${String(e)}`)))
   }
+  serverEp = server.ep
   watch(driver, server.ep, echo, () => {})
   yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
-  return { driver, side: { ep: client, mr: local } satisfies RawSide, key }
+  /** The server's completions polled (no wait) and echoed: for the spinning row. */
+  const serve = Effect.flatMap(timed(driver.cmPollCompletions(server.ep)), (cs) =>
+    Effect.sync(() => {
+      for (const c of cs) echo(c)
+    }))
+  return { driver, side: { ep: client, mr: local } satisfies RawSide, key, serve }
 })
 
 /** `count` round trips through the driver from callbacks: post receive + send, until both completed. */
@@ -184,6 +222,35 @@ const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
       ], take, fail)
     }
     if (start() === "more") watch(driver, side.ep, take, fail)
+  })
+
+/**
+ * `count` round trips through the driver with no wait at all: after posting, both sides' queues are
+ * polled in turn until the trip's two completions are in (the server's echoed as they come). The
+ * floor of the JavaScript path without the event loop: what is left over C is the calls' own cost.
+ */
+const spinPingPong = (driver: Driver, side: RawSide, serve: Effect.Effect<void, unknown>, count: number) =>
+  Effect.gen(function*() {
+    const deadline = performance.now() + 60_000
+    for (let trip = 0; trip < count; trip++) {
+      let pending = 2
+      const take = (c: Completion): "more" | "stop" => {
+        if (c.status !== 0) throw new Error(`completion status ${c.status}`)
+        pending--
+        return "more"
+      }
+      post(driver, side.ep, [
+        { op: "recv", id: 0, segments: [{ mr: side.mr, offset: W * WRITE, length: MESSAGE }] },
+        { op: "send", id: 1, segments: [{ mr: side.mr, offset: 0, length: MESSAGE }], inline: true }
+      ], take, (e) => {
+        throw e
+      })
+      while (pending > 0) {
+        if (performance.now() > deadline) return yield* Effect.fail(new Error("spinning ping-pong: no echo within 60 s"))
+        yield* serve
+        for (const c of yield* timed(driver.cmPollCompletions(side.ep))) take(c)
+      }
+    }
   })
 
 /** `count` writes of `size`, W in flight, through the driver from callbacks. */
@@ -224,35 +291,107 @@ const rawWrites = (driver: Driver, side: RawSide, key: CmEndpoint.RemoteKey, siz
 
 /** Each run of the C program listens on a port of its own. */
 let cPort = 7800
-const cRun = (argument: string): number => {
-  const out = execFileSync(cProgram, [address, String(cPort++), argument], { encoding: "utf8" })
-  return Number(out.trim().split(" ")[3])
+/** The C program's figure, and its CPU µs and sleeps (voluntary context switches) per unit. */
+const cRun = (argument: string): Measured => {
+  const out = execFileSync(cProgram, [address, String(cPort++), argument], { encoding: "utf8" }).trim().split(" ")
+  if (out[8] === "posting_us") console.error(`[cm]   C: µs per round trip in the client's posting calls ${out[9]}`)
+  return { value: Number(out[3]), cpu: Number(out[5]), sleeps: Number(out[7]), wakeUps: NaN }
 }
 
 // ---- the rounds ----
 
-/** Every contender warmed up, then ROUNDS rounds of each in turn: the best µs per unit of each. */
+/**
+ * A round's figure per unit (µs, or for C what it prints), with the process's CPU µs (user +
+ * system) and sleeps (voluntary context switches) per unit in that round, and the driver's
+ * completion callbacks per unit: where the time goes.
+ */
+interface Measured {
+  readonly value: number
+  readonly cpu: number
+  readonly sleeps: number
+  readonly wakeUps: number
+}
+
+/** Each thread's name and its user and system CPU so far, in clock ticks (Linux's /proc; empty elsewhere). */
+const threadTicks = (): Map<string, { user: number; system: number }> => {
+  const out = new Map<string, { user: number; system: number }>()
+  try {
+    for (const tid of readdirSync("/proc/self/task")) {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      out.set(`${name}#${tid}`, { user: Number(fields[11]), system: Number(fields[12]) })
+    }
+  } catch {
+    // Not Linux: no breakdown.
+  }
+  return out
+}
+
+/** Which threads took the CPU between two {@link threadTicks} (ms, user+system, the busiest first). */
+const threadsBusy = (before: ReturnType<typeof threadTicks>, after: ReturnType<typeof threadTicks>): string =>
+  [...after].map(([name, t]) => {
+    const b = before.get(name) ?? { user: 0, system: 0 }
+    return { name, user: (t.user - b.user) * 10, system: (t.system - b.system) * 10 }
+  }).filter((t) => t.user + t.system > 0).sort((a, b) => b.user + b.system - a.user - a.system)
+    .map((t) => `${t.name} user ${t.user} ms system ${t.system} ms`).join(", ")
+
+const measure = <E>(n: number, run: Effect.Effect<void, E>) =>
+  Effect.gen(function*() {
+    const ticks = threadTicks()
+    const before = process.resourceUsage()
+    const calls = wakeUps
+    const was = { ...spent }
+    const t0 = performance.now()
+    yield* run
+    const wall = performance.now() - t0
+    const pieces = (Object.keys(spent) as Array<keyof typeof spent>).filter((k) => spent[k] !== was[k])
+      .map((k) => `${k} ${((spent[k] - was[k]) * 1000 / n).toFixed(0)}`)
+    const after = process.resourceUsage()
+    const cpu = after.userCPUTime + after.systemCPUTime - before.userCPUTime - before.systemCPUTime
+    yield* log(`  ${n} in ${wall.toFixed(0)} ms${pieces.length > 0 ? ` (µs per unit: ${pieces.join(", ")})` : ""}: user ${((after.userCPUTime - before.userCPUTime) / 1000).toFixed(0)} ms, system ${
+      ((after.systemCPUTime - before.systemCPUTime) / 1000).toFixed(0)
+    } ms; ${threadsBusy(ticks, threadTicks())}`)
+    return {
+      value: (wall * 1000) / n,
+      cpu: cpu / n,
+      sleeps: (after.voluntaryContextSwitches - before.voluntaryContextSwitches) / n,
+      wakeUps: (wakeUps - calls) / n
+    } satisfies Measured
+  })
+
+/** Every contender warmed up, then ROUNDS rounds of each in turn: the best round of each (`better`). */
 const interleaved = (
   n: number,
   contenders: Record<string, (n: number) => Effect.Effect<void, unknown>>,
-  c: (n: number) => number
+  c: (n: number) => Measured,
+  better: (a: Measured, b: Measured) => boolean
 ) =>
   Effect.gen(function*() {
     for (const run of Object.values(contenders)) {
       const t0 = performance.now()
       while (performance.now() - t0 < WARMUP_MS) yield* run(Math.min(n, 100))
     }
-    const best: Record<string, number> = { c: Infinity }
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const [name, run] of Object.entries(contenders)) {
-        const t0 = performance.now()
-        yield* run(n)
-        best[name] = Math.min(best[name] ?? Infinity, ((performance.now() - t0) * 1000) / n)
-      }
-      best.c = Math.min(best.c!, c(n))
+    const best: Record<string, Measured> = {}
+    const keep = (name: string, m: Measured) => {
+      const old = best[name]
+      if (old === undefined || better(m, old)) best[name] = m
     }
-    return best
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [name, run] of Object.entries(contenders)) keep(name, yield* measure(n, run(n)))
+      keep("c", c(n))
+    }
+    yield* log(`where the time goes, per unit (best round): ${
+      Object.entries(best).map(([name, m]) =>
+        `${name} ${m.value.toFixed(1)} (cpu ${m.cpu.toFixed(1)} µs, sleeps ${m.sleeps.toFixed(2)}, wake-ups ${
+          m.wakeUps.toFixed(2)
+        })`
+      ).join("; ")
+    }`)
+    return Object.fromEntries(Object.entries(best).map(([name, m]) => [name, m.value]))
   })
+
+const lower = (a: Measured, b: Measured) => a.value < b.value
 
 const program = Effect.gen(function*() {
   const ours = yield* oursPair
@@ -260,6 +399,15 @@ const program = Effect.gen(function*() {
   yield* log("connected")
   const sendMessage = { src: ours.local, offset: 0, length: MESSAGE }
   const recvMessage = { segments: [{ mr: ours.local, offset: W * WRITE, length: MESSAGE }] }
+  // One call into the addon that makes no system call: an idle endpoint's queues polled (two
+  // ibv_poll_cq in user space, an empty array back); against it, what a post pair costs above.
+  const binding = yield* RpmaBinding.load()
+  for (let round = 0; round < 3; round++) {
+    const calls = 2000
+    const t0 = performance.now()
+    for (let i = 0; i < calls; i++) binding.cmPollCompletions(raw.side.ep)
+    yield* log(`an idle endpoint polled from JavaScript: ${((performance.now() - t0) * 1000 / calls).toFixed(1)} µs a call`)
+  }
   const latency = yield* interleaved(trips, {
     ours: (k) =>
       Effect.gen(function*() {
@@ -269,8 +417,9 @@ const program = Effect.gen(function*() {
           yield* echo.completion
         }
       }),
-    addon: (k) => rawPingPong(raw.driver, raw.side, k)
-  }, (k) => cRun(`pingpong:${MESSAGE}:${k}`))
+    addon: (k) => rawPingPong(raw.driver, raw.side, k),
+    spin: (k) => spinPingPong(raw.driver, raw.side, raw.serve, k)
+  }, (k) => cRun(`pingpong:${MESSAGE}:${k}`), lower)
   yield* log(`ping-pong ${MESSAGE} B, µs per round trip: ${JSON.stringify(latency)}`)
 
   const spans = Array.from({ length: writes }, (_, i) => ({
@@ -283,7 +432,10 @@ const program = Effect.gen(function*() {
   const bandwidth = yield* interleaved(writes, {
     ours: (k) => CmEndpoint.writeMany(ours.client, k === writes ? spans : spans.slice(0, k)),
     addon: (k) => rawWrites(raw.driver, raw.side, raw.key, WRITE, k)
-  }, (k) => WRITE / cRun(`write:${WRITE}:${k}`))
+  }, (k) => {
+    const m = cRun(`write:${WRITE}:${k}`)
+    return { ...m, value: WRITE / m.value }
+  }, lower)
   yield* log(`write ${WRITE} B, µs per write: ${JSON.stringify(bandwidth)}`)
 
   const us = (x: number) => `${x.toFixed(1)} µs`
@@ -310,6 +462,14 @@ const program = Effect.gen(function*() {
       ours: us(latency.addon!),
       baseline: us(latency.c!),
       ratio: latency.addon! / latency.c!,
+      target: "",
+      met: undefined
+    },
+    {
+      what: `  breakdown: ping-pong ${MESSAGE} B, driver calls polling without waiting, against C`,
+      ours: us(latency.spin!),
+      baseline: us(latency.c!),
+      ratio: latency.spin! / latency.c!,
       target: "",
       met: undefined
     },

@@ -144,7 +144,7 @@ export interface Binding {
   readonly cmPost: (ep: unknown, request: unknown) => void
   /** ibv_poll_cq on the endpoint's send and receive CQs, without waiting. */
   readonly cmPollCompletions: (ep: unknown) => Array<WaitedCompletion>
-  /** Waits for completions (at least one) on the endpoint's two channels. Returns the wait's id. */
+  /** Waits for completions (at least one) on the endpoint's completion channel (both CQs'). Returns the wait's id. */
   readonly cmWaitCompletions: (ep: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
   /** Stops a wait of an endpoint or a listener; false if it had already ended. Never throws. */
   readonly cmCancel: (handle: unknown, id: unknown) => boolean

@@ -52,35 +52,11 @@ Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const s
   return MakeError(env, Domain::Errno, errnum, operation, detail).Value();
 }
 
-Napi::Value StartCmWait(const Call& call, Poller& poller, int fd, Napi::Value callback) {
-  Waiter waiter;
-  waiter.id = NextWaitId();
-  waiter.callback = Napi::Persistent(callback.As<Napi::Function>());
-  double id = waiter.id;
-  poller.waiters.push_back(std::move(waiter));
-  int errnum = poller.Watch(call.Env(), fd);
-  if (errnum != 0) {
-    poller.Cancel(id);
-    return call.Fail(errnum, "cannot watch the channel's file descriptor");
-  }
-  return Napi::Number::New(call.Env(), id);
-}
-
-void FailAllCm(Napi::Env env, Poller& poller, const char* operation, int status) {
-  std::deque<Waiter> waiters;
-  waiters.swap(poller.waiters);
-  poller.Pause();
-  for (Waiter& waiter : waiters) {
-    Deliver(env, waiter, ErrnoValue(env, EIO, operation, std::string("uv_poll: ") + uv_strerror(status)), nullptr, true);
-  }
-}
-
 // ---- endpoint state ----
 
 CmEpState::CmEpState()
     : event_poller([this](Napi::Env env, int status) { OnEvent(env, status); }),
-      send_poller([this](Napi::Env env, int status) { OnCompletion(env, status, true); }),
-      recv_poller([this](Napi::Env env, int status) { OnCompletion(env, status, false); }) {}
+      completions([this](Napi::Env env, int status) { OnCompletion(env, status); }) {}
 
 CmEpState::~CmEpState() { Destroy(nullptr); }  // GC backstop
 
@@ -94,12 +70,10 @@ int CmEpState::MakeQueuePair(const char** operation) {
   if (verbs == nullptr) return *operation = "rdma_resolve_addr", ENODEV;
   errno = 0;
   if ((pd = ibv_alloc_pd(verbs)) == nullptr) return *operation = "ibv_alloc_pd", LastErrno(ENOMEM);
-  if ((send_channel = ibv_create_comp_channel(verbs)) == nullptr || (recv_channel = ibv_create_comp_channel(verbs)) == nullptr) {
-    return *operation = "ibv_create_comp_channel", LastErrno(ENOMEM);
-  }
-  send_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_send_wr, 1)), nullptr, send_channel, 0);
+  if ((comp_channel = ibv_create_comp_channel(verbs)) == nullptr) return *operation = "ibv_create_comp_channel", LastErrno(ENOMEM);
+  send_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_send_wr, 1)), nullptr, comp_channel, 0);
   if (send_cq == nullptr) return *operation = "ibv_create_cq", LastErrno(ENOMEM);
-  recv_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_recv_wr, 1)), nullptr, recv_channel, 0);
+  recv_cq = ibv_create_cq(verbs, static_cast<int>(std::max<uint32_t>(config.max_recv_wr, 1)), nullptr, comp_channel, 0);
   if (recv_cq == nullptr) return *operation = "ibv_create_cq", LastErrno(ENOMEM);
   int result = ibv_req_notify_cq(send_cq, 0);
   if (result == 0) result = ibv_req_notify_cq(recv_cq, 0);
@@ -127,13 +101,12 @@ int CmEpState::Destroy(napi_env env) {
   phase = Phase::Closed;
   // Out of epoll before the descriptors close; the waiters hear ECANCELED.
   std::deque<Waiter> waiting;
-  for (Poller* poller : {&event_poller, &send_poller}) {
+  for (Poller* poller : {&event_poller, &completions}) {
     for (Waiter& waiter : poller->waiters) waiting.push_back(std::move(waiter));
     poller->waiters.clear();
   }
   event_poller.Close();
-  send_poller.Close();
-  recv_poller.Close();
+  completions.Close();
   int result = 0;
   auto note = [&result](int code) {
     if (result == 0 && code != 0) result = code;
@@ -144,10 +117,9 @@ int CmEpState::Destroy(napi_env env) {
   recvs_posted = sends_posted = 0;
   if (send_cq != nullptr) note(ibv_destroy_cq(send_cq));
   if (recv_cq != nullptr) note(ibv_destroy_cq(recv_cq));
-  if (send_channel != nullptr) note(ibv_destroy_comp_channel(send_channel));
-  if (recv_channel != nullptr) note(ibv_destroy_comp_channel(recv_channel));
+  if (comp_channel != nullptr) note(ibv_destroy_comp_channel(comp_channel));
   send_cq = recv_cq = nullptr;
-  send_channel = recv_channel = nullptr;
+  comp_channel = nullptr;
   id->pd = nullptr;
   if (pd != nullptr) note(ibv_dealloc_pd(pd));
   pd = nullptr;
@@ -245,7 +217,7 @@ void CmEpState::HandleEvent(Napi::Env env, rdma_cm_event_type type, int status) 
 void CmEpState::OnEvent(Napi::Env env, int status) {
   std::shared_ptr<CmEpState> keep = shared_from_this();  // a callback may destroy the endpoint
   if (status < 0) {
-    FailAllCm(env, event_poller, "rdma_get_cm_event", status);
+    conn::FailAll(env, event_poller, "rdma_get_cm_event", status, Domain::Errno);
     setup_id = 0;
     return;
   }
@@ -357,7 +329,7 @@ Napi::Value TakeRequest(Napi::Env env, const std::shared_ptr<CmListenerState>& l
 void CmListenerState::OnEvent(Napi::Env env, int status) {
   std::shared_ptr<CmListenerState> keep = shared_from_this();
   if (status < 0) {
-    FailAllCm(env, requests, "rdma_get_request", status);
+    conn::FailAll(env, requests, "rdma_get_request", status, Domain::Errno);
     return;
   }
   while (channel != nullptr && !requests.waiters.empty()) {
@@ -465,7 +437,7 @@ bool ParsePrivateData(const Call& call, Napi::Value value, std::size_t limit, st
 
 // Starts a set-up wait on the endpoint's channel; returns its id, or throws.
 Napi::Value StartSetup(const Call& call, CmEpState& state, Napi::Value callback) {
-  Napi::Value id = StartCmWait(call, state.event_poller, state.channel->fd, callback);
+  Napi::Value id = conn::StartWait(call, state.event_poller, state.channel->fd, callback);
   if (id.IsNumber()) state.setup_id = id.As<Napi::Number>().DoubleValue();
   return id;
 }
@@ -620,7 +592,7 @@ Napi::Value CmGetRequest(const Napi::CallbackInfo& info) {
   Call call(env, "rdma_get_request", Domain::Errno);
   CmListener* listener = Open<CmListener>(call, info[0]);
   if (listener == nullptr || !conn::IsCallback(call, info[1])) return env.Undefined();
-  return StartCmWait(call, listener->state->requests, listener->state->channel->fd, info[1]);
+  return conn::StartWait(call, listener->state->requests, listener->state->channel->fd, info[1]);
 }
 
 Napi::Value CmPrivateData(const Napi::CallbackInfo& info) {
@@ -690,7 +662,7 @@ Napi::Value CmNextEvent(const Napi::CallbackInfo& info) {
     Deliver(env, waiter, nullptr, Napi::String::New(env, name), false);
     return Napi::Number::New(env, waiter.id);
   }
-  return StartCmWait(call, state.event_poller, state.channel->fd, info[1]);
+  return conn::StartWait(call, state.event_poller, state.channel->fd, info[1]);
 }
 
 Napi::Value CmDisconnect(const Napi::CallbackInfo& info) {
@@ -784,8 +756,7 @@ Napi::Value CmCancel(const Napi::CallbackInfo& info) {
     if (handle != nullptr && handle->state) {
       CmEpState& state = *handle->state;
       if (state.setup_id == id) state.setup_id = 0;
-      found = state.event_poller.Cancel(id) || state.send_poller.Cancel(id);
-      if (state.send_poller.waiters.empty()) state.recv_poller.Pause();
+      found = state.event_poller.Cancel(id) || state.completions.Cancel(id);
     }
   } else if (kind == Kind::CmListener) {
     CmListener* handle = Unwrapped<CmListener>(info[0]);

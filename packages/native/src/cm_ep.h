@@ -1,5 +1,5 @@
 // librdmacm's verbs API (cm_ep.cc, cm_ep_post.cc): endpoints, each an rdma_cm id with a queue pair
-// on a protection domain of its own, a send and a receive CQ and their completion channels; and
+// on a protection domain of its own, a send and a receive CQ on one completion channel; and
 // listeners, which hand out incoming requests as endpoints. Every id is asynchronous, on an event
 // channel of its own (a request's id is migrated off its listener's channel), and every channel is
 // watched with a Poller: no librdmacm call made here waits for the network.
@@ -55,7 +55,7 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   // with `*operation` the call that failed.
   int MakeQueuePair(const char** operation);
   void OnEvent(Napi::Env env, int status);
-  void OnCompletion(Napi::Env env, int status, bool send);
+  void OnCompletion(Napi::Env env, int status);
   // ibv_poll_cq on both CQs into `out`; 0 or an errno.
   int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
   // Answers the set-up waiter: `error`, or success when it is null.
@@ -64,8 +64,8 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   rdma_event_channel* channel = nullptr;
   rdma_cm_id* id = nullptr;
   ibv_pd* pd = nullptr;
-  ibv_comp_channel* send_channel = nullptr;
-  ibv_comp_channel* recv_channel = nullptr;
+  // Both CQs' channel: one descriptor to watch, and every event pending on it taken in one turn.
+  ibv_comp_channel* comp_channel = nullptr;
   ibv_cq* send_cq = nullptr;
   ibv_cq* recv_cq = nullptr;
   bool has_qp = false;
@@ -90,8 +90,7 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   double setup_id = 0;           // the event waiter that waits for create / connect / accept, if any
   std::deque<std::string> events;  // events after ESTABLISHED not yet taken by cmNextEvent
   Poller event_poller;           // the id's channel: cmNextEvent's waiters and the set-up's
-  Poller send_poller;            // the send CQ's channel; its waiters are the completion waits
-  Poller recv_poller;            // the receive CQ's channel, serving the same waiters
+  Poller completions;            // the completion channel; its waiters are the completion waits
 
  private:
   void HandleEvent(Napi::Env env, rdma_cm_event_type type, int status);
@@ -133,10 +132,5 @@ class CmListener : public Handle<CmListener> {
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports);
 // An errno failure as a JavaScript value (MakeError, Domain::Errno).
 Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const std::string& detail);
-// conn_common's StartWait and FailAll in librdmacm's currency (errno): a waiter for `callback` on
-// `poller`, watching `fd` (its id, or a refusal thrown through `call`); every waiter failed with
-// the descriptor's libuv error.
-Napi::Value StartCmWait(const Call& call, Poller& poller, int fd, Napi::Value callback);
-void FailAllCm(Napi::Env env, Poller& poller, const char* operation, int status);
 
 }  // namespace rdma

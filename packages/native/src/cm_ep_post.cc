@@ -2,7 +2,7 @@
 // (rdma_post_send(v) / rdma_post_recv(v) / rdma_post_read(v) / rdma_post_write(v) are inline
 // wrappers of ibv_post_send / ibv_post_recv, called here directly so that immediate data and
 // inline sends take the same path), and the completions of its two CQs, read without waiting or
-// waited for on their completion channels (one list of waiters; both channels watched for it).
+// waited for on their one completion channel.
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <napi.h>
@@ -69,31 +69,38 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
   return 0;
 }
 
-void CmEpState::OnCompletion(Napi::Env env, int status, bool send) {
+void CmEpState::OnCompletion(Napi::Env env, int status) {
   std::shared_ptr<CmEpState> keep = shared_from_this();  // a callback may destroy the endpoint
   if (status < 0) {
-    FailAllCm(env, send_poller, "ibv_get_cq_event", status);
-    recv_poller.Pause();
+    conn::FailAll(env, completions, "ibv_get_cq_event", status, Domain::Errno);
     return;
   }
-  ibv_comp_channel* fired = send ? send_channel : recv_channel;
-  while (fired != nullptr && id != nullptr && !send_poller.waiters.empty()) {
-    // Takes the channel's event, acknowledges it and re-arms the CQ; only then drains, so that a
-    // completion arriving after the drain raises a new event.
-    ibv_cq* cq = nullptr;
-    void* context = nullptr;
-    errno = 0;
-    if (ibv_get_cq_event(fired, &cq, &context) != 0) {
-      int errnum = errno != 0 ? errno : EIO;
-      if (errnum == EAGAIN || errnum == EWOULDBLOCK) break;
-      Waiter waiter = std::move(send_poller.waiters.front());
-      send_poller.waiters.pop_front();
-      Deliver(env, waiter, ErrnoValue(env, errnum, "ibv_get_cq_event", ""), nullptr, true);
-      continue;
+  // Serves the waiters there now: one that a callback adds is served when the channel is next
+  // readable (epoll reports it level-triggered), without a read here that would find nothing.
+  std::size_t waiting = completions.waiters.size();
+  while (waiting > 0 && comp_channel != nullptr && id != nullptr && !completions.waiters.empty()) {
+    // Takes every event on the channel (either CQ's), acknowledging each and re-arming its CQ;
+    // only then drains both, so that a completion arriving after the drain raises a new event.
+    int errnum = 0;
+    const char* operation = "ibv_get_cq_event";
+    bool any = false;
+    for (;;) {
+      ibv_cq* cq = nullptr;
+      void* context = nullptr;
+      errno = 0;
+      if (ibv_get_cq_event(comp_channel, &cq, &context) != 0) {
+        int failed = errno != 0 ? errno : EIO;
+        if (failed != EAGAIN && failed != EWOULDBLOCK) errnum = failed;
+        break;
+      }
+      any = true;
+      ibv_ack_cq_events(cq, 1);
+      if ((errnum = ibv_req_notify_cq(cq, 0)) != 0) {
+        operation = "ibv_req_notify_cq";
+        break;
+      }
     }
-    ibv_ack_cq_events(cq, 1);
-    int errnum = ibv_req_notify_cq(cq, 0);
-    const char* operation = "ibv_req_notify_cq";
+    if (errnum == 0 && !any) break;  // nothing more on the channel: wait on
     Napi::Array out = Napi::Array::New(env);
     uint32_t count = 0;
     if (errnum == 0) {
@@ -101,16 +108,16 @@ void CmEpState::OnCompletion(Napi::Env env, int status, bool send) {
       errnum = Drain(env, out, &count);
       if (errnum == 0 && count == 0) continue;  // already taken by an earlier poll: wait on
     }
-    Waiter waiter = std::move(send_poller.waiters.front());
-    send_poller.waiters.pop_front();
+    Waiter waiter = std::move(completions.waiters.front());
+    completions.waiters.pop_front();
+    waiting--;
     if (count != 0) {
       Deliver(env, waiter, nullptr, out, true);
     } else {
       Deliver(env, waiter, ErrnoValue(env, errnum, operation, ""), nullptr, true);
     }
   }
-  send_poller.PauseIfIdle();
-  if (send_poller.waiters.empty()) recv_poller.Pause();
+  completions.PauseIfIdle();
 }
 
 namespace {
@@ -285,14 +292,7 @@ Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
   if (ep == nullptr || !conn::IsCallback(call, info[1])) return env.Undefined();
   CmEpState& state = *ep->state;
   if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
-  Napi::Value id = StartCmWait(call, state.send_poller, state.send_channel->fd, info[1]);
-  if (!id.IsNumber()) return id;
-  int errnum = state.recv_poller.Watch(env, state.recv_channel->fd);
-  if (errnum != 0) {
-    state.send_poller.Cancel(id.As<Napi::Number>().DoubleValue());
-    return call.Fail(errnum, "cannot watch the receive CQ's channel");
-  }
-  return id;
+  return conn::StartWait(call, state.completions, state.comp_channel->fd, info[1]);
 }
 
 }  // namespace

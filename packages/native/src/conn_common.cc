@@ -144,12 +144,13 @@ bool NothingYet(int code, int errnum) {
 }
 
 // Fails every waiter of `poller`, with the descriptor's libuv error.
-void FailAll(Napi::Env env, Poller& poller, const char* operation, int status) {
+void FailAll(Napi::Env env, Poller& poller, const char* operation, int status, Domain domain) {
   std::deque<Waiter> waiters;
   waiters.swap(poller.waiters);
   poller.Pause();
+  int code = domain == Domain::Rpma ? RPMA_E_PROVIDER : EIO;
   for (Waiter& waiter : waiters) {
-    Deliver(env, waiter, RpmaErrorValue(env, RPMA_E_PROVIDER, operation, std::string("uv_poll: ") + uv_strerror(status)),
+    Deliver(env, waiter, MakeError(env, domain, code, operation, std::string("uv_poll: ") + uv_strerror(status)).Value(),
             nullptr, true);
   }
 }
@@ -188,7 +189,8 @@ Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value call
   int errnum = poller.Watch(call.Env(), fd);
   if (errnum != 0) {
     poller.Cancel(id);
-    return call.Fail(RPMA_E_PROVIDER, std::string("cannot watch the file descriptor: ") + std::strerror(errnum));
+    return call.Fail(call.GetDomain() == Domain::Rpma ? RPMA_E_PROVIDER : errnum,
+                     std::string("cannot watch the file descriptor: ") + std::strerror(errnum));
   }
   return Napi::Number::New(call.Env(), id);
 }

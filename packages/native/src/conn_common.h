@@ -34,13 +34,15 @@ std::string SetupFailure(const std::string& log, const ConnConfig& config, ibv_c
 
 // A read on a non-blocking descriptor found nothing: librpma reports it as a provider error.
 bool NothingYet(int code, int errnum);
-// Fails every waiter of `poller`, with the descriptor's libuv error.
-void FailAll(Napi::Env env, Poller& poller, const char* operation, int status);
+// Fails every waiter of `poller`, with the descriptor's libuv error: RPMA_E_PROVIDER in librpma's
+// domain, EIO in librdmacm's (errno).
+void FailAll(Napi::Env env, Poller& poller, const char* operation, int status, Domain domain = Domain::Rpma);
 Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr<PeerState>& peer,
                         const std::shared_ptr<EndpointState>& endpoint, const ConnConfig& config);
-// Adds a waiter for `callback` to `poller` and starts watching `fd`; returns its id, or throws.
-Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg,
-                      bool direct_write_to_pmem, std::shared_ptr<void> srq = nullptr);
+// Adds a waiter for `callback` to `poller` and starts watching `fd`; returns its id, or throws
+// (RPMA_E_PROVIDER in librpma's domain, the errno in librdmacm's).
+Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg = nullptr,
+                      bool direct_write_to_pmem = false, std::shared_ptr<void> srq = nullptr);
 bool IsCallback(const Call& call, Napi::Value value);
 
 }  // namespace conn

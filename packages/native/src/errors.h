@@ -24,6 +24,7 @@ class Call {
 
   Napi::Env Env() const { return env_; }
   const char* Operation() const { return operation_; }
+  Domain GetDomain() const { return domain_; }
 
   // A library code (RPMA_E_* or an errno, following the domain). If JavaScript threw while the
   // arguments were read (a getter, a Proxy trap), that exception is taken, becomes the `cause`, and
