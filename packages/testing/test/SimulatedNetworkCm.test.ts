@@ -126,4 +126,28 @@ describe("librdmacm's endpoints on a simulated network shared by two processes",
         }))
       assert.strictEqual(yield* server.exited, "SIGKILL")
     }), 120_000)
+
+  it.scopedLive("a fault plan's lost connection on one side (LoseConnection): the other process's receive is flushed too", () =>
+    Effect.gen(function*() {
+      const path = yield* SimulatedNetwork.serve()
+      const ready = yield* Deferred.make<void>()
+      const serving = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        const listener = yield* CmEndpoint.listen(address, 7625)
+        yield* Deferred.succeed(ready, undefined)
+        const request = yield* CmEndpoint.next(listener)
+        const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(64))
+        const pending = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
+        yield* CmEndpoint.accept(request)
+        return yield* Effect.flip(pending.completion)
+      })).pipe(Effect.provide(SimulatedNetwork.layer({ path }))))
+      yield* Deferred.await(ready)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ep = yield* CmEndpoint.open(address, 7625)
+        yield* Effect.flatMap(SimulatedDriver.SimulationControl, (s) => s.fail({ operation: "rdma_post_send", nth: 1, loseConnection: true }))
+        const src = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8))
+        yield* Effect.flip(CmEndpoint.send(ep, { src, length: 8 }))
+      })).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
+      const flushed = yield* Fiber.join(serving).pipe(Effect.timeout("10 seconds"))
+      assert.match(flushed.message, /WR_FLUSH_ERR|closed/, String(flushed))
+    }), 60_000)
 })

@@ -278,9 +278,10 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
 
   /** A fault plan's lost connection: both sides' queue pairs in error, both told. */
   const lose = (ep: fabric.CmEp) => {
-    const other = side(ep).other
+    const { far, other } = side(ep)
     disconnect(ep)
     if (other !== undefined && other.alive) disconnect(other)
+    if (far !== undefined) say(far, ep, { k: "lost" })
   }
 
 
@@ -686,6 +687,9 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       case "disconnected":
         // As within one process: this side is told, and stops only at its own rdma_disconnect.
         return ep === undefined ? undefined : tellDisconnected(ep)
+      case "lost":
+        // A fault plan's lost connection there: this side's queue pair in error too.
+        return ep === undefined ? undefined : disconnect(ep)
       case "post": {
         const reply = (result: number | Uint8Array) => sayAs(from, to, { k: "settle", result })
         // A destroyed endpoint's queue pair is gone: the requester's retries run out.

@@ -77,6 +77,7 @@ export type CmSays =
   | { readonly k: "accepted"; readonly privateData: Uint8Array }
   | { readonly k: "rejected"; readonly privateData: Uint8Array | undefined; readonly why: string }
   | { readonly k: "disconnected" } // rdma_disconnect, or the endpoint destroyed
+  | { readonly k: "lost" } // a fault plan's lost connection (LoseConnection): both queue pairs in error
   | { readonly k: "post"; readonly reach: CmReach }
   | { readonly k: "settle"; readonly result: number | Uint8Array }
 
