@@ -21,7 +21,7 @@ import { makeFiles } from "./internal/files.js"
 import { makeNetwork } from "./internal/network.js"
 import { makeCmEndpoints } from "./internal/cmEndpoints.js"
 import { makeTools } from "./internal/tools.js"
-import type { Link } from "./internal/wire.js"
+import { fanOut, type Link } from "./internal/wire.js"
 
 /**
  * The address the simulated device answers on unless told otherwise. It is also the address the
@@ -284,7 +284,9 @@ export const makeLinked = (
   const tools = makeTools(world)
   const { acquire, acquireNow, call, callNow, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma } = tools
   const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
-  const network = makeNetwork(world, tools, link)
+  // Both the connections and librdmacm's endpoints hear the network (started once the driver is made).
+  const shared = link === undefined ? undefined : fanOut(link)
+  const network = makeNetwork(world, tools, shared?.link)
   const files = makeFiles()
 
   const deregistered = (mr: fabric.MrLocal) => {
@@ -605,7 +607,7 @@ export const makeLinked = (
     mapFile: files.mapFile,
     unmapFile: files.unmapFile,
     ...network.calls,
-    ...makeCmEndpoints(world, tools),
+    ...makeCmEndpoints(world, tools, shared?.link),
 
     live: Effect.sync(() => {
       const count = {
@@ -644,6 +646,7 @@ export const makeLinked = (
     calls: (operation) => Effect.sync(() => world.calls.get(operation) ?? 0)
   }
 
+  shared?.start()
   return { driver, control }
 }
 

@@ -12,10 +12,14 @@
  * others as a lost connection: their connections with it get LOST and their requests in flight
  * complete with IBV_WC_WR_FLUSH_ERR; a connect waiting for its listener gets UNREACHABLE.
  *
- * librpma's connections (Connection, RdmaClient, RdmaChannel, ...) cross processes; librdmacm's
- * endpoints (CmEndpoint) do not yet: they connect within one process only. A process lists among
- * its devices every address it connects to (the default, one device at
- * {@link SimulatedDriver.DEFAULT_ADDRESS}, serves all).
+ * librpma's connections (Connection, RdmaClient, RdmaChannel, ...) and librdmacm's endpoints
+ * (CmEndpoint) both cross processes. An endpoint's request reaches a listener in another process,
+ * with its private data both ways (a rejection's too); a send there waits for a receive, a read or
+ * write by remote key is checked there (IBV_WC_REM_ACCESS_ERR, then IBV_WC_WR_FLUSH_ERR); a
+ * disconnect is DISCONNECTED there; a process that dies is a disconnect for the endpoints connected
+ * to it (their requests flushed) and EHOSTUNREACH for a connect waiting on its listener. A frozen
+ * peer (FreezePeer) stays librpma's only. A process lists among its devices every address it
+ * connects to (the default, one device at {@link SimulatedDriver.DEFAULT_ADDRESS}, serves all).
  *
  * @since 0.7.0
  */

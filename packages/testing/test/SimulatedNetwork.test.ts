@@ -5,81 +5,15 @@
 import { Connection, Descriptor, Endpoint, LocalMr, Peer, RdmaClient, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Ref, Schedule, Scope, Stream } from "effect"
-import { spawn } from "node:child_process"
+import { Deferred, Effect, Fiber, Ref, Schedule, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
-import { fileURLToPath } from "node:url"
+import { type ServerProcess, startServer } from "./fixtures/serverProcess.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
-const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}.ts`, import.meta.url))
-const root = fileURLToPath(new URL("../../../", import.meta.url))
 const bytes = (text: string) => new TextEncoder().encode(text)
 const text = (memory: Uint8Array) => new TextDecoder().decode(memory)
-
-interface ServerProcess {
-  /** The next line of its output matching `pattern` (earlier ones are skipped), within a generous bound. */
-  readonly line: (pattern: RegExp) => Effect.Effect<RegExpExecArray, Error>
-  readonly kill: () => void
-  /** How it ended: its exit code, or the signal that ended it. */
-  readonly exited: Effect.Effect<number | string>
-}
-
-/** A server process (a fixture) on the network at `path`, killed when the scope closes if it is still running. */
-const startServer = (
-  path: string,
-  port: number,
-  name = "network-server",
-  ...more: ReadonlyArray<string>
-): Effect.Effect<ServerProcess, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const child = spawn(process.execPath, ["--import", "tsx", fixture(name), path, String(port), ...more], {
-        cwd: root,
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      const lines: Array<string> = []
-      let output = ""
-      let wake = () => {}
-      child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-        output += chunk
-        const whole = output.split("\n")
-        output = whole.pop()!
-        lines.push(...whole)
-        wake()
-      })
-      let stderr = ""
-      child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-      const exited = new Promise<number | string>((resolve) =>
-        child.on("exit", (code, signal) => {
-          resolve(code ?? signal ?? "unknown")
-          wake()
-        })
-      )
-      const line = (pattern: RegExp) =>
-        Effect.async<RegExpExecArray, Error>((resume) => {
-          const done = (outcome: Effect.Effect<RegExpExecArray, Error>) => {
-            wake = () => {}
-            resume(outcome)
-          }
-          const look = () => {
-            while (lines.length > 0) {
-              const found = pattern.exec(lines.shift()!)
-              if (found !== null) return done(Effect.succeed(found))
-            }
-            if (child.exitCode !== null || child.signalCode !== null) {
-              done(Effect.fail(new Error(`the server process ended before ${pattern}: ${stderr}`)))
-            }
-          }
-          wake = look
-          look()
-          return Effect.sync(() => (wake = () => {}))
-        }).pipe(Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`no ${pattern} within 60 s: ${stderr}`) }))
-      return { child, server: { line, kill: () => child.kill("SIGKILL"), exited: Effect.promise(() => exited) } }
-    }),
-    ({ child }) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
-  ).pipe(Effect.map(({ server }) => server))
 
 /**
  * A new network, the server process on it listening at `port`, and this process joined to it and

@@ -5,12 +5,16 @@
  * carries it) and errno values (EINVAL for a wrong or destroyed handle and bad arguments,
  * ECONNREFUSED on a rejection, EHOSTUNREACH with nobody listening, ETIMEDOUT at a wait's bound,
  * ECANCELED for a wait whose handle is destroyed). The queue pairs are cmQueuePair.ts's.
+ * With a link (a network shared by several processes), the other endpoint may be in another
+ * process: a request goes to whichever process listens, the answer and disconnects come back as
+ * messages, and the other side's half of each request runs there (cmQueuePair.ts's `received`).
  *
  * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import type * as RdmaError from "@effect-rdma/core/RdmaError"
+import { WcStatus } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Queue from "effect/Queue"
@@ -19,6 +23,7 @@ import { cmPostCalls } from "./cmPosting.js"
 import * as QueuePair from "./cmQueuePair.js"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
+import type * as wire from "./wire.js"
 
 // The errno values librdmacm reports.
 const EINVAL = 22
@@ -46,6 +51,8 @@ type Stage =
   | "failed" // a connect that failed or gave up, a rejected request: never connects
   | "disconnected"
 
+const NO_BYTES = new Uint8Array(0)
+
 /** An endpoint's state beside its handle (the fabric's types stay plain data). */
 interface Side {
   stage: Stage
@@ -60,6 +67,10 @@ interface Side {
   readonly events: Queue.Queue<Driver.CmEvent | undefined>
   /** Whether it has had its one DISCONNECTED event. */
   toldDisconnected: boolean
+  /** The other endpoint when it is in another process (`other` stays undefined then). */
+  far: wire.Far | undefined
+  /** For a connect to another process's listener, while it waits: the address asked for. */
+  asked: string | undefined
 }
 
 /** A connection request on its way to a listener: the client and its private data, padded. */
@@ -109,11 +120,22 @@ const copyConfig = (c: Driver.CmEpConfig): Driver.CmEpConfig => ({
 })
 
 /** @internal */
-export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
+export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.Link) => {
   const { acquire, call, errno, inUse, releaseHandle } = tools
   const listeners = new Map<string, fabric.CmListener>()
   const incoming = new WeakMap<fabric.CmListener, Queue.Queue<Incoming | undefined>>()
   const sides = new WeakMap<fabric.CmEp, Side>()
+  /** Live endpoints by id: what messages from other processes name. */
+  const eps = new Map<number, fabric.CmEp>()
+  /** Endpoints of other processes asking a listener here, until answered (or their process leaves). */
+  const standIns = new Set<fabric.CmEp>()
+  /** The address another process's listener claims on the network (rdma_cm's, apart from librpma's). */
+  const claimKey = (address: string, port: number) => `cm:${key(address, port)}`
+  const farOf = (ep: fabric.CmEp): wire.Far => ({ process: link!.self, conn: ep.id })
+  const sayAs = (to: wire.Far, from: wire.Far, cm: wire.CmSays) => link!.send({ t: "cm", to, from, cm })
+  const say = (to: wire.Far, from: fabric.CmEp, cm: wire.CmSays) => sayAs(to, farOf(from), cm)
+  /** The far endpoint `far` as the queue pair of `ep` sends to it. */
+  const farPeer = (ep: fabric.CmEp, far: wire.Far): QueuePair.FarPeer => ({ post: (reach) => say(far, ep, { k: "post", reach }) })
   let nextPort = 40000
 
   const key = (address: string, port: number) => `${address}:${port}`
@@ -166,8 +188,11 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
       answer: undefined,
       client,
       events: unsafeQueue(),
-      toldDisconnected: false
+      toldDisconnected: false,
+      far: undefined,
+      asked: undefined
     })
+    eps.set(ep.id, ep)
     return ep
   }
 
@@ -186,7 +211,14 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
     s.stage = "disconnected"
     QueuePair.toError(s.qp)
     tellDisconnected(ep)
+    tellOther(ep)
+  }
+
+  /** The other side hears of a disconnect (or a destroyed endpoint): DISCONNECTED, here or in its process. */
+  const tellOther = (ep: fabric.CmEp) => {
+    const s = side(ep)
     if (s.other !== undefined) tellDisconnected(s.other)
+    else if (s.far !== undefined) say(s.far, ep, { k: "disconnected" })
   }
 
   /** The answer to a waiting rdma_connect, if one still waits. */
@@ -197,8 +229,11 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
   }
 
   /** A request nobody will accept (its listener or its endpoint destroyed): rdma_cm rejects it. */
-  const refuse = (client: fabric.CmEp, why: string) =>
+  const refuse = (client: fabric.CmEp, why: string, privateData?: Uint8Array) => {
+    if (standIns.delete(client)) return say(side(client).far!, client, { k: "rejected", privateData, why })
+    if (privateData !== undefined) side(client).privateData = privateData
     answer(client, Exit.fail(errno("rdma_connect", ECONNREFUSED, why)))
+  }
 
   /** Waits for `client`'s answer, at most `timeoutMs`; interrupted or timed out, the endpoint never connects. */
   const awaitAnswer = (client: fabric.CmEp, timeoutMs: number) =>
@@ -226,7 +261,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
     if (s.stage === "established") {
       // rdma_destroy_ep of a connected endpoint: the other side hears the disconnect.
       s.stage = "disconnected"
-      if (s.other !== undefined) tellDisconnected(s.other)
+      tellOther(ep)
     }
     if (s.stage === "idle" && s.client !== undefined) refuse(s.client, "the request was destroyed unanswered")
     if (s.stage === "connecting") {
@@ -236,15 +271,37 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
     }
     QueuePair.destroy(s.qp, errno("ibv_get_cq_event", ECANCELED, "the endpoint was destroyed"))
     ep.listener?.requests.delete(ep)
+    eps.delete(ep.id)
     releaseHandle(ep)
     Queue.unsafeOffer(s.events, undefined)
   }
 
   /** A fault plan's lost connection: both sides' queue pairs in error, both told. */
   const lose = (ep: fabric.CmEp) => {
-    const other = side(ep).other
+    const { far, other } = side(ep)
     disconnect(ep)
     if (other !== undefined && other.alive) disconnect(other)
+    if (far !== undefined) say(far, ep, { k: "lost" })
+  }
+
+
+  /** rdma_listen's listener, once its address is free. */
+  const listen = (address: string, actual: number, config: Driver.CmEpConfig) => {
+    const listener: fabric.CmListener = {
+      kind: "CmListener",
+      id: world.nextId++,
+      alive: true,
+      address,
+      port: actual,
+      config: copyConfig(config),
+      requests: new Set()
+    }
+    listeners.set(key(address, actual), listener)
+    incoming.set(listener, unsafeQueue())
+    return Effect.map(
+      acquire(listener, "CmListener", `rdma_cm listener on ${address}:${actual}`),
+      (handle) => ({ handle, port: actual })
+    )
   }
 
   const calls = {
@@ -293,6 +350,20 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
             const ep = epOf(value)!
             const s = side(ep)
             const listener = listeners.get(key(ep.remoteAddress, ep.remotePort))
+            if (listener === undefined && link !== undefined) {
+              // Perhaps another process listens there: the network's router knows (`unreachable` if none).
+              s.stage = "connecting"
+              s.asked = claimKey(ep.remoteAddress, ep.remotePort)
+              link.send({
+                t: "cmConnect",
+                key: s.asked,
+                from: farOf(ep),
+                address: ep.localAddress,
+                port: ep.localPort,
+                privateData: padded(privateData, PRIVATE_DATA.connect)
+              })
+              return awaitAnswer(ep, timeoutMs)
+            }
             if (listener === undefined) {
               s.stage = "failed"
               return Effect.fail(
@@ -325,21 +396,17 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
           if (listeners.has(key(address, actual))) {
             return Effect.fail(errno("rdma_bind_addr", EADDRINUSE, `${address}:${actual} is in use`))
           }
-          const listener: fabric.CmListener = {
-            kind: "CmListener",
-            id: world.nextId++,
-            alive: true,
-            address,
-            port: actual,
-            config: copyConfig(config),
-            requests: new Set()
-          }
-          listeners.set(key(address, actual), listener)
-          incoming.set(listener, unsafeQueue())
-          return Effect.map(
-            acquire(listener, "CmListener", `rdma_cm listener on ${address}:${actual}`),
-            (handle) => ({ handle, port: actual })
-          )
+          if (link === undefined) return listen(address, actual, config)
+          // On a shared network the address is claimed from the router first: one listener in all.
+          // Uninterruptible (the claim is bounded by the link's timeout), so a claim granted is never lost.
+          return Effect.uninterruptible(Effect.flatMap(Effect.promise(() => link.claim(claimKey(address, actual))), (claimed) =>
+            claimed === "ok"
+              ? listen(address, actual, config)
+              : Effect.fail(
+                claimed === "taken"
+                  ? errno("rdma_bind_addr", EADDRINUSE, `${address}:${actual} is in use (by another process on the simulated network)`)
+                  : errno("rdma_bind_addr", EADDRNOTAVAIL, `the simulated network at ${link.path} is gone`)
+              )))
         }
       ),
 
@@ -418,6 +485,13 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
             const c = side(client)
             s.stage = "established"
             c.stage = "established"
+            if (standIns.delete(client)) {
+              // The asking endpoint is in another process: it hears ESTABLISHED there.
+              s.far = c.far
+              QueuePair.connectFar(s.qp, farPeer(ep, c.far!))
+              say(c.far!, ep, { k: "accepted", privateData: padded(privateData, PRIVATE_DATA.accept) })
+              return Effect.void
+            }
             s.other = client
             c.other = ep
             c.privateData = padded(privateData, PRIVATE_DATA.accept)
@@ -444,8 +518,11 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
             side(ep).stage = "failed"
             if (!client.alive || side(client).stage !== "connecting") return
             side(client).stage = "failed"
-            side(client).privateData = padded(privateData, PRIVATE_DATA.reject)
-            refuse(client, "the other side rejected the request (REJECTED): its reason is in the private data")
+            refuse(
+              client,
+              "the other side rejected the request (REJECTED): its reason is in the private data",
+              padded(privateData, PRIVATE_DATA.reject)
+            )
           })
       ),
 
@@ -507,6 +584,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
           ))
         }
         listeners.delete(key(listener.address, listener.port))
+        link?.send({ t: "unclaim", key: claimKey(listener.address, listener.port) })
         releaseHandle(listener)
         // Requests nobody took are rejected; waits hear ECANCELED.
         const queue = incoming.get(listener)!
@@ -547,6 +625,113 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools) => {
         : side(epOf(value)!).qp.completions.arm(onReady)
     }
   } satisfies Driver.CmEndpointCalls
+
+  /** A request from an endpoint of another process, queued for rdma_get_request like one from here. */
+  const asked = (message: Extract<wire.Message, { readonly t: "cmConnect" }>) => {
+    const listener = listeners.get(message.key.slice("cm:".length))
+    if (listener === undefined || !listener.alive) {
+      return sayAs(message.from, message.from, { k: "unreachable" })
+    }
+    // Its stand-in here: what the request's checks read (not in the ledger: the other process owns it).
+    const client: fabric.CmEp = {
+      kind: "CmEp",
+      id: message.from.conn,
+      alive: true,
+      regions: new Set(),
+      localAddress: message.address,
+      localPort: message.port,
+      remoteAddress: listener.address,
+      remotePort: listener.port,
+      listener: undefined
+    }
+    sides.set(client, {
+      stage: "connecting",
+      qp: QueuePair.make(client, listener.config),
+      other: undefined,
+      privateData: NO_BYTES,
+      answer: undefined,
+      client: undefined,
+      events: unsafeQueue(),
+      toldDisconnected: false,
+      far: message.from,
+      asked: undefined
+    })
+    standIns.add(client)
+    Queue.unsafeOffer(incoming.get(listener)!, { client, privateData: message.privateData })
+  }
+
+  /** What the other endpoint, in another process, says to one of this process. */
+  const heard = (to: wire.Far, from: wire.Far, cm: wire.CmSays) => {
+    const ep = eps.get(to.conn)
+    const s = ep === undefined ? undefined : side(ep)
+    switch (cm.k) {
+      case "unreachable":
+        if (s === undefined || s.stage !== "connecting") return
+        s.stage = "failed"
+        s.asked = undefined
+        return answer(ep!, Exit.fail(errno("rdma_connect", EHOSTUNREACH, `nobody listens on ${ep!.remoteAddress}:${ep!.remotePort} (UNREACHABLE)`)))
+      case "rejected":
+        if (s === undefined || s.stage !== "connecting") return
+        s.stage = "failed"
+        s.asked = undefined
+        return refuse(ep!, cm.why, cm.privateData)
+      case "accepted":
+        // Accepted there, given up (or destroyed) here meanwhile: the accepting side hears the disconnect.
+        if (s === undefined || s.stage !== "connecting") return sayAs(from, to, { k: "disconnected" })
+        s.stage = "established"
+        s.asked = undefined
+        s.far = from
+        s.privateData = cm.privateData
+        QueuePair.connectFar(s.qp, farPeer(ep!, from))
+        return answer(ep!, Exit.void)
+      case "disconnected":
+        // As within one process: this side is told, and stops only at its own rdma_disconnect.
+        return ep === undefined ? undefined : tellDisconnected(ep)
+      case "lost":
+        // A fault plan's lost connection there: this side's queue pair in error too.
+        return ep === undefined ? undefined : disconnect(ep)
+      case "post": {
+        const reply = (result: number | Uint8Array) => sayAs(from, to, { k: "settle", result })
+        // A destroyed endpoint's queue pair is gone: the requester's retries run out.
+        if (ep === undefined) return reply(WcStatus.RETRY_EXC_ERR)
+        return QueuePair.received(s!.qp, cm.reach, reply)
+      }
+      case "settle":
+        return ep === undefined ? undefined : QueuePair.settle(s!.qp, cm.result)
+    }
+  }
+
+  /** A process left (`undefined`: the whole network did): its endpoints' connections are lost, its requests void. */
+  const left = (process: number | undefined, keys: ReadonlyArray<string>) => {
+    const gone = (far: wire.Far | undefined) => far !== undefined && (process === undefined || far.process === process)
+    for (const client of standIns) {
+      if (!gone(side(client).far)) continue
+      standIns.delete(client)
+      side(client).stage = "failed"
+    }
+    for (const ep of eps.values()) {
+      const s = side(ep)
+      if (s.stage === "connecting" && s.asked !== undefined && (process === undefined || keys.includes(s.asked))) {
+        s.stage = "failed"
+        s.asked = undefined
+        answer(ep, Exit.fail(errno("rdma_connect", EHOSTUNREACH, `the process listening on ${ep.remoteAddress}:${ep.remotePort} left the network`)))
+      } else if (gone(s.far)) {
+        s.far = undefined // nobody there to tell
+        if (s.stage === "established") disconnect(ep)
+        else tellDisconnected(ep)
+        QueuePair.toError(s.qp)
+      }
+    }
+  }
+
+  link?.attach({
+    message: (message) => {
+      if (message.t === "cmConnect") asked(message)
+      else if (message.t === "cm") heard(message.to, message.from, message.cm)
+      else if (message.t === "gone") left(message.process, message.keys)
+    },
+    down: () => left(undefined, [])
+  })
 
   return calls
 }

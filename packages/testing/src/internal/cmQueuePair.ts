@@ -14,6 +14,7 @@ import type { RdmaCmError } from "@effect-rdma/core/RdmaError"
 import { WcStatus } from "@effect-rdma/core/RdmaError"
 import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
+import type * as wire from "./wire.js"
 
 /** A receive waiting for a message: where the bytes go. */
 interface PostedRecv {
@@ -31,6 +32,20 @@ interface SendJob {
   readonly taken: Uint8Array | undefined
   /** A fault plan's completion status instead of its own outcome. */
   readonly planned: number | undefined
+}
+
+/**
+ * @internal The other side's half of a send-queue request, as plain data (what crosses to another
+ * process when the connected queue pair is there): what it does to that side's receives or memory.
+ */
+export type Reach = wire.CmReach
+
+/** @internal What the other side answers: a status, the bytes a read took, or undefined while a receive is awaited. */
+export type Reached = number | Uint8Array | undefined
+
+/** @internal A connected queue pair in another process: where the send queue's first request's half goes. */
+export interface FarPeer {
+  readonly post: (reach: Reach) => void
 }
 
 /** @internal */
@@ -55,6 +70,12 @@ export interface QueuePair {
   nextSeq: number
   /** Whether its send queue is running (a request's failure reaches back to it through the other side). */
   running: boolean
+  /** The connected queue pair when it is in another process (then `peer` stays undefined). */
+  far: FarPeer | undefined
+  /** Whether the send queue's first request went to `far` and waits for its answer (`settle`). */
+  awaiting: boolean
+  /** Requests of the far side waiting here for a receive, in order, each with where its answer goes. */
+  readonly incoming: Array<{ readonly reach: Reach; readonly answer: (result: number | Uint8Array) => void }>
 }
 
 /** Which queue and request each completion belongs to, for the slot it frees when taken. */
@@ -89,7 +110,10 @@ export const make = (ep: fabric.CmEp, config: Driver.CmEpConfig): QueuePair => {
     recvSlots: 0,
     sendSlots: new Map(),
     nextSeq: 0,
-    running: false
+    running: false,
+    far: undefined,
+    awaiting: false,
+    incoming: []
   }
   return qp
 }
@@ -123,6 +147,7 @@ const completeSend = (qp: QueuePair, status: number) => {
 
 /** Every request still in the send queue completes with WR_FLUSH_ERR. */
 const flushSendQueue = (qp: QueuePair) => {
+  qp.awaiting = false
   while (qp.sendQueue.length > 0) completeSend(qp, WcStatus.WR_FLUSH_ERR)
 }
 
@@ -137,12 +162,20 @@ export const toError = (qp: QueuePair): void => {
   for (const recv of qp.recvs.splice(0)) completeRecv(qp, completion(recv.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV))
   flushSendQueue(qp)
   if (qp.peer !== undefined) run(qp.peer)
+  // The far side's requests waiting here fail there as they would against this queue pair in one process.
+  for (const waiting of qp.incoming.splice(0)) waiting.answer(WcStatus.RETRY_EXC_ERR)
 }
 
 /** A request fails: its completion, and the queue pair in error (the rest of the queue flushed). */
 const fail = (qp: QueuePair, status: number) => {
   completeSend(qp, status)
   toError(qp)
+}
+
+/** @internal Ready to send to a queue pair in another process (ESTABLISHED there). */
+export const connectFar = (qp: QueuePair, far: FarPeer): void => {
+  qp.far = far
+  if (qp.state === "init") qp.state = "ready"
 }
 
 /** @internal Both queue pairs ready to send to each other (ESTABLISHED). */
@@ -231,26 +264,87 @@ const deliver = (other: QueuePair, bytes: Uint8Array, imm: number | undefined, w
   return WcStatus.SUCCESS
 }
 
-/** The outcome of the send queue's first request, or undefined while it waits for a receive on the other side. */
-const execute = (qp: QueuePair, job: SendJob): number | undefined => {
-  if (job.planned !== undefined) return job.planned
-  const other = qp.peer!
+/**
+ * The other side's half of a request, run on its queue pair: a status, the bytes a read takes, or
+ * undefined when it waits for a receive there. One place for both a peer in this process and a
+ * request arriving from another (`received`).
+ */
+const reach = (other: QueuePair, r: Reach): Reached => {
   // The responder is gone: the requester's retries run out.
   if (other.state === "error") return WcStatus.RETRY_EXC_ERR
-  const wr = job.wr
-  if (wr.op === "send") return deliver(other, job.taken ?? gather(wr.segments), wr.imm, undefined)
-  const length = wr.segments.reduce((n, s) => n + s.length, 0)
-  const target = remoteTarget(other, wr.rkey, wr.remoteAddress, length, wr.op)
+  if (r.op === "send") return deliver(other, r.bytes, r.imm, undefined)
+  const target = remoteTarget(other, r.rkey, r.remoteAddress, r.length, r.op)
   if (typeof target === "number") {
     // The responder answers with a NAK and goes to the error state too (a class C error).
     toError(other)
     return target
   }
   // A write with immediate data needs a receive there before anything is written.
-  if (wr.op === "write" && wr.imm !== undefined && other.recvs.length === 0) return undefined
-  if (wr.op === "write") target.set(job.taken ?? gather(wr.segments))
-  else scatter(wr.segments, target.slice())
-  return wr.op === "write" && wr.imm !== undefined ? deliver(other, new Uint8Array(0), wr.imm, length) : WcStatus.SUCCESS
+  if (r.op === "write" && r.imm !== undefined && other.recvs.length === 0) return undefined
+  if (r.op === "read") return target.slice()
+  target.set(r.bytes)
+  return r.imm !== undefined ? deliver(other, new Uint8Array(0), r.imm, r.length) : WcStatus.SUCCESS
+}
+
+/** The requester's half: what the request asks of the other side. */
+const reachOf = (job: SendJob): Reach => {
+  const wr = job.wr
+  const length = wr.segments.reduce((n, s) => n + s.length, 0)
+  return {
+    op: wr.op,
+    rkey: wr.op === "send" ? 0 : wr.rkey,
+    remoteAddress: wr.op === "send" ? 0n : wr.remoteAddress,
+    length,
+    bytes: wr.op === "read" ? new Uint8Array(0) : job.taken ?? gather(wr.segments),
+    imm: wr.op === "read" ? undefined : wr.imm
+  }
+}
+
+/** The answer as the requester's status: a read's bytes land in its segments. */
+const landed = (job: SendJob, result: number | Uint8Array): number =>
+  typeof result === "number" ? result : (scatter(job.wr.segments, result), WcStatus.SUCCESS)
+
+/** The outcome of the send queue's first request, or undefined while it waits (for a receive, or the far side's answer). */
+const execute = (qp: QueuePair, job: SendJob): number | undefined => {
+  if (job.planned !== undefined) return job.planned
+  if (qp.far !== undefined) {
+    if (!qp.awaiting) {
+      qp.awaiting = true
+      qp.far.post(reachOf(job))
+    }
+    return undefined
+  }
+  const result = reach(qp.peer!, reachOf(job))
+  return result === undefined ? undefined : landed(job, result)
+}
+
+/** @internal The far side's answer to the send queue's first request; the queue runs on. */
+export const settle = (qp: QueuePair, result: number | Uint8Array): void => {
+  // Flushed meanwhile (the queue pair went to the error state): the answer comes too late.
+  if (!qp.awaiting || qp.state !== "ready" || qp.sendQueue.length === 0) return
+  qp.awaiting = false
+  const status = landed(qp.sendQueue[0]!, result)
+  if (status === WcStatus.SUCCESS) completeSend(qp, status)
+  else fail(qp, status)
+  run(qp)
+}
+
+/** @internal A request of the far side arrives here: answered now, or once a receive is posted. */
+export const received = (qp: QueuePair, r: Reach, answer: (result: number | Uint8Array) => void): void => {
+  if (qp.incoming.length === 0) {
+    const result = reach(qp, r)
+    if (result !== undefined) return answer(result)
+  }
+  qp.incoming.push({ reach: r, answer })
+}
+
+/** The far side's waiting requests, in order, while they find their receives. */
+const runIncoming = (qp: QueuePair) => {
+  while (qp.incoming.length > 0) {
+    const result = reach(qp, qp.incoming[0]!.reach)
+    if (result === undefined) return
+    qp.incoming.shift()!.answer(result)
+  }
 }
 
 /** Runs the send queue in order until it is empty or its first request waits. */
@@ -285,6 +379,7 @@ export const post = (qp: QueuePair, wr: Driver.CmWorkRequest, planned?: number):
     qp.recvs.push({ id: wr.id, segments: wr.segments })
     // A send of the other side may have been waiting for it.
     if (qp.peer !== undefined) run(qp.peer)
+    runIncoming(qp)
     return
   }
   const seq = qp.nextSeq++

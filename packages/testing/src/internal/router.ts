@@ -52,6 +52,13 @@ export const makeRouter = (): Router => {
           ? to(self, { t: "event", to: message.from, event: "REJECTED" })
           : to(owner, message)
       }
+      case "cmConnect": {
+        const owner = owners.get(message.key)
+        return owner === undefined
+          ? to(self, { t: "cm", to: message.from, from: message.from, cm: { k: "unreachable" } })
+          : to(owner, message)
+      }
+      case "cm":
       case "event":
       case "notify":
       case "post":

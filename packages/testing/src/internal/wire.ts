@@ -56,8 +56,40 @@ export type Message =
   // A request reaching the other side's memory, and its answer: a status, or the bytes read.
   | { readonly t: "post"; readonly to: Far; readonly from: Far; readonly reach: Reach }
   | { readonly t: "settle"; readonly to: Far; readonly id: number; readonly result: number | Uint8Array }
+  // librdmacm's endpoints (cmEndpoints.ts): a request to whichever process listens at `key`, answered
+  // by the router with `unreachable` if none; then what the two endpoints say to each other.
+  | {
+    readonly t: "cmConnect"
+    readonly key: string
+    readonly from: Far
+    /** The asking endpoint's own address and port (what the request's remote address is). */
+    readonly address: string
+    readonly port: number
+    readonly privateData: Uint8Array
+  }
+  | { readonly t: "cm"; readonly to: Far; readonly from: Far; readonly cm: CmSays }
   // Router → every process: a process left (its socket closed), with the addresses it listened on.
   | { readonly t: "gone"; readonly process: number; readonly keys: ReadonlyArray<string> }
+
+/** @internal What one librdmacm endpoint says to the other, in another process. */
+export type CmSays =
+  | { readonly k: "unreachable" } // nobody listens at the address asked for
+  | { readonly k: "accepted"; readonly privateData: Uint8Array }
+  | { readonly k: "rejected"; readonly privateData: Uint8Array | undefined; readonly why: string }
+  | { readonly k: "disconnected" } // rdma_disconnect, or the endpoint destroyed
+  | { readonly k: "lost" } // a fault plan's lost connection (LoseConnection): both queue pairs in error
+  | { readonly k: "post"; readonly reach: CmReach }
+  | { readonly k: "settle"; readonly result: number | Uint8Array }
+
+/** @internal The other side's half of an endpoint's send-queue request (run by cmQueuePair.ts's `received`). */
+export interface CmReach {
+  readonly op: "send" | "write" | "read"
+  readonly rkey: number
+  readonly remoteAddress: bigint
+  readonly length: number
+  readonly bytes: Uint8Array
+  readonly imm: number | undefined
+}
 
 /** @internal One message as a frame. */
 export const frame = (message: Message): Uint8Array => {
@@ -100,4 +132,33 @@ export interface Link {
   readonly attach: (handler: Handler) => void
   /** Where the network is, for error messages. */
   readonly path: string
+}
+
+/**
+ * @internal One link shared by several parts of a fabric (its connections, its librdmacm
+ * endpoints): each attaches a handler, and every message goes to each (each ignores what is not its
+ * own). `start` attaches them all to the link, once every part is made (early messages replay then).
+ */
+export const fanOut = (link: Link): { readonly link: Link; readonly start: () => void } => {
+  const handlers: Array<Handler> = []
+  return {
+    link: {
+      get self() {
+        return link.self
+      },
+      path: link.path,
+      send: link.send,
+      claim: link.claim,
+      attach: (handler) => void handlers.push(handler)
+    },
+    start: () =>
+      link.attach({
+        message: (message) => {
+          for (const handler of handlers) handler.message(message)
+        },
+        down: () => {
+          for (const handler of handlers) handler.down()
+        }
+      })
+  }
 }
