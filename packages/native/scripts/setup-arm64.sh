@@ -17,5 +17,7 @@ fi
 echo "setup-arm64: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends -o DPkg::Options::=--path-exclude=/usr/share/man/* "${missing[@]}" >/dev/null
+# CI runs this beside `pnpm test`, whose vm/run may use apt too: wait for its lock, not fail.
+lock=(-o DPkg::Lock::Timeout=600)
+apt-get update -qq "${lock[@]}"
+apt-get install -y -qq --no-install-recommends "${lock[@]}" -o DPkg::Options::=--path-exclude=/usr/share/man/* "${missing[@]}" >/dev/null
