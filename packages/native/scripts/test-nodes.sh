@@ -48,7 +48,7 @@ slowdown=30
 for major in $device; do
   step "the conformance suite on the device under x64 Node $major (Soft-RoCE VM, a boot of its own)"
   dir=$($prebuild --where "x64@$major") || { failed+=("x64 Node $major: not fetched"); continue; }
-  (cd packages/native && VM_TIMEOUT="${VM_TIMEOUT:-1200}" VM_MEMORY="${VM_MEMORY:-3072M}" timed ../../vm/run "
+  (cd packages/native && VM_TIMEOUT="${VM_TIMEOUT:-1200}" VM_MEMORY="${VM_MEMORY:-3072M}" timed ../../vm/exclusive ../../vm/run "
     export PATH='$dir/bin':\$PATH DEVICE_TEST_SLOWDOWN=$slowdown
     echo \"node \$(node --version), ABI \$(node -p process.versions.modules)\"
     ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/Conformance.test.ts") ||

@@ -237,9 +237,10 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
       Effect.forEach(made.slice().reverse(), ([method, handle]) =>
         Effect.ignore((driver[RELEASE[method]!] as (h: unknown) => Effect.Effect<unknown, unknown>)(handle)), { discard: true })
     )
-    const keep = (method: keyof Driver.Driver) => (handle: unknown) => {
-      if (RELEASE[method] !== undefined) made.push([method, handle])
-      return handle
+    // What a call made, kept for its release: mrReg answers with the handle and the region's address.
+    const keep = (method: keyof Driver.Driver) => (result: unknown) => {
+      if (RELEASE[method] !== undefined) made.push([method, method === "mrReg" ? (result as Driver.MrRegistration).handle : result])
+      return result
     }
     const attempt = <A>(method: keyof Driver.Driver, effect: Effect.Effect<A, unknown>) =>
       Effect.option(Effect.map(effect, keep(method)))
@@ -247,7 +248,8 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     const peer = Option.isSome(context) ? yield* attempt("peerNew", driver.peerNew(context.value)) : Option.none()
     const handles: Array<unknown> = [Option.getOrUndefined(context), Option.getOrUndefined(peer)]
     if (Option.isSome(peer)) {
-      handles.push(Option.getOrUndefined(yield* attempt("mrReg", Effect.map(driver.mrReg(peer.value as Bad, new Uint8Array(4096), 0xff), (r) => r.handle))))
+      const region = yield* attempt("mrReg", driver.mrReg(peer.value as Bad, new Uint8Array(4096), 0xff))
+      handles.push(Option.getOrUndefined(Option.map(region, (r) => (r as Driver.MrRegistration).handle)))
       handles.push(Option.getOrUndefined(yield* attempt("epListen", driver.epListen(peer.value as Bad, address, port))))
     }
     handles.push(Option.getOrUndefined(
