@@ -276,6 +276,19 @@ export type RemoteKeyRefusedError = errors.RemoteKeyRefusedError
  * @since 0.6.0
  * @category errors
  */
+export const ClientGoneError: typeof errors.ClientGoneError = errors.ClientGoneError
+/**
+ * An accept of a request whose client has gone (gave up, closed its endpoint, was killed): the
+ * request is spent; take the next one.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export type ClientGoneError = errors.ClientGoneError
+/**
+ * @since 0.6.0
+ * @category errors
+ */
 export const InvalidRemoteKeyError: typeof errors.InvalidRemoteKeyError = errors.InvalidRemoteKeyError
 /**
  * Bytes that are not a remote key, with the field that is wrong.
@@ -394,7 +407,9 @@ export const next: (
 ) => Effect.Effect<CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> = internal.next
 
 /**
- * rdma_accept with `privateData` (at most 196 bytes), waiting at most the listener's timeout.
+ * rdma_accept with `privateData` (at most 196 bytes), waiting at most the listener's timeout. A
+ * request whose client has gone meanwhile fails with {@link ClientGoneError}: it is spent, take the
+ * next one.
  *
  * @since 0.6.0
  * @category constructors
@@ -402,7 +417,7 @@ export const next: (
 export const accept: (
   request: CmEndpoint,
   privateData?: Uint8Array
-) => Effect.Effect<void, RdmaCmError, RdmaDriver> = internal.accept
+) => Effect.Effect<void, RdmaCmError | ClientGoneError, RdmaDriver> = internal.accept
 
 /**
  * rdma_reject with `privateData` (at most 148 bytes): the client's connect fails with ECONNREFUSED.

@@ -43,6 +43,27 @@ export class RemoteKeyRefusedError extends Data.TaggedError("RemoteKeyRefusedErr
 }
 
 /**
+ * An accept of a request whose client has gone: it gave up (its connect timed out or was
+ * interrupted), destroyed its endpoint, or was killed, before the connection was established. The
+ * device says so with the CM's rejection (rdma_accept's EINVAL, or a REJ ending the accept's wait);
+ * `cause` is the driver's RdmaCmError (ECONNABORTED). The request is spent: nothing is to be done
+ * with it but let its scope release it, and take the next one.
+ *
+ * @since 0.6.0
+ * @category errors
+ */
+export class ClientGoneError extends Data.TaggedError("ClientGoneError")<{
+  readonly operation: string
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    return `${this.operation}: the client that asked has gone (it gave up, closed its endpoint or was killed) ` +
+      `before the connection was established; this request is spent (its scope releases it): call CmEndpoint.next ` +
+      `for the next one`
+  }
+}
+
+/**
  * Bytes that are not a remote key, with the field that is wrong.
  *
  * @since 0.6.0

@@ -34,6 +34,11 @@ constexpr int kConsumerRejected = 28;
 constexpr std::size_t kConnectLimit = 56;
 constexpr std::size_t kAcceptLimit = 196;
 constexpr std::size_t kRejectLimit = 148;
+// An accept of a request whose client has gone: rdma_accept's EINVAL (the CM already had the
+// client's REJ) or the REJ / error that ends the accept's wait, as the driver's one errno.
+constexpr const char* kClientGone =
+    "the client that asked has gone (it gave up, destroyed its endpoint or was killed): the request is spent; "
+    "take the next one (cmGetRequest)";
 
 int LastErrno(int fallback) { return errno != 0 ? errno : fallback; }
 
@@ -188,6 +193,11 @@ void CmEpState::HandleEvent(Napi::Env env, rdma_cm_event_type type, int status) 
       Settle(env, nullptr);
       return;
     case RDMA_CM_EVENT_REJECTED:
+      if (phase == Phase::Accepting) {
+        phase = Phase::Rejected;
+        Settle(env, ErrnoValue(env, ECONNABORTED, "rdma_accept", kClientGone));
+        return;
+      }
       phase = Phase::Rejected;
       if (status == kConsumerRejected) {
         Settle(env, ErrnoValue(env, ECONNREFUSED, "rdma_connect", "the other side rejected the connection (its private data: cmPrivateData)"));
@@ -198,14 +208,23 @@ void CmEpState::HandleEvent(Napi::Env env, rdma_cm_event_type type, int status) 
       return;
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR: {
-      const char* operation = phase == Phase::Accepting ? "rdma_accept" : "rdma_connect";
+      bool accepting = phase == Phase::Accepting;
       phase = Phase::Rejected;
-      Settle(env, ErrnoValue(env, EHOSTUNREACH, operation,
-                             reason == ETIMEDOUT ? "the other side did not answer" : "the other side cannot be reached"));
+      if (accepting) {
+        Settle(env, ErrnoValue(env, ECONNABORTED, "rdma_accept", kClientGone));
+      } else {
+        Settle(env, ErrnoValue(env, EHOSTUNREACH, "rdma_connect",
+                               reason == ETIMEDOUT ? "the other side did not answer" : "the other side cannot be reached"));
+      }
       return;
     }
     default:
       break;
+  }
+  if (setup_id != 0 && phase == Phase::Accepting && type == RDMA_CM_EVENT_DISCONNECTED) {
+    phase = Phase::Rejected;
+    Settle(env, ErrnoValue(env, ECONNABORTED, "rdma_accept", kClientGone));
+    return;
   }
   if (setup_id != 0) {
     Settle(env, ErrnoValue(env, type == RDMA_CM_EVENT_DEVICE_REMOVAL ? ENODEV : ECONNRESET, "rdma_cm",
@@ -625,7 +644,13 @@ Napi::Value CmAccept(const Napi::CallbackInfo& info) {
   // As many reads as the request asked for and the device allows, each way.
   rdma_conn_param param = ConnParam(data, std::min(responder, state.initiator_depth), std::min(initiator, state.responder_resources));
   errno = 0;
-  if (rdma_accept(state.id, &param) != 0) return call.Fail(LastErrno(EINVAL));
+  if (rdma_accept(state.id, &param) != 0) {
+    int errnum = LastErrno(EINVAL);
+    // The request was unanswered (checked above): the CM refuses it only when the client's REJ came.
+    if (errnum != EINVAL) return call.Fail(errnum);
+    state.phase = CmEpState::Phase::Rejected;
+    return call.Fail(ECONNABORTED, kClientGone);
+  }
   state.phase = CmEpState::Phase::Accepting;
   return StartSetup(call, state, info[2]);
 }

@@ -22,6 +22,7 @@ import * as FiberId from "effect/FiberId"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import type * as CmEndpoint from "../CmEndpoint.js"
+import { ClientGoneError } from "../CmEndpointError.js"
 import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
 import {
   type CmEpConfig,
@@ -42,6 +43,8 @@ import { Poster } from "./poster.js"
 import { release } from "./release.js"
 
 const EINVAL = 22
+/** The drivers' rdma_accept of a request whose client has gone. */
+const ECONNABORTED = 103
 
 /** What may be posted before the endpoint is connected or accepted. */
 const RECEIVES: ReadonlySet<string> = new Set([Operations.cmRecv.name, Operations.cmRecvv.name])
@@ -379,7 +382,7 @@ const answered = (ep: EndpointImpl): void => {
 export const accept = (
   request: CmEndpoint.CmEndpoint,
   privateData?: Uint8Array
-): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
+): Effect.Effect<void, RdmaCmError | ClientGoneError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const ep = impl(request)
     const refused = privateDataProblem("rdma_accept", privateData, "accept") ??
@@ -388,6 +391,10 @@ export const accept = (
     answered(ep)
     ep.state = "connecting"
     return driver.cmAccept(ep.handle, privateData, ep.config.timeoutMs).pipe(
+      Effect.catchIf(
+        (error) => error.errno === ECONNABORTED,
+        (cause) => Effect.fail(new ClientGoneError({ operation: "rdma_accept", cause }))
+      ),
       Effect.zipRight(established(driver, ep, ep.privateData)),
       Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && ep.state === "connecting" && (ep.state = "failed")))
     )

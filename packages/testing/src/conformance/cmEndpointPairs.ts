@@ -12,12 +12,14 @@ import * as Driver from "@effect-rdma/core/Driver"
 import { WcOpcode, WcFlags } from "@effect-rdma/core/Driver"
 import { WcStatus } from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type { HalfContext, PairCase } from "./halves.js"
 import {
   bytes,
   completions,
   config,
   endpoint,
+  errnoOf,
   expectCompletion,
   expectErrno,
   join,
@@ -40,6 +42,36 @@ const untilDone = (ctx: HalfContext) =>
     for (;;) if ((yield* ctx.channel.receive()).done) return
   })
 const done = (ctx: HalfContext) => ctx.channel.send({ done: true })
+
+/** The server half: a request taken, the client told, and its word that it gave up awaited. */
+const requestGivenUp = (ctx: HalfContext) =>
+  Effect.gen(function*() {
+    const listener = yield* listen(ctx.address, ctx.port)
+    yield* ctx.channel.send({ listening: true })
+    const ep = yield* nextRequest(listener.handle)
+    yield* ctx.channel.send({ requested: true })
+    yield* ctx.channel.receive()
+    return ep
+  })
+
+/**
+ * The client half: a connect given up (interrupted) once the server has the request; `whileAlive`
+ * runs before the endpoint is destroyed, `afterwards` after.
+ */
+const giveUp = (ctx: HalfContext, whileAlive: Effect.Effect<unknown, unknown>, afterwards: Effect.Effect<unknown>) =>
+  Effect.gen(function*() {
+    const d = yield* Driver.RdmaDriver
+    yield* ctx.channel.receive()
+    yield* Effect.scoped(Effect.gen(function*() {
+      const ep = yield* endpoint(ctx.serverAddress, ctx.port)
+      const connecting = yield* Effect.fork(d.cmConnect(ep, undefined, config.timeoutMs))
+      yield* ctx.channel.receive() // the server has the request
+      yield* Fiber.interrupt(connecting)
+      yield* whileAlive
+    }))
+    yield* afterwards
+    yield* done(ctx)
+  })
 
 /**
  * A server that exposes a region made by rdma_reg_write, one made by rdma_reg_read (filled with a
@@ -182,6 +214,37 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         yield* equal(leading(rejection, 4), "busy", "the rejection's private data")
         yield* done(ctx)
       })
+  },
+  {
+    name: "cm endpoint: a request whose client has gone (its endpoint destroyed) → the accept fails with ECONNABORTED, saying so",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const ep = yield* requestGivenUp(ctx) // and its endpoint destroyed
+        const exit = yield* Effect.exit(d.cmAccept(ep, undefined, config.timeoutMs))
+        const error = exit._tag === "Failure" && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        yield* equal(error?.errnoName ?? String(exit), "ECONNABORTED", "accepting a gone client's request")
+        yield* check(/client that asked has gone/.test(error?.message ?? ""), `the accept's error says the client has gone: ${String(error?.message)}`)
+        yield* expectErrno(d.cmReject(ep, undefined), "EINVAL", "rejecting the spent request")
+        yield* untilDone(ctx)
+      }),
+    client: (ctx) => giveUp(ctx, Effect.void, ctx.channel.send({ gone: true }))
+  },
+  {
+    name: "cm endpoint: a client that gave up (its connect interrupted) but is alive: the accept waits, and fails with ECONNABORTED once the client is destroyed",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const ep = yield* requestGivenUp(ctx)
+        const accepting = yield* Effect.fork(errnoOf(d.cmAccept(ep, undefined, config.timeoutMs)))
+        yield* Effect.sleep("200 millis")
+        yield* check((yield* Fiber.poll(accepting))._tag === "None", "the accept ended while the client was alive")
+        yield* ctx.channel.send({ accepting: true })
+        yield* equal(yield* Fiber.join(accepting), "ECONNABORTED", "the accept once the client is destroyed")
+        yield* untilDone(ctx)
+      }),
+    // Destroyed once the server accepts.
+    client: (ctx) => giveUp(ctx, Effect.zipRight(ctx.channel.send({ gaveUp: true }), ctx.channel.receive()), Effect.void)
   },
   {
     name: "cm endpoint: nobody listening → EHOSTUNREACH; no route → RdmaCmError within the bound",

@@ -4,7 +4,7 @@
  * the passive side, rdma_disconnect and rdma_destroy_ep, with rdma_cm's private data (padded as it
  * carries it) and errno values (EINVAL for a wrong or destroyed handle and bad arguments,
  * ECONNREFUSED on a rejection, EHOSTUNREACH with nobody listening, ETIMEDOUT at a wait's bound,
- * ECANCELED for a wait whose handle is destroyed). The queue pairs are cmQueuePair.ts's.
+ * ECANCELED for a wait whose handle is destroyed, ECONNABORTED for an accept whose client has gone). The queue pairs are cmQueuePair.ts's.
  * With a link (a network shared by several processes), the other endpoint may be in another
  * process: a request goes to whichever process listens, the answer and disconnects come back as
  * messages, and the other side's half of each request runs there (cmQueuePair.ts's `received`).
@@ -29,6 +29,7 @@ import type * as wire from "./wire.js"
 const EINVAL = 22
 const EADDRINUSE = 98
 const EADDRNOTAVAIL = 99
+const ECONNABORTED = 103
 const ETIMEDOUT = 110
 const ECONNREFUSED = 111
 const EHOSTUNREACH = 113
@@ -71,6 +72,12 @@ interface Side {
   far: wire.Far | undefined
   /** For a connect to another process's listener, while it waits: the address asked for. */
   asked: string | undefined
+  /**
+   * For a client that gave up (timed out, interrupted) but is alive, accepted meanwhile: tells the
+   * accepting side when it is destroyed. As on the device: the CM hears of a client's end only
+   * with its identifier's, so such an accept waits until then, or its own bound.
+   */
+  acceptor: (() => void) | undefined
 }
 
 /** A connection request on its way to a listener: the client and its private data, padded. */
@@ -190,7 +197,8 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       events: unsafeQueue(),
       toldDisconnected: false,
       far: undefined,
-      asked: undefined
+      asked: undefined,
+      acceptor: undefined
     })
     eps.set(ep.id, ep)
     return ep
@@ -235,10 +243,22 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
     answer(client, Exit.fail(errno("rdma_connect", ECONNREFUSED, why)))
   }
 
-  /** Waits for `client`'s answer, at most `timeoutMs`; interrupted or timed out, the endpoint never connects. */
-  const awaitAnswer = (client: fabric.CmEp, timeoutMs: number) =>
+  /** rdma_accept of a request whose client gave up, was destroyed, or whose process left: as the device says it. */
+  const clientGone = () =>
+    errno(
+      "rdma_accept",
+      ECONNABORTED,
+      "the client that asked has gone (it gave up, destroyed its endpoint or was killed): the request is spent; " +
+        "take the next one (cmGetRequest)"
+    )
+
+  /**
+   * Waits for the answer to `ep`'s connect (or, for a far client's request, to its accept), at most
+   * `timeoutMs`; interrupted or timed out, the endpoint never connects.
+   */
+  const awaitAnswer = (ep: fabric.CmEp, timeoutMs: number, operation = "rdma_connect") =>
     Effect.async<void, RdmaError.RdmaCmError>((resume) => {
-      const s = side(client)
+      const s = side(ep)
       const giveUp = () => {
         clearTimeout(timer)
         s.answer = undefined
@@ -246,7 +266,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       }
       const timer = setTimeout(() => {
         giveUp()
-        resume(Effect.fail(errno("rdma_connect", ETIMEDOUT, `no answer within ${timeoutMs} ms`)))
+        resume(Effect.fail(errno(operation, ETIMEDOUT, `no answer within ${timeoutMs} ms`)))
       }, timeoutMs)
       s.answer = (exit) => {
         clearTimeout(timer)
@@ -264,11 +284,17 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       tellOther(ep)
     }
     if (s.stage === "idle" && s.client !== undefined) refuse(s.client, "the request was destroyed unanswered")
+    // A request accepted for a far client but not established: that client hears the disconnect.
+    if (s.client !== undefined && s.far !== undefined && (s.stage === "connecting" || s.stage === "failed")) {
+      say(s.far, ep, { k: "disconnected" })
+    }
     if (s.stage === "connecting") {
       // A connect still waiting (in another fiber) hears of it at once.
       answer(ep, Exit.fail(errno("rdma_connect", ECANCELED, "the endpoint was destroyed")))
       s.stage = "failed"
     }
+    s.acceptor?.()
+    s.acceptor = undefined
     QueuePair.destroy(s.qp, errno("ibv_get_cq_event", ECANCELED, "the endpoint was destroyed"))
     ep.listener?.requests.delete(ep)
     eps.delete(ep.id)
@@ -477,21 +503,31 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
             const ep = epOf(value)!
             const s = side(ep)
             const client = s.client!
-            if (!client.alive || side(client).stage !== "connecting") {
+            if (!client.alive) {
               s.stage = "failed"
-              // The CM's CONNECT_ERROR / UNREACHABLE, as the native driver reports it.
-              return Effect.fail(errno("rdma_accept", EHOSTUNREACH, "the other side gave up before the connection was established"))
+              return Effect.fail(clientGone())
             }
             const c = side(client)
+            if (c.stage !== "connecting") {
+              // It gave up but is alive: the accept waits for its end (or its own bound).
+              s.stage = "connecting"
+              c.acceptor = () => {
+                if (s.stage === "connecting") s.stage = "failed"
+                answer(ep, Exit.fail(clientGone()))
+              }
+              return awaitAnswer(ep, timeoutMs, "rdma_accept")
+            }
+            if (standIns.delete(client)) {
+              // The asking endpoint is in another process: established once it answers (the CM's RTU),
+              // refused if it has gone meanwhile (the device's REJ), as a wait like a connect's.
+              c.stage = "failed"
+              s.stage = "connecting"
+              s.far = c.far
+              say(c.far!, ep, { k: "accepted", privateData: padded(privateData, PRIVATE_DATA.accept) })
+              return awaitAnswer(ep, timeoutMs, "rdma_accept")
+            }
             s.stage = "established"
             c.stage = "established"
-            if (standIns.delete(client)) {
-              // The asking endpoint is in another process: it hears ESTABLISHED there.
-              s.far = c.far
-              QueuePair.connectFar(s.qp, farPeer(ep, c.far!))
-              say(c.far!, ep, { k: "accepted", privateData: padded(privateData, PRIVATE_DATA.accept) })
-              return Effect.void
-            }
             s.other = client
             c.other = ep
             c.privateData = padded(privateData, PRIVATE_DATA.accept)
@@ -654,7 +690,8 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       events: unsafeQueue(),
       toldDisconnected: false,
       far: message.from,
-      asked: undefined
+      asked: undefined,
+      acceptor: undefined
     })
     standIns.add(client)
     Queue.unsafeOffer(incoming.get(listener)!, { client, privateData: message.privateData })
@@ -676,14 +713,33 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         s.asked = undefined
         return refuse(ep!, cm.why, cm.privateData)
       case "accepted":
-        // Accepted there, given up (or destroyed) here meanwhile: the accepting side hears the disconnect.
-        if (s === undefined || s.stage !== "connecting") return sayAs(from, to, { k: "disconnected" })
+        // Accepted there, destroyed here meanwhile: the accept fails there; given up but alive: it
+        // fails when this endpoint is destroyed (or at its bound there).
+        if (s === undefined) return sayAs(from, to, { k: "gone" })
+        if (s.stage !== "connecting") {
+          s.acceptor = () => sayAs(from, to, { k: "gone" })
+          return
+        }
         s.stage = "established"
         s.asked = undefined
         s.far = from
         s.privateData = cm.privateData
         QueuePair.connectFar(s.qp, farPeer(ep!, from))
+        sayAs(from, to, { k: "established" })
         return answer(ep!, Exit.void)
+      case "established":
+      case "gone": {
+        // The far client's answer to this side's accept, if the accept still waits for it.
+        if (s === undefined || s.stage !== "connecting" || s.far === undefined) return
+        if (cm.k === "gone") {
+          s.stage = "failed"
+          s.far = undefined
+          return answer(ep!, Exit.fail(clientGone()))
+        }
+        s.stage = "established"
+        QueuePair.connectFar(s.qp, farPeer(ep!, s.far))
+        return answer(ep!, Exit.void)
+      }
       case "disconnected":
         // As within one process: this side is told, and stops only at its own rdma_disconnect.
         return ep === undefined ? undefined : tellDisconnected(ep)
@@ -715,6 +771,11 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         s.stage = "failed"
         s.asked = undefined
         answer(ep, Exit.fail(errno("rdma_connect", EHOSTUNREACH, `the process listening on ${ep.remoteAddress}:${ep.remotePort} left the network`)))
+      } else if (s.stage === "connecting" && s.client !== undefined && gone(s.far)) {
+        // An accept waiting for a client whose process left.
+        s.stage = "failed"
+        s.far = undefined
+        answer(ep, Exit.fail(clientGone()))
       } else if (gone(s.far)) {
         s.far = undefined // nobody there to tell
         if (s.stage === "established") disconnect(ep)

@@ -75,6 +75,8 @@ export type Message =
 export type CmSays =
   | { readonly k: "unreachable" } // nobody listens at the address asked for
   | { readonly k: "accepted"; readonly privateData: Uint8Array }
+  | { readonly k: "established" } // the client's answer to "accepted" (the CM's RTU)
+  | { readonly k: "gone" } // the client's answer to "accepted" when it gave up or was destroyed meanwhile
   | { readonly k: "rejected"; readonly privateData: Uint8Array | undefined; readonly why: string }
   | { readonly k: "disconnected" } // rdma_disconnect, or the endpoint destroyed
   | { readonly k: "lost" } // a fault plan's lost connection (LoseConnection): both queue pairs in error
