@@ -1,8 +1,9 @@
 /**
  * A request/response message service on librdmacm's verbs API: rdma_reg_msgs(3)'s model, scoped.
  *
- * The server listens (rdma_listen), takes each connection request (rdma_get_request), registers
- * its message buffers on the request's own protection domain (rdma_reg_msgs), posts its first
+ * The server listens (rdma_listen) and serves it (CmEndpoint.serve): each connection request
+ * (rdma_get_request) goes to a handler in a scope of its own, which registers its message buffers
+ * on the request's own protection domain (rdma_reg_msgs), posts its first
  * receive before it accepts (so the client's first request always has a buffer), and accepts with
  * the remote key of a counters region registered with rdma_reg_read in the private data. It then
  * answers every request message (rdma_post_recv, rdma_post_send): the reply carries the request's
@@ -55,10 +56,9 @@ const readMessage = (from: Uint8Array, received: number) => {
   return { seq: view.getUint32(0, true), text: decoder.decode(from.subarray(HEADER, HEADER + length)) }
 }
 
-/** One connection, server side: answer every request until the client disconnects. */
-const serve = (listener: CmEndpoint.Listener) =>
+/** One connection, server side (in its request's scope): answer every request until the client disconnects. */
+const answer = (request: CmEndpoint.CmEndpoint) =>
   Effect.gen(function*() {
-    const request = yield* CmEndpoint.next(listener)
     const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(MESSAGE_SIZE))
     const outbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(MESSAGE_SIZE))
     const counters = yield* CmEndpoint.registerRead(request, new Uint8Array(8))
@@ -77,8 +77,7 @@ const serve = (listener: CmEndpoint.Listener) =>
     }
   }).pipe(
     // The client's disconnect ends the connection: the pending receive fails with it.
-    Effect.catchTag("ConnectionClosedError", () => Effect.void),
-    Effect.scoped
+    Effect.catchTag("ConnectionClosedError", () => Effect.void)
   )
 
 const client = (port: number) =>
@@ -121,10 +120,10 @@ const client = (port: number) =>
 const main = Effect.gen(function*() {
   const listener = yield* CmEndpoint.listen(address, 0)
   yield* Console.log(`listening on ${address}:${listener.port}`)
-  const server = yield* Effect.fork(serve(listener))
+  const server = yield* Effect.fork(CmEndpoint.serve(listener, answer, { concurrency: 16 }))
   yield* client(listener.port)
-  // The client has disconnected: the server's connection ends with it.
-  yield* Fiber.join(server)
+  // Stopping the server releases every request it still holds (none here: the client has gone).
+  yield* Fiber.interrupt(server)
 })
 
 /** The native driver is imported only when asked for, so the example runs where it was never built. */

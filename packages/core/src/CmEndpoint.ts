@@ -24,6 +24,7 @@ import type { CmEpConfig, CmEpHandle, CmEpInfo, CmListenerHandle, Signal } from 
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/cmEndpoint.js"
 import * as posting from "./internal/cmPosting.js"
+import * as serving from "./internal/cmServe.js"
 import { register } from "./internal/cmRegistration.js"
 import * as keys from "./internal/cmRemoteKey.js"
 import type { CompletionError, MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
@@ -405,6 +406,69 @@ export const listen: (
 export const next: (
   listener: Listener
 ) => Effect.Effect<CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> = internal.next
+
+/**
+ * How {@link serve} runs its handlers.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export interface ServeOptions {
+  /**
+   * Requests handled at once; the next is taken from the listener only when a handler is done
+   * (the others wait in the CM's backlog). Default `"unbounded"`.
+   */
+  readonly concurrency?: number | "unbounded" | undefined
+}
+
+/**
+ * Serves a listener: every incoming request ({@link next}) goes to `handler` in a fiber and a scope
+ * of its own, which the handler may use (regions, receives posted before {@link accept}). When the
+ * handler ends, its scope closes: the request is rejected if it was not answered, disconnected and
+ * destroyed if it was. At most `concurrency` requests are handled at once.
+ *
+ * It runs until interrupted, or until it fails: with the listener's failure, or the first failure
+ * of a handler (the others are interrupted, every request released), as @effect/platform's
+ * `SocketServer.run` does. Catch in the handler what should not stop the server (a
+ * `ConnectionClosedError` when the client leaves, say); a {@link ClientGoneError} from its accept
+ * only ends that request. Interrupted, it leaves nothing alive.
+ *
+ * @example
+ * ```ts
+ * import { CmEndpoint } from "@effect-rdma/core"
+ * import { Effect } from "effect"
+ *
+ * // Answers each client's messages with their length, eight clients at a time.
+ * const answer = (request: CmEndpoint.CmEndpoint) =>
+ *   Effect.gen(function*() {
+ *     const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4096))
+ *     const outbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4))
+ *     let next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
+ *     yield* CmEndpoint.accept(request)
+ *     for (;;) {
+ *       const { byteLength } = yield* next.completion
+ *       next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
+ *       new DataView(outbox.memory.buffer).setUint32(0, byteLength, true)
+ *       yield* CmEndpoint.send(request, { src: outbox, length: 4 })
+ *     }
+ *   }).pipe(Effect.catchTag("ConnectionClosedError", () => Effect.void))
+ *
+ * export const server = Effect.scoped(Effect.gen(function*() {
+ *   const listener = yield* CmEndpoint.listen("192.168.77.1", 0)
+ *   yield* Effect.logInfo(`listening on port ${listener.port}`)
+ *   return yield* CmEndpoint.serve(listener, answer, { concurrency: 8 })
+ * }))
+ * ```
+ *
+ * @since 0.6.0
+ * @category constructors
+ */
+export const serve: <A, E, R>(
+  listener: Listener,
+  handler: (request: CmEndpoint) => Effect.Effect<A, E, R>,
+  options?: ServeOptions
+) => Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>> =
+  serving.serve
 
 /**
  * rdma_accept with `privateData` (at most 196 bytes), waiting at most the listener's timeout. A
