@@ -398,7 +398,8 @@ export const listen: (
 /**
  * rdma_get_request: the next incoming request as an endpoint (state `request`, the client's
  * private data in `privateData`), scoped: rejected when its scope closes unanswered. Receives may
- * be posted on it before {@link accept}. Waits until a request comes (interruptible).
+ * be posted on it before {@link accept}. Waits until a request comes (interruptible). A server
+ * taking requests one after another, several at once, is {@link serve}.
  *
  * @since 0.6.0
  * @category constructors

@@ -12,7 +12,9 @@
  *     bytes written are read back;
  *   disconnect (a peer that never answers one): the scope closes within its bound;
  *   accept (the connecting C client cut off, killed or frozen after its request came): the accept
- *     fails with RdmaCmError within the bound; repaired, a new client's request is accepted;
+ *     fails within the bound, with ClientGoneError when the client's CM said it has gone (killed:
+ *     its kernel destroys its identifier) or RdmaCmError (no word: ETIMEDOUT); repaired, a new
+ *     client's request is accepted;
  *   an interruption storm over connect, accept and posts across the two hosts: 0 alive after.
  *
  * A receive alone has no bound (it waits on the other side's application); it ends with the
@@ -307,7 +309,9 @@ const acceptWait = (port: number, faultName: keyof typeof faults) => (ctx: Fault
         yield* faults[faultName].inject(ctx, pid)
         const accept = yield* timed(CmEndpoint.accept(request), BOUND_S)
         yield* ctx.note(`an accept after the fault: ${accept.outcome} after ${accept.seconds.toFixed(2)} s`)
-        if (accept.tag !== "RdmaCmError") yield* problem(`the accept ended with ${accept.tag}, not RdmaCmError`)
+        if (accept.tag !== "RdmaCmError" && accept.tag !== "ClientGoneError") {
+          yield* problem(`the accept ended with ${accept.tag}, not RdmaCmError or ClientGoneError`)
+        }
         else if (accept.seconds > BOUND_S) yield* problem(`the accept took ${accept.seconds.toFixed(2)} s (bound ${BOUND_S} s)`)
       })), CLOSE_BOUND_S + 60)
       if (answer.tag !== "success") yield* problem(`the request's scope: ${answer.tag}`)
