@@ -18,7 +18,9 @@
  * All three use the same queue sizes and inline size (64 B messages go inline), every request
  * signalled. Best of ROUNDS rounds, interleaved, after an unmeasured warm-up of each.
  *
- *   CM_SCALE=0.1 (scales every count), CM_BENCH (the C program's path)
+ *   CM_SCALE=0.1 (scales every count), CM_BENCH (the C program's path), CM_ONLY=ours,write:c (run
+ *   only these contenders, of both parts or of `pingpong:` / `write:` alone; no table: to profile
+ *   one row at a time)
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
 import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
@@ -32,6 +34,9 @@ const address = process.env.RDMA_ADDRESS
 if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
 const cProgram = process.env.CM_BENCH ?? "bench/.build/cm_bench"
 const scale = Number(process.env.CM_SCALE ?? "1")
+/** The contenders to run (all when unset). */
+const only = process.env.CM_ONLY?.split(",")
+const runs = (part: string, name: string) => only === undefined || only.includes(name) || only.includes(`${part}:${name}`)
 
 /** Writes in flight: the send queue size, on every side (cm_bench.c's WINDOW). */
 const W = 16
@@ -362,12 +367,14 @@ const measure = <E>(n: number, run: Effect.Effect<void, E>) =>
 
 /** Every contender warmed up, then ROUNDS rounds of each in turn: the best round of each (`better`). */
 const interleaved = (
+  part: string,
   n: number,
   contenders: Record<string, (n: number) => Effect.Effect<void, unknown>>,
   c: (n: number) => Measured,
   better: (a: Measured, b: Measured) => boolean
 ) =>
   Effect.gen(function*() {
+    contenders = Object.fromEntries(Object.entries(contenders).filter(([name]) => runs(part, name)))
     for (const run of Object.values(contenders)) {
       const t0 = performance.now()
       while (performance.now() - t0 < WARMUP_MS) yield* run(Math.min(n, 100))
@@ -379,7 +386,7 @@ const interleaved = (
     }
     for (let round = 0; round < ROUNDS; round++) {
       for (const [name, run] of Object.entries(contenders)) keep(name, yield* measure(n, run(n)))
-      keep("c", c(n))
+      if (runs(part, "c")) keep("c", c(n))
     }
     yield* log(`where the time goes, per unit (best round): ${
       Object.entries(best).map(([name, m]) =>
@@ -408,7 +415,7 @@ const program = Effect.gen(function*() {
     for (let i = 0; i < calls; i++) binding.cmPollCompletions(raw.side.ep)
     yield* log(`an idle endpoint polled from JavaScript: ${((performance.now() - t0) * 1000 / calls).toFixed(1)} µs a call`)
   }
-  const latency = yield* interleaved(trips, {
+  const latency = yield* interleaved("pingpong", trips, {
     ours: (k) =>
       Effect.gen(function*() {
         for (let i = 0; i < k; i++) {
@@ -429,7 +436,7 @@ const program = Effect.gen(function*() {
     dstOffset: (i % W) * WRITE,
     length: WRITE
   }))
-  const bandwidth = yield* interleaved(writes, {
+  const bandwidth = yield* interleaved("write", writes, {
     ours: (k) => CmEndpoint.writeMany(ours.client, k === writes ? spans : spans.slice(0, k)),
     addon: (k) => rawWrites(raw.driver, raw.side, raw.key, WRITE, k)
   }, (k) => {
@@ -437,6 +444,7 @@ const program = Effect.gen(function*() {
     return { ...m, value: WRITE / m.value }
   }, lower)
   yield* log(`write ${WRITE} B, µs per write: ${JSON.stringify(bandwidth)}`)
+  if (only !== undefined) return []
 
   const us = (x: number) => `${x.toFixed(1)} µs`
   const mbps = (usPerWrite: number) => `${(WRITE / usPerWrite).toFixed(2)} MB/s`
@@ -493,4 +501,5 @@ const program = Effect.gen(function*() {
   return rows
 })
 
-printTable(await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(NativeDriver.layer))))
+const rows = await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(NativeDriver.layer)))
+if (only === undefined) printTable(rows)

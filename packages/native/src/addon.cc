@@ -95,6 +95,7 @@ Napi::Value InstallLogCaptureJs(const Napi::CallbackInfo& info) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   auto* module = new Module();
   env.SetInstanceData(module);  // deleted with the environment
+  module->keys = MakeKeys(env);
   IbvContext::Define(env, module);
   Peer::Define(env, module);
   MrLocal::Define(env, module);

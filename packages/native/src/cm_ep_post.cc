@@ -10,11 +10,14 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cm_ep.h"
 #include "conn_common.h"
 #include "errors.h"
+#include "handles.h"
+#include "keys.h"
 
 namespace rdma {
 
@@ -30,6 +33,7 @@ void CmEpState::Forget(std::map<uint64_t, CmPosted>::iterator entry) {
 int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
   constexpr int kBatch = 32;
   ibv_wc wc[kBatch];
+  Keys keys = CallKeys(env);
   for (ibv_cq* cq : {send_cq, recv_cq}) {
     if (cq == nullptr) continue;
     for (;;) {
@@ -53,14 +57,14 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
         Forget(found);
         bool ok = wc[i].status == IBV_WC_SUCCESS;
         Napi::Object completion = Napi::Object::New(env);
-        completion.Set("id", Napi::Number::New(env, request.id));
-        completion.Set("status", Napi::Number::New(env, static_cast<double>(wc[i].status)));
-        completion.Set("byteLength", Napi::Number::New(env, request.recv && ok ? static_cast<double>(wc[i].byte_len) : 0));
-        completion.Set("opcode", Napi::Number::New(env, ok ? static_cast<double>(wc[i].opcode) : -1));
+        completion.Set(keys[Key::Id], Napi::Number::New(env, request.id));
+        completion.Set(keys[Key::Status], Napi::Number::New(env, static_cast<double>(wc[i].status)));
+        completion.Set(keys[Key::ByteLength], Napi::Number::New(env, request.recv && ok ? static_cast<double>(wc[i].byte_len) : 0));
+        completion.Set(keys[Key::Opcode], Napi::Number::New(env, ok ? static_cast<double>(wc[i].opcode) : -1));
         unsigned flags = ok ? wc[i].wc_flags : 0;
-        completion.Set("flags", Napi::Number::New(env, static_cast<double>(flags)));
+        completion.Set(keys[Key::Flags], Napi::Number::New(env, static_cast<double>(flags)));
         // Put on the wire in network byte order (htonl), as librdmacm's users do.
-        if ((flags & IBV_WC_WITH_IMM) != 0) completion.Set("imm", Napi::Number::New(env, ntohl(wc[i].imm_data)));
+        if ((flags & IBV_WC_WITH_IMM) != 0) completion.Set(keys[Key::Imm], Napi::Number::New(env, ntohl(wc[i].imm_data)));
         out.Set((*count)++, completion);
       }
       if (got < kBatch) break;
@@ -122,12 +126,21 @@ void CmEpState::OnCompletion(Napi::Env env, int status) {
 
 namespace {
 
-const char* OperationOf(const std::string& op) {
+const char* OperationOf(std::string_view op) {
   return op == "send" ? "rdma_post_send" : op == "recv" ? "rdma_post_recv" : op == "read" ? "rdma_post_read" : "rdma_post_write";
 }
 
+// A string field's text in `buffer` (which holds the few words a request's fields take), without
+// std::string's allocation; empty when `value` is no string or is longer than the buffer holds.
+template <std::size_t N>
+std::string_view Word(Napi::Value value, char (&buffer)[N]) {
+  std::size_t length = 0;
+  if (!value.IsString() || napi_get_value_string_utf8(value.Env(), value, buffer, N, &length) != napi_ok) return {};
+  return length < N - 1 ? std::string_view(buffer, length) : std::string_view();
+}
+
 // A request's segments as scatter/gather entries on regions of `ep`; their regions into `held`.
-bool ReadSegments(const Call& call, CmEpState& ep, Napi::Value value, std::vector<ibv_sge>* sges,
+bool ReadSegments(const Call& call, Keys& keys, CmEpState& ep, Napi::Value value, std::vector<ibv_sge>* sges,
                   std::vector<std::shared_ptr<CmRegionState>>* held) {
   if (!value.IsArray()) return call.Invalid("segments must be an array of { mr, offset, length }"), false;
   Napi::Array list = value.As<Napi::Array>();
@@ -139,7 +152,7 @@ bool ReadSegments(const Call& call, CmEpState& ep, Napi::Value value, std::vecto
     if (call.Env().IsExceptionPending()) return call.Invalid("reading segments threw"), false;
     if (!item.IsObject()) return call.Invalid("segment " + std::to_string(i) + " must be an object"), false;
     Napi::Object segment = item.As<Napi::Object>();
-    Napi::Value fields[3] = {segment.Get("mr"), segment.Get("offset"), segment.Get("length")};
+    Napi::Value fields[3] = {segment.Get(keys[Key::Mr]), segment.Get(keys[Key::Offset]), segment.Get(keys[Key::Length])};
     if (call.Env().IsExceptionPending()) return call.Invalid("reading a segment threw"), false;
     CmMr* mr = Open<CmMr>(call, fields[0]);
     if (mr == nullptr) return false;
@@ -176,14 +189,16 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
   if (!info[1].IsObject()) return guard.Invalid("a work request must be an object");
   Napi::Object request = info[1].As<Napi::Object>();
-  Napi::Value op_value = request.Get("op");
-  std::string op = op_value.IsString() ? op_value.As<Napi::String>().Utf8Value() : "";
+  Keys keys = CallKeys(env);
+  char op_text[16];
+  std::string_view op = Word(request.Get(keys[Key::Op]), op_text);
   Call call(env, OperationOf(op), Domain::Errno);
   if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
   if (op != "send" && op != "recv" && op != "read" && op != "write") return call.Invalid("op must be send, recv, read or write");
-  Napi::Value fields[7] = {request.Get("id"),           request.Get("segments"), request.Get("imm"),
-                           request.Get("inline"),       request.Get("completion"), request.Get("remoteAddress"),
-                           request.Get("rkey")};
+  Napi::Value fields[7] = {request.Get(keys[Key::Id]),         request.Get(keys[Key::Segments]),
+                           request.Get(keys[Key::Imm]),        request.Get(keys[Key::Inline]),
+                           request.Get(keys[Key::Completion]), request.Get(keys[Key::RemoteAddress]),
+                           request.Get(keys[Key::Rkey])};
   if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
   CmEpState& state = *ep->state;
   if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
@@ -191,7 +206,7 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   double id = fields[0].As<Napi::Number>().DoubleValue();
   std::vector<ibv_sge> sges;
   CmPosted entry;
-  if (!ReadSegments(call, state, fields[1], &sges, &entry.regions)) return env.Undefined();
+  if (!ReadSegments(call, keys, state, fields[1], &sges, &entry.regions)) return env.Undefined();
   uint32_t max_sge = op == "recv" ? state.config.max_recv_sge : state.config.max_send_sge;
   if (sges.size() > max_sge) {
     return call.Invalid(std::to_string(sges.size()) + " segments: the queue pair takes at most " + std::to_string(max_sge) +
@@ -234,7 +249,8 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   if (!fields[3].IsUndefined() && !fields[3].IsBoolean()) return call.Invalid("inline must be a boolean");
   bool inline_data = fields[3].IsBoolean() && fields[3].As<Napi::Boolean>().Value();
   if (inline_data && op == "read") return call.Invalid("a read cannot be inline");
-  std::string signal = fields[4].IsString() ? fields[4].As<Napi::String>().Utf8Value() : "";
+  char signal_text[16];
+  std::string_view signal = Word(fields[4], signal_text);
   if (!fields[4].IsUndefined() && signal != "always" && signal != "onError") {
     return call.Invalid("completion must be \"always\" or \"onError\"");
   }

@@ -26,6 +26,7 @@
 
 #include "completions.h"
 #include "errors.h"
+#include "keys.h"
 #include "memory.h"
 #include "poll.h"
 
@@ -41,7 +42,14 @@ const napi_type_tag* TypeTag(Kind kind);
 struct Module {
   Napi::FunctionReference constructors[static_cast<int>(Kind::Count)];
   PollSet* polls = nullptr;  // owned by itself: it outlives the module until its handles are closed
+  Napi::Reference<Napi::Array> keys;  // the data path's property names (keys.h)
 };
+
+// The data path's property names for this call (keys.h).
+inline Keys CallKeys(Napi::Env env) {
+  Module* module = env.GetInstanceData<Module>();
+  return Keys(env, module != nullptr ? &module->keys : nullptr);
+}
 
 // Live native objects by kind, process-wide (librpma and librdmacm state is process-wide too):
 // what a leak check reads. Counted where the C object is created and where it is released,
