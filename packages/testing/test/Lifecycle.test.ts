@@ -48,6 +48,13 @@ const holdEverything = (regions: number) =>
 
 const liveCount = Effect.map(Ledger.live, (l) => l.length)
 
+/** The messages logged under `logged`, in order. */
+const capturedLogs = () => {
+  const logs: Array<string> = []
+  const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message[0] : message)))
+  return { logs, logged: Logger.replace(Logger.defaultLogger, logger) }
+}
+
 describe("finalizers", () => {
   it.effect("run on success, regions before their peer and id", () => {
     const { layer, released } = recording()
@@ -124,8 +131,7 @@ describe("finalizers", () => {
 
 describe("a failing release", () => {
   it.effect("is logged and counted, never retried, and keeps its memory alive", () => {
-    const logs: Array<string> = []
-    const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message[0] : message)))
+    const { logs, logged } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
     return Effect.gen(function*() {
       const before = (yield* Metric.value(failures)).count
@@ -144,7 +150,7 @@ describe("a failing release", () => {
       assert.isTrue(logs.some((l) => /kept 4096 bytes alive/.test(l)))
       // librpma freed the handle anyway, so the peer could be deleted and nothing is alive.
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
   })
 
   it.effect("of a peer is reported and does not stop the other releases", () =>
@@ -157,8 +163,7 @@ describe("a failing release", () => {
     }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.remove(Logger.defaultLogger))))
 
   it.effect("refused because in use (ResourceInUseError): logged, not counted, not quarantined, and not retried", () => {
-    const logs: Array<string> = []
-    const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message[0] : message)))
+    const { logs, logged } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_peer_delete")
     return Effect.gen(function*() {
       const d = yield* Driver.RdmaDriver
@@ -180,12 +185,11 @@ describe("a failing release", () => {
       assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind), ["Peer"])
       yield* d.peerDelete(peer.handle)
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
   })
 
   it.live("of a region a raw receive holds: refused, logged, not counted, its memory kept while registered, not retried", () => {
-    const logs: Array<string> = []
-    const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message[0] : message)))
+    const { logs, logged } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
     return Effect.gen(function*() {
       const d = yield* Driver.RdmaDriver
@@ -215,7 +219,7 @@ describe("a failing release", () => {
       assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind), ["Peer"])
       yield* d.peerDelete(serverPeer.handle)
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
   })
 
   it.effect("lists what leaked and where it was acquired", () =>
