@@ -56,6 +56,8 @@ const rdmaPort = Number(args.port)
 const keyCount = Number(args.keys)
 
 const pem = (name: string) => readFileSync(new URL(`../fixtures/tls/${name}.pem`, import.meta.url), "utf8")
+/** The client's certificate, which the server verifies (against the same test CA), and the CA it trusts. */
+const clientTls = { key: pem("client-key"), cert: pem("client"), ca: pem("ca") }
 
 // The table: SLOTS slots of SLOT bytes: u16 key length, u16 value length, then key and value.
 const SLOTS = 1024
@@ -112,7 +114,7 @@ const server = Effect.gen(function*() {
 const storeClient = (peer: Peer.Peer, exchangePort: number) =>
   RdmaClient.make({
     peer,
-    offer: DescriptorExchange.fetch({ host: "127.0.0.1", port: exchangePort, tls: { ca: pem("ca") }, timeout: "5 seconds" }),
+    offer: DescriptorExchange.fetch({ host: "127.0.0.1", port: exchangePort, tls: clientTls, timeout: "5 seconds" }),
     regions,
     reconnect: Schedule.exponential("20 millis").pipe(Schedule.union(Schedule.spaced("1 second")), Schedule.upTo("30 seconds")),
     whileDisconnected: { wait: "5 seconds" },

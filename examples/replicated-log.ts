@@ -49,6 +49,8 @@ const batch = Number(args.batch)
 const rdmaPort = Number(args.port)
 
 const pem = (name: string) => readFileSync(new URL(`../fixtures/tls/${name}.pem`, import.meta.url), "utf8")
+/** The client's certificate, which the server verifies (against the same test CA), and the CA it trusts. */
+const clientTls = { key: pem("client-key"), cert: pem("client"), ca: pem("ca") }
 
 /** The log's layout: record i at i * recordSize: a u32 sequence number, a u32 checksum, then payload. */
 const encodeRecord = (into: Uint8Array, at: number, seq: number) => {
@@ -108,7 +110,7 @@ const percentile = (sorted: ReadonlyArray<number>, p: number) =>
 /** The client: fetch the offer over TLS, connect, append every record, read each batch back. */
 const client = (exchangePort: number) =>
   Effect.gen(function*() {
-    const offer = yield* DescriptorExchange.fetch({ host: "127.0.0.1", port: exchangePort, tls: { ca: pem("ca") } })
+    const offer = yield* DescriptorExchange.fetch({ host: "127.0.0.1", port: exchangePort, tls: clientTls })
     const peer = yield* Peer.make(args.address)
     const log = yield* RemoteMr.fromDescriptor(offer.regions.log!).pipe(Effect.flatMap(RemoteMr.require(logUsage)))
     const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port, {

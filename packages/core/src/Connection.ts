@@ -429,12 +429,12 @@ export interface Posted {
  * import { Effect } from "effect"
  * import { Connection, DescriptorExchange, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
  *
- * declare const ca: string // the log server's CA certificate (PEM)
+ * declare const tls: DescriptorExchange.TlsOptions // the log server's CA, this client's key and certificate
  *
  * const append = (record: Uint8Array, at: number) =>
  *   Effect.scoped(Effect.gen(function*() {
  *     const peer = yield* Peer.Peer
- *     const offer = yield* DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls: { ca } })
+ *     const offer = yield* DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls })
  *     const descriptor = offer.regions["log"]
  *     if (descriptor === undefined) return yield* Effect.dieMessage("the server offers no log region")
  *     const log = yield* RemoteMr.fromDescriptor(descriptor).pipe(

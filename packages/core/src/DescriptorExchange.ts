@@ -2,8 +2,9 @@
  * Carries region descriptors and peer configuration over TLS, as librpma's manual asks
  * (rpma_mr_remote_from_descriptor(3): a descriptor tampered in transit makes a peer write to the
  * wrong place, so do not send it as rdma_cm private data). The server offers named descriptors and
- * a configuration object; the client verifies the server's certificate (and the server the
- * client's, with `requestCert`), then decodes every descriptor strictly.
+ * a configuration object. Each side verifies the other's certificate: the client the server's (and
+ * its name), the server the client's (unless told that its clients are authenticated otherwise,
+ * `clients: "any"`). The client then decodes every descriptor strictly.
  *
  * The wire format is one frame each way: a 4-byte big-endian length and that many bytes of UTF-8
  * JSON. Descriptors travel as hex with their exact length, so padding cannot creep in.
@@ -69,12 +70,11 @@ export class ExchangeError extends Data.TaggedError("ExchangeError")<{
  * @category models
  */
 export interface TlsOptions {
+  /** This side's private key and certificate: the server's, or the client's that a server verifies. */
   readonly key?: string | Buffer | undefined
   readonly cert?: string | Buffer | undefined
   /** The certificate authorities to trust for the other side. */
   readonly ca: string | Buffer | ReadonlyArray<string | Buffer>
-  /** Server only: require and verify a client certificate. */
-  readonly requestCert?: boolean | undefined
   /** Client only: the name the server's certificate must carry (default: the host). */
   readonly servername?: string | undefined
 }
@@ -160,6 +160,14 @@ const WireOffer = Schema.Struct({
   token: Schema.optional(Schema.String.pipe(Schema.pattern(new RegExp(`^(?:[0-9a-f]{2}){1,${MAX_TOKEN}}$`))))
 })
 
+/**
+ * What a verifying server sends a client it cannot verify instead of the offer, so that the client
+ * can say why. (Refused by TLS itself, a TLS 1.3 client would only see the connection end: the
+ * server checks the client's certificate after the client has finished its handshake.)
+ */
+const WireRefusal = Schema.Struct({ version: Schema.Literal(1), refused: Schema.String })
+const decodeRefusal = Schema.decodeUnknownEither(WireRefusal)
+
 const ConfigValue = Schema.Union(Schema.String, Schema.Number.pipe(Schema.finite()), Schema.Boolean)
 const decodeWire = Schema.decodeUnknownEither(WireOffer, { onExcessProperty: "ignore" })
 const isConfigValue = Schema.is(ConfigValue)
@@ -174,6 +182,11 @@ const nullRecord = <A>(): Record<string, A> => Object.create(null) as Record<str
  */
 const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
   const protocol = (detail: string) => Either.left(new ExchangeError({ reason: "Protocol", detail }))
+  const refusal = decodeRefusal(raw)
+  if (Either.isRight(refusal)) {
+    const detail = `the server refused this client's certificate (${refusal.right.refused.slice(0, 200)})`
+    return Either.left(new ExchangeError({ reason: "Untrusted", detail }))
+  }
   const wire = decodeWire(raw)
   if (Either.isLeft(wire)) return protocol(`not a valid version 1 offer: ${ParseResult.TreeFormatter.formatErrorSync(wire.left)}`)
   const o = wire.right
@@ -205,9 +218,35 @@ const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
 }
 
 /**
- * Serves `offer` to every client that completes a verified TLS handshake, on `host`:`port`
- * (port 0 picks a free one), until the scope closes. Returns the port. An offer whose token is
- * empty or longer than {@link MAX_TOKEN} bytes is refused (`Protocol`): no client could send it.
+ * Which clients {@link serve} gives its offer to (and with it the token that admits an RDMA
+ * connection). `"verified"` (the default): only a client that presents a certificate that chains to
+ * the server's `tls.ca`, within its validity dates; any other handshake is refused. Its name is not
+ * checked, so give clients a CA of their own. `"any"`: whoever completes a TLS handshake, the
+ * client unverified; only for a server whose clients are authenticated some other way.
+ *
+ * @since 0.6.0
+ * @category models
+ */
+export type Clients = "verified" | "any"
+
+/**
+ * Serves `offer` on `host`:`port` (port 0 picks a free one) until the scope closes, to clients
+ * that present a certificate signed by `tls.ca`, unless `clients: "any"` says otherwise
+ * ({@link Clients}). A client presents one with `fetch`'s `tls.key` and `tls.cert`. Returns the
+ * port. An offer whose token is empty or longer than {@link MAX_TOKEN} bytes is refused
+ * (`Protocol`): no client could send it.
+ *
+ * @example
+ * ```ts
+ * import { DescriptorExchange } from "@effect-rdma/core"
+ *
+ * declare const server: { key: string; cert: string; ca: string } // ca: what signs client certificates
+ * declare const client: { key: string; cert: string; ca: string } // ca: what signed the server's
+ * declare const offer: DescriptorExchange.Offer
+ *
+ * export const serving = DescriptorExchange.serve({ host: "0.0.0.0", port: 7000, tls: server, offer })
+ * export const fetched = DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls: client })
+ * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -217,6 +256,8 @@ export const serve = (options: {
   readonly port: number
   readonly tls: TlsOptions
   readonly offer: Offer
+  /** @since 0.6.0 */
+  readonly clients?: Clients | undefined
 }): Effect.Effect<{ readonly port: number }, ExchangeError, Scope.Scope> => {
   const token = options.offer.token
   if (token !== undefined && !(token instanceof Uint8Array && token.byteLength >= 1 && token.byteLength <= MAX_TOKEN)) {
@@ -228,6 +269,13 @@ export const serve = (options: {
       })
     )
   }
+  const clients = options.clients ?? "verified"
+  if (clients !== "verified" && clients !== "any") {
+    return Effect.fail(
+      new ExchangeError({ reason: "Listen", detail: `clients is ${String(clients)}, not "verified" or "any"` })
+    )
+  }
+  const verified = clients === "verified"
   return Effect.acquireRelease(
     Effect.async<tls.Server & { readonly port: number }, ExchangeError>((resume) => {
       const payload = frame(encodeOffer(options.offer))
@@ -235,11 +283,16 @@ export const serve = (options: {
         key: options.tls.key,
         cert: options.tls.cert,
         ca: caList(options.tls.ca),
-        requestCert: options.tls.requestCert ?? false,
-        rejectUnauthorized: options.tls.requestCert ?? false
+        // The handshake completes either way; the handler below decides (see WireRefusal).
+        requestCert: verified,
+        rejectUnauthorized: false
       }, (socket) => {
         socket.on("error", () => socket.destroy())
-        socket.end(payload)
+        if (verified && !socket.authorized) {
+          socket.end(frame({ version: 1, refused: String(socket.authorizationError ?? "no certificate") }))
+        } else {
+          socket.end(payload)
+        }
       })
       server.once("error", (cause) =>
         resume(Effect.fail(new ExchangeError({ reason: "Listen", detail: cause.message, cause }))))

@@ -1,7 +1,8 @@
 /**
  * A local memory registration (`struct rpma_mr_local`): memory the device may read or write, with
- * the usage it was registered for in its type. It lives exactly as long as its Scope: the
- * finalizer deregisters it (rpma_mr_dereg) on success, failure, defect and interruption.
+ * the usage it was registered for in its type. It lives at least as long as its Scope, and no
+ * longer than its last user: the finalizer deregisters it (rpma_mr_dereg) on success, failure,
+ * defect and interruption, or once the last request in flight that names it has completed.
  *
  * @since 0.1.0
  */

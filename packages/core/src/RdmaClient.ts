@@ -184,7 +184,7 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
  * import { DescriptorExchange, Peer, RdmaClient, Usage } from "@effect-rdma/core"
  * import { Console, Effect, Schedule, Stream } from "effect"
  *
- * declare const tls: DescriptorExchange.TlsOptions
+ * declare const tls: DescriptorExchange.TlsOptions // the server's CA; this client's key and certificate
  * export const program = Effect.gen(function*() {
  *   const client = yield* RdmaClient.make({
  *     peer: yield* Peer.Peer,

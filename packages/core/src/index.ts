@@ -110,8 +110,9 @@ export * as Descriptor from "./Descriptor.js"
  * Carries region descriptors and peer configuration over TLS, as librpma's manual asks
  * (rpma_mr_remote_from_descriptor(3): a descriptor tampered in transit makes a peer write to the
  * wrong place, so do not send it as rdma_cm private data). The server offers named descriptors and
- * a configuration object; the client verifies the server's certificate (and the server the
- * client's, with `requestCert`), then decodes every descriptor strictly.
+ * a configuration object. Each side verifies the other's certificate: the client the server's (and
+ * its name), the server the client's (unless told that its clients are authenticated otherwise,
+ * `clients: "any"`). The client then decodes every descriptor strictly.
  *
  * @example
  * ```ts
@@ -119,10 +120,11 @@ export * as Descriptor from "./Descriptor.js"
  * import { DescriptorExchange } from "@effect-rdma/core"
  *
  * declare const ca: string // the server's CA certificate (PEM)
+ * declare const key: string, cert: string // this client's, signed by a CA the server trusts
  *
  * // The client side: fetch the server's offer over TLS and pick one region's descriptor.
  * const logRegion = Effect.map(
- *   DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls: { ca } }),
+ *   DescriptorExchange.fetch({ host: "log.internal", port: 7000, tls: { key, cert, ca } }),
  *   (offer) => offer.regions["log"]
  * )
  * ```
@@ -205,8 +207,9 @@ export * as DriverArguments from "./DriverArguments.js"
 export * as Endpoint from "./Endpoint.js"
 /**
  * A local memory registration (`struct rpma_mr_local`): memory the device may read or write, with
- * the usage it was registered for in its type. It lives exactly as long as its Scope: the finalizer
- * deregisters it (rpma_mr_dereg) on success, failure, defect and interruption.
+ * the usage it was registered for in its type. It lives at least as long as its Scope, and no
+ * longer than its last user: the finalizer deregisters it (rpma_mr_dereg) on success, failure,
+ * defect and interruption, or once the last request in flight that names it has completed.
  *
  * @example
  * ```ts

@@ -8,6 +8,8 @@ import * as tls from "node:tls"
 const pem = (name: string) => readFileSync(new URL(`../../../fixtures/tls/${name}.pem`, import.meta.url), "utf8")
 const server = { key: pem("server-key"), cert: pem("server"), ca: pem("ca") }
 const client = { key: pem("client-key"), cert: pem("client"), ca: pem("ca") }
+/** A client whose certificate an unrelated CA signed: it trusts the server, the server not it. */
+const stranger = { key: pem("stranger-key"), cert: pem("stranger"), ca: pem("ca") }
 
 const log = Descriptor.encode({ address: 0x7f0000001000n, length: 1n << 20n, rkey: 0xabcd, usage: 0x19 })
 const index = Descriptor.encode({ address: 0x7f0000200000n, length: 4096n, rkey: 0x1234, usage: 0x01 })
@@ -20,17 +22,18 @@ const offer: DescriptorExchange.Offer = {
 const exchange = (
   serverTls: DescriptorExchange.TlsOptions,
   clientTls: DescriptorExchange.TlsOptions,
-  served: DescriptorExchange.Offer = offer
+  served: DescriptorExchange.Offer = offer,
+  clients?: DescriptorExchange.Clients
 ) =>
   Effect.scoped(Effect.gen(function*() {
-    const { port } = yield* DescriptorExchange.serve({ host: "127.0.0.1", port: 0, tls: serverTls, offer: served })
+    const { port } = yield* DescriptorExchange.serve({ host: "127.0.0.1", port: 0, tls: serverTls, offer: served, clients })
     return yield* DescriptorExchange.fetch({ host: "127.0.0.1", port, tls: clientTls })
   }))
 
 describe("DescriptorExchange", () => {
   it.live("carries descriptors, byte for byte, and configuration to a client that trusts the server", () =>
     Effect.gen(function*() {
-      const received = yield* exchange(server, { ca: pem("ca") })
+      const received = yield* exchange(server, client)
       assert.deepStrictEqual(received.rdma, offer.rdma)
       assert.deepStrictEqual(received.config, offer.config)
       assert.deepStrictEqual(Object.keys(received.regions).sort(), ["index", "log"])
@@ -41,11 +44,11 @@ describe("DescriptorExchange", () => {
   it.live("carries a token for Endpoint.acceptIfToken; refuses to serve one no connection request can carry", () =>
     Effect.gen(function*() {
       const token = Uint8Array.from({ length: DescriptorExchange.MAX_TOKEN }, (_, i) => i * 7)
-      const received = yield* exchange(server, { ca: pem("ca") }, { ...offer, token })
+      const received = yield* exchange(server, client, { ...offer, token })
       assert.deepStrictEqual(received.token, token)
-      assert.isUndefined((yield* exchange(server, { ca: pem("ca") })).token)
+      assert.isUndefined((yield* exchange(server, client)).token)
       for (const bad of [new Uint8Array(0), new Uint8Array(DescriptorExchange.MAX_TOKEN + 1), "secret" as never]) {
-        const error = yield* Effect.flip(exchange(server, { ca: pem("ca") }, { ...offer, token: bad }))
+        const error = yield* Effect.flip(exchange(server, client, { ...offer, token: bad }))
         assert.strictEqual(error.reason, "Protocol")
         assert.include(error.message, `not 1 to ${DescriptorExchange.MAX_TOKEN} bytes`)
       }
@@ -53,24 +56,41 @@ describe("DescriptorExchange", () => {
 
   it.live("refuses a server whose certificate it does not trust", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(exchange(server, { ca: pem("other-ca") }))
+      const error = yield* Effect.flip(exchange(server, { ...client, ca: pem("other-ca") }))
       assert.strictEqual(error.reason, "Untrusted")
     }))
 
-  it.live("with requestCert, the server serves only clients it can verify", () =>
+  it.live("by default the server serves only clients whose certificate its CA signed", () =>
     Effect.gen(function*() {
-      const mutual = { ...server, requestCert: true }
-      const ok = yield* exchange(mutual, client)
+      const token = Uint8Array.from([1, 2, 3])
+      const ok = yield* exchange(server, client, { ...offer, token })
       assert.deepStrictEqual(ok.regions.log, log)
-      const anonymous = yield* Effect.flip(exchange(mutual, { ca: pem("ca") }))
-      assert.include(["Untrusted", "Connect", "Protocol"], anonymous.reason)
+      assert.deepStrictEqual(ok.token, token)
+      // What OpenSSL's verification said, as the refused client reads it.
+      const strangers = [["UNABLE_TO_GET_ISSUER_CERT", { ca: pem("ca") }], ["UNABLE_TO_VERIFY_LEAF_SIGNATURE", stranger]] as const
+      for (const [why, tls] of strangers) {
+        const refused = yield* Effect.flip(exchange(server, tls, { ...offer, token }))
+        assert.strictEqual(refused.reason, "Untrusted", refused.message)
+        assert.include(refused.message, `the server refused this client's certificate (${why})`)
+      }
+    }))
+
+  it.live("clients: \"any\" serves whoever completes the handshake; any other value is refused", () =>
+    Effect.gen(function*() {
+      for (const tls of [{ ca: pem("ca") }, stranger, client]) {
+        const received = yield* exchange(server, tls, offer, "any")
+        assert.deepStrictEqual(received.regions.log, log)
+      }
+      const error = yield* Effect.flip(exchange(server, client, offer, "all" as never))
+      assert.strictEqual(error.reason, "Listen")
+      assert.include(error.message, `clients is all, not "verified" or "any"`)
     }))
 
   it.live("refuses an offer whose descriptors do not decode strictly", () =>
     Effect.gen(function*() {
       const padded = new Uint8Array(32)
       padded.set(log)
-      const error = yield* Effect.flip(exchange(server, { ca: pem("ca") }, { ...offer, regions: { log: padded } }))
+      const error = yield* Effect.flip(exchange(server, client, { ...offer, regions: { log: padded } }))
       assert.strictEqual(error.reason, "InvalidDescriptor")
       assert.match(error.message, /region log: descriptor has 32 bytes, not exactly 21/)
     }))
@@ -177,7 +197,7 @@ describe("DescriptorExchange", () => {
 
   it.live("the records it returns have no prototype", () =>
     Effect.gen(function*() {
-      const received = yield* exchange(server, { ca: pem("ca") })
+      const received = yield* exchange(server, client)
       assert.strictEqual(Object.getPrototypeOf(received.regions), null)
       assert.strictEqual(Object.getPrototypeOf(received.config), null)
     }))

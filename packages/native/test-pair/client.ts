@@ -201,7 +201,7 @@ const makeClient = (ctx: FaultContext, peer: Peer.Peer, ports: Ports, mode: Mode
       offer: DescriptorExchange.fetch({
         host: ctx.serverAddress,
         port: ports.offerPort,
-        tls: { ca: pem("ca"), servername: "localhost" },
+        tls: { key: pem("client-key"), cert: pem("client"), ca: pem("ca"), servername: "localhost" },
         timeout: "3 seconds"
       }),
       regions: { store: storeUsage },

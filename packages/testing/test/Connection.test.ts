@@ -124,6 +124,8 @@ describe("operations", () => {
       assert.match(error.message, /IBV_WC_REM_ACCESS_ERR \(10\): the remote region refused/)
       const next = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 16 }))
       assert.strictEqual(next._tag === "CompletionError" && next.statusName, "IBV_WC_WR_FLUSH_ERR")
+      // A failed completion is no connection event: the state changes on rdma_cm's word, or a close.
+      assert.strictEqual(yield* client.state, "ESTABLISHED")
     })))
 
   it.effect("a region registered without WRITE_DST cannot be written, even with a forged usage", () =>

@@ -19,19 +19,29 @@ describe("a peer frozen while connected", () => {
         server: { timeout: `${TIMEOUT_MS} millis` }
       })
       const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+      const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
       yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })
       yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, freezePeer: true })
       const started = performance.now()
-      // A generous bound on a hang: the watchdog ends it after TIMEOUT_MS plus at most a period.
-      const error = yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 }).pipe(
-        Effect.flip,
-        Effect.timeout("10 seconds")
-      )
+      // Two operations waiting, a write and a read; a generous bound on a hang: the watchdog ends
+      // them after TIMEOUT_MS plus at most two periods.
+      const errors = yield* Effect.all([
+        Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })),
+        Effect.flip(Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 8 }))
+      ], { concurrency: "unbounded" }).pipe(Effect.timeout("10 seconds"))
       const waited = performance.now() - started
       assert.isAtLeast(waited, TIMEOUT_MS, "not before the timeout")
       assert.isBelow(waited, 4 * TIMEOUT_MS, `within a few periods of the timeout (${Math.round(waited)} ms)`)
-      assert.strictEqual(error._tag, "ConnectionClosedError", String(error))
-      assert.match(error.message, /lost/)
+      for (const error of errors) {
+        assert.strictEqual(error._tag, "ConnectionClosedError", String(error))
+        if (error._tag !== "ConnectionClosedError") continue
+        assert.strictEqual(error.reason, "LOST")
+        assert.match(String((error.cause as Error)?.message), /^no completion for over \d+ ms \(timeout 400 ms\)/)
+        assert.match(error.message, /lost/)
+      }
+      assert.deepStrictEqual(errors.map((e) => e._tag === "ConnectionClosedError" && e.operation), ["rpma_write", "rpma_read"])
+      const causes = errors.map((e) => e._tag === "ConnectionClosedError" ? e.cause : undefined)
+      assert.strictEqual(causes[0], causes[1], "one cause: the watchdog's")
       assert.strictEqual(yield* client.state, "LOST")
       // The frozen side heard nothing: its connection still looks established.
       assert.strictEqual(yield* server.state, "ESTABLISHED")

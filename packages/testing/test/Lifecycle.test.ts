@@ -1,11 +1,11 @@
 /**
- * Every registration lives exactly as long as its scope: finalizers on success, failure, defect
+ * Every registration lives at least as long as its scope: finalizers on success, failure, defect
  * and interruption, in reverse order, and a failed release is reported, never retried.
  */
 import { CmId, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric } from "effect"
+import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric, Scope } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
@@ -47,6 +47,13 @@ const holdEverything = (regions: number) =>
   })
 
 const liveCount = Effect.map(Ledger.live, (l) => l.length)
+
+/** The messages logged under `logged`, in order. */
+const capturedLogs = () => {
+  const logs: Array<string> = []
+  const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message[0] : message)))
+  return { logs, logged: Logger.replace(Logger.defaultLogger, logger) }
+}
 
 describe("finalizers", () => {
   it.effect("run on success, regions before their peer and id", () => {
@@ -124,8 +131,7 @@ describe("finalizers", () => {
 
 describe("a failing release", () => {
   it.effect("is logged and counted, never retried, and keeps its memory alive", () => {
-    const logs: Array<string> = []
-    const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message[0] : message)))
+    const { logs, logged } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
     return Effect.gen(function*() {
       const before = (yield* Metric.value(failures)).count
@@ -144,7 +150,7 @@ describe("a failing release", () => {
       assert.isTrue(logs.some((l) => /kept 4096 bytes alive/.test(l)))
       // librpma freed the handle anyway, so the peer could be deleted and nothing is alive.
       yield* Ledger.assertEmpty
-    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
   })
 
   it.effect("of a peer is reported and does not stop the other releases", () =>
@@ -155,6 +161,66 @@ describe("a failing release", () => {
       assert.isTrue(Exit.isSuccess(exit))
       yield* Ledger.assertEmpty
     }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.remove(Logger.defaultLogger))))
+
+  it.effect("refused because in use (ResourceInUseError): logged, not counted, not quarantined, and not retried", () => {
+    const { logs, logged } = capturedLogs()
+    const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_peer_delete")
+    return Effect.gen(function*() {
+      const d = yield* Driver.RdmaDriver
+      const before = (yield* Metric.value(failures)).count
+      // A user core does not know of: a region registered on the peer through the raw driver.
+      const memory = new Uint8Array(4096)
+      const { peer, raw } = yield* Effect.scoped(Effect.gen(function*() {
+        const peer = yield* Peer.make(address)
+        const raw = yield* d.mrReg(peer.handle, memory, Usage.RECV)
+        return { peer, raw }
+      }))
+      assert.isTrue(logs.some((l) => /rpma_peer_delete refused while releasing .*: it is still in use and stays alive/.test(l)), logs.join("\n"))
+      assert.strictEqual((yield* Metric.value(failures)).count - before, 0)
+      assert.isFalse(logs.some((l) => /kept .* alive/.test(l)), "nothing quarantined")
+      // Still alive and usable: its owner can register on it.
+      yield* Effect.scoped(Effect.flatMap(Memory.allocate(4096), (m) => LocalMr.register(peer, m, Usage.RECV)))
+      // Core does not retry once the unknown user is gone: the peer stays until its owner deletes it.
+      yield* d.mrDereg(raw.handle)
+      assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind), ["Peer"])
+      yield* d.peerDelete(peer.handle)
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
+  })
+
+  it.live("of a region a raw receive holds: refused, logged, not counted, its memory kept while registered, not retried", () => {
+    const { logs, logged } = capturedLogs()
+    const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
+    return Effect.gen(function*() {
+      const d = yield* Driver.RdmaDriver
+      const before = (yield* Metric.value(failures)).count
+      const { inbox, server, serverPeer } = yield* Effect.scoped(Effect.gen(function*() {
+        const { server, serverPeer } = yield* Conformance.connectedPair(address, 7631)
+        const regionScope = yield* Scope.make()
+        const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV).pipe(Scope.extend(regionScope))
+        // A receive core does not know of, posted through the raw driver.
+        d.postMany(server.handle, [{ op: "recv", id: 1 << 20, dst: inbox.handle, offset: 0, length: 256 }])
+        yield* Scope.close(regionScope, Exit.void)
+        assert.isTrue(logs.some((l) => /rpma_mr_dereg refused while releasing .*: it is still in use and stays alive/.test(l)), logs.join("\n"))
+        assert.strictEqual((yield* Metric.value(failures)).count - before, 0, "not a release failure")
+        // Not quarantined (that is for a failed release): the memory is kept because the registration
+        // is still live, and not freed under it.
+        assert.isTrue(logs.includes("kept 256 bytes alive: a registration over them is still live"), logs.join("\n"))
+        assert.isFalse(logs.some((l) => /failed while releasing/.test(l)), logs.join("\n"))
+        return { inbox, server, serverPeer }
+      }))
+      // The connection is deleted, so the receive no longer holds the region; core does not ask
+      // again: the region (and so its peer) stays until whoever made the raw user releases it.
+      assert.strictEqual(yield* server.state, "CLOSED")
+      assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind).sort(), ["MrLocal", "Peer"])
+      yield* d.mrDereg(inbox.handle)
+      assert.strictEqual(inbox.memory.byteLength, 256, "the memory was not freed under the registration")
+      // Its peer's deletion waits for the region core still counts as a user: it never comes.
+      assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind), ["Peer"])
+      yield* d.peerDelete(serverPeer.handle)
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
+  })
 
   it.effect("lists what leaked and where it was acquired", () =>
     Effect.gen(function*() {
