@@ -1,7 +1,7 @@
 // Reproduces the device suite's "Channel closed" stop on the host, one candidate cause at a time.
 //
 //   node scripts/repro-channel-closed.mjs [--case NAME] [--runs N] [--files N] [--busy] [--slow]
-//                                          [--pool isolated|single]
+//                                          [--pool isolated|single] [--expect OUTCOME]
 //
 // Writes N short test files under .cache/repro-channel-closed/<pid> and runs vitest on them N times with
 // the device suite's own test options (packages/native/vitest.device.config.ts: the forks pool, one
@@ -11,6 +11,7 @@
 // `nice -n 10` loops) for the duration; --slow runs vitest at `nice -n 19` beside them, about 15x
 // slower, as under qemu's emulation. Prints each run's outcome and the counts: passed, failed with a
 // report, stopped with "Channel closed" and no report, stopped otherwise, hung (killed after 300 s).
+// With --expect, exits 1 unless every run had that outcome (packages/native/test/TestProcessDeath.test.ts).
 import { spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
@@ -21,6 +22,7 @@ const { values } = parseArgs({
     runs: { type: "string", default: "5" },
     files: { type: "string", default: "20" },
     case: { type: "string", default: "healthy" },
+    expect: { type: "string" },
     dies: { type: "boolean", default: false },
     busy: { type: "boolean", default: false },
     slow: { type: "boolean", default: false },
@@ -62,7 +64,9 @@ const CASES = {
   "late-rejection": `setTimeout(() => Promise.reject(new Error("late")), 30)`,
   // A child process the file started and left running.
   grandchild: `(await import("node:child_process")).spawn("sleep", ["30"], { stdio: "inherit" })`,
-  // The process dies after its last test ended (a native crash in teardown: WorkerTeardown.test.ts).
+  // The process dies after its last test ended, when tinypool asks it to tear down (a native crash
+  // at teardown; a timer that fires then, as "late-death" does about one run in two).
+  "teardown-death": `process.on("message", (m) => m?.name === "teardown" && process.kill(process.pid, "SIGKILL"))`,
   "late-death": `setTimeout(() => process.kill(process.pid, "SIGKILL"), 5)`
 }
 const caseName = values.dies ? "sigkill" : values.case
@@ -165,3 +169,4 @@ console.log(
     values.busy ? "both cores busy" : "no extra load"
   }${values.slow ? ", vitest at nice 19" : ""}: ${JSON.stringify(counts)}`
 )
+if (values.expect !== undefined && counts[values.expect] !== runs) process.exitCode = 1
