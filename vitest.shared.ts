@@ -18,9 +18,10 @@ const once = Symbol.for("effect-rdma/files-running-at-a-stop")
 
 const config: ViteUserConfig = {
   plugins: [{
-    // A test process that dies stops vitest 3.2 with only "Channel closed" and no report
-    // (tinypool's teardown of the dead process fails unhandled: scripts/repro-channel-closed.mjs).
-    // Say which files were running, which nothing else will. Once per vitest, not per project.
+    // A test process that dies fails its file with "Worker exited unexpectedly (pid P, signal S)"
+    // (patches/tinypool@1.1.1.patch; unpatched, tinypool's teardown of the dead process failed
+    // unhandled and vitest 3.2 stopped with only "Channel closed": scripts/repro-channel-closed.mjs).
+    // If vitest still stops, say which files were running. Once per vitest, not per project.
     name: "effect-rdma:files-running-at-a-stop",
     configureVitest({ vitest }) {
       const state = vitest as unknown as Record<symbol, boolean>
