@@ -18,9 +18,9 @@
  * All three use the same queue sizes and inline size (64 B messages go inline), every request
  * signalled. Best of ROUNDS rounds, interleaved, after an unmeasured warm-up of each.
  *
- *   CM_SCALE=0.1 (scales every count), CM_BENCH (the C program's path), CM_ONLY=ours,write:c (run
- *   only these contenders, of both parts or of `pingpong:` / `write:` alone; no table: to profile
- *   one row at a time)
+ *   CM_SCALE=0.1 (scales every count), CM_WARMUP_MS=15000 (each contender's warm-up), CM_BENCH (the
+ *   C program's path), CM_ONLY=ours,write:c (run only these contenders, of both parts or of
+ *   `pingpong:` / `write:` alone; no table: to profile one row at a time)
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
 import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
@@ -43,8 +43,13 @@ const W = 16
 const MESSAGE = 64
 const WRITE = 65536
 const ROUNDS = 5
-/** Warm-up of each contender: at least this long (the JIT needs seconds under TCG; bench/write.ts). */
-const WARMUP_MS = Number(process.env.CM_WARMUP_MS ?? "3000")
+/**
+ * Warm-up of each contender: at least this long, so that the rounds measure the steady state. Under
+ * TCG, V8's optimizing compiler (sharing the one vCPU) still took 10-20% of the measured rounds' CPU
+ * after a 3 s warm-up, 1-3.6% after 15 s; 30 s saved only ~0.13 s more of it over five rounds
+ * (BENCHMARKS.md, issue 20: "Profiled in the guest", "Steady state").
+ */
+const WARMUP_MS = Number(process.env.CM_WARMUP_MS ?? "15000")
 const trips = Math.max(10, Math.round(500 * scale))
 const writes = Math.max(1, Math.round((800 * scale) / W)) * W
 
