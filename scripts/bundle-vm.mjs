@@ -1,4 +1,4 @@
-// Bundles the programs run in the Soft-RoCE VM (the soak, the doctor, the device benchmarks) into single ESM
+// Bundles the programs run in the Soft-RoCE VM (the examples, the soak, the doctor, the device benchmarks) into single ESM
 // files under packages/native/.vm-build/, on the host, with the esbuild that tsx already brings.
 // Under qemu's emulation tsx compiles the sources at start-up for over a minute a process (several
 // when the host is busy); a bundle starts in seconds. The bundles stay under packages/native, so

@@ -5,7 +5,9 @@
 //
 // Writes N short test files under .cache/repro-channel-closed/<pid> and runs vitest on them N times with
 // the device suite's own test options (packages/native/vitest.device.config.ts: the forks pool, one
-// file at a time) or, with --pool single, one long-lived fork (singleFork, isolate: false). --dies
+// file at a time), each file in a fork of its own or, with --pool single, all in one long-lived
+// fork (singleFork, isolate: false: what the device suite itself does); without the suite's setup
+// file (test-device/setup.ts: the addon's live handles after each file). --dies
 // makes the third file's test process kill itself with SIGKILL mid-file, as the kernel's OOM killer
 // or a native crash would. --busy keeps both cores busy (two `nice -n 10` loops) for the duration;
 // --slow runs vitest at `nice -n 19` beside them, about 15x slower, as under qemu's emulation.
@@ -65,11 +67,11 @@ it("f${name}", async () => {
 }
 const pool = values.pool === "single"
   ? "\n    isolate: false,\n    poolOptions: { forks: { singleFork: true } },"
-  : ""
+  : "\n    isolate: true,\n    poolOptions: { forks: { singleFork: false } },"
 writeFileSync(
   join(dir, "vitest.config.ts"),
   `import device from "../../../packages/native/vitest.device.config.ts"
-export default { ...device, test: { ...device.test, include: ["t/*.test.ts"], pool: "forks",${pool} } }
+export default { ...device, test: { ...device.test, include: ["t/*.test.ts"], setupFiles: [], pool: "forks",${pool} } }
 `
 )
 
