@@ -37,7 +37,6 @@ import { Console, Deferred, Effect, Layer, Metric, Ref, Schedule, Stream } from 
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
-import { fileURLToPath } from "node:url"
 import { parseArgs } from "node:util"
 
 const { values: args } = parseArgs({
@@ -179,11 +178,11 @@ const killedClient = (exchangePort: number, driver: Driver.Driver) =>
       yield* Console.log(`  client B: killed (${lost._tag})`)
     }))
     : Effect.async<void>((resume) => {
-      // A child process that connects and writes until SIGKILL, which ends it without a disconnect.
+      // A child process that connects and writes until SIGKILL, which ends it without a disconnect:
+      // this program again, started as this one was (with tsx, or bundled: scripts/bundle-vm.mjs).
       const child = spawn(process.execPath, [
-        "--import",
-        "tsx",
-        fileURLToPath(import.meta.url),
+        ...process.execArgv,
+        process.argv[1]!,
         "--native",
         "--address",
         args.address,

@@ -1,13 +1,13 @@
-// Bundles the programs run in the Soft-RoCE VM (the soak, the doctor, the device benchmarks) into single ESM
+// Bundles the programs run in the Soft-RoCE VM (the examples, the soak, the doctor, the device benchmarks) into single ESM
 // files under packages/native/.vm-build/, on the host, with the esbuild that tsx already brings.
 // Under qemu's emulation tsx compiles the sources at start-up for over a minute a process (several
 // when the host is busy); a bundle starts in seconds. The bundles stay under packages/native, so
 // the addon is still found from the package root. Names on the command line bundle only those
 // (a device test bundles its own child program, so that it never runs a stale one).
-import { realpathSync } from "node:fs"
+import { readFileSync, realpathSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const esbuild = createRequire(realpathSync(join(root, "node_modules", "tsx", "package.json")))("esbuild")
@@ -23,7 +23,23 @@ const programs = {
   // Issue 20: librdmacm's verbs API path against bench/c/cm_bench.c.
   "cm-bench": join(root, "bench", "cm.ts"),
   // @effect/rpc over RDMA against the same call over TCP (issue 21).
-  "rpc-bench": join(root, "bench", "rpc.ts")
+  "rpc-bench": join(root, "bench", "rpc.ts"),
+  // scripts/test's smoke tests: the examples as the README runs them, started without tsx.
+  "replicated-log": join(root, "examples", "replicated-log.ts"),
+  "message-service": join(root, "examples", "message-service.ts"),
+  "kv-store": join(root, "examples", "kv-store.ts")
+}
+
+// An example finds its fixtures (and kv-store its own source, to start a child process with tsx)
+// from its import.meta.url: in a bundle that is the bundle's, so each example keeps its source's.
+const examplesKeepTheirUrl = {
+  name: "examples-keep-their-url",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]examples[\\/][^\\/]+\.ts$/ }, (args) => ({
+      contents: readFileSync(args.path, "utf8").replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href)),
+      loader: "ts"
+    }))
+  }
 }
 const names = process.argv.slice(2)
 for (const name of names) {
@@ -40,6 +56,7 @@ await esbuild.build({
   target: "node20",
   sourcemap: "external",
   logLevel: "warning",
+  plugins: [examplesKeepTheirUrl],
   // For the CommonJS inside dependencies.
   banner: { js: "import { createRequire as __vmRequire } from 'node:module'; const require = __vmRequire(import.meta.url);" }
 })

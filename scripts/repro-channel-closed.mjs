@@ -5,12 +5,14 @@
 //
 // Writes N short test files under .cache/repro-channel-closed/<pid> and runs vitest on them N times with
 // the device suite's own test options (packages/native/vitest.device.config.ts: the forks pool, one
-// file at a time) or, with --pool single, one long-lived fork (singleFork, isolate: false). The third
-// file does what --case names (CASES below: each way a test file can end its process or its IPC
-// channel, or send on it late); --dies is --case sigkill. --busy keeps both cores busy (two
-// `nice -n 10` loops) for the duration; --slow runs vitest at `nice -n 19` beside them, about 15x
-// slower, as under qemu's emulation. Prints each run's outcome and the counts: passed, failed with a
-// report, stopped with "Channel closed" and no report, stopped otherwise, hung (killed after 300 s).
+// file at a time), each file in a fork of its own or, with --pool single, all in one long-lived
+// fork (singleFork, isolate: false: what the device suite itself does); without the suite's setup
+// file (test-device/setup.ts: the addon's live handles after each file). The third file does what
+// --case names (CASES below: each way a test file can end its process or its IPC channel, or send
+// on it late); --dies is --case sigkill. --busy keeps both cores busy (two `nice -n 10` loops) for
+// the duration; --slow runs vitest at `nice -n 19` beside them, about 15x slower, as under qemu's
+// emulation. Prints each run's outcome and the counts: passed, failed with a report, stopped with
+// "Channel closed" and no report, stopped otherwise, hung (killed after 300 s).
 // With --expect, exits 1 unless every run had that outcome (packages/native/test/TestProcessDeath.test.ts).
 import { spawn, spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -102,11 +104,11 @@ it("f${name}", async () => {
 }
 const pool = values.pool === "single"
   ? "\n    isolate: false,\n    poolOptions: { forks: { singleFork: true } },"
-  : ""
+  : "\n    isolate: true,\n    poolOptions: { forks: { singleFork: false } },"
 writeFileSync(
   join(dir, "vitest.config.ts"),
   `import device from "../../../packages/native/vitest.device.config.ts"
-export default { ...device, test: { ...device.test, include: ["t/*.test.ts"], pool: "forks",${pool} } }
+export default { ...device, test: { ...device.test, include: ["t/*.test.ts"], setupFiles: [], pool: "forks",${pool} } }
 `
 )
 
