@@ -36,6 +36,7 @@ const lines = [
     ? `  two hosts: NOT RUN${deviceStatus === "not-run" ? "" : `: ${reason}`}`
     : `  two hosts: ${pairGroup("conformance across two hosts")} connection cases across the wire, ` +
       `${pairGroup("faults across the wire")} fault tests, ` +
+      `librdmacm endpoint faults ${pairGroup("faults on librdmacm's endpoints across the wire")}, ` +
       `RdmaClient under faults ${pairGroup("RdmaClient across the wire")}, @effect/rpc ${pairGroup("@effect/rpc across the wire")}, ` +
       `long run ${pairGroup("long run")} (vm/pair)` +
       (pairStatus === "0" ? "" : ` (vm/pair exited ${pairStatus}${pair === undefined ? ": no report, the pair failed" : ""})`),
