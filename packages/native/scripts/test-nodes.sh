@@ -85,8 +85,8 @@ fi
 arm64_slowdown=$(awk -v s="${TEST_SLOWDOWN:-1}" 'BEGIN { print s * 20 }')
 arm64_args=(--pool=threads)
 if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
-  for f in Doctor Hostile; do arm64_args+=(--exclude "**/test/$f.test.ts"); done
-  echo "  (no binfmt_misc entry for aarch64: Doctor and Hostile, which start child processes, are left out)"
+  for f in Doctor Hostile TestProcessDeath; do arm64_args+=(--exclude "**/test/$f.test.ts"); done
+  echo "  (no binfmt_misc entry for aarch64: Doctor, Hostile and TestProcessDeath, which start child processes, are left out)"
 fi
 for major in $arm64; do
   step "native host tests under arm64 Node $major (qemu-aarch64, user mode)"
