@@ -31,7 +31,9 @@ export const runC = (name: string, args: ReadonlyArray<string>): Run => {
   }
   child.stdout!.on("data", take)
   child.stderr!.on("data", take)
-  const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+  // "close", not "exit": at "exit" the child's stdout and stderr may still hold output not yet read
+  // (under load a test once read '' from a C program that had printed its "ok" and exited 0).
+  const exit = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
   return { child, output: () => output, ready, exit }
 }
 
