@@ -216,6 +216,7 @@ export const make = (): Fake => {
       cmListeners: 0
     }),
     liveAllocations: () => 0,
+    mallocInUse: () => undefined,
     ibvDevices: () => [],
     ibvForkStatus: () => "unneeded",
     ibvContextDeviceName: () => "fake0",

@@ -164,6 +164,8 @@ export interface Binding {
   }
   /** How many allocate() blocks are not yet freed (kept alive by an ArrayBuffer or a registration). */
   readonly liveAllocations: () => number
+  /** Bytes in use from malloc, process-wide (glibc's mallinfo2), for leak tests; undefined off glibc. */
+  readonly mallocInUse: () => number | undefined
   /**
    * mmap(MAP_SHARED, PROT_READ | PROT_WRITE) of `path` from `offset`, `size` bytes or (undefined)
    * to the end of the file; `create` makes and sizes a missing file. Throws with `errno`,
