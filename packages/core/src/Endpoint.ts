@@ -227,6 +227,16 @@ export const acceptNext = (
 export const MAX_TOKEN: number = DriverArguments.PRIVATE_DATA_LIMIT.connect - 1
 
 /**
+ * The most connections one token admits ({@link AdmissionOptions} `uses`), in all or per window:
+ * a budget, not a way to make a token unlimited (a larger `uses` is an {@link InvalidTokenError}).
+ * A client that needs more gets a new token over the authenticated channel.
+ *
+ * @since 0.6.0
+ * @category constants
+ */
+export const MAX_TOKEN_USES = 65_535
+
+/**
  * A token refused when it was set ({@link admission}, {@link tokenPrivateData}): not bytes, empty,
  * all zeros (an unfilled buffer, which a client that sends nothing would match) or longer than
  * {@link MAX_TOKEN}.
@@ -318,9 +328,10 @@ export interface AdmissionOptions {
    */
   readonly singleUse?: boolean | undefined
   /**
-   * How many connections the token admits, a positive integer: in all, or, with `window`, in any
-   * `window` (a client that reconnects after a failure). Each request that carries the token and
-   * is accepted counts, whether or not its connection then succeeds. Default 1.
+   * How many connections the token admits, a positive integer up to {@link MAX_TOKEN_USES}: in
+   * all, or, with `window`, in any `window` (a client that reconnects after a failure). Each
+   * request that carries the token and is accepted counts, whether or not its connection then
+   * succeeds. Default 1.
    *
    * @since 0.6.0
    */
@@ -365,6 +376,9 @@ const budgetOf = (
   }
   if (uses !== undefined && !(Number.isSafeInteger(uses) && uses >= 1)) {
     return `uses is how many connections the token admits, a positive integer, not ${String(uses)}`
+  }
+  if (uses !== undefined && uses > MAX_TOKEN_USES) {
+    return `uses is at most ${MAX_TOKEN_USES} (there is no unlimited token), not ${uses}: give a client that needs more a new token`
   }
   if (window === undefined) return { uses: uses ?? 1, window: undefined }
   const length = Duration.decodeUnknown(window)
@@ -467,9 +481,9 @@ export const acceptIfToken = (
 ): Admitting => Effect.zipRight(admit(req, admission), accept(req, options))
 
 // The admission decision: the request carries the token and the token has a use left (counted
-// now), or it is rejected and this fails saying why.
+// now, and returned: the time it was spent at), or it is rejected and this fails saying why.
 const admit = (req: ConnectionRequest, admission: Admission) =>
-  Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<void, AdmissionRefusedError | InvalidTokenError, RdmaDriver> => {
+  Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<number, AdmissionRefusedError | InvalidTokenError, RdmaDriver> => {
     const refuse = (error: AdmissionRefusedError | InvalidTokenError) => Effect.zipRight(reject(req), Effect.fail(error))
     if (!isAdmission(admission)) {
       return refuse(new InvalidTokenError({ reason: "acceptIfToken takes an Admission: make one with Endpoint.admission(token)" }))
@@ -491,7 +505,15 @@ const admit = (req: ConnectionRequest, admission: Admission) =>
       return refuse(new AdmissionRefusedError({ address: req.endpoint.address, port: req.endpoint.port, reason }))
     }
     admittedAt.push(now)
-    return Effect.void
+    return Effect.succeed(now)
+  })
+
+// Gives back a use that admit spent at `at`, when the server, not the client, could not serve it.
+const refund = (admission: Admission, at: number) =>
+  Effect.sync(() => {
+    const { admittedAt } = admission as AdmissionState
+    const index = admittedAt.lastIndexOf(at)
+    if (index >= 0) admittedAt.splice(index, 1)
   })
 
 /**
@@ -724,7 +746,9 @@ const listenIsolatedIn = (address: string, ports: PortRange): Effect.Effect<Isol
  * the accept's private data; the well-known connection then closes. Nothing is registered on `ep`'s
  * peer, so that connection reaches nothing. A request refused by `gate` fails this with
  * {@link AdmissionRefusedError}, and bounds how often one token gets a new endpoint (its `uses`
- * and `window`). The returned {@link Rendezvous} lives with the scope.
+ * and `window`). When no port of `ports` is free the request is rejected, this fails with the
+ * listen's error, and the use goes back to the token: the client may try again. The returned
+ * {@link Rendezvous} lives with the scope.
  *
  * @example
  * ```ts
@@ -757,8 +781,9 @@ export const rendezvous = (
   Effect.gen(function*() {
     const req = yield* next(ep, options)
     // Admitted before anything is made for it: a refused request costs no peer.
-    yield* admit(req, gate)
-    const isolated = yield* Effect.tapError(listenIsolatedIn(ep.address, ports), () => reject(req))
+    const spent = yield* admit(req, gate)
+    // No port free (or no range): the server's failure, so the client keeps its use to try again.
+    const isolated = yield* Effect.tapError(listenIsolatedIn(ep.address, ports), () => Effect.zipRight(refund(gate, spent), reject(req)))
     const token = new Uint8Array(randomBytes(ONE_TIME_TOKEN))
     const oneTime = yield* admission(token)
     const privateData = rendezvousAnswer(isolated.port, yield* tokenPrivateData(token))

@@ -122,4 +122,26 @@ describe("rendezvous", () => {
         assert.strictEqual(tagOf(client), "ConnectionFailedError", JSON.stringify(ports))
       }
     })))
+
+  it.effect("a request the server could not serve (no free port) gives its use back: the client's retry is admitted", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(6, 6)
+      const peer = yield* Peer.make(address)
+      const wellKnown = yield* Endpoint.listen(peer, address, 7494)
+      yield* Endpoint.listen(peer, address, 7495)
+      const gate = yield* Endpoint.admission(token) // one use
+      const attempt = (ports: Endpoint.PortRange) =>
+        Effect.gen(function*() {
+          const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
+            Effect.flatMap(Endpoint.rendezvous(wellKnown, gate, ports), (made) => Endpoint.acceptIsolated(made, made.admission))
+          )))
+          const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(peer, address, 7494, token)))
+          return [tagOf(yield* Fiber.join(serving)), tagOf(client)]
+        })
+      assert.deepStrictEqual(yield* attempt({ from: 7495, to: 7495 }), ["RpmaProviderError", "ConnectionFailedError"])
+      // The retry, once the server has a port: admitted with the same single-use token.
+      assert.deepStrictEqual(yield* attempt({ from: 7496, to: 7496 }), ["success", "success"])
+      // The token's one use is now spent.
+      assert.deepStrictEqual(yield* attempt({ from: 7496, to: 7496 }), ["AdmissionRefusedError", "ConnectionFailedError"])
+    })))
 })

@@ -152,6 +152,8 @@ describe("admission tokens", () => {
         [{ uses: 1.5 }, "positive integer"],
         [{ uses: Infinity }, "positive integer"],
         [{ uses: Number.NaN }, "positive integer"],
+        [{ uses: Endpoint.MAX_TOKEN_USES + 1 }, `at most ${Endpoint.MAX_TOKEN_USES}`],
+        [{ uses: Number.MAX_SAFE_INTEGER, window: "1 minute" }, "there is no unlimited token"],
         [{ uses: 2, singleUse: true }, "singleUse admits 1"],
         [{ uses: 2, window: "0 seconds" }, "positive, finite duration"],
         [{ uses: 2, window: Infinity }, "positive, finite duration"],
@@ -162,6 +164,8 @@ describe("admission tokens", () => {
         assert.strictEqual(error._tag, "InvalidTokenError", JSON.stringify(options))
         assert.include(error.message, says, JSON.stringify(options))
       }
+      const most = yield* Endpoint.admission(token, { uses: Endpoint.MAX_TOKEN_USES })
+      assert.strictEqual(most.uses, Endpoint.MAX_TOKEN_USES)
     }))
 
   it.effect("the token is copied when set: changing the array afterwards changes nothing", () =>
