@@ -241,6 +241,36 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       })
   },
   {
+    name: "peers whose scopes close while an endpoint, connections and regions made with them are open: all still work, and the peers go after the last of them",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const peers = yield* Scope.make()
+        const users = yield* Scope.make()
+        const serverPeer = yield* Peer.make(address).pipe(Scope.extend(peers))
+        const clientPeer = yield* Peer.make(address).pipe(Scope.extend(peers))
+        const ep = yield* Endpoint.listen(serverPeer, address, port).pipe(Scope.extend(users))
+        const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.WRITE_DST).pipe(Scope.extend(users))
+        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep).pipe(Scope.extend(users)))
+        const conn = yield* Connection.connect(clientPeer, address, port).pipe(Scope.extend(users))
+        yield* Fiber.join(accepting)
+        yield* Scope.close(peers, Exit.void)
+        yield* check((yield* live).peers === 2, "both peers stay while what was made with them is open")
+        // After their scopes closed: a new region on the client's peer, and a write across.
+        const src = yield* LocalMr.allocate(clientPeer, 64, Usage.WRITE_SRC).pipe(Scope.extend(users))
+        src.memory.fill(0x5a)
+        const dst = yield* Effect.flatMap(LocalMr.descriptor(inbox), (bytes) =>
+          Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.WRITE_DST)))
+        yield* Connection.write(conn, { dst, src, length: 64 })
+        yield* check(inbox.memory.every((b) => b === 0x5a), "the write arrived")
+        yield* Scope.close(users, Exit.void)
+        const after = yield* live
+        yield* check(
+          after.peers + after.localRegions + after.endpoints + after.connections + after.connectionRequests === 0,
+          `left: ${JSON.stringify(after)}`
+        )
+      })
+  },
+  {
     name: "a region with a receive in flight: its deregistration is refused by the driver (still alive), deferred by core",
     run: (address, port) =>
       Effect.gen(function*() {
