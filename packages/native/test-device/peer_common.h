@@ -13,22 +13,22 @@
 
 static int failures;
 
-static void need(const char *what, int ret) {
+static inline void need(const char *what, int ret) {
 	if (ret) {
 		printf("FAIL %s: %s\n", what, rpma_err_2str(ret));
 		exit(1);
 	}
 }
 
-static void expect(int ok, const char *what) {
+static inline void expect(int ok, const char *what) {
 	printf("%s %s\n", ok ? "ok" : "FAIL", what);
 	if (!ok) failures++;
 }
 
-static uint8_t pattern(int i, int seed) { return (uint8_t)((i * seed + seed) % 251); }
+static inline uint8_t pattern(int i, int seed) { return (uint8_t)((i * seed + seed) % 251); }
 
 /* The next completion of a CQ, waiting for it. */
-static struct ibv_wc next_wc(struct rpma_cq *cq) {
+static inline struct ibv_wc next_wc(struct rpma_cq *cq) {
 	struct ibv_wc wc;
 	int n = 0;
 	for (;;) {
