@@ -328,8 +328,10 @@ export class Poster<R = WorkRequest> {
     const signalled = signal !== "onError" || slots.available <= 0
     const entry = table.add(spec.name, regions, slots, spec.queue === "send", spec.opcode, signalled)
     entry.voided = then === AWAIT_VOID
-    const built = build(entry.id)
-    const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as R
+    const request = build(entry.id)
+    // Set on the fresh request, not spread into a copy: a spread followed by another property
+    // makes V8 build a new hidden class on every post.
+    if (signal !== undefined) (request as { completion?: Signal }).completion = signalled ? "always" : "onError"
     const outcome = this.link.driver.postMany(this.link.queue, [request])
     let result: Effect.Effect<unknown, OperationError>
     if (outcome.posted === 0) {
