@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
-import type { CmSegment, CmWorkRequest, Signal } from "../Driver.js"
+import type { CmSegment, CmWorkRequest, Completion, Signal } from "../Driver.js"
 import { fromErrno } from "../RdmaError.js"
 import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
 import { impl } from "./cmEndpoint.js"
@@ -205,17 +205,17 @@ const keyRefused = <A>(effect: Effect.Effect<A, TransferError>): Effect.Effect<A
 
 const isPrepared = (p: Prepared | TransferError): p is Prepared => "build" in p
 
-/** Posts one prepared request and waits as `then` says. */
+/** Posts one prepared request and waits as `then` says; `complete` makes the completion what is returned. */
 const run = (
   ep: CmEndpoint.CmEndpoint,
   prepare: () => Prepared | TransferError,
   then: typeof AWAIT | typeof AWAIT_VOID,
-  signal?: Signal
+  complete?: (c: Completion) => unknown
 ): Effect.Effect<any, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const prepared = prepare()
     if (!isPrepared(prepared)) return instrument.refused(prepared)
-    return impl(ep).kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, then)
+    return impl(ep).kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, undefined, then, complete)
   })
 
 // The fields named, not spread: a spread followed by another property makes V8 build a new hidden
@@ -240,11 +240,11 @@ export const sendv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs): Ef
 
 /** @internal */
 export const recv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs): Effect.Effect<Connection.Completion, TransferError> =>
-  Effect.map(run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT), toCompletion)
+  run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT, toCompletion)
 
 /** @internal */
 export const recvv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs): Effect.Effect<Connection.Completion, TransferError> =>
-  Effect.map(run(ep, () => prepareRecv(ep, args, false), AWAIT), toCompletion)
+  run(ep, () => prepareRecv(ep, args, false), AWAIT, toCompletion)
 
 /** @internal */
 export const write = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Effect.Effect<void, TransferError> =>
@@ -265,13 +265,11 @@ const submit = (
     if (!isPrepared(prepared)) return instrument.refused(prepared)
     const { kernel } = impl(ep)
     const remote = prepared.spec.op === "write" || prepared.spec.op === "read"
-    return Effect.map(
-      kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, SUBMIT),
-      (entry) => {
-        const completion = Effect.map(kernel.await<TransferError>(entry), toCompletion)
-        return { operation: prepared.spec.name, completion: remote ? keyRefused(completion) : completion }
-      }
-    )
+    const operation = prepared.spec.name
+    return kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, SUBMIT, (entry) => {
+      const completion = kernel.await<Connection.Completion, TransferError>(entry, toCompletion)
+      return { operation, completion: remote ? keyRefused(completion) : completion }
+    })
   })
 
 /** @internal */
