@@ -54,10 +54,12 @@ const checkSegments = (
         `(maxSendSge / maxRecvSge in its options)`
     })
   }
-  const segments: Array<CmSegment> = []
-  const owners: Array<Owner.Owner> = []
+  // Sized up front: pushing onto an empty array grows its backing store on the first push.
+  const segments = new Array<CmSegment>(parts.length)
+  const owners = new Array<Owner.Owner>(parts.length)
   let length = 0
-  for (const part of parts) {
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!
     const mr = part?.mr as CmEndpoint.Region | undefined
     if (mr === undefined || mr === null || typeof mr !== "object" || !("kind" in mr)) {
       return new CmRegionError({ operation, reason: "Kind", detail: "a segment's mr must be a region of CmEndpoint.registerMessages" })
@@ -82,8 +84,8 @@ const checkSegments = (
     const partLength = part.length ?? Math.max(size - offset, 0)
     const refused = checkRange(operation, "local", offset, partLength, size)
     if (refused !== undefined) return refused
-    segments.push({ mr: mr.handle, offset, length: partLength })
-    owners.push(regionOwner(mr))
+    segments[i] = { mr: mr.handle, offset, length: partLength }
+    owners[i] = regionOwner(mr)
     length += partLength
   }
   return { segments, owners, length }
