@@ -23,11 +23,27 @@
  *   `pingpong:` / `write:` alone; no table: to profile one row at a time)
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
+import type { CmWorkRequest, Completion, Driver } from "@effect-rdma/core/Driver"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
-import { Cause, Effect, Exit, Fiber } from "effect"
+import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
+import {
+  log,
+  MESSAGE,
+  oursPair,
+  oursPingPong,
+  post,
+  rawPair,
+  rawPingPong,
+  type RawSide,
+  spent,
+  spinPingPong,
+  W,
+  wakeUps,
+  watch,
+  WRITE
+} from "./cmPairs.js"
 import { type Row, printTable } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
@@ -38,10 +54,6 @@ const scale = Number(process.env.CM_SCALE ?? "1")
 const only = process.env.CM_ONLY?.split(",")
 const runs = (part: string, name: string) => only === undefined || only.includes(name) || only.includes(`${part}:${name}`)
 
-/** Writes in flight: the send queue size, on every side (cm_bench.c's WINDOW). */
-const W = 16
-const MESSAGE = 64
-const WRITE = 65536
 const ROUNDS = 5
 /**
  * Warm-up of each contender: at least this long, so that the rounds measure the steady state. Under
@@ -52,216 +64,6 @@ const ROUNDS = 5
 const WARMUP_MS = Number(process.env.CM_WARMUP_MS ?? "15000")
 const trips = Math.max(10, Math.round(500 * scale))
 const writes = Math.max(1, Math.round((800 * scale) / W)) * W
-
-const options: CmEndpoint.Options = { timeout: "10 seconds", maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
-const config: CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
-
-const log = (line: string) => Effect.sync(() => console.error(`[cm] ${line}`))
-
-// ---- ours: CmEndpoint ----
-
-/** A client and a server endpoint connected, the server echoing every message from two receive slots in turn. */
-const oursPair = Effect.gen(function*() {
-  const listener = yield* CmEndpoint.listen(address, 0, options)
-  const accepted = yield* Effect.fork(Effect.gen(function*() {
-    const request = yield* CmEndpoint.next(listener)
-    const echo = yield* CmEndpoint.registerMessages(request, new Uint8Array(2 * MESSAGE))
-    const target = yield* CmEndpoint.registerWrite(request, new Uint8Array(W * WRITE))
-    const first = yield* CmEndpoint.postRecv(request, { segments: [{ mr: echo, offset: 0, length: MESSAGE }] })
-    yield* CmEndpoint.accept(request, CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target)))
-    return { request, echo, first }
-  }))
-  const client = yield* CmEndpoint.create(address, listener.port, options)
-  const local = yield* CmEndpoint.registerMessages(client, new Uint8Array(W * WRITE + MESSAGE).fill(0xa5))
-  yield* CmEndpoint.connect(client)
-  const server = yield* Fiber.join(accepted)
-  const key = yield* CmEndpoint.decodeRemoteKey(client.privateData.slice(0, 24)).pipe(
-    Effect.flatMap(CmEndpoint.requireAccess("write"))
-  )
-  yield* Effect.forkScoped(Effect.gen(function*() {
-    let posted = server.first
-    for (let slot = 0;; slot = 1 - slot) {
-      const message = yield* posted.completion
-      posted = yield* CmEndpoint.postRecv(server.request, {
-        segments: [{ mr: server.echo, offset: (1 - slot) * MESSAGE, length: MESSAGE }]
-      })
-      yield* CmEndpoint.send(server.request, { src: server.echo, offset: slot * MESSAGE, length: message.byteLength })
-    }
-  }).pipe(Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : log(`echo: ${Cause.pretty(cause)}`))))
-  return { client, local, key }
-})
-
-// ---- addon: the driver's calls from plain callbacks ----
-
-interface RawSide {
-  readonly ep: CmEpHandle
-  readonly mr: CmMrHandle
-}
-
-/** The driver's completion callbacks in this process so far (both sides' wake-ups, for the trace). */
-let wakeUps = 0
-/**
- * Milliseconds spent so far in the raw rows' driver calls: cmPostMany on each side (the post and its
- * poll; on Soft-RoCE a send's protocol processing runs inside the post), the completion callbacks
- * (which include the server's posts made from them), and the spinning row's polls.
- */
-const spent = { clientPost: 0, serverPost: 0, callbacks: 0, polls: 0 }
-/** The raw pair's server endpoint, to tell its posts from the client's. */
-let serverEp: CmEpHandle | undefined
-
-/** An endpoint's completions to `take` as they come, from the driver's callbacks, until `take` says stop. */
-const watch = (driver: Driver, ep: CmEpHandle, take: (c: Completion) => "more" | "stop", fail: (e: unknown) => void) => {
-  const arm = (): void =>
-    void driver.cmArmCompletions(ep, (exit) => {
-      wakeUps++
-      const t0 = performance.now()
-      try {
-        if (Exit.isFailure(exit)) return fail(Cause.squash(exit.cause))
-        for (const c of exit.value) if (take(c) === "stop") return
-        arm()
-      } finally {
-        spent.callbacks += performance.now() - t0
-      }
-    })
-  arm()
-}
-
-/** Posts `requests`, handing the completions already queued to `take`; a refusal to `fail`. */
-const post = (
-  driver: Driver,
-  ep: CmEpHandle,
-  requests: ReadonlyArray<CmWorkRequest>,
-  take: (c: Completion) => "more" | "stop",
-  fail: (e: unknown) => void
-): "more" | "stop" => {
-  const t0 = performance.now()
-  const outcome = driver.cmPostMany(ep, requests)
-  spent[ep === serverEp ? "serverPost" : "clientPost"] += performance.now() - t0
-  const error = outcome.error ?? outcome.queueError
-  if (error !== undefined) {
-    fail(error)
-    return "stop"
-  }
-  for (const c of outcome.ready) if (take(c) === "stop") return "stop"
-  return "more"
-}
-
-const registered = (driver: Driver, ep: CmEpHandle, kind: "msgs" | "write", size: number) =>
-  Effect.acquireRelease(
-    driver.cmReg(ep, kind, new Uint8Array(size).fill(0xa5)),
-    (mr) => Effect.orDie(driver.cmDeregMr(mr))
-  )
-
-/** `effect`, its time added to `spent.polls`. */
-const timed = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.suspend(() => {
-    const t0 = performance.now()
-    return Effect.ensuring(effect, Effect.sync(() => void (spent.polls += performance.now() - t0)))
-  })
-
-/** The same pair as {@link oursPair} through the driver alone, the server echoing from callbacks. */
-const rawPair = Effect.gen(function*() {
-  const driver = yield* RdmaDriver
-  const listening = yield* Effect.acquireRelease(
-    driver.cmListen(address, 0, config),
-    (l) => Effect.orDie(driver.cmListenerDestroy(l.handle))
-  )
-  const endpoint = (make: Effect.Effect<CmEpHandle, unknown>) =>
-    Effect.acquireRelease(Effect.orDie(make), (ep) =>
-      Effect.orDie(Effect.zipRight(Effect.ignore(driver.cmDisconnect(ep)), driver.cmEpDestroy(ep))))
-  const accepted = yield* Effect.fork(Effect.gen(function*() {
-    const ep = yield* endpoint(driver.cmGetRequest(listening.handle))
-    const echo = yield* registered(driver, ep, "msgs", 2 * MESSAGE)
-    const target = yield* registered(driver, ep, "write", W * WRITE)
-    const info = yield* driver.cmMrInfo(target)
-    const key = CmEndpoint.encodeRemoteKey({ address: info.address, length: BigInt(info.length), rkey: info.rkey, access: "write" })
-    const recv = (slot: number): CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
-    const first = driver.cmPostMany(ep, [recv(0)])
-    if (first.error !== undefined) return yield* Effect.fail(first.error)
-    yield* driver.cmAccept(ep, key, config.timeoutMs)
-    return { ep, echo, recv }
-  }))
-  const client = yield* endpoint(driver.cmEpCreate(address, listening.port, config))
-  const local = yield* registered(driver, client, "msgs", W * WRITE + MESSAGE)
-  yield* driver.cmConnect(client, undefined, config.timeoutMs)
-  const server = yield* Fiber.join(accepted)
-  const key = yield* Effect.flatMap(driver.cmPrivateData(client), (data) => CmEndpoint.decodeRemoteKey(data.slice(0, 24)))
-
-  // The echo: a receive (ids 0 and 1: its slot) posts the other slot's receive and sends its bytes back.
-  let stopped = false
-  const echo = (c: Completion): "more" | "stop" => {
-    if (stopped || c.status !== 0) return "stop"
-    if (c.id > 1) return "more"
-    return post(driver, server.ep, [server.recv(1 - c.id), {
-      op: "send",
-      id: 2,
-      segments: [{ mr: server.echo, offset: c.id * MESSAGE, length: c.byteLength }],
-      inline: c.byteLength <= MESSAGE
-    }], echo, (e) => void Effect.runFork(log(`raw echo: ${String(e)}`)))
-  }
-  serverEp = server.ep
-  watch(driver, server.ep, echo, () => {})
-  yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
-  /** The server's completions polled (no wait) and echoed: for the spinning row. */
-  const serve = Effect.flatMap(timed(driver.cmPollCompletions(server.ep)), (cs) =>
-    Effect.sync(() => {
-      for (const c of cs) echo(c)
-    }))
-  return { driver, side: { ep: client, mr: local } satisfies RawSide, key, serve }
-})
-
-/** `count` round trips through the driver from callbacks: post receive + send, until both completed. */
-const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
-  Effect.async<void, unknown>((resume) => {
-    let trip = 0
-    let pending = 0
-    const fail = (e: unknown) => resume(Effect.fail(e))
-    const take = (c: Completion): "more" | "stop" => {
-      if (c.status !== 0) {
-        fail(new Error(`completion status ${c.status}`))
-        return "stop"
-      }
-      if (--pending > 0) return "more"
-      return ++trip === count ? (resume(Effect.void), "stop") : start()
-    }
-    const start = (): "more" | "stop" => {
-      pending = 2
-      return post(driver, side.ep, [
-        { op: "recv", id: 0, segments: [{ mr: side.mr, offset: W * WRITE, length: MESSAGE }] },
-        { op: "send", id: 1, segments: [{ mr: side.mr, offset: 0, length: MESSAGE }], inline: true }
-      ], take, fail)
-    }
-    if (start() === "more") watch(driver, side.ep, take, fail)
-  })
-
-/**
- * `count` round trips through the driver with no wait at all: after posting, both sides' queues are
- * polled in turn until the trip's two completions are in (the server's echoed as they come). The
- * floor of the JavaScript path without the event loop: what is left over C is the calls' own cost.
- */
-const spinPingPong = (driver: Driver, side: RawSide, serve: Effect.Effect<void, unknown>, count: number) =>
-  Effect.gen(function*() {
-    const deadline = performance.now() + 60_000
-    for (let trip = 0; trip < count; trip++) {
-      let pending = 2
-      const take = (c: Completion): "more" | "stop" => {
-        if (c.status !== 0) throw new Error(`completion status ${c.status}`)
-        pending--
-        return "more"
-      }
-      post(driver, side.ep, [
-        { op: "recv", id: 0, segments: [{ mr: side.mr, offset: W * WRITE, length: MESSAGE }] },
-        { op: "send", id: 1, segments: [{ mr: side.mr, offset: 0, length: MESSAGE }], inline: true }
-      ], take, (e) => {
-        throw e
-      })
-      while (pending > 0) {
-        if (performance.now() > deadline) return yield* Effect.fail(new Error("spinning ping-pong: no echo within 60 s"))
-        yield* serve
-        for (const c of yield* timed(driver.cmPollCompletions(side.ep))) take(c)
-      }
-    }
-  })
 
 /** `count` writes of `size`, W in flight, through the driver from callbacks. */
 const rawWrites = (driver: Driver, side: RawSide, key: CmEndpoint.RemoteKey, size: number, count: number) =>
@@ -406,11 +208,9 @@ const interleaved = (
 const lower = (a: Measured, b: Measured) => a.value < b.value
 
 const program = Effect.gen(function*() {
-  const ours = yield* oursPair
-  const raw = yield* rawPair
+  const ours = yield* oursPair(address)
+  const raw = yield* rawPair(address)
   yield* log("connected")
-  const sendMessage = { src: ours.local, offset: 0, length: MESSAGE }
-  const recvMessage = { segments: [{ mr: ours.local, offset: W * WRITE, length: MESSAGE }] }
   // One call into the addon that makes no system call: an idle endpoint's queues polled (two
   // ibv_poll_cq in user space, an empty array back); against it, what a post pair costs above.
   const binding = yield* RpmaBinding.load()
@@ -421,14 +221,7 @@ const program = Effect.gen(function*() {
     yield* log(`an idle endpoint polled from JavaScript: ${((performance.now() - t0) * 1000 / calls).toFixed(1)} µs a call`)
   }
   const latency = yield* interleaved("pingpong", trips, {
-    ours: (k) =>
-      Effect.gen(function*() {
-        for (let i = 0; i < k; i++) {
-          const echo = yield* CmEndpoint.postRecv(ours.client, recvMessage)
-          yield* CmEndpoint.send(ours.client, sendMessage)
-          yield* echo.completion
-        }
-      }),
+    ours: (k) => oursPingPong(ours, k),
     addon: (k) => rawPingPong(raw.driver, raw.side, k),
     spin: (k) => spinPingPong(raw.driver, raw.side, raw.serve, k)
   }, (k) => cRun(`pingpong:${MESSAGE}:${k}`), lower)

@@ -337,6 +337,8 @@ export const callgrindRuns: Record<string, number> = {
   "batch.queued": 1_000,
   "batch.callback": 1_000,
   "batch.later": 1_000,
-  "batch.forEach": 100
+  "batch.forEach": 100,
+  "cm.pingpong": 2000,
+  "cm.callbacks": 2000
 }
 

@@ -304,14 +304,20 @@ export class PendingTable<E> {
    *
    * No canceller (it would cost a second Effect per wait): an interrupted fiber's resume is
    * already spent, so a later call of it does nothing, and it is dropped with the entry.
+   *
+   * `complete` makes what the operation returns from the completion, in the same step (an
+   * `Effect.map` would add two steps of the fiber to every operation). It runs in the dispatch, so
+   * it must not throw.
    */
-  await(entry: Pending<E>): Effect.Effect<Completion, E> {
+  await(entry: Pending<E>): Effect.Effect<Completion, E>
+  await<A>(entry: Pending<E>, complete: ((c: Completion) => A) | undefined): Effect.Effect<A, E>
+  await(entry: Pending<E>, complete?: (c: Completion) => unknown): Effect.Effect<unknown, E> {
     const ready = entry.outcome
-    if (ready !== undefined) return ready
-    return Effect.async<Completion, E>((resume) => {
+    if (ready !== undefined) return completed(ready, complete)
+    return Effect.async<unknown, E>((resume) => {
       // Settled between the check above and now (the fiber yielded in between): at once.
-      if (entry.outcome !== undefined) return resume(entry.outcome)
-      entry.resume = resume
+      if (entry.outcome !== undefined) return resume(completed(entry.outcome, complete))
+      entry.resume = complete === undefined ? resume : (outcome) => resume(completed(outcome, complete))
     })
   }
 
@@ -454,6 +460,10 @@ export class PendingTable<E> {
 }
 
 const VOID: Exit.Exit<any> = Exit.void
+
+/** An outcome as its operation returns it: a completion made into what `complete` makes of it. */
+const completed = <E>(outcome: Outcome<E>, complete: ((c: Completion) => unknown) | undefined): Exit.Exit<unknown, E> =>
+  complete === undefined || outcome._tag === "Failure" ? outcome : Exit.succeed(complete(outcome.value))
 
 /** @internal The request a work request needs, built with its id (librpma's, or an endpoint's `R`). */
 export type Build<R = WorkRequest> = (id: number) => R

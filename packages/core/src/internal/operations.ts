@@ -283,15 +283,13 @@ export const awaitRecv = <A>(
     const refused = checkRange(Operations.recv.name, "destination", offset, length, dst.size)
     if (refused !== undefined) return instrument.refused(refused)
     const dstHandle = dst.handle
-    return Effect.map(
-      impl(conn).kernel.start<TransferError>(
-        fiber,
-        Operations.recv,
-        [dst],
-        (id) => ({ op: "recv", id, dst: dstHandle, offset, length }),
-        undefined,
-        AWAIT
-      ),
+    return impl(conn).kernel.start<TransferError>(
+      fiber,
+      Operations.recv,
+      [dst],
+      (id) => ({ op: "recv", id, dst: dstHandle, offset, length }),
+      undefined,
+      AWAIT,
       complete
     )
   })

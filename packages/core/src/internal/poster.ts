@@ -275,6 +275,10 @@ export class Poster<R = WorkRequest> {
    * `E` is the operation's own error union (Connection.TransferError, ...): the kernel fails a
    * request only with the queue's end, the completion's status, or the driver's refusal of the
    * post, which librpma's post functions limit to RPMA_E_INVAL and RPMA_E_PROVIDER.
+   *
+   * `complete` makes what the operation succeeds with, in the same step as the post or the wait
+   * (an `Effect.map` adds two steps of the fiber): from the completion ({@link AWAIT}; it runs in
+   * the dispatch, so it must not throw) or from the entry ({@link SUBMIT}: the ticket).
    */
   start<E = OperationError>(
     fiber: Fiber.RuntimeFiber<any, any>,
@@ -282,24 +286,27 @@ export class Poster<R = WorkRequest> {
     regions: Regions,
     build: Build<R>,
     signal: Signal | undefined,
-    then: Then
+    then: Then,
+    complete?: (value: any) => unknown
   ): Effect.Effect<any, E> {
     const slots = spec.queue === "send" ? this.link.sendSlots : this.link.recvSlots
     const perOperation = fiber.getFiberRef(Tracing.perOperation)
+    // Traced, a receive's bytes are counted from its completion, before `complete` makes it over.
+    const counting = perOperation && spec.queue === "recv" && then === AWAIT
+    const made = counting ? undefined : complete
     const effect = slots.tryTake()
-      ? this.posted(spec, slots, regions, build, signal, then, identity, perOperation)
+      ? this.posted(spec, slots, regions, build, signal, then, identity, perOperation, made)
       : Effect.uninterruptibleMask((restore) =>
         Effect.zipRight(
           restore(slots.take),
-          Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore, perOperation))
+          Effect.suspend(() => this.posted(spec, slots, regions, build, signal, then, restore, perOperation, made))
         )
       )
     if (!perOperation) return effect as Effect.Effect<any, E>
+    if (!counting) return traced(effect, this.link.driver.name, spec, build) as Effect.Effect<any, E>
     // A receive's bytes are known when it completes.
-    const counted = spec.queue === "recv" && then === AWAIT
-      ? Effect.tap(effect, (c: Completion) => Effect.sync(() => instrument.receivedUnsafe(spec.name, c.byteLength)))
-      : effect
-    return traced(counted, this.link.driver.name, spec, build) as Effect.Effect<any, E>
+    const counted = Effect.tap(effect, (c: Completion) => Effect.sync(() => instrument.receivedUnsafe(spec.name, c.byteLength)))
+    return traced(complete === undefined ? counted : Effect.map(counted, complete), this.link.driver.name, spec, build) as Effect.Effect<any, E>
   }
 
   /** Its slot taken: posts, and what follows (the wait, or the entry). */
@@ -312,7 +319,8 @@ export class Poster<R = WorkRequest> {
     then: Then,
     restore: Restore,
     /** Per-operation telemetry: the request and its bytes are counted. */
-    counted: boolean
+    counted: boolean,
+    complete: ((value: any) => unknown) | undefined
   ): Effect.Effect<any, OperationError> {
     const refused = this.link.refusal(spec.name)
     if (refused !== undefined) {
@@ -328,8 +336,10 @@ export class Poster<R = WorkRequest> {
     const signalled = signal !== "onError" || slots.available <= 0
     const entry = table.add(spec.name, regions, slots, spec.queue === "send", spec.opcode, signalled)
     entry.voided = then === AWAIT_VOID
-    const built = build(entry.id)
-    const request = signal === undefined ? built : { ...built, completion: signalled ? "always" : "onError" } as R
+    const request = build(entry.id)
+    // Set on the fresh request, not spread into a copy: a spread followed by another property
+    // makes V8 build a new hidden class on every post.
+    if (signal !== undefined) (request as { completion?: Signal }).completion = signalled ? "always" : "onError"
     const outcome = this.link.driver.postMany(this.link.queue, [request])
     let result: Effect.Effect<unknown, OperationError>
     if (outcome.posted === 0) {
@@ -339,7 +349,9 @@ export class Poster<R = WorkRequest> {
     } else {
       if (counted) instrument.postedUnsafe(spec.name, 1, instrument.requestBytes(request as instrument.CountedRequest))
       this.absorb(outcome, deferred)
-      result = then === SUBMIT ? Effect.succeed(entry) : restore(table.await(entry))
+      result = then === SUBMIT
+        ? Effect.succeed(complete === undefined ? entry : complete(entry))
+        : restore(table.await(entry, complete))
       if (outcome.turnDue) result = Effect.zipRight(afterPendingIo, result)
     }
     this.resumeBatches()
@@ -351,9 +363,12 @@ export class Poster<R = WorkRequest> {
   /** Filled and emptied within one synchronous post. */
   private readonly releases: Array<Effect.Effect<void>> = []
 
-  /** The outcome of a request posted with {@link SUBMIT}: may be awaited any number of times. */
-  await<E = OperationError>(entry: Pending<OperationError>): Effect.Effect<Completion, E> {
-    return this.link.table.await(entry) as Effect.Effect<Completion, any>
+  /**
+   * The outcome of a request posted with {@link SUBMIT}, as `complete` makes it (see
+   * {@link PendingTable.await}): may be awaited any number of times.
+   */
+  await<A, E = OperationError>(entry: Pending<OperationError>, complete: (c: Completion) => A): Effect.Effect<A, E> {
+    return this.link.table.await(entry, complete) as Effect.Effect<A, any>
   }
 
   /**

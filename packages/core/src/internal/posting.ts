@@ -62,12 +62,14 @@ export const submit = <C>(
   signal: Signal | undefined,
   complete: (c: DriverCompletion) => C
 ): Effect.Effect<{ readonly operation: string; readonly completion: Effect.Effect<C, TransferError> }, TransferError> =>
-  refused !== undefined ? Effect.fail(refused) : Effect.map(
-    kernel.start<TransferError>(fiber, spec, regions, build, signal, SUBMIT),
-    (entry: Pending<OperationError>) => ({
-      operation: spec.name,
-      completion: Effect.map(kernel.await<TransferError>(entry), complete)
-    })
+  refused !== undefined ? Effect.fail(refused) : kernel.start<TransferError>(
+    fiber,
+    spec,
+    regions,
+    build,
+    signal,
+    SUBMIT,
+    (entry: Pending<OperationError>) => ({ operation: spec.name, completion: kernel.await<C, TransferError>(entry, complete) })
   )
 
 /** @internal */

@@ -156,7 +156,12 @@ export const make = (
     return open(driver, peer, { rqSize, rcqSize: options?.completionQueueSize ?? rqSize })
   })
 
-const withQpNum = (c: DriverCompletion): SharedReceiveQueue.Completion => ({ ...toCompletion(c), qpNum: c.qpNum ?? 0 })
+const withQpNum = (c: DriverCompletion): SharedReceiveQueue.Completion => {
+  // Added to the fresh completion, not spread into a copy (a new hidden class per completion).
+  const completion = toCompletion(c) as { qpNum?: number }
+  completion.qpNum = c.qpNum ?? 0
+  return completion as SharedReceiveQueue.Completion
+}
 
 /** @internal */
 export const postRecv = (
