@@ -4,8 +4,11 @@
  * and 64 KiB RDMA write bandwidth (W writes in flight), each between a client and a server
  * endpoint in this one process over the device address, three ways in the same rounds:
  *
- *   ours   CmEndpoint (core's public API) over the native driver: the client's postRecv + send +
- *          the receive's completion, a server fiber echoing each message; CmEndpoint.writeMany
+ *   ours   CmEndpoint (core's public API) over the native driver: CmEndpoint.call (the answer's
+ *          receive and the send in one post, one wait), a server fiber echoing each message with
+ *          CmEndpoint.reply; CmEndpoint.writeMany
+ *   split  (ping-pong only) CmEndpoint with a post each: the client's postRecv + send + the
+ *          receive's completion, the server's postRecv + send
  *   addon  the driver's cm calls from plain callbacks, no Effect in the loop (cmPostMany, then
  *          cmArmCompletions' callback): the floor for any wrapper over this addon
  *   C      bench/c/cm_bench.c, the same exchange on librdmacm's verbs API in C (a server thread)
@@ -31,6 +34,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import {
   log,
   MESSAGE,
+  oursCallPingPong,
   oursPair,
   oursPingPong,
   post,
@@ -208,7 +212,8 @@ const interleaved = (
 const lower = (a: Measured, b: Measured) => a.value < b.value
 
 const program = Effect.gen(function*() {
-  const ours = yield* oursPair(address)
+  const ours = yield* oursPair(address, "reply")
+  const split = yield* oursPair(address, "postRecv+send")
   const raw = yield* rawPair(address)
   yield* log("connected")
   // One call into the addon that makes no system call: an idle endpoint's queues polled (two
@@ -221,7 +226,8 @@ const program = Effect.gen(function*() {
     yield* log(`an idle endpoint polled from JavaScript: ${((performance.now() - t0) * 1000 / calls).toFixed(1)} µs a call`)
   }
   const latency = yield* interleaved("pingpong", trips, {
-    ours: (k) => oursPingPong(ours, k),
+    ours: (k) => oursCallPingPong(ours, k),
+    split: (k) => oursPingPong(split, k),
     addon: (k) => rawPingPong(raw.driver, raw.side, k),
     spin: (k) => spinPingPong(raw.driver, raw.side, raw.serve, k)
   }, (k) => cRun(`pingpong:${MESSAGE}:${k}`), lower)
@@ -248,12 +254,20 @@ const program = Effect.gen(function*() {
   const mbps = (usPerWrite: number) => `${(WRITE / usPerWrite).toFixed(2)} MB/s`
   const rows: Array<Row> = [
     {
-      what: `CmEndpoint send/recv ping-pong ${MESSAGE} B, round trip`,
+      what: `CmEndpoint.call / .reply ping-pong ${MESSAGE} B, round trip`,
       ours: us(latency.ours!),
       baseline: `${us(latency.addon!)} (the driver's cm calls from plain callbacks)`,
       ratio: latency.ours! / latency.addon!,
       target: "≤ 1.5×",
       met: latency.ours! / latency.addon! <= 1.5
+    },
+    {
+      what: `  the same with a post each: postRecv + send + the receive's completion`,
+      ours: us(latency.split!),
+      baseline: us(latency.addon!),
+      ratio: latency.split! / latency.addon!,
+      target: "",
+      met: undefined
     },
     {
       what: `  against C: ping-pong ${MESSAGE} B`,

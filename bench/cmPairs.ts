@@ -5,6 +5,7 @@
  * bench/cmHost.ts on the simulated driver under callgrind, so that both measure the same code.
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
+import * as Memory from "@effect-rdma/core/Memory"
 import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
 import { Cause, Effect, Exit, Fiber } from "effect"
 
@@ -13,7 +14,11 @@ export const W = 16
 export const MESSAGE = 64
 export const WRITE = 65536
 
-/** The endpoints' settings: queues of W, one segment a request, 64 B inline (as cm_bench.c's). */
+/**
+ * The endpoints' settings: queues of W, one segment a request, 64 B inline (as cm_bench.c's). Every
+ * region is page-aligned (Memory.allocate), as cm_bench.c's are: a Uint8Array's bytes start 16 B
+ * into a page, so each 64 KiB write would span 17 pages on each side where C's span 16.
+ */
 export const options: CmEndpoint.Options = { timeout: "10 seconds", maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
 export const config: CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
 
@@ -21,20 +26,24 @@ export const log = (line: string) => Effect.sync(() => console.error(`[cm] ${lin
 
 // ---- ours: CmEndpoint ----
 
-/** A client and a server endpoint connected, the server echoing every message from two receive slots in turn. */
-export const oursPair = (address: string) =>
+/**
+ * A client and a server endpoint connected, the server echoing every message from two receive
+ * slots in turn: with `CmEndpoint.reply` (the next receive and the echo in one post), or with
+ * `postRecv` and `send` apart.
+ */
+export const oursPair = (address: string, echoWith: "reply" | "postRecv+send" = "reply") =>
   Effect.gen(function*() {
     const listener = yield* CmEndpoint.listen(address, 0, options)
     const accepted = yield* Effect.fork(Effect.gen(function*() {
       const request = yield* CmEndpoint.next(listener)
-      const echo = yield* CmEndpoint.registerMessages(request, new Uint8Array(2 * MESSAGE))
-      const target = yield* CmEndpoint.registerWrite(request, new Uint8Array(W * WRITE))
+      const echo = yield* CmEndpoint.registerMessages(request, yield* Memory.allocate(2 * MESSAGE))
+      const target = yield* CmEndpoint.registerWrite(request, yield* Memory.allocate(W * WRITE))
       const first = yield* CmEndpoint.postRecv(request, { segments: [{ mr: echo, offset: 0, length: MESSAGE }] })
       yield* CmEndpoint.accept(request, CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target)))
       return { request, echo, first }
     }))
     const client = yield* CmEndpoint.create(address, listener.port, options)
-    const local = yield* CmEndpoint.registerMessages(client, new Uint8Array(W * WRITE + MESSAGE).fill(0xa5))
+    const local = yield* CmEndpoint.registerMessages(client, (yield* Memory.allocate(W * WRITE + MESSAGE)).fill(0xa5))
     yield* CmEndpoint.connect(client)
     const server = yield* Fiber.join(accepted)
     const key = yield* CmEndpoint.decodeRemoteKey(client.privateData.slice(0, 24)).pipe(
@@ -44,10 +53,14 @@ export const oursPair = (address: string) =>
       let posted = server.first
       for (let slot = 0;; slot = 1 - slot) {
         const message = yield* posted.completion
-        posted = yield* CmEndpoint.postRecv(server.request, {
-          segments: [{ mr: server.echo, offset: (1 - slot) * MESSAGE, length: MESSAGE }]
-        })
-        yield* CmEndpoint.send(server.request, { src: server.echo, offset: slot * MESSAGE, length: message.byteLength })
+        const recv = { dst: server.echo, offset: (1 - slot) * MESSAGE, length: MESSAGE }
+        const send = { src: server.echo, offset: slot * MESSAGE, length: message.byteLength }
+        if (echoWith === "reply") {
+          posted = yield* CmEndpoint.reply(server.request, { recv, send })
+        } else {
+          posted = yield* CmEndpoint.postRecv(server.request, { segments: [{ mr: recv.dst, offset: recv.offset, length: recv.length }] })
+          yield* CmEndpoint.send(server.request, send)
+        }
       }
     }).pipe(Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : log(`echo: ${Cause.pretty(cause)}`))))
     return { client, local, key }
@@ -63,6 +76,17 @@ export const oursPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint; rea
       yield* CmEndpoint.send(ours.client, sendMessage)
       yield* echo.completion
     }
+  })
+}
+
+/** `count` round trips with `CmEndpoint.call`: the answer's receive and the send in one post, one wait. */
+export const oursCallPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint; readonly local: CmEndpoint.MessageRegion }, count: number) => {
+  const exchange: CmEndpoint.ExchangeArgs = {
+    send: { src: ours.local, offset: 0, length: MESSAGE },
+    recv: { dst: ours.local, offset: W * WRITE, length: MESSAGE }
+  }
+  return Effect.gen(function*() {
+    for (let i = 0; i < count; i++) yield* CmEndpoint.call(ours.client, exchange)
   })
 }
 
@@ -122,10 +146,11 @@ export const post = (
 }
 
 export const registered = (driver: Driver, ep: CmEpHandle, kind: "msgs" | "write", size: number) =>
-  Effect.acquireRelease(
-    driver.cmReg(ep, kind, new Uint8Array(size).fill(0xa5)),
-    (mr) => Effect.orDie(driver.cmDeregMr(mr))
-  )
+  Effect.flatMap(Memory.allocate(size), (memory) =>
+    Effect.acquireRelease(
+      driver.cmReg(ep, kind, memory.fill(0xa5)),
+      (mr) => Effect.orDie(driver.cmDeregMr(mr))
+    ))
 
 /** `effect`, its time added to `spent.polls`. */
 export const timed = <A, E>(effect: Effect.Effect<A, E>) =>

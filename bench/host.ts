@@ -339,6 +339,7 @@ export const callgrindRuns: Record<string, number> = {
   "batch.later": 1_000,
   "batch.forEach": 100,
   "cm.pingpong": 2000,
+  "cm.call": 2000,
   "cm.callbacks": 2000
 }
 

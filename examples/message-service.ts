@@ -6,11 +6,13 @@
  * on the request's own protection domain (rdma_reg_msgs), posts its first
  * receive before it accepts (so the client's first request always has a buffer), and accepts with
  * the remote key of a counters region registered with rdma_reg_read in the private data. It then
- * answers every request message (rdma_post_recv, rdma_post_send): the reply carries the request's
- * sequence number and its text upper-cased, and small replies go inline.
+ * answers every request message with CmEndpoint.reply (the next request's rdma_post_recv and the
+ * answer's rdma_post_send in one post): the reply carries the request's sequence number and its
+ * text upper-cased, and small replies go inline.
  *
- * The client creates its endpoint (rdma_create_ep), posts a receive before it connects, sends its
- * requests and checks each reply, then reads the server's counters with rdma_post_read using the
+ * The client creates its endpoint (rdma_create_ep) and connects, makes each request with
+ * CmEndpoint.call (the reply's receive and the request's send in one post, one wait for both) and
+ * checks each reply, then reads the server's counters with rdma_post_read using the
  * key from the acceptance, and checks that the server counted every request. Both sides release
  * everything with their scopes (disconnect, regions, then the endpoints); on the simulated driver
  * the leak ledger proves it.
@@ -70,10 +72,11 @@ const answer = (request: CmEndpoint.CmEndpoint) =>
       const received = yield* next.completion
       const message = readMessage(inbox.memory, received.byteLength)
       if (message === undefined) return yield* Effect.dieMessage("a malformed request")
-      next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
       answered.setBigUint64(0, answered.getBigUint64(0, true) + 1n, true)
       const length = writeMessage(outbox.memory, message.seq, message.text.toUpperCase())
-      yield* CmEndpoint.send(request, { src: outbox, length })
+      // The next request's receive and this answer in one post (the inbox has been read: the
+      // client sends its next request only once it has this answer).
+      next = yield* CmEndpoint.reply(request, { recv: { dst: inbox }, send: { src: outbox, length } })
     }
   }).pipe(
     // The client's disconnect ends the connection: the pending receive fails with it.
@@ -86,7 +89,6 @@ const client = (port: number) =>
     const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(MESSAGE_SIZE))
     const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(MESSAGE_SIZE))
     const counters = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8))
-    let reply = yield* CmEndpoint.postRecv(ep, { segments: [{ mr: inbox }] })
     yield* CmEndpoint.connect(ep)
     // The acceptance's private data is padded to 196 bytes: the key is its first 24.
     const key = yield* CmEndpoint.decodeRemoteKey(ep.privateData.subarray(0, 24)).pipe(
@@ -96,13 +98,12 @@ const client = (port: number) =>
     for (let seq = 0; seq < requests; seq++) {
       const text = `request ${seq}: hello over rdma_post_send`
       const length = writeMessage(outbox.memory, seq, text)
-      yield* CmEndpoint.send(ep, { src: outbox, length })
-      const received = yield* reply.completion
+      // The reply's receive and the request in one post, then one wait for both.
+      const received = yield* CmEndpoint.call(ep, { send: { src: outbox, length }, recv: { dst: inbox } })
       const answer = readMessage(inbox.memory, received.byteLength)
       if (answer?.seq !== seq || answer.text !== text.toUpperCase()) {
         return yield* Effect.dieMessage(`reply ${seq} is wrong: ${JSON.stringify(answer)}`)
       }
-      if (seq + 1 < requests) reply = yield* CmEndpoint.postRecv(ep, { segments: [{ mr: inbox }] })
     }
     const elapsed = performance.now() - started
     yield* CmEndpoint.read(ep, { dst: counters, src: key, length: 8 })

@@ -238,6 +238,19 @@ export interface ReadArgs {
 }
 
 /**
+ * A request/response round trip's two requests ({@link call}, {@link reply}): the message to
+ * send, and the receive posted with it (one segment or several each). The send is always
+ * signalled (its `completion` is not read).
+ *
+ * @since 0.7.0
+ * @category models
+ */
+export interface ExchangeArgs {
+  readonly send: SendArgs | SendvArgs
+  readonly recv: RecvArgs | RecvvArgs
+}
+
+/**
  * A request posted without waiting: its completion may be awaited any number of times, or never
  * (it keeps its regions registered until it completes or the endpoint is closed).
  *
@@ -665,6 +678,77 @@ export const postWrite: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<Poste
  * @category operations
  */
 export const postRead: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<Posted, TransferError> = posting.postRead
+
+/**
+ * A request and its answer: the answer's receive and the request's send posted in one driver call
+ * (rdma_post_recv, then rdma_post_send: the receive first, so the answer cannot arrive before
+ * it), then one wait for both. Succeeds with the answer's completion once both succeeded; fails
+ * with the first failure to arrive (a failed request's error state flushes the other after it).
+ *
+ * The client's half of a request/response protocol, with one post and one wait where
+ * {@link postRecv}, {@link send} and the receive's completion take two of each: what the
+ * latency of a small round trip is made of. The other side answers with {@link reply}.
+ *
+ * Nothing is posted when either request fails its checks. If the device refuses the send after
+ * the receive was posted (rare: a queue pair that has just failed), the call fails with the
+ * refusal and the receive stays posted, holding its region, until a message fills it or the
+ * endpoint ends.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { CmEndpoint } from "@effect-rdma/core"
+ *
+ * // One 64-byte request out of the region's first half, its answer into the second.
+ * const ask = (ep: CmEndpoint.CmEndpoint, mr: CmEndpoint.MessageRegion) =>
+ *   Effect.map(
+ *     CmEndpoint.call(ep, {
+ *       send: { src: mr, offset: 0, length: 64 },
+ *       recv: { dst: mr, offset: 64, length: 64 }
+ *     }),
+ *     (answer) => mr.memory.subarray(64, 64 + answer.byteLength)
+ *   )
+ * ```
+ *
+ * @since 0.7.0
+ * @category operations
+ */
+export const call: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Connection.Completion, TransferError> =
+  posting.call
+
+/**
+ * The server's half of a request/response protocol: the next request's receive and this answer's
+ * send posted in one driver call (the receive first), then a wait for the send. Succeeds with the
+ * receive's ticket: await its completion for the next request.
+ *
+ * Fails as {@link call} does. When the send fails after the receive was posted, the receive's
+ * ticket is not returned: the receive stays posted, holding its region, until a message fills it
+ * or the endpoint ends (a send that failed on the device puts the queue pair in its error state,
+ * which flushes it at once).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { CmEndpoint } from "@effect-rdma/core"
+ *
+ * // Echoes every request back, from two halves of one region in turn.
+ * const echo = (ep: CmEndpoint.CmEndpoint, mr: CmEndpoint.MessageRegion) =>
+ *   Effect.gen(function*() {
+ *     let next = yield* CmEndpoint.postRecv(ep, { segments: [{ mr, offset: 0, length: 64 }] })
+ *     for (let slot = 0;; slot = 1 - slot) {
+ *       const request = yield* next.completion
+ *       next = yield* CmEndpoint.reply(ep, {
+ *         recv: { dst: mr, offset: (1 - slot) * 64, length: 64 },
+ *         send: { src: mr, offset: slot * 64, length: request.byteLength }
+ *       })
+ *     }
+ *   })
+ * ```
+ *
+ * @since 0.7.0
+ * @category operations
+ */
+export const reply: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Posted, TransferError> = posting.reply
 
 /**
  * Sends of one kind (all with immediate data, or none) in one batch: posted as the send queue

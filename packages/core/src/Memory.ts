@@ -90,8 +90,10 @@ notePool()
 
 /**
  * Allocates `size` bytes of page-aligned, zeroed memory owned by the driver, given back when the
- * scope closes. If a registration over it failed to release, the memory is kept instead: the
- * device may still point at it.
+ * scope closes. A registration over it still live then (its deregistration waits for a request in
+ * flight, such as a receive posted on an endpoint that closes after this scope) delays the free
+ * until it is released. If a registration over it failed to release, the memory is kept instead:
+ * the device may still point at it.
  *
  * @example
  * ```ts
@@ -115,11 +117,18 @@ export const allocate = (size: number): Effect.Effect<Uint8Array, RpmaError, Rdm
       (memory) =>
         // Cached registrations over this memory go first: a cache must never outlive what it covers.
         Effect.forEach(pins.memoryReleaseHooks(), (hook) => hook(memory.buffer), { discard: true }).pipe(
-          Effect.zipRight(Effect.suspend(() =>
-            pins.isReachableByDevice(memory)
-              ? Effect.logWarning(`kept ${memory.byteLength} bytes alive: a registration over them is still live`)
-              : release("free", `${memory.byteLength} bytes`, driver.free(memory))
-          ))
+          Effect.zipRight(Effect.suspend(() => {
+            const size = memory.byteLength
+            if (pins.isQuarantined(memory)) {
+              return Effect.logWarning(`kept ${size} bytes alive: a failed release may have left the device pointing at them`)
+            }
+            const free = Effect.asVoid(release("free", `${size} bytes`, driver.free(memory)))
+            // A registration still live (its deregistration waits for a request in flight, or was
+            // refused): freed when the last one is released, never under it.
+            return pins.releaseWhenUnpinned(memory, free)
+              ? free
+              : Effect.logInfo(`kept ${size} bytes alive until the registration over them is released`)
+          }))
         )
     ))
 

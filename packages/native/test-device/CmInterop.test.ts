@@ -1,6 +1,7 @@
 // librdmacm's verbs API path (issue 20) against C programs written on that API alone
 // (bench/c/cm_server.c, cm_client.c; bench/c/cm_common.h says what each mode does and the remote
-// key's 24 bytes), in both directions: messages with receives posted before connect and accept,
+// key's 24 bytes), in both directions: messages with receives posted before connect and accept
+// (and again with CmEndpoint.call / .reply: the receive and the send in one post),
 // a remote read, a remote write, a send and a write with immediate data, and a rejected request,
 // checking the bytes that arrive on each side (the C program checks its side and exits 0 only if
 // all of them arrived). The C programs are first proved against each other.
@@ -72,8 +73,11 @@ const leavingNothingAlive = <A, E, R>(test: Effect.Effect<A, E, R>) =>
 const received = (memory: Uint8Array, offset: number, completion: { byteLength: number }, seed: number) =>
   completion.byteLength === N && same(memory.subarray(offset, offset + N), pattern(N, seed))
 
-/** The TypeScript listener's side of `mode` with the C client that `start` runs once it listens. */
-const serve = (mode: Mode, start: (port: number) => Run) =>
+/**
+ * The TypeScript listener's side of `mode` with the C client that `start` runs once it listens.
+ * `exchange`: the answer (mode msg) goes with CmEndpoint.reply, the next receive posted with it.
+ */
+const serve = (mode: Mode, start: (port: number) => Run, exchange = false) =>
   Effect.gen(function*() {
     const listener = yield* CmEndpoint.listen(address, 0, options)
     const run = start(listener.port)
@@ -99,7 +103,16 @@ const serve = (mode: Mode, start: (port: number) => Run) =>
     if (mode === "msg") {
       assert.isTrue(received(memory, 0, first, 1), "the client's message")
       memory.set(pattern(N, 2), 2 * N)
-      yield* CmEndpoint.send(request, { src: messages, offset: 2 * N, length: N })
+      if (exchange) {
+        // The next request's receive (unused: the client sends no more) and the answer, in one post.
+        const next = yield* CmEndpoint.reply(request, {
+          recv: { dst: messages, offset: 0, length: N },
+          send: { src: messages, offset: 2 * N, length: N }
+        })
+        assert.strictEqual(next.operation, "rdma_post_recv")
+      } else {
+        yield* CmEndpoint.send(request, { src: messages, offset: 2 * N, length: N })
+      }
     } else if (mode === "read" || mode === "write") {
       assert.isTrue(same(memory.subarray(0, first.byteLength), DONE), "the client's done")
       if (mode === "write") assert.isTrue(same(target.memory, pattern(N, 4)), "the bytes the client wrote")
@@ -116,14 +129,17 @@ const serve = (mode: Mode, start: (port: number) => Run) =>
     return run
   })
 
-/** The TypeScript client's side of `mode` against a C server listening on `port`. */
-const connect = (mode: Mode, port: number) =>
+/**
+ * The TypeScript client's side of `mode` against a C server listening on `port`. `exchange`: the
+ * message and its answer (mode msg) with CmEndpoint.call, no receive posted before the connect.
+ */
+const connect = (mode: Mode, port: number, exchange = false) =>
   Effect.gen(function*() {
     const ep = yield* CmEndpoint.create(address, port, options)
     // Two receive slots posted before the connect, the send slot, the local side of a read or write.
     const memory = new Uint8Array(4 * N)
     const messages = yield* CmEndpoint.registerMessages(ep, memory)
-    const receives = [
+    const receives = exchange ? [] : [
       yield* CmEndpoint.postRecv(ep, { segments: [{ mr: messages, offset: 0, length: N }] }),
       yield* CmEndpoint.postRecv(ep, { segments: [{ mr: messages, offset: N, length: N }] })
     ]
@@ -145,8 +161,12 @@ const connect = (mode: Mode, port: number) =>
     assert.strictEqual(key.access, mode === "read" ? "read" : "write")
     if (mode === "msg") {
       memory.set(pattern(N, 1), 2 * N)
-      yield* CmEndpoint.send(ep, { src: messages, offset: 2 * N, length: N })
-      const answer = yield* receives[0]!.completion
+      const answer = exchange
+        ? yield* CmEndpoint.call(ep, {
+          send: { src: messages, offset: 2 * N, length: N },
+          recv: { dst: messages, offset: 0, length: N }
+        })
+        : yield* Effect.zipRight(CmEndpoint.send(ep, { src: messages, offset: 2 * N, length: N }), receives[0]!.completion)
       assert.isTrue(received(memory, 0, answer, 2), "the server's answer")
     } else if (mode === "read") {
       const src = yield* CmEndpoint.requireAccess("read")(key)
@@ -191,6 +211,13 @@ layer(NativeDriver.layer, { excludeTestServices: true })("TypeScript listener, C
         yield* cPassed(run, mode)
       })))
   }
+  it.effect("msg, answered with CmEndpoint.reply", () =>
+    leavingNothingAlive(Effect.gen(function*() {
+      const run = yield* Effect.scoped(
+        serve("msg", (port) => runC("cm_client", [address, String(port), "msg", String(N)]), true)
+      )
+      yield* cPassed(run, "msg")
+    })))
 })
 
 layer(NativeDriver.layer, { excludeTestServices: true })("TypeScript client, C server (cm_server)", (it) => {
@@ -204,4 +231,12 @@ layer(NativeDriver.layer, { excludeTestServices: true })("TypeScript client, C s
         yield* cPassed(run, mode)
       })))
   })
+  it.effect("msg, with CmEndpoint.call", () =>
+    leavingNothingAlive(Effect.gen(function*() {
+      const port = 19320 + modes.length
+      const run = runC("cm_server", [address, String(port), "msg", String(N)])
+      yield* Effect.promise(() => run.ready)
+      yield* Effect.scoped(connect("msg", port, true)).pipe(Effect.onError(() => killed(run)))
+      yield* cPassed(run, "msg")
+    })))
 })

@@ -2,7 +2,7 @@
  * Every registration lives at least as long as its scope: finalizers on success, failure, defect
  * and interruption, in reverse order, and a failed release is reported, never retried.
  */
-import { CmId, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, CmId, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric, Scope } from "effect"
@@ -205,7 +205,7 @@ describe("a failing release", () => {
         assert.strictEqual((yield* Metric.value(failures)).count - before, 0, "not a release failure")
         // Not quarantined (that is for a failed release): the memory is kept because the registration
         // is still live, and not freed under it.
-        assert.isTrue(logs.includes("kept 256 bytes alive: a registration over them is still live"), logs.join("\n"))
+        assert.isTrue(logs.includes("kept 256 bytes alive until the registration over them is released"), logs.join("\n"))
         assert.isFalse(logs.some((l) => /failed while releasing/.test(l)), logs.join("\n"))
         return { inbox, server, serverPeer }
       }))
@@ -218,6 +218,31 @@ describe("a failing release", () => {
       // Its peer's deletion waits for the region core still counts as a user: it never comes.
       assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind), ["Peer"])
       yield* d.peerDelete(serverPeer.handle)
+      yield* Ledger.assertEmpty
+    }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
+  })
+
+  it.effect("memory allocated after its endpoint, under a receive still posted when its scope closes: freed once the endpoint releases the region", () => {
+    const { logs, logged } = capturedLogs()
+    return Effect.gen(function*() {
+      yield* Effect.scoped(Effect.gen(function*() {
+        const listener = yield* CmEndpoint.listen(address, 0)
+        // The client stays connected until the end: the server's receive is not flushed by it.
+        const client = yield* Effect.fork(Effect.scoped(Effect.flatMap(CmEndpoint.open(address, listener.port), () => Effect.never)))
+        const memory = yield* Effect.scoped(Effect.gen(function*() {
+          const request = yield* CmEndpoint.next(listener)
+          // Allocated after the endpoint: its finalizer runs before the endpoint's, while the receive holds the region.
+          const memory = yield* Memory.allocate(4096)
+          const inbox = yield* CmEndpoint.registerMessages(request, memory)
+          yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
+          yield* CmEndpoint.accept(request)
+          return memory
+        }))
+        assert.isTrue(logs.includes("kept 4096 bytes alive until the registration over them is released"), logs.join("\n"))
+        assert.isFalse(logs.some((l) => /failed|refused/.test(l)), logs.join("\n"))
+        assert.strictEqual(memory.byteLength, 0, "freed once the endpoint was destroyed and its region deregistered")
+        yield* Fiber.interrupt(client)
+      }))
       yield* Ledger.assertEmpty
     }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
   })

@@ -290,6 +290,60 @@ export const postWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs)
 export const postRead = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
   submit(ep, () => prepareRead(ep, args), args.completion ?? "always")
 
+/** A send's arguments, one segment or several. */
+const prepareAnySend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs | CmEndpoint.SendvArgs) =>
+  isVectored(args) ? prepareSend(ep, args, false) : prepareSend(ep, sendOne(args), true)
+
+/** A receive's arguments, one segment or several. */
+const prepareAnyRecv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs | CmEndpoint.RecvvArgs) =>
+  isVectored(args) ? prepareRecv(ep, args, false) : prepareRecv(ep, recvOne(args), true)
+
+const isVectored = <V extends { readonly segments: unknown }>(args: object | V): args is V =>
+  args !== null && typeof args === "object" && "segments" in args
+
+/** The two requests of a call or a reply, checked (the receive first), or why not. */
+const prepareExchange = (
+  ep: CmEndpoint.CmEndpoint,
+  operation: string,
+  args: CmEndpoint.ExchangeArgs
+): readonly [Prepared, Prepared] | TransferError => {
+  if (args === null || typeof args !== "object" || args.send === undefined || args.recv === undefined) {
+    return fromErrno(22, operation, "the arguments must name a send and a recv")
+  }
+  const recv = prepareAnyRecv(ep, args.recv)
+  if (!isPrepared(recv)) return recv
+  const send = prepareAnySend(ep, args.send)
+  if (!isPrepared(send)) return send
+  return [recv, send]
+}
+
+/** Both requests of an exchange posted in one driver call: the answer awaited (`call`), or the send alone (`reply`). */
+const exchange = (
+  ep: CmEndpoint.CmEndpoint,
+  operation: string,
+  args: CmEndpoint.ExchangeArgs,
+  then: typeof AWAIT | typeof SUBMIT
+): Effect.Effect<any, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const prepared = prepareExchange(ep, operation, args)
+    if (!Array.isArray(prepared)) return instrument.refused(prepared as TransferError)
+    const [recv, send] = prepared as readonly [Prepared, Prepared]
+    const { kernel } = impl(ep)
+    const complete = then === AWAIT ? toCompletion : (entry: any) => ({
+      operation: recv.spec.name,
+      completion: kernel.await<Connection.Completion, TransferError>(entry, toCompletion)
+    })
+    return kernel.exchange<TransferError>(fiber, recv, send, then, complete)
+  })
+
+/** @internal */
+export const call = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs): Effect.Effect<Connection.Completion, TransferError> =>
+  exchange(ep, "CmEndpoint.call", args, AWAIT)
+
+/** @internal */
+export const reply = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs): Effect.Effect<CmEndpoint.Posted, TransferError> =>
+  exchange(ep, "CmEndpoint.reply", args, SUBMIT)
+
 /**
  * Many requests of one kind in one kernel batch (a sliding window over the queue, one wait for
  * all): every one is checked before the first is posted.

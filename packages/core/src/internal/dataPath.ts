@@ -321,6 +321,37 @@ export class PendingTable<E> {
     })
   }
 
+  /**
+   * One wait for two requests (a send and the receive of its answer, {@link Poster.exchange}):
+   * `complete(answer)` once both succeeded, or the first failure to arrive (a failing request's
+   * error state flushes the other after it, so the first names the cause). Interruptible, without
+   * a canceller, as {@link await}.
+   */
+  awaitBoth<A>(sent: Pending<E>, answer: Pending<E>, complete: (c: Completion) => A): Effect.Effect<A, E> {
+    const decided = (): Exit.Exit<A, E> | undefined => {
+      const first = sent.outcome
+      const second = answer.outcome
+      if (first !== undefined && first._tag === "Failure") return first as Exit.Exit<never, E>
+      if (second !== undefined && second._tag === "Failure") return second as Exit.Exit<never, E>
+      return first !== undefined && second !== undefined ? Exit.succeed(complete(second.value)) : undefined
+    }
+    const now = decided()
+    if (now !== undefined) return now
+    return Effect.async<A, E>((resume) => {
+      const settled = (): void => {
+        const outcome = decided()
+        if (outcome === undefined) return
+        sent.resume = undefined
+        answer.resume = undefined
+        resume(outcome)
+      }
+      sent.resume = settled
+      answer.resume = settled
+      // Settled between the check above and now (the fiber yielded in between).
+      settled()
+    })
+  }
+
   /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
   private settle(entry: Pending<E>, completion: Completion | undefined, failure: E | undefined): void {
     if (failure !== undefined) instrument.operationFailedUnsafe(entry.operation, (failure as { readonly _tag: string })._tag)

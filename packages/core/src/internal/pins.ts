@@ -14,7 +14,8 @@ export const pin = (memory: Uint8Array): void => {
   pinned.set(memory.buffer, (pinned.get(memory.buffer) ?? 0) + 1)
 }
 
-// Releases of memory asked for while registrations covered it (a file mapping's unmap): each runs
+// Releases of memory asked for while registrations covered it (a file mapping's unmap, an
+// allocation's free): each runs
 // when the last registration over its buffer is released, never while one remains.
 const deferred = new Map<ArrayBufferLike, import("effect/Effect").Effect<void>>()
 
@@ -57,12 +58,14 @@ export const releaseWhenUnpinned = (memory: Uint8Array, release: import("effect/
   return false
 }
 
-/** @internal Whether any registration, live or failed to release, covers this memory's buffer. */
-export const isReachableByDevice = (memory: Uint8Array): boolean => {
-  if (pinned.has(memory.buffer)) return true
+/** @internal Whether a failed release may have left the device pointing at this memory's buffer. */
+export const isQuarantined = (memory: Uint8Array): boolean => {
   for (const q of quarantined) if (q.buffer === memory.buffer) return true
   return false
 }
+
+/** @internal Whether any registration, live or failed to release, covers this memory's buffer. */
+export const isReachableByDevice = (memory: Uint8Array): boolean => pinned.has(memory.buffer) || isQuarantined(memory)
 
 type ReleaseHook = (buffer: ArrayBufferLike) => import("effect/Effect").Effect<void>
 const releaseHooks = new Set<ReleaseHook>()

@@ -121,6 +121,14 @@ export interface BatchRequests<R = WorkRequest> {
   readonly build: (index: number, id: number, completion: Signal) => R
 }
 
+/** @internal One request of an exchange ({@link Poster.exchange}): what it is, what it holds, how it is built. */
+export interface Exchanged<R> {
+  readonly spec: OperationSpec
+  /** Its regions, or their owners. */
+  readonly owners: Regions
+  readonly build: Build<R>
+}
+
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 const identity: Restore = (effect) => effect
 
@@ -364,6 +372,101 @@ export class Poster<R = WorkRequest> {
   private readonly releases: Array<Effect.Effect<void>> = []
 
   /**
+   * A receive and a send-queue request in one driver call, the receive first (so an answer to the
+   * send cannot arrive before there is a receive for it): the request/response round trip of
+   * CmEndpoint.call and .reply, with one post instead of two. Both are signalled. `then`:
+   * {@link AWAIT}: one wait for both, succeeding with `complete(answer)` once both succeeded, or
+   * failing with the first failure to arrive (a failed request's error state flushes the other,
+   * after); {@link SUBMIT}: a wait for the send alone, succeeding with `complete(receive's entry)`.
+   *
+   * A refused send after a posted receive fails the operation; the receive stays posted (the device
+   * may fill it) and holds its regions until a message completes it or the queue ends.
+   */
+  exchange<E = OperationError>(
+    fiber: Fiber.RuntimeFiber<any, any>,
+    recv: Exchanged<R>,
+    send: Exchanged<R>,
+    then: typeof AWAIT | typeof SUBMIT,
+    complete: (value: any) => unknown
+  ): Effect.Effect<any, E> {
+    const counted = fiber.getFiberRef(Tracing.perOperation)
+    // Traced, the answer's bytes are counted as it completes (in the dispatch: this cannot throw).
+    const made = counted && then === AWAIT
+      ? (c: Completion) => {
+        instrument.receivedUnsafe(recv.spec.name, c.byteLength)
+        return complete(c)
+      }
+      : complete
+    const { recvSlots, sendSlots } = this.link
+    let effect: Effect.Effect<any, OperationError> | undefined
+    if (recvSlots.tryTake()) {
+      if (sendSlots.tryTake()) effect = this.exchanged(recv, send, then, made, identity, counted)
+      else recvSlots.give()
+    }
+    // A full queue: both entries taken (interruptibly), the receive's given back if the send's wait is interrupted.
+    effect ??= Effect.uninterruptibleMask((restore) =>
+      Effect.zipRight(
+        restore(recvSlots.take),
+        Effect.zipRight(
+          Effect.onInterrupt(restore(sendSlots.take), () => Effect.sync(() => recvSlots.give())),
+          Effect.suspend(() => this.exchanged(recv, send, then, made, restore, counted))
+        )
+      )
+    )
+    if (!counted) return effect as Effect.Effect<any, E>
+    return traced(effect, this.link.driver.name, send.spec, send.build, "exchange") as Effect.Effect<any, E>
+  }
+
+  /** Both slots taken: posts the pair, and what follows. */
+  private exchanged(
+    recv: Exchanged<R>,
+    send: Exchanged<R>,
+    then: typeof AWAIT | typeof SUBMIT,
+    complete: (value: any) => unknown,
+    restore: Restore,
+    counted: boolean
+  ): Effect.Effect<any, OperationError> {
+    const { recvSlots, sendSlots, table } = this.link
+    const refused = this.link.refusal(send.spec.name)
+    if (refused !== undefined) {
+      recvSlots.give()
+      sendSlots.give()
+      instrument.operationFailedUnsafe(send.spec.name, refused._tag)
+      return Effect.fail(refused)
+    }
+    const deferred = this.releases
+    const answer = table.add(recv.spec.name, recv.owners, recvSlots, false, recv.spec.opcode)
+    const sent = table.add(send.spec.name, send.owners, sendSlots, true, send.spec.opcode)
+    sent.voided = true
+    const sendRequest = send.build(sent.id)
+    const outcome = this.link.driver.postMany(this.link.queue, [recv.build(answer.id), sendRequest])
+    let result: Effect.Effect<unknown, OperationError>
+    if (outcome.posted < 2) {
+      // Nothing, or the receive alone, was posted: what was not gives its slot back, the send first.
+      push(deferred, table.unpost(sent))
+      if (outcome.posted === 0) push(deferred, table.unpost(answer))
+      const failed = outcome.posted === 0 ? recv.spec.name : send.spec.name
+      instrument.operationFailedUnsafe(failed, (outcome.error as { readonly _tag: string })._tag)
+      this.absorb(outcome, deferred)
+      result = Effect.fail(outcome.error!)
+    } else {
+      if (counted) {
+        instrument.postedUnsafe(recv.spec.name, 1, 0)
+        instrument.postedUnsafe(send.spec.name, 1, instrument.requestBytes(sendRequest as instrument.CountedRequest))
+      }
+      this.absorb(outcome, deferred)
+      // The send's void outcome made into the receive's ticket, in the same step.
+      result = then === SUBMIT
+        ? restore(table.await(sent, () => complete(answer)))
+        : restore(table.awaitBoth(sent, answer, complete))
+      if (outcome.turnDue) result = Effect.zipRight(afterPendingIo, result)
+    }
+    this.resumeBatches()
+    this.ensureArmed()
+    return deferred.length === 0 ? result : Effect.zipRight(Effect.uninterruptible(runAll(deferred.splice(0))), result)
+  }
+
+  /**
    * The outcome of a request posted with {@link SUBMIT}, as `complete` makes it (see
    * {@link PendingTable.await}): may be awaited any number of times.
    */
@@ -560,7 +663,13 @@ const spanName = (spec: OperationSpec): string => spec.name.startsWith("rpma_") 
  * With per-operation tracing on (Tracing.ts): the operation in a span named as the library's post
  * calls are, librpma's (`rpma_post`) or librdmacm's (`rdma_post`, an endpoint's requests).
  */
-const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, spec: OperationSpec, build: Build<unknown>): Effect.Effect<A, E> => {
+const traced = <A, E>(
+  effect: Effect.Effect<A, E>,
+  driver: string,
+  spec: OperationSpec,
+  build: Build<unknown>,
+  op: string = spec.op
+): Effect.Effect<A, E> => {
   let size: unknown = 8
   try {
     const request = build(0) as { readonly length?: unknown; readonly segments?: ReadonlyArray<{ readonly length: number }> }
@@ -569,7 +678,7 @@ const traced = <A, E>(effect: Effect.Effect<A, E>, driver: string, spec: Operati
     // The request is built again when posted; its size is only an attribute.
   }
   return Effect.withSpan(effect, spanName(spec), {
-    attributes: { "rdma.driver": driver, "rdma.op": spec.op, "rdma.size": size },
+    attributes: { "rdma.driver": driver, "rdma.op": op, "rdma.size": size },
     captureStackTrace: false
   })
 }

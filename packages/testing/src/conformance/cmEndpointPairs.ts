@@ -30,6 +30,7 @@ import {
   nextEvent,
   nextRequest,
   post,
+  postOutcome,
   region,
   serve,
   whole
@@ -318,6 +319,63 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         yield* expectCompletion(byId.get(12), { id: 12, status: 0, opcode: WcOpcode.SEND }, "the two-segment send")
         yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the answer")
         yield* equal(text(buffers.memory.subarray(3000, 3004)), "pong", "the answer's bytes")
+        yield* done(ctx)
+      })
+  },
+  {
+    name: "cm endpoint: a receive and a send in one post (CmEndpoint.call / reply): the answer lands in the receive posted with the request; " +
+      "a send refused after its receive leaves the receive posted (posted 1, EINVAL)",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const d = yield* Driver.RdmaDriver
+        const { before: inbox, ep } = yield* serve(ctx, (ep) =>
+          Effect.gen(function*() {
+            const inbox = yield* region(ep, "msgs", 4096)
+            yield* post(ep, [{ op: "recv", id: 1, segments: [whole(inbox, 0, 64)] }])
+            return inbox
+          }))
+        const [request] = yield* completions(ep, 1)
+        yield* expectCompletion(request, { id: 1, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the request")
+        // The reply: the next request's receive and the echo, in one post, the receive first.
+        const posted = yield* post(ep, [
+          { op: "recv", id: 2, segments: [whole(inbox, 64, 64)] },
+          { op: "send", id: 3, segments: [whole(inbox, 0, 4)] }
+        ])
+        yield* equal(posted, 2, "both halves of the reply posted")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: WcOpcode.SEND }, "the echo")
+        // Told that the client's refused call left a receive posted: a message for it.
+        yield* ctx.channel.receive()
+        inbox.memory.set(bytes("tail"), 200)
+        yield* post(ep, [{ op: "send", id: 4, segments: [whole(inbox, 200, 4)] }])
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 4, status: 0, opcode: WcOpcode.SEND }, "the message for it")
+        yield* untilDone(ctx)
+        yield* d.cmDisconnect(ep)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { before: buffers, ep } = yield* join(ctx, (ep) => region(ep, "msgs", 4096))
+        buffers.memory.set(bytes("ping"), 0)
+        // The call: the answer's receive, then the request, in one post.
+        const posted = yield* post(ep, [
+          { op: "recv", id: 10, segments: [whole(buffers, 3000, 64)] },
+          { op: "send", id: 11, segments: [whole(buffers, 0, 4)] }
+        ])
+        yield* equal(posted, 2, "both halves of the call posted")
+        const got = yield* completions(ep, 2)
+        const byId = new Map(got.map((wc) => [wc.id, wc]))
+        yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: WcOpcode.SEND }, "the request")
+        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the answer")
+        yield* equal(text(buffers.memory.subarray(3000, 3004)), "ping", "the answer's bytes")
+        // A call whose send the driver refuses (inline above the granted size): its receive was posted.
+        const refused = yield* postOutcome(ep, [
+          { op: "recv", id: 12, segments: [whole(buffers, 3100, 64)] },
+          { op: "send", id: 13, segments: [whole(buffers, 0, 4000)], inline: true }
+        ])
+        yield* equal(`${refused.posted} ${refused.error?.errnoName}`, "1 EINVAL", "the receive posted, the send refused")
+        yield* ctx.channel.send({ refused: true })
+        const [late] = yield* completions(ep, 1)
+        yield* expectCompletion(late, { id: 12, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the receive left posted")
+        yield* equal(text(buffers.memory.subarray(3100, 3104)), "tail", "the message it took")
         yield* done(ctx)
       })
   },
