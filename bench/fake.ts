@@ -120,6 +120,7 @@ export const make = (): Fake => {
     cmListenerDestroy: unsupported,
     cmEpInfo: unsupported,
     cmPost: unsupported,
+    cmPostOne: unsupported,
     cmPollCompletions: unsupported,
     cmWaitCompletions: unsupported,
     cmCancel: () => false,

@@ -142,6 +142,20 @@ export interface Binding {
   }
   /** One of core's CmWorkRequest on an endpoint (ibv_post_send / ibv_post_recv); throws the refusal. */
   readonly cmPost: (ep: unknown, request: unknown) => void
+  /** A request of one segment, its fields given in order (cmPost's checks and refusals). */
+  readonly cmPostOne: (
+    ep: unknown,
+    op: unknown,
+    id: unknown,
+    mr: unknown,
+    offset: unknown,
+    length: unknown,
+    imm: unknown,
+    inline: unknown,
+    completion: unknown,
+    remoteAddress: unknown,
+    rkey: unknown
+  ) => void
   /** ibv_poll_cq on the endpoint's send and receive CQs, without waiting. */
   readonly cmPollCompletions: (ep: unknown) => Array<WaitedCompletion>
   /** Waits for completions (at least one) on the endpoint's completion channel (both CQs'). Returns the wait's id. */

@@ -139,6 +139,36 @@ std::string_view Word(Napi::Value value, char (&buffer)[N]) {
   return length < N - 1 ? std::string_view(buffer, length) : std::string_view();
 }
 
+// Segment `i` of a request (its `mr`, `offset` and `length`) as a scatter/gather entry on a region
+// of `ep`; the region into `held`.
+bool ReadSegment(const Call& call, CmEpState& ep, uint32_t i, Napi::Value mr_value, Napi::Value offset_value,
+                 Napi::Value length_value, std::vector<ibv_sge>* sges, std::vector<std::shared_ptr<CmRegionState>>* held) {
+  CmMr* mr = Open<CmMr>(call, mr_value);
+  if (mr == nullptr) return false;
+  if (mr->state->ep.get() != &ep) {
+    return call.Invalid("segment " + std::to_string(i) +
+                        "'s region is registered on another endpoint's protection domain: register it on this one"),
+           false;
+  }
+  double offset, length;
+  if (!Integer(call, offset_value, "offset", kMaxSafe, &offset) || !Integer(call, length_value, "length", kMaxLength, &length)) {
+    return false;
+  }
+  ibv_mr* region = mr->state->mr;
+  if (offset + length > static_cast<double>(region->length)) {
+    return call.Invalid("segment " + std::to_string(i) + " (offset " + conn::NumberText(offset) + ", length " +
+                        conn::NumberText(length) + ") passes the region's end (" + std::to_string(region->length) + " bytes)"),
+           false;
+  }
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(region->addr) + static_cast<uint64_t>(offset);
+  sge.length = static_cast<uint32_t>(length);
+  sge.lkey = region->lkey;
+  sges->push_back(sge);
+  held->push_back(mr->state);
+  return true;
+}
+
 // A request's segments as scatter/gather entries on regions of `ep`; their regions into `held`.
 bool ReadSegments(const Call& call, Keys& keys, CmEpState& ep, Napi::Value value, std::vector<ibv_sge>* sges,
                   std::vector<std::shared_ptr<CmRegionState>>* held) {
@@ -154,59 +184,40 @@ bool ReadSegments(const Call& call, Keys& keys, CmEpState& ep, Napi::Value value
     Napi::Object segment = item.As<Napi::Object>();
     Napi::Value fields[3] = {segment.Get(keys[Key::Mr]), segment.Get(keys[Key::Offset]), segment.Get(keys[Key::Length])};
     if (call.Env().IsExceptionPending()) return call.Invalid("reading a segment threw"), false;
-    CmMr* mr = Open<CmMr>(call, fields[0]);
-    if (mr == nullptr) return false;
-    if (mr->state->ep.get() != &ep) {
-      return call.Invalid("segment " + std::to_string(i) +
-                          "'s region is registered on another endpoint's protection domain: register it on this one"),
-             false;
-    }
-    double offset, length;
-    if (!Integer(call, fields[1], "offset", kMaxSafe, &offset) || !Integer(call, fields[2], "length", kMaxLength, &length)) {
-      return false;
-    }
-    ibv_mr* region = mr->state->mr;
-    if (offset + length > static_cast<double>(region->length)) {
-      return call.Invalid("segment " + std::to_string(i) + " (offset " + conn::NumberText(offset) + ", length " +
-                          conn::NumberText(length) + ") passes the region's end (" + std::to_string(region->length) + " bytes)"),
-             false;
-    }
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uintptr_t>(region->addr) + static_cast<uint64_t>(offset);
-    sge.length = static_cast<uint32_t>(length);
-    sge.lkey = region->lkey;
-    sges->push_back(sge);
-    held->push_back(mr->state);
+    if (!ReadSegment(call, ep, i, fields[0], fields[1], fields[2], sges, held)) return false;
   }
   return true;
 }
 
-// cmPost(ep, request): one of core's CmWorkRequest; throws the refusal.
-Napi::Value CmPost(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Call guard(env, "rdma_post_send", Domain::Errno);
-  CmEp* ep = Opened<CmEp>(info[0]);
-  if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
-  if (!info[1].IsObject()) return guard.Invalid("a work request must be an object");
-  Napi::Object request = info[1].As<Napi::Object>();
-  Keys keys = CallKeys(env);
+bool IsOp(std::string_view op) { return op == "send" || op == "recv" || op == "read" || op == "write"; }
+constexpr const char* kOpRefused = "op must be send, recv, read or write";
+
+// A request's fields other than its op and segments, in this order.
+enum Field { kId, kImm, kInline, kCompletion, kRemoteAddress, kRkey, kFields };
+
+// Where a request's segments come from: its `segments` array, or one segment given field by field.
+struct Segments {
+  Napi::Value list;
+  Napi::Value one[3];  // mr, offset, length, when `list` is empty
+};
+
+// Posts one request of `op`, its fields read already: the same checks, in the same order, whichever
+// way they were read.
+Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_value, const Napi::Value (&fields)[kFields],
+                        const Segments& from) {
   char op_text[16];
-  std::string_view op = Word(request.Get(keys[Key::Op]), op_text);
+  std::string_view op = Word(op_value, op_text);
   Call call(env, OperationOf(op), Domain::Errno);
-  if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
-  if (op != "send" && op != "recv" && op != "read" && op != "write") return call.Invalid("op must be send, recv, read or write");
-  Napi::Value fields[7] = {request.Get(keys[Key::Id]),         request.Get(keys[Key::Segments]),
-                           request.Get(keys[Key::Imm]),        request.Get(keys[Key::Inline]),
-                           request.Get(keys[Key::Completion]), request.Get(keys[Key::RemoteAddress]),
-                           request.Get(keys[Key::Rkey])};
-  if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
+  if (!IsOp(op)) return call.Invalid(kOpRefused);
   CmEpState& state = *ep->state;
   if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
-  if (!fields[0].IsNumber()) return call.Invalid("id must be a number");
-  double id = fields[0].As<Napi::Number>().DoubleValue();
+  if (!fields[kId].IsNumber()) return call.Invalid("id must be a number");
+  double id = fields[kId].As<Napi::Number>().DoubleValue();
   std::vector<ibv_sge> sges;
   CmPosted entry;
-  if (!ReadSegments(call, keys, state, fields[1], &sges, &entry.regions)) return env.Undefined();
+  bool read = from.list.IsEmpty() ? ReadSegment(call, state, 0, from.one[0], from.one[1], from.one[2], &sges, &entry.regions)
+                                  : ReadSegments(call, keys, state, from.list, &sges, &entry.regions);
+  if (!read) return env.Undefined();
   uint32_t max_sge = op == "recv" ? state.config.max_recv_sge : state.config.max_send_sge;
   if (sges.size() > max_sge) {
     return call.Invalid(std::to_string(sges.size()) + " segments: the queue pair takes at most " + std::to_string(max_sge) +
@@ -241,17 +252,17 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   wr.wr_id = token;
   wr.sg_list = sges.data();
   wr.num_sge = static_cast<int>(sges.size());
-  bool has_imm = !fields[2].IsUndefined();
+  bool has_imm = !fields[kImm].IsUndefined();
   double imm = 0;
-  if (has_imm && (op == "read" || !Integer(call, fields[2], "imm", 4294967295.0, &imm))) {
+  if (has_imm && (op == "read" || !Integer(call, fields[kImm], "imm", 4294967295.0, &imm))) {
     return op == "read" ? call.Invalid("a read carries no immediate data") : env.Undefined();
   }
-  if (!fields[3].IsUndefined() && !fields[3].IsBoolean()) return call.Invalid("inline must be a boolean");
-  bool inline_data = fields[3].IsBoolean() && fields[3].As<Napi::Boolean>().Value();
+  if (!fields[kInline].IsUndefined() && !fields[kInline].IsBoolean()) return call.Invalid("inline must be a boolean");
+  bool inline_data = fields[kInline].IsBoolean() && fields[kInline].As<Napi::Boolean>().Value();
   if (inline_data && op == "read") return call.Invalid("a read cannot be inline");
   char signal_text[16];
-  std::string_view signal = Word(fields[4], signal_text);
-  if (!fields[4].IsUndefined() && signal != "always" && signal != "onError") {
+  std::string_view signal = Word(fields[kCompletion], signal_text);
+  if (!fields[kCompletion].IsUndefined() && signal != "always" && signal != "onError") {
     return call.Invalid("completion must be \"always\" or \"onError\"");
   }
   entry.signalled = signal != "onError";
@@ -259,10 +270,10 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
     wr.opcode = has_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
   } else {
     bool lossless = false;
-    uint64_t address = fields[5].IsBigInt() ? fields[5].As<Napi::BigInt>().Uint64Value(&lossless) : 0;
+    uint64_t address = fields[kRemoteAddress].IsBigInt() ? fields[kRemoteAddress].As<Napi::BigInt>().Uint64Value(&lossless) : 0;
     if (!lossless) return call.Invalid("remoteAddress must be a bigint from 0 to 2^64 - 1");
     double rkey;
-    if (!Integer(call, fields[6], "rkey", 4294967295.0, &rkey)) return env.Undefined();
+    if (!Integer(call, fields[kRkey], "rkey", 4294967295.0, &rkey)) return env.Undefined();
     wr.opcode = op == "read" ? IBV_WR_RDMA_READ : has_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr.wr.rdma.remote_addr = address;
     wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
@@ -286,6 +297,46 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   state.posted.emplace(token, std::move(entry));
   state.sends_posted++;
   return env.Undefined();
+}
+
+// cmPost(ep, request): one of core's CmWorkRequest; throws the refusal.
+Napi::Value CmPost(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call guard(env, "rdma_post_send", Domain::Errno);
+  CmEp* ep = Opened<CmEp>(info[0]);
+  if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
+  if (!info[1].IsObject()) return guard.Invalid("a work request must be an object");
+  Napi::Object request = info[1].As<Napi::Object>();
+  Keys keys = CallKeys(env);
+  Napi::Value op = request.Get(keys[Key::Op]);
+  char op_text[16];
+  std::string_view op_word = Word(op, op_text);
+  Call call(env, OperationOf(op_word), Domain::Errno);
+  if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
+  if (!IsOp(op_word)) return call.Invalid(kOpRefused);
+  Napi::Value id = request.Get(keys[Key::Id]);
+  Napi::Value segments = request.Get(keys[Key::Segments]);
+  const Napi::Value fields[kFields] = {id,
+                                       request.Get(keys[Key::Imm]),
+                                       request.Get(keys[Key::Inline]),
+                                       request.Get(keys[Key::Completion]),
+                                       request.Get(keys[Key::RemoteAddress]),
+                                       request.Get(keys[Key::Rkey])};
+  if (env.IsExceptionPending()) return call.Invalid("reading the request threw");
+  return PostRequest(env, ep, keys, op, fields, Segments{segments, {}});
+}
+
+// cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey): a request
+// of one segment, its fields read by the caller (JavaScript reads them through its inline caches,
+// where each napi_get_property here takes a lookup of its own); the same checks as cmPost's.
+Napi::Value CmPostOne(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call guard(env, "rdma_post_send", Domain::Errno);
+  CmEp* ep = Opened<CmEp>(info[0]);
+  if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
+  Keys keys = CallKeys(env);
+  const Napi::Value fields[kFields] = {info[2], info[6], info[7], info[8], info[9], info[10]};
+  return PostRequest(env, ep, keys, info[1], fields, Segments{Napi::Value(), {info[3], info[4], info[5]}});
 }
 
 Napi::Value CmPollCompletions(const Napi::CallbackInfo& info) {
@@ -315,6 +366,7 @@ Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
 
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports) {
   exports.Set("cmPost", Napi::Function::New(env, CmPost, "cmPost"));
+  exports.Set("cmPostOne", Napi::Function::New(env, CmPostOne, "cmPostOne"));
   exports.Set("cmPollCompletions", Napi::Function::New(env, CmPollCompletions, "cmPollCompletions"));
   exports.Set("cmWaitCompletions", Napi::Function::New(env, CmWaitCompletions, "cmWaitCompletions"));
 }

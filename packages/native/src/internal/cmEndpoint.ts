@@ -137,6 +137,33 @@ const operationOf = (request: CmWorkRequest): string => {
   }
 }
 
+/**
+ * Posts one request: one of a single segment field by field (cmPostOne), since JavaScript reads the
+ * fields through its inline caches where the addon would look each one up (napi_get_property);
+ * any other shape, or one whose fields cannot be read, through cmPost, whose checks, order and
+ * messages are the same. A refusal is thrown, as cmPost's.
+ */
+const postOne = (binding: Binding, ep: CmEpHandle, request: CmWorkRequest): void => {
+  let op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey: unknown
+  let single = false
+  try {
+    const segments = request.segments
+    const one: Partial<Record<string, unknown>> | undefined = Array.isArray(segments) && segments.length === 1
+      ? segments[0]
+      : undefined
+    if (typeof one === "object" && one !== null) {
+      ;({ mr, offset, length } = one)
+      ;({ completion, id, imm, inline, op, remoteAddress, rkey } = request as Partial<Record<string, unknown>>)
+      single = true
+    }
+  } catch {
+    // A getter or a Proxy that throws: cmPost reads the request again and refuses it.
+    single = false
+  }
+  if (!single) return binding.cmPost(ep, request)
+  binding.cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey)
+}
+
 const notAList = () => invalid("rdma_post_send", "the requests must be an array of work requests")
 
 /** Private data refused by core's rule before the addon sees it (rdma_cm answers a bare EINVAL). */
@@ -215,7 +242,7 @@ export const cmEndpointCalls = (
   cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
   cmPostMany: (ep, requests): PostOutcome<RdmaCmError> =>
     postInOrder<CmWorkRequest, RdmaCmError>(requests, {
-      post: (request) => binding.cmPost(ep, request),
+      post: (request) => postOne(binding, ep, request),
       poll: () => binding.cmPollCompletions(ep),
       refused: (request, cause) => cmErrorOrThrow(operationOf(request), cause),
       pollFailed: (cause) => cmErrorOrThrow("ibv_poll_cq", cause),

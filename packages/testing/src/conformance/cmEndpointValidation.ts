@@ -185,6 +185,25 @@ const table: ReadonlyArray<Row> = [
   { input: "cmPostMany request: op \"atomicWrite\"", call: posting((mr) => [recv(mr, { op: "atomicWrite" })]), tag: EINVAL },
   { input: "cmPostMany request: id \"1\"", call: posting((mr) => [recv(mr, { id: "1" })]), tag: EINVAL },
   { input: "cmPostMany request: segments not an array", call: posting(() => [{ op: "recv", id: 1, segments: 3 }]), tag: EINVAL },
+  // A request of one segment is read field by field where a driver does (the native driver's
+  // cmPostOne): its shapes and hostile objects are refused as the general path refuses them.
+  { input: "cmPostMany request: no op, one segment", call: posting((mr) => [{ id: 1, segments: [{ mr, offset: 0, length: 8 }] }]), tag: EINVAL },
+  { input: "cmPostMany segment: length \"8\"", call: posting((mr) => [{ op: "recv", id: 1, segments: [{ mr, offset: 0, length: "8" }] }]), tag: EINVAL },
+  { input: "cmPostMany segment: a throwing Proxy", call: posting(() => [{ op: "recv", id: 1, segments: [throwing()] }]), tag: EINVAL },
+  {
+    input: "cmPostMany request: a segments getter that throws",
+    call: posting(() => [{ op: "recv", id: 1, get segments() {
+      throw new Error("hostile getter")
+    } }]),
+    tag: EINVAL
+  },
+  {
+    input: "cmPostMany request: an rkey getter that throws, one segment",
+    call: posting((mr) => [{ op: "recv", id: 1, segments: [{ mr, offset: 0, length: 8 }], get rkey() {
+      throw new Error("hostile getter")
+    } }]),
+    tag: EINVAL
+  },
   { input: "cmPostMany segment: mr null", call: posting(() => [{ op: "recv", id: 1, segments: [{ mr: null, offset: 0, length: 8 }] }]), tag: EINVAL },
   {
     input: "cmPostMany segment: a region of another endpoint",
