@@ -218,9 +218,16 @@ const interleaved = (
 ) =>
   Effect.gen(function*() {
     contenders = Object.fromEntries(Object.entries(contenders).filter(([name]) => runs(part, name)))
-    for (const run of Object.values(contenders)) {
-      const t0 = performance.now()
-      while (performance.now() - t0 < WARMUP_MS) yield* run(Math.min(n, 100))
+    // Warmed up in turns of a second each, WARMUP_MS in all per contender: the code they share (the
+    // kernel, the driver) has seen every contender's shapes before the first round, so a round does
+    // not pay for V8 re-optimizing it for the others' (the first rounds of the first row did, when
+    // each warmed up alone in turn).
+    const turns = Math.max(1, Math.round(WARMUP_MS / 1000))
+    for (let turn = 0; turn < turns; turn++) {
+      for (const run of Object.values(contenders)) {
+        const t0 = performance.now()
+        while (performance.now() - t0 < WARMUP_MS / turns) yield* run(Math.min(n, 100))
+      }
     }
     const best: Record<string, Measured> = {}
     const rounds: Record<string, Array<number>> = {}

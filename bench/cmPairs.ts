@@ -34,16 +34,20 @@ export const log = (line: string) => Effect.sync(() => console.error(`[cm] ${lin
 export const oursPair = (address: string, echoWith: "reply" | "postRecv+send" = "reply") =>
   Effect.gen(function*() {
     const listener = yield* CmEndpoint.listen(address, 0, options)
+    // Memory before the endpoints that use it: released after them (else its free waits for theirs).
+    const echoMemory = yield* Memory.allocate(2 * MESSAGE)
+    const targetMemory = yield* Memory.allocate(W * WRITE)
+    const localMemory = yield* Memory.allocate(W * WRITE + MESSAGE)
     const accepted = yield* Effect.fork(Effect.gen(function*() {
       const request = yield* CmEndpoint.next(listener)
-      const echo = yield* CmEndpoint.registerMessages(request, yield* Memory.allocate(2 * MESSAGE))
-      const target = yield* CmEndpoint.registerWrite(request, yield* Memory.allocate(W * WRITE))
+      const echo = yield* CmEndpoint.registerMessages(request, echoMemory)
+      const target = yield* CmEndpoint.registerWrite(request, targetMemory)
       const first = yield* CmEndpoint.postRecv(request, { segments: [{ mr: echo, offset: 0, length: MESSAGE }] })
       yield* CmEndpoint.accept(request, CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target)))
       return { request, echo, first }
     }))
     const client = yield* CmEndpoint.create(address, listener.port, options)
-    const local = yield* CmEndpoint.registerMessages(client, (yield* Memory.allocate(W * WRITE + MESSAGE)).fill(0xa5))
+    const local = yield* CmEndpoint.registerMessages(client, localMemory.fill(0xa5))
     yield* CmEndpoint.connect(client)
     const server = yield* Fiber.join(accepted)
     const key = yield* CmEndpoint.decodeRemoteKey(client.privateData.slice(0, 24)).pipe(
