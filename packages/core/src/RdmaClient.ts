@@ -270,7 +270,10 @@ export const write = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: WriteArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.useRegion(client, "rpma_write", args.dst, (s, dst) => Connection.write(s.connection, { ...args, dst }))
+  internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
+    // The fields named, not spread: a spread followed by another property builds a new hidden
+    // class on every call, and the write's every later read of it misses V8's inline caches.
+    Connection.write(s.connection, { dst, dstOffset: args.dstOffset, src: args.src, srcOffset: args.srcOffset, length: args.length }))
 
 /**
  * `Connection.writeMany` into the region named `dst`, on the current connection.
@@ -282,7 +285,8 @@ export const writeMany = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.useRegion(client, "rpma_write", args.dst, (s, dst) => Connection.writeMany(s.connection, { ...args, dst }))
+  internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
+    Connection.writeMany(s.connection, { dst, src: args.src, spans: args.spans }))
 
 /**
  * `Connection.read` from the region named `src`, on the current connection.
@@ -294,7 +298,8 @@ export const read = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: ReadArgs<RegionsWith<Regions, "READ_SRC">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.useRegion(client, "rpma_read", args.src, (s, src) => Connection.read(s.connection, { ...args, src }))
+  internal.useRegion(client, "rpma_read", args.src, (s, src) =>
+    Connection.read(s.connection, { dst: args.dst, dstOffset: args.dstOffset, src, srcOffset: args.srcOffset, length: args.length }))
 
 /**
  * `Connection.flush` of the region named `dst`, on the current connection.
@@ -306,7 +311,8 @@ export const flush = <Regions extends RegionUsages>(
   client: RdmaClient<Regions>,
   args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
 ): Effect.Effect<void, Connection.FlushError | NotConnectedError> =>
-  internal.useRegion(client, "rpma_flush", args.dst, (s, dst) => Connection.flush(s.connection, { ...args, dst }))
+  internal.useRegion(client, "rpma_flush", args.dst, (s, dst) =>
+    Connection.flush(s.connection, { dst, offset: args.offset, length: args.length }))
 
 /**
  * `Connection.send`, on the current connection.
