@@ -13,7 +13,6 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace rdma {
 
@@ -29,22 +28,39 @@ v8::Local<v8::Value> ToV8(napi_value value) {
   return local;
 }
 
-// Allocations of this process that are still alive, so that free() detaches only memory it
+// One allocate()'s memory. Its ArrayBuffer's finalizer (Node runs it from a SetImmediate after the
+// store's last share goes) frees it, unless free() did already: free() releases at once memory
+// nothing else holds, so that a loop that never lets the event loop turn does not pile it up. The
+// finalizer always runs, and deletes this record.
+struct Allocation {
+  void* data;
+  bool freed = false;
+};
+
+// Allocations of this process whose memory is still alive, so that free() detaches only memory it
 // handed out. Process-wide: finalizers may run at environment teardown, after instance data.
 std::mutex allocations_mutex;
-std::unordered_set<void*> allocations;
+std::unordered_map<void*, Allocation*> allocations;
 
-void Release(void* data) {
-  {
-    std::lock_guard<std::mutex> lock(allocations_mutex);
-    allocations.erase(data);
-  }
-  std::free(data);
+// The memory goes now, if it has not: under the lock, so that an address posix_memalign hands out
+// again is never taken for the old allocation.
+void FreeOnce(Allocation* allocation) {
+  std::lock_guard<std::mutex> lock(allocations_mutex);
+  if (allocation->freed) return;
+  allocation->freed = true;
+  allocations.erase(allocation->data);
+  std::free(allocation->data);
 }
 
-bool IsAllocation(void* data) {
+void Finalize(Allocation* allocation) {
+  FreeOnce(allocation);
+  delete allocation;
+}
+
+Allocation* AllocationAt(void* data) {
   std::lock_guard<std::mutex> lock(allocations_mutex);
-  return allocations.count(data) != 0;
+  auto found = allocations.find(data);
+  return found == allocations.end() ? nullptr : found->second;
 }
 
 // Mappings from mapFile() that are still mapped, for munmap and unmapFile().
@@ -132,12 +148,14 @@ Napi::Value Allocate(const Napi::CallbackInfo& info) {
     return call.Fail(RPMA_E_NOMEM, "cannot allocate " + std::to_string(size) + " page-aligned bytes");
   }
   std::memset(data, 0, size);
+  auto* allocation = new Allocation{data};
   {
     std::lock_guard<std::mutex> lock(allocations_mutex);
-    allocations.insert(data);
+    allocations[data] = allocation;
   }
   // Runs when the store's last share goes: after free() or GC, and after every registration.
-  Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(info.Env(), data, size, [](Napi::Env, void* d) { Release(d); });
+  Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+      info.Env(), data, size, [](Napi::Env, void*, Allocation* hint) { Finalize(hint); }, allocation);
   return Napi::Uint8Array::New(info.Env(), size, buffer, 0);
 }
 
@@ -150,9 +168,13 @@ Napi::Value Free(const Napi::CallbackInfo& info) {
   }
   Napi::ArrayBuffer buffer = info[0].As<Napi::TypedArray>().ArrayBuffer();
   if (buffer.IsDetached()) return info.Env().Undefined();  // freed already, or transferred away
-  if (!IsAllocation(buffer.Data())) return call.Invalid("memory was not allocated by allocate()");
-  // Detaching drops the ArrayBuffer's share; the memory goes when registrations drop theirs.
+  Allocation* allocation = AllocationAt(buffer.Data());
+  if (allocation == nullptr) return call.Invalid("memory was not allocated by allocate()");
+  std::shared_ptr<v8::BackingStore> store = ToV8(buffer).As<v8::ArrayBuffer>()->GetBackingStore();
+  // Detaching drops the ArrayBuffer's share. A registration holds one of its own: then the memory
+  // goes when the last of them drops it (the finalizer); with none, now.
   buffer.Detach();
+  if (store.use_count() == 1) FreeOnce(allocation);
   return info.Env().Undefined();
 }
 
