@@ -121,6 +121,7 @@ export const make = (): Fake => {
     cmEpInfo: unsupported,
     cmPost: unsupported,
     cmPostOne: unsupported,
+    cmPostChain: unsupported,
     cmPollCompletions: unsupported,
     cmWaitCompletions: unsupported,
     cmCancel: () => false,

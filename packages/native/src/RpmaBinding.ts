@@ -154,8 +154,11 @@ export interface Binding {
     inline: unknown,
     completion: unknown,
     remoteAddress: unknown,
-    rkey: unknown
+    rkey: unknown,
+    chain?: boolean
   ) => void
+  /** The send-queue requests cmPostOne chained, in one ibv_post_send: how many were posted (a refusal carries `posted`). */
+  readonly cmPostChain: (ep: unknown) => number
   /** ibv_poll_cq on the endpoint's send and receive CQs, without waiting. */
   readonly cmPollCompletions: (ep: unknown) => Array<WaitedCompletion>
   /** Waits for completions (at least one) on the endpoint's completion channel (both CQs'). Returns the wait's id. */

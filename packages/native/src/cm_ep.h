@@ -81,6 +81,15 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   std::size_t regions = 0;       // open region handles registered on the endpoint
   uint64_t next_token = 1;
   std::map<uint64_t, CmPosted> posted;
+  // Send-queue requests checked and built, waiting for one ibv_post_send of them all (cmPostOne's
+  // `chain`, then cmPostChain): counted in sends_posted already, entered in `posted` when posted.
+  struct Chained {
+    ibv_send_wr wr;
+    std::vector<ibv_sge> sges;
+    uint64_t token;
+    CmPosted entry;
+  };
+  std::vector<Chained> chain;
   // Of `posted`: receives, and send-queue requests (the unsignalled ones until a later request's
   // completion covers them). A post past config's maxRecvWr / maxSendWr is refused with ENOMEM,
   // whatever the device rounded the queues up to.

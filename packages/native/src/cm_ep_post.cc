@@ -204,7 +204,7 @@ struct Segments {
 // Posts one request of `op`, its fields read already: the same checks, in the same order, whichever
 // way they were read.
 Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_value, const Napi::Value (&fields)[kFields],
-                        const Segments& from) {
+                        const Segments& from, bool chained = false) {
   char op_text[16];
   std::string_view op = Word(op_value, op_text);
   Call call(env, OperationOf(op), Domain::Errno);
@@ -230,6 +230,7 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
                                           : "the send queue is full (maxSendWr " + std::to_string(state.config.max_send_wr) +
                                                 ") until a request completes");
   }
+  if (chained && op == "recv") return call.Invalid("a receive cannot be chained: post it alone");
   if (op != "recv" && state.phase != CmEpState::Phase::Established) {
     return call.Invalid("the endpoint is not connected: post sends, writes and reads once cmConnect or cmAccept succeeded");
   }
@@ -290,6 +291,12 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
     wr.send_flags |= IBV_SEND_INLINE;
     entry.regions.clear();  // the bytes are copied now: the region is not read later
   }
+  if (chained) {
+    // Posted by cmPostChain with the others: counted now, so that the queue's bound holds.
+    state.chain.push_back(CmEpState::Chained{wr, std::move(sges), token, std::move(entry)});
+    state.sends_posted++;
+    return env.Undefined();
+  }
   int errnum = ibv_post_send(state.id->qp, &wr, &bad);
   if (errnum != 0) {
     return call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
@@ -326,9 +333,10 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   return PostRequest(env, ep, keys, op, fields, Segments{segments, {}});
 }
 
-// cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey): a request
-// of one segment, its fields read by the caller (JavaScript reads them through its inline caches,
-// where each napi_get_property here takes a lookup of its own); the same checks as cmPost's.
+// cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey, chain): a
+// request of one segment, its fields read by the caller (JavaScript reads them through its inline
+// caches, where each napi_get_property here takes a lookup of its own); the same checks as cmPost's.
+// `chain` true: a send-queue request is checked and built but not posted: cmPostChain posts it.
 Napi::Value CmPostOne(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call guard(env, "rdma_post_send", Domain::Errno);
@@ -336,7 +344,47 @@ Napi::Value CmPostOne(const Napi::CallbackInfo& info) {
   if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
   Keys keys = CallKeys(env);
   const Napi::Value fields[kFields] = {info[2], info[6], info[7], info[8], info[9], info[10]};
-  return PostRequest(env, ep, keys, info[1], fields, Segments{Napi::Value(), {info[3], info[4], info[5]}});
+  bool chained = info[11].IsBoolean() && info[11].As<Napi::Boolean>().Value();
+  return PostRequest(env, ep, keys, info[1], fields, Segments{Napi::Value(), {info[3], info[4], info[5]}}, chained);
+}
+
+// cmPostChain(ep): the send-queue requests cmPostOne chained, in one ibv_post_send (one doorbell,
+// one system call on Soft-RoCE, where each would take its own). Returns how many were posted; when
+// the device refuses one, those before it are posted, it and those after are not, and the refusal
+// is thrown with `posted` set to their count.
+Napi::Value CmPostChain(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rdma_post_send", Domain::Errno);
+  CmEp* ep = Open<CmEp>(call, info[0]);
+  if (ep == nullptr) return env.Undefined();
+  CmEpState& state = *ep->state;
+  std::vector<CmEpState::Chained> chain = std::move(state.chain);
+  state.chain.clear();
+  std::size_t count = chain.size();
+  if (count == 0) return Napi::Number::New(env, 0);
+  for (std::size_t i = 0; i < count; i++) {
+    chain[i].wr.sg_list = chain[i].sges.data();
+    chain[i].wr.next = i + 1 < count ? &chain[i + 1].wr : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  int errnum = state.has_qp ? ibv_post_send(state.id->qp, &chain[0].wr, &bad) : EINVAL;
+  // The refused request and those after it were not posted; `bad` points into `chain`.
+  std::size_t posted = errnum == 0 ? count : 0;
+  for (std::size_t i = 0; errnum != 0 && i < count; i++) {
+    if (&chain[i].wr == bad) posted = i;
+  }
+  for (std::size_t i = 0; i < posted; i++) state.posted.emplace(chain[i].token, std::move(chain[i].entry));
+  state.sends_posted -= count - posted;
+  if (errnum == 0) return Napi::Number::New(env, static_cast<double>(count));
+  call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+    napi_value thrown = nullptr;
+    napi_get_and_clear_last_exception(env, &thrown);
+    Napi::Object(env, thrown).Set("posted", Napi::Number::New(env, static_cast<double>(posted)));
+    napi_throw(env, thrown);
+  }
+  return env.Undefined();
 }
 
 Napi::Value CmPollCompletions(const Napi::CallbackInfo& info) {
@@ -367,6 +415,7 @@ Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports) {
   exports.Set("cmPost", Napi::Function::New(env, CmPost, "cmPost"));
   exports.Set("cmPostOne", Napi::Function::New(env, CmPostOne, "cmPostOne"));
+  exports.Set("cmPostChain", Napi::Function::New(env, CmPostChain, "cmPostChain"));
   exports.Set("cmPollCompletions", Napi::Function::New(env, CmPollCompletions, "cmPollCompletions"));
   exports.Set("cmWaitCompletions", Napi::Function::New(env, CmWaitCompletions, "cmWaitCompletions"));
 }

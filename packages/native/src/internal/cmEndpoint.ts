@@ -141,9 +141,11 @@ const operationOf = (request: CmWorkRequest): string => {
  * Posts one request: one of a single segment field by field (cmPostOne), since JavaScript reads the
  * fields through its inline caches where the addon would look each one up (napi_get_property);
  * any other shape, or one whose fields cannot be read, through cmPost, whose checks, order and
- * messages are the same. A refusal is thrown, as cmPost's.
+ * messages are the same. A refusal is thrown, as cmPost's. `chain`: a send-queue request of one
+ * segment is checked and built, and posted by the next cmPostChain; anything else is left alone
+ * (false).
  */
-const postOne = (binding: Binding, ep: CmEpHandle, request: CmWorkRequest): void => {
+const postOne = (binding: Binding, ep: CmEpHandle, request: CmWorkRequest, chain = false): boolean => {
   let op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey: unknown
   let single = false
   try {
@@ -154,14 +156,100 @@ const postOne = (binding: Binding, ep: CmEpHandle, request: CmWorkRequest): void
     if (typeof one === "object" && one !== null) {
       ;({ mr, offset, length } = one)
       ;({ completion, id, imm, inline, op, remoteAddress, rkey } = request as Partial<Record<string, unknown>>)
-      single = true
+      single = !chain || op !== "recv"
     }
   } catch {
     // A getter or a Proxy that throws: cmPost reads the request again and refuses it.
     single = false
   }
-  if (!single) return binding.cmPost(ep, request)
-  binding.cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey)
+  if (!single) {
+    if (chain) return false
+    binding.cmPost(ep, request)
+    return true
+  }
+  binding.cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey, chain)
+  return true
+}
+
+/**
+ * cmPostMany: in order, each request posted or refused as {@link postOne} does, the first refusal
+ * ending the list. A run of send-queue requests of one segment at the list's head goes in one
+ * ibv_post_send (cmPostChain: one doorbell and, on Soft-RoCE, one system call for the run where
+ * each request took its own); what follows the run, from its first request of another kind, is
+ * posted one by one.
+ */
+const postList = (binding: Binding, ep: CmEpHandle, requests: ReadonlyArray<CmWorkRequest>, loop: LoopTurns): PostOutcome<RdmaCmError> => {
+  const poster = {
+    post: (request: CmWorkRequest) => void postOne(binding, ep, request),
+    poll: () => binding.cmPollCompletions(ep),
+    refused: (request: CmWorkRequest, cause: unknown) => cmErrorOrThrow(operationOf(request), cause),
+    pollFailed: (cause: unknown) => cmErrorOrThrow("ibv_poll_cq", cause),
+    notAList
+  }
+  let count: number
+  try {
+    count = Array.isArray(requests) ? requests.length : 0
+  } catch {
+    count = 0
+  }
+  if (count < 2) return postInOrder<CmWorkRequest, RdmaCmError>(requests, poster, loop)
+  const run: Array<CmWorkRequest> = []
+  let error: RdmaCmError | undefined
+  let posted = 0
+  try {
+    for (; run.length < count;) {
+      let request: CmWorkRequest
+      try {
+        request = requests[run.length]!
+      } catch {
+        break // read again by postInOrder, which refuses the list
+      }
+      try {
+        if (!postOne(binding, ep, request, true)) break
+      } catch (cause) {
+        error = poster.refused(request, cause)
+        break
+      }
+      run.push(request)
+    }
+  } finally {
+    // Always, whatever was thrown: a chained request is counted against the queue until posted.
+    try {
+      posted = run.length === 0 ? 0 : binding.cmPostChain(ep)
+    } catch (cause) {
+      // The device refused one of the run: those before it are posted, it and the rest are not.
+      const before = (cause as { readonly posted?: unknown }).posted
+      posted = typeof before === "number" ? before : 0
+      error = cmErrorOrThrow(operationOf(run[posted]!), cause)
+    }
+  }
+  const chained = run.length
+  if (chained === 0 && error === undefined) return postInOrder<CmWorkRequest, RdmaCmError>(requests, poster, loop)
+  if (error === undefined && chained < count) {
+    let rest: ReadonlyArray<CmWorkRequest> | undefined
+    try {
+      rest = requests.slice(chained)
+    } catch {
+      error = notAList()
+    }
+    if (rest !== undefined) {
+      const outcome = postInOrder<CmWorkRequest, RdmaCmError>(rest, poster, loop)
+      if (outcome.posted > 0) {
+        return { posted: posted + outcome.posted, error: outcome.error, ready: outcome.ready, queueError: outcome.queueError, turnDue: outcome.turnDue }
+      }
+      // Nothing of the rest was posted, and so nothing polled: the run's completions are polled below.
+      error = outcome.error
+    }
+  }
+  if (posted === 0) return { posted, error, ready: [], queueError: undefined, turnDue: false }
+  let ready: ReadonlyArray<Completion> = []
+  let queueError: RdmaCmError | undefined
+  try {
+    ready = poster.poll()
+  } catch (cause) {
+    queueError = poster.pollFailed(cause)
+  }
+  return { posted, error, ready, queueError, turnDue: loop.due() }
 }
 
 const notAList = () => invalid("rdma_post_send", "the requests must be an array of work requests")
@@ -240,14 +328,7 @@ export const cmEndpointCalls = (
   cmListenerDestroy: (listener) =>
     attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
   cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
-  cmPostMany: (ep, requests): PostOutcome<RdmaCmError> =>
-    postInOrder<CmWorkRequest, RdmaCmError>(requests, {
-      post: (request) => postOne(binding, ep, request),
-      poll: () => binding.cmPollCompletions(ep),
-      refused: (request, cause) => cmErrorOrThrow(operationOf(request), cause),
-      pollFailed: (cause) => cmErrorOrThrow("ibv_poll_cq", cause),
-      notAList
-    }, loop),
+  cmPostMany: (ep, requests): PostOutcome<RdmaCmError> => postList(binding, ep, requests, loop),
   cmPollCompletions: (ep) =>
     Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Completion> => binding.cmPollCompletions(ep))),
   cmArmCompletions: (ep, onReady: CompletionsReady<RdmaCmError>) =>

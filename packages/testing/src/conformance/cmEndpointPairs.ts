@@ -324,7 +324,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   },
   {
     name: "cm endpoint: a receive and a send in one post (CmEndpoint.call / reply): the answer lands in the receive posted with the request; " +
-      "a send refused after its receive leaves the receive posted (posted 1, EINVAL)",
+      "a send refused after its receive leaves the receive posted (posted 1, EINVAL); a list of sends refused at its second posts the first only",
     server: (ctx) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
@@ -348,6 +348,10 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         inbox.memory.set(bytes("tail"), 200)
         yield* post(ep, [{ op: "send", id: 4, segments: [whole(inbox, 200, 4)] }])
         yield* expectCompletion((yield* completions(ep, 1))[0], { id: 4, status: 0, opcode: WcOpcode.SEND }, "the message for it")
+        // The one message of the client's list refused at its second request, into the reply's receive.
+        const [next] = yield* completions(ep, 1)
+        yield* expectCompletion(next, { id: 2, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the list's first send")
+        yield* equal(text(inbox.memory.subarray(64, 68)), "next", "its bytes")
         yield* untilDone(ctx)
         yield* d.cmDisconnect(ep)
       }),
@@ -376,6 +380,17 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const [late] = yield* completions(ep, 1)
         yield* expectCompletion(late, { id: 12, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the receive left posted")
         yield* equal(text(buffers.memory.subarray(3100, 3104)), "tail", "the message it took")
+        // A list of sends refused at its second (past its region's end): the first posted, none after
+        // (a driver that posts a run of sends in one call keeps this order).
+        buffers.memory.set(bytes("next"), 200)
+        const partial = yield* postOutcome(ep, [
+          { op: "send", id: 14, segments: [whole(buffers, 200, 4)] },
+          { op: "send", id: 15, segments: [whole(buffers, 4090, 100)] },
+          { op: "send", id: 16, segments: [whole(buffers, 200, 4)] }
+        ])
+        yield* equal(`${partial.posted} ${partial.error?.errnoName}`, "1 EINVAL", "the list's outcome")
+        const [first] = yield* completions(ep, 1)
+        yield* expectCompletion(first, { id: 14, status: 0, opcode: WcOpcode.SEND }, "the list's first send")
         yield* done(ctx)
       })
   },

@@ -242,6 +242,11 @@ const table: ReadonlyArray<Row> = [
     tag: EINVAL
   },
   {
+    input: "cmPostMany two sends before the connection",
+    call: posting((mr) => [{ op: "send", id: 1, segments: [{ mr, offset: 0, length: 8 }] }, { op: "send", id: 2, segments: [{ mr, offset: 8, length: 8 }] }]),
+    tag: EINVAL
+  },
+  {
     input: "cmPostMany write before the connection",
     call: posting((mr) => [{ op: "write", id: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 4096n, rkey: 1 }]),
     tag: EINVAL
