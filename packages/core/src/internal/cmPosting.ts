@@ -18,7 +18,7 @@ import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
 import { impl } from "./cmEndpoint.js"
 import * as instrument from "./instrument.js"
 import { regionOwner } from "./cmRegistration.js"
-import type { Owners } from "./dataPath.js"
+import type { Owners, Pending } from "./dataPath.js"
 import type * as Owner from "./owner.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import { checkImm, checkRange } from "./operations.js"
@@ -266,13 +266,14 @@ const submit = (
     const prepared = prepare()
     if (!isPrepared(prepared)) return instrument.refused(prepared)
     const { kernel } = impl(ep)
-    const remote = prepared.spec.op === "write" || prepared.spec.op === "read"
-    const operation = prepared.spec.name
-    return kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, SUBMIT, (entry) => {
-      const completion = kernel.await<Connection.Completion, TransferError>(entry, toCompletion)
-      return { operation, completion: remote ? keyRefused(completion) : completion }
-    })
+    return kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, SUBMIT, ticket(ep, prepared.spec))
   })
+
+/** What posting without waiting returns: the request's completion, to await any number of times. */
+const ticket = (ep: CmEndpoint.CmEndpoint, spec: OperationSpec) => (entry: Pending<any>): CmEndpoint.Posted => {
+  const completion = impl(ep).kernel.await<Connection.Completion, TransferError>(entry, toCompletion)
+  return { operation: spec.name, completion: spec.op === "write" || spec.op === "read" ? keyRefused(completion) : completion }
+}
 
 /** @internal */
 export const postSend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
@@ -328,12 +329,7 @@ const exchange = (
     const prepared = prepareExchange(ep, operation, args)
     if (!Array.isArray(prepared)) return instrument.refused(prepared as TransferError)
     const [recv, send] = prepared as readonly [Prepared, Prepared]
-    const { kernel } = impl(ep)
-    const complete = then === AWAIT ? toCompletion : (entry: any) => ({
-      operation: recv.spec.name,
-      completion: kernel.await<Connection.Completion, TransferError>(entry, toCompletion)
-    })
-    return kernel.exchange<TransferError>(fiber, recv, send, then, complete)
+    return impl(ep).kernel.exchange<TransferError>(fiber, recv, send, then, then === AWAIT ? toCompletion : ticket(ep, recv.spec))
   })
 
 /** @internal */

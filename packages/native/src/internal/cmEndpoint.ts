@@ -26,7 +26,7 @@ import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { as, attempt, cm } from "./addon.js"
 import { cmErrorOrThrow, cmExit, cmFailure, inUseOr } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
-import { armOnce, postInOrder } from "./posting.js"
+import { afterPosting, armOnce, postInOrder } from "./posting.js"
 
 const EINVAL = 22
 const EADDRNOTAVAIL = 99
@@ -186,9 +186,11 @@ const postList = (binding: Binding, ep: CmEpHandle, requests: ReadonlyArray<CmWo
     pollFailed: (cause: unknown) => cmErrorOrThrow("ibv_poll_cq", cause),
     notAList
   }
+  // Only a list that starts with a send-queue request has a run to chain (CmEndpoint.call's and
+  // reply's [receive, send] go one by one, each read once).
   let count: number
   try {
-    count = Array.isArray(requests) ? requests.length : 0
+    count = Array.isArray(requests) && requests.length >= 2 && requests[0]?.op !== "recv" ? requests.length : 0
   } catch {
     count = 0
   }
@@ -241,15 +243,7 @@ const postList = (binding: Binding, ep: CmEpHandle, requests: ReadonlyArray<CmWo
       error = outcome.error
     }
   }
-  if (posted === 0) return { posted, error, ready: [], queueError: undefined, turnDue: false }
-  let ready: ReadonlyArray<Completion> = []
-  let queueError: RdmaCmError | undefined
-  try {
-    ready = poster.poll()
-  } catch (cause) {
-    queueError = poster.pollFailed(cause)
-  }
-  return { posted, error, ready, queueError, turnDue: loop.due() }
+  return afterPosting(posted, error, poster, loop)
 }
 
 const notAList = () => invalid("rdma_post_send", "the requests must be an array of work requests")

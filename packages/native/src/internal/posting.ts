@@ -51,6 +51,19 @@ export const postInOrder = <R, E>(requests: unknown, poster: Poster<R, E>, loop:
     }
     posted++
   }
+  return afterPosting(posted, error, poster, loop)
+}
+
+/**
+ * The outcome of a post that ended with `posted` requests posted and `error` (if any): the queue
+ * polled once when anything was posted.
+ */
+export const afterPosting = <R, E>(
+  posted: number,
+  error: E | undefined,
+  poster: Poster<R, E>,
+  loop: LoopTurns
+): PostOutcome<E> => {
   if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
   let ready: ReadonlyArray<Completion> = NONE
   let queueError: E | undefined
