@@ -528,8 +528,7 @@ export class Poster<R = WorkRequest> {
   private pump(batch: Batch<R>, deferred: Array<Effect.Effect<void>>): void {
     if (batch.pumping || batch.stopped || batch.done !== undefined) return
     batch.pumping = true
-    const { table } = this.link
-    const { build, count: total, spec } = batch.requests
+    const { count: total, spec } = batch.requests
     const operation = spec.name
     const sendQueue = spec.queue === "send"
     const slots = sendQueue ? this.link.sendSlots : this.link.recvSlots
@@ -555,50 +554,7 @@ export class Poster<R = WorkRequest> {
         }
         break
       }
-      const entries: Array<Pending<OperationError>> = []
-      const built: Array<R> = []
-      // Selective signalling: one completion per half queue, and for the last request of each
-      // post, so that what is in flight always ends in a request that reports. A completion
-      // settles the unsignalled requests before it (the send queue completes in order); a failed
-      // one reports itself, and an ending connection flushes every request, signalled or not.
-      const every = sendQueue ? Math.max(1, slots.size >> 1) : 1
-      for (let i = 0; i < count; i++) {
-        const index = batch.next + i
-        const signalled = i === count - 1 || index % every === every - 1
-        const entry = table.add(operation, batch.owners, slots, sendQueue, spec.opcode, signalled)
-        entry.settled = batch.settled
-        entries.push(entry)
-        built.push(build(index, entry.id, signalled ? "always" : "onError"))
-      }
-      const outcome = this.link.driver.postMany(this.link.queue, built)
-      // What was not posted gives its slot back, latest first (the send order is a stack's end).
-      for (let i = count - 1; i >= outcome.posted; i--) {
-        entries[i]!.settled = undefined
-        push(deferred, table.unpost(entries[i]!))
-      }
-      // A post refused part-way may leave unsignalled requests last in flight: on a live
-      // connection their success would never be reported, so the batch stops counting them (it
-      // fails with the refusal); they keep their regions until a later completion or the end.
-      let unreported = 0
-      for (let i = outcome.posted - 1; i >= 0 && outcome.posted < count && !entries[i]!.signalled; i--) {
-        entries[i]!.settled = undefined
-        unreported++
-      }
-      batch.next += count
-      batch.inFlight += outcome.posted - unreported
-      if (batch.counted && outcome.posted > 0) instrument.postedUnsafe(operation, outcome.posted, instrument.requestsBytes(built as ReadonlyArray<instrument.CountedRequest>, outcome.posted))
-      if (outcome.error !== undefined) {
-        instrument.operationFailedUnsafe(operation, (outcome.error as { readonly _tag: string })._tag)
-        if (batch.failure === undefined) batch.failure = outcome.error
-      }
-      this.absorb(outcome, deferred)
-      if (outcome.turnDue) {
-        batch.turnDue = true
-        this.link.run(Effect.zipRight(afterPendingIo, Effect.sync(() => {
-          batch.turnDue = false
-          this.wake(batch)
-        })))
-      }
+      this.postWindow(batch, count, deferred)
     }
     batch.pumping = false
     if (batch.inFlight === 0 && !batch.turnDue && (batch.failure !== undefined || batch.next >= total)) {
@@ -608,6 +564,64 @@ export class Poster<R = WorkRequest> {
       const resume = batch.resume
       batch.resume = undefined
       if (resume !== undefined) resume(done)
+    }
+  }
+
+  /**
+   * Posts the batch's next `count` requests (their slots taken) in one driver call and absorbs
+   * what it answered. Its own method, not the body of pump's loop: a batch of many windows runs
+   * that loop for long, and V8 optimizes a function by its calls (a long-running loop only by
+   * on-stack replacement, which it may never do), so the per-request work runs optimized.
+   */
+  private postWindow(batch: Batch<R>, count: number, deferred: Array<Effect.Effect<void>>): void {
+    const { table } = this.link
+    const { build, spec } = batch.requests
+    const operation = spec.name
+    const sendQueue = spec.queue === "send"
+    const slots = sendQueue ? this.link.sendSlots : this.link.recvSlots
+    const entries: Array<Pending<OperationError>> = []
+    const built: Array<R> = []
+    // Selective signalling: one completion per half queue, and for the last request of each
+    // post, so that what is in flight always ends in a request that reports. A completion
+    // settles the unsignalled requests before it (the send queue completes in order); a failed
+    // one reports itself, and an ending connection flushes every request, signalled or not.
+    const every = sendQueue ? Math.max(1, slots.size >> 1) : 1
+    for (let i = 0; i < count; i++) {
+      const index = batch.next + i
+      const signalled = i === count - 1 || index % every === every - 1
+      const entry = table.add(operation, batch.owners, slots, sendQueue, spec.opcode, signalled)
+      entry.settled = batch.settled
+      entries.push(entry)
+      built.push(build(index, entry.id, signalled ? "always" : "onError"))
+    }
+    const outcome = this.link.driver.postMany(this.link.queue, built)
+    // What was not posted gives its slot back, latest first (the send order is a stack's end).
+    for (let i = count - 1; i >= outcome.posted; i--) {
+      entries[i]!.settled = undefined
+      push(deferred, table.unpost(entries[i]!))
+    }
+    // A post refused part-way may leave unsignalled requests last in flight: on a live
+    // connection their success would never be reported, so the batch stops counting them (it
+    // fails with the refusal); they keep their regions until a later completion or the end.
+    let unreported = 0
+    for (let i = outcome.posted - 1; i >= 0 && outcome.posted < count && !entries[i]!.signalled; i--) {
+      entries[i]!.settled = undefined
+      unreported++
+    }
+    batch.next += count
+    batch.inFlight += outcome.posted - unreported
+    if (batch.counted && outcome.posted > 0) instrument.postedUnsafe(operation, outcome.posted, instrument.requestsBytes(built as ReadonlyArray<instrument.CountedRequest>, outcome.posted))
+    if (outcome.error !== undefined) {
+      instrument.operationFailedUnsafe(operation, (outcome.error as { readonly _tag: string })._tag)
+      if (batch.failure === undefined) batch.failure = outcome.error
+    }
+    this.absorb(outcome, deferred)
+    if (outcome.turnDue) {
+      batch.turnDue = true
+      this.link.run(Effect.zipRight(afterPendingIo, Effect.sync(() => {
+        batch.turnDue = false
+        this.wake(batch)
+      })))
     }
   }
 
