@@ -122,7 +122,7 @@ export const make = (): Fake => {
     cmPost: unsupported,
     cmPostOne: unsupported,
     cmPostChain: unsupported,
-    cmPollCompletions: unsupported,
+    cmPollPacked: unsupported,
     cmWaitCompletions: unsupported,
     cmCancel: () => false,
     epListen: () => ({ kind: "ep" }),

@@ -58,6 +58,11 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   void OnCompletion(Napi::Env env, int status);
   // ibv_poll_cq on both CQs into `out`; 0 or an errno.
   int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
+  // ibv_poll_cq on both CQs into `out`, kCompletionFields numbers a completion (id, status,
+  // byteLength, opcode, flags, imm), at most `capacity` completions: what is left stays in the CQs
+  // for the next call. 0 or an errno.
+  int DrainPacked(double* out, uint32_t capacity, uint32_t* count);
+  static constexpr uint32_t kCompletionFields = 6;
   // Answers the set-up waiter: `error`, or success when it is null.
   void Settle(Napi::Env env, napi_value error);
 
@@ -96,6 +101,10 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   std::size_t recvs_posted = 0;
   std::size_t sends_posted = 0;
   void Forget(std::map<uint64_t, CmPosted>::iterator entry);
+  // Polls both CQs, at most `max` completions of ours, each given to `take` with its request (the
+  // unsignalled send-queue requests it covers forgotten first). 0 or an errno.
+  template <typename Take>
+  int DrainWith(uint32_t max, uint32_t* count, Take take);
   double setup_id = 0;           // the event waiter that waits for create / connect / accept, if any
   std::deque<std::string> events;  // events after ESTABLISHED not yet taken by cmNextEvent
   Poller event_poller;           // the id's channel: cmNextEvent's waiters and the set-up's
@@ -137,7 +146,7 @@ class CmListener : public Handle<CmListener> {
   std::shared_ptr<CmListenerState> state;
 };
 
-// cm_ep_post.cc's exports: cmPost, cmPollCompletions, cmWaitCompletions.
+// cm_ep_post.cc's exports: cmPost, cmPostOne, cmPostChain, cmPollPacked, cmWaitCompletions.
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports);
 // An errno failure as a JavaScript value (MakeError, Domain::Errno).
 Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const std::string& detail);

@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <napi.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -30,14 +31,17 @@ void CmEpState::Forget(std::map<uint64_t, CmPosted>::iterator entry) {
   posted.erase(entry);
 }
 
-int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
-  constexpr int kBatch = 32;
+template <typename Take>
+int CmEpState::DrainWith(uint32_t max, uint32_t* count, Take take) {
+  constexpr uint32_t kBatch = 32;
   ibv_wc wc[kBatch];
-  Keys keys = CallKeys(env);
+  uint32_t taken = 0;
   for (ibv_cq* cq : {send_cq, recv_cq}) {
     if (cq == nullptr) continue;
-    for (;;) {
-      int got = ibv_poll_cq(cq, kBatch, wc);
+    while (taken < max) {
+      // Never more than the caller can take: a completion polled is gone from the CQ.
+      int want = static_cast<int>(std::min(kBatch, max - taken));
+      int got = ibv_poll_cq(cq, want, wc);
       if (got < 0) return EIO;  // ibv_poll_cq says only that it failed
       for (int i = 0; i < got; i++) {
         auto found = posted.find(wc[i].wr_id);
@@ -55,22 +59,62 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
         }
         CmPosted request = std::move(found->second);
         Forget(found);
-        bool ok = wc[i].status == IBV_WC_SUCCESS;
-        Napi::Object completion = Napi::Object::New(env);
-        completion.Set(keys[Key::Id], Napi::Number::New(env, request.id));
-        completion.Set(keys[Key::Status], Napi::Number::New(env, static_cast<double>(wc[i].status)));
-        completion.Set(keys[Key::ByteLength], Napi::Number::New(env, request.recv && ok ? static_cast<double>(wc[i].byte_len) : 0));
-        completion.Set(keys[Key::Opcode], Napi::Number::New(env, ok ? static_cast<double>(wc[i].opcode) : -1));
-        unsigned flags = ok ? wc[i].wc_flags : 0;
-        completion.Set(keys[Key::Flags], Napi::Number::New(env, static_cast<double>(flags)));
-        // Put on the wire in network byte order (htonl), as librdmacm's users do.
-        if ((flags & IBV_WC_WITH_IMM) != 0) completion.Set(keys[Key::Imm], Napi::Number::New(env, ntohl(wc[i].imm_data)));
-        out.Set((*count)++, completion);
+        take(request, wc[i]);
+        taken++;
+        (*count)++;
       }
-      if (got < kBatch) break;
+      if (got < want) break;
     }
   }
   return 0;
+}
+
+namespace {
+
+// A completion's fields as users read them: a failed one reports no length, opcode or flags.
+struct CompletionFields {
+  double status, byte_length, opcode;
+  unsigned flags;
+  bool has_imm;
+  double imm;  // put on the wire in network byte order (htonl), as librdmacm's users do
+};
+
+CompletionFields FieldsOf(const CmPosted& request, const ibv_wc& wc) {
+  bool ok = wc.status == IBV_WC_SUCCESS;
+  unsigned flags = ok ? wc.wc_flags : 0;
+  bool has_imm = (flags & IBV_WC_WITH_IMM) != 0;
+  return {static_cast<double>(wc.status), request.recv && ok ? static_cast<double>(wc.byte_len) : 0,
+          ok ? static_cast<double>(wc.opcode) : -1, flags, has_imm, has_imm ? static_cast<double>(ntohl(wc.imm_data)) : 0};
+}
+
+}  // namespace
+
+int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
+  Keys keys = CallKeys(env);
+  return DrainWith(UINT32_MAX, count, [&](const CmPosted& request, const ibv_wc& wc) {
+    CompletionFields f = FieldsOf(request, wc);
+    Napi::Object completion = Napi::Object::New(env);
+    completion.Set(keys[Key::Id], Napi::Number::New(env, request.id));
+    completion.Set(keys[Key::Status], Napi::Number::New(env, f.status));
+    completion.Set(keys[Key::ByteLength], Napi::Number::New(env, f.byte_length));
+    completion.Set(keys[Key::Opcode], Napi::Number::New(env, f.opcode));
+    completion.Set(keys[Key::Flags], Napi::Number::New(env, static_cast<double>(f.flags)));
+    if (f.has_imm) completion.Set(keys[Key::Imm], Napi::Number::New(env, f.imm));
+    out.Set(*count, completion);
+  });
+}
+
+int CmEpState::DrainPacked(double* out, uint32_t capacity, uint32_t* count) {
+  return DrainWith(capacity, count, [&](const CmPosted& request, const ibv_wc& wc) {
+    CompletionFields f = FieldsOf(request, wc);
+    double* at = out + static_cast<std::size_t>(*count) * kCompletionFields;
+    at[0] = request.id;
+    at[1] = f.status;
+    at[2] = f.byte_length;
+    at[3] = f.opcode;
+    at[4] = static_cast<double>(f.flags);
+    at[5] = f.imm;
+  });
 }
 
 void CmEpState::OnCompletion(Napi::Env env, int status) {
@@ -387,16 +431,28 @@ Napi::Value CmPostChain(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-Napi::Value CmPollCompletions(const Napi::CallbackInfo& info) {
+// cmPollPacked(ep, into): ibv_poll_cq on both CQs, without waiting, into a Float64Array,
+// kCompletionFields numbers a completion (no object made per completion: JavaScript makes them,
+// through its inline caches); returns how many. A full array may leave completions in the CQs:
+// the caller polls again.
+Napi::Value CmPollPacked(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call call(env, "ibv_poll_cq", Domain::Errno);
   CmEp* ep = Opened<CmEp>(info[0]);
   if (ep == nullptr && (ep = Open<CmEp>(call, info[0])) == nullptr) return env.Undefined();
-  Napi::Array out = Napi::Array::New(env);
+  // One call reads the array's kind, length and bytes (it refuses anything but a typed array).
+  napi_typedarray_type type = napi_uint8_array;
+  std::size_t length = 0;
+  void* data = nullptr;
+  if (napi_get_typedarray_info(env, info[1], &type, &length, &data, nullptr, nullptr) != napi_ok || type != napi_float64_array) {
+    return call.Invalid("the completions' array must be a Float64Array");
+  }
+  auto capacity = static_cast<uint32_t>(std::min<std::size_t>(length / CmEpState::kCompletionFields, UINT32_MAX));
+  if (capacity == 0 || data == nullptr) return call.Invalid("the completions' array must hold at least one completion (6 numbers)");
   uint32_t count = 0;
-  int errnum = ep->state->Drain(env, out, &count);
+  int errnum = ep->state->DrainPacked(static_cast<double*>(data), capacity, &count);
   if (errnum != 0 && count == 0) return call.Fail(errnum);
-  return out;
+  return Napi::Number::New(env, count);
 }
 
 // cmWaitCompletions(ep, callback): returns the wait's id for cmCancel.
@@ -416,7 +472,7 @@ void RegisterCmEpPost(Napi::Env env, Napi::Object exports) {
   exports.Set("cmPost", Napi::Function::New(env, CmPost, "cmPost"));
   exports.Set("cmPostOne", Napi::Function::New(env, CmPostOne, "cmPostOne"));
   exports.Set("cmPostChain", Napi::Function::New(env, CmPostChain, "cmPostChain"));
-  exports.Set("cmPollCompletions", Napi::Function::New(env, CmPollCompletions, "cmPollCompletions"));
+  exports.Set("cmPollPacked", Napi::Function::New(env, CmPollPacked, "cmPollPacked"));
   exports.Set("cmWaitCompletions", Napi::Function::New(env, CmWaitCompletions, "cmWaitCompletions"));
 }
 

@@ -17,6 +17,7 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as NativeDriver from "../src/NativeDriver.js"
+import * as RpmaBinding from "../src/RpmaBinding.js"
 import { address } from "./support.js"
 
 const slowdown = Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")
@@ -96,14 +97,15 @@ interface Pair {
 
 /** A listener, a client connected to it and the server side accepted; `before*` run on each side first. */
 const connectedPair = (driver: Driver, options: {
+  readonly config?: CmEpConfig
   readonly connectData?: Uint8Array
   readonly acceptData?: Uint8Array
   readonly beforeConnect?: (client: CmEpHandle) => Effect.Effect<unknown, unknown, never>
   readonly beforeAccept?: (server: CmEpHandle) => Effect.Effect<unknown, unknown, never>
 } = {}) =>
   Effect.gen(function*() {
-    const listening = yield* listen(driver)
-    const client = yield* endpoint(driver, driver.cmEpCreate(address, listening.port, config))
+    const listening = yield* scoped(driver.cmListen(address, 0, options.config ?? config), (l) => driver.cmListenerDestroy(l.handle))
+    const client = yield* endpoint(driver, driver.cmEpCreate(address, listening.port, options.config ?? config))
     if (options.beforeConnect) yield* options.beforeConnect(client)
     const connecting = yield* Effect.fork(driver.cmConnect(client, options.connectData, WAIT_MS))
     const server = yield* endpoint(driver, driver.cmGetRequest(listening.handle))
@@ -237,6 +239,66 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
         assert.strictEqual(new TextDecoder().decode(target.memory.subarray(8, 24)), "written with imm")
         yield* completion(driver, client, 3)
         yield* completion(driver, client, 4)
+      }), 30_000 * slowdown)
+  })
+
+  describe("completions read from the addon", () => {
+    it.scoped("more completions than one packed read holds: one poll returns them all, in order, immediate data included", () =>
+      Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        // 100 receives complete on the server, which polls only once they all have (the
+        // driver reads 64 a call from the addon).
+        const count = 100
+        const deep: CmEpConfig = { ...config, maxSendWr: count, maxRecvWr: count }
+        const { client, server } = yield* connectedPair(driver, { config: deep })
+        const into = yield* region(driver, server, "msgs", count * 8)
+        const from = yield* region(driver, client, "msgs", count * 8)
+        const receives: Array<CmWorkRequest> = Array.from({ length: count }, (_, i) => ({
+          op: "recv",
+          id: 1000 + i,
+          segments: [{ mr: into.mr, offset: i * 8, length: 8 }]
+        }))
+        const posted = driver.cmPostMany(server, receives)
+        assert.strictEqual(posted.posted, count)
+        assert.deepStrictEqual(posted.ready, [])
+        for (let i = 0; i < count; i++) {
+          from.memory[i * 8] = i
+          yield* post(driver, client, {
+            op: "send",
+            id: i,
+            imm: i % 2 === 1 ? 0x10000 + i : undefined,
+            segments: [{ mr: from.mr, offset: i * 8, length: 1 + (i % 8) }]
+          })
+        }
+        // On a reliable connection a send completes once the other side has taken it.
+        for (let i = 0; i < count; i++) assert.strictEqual((yield* completion(driver, client, i)).status, IBV_WC_SUCCESS)
+        const ready = yield* driver.cmPollCompletions(server)
+        assert.deepStrictEqual(ready.map((c) => c.id), receives.map((r) => r.id))
+        ready.forEach((c, i) => {
+          assert.strictEqual(c.status, IBV_WC_SUCCESS)
+          assert.strictEqual(c.byteLength, 1 + (i % 8))
+          assert.strictEqual(c.flags & IBV_WC_WITH_IMM, i % 2 === 1 ? IBV_WC_WITH_IMM : 0)
+          assert.strictEqual(c.imm, i % 2 === 1 ? 0x10000 + i : undefined)
+          assert.strictEqual(into.memory[i * 8], i)
+        })
+        assert.deepStrictEqual(yield* driver.cmPollCompletions(server), [])
+      }), 60_000 * slowdown)
+
+    it.scoped("the addon's packed poll refuses an array it cannot fill, and leaves the completions where they are", () =>
+      Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        const binding = yield* RpmaBinding.load()
+        const { client, server } = yield* connectedPair(driver)
+        const into = yield* region(driver, server, "msgs", 64)
+        const from = yield* region(driver, client, "msgs", 64)
+        yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+        yield* post(driver, client, { op: "send", id: 2, segments: [{ mr: from.mr, offset: 0, length: 5 }] })
+        assert.strictEqual((yield* completion(driver, client, 2)).status, IBV_WC_SUCCESS)
+        for (const bad of [undefined, [0, 0, 0, 0, 0, 0], new Uint8Array(48), new Float32Array(6), new Float64Array(5)]) {
+          assert.throws(() => binding.cmPollPacked(server, bad as never), /Float64Array|at least one completion/)
+        }
+        const received = yield* completion(driver, server, 1)
+        assert.strictEqual(received.byteLength, 5)
       }), 30_000 * slowdown)
   })
 
