@@ -137,7 +137,15 @@ const WITH_IMM = 2
 const pollPacked = (binding: Binding, ep: CmEpHandle, into: Float64Array): ReadonlyArray<Completion> => {
   let ready: Array<Completion> | undefined
   for (;;) {
-    const count = binding.cmPollPacked(ep, into)
+    let count: number
+    try {
+      count = binding.cmPollPacked(ep, into)
+    } catch (cause) {
+      // As the addon does within one call: what was read is returned, the failure comes back on
+      // the next poll (a completion read from the CQ is never read again).
+      if (ready === undefined) throw cause
+      break
+    }
     if (count === 0) break
     ready ??= []
     for (let i = 0, at = 0; i < count; i++, at += FIELDS) {
