@@ -144,6 +144,9 @@ Promise.allSettled([
 ]).then(async (results) => {
   results.forEach((result, i) => {
     if (result.status === "rejected") return
+    // librdmacm resolves a loopback address to a local device when there is one (its loopback
+    // resolution), so "remote 127.0.0.1" fails only where there is no device.
+    if (i === 1 && process.env.RDMA_ADDRESS) return
     failures++
     console.error(`device lookup ${i}: expected a rejection, got ${String(result.value)}`)
   })
