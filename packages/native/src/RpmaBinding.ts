@@ -160,9 +160,9 @@ export interface Binding {
   /** The send-queue requests cmPostOne chained, in one ibv_post_send: how many were posted (a refusal carries `posted`). */
   readonly cmPostChain: (ep: unknown) => number
   /**
-   * ibv_poll_cq on the endpoint's send and receive CQs, without waiting, into `into`, six numbers a completion (id, status, byteLength, opcode,
-   * flags, imm: 0 unless flags has IBV_WC_WITH_IMM), as many as it holds; returns how many. What
-   * did not fit stays in the CQs.
+   * ibv_poll_cq on the endpoint's send and receive CQs, without waiting, into `into`: six numbers
+   * a completion (id, status, byteLength, opcode, flags, imm: 0 unless flags has
+   * IBV_WC_WITH_IMM), as many as it holds; returns how many. What did not fit stays in the CQs.
    */
   readonly cmPollPacked: (ep: unknown, into: Float64Array) => number
   /** Waits for completions (at least one) on the endpoint's completion channel (both CQs'). Returns the wait's id. */

@@ -101,8 +101,9 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   std::size_t recvs_posted = 0;
   std::size_t sends_posted = 0;
   void Forget(std::map<uint64_t, CmPosted>::iterator entry);
-  // Polls both CQs, at most `max` completions of ours, each given to `take` with its request (the
-  // unsignalled send-queue requests it covers forgotten first). 0 or an errno.
+  // Polls both CQs until `*count` (the completions of ours taken so far) reaches `max`, each given
+  // to `take` with its request (the unsignalled send-queue requests it covers forgotten first).
+  // 0 or an errno.
   template <typename Take>
   int DrainWith(uint32_t max, uint32_t* count, Take take);
   double setup_id = 0;           // the event waiter that waits for create / connect / accept, if any

@@ -35,12 +35,11 @@ template <typename Take>
 int CmEpState::DrainWith(uint32_t max, uint32_t* count, Take take) {
   constexpr uint32_t kBatch = 32;
   ibv_wc wc[kBatch];
-  uint32_t taken = 0;
   for (ibv_cq* cq : {send_cq, recv_cq}) {
     if (cq == nullptr) continue;
-    while (taken < max) {
+    while (*count < max) {
       // Never more than the caller can take: a completion polled is gone from the CQ.
-      int want = static_cast<int>(std::min(kBatch, max - taken));
+      int want = static_cast<int>(std::min(kBatch, max - *count));
       int got = ibv_poll_cq(cq, want, wc);
       if (got < 0) return EIO;  // ibv_poll_cq says only that it failed
       for (int i = 0; i < got; i++) {
@@ -60,7 +59,6 @@ int CmEpState::DrainWith(uint32_t max, uint32_t* count, Take take) {
         CmPosted request = std::move(found->second);
         Forget(found);
         take(request, wc[i]);
-        taken++;
         (*count)++;
       }
       if (got < want) break;

@@ -45,7 +45,8 @@ const scoped = <A, E, R>(acquire: Effect.Effect<A, E, R>, release: (a: A) => Eff
     Effect.tap(restore(acquire), (a) => Effect.addFinalizer(() => Effect.orDie(release(a))))
   )
 
-const listen = (driver: Driver) => scoped(driver.cmListen(address, 0, config), (l) => driver.cmListenerDestroy(l.handle))
+const listen = (driver: Driver, epConfig: CmEpConfig = config) =>
+  scoped(driver.cmListen(address, 0, epConfig), (l) => driver.cmListenerDestroy(l.handle))
 const endpoint = (driver: Driver, make: Effect.Effect<CmEpHandle, RdmaCmError>) =>
   scoped(make, (ep) => driver.cmEpDestroy(ep))
 const region = (driver: Driver, ep: CmEpHandle, kind: CmRegistrationKind, size: number) => {
@@ -104,7 +105,7 @@ const connectedPair = (driver: Driver, options: {
   readonly beforeAccept?: (server: CmEpHandle) => Effect.Effect<unknown, unknown, never>
 } = {}) =>
   Effect.gen(function*() {
-    const listening = yield* scoped(driver.cmListen(address, 0, options.config ?? config), (l) => driver.cmListenerDestroy(l.handle))
+    const listening = yield* listen(driver, options.config)
     const client = yield* endpoint(driver, driver.cmEpCreate(address, listening.port, options.config ?? config))
     if (options.beforeConnect) yield* options.beforeConnect(client)
     const connecting = yield* Effect.fork(driver.cmConnect(client, options.connectData, WAIT_MS))

@@ -17,6 +17,7 @@ import type {
   PostOutcome
 } from "@effect-rdma/core/Driver"
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
+import { WcFlags } from "@effect-rdma/core/DriverModel"
 import { fromErrno, type RdmaCmError } from "@effect-rdma/core/RdmaError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -125,8 +126,8 @@ const createEndpoint = (binding: Binding, address: unknown, port: unknown, confi
 
 /** Completions read per addon call (cmPollPacked); more are read by calling again. */
 const PACKED_COMPLETIONS = 64
+/** Numbers a completion in the packed read: the addon's CmEpState::kCompletionFields. */
 const FIELDS = 6
-const WITH_IMM = 2
 
 /**
  * ibv_poll_cq on both of the endpoint's CQs, the completions read as numbers (cmPollPacked) and
@@ -151,7 +152,7 @@ const pollPacked = (binding: Binding, ep: CmEpHandle, into: Float64Array): Reado
     for (let i = 0, at = 0; i < count; i++, at += FIELDS) {
       const flags = into[at + 4]!
       ready.push(
-        (flags & WITH_IMM) !== 0
+        (flags & WcFlags.WITH_IMM) !== 0
           ? { id: into[at]!, status: into[at + 1]!, byteLength: into[at + 2]!, opcode: into[at + 3]!, flags, imm: into[at + 5]! }
           : { id: into[at]!, status: into[at + 1]!, byteLength: into[at + 2]!, opcode: into[at + 3]!, flags }
       )
@@ -314,71 +315,71 @@ export const cmEndpointCalls = (
 ): CmEndpointCalls => {
   const completions = new Float64Array(PACKED_COMPLETIONS * FIELDS)
   return {
-  // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a
-  // backstop in case an event never comes.
-  cmEpCreate: (address, port, config) =>
-    numeric(address, "rdma_getaddrinfo").pipe(
-      Effect.flatMap((resolved) => {
-        let ms = 0
-        try {
-          ms = timeoutOf(typeof config === "object" && config !== null ? config.timeoutMs : undefined) ?? 0
-        } catch {
-          // A hostile config: the addon refuses it.
-        }
-        return createEndpoint(binding, resolved, port, config).pipe(within(2 * ms + 1_000, "rdma_resolve_route"))
-      })
-    ),
-  cmConnect: (ep, privateData, timeoutMs) =>
-    Effect.zipRight(
-      checkPrivateData(privateData, "connect", "rdma_connect"),
-      Effect.flatMap(checkTimeout(timeoutMs, "rdma_connect"), (ms) =>
-        cmWait<unknown>(binding, "rdma_connect", ep, (callback) => binding.cmConnect(ep, privateData, callback)).pipe(
-          within(ms, "rdma_connect"),
-          Effect.asVoid
-        ))
-    ),
-  cmListen: (address, port, config) =>
-    numeric(address, "rdma_getaddrinfo").pipe(
-      Effect.flatMap((resolved) =>
-        cm("rdma_listen", () => {
-          const listening = binding.cmListen(resolved, port, config)
-          return { handle: as<CmListenerHandle>(listening.handle), port: listening.port }
+    // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a
+    // backstop in case an event never comes.
+    cmEpCreate: (address, port, config) =>
+      numeric(address, "rdma_getaddrinfo").pipe(
+        Effect.flatMap((resolved) => {
+          let ms = 0
+          try {
+            ms = timeoutOf(typeof config === "object" && config !== null ? config.timeoutMs : undefined) ?? 0
+          } catch {
+            // A hostile config: the addon refuses it.
+          }
+          return createEndpoint(binding, resolved, port, config).pipe(within(2 * ms + 1_000, "rdma_resolve_route"))
         })
+      ),
+    cmConnect: (ep, privateData, timeoutMs) =>
+      Effect.zipRight(
+        checkPrivateData(privateData, "connect", "rdma_connect"),
+        Effect.flatMap(checkTimeout(timeoutMs, "rdma_connect"), (ms) =>
+          cmWait<unknown>(binding, "rdma_connect", ep, (callback) => binding.cmConnect(ep, privateData, callback)).pipe(
+            within(ms, "rdma_connect"),
+            Effect.asVoid
+          ))
+      ),
+    cmListen: (address, port, config) =>
+      numeric(address, "rdma_getaddrinfo").pipe(
+        Effect.flatMap((resolved) =>
+          cm("rdma_listen", () => {
+            const listening = binding.cmListen(resolved, port, config)
+            return { handle: as<CmListenerHandle>(listening.handle), port: listening.port }
+          })
+        )
+      ),
+    cmGetRequest: (listener) =>
+      cmWait<object>(binding, "rdma_get_request", listener, (callback) => binding.cmGetRequest(listener, callback)).pipe(
+        Effect.map(as<CmEpHandle>)
+      ),
+    cmPrivateData: (ep) => cm("rdma_cm private data", () => binding.cmPrivateData(ep)),
+    cmAccept: (ep, privateData, timeoutMs) =>
+      Effect.zipRight(
+        checkPrivateData(privateData, "accept", "rdma_accept"),
+        Effect.flatMap(checkTimeout(timeoutMs, "rdma_accept"), (ms) =>
+          cmWait<unknown>(binding, "rdma_accept", ep, (callback) => binding.cmAccept(ep, privateData, callback)).pipe(
+            within(ms, "rdma_accept"),
+            Effect.asVoid
+          ))
+      ),
+    cmReject: (ep, privateData) => cm("rdma_reject", () => binding.cmReject(ep, privateData)),
+    cmNextEvent: (ep) =>
+      cmWait<string>(binding, "rdma_get_cm_event", ep, (callback) => binding.cmNextEvent(ep, callback)).pipe(
+        Effect.map((event) => event as CmEvent)
+      ),
+    cmDisconnect: (ep) => cm("rdma_disconnect", () => binding.cmDisconnect(ep)),
+    cmEpDestroy: (ep) => attempt(() => binding.cmEpDestroy(ep), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
+    cmListenerDestroy: (listener) =>
+      attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
+    cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
+    cmPostMany: (ep, requests): PostOutcome<RdmaCmError> => postList(binding, ep, requests, loop, completions),
+    cmPollCompletions: (ep) =>
+      Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Completion> => pollPacked(binding, ep, completions))),
+    cmArmCompletions: (ep, onReady: CompletionsReady<RdmaCmError>) =>
+      armOnce(
+        (callback) => binding.cmWaitCompletions(ep, callback),
+        (id) => binding.cmCancel(ep, id),
+        (cause) => cmExit("ibv_get_cq_event", cause),
+        onReady
       )
-    ),
-  cmGetRequest: (listener) =>
-    cmWait<object>(binding, "rdma_get_request", listener, (callback) => binding.cmGetRequest(listener, callback)).pipe(
-      Effect.map(as<CmEpHandle>)
-    ),
-  cmPrivateData: (ep) => cm("rdma_cm private data", () => binding.cmPrivateData(ep)),
-  cmAccept: (ep, privateData, timeoutMs) =>
-    Effect.zipRight(
-      checkPrivateData(privateData, "accept", "rdma_accept"),
-      Effect.flatMap(checkTimeout(timeoutMs, "rdma_accept"), (ms) =>
-        cmWait<unknown>(binding, "rdma_accept", ep, (callback) => binding.cmAccept(ep, privateData, callback)).pipe(
-          within(ms, "rdma_accept"),
-          Effect.asVoid
-        ))
-    ),
-  cmReject: (ep, privateData) => cm("rdma_reject", () => binding.cmReject(ep, privateData)),
-  cmNextEvent: (ep) =>
-    cmWait<string>(binding, "rdma_get_cm_event", ep, (callback) => binding.cmNextEvent(ep, callback)).pipe(
-      Effect.map((event) => event as CmEvent)
-    ),
-  cmDisconnect: (ep) => cm("rdma_disconnect", () => binding.cmDisconnect(ep)),
-  cmEpDestroy: (ep) => attempt(() => binding.cmEpDestroy(ep), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
-  cmListenerDestroy: (listener) =>
-    attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
-  cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
-  cmPostMany: (ep, requests): PostOutcome<RdmaCmError> => postList(binding, ep, requests, loop, completions),
-  cmPollCompletions: (ep) =>
-    Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Completion> => pollPacked(binding, ep, completions))),
-  cmArmCompletions: (ep, onReady: CompletionsReady<RdmaCmError>) =>
-    armOnce(
-      (callback) => binding.cmWaitCompletions(ep, callback),
-      (id) => binding.cmCancel(ep, id),
-      (cause) => cmExit("ibv_get_cq_event", cause),
-      onReady
-    )
   }
 }
