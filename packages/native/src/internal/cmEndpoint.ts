@@ -308,6 +308,28 @@ const checkTimeout = (timeoutMs: unknown, operation: string) => {
     : Effect.succeed(ms)
 }
 
+/**
+ * rdma_connect or rdma_accept: its private data and timeout checked, then its wait on the
+ * endpoint's channel, bounded by the timeout.
+ */
+const handshake = (
+  binding: Binding,
+  ep: CmEpHandle,
+  privateData: unknown,
+  timeoutMs: unknown,
+  side: "connect" | "accept",
+  operation: string,
+  start: (callback: WaitCallback<unknown>) => number
+) =>
+  Effect.zipRight(
+    checkPrivateData(privateData, side, operation),
+    Effect.flatMap(checkTimeout(timeoutMs, operation), (ms) =>
+      cmWait<unknown>(binding, operation, ep, start).pipe(
+        within(ms, operation),
+        Effect.asVoid
+      ))
+  )
+
 /** @internal */
 export const cmEndpointCalls = (
   binding: Binding,
@@ -330,14 +352,7 @@ export const cmEndpointCalls = (
         })
       ),
     cmConnect: (ep, privateData, timeoutMs) =>
-      Effect.zipRight(
-        checkPrivateData(privateData, "connect", "rdma_connect"),
-        Effect.flatMap(checkTimeout(timeoutMs, "rdma_connect"), (ms) =>
-          cmWait<unknown>(binding, "rdma_connect", ep, (callback) => binding.cmConnect(ep, privateData, callback)).pipe(
-            within(ms, "rdma_connect"),
-            Effect.asVoid
-          ))
-      ),
+      handshake(binding, ep, privateData, timeoutMs, "connect", "rdma_connect", (callback) => binding.cmConnect(ep, privateData, callback)),
     cmListen: (address, port, config) =>
       numeric(address, "rdma_getaddrinfo").pipe(
         Effect.flatMap((resolved) =>
@@ -353,14 +368,7 @@ export const cmEndpointCalls = (
       ),
     cmPrivateData: (ep) => cm("rdma_cm private data", () => binding.cmPrivateData(ep)),
     cmAccept: (ep, privateData, timeoutMs) =>
-      Effect.zipRight(
-        checkPrivateData(privateData, "accept", "rdma_accept"),
-        Effect.flatMap(checkTimeout(timeoutMs, "rdma_accept"), (ms) =>
-          cmWait<unknown>(binding, "rdma_accept", ep, (callback) => binding.cmAccept(ep, privateData, callback)).pipe(
-            within(ms, "rdma_accept"),
-            Effect.asVoid
-          ))
-      ),
+      handshake(binding, ep, privateData, timeoutMs, "accept", "rdma_accept", (callback) => binding.cmAccept(ep, privateData, callback)),
     cmReject: (ep, privateData) => cm("rdma_reject", () => binding.cmReject(ep, privateData)),
     cmNextEvent: (ep) =>
       cmWait<string>(binding, "rdma_get_cm_event", ep, (callback) => binding.cmNextEvent(ep, callback)).pipe(
