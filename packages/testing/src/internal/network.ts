@@ -515,7 +515,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
   /** A read's bytes land in its local region; the status of the request. */
   const landed = (conn: fabric.Conn, wr: Driver.WorkRequest, result: number | Uint8Array): number => {
     if (typeof result === "number") return result
-    if (wr.op === "read") (localRegion(conn, wr.dst, LOCAL_WRITE) as fabric.MrLocal).memory.set(result, wr.dstOffset)
+    if (wr.op !== "read") return WcStatus.SUCCESS
+    // An answer of another length than asked is not one a responder sends: the request failed there.
+    if (result.byteLength !== wr.length) return WcStatus.REM_OP_ERR
+    ;(localRegion(conn, wr.dst, LOCAL_WRITE) as fabric.MrLocal).memory.set(result, wr.dstOffset)
     return WcStatus.SUCCESS
   }
 
@@ -528,6 +531,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       const result = reach(other, conn, r)
       return result === undefined ? undefined : landed(conn, wr, result)
     }
+    // More than one frame of the network carries: refused here, as a device refuses more than its max_msg_sz.
+    if (r.length > link!.maxMessageSize) return WcStatus.LOC_LEN_ERR
     q(conn).awaiting.set(wr.id, wr)
     // Always answered there, so that a request ends here either way; `finish` keeps an unsignalled success quiet.
     link!.send({ t: "post", to: other.far, from: farOf(conn)!, reach: { ...r, signalled: true } })
