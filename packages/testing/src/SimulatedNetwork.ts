@@ -44,6 +44,7 @@ import * as os from "node:os"
 import * as nodePath from "node:path"
 import { join } from "./internal/joined.js"
 import { makeRouter } from "./internal/router.js"
+import { makeLinked } from "./internal/simulatedDriver.js"
 import * as SimulatedDriver from "./SimulatedDriver.js"
 
 /**
@@ -208,6 +209,6 @@ export const layer = (
       }),
       ({ leave }) => Effect.sync(leave)
     )
-    const { control, driver } = SimulatedDriver.makeLinked(options, link)
+    const { control, driver } = makeLinked(options, link)
     return Context.make(RdmaDriver, driver).pipe(Context.add(SimulatedDriver.SimulationControl, control))
   }))
