@@ -6,7 +6,7 @@
  * logged, the forger dropped, and the two others' connection keeps working: a write and a read
  * across it after the forgery succeed, and the region holds only what they wrote.
  */
-import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { WcStatus } from "@effect-rdma/core/RdmaError"
 import { SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -215,5 +215,40 @@ describe("SimulatedNetwork refuses forged and malformed frames", () => {
         Option.isSome(error) && error.value._tag === "CompletionError" && error.value.status === WcStatus.LOC_LEN_ERR,
         `64 KiB does not: ${String(tooLong)}`
       )
+    }))
+
+  it.scopedLive("librdmacm's endpoints: a forged lost for another's endpoint and a forged write through it are refused, both ends untouched", () =>
+    Effect.gen(function*() {
+      const path = yield* SimulatedNetwork.serve()
+      const client = yield* Layer.build(SimulatedNetwork.layer({ path })) // process 1
+      const server = yield* Layer.build(SimulatedNetwork.layer({ path })) // process 2
+      const listener = yield* CmEndpoint.listen(address, 7913).pipe(Effect.provide(server))
+      const opening = yield* Effect.fork(CmEndpoint.open(address, 7913).pipe(Effect.provide(client)))
+      const request = yield* CmEndpoint.next(listener).pipe(Effect.provide(server))
+      const target = yield* CmEndpoint.registerWrite(request, new Uint8Array(64)).pipe(Effect.provide(server))
+      yield* CmEndpoint.accept(request).pipe(Effect.provide(server))
+      const ep = yield* Fiber.join(opening)
+      const src = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64)).pipe(Effect.provide(client))
+      const idOf = (handle: unknown) => (handle as { readonly id: number }).id
+      const clientFar = { process: 1, conn: idOf(ep.handle) }
+      const serverFar = { process: 2, conn: idOf(request.handle) }
+      const key = CmEndpoint.remoteKey(target)
+
+      const f = yield* forger(path)
+      const outcome = yield* f.sendThenAsk([
+        frameOf({ t: "cm", to: clientFar, from: serverFar, cm: { k: "lost" } }),
+        frameOf({
+          t: "cm",
+          to: serverFar,
+          from: clientFar,
+          cm: { k: "post", reach: { op: "write", rkey: key.rkey, remoteAddress: key.address + 32n, length: 4, bytes: Uint8Array.of(0xee, 0xee, 0xee, 0xee), imm: undefined } }
+        })
+      ])
+      assert.deepStrictEqual([...target.memory.subarray(32, 36)], [0, 0, 0, 0], "nothing was written there")
+      src.memory.fill(0x5a, 0, 8)
+      const after = yield* Effect.exit(CmEndpoint.write(ep, { src, dst: key, length: 8 }))
+      assert.isTrue(Exit.isSuccess(after), `the two endpoints' connection still works: ${String(after)}`)
+      assert.deepStrictEqual([...target.memory.subarray(0, 8)], new Array(8).fill(0x5a))
+      assert.strictEqual(outcome, "dropped", "the forger is dropped from the network")
     }))
 })
