@@ -21,6 +21,13 @@
  * peer (FreezePeer) stays librpma's only. A process lists among its devices every address it
  * connects to (the default, one device at {@link SimulatedDriver.DEFAULT_ADDRESS}, serves all).
  *
+ * The serving process trusts no one: a process may speak only for its own connections, and only to
+ * the processes it connects with. A frame that names another process's connection (a forged
+ * disconnect, a write through a connection the sender is not part of), that is not a message of the
+ * network, or that announces more than {@link ServeOptions.maxFrameSize} bytes is refused before
+ * it reaches anyone, logged (a warning, with why), and its sender dropped from the network: the
+ * other processes see it leave, and only their connections with it end.
+ *
  * @since 0.7.0
  */
 import { RdmaDriver } from "@effect-rdma/core/Driver"
@@ -30,12 +37,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as nodePath from "node:path"
 import { join } from "./internal/joined.js"
 import { makeRouter } from "./internal/router.js"
+import { makeLinked } from "./internal/simulatedDriver.js"
 import * as SimulatedDriver from "./SimulatedDriver.js"
 
 /**
@@ -62,7 +71,26 @@ export class SimulatedNetworkError extends Data.TaggedError("SimulatedNetworkErr
 export interface ServeOptions {
   /** Where the socket goes. Default: `network.sock` in a new directory under the system's temporary directory. */
   readonly path?: string | undefined
+  /**
+   * The largest frame, in bytes, the network takes from a process (default {@link DEFAULT_MAX_FRAME_SIZE},
+   * 64 MiB; at least 64 KiB, at most 4 GiB - 1). A frame announcing more is refused as soon as its
+   * header arrives, and its sender dropped. It bounds what one request carries across processes too:
+   * a write, send or read of more than this less 4 KiB (the frame's other fields) completes with
+   * IBV_WC_LOC_LEN_ERR on its own side, as a request longer than a device's max_msg_sz does.
+   */
+  readonly maxFrameSize?: number | undefined
 }
+
+/**
+ * The default of {@link ServeOptions.maxFrameSize}: 64 MiB.
+ *
+ * @since 1.0.0
+ * @category constants
+ */
+export const DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
+
+const MIN_FRAME_SIZE = 64 * 1024
+const MAX_FRAME_SIZE = 0xffffffff
 
 /**
  * @since 0.7.0
@@ -96,29 +124,44 @@ export interface JoinOptions extends SimulatedDriver.Options {
  * @since 0.7.0
  * @category constructors
  */
-export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
-  options?.path !== undefined && (typeof options.path !== "string" || options.path.length === 0)
-    ? Effect.fail(
+export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> => {
+  const maxFrameSize = options?.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE
+  if (options?.path !== undefined && (typeof options.path !== "string" || options.path.length === 0)) {
+    return Effect.fail(
       new SimulatedNetworkError({ path: String(options.path), detail: "path must be a non-empty string (a socket file's path)" })
     )
-    : serveAt(options?.path)
-
-const serveAt = (given: string | undefined): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly path: string; readonly close: () => void }, SimulatedNetworkError>((resume) => {
-      const directory = given === undefined ? fs.mkdtempSync(nodePath.join(os.tmpdir(), "effect-rdma-network-")) : undefined
-      const path = given ?? nodePath.join(directory!, "network.sock")
-      const router = makeRouter()
-      const close = () => {
-        router.close()
-        if (directory !== undefined) fs.rmSync(directory, { recursive: true, force: true })
-      }
-      router.server.once("error", (error) => {
-        close()
-        resume(Effect.fail(new SimulatedNetworkError({ path, detail: error.message })))
+  }
+  if (!Number.isInteger(maxFrameSize) || maxFrameSize < MIN_FRAME_SIZE || maxFrameSize > MAX_FRAME_SIZE) {
+    return Effect.fail(
+      new SimulatedNetworkError({
+        path: String(options?.path),
+        detail: `maxFrameSize must be a whole number of bytes from ${MIN_FRAME_SIZE} to ${MAX_FRAME_SIZE} (got ${String(maxFrameSize)})`
       })
-      router.server.listen(path, () => resume(Effect.succeed({ path, close })))
-    }),
+    )
+  }
+  return serveAt(options?.path, maxFrameSize)
+}
+
+const serveAt = (given: string | undefined, maxFrameSize: number): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+      Effect.async<{ readonly path: string; readonly close: () => void }, SimulatedNetworkError>((resume) => {
+        const directory = given === undefined ? fs.mkdtempSync(nodePath.join(os.tmpdir(), "effect-rdma-network-")) : undefined
+        const path = given ?? nodePath.join(directory!, "network.sock")
+        // A refused frame is logged through the serving fiber's logger (the user's, in a test).
+        const log = (refusal: string) => Runtime.runSync(runtime)(Effect.logWarning(refusal))
+        const router = makeRouter({ maxFrameSize, log })
+        const close = () => {
+          router.close()
+          if (directory !== undefined) fs.rmSync(directory, { recursive: true, force: true })
+        }
+        router.server.once("error", (error) => {
+          close()
+          resume(Effect.fail(new SimulatedNetworkError({ path, detail: error.message })))
+        })
+        router.server.listen(path, () => resume(Effect.succeed({ path, close })))
+      })
+    ),
     ({ close }) => Effect.sync(close)
   ).pipe(Effect.map(({ path }) => path))
 
@@ -166,6 +209,6 @@ export const layer = (
       }),
       ({ leave }) => Effect.sync(leave)
     )
-    const { control, driver } = SimulatedDriver.makeLinked(options, link)
+    const { control, driver } = makeLinked(options, link)
     return Context.make(RdmaDriver, driver).pipe(Context.add(SimulatedDriver.SimulationControl, control))
   }))

@@ -142,7 +142,10 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
   const sayAs = (to: wire.Far, from: wire.Far, cm: wire.CmSays) => link!.send({ t: "cm", to, from, cm })
   const say = (to: wire.Far, from: fabric.CmEp, cm: wire.CmSays) => sayAs(to, farOf(from), cm)
   /** The far endpoint `far` as the queue pair of `ep` sends to it. */
-  const farPeer = (ep: fabric.CmEp, far: wire.Far): QueuePair.FarPeer => ({ post: (reach) => say(far, ep, { k: "post", reach }) })
+  const farPeer = (ep: fabric.CmEp, far: wire.Far): QueuePair.FarPeer => ({
+    post: (reach) => say(far, ep, { k: "post", reach }),
+    maxMessageSize: link!.maxMessageSize
+  })
   let nextPort = 40000
 
   const key = (address: string, port: number) => `${address}:${port}`
@@ -666,7 +669,8 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
   const asked = (message: Extract<wire.Message, { readonly t: "cmConnect" }>) => {
     const listener = listeners.get(message.key.slice("cm:".length))
     if (listener === undefined || !listener.alive) {
-      return sayAs(message.from, message.from, { k: "unreachable" })
+      // Said as the listener's process (the network lets a process speak for its own only).
+      return sayAs(message.from, { process: link!.self, conn: listener?.id ?? 0 }, { k: "unreachable" })
     }
     // Its stand-in here: what the request's checks read (not in the ledger: the other process owns it).
     const client: fabric.CmEp = {

@@ -46,6 +46,8 @@ export type Reached = number | Uint8Array | undefined
 /** @internal A connected queue pair in another process: where the send queue's first request's half goes. */
 export interface FarPeer {
   readonly post: (reach: Reach) => void
+  /** The most bytes one request may carry to it (the network's frame less its envelope). */
+  readonly maxMessageSize: number
 }
 
 /** @internal */
@@ -309,8 +311,11 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
   if (job.planned !== undefined) return job.planned
   if (qp.far !== undefined) {
     if (!qp.awaiting) {
+      const reach = reachOf(job)
+      // More than one frame of the network carries: refused here, as a device refuses more than its max_msg_sz.
+      if (reach.length > qp.far.maxMessageSize) return WcStatus.LOC_LEN_ERR
       qp.awaiting = true
-      qp.far.post(reachOf(job))
+      qp.far.post(reach)
     }
     return undefined
   }

@@ -181,6 +181,9 @@ export interface Fabric {
   nextKey: number
 }
 
+/** @internal The address the simulated device answers on unless told otherwise (SimulatedDriver.DEFAULT_ADDRESS). */
+export const DEFAULT_ADDRESS = "192.168.77.1"
+
 /** @internal */
 export const makeFabric = (devices: Iterable<string>): Fabric => ({
   devices: new Set(devices),

@@ -15,6 +15,7 @@ export const join = (path: string, timeoutMs: number): Promise<{ readonly link: 
     let nextAsk = 1
     let handler: wire.Handler | undefined
     let self: number | undefined
+    let maxFrameSize = 0
     let down = false
     const early: Array<wire.Message> = []
 
@@ -33,6 +34,9 @@ export const join = (path: string, timeoutMs: number): Promise<{ readonly link: 
         return self!
       },
       path,
+      get maxMessageSize() {
+        return maxFrameSize - wire.ENVELOPE_SIZE
+      },
       send,
       claim: (key) =>
         new Promise((answer) => {
@@ -56,9 +60,10 @@ export const join = (path: string, timeoutMs: number): Promise<{ readonly link: 
       }
     }
 
-    const read = wire.reader((message) => {
+    const onMessage = (message: wire.Message) => {
       if (message.t === "welcome") {
         self = message.self
+        maxFrameSize = message.maxFrameSize
         clearTimeout(timer)
         return resolve({ link, leave: () => socket.destroy() })
       }
@@ -69,6 +74,12 @@ export const join = (path: string, timeoutMs: number): Promise<{ readonly link: 
       }
       if (handler === undefined) early.push(message)
       else handler.message(message)
+    }
+    // The serving process's frames are checked there (its router): taken as they come.
+    const read = wire.reader({
+      maxFrameSize: 0xffffffff,
+      onFrame: (body) => onMessage(body as wire.Message),
+      onRefused: () => socket.destroy()
     })
     socket.on("data", (chunk) => {
       try {

@@ -151,3 +151,6 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
     usersOf
   }
 }
+
+/** @internal */
+export type SharedReceiveQueues = ReturnType<typeof makeSharedReceiveQueues>
