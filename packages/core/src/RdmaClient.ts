@@ -33,10 +33,10 @@ import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Schedule from "effect/Schedule"
-import type * as Scope from "effect/Scope"
 import type { Pipeable } from "effect/Pipeable"
+import type * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import type * as DescriptorExchange from "./DescriptorExchange.js"
@@ -44,6 +44,7 @@ import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/client.js"
 import * as errors from "./internal/clientErrors.js"
 import { type Peer, Peer as PeerTag } from "./Peer.js"
+import type { RemoteMr } from "./RemoteMr.js"
 import type { Flag, FlagsOf, Usage } from "./Usage.js"
 
 /**
@@ -446,14 +447,44 @@ export const recv = <Regions extends RegionUsages>(
   internal.use(client, "rpma_recv", (s) => Connection.recv(s.connection, args))
 
 /**
- * Runs `f` with the current connection and the offer's regions (for what the operations above do
- * not cover); an error that means the connection ended makes the client reconnect.
+ * The session's remote regions, by the client's names, each typed with the usage the client gave
+ * it (checked on connect).
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type SessionRegions<Regions extends RegionUsages> = {
+  readonly [K in keyof Regions]: RemoteMr<FlagsOf<Regions[K]>>
+}
+
+/**
+ * Runs `f` with the current connection, its regions (typed by the client's usages) and the client's
+ * peer, for what the operations above do not cover, e.g. an `RdmaStream` Sink; the driver the
+ * client was made with is provided. An error that means the connection ended ends the session at
+ * once and the client reconnects.
+ *
+ * Nothing is replayed: `f` runs on one session. If the connection ends under it, `f` fails with
+ * that error and what it did since its last completed operation is unknown (a Sink has consumed
+ * chunks that may not have landed); run it again, from what the server says it has, once
+ * reconnected.
+ *
+ * @example
+ * ```ts
+ * import { RdmaClient, RdmaStream, Usage } from "@effect-rdma/core"
+ * import { Effect, Schedule, Stream } from "effect"
+ *
+ * declare const client: RdmaClient.RdmaClient<{ log: Usage.Usage<"WRITE_DST"> }>
+ * declare const records: Stream.Stream<Uint8Array>
+ * // The log written from its start on the current session; on a lost connection, again on the next.
+ * export const written = RdmaClient.withConnection(client, (conn, regions, peer) =>
+ *   Stream.run(records, RdmaStream.writeRange(peer, conn, { dst: regions.log }))
+ * ).pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 5 }))
+ * ```
  *
  * @since 0.6.0
  * @category operations
  */
-export const withConnection = <Regions extends RegionUsages, A, E extends { readonly _tag: string }>(
+export const withConnection: <Regions extends RegionUsages, A, E extends { readonly _tag: string }, R>(
   client: RdmaClient<Regions, any>,
-  f: (connection: Connection.Connection, regions: internal.Session["regions"]) => Effect.Effect<A, E>
-): Effect.Effect<A, E | NotConnectedError> =>
-  internal.use(client, "RdmaClient.withConnection", (s) => f(s.connection, s.regions))
+  f: (connection: Connection.Connection, regions: SessionRegions<Regions>, peer: Peer) => Effect.Effect<A, E, R>
+) => Effect.Effect<A, E | NotConnectedError, Exclude<R, RdmaDriver>> = internal.withConnection

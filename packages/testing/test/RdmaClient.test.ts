@@ -2,7 +2,7 @@
  * RdmaClient on the simulated fabric: a server that can be killed, restarted and frozen, a client
  * that reconnects, and operations that each end with a result or a tagged error within their bound.
  */
-import { Endpoint, LocalMr, Peer, RdmaClient, RdmaMetrics, Usage } from "@effect-rdma/core"
+import { Endpoint, LocalMr, Peer, RdmaClient, RdmaMetrics, RdmaStream, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Deferred, Effect, Fiber, Metric, Schedule, Schema, Scope, Stream, TestClock, TestServices } from "effect"
@@ -435,5 +435,24 @@ describe("RdmaClient", () => {
       const error = yield* live(Effect.flip(Fiber.join(waiting)))
       assert.strictEqual(error._tag, "NotConnectedError")
       assert.strictEqual((error as RdmaClient.NotConnectedError).waitedMs, 60_000)
+    })))
+
+  it.live("an RdmaStream Sink over the client: typed regions and the driver given by withConnection; a lost link fails it, and a rerun writes on the next session", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7496)
+      yield* server.start()
+      const { client } = yield* clientOf(server)
+      yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
+      const records = [new Uint8Array(100).fill(1), new Uint8Array(100).fill(2)]
+      // No driver provided here, and `regions.store` is a RemoteMr<"WRITE_DST" | ...>: both from the client.
+      const log = RdmaClient.withConnection(client, (conn, regions, peer) =>
+        Stream.run(Stream.fromIterable(records), RdmaStream.writeRange(peer, conn, { dst: regions.store, offset: 1000 })))
+      yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
+      const lost = yield* Effect.flip(log)
+      assert.include(["ConnectionClosedError", "CompletionError"], lost._tag)
+      assert.strictEqual((yield* client.state)._tag, "Reconnecting")
+      yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(yield* log, 200)
+      assert.deepStrictEqual(server.memory()!.slice(1000, 1200), new Uint8Array([...records[0]!, ...records[1]!]))
     })))
 })

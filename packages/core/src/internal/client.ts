@@ -4,6 +4,7 @@
  *
  * @internal
  */
+import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -21,6 +22,7 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Connection from "../Connection.js"
 import type { RdmaDriver } from "../Driver.js"
 import * as Endpoint from "../Endpoint.js"
+import type * as Peer from "../Peer.js"
 import type * as RdmaClient from "../RdmaClient.js"
 import * as RemoteMr from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
@@ -64,7 +66,10 @@ export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
   constructor(
     readonly stateRef: SubscriptionRef.SubscriptionRef<RdmaClient.State>,
     readonly regions: Regions,
-    readonly waitMillis: number
+    readonly waitMillis: number,
+    readonly peer: Peer.Peer,
+    /** The driver it was made with, for the user's code in withConnection. */
+    readonly driver: Context.Context<RdmaDriver>
   ) {}
   get state(): Effect.Effect<RdmaClient.State> {
     return SubscriptionRef.get(this.stateRef)
@@ -134,13 +139,13 @@ const endsConnection = (error: { readonly _tag: string }): boolean =>
  * client's bound for one. An error that means the connection ended retires the session at once
  * (the next operation does not run on it) and tells the supervisor.
  */
-export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }>(
+export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R = never>(
   client: RdmaClient.RdmaClient<Regions, any>,
   operation: string,
-  f: (session: Session) => Effect.Effect<A, E>
-): Effect.Effect<A, E | RdmaClient.NotConnectedError> => {
+  f: (session: Session) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | RdmaClient.NotConnectedError, R> => {
   const impl = client as unknown as ClientImpl<Regions, unknown>
-  const run = (session: Session): Effect.Effect<A, E> =>
+  const run = (session: Session): Effect.Effect<A, E, R> =>
     Effect.tapError(f(session), (error) =>
       endsConnection(error)
         ? impl.lost(
@@ -165,6 +170,23 @@ export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { read
       Effect.flatMap(run)
     )
   })
+}
+
+/**
+ * @internal {@link use} for code of the user's: given the session's connection, its regions (typed
+ * by the client's usages) and the client's peer, with the driver the client was made with (a Sink
+ * of RdmaStream needs it).
+ */
+export const withConnection = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R>(
+  client: RdmaClient.RdmaClient<Regions, any>,
+  f: (connection: Connection.Connection, regions: RdmaClient.SessionRegions<Regions>, peer: Peer.Peer) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | RdmaClient.NotConnectedError, Exclude<R, RdmaDriver>> => {
+  const impl = client as unknown as ClientImpl<Regions, unknown>
+  return use(
+    client,
+    "RdmaClient.withConnection",
+    (s) => Effect.provide(f(s.connection, s.regions as RdmaClient.SessionRegions<Regions>, impl.peer), impl.driver)
+  )
 }
 
 /** @internal Waits for the client to be connected: fails once it is closed. */
@@ -356,7 +378,9 @@ export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS, Con
     const client = new ClientImpl<Regions, Config>(
       yield* SubscriptionRef.make<RdmaClient.State>({ _tag: "Connecting" }),
       options.regions,
-      waitMillis
+      waitMillis,
+      options.peer,
+      yield* Effect.context<RdmaDriver>()
     )
     const decodeConfig = options.config === undefined ? undefined : Schema.decodeUnknownEither(options.config)
     const attempt = Effect.scoped(session(client, options, decodeConfig, options.pollMillis ?? 1000)).pipe(
