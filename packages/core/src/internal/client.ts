@@ -28,6 +28,7 @@ import * as RemoteMr from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
 import {
   AdmissionRejectedError as AdmissionRejectedErrorImpl,
+  describe,
   InvalidOfferError as InvalidOfferErrorImpl,
   InvalidOptionsError,
   NotConnectedError as NotConnectedErrorImpl
@@ -231,9 +232,6 @@ const lostBy = (connection: Connection.Connection, poll: Duration.Duration) =>
       new Connection.ConnectionClosedError({ operation: "RdmaClient", reason: state === "LOST" ? "LOST" : "CLOSED" })
     )
   )
-
-const describe = (value: unknown): string =>
-  value instanceof Error ? value.message : typeof value === "string" ? value : String(value)
 
 const invalidOffer = (detail: string) => Effect.fail(new InvalidOfferErrorImpl({ detail }))
 

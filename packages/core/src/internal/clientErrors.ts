@@ -6,7 +6,8 @@
 import * as Data from "effect/Data"
 import type { State } from "../RdmaClient.js"
 
-const describe = (error: unknown): string =>
+/** @internal A failure as the client's messages say it: its message, if it has one. */
+export const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error ? String((error as { message: unknown }).message) : String(error)
 
 const stateText = (state: State): string => {
