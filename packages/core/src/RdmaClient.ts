@@ -2,18 +2,30 @@
  * A client for long-running services: it fetches the server's offer (where to connect, the regions'
  * descriptors, the admission token), connects, and keeps the connection up, reconnecting on loss
  * with your `Schedule` and fetching the offer again each time (a restarted server has new regions).
- * Its state is a `SubscriptionRef` you can watch. Operations name the server's regions by the names
- * in the offer and run on the current connection; while there is none they fail at once with
- * {@link NotConnectedError}, or wait at most the bound you chose.
+ * Its state is read with `client.state` and watched with `client.changes`; {@link awaitConnected}
+ * waits for a connection. Operations name the server's regions by the names in the offer and run on
+ * the current connection; while there is none they fail at once with {@link NotConnectedError}, or
+ * wait at most the bound you chose (`whileDisconnected`).
  *
  * An operation is never retried: one that fails because the connection ended (a
  * `ConnectionClosedError`, or a `CompletionError`, after which a queue pair fails what follows)
- * reports it, its outcome unknown, and the client reconnects. Retry what is safe to repeat
- * (`Effect.retry` with `while: (e) => e._tag === "NotConnectedError"`, ...).
+ * reports it, its outcome unknown, and ends the session at once: the state leaves `Connected`, and
+ * the next operation fails with {@link NotConnectedError} (or waits) instead of running on the dead
+ * connection. Retry what is safe to repeat (`Effect.retry` with
+ * `while: (e) => e._tag === "NotConnectedError"` and a short delay, `Schedule.spaced("10 millis")`):
+ * a retry reaches the next session once it is up; one without delay spins, and starves the event
+ * loop the reconnect runs on.
+ *
+ * A bad offer (not an object, regions missing or not descriptors, a config its schema refuses, a
+ * getter that throws, an offer Effect that dies) is a failed attempt ({@link InvalidOfferError}),
+ * followed by another on the schedule. A server that rejects the connection is an
+ * {@link AdmissionRejectedError}: librpma's rejection carries no reason, so it says what the client
+ * knows; a token this client was admitted with before is spent, and ends the client (`Closed`).
  *
  * Everything a session acquired (remote regions, the connection) is released when it ends, within
  * the connection's `timeout`; closing the client's scope stops the supervisor and closes the
- * session the same way.
+ * session the same way. Every delay and deadline (the schedule's, `whileDisconnected.wait`,
+ * `pollMillis`) is the Effect Clock's: a `TestClock` drives them.
  *
  * @since 0.6.0
  */
@@ -21,16 +33,18 @@ import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Schedule from "effect/Schedule"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Connection from "./Connection.js"
 import type * as DescriptorExchange from "./DescriptorExchange.js"
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/client.js"
 import * as errors from "./internal/clientErrors.js"
 import { type Peer, Peer as PeerTag } from "./Peer.js"
+import type { RemoteMr } from "./RemoteMr.js"
 import type { Flag, FlagsOf, Usage } from "./Usage.js"
 
 /**
@@ -41,6 +55,20 @@ import type { Flag, FlagsOf, Usage } from "./Usage.js"
  * @category models
  */
 export type Offer = DescriptorExchange.Offer
+
+/**
+ * The offer a session connected with, as the client read it: its `config` decoded by the client's
+ * `config` schema (the offer's own record without one), and its regions those the client names.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface ClientOffer<Config> {
+  readonly rdma: { readonly address: string; readonly port: number }
+  readonly regions: Readonly<Record<string, Uint8Array>>
+  readonly config: Config
+  readonly token: Uint8Array | undefined
+}
 
 /**
  * The regions the client uses, by their name in the offer, each with the usage it needs: checked
@@ -64,17 +92,29 @@ export type RegionsWith<Regions extends RegionUsages, F extends Flag> = {
 
 /**
  * Where the client is: connecting for the first time, connected, waiting for (or making) its
- * `attempt`-th reconnect since the last connection, or closed (its scope ended, or its schedule did,
- * with the last failure).
+ * `attempt`-th reconnect since the last connection, or closed (its scope ended, its schedule did,
+ * or its token is spent: with the last failure).
  *
  * @since 0.6.0
  * @category models
  */
 export type State =
   | { readonly _tag: "Connecting" }
-  | { readonly _tag: "Connected"; readonly address: string; readonly port: number }
+  | Connected
   | { readonly _tag: "Reconnecting"; readonly attempt: number; readonly lastError: unknown }
   | { readonly _tag: "Closed"; readonly lastError: unknown }
+
+/**
+ * Connected, to the offer's address and port.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface Connected {
+  readonly _tag: "Connected"
+  readonly address: string
+  readonly port: number
+}
 
 /**
  * @since 0.6.0
@@ -89,20 +129,34 @@ export const TypeId: unique symbol = internal.ClientTypeId
 export type TypeId = typeof TypeId
 
 /**
- * A reconnecting client.
+ * A reconnecting client: the regions it names, and its state, read-only.
  *
  * @since 0.6.0
  * @category models
  */
-export interface RdmaClient<Regions extends RegionUsages> {
+export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config"]> extends Pipeable {
   readonly [TypeId]: TypeId
   readonly regions: Regions
-  /** Its state; `changes` streams it (the current one first). */
-  readonly stateRef: SubscriptionRef.SubscriptionRef<State>
+  /**
+   * Its state now.
+   *
+   * @since 0.6.0
+   */
   readonly state: Effect.Effect<State>
+  /**
+   * Its state, the current one first, then every change.
+   *
+   * @since 0.6.0
+   */
   readonly changes: Stream.Stream<State>
-  /** The offer of the current connection, if connected (its `config`, ...). */
-  readonly offer: Effect.Effect<Offer | undefined>
+  /**
+   * The offer of the current connection (its `config`, typed by the client's `config` schema);
+   * while disconnected, like an operation: {@link NotConnectedError} at once, or after waiting the
+   * client's bound.
+   *
+   * @since 0.6.0
+   */
+  readonly offer: Effect.Effect<ClientOffer<Config>, NotConnectedError>
 }
 
 /**
@@ -121,8 +175,10 @@ export const NotConnectedError: typeof errors.NotConnectedError = errors.NotConn
 export type NotConnectedError = errors.NotConnectedError
 
 /**
- * The offer lacks a region the client names: the session fails, and the schedule decides whether to
- * try again.
+ * The offer does not fit the client: it is not an object, lacks a region the client names or holds
+ * something else there, its config does not decode with the client's `config` schema, reading it
+ * threw, or the Effect fetching it died. The attempt fails, and the schedule decides whether to try
+ * again; the message says what was wrong.
  *
  * @since 0.6.0
  * @category errors
@@ -134,6 +190,25 @@ export const InvalidOfferError: typeof errors.InvalidOfferError = errors.Invalid
  * @category errors
  */
 export type InvalidOfferError = errors.InvalidOfferError
+
+/**
+ * The server rejected the connection that carried the offer's token. librpma's rejection carries no
+ * reason (rpma_conn_req_delete sends no private data), so the `reason` is what the client knows:
+ * `"Spent"`, the offer gave again a token this client was admitted with before (a token admits a
+ * bounded number of connections, one by default: the client closes with this error, since every
+ * attempt would be refused the same way), or `"Unexplained"` (nobody listens, the token is wrong
+ * or expired, or another client spent it: retried on the schedule).
+ *
+ * @since 1.0.0
+ * @category errors
+ */
+export const AdmissionRejectedError: typeof errors.AdmissionRejectedError = errors.AdmissionRejectedError
+
+/**
+ * @since 1.0.0
+ * @category errors
+ */
+export type AdmissionRejectedError = errors.AdmissionRejectedError
 
 /**
  * An option of {@link make} that is not what it takes (from untyped code): which one, and what it
@@ -156,17 +231,29 @@ export type InvalidOptionsError = errors.InvalidOptionsError
  * @since 0.6.0
  * @category models
  */
-export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
+export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]> {
   /** Fetches the offer, on every connect: bound it (`DescriptorExchange.fetch` has a timeout). */
   readonly offer: Effect.Effect<Offer, E, R>
   readonly regions: Regions
+  /**
+   * Decodes the offer's `config` (what `client.offer` gives): an offer whose config it refuses is
+   * an {@link InvalidOfferError}. Without it the config is the offer's record, unchecked.
+   *
+   * @since 1.0.0
+   */
+  readonly config?: Schema.Schema<Config, any> | undefined
   /**
    * When to try again after a failed connect or a lost connection, fed the failure; its delays are
    * the waits between attempts, and its end closes the client. It starts over after each
    * connection. E.g. `Schedule.exponential("100 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))`.
    */
   readonly reconnect: Schedule.Schedule<Out, unknown, RS>
-  /** While disconnected, operations fail at once (`"fail"`, the default) or wait at most `wait`. */
+  /**
+   * While disconnected (connecting, reconnecting, or just after an operation saw the connection
+   * end), operations and `client.offer` fail at once with {@link NotConnectedError} (`"fail"`,
+   * the default) or wait at most `wait` for the next connection (then fail with it). Once closed
+   * they fail at once either way.
+   */
   readonly whileDisconnected?: "fail" | { readonly wait: Duration.DurationInput } | undefined
   /** The connection's options (its `timeout` bounds the connect and the close). `privateData` is the offer's token. */
   readonly connection?: Omit<Connection.Options, "privateData"> | undefined
@@ -201,9 +288,30 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
  * @since 0.6.0
  * @category constructors
  */
-export const make: <Regions extends RegionUsages, E, R, Out, RS>(
-  options: MakeOptions<Regions, E, R, Out, RS>
-) => Effect.Effect<RdmaClient<Regions>, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope> = internal.make
+export const make: <Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
+  options: MakeOptions<Regions, E, R, Out, RS, Config>
+) => Effect.Effect<RdmaClient<Regions, Config>, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope> = internal.make
+
+/**
+ * Waits until the client is connected (at once if it is), and gives where to. Fails with
+ * {@link NotConnectedError} once the client is closed. It waits without bound: bound it with
+ * `Effect.timeout`; it is interruptible.
+ *
+ * @example
+ * ```ts
+ * import { RdmaClient } from "@effect-rdma/core"
+ * import { Effect } from "effect"
+ *
+ * declare const client: RdmaClient.RdmaClient<{}>
+ * export const ready = RdmaClient.awaitConnected(client).pipe(Effect.timeout("10 seconds"))
+ * ```
+ *
+ * @since 1.0.0
+ * @category operations
+ */
+export const awaitConnected: <Regions extends RegionUsages>(
+  client: RdmaClient<Regions, any>
+) => Effect.Effect<Connected, NotConnectedError> = internal.awaitConnected
 
 /**
  * The client as a Layer of your own Tag, connecting from the `Peer` service.
@@ -222,9 +330,9 @@ export const make: <Regions extends RegionUsages, E, R, Out, RS>(
  * @since 0.6.0
  * @category layers
  */
-export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS>(
-  tag: Context.Tag<Id, RdmaClient<Regions>>,
-  options: Omit<MakeOptions<Regions, E, R, Out, RS>, "peer">
+export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
+  tag: Context.Tag<Id, RdmaClient<Regions, Config>>,
+  options: Omit<MakeOptions<Regions, E, R, Out, RS, Config>, "peer">
 ): Layer.Layer<Id, InvalidOptionsError, R | RS | RdmaDriver | Peer> =>
   Layer.scoped(tag, Effect.flatMap(PeerTag, (peer) => make({ ...options, peer })))
 
@@ -267,7 +375,7 @@ export interface FlushArgs<K extends string> extends Omit<Connection.FlushArgs<"
  * @category operations
  */
 export const write = <Regions extends RegionUsages>(
-  client: RdmaClient<Regions>,
+  client: RdmaClient<Regions, any>,
   args: WriteArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
   internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
@@ -282,7 +390,7 @@ export const write = <Regions extends RegionUsages>(
  * @category operations
  */
 export const writeMany = <Regions extends RegionUsages>(
-  client: RdmaClient<Regions>,
+  client: RdmaClient<Regions, any>,
   args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
   internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
@@ -295,7 +403,7 @@ export const writeMany = <Regions extends RegionUsages>(
  * @category operations
  */
 export const read = <Regions extends RegionUsages>(
-  client: RdmaClient<Regions>,
+  client: RdmaClient<Regions, any>,
   args: ReadArgs<RegionsWith<Regions, "READ_SRC">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
   internal.useRegion(client, "rpma_read", args.src, (s, src) =>
@@ -308,7 +416,7 @@ export const read = <Regions extends RegionUsages>(
  * @category operations
  */
 export const flush = <Regions extends RegionUsages>(
-  client: RdmaClient<Regions>,
+  client: RdmaClient<Regions, any>,
   args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
 ): Effect.Effect<void, Connection.FlushError | NotConnectedError> =>
   internal.useRegion(client, "rpma_flush", args.dst, (s, dst) =>
@@ -321,7 +429,7 @@ export const flush = <Regions extends RegionUsages>(
  * @category operations
  */
 export const send = <Regions extends RegionUsages>(
-  client: RdmaClient<Regions>,
+  client: RdmaClient<Regions, any>,
   args: Connection.SendArgs
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
   internal.use(client, "rpma_send", (s) => Connection.send(s.connection, args))
@@ -333,20 +441,50 @@ export const send = <Regions extends RegionUsages>(
  * @category operations
  */
 export const recv = <Regions extends RegionUsages>(
-  client: RdmaClient<Regions>,
+  client: RdmaClient<Regions, any>,
   args: Connection.RecvArgs
 ): Effect.Effect<number, Connection.TransferError | NotConnectedError> =>
   internal.use(client, "rpma_recv", (s) => Connection.recv(s.connection, args))
 
 /**
- * Runs `f` with the current connection and the offer's regions (for what the operations above do
- * not cover); an error that means the connection ended makes the client reconnect.
+ * The session's remote regions, by the client's names, each typed with the usage the client gave
+ * it (checked on connect).
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type SessionRegions<Regions extends RegionUsages> = {
+  readonly [K in keyof Regions]: RemoteMr<FlagsOf<Regions[K]>>
+}
+
+/**
+ * Runs `f` with the current connection, its regions (typed by the client's usages) and the client's
+ * peer, for what the operations above do not cover, e.g. an `RdmaStream` Sink; the driver the
+ * client was made with is provided. An error that means the connection ended ends the session at
+ * once and the client reconnects.
+ *
+ * Nothing is replayed: `f` runs on one session. If the connection ends under it, `f` fails with
+ * that error and what it did since its last completed operation is unknown (a Sink has consumed
+ * chunks that may not have landed); run it again, from what the server says it has, once
+ * reconnected.
+ *
+ * @example
+ * ```ts
+ * import { RdmaClient, RdmaStream, Usage } from "@effect-rdma/core"
+ * import { Effect, Schedule, Stream } from "effect"
+ *
+ * declare const client: RdmaClient.RdmaClient<{ log: Usage.Usage<"WRITE_DST"> }>
+ * declare const records: Stream.Stream<Uint8Array>
+ * // The log written from its start on the current session; on a lost connection, again on the next.
+ * export const written = RdmaClient.withConnection(client, (conn, regions, peer) =>
+ *   Stream.run(records, RdmaStream.writeRange(peer, conn, { dst: regions.log }))
+ * ).pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 5 }))
+ * ```
  *
  * @since 0.6.0
  * @category operations
  */
-export const withConnection = <Regions extends RegionUsages, A, E extends { readonly _tag: string }>(
-  client: RdmaClient<Regions>,
-  f: (connection: Connection.Connection, regions: internal.Session["regions"]) => Effect.Effect<A, E>
-): Effect.Effect<A, E | NotConnectedError> =>
-  internal.use(client, "RdmaClient.withConnection", (s) => f(s.connection, s.regions))
+export const withConnection: <Regions extends RegionUsages, A, E extends { readonly _tag: string }, R>(
+  client: RdmaClient<Regions, any>,
+  f: (connection: Connection.Connection, regions: SessionRegions<Regions>, peer: Peer) => Effect.Effect<A, E, R>
+) => Effect.Effect<A, E | NotConnectedError, Exclude<R, RdmaDriver>> = internal.withConnection

@@ -5,7 +5,7 @@
 import { Connection, Endpoint, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Stream } from "effect"
+import { Chunk, Clock, Deferred, Effect, Exit, Fiber, Stream, TestClock, TestServices } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const pair = () => Conformance.connectedPair(address, 7471)
@@ -153,6 +153,25 @@ describe("RdmaStream.writeRing / readRing", () => {
       // Everything that fitted was published: the tail word says 1000.
       assert.strictEqual(new DataView(ring.memory.buffer, ring.memory.byteOffset).getBigUint64(0, true), 1000n)
     })), 30_000)
+})
+
+describe("RdmaStream.writeRing: time", () => {
+  it.effect("under TestClock, the test's clock decides when a reader that never reads has stalled the ring", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remoteRing } = yield* ringPair(1000)
+      const writer = yield* Stream.fromIterable(records(20, 100)).pipe(
+        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stallTimeout: "10 seconds", pollInterval: "1 second" })),
+        Effect.flip,
+        Effect.fork
+      )
+      // The test's clock moves a second at a time (the writer's polls in between run on the fabric).
+      yield* Effect.fork(Effect.forever(Effect.zipRight(TestClock.adjust("1 second"), TestServices.provideLive(Effect.sleep("2 millis")))))
+      const error = yield* Fiber.join(writer).pipe(
+        Effect.raceFirst(Effect.zipRight(TestServices.provideLive(Effect.sleep("10 seconds")), Effect.dieMessage("no stall in 10 s of wall-clock time")))
+      )
+      assert.strictEqual(error._tag, "RingStalledError")
+      assert.isAtLeast(yield* Clock.currentTimeMillis, 10_000)
+    })))
 })
 
 describe("RdmaStream.writeRing: interruption", () => {

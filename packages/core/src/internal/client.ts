@@ -4,13 +4,18 @@
  *
  * @internal
  */
+import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import { pipeArguments } from "effect/Pipeable"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
@@ -22,6 +27,8 @@ import type * as RdmaClient from "../RdmaClient.js"
 import * as RemoteMr from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
 import {
+  AdmissionRejectedError as AdmissionRejectedErrorImpl,
+  describe,
   InvalidOfferError as InvalidOfferErrorImpl,
   InvalidOptionsError,
   NotConnectedError as NotConnectedErrorImpl
@@ -35,37 +42,94 @@ export const ClientTypeId: RdmaClient.TypeId = Symbol.for("@effect-rdma/core/Rdm
 export interface Session {
   readonly connection: Connection.Connection
   readonly regions: Readonly<Record<string, RemoteMr.RemoteMr<any>>>
-  readonly offer: RdmaClient.Offer
+  readonly offer: RdmaClient.ClientOffer<any>
   /** An operation saw the connection end: the supervisor reconnects. */
   readonly broken: Deferred.Deferred<Connection.ConnectionClosedError>
 }
 
-/** @internal The client: its state, and the session operations run on. */
-export class ClientImpl<Regions extends RdmaClient.RegionUsages> implements RdmaClient.RdmaClient<Regions> {
+const notConnected = (operation: string, state: RdmaClient.State, waitedMs: number) =>
+  new NotConnectedErrorImpl({ operation, state, waitedMs })
+
+/**
+ * @internal The client's state machine: the current session (operations run on it), the state users
+ * read, and the Deferred operations wait on while there is no session. Each transition is one
+ * synchronous step, so that no operation sees a session the state no longer calls connected.
+ */
+export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
+  implements RdmaClient.RdmaClient<Regions, Config>
+{
   readonly [ClientTypeId]: RdmaClient.TypeId = ClientTypeId
   session: Session | undefined = undefined
-  /** Completed with the next session (or NotConnectedError once closed); replaced when it ends. */
-  ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError>
+  /** Completed with the next session, or failed once closed; replaced when a session ends. */
+  ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError> = Deferred.unsafeMake(FiberId.none)
+  /** The token the last session was admitted with: offered again and rejected, it is spent. */
+  admittedWith: Uint8Array | undefined = undefined
   constructor(
     readonly stateRef: SubscriptionRef.SubscriptionRef<RdmaClient.State>,
     readonly regions: Regions,
     readonly waitMillis: number,
-    ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError>,
-    readonly notConnected: (operation: string, state: RdmaClient.State, waitedMs: number) => RdmaClient.NotConnectedError
-  ) {
-    this.ready = ready
-  }
+    readonly peer: Peer.Peer,
+    /** The driver it was made with, for the user's code in withConnection. */
+    readonly driver: Context.Context<RdmaDriver>
+  ) {}
   get state(): Effect.Effect<RdmaClient.State> {
     return SubscriptionRef.get(this.stateRef)
   }
   get changes(): Stream.Stream<RdmaClient.State> {
     return this.stateRef.changes
   }
-  get offer(): Effect.Effect<RdmaClient.Offer | undefined> {
-    return Effect.sync(() => this.session?.offer)
+  get offer(): Effect.Effect<RdmaClient.ClientOffer<Config>, RdmaClient.NotConnectedError> {
+    return use(this, "RdmaClient.offer", (session) => Effect.succeed(session.offer))
+  }
+  pipe() {
+    return pipeArguments(this, arguments)
+  }
+  /** The session waited for: the current one, or the next (again if it ended before this ran). */
+  get awaitSession(): Effect.Effect<Session, RdmaClient.NotConnectedError> {
+    return Effect.suspend(() =>
+      this.session !== undefined ? Effect.succeed(this.session) : Effect.zipRight(Deferred.await(this.ready), this.awaitSession)
+    )
+  }
+  established(current: Session): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      this.session = current
+      this.admittedWith = current.offer.token
+      const { address, port } = current.offer.rdma
+      return Effect.zipRight(Deferred.succeed(this.ready, current), this.setState({ _tag: "Connected", address, port }))
+    })
+  }
+  /**
+   * `current` ended: from here on operations wait for the next session (or fail at once), and the
+   * state, if `lastError` says why, is the first reconnect's. A no-op once another step retired it.
+   */
+  retire(current: Session, lastError: Option.Option<unknown>): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (this.session !== current) return Effect.void
+      this.session = undefined
+      this.ready = Deferred.unsafeMake(FiberId.none)
+      return Option.match(lastError, {
+        onNone: () => Effect.void,
+        onSome: (error) => this.setState({ _tag: "Reconnecting", attempt: 1, lastError: error })
+      })
+    })
+  }
+  /** An operation saw `current`'s connection end: retired at once, and its supervisor told. */
+  lost(current: Session, error: Connection.ConnectionClosedError): Effect.Effect<void> {
+    return Effect.zipRight(this.retire(current, Option.some(error)), Deferred.succeed(current.broken, error))
+  }
+  closed(lastError: unknown): Effect.Effect<void> {
+    const state: RdmaClient.State = { _tag: "Closed", lastError }
+    return Effect.suspend(() => {
+      this.session = undefined
+      // A Deferred of its own: the last one may hold the session just retired.
+      this.ready = Deferred.unsafeMake(FiberId.none)
+      return Effect.zipRight(this.setState(state), Deferred.fail(this.ready, notConnected("RdmaClient", state, 0)))
+    })
+  }
+  setState(state: RdmaClient.State): Effect.Effect<void> {
+    return SubscriptionRef.set(this.stateRef, state)
   }
 }
-
 
 /** Errors that mean the connection under an operation is gone (the device then fails what follows). */
 const endsConnection = (error: { readonly _tag: string }): boolean =>
@@ -73,40 +137,67 @@ const endsConnection = (error: { readonly _tag: string }): boolean =>
 
 /**
  * @internal Runs `f` on the current session; while there is none, fails at once or waits the
- * client's bound for one. An error that means the connection ended tells the supervisor.
+ * client's bound for one. An error that means the connection ended retires the session at once
+ * (the next operation does not run on it) and tells the supervisor.
  */
-export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }>(
-  client: RdmaClient.RdmaClient<Regions>,
+export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R = never>(
+  client: RdmaClient.RdmaClient<Regions, any>,
   operation: string,
-  f: (session: Session) => Effect.Effect<A, E>
-): Effect.Effect<A, E | RdmaClient.NotConnectedError> => {
-  const impl = client as unknown as ClientImpl<Regions>
-  const run = (session: Session): Effect.Effect<A, E> =>
+  f: (session: Session) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | RdmaClient.NotConnectedError, R> => {
+  const impl = client as unknown as ClientImpl<Regions, unknown>
+  const run = (session: Session): Effect.Effect<A, E, R> =>
     Effect.tapError(f(session), (error) =>
       endsConnection(error)
-        ? Deferred.succeed(
-          session.broken,
+        ? impl.lost(
+          session,
           error._tag === "ConnectionClosedError"
             ? error as unknown as Connection.ConnectionClosedError
             : new Connection.ConnectionClosedError({ operation, reason: "LOST", cause: error })
         )
         : Effect.void)
+  const gaveUp = (waitedMs: number) => Effect.flatMap(impl.state, (state) => Effect.fail(notConnected(operation, state, waitedMs)))
   return Effect.suspend(() => {
     const session = impl.session
     if (session !== undefined) return run(session)
-    if (impl.waitMillis <= 0) {
-      return Effect.flatMap(impl.state, (state) => Effect.fail(impl.notConnected(operation, state, 0)))
-    }
-    return Deferred.await(impl.ready).pipe(
+    if (impl.waitMillis <= 0) return gaveUp(0)
+    return impl.awaitSession.pipe(
       Effect.timeout(Duration.millis(impl.waitMillis)),
-      Effect.catchTag(
-        "TimeoutException",
-        () => Effect.flatMap(impl.state, (state) => Effect.fail(impl.notConnected(operation, state, impl.waitMillis)))
-      ),
+      Effect.catchTags({
+        TimeoutException: () => gaveUp(impl.waitMillis),
+        // Closed while it waited: no connection will come.
+        NotConnectedError: () => gaveUp(0)
+      }),
       Effect.flatMap(run)
     )
   })
 }
+
+/**
+ * @internal {@link use} for code of the user's: given the session's connection, its regions (typed
+ * by the client's usages) and the client's peer, with the driver the client was made with (a Sink
+ * of RdmaStream needs it).
+ */
+export const withConnection = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R>(
+  client: RdmaClient.RdmaClient<Regions, any>,
+  f: (connection: Connection.Connection, regions: RdmaClient.SessionRegions<Regions>, peer: Peer.Peer) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | RdmaClient.NotConnectedError, Exclude<R, RdmaDriver>> => {
+  const impl = client as unknown as ClientImpl<Regions, unknown>
+  return use(
+    client,
+    "RdmaClient.withConnection",
+    (s) => Effect.provide(f(s.connection, s.regions as RdmaClient.SessionRegions<Regions>, impl.peer), impl.driver)
+  )
+}
+
+/** @internal Waits for the client to be connected: fails once it is closed. */
+export const awaitConnected = <Regions extends RdmaClient.RegionUsages>(
+  client: RdmaClient.RdmaClient<Regions, any>
+): Effect.Effect<RdmaClient.Connected, RdmaClient.NotConnectedError> =>
+  Effect.suspend(() => (client as unknown as ClientImpl<Regions, unknown>).awaitSession).pipe(
+    Effect.map((session): RdmaClient.Connected => ({ _tag: "Connected", ...session.offer.rdma })),
+    Effect.mapError((error) => notConnected("RdmaClient.awaitConnected", error.state, 0))
+  )
 
 /**
  * @internal {@link use} with the session's region named `name`; a name that is not one of the
@@ -142,56 +233,107 @@ const lostBy = (connection: Connection.Connection, poll: Duration.Duration) =>
     )
   )
 
-/** One session: fetch the offer, rebuild its regions, connect, serve until the connection ends. */
-const session = <Regions extends RdmaClient.RegionUsages, E, R>(
-  client: ClientImpl<Regions>,
-  peer: Peer.Peer,
-  fetchOffer: Effect.Effect<RdmaClient.Offer, E, R>,
-  connectionOptions: RdmaClient.MakeOptions<Regions, E, R, unknown, never>["connection"],
-  pollMillis: number,
-  established: (session: Session) => Effect.Effect<void>,
-  /** The session's connection ended (it was connected): the state becomes the first reconnect's. */
-  ended: (lastError: unknown) => Effect.Effect<void>
-) =>
-  Effect.gen(function*() {
-    const offer = yield* fetchOffer
-    const regions: Record<string, RemoteMr.RemoteMr<any>> = {}
-    for (const [name, usage] of Object.entries(client.regions)) {
-      const bytes = offer.regions[name]
-      if (bytes === undefined) {
-        return yield* Effect.fail(
-          new InvalidOfferErrorImpl({
-            detail: `the offer has no region "${name}" (it has ${
-              Object.keys(offer.regions).map((n) => `"${n}"`).join(", ") || "none"
+const invalidOffer = (detail: string) => Effect.fail(new InvalidOfferErrorImpl({ detail }))
+
+/**
+ * The offer as the client uses it, read once into plain values (a getter or Proxy read later could
+ * say something else): its shape checked, the client's regions picked, its config decoded. Whatever
+ * does not fit, or throws while read, is an {@link RdmaClient.InvalidOfferError}: a failed attempt.
+ */
+const readOffer = <Config>(
+  offer: unknown,
+  names: ReadonlyArray<string>,
+  decodeConfig: ((config: unknown) => Either.Either<Config, ParseResult.ParseError>) | undefined
+): Effect.Effect<RdmaClient.ClientOffer<Config>, RdmaClient.InvalidOfferError> => {
+  try {
+    if (typeof offer !== "object" || offer === null) {
+      return invalidOffer(`it is ${offer === null ? "null" : typeof offer}, not an object { rdma, regions, config }`)
+    }
+    const { config, rdma, regions, token } = offer as Record<string, unknown>
+    if (typeof rdma !== "object" || rdma === null) return invalidOffer("its rdma is not { address, port }")
+    const { address, port } = rdma as Record<string, unknown>
+    if (typeof address !== "string" || !(Number.isInteger(port) && (port as number) >= 0 && (port as number) <= 65535)) {
+      return invalidOffer(`its rdma is not { address: a string, port: 0 to 65535 } (address ${String(address)}, port ${String(port)})`)
+    }
+    if (typeof regions !== "object" || regions === null) {
+      return invalidOffer(`its regions are ${regions === null ? "null" : typeof regions}, not an object of descriptors by name`)
+    }
+    const picked: Record<string, Uint8Array> = {}
+    for (const name of names) {
+      const bytes = Object.hasOwn(regions, name) ? (regions as Record<string, unknown>)[name] : undefined
+      if (!(bytes instanceof Uint8Array)) {
+        return invalidOffer(
+          bytes === undefined
+            ? `the offer has no region "${name}" (it has ${
+              Object.keys(regions).map((n) => `"${n}"`).join(", ") || "none"
             }): the server must offer every region named in the client's regions`
-          })
+            : `its region "${name}" is not a descriptor (a Uint8Array)`
         )
       }
-      regions[name] = yield* RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(usage)))
+      picked[name] = bytes
+    }
+    if (token !== undefined && !(token instanceof Uint8Array)) return invalidOffer("its token is not a Uint8Array")
+    const decoded = decodeConfig === undefined ? Either.right(config as Config) : decodeConfig(config)
+    if (Either.isLeft(decoded)) {
+      return invalidOffer(`its config does not fit the client's config schema: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`)
+    }
+    return Effect.succeed({ rdma: { address, port: port as number }, regions: picked, config: decoded.right, token })
+  } catch (thrown) {
+    return invalidOffer(`reading it threw: ${describe(thrown)}`)
+  }
+}
+
+/** What a rejected connect means to the client: with a token, an admission refusal. */
+const rejection = (offer: RdmaClient.ClientOffer<unknown>, admittedWith: Uint8Array | undefined) =>
+(
+  error: Connection.ConnectionFailedError
+): Effect.Effect<never, Connection.ConnectionFailedError | RdmaClient.AdmissionRejectedError> => {
+  const token = offer.token
+  if (error.event !== "REJECTED" || token === undefined) return Effect.fail(error)
+  // librpma's rejection carries no reason (rpma_conn_req_delete sends no private data): the one
+  // the client can know is its own, a token it was admitted with before.
+  const spent = admittedWith !== undefined && admittedWith.byteLength === token.byteLength &&
+    admittedWith.every((byte, i) => byte === token[i])
+  return Effect.fail(
+    new AdmissionRejectedErrorImpl({ ...offer.rdma, reason: spent ? "Spent" : "Unexplained", cause: error })
+  )
+}
+
+/** One session: fetch the offer, rebuild its regions, connect, serve until the connection ends. */
+const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
+  client: ClientImpl<Regions, Config>,
+  options: Pick<RdmaClient.MakeOptions<Regions, E, R, unknown, never, Config>, "offer" | "connection" | "peer">,
+  decodeConfig: ((config: unknown) => Either.Either<Config, ParseResult.ParseError>) | undefined,
+  pollMillis: number
+) =>
+  Effect.gen(function*() {
+    const fetched = yield* options.offer.pipe(
+      Effect.catchAllDefect((defect) => invalidOffer(`fetching it died: ${describe(defect)}`))
+    )
+    const offer = yield* readOffer(fetched, Object.keys(client.regions), decodeConfig)
+    const regions: Record<string, RemoteMr.RemoteMr<any>> = {}
+    for (const [name, usage] of Object.entries(client.regions)) {
+      regions[name] = yield* RemoteMr.fromDescriptor(offer.regions[name]!).pipe(Effect.flatMap(RemoteMr.require(usage)))
     }
     const privateData = offer.token === undefined ? undefined : yield* Endpoint.tokenPrivateData(offer.token)
-    const connection = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port, {
-      ...connectionOptions,
+    const connection = yield* Connection.connect(options.peer, offer.rdma.address, offer.rdma.port, {
+      ...options.connection,
       ...(privateData === undefined ? {} : { privateData })
-    })
+    }).pipe(Effect.catchTag("ConnectionFailedError", rejection(offer, client.admittedWith)))
     const broken = yield* Deferred.make<Connection.ConnectionClosedError>()
     const current: Session = { connection, regions, offer, broken }
     // Its end, before the connection's close (which may wait out its timeout on a dead link):
     // operations from here on wait for the next session (or fail at once), never for this one, and
     // the state says so at once.
-    yield* Effect.acquireRelease(established(current), (_, exit) =>
-      Effect.flatMap(Deferred.make<Session, RdmaClient.NotConnectedError>(), (next) =>
-        Effect.suspend(() => {
-          if (client.session !== current) return Effect.void
-          client.session = undefined
-          client.ready = next
-          return Exit.isSuccess(exit) ? ended(exit.value) : Effect.void
-        })))
+    yield* Effect.acquireRelease(
+      client.established(current),
+      (_, exit) => client.retire(current, Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none())
+    )
     return yield* Effect.raceFirst(Deferred.await(broken), lostBy(connection, Duration.millis(pollMillis)))
   })
 
 /** The options' checks, for untyped callers: what is wrong, and what the option takes. */
-const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any>): InvalidOptionsError | number => {
+const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any, any>): InvalidOptionsError | number => {
   const invalid = (option: string, detail: string) => new InvalidOptionsError({ option, detail })
   if (typeof options !== "object" || options === null) return invalid("object", "must be an object of options")
   if (!Effect.isEffect(options.offer)) return invalid("offer", "must be an Effect that fetches the offer")
@@ -202,6 +344,9 @@ const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any>):
   }
   for (const [name, usage] of Object.entries(options.regions)) {
     if (Usage.validate(usage)._tag === "Left") return invalid(`regions.${name}`, `must be a Usage (Usage.combine(...)), not ${String(usage)}`)
+  }
+  if (options.config !== undefined && !Schema.isSchema(options.config)) {
+    return invalid("config", "must be a Schema of the offer's config (e.g. Schema.Struct({ slots: Schema.Number }))")
   }
   if (options.pollMillis !== undefined && !(Number.isFinite(options.pollMillis) && options.pollMillis > 0)) {
     return invalid("pollMillis", `must be a positive number of milliseconds, not ${String(options.pollMillis)}`)
@@ -218,69 +363,57 @@ const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any>):
 }
 
 /** @internal */
-export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
-  options: RdmaClient.MakeOptions<Regions, E, R, Out, RS>
-): Effect.Effect<RdmaClient.RdmaClient<Regions>, RdmaClient.InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope> =>
+export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS, Config>(
+  options: RdmaClient.MakeOptions<Regions, E, R, Out, RS, Config>
+): Effect.Effect<
+  RdmaClient.RdmaClient<Regions, Config>,
+  RdmaClient.InvalidOptionsError,
+  R | RS | RdmaDriver | Scope.Scope
+> =>
   Effect.gen(function*() {
     const waitMillis = checkOptions(options)
     if (typeof waitMillis !== "number") return yield* Effect.fail(waitMillis)
-    const peer = options.peer
-    const stateRef = yield* SubscriptionRef.make<RdmaClient.State>({ _tag: "Connecting" })
-    const notConnected = (operation: string, state: RdmaClient.State, waitedMs: number) =>
-      new NotConnectedErrorImpl({ operation, state, waitedMs })
-    const client = new ClientImpl<Regions>(
-      stateRef,
+    const client = new ClientImpl<Regions, Config>(
+      yield* SubscriptionRef.make<RdmaClient.State>({ _tag: "Connecting" }),
       options.regions,
       waitMillis,
-      yield* Deferred.make<Session, RdmaClient.NotConnectedError>(),
-      notConnected
+      options.peer,
+      yield* Effect.context<RdmaDriver>()
     )
-    const pollMillis = options.pollMillis ?? 1000
-    const setState = (state: RdmaClient.State) => SubscriptionRef.set(stateRef, state)
-
-    const established = (current: Session) =>
-      Effect.suspend(() => {
-        client.session = current
-        const { address, port } = current.offer.rdma
-        return Effect.zipRight(Deferred.succeed(client.ready, current), setState({ _tag: "Connected", address, port }))
-      })
-
-    const closed = (lastError: unknown) => {
-      const state: RdmaClient.State = { _tag: "Closed", lastError }
-      return Effect.suspend(() => {
-        client.session = undefined
-        return Effect.zipRight(setState(state), Deferred.fail(client.ready, notConnected("RdmaClient", state, 0)))
-      })
-    }
-
-    // A lost connection's first reconnect attempt, said as soon as the session ends.
-    const ended = (lastError: unknown) => setState({ _tag: "Reconnecting", attempt: 1, lastError })
+    const decodeConfig = options.config === undefined ? undefined : Schema.decodeUnknownEither(options.config)
+    const attempt = Effect.scoped(session(client, options, decodeConfig, options.pollMillis ?? 1000)).pipe(
+      // A defect (in code the client runs for you) is a failed attempt too, never the supervisor's end.
+      Effect.catchAllDefect(Effect.fail),
+      Effect.either
+    )
 
     const supervise = Effect.gen(function*() {
       const driver = yield* Schedule.driver(options.reconnect)
-      let attempt = 0
+      let attempts = 0
       for (;;) {
-        const outcome = yield* Effect.either(
-          Effect.scoped(session(client, peer, options.offer, options.connection, pollMillis, established, ended))
-        )
+        const outcome = yield* attempt
         if (Either.isRight(outcome)) {
           // It was connected: a new series of attempts, the schedule from its start.
           yield* driver.reset
-          attempt = 0
+          attempts = 0
         }
         const lastError: unknown = Either.isRight(outcome) ? outcome.right : outcome.left
-        attempt++
+        // A spent token the offer gives again is refused again: no attempt can succeed.
+        if (lastError instanceof AdmissionRejectedErrorImpl && lastError.reason === "Spent") {
+          return yield* client.closed(lastError)
+        }
+        attempts++
         // After a lost connection the session's end has said so already.
-        if (Either.isLeft(outcome)) yield* setState({ _tag: "Reconnecting", attempt, lastError })
+        if (Either.isLeft(outcome)) yield* client.setState({ _tag: "Reconnecting", attempt: attempts, lastError })
         instrument.reconnectUnsafe(Either.isRight(outcome) ? "lost" : "failed")
-        // The schedule's delay; its end closes the client.
-        if (Either.isLeft(yield* Effect.either(driver.next(lastError as never)))) return yield* closed(lastError)
+        // The schedule's delay (the Clock's); its end closes the client.
+        if (Either.isLeft(yield* Effect.either(driver.next(lastError as never)))) return yield* client.closed(lastError)
       }
     })
 
     // Added before the supervisor's fork, so run after it is interrupted (its session closed).
     yield* Effect.addFinalizer(() =>
-      Effect.flatMap(SubscriptionRef.get(stateRef), (state) => state._tag === "Closed" ? Effect.void : closed(undefined))
+      Effect.flatMap(client.state, (state) => state._tag === "Closed" ? Effect.void : client.closed(undefined))
     )
     yield* Effect.forkScoped(Effect.interruptible(supervise))
     return client

@@ -6,7 +6,8 @@
 import * as Data from "effect/Data"
 import type { State } from "../RdmaClient.js"
 
-const describe = (error: unknown): string =>
+/** @internal A failure as the client's messages say it: its message, if it has one. */
+export const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error ? String((error as { message: unknown }).message) : String(error)
 
 const stateText = (state: State): string => {
@@ -20,6 +21,8 @@ const stateText = (state: State): string => {
     case "Closed":
       return state.lastError === undefined
         ? "it is closed (its scope ended)"
+        : state.lastError instanceof AdmissionRejectedError && state.lastError.reason === "Spent"
+        ? `it is closed: ${describe(state.lastError)}`
         : `it is closed: its reconnect schedule ended (the last failure: ${describe(state.lastError)})`
   }
 }
@@ -58,5 +61,20 @@ export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")
 }> {
   override get message(): string {
     return `RdmaClient.make: the option ${this.option} ${this.detail}`
+  }
+}
+
+/** @internal */
+export class AdmissionRejectedError extends Data.TaggedError("AdmissionRejectedError")<{
+  readonly address: string
+  readonly port: number
+  readonly reason: "Spent" | "Unexplained"
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    const head = `the server at ${this.address}:${this.port} rejected the connection carrying the offer's token`
+    return this.reason === "Spent"
+      ? `${head}, a token this client was admitted with before: it is spent (Endpoint.admission admits one connection unless given more uses), and a spent token is not retried; the server's offer must carry a new token for each connection, or admit more uses`
+      : `${head}; librpma's rejection carries no reason: nobody listens there, the token is wrong or expired, or another client spent it (retried on the reconnect schedule)`
   }
 }

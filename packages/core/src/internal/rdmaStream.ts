@@ -7,6 +7,7 @@
  * @internal
  */
 import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -215,16 +216,17 @@ export const writeRing = (
     const room = (need: number) =>
       Effect.suspend(() => {
         if (tail - head + need <= capacity) return Effect.void
-        const started = Date.now()
-        const poll: Effect.Effect<void, StageError | RingStalledError> = Effect.suspend(() => {
-          if (tail - head + need <= capacity) return Effect.void
-          const waited = Date.now() - started
-          if (waited > Duration.toMillis(stallTimeout)) {
-            return Effect.fail(new RingStalledError({ waited: stallTimeout, unread: tail - head }))
-          }
-          return Effect.zipRight(Effect.zipRight(Effect.sleep(pollInterval), readHead), poll)
+        // The Clock's time, as the sleeps between polls are: a TestClock drives the stall too.
+        return Effect.flatMap(Clock.currentTimeMillis, (started) => {
+          const poll: Effect.Effect<void, StageError | RingStalledError> = Effect.suspend(() => {
+            if (tail - head + need <= capacity) return Effect.void
+            return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              now - started > Duration.toMillis(stallTimeout)
+                ? Effect.fail(new RingStalledError({ waited: stallTimeout, unread: tail - head }))
+                : Effect.zipRight(Effect.zipRight(Effect.sleep(pollInterval), readHead), poll))
+          })
+          return Effect.zipRight(publish, Effect.zipRight(readHead, poll))
         })
-        return Effect.zipRight(publish, Effect.zipRight(readHead, poll))
       })
     /** One piece (at most the ring's capacity and the staging region), split where the ring wraps. */
     const piece = (bytes: Uint8Array) =>
