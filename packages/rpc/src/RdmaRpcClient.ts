@@ -56,12 +56,16 @@ export type LayerOptions<R = never> = RdmaChannel.Options & Target<R> & {
    * When to connect again after a failed connect or a lost connection, fed the failure; its delays
    * are the waits between attempts, and its end stops the client (every call then fails with the
    * last failure). Default as @effect/rpc's socket protocol: 500 ms growing by half each time, at
-   * most 5 seconds apart, for ever. @since 1.0.0
+   * most 5 seconds apart, for ever.
+   *
+   * @since 1.0.0
    */
   readonly retrySchedule?: Schedule.Schedule<unknown, unknown> | undefined
   /**
    * How long opening the channel may take once connected (the server's HELLO, the first send):
-   * beyond it the connect has failed. Default 10 seconds. @since 1.0.0
+   * beyond it the connect has failed. Default 10 seconds.
+   *
+   * @since 1.0.0
    */
   readonly handshakeTimeout?: Duration.DurationInput | undefined
 }

@@ -34,7 +34,9 @@ export interface Options extends RdmaChannel.Options {
    * How long a client has from its connection request to an open channel (accepted, the HELLOs
    * exchanged): one that posts no receive, or answers nothing, is dropped then, with a logged
    * warning. Clients are accepted concurrently, so a slow one keeps nobody else waiting. Measured
-   * by the Clock. Default 10 seconds. @since 1.0.0
+   * by the Clock. Default 10 seconds.
+   *
+   * @since 1.0.0
    */
   readonly handshakeTimeout?: Duration.DurationInput | undefined
 }
