@@ -31,6 +31,16 @@ export interface Options {
   /** The landing region's size: larger messages are written in pieces of this size. Default 1 MiB. */
   readonly landingSize?: number | undefined
   /**
+   * The largest message taken from the other side, assembled: a larger one (or its first piece
+   * beyond it) ends the channel, with a `"Protocol"` ChannelError saying so (on the server, that
+   * client is dropped). It also bounds what the other side can make this side hold: the pieces of
+   * one message and the whole messages not yet handed on (at most `maxMessageSize` bytes each),
+   * plus the landing region and the receives (`receives` times `inlineSize`). Default 64 MiB.
+   *
+   * @since 1.0.0
+   */
+  readonly maxMessageSize?: number | undefined
+  /**
    * How long a large message waits for the other side's landing region and for each piece's
    * acknowledgement. Default 30 seconds.
    */

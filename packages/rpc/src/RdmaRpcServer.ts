@@ -6,6 +6,7 @@
  * @since 0.6.0
  */
 import type { Connection, Driver, Endpoint, Peer, RdmaError } from "@effect-rdma/core"
+import type * as Duration from "effect/Duration"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as RpcServer from "@effect/rpc/RpcServer"
 import type * as Effect from "effect/Effect"
@@ -29,6 +30,15 @@ export interface Options extends RdmaChannel.Options {
    * the others are rejected. Without it, every request is accepted.
    */
   readonly admission?: Endpoint.Admission | undefined
+  /**
+   * How long a client has from its connection request to an open channel (accepted, the HELLOs
+   * exchanged): one that posts no receive, or answers nothing, is dropped then, with a logged
+   * warning. Clients are accepted concurrently, so a slow one keeps nobody else waiting. Measured
+   * by the Clock. Default 10 seconds.
+   *
+   * @since 1.0.0
+   */
+  readonly handshakeTimeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -44,9 +54,15 @@ export interface LayerOptions extends Options {
 
 /**
  * A server protocol that accepts the connection requests on `endpoint` (those with the token of
- * `options.admission`, if given), one client each. A client whose connection ends is reported in
- * `disconnects`, and its connection and regions are released then. A request that cannot be
- * accepted is logged and the next one taken.
+ * `options.admission`, if given), one client each, each in a fiber of its own and within
+ * `handshakeTimeout`. A client whose connection ends is reported in `disconnects`, and its
+ * connection and regions are released then. A request that cannot be accepted is logged.
+ *
+ * No client holds the server hostage: one that breaks the channel's rules (a malformed, truncated
+ * or unknown frame, a message that is not an RPC message, a message beyond `maxMessageSize`) is
+ * dropped with a logged warning saying why, and releases its connection and regions; what a client
+ * can make the server hold is bounded (see {@link RdmaChannel.Options.maxMessageSize}); closing
+ * the scope ends every client at once.
  *
  * @since 0.6.0
  * @category constructors
@@ -56,7 +72,7 @@ export const makeProtocol: (
   options?: Options
 ) => Effect.Effect<
   RpcServer.Protocol["Type"],
-  never,
+  RdmaChannel.ChannelError,
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
 > = internal.makeServerProtocol
 
@@ -83,6 +99,6 @@ export const layerProtocol: (
   options: LayerOptions
 ) => Layer.Layer<
   RpcServer.Protocol,
-  RdmaError.RpmaError,
+  RdmaError.RpmaError | RdmaChannel.ChannelError,
   Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
 > = internal.layerServerProtocol

@@ -5,12 +5,13 @@
  * that waits for its answer (found by the keepalive), and nothing left registered afterwards (the
  * ledger).
  */
-import { type Connection, Endpoint, Peer } from "@effect-rdma/core"
+import { type Connection, type DescriptorExchange, Endpoint, Peer } from "@effect-rdma/core"
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Schema } from "effect"
+import type { RpcClientError } from "@effect/rpc/RpcClientError"
+import { Effect, Exit, Fiber, Layer, Queue, Ref, Schedule, Schema, Scope } from "effect"
 import { cases } from "./cases.js"
 
 cases(
@@ -34,15 +35,17 @@ describe("@effect/rpc over RDMA: admission", () => {
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         )
       )
-      const client = (connection: Connection.Options) =>
-        RdmaRpcClient.layerProtocol({ address, port: 7481, connection }).pipe(
+      const client = (target: { readonly connection?: Connection.Options; readonly token?: Uint8Array }) =>
+        RdmaRpcClient.layerProtocol({ address, port: 7481, retrySchedule: Schedule.stop, ...target }).pipe(
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack]),
           Layer.build,
           Effect.flatMap((protocol) => Effect.provide(RpcClient.make(Group), protocol))
         )
-      const refused = yield* Effect.flip(client({ privateData: new Uint8Array([16, ...new Uint8Array(16)]) }))
-      assert.strictEqual(refused._tag, "ConnectionFailedError")
-      const admitted = yield* client({ privateData: yield* Endpoint.tokenPrivateData(token) })
+      const outsider = yield* client({ connection: { privateData: new Uint8Array([16, ...new Uint8Array(16)]) } })
+      const refused = yield* Effect.flip(outsider.Ping())
+      assert.strictEqual(refused._tag, "RpcClientError")
+      assert.strictEqual((refused.cause as { _tag?: string })._tag, "ConnectionFailedError")
+      const admitted = yield* client({ token })
       assert.strictEqual(yield* admitted.Ping(), "pong")
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })
@@ -93,5 +96,85 @@ describe("@effect/rpc over RDMA: keepalive", () => {
       ))
       assert.strictEqual(error._tag, "RdmaChannelError")
       assert.match(error.message, /keepAlive must be a positive duration/)
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+})
+
+describe("@effect/rpc over RDMA: recovery", () => {
+  const Group = RpcGroup.make(
+    Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number }),
+    Rpc.make("Hang", { success: Schema.String })
+  )
+  const address = SimulatedDriver.DEFAULT_ADDRESS
+  const callers = Array.from({ length: 16 }, (_, i) => i)
+  /** A server in a scope of its own; each Hang that starts is announced on `started`. */
+  const serve = (port: number, started: Queue.Queue<void>, options?: Partial<RdmaRpcServer.LayerOptions>) =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      yield* Layer.buildWithScope(
+        RpcServer.layer(Group).pipe(
+          Layer.provide(Group.toLayer({
+            Add: ({ a, b }) => Effect.succeed(a + b),
+            Hang: () => Effect.zipRight(Queue.offer(started, undefined), Effect.never)
+          })),
+          Layer.provide(RdmaRpcServer.layerProtocol({ address, port, ...options })),
+          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        ),
+        scope
+      )
+      return scope
+    })
+  const retried = <A>(call: Effect.Effect<A, RpcClientError>) =>
+    call.pipe(
+      Effect.retry({ schedule: Schedule.spaced("20 millis"), while: (e) => e._tag === "RpcClientError" }),
+      Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("no answer once the server was back") })
+    )
+
+  it.live("the client re-dials on its retrySchedule: a link cut fails the calls in flight with RpcClientError; later calls are served, across a server restart too", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const started = yield* Queue.unbounded<void>()
+      const first = yield* serve(7484, started)
+      const protocol = yield* Layer.build(
+        RdmaRpcClient.layerProtocol({ address, port: 7484, keepAlive: "50 millis", retrySchedule: Schedule.spaced("20 millis") })
+          .pipe(Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack]))
+      )
+      const client = yield* Effect.provide(RpcClient.make(Group), protocol)
+      assert.strictEqual(yield* client.Add({ a: 1, b: 1 }), 2)
+      const inFlight = yield* Effect.fork(
+        Effect.forEach(callers, () => Effect.flip(client.Hang()), { concurrency: "unbounded" })
+      )
+      yield* Queue.takeN(started, callers.length)
+      // The link is cut under the next keepalive read; the server is still there to re-dial.
+      yield* SimulatedDriver.fail({ operation: "rpma_read", nth: 1, loseConnection: true })
+      const failures = yield* Fiber.join(inFlight).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(failures.map((e) => e._tag), callers.map(() => "RpcClientError"))
+      const sums = yield* Effect.forEach(callers, (i) => retried(client.Add({ a: i, b: i })), { concurrency: "unbounded" })
+      assert.deepStrictEqual(sums, callers.map((i) => 2 * i))
+      // The server goes away and comes back on the same port.
+      yield* Scope.close(first, Exit.void)
+      const second = yield* serve(7484, started)
+      const again = yield* Effect.forEach(callers, (i) => retried(client.Add({ a: i, b: 1 })), { concurrency: "unbounded" })
+      assert.deepStrictEqual(again, callers.map((i) => i + 1))
+      yield* Scope.close(second, Exit.void)
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
+  it.live("the client re-dials through its offer: each connect fetches it, with the admission token it carries", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const started = yield* Queue.unbounded<void>()
+      const current = yield* Ref.make<DescriptorExchange.Offer>({ rdma: { address, port: 7485 }, regions: {}, config: {}, token: new Uint8Array(16).fill(1) })
+      const first = yield* serve(7485, started, { admission: yield* Endpoint.admission(new Uint8Array(16).fill(1)) })
+      const protocol = yield* Layer.build(
+        RdmaRpcClient.layerProtocol({ offer: Ref.get(current), retrySchedule: Schedule.spaced("20 millis") }).pipe(
+          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        )
+      )
+      const client = yield* Effect.provide(RpcClient.make(Group), protocol)
+      assert.strictEqual(yield* retried(client.Add({ a: 1, b: 1 })), 2)
+      yield* Scope.close(first, Exit.void)
+      // The server comes back elsewhere with a new token: only the offer says so.
+      const token = new Uint8Array(16).fill(2)
+      const second = yield* serve(7486, started, { admission: yield* Endpoint.admission(token) })
+      yield* Ref.set(current, { rdma: { address, port: 7486 }, regions: {}, config: {}, token })
+      assert.strictEqual(yield* retried(client.Add({ a: 2, b: 3 })), 5)
+      yield* Scope.close(second, Exit.void)
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })

@@ -29,10 +29,9 @@ import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
-import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
@@ -57,6 +56,8 @@ export interface ChannelOptions {
   readonly sends?: number | undefined
   /** The landing region's size: larger messages are written into it in pieces of this size. Default 1 MiB. */
   readonly landingSize?: number | undefined
+  /** The largest message taken from the other side: a larger one ends the channel. Default 64 MiB. */
+  readonly maxMessageSize?: number | undefined
   /** How long a large message waits for the other side's landing region and each acknowledgement. Default 30 s. */
   readonly ackTimeout?: Duration.DurationInput | undefined
   /** How often the other side's landing region is read, to find a dead path. Default 5 s; `Duration.infinity`: never. */
@@ -66,8 +67,23 @@ export interface ChannelOptions {
 /** @internal */
 export interface Channel {
   readonly send: (message: Uint8Array) => Effect.Effect<void, ChannelError>
-  /** Completes when the other side has closed the connection (success) or it failed. */
+  /**
+   * Completes when the channel has ended and the messages received before its end are delivered:
+   * with success when the other side closed the connection, else with why (a `"Protocol"` reason:
+   * the other side broke the channel's rules, or `onMessage` refused a message).
+   */
   readonly closed: Deferred.Deferred<void, ChannelError>
+}
+
+/** @internal The channel's settings, checked: what {@link make} takes, and what a layer checks before it connects. */
+export interface Settings {
+  readonly inlineSize: number
+  readonly receives: number
+  readonly sends: number
+  readonly landingSize: number
+  readonly maxMessageSize: number
+  readonly ackTimeout: Duration.Duration
+  readonly keepAlive: Duration.Duration
 }
 
 const HEADER = 8
@@ -76,6 +92,12 @@ const INLINE = 2
 const LARGE = 3
 const RELEASE = 4
 const FINAL = 1
+/**
+ * RELEASEs not yet sent when a piece comes: the other side sends a piece only after the last one's
+ * RELEASE has reached it, which can be before that send's completion is seen here, so two; more is
+ * a sender that does not wait, and would pile up sends.
+ */
+const MAX_PENDING_RELEASES = 2
 /** What HELLO's region allows: the other side writes large messages into it and reads it to keep alive. */
 const landingUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
 
@@ -86,54 +108,75 @@ const transfer = (what: string) => (cause: unknown) =>
     cause
   })
 
-const positive = (name: string, value: number | undefined, fallback: number, least: number) => {
-  const v = value ?? fallback
-  return Number.isSafeInteger(v) && v >= least ? v : new ChannelError({
-    reason: "Protocol",
-    detail: `${name} must be an integer of at least ${least}, got ${v}`
+const protocol = (detail: string) => new ChannelError({ reason: "Protocol", detail })
+
+/** @internal Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is out of range. */
+export const settings = (options?: ChannelOptions): Effect.Effect<Settings, ChannelError> =>
+  Effect.suspend(() => {
+    const integers = {
+      inlineSize: [options?.inlineSize, 4096, HEADER + 64],
+      receives: [options?.receives, 16, 2],
+      sends: [options?.sends, 8, 1],
+      landingSize: [options?.landingSize, 1 << 20, 1],
+      maxMessageSize: [options?.maxMessageSize, 64 << 20, 1]
+    } as const
+    const checked: Record<string, number> = {}
+    for (const [name, [value, fallback, least]] of Object.entries(integers)) {
+      const v = value ?? fallback
+      if (!(Number.isSafeInteger(v) && v >= least)) {
+        return Effect.fail(protocol(`${name} must be an integer of at least ${least}, got ${v}`))
+      }
+      checked[name] = v
+    }
+    const ackTimeout = Duration.decodeUnknown(options?.ackTimeout ?? "30 seconds")
+    if (Option.isNone(ackTimeout) || !Duration.isFinite(ackTimeout.value) || Duration.toMillis(ackTimeout.value) <= 0) {
+      return Effect.fail(protocol(`ackTimeout must be a positive, finite duration, got ${String(options?.ackTimeout)}`))
+    }
+    const keepAlive = Duration.decodeUnknown(options?.keepAlive ?? "5 seconds")
+    if (Option.isNone(keepAlive) || Duration.toMillis(keepAlive.value) <= 0) {
+      return Effect.fail(
+        protocol(`keepAlive must be a positive duration (Duration.infinity: never), got ${String(options?.keepAlive)}`)
+      )
+    }
+    return Effect.succeed({ ...checked, ackTimeout: ackTimeout.value, keepAlive: keepAlive.value } as Settings)
   })
-}
 
 /**
  * @internal Opens a channel on `conn`: posts its receives, sends HELLO, and runs its receive loop
- * (in the scope) calling `onMessage` with each whole message, in order.
+ * (in the scope) calling `onMessage` with each whole message, in order. A message `onMessage` fails
+ * ends the channel with that error, as a frame that breaks the channel's rules does.
  */
 export const make = (
   peer: Peer.Peer,
   conn: Connection.Connection,
-  onMessage: (message: Uint8Array) => Effect.Effect<void>,
+  onMessage: (message: Uint8Array) => Effect.Effect<void, ChannelError>,
   options?: ChannelOptions
 ): Effect.Effect<Channel, ChannelError, Driver.RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
-    const inlineSize = positive("inlineSize", options?.inlineSize, 4096, HEADER + 64)
-    const receives = positive("receives", options?.receives, 16, 2)
-    const sends = positive("sends", options?.sends, 8, 1)
-    const landingSize = positive("landingSize", options?.landingSize, 1 << 20, 1)
-    for (const v of [inlineSize, receives, sends, landingSize]) if (typeof v !== "number") return yield* v
-    const [inline, nReceives, nSends, landing] = [inlineSize, receives, sends, landingSize] as Array<number>
-    const ackTimeout = Duration.decode(options?.ackTimeout ?? "30 seconds")
-    const keepAlive = Duration.decodeUnknown(options?.keepAlive ?? "5 seconds")
-    if (Option.isNone(keepAlive) || Duration.toMillis(keepAlive.value) <= 0) {
-      return yield* new ChannelError({
-        reason: "Protocol",
-        detail: `keepAlive must be a positive duration (Duration.infinity: never), got ${String(options?.keepAlive)}`
-      })
-    }
+    const { ackTimeout, inlineSize: inline, keepAlive, landingSize: landing, maxMessageSize, receives, sends } =
+      yield* settings(options)
     const scope = yield* Effect.scope
     const context = yield* Effect.context<Driver.RdmaDriver | Scope.Scope>()
 
     const setup = transfer("setting the channel up")
-    const sendPool = yield* Effect.mapError(LocalMr.allocate(peer, nSends! * inline!, Usage.SEND), setup)
-    const landingMr = yield* Effect.mapError(LocalMr.allocate(peer, landing!, landingUsage), setup)
+    const sendPool = yield* Effect.mapError(LocalMr.allocate(peer, sends * inline, Usage.SEND), setup)
+    const landingMr = yield* Effect.mapError(LocalMr.allocate(peer, landing, landingUsage), setup)
     const probe = yield* Effect.mapError(LocalMr.allocate(peer, 8, Usage.READ_DST), setup)
-    const staging = yield* Effect.mapError(LocalMr.allocate(peer, landing!, Usage.WRITE_SRC), setup)
+    const staging = yield* Effect.mapError(LocalMr.allocate(peer, landing, Usage.WRITE_SRC), setup)
     const landingDescriptor = yield* Effect.mapError(LocalMr.descriptor(landingMr), setup)
 
-    const freeSlots = yield* Queue.bounded<number>(nSends!)
-    yield* Queue.offerAll(freeSlots, Array.from({ length: nSends! }, (_, i) => i))
+    const freeSlots = yield* Queue.bounded<number>(sends)
+    yield* Queue.offerAll(freeSlots, Array.from({ length: sends }, (_, i) => i))
     const remoteLanding = yield* Deferred.make<RemoteMr.RemoteMr<"WRITE_DST" | "READ_SRC">, ChannelError>()
     const closed = yield* Deferred.make<void, ChannelError>()
+    /** Fails when a message is refused: the receive loop ends with its error. */
+    const refused = yield* Deferred.make<never, ChannelError>()
+    /** Whole messages on their way to `onMessage`, then `undefined` once the loop has ended. */
     const inbox = yield* Queue.unbounded<Uint8Array | undefined>()
+    /** The bytes of the messages in `inbox`: at most `maxMessageSize`, beyond which the loop waits. */
+    const inboxBytes = yield* Effect.makeSemaphore(maxMessageSize)
+    /** Completes when `onMessage` has taken the last message, or stopped. */
+    const drained = yield* Deferred.make<void>()
     let ended = false
     /** The piece in flight: its sequence number, which its RELEASE repeats (an interrupted send's late RELEASE is ignored). */
     let released: { readonly sequence: number; readonly ack: Deferred.Deferred<void, ChannelError> } | undefined
@@ -148,7 +191,7 @@ export const make = (
         Queue.take(freeSlots),
         (slot) =>
           Effect.suspend(() => {
-            const at = slot * inline!
+            const at = slot * inline
             const view = new DataView(sendPool.memory.buffer, sendPool.memory.byteOffset + at, HEADER)
             view.setUint8(0, kind)
             view.setUint8(1, flags)
@@ -161,21 +204,18 @@ export const make = (
       ).pipe(Effect.mapError(transfer("a send")))
 
     /**
-     * Waits for `deferred`, which the receive loop completes (or fails when the connection ends),
-     * at most `ackTimeout`: a timer fails it then. No race and no fiber, so the wait ends as bounded
-     * even where the caller is uninterruptible (@effect/rpc's server sends so).
+     * Waits for `deferred`, which the receive loop completes (or fails when the channel ends), at
+     * most `ackTimeout` by the Clock: a timer fiber of its own fails it then, so the wait ends as
+     * bounded even where the caller is uninterruptible (@effect/rpc's server sends so).
      */
     const bounded = <A>(what: string, deferred: Deferred.Deferred<A, ChannelError>) =>
-      Effect.suspend(() => {
-        const timer = setTimeout(() =>
-          Deferred.unsafeDone(
-            deferred,
-            Exit.fail(
-              new ChannelError({ reason: "Timeout", detail: `${what} did not come within ${Duration.format(ackTimeout)}` })
-            )
-          ), Duration.toMillis(ackTimeout))
-        return Effect.ensuring(Deferred.await(deferred), Effect.sync(() => clearTimeout(timer)))
-      })
+      Effect.flatMap(
+        Deferred.fail(
+          deferred,
+          new ChannelError({ reason: "Timeout", detail: `${what} did not come within ${Duration.format(ackTimeout)}` })
+        ).pipe(Effect.delay(ackTimeout), Effect.interruptible, Effect.forkIn(scope)),
+        (timer) => Effect.ensuring(Deferred.await(deferred), Fiber.interrupt(timer))
+      )
 
     // A large message is sent whole or fails the channel: one left half-way would leave the other
     // side holding its first pieces, which it would take for the start of the next message.
@@ -183,7 +223,7 @@ export const make = (
       largeLock.withPermits(1)(Effect.gen(function*() {
         const dst = yield* bounded("the other side's landing region (its HELLO)", remoteLanding)
         for (let done = 0; done < message.length;) {
-          const piece = message.subarray(done, Math.min(message.length, done + landing!))
+          const piece = message.subarray(done, Math.min(message.length, done + landing))
           done += piece.length
           staging.memory.set(piece, 0)
           const ack = yield* Deferred.make<void, ChannelError>()
@@ -215,14 +255,20 @@ export const make = (
             })
           )
         }
-        return message.length <= inline! - HEADER ? frame(INLINE, 0, 0, message.length, message) : sendLarge(message)
+        return message.length <= inline - HEADER ? frame(INLINE, 0, 0, message.length, message) : sendLarge(message)
       })
 
-    // The receive loop.
-    let pieces: Array<Uint8Array> = []
-    const protocolError = (detail: string) => Effect.fail(new ChannelError({ reason: "Protocol", detail }))
+    // The receive loop. What it holds for the other side is bounded: the pieces of one message
+    // (at most `maxMessageSize`), the whole messages not yet taken (at most `maxMessageSize`
+    // bytes), the landing region and the receive pool.
+    let assembled = new Uint8Array(0)
+    let assembledLength = 0
+    let pendingReleases = 0
+    let hello = false
+    const deliver = (message: Uint8Array) =>
+      Effect.zipRight(inboxBytes.take(message.length), Queue.offer(inbox, message))
     const onFrame = (bytes: Uint8Array): Effect.Effect<void, ChannelError> => {
-      if (bytes.length < HEADER) return protocolError(`a frame of ${bytes.length} bytes, shorter than its header`)
+      if (bytes.length < HEADER) return Effect.fail(protocol(`a frame of ${bytes.length} bytes, shorter than its header`))
       const view = new DataView(bytes.buffer, bytes.byteOffset, HEADER)
       const kind = view.getUint8(0)
       const flags = view.getUint8(1)
@@ -230,26 +276,57 @@ export const make = (
       const length = view.getUint32(4, true)
       switch (kind) {
         case HELLO:
+          if (hello) return Effect.fail(protocol("a second HELLO"))
+          hello = true
           return RemoteMr.fromDescriptor(bytes.subarray(HEADER)).pipe(
             Effect.flatMap(RemoteMr.require(landingUsage)),
-            Effect.mapError(transfer("reading the other side's HELLO")),
+            Effect.mapError((cause) => protocol(`a HELLO that holds no landing region's descriptor (${cause.message})`)),
             Effect.flatMap((remote) => Deferred.succeed(remoteLanding, remote)),
             Effect.asVoid,
             // Released with the channel's scope.
             Effect.provide(context)
           )
         case INLINE:
-          if (length !== bytes.length - HEADER) return protocolError(`an inline frame says ${length} bytes and has ${bytes.length - HEADER}`)
-          return Queue.offer(inbox, bytes.subarray(HEADER))
+          if (length !== bytes.length - HEADER) {
+            return Effect.fail(protocol(`an inline frame says ${length} bytes and has ${bytes.length - HEADER}`))
+          }
+          if (length > maxMessageSize) {
+            return Effect.fail(protocol(`a message of ${length} bytes, beyond maxMessageSize (${maxMessageSize})`))
+          }
+          return deliver(bytes.subarray(HEADER))
         case LARGE: {
-          if (length > landing!) return protocolError(`a large piece of ${length} bytes, beyond the ${landing}-byte landing region`)
-          pieces.push(landingMr.memory.slice(0, length))
+          if (length > landing) {
+            return Effect.fail(protocol(`a large piece of ${length} bytes, beyond the ${landing}-byte landing region`))
+          }
+          if (assembledLength + length > maxMessageSize) {
+            return Effect.fail(protocol(`a message of more than ${assembledLength + length} bytes, beyond maxMessageSize (${maxMessageSize})`))
+          }
+          if (pendingReleases >= MAX_PENDING_RELEASES) {
+            return Effect.fail(protocol("a large piece sent before the last one was acknowledged"))
+          }
+          if (assembled.length < assembledLength + length) {
+            const grown = new Uint8Array(Math.min(maxMessageSize, Math.max(assembledLength + length, 2 * assembled.length)))
+            grown.set(assembled.subarray(0, assembledLength))
+            assembled = grown
+          }
+          assembled.set(landingMr.memory.subarray(0, length), assembledLength)
+          assembledLength += length
           // Acknowledged from a fiber of its own: the loop never waits for a send.
-          const ack = Effect.forkIn(Effect.ignore(frame(RELEASE, 0, sequence, 0, undefined)), scope)
+          pendingReleases++
+          const ack = Effect.forkIn(
+            frame(RELEASE, 0, sequence, 0, undefined).pipe(
+              Effect.ignore,
+              Effect.ensuring(Effect.sync(() => {
+                pendingReleases--
+              }))
+            ),
+            scope
+          )
           if ((flags & FINAL) === 0) return Effect.asVoid(ack)
-          const whole = concat(pieces)
-          pieces = []
-          return Effect.zipRight(ack, Queue.offer(inbox, whole))
+          const whole = assembled.subarray(0, assembledLength)
+          assembled = new Uint8Array(0)
+          assembledLength = 0
+          return Effect.zipRight(ack, deliver(whole))
         }
         case RELEASE:
           return Effect.suspend(() => {
@@ -259,52 +336,68 @@ export const make = (
             return Deferred.succeed(ack, undefined)
           })
         default:
-          return protocolError(`a frame of unknown kind ${kind}`)
+          return Effect.fail(protocol(`a frame of unknown kind ${kind}`))
       }
     }
 
     // Whole messages go to `onMessage` from a fiber of their own, so that the loop never waits for
-    // it: a handler that sends a large answer needs the loop to read the acknowledgement. The RPC
-    // protocol's own acknowledgements bound what accumulates here.
+    // it: a handler that sends a large answer needs the loop to read the acknowledgement. A message
+    // it refuses (or a defect in it) ends the channel.
     yield* Queue.take(inbox).pipe(
-      Effect.flatMap((message) => message === undefined ? Effect.never : onMessage(message)),
+      Effect.flatMap((message) =>
+        message === undefined
+          ? Effect.interrupt
+          : Effect.zipRight(
+            onMessage(message).pipe(
+              Effect.catchAllDefect((defect) => Effect.fail(protocol(`a message could not be handled: ${String(defect)}`)))
+            ),
+            inboxBytes.release(message.length)
+          )
+      ),
       Effect.forever,
+      Effect.tapError((error) => Deferred.fail(refused, error)),
+      Effect.ensuring(Deferred.succeed(drained, undefined)),
       Effect.interruptible,
       Effect.forkIn(scope)
     )
-    yield* RdmaStream.messages(peer, conn, { count: nReceives!, size: inline! }).pipe(
+    // The channel's end: what waits for the other side stops at once.
+    const stop = Effect.suspend(() => {
+      ended = true
+      const gone = new ChannelError({ reason: "Closed", detail: "the connection closed" })
+      return Effect.zipRight(
+        Deferred.fail(remoteLanding, gone),
+        released === undefined ? Effect.void : Deferred.fail(released.ack, gone)
+      )
+    })
+    yield* RdmaStream.messages(peer, conn, { count: receives, size: inline }).pipe(
       Stream.mapError(transfer("receiving")),
-      Stream.runForEach(onFrame),
-      Effect.onExit((exit) =>
-        Effect.sync(() => {
-          ended = true
-        }).pipe(
-          // A large message waiting for the landing region or an acknowledgement stops now.
-          Effect.zipRight(Effect.suspend(() => {
-            const gone = new ChannelError({ reason: "Closed", detail: "the connection closed" })
-            return Effect.zipRight(
-              Deferred.fail(remoteLanding, gone),
-              released === undefined ? Effect.void : Deferred.fail(released.ack, gone)
-            )
-          })),
-          // The messages received before the end are delivered before it is announced.
+      Stream.mapEffect(onFrame),
+      Stream.interruptWhen(Deferred.await(refused)),
+      Stream.runDrain,
+      Effect.exit,
+      // The messages received before the end are delivered before it is announced, for at most
+      // `ackTimeout`. An interruption (the scope closing) skips this: the close waits for nothing.
+      Effect.flatMap((exit) =>
+        stop.pipe(
           Effect.zipRight(Queue.offer(inbox, undefined)),
-          Effect.zipRight(Effect.repeat(Queue.size(inbox), { until: (n) => n <= 0, schedule: Schedule.spaced("1 millis") })),
-          Effect.timeout(ackTimeout),
+          Effect.zipRight(Effect.timeout(Deferred.await(drained), ackTimeout)),
           Effect.ignore,
-          Effect.zipRight(Deferred.done(closed, Exit.isSuccess(exit) ? Exit.void : Exit.failCause(exit.cause)))
+          Effect.zipRight(Deferred.done(closed, exit))
         )
+      ),
+      Effect.onInterrupt(() =>
+        Effect.zipRight(stop, Deferred.fail(closed, new ChannelError({ reason: "Closed", detail: "the channel was closed" })))
       ),
       Effect.interruptible,
       Effect.forkIn(scope)
     )
     yield* frame(HELLO, 0, 0, landingDescriptor.length, landingDescriptor)
     // A failed read needs nothing more: the connection's end fails the receives, which closes the channel.
-    if (Duration.isFinite(keepAlive.value)) {
+    if (Duration.isFinite(keepAlive)) {
       yield* Deferred.await(remoteLanding).pipe(
         Effect.flatMap((src) =>
           Connection.read(conn, { dst: probe, src, length: 8 }).pipe(
-            Effect.delay(keepAlive.value),
+            Effect.delay(keepAlive),
             Effect.repeat({ while: () => !ended })
           )
         ),
@@ -315,14 +408,3 @@ export const make = (
     }
     return { send, closed }
   })
-
-const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  if (parts.length === 1) return parts[0]!
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}

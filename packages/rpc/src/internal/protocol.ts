@@ -14,33 +14,62 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
+import type * as RdmaRpcClient from "../RdmaRpcClient.js"
 import * as channel from "./channel.js"
 
 const encoder = new TextEncoder()
 const toBytes = (encoded: Uint8Array | string): Uint8Array => typeof encoded === "string" ? encoder.encode(encoded) : encoded
 
-/** Decodes one message and hands each of its items to `f`, in order; a message that fails to decode goes to `onDefect`. */
+/** The `_tag`s each side takes from the other: anything else is not an RPC message. */
+const fromClientTags: ReadonlySet<string> = new Set<FromClientEncoded["_tag"]>(["Request", "Ack", "Interrupt", "Ping", "Eof"])
+const fromServerTags: ReadonlySet<string> = new Set<FromServerEncoded["_tag"]>(["Chunk", "Exit", "Defect", "Pong"])
+
+/**
+ * Decodes one message and hands each of its items to `f`, in order. A message that does not
+ * decode, or an item that is not one of `tags`' messages, fails with a `"Protocol"` ChannelError,
+ * which ends the channel: the other side does not speak this protocol.
+ */
 const decodeEach = <A>(
   parser: RpcSerialization.Parser,
+  tags: ReadonlySet<string>,
   message: Uint8Array,
-  f: (item: A) => Effect.Effect<void>,
-  onDefect: (cause: unknown) => Effect.Effect<void>
-): Effect.Effect<void> => {
+  f: (item: A) => Effect.Effect<void>
+): Effect.Effect<void, channel.ChannelError> => {
   let items: ReadonlyArray<unknown>
   try {
     items = parser.decode(message)
   } catch (cause) {
-    return onDefect(cause)
+    return Effect.fail(new channel.ChannelError({ reason: "Protocol", detail: `a message that does not decode (${String(cause)})`, cause }))
+  }
+  // A message is whole: one that yields nothing was cut short, and a streaming parser (msgpack)
+  // would keep it and append every later message to it, waiting for its end.
+  if (items.length === 0) {
+    return Effect.fail(new channel.ChannelError({ reason: "Protocol", detail: "a message that does not decode: it is incomplete" }))
+  }
+  for (const item of items) {
+    const tag = typeof item === "object" && item !== null ? (item as { readonly _tag?: unknown })._tag : undefined
+    if (typeof tag !== "string" || !tags.has(tag)) {
+      return Effect.fail(
+        new channel.ChannelError({
+          reason: "Protocol",
+          detail: `a message that is not an RPC message (${item === null ? "null" : typeof item}${typeof tag === "string" ? ` tagged ${JSON.stringify(tag.slice(0, 40))}` : ""})`
+        })
+      )
+    }
   }
   return Effect.forEach(items, (item) => f(item as A), { discard: true })
 }
+
+const clientError = (message: string, cause: unknown) => new RpcClientError({ reason: "Protocol", message, cause })
 
 /** @internal */
 export interface ClientOptions extends channel.ChannelOptions {}
@@ -55,68 +84,164 @@ export const makeClientProtocol = (
     Effect.gen(function*() {
       const serialization = yield* RpcSerialization.RpcSerialization
       const parser = serialization.unsafeMake()
-      const protocolError = (message: string, cause: unknown) =>
-        writeResponse({
-          _tag: "ClientProtocolError",
-          error: new RpcClientError({ reason: "Protocol", message, cause })
-        })
-      const ch = yield* channel.make(
-        peer,
-        conn,
-        (message) =>
-          decodeEach<FromServerEncoded>(parser, message, writeResponse, (cause) => protocolError("Error decoding message", cause)),
-        options
-      )
+      const ch = yield* openClientChannel(peer, conn, parser, writeResponse, options)
       // The connection's end fails every request still waiting, as a closed socket does.
       yield* Deferred.await(ch.closed).pipe(
         Effect.exit,
         Effect.flatMap((exit) =>
-          protocolError(
-            "The RDMA connection ended",
-            Exit.isFailure(exit) ? Cause.squash(exit.cause) : new Error("the server closed the connection")
-          )
+          writeResponse({ _tag: "ClientProtocolError", error: clientError("The RDMA connection ended", endCause(exit)) })
         ),
         Effect.forkScoped
       )
       return {
-        send(request: FromClientEncoded) {
-          return Effect.suspend(() => {
-            const encoded = parser.encode(request)
-            if (encoded === undefined) return Effect.void
-            return Effect.mapError(
-              ch.send(toBytes(encoded)),
-              (cause) => new RpcClientError({ reason: "Protocol", message: cause.message, cause })
-            )
-          })
-        },
+        send: (request: FromClientEncoded) => sendEncoded(ch, parser, request),
         supportsAck: true,
         supportsTransferables: false
       }
     })
   )
 
-/** @internal */
-export interface ClientLayerOptions extends ClientOptions {
-  readonly address: string
-  readonly port: number
-  readonly connection?: Connection.Options | undefined
+/** A client's channel on `conn`: each message from the server decoded and handed to `writeResponse`. */
+const openClientChannel = (
+  peer: Peer.Peer,
+  conn: Connection.Connection,
+  parser: RpcSerialization.Parser,
+  writeResponse: (response: FromServerEncoded) => Effect.Effect<void>,
+  options: channel.ChannelOptions | undefined
+) =>
+  channel.make(
+    peer,
+    conn,
+    (message) => decodeEach<FromServerEncoded>(parser, fromServerTags, message, writeResponse),
+    options
+  )
+
+const endCause = (exit: Exit.Exit<void, channel.ChannelError>): unknown =>
+  Exit.isFailure(exit) ? Cause.squash(exit.cause) : new Error("the server closed the connection")
+
+const sendEncoded = (ch: channel.Channel, parser: RpcSerialization.Parser, request: FromClientEncoded) =>
+  Effect.suspend(() => {
+    const encoded = parser.encode(request)
+    if (encoded === undefined) return Effect.void
+    return Effect.mapError(ch.send(toBytes(encoded)), (cause) => clientError(cause.message, cause))
+  })
+
+/** @effect/rpc's socket protocol's default: 500 ms, growing by half each time, at most 5 s apart. */
+const defaultRetrySchedule = Schedule.exponential("500 millis", 1.5).pipe(Schedule.union(Schedule.spaced("5 seconds")))
+
+const handshakeBound = (value: Duration.DurationInput | undefined): Effect.Effect<Duration.Duration, channel.ChannelError> => {
+  const bound = Duration.decodeUnknown(value ?? "10 seconds")
+  return Option.isSome(bound) && Duration.isFinite(bound.value) && Duration.toMillis(bound.value) > 0
+    ? Effect.succeed(bound.value)
+    : Effect.fail(
+      new channel.ChannelError({
+        reason: "Protocol",
+        detail: `handshakeTimeout must be a positive, finite duration, got ${String(value)}`
+      })
+    )
 }
 
+/** Bounds a handshake by the Clock, failing with a `"Timeout"` ChannelError that says what did not finish. */
+const withinHandshake = (bound: Duration.Duration, what: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.timeoutFail(effect, {
+    duration: bound,
+    onTimeout: () =>
+      new channel.ChannelError({ reason: "Timeout", detail: `${what} did not finish within handshakeTimeout (${Duration.format(bound)})` })
+  })
+
+/**
+ * @internal A client protocol that connects, and connects again after every failed connect or lost
+ * connection, waiting as `retrySchedule` says (fed the failure; it starts over after each
+ * connection). A lost connection fails the requests still waiting with an `RpcClientError`, as
+ * @effect/rpc's socket protocol does; while there is no connection, a request fails at once with
+ * the last failure, except before the first connect has finished, when it waits for it.
+ */
+export const makeReconnectingClientProtocol = <R>(
+  peer: Peer.Peer,
+  options: RdmaRpcClient.LayerOptions<R>
+): Effect.Effect<
+  RpcClient.Protocol["Type"],
+  channel.ChannelError,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
+> =>
+  Effect.gen(function*() {
+    yield* channel.settings(options)
+    const handshake = yield* handshakeBound(options.handshakeTimeout)
+    return yield* RpcClient.Protocol.make((writeResponse) =>
+      Effect.gen(function*() {
+        const serialization = yield* RpcSerialization.RpcSerialization
+        let current: { readonly ch: channel.Channel; readonly parser: RpcSerialization.Parser } | undefined
+        let lastError: RpcClientError | undefined
+        const firstAttempt = yield* Deferred.make<void>()
+
+        const target = "offer" in options
+          ? Effect.map(options.offer, (offer) => ({ ...offer.rdma, token: offer.token }))
+          : Effect.succeed(options)
+        /** One connection, from dial to end: fails with why it ended (or could not start). */
+        const session = Effect.gen(function*() {
+          const { address, port, token } = yield* target
+          const privateData = token === undefined ? undefined : yield* Endpoint.tokenPrivateData(token)
+          const conn = yield* Connection.connect(peer, address, port, {
+            ...(privateData === undefined ? {} : { privateData }),
+            ...options.connection
+          })
+          const parser = serialization.unsafeMake()
+          const ch = yield* openClientChannel(peer, conn, parser, writeResponse, options).pipe(
+            withinHandshake(handshake, `the channel to ${address}:${port}`)
+          )
+          current = { ch, parser }
+          lastError = undefined
+          yield* Deferred.succeed(firstAttempt, undefined)
+          const exit = yield* Effect.exit(Deferred.await(ch.closed))
+          return yield* Effect.fail(endCause(exit))
+        }).pipe(
+          // Before the connection's close: the calls waiting learn at once.
+          Effect.tapErrorCause((cause) =>
+            Effect.suspend(() => {
+              if (Cause.isInterruptedOnly(cause)) return Effect.void
+              // Cleared first: a request sent from now on cannot be one of those failed below.
+              current = undefined
+              lastError = clientError("The RDMA connection ended or could not be made", Cause.squash(cause))
+              return Effect.zipRight(
+                writeResponse({ _tag: "ClientProtocolError", error: lastError }),
+                Deferred.succeed(firstAttempt, undefined)
+              )
+            })
+          ),
+          Effect.scoped
+        )
+        yield* session.pipe(
+          Effect.retry(options.retrySchedule ?? defaultRetrySchedule),
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logWarning("RDMA RPC: the client stopped reconnecting", cause)
+          ),
+          Effect.interruptible,
+          Effect.forkScoped
+        )
+
+        const send = (request: FromClientEncoded): Effect.Effect<void, RpcClientError> =>
+          Effect.suspend(() => {
+            if (current !== undefined) return sendEncoded(current.ch, current.parser, request)
+            if (lastError !== undefined) return Effect.fail(lastError)
+            // The first connect has not finished: bounded by the connection's timeout and handshakeTimeout.
+            return Effect.zipRight(Deferred.await(firstAttempt), send(request))
+          })
+        return { send, supportsAck: true, supportsTransferables: false }
+      })
+    )
+  })
+
 /** @internal */
-export const layerClientProtocol = (
-  options: ClientLayerOptions
+export const layerClientProtocol = <R = never>(
+  options: RdmaRpcClient.LayerOptions<R>
 ): Layer.Layer<
   RpcClient.Protocol,
-  channel.ChannelError | Connection.ConnectionFailedError | RdmaError.RpmaError,
-  Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  channel.ChannelError,
+  Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
 > =>
   Layer.scoped(
     RpcClient.Protocol,
-    Effect.gen(function*() {
-      const peer = yield* Peer.Peer
-      const conn = yield* Connection.connect(peer, options.address, options.port, options.connection)
-      return yield* makeClientProtocol(peer, conn, options)
-    })
+    Effect.flatMap(Peer.Peer, (peer) => makeReconnectingClientProtocol(peer, options))
   )
 
 /** @internal */
@@ -125,112 +250,130 @@ export interface ServerOptions extends channel.ChannelOptions {
   readonly connection?: Connection.Options | undefined
   /** Accept only requests that carry its token (Endpoint.acceptIfToken); others are rejected. */
   readonly admission?: Endpoint.Admission | undefined
+  /** How long a client has to connect and open its channel. Default 10 s. */
+  readonly handshakeTimeout?: Duration.DurationInput | undefined
 }
 
 /** @internal */
 export const makeServerProtocol = (
   endpoint: Endpoint.Endpoint,
   options?: ServerOptions
-): Effect.Effect<RpcServer.Protocol["Type"], never, Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver> =>
-  RpcServer.Protocol.make((writeRequest) =>
-    Effect.gen(function*() {
-      const serialization = yield* RpcSerialization.RpcSerialization
-      const disconnects = yield* Mailbox.make<number>()
-      const scope = yield* Effect.scope
-      const clients = new Map<number, { readonly send: (response: FromServerEncoded) => Effect.Effect<void> }>()
-      const clientIds = new Set<number>()
-      let nextId = 0
+): Effect.Effect<
+  RpcServer.Protocol["Type"],
+  channel.ChannelError,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+> =>
+  Effect.gen(function*() {
+    yield* channel.settings(options)
+    const handshake = yield* handshakeBound(options?.handshakeTimeout)
+    return yield* RpcServer.Protocol.make((writeRequest) =>
+      Effect.gen(function*() {
+        const serialization = yield* RpcSerialization.RpcSerialization
+        const disconnects = yield* Mailbox.make<number>()
+        const scope = yield* Effect.scope
+        const clients = new Map<number, { readonly send: (response: FromServerEncoded) => Effect.Effect<void> }>()
+        const clientIds = new Set<number>()
+        let nextId = 0
 
-      /** One client: its connection in a scope of its own, closed when the connection ends. */
-      const serve = Effect.gen(function*() {
-        const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-        const admission = options?.admission
-        const accepting = admission === undefined
-          ? Endpoint.acceptNext(endpoint, options?.connection)
-          : Effect.flatMap(Endpoint.next(endpoint, options?.connection), (req) =>
-            Effect.tapError(Endpoint.acceptIfToken(req, admission, options?.connection), () => Endpoint.reject(req)))
-        const conn = yield* Scope.extend(accepting, clientScope).pipe(
-          Effect.tapError(() => Scope.close(clientScope, Exit.void))
-        )
-        const id = nextId++
-        const parser = serialization.unsafeMake()
-        // The client may call as soon as its channel is open, before this side's own HELLO has
-        // completed and `make` returned: its requests wait until it is registered below, or their
-        // answers would find no client to go to and be dropped (the call waiting on for ever).
-        const registered = yield* Deferred.make<void>()
-        const opened = yield* Scope.extend(
-          channel.make(
-            endpoint.peer,
-            conn,
-            (message) =>
-              Effect.zipRight(
-                Deferred.await(registered),
-                decodeEach<FromClientEncoded>(
-                  parser,
-                  message,
-                  (request) => writeRequest(id, request),
-                  (cause) => Effect.logWarning(`RDMA RPC: a message from client ${id} could not be decoded`, cause)
-                )
+        /** Accepts `req` and opens its channel, within handshakeTimeout. */
+        const open = (req: Endpoint.ConnectionRequest, id: number, clientScope: Scope.Scope) =>
+          Effect.gen(function*() {
+            const admission = options?.admission
+            const conn = yield* Scope.extend(
+              admission === undefined
+                ? Endpoint.accept(req, options?.connection)
+                : Endpoint.acceptIfToken(req, admission, options?.connection),
+              clientScope
+            )
+            const parser = serialization.unsafeMake()
+            // The client may call as soon as its channel is open, before this side's own HELLO has
+            // completed and `make` returned: its requests wait until it is registered below, or their
+            // answers would find no client to go to and be dropped (the call waiting on for ever).
+            const registered = yield* Deferred.make<void>()
+            const ch = yield* Scope.extend(
+              channel.make(
+                endpoint.peer,
+                conn,
+                (message) =>
+                  Effect.zipRight(
+                    Deferred.await(registered),
+                    decodeEach<FromClientEncoded>(parser, fromClientTags, message, (request) => writeRequest(id, request))
+                  ),
+                options
               ),
-            options
-          ),
-          clientScope
-        ).pipe(Effect.exit)
-        if (Exit.isFailure(opened)) {
-          yield* Scope.close(clientScope, Exit.void)
-          return yield* Effect.logWarning("RDMA RPC: a client's channel could not be opened", opened.cause)
-        }
-        const ch = opened.value
-        clients.set(id, {
-          send: (response) =>
-            Effect.suspend(() => {
-              let encoded: Uint8Array | string | undefined
-              try {
-                encoded = parser.encode(response)
-              } catch (cause) {
-                encoded = parser.encode(ResponseDefectEncoded(cause))
-              }
-              // A client that is gone gets nothing more: its disconnect is reported by its channel.
-              return encoded === undefined ? Effect.void : Effect.ignore(ch.send(toBytes(encoded)))
+              clientScope
+            )
+            return { ch, parser, registered }
+          }).pipe(
+            withinHandshake(handshake, `client ${id}'s handshake`),
+            Effect.tapError(() => Endpoint.reject(req))
+          )
+
+        /** One client, from its connection request to its end, in a scope of its own. */
+        const serve = (req: Endpoint.ConnectionRequest) =>
+          Effect.gen(function*() {
+            const id = nextId++
+            const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+            const opened = yield* Effect.exit(open(req, id, clientScope))
+            if (Exit.isFailure(opened)) {
+              yield* Scope.close(clientScope, Exit.void)
+              return yield* Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
+            }
+            const { ch, parser, registered } = opened.value
+            clients.set(id, {
+              send: (response) =>
+                Effect.suspend(() => {
+                  let encoded: Uint8Array | string | undefined
+                  try {
+                    encoded = parser.encode(response)
+                  } catch (cause) {
+                    encoded = parser.encode(ResponseDefectEncoded(cause))
+                  }
+                  // A client that is gone gets nothing more: its disconnect is reported by its channel.
+                  return encoded === undefined ? Effect.void : Effect.ignore(ch.send(toBytes(encoded)))
+                })
             })
-        })
-        clientIds.add(id)
-        yield* Deferred.succeed(registered, undefined)
-        yield* Deferred.await(ch.closed).pipe(
-          Effect.exit,
-          Effect.zipRight(Effect.suspend(() => {
+            clientIds.add(id)
+            yield* Deferred.succeed(registered, undefined)
+            const ended = yield* Effect.exit(Deferred.await(ch.closed))
             clients.delete(id)
             clientIds.delete(id)
-            return Effect.zipRight(disconnects.offer(id), Scope.close(clientScope, Exit.void))
-          })),
+            // A client that broke the rules, or did not answer in time, is worth a warning; one that went away is not.
+            if (Exit.isFailure(ended) && !Cause.isInterruptedOnly(ended.cause)) {
+              const error = Cause.squash(ended.cause)
+              const dropped = error instanceof channel.ChannelError && (error.reason === "Protocol" || error.reason === "Timeout")
+              yield* (dropped ? Effect.logWarning : Effect.logDebug)(`RDMA RPC: client ${id} dropped`, ended.cause)
+            }
+            yield* Effect.zipRight(disconnects.offer(id), Scope.close(clientScope, Exit.void))
+          })
+
+        // Each request is served by a fiber of its own: a client slow to connect keeps nobody waiting.
+        yield* Endpoint.next(endpoint, options?.connection).pipe(
+          Effect.flatMap((req) => Effect.forkIn(serve(req), scope)),
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("RDMA RPC: taking a connection request failed", cause)
+          ),
+          Effect.forever,
+          Effect.interruptible,
           Effect.forkIn(scope)
         )
+
+        return {
+          disconnects,
+          send: (clientId: number, response: FromServerEncoded) => {
+            const client = clients.get(clientId)
+            return client === undefined ? Effect.void : client.send(response)
+          },
+          end: (_clientId: number) => Effect.void,
+          clientIds: Effect.sync(() => clientIds as ReadonlySet<number>),
+          initialMessage: Effect.succeed(Option.none()),
+          supportsAck: true,
+          supportsTransferables: false,
+          supportsSpanPropagation: true
+        }
       })
-
-      yield* serve.pipe(
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("RDMA RPC: accepting a client failed", cause)
-        ),
-        Effect.forever,
-        Effect.interruptible,
-        Effect.forkIn(scope)
-      )
-
-      return {
-        disconnects,
-        send: (clientId: number, response: FromServerEncoded) => {
-          const client = clients.get(clientId)
-          return client === undefined ? Effect.void : client.send(response)
-        },
-        end: (_clientId: number) => Effect.void,
-        clientIds: Effect.sync(() => clientIds as ReadonlySet<number>),
-        initialMessage: Effect.succeed(Option.none()),
-        supportsAck: true,
-        supportsTransferables: false,
-        supportsSpanPropagation: true
-      }
-    })
-  )
+    )
+  })
 
 /** @internal */
 export interface ServerLayerOptions extends ServerOptions {
@@ -243,7 +386,7 @@ export const layerServerProtocol = (
   options: ServerLayerOptions
 ): Layer.Layer<
   RpcServer.Protocol,
-  RdmaError.RpmaError,
+  RdmaError.RpmaError | channel.ChannelError,
   Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
 > =>
   Layer.scoped(

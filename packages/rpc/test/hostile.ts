@@ -1,0 +1,182 @@
+/**
+ * Hostile clients of an RPC server, run on any driver: the simulated one (test/Hostile.test.ts) and
+ * the native one in the Soft-RoCE VM (test-device/Hostile.test.ts). A raw connection speaks the
+ * channel's frames (an 8-byte header: kind u8, flags u8, sequence u16, length u32 LE; then the
+ * payload) and breaks its rules: it posts no receive, sends a frame that is malformed, truncated or
+ * of the wrong type, or sends pieces of a large message that never ends. Each must be dropped
+ * with a logged reason, release what it held, and leave the other clients served; closing the
+ * server's scope ends within its bound with them attached.
+ */
+import { Connection, type Driver, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Schema, Scope, Stream, TestClock } from "effect"
+
+const Group = RpcGroup.make(Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number }))
+const Handlers = Group.toLayer({ Add: ({ a, b }) => Effect.succeed(a + b) })
+
+const HELLO = 1
+const INLINE = 2
+const LARGE = 3
+const header = (kind: number, flags: number, length: number): Array<number> => [
+  kind,
+  flags,
+  0,
+  0,
+  length & 0xff,
+  (length >> 8) & 0xff,
+  (length >> 16) & 0xff,
+  length >>> 24
+]
+
+export type World = <A, E>(
+  effect: Effect.Effect<A, E, Driver.RdmaDriver | Scope.Scope>
+) => Effect.Effect<void, unknown>
+
+export const hostileCases = (address: string, firstPort: number, world: World, timeout?: number) => {
+  let nextPort = firstPort
+  /** Runs `f` with the log lines written meanwhile (the server's warnings: each drop's reason). */
+  const withLogs = <A, E, R>(f: (logged: (reason: RegExp) => void) => Effect.Effect<A, E, R>) =>
+    Effect.suspend(() => {
+      const lines: Array<string> = []
+      const logger = Logger.make(({ cause, message }) => {
+        lines.push([...(Array.isArray(message) ? message : [message]), cause].map(String).join(" "))
+      })
+      const logged = (reason: RegExp) =>
+        assert.isTrue(lines.some((line) => reason.test(line)), `a logged reason matching ${reason} in:\n${lines.join("\n")}`)
+      return f(logged).pipe(Effect.provide(Logger.add(logger)))
+    })
+
+  /** A server in a scope of its own, and a well-behaved client of it. */
+  const served = (port: number, options: Omit<RdmaRpcServer.LayerOptions, "address" | "port">) =>
+    Effect.gen(function*() {
+      // A child of the test's scope: closed by the test, or with it if the test fails first.
+      const serverScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+      yield* Layer.buildWithScope(
+        RpcServer.layer(Group).pipe(
+          Layer.provide(Handlers),
+          Layer.provide(RdmaRpcServer.layerProtocol({ address, port, ...options })),
+          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        ),
+        serverScope
+      )
+      const call = Effect.gen(function*() {
+        const protocol = yield* Layer.build(
+          RdmaRpcClient.layerProtocol({ address, port }).pipe(
+            Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+          )
+        )
+        const client = yield* Effect.provide(RpcClient.make(Group), protocol)
+        return yield* client.Add({ a: 40, b: 2 })
+      }).pipe(Effect.scoped)
+      return { serverScope, call }
+    })
+
+  /** A raw connection to the server: `ended` completes when the connection does. */
+  const raw = (port: number) =>
+    Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const conn = yield* Connection.connect(peer, address, port)
+      const inbox = yield* LocalMr.allocate(peer, 4096, Usage.RECV)
+      const outbox = yield* LocalMr.allocate(peer, 4096, Usage.SEND)
+      const landing = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+      const descriptor = yield* LocalMr.descriptor(landing)
+      return {
+        /** A well-formed HELLO, as the channel's first frame. */
+        hello: [...header(HELLO, 0, descriptor.length), ...descriptor],
+        recv: Connection.recv(conn, { dst: inbox }),
+        send: (bytes: ReadonlyArray<number>) =>
+          Effect.suspend(() => {
+            outbox.memory.set(bytes)
+            return Connection.send(conn, { src: outbox, length: bytes.length })
+          }),
+        ended: Stream.runDrain(conn.events)
+      }
+    })
+
+  describe("@effect/rpc over RDMA: hostile clients", () => {
+    it.effect("a client that posts no receive keeps nobody waiting, and is dropped after handshakeTimeout", () =>
+      world(withLogs((logged) =>
+        Effect.gen(function*() {
+          const port = nextPort++
+          const { call, serverScope } = yield* served(port, { handshakeTimeout: "2 seconds" })
+          const silent = yield* raw(port)
+          assert.strictEqual(yield* call, 42)
+          const dropped = yield* Effect.fork(silent.ended)
+          yield* TestClock.adjust("2 seconds")
+          yield* Fiber.join(dropped)
+          logged(/handshake/)
+          yield* Scope.close(serverScope, Exit.void)
+        })
+      )), timeout)
+
+    /** Each case's frames, given a well-formed HELLO, and the reason its drop is logged with. */
+    const frames: ReadonlyArray<readonly [string, (hello: ReadonlyArray<number>) => ReadonlyArray<ReadonlyArray<number>>, RegExp]> = [
+      ["an inline message of msgpack nil", () => [[...header(INLINE, 0, 1), 0xc0]], /not an RPC message/],
+      ["an inline message of a number", () => [[...header(INLINE, 0, 1), 0x2a]], /not an RPC message/],
+      // An array of two items that holds one: the parser would keep it, waiting for the rest, and
+      // append every later message to it.
+      ["a truncated message", () => [[...header(INLINE, 0, 2), 0x92, 0x01]], /does not decode/],
+      ["an inline frame whose length is wrong", () => [[...header(INLINE, 0, 100), 0xc0]], /inline frame says/],
+      ["a frame shorter than its header", () => [[INLINE, 0, 0]], /shorter than its header/],
+      ["a frame of unknown kind", () => [header(99, 0, 0)], /unknown kind/],
+      ["a large piece beyond the landing region", () => [header(LARGE, 0, 1 << 30)], /beyond the/],
+      ["a HELLO that holds no descriptor", () => [[...header(HELLO, 0, 3), 1, 2, 3]], /HELLO/],
+      ["a second HELLO", (hello) => [hello, hello], /a second HELLO/]
+    ]
+    for (const [name, bytes, reason] of frames) {
+      it.effect(`${name} drops that client with a logged reason; the others are served`, () =>
+        world(withLogs((logged) =>
+          Effect.gen(function*() {
+            const port = nextPort++
+            const { call, serverScope } = yield* served(port, {})
+            const hostile = yield* raw(port)
+            yield* hostile.recv // the server's HELLO
+            yield* Effect.forEach(bytes(hostile.hello), hostile.send, { discard: true })
+            yield* hostile.ended
+            logged(reason)
+            assert.strictEqual(yield* call, 42)
+            yield* Scope.close(serverScope, Exit.void)
+          })
+        )), timeout)
+    }
+
+    it.effect("pieces of a message beyond maxMessageSize drop that client", () =>
+      world(withLogs((logged) =>
+        Effect.gen(function*() {
+          const port = nextPort++
+          const { call, serverScope } = yield* served(port, { maxMessageSize: 4096, landingSize: 1024 })
+          const hostile = yield* raw(port)
+          yield* hostile.recv // the server's HELLO
+          // Pieces of 512 bytes that never end, each sent after the last one's RELEASE: the ninth is beyond 4096 bytes.
+          const sent = yield* Effect.fork(
+            Effect.forever(Effect.zipRight(hostile.send(header(LARGE, 0, 512)), hostile.recv))
+          )
+          yield* hostile.ended
+          yield* Fiber.interrupt(sent)
+          logged(/maxMessageSize/)
+          assert.strictEqual(yield* call, 42)
+          yield* Scope.close(serverScope, Exit.void)
+        })
+      )), timeout)
+
+    it.live("closing the server's scope ends within its bound with hostile clients attached", () =>
+      world(Effect.gen(function*() {
+        const port = nextPort++
+        // Bounds far beyond the test's: the close must not wait for them.
+        const { call, serverScope } = yield* served(port, { ackTimeout: "1 hour", handshakeTimeout: "1 hour" })
+        yield* raw(port) // posts no receive
+        const midway = yield* raw(port)
+        yield* midway.recv
+        yield* midway.send(header(LARGE, 0, 512))
+        const nil = yield* raw(port)
+        yield* nil.recv
+        yield* nil.send([...header(INLINE, 0, 1), 0xc0])
+        assert.strictEqual(yield* call, 42)
+        yield* Scope.close(serverScope, Exit.void).pipe(
+          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the server's scope did not close") })
+        )
+      })), timeout)
+  })
+}
