@@ -5,7 +5,7 @@
 import { Endpoint, LocalMr, Peer, RdmaClient, RdmaMetrics, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Metric, Schedule, Scope, Stream, SubscriptionRef } from "effect"
+import { Chunk, Clock, Deferred, Effect, Fiber, Metric, Schedule, Scope, Stream, SubscriptionRef, TestClock, TestServices } from "effect"
 import * as Exit from "effect/Exit"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
@@ -60,6 +60,13 @@ const makeServer = (port: number) =>
   })
 
 const fast = Schedule.spaced("5 millis")
+
+/** Waits until some fiber sleeps until `instant` on the TestClock, polling each live millisecond (the test's timeout bounds it). */
+const asleepUntil = (instant: number) =>
+  TestClock.sleeps().pipe(
+    Effect.zipLeft(TestServices.provideLive(Effect.sleep("1 millis"))),
+    Effect.repeat({ until: Chunk.contains(instant) })
+  )
 
 const waitFor = (client: RdmaClient.RdmaClient<any>, tag: RdmaClient.State["_tag"]) =>
   client.changes.pipe(Stream.filter((s) => s._tag === tag), Stream.runHead, Effect.timeout("5 seconds"))
@@ -168,11 +175,43 @@ describe("RdmaClient", () => {
       yield* waitFor(short, "Connected")
       yield* server.stop
       yield* waitFor(short, "Reconnecting")
-      const started = Date.now()
       const timedOut = yield* Effect.flip(put(short, src2, 3, 6))
       assert.strictEqual(timedOut._tag, "NotConnectedError")
       assert.strictEqual((timedOut as RdmaClient.NotConnectedError).waitedMs, 50)
-      assert.isBelow(Date.now() - started, 2000)
+    })))
+
+  it.effect("the reconnect schedule's delays are on Effect's Clock: a TestClock decides when the client tries again", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7488)
+      // The server is down: the first attempt fails at once, the next waits for the schedule's minute.
+      const { client } = yield* clientOf(server, { reconnect: Schedule.spaced("1 minute") })
+      yield* asleepUntil((yield* Clock.currentTimeMillis) + 60_000)
+      yield* server.start()
+      const offers = server.offers()
+      yield* TestClock.adjust("59 seconds")
+      assert.strictEqual(server.offers(), offers, "tried again before the schedule's delay")
+      assert.strictEqual((yield* client.state)._tag, "Reconnecting")
+      yield* TestClock.adjust("1 second")
+      yield* waitFor(client, "Connected")
+    })))
+
+  it.effect("whileDisconnected wait is on Effect's Clock: a TestClock ends an operation's wait at its bound", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7489)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server, { reconnect: Schedule.spaced("1 minute"), whileDisconnected: { wait: "3 seconds" } })
+      yield* waitFor(client, "Connected")
+      yield* server.stop
+      yield* waitFor(client, "Reconnecting")
+      const waiting = yield* Effect.fork(Effect.flip(put(client, src, 3, 6)))
+      yield* asleepUntil((yield* Clock.currentTimeMillis) + 3_000)
+      yield* TestClock.adjust("2999 millis")
+      assert.isNull(waiting.unsafePoll(), "the wait ended before its bound")
+      yield* TestClock.adjust("1 millis")
+      assert.isNotNull(waiting.unsafePoll(), "not ended when the TestClock reached its bound")
+      const timedOut = yield* Fiber.join(waiting)
+      assert.strictEqual(timedOut._tag, "NotConnectedError")
+      assert.strictEqual((timedOut as RdmaClient.NotConnectedError).waitedMs, 3_000)
     })))
 
   it.live("a frozen server: each connect ends at the connection's timeout, and the state says why", () =>
