@@ -7,7 +7,8 @@
 import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Exit, Fiber, Scope, TestClock } from "effect"
+import { Duration, Effect, Exit, Fiber, Scope } from "effect"
+import { driven } from "./clock.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const usage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
@@ -37,18 +38,8 @@ const pair = Effect.gen(function*() {
   return { client, serverScope, clientScope, last: posted[posted.length - 1]! }
 })
 
-/**
- * How much TestClock time `effect` took, the clock moved on 10 ms at a time while it runs (a close
- * that waited for its timeout would take it all; the test's timeout bounds a hang).
- */
-const clockTime = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const started = yield* Clock.currentTimeMillis
-    const fiber = yield* Effect.fork(effect)
-    yield* Effect.repeat(TestClock.adjust("10 millis"), { until: () => fiber.unsafePoll() !== null })
-    yield* Fiber.join(fiber)
-    return (yield* Clock.currentTimeMillis) - started
-  })
+/** How much TestClock time `effect` took, the clock moved on 10 ms at a time (a close that waited for its timeout would take it all). */
+const clockTime = <A, E>(effect: Effect.Effect<A, E>) => Effect.map(driven(effect, 10), (r) => r.tookMs)
 
 const unknownOutcome = (exit: Exit.Exit<unknown, unknown>) => {
   assert.isTrue(Exit.isFailure(exit) && exit.cause._tag === "Fail", `expected a failure, got ${String(exit)}`)

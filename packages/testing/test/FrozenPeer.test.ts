@@ -6,19 +6,16 @@
 import { Connection, LocalMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Exit, Fiber, Scope, TestClock } from "effect"
+import { Effect, Exit, Scope } from "effect"
+import { driven } from "./clock.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const TIMEOUT_MS = 400
 
 const STEP_MS = TIMEOUT_MS / 40
 
-/** Moves the TestClock on, a step at a time, until `fiber` is done (the test's timeout bounds it); its result. */
-const untilDone = <A, E>(fiber: Fiber.RuntimeFiber<A, E>) =>
-  Effect.repeat(TestClock.adjust(STEP_MS), { until: () => fiber.unsafePoll() !== null }).pipe(Effect.zipRight(Fiber.join(fiber)))
-
-/** Closes `scope` with the TestClock moving. */
-const closeDriven = (scope: Scope.CloseableScope) => Effect.flatMap(Effect.fork(Scope.close(scope, Exit.void)), untilDone)
+/** Closes `scope` with the TestClock moving: the TestClock time it took. */
+const closeDriven = (scope: Scope.CloseableScope) => Effect.map(driven(Scope.close(scope, Exit.void), STEP_MS), (r) => r.tookMs)
 
 describe("a peer frozen while connected", () => {
   it.effect("a write under a frozen peer ends when the watchdog, on Effect's Clock, declares the connection LOST after its timeout; nothing is left", () =>
@@ -32,15 +29,15 @@ describe("a peer frozen while connected", () => {
       const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST).pipe(Scope.extend(scope))
       yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })
       yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, freezePeer: true })
-      const started = yield* Clock.currentTimeMillis
       // Two operations waiting, a write and a read: the watchdog ends them after TIMEOUT_MS plus at
       // most two periods (of TIMEOUT_MS / 10), in the TestClock's time.
-      const waiting = yield* Effect.fork(Effect.all([
-        Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })),
-        Effect.flip(Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 8 }))
-      ], { concurrency: "unbounded" }))
-      const errors = yield* untilDone(waiting)
-      const waited = (yield* Clock.currentTimeMillis) - started
+      const { tookMs: waited, value: errors } = yield* driven(
+        Effect.all([
+          Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })),
+          Effect.flip(Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 8 }))
+        ], { concurrency: "unbounded" }),
+        STEP_MS
+      )
       assert.isAbove(waited, TIMEOUT_MS, "not before the timeout")
       assert.isAtMost(waited, TIMEOUT_MS + 3 * (TIMEOUT_MS / 10), `within a few periods of the timeout (${waited} ms)`)
       for (const error of errors) {
@@ -70,15 +67,14 @@ describe("a peer frozen while connected", () => {
       const src = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND).pipe(Scope.extend(scope))
       yield* SimulatedDriver.fail({ operation: "rpma_send", nth: 1, freezePeer: true })
       // A send waits on the other side's application: only the caller bounds it.
-      const sending = yield* Effect.fork(
-        Connection.send(client, { src, offset: 0, length: 8 }).pipe(Effect.timeout(`${TIMEOUT_MS} millis`), Effect.option)
+      const sent = yield* driven(
+        Connection.send(client, { src, offset: 0, length: 8 }).pipe(Effect.timeout(`${TIMEOUT_MS} millis`), Effect.option),
+        STEP_MS
       )
-      assert.strictEqual((yield* untilDone(sending))._tag, "None")
+      assert.strictEqual(sent.value._tag, "None")
       // The scope's close (disconnect unanswered, the send flushed, regions released) is bounded as
       // a whole by the timeout: its waits share one deadline.
-      const started = yield* Clock.currentTimeMillis
-      yield* closeDriven(scope)
-      const took = (yield* Clock.currentTimeMillis) - started
+      const took = yield* closeDriven(scope)
       // Each side's connection waits for an answer to its disconnect until its timeout, no longer:
       // its close shares one deadline.
       assert.isAtLeast(took, TIMEOUT_MS, "the close waited for the disconnect's answer until its timeout")
