@@ -46,7 +46,10 @@ const config: ViteUserConfig = {
     sequence: { concurrent: true },
     fakeTimers: { toFake: undefined },
     testTimeout: Math.round(5_000 * slowdown),
-    hookTimeout: Math.round(10_000 * slowdown)
+    hookTimeout: Math.round(10_000 * slowdown),
+    // For the few bounds a test or a conformance case measures on the wall clock because they are
+    // its point (packages/testing/src/conformance/support.ts `slowdown`).
+    env: { TEST_SLOWDOWN: String(slowdown) }
   }
 }
 

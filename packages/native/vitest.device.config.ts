@@ -25,6 +25,7 @@ const config: ViteUserConfig = {
     include: ["test-device/**/*.test.ts", "../rpc/test-device/**/*.test.ts"],
     testTimeout: 5_000 * slowdown,
     hookTimeout: 10_000 * slowdown,
+    env: { ...shared.test?.env, TEST_SLOWDOWN: String(slowdown) },
     // One test at a time, one file at a time, all files in one test process (forks, not isolated):
     // under TCG a process of its own per file cost ~70 s of start-up and imports each, about 1000 s
     // of the suite. Sharing one is safe because no file may leave a native object alive, which

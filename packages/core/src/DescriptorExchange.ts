@@ -319,8 +319,8 @@ export const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(10)
  * decoded strictly (exactly 21 bytes, non-zero usage and length, no overflow).
  *
  * The whole exchange (connect, handshake, offer) ends within `timeout` (default
- * {@link DEFAULT_TIMEOUT}) with a `Timeout` error, and is interruptible throughout: interrupting it
- * destroys the socket. Whatever the network sends after the offer (a corrupted record, a reset)
+ * {@link DEFAULT_TIMEOUT}) with a `Timeout` error, timed by Effect's `Clock` (a `TestClock` drives
+ * it), and is interruptible throughout: interrupting it destroys the socket. Whatever the network sends after the offer (a corrupted record, a reset)
  * is ignored: the socket keeps an error listener until it is gone.
  *
  * @since 0.1.0
@@ -332,51 +332,59 @@ export const fetch = (options: {
   readonly tls: TlsOptions
   readonly timeout?: Duration.DurationInput | undefined
 }): Effect.Effect<Offer, ExchangeError> =>
-  Effect.flatMap(
-    Effect.async<unknown, ExchangeError>((resume) => {
-      const millis = Duration.toMillis(Duration.decode(options.timeout ?? DEFAULT_TIMEOUT))
-      let finished = false
-      let socket: tls.TLSSocket | undefined
-      const finish = (result: Effect.Effect<unknown, ExchangeError>) => {
-        if (finished) return
-        finished = true
-        clearTimeout(timer)
-        socket?.destroy()
-        resume(result)
-      }
-      const fail = (reason: ExchangeError["reason"], detail: string, cause?: unknown) =>
-        finish(Effect.fail(new ExchangeError({ reason, detail, cause })))
-      const timer = setTimeout(
-        () => fail("Timeout", `no offer from ${options.host}:${options.port} within ${millis} ms`),
-        Math.max(0, Math.min(millis, 2 ** 31 - 1))
-      )
-      try {
-        socket = tls.connect({
-          host: options.host,
-          port: options.port,
-          ca: caList(options.tls.ca),
-          key: options.tls.key,
-          cert: options.tls.cert,
-          // SNI takes names, not addresses (RFC 6066); the certificate is still checked against the host.
-          servername: options.tls.servername ?? (isIP(options.host) === 0 ? options.host : undefined),
-          rejectUnauthorized: true
-        })
-      } catch (cause) {
-        fail("Connect", String((cause as Error)?.message ?? cause), cause)
-        return
-      }
-      // Never removed: an error after the offer (or after destroy) must find a listener.
-      socket.on("error", (cause: Error) => fail(classify(cause), cause.message, cause))
-      socket.once("secureConnect", () => {
-        const reader = frameReader(finish)
-        socket!.on("data", reader)
-        socket!.once("end", () => fail("Protocol", "the other side closed early"))
+  Effect.suspend(() => {
+    const timeout = Duration.decode(options.timeout ?? DEFAULT_TIMEOUT)
+    // On Effect's Clock, so that a TestClock drives it; timed out, the socket goes with the interruption.
+    return received(options).pipe(
+      Effect.timeoutFail({
+        duration: timeout,
+        onTimeout: () =>
+          new ExchangeError({
+            reason: "Timeout",
+            detail: `no offer from ${options.host}:${options.port} within ${Duration.toMillis(timeout)} ms`
+          })
+      }),
+      Effect.flatMap(decodeOffer)
+    )
+  })
+
+/** Connects, verifies the server and reads its frame; interrupted, destroys the socket. */
+const received = (options: { readonly host: string; readonly port: number; readonly tls: TlsOptions }) =>
+  Effect.async<unknown, ExchangeError>((resume) => {
+    let finished = false
+    let socket: tls.TLSSocket | undefined
+    const finish = (result: Effect.Effect<unknown, ExchangeError>) => {
+      if (finished) return
+      finished = true
+      socket?.destroy()
+      resume(result)
+    }
+    const fail = (reason: ExchangeError["reason"], detail: string, cause?: unknown) =>
+      finish(Effect.fail(new ExchangeError({ reason, detail, cause })))
+    try {
+      socket = tls.connect({
+        host: options.host,
+        port: options.port,
+        ca: caList(options.tls.ca),
+        key: options.tls.key,
+        cert: options.tls.cert,
+        // SNI takes names, not addresses (RFC 6066); the certificate is still checked against the host.
+        servername: options.tls.servername ?? (isIP(options.host) === 0 ? options.host : undefined),
+        rejectUnauthorized: true
       })
-      return Effect.sync(() => {
-        finished = true
-        clearTimeout(timer)
-        socket?.destroy()
-      })
-    }),
-    decodeOffer
-  )
+    } catch (cause) {
+      fail("Connect", String((cause as Error)?.message ?? cause), cause)
+      return
+    }
+    // Never removed: an error after the offer (or after destroy) must find a listener.
+    socket.on("error", (cause: Error) => fail(classify(cause), cause.message, cause))
+    socket.once("secureConnect", () => {
+      const reader = frameReader(finish)
+      socket!.on("data", reader)
+      socket!.once("end", () => fail("Protocol", "the other side closed early"))
+    })
+    return Effect.sync(() => {
+      finished = true
+      socket?.destroy()
+    })
+  })

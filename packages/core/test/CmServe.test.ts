@@ -43,6 +43,10 @@ const ask = (port: number, message: string) =>
     return text(inbox.memory, byteLength)
   }))
 
+/** Polls `holds` until it is true (the test's timeout bounds it). */
+const until = <E, R>(holds: Effect.Effect<boolean, E, R>) =>
+  Effect.repeat(holds, { until: (done) => done, schedule: Schedule.spaced("1 millis") })
+
 /** Waits (bounded) until the server's requests are all released: only `clients` endpoints alive. */
 const endpointsSettle = (clients: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
@@ -70,16 +74,22 @@ describe("CmEndpoint.serve", () => {
 
   it.live("at most `concurrency` requests are taken: the next client connects only when a handler is done", () =>
     inWorld(Effect.gen(function*() {
+      const control = yield* SimulatedDriver.SimulationControl
       const listener = yield* CmEndpoint.listen(address, 0, { timeout: "5 seconds" })
+      const accepted = yield* Deferred.make<void>()
       const gate = yield* Deferred.make<void>()
       const server = yield* Effect.fork(CmEndpoint.serve(
         listener,
-        (request) => Effect.zipRight(CmEndpoint.accept(request), Deferred.await(gate)),
+        (request) => CmEndpoint.accept(request).pipe(Effect.zipRight(Deferred.succeed(accepted, undefined)), Effect.zipRight(Deferred.await(gate))),
         { concurrency: 1 }
       ))
       yield* Effect.scoped(CmEndpoint.open(address, listener.port)).pipe(Effect.fork)
+      yield* Deferred.await(accepted)
       const second = yield* Effect.fork(Effect.scoped(CmEndpoint.open(address, listener.port)))
-      yield* Effect.sleep("100 millis")
+      // The second client has asked, and the server, its only handler busy since long before, has
+      // asked the listener for no request after the first (a server that took one would have).
+      yield* until(Effect.map(control.calls("rdma_connect"), (n) => n === 2))
+      assert.strictEqual(yield* control.calls("rdma_get_request"), 1, "the server took a request while its only handler was busy")
       assert.strictEqual((yield* Fiber.poll(second))._tag, "None", "a second client connected while the only handler was busy")
       yield* Deferred.succeed(gate, undefined)
       yield* Fiber.join(second)
@@ -131,7 +141,8 @@ describe("CmEndpoint.serve", () => {
         const inbox = yield* CmEndpoint.registerMessages(first, new Uint8Array(8))
         const waiting = yield* Effect.fork(CmEndpoint.recv(first, { dst: inbox }))
         const unanswered = yield* Effect.fork(Effect.scoped(CmEndpoint.open(address, listener.port, { privateData: bytesOf("wait") })))
-        yield* Effect.sleep("50 millis")
+        // Its request taken: the server's third rdma_get_request waits for a next one.
+        yield* until(Effect.flatMap(SimulatedDriver.SimulationControl, (c) => Effect.map(c.calls("rdma_get_request"), (n) => n === 3)))
         yield* Fiber.interrupt(server)
         assert.strictEqual((yield* Effect.flip(Fiber.join(waiting)))._tag, "ConnectionClosedError")
         assert.strictEqual((yield* Effect.flip(Fiber.join(unanswered))).errnoName, "ECONNREFUSED")

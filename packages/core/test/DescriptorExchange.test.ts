@@ -1,6 +1,6 @@
 import { Descriptor, DescriptorExchange } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Fiber, TestClock } from "effect"
+import { Duration, Effect, Either, Fiber, Option, Schedule, TestClock } from "effect"
 import { readFileSync } from "node:fs"
 import * as net from "node:net"
 import * as tls from "node:tls"
@@ -123,7 +123,8 @@ describe("DescriptorExchange", () => {
         if (Either.isRight(result)) assert.deepStrictEqual(result.right.regions.log, log)
         else assert.strictEqual(result.left._tag, "ExchangeError")
       }
-      yield* Effect.sleep("50 millis") // late 'error' events would surface here
+      // Late 'error' events of the client's sockets would have surfaced by now.
+      yield* closedByClients(proxy)
       assert.isAbove(proxy.tampered(), 0, "the proxy tampered with application data")
       assert.deepStrictEqual(uncaught.map(String), [])
     })))
@@ -138,7 +139,7 @@ describe("DescriptorExchange", () => {
       assert.strictEqual(error._tag, "ExchangeError")
       assert.notStrictEqual(error.reason, "Timeout", error.message)
       assert.isAbove(proxy.tampered(), 0, "the proxy tampered with application data")
-      yield* Effect.sleep("50 millis")
+      yield* closedByClients(proxy)
       assert.deepStrictEqual(uncaught.map(String), [])
     })))
 
@@ -156,14 +157,20 @@ describe("DescriptorExchange", () => {
       assert.strictEqual(own._tag === "ExchangeError" && own.reason, "Timeout")
     })))
 
-  it.effect("the default timeout is on the clock", () =>
+  it.effect("the timeout is on Effect's Clock: a TestClock ends an unanswered fetch at the default timeout, not before", () =>
     Effect.scoped(Effect.gen(function*() {
       const silent = yield* listenRaw(() => {})
       const fiber = yield* Effect.fork(
         Effect.flip(DescriptorExchange.fetch({ host: "127.0.0.1", port: silent, tls: { ca: pem("ca") } }))
       )
-      yield* TestClock.adjust(Duration.sum(DescriptorExchange.DEFAULT_TIMEOUT, "1 second"))
-      yield* Fiber.interrupt(fiber) // interruptible whatever the clock did
+      const timeoutMs = Duration.toMillis(DescriptorExchange.DEFAULT_TIMEOUT)
+      yield* TestClock.adjust(timeoutMs - 1)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "ended before its timeout")
+      yield* TestClock.adjust(1)
+      assert.isNotNull(fiber.unsafePoll(), "not ended when the TestClock reached its timeout")
+      const error = yield* Fiber.join(fiber)
+      assert.strictEqual(error.reason, "Timeout")
+      assert.include(error.message, `within ${timeoutMs} ms`)
     })))
 
   const hostileOffers: ReadonlyArray<readonly [string, unknown]> = [
@@ -263,11 +270,16 @@ function tamperingProxy(mode: "follow" | "replace") {
   return Effect.gen(function*() {
     const upstream = yield* serveRaw(wire(), { maxVersion: "TLSv1.2" })
     let tampered = 0
+    let open = 0
     const port = yield* listenRaw((client) => {
+      open++
+      client.on("close", () => open--)
       const up = net.connect(upstream, "127.0.0.1")
       up.on("error", () => client.destroy())
       client.on("error", () => up.destroy())
-      client.pipe(up)
+      // Not pipe(): unpiped when the server's side ends, the client's socket would stop reading and
+      // never see its end.
+      client.on("data", (chunk: Buffer) => up.write(chunk))
       up.on("data", (chunk: Buffer) => {
         const parts: Array<Buffer> = []
         let at = 0
@@ -287,9 +299,16 @@ function tamperingProxy(mode: "follow" | "replace") {
         client.write(Buffer.concat(parts))
       })
     })
-    return { port, tampered: () => tampered }
+    return { port, tampered: () => tampered, open: () => open }
   })
 }
+
+/**
+ * Waits (the test's timeout bounds it) until the proxy has seen every client's socket close: the
+ * client closes first (the proxy never ends a connection), and a socket emits nothing after 'close'.
+ */
+const closedByClients = (proxy: { readonly open: () => number }) =>
+  Effect.repeat(Effect.sync(proxy.open), { until: (open) => open === 0, schedule: Schedule.spaced("1 millis") })
 
 /** The uncaught exceptions of this process while the scope is open. */
 const uncaughtErrors = Effect.acquireRelease(

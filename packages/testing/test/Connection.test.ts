@@ -4,7 +4,8 @@
 import { Connection, Descriptor, Driver, Endpoint, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Chunk, Clock, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { asleepUntil, endsAfter } from "./clock.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
@@ -48,6 +49,16 @@ describe("connections", () => {
       assert.match(rejected.message, /rejected/)
       const unreachable = yield* Effect.flip(Effect.scoped(Connection.connect(peer, "192.0.2.99", 4791)))
       assert.strictEqual(unreachable._tag, "RpmaProviderError")
+    })))
+
+  it.effect("a connect nobody accepts fails at its timeout, on Effect's Clock", () =>
+    inWorld(Effect.gen(function*() {
+      const serverPeer = yield* Peer.make(address)
+      const clientPeer = yield* Peer.make(address)
+      const ep = yield* Endpoint.listen(serverPeer, address, 7472)
+      const connecting = yield* Effect.fork(Effect.flip(Effect.scoped(Connection.connect(clientPeer, address, ep.port, { timeout: "30 seconds" }))))
+      yield* asleepUntil((yield* Clock.currentTimeMillis) + 30_000)
+      assert.strictEqual((yield* endsAfter(connecting, 30_000))._tag, "ConnectionFailedError")
     })))
 
   it.effect("an endpoint rejects the requests it never answered when it shuts down", () =>

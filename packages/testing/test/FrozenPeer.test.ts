@@ -6,32 +6,40 @@
 import { Connection, LocalMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
+import { driven } from "./clock.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const TIMEOUT_MS = 400
 
+const STEP_MS = TIMEOUT_MS / 40
+
+/** Closes `scope` with the TestClock moving: the TestClock time it took. */
+const closeDriven = (scope: Scope.CloseableScope) => Effect.map(driven(Scope.close(scope, Exit.void), STEP_MS), (r) => r.tookMs)
+
 describe("a peer frozen while connected", () => {
-  it.live("a write under a frozen peer ends when the watchdog declares the connection LOST, after its timeout; nothing is left", () =>
-    Ledger.checked(Effect.scoped(Effect.gen(function*() {
+  it.effect("a write under a frozen peer ends when the watchdog, on Effect's Clock, declares the connection LOST after its timeout; nothing is left", () =>
+    Ledger.checked(Effect.gen(function*() {
+      const scope = yield* Scope.make()
       const { client, clientPeer, remote, server } = yield* Conformance.connectedPair(address, 7621, {
         client: { timeout: `${TIMEOUT_MS} millis` },
         server: { timeout: `${TIMEOUT_MS} millis` }
-      })
-      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
-      const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
+      }).pipe(Scope.extend(scope))
+      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC).pipe(Scope.extend(scope))
+      const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST).pipe(Scope.extend(scope))
       yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })
       yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, freezePeer: true })
-      const started = performance.now()
-      // Two operations waiting, a write and a read; a generous bound on a hang: the watchdog ends
-      // them after TIMEOUT_MS plus at most two periods.
-      const errors = yield* Effect.all([
-        Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })),
-        Effect.flip(Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 8 }))
-      ], { concurrency: "unbounded" }).pipe(Effect.timeout("10 seconds"))
-      const waited = performance.now() - started
-      assert.isAtLeast(waited, TIMEOUT_MS, "not before the timeout")
-      assert.isBelow(waited, 4 * TIMEOUT_MS, `within a few periods of the timeout (${Math.round(waited)} ms)`)
+      // Two operations waiting, a write and a read: the watchdog ends them after TIMEOUT_MS plus at
+      // most two periods (of TIMEOUT_MS / 10), in the TestClock's time.
+      const { tookMs: waited, value: errors } = yield* driven(
+        Effect.all([
+          Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })),
+          Effect.flip(Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 8 }))
+        ], { concurrency: "unbounded" }),
+        STEP_MS
+      )
+      assert.isAbove(waited, TIMEOUT_MS, "not before the timeout")
+      assert.isAtMost(waited, TIMEOUT_MS + 3 * (TIMEOUT_MS / 10), `within a few periods of the timeout (${waited} ms)`)
       for (const error of errors) {
         assert.strictEqual(error._tag, "ConnectionClosedError", String(error))
         if (error._tag !== "ConnectionClosedError") continue
@@ -45,23 +53,31 @@ describe("a peer frozen while connected", () => {
       assert.strictEqual(yield* client.state, "LOST")
       // The frozen side heard nothing: its connection still looks established.
       assert.strictEqual(yield* server.state, "ESTABLISHED")
-    }))).pipe(Effect.provide(SimulatedDriver.layer)))
+      // Its close waits for an answer to its disconnect until its timeout: on the TestClock too.
+      yield* closeDriven(scope)
+    })).pipe(Effect.provide(SimulatedDriver.layer)))
 
-  it.live("a send to a frozen peer ends at the caller's bound, and the connection still closes within its timeout", () =>
+  it.effect("a send to a frozen peer ends at the caller's bound; the connection's close ends at its timeout, on Effect's Clock", () =>
     Ledger.checked(Effect.gen(function*() {
-      const closed = yield* Effect.scoped(Effect.gen(function*() {
-        const { client, clientPeer } = yield* Conformance.connectedPair(address, 7623, {
-          client: { timeout: `${TIMEOUT_MS} millis` },
-          server: { timeout: `${TIMEOUT_MS} millis` }
-        })
-        const src = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
-        yield* SimulatedDriver.fail({ operation: "rpma_send", nth: 1, freezePeer: true })
-        // A send waits on the other side's application: only the caller bounds it.
-        const sent = yield* Connection.send(client, { src, offset: 0, length: 8 }).pipe(Effect.timeout(`${TIMEOUT_MS} millis`), Effect.option)
-        assert.strictEqual(sent._tag, "None")
-        return performance.now()
-      }))
-      // The scope's close (disconnect unanswered, the send flushed, regions released) was bounded.
-      assert.isBelow(performance.now() - closed, 4 * TIMEOUT_MS)
+      const scope = yield* Scope.make()
+      const { client, clientPeer } = yield* Conformance.connectedPair(address, 7623, {
+        client: { timeout: `${TIMEOUT_MS} millis` },
+        server: { timeout: `${TIMEOUT_MS} millis` }
+      }).pipe(Scope.extend(scope))
+      const src = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND).pipe(Scope.extend(scope))
+      yield* SimulatedDriver.fail({ operation: "rpma_send", nth: 1, freezePeer: true })
+      // A send waits on the other side's application: only the caller bounds it.
+      const sent = yield* driven(
+        Connection.send(client, { src, offset: 0, length: 8 }).pipe(Effect.timeout(`${TIMEOUT_MS} millis`), Effect.option),
+        STEP_MS
+      )
+      assert.strictEqual(sent.value._tag, "None")
+      // The scope's close (disconnect unanswered, the send flushed, regions released) is bounded as
+      // a whole by the timeout: its waits share one deadline.
+      const took = yield* closeDriven(scope)
+      // Each side's connection waits for an answer to its disconnect until its timeout, no longer:
+      // its close shares one deadline.
+      assert.isAtLeast(took, TIMEOUT_MS, "the close waited for the disconnect's answer until its timeout")
+      assert.isAtMost(took, 2 * TIMEOUT_MS + STEP_MS, `the close took ${took} ms of the TestClock`)
     })).pipe(Effect.provide(SimulatedDriver.layer)))
 })

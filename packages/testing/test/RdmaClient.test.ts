@@ -172,7 +172,6 @@ describe("RdmaClient", () => {
       yield* waitFor(short, "Connected")
       yield* server.stop
       yield* waitFor(short, "Reconnecting")
-      // Its bound is the Clock's (a hang is the test's timeout, scaled by TEST_SLOWDOWN).
       const timedOut = yield* Effect.flip(put(short, src2, 3, 6))
       assert.strictEqual(timedOut._tag, "NotConnectedError")
       assert.strictEqual((timedOut as RdmaClient.NotConnectedError).waitedMs, 50)

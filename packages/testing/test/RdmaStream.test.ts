@@ -247,8 +247,10 @@ describe("RdmaStream.messages", () => {
         // again, so 1 + `count` sends complete and the next one waits for a receive.
         yield* messages
         yield* Effect.sleep("1 millis").pipe(Effect.repeat({ until: () => sent.n >= 1 + count }), Effect.timeout("10 seconds"))
-        yield* Effect.sleep("50 millis")
         assert.strictEqual(sent.n, 1 + count)
+        // And no more can: a send completes only into a receive, and the stream has posted no other.
+        const control = yield* SimulatedDriver.SimulationControl
+        assert.strictEqual(yield* control.calls("rpma_recv"), 1 + count, "receives posted")
         // Consumed one at a time: never more than `count` ahead of the consumer.
         for (let consumed = 2; consumed <= 30; consumed++) {
           yield* messages

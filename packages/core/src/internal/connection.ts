@@ -384,15 +384,16 @@ const establish = (
     poster.ensureArmed()
 
     // Bounded as a whole by the timeout: the other side may never answer (a dead host, a peer that
-    // never disconnects).
+    // never disconnects). On Effect's Clock, as its waits are: a TestClock drives the whole close.
     const close: Effect.Effect<void> = Effect.gen(function*() {
-      const deadline = performance.now() + config.timeoutMs
+      const clock = yield* Effect.clock
+      const deadline = clock.unsafeCurrentTimeMillis() + config.timeoutMs
       if (state === "ESTABLISHED") {
         yield* disconnectOnce((call) => release("rpma_conn_disconnect", "a connection", call))
         yield* boundedWait(Deferred.await(ended), config.timeoutMs)
       }
       // If the other side never answered, this side's disconnect has flushed the queue pair all the same.
-      yield* end("CLOSED", undefined, { disconnect: false, drainMs: Math.max(deadline - performance.now(), 1) })
+      yield* end("CLOSED", undefined, { disconnect: false, drainMs: Math.max(deadline - clock.unsafeCurrentTimeMillis(), 1) })
       yield* Fiber.interrupt(watchdogFiber)
       yield* Fiber.interrupt(eventFiber)
       yield* Fiber.interruptAll(forked)

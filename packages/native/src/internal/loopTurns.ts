@@ -40,7 +40,8 @@ export const CLOCK_EVERY = 16
  * and the run is over); once the run is older than the budget, a turn is due until then. The time
  * from "due" to that setImmediate is what a turn costs: the budget is LOOP_BUDGET_MS, or the
  * least turn of the last TURNS_PER_ESTIMATE over TURN_SHARE if that is longer (at most
- * MAX_LOOP_BUDGET_MS).
+ * MAX_LOOP_BUDGET_MS). Wall-clock time, not Effect's Clock: it measures how long the process's
+ * event loop is really held, and a TestClock stands still through a synchronous run.
  *
  * @internal
  */

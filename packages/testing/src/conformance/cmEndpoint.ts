@@ -7,6 +7,7 @@
  * @internal
  */
 import * as Driver from "@effect-rdma/core/Driver"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -91,9 +92,9 @@ export const cmEndpointCases: ReadonlyArray<Case> = [
         const d = yield* Driver.RdmaDriver
         yield* listen(address, port)
         const client = yield* endpoint(address, port)
-        const started = Date.now()
+        const started = yield* Clock.currentTimeMillis
         yield* expectErrno(d.cmConnect(client, undefined, 1000).pipe(Effect.timeout("20 seconds")), "ETIMEDOUT", "the unanswered connect")
-        const waited = Date.now() - started
+        const waited = (yield* Clock.currentTimeMillis) - started
         yield* check(waited >= 900, `the connect ended after ${waited} ms, before its 1000 ms bound`)
       })
   },

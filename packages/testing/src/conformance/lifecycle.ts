@@ -13,7 +13,7 @@ import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
-import { check, rawPeer, tagOf } from "./support.js"
+import { check, rawPeer, slowdown, tagOf } from "./support.js"
 
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
@@ -28,9 +28,9 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 /**
  * What a close may add to the timeout: the native calls themselves, and a slow machine (the device
- * tests run under emulation, 10-30x slower than the host).
+ * tests run under emulation, 10-30x slower than the host: scaled by TEST_SLOWDOWN).
  */
-const SLACK_MS = 3000
+const SLACK_MS = 3000 * slowdown
 
 const TIMEOUT = "300 millis"
 const TIMEOUT_MS = 300

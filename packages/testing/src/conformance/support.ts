@@ -7,6 +7,14 @@ import { Driver } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 
+/**
+ * @internal How many times slower than usual this machine runs (TEST_SLOWDOWN, which the test
+ * configurations set for their processes: vitest.shared.ts from the load, the device one from
+ * DEVICE_TEST_SLOWDOWN; 1 when unset). The few bounds a case measures on the wall clock, because
+ * they are its point (a close that must not wait for its timeout), scale with it.
+ */
+export const slowdown: number = Math.max(1, Number(globalThis.process?.env?.TEST_SLOWDOWN) || 1)
+
 /** @internal An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
 export const NOWHERE = "192.0.2.99"
 

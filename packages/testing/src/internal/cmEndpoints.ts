@@ -15,8 +15,11 @@ import type * as Driver from "@effect-rdma/core/Driver"
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import type * as RdmaError from "@effect-rdma/core/RdmaError"
 import { WcStatus } from "@effect-rdma/core/RdmaError"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import * as Queue from "effect/Queue"
 import * as CompletionQueue from "./completionQueue.js"
 import { cmPostCalls } from "./cmPosting.js"
@@ -257,26 +260,29 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
 
   /**
    * Waits for the answer to `ep`'s connect (or, for a far client's request, to its accept), at most
-   * `timeoutMs`; interrupted or timed out, the endpoint never connects.
+   * `timeoutMs`; interrupted or timed out, the endpoint never connects. The waiter is in place
+   * before this returns (an answer may come before the wait runs). The bound is on Effect's Clock,
+   * as the native driver's is (a user's TestClock drives it); an answer from another process comes
+   * over a real socket whatever this process's clock says.
    */
-  const awaitAnswer = (ep: fabric.CmEp, timeoutMs: number, operation = "rdma_connect") =>
-    Effect.async<void, RdmaError.RdmaCmError>((resume) => {
-      const s = side(ep)
-      const giveUp = () => {
-        clearTimeout(timer)
-        s.answer = undefined
-        if (s.stage === "connecting") s.stage = "failed"
-      }
-      const timer = setTimeout(() => {
-        giveUp()
-        resume(Effect.fail(errno(operation, ETIMEDOUT, `no answer within ${timeoutMs} ms`)))
-      }, timeoutMs)
-      s.answer = (exit) => {
-        clearTimeout(timer)
-        resume(exit)
-      }
-      return Effect.sync(giveUp)
+  const awaitAnswer = (ep: fabric.CmEp, timeoutMs: number, operation = "rdma_connect") => {
+    const s = side(ep)
+    const answered = Deferred.unsafeMake<void, RdmaError.RdmaCmError>(FiberId.none)
+    const waiting = (exit: Exit.Exit<void, RdmaError.RdmaCmError>) => Deferred.unsafeDone(answered, exit)
+    s.answer = waiting
+    const giveUp = Effect.sync(() => {
+      if (s.answer !== waiting) return // answered
+      s.answer = undefined
+      if (s.stage === "connecting") s.stage = "failed"
     })
+    return Deferred.await(answered).pipe(
+      Effect.timeoutFail({
+        duration: Duration.millis(timeoutMs),
+        onTimeout: () => errno(operation, ETIMEDOUT, `no answer within ${timeoutMs} ms`)
+      }),
+      Effect.ensuring(giveUp)
+    )
+  }
 
   /** The endpoint is gone: its queue pair, its events, and whatever waited on it. */
   const destroyEndpoint = (ep: fabric.CmEp) => {

@@ -7,7 +7,15 @@
 import * as net from "node:net"
 import * as wire from "./wire.js"
 
-/** @internal Connects to the network at `path`; resolves once numbered, rejects with why not within `timeoutMs`. */
+/**
+ * @internal Connects to the network at `path`; resolves once numbered, rejects with why not within `timeoutMs`.
+ *
+ * Its bounds (the join, each claim) are timers of the wall clock, not Effect's Clock: they bound a
+ * hang of the network's own plumbing (the serving process gone or stuck), not a time the simulated
+ * device keeps, and they run outside any fiber. A user's TestClock in this process must not hold
+ * them: nothing would move it past a router that never answers. What the device times (rdma_connect,
+ * rdma_accept) is on Effect's Clock (cmEndpoints.ts).
+ */
 export const join = (path: string, timeoutMs: number): Promise<{ readonly link: wire.Link; readonly leave: () => void }> =>
   new Promise((resolve, reject) => {
     const socket = net.connect(path)
