@@ -257,7 +257,6 @@ export interface Options {
 
 // The errno values librdmacm reports.
 const EINVAL = 22
-const EADDRNOTAVAIL = 99
 
 /**
  * Builds a simulated driver and its control.
@@ -283,7 +282,7 @@ export const makeLinked = (
 
   const tools = makeTools(world)
   const { acquire, acquireNow, call, callNow, deadOrWrong, errno, inUse, invalid, releaseHandle, rpma } = tools
-  const { cmIdOf, cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
+  const { cmMrOf, getMr, getRemote, liveMr, mrOf, peerOf, remoteOf } = tools
   // Both the connections and librdmacm's endpoints hear the network (started once the driver is made).
   const shared = link === undefined ? undefined : fanOut(link)
   const network = makeNetwork(world, tools, shared?.link)
@@ -488,48 +487,15 @@ export const makeLinked = (
         (mr) => mr.usage & (Usage.Flags.FLUSH_TYPE_VISIBILITY | Usage.Flags.FLUSH_TYPE_PERSISTENT)
       ),
 
-    cmCreateId: (address) =>
-      call(
-        "rdma_create_ep",
-        () => typeof address !== "string" ? errno("rdma_getaddrinfo", EINVAL, "address is NULL") : undefined,
-        (code) => errno("rdma_create_ep", code, "planned fault"),
-        () => {
-          if (!world.devices.has(address)) {
-            return Effect.fail(errno("rdma_create_ep", EADDRNOTAVAIL, `no RDMA device answers at ${address}`))
-          }
-          const id: fabric.CmId = { kind: "CmId", id: world.nextId++, alive: true, address, regions: new Set() }
-          return acquire(id, "CmId", `rdma_cm id bound to ${address}`)
-        }
-      ),
-    cmDestroyId: (value) =>
-      call<void, RdmaError.RdmaCmError | RdmaError.ResourceInUseError>(
-        "rdma_destroy_ep",
-        () => {
-          const id = cmIdOf(value)
-          return id === undefined || !id.alive
-            ? errno("rdma_destroy_ep", EINVAL, id === undefined ? "expected an rdma_cm id" : "the id was already destroyed")
-            : id.regions.size > 0
-            ? inUse(
-              "rdma_destroy_ep",
-              `${id.regions.size} ${id.regions.size === 1 ? "region" : "regions"} still registered: deregister them first`
-            )
-            : undefined
-        },
-        (code) => {
-          releaseHandle(cmIdOf(value)!)
-          return errno("rdma_destroy_ep", code, "planned fault")
-        },
-        () => Effect.sync(() => releaseHandle(cmIdOf(value)!))
-      ),
     cmReg: (idValue, kind, memory) => {
       const operation = kind === "msgs" ? "rdma_reg_msgs" : kind === "read" ? "rdma_reg_read" : "rdma_reg_write"
       return call(
         operation,
         () => {
-          // A bound identifier's protection domain, or an endpoint's own.
-          const id = cmIdOf(idValue) ?? fabric.asHandle(idValue, "CmEp")
+          // The endpoint's own protection domain.
+          const id = fabric.asHandle(idValue, "CmEp")
           return id === undefined || !id.alive
-            ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm id or endpoint" : "the id was already destroyed")
+            ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm endpoint" : "the endpoint was already destroyed")
             : kind !== "msgs" && kind !== "read" && kind !== "write"
             ? errno(operation, EINVAL, `unknown registration kind ${DriverArguments.show(kind)}`)
             : DriverArguments.memory(memory) !== undefined
@@ -538,7 +504,7 @@ export const makeLinked = (
         },
         (code) => errno(operation, code, "planned fault"),
         () => {
-          const id = cmIdOf(idValue) ?? fabric.asHandle(idValue, "CmEp")!
+          const id = fabric.asHandle(idValue, "CmEp")!
           const mr: fabric.CmMr = {
             kind: "CmMr",
             id: world.nextId++,
@@ -614,7 +580,6 @@ export const makeLinked = (
         Peer: 0,
         MrLocal: 0,
         MrRemote: 0,
-        CmId: 0,
         CmMr: 0,
         Endpoint: 0,
         ConnReq: 0,
@@ -628,7 +593,6 @@ export const makeLinked = (
         peers: count.Peer,
         localRegions: count.MrLocal,
         remoteRegions: count.MrRemote,
-        cmIds: count.CmId,
         cmRegions: count.CmMr,
         cmEndpoints: count.CmEp,
         cmListeners: count.CmListener,
