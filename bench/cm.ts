@@ -28,6 +28,7 @@
  *   `pingpong:` / `write:` alone; no table: to profile one row at a time)
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
+import * as RemoteKey from "@effect-rdma/core/RemoteKey"
 import type { CmWorkRequest, Completion, Driver } from "@effect-rdma/core/Driver"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Effect } from "effect"
@@ -78,7 +79,7 @@ const trips = Math.max(10, Math.round(500 * scale))
 const writes = Math.max(1, Math.round((800 * scale) / W)) * W
 
 /** `count` writes of `size`, W in flight, through the driver from callbacks. */
-const rawWrites = (driver: Driver, side: RawSide, key: CmEndpoint.RemoteKey, size: number, count: number) =>
+const rawWrites = (driver: Driver, side: RawSide, key: RemoteKey.RemoteKey, size: number, count: number) =>
   Effect.async<void, unknown>((resume) => {
     let posted = 0
     let done = 0

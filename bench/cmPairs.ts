@@ -5,6 +5,8 @@
  * bench/cmHost.ts on the simulated driver under callgrind, so that both measure the same code.
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
+import * as CmListener from "@effect-rdma/core/CmListener"
+import * as RemoteKey from "@effect-rdma/core/RemoteKey"
 import * as Memory from "@effect-rdma/core/Memory"
 import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
 import { Cause, Effect, Exit, Fiber } from "effect"
@@ -33,25 +35,25 @@ export const log = (line: string) => Effect.sync(() => console.error(`[cm] ${lin
  */
 export const oursPair = (address: string, echoWith: "reply" | "postRecv+send" = "reply") =>
   Effect.gen(function*() {
-    const listener = yield* CmEndpoint.listen(address, 0, options)
+    const listener = yield* CmListener.make(address, 0, options)
     // Memory before the endpoints that use it: released after them (else its free waits for theirs).
     const echoMemory = yield* Memory.allocate(2 * MESSAGE)
     const targetMemory = yield* Memory.allocate(W * WRITE)
     const localMemory = yield* Memory.allocate(W * WRITE + MESSAGE)
     const accepted = yield* Effect.fork(Effect.gen(function*() {
-      const request = yield* CmEndpoint.next(listener)
+      const request = yield* CmListener.next(listener)
       const echo = yield* CmEndpoint.registerMessages(request, echoMemory)
       const target = yield* CmEndpoint.registerWrite(request, targetMemory)
       const first = yield* CmEndpoint.postRecv(request, { segments: [{ mr: echo, offset: 0, length: MESSAGE }] })
-      yield* CmEndpoint.accept(request, CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target)))
+      yield* CmListener.accept(request, { privateData: RemoteKey.encode(RemoteKey.make(target)) })
       return { request, echo, first }
     }))
-    const client = yield* CmEndpoint.create(address, listener.port, options)
+    const client = yield* CmEndpoint.make(address, listener.port, options)
     const local = yield* CmEndpoint.registerMessages(client, localMemory.fill(0xa5))
-    yield* CmEndpoint.connect(client)
+    yield* CmEndpoint.establish(client)
     const server = yield* Fiber.join(accepted)
-    const key = yield* CmEndpoint.decodeRemoteKey(client.privateData.slice(0, 24)).pipe(
-      Effect.flatMap(CmEndpoint.requireAccess("write"))
+    const key = yield* RemoteKey.decode(client.privateData.slice(0, 24)).pipe(
+      Effect.flatMap(RemoteKey.require("write"))
     )
     yield* Effect.forkScoped(Effect.gen(function*() {
       let posted = server.first
@@ -179,7 +181,7 @@ export const rawPair = (address: string) =>
       const echo = yield* registered(driver, ep, "msgs", 2 * MESSAGE)
       const target = yield* registered(driver, ep, "write", W * WRITE)
       const info = yield* driver.cmMrInfo(target)
-      const key = CmEndpoint.encodeRemoteKey({ address: info.address, length: BigInt(info.length), rkey: info.rkey, access: "write" })
+      const key = RemoteKey.encode({ address: info.address, length: BigInt(info.length), rkey: info.rkey, access: "write" })
       const recv = (slot: number): CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
       const first = driver.cmPostMany(ep, [recv(0)])
       if (first.error !== undefined) return yield* Effect.fail(first.error)
@@ -190,7 +192,7 @@ export const rawPair = (address: string) =>
     const local = yield* registered(driver, client, "msgs", W * WRITE + MESSAGE)
     yield* driver.cmConnect(client, undefined, config.timeoutMs)
     const server = yield* Fiber.join(accepted)
-    const key = yield* Effect.flatMap(driver.cmPrivateData(client), (data) => CmEndpoint.decodeRemoteKey(data.slice(0, 24)))
+    const key = yield* Effect.flatMap(driver.cmPrivateData(client), (data) => RemoteKey.decode(data.slice(0, 24)))
 
     // The echo: a receive (ids 0 and 1: its slot) posts the other slot's receive and sends its bytes back.
     let stopped = false

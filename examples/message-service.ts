@@ -1,7 +1,7 @@
 /**
  * A request/response message service on librdmacm's verbs API: rdma_reg_msgs(3)'s model, scoped.
  *
- * The server listens (rdma_listen) and serves it (CmEndpoint.serve): each connection request
+ * The server listens (rdma_listen) and serves it (CmListener.serve): each connection request
  * (rdma_get_request) goes to a handler in a scope of its own, which registers its message buffers
  * on the request's own protection domain (rdma_reg_msgs), posts its first
  * receive before it accepts (so the client's first request always has a buffer), and accepts with
@@ -21,7 +21,7 @@
  *   node --import tsx examples/message-service.ts --requests 5000
  *   node --import tsx examples/message-service.ts --native --address 192.168.77.1   # a real device
  */
-import { CmEndpoint, Driver } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Driver, RemoteKey } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Console, Effect, Fiber, Layer } from "effect"
 import { parseArgs } from "node:util"
@@ -67,7 +67,7 @@ const answer = (request: CmEndpoint.CmEndpoint) =>
     const answered = new DataView(counters.memory.buffer, counters.memory.byteOffset, 8)
     // The first receive goes in before the accept: the client may send as soon as it is connected.
     let next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
-    yield* CmEndpoint.accept(request, CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(counters)))
+    yield* CmListener.accept(request, { privateData: RemoteKey.encode(RemoteKey.make(counters)) })
     for (;;) {
       const received = yield* next.completion
       const message = readMessage(inbox.memory, received.byteLength)
@@ -85,14 +85,14 @@ const answer = (request: CmEndpoint.CmEndpoint) =>
 
 const client = (port: number) =>
   Effect.gen(function*() {
-    const ep = yield* CmEndpoint.create(address, port, { timeout: "10 seconds" })
+    const ep = yield* CmEndpoint.make(address, port, { timeout: "10 seconds" })
     const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(MESSAGE_SIZE))
     const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(MESSAGE_SIZE))
     const counters = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8))
-    yield* CmEndpoint.connect(ep)
+    yield* CmEndpoint.establish(ep)
     // The acceptance's private data is padded to 196 bytes: the key is its first 24.
-    const key = yield* CmEndpoint.decodeRemoteKey(ep.privateData.subarray(0, 24)).pipe(
-      Effect.flatMap(CmEndpoint.requireAccess("read"))
+    const key = yield* RemoteKey.decode(ep.privateData.subarray(0, 24)).pipe(
+      Effect.flatMap(RemoteKey.require("read"))
     )
     const started = performance.now()
     for (let seq = 0; seq < requests; seq++) {
@@ -119,9 +119,9 @@ const client = (port: number) =>
   }).pipe(Effect.scoped)
 
 const main = Effect.gen(function*() {
-  const listener = yield* CmEndpoint.listen(address, 0)
+  const listener = yield* CmListener.make(address, 0)
   yield* Console.log(`listening on ${address}:${listener.port}`)
-  const server = yield* Effect.fork(CmEndpoint.serve(listener, answer, { concurrency: 16 }))
+  const server = yield* Effect.fork(CmListener.serve(listener, answer, { concurrency: 16 }))
   yield* client(listener.port)
   // Stopping the server releases every request it still holds (none here: the client has gone).
   yield* Fiber.interrupt(server)

@@ -8,7 +8,7 @@
  *   pnpm tsx examples/registrations.ts --cycles 500   # more traffic
  *   pnpm tsx examples/registrations.ts --native --address 192.168.77.1
  */
-import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Console, Effect, Layer } from "effect"
 import { parseArgs } from "node:util"
@@ -53,9 +53,9 @@ const cycle = Effect.fn("cycle")(function*(n: number) {
     if (remote.descriptor.address !== pool[i]!.address) return yield* Effect.dieMessage("descriptor mismatch")
     bytes += remote.size
   }
-  // Message buffers on an rdma_cm id, as a send/recv path would use.
-  const id = yield* CmId.make(peer.address)
-  yield* CmId.registerMessages(id, Buffer.alloc(4096))
+  // Message buffers on an rdma_cm endpoint (made, not connected), as a send/recv path would use.
+  const ep = yield* CmEndpoint.make(peer.address, 7471)
+  yield* CmEndpoint.registerMessages(ep, Buffer.alloc(4096))
   if (n % 50 === 0) yield* Console.log(`cycle ${n}: ${pool.length} regions, ${bytes} bytes exposed`)
   return bytes
 })

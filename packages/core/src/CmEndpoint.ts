@@ -1,80 +1,97 @@
 /**
- * Endpoints of librdmacm's verbs API (`<rdma/rdma_verbs.h>`): rdma_create_ep with a queue pair,
- * rdma_connect / rdma_listen + rdma_get_request + rdma_accept or rdma_reject, the regions of
- * rdma_reg_msgs(3) on the endpoint's own protection domain, and rdma_post_send / rdma_post_recv /
- * rdma_post_read / rdma_post_write (and their `v` forms, immediate data, inline sends) through the
- * same posting kernel as librpma's connections: one Effect per operation, batches, posting
- * without waiting, unsignalled requests.
+ * Endpoints of librdmacm's verbs API (`<rdma/rdma_verbs.h>`): rdma_create_ep with a queue pair and
+ * rdma_connect (a server's endpoints come from `CmListener`), the regions of rdma_reg_msgs(3)
+ * on the endpoint's own protection domain, and rdma_post_send / rdma_post_recv / rdma_post_read /
+ * rdma_post_write (and their `v` forms, immediate data, inline sends) through the same posting
+ * kernel as librpma's connections: one Effect per operation, batches, posting without waiting,
+ * unsignalled requests.
  *
  * Everything is scoped. Release order is rdma_reg_msgs(3)'s: the endpoint is disconnected, its
  * regions deregistered (each once no request in flight names it), then the endpoint destroyed
- * (queue pair, then identifier); a listener after the requests it handed out, which are rejected
- * if still unanswered. Every wait is bounded by the endpoint's `timeout`.
+ * (queue pair, then identifier). Every wait is bounded by the endpoint's `timeout`. Operations
+ * that take the endpoint first are dual: `CmEndpoint.send(ep, args)` or
+ * `ep.pipe(CmEndpoint.send(args))`.
  *
  * @since 0.6.0
  */
-import * as Effect from "effect/Effect"
 import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
-import type { CmMr } from "./CmId.js"
+import type * as Stream from "effect/Stream"
 import * as errors from "./CmEndpointError.js"
 import type * as Connection from "./Connection.js"
 import type { ConnectionClosedError, OutOfRangeError } from "./ConnectionError.js"
-import type { CmEpConfig, CmEpHandle, CmEpInfo, CmListenerHandle, Signal } from "./Driver.js"
-import type { RdmaDriver } from "./Driver.js"
+import type {
+  CmEpHandle,
+  CmEpInfo,
+  CmMrHandle,
+  CmMrInfo,
+  CmRegistrationKind,
+  RdmaDriver,
+  Signal
+} from "./Driver.js"
 import * as internal from "./internal/cmEndpoint.js"
 import * as posting from "./internal/cmPosting.js"
-import * as serving from "./internal/cmServe.js"
-import { register } from "./internal/cmRegistration.js"
-import * as keys from "./internal/cmRemoteKey.js"
+import * as registration from "./internal/cmRegistration.js"
 import type { CompletionError, MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
+import type * as RemoteKey from "./RemoteKey.js"
 
 /**
- * Where an endpoint is in its life: made and not yet connected (`created`), an incoming request
- * not yet answered (`request`), connecting or accepting, connected, or done with.
+ * @since 1.0.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = internal.TypeId
+
+/**
+ * @since 1.0.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * Where an endpoint is in its life, as `RdmaClient.State` and librpma's `Connection` say it:
+ * made, an incoming request not yet answered, or connecting (`Connecting`); `Connected`; ending
+ * (`Closing`: disconnected, its requests draining); ended by either side's disconnect, a rejection
+ * or a failed connect (`Closed`); or ended by a loss (`Lost`: the device went away, the completion
+ * queue failed, or the other side stopped answering reads and writes). `Closed` and `Lost` are
+ * final.
  *
  * @since 0.6.0
  * @category models
  */
-export type State = "created" | "request" | "connecting" | "connected" | "rejected" | "failed" | "closed"
+export type State = "Connecting" | "Connected" | "Closing" | "Closed" | "Lost"
 
 /**
- * An endpoint: an rdma_cm identifier with its queue pair, on a protection domain of its own.
+ * An endpoint: an rdma_cm identifier with its queue pair, on a protection domain of its own. Its
+ * state is read with {@link state}, {@link changes} and {@link awaitClosed}.
  *
  * @since 0.6.0
  * @category models
  */
-export interface CmEndpoint {
+export interface CmEndpoint extends Pipeable {
+  readonly [TypeId]: TypeId
+  /** The driver's handle, for the driver's own calls. */
   readonly handle: CmEpHandle
   /** Its local address (for regions' metrics and logs). */
   readonly address: string
   /** Its queue pair number, the inline size granted, and the addresses of both sides. */
   readonly info: CmEpInfo
-  /** Where it is in its life. */
-  readonly state: State
   /**
    * The private data of its last connection event: on an incoming request, the client's (padded
-   * to 56 bytes by rdma_cm); once connected, the acceptance's (padded to 196).
+   * to 56 bytes by rdma_cm); once connected, the acceptance's (padded to 196); once rejected, the
+   * rejection's.
    */
   readonly privateData: Uint8Array
 }
 
 /**
- * A listener (rdma_listen) and the port it listens on.
+ * Whether a value is an endpoint.
  *
- * @since 0.6.0
- * @category models
+ * @since 1.0.0
+ * @category refinements
  */
-export interface Listener {
-  readonly handle: CmListenerHandle
-  readonly address: string
-  /** The port it listens on: the system's choice when 0 was asked for. */
-  readonly port: number
-  /** @internal */
-  readonly config: CmEpConfig
-  /** @internal Requests handed out and not answered yet: rejected when the listener closes. */
-  readonly unanswered: Set<CmEndpoint>
-}
+export const isCmEndpoint: (u: unknown) => u is CmEndpoint = internal.isCmEndpoint
 
 /**
  * An endpoint's settings: the queue pair's sizes (`struct ibv_qp_init_attr`'s `cap`) and the bound
@@ -100,13 +117,40 @@ export interface Options {
 }
 
 /**
+ * What rdma_connect sends ({@link establish}).
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface EstablishOptions {
+  /** Private data for the other side's request (at most 56 bytes). */
+  readonly privateData?: Uint8Array | undefined
+}
+
+/**
+ * {@link connect}'s options: the endpoint's settings and what rdma_connect sends.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface ConnectOptions extends Options, EstablishOptions {}
+
+/**
  * A region registered on an endpoint: `"msgs"` ones are sent, received into, and the local side of
- * a read or a write; `"read"` / `"write"` ones only the target of the other side's read / write.
+ * a read or a write; `"read"` / `"write"` ones only the target of the other side's read / write
+ * (export them with `RemoteKey.make`).
  *
  * @since 0.6.0
  * @category models
  */
-export type Region<K extends "msgs" | "read" | "write" = "msgs" | "read" | "write"> = CmMr<K, CmEndpoint>
+export interface Region<K extends CmRegistrationKind = CmRegistrationKind> extends CmMrInfo {
+  readonly handle: CmMrHandle
+  /** Which call made it: rdma_reg_msgs, rdma_reg_read or rdma_reg_write. */
+  readonly kind: K
+  /** The endpoint whose protection domain it is registered on: the only one that can post it. */
+  readonly endpoint: CmEndpoint
+  readonly memory: Uint8Array
+}
 
 /**
  * A region of rdma_reg_msgs on an endpoint.
@@ -115,29 +159,6 @@ export type Region<K extends "msgs" | "read" | "write" = "msgs" | "read" | "writ
  * @category models
  */
 export type MessageRegion = Region<"msgs">
-
-/**
- * The other side's region as a key: address, length, rkey and the access it allows. Exported from a
- * region of rdma_reg_read / rdma_reg_write with {@link remoteKey}, carried as bytes
- * ({@link encodeRemoteKey}, {@link decodeRemoteKey}).
- *
- * @since 0.6.0
- * @category models
- */
-export interface RemoteKey<A extends "read" | "write" = "read" | "write"> {
-  readonly address: bigint
-  readonly length: bigint
-  readonly rkey: number
-  readonly access: A
-}
-
-/**
- * The field of a remote key's bytes that {@link decodeRemoteKey} refused.
- *
- * @since 0.6.0
- * @category models
- */
-export type RemoteKeyField = errors.InvalidRemoteKeyError["field"]
 
 /**
  * A part of a message region in a request: `offset` default 0, `length` default the rest.
@@ -214,7 +235,7 @@ export interface RecvvArgs {
 export interface WriteArgs {
   readonly src: MessageRegion
   readonly srcOffset?: number | undefined
-  readonly dst: RemoteKey<"write">
+  readonly dst: RemoteKey.RemoteKey<"write">
   readonly dstOffset?: number | undefined
   readonly length: number
   readonly imm?: number | undefined
@@ -231,7 +252,7 @@ export interface WriteArgs {
 export interface ReadArgs {
   readonly dst: MessageRegion
   readonly dstOffset?: number | undefined
-  readonly src: RemoteKey<"read">
+  readonly src: RemoteKey.RemoteKey<"read">
   readonly srcOffset?: number | undefined
   readonly length: number
   readonly completion?: Signal | undefined
@@ -286,31 +307,6 @@ export const RemoteKeyRefusedError: typeof errors.RemoteKeyRefusedError = errors
  * @category errors
  */
 export type RemoteKeyRefusedError = errors.RemoteKeyRefusedError
-/**
- * @since 0.6.0
- * @category errors
- */
-export const ClientGoneError: typeof errors.ClientGoneError = errors.ClientGoneError
-/**
- * An accept of a request whose client has gone (gave up, closed its endpoint, was killed): the
- * request is spent; take the next one.
- *
- * @since 0.6.0
- * @category errors
- */
-export type ClientGoneError = errors.ClientGoneError
-/**
- * @since 0.6.0
- * @category errors
- */
-export const InvalidRemoteKeyError: typeof errors.InvalidRemoteKeyError = errors.InvalidRemoteKeyError
-/**
- * Bytes that are not a remote key, with the field that is wrong.
- *
- * @since 0.6.0
- * @category errors
- */
-export type InvalidRemoteKeyError = errors.InvalidRemoteKeyError
 
 /**
  * What an operation can fail with: a check before posting (range, region, immediate data), the
@@ -330,187 +326,113 @@ export type TransferError =
 
 /**
  * rdma_getaddrinfo + rdma_create_ep with a queue pair, scoped: nothing is connected yet, so
- * receives can be posted before {@link connect}.
+ * regions can be registered and receives posted before {@link establish}.
  *
- * @since 0.6.0
+ * @example
+ * ```ts
+ * import { CmEndpoint } from "@effect-rdma/core"
+ * import { Effect } from "effect"
+ *
+ * // A receive posted before the connection exists: the server may answer at once.
+ * const hello = Effect.scoped(Effect.gen(function*() {
+ *   const ep = yield* CmEndpoint.make("192.168.77.1", 7471)
+ *   const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4096))
+ *   const reply = yield* CmEndpoint.postRecv(ep, { segments: [{ mr: inbox }] })
+ *   yield* CmEndpoint.establish(ep, { privateData: new TextEncoder().encode("hello") })
+ *   const { byteLength } = yield* reply.completion
+ *   return inbox.memory.slice(0, byteLength)
+ * }))
+ * ```
+ *
+ * @since 1.0.0
  * @category constructors
  */
-export const create: (
+export const make: (
   address: string,
   port: number,
   options?: Options
-) => Effect.Effect<CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> = internal.create
+) => Effect.Effect<CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> = internal.make
 
 /**
- * rdma_connect with `privateData` (at most 56 bytes), waiting at most the endpoint's timeout:
- * refused by the other side, RdmaCmError ECONNREFUSED (its private data in `privateData`);
- * nobody there, EHOSTUNREACH; no answer, ETIMEDOUT.
+ * rdma_connect of an endpoint from {@link make}, with `privateData` (at most 56 bytes), waiting at
+ * most the endpoint's timeout: refused by the other side, RdmaCmError ECONNREFUSED (its private
+ * data in `privateData`); nobody there, EHOSTUNREACH; no answer, ETIMEDOUT. Interrupted, the
+ * endpoint stays to be closed by its scope.
+ *
+ * @since 1.0.0
+ * @category constructors
+ */
+export const establish: {
+  // Data-first first: an endpoint also matches the options (its privateData), so its overload goes first.
+  (self: CmEndpoint, options?: EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
+  (options?: EstablishOptions): (self: CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
+} = internal.establish
+
+/**
+ * {@link make} then {@link establish}: for a client that posts no receive before it connects.
+ *
+ * @example
+ * ```ts
+ * import { CmEndpoint } from "@effect-rdma/core"
+ * import { Effect } from "effect"
+ *
+ * // Sends one message, then waits until the server disconnects.
+ * const tell = (message: Uint8Array) =>
+ *   Effect.scoped(Effect.gen(function*() {
+ *     const ep = yield* CmEndpoint.connect("192.168.77.1", 7471)
+ *     const outbox = yield* CmEndpoint.registerMessages(ep, message)
+ *     yield* CmEndpoint.send(ep, { src: outbox, length: message.byteLength })
+ *     return yield* CmEndpoint.awaitClosed(ep)
+ *   }))
+ * ```
  *
  * @since 0.6.0
  * @category constructors
  */
 export const connect: (
-  ep: CmEndpoint,
-  privateData?: Uint8Array
-) => Effect.Effect<void, RdmaCmError, RdmaDriver> = internal.connect
-
-/**
- * {@link create} then {@link connect}: for a client that posts no receive before it connects.
- *
- * @since 0.6.0
- * @category constructors
- */
-export const open = (
   address: string,
   port: number,
-  options?: Options & { readonly privateData?: Uint8Array | undefined }
-): Effect.Effect<CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> =>
-  Effect.tap(create(address, port, options), (ep) => connect(ep, options?.privateData))
+  options?: ConnectOptions
+) => Effect.Effect<CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> = internal.connect
 
 /**
- * rdma_listen on `address`:`port` (0: the system chooses; see `port`), scoped.
- *
- * @example
- * ```ts
- * import { CmEndpoint } from "@effect-rdma/core"
- * import { Effect } from "effect"
- *
- * // Answers one client's messages with their length, until it disconnects.
- * const serveOne = (listener: CmEndpoint.Listener) =>
- *   Effect.scoped(Effect.gen(function*() {
- *     const request = yield* CmEndpoint.next(listener)
- *     const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4096))
- *     const outbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4))
- *     // A receive posted before the accept: the client may send at once.
- *     let next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
- *     yield* CmEndpoint.accept(request)
- *     for (;;) {
- *       const { byteLength } = yield* next.completion
- *       next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
- *       new DataView(outbox.memory.buffer).setUint32(0, byteLength, true)
- *       yield* CmEndpoint.send(request, { src: outbox, length: 4 })
- *     }
- *   })).pipe(Effect.catchTag("ConnectionClosedError", () => Effect.void))
- *
- * export const server = Effect.scoped(Effect.gen(function*() {
- *   const listener = yield* CmEndpoint.listen("192.168.77.1", 0)
- *   yield* Effect.logInfo(`listening on port ${listener.port}`)
- *   yield* Effect.forever(serveOne(listener))
- * }))
- * ```
+ * The endpoint's state now.
  *
  * @since 0.6.0
- * @category constructors
+ * @category getters
  */
-export const listen: (
-  address: string,
-  port: number,
-  options?: Options
-) => Effect.Effect<Listener, RdmaCmError, RdmaDriver | Scope.Scope> = internal.listen
+export const state: (self: CmEndpoint) => Effect.Effect<State> = internal.state
 
 /**
- * rdma_get_request: the next incoming request as an endpoint (state `request`, the client's
- * private data in `privateData`), scoped: rejected when its scope closes unanswered. Receives may
- * be posted on it before {@link accept}. Waits until a request comes (interruptible). A server
- * taking requests one after another, several at once, is {@link serve}.
+ * The endpoint's state now, then each change; the stream ends with the final state (`Closed` or
+ * `Lost`).
  *
- * @since 0.6.0
- * @category constructors
+ * @since 1.0.0
+ * @category getters
  */
-export const next: (
-  listener: Listener
-) => Effect.Effect<CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> = internal.next
+export const changes: (self: CmEndpoint) => Stream.Stream<State> = internal.changes
 
 /**
- * How {@link serve} runs its handlers.
+ * Waits until the endpoint has ended, and answers how: `Closed` when either side disconnected (the
+ * other side's rdma_disconnect or destroy, or {@link close}), a rejection or a failed connect;
+ * `Lost` when the device went away or the other side stopped answering reads and writes. Answers at
+ * once if it has ended already. It waits for the other side as long as the connection lives: bound
+ * it (`Effect.timeout`) where that is too long.
  *
- * @since 0.6.0
- * @category models
+ * @since 1.0.0
+ * @category getters
  */
-export interface ServeOptions {
-  /**
-   * Requests handled at once; the next is taken from the listener only when a handler is done
-   * (the others wait in the CM's backlog). Default `"unbounded"`.
-   */
-  readonly concurrency?: number | "unbounded" | undefined
-}
+export const awaitClosed: (self: CmEndpoint) => Effect.Effect<State> = internal.awaitClosed
 
 /**
- * Serves a listener: every incoming request ({@link next}) goes to `handler` in a fiber and a scope
- * of its own, which the handler may use (regions, receives posted before {@link accept}). When the
- * handler ends, its scope closes: the request is rejected if it was not answered, disconnected and
- * destroyed if it was. At most `concurrency` requests are handled at once.
+ * rdma_disconnect, then what is posted drains (at most the endpoint's timeout) and what is left
+ * fails with `ConnectionClosedError`; an unanswered request is rejected instead. Idempotent: a
+ * second close waits for the first. The endpoint's scope calls it before it destroys the endpoint.
  *
- * It runs until interrupted, or until it fails: with the listener's failure, or the first failure
- * of a handler (the others are interrupted, every request released), as @effect/platform's
- * `SocketServer.run` does. Catch in the handler what should not stop the server (a
- * `ConnectionClosedError` when the client leaves, say); a {@link ClientGoneError} from its accept
- * only ends that request. Interrupted, it leaves nothing alive.
- *
- * @example
- * ```ts
- * import { CmEndpoint } from "@effect-rdma/core"
- * import { Effect } from "effect"
- *
- * // Answers each client's messages with their length, eight clients at a time.
- * const answer = (request: CmEndpoint.CmEndpoint) =>
- *   Effect.gen(function*() {
- *     const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4096))
- *     const outbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(4))
- *     let next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
- *     yield* CmEndpoint.accept(request)
- *     for (;;) {
- *       const { byteLength } = yield* next.completion
- *       next = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
- *       new DataView(outbox.memory.buffer).setUint32(0, byteLength, true)
- *       yield* CmEndpoint.send(request, { src: outbox, length: 4 })
- *     }
- *   }).pipe(Effect.catchTag("ConnectionClosedError", () => Effect.void))
- *
- * export const server = Effect.scoped(Effect.gen(function*() {
- *   const listener = yield* CmEndpoint.listen("192.168.77.1", 0)
- *   yield* Effect.logInfo(`listening on port ${listener.port}`)
- *   return yield* CmEndpoint.serve(listener, answer, { concurrency: 8 })
- * }))
- * ```
- *
- * @since 0.6.0
- * @category constructors
+ * @since 1.0.0
+ * @category destructors
  */
-export const serve: <A, E, R>(
-  listener: Listener,
-  handler: (request: CmEndpoint) => Effect.Effect<A, E, R>,
-  options?: ServeOptions
-) => Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>> =
-  serving.serve
-
-/**
- * rdma_accept with `privateData` (at most 196 bytes), waiting at most the listener's timeout. A
- * request whose client has gone meanwhile fails with {@link ClientGoneError}: it is spent, take the
- * next one.
- *
- * @since 0.6.0
- * @category constructors
- */
-export const accept: (
-  request: CmEndpoint,
-  privateData?: Uint8Array
-) => Effect.Effect<void, RdmaCmError | ClientGoneError, RdmaDriver> = internal.accept
-
-/**
- * rdma_reject with `privateData` (at most 148 bytes): the client's connect fails with ECONNREFUSED.
- *
- * @since 0.6.0
- * @category constructors
- */
-export const reject: (
-  request: CmEndpoint,
-  privateData?: Uint8Array
-) => Effect.Effect<void, RdmaCmError, RdmaDriver> = internal.reject
-
-const registerAs = <K extends "msgs" | "read" | "write">(kind: K) =>
-(ep: CmEndpoint, memory: Uint8Array): Effect.Effect<Region<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
-  register(kind, ep, internal.endpointOwner(ep), memory)
+export const close: (self: CmEndpoint) => Effect.Effect<void> = internal.close
 
 /**
  * rdma_reg_msgs on the endpoint's protection domain: buffers to send, receive into, and read or
@@ -519,83 +441,38 @@ const registerAs = <K extends "msgs" | "read" | "write">(kind: K) =>
  * @since 0.6.0
  * @category constructors
  */
-export const registerMessages: (
-  ep: CmEndpoint,
-  memory: Uint8Array
-) => Effect.Effect<MessageRegion, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> = registerAs("msgs")
+export const registerMessages: {
+  (memory: Uint8Array): (
+    self: CmEndpoint
+  ) => Effect.Effect<MessageRegion, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+  (self: CmEndpoint, memory: Uint8Array): Effect.Effect<MessageRegion, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+} = registration.registerMessages
 
 /**
- * rdma_reg_read: memory the other side may read (export it with {@link remoteKey}).
+ * rdma_reg_read: memory the other side may read (export it with `RemoteKey.make`).
  *
  * @since 0.6.0
  * @category constructors
  */
-export const registerRead: (
-  ep: CmEndpoint,
-  memory: Uint8Array
-) => Effect.Effect<Region<"read">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> = registerAs("read")
+export const registerRead: {
+  (memory: Uint8Array): (
+    self: CmEndpoint
+  ) => Effect.Effect<Region<"read">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+  (self: CmEndpoint, memory: Uint8Array): Effect.Effect<Region<"read">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+} = registration.registerRead
 
 /**
- * rdma_reg_write: memory the other side may write (export it with {@link remoteKey}).
+ * rdma_reg_write: memory the other side may write (export it with `RemoteKey.make`).
  *
  * @since 0.6.0
  * @category constructors
  */
-export const registerWrite: (
-  ep: CmEndpoint,
-  memory: Uint8Array
-) => Effect.Effect<Region<"write">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> = registerAs("write")
-
-/**
- * The key the other side needs to read (or write) a region of rdma_reg_read (rdma_reg_write).
- *
- * @since 0.6.0
- * @category getters
- */
-export const remoteKey = <A extends "read" | "write">(mr: Region<A>): RemoteKey<A> => ({
-  address: mr.address,
-  length: BigInt(mr.length),
-  rkey: mr.rkey,
-  access: mr.kind
-})
-
-/**
- * A remote key's bytes (24, versioned) to send to the other side.
- *
- * @since 0.6.0
- * @category getters
- */
-export const encodeRemoteKey: (key: RemoteKey) => Uint8Array = keys.encode
-
-/**
- * A remote key from the bytes the other side sent, every field checked (a refusal names it); then
- * {@link requireAccess} narrows what it allows.
- *
- * @since 0.6.0
- * @category constructors
- */
-export const decodeRemoteKey = (bytes: Uint8Array): Effect.Effect<RemoteKey, InvalidRemoteKeyError> =>
-  Effect.suspend(() => {
-    const decoded = keys.decode(bytes)
-    return "field" in decoded ? Effect.fail(new errors.InvalidRemoteKeyError(decoded)) : Effect.succeed(decoded)
-  })
-
-/**
- * Checks that a remote key allows `access` and narrows its type.
- *
- * @since 0.6.0
- * @category refinements
- */
-export const requireAccess = <A extends "read" | "write">(access: A) =>
-(key: RemoteKey): Effect.Effect<RemoteKey<A>, InvalidRemoteKeyError> =>
-  key.access === access
-    ? Effect.succeed(key as RemoteKey<A>)
-    : Effect.fail(
-      new errors.InvalidRemoteKeyError({
-        field: "access",
-        detail: `the key allows a remote ${key.access}, not a ${access}: ask for a key of a region from rdma_reg_${access}`
-      })
-    )
+export const registerWrite: {
+  (memory: Uint8Array): (
+    self: CmEndpoint
+  ) => Effect.Effect<Region<"write">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+  (self: CmEndpoint, memory: Uint8Array): Effect.Effect<Region<"write">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+} = registration.registerWrite
 
 /**
  * rdma_post_send, awaited.
@@ -603,7 +480,10 @@ export const requireAccess = <A extends "read" | "write">(access: A) =>
  * @since 0.6.0
  * @category operations
  */
-export const send: (ep: CmEndpoint, args: SendArgs) => Effect.Effect<void, TransferError> = posting.send
+export const send: {
+  (args: SendArgs): (self: CmEndpoint) => Effect.Effect<void, TransferError>
+  (self: CmEndpoint, args: SendArgs): Effect.Effect<void, TransferError>
+} = posting.send
 
 /**
  * rdma_post_sendv, awaited.
@@ -611,7 +491,10 @@ export const send: (ep: CmEndpoint, args: SendArgs) => Effect.Effect<void, Trans
  * @since 0.6.0
  * @category operations
  */
-export const sendv: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<void, TransferError> = posting.sendv
+export const sendv: {
+  (args: SendvArgs): (self: CmEndpoint) => Effect.Effect<void, TransferError>
+  (self: CmEndpoint, args: SendvArgs): Effect.Effect<void, TransferError>
+} = posting.sendv
 
 /**
  * rdma_post_recv, awaited: the completion (bytes received, immediate data).
@@ -619,8 +502,10 @@ export const sendv: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<void, Tra
  * @since 0.6.0
  * @category operations
  */
-export const recv: (ep: CmEndpoint, args: RecvArgs) => Effect.Effect<Connection.Completion, TransferError> =
-  posting.recv
+export const recv: {
+  (args: RecvArgs): (self: CmEndpoint) => Effect.Effect<Connection.Completion, TransferError>
+  (self: CmEndpoint, args: RecvArgs): Effect.Effect<Connection.Completion, TransferError>
+} = posting.recv
 
 /**
  * rdma_post_recvv, awaited.
@@ -628,8 +513,10 @@ export const recv: (ep: CmEndpoint, args: RecvArgs) => Effect.Effect<Connection.
  * @since 0.6.0
  * @category operations
  */
-export const recvv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Connection.Completion, TransferError> =
-  posting.recvv
+export const recvv: {
+  (args: RecvvArgs): (self: CmEndpoint) => Effect.Effect<Connection.Completion, TransferError>
+  (self: CmEndpoint, args: RecvvArgs): Effect.Effect<Connection.Completion, TransferError>
+} = posting.recvv
 
 /**
  * rdma_post_write, awaited.
@@ -637,7 +524,10 @@ export const recvv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Connectio
  * @since 0.6.0
  * @category operations
  */
-export const write: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<void, TransferError> = posting.write
+export const write: {
+  (args: WriteArgs): (self: CmEndpoint) => Effect.Effect<void, TransferError>
+  (self: CmEndpoint, args: WriteArgs): Effect.Effect<void, TransferError>
+} = posting.write
 
 /**
  * rdma_post_read, awaited.
@@ -645,7 +535,10 @@ export const write: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<void, Tra
  * @since 0.6.0
  * @category operations
  */
-export const read: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<void, TransferError> = posting.read
+export const read: {
+  (args: ReadArgs): (self: CmEndpoint) => Effect.Effect<void, TransferError>
+  (self: CmEndpoint, args: ReadArgs): Effect.Effect<void, TransferError>
+} = posting.read
 
 /**
  * A send (one segment or several) posted without waiting.
@@ -653,7 +546,10 @@ export const read: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<void, Trans
  * @since 0.6.0
  * @category operations
  */
-export const postSend: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<Posted, TransferError> = posting.postSend
+export const postSend: {
+  (args: SendvArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
+  (self: CmEndpoint, args: SendvArgs): Effect.Effect<Posted, TransferError>
+} = posting.postSend
 
 /**
  * A receive posted without waiting (before connect or accept, say).
@@ -661,7 +557,10 @@ export const postSend: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<Posted
  * @since 0.6.0
  * @category operations
  */
-export const postRecv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Posted, TransferError> = posting.postRecv
+export const postRecv: {
+  (args: RecvvArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
+  (self: CmEndpoint, args: RecvvArgs): Effect.Effect<Posted, TransferError>
+} = posting.postRecv
 
 /**
  * A write posted without waiting.
@@ -669,7 +568,10 @@ export const postRecv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Posted
  * @since 0.6.0
  * @category operations
  */
-export const postWrite: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<Posted, TransferError> = posting.postWrite
+export const postWrite: {
+  (args: WriteArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
+  (self: CmEndpoint, args: WriteArgs): Effect.Effect<Posted, TransferError>
+} = posting.postWrite
 
 /**
  * A read posted without waiting.
@@ -677,7 +579,10 @@ export const postWrite: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<Poste
  * @since 0.6.0
  * @category operations
  */
-export const postRead: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<Posted, TransferError> = posting.postRead
+export const postRead: {
+  (args: ReadArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
+  (self: CmEndpoint, args: ReadArgs): Effect.Effect<Posted, TransferError>
+} = posting.postRead
 
 /**
  * A request and its answer: the answer's receive and the request's send posted in one driver call
@@ -713,8 +618,10 @@ export const postRead: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<Posted,
  * @since 0.7.0
  * @category operations
  */
-export const call: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Connection.Completion, TransferError> =
-  posting.call
+export const call: {
+  (args: ExchangeArgs): (self: CmEndpoint) => Effect.Effect<Connection.Completion, TransferError>
+  (self: CmEndpoint, args: ExchangeArgs): Effect.Effect<Connection.Completion, TransferError>
+} = posting.call
 
 /**
  * The server's half of a request/response protocol: the next request's receive and this answer's
@@ -748,7 +655,10 @@ export const call: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Connect
  * @since 0.7.0
  * @category operations
  */
-export const reply: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Posted, TransferError> = posting.reply
+export const reply: {
+  (args: ExchangeArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
+  (self: CmEndpoint, args: ExchangeArgs): Effect.Effect<Posted, TransferError>
+} = posting.reply
 
 /**
  * Sends of one kind (all with immediate data, or none) in one batch: posted as the send queue
@@ -757,8 +667,10 @@ export const reply: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Posted
  * @since 0.6.0
  * @category operations
  */
-export const sendMany: (ep: CmEndpoint, sends: ReadonlyArray<SendArgs>) => Effect.Effect<void, TransferError> =
-  posting.sendMany
+export const sendMany: {
+  (sends: ReadonlyArray<SendArgs>): (self: CmEndpoint) => Effect.Effect<void, TransferError>
+  (self: CmEndpoint, sends: ReadonlyArray<SendArgs>): Effect.Effect<void, TransferError>
+} = posting.sendMany
 
 /**
  * Receives in one batch; succeeds once every one has received.
@@ -766,8 +678,10 @@ export const sendMany: (ep: CmEndpoint, sends: ReadonlyArray<SendArgs>) => Effec
  * @since 0.6.0
  * @category operations
  */
-export const recvMany: (ep: CmEndpoint, recvs: ReadonlyArray<RecvArgs>) => Effect.Effect<void, TransferError> =
-  posting.recvMany
+export const recvMany: {
+  (recvs: ReadonlyArray<RecvArgs>): (self: CmEndpoint) => Effect.Effect<void, TransferError>
+  (self: CmEndpoint, recvs: ReadonlyArray<RecvArgs>): Effect.Effect<void, TransferError>
+} = posting.recvMany
 
 /**
  * Writes of one kind in one batch.
@@ -775,5 +689,7 @@ export const recvMany: (ep: CmEndpoint, recvs: ReadonlyArray<RecvArgs>) => Effec
  * @since 0.6.0
  * @category operations
  */
-export const writeMany: (ep: CmEndpoint, writes: ReadonlyArray<WriteArgs>) => Effect.Effect<void, TransferError> =
-  posting.writeMany
+export const writeMany: {
+  (writes: ReadonlyArray<WriteArgs>): (self: CmEndpoint) => Effect.Effect<void, TransferError>
+  (self: CmEndpoint, writes: ReadonlyArray<WriteArgs>): Effect.Effect<void, TransferError>
+} = posting.writeMany

@@ -1,7 +1,7 @@
 /**
- * How an endpoint of librdmacm's verbs API refuses a request, and how the other side's device
- * refuses a remote key: the error classes, re-exported by `CmEndpoint` (use them from there). A
- * module of their own so that the implementation and the declarations share them without a cycle.
+ * How librdmacm's path refuses a request, an accept or a remote key: the error classes, re-exported
+ * by `CmEndpoint`, `CmListener` and `RemoteKey` (use them from there). A module of their own so that
+ * the implementation and the declarations share them without a cycle.
  *
  * @since 0.6.0
  */
@@ -58,7 +58,7 @@ export class ClientGoneError extends Data.TaggedError("ClientGoneError")<{
 }> {
   override get message(): string {
     return `${this.operation}: the client that asked has gone (it gave up, closed its endpoint or was killed) ` +
-      `before the connection was established; this request is spent (its scope releases it): call CmEndpoint.next ` +
+      `before the connection was established; this request is spent (its scope releases it): call CmListener.next ` +
       `for the next one`
   }
 }

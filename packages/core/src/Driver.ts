@@ -11,7 +11,7 @@
  * A release has three outcomes, and drivers keep them apart: success; a failure with the library's
  * error, after which the handle is gone (librpma frees it even when the verbs call fails); and a
  * refusal, {@link ResourceInUseError}, when something still uses the handle (a region with requests
- * in flight, a peer with regions, endpoints, requests or connections, an rdma_cm id with regions),
+ * in flight, a peer with regions, endpoints, requests or connections, an rdma_cm endpoint with regions),
  * after which the handle is alive and unchanged.
  *
  * @since 0.1.0
@@ -24,7 +24,6 @@ import type {
   CmEpHandle,
   CmEpInfo,
   CmEvent,
-  CmIdHandle,
   CmListenerHandle,
   CmListening,
   CmMrHandle,
@@ -120,22 +119,9 @@ export interface Driver {
   /** rpma_mr_remote_get_flush_type: the FLUSH_TYPE_* bits of the remote usage. */
   readonly mrRemoteGetFlushType: (mr: RemoteMrHandle) => Effect.Effect<number, RpmaError>
 
-  /**
-   * rdma_getaddrinfo + rdma_create_ep, bound to a local address, with a protection domain
-   * allocated for it (rdma_reg_* would otherwise dereference a NULL `id->pd`).
-   */
-  readonly cmCreateId: (address: string) => Effect.Effect<CmIdHandle, RdmaCmError>
-  /**
-   * Deallocates the protection domain and rdma_destroy_ep. Refused ({@link ResourceInUseError},
-   * still alive) while regions are registered on the id.
-   */
-  readonly cmDestroyId: (id: CmIdHandle) => Effect.Effect<void, RdmaCmError | ResourceInUseError>
-  /**
-   * rdma_reg_msgs / rdma_reg_read / rdma_reg_write, on a bound identifier's or an endpoint's own
-   * protection domain.
-   */
+  /** rdma_reg_msgs / rdma_reg_read / rdma_reg_write, on an endpoint's own protection domain. */
   readonly cmReg: (
-    id: CmIdHandle | CmEpHandle,
+    ep: CmEpHandle,
     kind: CmRegistrationKind,
     memory: Uint8Array
   ) => Effect.Effect<CmMrHandle, RdmaCmError>

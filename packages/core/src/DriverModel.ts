@@ -53,13 +53,6 @@ export type MrHandle = Handle<"MrLocal">
  */
 export type RemoteMrHandle = Handle<"MrRemote">
 /**
- * `struct rdma_cm_id *` bound to a local address, with a protection domain.
- *
- * @since 0.1.0
- * @category models
- */
-export type CmIdHandle = Handle<"CmId">
-/**
  * `struct ibv_mr *` from rdma_reg_msgs / rdma_reg_read / rdma_reg_write.
  *
  * @since 0.1.0
@@ -478,7 +471,6 @@ export interface LiveHandles {
   readonly peers: number
   readonly localRegions: number
   readonly remoteRegions: number
-  readonly cmIds: number
   readonly cmRegions: number
   /** librdmacm endpoints (with a queue pair), incoming requests included. */
   readonly cmEndpoints: number

@@ -1,46 +1,24 @@
 /**
- * The API: usage flags, tagged errors, descriptors, memory, peers, local and remote regions, rdma_cm ids, connections, and the Driver service every implementation provides.
+ * The API: usage flags, tagged errors, descriptors, memory, peers, local and remote regions, connections, librdmacm endpoints and listeners, and the Driver service every implementation provides.
  *
  * @packageDocumentation
  * @module @effect-rdma/core
  */
 /**
- * Endpoints of librdmacm's verbs API: rdma_create_ep with a queue pair, connect / listen / accept /
- * reject, the regions of rdma_reg_msgs(3) on the endpoint, and rdma_post_send / recv / read / write
+ * Endpoints of librdmacm's verbs API: rdma_create_ep with a queue pair and rdma_connect, their
+ * state, the regions of rdma_reg_msgs(3) on the endpoint, and rdma_post_send / recv / read / write
  * through the same posting kernel as librpma's connections, all scoped.
  *
  * @since 0.6.0
  */
 export * as CmEndpoint from "./CmEndpoint.js"
 /**
- * How an endpoint of librdmacm's verbs API refuses a request or a remote key: the error classes,
- * re-exported by `CmEndpoint` (use them from there).
+ * Listeners of librdmacm's verbs API: rdma_listen, rdma_get_request, rdma_accept and rdma_reject,
+ * and `serve`, which hands each request to a handler in a scope of its own.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
-export * as CmEndpointError from "./CmEndpointError.js"
-/**
- * librdmacm: a communication identifier bound to a local address, and the message, read and write
- * regions registered on it (rdma_reg_msgs, rdma_reg_read, rdma_reg_write). Regions are deregistered
- * (rdma_dereg_mr) before their identifier is destroyed.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { CmId, Memory } from "@effect-rdma/core"
- *
- * // An identifier bound to the device's address, with 4 KiB of message memory registered on it;
- * // both are released, region first, when the scope closes.
- * const messages = Effect.scoped(Effect.gen(function*() {
- *   const id = yield* CmId.make("192.168.77.1")
- *   const memory = yield* Memory.allocate(4096)
- *   return yield* CmId.registerMessages(id, memory)
- * }))
- * ```
- *
- * @since 0.1.0
- */
-export * as CmId from "./CmId.js"
+export * as CmListener from "./CmListener.js"
 /**
  * A connection between two peers (`struct rpma_conn`), and the operations that move data over it:
  * write, read, flush, atomic write, send and receive. Each operation is an Effect that succeeds
@@ -333,6 +311,13 @@ export * as RdmaClient from "./RdmaClient.js"
  * @since 0.1.0
  */
 export * as RegistrationCache from "./RegistrationCache.js"
+/**
+ * The other side's region on librdmacm's path (address, length, rkey, access), its 24 bytes on the
+ * wire, checked field by field, and the access a write or a read requires.
+ *
+ * @since 1.0.0
+ */
+export * as RemoteKey from "./RemoteKey.js"
 /**
  * A remote memory region (`struct rpma_mr_remote`), rebuilt from a descriptor another peer sent.
  * The descriptor is validated strictly before librpma sees it; the usage the sender claimed is

@@ -2,10 +2,10 @@
  * CmEndpoint on the simulated driver: two endpoints in one process, the bytes that arrive checked,
  * every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, Driver, Tracing } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Driver, RemoteKey, Tracing } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, type Duration, Effect, Exit, Fiber, Layer, TestClock, Tracer } from "effect"
+import { Chunk, Clock, type Duration, Effect, Exit, Fiber, Layer, Option, Stream, TestClock, Tracer } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const text = (bytes: Uint8Array, length = bytes.byteLength) => new TextDecoder().decode(bytes.subarray(0, length))
@@ -24,21 +24,21 @@ const untilDone = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, step: Duration.Duratio
  */
 const connectedPair = (options?: CmEndpoint.Options) =>
   Effect.gen(function*() {
-    const listener = yield* CmEndpoint.listen(address, 0, options)
-    const client = yield* CmEndpoint.create(address, listener.port, options)
+    const listener = yield* CmListener.make(address, 0, options)
+    const client = yield* CmEndpoint.make(address, listener.port, options)
     const clientInbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(256))
     const clientOutbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(256))
     const clientFirst = yield* CmEndpoint.postRecv(client, { segments: [{ mr: clientInbox }] })
-    const connecting = yield* Effect.fork(CmEndpoint.connect(client, bytesOf("hello")))
-    const server = yield* CmEndpoint.next(listener)
-    assert.strictEqual(server.state, "request")
+    const connecting = yield* Effect.fork(CmEndpoint.establish(client, { privateData: bytesOf("hello") }))
+    const server = yield* CmListener.next(listener)
+    assert.strictEqual(yield* CmEndpoint.state(server), "Connecting")
     assert.strictEqual(text(server.privateData, 5), "hello")
     const serverInbox = yield* CmEndpoint.registerMessages(server, new Uint8Array(256))
     const serverOutbox = yield* CmEndpoint.registerMessages(server, new Uint8Array(256))
     const serverFirst = yield* CmEndpoint.postRecv(server, { segments: [{ mr: serverInbox }] })
-    yield* CmEndpoint.accept(server, bytesOf("welcome"))
+    yield* CmListener.accept(server, { privateData: bytesOf("welcome") })
     yield* Fiber.join(connecting)
-    assert.strictEqual(client.state, "connected")
+    assert.strictEqual(yield* CmEndpoint.state(client), "Connected")
     assert.strictEqual(text(client.privateData, 7), "welcome")
     return { listener, client, clientInbox, clientOutbox, clientFirst, server, serverInbox, serverOutbox, serverFirst }
   })
@@ -96,11 +96,11 @@ describe("CmEndpoint", () => {
       const p = yield* connectedPair()
       const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
       const source = yield* CmEndpoint.registerRead(p.server, bytesOf("the server's readable bytes"))
-      const writeKey = yield* CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target))).pipe(
-        Effect.flatMap(CmEndpoint.requireAccess("write"))
+      const writeKey = yield* RemoteKey.decode(RemoteKey.encode(RemoteKey.make(target))).pipe(
+        Effect.flatMap(RemoteKey.require("write"))
       )
-      const readKey = yield* CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(source))).pipe(
-        Effect.flatMap(CmEndpoint.requireAccess("read"))
+      const readKey = yield* RemoteKey.decode(RemoteKey.encode(RemoteKey.make(source))).pipe(
+        Effect.flatMap(RemoteKey.require("read"))
       )
       p.clientOutbox.memory.set(bytesOf("written by the client"))
       yield* CmEndpoint.write(p.client, { src: p.clientOutbox, dst: writeKey, dstOffset: 8, length: 21 })
@@ -122,8 +122,8 @@ describe("CmEndpoint", () => {
     inWorld(Effect.gen(function*() {
       const p = yield* connectedPair()
       const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
-      const key = CmEndpoint.remoteKey(target)
-      const forged: CmEndpoint.RemoteKey<"write"> = { ...key, rkey: (key.rkey + 1) >>> 0 }
+      const key = RemoteKey.make(target)
+      const forged: RemoteKey.RemoteKey<"write"> = { ...key, rkey: (key.rkey + 1) >>> 0 }
       p.clientOutbox.memory.set(bytesOf("forged"))
       const refused = yield* Effect.flip(CmEndpoint.write(p.client, { src: p.clientOutbox, dst: forged, length: 6 }))
       assert.strictEqual(refused._tag, "RemoteKeyRefusedError")
@@ -172,32 +172,32 @@ describe("CmEndpoint", () => {
 
   it.effect("sends before connect are refused; a rejected request's client fails with ECONNREFUSED and the rejection's data", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
-      const client = yield* CmEndpoint.create(address, listener.port)
+      const listener = yield* CmListener.make(address, 0)
+      const client = yield* CmEndpoint.make(address, listener.port)
       const outbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(8))
       const early = yield* Effect.flip(CmEndpoint.send(client, { src: outbox, length: 4 }))
       assert.strictEqual(early._tag, "RdmaCmError")
-      const connecting = yield* Effect.fork(CmEndpoint.connect(client))
+      const connecting = yield* Effect.fork(CmEndpoint.establish(client))
       yield* Effect.scoped(Effect.gen(function*() {
-        const request = yield* CmEndpoint.next(listener)
-        yield* CmEndpoint.reject(request, bytesOf("go away"))
+        const request = yield* CmListener.next(listener)
+        yield* CmListener.reject(request, { privateData: bytesOf("go away") })
         // Answered already: a second answer is refused.
-        const again = yield* Effect.flip(CmEndpoint.accept(request))
+        const again = yield* Effect.flip(CmListener.accept(request))
         assert.strictEqual(again._tag, "RdmaCmError")
       }))
       const refused = yield* Effect.flip(Fiber.join(connecting))
       assert.strictEqual(refused._tag, "RdmaCmError")
       assert.strictEqual(refused.errnoName, "ECONNREFUSED")
       assert.strictEqual(text(client.privateData, 7), "go away")
-      assert.strictEqual(client.state, "failed")
+      assert.strictEqual(yield* CmEndpoint.state(client), "Closed")
     })))
 
   it.effect("a listener rejects the requests it handed out and nobody answered when it closes", () =>
     inWorld(Effect.gen(function*() {
       const client = yield* Effect.scoped(Effect.gen(function*() {
-        const listener = yield* CmEndpoint.listen(address, 0)
-        const client = yield* Effect.fork(Effect.scoped(CmEndpoint.open(address, listener.port)))
-        yield* CmEndpoint.next(listener)
+        const listener = yield* CmListener.make(address, 0)
+        const client = yield* Effect.fork(Effect.scoped(CmEndpoint.connect(address, listener.port)))
+        yield* CmListener.next(listener)
         return client
       }))
       const exit = yield* Fiber.await(client)
@@ -206,15 +206,15 @@ describe("CmEndpoint", () => {
 
   it.effect("closing disconnects: the other side's waiting receive fails with ConnectionClosedError", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
+      const listener = yield* CmListener.make(address, 0)
       const serverSide = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
-        const request = yield* CmEndpoint.next(listener)
+        const request = yield* CmListener.next(listener)
         const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(8))
         const waiting = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
-        yield* CmEndpoint.accept(request)
+        yield* CmListener.accept(request)
         return yield* Effect.flip(waiting.completion)
       })))
-      yield* Effect.scoped(CmEndpoint.open(address, listener.port))
+      yield* Effect.scoped(CmEndpoint.connect(address, listener.port))
       const ended = yield* Fiber.join(serverSide)
       assert.strictEqual(ended._tag, "ConnectionClosedError")
     })))
@@ -228,7 +228,7 @@ describe("CmEndpoint", () => {
             // Sends waiting for receives the server never posts, a write, and a receive: in flight.
             yield* Effect.fork(CmEndpoint.sendMany(p.client, Array.from({ length: 8 }, () => ({ src: p.clientOutbox, length: 4 }))))
             const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
-            yield* Effect.fork(CmEndpoint.write(p.client, { src: p.clientOutbox, dst: CmEndpoint.remoteKey(target), length: 8 }))
+            yield* Effect.fork(CmEndpoint.write(p.client, { src: p.clientOutbox, dst: RemoteKey.make(target), length: 8 }))
             yield* CmEndpoint.recv(p.client, { dst: p.clientInbox })
           })))
           for (let i = 0; i < at; i++) yield* Effect.yieldNow()
@@ -239,11 +239,11 @@ describe("CmEndpoint", () => {
 
   it.effect("bad settings are refused with EINVAL before the driver is asked", () =>
     inWorld(Effect.gen(function*() {
-      const error = yield* Effect.flip(CmEndpoint.create(address, 1, { maxSendWr: 0 }))
+      const error = yield* Effect.flip(CmEndpoint.make(address, 1, { maxSendWr: 0 }))
       assert.strictEqual(error.errnoName, "EINVAL")
       assert.match(error.message, /maxSendWr/)
       for (const timeout of ["soon", Infinity, "30 days"] as const) {
-        const refused = yield* Effect.flip(CmEndpoint.create(address, 1, { timeout: timeout as Duration.DurationInput }))
+        const refused = yield* Effect.flip(CmEndpoint.make(address, 1, { timeout: timeout as Duration.DurationInput }))
         assert.strictEqual(refused.errnoName, "EINVAL")
         assert.match(refused.message, /timeout is .*: it must be a duration/)
       }
@@ -266,7 +266,7 @@ describe("CmEndpoint", () => {
       const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
       const started = yield* Clock.currentTimeMillis
       const writing = yield* Effect.fork(Effect.flip(
-        CmEndpoint.write(p.client, { src: p.clientOutbox, dst: CmEndpoint.remoteKey(target), length: 8 })
+        CmEndpoint.write(p.client, { src: p.clientOutbox, dst: RemoteKey.make(target), length: 8 })
       ))
       const lost = yield* untilDone(writing, "10 millis")
       // The TestClock's time: the watchdog's timeout, a period or two to see it, the drain's timeout.
@@ -275,7 +275,8 @@ describe("CmEndpoint", () => {
       assert.strictEqual((lost as { reason?: string }).reason, "LOST")
       assert.match(lost.message, /does not answer/)
       assert.isTrue(waited > 300 && waited <= 2 * 300 + 3 * 30, `waited ${waited} ms`)
-      assert.strictEqual(p.client.state, "closed")
+      assert.strictEqual(yield* CmEndpoint.state(p.client), "Lost")
+      assert.strictEqual(yield* CmEndpoint.awaitClosed(p.client), "Lost")
     }))).pipe(Effect.provide(lossy))
   })
 
@@ -311,9 +312,9 @@ describe("CmEndpoint", () => {
 
   it.effect("connect is bounded: a listener nobody takes requests from fails it with ETIMEDOUT at the endpoint's timeout, on Effect's Clock", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
+      const listener = yield* CmListener.make(address, 0)
       const started = yield* Clock.currentTimeMillis
-      const opening = yield* Effect.fork(Effect.flip(Effect.scoped(CmEndpoint.open(address, listener.port, { timeout: "300 millis" }))))
+      const opening = yield* Effect.fork(Effect.flip(Effect.scoped(CmEndpoint.connect(address, listener.port, { timeout: "300 millis" }))))
       const error = yield* untilDone(opening, "10 millis")
       const waited = (yield* Clock.currentTimeMillis) - started
       assert.strictEqual(error.errnoName, "ETIMEDOUT")
@@ -323,8 +324,8 @@ describe("CmEndpoint", () => {
   it.effect("a next waiting when its listener closes fails with a tagged error, and nothing is left", () =>
     inWorld(Effect.gen(function*() {
       const waiting = yield* Effect.scoped(Effect.gen(function*() {
-        const listener = yield* CmEndpoint.listen(address, 0)
-        const waiting = yield* Effect.fork(Effect.scoped(CmEndpoint.next(listener)))
+        const listener = yield* CmListener.make(address, 0)
+        const waiting = yield* Effect.fork(Effect.scoped(CmListener.next(listener)))
         yield* Effect.yieldNow()
         return waiting
       }))
@@ -355,5 +356,82 @@ describe("CmEndpoint", () => {
         slots.map((mr) => new DataView(mr.memory.buffer).getUint32(0, true)),
         Array.from({ length: 40 }, (_, i) => i)
       )
+    })))
+})
+
+describe("CmEndpoint's state", () => {
+  it.effect("changes: Connecting, Connected, Closing, then Closed, where the stream ends", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmListener.make(address, 0)
+      const client = yield* CmEndpoint.make(address, listener.port)
+      const seen = yield* Effect.fork(Stream.runCollect(CmEndpoint.changes(client)))
+      const connecting = yield* Effect.fork(client.pipe(CmEndpoint.establish()))
+      const request = yield* CmListener.next(listener)
+      assert.strictEqual(yield* CmEndpoint.state(request), "Connecting")
+      const server = yield* request.pipe(CmListener.accept())
+      assert.strictEqual(server, request, "accept answers the request, connected")
+      assert.strictEqual(yield* CmEndpoint.state(server), "Connected")
+      yield* Fiber.join(connecting)
+      yield* CmEndpoint.close(client)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(seen)), ["Connecting", "Connected", "Closing", "Closed"])
+      // Ended: the stream of a closed endpoint is its final state alone.
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Stream.runCollect(CmEndpoint.changes(client))), ["Closed"])
+    })))
+
+  it.effect("awaitClosed waits while the connection lives, and answers Closed once the other side disconnects", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      const closed = yield* Effect.fork(CmEndpoint.awaitClosed(p.client))
+      // The connection lives: a message crosses it, and the wait is still on.
+      new TextEncoder().encodeInto("ping", p.serverOutbox.memory)
+      yield* p.server.pipe(CmEndpoint.send({ src: p.serverOutbox, length: 4 }))
+      assert.strictEqual((yield* p.clientFirst.completion).byteLength, 4)
+      assert.isTrue(Option.isNone(yield* Fiber.poll(closed)), "awaitClosed answered while connected")
+      yield* CmEndpoint.close(p.server)
+      assert.strictEqual(yield* Fiber.join(closed), "Closed")
+      assert.strictEqual(yield* CmEndpoint.state(p.client), "Closed")
+      const after = yield* Effect.flip(CmEndpoint.send(p.client, { src: p.clientOutbox, length: 1 }))
+      assert.strictEqual(after._tag, "ConnectionClosedError")
+    })))
+
+  it.effect("close is idempotent and bounded; what waits fails with ConnectionClosedError (CLOSED)", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      const waiting = yield* Effect.fork(CmEndpoint.recv(p.client, { dst: p.clientInbox }))
+      yield* Effect.yieldNow()
+      yield* Effect.all([CmEndpoint.close(p.client), CmEndpoint.close(p.client)], { concurrency: "unbounded" })
+      yield* CmEndpoint.close(p.client)
+      const failed = yield* Effect.flip(Fiber.join(waiting))
+      assert.strictEqual(failed._tag, "ConnectionClosedError")
+      assert.strictEqual((failed as { reason?: string }).reason, "CLOSED")
+      assert.strictEqual(yield* CmEndpoint.awaitClosed(p.client), "Closed")
+      assert.strictEqual(yield* CmEndpoint.awaitClosed(p.server), "Closed")
+    })))
+
+  it.effect("a closed request is rejected: its client's connect fails, and both end Closed", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmListener.make(address, 0)
+      const client = yield* CmEndpoint.make(address, listener.port)
+      const connecting = yield* Effect.fork(CmEndpoint.establish(client))
+      const request = yield* CmListener.next(listener)
+      yield* CmEndpoint.close(request)
+      assert.strictEqual((yield* Effect.flip(Fiber.join(connecting))).errnoName, "ECONNREFUSED")
+      assert.strictEqual(yield* CmEndpoint.awaitClosed(client), "Closed")
+      assert.strictEqual(yield* CmEndpoint.awaitClosed(request), "Closed")
+      assert.strictEqual((yield* Effect.flip(CmListener.accept(request)))._tag, "RdmaCmError")
+    })))
+
+  it.effect("guards: an endpoint and a listener are told apart from anything else", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmListener.make(address, 0)
+      const ep = yield* CmEndpoint.make(address, listener.port)
+      assert.isTrue(CmEndpoint.isCmEndpoint(ep))
+      assert.isFalse(CmEndpoint.isCmEndpoint(listener))
+      assert.isTrue(CmListener.isCmListener(listener))
+      assert.isFalse(CmListener.isCmListener(ep))
+      for (const other of [null, undefined, 0, "ep", {}, { handle: ep.handle, info: ep.info }]) {
+        assert.isFalse(CmEndpoint.isCmEndpoint(other))
+        assert.isFalse(CmListener.isCmListener(other))
+      }
     })))
 })

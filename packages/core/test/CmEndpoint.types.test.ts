@@ -1,40 +1,82 @@
 /**
  * Type tests: compiled by `pnpm check`; each `@ts-expect-error` fails the build if the line compiles.
  */
-import type { CmId } from "@effect-rdma/core"
-import { CmEndpoint } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, type Driver, type RdmaError, RemoteKey } from "@effect-rdma/core"
 import { describe, expect, it } from "@effect/vitest"
+import type * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 
 declare const ep: CmEndpoint.CmEndpoint
 declare const msgs: CmEndpoint.MessageRegion
 declare const readable: CmEndpoint.Region<"read">
 declare const writable: CmEndpoint.Region<"write">
-declare const onId: CmId.CmMr<"msgs">
-declare const readKey: CmEndpoint.RemoteKey<"read">
-declare const writeKey: CmEndpoint.RemoteKey<"write">
-declare const anyKey: CmEndpoint.RemoteKey
+declare const listener: CmListener.CmListener
+declare const request: CmEndpoint.CmEndpoint
+declare const memory: Uint8Array
+declare const handle: (request: CmEndpoint.CmEndpoint) => Effect.Effect<void>
+type Registered<K extends "msgs" | "read" | "write"> = Effect.Effect<
+  CmEndpoint.Region<K>,
+  RdmaError.RdmaCmError | RdmaError.MemoryRefusedError,
+  Driver.RdmaDriver | Scope.Scope
+>
+declare const readKey: RemoteKey.RemoteKey<"read">
+declare const writeKey: RemoteKey.RemoteKey<"write">
+declare const anyKey: RemoteKey.RemoteKey
 
 export const typeTests = () => [
   CmEndpoint.send(ep, { src: msgs, length: 8 }),
   CmEndpoint.recv(ep, { dst: msgs }),
   CmEndpoint.write(ep, { src: msgs, dst: writeKey, length: 8 }),
   CmEndpoint.read(ep, { dst: msgs, src: readKey, length: 8 }),
-  CmEndpoint.remoteKey(readable) satisfies CmEndpoint.RemoteKey<"read">,
-  CmEndpoint.remoteKey(writable) satisfies CmEndpoint.RemoteKey<"write">,
+  RemoteKey.make(readable) satisfies RemoteKey.RemoteKey<"read">,
+  RemoteKey.make(writable) satisfies RemoteKey.RemoteKey<"write">,
   // @ts-expect-error a region of rdma_reg_read is only a remote read's target: it cannot be sent
   CmEndpoint.send(ep, { src: readable, length: 8 }),
   // @ts-expect-error nor can one of rdma_reg_write be received into
   CmEndpoint.recv(ep, { dst: writable }),
   // @ts-expect-error nor be the local side of a write
   CmEndpoint.write(ep, { src: writable, dst: writeKey, length: 8 }),
-  // @ts-expect-error a region of a bound identifier (CmId) has no queue pair to post on
-  CmEndpoint.send(ep, { src: onId, length: 8 }),
   // @ts-expect-error a read key is not a write's destination
   CmEndpoint.write(ep, { src: msgs, dst: readKey, length: 8 }),
-  // @ts-expect-error a key of unknown access must be narrowed (CmEndpoint.requireAccess) first
+  // @ts-expect-error a key of unknown access must be narrowed (RemoteKey.require) first
   CmEndpoint.read(ep, { dst: msgs, src: anyKey, length: 8 }),
   // @ts-expect-error a message region has no remote key (only read / write regions are exported)
-  CmEndpoint.remoteKey(msgs)
+  RemoteKey.make(msgs),
+
+  // Dual: the endpoint (listener, request) first, or piped in; both forms have one type.
+  CmEndpoint.send(ep, { src: msgs, length: 8 }) satisfies Effect.Effect<void, CmEndpoint.TransferError>,
+  ep.pipe(CmEndpoint.send({ src: msgs, length: 8 })) satisfies Effect.Effect<void, CmEndpoint.TransferError>,
+  CmEndpoint.call(ep, { send: { src: msgs, length: 8 }, recv: { dst: msgs } }),
+  ep.pipe(CmEndpoint.call({ send: { src: msgs, length: 8 }, recv: { dst: msgs } })),
+  CmEndpoint.writeMany(ep, [{ src: msgs, dst: writeKey, length: 8 }]),
+  ep.pipe(CmEndpoint.writeMany([{ src: msgs, dst: writeKey, length: 8 }])),
+  CmEndpoint.registerRead(ep, memory) satisfies Registered<"read">,
+  ep.pipe(CmEndpoint.registerRead(memory)) satisfies Registered<"read">,
+  CmEndpoint.establish(ep, { privateData: memory }),
+  ep.pipe(CmEndpoint.establish({ privateData: memory })),
+  ep.pipe(CmEndpoint.establish()),
+  CmListener.accept(request) satisfies Effect.Effect<CmEndpoint.CmEndpoint, unknown, Driver.RdmaDriver>,
+  request.pipe(CmListener.accept({ privateData: memory })) satisfies Effect.Effect<CmEndpoint.CmEndpoint, unknown, Driver.RdmaDriver>,
+  CmListener.reject(request, { privateData: memory }),
+  request.pipe(CmListener.reject()),
+  CmListener.serve(listener, handle, { concurrency: 2 }) satisfies Effect.Effect<never, RdmaError.RdmaCmError, Driver.RdmaDriver>,
+  listener.pipe(CmListener.serve(handle)) satisfies Effect.Effect<never, RdmaError.RdmaCmError, Driver.RdmaDriver>,
+  // @ts-expect-error the data-last form checks its arguments as the data-first one does
+  ep.pipe(CmEndpoint.send({ src: readable, length: 8 })),
+  // @ts-expect-error an endpoint is not a listener
+  ep.pipe(CmListener.serve(handle)),
+
+  // Opaque: state is read through an Effect or a Stream, facts are read-only.
+  CmEndpoint.state(ep) satisfies Effect.Effect<CmEndpoint.State>,
+  CmEndpoint.awaitClosed(ep) satisfies Effect.Effect<CmEndpoint.State>,
+  // @ts-expect-error no state field
+  ep.state,
+  // @ts-expect-error no list of a listener's unanswered requests
+  listener.unanswered,
+  () => {
+    // @ts-expect-error a fact cannot be written
+    ep.privateData = memory
+  }
 ]
 
 describe("CmEndpoint types", () => {

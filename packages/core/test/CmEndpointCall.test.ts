@@ -3,7 +3,7 @@
  * a side (the receive and the send together), its checks, its failures and its interruption, every
  * resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, Tracing } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Tracing } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Tracer } from "effect"
@@ -25,16 +25,16 @@ const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
  */
 const exchangePair = (options?: CmEndpoint.Options) =>
   Effect.gen(function*() {
-    const listener = yield* CmEndpoint.listen(address, 0, options)
-    const client = yield* CmEndpoint.create(address, listener.port, options)
+    const listener = yield* CmListener.make(address, 0, options)
+    const client = yield* CmEndpoint.make(address, listener.port, options)
     const clientInbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(128))
     const clientOutbox = yield* CmEndpoint.registerMessages(client, new Uint8Array(128))
-    const connecting = yield* Effect.fork(CmEndpoint.connect(client))
-    const server = yield* CmEndpoint.next(listener)
+    const connecting = yield* Effect.fork(CmEndpoint.establish(client))
+    const server = yield* CmListener.next(listener)
     const serverInbox = yield* CmEndpoint.registerMessages(server, new Uint8Array(128))
     const serverOutbox = yield* CmEndpoint.registerMessages(server, new Uint8Array(128))
     const serverFirst = yield* CmEndpoint.postRecv(server, { segments: [{ mr: serverInbox, offset: 0, length: 64 }] })
-    yield* CmEndpoint.accept(server)
+    yield* CmListener.accept(server)
     yield* Fiber.join(connecting)
     return { client, clientInbox, clientOutbox, server, serverInbox, serverOutbox, serverFirst }
   })
@@ -121,20 +121,20 @@ describe("CmEndpoint.call / reply", () => {
 
   it.effect("a call whose answer never comes: interrupted, it leaves at once; the other side closing fails the next with its send's error", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
+      const listener = yield* CmListener.make(address, 0)
       const close = yield* Deferred.make<void>()
       const requests = yield* Deferred.make<void>()
       // A server that takes one request, never answers, and closes when told.
       const serverSide = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
-        const request = yield* CmEndpoint.next(listener)
+        const request = yield* CmListener.next(listener)
         const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(64))
         const first = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
-        yield* CmEndpoint.accept(request)
+        yield* CmListener.accept(request)
         yield* first.completion
         yield* Deferred.succeed(requests, undefined)
         yield* Deferred.await(close)
       })))
-      const client = yield* CmEndpoint.open(address, listener.port)
+      const client = yield* CmEndpoint.connect(address, listener.port)
       const mr = yield* CmEndpoint.registerMessages(client, new Uint8Array(64))
       const exchange = { send: { src: mr, length: 4 }, recv: { dst: mr, offset: 32, length: 32 } }
       const unanswered = yield* Effect.fork(CmEndpoint.call(client, exchange))

@@ -1,9 +1,9 @@
 /**
- * CmEndpoint.serve and ClientGoneError on the simulated driver: each request in its own scope, the
+ * CmListener.serve and ClientGoneError on the simulated driver: each request in its own scope, the
  * concurrency bound, unanswered requests rejected, a failing handler, interruption, and a client
  * gone before its accept; every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, Driver, type RdmaError } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Driver, type RdmaError } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Deferred, Effect, Exit, Fiber, Schedule, Scope } from "effect"
@@ -23,7 +23,7 @@ const shout = (request: CmEndpoint.CmEndpoint) =>
     const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(64))
     const outbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(64))
     const first = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
-    yield* CmEndpoint.accept(request)
+    yield* CmListener.accept(request)
     const { byteLength } = yield* first.completion
     outbox.memory.set(bytesOf(text(inbox.memory, byteLength).toUpperCase()))
     yield* CmEndpoint.send(request, { src: outbox, length: byteLength })
@@ -32,11 +32,11 @@ const shout = (request: CmEndpoint.CmEndpoint) =>
 /** A client that sends `message` and returns the answer. */
 const ask = (port: number, message: string) =>
   Effect.scoped(Effect.gen(function*() {
-    const ep = yield* CmEndpoint.create(address, port)
+    const ep = yield* CmEndpoint.make(address, port)
     const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64))
     const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64))
     const answer = yield* CmEndpoint.postRecv(ep, { segments: [{ mr: inbox }] })
-    yield* CmEndpoint.connect(ep)
+    yield* CmEndpoint.establish(ep)
     outbox.memory.set(bytesOf(message))
     yield* CmEndpoint.send(ep, { src: outbox, length: message.length })
     const { byteLength } = yield* answer.completion
@@ -59,11 +59,11 @@ const allZero = Effect.flatMap(Driver.RdmaDriver, (d) => d.live).pipe(
   Effect.map((live) => Object.entries(live).filter(([, n]) => n !== 0))
 )
 
-describe("CmEndpoint.serve", () => {
+describe("CmListener.serve", () => {
   it.live("serves each request in its own scope, several at once; each released when its handler ends", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
-      const server = yield* Effect.fork(CmEndpoint.serve(listener, shout, { concurrency: 2 }))
+      const listener = yield* CmListener.make(address, 0)
+      const server = yield* Effect.fork(CmListener.serve(listener, shout, { concurrency: 2 }))
       const answers = yield* Effect.all(["one", "two", "three", "four"].map((m) => ask(listener.port, m)), {
         concurrency: "unbounded"
       })
@@ -75,17 +75,17 @@ describe("CmEndpoint.serve", () => {
   it.live("at most `concurrency` requests are taken: the next client connects only when a handler is done", () =>
     inWorld(Effect.gen(function*() {
       const control = yield* SimulatedDriver.SimulationControl
-      const listener = yield* CmEndpoint.listen(address, 0, { timeout: "5 seconds" })
+      const listener = yield* CmListener.make(address, 0, { timeout: "5 seconds" })
       const accepted = yield* Deferred.make<void>()
       const gate = yield* Deferred.make<void>()
-      const server = yield* Effect.fork(CmEndpoint.serve(
+      const server = yield* Effect.fork(CmListener.serve(
         listener,
-        (request) => CmEndpoint.accept(request).pipe(Effect.zipRight(Deferred.succeed(accepted, undefined)), Effect.zipRight(Deferred.await(gate))),
+        (request) => CmListener.accept(request).pipe(Effect.zipRight(Deferred.succeed(accepted, undefined)), Effect.zipRight(Deferred.await(gate))),
         { concurrency: 1 }
       ))
-      yield* Effect.scoped(CmEndpoint.open(address, listener.port)).pipe(Effect.fork)
+      yield* Effect.scoped(CmEndpoint.connect(address, listener.port)).pipe(Effect.fork)
       yield* Deferred.await(accepted)
-      const second = yield* Effect.fork(Effect.scoped(CmEndpoint.open(address, listener.port)))
+      const second = yield* Effect.fork(Effect.scoped(CmEndpoint.connect(address, listener.port)))
       // The second client has asked, and the server, its only handler busy since long before, has
       // asked the listener for no request after the first (a server that took one would have).
       yield* until(Effect.map(control.calls("rdma_connect"), (n) => n === 2))
@@ -98,9 +98,9 @@ describe("CmEndpoint.serve", () => {
 
   it.live("a request its handler leaves unanswered is rejected when the handler ends", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
-      const server = yield* Effect.fork(CmEndpoint.serve(listener, () => Effect.void))
-      const refused = yield* Effect.flip(Effect.scoped(CmEndpoint.open(address, listener.port)))
+      const listener = yield* CmListener.make(address, 0)
+      const server = yield* Effect.fork(CmListener.serve(listener, () => Effect.void))
+      const refused = yield* Effect.flip(Effect.scoped(CmEndpoint.connect(address, listener.port)))
       assert.strictEqual(refused.errnoName, "ECONNREFUSED")
       yield* endpointsSettle(0)
       yield* Fiber.interrupt(server)
@@ -108,17 +108,17 @@ describe("CmEndpoint.serve", () => {
 
   it.live("a failing handler stops the server with its error; the other handlers are interrupted, every request released", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
-      const server = yield* Effect.fork(CmEndpoint.serve(listener, (request) =>
+      const listener = yield* CmListener.make(address, 0)
+      const server = yield* Effect.fork(CmListener.serve(listener, (request) =>
         Effect.gen(function*() {
-          yield* CmEndpoint.accept(request)
+          yield* CmListener.accept(request)
           return yield* text(request.privateData, 4) === "fail" ? Effect.fail(new Boom()) : Effect.never
         })))
       // The first client: connected, waiting for a message that never comes.
-      const first = yield* CmEndpoint.open(address, listener.port)
+      const first = yield* CmEndpoint.connect(address, listener.port)
       const inbox = yield* CmEndpoint.registerMessages(first, new Uint8Array(8))
       const waiting = yield* Effect.fork(CmEndpoint.recv(first, { dst: inbox }))
-      yield* Effect.scoped(CmEndpoint.open(address, listener.port, { privateData: bytesOf("fail") }))
+      yield* Effect.scoped(CmEndpoint.connect(address, listener.port, { privateData: bytesOf("fail") }))
       const exit = yield* Fiber.await(server)
       assert.isTrue(Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error._tag === "Boom", String(exit))
       // The first handler was interrupted: its request disconnected and destroyed.
@@ -130,17 +130,17 @@ describe("CmEndpoint.serve", () => {
   it.live("interrupted, it leaves nothing alive: answered and unanswered requests released, waiting clients told", () =>
     Effect.gen(function*() {
       const left = yield* Effect.scoped(Effect.gen(function*() {
-        const listener = yield* CmEndpoint.listen(address, 0)
+        const listener = yield* CmListener.make(address, 0)
         const accepted = yield* Deferred.make<void>()
-        const server = yield* Effect.fork(CmEndpoint.serve(listener, (request) =>
+        const server = yield* Effect.fork(CmListener.serve(listener, (request) =>
           text(request.privateData, 4) === "wait"
             ? Effect.never // left unanswered
-            : Effect.zipRight(CmEndpoint.accept(request), Effect.zipRight(Deferred.succeed(accepted, undefined), Effect.never))))
-        const first = yield* CmEndpoint.open(address, listener.port)
+            : Effect.zipRight(CmListener.accept(request), Effect.zipRight(Deferred.succeed(accepted, undefined), Effect.never))))
+        const first = yield* CmEndpoint.connect(address, listener.port)
         yield* Deferred.await(accepted)
         const inbox = yield* CmEndpoint.registerMessages(first, new Uint8Array(8))
         const waiting = yield* Effect.fork(CmEndpoint.recv(first, { dst: inbox }))
-        const unanswered = yield* Effect.fork(Effect.scoped(CmEndpoint.open(address, listener.port, { privateData: bytesOf("wait") })))
+        const unanswered = yield* Effect.fork(Effect.scoped(CmEndpoint.connect(address, listener.port, { privateData: bytesOf("wait") })))
         // Its request taken: the server's third rdma_get_request waits for a next one.
         yield* until(Effect.flatMap(SimulatedDriver.SimulationControl, (c) => Effect.map(c.calls("rdma_get_request"), (n) => n === 3)))
         yield* Fiber.interrupt(server)
@@ -156,8 +156,8 @@ describe("CmEndpoint.serve", () => {
     Effect.gen(function*() {
       for (let at = 0; at < 40; at += 1) {
         const left = yield* Effect.scoped(Effect.gen(function*() {
-          const listener = yield* CmEndpoint.listen(address, 0)
-          const server = yield* Effect.fork(CmEndpoint.serve(listener, shout, { concurrency: 2 }))
+          const listener = yield* CmListener.make(address, 0)
+          const server = yield* Effect.fork(CmListener.serve(listener, shout, { concurrency: 2 }))
           const clients = yield* Effect.fork(
             Effect.all(["a", "b", "c"].map((m) => Effect.either(ask(listener.port, m))), { concurrency: "unbounded" })
           )
@@ -171,25 +171,25 @@ describe("CmEndpoint.serve", () => {
 
   it.live("a client gone before its accept ends only its request (ClientGoneError, saying so); the server goes on", () =>
     inWorld(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(address, 0)
+      const listener = yield* CmListener.make(address, 0)
       const clientGone = yield* Deferred.make<void>()
-      const seen = yield* Deferred.make<CmEndpoint.ClientGoneError | RdmaError.RdmaCmError>()
-      const server = yield* Effect.fork(CmEndpoint.serve(listener, (request) =>
+      const seen = yield* Deferred.make<CmListener.ClientGoneError | RdmaError.RdmaCmError>()
+      const server = yield* Effect.fork(CmListener.serve(listener, (request) =>
         text(request.privateData, 4) === "gone"
           ? Effect.zipRight(
             Deferred.await(clientGone),
-            Effect.tapError(CmEndpoint.accept(request), (error) => Deferred.succeed(seen, error))
+            Effect.tapError(CmListener.accept(request), (error) => Deferred.succeed(seen, error))
           )
           : shout(request)))
       // A client that asks, then gives up and closes its endpoint before the server accepts.
       const scope = yield* Scope.make()
-      const ep = yield* Scope.extend(CmEndpoint.create(address, listener.port), scope)
-      yield* CmEndpoint.connect(ep, bytesOf("gone")).pipe(Effect.timeout("50 millis"), Effect.ignore)
+      const ep = yield* Scope.extend(CmEndpoint.make(address, listener.port), scope)
+      yield* CmEndpoint.establish(ep, { privateData: bytesOf("gone") }).pipe(Effect.timeout("50 millis"), Effect.ignore)
       yield* Scope.close(scope, Exit.void)
       yield* Deferred.succeed(clientGone, undefined)
       const error = yield* Deferred.await(seen)
       assert.strictEqual(error._tag, "ClientGoneError")
-      assert.match(error.message, /client that asked has gone.*spent.*CmEndpoint\.next/)
+      assert.match(error.message, /client that asked has gone.*spent.*CmListener\.next/)
       assert.strictEqual(yield* ask(listener.port, "still here"), "STILL HERE")
       yield* Fiber.interrupt(server)
     })))

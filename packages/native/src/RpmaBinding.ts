@@ -57,9 +57,7 @@ export interface Binding {
   readonly mrRemoteDelete: (mr: unknown) => void
   readonly mrRemoteGetSize: (mr: unknown) => bigint
   readonly mrRemoteGetFlushType: (mr: unknown) => number
-  readonly cmCreateId: (address: unknown) => Promise<object>
-  readonly cmDestroyId: (id: unknown) => void
-  readonly cmReg: (id: unknown, kind: unknown, memory: unknown) => object
+  readonly cmReg: (ep: unknown, kind: unknown, memory: unknown) => object
   readonly cmDeregMr: (mr: unknown) => void
   readonly cmMrInfo: (mr: unknown) => { address: bigint; length: number; lkey: number; rkey: number }
   readonly epListen: (peer: unknown, address: unknown, port: unknown) => object
@@ -174,7 +172,6 @@ export interface Binding {
     peers: number
     localRegions: number
     remoteRegions: number
-    cmIds: number
     cmRegions: number
     endpoints: number
     connectionRequests: number

@@ -24,7 +24,6 @@ const napi_type_tag kTags[static_cast<int>(Kind::Count)] = {
     {0x1b9e7d3c5a2f4e02ULL, 0x7c3a5e1d9b2f4a61ULL},  // Peer
     {0x4e2a9c7b1d5f3e03ULL, 0x2d8b6f4a1c9e3b62ULL},  // MrLocal
     {0x6c1d8e4a2f7b5a04ULL, 0x5a9e3c7d2b1f6e63ULL},  // MrRemote
-    {0x3f7a2e9d4c1b6e05ULL, 0x8b4d1f6a3e9c2d64ULL},  // CmId
     {0x9a3e5c1f7d2b4a06ULL, 0x1e6c9a4d7b3f5c65ULL},  // CmMr
     {0x5d2b8f6e3a1c7d07ULL, 0x6f1a8c3e5d9b2a66ULL},  // Endpoint
     {0x2c7e4a9f1b6d3e08ULL, 0x3a5d7f1c9e2b8d67ULL},  // ConnReq
@@ -34,10 +33,9 @@ const napi_type_tag kTags[static_cast<int>(Kind::Count)] = {
     {0xa84f3d1e6b92c70cULL, 0x37e1c9a5f24d8b6bULL},  // CmListener
 };
 
-const char* const kNames[static_cast<int>(Kind::Count)] = {"ibv_context", "peer",     "mr_local",
-                                                           "mr_remote",   "cm_id",    "cm_mr",
-                                                           "endpoint",    "conn_req", "conn",
-                                                           "srq",         "cm_ep",    "cm_listener"};
+const char* const kNames[static_cast<int>(Kind::Count)] = {"ibv_context", "peer",   "mr_local", "mr_remote",
+                                                           "cm_mr",       "endpoint", "conn_req", "conn",
+                                                           "srq",         "cm_ep",  "cm_listener"};
 
 }  // namespace
 
@@ -68,7 +66,6 @@ Napi::Value LiveHandles(const Napi::CallbackInfo& info) {
   result.Set("peers", get(Kind::Peer));
   result.Set("localRegions", get(Kind::MrLocal));
   result.Set("remoteRegions", get(Kind::MrRemote));
-  result.Set("cmIds", get(Kind::CmId));
   result.Set("cmRegions", get(Kind::CmMr));
   result.Set("endpoints", get(Kind::Endpoint));
   result.Set("connectionRequests", get(Kind::ConnReq));
@@ -115,7 +112,6 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Peer::Define(env, module);
   MrLocal::Define(env, module);
   MrRemote::Define(env, module);
-  CmId::Define(env, module);
   CmMr::Define(env, module);
   Endpoint::Define(env, module);
   ConnReq::Define(env, module);

@@ -6,7 +6,7 @@
 // library's own "invalid argument" instead of a crash. No other path unwraps a handle.
 //
 // Lifetimes never depend on GC order. A child holds a std::shared_ptr to its parent's native
-// state, so a peer (or rdma_cm id) outlives its regions however the wrappers are collected, even
+// state, so a peer (or rdma_cm endpoint) outlives its regions however the wrappers are collected, even
 // at environment teardown when finalizers run in no particular order. The state's destructor is
 // the GC backstop: explicit close (from a Scope's finalizer) is the normal path.
 #pragma once
@@ -32,7 +32,7 @@
 
 namespace rdma {
 
-enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmId, CmMr, Endpoint, ConnReq, Conn, Srq, CmEp, CmListener, Count };
+enum class Kind { IbvContext, Peer, MrLocal, MrRemote, CmMr, Endpoint, ConnReq, Conn, Srq, CmEp, CmListener, Count };
 
 // Names as the Driver calls them, for details such as "expected a peer, got a cm_mr".
 const char* KindName(Kind kind);
@@ -209,25 +209,6 @@ class MrRemote : public Handle<MrRemote> {
   rpma_mr_remote* mr = nullptr;
 };
 
-struct CmIdState {
-  ~CmIdState();
-  // rdma_dealloc_pd of ours, then rdma_destroy_ep; returns 0 or an errno.
-  int Destroy();
-  rdma_cm_id* id = nullptr;
-  ibv_pd* pd = nullptr;        // ours, set as id->pd
-  ibv_pd* bound_pd = nullptr;  // what librdmacm had put in id->pd, restored before destroying
-  std::size_t regions = 0;
-};
-
-class CmId : public Handle<CmId> {
- public:
-  static constexpr Kind kKind = Kind::CmId;
-  static constexpr const char* kClosed = "destroyed";
-  using Handle::Handle;
-  bool IsOpen() const { return state && state->id != nullptr; }
-  std::shared_ptr<CmIdState> state;
-};
-
 struct CmEpState;
 
 // An rdma_cm registration, shared between its handle and the requests posted with it on an
@@ -238,8 +219,7 @@ struct CmRegionState {
   // rdma_dereg_mr, once; returns 0 or an errno.
   int Dereg();
   ibv_mr* mr = nullptr;
-  std::shared_ptr<CmIdState> id;  // one of these two: whose protection domain it is on
-  std::shared_ptr<CmEpState> ep;
+  std::shared_ptr<CmEpState> ep;  // whose protection domain it is on
   std::shared_ptr<v8::BackingStore> memory;
 };
 

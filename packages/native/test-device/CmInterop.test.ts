@@ -7,6 +7,8 @@
 // all of them arrived). The C programs are first proved against each other.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/CmInterop.test.ts
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
+import * as CmListener from "@effect-rdma/core/CmListener"
+import * as RemoteKey from "@effect-rdma/core/RemoteKey"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -79,13 +81,13 @@ const received = (memory: Uint8Array, offset: number, completion: { byteLength: 
  */
 const serve = (mode: Mode, start: (port: number) => Run, exchange = false) =>
   Effect.gen(function*() {
-    const listener = yield* CmEndpoint.listen(address, 0, options)
+    const listener = yield* CmListener.make(address, 0, options)
     const run = start(listener.port)
     yield* Effect.addFinalizer((exit) => Exit.isFailure(exit) ? killed(run) : Effect.void)
-    const request = yield* CmEndpoint.next(listener)
+    const request = yield* CmListener.next(listener)
     assert.isTrue(same(request.privateData.subarray(0, 16), HELLO), "the request's private data")
     if (mode === "reject") {
-      yield* CmEndpoint.reject(request, REJECTION)
+      yield* CmListener.reject(request, { privateData: REJECTION })
       return run
     }
     // Two receive slots, posted before the accept (the client sends at once), then the send slot.
@@ -98,7 +100,7 @@ const serve = (mode: Mode, start: (port: number) => Run, exchange = false) =>
       yield* CmEndpoint.postRecv(request, { segments: [{ mr: messages, offset: 0, length: N }] }),
       yield* CmEndpoint.postRecv(request, { segments: [{ mr: messages, offset: N, length: N }] })
     ]
-    yield* CmEndpoint.accept(request, CmEndpoint.encodeRemoteKey(CmEndpoint.remoteKey(target)))
+    yield* CmListener.accept(request, { privateData: RemoteKey.encode(RemoteKey.make(target)) })
     const first = yield* receives[0]!.completion
     if (mode === "msg") {
       assert.isTrue(received(memory, 0, first, 1), "the client's message")
@@ -135,7 +137,7 @@ const serve = (mode: Mode, start: (port: number) => Run, exchange = false) =>
  */
 const connect = (mode: Mode, port: number, exchange = false) =>
   Effect.gen(function*() {
-    const ep = yield* CmEndpoint.create(address, port, options)
+    const ep = yield* CmEndpoint.make(address, port, options)
     // Two receive slots posted before the connect, the send slot, the local side of a read or write.
     const memory = new Uint8Array(4 * N)
     const messages = yield* CmEndpoint.registerMessages(ep, memory)
@@ -148,15 +150,15 @@ const connect = (mode: Mode, port: number, exchange = false) =>
       return CmEndpoint.send(ep, { src: messages, offset: 2 * N, length: DONE.byteLength })
     })
     if (mode === "reject") {
-      const refused = yield* Effect.flip(CmEndpoint.connect(ep, HELLO))
+      const refused = yield* Effect.flip(CmEndpoint.establish(ep, { privateData: HELLO }))
       assert.strictEqual(refused._tag, "RdmaCmError")
       assert.strictEqual(refused.errno, ECONNREFUSED, refused.message)
       const why = yield* Effect.flatMap(RdmaDriver, (driver) => driver.cmPrivateData(ep.handle))
       assert.isTrue(same(why.subarray(0, 16), REJECTION), "the rejection's private data")
       return
     }
-    yield* CmEndpoint.connect(ep, HELLO)
-    const key = yield* CmEndpoint.decodeRemoteKey(ep.privateData.slice(0, 24))
+    yield* CmEndpoint.establish(ep, { privateData: HELLO })
+    const key = yield* RemoteKey.decode(ep.privateData.slice(0, 24))
     assert.strictEqual(key.length, BigInt(N))
     assert.strictEqual(key.access, mode === "read" ? "read" : "write")
     if (mode === "msg") {
@@ -169,17 +171,17 @@ const connect = (mode: Mode, port: number, exchange = false) =>
         : yield* Effect.zipRight(CmEndpoint.send(ep, { src: messages, offset: 2 * N, length: N }), receives[0]!.completion)
       assert.isTrue(received(memory, 0, answer, 2), "the server's answer")
     } else if (mode === "read") {
-      const src = yield* CmEndpoint.requireAccess("read")(key)
+      const src = yield* RemoteKey.require("read")(key)
       yield* CmEndpoint.read(ep, { dst: messages, dstOffset: 3 * N, src, length: N })
       assert.isTrue(same(memory.subarray(3 * N), pattern(N, 3)), "the bytes read")
       yield* sendDone
     } else if (mode === "write") {
-      const dst = yield* CmEndpoint.requireAccess("write")(key)
+      const dst = yield* RemoteKey.require("write")(key)
       memory.set(pattern(N, 4), 3 * N)
       yield* CmEndpoint.write(ep, { src: messages, srcOffset: 3 * N, dst, length: N })
       yield* sendDone
     } else {
-      const dst = yield* CmEndpoint.requireAccess("write")(key)
+      const dst = yield* RemoteKey.require("write")(key)
       memory.set(pattern(N, 5), 2 * N)
       yield* CmEndpoint.send(ep, { src: messages, offset: 2 * N, length: N, imm: IMM_SEND })
       memory.set(pattern(N, 6), 3 * N)

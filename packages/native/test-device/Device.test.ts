@@ -1,10 +1,10 @@
 // Needs an RDMA device (Soft-RoCE will do) bound to RDMA_ADDRESS:
 //   RDMA_ADDRESS=192.168.122.10 pnpm --filter @effect-rdma/native test:device
 // Without RDMA_ADDRESS the suite fails: a device run that silently skips proves nothing.
-import * as CmId from "@effect-rdma/core/CmId"
+import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
 import * as Connection from "@effect-rdma/core/Connection"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
-import { type ConnConfig, type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
+import { type CmEpConfig, type ConnConfig, type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Endpoint from "@effect-rdma/core/Endpoint"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
@@ -203,14 +203,25 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
       }))
   })
 
-  describe("rdma_cm", () => {
-    it.effect("an id, the three registrations, their info, and release", () =>
+  describe("rdma_cm registrations", () => {
+    // An endpoint whose route is resolved (to this host: nothing needs to listen) has its own
+    // protection domain, which rdma_reg_* register on.
+    const cmConfig: CmEpConfig = {
+      timeoutMs: 5_000,
+      maxSendWr: 4,
+      maxRecvWr: 4,
+      maxSendSge: 1,
+      maxRecvSge: 1,
+      maxInlineData: 0
+    }
+
+    it.effect("the three registrations on an endpoint, their info, and release", () =>
       Effect.gen(function*() {
         const driver = yield* RdmaDriver
-        const id = yield* driver.cmCreateId(address)
+        const ep = yield* driver.cmEpCreate(address, 7471, cmConfig)
         for (const kind of ["msgs", "read", "write"] as const) {
           const memory = new Uint8Array(4096)
-          const mr = yield* driver.cmReg(id, kind, memory)
+          const mr = yield* driver.cmReg(ep, kind, memory)
           const info = yield* driver.cmMrInfo(mr)
           assert.strictEqual(info.length, 4096, kind)
           assert.isAbove(info.lkey + info.rkey, 0, kind)
@@ -219,29 +230,29 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
           const again = yield* Effect.flip(driver.cmDeregMr(mr))
           assert.strictEqual(again.errnoName, "EINVAL", kind)
         }
-        yield* driver.cmDestroyId(id)
-        const twice = yield* Effect.flip(driver.cmDestroyId(id))
+        yield* driver.cmEpDestroy(ep)
+        const twice = yield* Effect.flip(driver.cmEpDestroy(ep))
         assert.strictEqual(twice._tag === "RdmaCmError" && twice.errnoName, "EINVAL")
       }))
 
-    it.effect("an id with live regions is not destroyed", () =>
+    it.effect("an endpoint with live regions is not destroyed", () =>
       Effect.gen(function*() {
         const driver = yield* RdmaDriver
-        const id = yield* driver.cmCreateId(address)
-        const mr = yield* driver.cmReg(id, "msgs", new Uint8Array(4096))
-        const error = yield* Effect.flip(driver.cmDestroyId(id))
+        const ep = yield* driver.cmEpCreate(address, 7471, cmConfig)
+        const mr = yield* driver.cmReg(ep, "msgs", new Uint8Array(4096))
+        const error = yield* Effect.flip(driver.cmEpDestroy(ep))
         assert.strictEqual(error._tag, "ResourceInUseError")
-        assert.strictEqual(error.detail, "1 region still registered: deregister them first")
+        assert.strictEqual(error.detail, "1 region still registered on the endpoint: deregister them first")
         yield* driver.cmDeregMr(mr)
-        yield* driver.cmDestroyId(id)
+        yield* driver.cmEpDestroy(ep)
       }))
 
-    it.effect("a peer handle is not an id", () =>
+    it.effect("a peer handle is not an endpoint", () =>
       withPeer((driver, peer) =>
         Effect.gen(function*() {
           const error = yield* Effect.flip(driver.cmReg(peer as never, "msgs", new Uint8Array(64)))
           assert.strictEqual(error.errnoName, "EINVAL")
-          assert.include(error.detail, "expected a cm_id, got a peer")
+          assert.include(error.detail, "expected a cm_ep, got a peer")
         })
       ))
   })
@@ -334,7 +345,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
   })
 
   describe("through core's scoped resources", () => {
-    it.scoped("Peer.layer, LocalMr.allocate and CmId.registerMessages release in order", () =>
+    it.scoped("Peer.layer, LocalMr.allocate and CmEndpoint.registerMessages release in order", () =>
       Effect.gen(function*() {
         const driver = yield* RdmaDriver
         // Scoped inside the layer: the regions' scope closes before the layer deletes the peer
@@ -344,8 +355,8 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
           const mr = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
           const described = yield* LocalMr.describe(mr)
           assert.strictEqual(described.length, 4096n)
-          const id = yield* CmId.make(address)
-          yield* CmId.registerMessages(id, new Uint8Array(4096))
+          const ep = yield* CmEndpoint.make(address, 7471)
+          yield* CmEndpoint.registerMessages(ep, new Uint8Array(4096))
         }).pipe(
           Effect.scoped,
           Effect.provide(Layer.provideMerge(Peer.layer(address), Layer.succeed(RdmaDriver, driver)))

@@ -113,7 +113,6 @@ describe("interruption storm (native driver)", () => {
         peers: 0,
         localRegions: 0,
         remoteRegions: 0,
-        cmIds: 0,
         cmRegions: 0,
         cmEndpoints: 0,
         cmListeners: 0,

@@ -21,6 +21,8 @@
  * endpoint, which a read or a write in flight ends when the other side is gone.
  */
 import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
+import * as CmListener from "@effect-rdma/core/CmListener"
+import * as RemoteKey from "@effect-rdma/core/RemoteKey"
 import * as Cause from "effect/Cause"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Duration from "effect/Duration"
@@ -85,8 +87,8 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>, boundS: number) =>
 /** The peer's two keys (write, then read) from the acceptance's private data. */
 const keysOf = (ep: CmEndpoint.CmEndpoint) =>
   Effect.all([
-    CmEndpoint.decodeRemoteKey(ep.privateData.subarray(0, 24)).pipe(Effect.flatMap(CmEndpoint.requireAccess("write"))),
-    CmEndpoint.decodeRemoteKey(ep.privateData.subarray(24, 48)).pipe(Effect.flatMap(CmEndpoint.requireAccess("read")))
+    RemoteKey.decode(ep.privateData.subarray(0, 24)).pipe(Effect.flatMap(RemoteKey.require("write"))),
+    RemoteKey.decode(ep.privateData.subarray(24, 48)).pipe(Effect.flatMap(RemoteKey.require("read")))
   ])
 
 interface Outcome {
@@ -166,7 +168,7 @@ const reconnect = (ctx: FaultContext, port: number) =>
     const started = performance.now()
     const session = Effect.scoped(Effect.gen(function*() {
       attempts++
-      const ep = yield* CmEndpoint.open(ctx.serverAddress, port, options)
+      const ep = yield* CmEndpoint.connect(ctx.serverAddress, port, options)
       const [writable, readable] = yield* keysOf(ep)
       const local = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4 * SIZE))
       for (let i = 0; i < SIZE; i++) local.memory[i] = (attempts * 31 + i) % 251
@@ -225,7 +227,7 @@ const dataPath = (port: number, faultName: keyof typeof faults | undefined) => (
     let pid = yield* spawnPeer(ctx, port, mode)
     // The endpoint's own scope, closed by the test (and by the outer one if a step fails first).
     const scope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    const ep = yield* CmEndpoint.open(ctx.serverAddress, port, options).pipe(Scope.extend(scope))
+    const ep = yield* CmEndpoint.connect(ctx.serverAddress, port, options).pipe(Scope.extend(scope))
     const local = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8 * SIZE)).pipe(Scope.extend(scope))
     const t = yield* traffic(ep, local, mode === "answer")
     const warm = () => t.count("write") >= 100 && t.count("read") >= 100 && (mode !== "answer" || t.count("send/recv") >= 20)
@@ -279,7 +281,7 @@ const dataPath = (port: number, faultName: keyof typeof faults | undefined) => (
 
     if (faultName !== undefined) {
       // A connect while the fault lasts.
-      const connect = yield* timed(Effect.scoped(CmEndpoint.open(ctx.serverAddress, port, options)), BOUND_S)
+      const connect = yield* timed(Effect.scoped(CmEndpoint.connect(ctx.serverAddress, port, options)), BOUND_S)
       yield* ctx.note(`a connect during the fault: ${connect.outcome} after ${connect.seconds.toFixed(2)} s`)
       if (connect.tag !== "RdmaCmError") yield* problem(`a connect during the fault ended with ${connect.tag}, not RdmaCmError`)
       else if (connect.seconds > BOUND_S) yield* problem(`a connect during the fault took ${connect.seconds.toFixed(2)} s (bound ${BOUND_S} s)`)
@@ -300,14 +302,14 @@ const acceptWait = (port: number, faultName: keyof typeof faults) => (ctx: Fault
   Effect.gen(function*() {
     const { problem, verdict } = problems()
     yield* Effect.scoped(Effect.gen(function*() {
-      const listener = yield* CmEndpoint.listen(ctx.address, port, options)
+      const listener = yield* CmListener.make(ctx.address, port, options)
       let pid = yield* spawnPeer(ctx, port, "client")
       const answer = yield* timed(Effect.scoped(Effect.gen(function*() {
-        const request = yield* CmEndpoint.next(listener).pipe(
+        const request = yield* CmListener.next(listener).pipe(
           Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new PairFailure({ message: "no request from cm_peer client in 30 s" }) })
         )
         yield* faults[faultName].inject(ctx, pid)
-        const accept = yield* timed(CmEndpoint.accept(request), BOUND_S)
+        const accept = yield* timed(CmListener.accept(request), BOUND_S)
         yield* ctx.note(`an accept after the fault: ${accept.outcome} after ${accept.seconds.toFixed(2)} s`)
         if (accept.tag !== "RdmaCmError" && accept.tag !== "ClientGoneError") {
           yield* problem(`the accept ended with ${accept.tag}, not RdmaCmError or ClientGoneError`)
@@ -322,8 +324,8 @@ const acceptWait = (port: number, faultName: keyof typeof faults) => (ctx: Fault
         pid = yield* spawnPeer(ctx, port, "client")
       }
       const fresh = yield* timed(Effect.scoped(Effect.gen(function*() {
-        const request = yield* CmEndpoint.next(listener).pipe(Effect.timeout("30 seconds"))
-        yield* CmEndpoint.accept(request)
+        const request = yield* CmListener.next(listener).pipe(Effect.timeout("30 seconds"))
+        yield* CmListener.accept(request)
       })), 60)
       yield* ctx.note(`after the repair, a new client's request: ${fresh.tag} in ${fresh.seconds.toFixed(2)} s`)
       if (fresh.tag !== "success") yield* problem(`after the repair, a new client's request: ${fresh.tag}`)
@@ -364,7 +366,7 @@ const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: Faul
     for (let i = 0; i < rounds; i++) {
       const work = Effect.scoped(Effect.gen(function*() {
         stage = "connecting"
-        const ep = yield* CmEndpoint.open(ctx.serverAddress, port, options)
+        const ep = yield* CmEndpoint.connect(ctx.serverAddress, port, options)
         stage = "registering"
         const local = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8 * SIZE))
         stage = "posting"
@@ -379,15 +381,15 @@ const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: Faul
     // round's, from a client already killed.
     for (let i = 0; i < acceptRounds; i++) {
       yield* Effect.scoped(Effect.gen(function*() {
-        const listener = yield* CmEndpoint.listen(ctx.address, port + 1, options)
+        const listener = yield* CmListener.make(ctx.address, port + 1, options)
         const client = yield* spawnPeer(ctx, port + 1, "client")
         const work = Effect.scoped(Effect.gen(function*() {
           stage = "waiting for a request"
-          const request = yield* CmEndpoint.next(listener)
+          const request = yield* CmListener.next(listener)
           const local = yield* CmEndpoint.registerMessages(request, new Uint8Array(SIZE))
           yield* CmEndpoint.postRecv(request, { segments: [{ mr: local }] })
           stage = "accepting"
-          yield* CmEndpoint.accept(request)
+          yield* CmListener.accept(request)
           stage = "accepted"
           yield* Effect.never
         }))

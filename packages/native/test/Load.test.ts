@@ -15,7 +15,7 @@ describe("loading the addon", () => {
       const driver = yield* RdmaDriver
       assert.strictEqual(driver.name, "native")
       const live = yield* driver.live
-      for (const kind of ["peers", "localRegions", "remoteRegions", "cmIds", "cmRegions"] as const) {
+      for (const kind of ["peers", "localRegions", "remoteRegions", "cmRegions", "cmEndpoints"] as const) {
         assert.isNumber(live[kind], kind)
       }
     }).pipe(Effect.provide(NativeDriver.layer)))

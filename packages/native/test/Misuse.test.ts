@@ -35,7 +35,6 @@ const rpmaCalls = (driver: Driver, handle: unknown) => ({
 })
 
 const cmCalls = (driver: Driver, handle: unknown) => ({
-  cmDestroyId: driver.cmDestroyId(handle as Bad),
   cmRegMsgs: driver.cmReg(handle as Bad, "msgs", new Uint8Array(64)),
   cmRegRead: driver.cmReg(handle as Bad, "read", new Uint8Array(64)),
   cmRegWrite: driver.cmReg(handle as Bad, "write", new Uint8Array(64)),

@@ -46,23 +46,4 @@ layer(NativeDriver.layer)("without an RDMA device", (it) => {
       }))
 
   })
-
-  describe("cmCreateId", () => {
-    it.effect("is a tagged RdmaCmError with errno", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const error = yield* Effect.flip(driver.cmCreateId(address))
-        assert.strictEqual(error._tag, "RdmaCmError")
-        assert.oneOf(error.operation, ["rdma_getaddrinfo", "rdma_create_ep"])
-        assert.isAbove(error.errno, 0)
-        assert.match(error.errnoName, /^E[A-Z]+$/)
-      }))
-
-    it.effect("a null address is EINVAL", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const error = yield* Effect.flip(driver.cmCreateId(undefined as never))
-        assert.strictEqual(error.errnoName, "EINVAL")
-      }))
-  })
 })

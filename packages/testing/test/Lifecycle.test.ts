@@ -2,7 +2,7 @@
  * Every registration lives at least as long as its scope: finalizers on success, failure, defect
  * and interruption, in reverse order, and a failed release is reported, never retried.
  */
-import { CmEndpoint, CmId, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric, Scope } from "effect"
@@ -20,14 +20,14 @@ const recording = () => {
       peerDelete: (p) => Effect.ensuring(d.peerDelete(p), Effect.sync(() => released.push("peer"))),
       mrRemoteDelete: (r) => Effect.ensuring(d.mrRemoteDelete(r), Effect.sync(() => released.push("remote"))),
       cmDeregMr: (m) => Effect.ensuring(d.cmDeregMr(m), Effect.sync(() => released.push("cm-mr"))),
-      cmDestroyId: (i) => Effect.ensuring(d.cmDestroyId(i), Effect.sync(() => released.push("cm-id"))),
+      cmEpDestroy: (e) => Effect.ensuring(d.cmEpDestroy(e), Effect.sync(() => released.push("cm-ep"))),
       free: (m) => Effect.ensuring(d.free(m), Effect.sync(() => released.push("free")))
     }))
   ).pipe(Layer.provideMerge(SimulatedDriver.layer))
   return { released, layer }
 }
 
-/** A program that holds a peer, `regions` regions, a remote region and an rdma_cm id with a region. */
+/** A program that holds a peer, `regions` regions, a remote region and an rdma_cm endpoint with a region. */
 const holdEverything = (regions: number) =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
@@ -41,8 +41,8 @@ const holdEverything = (regions: number) =>
         )
     )
     const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(mrs[0]!))
-    const id = yield* CmId.make(address)
-    yield* CmId.registerMessages(id, new Uint8Array(512))
+    const ep = yield* CmEndpoint.make(address, 7471)
+    yield* CmEndpoint.registerMessages(ep, new Uint8Array(512))
     return { peer, mrs, remote }
   })
 
@@ -56,7 +56,7 @@ const capturedLogs = () => {
 }
 
 describe("finalizers", () => {
-  it.effect("run on success, regions before their peer and id", () => {
+  it.effect("run on success, regions before their peer and endpoint", () => {
     const { layer, released } = recording()
     return Effect.gen(function*() {
       const held = yield* Effect.scoped(Effect.gen(function*() {
@@ -66,7 +66,7 @@ describe("finalizers", () => {
       }))
       assert.strictEqual(held.mrs.length, 3)
       yield* Ledger.assertEmpty
-      assert.deepStrictEqual(released, ["cm-mr", "cm-id", "remote", "mr", "free", "mr", "free", "mr", "free", "peer"])
+      assert.deepStrictEqual(released, ["cm-mr", "cm-ep", "remote", "mr", "free", "mr", "free", "mr", "free", "peer"])
     }).pipe(Effect.provide(layer))
   })
 
@@ -226,16 +226,16 @@ describe("a failing release", () => {
     const { logs, logged } = capturedLogs()
     return Effect.gen(function*() {
       yield* Effect.scoped(Effect.gen(function*() {
-        const listener = yield* CmEndpoint.listen(address, 0)
+        const listener = yield* CmListener.make(address, 0)
         // The client stays connected until the end: the server's receive is not flushed by it.
-        const client = yield* Effect.fork(Effect.scoped(Effect.flatMap(CmEndpoint.open(address, listener.port), () => Effect.never)))
+        const client = yield* Effect.fork(Effect.scoped(Effect.flatMap(CmEndpoint.connect(address, listener.port), () => Effect.never)))
         const memory = yield* Effect.scoped(Effect.gen(function*() {
-          const request = yield* CmEndpoint.next(listener)
+          const request = yield* CmListener.next(listener)
           // Allocated after the endpoint: its finalizer runs before the endpoint's, while the receive holds the region.
           const memory = yield* Memory.allocate(4096)
           const inbox = yield* CmEndpoint.registerMessages(request, memory)
           yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
-          yield* CmEndpoint.accept(request)
+          yield* CmListener.accept(request)
           return memory
         }))
         assert.isTrue(logs.includes("kept 4096 bytes alive until the registration over them is released"), logs.join("\n"))

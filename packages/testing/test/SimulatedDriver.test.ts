@@ -2,7 +2,7 @@
  * The error conditions of the three manual pages, at the Driver level and through core, on the
  * simulated driver. The conformance suite (run on every driver) repeats the ones a device can show.
  */
-import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Descriptor, Driver, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, type Scope } from "effect"
@@ -151,37 +151,42 @@ describe("descriptors", () => {
 })
 
 describe("rdma_reg_msgs", () => {
-  it.effect("registers on an id and reports errno failures", () =>
+  it.effect("registers on an endpoint and reports errno failures", () =>
     inWorld(Effect.gen(function*() {
-      const id = yield* CmId.make(SimulatedDriver.DEFAULT_ADDRESS)
-      const msgs = yield* CmId.registerMessages(id, new Uint8Array(256))
-      const read = yield* CmId.registerRead(id, new Uint8Array(256))
-      const write = yield* CmId.registerWrite(id, new Uint8Array(256))
+      const ep = yield* CmEndpoint.make(SimulatedDriver.DEFAULT_ADDRESS, 7471)
+      const msgs = yield* CmEndpoint.registerMessages(ep, new Uint8Array(256))
+      const read = yield* CmEndpoint.registerRead(ep, new Uint8Array(256))
+      const write = yield* CmEndpoint.registerWrite(ep, new Uint8Array(256))
       assert.deepStrictEqual([msgs.kind, read.kind, write.kind], ["msgs", "read", "write"])
       assert.strictEqual(msgs.length, 256)
       assert.notStrictEqual(read.rkey, write.rkey)
 
-      const empty = yield* Effect.flip(Effect.scoped(CmId.registerMessages(id, new Uint8Array(0))))
+      const empty = yield* Effect.flip(Effect.scoped(CmEndpoint.registerMessages(ep, new Uint8Array(0))))
       assert.strictEqual(empty._tag, "RdmaCmError")
       assert.strictEqual(empty._tag === "RdmaCmError" && empty.errnoName, "EINVAL")
       yield* SimulatedDriver.fail({ operation: "rdma_reg_msgs", nth: 1, code: 12 })
-      const nomem = yield* Effect.flip(Effect.scoped(CmId.registerMessages(id, new Uint8Array(8))))
+      const nomem = yield* Effect.flip(Effect.scoped(CmEndpoint.registerMessages(ep, new Uint8Array(8))))
       assert.strictEqual(nomem.message, "rdma_reg_msgs failed with ENOMEM (errno 12): planned fault")
       const d = yield* driver
       assert.strictEqual(yield* tagOf(d.cmReg(msgs.handle as any, "msgs", new Uint8Array(8))), "RdmaCmError")
-      const unbound = yield* Effect.flip(Effect.scoped(CmId.make("192.0.2.99")))
-      assert.strictEqual(unbound.errnoName, "EADDRNOTAVAIL")
     })))
 
-  it.effect("an id with live regions is not destroyed", () =>
+  it.effect("an endpoint with live regions is not destroyed", () =>
     Effect.gen(function*() {
       const d = yield* driver
-      const id = yield* d.cmCreateId(SimulatedDriver.DEFAULT_ADDRESS)
-      const mr = yield* d.cmReg(id, "msgs", new Uint8Array(8))
-      assert.strictEqual((yield* Effect.flip(d.cmDestroyId(id)))._tag, "ResourceInUseError")
+      const ep = yield* d.cmEpCreate(SimulatedDriver.DEFAULT_ADDRESS, 7471, {
+        timeoutMs: 1000,
+        maxSendWr: 4,
+        maxRecvWr: 4,
+        maxSendSge: 1,
+        maxRecvSge: 1,
+        maxInlineData: 0
+      })
+      const mr = yield* d.cmReg(ep, "msgs", new Uint8Array(8))
+      assert.strictEqual((yield* Effect.flip(d.cmEpDestroy(ep)))._tag, "ResourceInUseError")
       yield* d.cmDeregMr(mr)
       assert.strictEqual((yield* Effect.flip(d.cmDeregMr(mr))).errnoName, "EINVAL")
-      yield* d.cmDestroyId(id)
+      yield* d.cmEpDestroy(ep)
       yield* Ledger.assertEmpty
     }).pipe(Effect.provide(SimulatedDriver.layer)))
 })

@@ -2,7 +2,7 @@
  * librdmacm's endpoints across processes on one simulated network: a server process
  * (fixtures/network-cm-server.ts) serves a CmEndpoint listener, this process connects to it.
  */
-import { CmEndpoint } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, RemoteKey } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Ref } from "effect"
@@ -26,10 +26,10 @@ const withServer = <E>(port: number, body: (server: Effect.Effect.Success<Return
 /** Connects with `hello`, and the server's remote keys (a write target, a read source). */
 const connected = (server: Effect.Effect.Success<ReturnType<typeof startServer>>, port: number) =>
   Effect.gen(function*() {
-    const ep = yield* CmEndpoint.open(address, port, { privateData: bytes("hello") })
+    const ep = yield* CmEndpoint.connect(address, port, { privateData: bytes("hello") })
     const keys = yield* server.line(/^keys ([0-9a-f]+) ([0-9a-f]+)$/)
-    const target = yield* CmEndpoint.decodeRemoteKey(fromHex(keys[1]!)).pipe(Effect.flatMap(CmEndpoint.requireAccess("write")))
-    const source = yield* CmEndpoint.decodeRemoteKey(fromHex(keys[2]!)).pipe(Effect.flatMap(CmEndpoint.requireAccess("read")))
+    const target = yield* RemoteKey.decode(fromHex(keys[1]!)).pipe(Effect.flatMap(RemoteKey.require("write")))
+    const source = yield* RemoteKey.decode(fromHex(keys[2]!)).pipe(Effect.flatMap(RemoteKey.require("read")))
     const msgs = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4096))
     const replies = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4))
     return { ep, target, source, msgs, replies }
@@ -51,15 +51,15 @@ describe("librdmacm's endpoints on a simulated network shared by two processes",
       const server = yield* withServer(7621, (server) =>
         Effect.gen(function*() {
           // Nobody listens on 7622 in any process: EHOSTUNREACH, as within one process.
-          const nobody = yield* Effect.flip(Effect.scoped(CmEndpoint.open(address, 7622)))
+          const nobody = yield* Effect.flip(Effect.scoped(CmEndpoint.connect(address, 7622)))
           assert.match(nobody.message, /EHOSTUNREACH|UNREACHABLE/)
           // Its address is the server process's: one listener in the whole network.
-          const taken = yield* Effect.flip(Effect.scoped(CmEndpoint.listen(address, 7621)))
+          const taken = yield* Effect.flip(Effect.scoped(CmListener.make(address, 7621)))
           assert.match(taken.message, /in use \(by another process on the simulated network\)/)
 
           const rejected = yield* Effect.scoped(Effect.gen(function*() {
-            const ep = yield* CmEndpoint.create(address, 7621)
-            const error = yield* Effect.flip(CmEndpoint.connect(ep, bytes("reject me")))
+            const ep = yield* CmEndpoint.make(address, 7621)
+            const error = yield* Effect.flip(CmEndpoint.establish(ep, { privateData: bytes("reject me") }))
             return { error, privateData: ep.privateData }
           }))
           assert.match(rejected.error.message, /ECONNREFUSED/)
@@ -119,9 +119,10 @@ describe("librdmacm's endpoints on a simulated network shared by two processes",
           assert.isAtLeast(yield* Ref.get(rounds), 20)
           const after = yield* Effect.flip(roundTrip(c, "after")).pipe(Effect.timeout("10 seconds"))
           assert.strictEqual(after._tag, "ConnectionClosedError", String(after))
-          assert.strictEqual(c.ep.state, "closed")
+          // A killed process's kernel disconnects its endpoints, as rdma_cm does: Closed, not Lost.
+          assert.strictEqual(yield* CmEndpoint.awaitClosed(c.ep), "Closed")
           // Its listener went with it: a new connect is unreachable at once, not a wait for the timeout.
-          const unreachable = yield* Effect.flip(Effect.scoped(CmEndpoint.open(address, 7623)))
+          const unreachable = yield* Effect.flip(Effect.scoped(CmEndpoint.connect(address, 7623)))
           assert.match(unreachable.message, /EHOSTUNREACH|UNREACHABLE/)
         }))
       assert.strictEqual(yield* server.exited, "SIGKILL")
@@ -132,17 +133,17 @@ describe("librdmacm's endpoints on a simulated network shared by two processes",
       const path = yield* SimulatedNetwork.serve()
       const ready = yield* Deferred.make<void>()
       const serving = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
-        const listener = yield* CmEndpoint.listen(address, 7625)
+        const listener = yield* CmListener.make(address, 7625)
         yield* Deferred.succeed(ready, undefined)
-        const request = yield* CmEndpoint.next(listener)
+        const request = yield* CmListener.next(listener)
         const inbox = yield* CmEndpoint.registerMessages(request, new Uint8Array(64))
         const pending = yield* CmEndpoint.postRecv(request, { segments: [{ mr: inbox }] })
-        yield* CmEndpoint.accept(request)
+        yield* CmListener.accept(request)
         return yield* Effect.flip(pending.completion)
       })).pipe(Effect.provide(SimulatedNetwork.layer({ path }))))
       yield* Deferred.await(ready)
       yield* Effect.scoped(Effect.gen(function*() {
-        const ep = yield* CmEndpoint.open(address, 7625)
+        const ep = yield* CmEndpoint.connect(address, 7625)
         yield* Effect.flatMap(SimulatedDriver.SimulationControl, (s) => s.fail({ operation: "rdma_post_send", nth: 1, loseConnection: true }))
         const src = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8))
         yield* Effect.flip(CmEndpoint.send(ep, { src, length: 8 }))

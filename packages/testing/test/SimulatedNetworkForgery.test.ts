@@ -6,7 +6,7 @@
  * logged, the forger dropped, and the two others' connection keeps working: a write and a read
  * across it after the forgery succeed, and the region holds only what they wrote.
  */
-import { CmEndpoint, Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, RemoteKey, Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { WcStatus } from "@effect-rdma/core/RdmaError"
 import { SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -222,17 +222,17 @@ describe("SimulatedNetwork refuses forged and malformed frames", () => {
       const path = yield* SimulatedNetwork.serve()
       const client = yield* Layer.build(SimulatedNetwork.layer({ path })) // process 1
       const server = yield* Layer.build(SimulatedNetwork.layer({ path })) // process 2
-      const listener = yield* CmEndpoint.listen(address, 7913).pipe(Effect.provide(server))
-      const opening = yield* Effect.fork(CmEndpoint.open(address, 7913).pipe(Effect.provide(client)))
-      const request = yield* CmEndpoint.next(listener).pipe(Effect.provide(server))
+      const listener = yield* CmListener.make(address, 7913).pipe(Effect.provide(server))
+      const opening = yield* Effect.fork(CmEndpoint.connect(address, 7913).pipe(Effect.provide(client)))
+      const request = yield* CmListener.next(listener).pipe(Effect.provide(server))
       const target = yield* CmEndpoint.registerWrite(request, new Uint8Array(64)).pipe(Effect.provide(server))
-      yield* CmEndpoint.accept(request).pipe(Effect.provide(server))
+      yield* CmListener.accept(request).pipe(Effect.provide(server))
       const ep = yield* Fiber.join(opening)
       const src = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64)).pipe(Effect.provide(client))
       const idOf = (handle: unknown) => (handle as { readonly id: number }).id
       const clientFar = { process: 1, conn: idOf(ep.handle) }
       const serverFar = { process: 2, conn: idOf(request.handle) }
-      const key = CmEndpoint.remoteKey(target)
+      const key = RemoteKey.make(target)
 
       const f = yield* forger(path)
       const outcome = yield* f.sendThenAsk([

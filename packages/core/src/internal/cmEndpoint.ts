@@ -1,36 +1,34 @@
 /**
- * Endpoints of librdmacm's verbs API: their life (rdma_create_ep, rdma_connect, rdma_listen,
- * rdma_get_request, rdma_accept / rdma_reject, rdma_disconnect, rdma_destroy_ep) and the posting
- * kernel each one posts through (internal/poster.ts, over cmPostMany / cmArmCompletions).
+ * Endpoints of librdmacm's verbs API: their life (rdma_create_ep, rdma_connect, rdma_disconnect,
+ * rdma_destroy_ep), their state, and the posting kernel each one posts through
+ * (internal/poster.ts, over cmPostMany / cmArmCompletions). Requests taken from a listener are
+ * endpoints too, adopted here by internal/cmListener.ts.
  *
  * Release order is rdma_reg_msgs(3)'s: the endpoint is disconnected (its queue pair flushes what
  * is posted), the requests' outcomes are drained within the timeout, the regions are deregistered
  * (each once no request names it, internal/cmRegistration.ts), and only then is the endpoint
- * destroyed (its queue pair, then its identifier: Owner.releaseWhenUnused waits for the regions);
- * a listener is destroyed after the requests it handed out.
+ * destroyed (its queue pair, then its identifier: Owner.releaseWhenUnused waits for the regions).
  *
  * Declared and documented in CmEndpoint.ts.
  *
  * @internal
  */
-import * as Duration from "effect/Duration"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import { dual } from "effect/Function"
+import { pipeArguments } from "effect/Pipeable"
+import * as Predicate from "effect/Predicate"
+import * as PubSub from "effect/PubSub"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import type * as CmEndpoint from "../CmEndpoint.js"
-import { ClientGoneError } from "../CmEndpointError.js"
 import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
-import {
-  type CmEpConfig,
-  type CmEpHandle,
-  type CmWorkRequest,
-  type Driver,
-  RdmaDriver
-} from "../Driver.js"
+import { type CmEpConfig, type CmEpHandle, type CmWorkRequest, type Driver, RdmaDriver } from "../Driver.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromErrno, type RdmaCmError } from "../RdmaError.js"
 import { boundedWait } from "./connection.js"
@@ -43,11 +41,22 @@ import { Poster } from "./poster.js"
 import { release } from "./release.js"
 
 const EINVAL = 22
-/** The drivers' rdma_accept of a request whose client has gone. */
-const ECONNABORTED = 103
+
+/** @internal */
+export const TypeId: CmEndpoint.TypeId = Symbol.for("@effect-rdma/core/CmEndpoint") as CmEndpoint.TypeId
 
 /** What may be posted before the endpoint is connected or accepted. */
 const RECEIVES: ReadonlySet<string> = new Set([Operations.cmRecv.name, Operations.cmRecvv.name])
+
+/**
+ * @internal Where an endpoint is, in the words its refusals use: made and not yet connected
+ * (`created`), an incoming request not yet answered (`request`), connecting or accepting,
+ * connected, rejected, its connect or accept failed, ending (`closing`), ended. The public
+ * {@link CmEndpoint.State} is derived from it.
+ */
+export type Phase = "created" | "request" | "connecting" | "connected" | "rejected" | "failed" | "closing" | "closed"
+
+const isFinal = (state: CmEndpoint.State): boolean => state === "Closed" || state === "Lost"
 
 /** @internal Every default of an endpoint's settings filled in. */
 export const toConfig = (options: CmEndpoint.Options | undefined): CmEpConfig => ({
@@ -76,8 +85,8 @@ const configProblem = (config: CmEpConfig): string | undefined => {
   return undefined
 }
 
-/** The settings made and checked, then `use`d; refused with EINVAL before the driver is called. */
-const withConfig = <A>(
+/** @internal The settings made and checked, then `use`d; refused with EINVAL before the driver is called. */
+export const withConfig = <A>(
   operation: string,
   options: CmEndpoint.Options | undefined,
   use: (driver: Driver, config: CmEpConfig) => Effect.Effect<A, RdmaCmError, Scope.Scope>
@@ -88,14 +97,16 @@ const withConfig = <A>(
     return refused !== undefined ? Effect.fail(invalid(operation, refused)) : use(driver, config)
   })
 
-const invalid = (operation: string, detail: string): RdmaCmError => fromErrno(EINVAL, operation, detail)
+/** @internal */
+export const invalid = (operation: string, detail: string): RdmaCmError => fromErrno(EINVAL, operation, detail)
 
-const privateDataProblem = (operation: string, privateData: unknown, side?: "connect" | "accept") => {
+/** @internal Private data a connect, an accept or a reject cannot carry, refused before anything is sent. */
+export const privateDataProblem = (operation: string, privateData: unknown, side?: "connect" | "accept") => {
   const refused = DriverArguments.privateData(privateData, side)
   return refused === undefined ? undefined : invalid(operation, refused)
 }
 
-/** @internal The kernel's queue calls of an endpoint: librdmacm's posting call and completion channels. */
+/** The kernel's queue calls of an endpoint: librdmacm's posting call and completion channels. */
 const queueCalls = (driver: Driver) => ({
   name: driver.name,
   postMany: (ep: CmEpHandle, requests: ReadonlyArray<CmWorkRequest>) => driver.cmPostMany(ep, requests),
@@ -106,29 +117,38 @@ const queueCalls = (driver: Driver) => ({
 export const endpointOwner = (ep: CmEndpoint.CmEndpoint): Owner.Owner =>
   Owner.of(ep, () => `the rdma_cm endpoint ${ep.info.localAddress}:${ep.info.localPort}`)
 
-/** @internal The owner of a listener: the requests it handed out. */
-const listenerOwner = (listener: CmEndpoint.Listener): Owner.Owner =>
-  Owner.of(listener, () => `the rdma_cm listener on ${listener.address}:${listener.port}`)
-
 /** How requests fail once the endpoint has ended: closed, or lost (with why). */
 const closedError = (reason: "CLOSED" | "LOST", cause?: unknown) => (operation: string, unsignalled?: boolean) =>
   new ConnectionClosedError(
     unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
   )
 
+/** @internal What hands a request out and hears when it is answered (internal/cmListener.ts). */
+export interface RequestSource {
+  readonly unanswered: Set<EndpointImpl>
+}
+
 /** @internal What an endpoint's operations reach: its kernel, its state, what was granted. */
 export class EndpointImpl implements CmEndpoint.CmEndpoint {
-  state: CmEndpoint.State
+  readonly [TypeId]: CmEndpoint.TypeId = TypeId
+  /** Where it is; moved by {@link EndpointImpl.moveTo} only, which publishes the public state. */
+  phase: Phase
   /** The private data of its last connection event (the request's, the acceptance's). */
   privateData: Uint8Array = new Uint8Array(0)
   /** Stops the watch of its events (set once connected or accepted). */
   stopWatching: Effect.Effect<unknown> = Effect.void
   /** The listener that handed it out, while it is unanswered. */
-  listener: CmEndpoint.Listener | undefined = undefined
+  listener: RequestSource | undefined = undefined
   /** Set by the first {@link end}, done when it is. */
   ended: Deferred.Deferred<void> | undefined = undefined
   /** How its requests fail once it has ended (closed, or lost and why). */
   endedAs: (operation: string, unsignalled?: boolean) => ConnectionClosedError = closedError("CLOSED")
+  /** How it ended: closed (either side's disconnect, or never connected) or lost. */
+  outcome: "Closed" | "Lost" = "Closed"
+  /** The public state last published: final (and then fixed) once Closed or Lost. */
+  current: CmEndpoint.State
+  /** Its close before its destroy: rejects an unanswered request, then ends it. Set by {@link adopt}. */
+  shutdown: Effect.Effect<void> = Effect.void
   constructor(
     readonly handle: CmEpHandle,
     readonly info: CmEndpoint.CmEndpoint["info"],
@@ -137,28 +157,70 @@ export class EndpointImpl implements CmEndpoint.CmEndpoint {
     readonly table: PendingTable<OperationError>,
     readonly sendSlots: Slots,
     readonly recvSlots: Slots,
-    state: CmEndpoint.State
+    phase: Phase,
+    /** Every change of the public state, for {@link changes}. */
+    readonly states: PubSub.PubSub<CmEndpoint.State>,
+    /** The final state, for {@link awaitClosed}. */
+    readonly final: Deferred.Deferred<CmEndpoint.State>
   ) {
-    this.state = state
+    this.phase = phase
+    this.current = publicState(phase, this.outcome)
   }
   get address(): string {
     return this.info.localAddress
+  }
+  /** Whether it has ended or is ending: what is posted now fails with {@link endedAs}. */
+  get isEnded(): boolean {
+    return this.ended !== undefined
+  }
+  /** Moves to `phase` and publishes the public state if it changed (a final one stays). */
+  moveTo(phase: Phase): void {
+    this.phase = phase
+    if (isFinal(this.current)) return
+    const state = publicState(phase, this.outcome)
+    if (state === this.current) return
+    this.current = state
+    this.states.unsafeOffer(state)
+    if (isFinal(state)) Deferred.unsafeDone(this.final, Exit.succeed(state))
+  }
+  pipe() {
+    return pipeArguments(this, arguments)
+  }
+}
+
+const publicState = (phase: Phase, outcome: "Closed" | "Lost"): CmEndpoint.State => {
+  switch (phase) {
+    case "connected":
+      return "Connected"
+    case "closing":
+      return "Closing"
+    case "closed":
+      return outcome
+    case "rejected":
+    case "failed":
+      return "Closed"
+    default:
+      return "Connecting"
   }
 }
 
 /** @internal The implementation behind a public endpoint. */
 export const impl = (ep: CmEndpoint.CmEndpoint): EndpointImpl => ep as EndpointImpl
 
+/** @internal */
+export const isCmEndpoint = (u: unknown): u is CmEndpoint.CmEndpoint => Predicate.hasProperty(u, TypeId)
+
 /**
- * Makes the endpoint of `handle` (created, or taken from a listener) and its kernel, scoped: its
- * close disconnects, drains, fails what is left, and destroys it once its regions are gone.
- * `onGone` runs after it is destroyed (a listener lets go of its request).
+ * @internal Makes the endpoint of `handle` (created, or taken from a listener) and its kernel,
+ * scoped: its close (`onClose`, then its end) disconnects, drains and fails what is left, and its
+ * scope's finalizer destroys it once its regions are gone. `onGone` runs after it is destroyed (a
+ * listener lets go of its request).
  */
-const adopt = (
+export const adopt = (
   driver: Driver,
   handle: CmEpHandle,
   config: CmEpConfig,
-  state: CmEndpoint.State,
+  phase: Phase,
   onClose: (ep: EndpointImpl) => Effect.Effect<void>,
   onGone: Effect.Effect<void>
 ): Effect.Effect<EndpointImpl, RdmaCmError, Scope.Scope> =>
@@ -180,13 +242,13 @@ const adopt = (
       sendSlots,
       recvSlots,
       refusal: (operation) =>
-        ep === undefined || ep.state === "closed"
+        ep === undefined || ep.isEnded
           ? (ep?.endedAs ?? closedError("CLOSED"))(operation)
-          : ep.state === "connected" || RECEIVES.has(operation)
+          : ep.phase === "connected" || RECEIVES.has(operation)
           ? undefined
-          : invalid(operation, `the endpoint is ${ep.state}: post sends, reads and writes once it is connected ` +
+          : invalid(operation, `the endpoint is ${ep.phase}: post sends, reads and writes once it is connected ` +
             `(receives may be posted before)`),
-      flushed: () => ep === undefined || ep.state !== "closed" ? undefined : ep.endedAs,
+      flushed: () => ep === undefined || !ep.isEnded ? undefined : ep.endedAs,
       lost: (cause) => {
         runFork(end(driver, ep!, cause))
       },
@@ -194,11 +256,13 @@ const adopt = (
         runFork(effect)
       }
     })
-    ep = new EndpointImpl(handle, info, config, kernel, table, sendSlots, recvSlots, state)
+    const states = yield* PubSub.unbounded<CmEndpoint.State>()
+    const final = Deferred.unsafeMake<CmEndpoint.State>(FiberId.none)
+    ep = new EndpointImpl(handle, info, config, kernel, table, sendSlots, recvSlots, phase, states, final)
     const self = ep
-    const close = Effect.gen(function*() {
-      yield* onClose(self)
-      yield* end(driver, self, undefined)
+    self.shutdown = Effect.zipRight(Effect.suspend(() => onClose(self)), end(driver, self, undefined))
+    const finalize = Effect.gen(function*() {
+      yield* self.shutdown
       yield* self.stopWatching
       kernel.stop()
       // Whatever an interrupted end left waiting fails now (a no-op if nothing is pending).
@@ -206,7 +270,7 @@ const adopt = (
       yield* runAll(table.releaseHeld())
       yield* Owner.releaseWhenUnused(endpointOwner(self), destroy)
     })
-    yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, close))
+    yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, finalize))
     return self
   })
 
@@ -221,8 +285,9 @@ const end = (d: Driver, ep: EndpointImpl, cause: unknown): Effect.Effect<void> =
     if (ep.ended !== undefined) return Deferred.await(ep.ended)
     const ended = Deferred.unsafeMake<void>(FiberId.none)
     ep.ended = ended
-    const wasConnected = ep.state === "connected"
-    ep.state = "closed"
+    const wasConnected = ep.phase === "connected"
+    if (cause !== undefined) ep.outcome = "Lost"
+    ep.moveTo("closing")
     ep.endedAs = closedError(cause === undefined ? "CLOSED" : "LOST", cause)
     ep.sendSlots.close()
     ep.recvSlots.close()
@@ -236,11 +301,13 @@ const end = (d: Driver, ep: EndpointImpl, cause: unknown): Effect.Effect<void> =
       // A queue pair never connected flushes nothing: its receives have no outcome to wait for.
       wasConnected ? boundedWait(ep.table.drained, ep.config.timeoutMs) : Effect.void,
       Effect.sync(() => ep.table.failAll(ep.endedAs))
-    ], { discard: true }).pipe(Effect.ensuring(Deferred.succeed(ended, undefined)))
+    ], { discard: true }).pipe(
+      Effect.ensuring(Effect.zipRight(Effect.sync(() => ep.moveTo("closed")), Deferred.succeed(ended, undefined)))
+    )
   })
 
 /** @internal rdma_create_ep with a queue pair, scoped; nothing connected yet. */
-export const create = (
+export const make = (
   address: string,
   port: number,
   options?: CmEndpoint.Options
@@ -254,37 +321,55 @@ export const create = (
     ))
 
 /** @internal rdma_connect: bounded by the endpoint's timeout; interrupted, the endpoint stays to be closed. */
+export const establish: {
+  (self: CmEndpoint.CmEndpoint, options?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
+  (options?: CmEndpoint.EstablishOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
+} = dual(
+  (args) => isCmEndpoint(args[0]),
+  (self: CmEndpoint.CmEndpoint, options?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
+    Effect.flatMap(instrument.driver, (driver) => {
+      const ep = impl(self)
+      const privateData = options?.privateData
+      const refused = privateDataProblem("rdma_connect", privateData, "connect") ??
+        (ep.phase === "created" ? undefined : invalid("rdma_connect", `the endpoint is ${ep.phase}: connect a new one`))
+      if (refused !== undefined) return Effect.fail(refused)
+      ep.moveTo("connecting")
+      return driver.cmConnect(ep.handle, privateData, ep.config.timeoutMs).pipe(
+        // Rejected: what the other side said with its rejection is kept, as an acceptance's is.
+        Effect.tapError((error) =>
+          error.errnoName === "ECONNREFUSED"
+            ? Effect.ignore(Effect.map(driver.cmPrivateData(ep.handle), (data) => (ep.privateData = data)))
+            : Effect.void
+        ),
+        Effect.zipRight(driver.cmPrivateData(ep.handle)),
+        Effect.flatMap((data) => established(driver, ep, data)),
+        failedUnlessDone(ep)
+      )
+    })
+)
+
+/** @internal A connect or an accept that did not succeed leaves the endpoint failed (unless it ended meanwhile). */
+export const failedUnlessDone = (ep: EndpointImpl) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.onExit(effect, (exit) => Effect.sync(() => Exit.isFailure(exit) && ep.phase === "connecting" && ep.moveTo("failed")))
+
+/** @internal rdma_create_ep then rdma_connect. */
 export const connect = (
-  endpoint: CmEndpoint.CmEndpoint,
-  privateData?: Uint8Array
-): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => {
-    const ep = impl(endpoint)
-    const refused = privateDataProblem("rdma_connect", privateData, "connect") ??
-      (ep.state === "created" ? undefined : invalid("rdma_connect", `the endpoint is ${ep.state}: connect a new one`))
-    if (refused !== undefined) return Effect.fail(refused)
-    ep.state = "connecting"
-    return driver.cmConnect(ep.handle, privateData, ep.config.timeoutMs).pipe(
-      // Rejected: what the other side said with its rejection is kept, as an acceptance's is.
-      Effect.tapError((error) =>
-        error.errnoName === "ECONNREFUSED"
-          ? Effect.ignore(Effect.map(driver.cmPrivateData(ep.handle), (data) => (ep.privateData = data)))
-          : Effect.void
-      ),
-      Effect.zipRight(driver.cmPrivateData(ep.handle)),
-      Effect.flatMap((data) => established(driver, ep, data)),
-      Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && ep.state === "connecting" && (ep.state = "failed")))
-    )
-  })
+  address: string,
+  port: number,
+  options?: CmEndpoint.ConnectOptions
+): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> =>
+  Effect.tap(make(address, port, options), (ep) => establish(ep, options))
 
 /**
- * Connected: receives posted before wait on its channel, and the peer's disconnect ends it. In one
- * uninterruptible step, so that its watchers are always known to the close that stops them.
+ * @internal Connected: receives posted before wait on its channel, and the peer's disconnect ends
+ * it. In one uninterruptible step, so that its watchers are always known to the close that stops
+ * them. An endpoint closed while it connected stays closed.
  */
-const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array): Effect.Effect<void> =>
+export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array): Effect.Effect<void> =>
   Effect.uninterruptible(Effect.gen(function*() {
     ep.privateData = privateData
-    ep.state = "connected"
+    if (ep.isEnded) return
+    ep.moveTo("connected")
     ep.kernel.ensureArmed()
     const watcher = yield* driver.cmNextEvent(ep.handle).pipe(
       Effect.repeat({ until: (event) => event === "DISCONNECTED" || event === "DEVICE_REMOVAL" }),
@@ -311,121 +396,30 @@ const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array):
           new Error(`no completion for over ${Math.round(waited)} ms (timeout ${ep.config.timeoutMs} ms): the other side does not answer`)
         )
       })),
-      Effect.repeat({ until: () => ep.state !== "connected" }),
+      Effect.repeat({ until: () => ep.phase !== "connected" }),
       Effect.interruptible,
       Effect.forkDaemon
     )
     ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
   }))
 
-/** @internal rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
-export const listen = (
-  address: string,
-  port: number,
-  options?: CmEndpoint.Options
-): Effect.Effect<CmEndpoint.Listener, RdmaCmError, RdmaDriver | Scope.Scope> =>
-  withConfig("rdma_listen", options, (driver, config) =>
-    Effect.acquireRelease(
-      Effect.map(driver.cmListen(address, port, config), (listening): CmEndpoint.Listener => ({
-        handle: listening.handle,
-        address,
-        port: listening.port,
-        config,
-        unanswered: new Set()
-      })),
-      (listener) =>
-        Effect.gen(function*() {
-          // Unanswered requests are rejected first: their clients learn now, not at their timeout.
-          for (const request of [...listener.unanswered]) yield* rejectOnClose(driver, request)
-          yield* Owner.releaseWhenUnused(
-            listenerOwner(listener),
-            release("rdma_destroy_ep", "an rdma_cm listener", driver.cmListenerDestroy(listener.handle))
-          )
-        })
-    ))
+/** @internal */
+export const state = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> => Effect.sync(() => impl(self).current)
 
-/**
- * @internal rdma_get_request: the next request, scoped (rejected when its scope closes unanswered,
- * then destroyed). Interruptible while it waits.
- */
-export const next = (
-  listener: CmEndpoint.Listener
-): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        const handle = yield* restore(driver.cmGetRequest(listener.handle))
-        const owner = listenerOwner(listener)
-        Owner.retain(owner)
-        const ep = yield* adopt(
-          driver,
-          handle,
-          listener.config,
-          "request",
-          (ep) => ep.state === "request" ? rejectOnClose(driver, ep) : Effect.void,
-          Owner.drop(owner)
-        )
-        ep.privateData = yield* Effect.orElseSucceed(driver.cmPrivateData(handle), () => new Uint8Array(0))
-        listener.unanswered.add(ep)
-        ep.listener = listener
-        return ep
-      })
-    ))
-
-
-const answered = (ep: EndpointImpl): void => {
-  ep.listener?.unanswered.delete(ep)
-  ep.listener = undefined
-}
-
-/** @internal rdma_accept, bounded by the listener's timeout. */
-export const accept = (
-  request: CmEndpoint.CmEndpoint,
-  privateData?: Uint8Array
-): Effect.Effect<void, RdmaCmError | ClientGoneError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => {
-    const ep = impl(request)
-    const refused = privateDataProblem("rdma_accept", privateData, "accept") ??
-      (ep.state === "request" ? undefined : invalid("rdma_accept", `the endpoint is ${ep.state}, not an unanswered request`))
-    if (refused !== undefined) return Effect.fail(refused)
-    answered(ep)
-    ep.state = "connecting"
-    return driver.cmAccept(ep.handle, privateData, ep.config.timeoutMs).pipe(
-      Effect.catchIf(
-        (error) => error.errno === ECONNABORTED,
-        (cause) => Effect.fail(new ClientGoneError({ operation: "rdma_accept", cause }))
-      ),
-      Effect.zipRight(established(driver, ep, ep.privateData)),
-      Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && ep.state === "connecting" && (ep.state = "failed")))
+/** @internal The current state, then each change, ending with the final one. */
+export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.State> =>
+  Stream.unwrapScoped(Effect.map(PubSub.subscribe(impl(self).states), (later) => {
+    const now = impl(self).current
+    return isFinal(now) ? Stream.make(now) : Stream.make(now).pipe(
+      Stream.concat(Stream.fromQueue(later)),
+      // A change published between the subscription and the read above comes twice.
+      Stream.changes,
+      Stream.takeUntil(isFinal)
     )
-  })
+  }))
 
-/** @internal rdma_reject; a request answered already is refused. */
-export const reject = (
-  request: CmEndpoint.CmEndpoint,
-  privateData?: Uint8Array
-): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => rejectWith(driver, request, privateData))
+/** @internal */
+export const awaitClosed = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> => Deferred.await(impl(self).final)
 
-const rejectWith = (
-  driver: Driver,
-  request: CmEndpoint.CmEndpoint,
-  privateData?: Uint8Array
-): Effect.Effect<void, RdmaCmError> =>
-  Effect.suspend(() => {
-    const ep = impl(request)
-    const refused = privateDataProblem("rdma_reject", privateData) ??
-      (privateData !== undefined && privateData.byteLength > 148
-        ? invalid("rdma_reject", `private data is ${privateData.byteLength} bytes; a rejection carries at most 148`)
-        : ep.state === "request"
-        ? undefined
-        : invalid("rdma_reject", `the endpoint is ${ep.state}, not an unanswered request`))
-    if (refused !== undefined) return Effect.fail(refused)
-    answered(ep)
-    ep.state = "rejected"
-    return driver.cmReject(ep.handle, privateData)
-  })
-
-/** An unanswered request whose scope (or listener) closes: rejected without private data. */
-const rejectOnClose = (driver: Driver, request: CmEndpoint.CmEndpoint): Effect.Effect<void> =>
-  Effect.asVoid(release("rdma_reject", "an unanswered rdma_cm request", rejectWith(driver, request)))
+/** @internal */
+export const close = (self: CmEndpoint.CmEndpoint): Effect.Effect<void> => Effect.suspend(() => impl(self).shutdown)

@@ -9,8 +9,10 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import type * as Connection from "../Connection.js"
+import type * as RemoteKey from "../RemoteKey.js"
 import { OutOfRangeError } from "../ConnectionError.js"
 import type { CmSegment, CmWorkRequest, Completion, Signal } from "../Driver.js"
 import { fromErrno } from "../RdmaError.js"
@@ -26,6 +28,12 @@ import { toCompletion } from "./posting.js"
 import { AWAIT, AWAIT_VOID, SUBMIT } from "./poster.js"
 
 type TransferError = CmEndpoint.TransferError
+
+/** An operation on an endpoint, data-first and data-last. */
+type Operation<Args, A> = {
+  (args: Args): (self: CmEndpoint.CmEndpoint) => Effect.Effect<A, TransferError>
+  (self: CmEndpoint.CmEndpoint, args: Args): Effect.Effect<A, TransferError>
+}
 
 const IBV_WC_REM_ACCESS_ERR = 10
 
@@ -72,7 +80,7 @@ const checkSegments = (
           `rdma_reg_msgs (CmEndpoint.registerMessages)`
       })
     }
-    if (mr.id !== ep) {
+    if (mr.endpoint !== ep) {
       return new CmRegionError({
         operation,
         reason: "OtherEndpoint",
@@ -94,13 +102,13 @@ const checkSegments = (
 /** The remote side: a key that allows `access`, and a range inside it. */
 const checkRemote = (
   operation: string,
-  key: CmEndpoint.RemoteKey<"read" | "write">,
+  key: RemoteKey.RemoteKey,
   access: "read" | "write",
   offset: number,
   length: number
 ): TransferError | undefined => {
   if (key === null || typeof key !== "object" || typeof key.rkey !== "number" || typeof key.address !== "bigint") {
-    return new CmRegionError({ operation, reason: "Kind", detail: "the remote side must be a RemoteKey (CmEndpoint.decodeRemoteKey)" })
+    return new CmRegionError({ operation, reason: "Kind", detail: "the remote side must be a RemoteKey (RemoteKey.decode)" })
   }
   if (key.access !== access) {
     return new CmRegionError({
@@ -233,28 +241,46 @@ const recvOne = (args: CmEndpoint.RecvArgs): CmEndpoint.RecvvArgs => ({
 })
 
 /** @internal */
-export const send = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs): Effect.Effect<void, TransferError> =>
-  run(ep, () => prepareSend(ep, sendOne(args), true), AWAIT_VOID)
+export const send: Operation<CmEndpoint.SendArgs, void> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs) =>
+    run(ep, () => prepareSend(ep, sendOne(args), true), AWAIT_VOID)
+)
 
 /** @internal */
-export const sendv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs): Effect.Effect<void, TransferError> =>
-  run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
+export const sendv: Operation<CmEndpoint.SendvArgs, void> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
+    run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
+)
 
 /** @internal */
-export const recv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs): Effect.Effect<Connection.Completion, TransferError> =>
-  run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT, toCompletion)
+export const recv: Operation<CmEndpoint.RecvArgs, Connection.Completion> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs) =>
+    run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT, toCompletion)
+)
 
 /** @internal */
-export const recvv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs): Effect.Effect<Connection.Completion, TransferError> =>
-  run(ep, () => prepareRecv(ep, args, false), AWAIT, toCompletion)
+export const recvv: Operation<CmEndpoint.RecvvArgs, Connection.Completion> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
+    run(ep, () => prepareRecv(ep, args, false), AWAIT, toCompletion)
+)
 
 /** @internal */
-export const write = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Effect.Effect<void, TransferError> =>
-  keyRefused(run(ep, () => prepareWrite(ep, args), AWAIT_VOID))
+export const write: Operation<CmEndpoint.WriteArgs, void> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
+    keyRefused(run(ep, () => prepareWrite(ep, args), AWAIT_VOID))
+)
 
 /** @internal */
-export const read = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs): Effect.Effect<void, TransferError> =>
-  keyRefused(run(ep, () => prepareRead(ep, args), AWAIT_VOID))
+export const read: Operation<CmEndpoint.ReadArgs, void> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
+    keyRefused(run(ep, () => prepareRead(ep, args), AWAIT_VOID))
+)
 
 /** Posts without waiting: a ticket whose completion may be awaited any number of times. */
 const submit = (
@@ -276,20 +302,32 @@ const ticket = (ep: CmEndpoint.CmEndpoint, spec: OperationSpec) => (entry: Pendi
 }
 
 /** @internal */
-export const postSend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
-  submit(ep, () => prepareSend(ep, args, args.segments?.length === 1), args.completion ?? "always")
+export const postSend: Operation<CmEndpoint.SendvArgs, CmEndpoint.Posted> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
+    submit(ep, () => prepareSend(ep, args, args.segments?.length === 1), args.completion ?? "always")
+)
 
 /** @internal */
-export const postRecv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
-  submit(ep, () => prepareRecv(ep, args, args.segments?.length === 1), undefined)
+export const postRecv: Operation<CmEndpoint.RecvvArgs, CmEndpoint.Posted> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
+    submit(ep, () => prepareRecv(ep, args, args.segments?.length === 1), undefined)
+)
 
 /** @internal */
-export const postWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
-  submit(ep, () => prepareWrite(ep, args), args.completion ?? "always")
+export const postWrite: Operation<CmEndpoint.WriteArgs, CmEndpoint.Posted> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
+    submit(ep, () => prepareWrite(ep, args), args.completion ?? "always")
+)
 
 /** @internal */
-export const postRead = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
-  submit(ep, () => prepareRead(ep, args), args.completion ?? "always")
+export const postRead: Operation<CmEndpoint.ReadArgs, CmEndpoint.Posted> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
+    submit(ep, () => prepareRead(ep, args), args.completion ?? "always")
+)
 
 /** A send's arguments, one segment or several. */
 const prepareAnySend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs | CmEndpoint.SendvArgs) =>
@@ -333,12 +371,18 @@ const exchange = (
   })
 
 /** @internal */
-export const call = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs): Effect.Effect<Connection.Completion, TransferError> =>
-  exchange(ep, "CmEndpoint.call", args, AWAIT)
+export const call: Operation<CmEndpoint.ExchangeArgs, Connection.Completion> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) =>
+    exchange(ep, "CmEndpoint.call", args, AWAIT)
+)
 
 /** @internal */
-export const reply = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs): Effect.Effect<CmEndpoint.Posted, TransferError> =>
-  exchange(ep, "CmEndpoint.reply", args, SUBMIT)
+export const reply: Operation<CmEndpoint.ExchangeArgs, CmEndpoint.Posted> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) =>
+    exchange(ep, "CmEndpoint.reply", args, SUBMIT)
+)
 
 /**
  * Many requests of one kind in one kernel batch (a sliding window over the queue, one wait for
@@ -385,13 +429,22 @@ const batch = <A>(
   })
 
 /** @internal */
-export const sendMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.SendArgs>) =>
-  batch(ep, list, (args) => prepareSend(ep, sendOne(args), true))
+export const sendMany: Operation<ReadonlyArray<CmEndpoint.SendArgs>, void> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.SendArgs>) =>
+    batch(ep, list, (args) => prepareSend(ep, sendOne(args), true))
+)
 
 /** @internal */
-export const recvMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.RecvArgs>) =>
-  batch(ep, list, (args) => prepareRecv(ep, recvOne(args), true))
+export const recvMany: Operation<ReadonlyArray<CmEndpoint.RecvArgs>, void> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.RecvArgs>) =>
+    batch(ep, list, (args) => prepareRecv(ep, recvOne(args), true))
+)
 
 /** @internal */
-export const writeMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.WriteArgs>) =>
-  keyRefused(batch(ep, list, (args) => prepareWrite(ep, args)))
+export const writeMany: Operation<ReadonlyArray<CmEndpoint.WriteArgs>, void> = dual(
+  2,
+  (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.WriteArgs>) =>
+    keyRefused(batch(ep, list, (args) => prepareWrite(ep, args)))
+)

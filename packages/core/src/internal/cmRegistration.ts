@@ -1,27 +1,22 @@
 /**
- * rdma_reg_msgs / rdma_reg_read / rdma_reg_write on what registers them (a bound identifier, or an
- * endpoint's own protection domain), and their release: the one place for both. A region's
- * deregistration waits for the requests in flight that name it (its owner, internal/owner.ts), and
- * what registered it is destroyed only after its last region is deregistered.
+ * rdma_reg_msgs / rdma_reg_read / rdma_reg_write on an endpoint's own protection domain, and their
+ * release. A region's deregistration waits for the requests in flight that name it (its owner,
+ * internal/owner.ts), and its endpoint is destroyed only after its last region is deregistered.
  *
  * @internal
  */
 import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
 import type * as Scope from "effect/Scope"
-import type { CmMr } from "../CmId.js"
-import { type CmEpHandle, type CmIdHandle, type CmMrHandle, type CmRegistrationKind, RdmaDriver } from "../Driver.js"
+import type * as CmEndpoint from "../CmEndpoint.js"
+import { type CmMrHandle, type CmRegistrationKind, RdmaDriver } from "../Driver.js"
 import * as Memory from "../Memory.js"
 import type { MemoryRefusedError, RdmaCmError } from "../RdmaError.js"
+import { endpointOwner } from "./cmEndpoint.js"
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import * as pins from "./pins.js"
 import { release } from "./release.js"
-
-/** @internal What registers regions: an identifier or an endpoint, with its handle and address. */
-export interface Registrar {
-  readonly handle: CmIdHandle | CmEpHandle
-  readonly address: string
-}
 
 /** @internal The C call of each kind. */
 export const registrationCalls: Record<CmRegistrationKind, string> = {
@@ -31,20 +26,20 @@ export const registrationCalls: Record<CmRegistrationKind, string> = {
 }
 
 /** @internal The owner of a region: the requests in flight that name it. */
-export const regionOwner = (mr: CmMr<any, any>): Owner.Owner =>
-  Owner.of(mr, () => `a ${mr.memory.byteLength}-byte region from ${registrationCalls[mr.kind as CmRegistrationKind]}`)
+export const regionOwner = (mr: CmEndpoint.Region): Owner.Owner =>
+  Owner.of(mr, () => `a ${mr.memory.byteLength}-byte region from ${registrationCalls[mr.kind]}`)
 
 /**
- * @internal Registers `memory` on `on` as `kind`, scoped: deregistered when the scope closes and no
- * request in flight names it any more; `owner` (what registered it) is held until then.
+ * Registers `memory` on `endpoint` as `kind`, scoped: deregistered when the scope closes and no
+ * request in flight names it any more; the endpoint's owner is held until then.
  */
-export const register = <K extends CmRegistrationKind, O extends Registrar>(
+const register = <K extends CmRegistrationKind>(
   kind: K,
-  on: O,
-  owner: Owner.Owner,
+  endpoint: CmEndpoint.CmEndpoint,
   memory: Uint8Array
-): Effect.Effect<CmMr<K, O>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
+): Effect.Effect<CmEndpoint.Region<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
+    const owner = endpointOwner(endpoint)
     const deregister = (handle: CmMrHandle) =>
       release(
         "rdma_dereg_mr",
@@ -52,21 +47,21 @@ export const register = <K extends CmRegistrationKind, O extends Registrar>(
         Effect.tap(driver.cmDeregMr(handle), () => pins.unpin(memory)),
         () => pins.quarantine(memory)
       ).pipe(
-        Effect.zipRight(instrument.registered(on.address, -memory.byteLength)),
+        Effect.zipRight(instrument.registered(endpoint.address, -memory.byteLength)),
         Effect.zipRight(instrument.released("rdma_dereg_mr")),
         Effect.zipRight(Owner.drop(owner))
       )
     return Effect.acquireRelease(
       Memory.validate(memory).pipe(
-        Effect.flatMap((bytes) => driver.cmReg(on.handle, kind, bytes)),
+        Effect.flatMap((bytes) => driver.cmReg(endpoint.handle, kind, bytes)),
         Effect.tap(() => {
           Owner.retain(owner)
           return pins.pin(memory)
         }),
-        Effect.tap(() => instrument.registered(on.address, memory.byteLength)),
+        Effect.tap(() => instrument.registered(endpoint.address, memory.byteLength)),
         Effect.flatMap((handle) =>
           driver.cmMrInfo(handle).pipe(
-            Effect.map((info): CmMr<K, O> => ({ ...info, handle, kind, id: on, memory })),
+            Effect.map((info): CmEndpoint.Region<K> => ({ ...info, handle, kind, endpoint, memory })),
             Effect.tapError(() => deregister(handle))
           )
         ),
@@ -75,3 +70,23 @@ export const register = <K extends CmRegistrationKind, O extends Registrar>(
       (mr) => Owner.releaseWhenUnused(regionOwner(mr), deregister(mr.handle))
     )
   })
+
+type Register<K extends CmRegistrationKind> = {
+  (memory: Uint8Array): (
+    self: CmEndpoint.CmEndpoint
+  ) => Effect.Effect<CmEndpoint.Region<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+  (
+    self: CmEndpoint.CmEndpoint,
+    memory: Uint8Array
+  ): Effect.Effect<CmEndpoint.Region<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+}
+
+const registerAs = <K extends CmRegistrationKind>(kind: K): Register<K> =>
+  dual(2, (self: CmEndpoint.CmEndpoint, memory: Uint8Array) => register(kind, self, memory))
+
+/** @internal */
+export const registerMessages: Register<"msgs"> = registerAs("msgs")
+/** @internal */
+export const registerRead: Register<"read"> = registerAs("read")
+/** @internal */
+export const registerWrite: Register<"write"> = registerAs("write")

@@ -4,11 +4,14 @@
  * u32, address u64, length u64. Decoding trusts nothing: every field is checked, and a refusal
  * names the field.
  *
- * Declared and documented in CmEndpoint.ts.
+ * Declared and documented in RemoteKey.ts.
  *
  * @internal
  */
+import * as Effect from "effect/Effect"
+import { InvalidRemoteKeyError } from "../CmEndpointError.js"
 import type * as CmEndpoint from "../CmEndpoint.js"
+import type * as RemoteKey from "../RemoteKey.js"
 
 /** @internal */
 export const VERSION = 1
@@ -19,7 +22,7 @@ const accessCodes = { read: 1, write: 2 } as const
 const accessOf: Record<number, "read" | "write"> = { 1: "read", 2: "write" }
 
 /** @internal */
-export const encode = (key: CmEndpoint.RemoteKey<"read" | "write">): Uint8Array => {
+export const encode = (key: RemoteKey.RemoteKey): Uint8Array => {
   const bytes = new Uint8Array(SIZE)
   const view = new DataView(bytes.buffer)
   view.setUint8(0, VERSION)
@@ -30,10 +33,10 @@ export const encode = (key: CmEndpoint.RemoteKey<"read" | "write">): Uint8Array 
   return bytes
 }
 
-/** @internal The key, or the field that is wrong and why. */
-export const decode = (
+/** The key, or the field that is wrong and why. */
+const read = (
   bytes: unknown
-): CmEndpoint.RemoteKey<"read" | "write"> | { readonly field: CmEndpoint.RemoteKeyField; readonly detail: string } => {
+): RemoteKey.RemoteKey | { readonly field: RemoteKey.Field; readonly detail: string } => {
   if (!(bytes instanceof Uint8Array)) return { field: "bytes", detail: "a remote key must be a Uint8Array" }
   if (bytes.byteLength !== SIZE) {
     return {
@@ -61,3 +64,30 @@ export const decode = (
   }
   return { address, length, rkey, access }
 }
+
+/** @internal */
+export const decode = (bytes: Uint8Array): Effect.Effect<RemoteKey.RemoteKey, InvalidRemoteKeyError> =>
+  Effect.suspend(() => {
+    const decoded = read(bytes)
+    return "field" in decoded ? Effect.fail(new InvalidRemoteKeyError(decoded)) : Effect.succeed(decoded)
+  })
+
+/** @internal */
+export const make = <A extends RemoteKey.Access>(region: CmEndpoint.Region<A>): RemoteKey.RemoteKey<A> => ({
+  address: region.address,
+  length: BigInt(region.length),
+  rkey: region.rkey,
+  access: region.kind
+})
+
+/** @internal */
+export const require = <A extends RemoteKey.Access>(access: A) =>
+(key: RemoteKey.RemoteKey): Effect.Effect<RemoteKey.RemoteKey<A>, InvalidRemoteKeyError> =>
+  key.access === access
+    ? Effect.succeed(key as RemoteKey.RemoteKey<A>)
+    : Effect.fail(
+      new InvalidRemoteKeyError({
+        field: "access",
+        detail: `the key allows a remote ${key.access}, not a ${access}: ask for a key of a region from rdma_reg_${access}`
+      })
+    )

@@ -8,7 +8,7 @@
  * finalizer runs first), each closing its request's scope (rejected if unanswered, else
  * disconnected and destroyed); the parent then closes whatever scope a handler never got to run.
  *
- * Declared and documented in CmEndpoint.ts.
+ * Declared and documented in CmListener.ts.
  *
  * @internal
  */
@@ -16,20 +16,34 @@ import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
+import { dual } from "effect/Function"
 import * as Scope from "effect/Scope"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import { ClientGoneError } from "../CmEndpointError.js"
+import type * as CmListener from "../CmListener.js"
 import type { RdmaDriver } from "../Driver.js"
 import type { RdmaCmError } from "../RdmaError.js"
-import { next } from "./cmEndpoint.js"
+import { isCmListener, next } from "./cmListener.js"
 
 const isClientGone = (error: unknown): error is ClientGoneError => error instanceof ClientGoneError
 
 /** @internal */
-export const serve = <A, E, R>(
-  listener: CmEndpoint.Listener,
+export const serve: {
+  <A, E, R>(
+    handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
+    options?: CmListener.ServeOptions
+  ): (
+    self: CmListener.CmListener
+  ) => Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>>
+  <A, E, R>(
+    self: CmListener.CmListener,
+    handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
+    options?: CmListener.ServeOptions
+  ): Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>>
+} = dual((args) => isCmListener(args[0]), <A, E, R>(
+  listener: CmListener.CmListener,
   handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
-  options?: CmEndpoint.ServeOptions
+  options?: CmListener.ServeOptions
 ): Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>> =>
   Effect.scoped(Effect.gen(function*() {
     const concurrency = options?.concurrency ?? "unbounded"
@@ -64,4 +78,4 @@ export const serve = <A, E, R>(
 
     yield* FiberSet.run(handlers, Effect.forever(Effect.zipRight(permits.take(1), acceptOne)))
     return yield* Effect.flatMap(FiberSet.join(handlers), () => Effect.never)
-  }))
+  })))

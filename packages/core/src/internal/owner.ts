@@ -1,6 +1,6 @@
 /**
  * Handles that others depend on. A peer is used by its regions, endpoints and connections; a
- * region by the requests in flight that name it; an rdma_cm id by its regions. The C libraries
+ * region by the requests in flight that name it; an rdma_cm endpoint by its regions. The C libraries
  * refuse (or, for librpma's peer, would crash on) a release while such users remain, and Scope
  * order alone cannot prevent it: a peer's scope may close before its regions' scope, and a region's
  * scope may close while a receive posted on it is still waiting. So a release asked for while users
@@ -22,7 +22,7 @@ export interface Owner {
 const owners = new WeakMap<object, Owner>()
 
 /**
- * @internal The owner record of a peer, region or id, made on first use. Kept beside the object,
+ * @internal The owner record of a peer, region or endpoint, made on first use. Kept beside the object,
  * not in it, so that an object a caller built by hand (a Peer from a raw handle, say) works too.
  */
 export const of = (resource: object, what: () => string): Owner => {

@@ -1,14 +1,12 @@
 /**
- * The native driver's librdmacm calls (cm.cc): an rdma_cm id with its own protection domain, and
- * regions registered on it for the message path.
+ * The native driver's librdmacm registration calls (cm.cc): regions on an endpoint's own
+ * protection domain.
  *
  * @internal
  */
-import type { CmIdHandle, CmMrHandle, Driver } from "@effect-rdma/core/Driver"
-import * as Effect from "effect/Effect"
+import type { CmMrHandle, Driver } from "@effect-rdma/core/Driver"
 import type { Binding } from "../RpmaBinding.js"
-import { as, attempt, attemptPromise, cm } from "./addon.js"
-import { cmFailure, inUseOr } from "./failures.js"
+import { as, cm } from "./addon.js"
 
 const cmOperations = { msgs: "rdma_reg_msgs", read: "rdma_reg_read", write: "rdma_reg_write" } as const
 
@@ -16,11 +14,8 @@ const cmOperationOf = (kind: unknown): string =>
   typeof kind === "string" && Object.hasOwn(cmOperations, kind) ? cmOperations[kind as keyof typeof cmOperations] : "rdma_reg_msgs"
 
 /** @internal */
-export const cmCalls = (binding: Binding): Pick<Driver, "cmCreateId" | "cmDestroyId" | "cmReg" | "cmDeregMr" | "cmMrInfo"> => ({
-  cmCreateId: (address) =>
-    attemptPromise(() => binding.cmCreateId(address), cmFailure("rdma_create_ep")).pipe(Effect.map(as<CmIdHandle>)),
-  cmDestroyId: (id) => attempt(() => binding.cmDestroyId(id), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
-  cmReg: (id, kind, memory) => cm(cmOperationOf(kind), () => as<CmMrHandle>(binding.cmReg(id, kind, memory))),
+export const cmCalls = (binding: Binding): Pick<Driver, "cmReg" | "cmDeregMr" | "cmMrInfo"> => ({
+  cmReg: (ep, kind, memory) => cm(cmOperationOf(kind), () => as<CmMrHandle>(binding.cmReg(ep, kind, memory))),
   cmDeregMr: (mr) => cm("rdma_dereg_mr", () => binding.cmDeregMr(mr)),
   cmMrInfo: (mr) => cm("ibv_mr", () => binding.cmMrInfo(mr))
 })

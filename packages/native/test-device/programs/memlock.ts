@@ -3,7 +3,7 @@
 // CAP_IPC_LOCK (which ignores the limit). Prints one JSON line per case: how many registrations
 // succeeded before the first failure, and that failure's tag and message.
 //   node memlock.mjs <rdma address> <limit in bytes>
-import * as CmId from "@effect-rdma/core/CmId"
+import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as Usage from "@effect-rdma/core/Usage"
@@ -37,13 +37,14 @@ const over = limit + 2 * MiB
 
 const program = Effect.gen(function*() {
   const peer = yield* Peer.make(address)
-  const id = yield* CmId.make(address)
+  // Not connected: an endpoint's route to this host gives it the protection domain to register on.
+  const ep = yield* CmEndpoint.make(address, 7471)
   yield* until("single", [over], (size) => LocalMr.allocate(peer, size, Usage.WRITE_DST))
   yield* until("single on a worker thread", [Math.max(over, 16 * MiB)], (size) =>
     LocalMr.allocate(peer, size, Usage.WRITE_DST))
   yield* until("cumulative", chunks, (size) => LocalMr.allocate(peer, size, Usage.WRITE_DST))
-  yield* until("rdma_reg_msgs single", [over], (size) => CmId.registerMessages(id, new Uint8Array(size)))
-  yield* until("rdma_reg_msgs cumulative", chunks, (size) => CmId.registerMessages(id, new Uint8Array(size)))
+  yield* until("rdma_reg_msgs single", [over], (size) => CmEndpoint.registerMessages(ep, new Uint8Array(size)))
+  yield* until("rdma_reg_msgs cumulative", chunks, (size) => CmEndpoint.registerMessages(ep, new Uint8Array(size)))
 })
 
 Effect.runPromiseExit(program.pipe(Effect.scoped, Effect.provide(NativeDriver.layer))).then((exit) => {

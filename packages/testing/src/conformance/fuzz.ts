@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import * as CmId from "@effect-rdma/core/CmId"
+import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
 import * as Driver from "@effect-rdma/core/Driver"
 import * as DriverArguments from "@effect-rdma/core/DriverArguments"
@@ -125,8 +125,8 @@ const METHODS: ReadonlyArray<readonly [keyof Driver.Driver, number]> = [
   ["mrRemoteDelete", 1],
   ["mrRemoteGetSize", 1],
   ["mrRemoteGetFlushType", 1],
-  ["cmCreateId", 1],
-  ["cmDestroyId", 1],
+  ["cmEpCreate", 3],
+  ["cmEpDestroy", 1],
   ["cmReg", 3],
   ["cmDeregMr", 1],
   ["cmMrInfo", 1],
@@ -146,15 +146,18 @@ const METHODS: ReadonlyArray<readonly [keyof Driver.Driver, number]> = [
   ["pollCompletions", 1]
 ]
 
+/** An rdma_cm endpoint's settings, for the one the run makes. */
+const CM_CONFIG: Driver.CmEpConfig = { timeoutMs: 2000, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+
 /** Methods that wait for the other side: on a real handle they may legitimately not end. */
-const WAITS = new Set<string>(["epNextConnReq", "connNextEvent", "getIbvContext", "cmCreateId", "connReqNew"])
+const WAITS = new Set<string>(["epNextConnReq", "connNextEvent", "getIbvContext", "cmEpCreate", "connReqNew"])
 
 /** How to release what a method returned, so that a run leaves nothing alive. */
 const RELEASE: Partial<Record<keyof Driver.Driver, keyof Driver.Driver>> = {
   peerNew: "peerDelete",
   mrReg: "mrDereg",
   mrRemoteFromDescriptor: "mrRemoteDelete",
-  cmCreateId: "cmDestroyId",
+  cmEpCreate: "cmEpDestroy",
   cmReg: "cmDeregMr",
   epListen: "epShutdown",
   epNextConnReq: "connReqDelete",
@@ -226,7 +229,7 @@ const problem = (what: string, exit: Exit.Exit<unknown, unknown>): string | unde
 
 /**
  * One run: real handles made where the driver can (a peer, a region, a remote region, an rdma_cm
- * id and region, an endpoint), then `steps` random calls, each bounded in time, then the scope
+ * endpoint and region, a librpma endpoint), then `steps` random calls, each bounded in time, then the scope
  * closes and the driver must hold nothing.
  */
 const run = (address: string, port: number, device: boolean, steps: ReadonlyArray<fc.RecordValue<{ method: readonly [keyof Driver.Driver, number]; args: Array<unknown> }>>, callMillis: number) =>
@@ -257,9 +260,12 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
         Descriptor.encode({ address: 0x10000n, length: 4096n, rkey: 1, usage: 0x11 })
       ))
     ))
-    const id = device ? yield* attempt("cmCreateId", driver.cmCreateId(address)) : Option.none()
-    handles.push(Option.getOrUndefined(id))
-    if (Option.isSome(id)) handles.push(Option.getOrUndefined(yield* attempt("cmReg", driver.cmReg(id.value as Bad, "msgs", new Uint8Array(256)))))
+    const cmEp = device ? yield* attempt("cmEpCreate", driver.cmEpCreate(address, port, CM_CONFIG)) : Option.none()
+    handles.push(Option.getOrUndefined(cmEp))
+    if (Option.isSome(cmEp)) {
+      handles.push(Option.getOrUndefined(yield* attempt("cmReg", driver.cmReg(cmEp.value as Bad, "msgs", new Uint8Array(256)))))
+    }
+    const endpoint = device ? yield* Effect.option(CmEndpoint.make(address, port)) : Option.none()
     const problems: Array<string> = []
     for (const { args, method: [method, arity] } of steps) {
       const values = args.slice(0, arity).map((a) => isHandleRef(a) ? handles[a.handle % handles.length] : materialize(a))
@@ -290,7 +296,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
       ["LocalMr.register usage", Option.isSome(peer) ? LocalMr.register({ handle: peer.value as Bad, address }, new Uint8Array(64), value as Bad) : Effect.void],
       ["RemoteMr.fromDescriptor", RemoteMr.fromDescriptor(value as Bad)],
       ["Memory.allocate", costly(value) ? Effect.void : Memory.allocate(value as Bad)],
-      ["CmId.registerMessages", Option.isSome(id) ? CmId.registerMessages({ handle: id.value } as Bad, value as Bad) : Effect.void]
+      ["CmEndpoint.registerMessages", Option.isSome(endpoint) ? CmEndpoint.registerMessages(endpoint.value, value as Bad) : Effect.void]
     ] as const) {
       const exit = yield* Effect.exit(Effect.scoped(effect as Effect.Effect<unknown, unknown, Driver.RdmaDriver | Scope.Scope>))
       const defect = problem(what, exit)

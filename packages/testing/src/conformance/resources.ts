@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -15,6 +15,8 @@ import { check, equal, expectTag, NOWHERE, outcome, rawPeer } from "./support.js
 const driver = Driver.RdmaDriver
 
 const rwUsage = Usage.combine(Usage.READ_SRC, Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)
+/** The port an rdma_cm endpoint that only registers resolves its route to: nobody needs to listen there. */
+const CM_PORT = 7471
 
 /** @internal */
 export const resourceCases: ReadonlyArray<Case> = [
@@ -189,35 +191,30 @@ export const resourceCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "rdma_cm: an id bound to the device; rdma_reg_msgs / reg_read / reg_write regions; rdma_dereg_mr",
+    name: "rdma_cm: rdma_reg_msgs / reg_read / reg_write regions on an endpoint's protection domain; rdma_dereg_mr",
     run: (address) =>
       Effect.gen(function*() {
         const d = yield* driver
-        const id = yield* CmId.make(address)
-        const msgs = yield* CmId.registerMessages(id, new Uint8Array(4096))
-        const read = yield* CmId.registerRead(id, new Uint8Array(8192))
-        const write = yield* CmId.registerWrite(id, Buffer.alloc(16384))
+        // Made, not connected: its route to this host gives it its protection domain.
+        const ep = yield* CmEndpoint.make(address, CM_PORT)
+        const msgs = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4096))
+        const read = yield* CmEndpoint.registerRead(ep, new Uint8Array(8192))
+        const write = yield* CmEndpoint.registerWrite(ep, Buffer.alloc(16384))
         yield* equal(msgs.length, 4096, "rdma_reg_msgs length")
         yield* equal(read.length, 8192, "rdma_reg_read length")
         yield* equal(write.length, 16384, "rdma_reg_write length")
         yield* check(read.rkey !== write.rkey, "distinct rkeys")
         yield* equal((yield* d.live).cmRegions, 3, "rdma_cm regions alive")
-        yield* expectTag(d.cmDestroyId(id.handle), "ResourceInUseError", "destroy an id with live regions")
-        yield* expectTag(d.cmReg(msgs.handle as any, "msgs", new Uint8Array(64)), "RdmaCmError", "region as id")
-        yield* expectTag(d.cmReg(id.handle, "msgs", null as any), "RdmaCmError", "NULL addr")
-        const raw = yield* d.cmReg(id.handle, "msgs", new Uint8Array(64))
+        yield* expectTag(d.cmEpDestroy(ep.handle), "ResourceInUseError", "destroy an endpoint with live regions")
+        yield* expectTag(d.cmReg(msgs.handle as any, "msgs", new Uint8Array(64)), "RdmaCmError", "region as endpoint")
+        yield* expectTag(d.cmReg(ep.handle, "msgs", null as any), "RdmaCmError", "NULL addr")
+        const raw = yield* d.cmReg(ep.handle, "msgs", new Uint8Array(64))
         yield* d.cmDeregMr(raw)
         yield* expectTag(d.cmDeregMr(raw), "RdmaCmError", "double rdma_dereg_mr")
       })
   },
   {
-    name: "rdma_cm: no device at the address → RdmaCmError",
-    run: () => Effect.gen(function*() {
-      yield* expectTag(Effect.scoped(CmId.make(NOWHERE)), "RdmaCmError", "unknown address")
-    })
-  },
-  {
-    name: "release order: regions before their peer and id, on success",
+    name: "release order: regions before their peer and endpoint, on success",
     run: (address) =>
       Effect.gen(function*() {
         const d = yield* driver
@@ -227,16 +224,16 @@ export const resourceCases: ReadonlyArray<Case> = [
           mrDereg: (mr) => Effect.ensuring(d.mrDereg(mr), Effect.sync(() => order.push("mr"))),
           peerDelete: (p) => Effect.ensuring(d.peerDelete(p), Effect.sync(() => order.push("peer"))),
           cmDeregMr: (m) => Effect.ensuring(d.cmDeregMr(m), Effect.sync(() => order.push("cm-mr"))),
-          cmDestroyId: (i) => Effect.ensuring(d.cmDestroyId(i), Effect.sync(() => order.push("cm-id")))
+          cmEpDestroy: (e) => Effect.ensuring(d.cmEpDestroy(e), Effect.sync(() => order.push("cm-ep")))
         }
         yield* Effect.scoped(Effect.gen(function*() {
           const peer = yield* Peer.make(address)
-          const id = yield* CmId.make(address)
+          const ep = yield* CmEndpoint.make(address, CM_PORT)
           yield* LocalMr.allocate(peer, 4096, Usage.READ_SRC)
-          yield* CmId.registerMessages(id, new Uint8Array(256))
+          yield* CmEndpoint.registerMessages(ep, new Uint8Array(256))
           yield* LocalMr.allocate(peer, 4096, Usage.READ_SRC)
         })).pipe(Effect.provideService(driver, recorded))
-        yield* equal(order.join(","), "mr,cm-mr,mr,cm-id,peer", "release order")
+        yield* equal(order.join(","), "mr,cm-mr,mr,cm-ep,peer", "release order")
       })
   },
   {

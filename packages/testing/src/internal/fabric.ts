@@ -19,7 +19,6 @@ export type Kind =
   | "Peer"
   | "MrLocal"
   | "MrRemote"
-  | "CmId"
   | "CmMr"
   | "Endpoint"
   | "ConnReq"
@@ -62,14 +61,9 @@ export interface MrRemote extends SimHandle<"MrRemote"> {
   readonly usage: number
 }
 /** @internal */
-export interface CmId extends SimHandle<"CmId"> {
-  readonly address: string
-  readonly regions: Set<CmMr>
-}
-/** @internal */
 export interface CmMr extends SimHandle<"CmMr"> {
-  /** The identifier or endpoint whose protection domain it is registered on. */
-  readonly cmId: CmId | CmEp
+  /** The endpoint (an rdma_cm id with a queue pair) whose protection domain it is registered on. */
+  readonly cmId: CmEp
   /** Which rdma_reg_* call made it: what a remote read or write may do with it. */
   readonly access: Driver.CmRegistrationKind
   readonly memory: Uint8Array
@@ -147,7 +141,6 @@ export type AnyHandle =
   | Peer
   | MrLocal
   | MrRemote
-  | CmId
   | CmMr
   | Endpoint
   | ConnReq

@@ -9,7 +9,7 @@ import type * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type { Options, Simulation } from "../SimulatedDriver.js"
 import { makeCmEndpoints } from "./cmEndpoints.js"
-import { makeCmIdCalls } from "./cmIds.js"
+import { makeCmRegionCalls } from "./cmRegions.js"
 import * as fabric from "./fabric.js"
 import { makeMemoryCalls } from "./hostMemory.js"
 import { makeNetwork } from "./network.js"
@@ -24,7 +24,6 @@ const liveCounts = (world: fabric.Fabric) => {
     Peer: 0,
     MrLocal: 0,
     MrRemote: 0,
-    CmId: 0,
     CmMr: 0,
     Endpoint: 0,
     ConnReq: 0,
@@ -38,7 +37,6 @@ const liveCounts = (world: fabric.Fabric) => {
     peers: count.Peer,
     localRegions: count.MrLocal,
     remoteRegions: count.MrRemote,
-    cmIds: count.CmId,
     cmRegions: count.CmMr,
     cmEndpoints: count.CmEp,
     cmListeners: count.CmListener,
@@ -66,7 +64,7 @@ export const makeLinked = (
     name: "simulated",
     ...makePeerCalls(world, tools, network.usersOf),
     ...makeRegionCalls(world, tools, maxRegionSize, network),
-    ...makeCmIdCalls(world, tools),
+    ...makeCmRegionCalls(world, tools),
     ...makeMemoryCalls(tools, maxRegionSize),
     ...network.calls,
     ...makeCmEndpoints(world, tools, shared?.link),

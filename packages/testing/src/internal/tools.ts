@@ -111,7 +111,6 @@ export const makeTools = (world: fabric.Fabric) => {
   const peerOf = (value: unknown) => fabric.asHandle(value, "Peer")
   const mrOf = (value: unknown) => fabric.asHandle(value, "MrLocal")
   const remoteOf = (value: unknown) => fabric.asHandle(value, "MrRemote")
-  const cmIdOf = (value: unknown) => fabric.asHandle(value, "CmId")
   const cmMrOf = (value: unknown) => fabric.asHandle(value, "CmMr")
 
   const liveMr = (operation: string, value: unknown) => {
@@ -144,7 +143,6 @@ export const makeTools = (world: fabric.Fabric) => {
     refusedOr,
     releaseHandle,
     rpma,
-    cmIdOf,
     cmMrOf,
     getMr,
     getRemote,

@@ -1,11 +1,11 @@
-import { CmEndpoint } from "@effect-rdma/core"
+import { RemoteKey } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck as fc } from "effect"
 
 const hex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(" ")
 
 const refusedField = (bytes: Uint8Array) => {
-  const exit = Effect.runSyncExit(CmEndpoint.decodeRemoteKey(bytes))
+  const exit = Effect.runSyncExit(RemoteKey.decode(bytes))
   if (Exit.isSuccess(exit)) return "ok"
   const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
   assert.strictEqual(error?._tag, "InvalidRemoteKeyError")
@@ -13,12 +13,12 @@ const refusedField = (bytes: Uint8Array) => {
   return error!.field
 }
 
-describe("CmEndpoint remote keys", () => {
-  const key: CmEndpoint.RemoteKey<"write"> = { address: 0x7f0000001000n, length: 4096n, rkey: 0x1234, access: "write" }
+describe("RemoteKey", () => {
+  const key: RemoteKey.RemoteKey<"write"> = { address: 0x7f0000001000n, length: 4096n, rkey: 0x1234, access: "write" }
   const example = "01 02 00 00 34 12 00 00 00 10 00 00 00 7f 00 00 00 10 00 00 00 00 00 00"
 
   it("encodes version, access, rkey, address and length little-endian in 24 bytes", () => {
-    assert.strictEqual(hex(CmEndpoint.encodeRemoteKey(key)), example)
+    assert.strictEqual(hex(RemoteKey.encode(key)), example)
   })
 
   it("decodes what it encodes, for every key", () => {
@@ -29,13 +29,13 @@ describe("CmEndpoint remote keys", () => {
       fc.constantFrom("read" as const, "write" as const),
       (address, length, rkey, access) => {
         const k = { address, length, rkey, access }
-        assert.deepStrictEqual(Effect.runSync(CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(k))), k)
+        assert.deepStrictEqual(Effect.runSync(RemoteKey.decode(RemoteKey.encode(k))), k)
       }
     ))
   })
 
   it("refuses bad bytes, naming the field", () => {
-    const good = CmEndpoint.encodeRemoteKey(key)
+    const good = RemoteKey.encode(key)
     const with_ = (at: number, value: number) => {
       const b = good.slice()
       b[at] = value
@@ -58,10 +58,10 @@ describe("CmEndpoint remote keys", () => {
   })
 
   it("narrows a key to the access it allows", () => {
-    const decoded = Effect.runSync(CmEndpoint.decodeRemoteKey(CmEndpoint.encodeRemoteKey(key)))
-    const writable = Effect.runSync(CmEndpoint.requireAccess("write")(decoded))
+    const decoded = Effect.runSync(RemoteKey.decode(RemoteKey.encode(key)))
+    const writable = Effect.runSync(RemoteKey.require("write")(decoded))
     assert.strictEqual(writable.access, "write")
-    const exit = Effect.runSyncExit(CmEndpoint.requireAccess("read")(decoded))
+    const exit = Effect.runSyncExit(RemoteKey.require("read")(decoded))
     assert.isTrue(Exit.isFailure(exit))
   })
 })

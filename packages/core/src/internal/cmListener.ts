@@ -1,0 +1,193 @@
+/**
+ * Listeners of librdmacm's verbs API: rdma_listen, rdma_get_request (each request adopted as an
+ * endpoint, internal/cmEndpoint.ts), rdma_accept and rdma_reject. A listener is destroyed after
+ * the requests it handed out; those still unanswered when it closes are rejected first.
+ *
+ * Declared and documented in CmListener.ts.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
+import { pipeArguments } from "effect/Pipeable"
+import * as Predicate from "effect/Predicate"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type * as CmEndpoint from "../CmEndpoint.js"
+import { ClientGoneError } from "../CmEndpointError.js"
+import type * as CmListener from "../CmListener.js"
+import type { CmEpConfig, CmListenerHandle, Driver, RdmaDriver } from "../Driver.js"
+import type { RdmaCmError } from "../RdmaError.js"
+import {
+  adopt,
+  type EndpointImpl,
+  established,
+  failedUnlessDone,
+  impl,
+  invalid,
+  isCmEndpoint,
+  privateDataProblem,
+  withConfig
+} from "./cmEndpoint.js"
+import * as instrument from "./instrument.js"
+import * as Owner from "./owner.js"
+import { release } from "./release.js"
+
+/** The drivers' rdma_accept of a request whose client has gone. */
+const ECONNABORTED = 103
+
+/** @internal */
+export const TypeId: CmListener.TypeId = Symbol.for("@effect-rdma/core/CmListener") as CmListener.TypeId
+
+/** @internal A listener, the settings of the requests it hands out, and those not answered yet. */
+export class ListenerImpl implements CmListener.CmListener {
+  readonly [TypeId]: CmListener.TypeId = TypeId
+  /** Requests handed out and not answered yet: rejected when the listener closes. */
+  readonly unanswered = new Set<EndpointImpl>()
+  constructor(
+    readonly handle: CmListenerHandle,
+    readonly address: string,
+    readonly port: number,
+    readonly config: CmEpConfig
+  ) {}
+  pipe() {
+    return pipeArguments(this, arguments)
+  }
+}
+
+const listenerImpl = (listener: CmListener.CmListener): ListenerImpl => listener as ListenerImpl
+
+/** @internal */
+export const isCmListener = (u: unknown): u is CmListener.CmListener => Predicate.hasProperty(u, TypeId)
+
+/** @internal The owner of a listener: the requests it handed out. */
+const listenerOwner = (listener: ListenerImpl): Owner.Owner =>
+  Owner.of(listener, () => `the rdma_cm listener on ${listener.address}:${listener.port}`)
+
+/** @internal rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
+export const make = (
+  address: string,
+  port: number,
+  options?: CmEndpoint.Options
+): Effect.Effect<CmListener.CmListener, RdmaCmError, RdmaDriver | Scope.Scope> =>
+  withConfig("rdma_listen", options, (driver, config) =>
+    Effect.acquireRelease(
+      Effect.map(driver.cmListen(address, port, config), (listening) =>
+        new ListenerImpl(listening.handle, address, listening.port, config)),
+      (listener) =>
+        Effect.gen(function*() {
+          // Unanswered requests are rejected first: their clients learn now, not at their timeout.
+          for (const request of [...listener.unanswered]) yield* rejectOnClose(driver, request)
+          yield* Owner.releaseWhenUnused(
+            listenerOwner(listener),
+            release("rdma_destroy_ep", "an rdma_cm listener", driver.cmListenerDestroy(listener.handle))
+          )
+        })
+    ))
+
+/**
+ * @internal rdma_get_request: the next request, scoped (rejected when its scope closes unanswered,
+ * then destroyed). Interruptible while it waits.
+ */
+export const next = (
+  self: CmListener.CmListener
+): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(instrument.driver, (driver) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        const listener = listenerImpl(self)
+        const handle = yield* restore(driver.cmGetRequest(listener.handle))
+        const owner = listenerOwner(listener)
+        Owner.retain(owner)
+        const ep = yield* adopt(
+          driver,
+          handle,
+          listener.config,
+          "request",
+          (ep) => ep.phase === "request" ? rejectOnClose(driver, ep) : Effect.void,
+          Owner.drop(owner)
+        )
+        ep.privateData = yield* Effect.orElseSucceed(driver.cmPrivateData(handle), () => new Uint8Array(0))
+        listener.unanswered.add(ep)
+        ep.listener = listener
+        return ep
+      })
+    ))
+
+/** @internal */
+export const requests = (
+  self: CmListener.CmListener
+): Stream.Stream<CmEndpoint.CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> => Stream.repeatEffect(next(self))
+
+const answered = (ep: EndpointImpl): void => {
+  ep.listener?.unanswered.delete(ep)
+  ep.listener = undefined
+}
+
+/** @internal rdma_accept, bounded by the listener's timeout; answers the request, connected. */
+export const accept: {
+  (
+    self: CmEndpoint.CmEndpoint,
+    options?: CmListener.AcceptOptions
+  ): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver>
+  (
+    options?: CmListener.AcceptOptions
+  ): (self: CmEndpoint.CmEndpoint) => Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver>
+} = dual(
+  (args) => isCmEndpoint(args[0]),
+  (
+    self: CmEndpoint.CmEndpoint,
+    options?: CmListener.AcceptOptions
+  ): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver> =>
+    Effect.flatMap(instrument.driver, (driver) => {
+      const ep = impl(self)
+      const privateData = options?.privateData
+      const refused = privateDataProblem("rdma_accept", privateData, "accept") ??
+        (ep.phase === "request" ? undefined : invalid("rdma_accept", `the endpoint is ${ep.phase}, not an unanswered request`))
+      if (refused !== undefined) return Effect.fail(refused)
+      answered(ep)
+      ep.moveTo("connecting")
+      return driver.cmAccept(ep.handle, privateData, ep.config.timeoutMs).pipe(
+        Effect.catchIf(
+          (error) => error.errno === ECONNABORTED,
+          (cause) => Effect.fail(new ClientGoneError({ operation: "rdma_accept", cause }))
+        ),
+        Effect.zipRight(established(driver, ep, ep.privateData)),
+        failedUnlessDone(ep),
+        Effect.as(self)
+      )
+    })
+)
+
+/** @internal rdma_reject; a request answered already is refused. */
+export const reject: {
+  (self: CmEndpoint.CmEndpoint, options?: CmListener.RejectOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
+  (options?: CmListener.RejectOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
+} = dual(
+  (args) => isCmEndpoint(args[0]),
+  (self: CmEndpoint.CmEndpoint, options?: CmListener.RejectOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
+    Effect.flatMap(instrument.driver, (driver) => rejectWith(driver, self, options?.privateData))
+)
+
+const rejectWith = (
+  driver: Driver,
+  request: CmEndpoint.CmEndpoint,
+  privateData?: Uint8Array
+): Effect.Effect<void, RdmaCmError> =>
+  Effect.suspend(() => {
+    const ep = impl(request)
+    const refused = privateDataProblem("rdma_reject", privateData) ??
+      (privateData !== undefined && privateData.byteLength > 148
+        ? invalid("rdma_reject", `private data is ${privateData.byteLength} bytes; a rejection carries at most 148`)
+        : ep.phase === "request"
+        ? undefined
+        : invalid("rdma_reject", `the endpoint is ${ep.phase}, not an unanswered request`))
+    if (refused !== undefined) return Effect.fail(refused)
+    answered(ep)
+    ep.moveTo("rejected")
+    return driver.cmReject(ep.handle, privateData)
+  })
+
+/** An unanswered request whose scope (or listener) closes: rejected without private data. */
+const rejectOnClose = (driver: Driver, request: CmEndpoint.CmEndpoint): Effect.Effect<void> =>
+  Effect.asVoid(release("rdma_reject", "an unanswered rdma_cm request", rejectWith(driver, request)))
