@@ -16,6 +16,7 @@ import { type Driver, type MrHandle, type MrRegistration, RdmaDriver } from "./D
 import * as pins from "./internal/pins.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
+import { ownerOf as peerOwner } from "./internal/peer.js"
 import { type Policy, releaseNowThen } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
@@ -182,7 +183,7 @@ const registered = <F extends Flag>(
   usage: Usage<F>,
   { address, handle }: MrRegistration
 ): LocalMr<F> => {
-  Owner.retain(Peers.ownerOf(peer))
+  Owner.retain(peerOwner(peer))
   pins.pin(memory)
   instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
   return new Region(handle, peer, memory, usage, address, memory.byteLength, { driver, labels })
@@ -213,7 +214,7 @@ const deregistration: Policy<Region<any>> = {
     const { memory, peer } = mr
     const unpinned = released ? pins.unpin(memory) : undefined
     instrument.regionUnsafe(DEREG, peer.address, -mr.size, Region.registrationOf(mr).labels)
-    const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
+    const peerRelease = Owner.dropUnsafe(peerOwner(peer))
     if (unpinned === undefined) return peerRelease
     return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)
   }
@@ -242,18 +243,6 @@ export const use = <F extends Flag, A, E, R>(
   f: (mr: LocalMr<F>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | RpmaError | MemoryRefusedError, R | RdmaDriver> =>
   Effect.acquireUseRelease(acquire(peer, memory, usage), f, releaser)
-
-/**
- * Registers `memory` with the program's {@link Peers.Peer}.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const registerWithPeer = <F extends Flag>(
-  memory: Uint8Array,
-  usage: Usage<F>
-): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Peers.Peer | Scope.Scope> =>
-  Effect.flatMap(Peers.Peer, (peer) => register(peer, memory, usage))
 
 /**
  * Allocates `size` page-aligned bytes and registers them; both are released with the scope,

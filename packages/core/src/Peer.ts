@@ -12,6 +12,7 @@ import type * as Scope from "effect/Scope"
 import { type AddressKind, type PeerHandle, RdmaDriver } from "./Driver.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
+import { ownerOf } from "./internal/peer.js"
 import { release } from "./internal/release.js"
 import type { RpmaError } from "./RdmaError.js"
 
@@ -24,11 +25,6 @@ export interface Peer {
   /** The address the device was looked up by. */
   readonly address: string
 }
-
-/**
- * @internal Its regions, endpoints and connections: the peer is deleted after the last of them.
- */
-export const ownerOf = (peer: Peer): Owner.Owner => Owner.of(peer, () => `the peer at ${peer.address}`)
 
 /**
  * The peer a program works with, for the common case of one peer per process.

@@ -1,7 +1,7 @@
 /**
  * A shared receive queue (`struct rpma_srq`): one pool of receives for many connections, with its
  * own receive completion queue or none (its receives then complete on the connections' queues). Connections made with it (the `sharedReceiveQueue` option of
- * {@link Connection.connect}, {@link Endpoint.next} and {@link Endpoint.acceptNext}) take their
+ * {@link Connection.connect}, {@link Listener.next} and {@link Listener.acceptNext}) take their
  * incoming messages from its receives; a receive posted on such a connection itself is refused.
  * Each completion says which connection the message came on (`qpNum`, compared with
  * {@link Connection.qpNum}). librpma does not keep the order of the posted receives: a message
@@ -98,15 +98,15 @@ export interface Posted {
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+ * import { Connection, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
  *
  * // One pool of receives for every client of the endpoint: whose message was it?
  * const serve = Effect.gen(function*() {
  *   const peer = yield* Peer.Peer
  *   const srq = yield* SharedReceiveQueue.make(peer, { receiveQueueSize: 16 })
  *   const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
- *   const ep = yield* Endpoint.listen(peer, "192.168.77.1", 7471)
- *   const conn = yield* Endpoint.acceptNext(ep, { sharedReceiveQueue: srq })
+ *   const ep = yield* Listener.make(peer, "192.168.77.1", 7471)
+ *   const conn = yield* Listener.acceptNext(ep, { sharedReceiveQueue: srq })
  *   const message = yield* SharedReceiveQueue.recv(srq, { dst: inbox })
  *   return message.qpNum === (yield* Connection.qpNum(conn))
  * })

@@ -5,7 +5,7 @@
  * that waits for its answer (found by the keepalive), and nothing left registered afterwards (the
  * ledger).
  */
-import { type Connection, Endpoint, Peer } from "@effect-rdma/core"
+import { type Connection, Admission, Peer } from "@effect-rdma/core"
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
@@ -26,7 +26,7 @@ describe("@effect/rpc over RDMA: admission", () => {
 
   it.effect("a server with an admission serves the client with its token and rejects one without", () =>
     Effect.scoped(Effect.gen(function*() {
-      const admission = yield* Endpoint.admission(token)
+      const admission = yield* Admission.make(token)
       yield* Layer.build(
         RpcServer.layer(Group).pipe(
           Layer.provide(Group.toLayer({ Ping: () => Effect.succeed("pong") })),
@@ -42,7 +42,7 @@ describe("@effect/rpc over RDMA: admission", () => {
         )
       const refused = yield* Effect.flip(client({ privateData: new Uint8Array([16, ...new Uint8Array(16)]) }))
       assert.strictEqual(refused._tag, "ConnectionFailedError")
-      const admitted = yield* client({ privateData: yield* Endpoint.tokenPrivateData(token) })
+      const admitted = yield* client({ privateData: yield* Admission.privateData(token) })
       assert.strictEqual(yield* admitted.Ping(), "pong")
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })

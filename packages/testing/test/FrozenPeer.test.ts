@@ -42,9 +42,9 @@ describe("a peer frozen while connected", () => {
       assert.deepStrictEqual(errors.map((e) => e._tag === "ConnectionClosedError" && e.operation), ["rpma_write", "rpma_read"])
       const causes = errors.map((e) => e._tag === "ConnectionClosedError" ? e.cause : undefined)
       assert.strictEqual(causes[0], causes[1], "one cause: the watchdog's")
-      assert.strictEqual(yield* client.state, "LOST")
+      assert.strictEqual(yield* Connection.state(client), "Lost")
       // The frozen side heard nothing: its connection still looks established.
-      assert.strictEqual(yield* server.state, "ESTABLISHED")
+      assert.strictEqual(yield* Connection.state(server), "Connected")
     }))).pipe(Effect.provide(SimulatedDriver.layer)))
 
   it.live("a send to a frozen peer ends at the caller's bound, and the connection still closes within its timeout", () =>

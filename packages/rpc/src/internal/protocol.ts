@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Connection, type Driver, Endpoint, Peer, type RdmaError } from "@effect-rdma/core"
+import { Connection, type Driver, Admission, Listener, Peer, type RdmaError } from "@effect-rdma/core"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import { type FromClientEncoded, type FromServerEncoded, ResponseDefectEncoded } from "@effect/rpc/RpcMessage"
@@ -123,13 +123,13 @@ export const layerClientProtocol = (
 export interface ServerOptions extends channel.ChannelOptions {
   /** Options of each accepted connection. */
   readonly connection?: Connection.Options | undefined
-  /** Accept only requests that carry its token (Endpoint.acceptIfToken); others are rejected. */
-  readonly admission?: Endpoint.Admission | undefined
+  /** Accept only requests that carry its token (`Listener.accept` with `{ admission }`); others are rejected. */
+  readonly admission?: Admission.Admission | undefined
 }
 
 /** @internal */
 export const makeServerProtocol = (
-  endpoint: Endpoint.Endpoint,
+  endpoint: Listener.Listener,
   options?: ServerOptions
 ): Effect.Effect<RpcServer.Protocol["Type"], never, Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver> =>
   RpcServer.Protocol.make((writeRequest) =>
@@ -146,9 +146,9 @@ export const makeServerProtocol = (
         const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
         const admission = options?.admission
         const accepting = admission === undefined
-          ? Endpoint.acceptNext(endpoint, options?.connection)
-          : Effect.flatMap(Endpoint.next(endpoint, options?.connection), (req) =>
-            Effect.tapError(Endpoint.acceptIfToken(req, admission, options?.connection), () => Endpoint.reject(req)))
+          ? Listener.acceptNext(endpoint, options?.connection)
+          : Effect.flatMap(Listener.next(endpoint, options?.connection), (req) =>
+            Effect.tapError(Listener.accept(req, { ...options?.connection, admission: admission }), () => Listener.reject(req)))
         const conn = yield* Scope.extend(accepting, clientScope).pipe(
           Effect.tapError(() => Scope.close(clientScope, Exit.void))
         )
@@ -250,7 +250,7 @@ export const layerServerProtocol = (
     RpcServer.Protocol,
     Effect.gen(function*() {
       const peer = yield* Peer.Peer
-      const endpoint = yield* Endpoint.listen(peer, options.address, options.port)
+      const endpoint = yield* Listener.make(peer, options.address, options.port)
       return yield* makeServerProtocol(endpoint, options)
     })
   )
