@@ -96,7 +96,7 @@ const server = Effect.gen(function*() {
   const serving = yield* Effect.fork(
     Effect.scoped(
       Listener.next(endpoint).pipe(
-        Effect.flatMap((req) => Listener.accept(req, { admission: admission })),
+        Effect.flatMap((req) => Listener.accept(req, { admission })),
         Effect.flatMap((conn) => Connection.awaitClosed(conn))
       )
     )

@@ -14,6 +14,8 @@
  * @since 0.3.0
  */
 import type * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "./Connection.js"
 import type { RdmaDriver, SrqHandle } from "./Driver.js"
@@ -42,7 +44,7 @@ export type TypeId = typeof TypeId
  * @since 0.3.0
  * @category models
  */
-export interface SharedReceiveQueue {
+export interface SharedReceiveQueue extends Pipeable {
   readonly [TypeId]: TypeId
   readonly handle: SrqHandle
   readonly peer: Peer
@@ -128,10 +130,10 @@ export const make: (
  * @since 0.3.0
  * @category operations
  */
-export const postRecv: (
-  srq: SharedReceiveQueue,
-  args: Connection.RecvArgs
-) => Effect.Effect<Posted, Connection.TransferError> = internal.postRecv
+export const postRecv: {
+  (args: Connection.RecvArgs): (srq: SharedReceiveQueue) => Effect.Effect<Posted, Connection.TransferError>
+  (srq: SharedReceiveQueue, args: Connection.RecvArgs): Effect.Effect<Posted, Connection.TransferError>
+} = dual(2, internal.postRecv)
 
 /**
  * rpma_srq_recv, awaited: the completion of this receive, with the connection it came on.
@@ -139,7 +141,13 @@ export const postRecv: (
  * @since 0.3.0
  * @category operations
  */
-export const recv: (
-  srq: SharedReceiveQueue,
-  args: Connection.RecvArgs
-) => Effect.Effect<Completion, Connection.TransferError> = internal.recv
+export const recv: {
+  (args: Connection.RecvArgs): (srq: SharedReceiveQueue) => Effect.Effect<Completion, Connection.TransferError>
+  (srq: SharedReceiveQueue, args: Connection.RecvArgs): Effect.Effect<Completion, Connection.TransferError>
+} = dual(2, internal.recv)
+
+/**
+ * @since 1.0.0
+ * @category guards
+ */
+export const isSharedReceiveQueue: (u: unknown) => u is SharedReceiveQueue = internal.isSharedReceiveQueue

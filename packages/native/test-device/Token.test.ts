@@ -33,7 +33,7 @@ describe("admission tokens sent by a librpma C client", () => {
       const attempt = (sent: Uint8Array) =>
         Effect.gen(function*() {
           const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
-            Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission: admission }))
+            Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission }))
           )))
           const client = runC("token_client", [address, String(port), hex(sent)])
           const code = yield* awaitExit(client)

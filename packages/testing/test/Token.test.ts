@@ -23,7 +23,7 @@ const listening = (admission: Admission.Admission) =>
     const attempt = (privateData: Uint8Array | undefined) =>
       Effect.gen(function*() {
         const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
-          Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission: admission }))
+          Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission }))
         )))
         const client = yield* Effect.exit(Effect.scoped(
           Connection.connect(clientPeer, address, ep.port, privateData === undefined ? {} : { privateData })

@@ -6,11 +6,11 @@
  *
  * @internal
  */
+import { PipeableBase } from "./resource.js"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { pipeArguments } from "effect/Pipeable"
 import { timingSafeEqual } from "node:crypto"
 import type * as Admission from "../Admission.js"
 import * as DriverArguments from "../DriverArguments.js"
@@ -51,7 +51,7 @@ export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedErr
 // token. rdma_cm pads private data with zeros, so without the length a token's trailing zeros
 // (or an all-zero token) would match a client that never sent them.
 /** @internal */
-export class AdmissionImpl implements Admission.Admission {
+export class AdmissionImpl extends PipeableBase implements Admission.Admission {
   readonly [TypeId]: Admission.TypeId = TypeId
   constructor(
     readonly uses: number,
@@ -59,13 +59,11 @@ export class AdmissionImpl implements Admission.Admission {
     readonly expected: Uint8Array,
     /** When each counted use was admitted (ms, the Clock's): the window's, or all of them. */
     readonly admittedAt: Array<number> = []
-  ) {}
+  ) {
+    super()
+  }
   get singleUse(): boolean {
     return this.uses === 1 && this.window === undefined
-  }
-  pipe() {
-    // eslint-disable-next-line prefer-rest-params
-    return pipeArguments(this, arguments)
   }
 }
 

@@ -5,8 +5,8 @@
  *
  * @internal
  */
+import { PipeableBase } from "./resource.js"
 import type * as Effect from "effect/Effect"
-import { pipeArguments } from "effect/Pipeable"
 import type * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
 import type { ConnHandle } from "../Driver.js"
@@ -19,7 +19,7 @@ export const TypeId: Connection.TypeId = Symbol.for("@effect-rdma/core/Connectio
  * @internal A connection's machinery behind its public face: its handle, the posting kernel of its
  * queue pair (with its table and slots), which the operations post through, and its life.
  */
-export class ConnectionImpl implements Connection.Connection {
+export class ConnectionImpl extends PipeableBase implements Connection.Connection {
   readonly [TypeId]: Connection.TypeId = TypeId
   constructor(
     readonly handle: ConnHandle,
@@ -34,10 +34,8 @@ export class ConnectionImpl implements Connection.Connection {
     readonly close: Effect.Effect<void>,
     /** Posts on the queue pair and reads its completions (internal/poster.ts). */
     readonly kernel: Poster
-  ) {}
-  pipe() {
-    // eslint-disable-next-line prefer-rest-params
-    return pipeArguments(this, arguments)
+  ) {
+    super()
   }
 }
 

@@ -6,9 +6,9 @@
  *
  * @internal
  */
+import { PipeableBase } from "./resource.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { pipeArguments } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as StreamM from "effect/Stream"
@@ -38,7 +38,7 @@ export const RequestTypeId: Listener.RequestTypeId = Symbol.for(
 ) as Listener.RequestTypeId
 
 /** @internal A listener's machinery: its handle and the requests it took that are not answered yet. */
-export class ListenerImpl implements Listener.Listener {
+export class ListenerImpl extends PipeableBase implements Listener.Listener {
   readonly [TypeId]: Listener.TypeId = TypeId
   readonly unanswered = new Set<RequestImpl>()
   constructor(
@@ -46,15 +46,13 @@ export class ListenerImpl implements Listener.Listener {
     readonly peer: Peer,
     readonly address: string,
     readonly port: number
-  ) {}
-  pipe() {
-    // eslint-disable-next-line prefer-rest-params
-    return pipeArguments(this, arguments)
+  ) {
+    super()
   }
 }
 
 /** @internal A request's machinery: its handle, the receives posted on it, its shared receive queue. */
-export class RequestImpl implements Listener.ConnectionRequest {
+export class RequestImpl extends PipeableBase implements Listener.ConnectionRequest {
   readonly [RequestTypeId]: Listener.RequestTypeId = RequestTypeId
   constructor(
     readonly handle: ConnReqHandle,
@@ -64,10 +62,8 @@ export class RequestImpl implements Listener.ConnectionRequest {
     readonly prepared: internalConnection.Prepared,
     /** The shared receive queue the request was taken with: its connection uses it. */
     readonly sharedReceiveQueue: Connection.Options["sharedReceiveQueue"]
-  ) {}
-  pipe() {
-    // eslint-disable-next-line prefer-rest-params
-    return pipeArguments(this, arguments)
+  ) {
+    super()
   }
 }
 

@@ -11,6 +11,7 @@
  *
  * @internal
  */
+import { PipeableBase } from "./resource.js"
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
@@ -42,10 +43,16 @@ export interface Sizes {
 }
 
 /** @internal A queue's machinery behind its public face: the kernel its receives are posted through. */
-export class SharedReceiveQueueImpl implements SharedReceiveQueue.SharedReceiveQueue {
+export class SharedReceiveQueueImpl extends PipeableBase implements SharedReceiveQueue.SharedReceiveQueue {
   readonly [TypeId]: SharedReceiveQueue.TypeId = TypeId
-  constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster, readonly sizes: Sizes) {}
+  constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster, readonly sizes: Sizes) {
+    super()
+  }
 }
+
+/** @internal */
+export const isSharedReceiveQueue = (u: unknown): u is SharedReceiveQueue.SharedReceiveQueue =>
+  u instanceof SharedReceiveQueueImpl
 
 const impl = (srq: SharedReceiveQueue.SharedReceiveQueue): SharedReceiveQueueImpl => srq as SharedReceiveQueueImpl
 

@@ -197,7 +197,7 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const admission = yield* Admission.make(token)
         const ep = yield* Listener.make(serverPeer, address, port)
         const refusing = yield* Effect.fork(Effect.exit(Effect.scoped(
-          Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission: admission }))
+          Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission }))
         )))
         const prefix = yield* Admission.privateData(token.subarray(0, 4))
         const [wrong, ms] = yield* timed(Effect.exit(Effect.scoped(
@@ -206,7 +206,7 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         yield* check(tagOf(yield* Fiber.join(refusing)) === "AdmissionRefusedError", "the server refused the wrong token")
         yield* check(tagOf(wrong) === "ConnectionFailedError", `the client with a wrong token: ${tagOf(wrong)}`)
         yield* check(ms < 9000, `the refused client waited ${ms} ms of its 10 s timeout`)
-        const accepting = yield* Effect.fork(Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission: admission })))
+        const accepting = yield* Effect.fork(Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission })))
         const conn = yield* Connection.connect(clientPeer, address, port, { privateData: yield* Admission.privateData(token) })
         yield* Fiber.join(accepting)
         // A region of another peer, even with its exact descriptor, is not reachable over this connection.
