@@ -5,7 +5,7 @@
  *
  * @since 0.6.0
  */
-import type { Connection, Driver, Admission, Listener, Peer, RdmaError } from "@effect-rdma/core"
+import type { Admission, Connection, Driver, Listener, Peer, RdmaError } from "@effect-rdma/core"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as RpcServer from "@effect/rpc/RpcServer"
 import type * as Effect from "effect/Effect"

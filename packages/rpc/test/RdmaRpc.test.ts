@@ -5,7 +5,7 @@
  * that waits for its answer (found by the keepalive), and nothing left registered afterwards (the
  * ledger).
  */
-import { type Connection, Admission, Peer } from "@effect-rdma/core"
+import { Admission, type Connection, Peer } from "@effect-rdma/core"
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"

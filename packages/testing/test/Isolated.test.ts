@@ -1,6 +1,6 @@
 // Issue 19, item 7: an isolated endpoint answers one request, the first, and then stops listening,
 // so no one who reaches its port later (a stranger first, or the client again) joins its peer.
-import { Connection, Descriptor, Admission, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"

@@ -1,7 +1,7 @@
 // Issue 19, item 3: admission tokens. On c0b290a acceptIfToken compared the token with the padded
 // private data (rdma_cm pads it with zeros to 56 bytes), so an all-zero token admitted a client
 // that sent nothing, and a token's trailing zeros matched the padding.
-import { Connection, Admission, Listener, Peer } from "@effect-rdma/core"
+import { Admission, Connection, Listener, Peer } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Option, TestClock } from "effect"

@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Connection, type Driver, Admission, Listener, Peer, type RdmaError } from "@effect-rdma/core"
+import { Admission, Connection, type Driver, Listener, Peer, type RdmaError } from "@effect-rdma/core"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import { type FromClientEncoded, type FromServerEncoded, ResponseDefectEncoded } from "@effect/rpc/RpcMessage"

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Connection, Driver, Admission, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
