@@ -153,9 +153,9 @@ const benchesWith = (fake: Fake.Fake) =>
       "write.later": { perRun: 1, run: inMode("later", loop(Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 }))) },
       // 16 in flight
       "batch.raw": { perRun: BATCH, run: inMode("queued", (n) => callbacks(n * BATCH, BATCH)) },
-      "batch.queued": { perRun: BATCH, run: inMode("queued", loop(Connection.writeMany(conn, { dst, src, spans }))) },
+      "batch.queued": { perRun: BATCH, run: inMode("queued", loop(Connection.writeMany(conn, spans.map((span) => ({ dst, src, ...span }))))) },
       "batch.callback": { perRun: BATCH, run: inMode("later", (n) => callbacks(n * BATCH, BATCH)) },
-      "batch.later": { perRun: BATCH, run: inMode("later", loop(Connection.writeMany(conn, { dst, src, spans }))) },
+      "batch.later": { perRun: BATCH, run: inMode("later", loop(Connection.writeMany(conn, spans.map((span) => ({ dst, src, ...span }))))) },
       "batch.forEach": {
         perRun: BATCH,
         run: inMode(

@@ -5,7 +5,7 @@
  *
  *   node --expose-gc --import tsx bench/simulated.ts   (these rows alone)
  */
-import { Connection, Descriptor, Driver, Endpoint, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Driver, Listener, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Effect, Either, Fiber } from "effect"
 import { postOne } from "./driverCalls.js"
@@ -70,8 +70,8 @@ const program = Effect.gen(function*() {
   // Connection.write against the driver's post + completion on a raw connection, both simulated.
   const serverPeer = yield* Peer.make(address)
   const target = yield* LocalMr.allocate(serverPeer, 65536, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
-  const ep = yield* Endpoint.listen(serverPeer, address, 7490)
-  const accepting = yield* Effect.fork(Endpoint.acceptNext(ep))
+  const ep = yield* Listener.make(serverPeer, address, 7490)
+  const accepting = yield* Effect.fork(Listener.acceptNext(ep))
   const conn = yield* Connection.connect(peer, address, 7490)
   yield* Fiber.join(accepting)
   const dst = yield* LocalMr.descriptor(target).pipe(
@@ -79,7 +79,7 @@ const program = Effect.gen(function*() {
     Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
   )
   const src = yield* LocalMr.allocate(peer, 65536, Usage.WRITE_SRC)
-  const rawConn = yield* rawConnection(driver, peer, address, 7491, Connection.toConfig(undefined))
+  const rawConn = yield* rawConnection(driver, peer, address, 7491, { timeoutMs: 5000, sqSize: 64, rqSize: 64, cqSize: 128, rcqSize: 0, sharedCompletionChannel: false, directWriteToPmem: false })
   let id = 1
   const rawWrite = Effect.suspend(() =>
     postOne(driver, rawConn, { op: "write", id: id++, dst: dst.handle, dstOffset: 0, src: src.handle, srcOffset: 0, length: 64 })

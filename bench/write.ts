@@ -14,7 +14,7 @@
  *
  *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path)
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Cause, Effect, Layer, Stream } from "effect"
 import { execFileSync } from "node:child_process"
@@ -252,12 +252,12 @@ const program = Effect.gen(function*() {
   const log = (line: string) => Effect.sync(() => console.error(`[write ${((performance.now() - started) / 1000).toFixed(1)} s] ${line}`))
   const peer = yield* Peer.make(address)
   const region = yield* LocalMr.allocate(peer, W * MAX_SIZE, regionUsage)
-  const endpoint = yield* Endpoint.listen(peer, address, oursPort)
-  yield* Endpoint.requests(endpoint).pipe(
+  const endpoint = yield* Listener.make(peer, address, oursPort)
+  yield* Listener.requests(endpoint).pipe(
     Stream.runForEach((req) =>
       Effect.scoped(
-        Effect.flatMap(Endpoint.accept(req), (conn) =>
-          Stream.runForEach(conn.events, (event) => log(`server connection: ${event}`)))
+        Effect.flatMap(Listener.accept(req), (conn) =>
+          Stream.runForEach(Connection.changes(conn), (state) => log(`server connection: ${state}`)))
       ).pipe(Effect.catchAllCause((cause) => log(`server connection failed: ${Cause.pretty(cause)}`)), Effect.fork)
     ),
     Effect.forkScoped
@@ -272,7 +272,7 @@ const program = Effect.gen(function*() {
   src.memory.fill(0xa5)
 
   const conn = yield* Connection.connect(peer, address, oursPort, { sendQueueSize: W })
-  yield* Effect.forkScoped(Stream.runForEach(conn.events, (event) => log(`client connection: ${event}`)))
+  yield* Effect.forkScoped(Stream.runForEach(Connection.changes(conn), (state) => log(`client connection: ${state}`)))
   const raw = yield* rawConnection(driver, peer, address, rawPort, rawConfig)
 
   const ours = new Map<number, Figures>()
@@ -301,7 +301,7 @@ const program = Effect.gen(function*() {
       ours: (k: number) =>
         Effect.suspend(() => {
           if (!spans.has(k)) spans.set(k, spansOf(k))
-          return Connection.writeMany(conn, { dst, src, spans: spans.get(k)! })
+          return Connection.writeMany(conn, spans.get(k)!.map((span) => ({ dst, src, ...span })))
         }),
       addon: (k: number) => addonWrites(binding, raw, dst, src, bytes, k, W)
     }

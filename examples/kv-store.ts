@@ -3,7 +3,7 @@
  *
  * The server registers a table of fixed-size slots, listens for RDMA connections and offers the
  * table's descriptor and an admission token over verified TLS. It serves every client in a fiber of
- * its own, and outlives any of them: a client that dies without a word (its connection LOST) ends
+ * its own, and outlives any of them: a client that dies without a word (its connection Lost) ends
  * only its own fiber. A client is an `RdmaClient`: it fetches the offer, connects with the token,
  * and reconnects on loss with a Schedule, fetching the offer again. PUT writes a key's slot and
  * flushes it (rpma_write + rpma_flush: visible on the server when PUT returns), GET reads the slot
@@ -22,9 +22,11 @@
  *   node --import tsx examples/kv-store.ts --serve                          # serve until Ctrl-C
  */
 import {
+  Admission,
+  Connection,
   DescriptorExchange,
   Driver,
-  Endpoint,
+  Listener,
   LocalMr,
   Peer,
   RdmaClient,
@@ -76,17 +78,17 @@ const slotOf = (key: Uint8Array): number => {
 const server = Effect.gen(function*() {
   const peer = yield* Peer.make(args.address)
   const table = yield* LocalMr.allocate(peer, SLOTS * SLOT, storeUsage)
-  const endpoint = yield* Endpoint.listen(peer, args.address, rdmaPort)
+  const listener = yield* Listener.make(peer, args.address, rdmaPort)
   const token = new Uint8Array(randomBytes(16))
   // Not single-use: clients reconnect with the token their offer carried. Its budget bounds how
   // often a peer that holds it may connect (a guesser whose connection ended cannot retry at will).
-  const admission = yield* Endpoint.admission(token, { singleUse: false, uses: 20, window: "10 seconds" })
+  const admission = yield* Admission.make(token, { singleUse: false, uses: 20, window: "10 seconds" })
   const exchange = yield* DescriptorExchange.serve({
     host: "127.0.0.1",
     port: 0,
     tls: { key: pem("server-key"), cert: pem("server"), ca: pem("ca") },
     offer: {
-      rdma: { address: args.address, port: endpoint.port },
+      rdma: { address: args.address, port: listener.port },
       regions: { store: yield* LocalMr.descriptor(table) },
       config: { slots: SLOTS, slotSize: SLOT },
       token
@@ -94,18 +96,12 @@ const server = Effect.gen(function*() {
   })
   const ended = yield* Ref.make<Array<string>>([])
   // Each client in a fiber of its own, until its connection ends however it ends; a refused
-  // request (a wrong token) is rejected and the loop goes on.
-  yield* Endpoint.requests(endpoint).pipe(
-    Stream.runForEach((req) =>
-      Effect.scoped(
-        Effect.flatMap(Endpoint.acceptIfToken(req, admission), (conn) =>
-          Stream.runLast(conn.events).pipe(
-            Effect.flatMap((last) => Ref.update(ended, (all) => [...all, last._tag === "Some" ? last.value : "CLOSED"]))
-          ))
-      ).pipe(Effect.catchAll((error) => Console.log(`  server: a client was refused: ${error.message}`)), Effect.forkScoped)
-    ),
-    Effect.forkScoped
-  )
+  // request (a wrong token) is rejected and the server goes on.
+  yield* Listener.serve(
+    listener,
+    (conn) => Effect.flatMap(Connection.awaitClosed(conn), (last) => Ref.update(ended, (all) => [...all, last])),
+    { admission }
+  ).pipe(Effect.forkScoped)
   return { table, exchangePort: exchange.port, ended: Ref.get(ended) }
 })
 

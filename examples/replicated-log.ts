@@ -17,7 +17,7 @@ import {
   Connection,
   DescriptorExchange,
   Driver,
-  Endpoint,
+  Admission, Listener,
   LocalMr,
   Peer,
   RdmaMetrics,
@@ -26,7 +26,7 @@ import {
   Usage
 } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
-import { Console, Effect, Fiber, Layer, Metric, Stream } from "effect"
+import { Console, Effect, Fiber, Layer, Metric } from "effect"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
@@ -78,7 +78,7 @@ const logUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE
 const server = Effect.gen(function*() {
   const peer = yield* Peer.make(args.address)
   const log = yield* LocalMr.allocate(peer, records * recordSize, logUsage)
-  const endpoint = yield* Endpoint.listen(peer, args.address, rdmaPort)
+  const endpoint = yield* Listener.make(peer, args.address, rdmaPort)
   const token = new Uint8Array(randomBytes(16))
   const exchange = yield* DescriptorExchange.serve({
     host: "127.0.0.1",
@@ -92,12 +92,12 @@ const server = Effect.gen(function*() {
     }
   })
   // Serve one client: admit it by its token (once) and hold the connection until the client closes it.
-  const admission = yield* Endpoint.admission(token, { singleUse: true })
+  const admission = yield* Admission.make(token, { singleUse: true })
   const serving = yield* Effect.fork(
     Effect.scoped(
-      Endpoint.next(endpoint).pipe(
-        Effect.flatMap((req) => Endpoint.acceptIfToken(req, admission)),
-        Effect.flatMap((conn) => Stream.runDrain(conn.events))
+      Listener.next(endpoint).pipe(
+        Effect.flatMap((req) => Listener.accept(req, { admission })),
+        Effect.flatMap((conn) => Connection.awaitClosed(conn))
       )
     )
   )
@@ -114,7 +114,7 @@ const client = (exchangePort: number) =>
     const peer = yield* Peer.make(args.address)
     const log = yield* RemoteMr.fromDescriptor(offer.regions.log!).pipe(Effect.flatMap(RemoteMr.require(logUsage)))
     const conn = yield* Connection.connect(peer, offer.rdma.address, offer.rdma.port, {
-      privateData: offer.token === undefined ? undefined : yield* Endpoint.tokenPrivateData(offer.token)
+      privateData: offer.token === undefined ? undefined : yield* Admission.privateData(offer.token)
     })
     const staging = yield* LocalMr.allocate(peer, batch * recordSize, Usage.WRITE_SRC)
     const readBack = yield* LocalMr.allocate(peer, batch * recordSize, Usage.READ_DST)
@@ -130,7 +130,7 @@ const client = (exchangePort: number) =>
         encodeRecord(staging.memory, slot, seq)
         const t0 = performance.now()
         yield* Connection.write(conn, { dst: log, dstOffset: seq * recordSize, src: staging, srcOffset: slot, length: recordSize })
-        yield* Connection.flush(conn, { dst: log, offset: seq * recordSize, length: recordSize })
+        yield* Connection.flush(conn, { dst: log, dstOffset: seq * recordSize, length: recordSize })
         latencies.push(performance.now() - t0)
       }
       yield* Connection.read(conn, { dst: readBack, dstOffset: 0, src: log, srcOffset: first * recordSize, length: count * recordSize })

@@ -7,7 +7,7 @@
  *   pnpm soak --cycles 2000            # simulated driver, faults and interruptions
  *   pnpm soak --native --address <ip>  # a device (no planned faults; interruptions only)
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { Effect, Exit, Fiber, Layer, Random, Stream } from "effect"
 import { parseArgs } from "node:util"
@@ -49,7 +49,7 @@ const session = (server: { readonly descriptor: Uint8Array }, records: number) =
     for (let i = 0; i < records; i++) {
       src.memory[0] = i
       yield* Connection.write(conn, { dst: log, dstOffset: (i % 64) * 64, src, srcOffset: 0, length: 64 })
-      yield* Connection.flush(conn, { dst: log, offset: (i % 64) * 64, length: 64 })
+      yield* Connection.flush(conn, { dst: log, dstOffset: (i % 64) * 64, length: 64 })
     }
     yield* Connection.read(conn, { dst, dstOffset: 0, src: log, srcOffset: 0, length: 4096 })
   }))
@@ -59,11 +59,11 @@ const main = (plan: ((fault: SimulatedDriver.Fault) => Effect.Effect<void>) | un
   const driver = yield* Driver.RdmaDriver
   const serverPeer = yield* Peer.make(args.address)
   const log = yield* LocalMr.allocate(serverPeer, 4096, usage)
-  const endpoint = yield* Endpoint.listen(serverPeer, args.address, port)
+  const endpoint = yield* Listener.make(serverPeer, args.address, port)
   // The server accepts every request and holds each connection until its client goes.
-  yield* Endpoint.requests(endpoint).pipe(
+  yield* Listener.requests(endpoint).pipe(
     Stream.runForEach((req) =>
-      Effect.forkDaemon(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (c) => Stream.runDrain(c.events))).pipe(Effect.ignore))
+      Effect.forkDaemon(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))).pipe(Effect.ignore))
     ),
     Effect.forkScoped
   )

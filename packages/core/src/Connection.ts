@@ -25,12 +25,13 @@
  */
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { ConnConfig, ConnEvent, ConnHandle, RdmaDriver, Signal } from "./Driver.js"
+import type { RdmaDriver, Signal } from "./Driver.js"
 import * as internal from "./internal/connection.js"
-import { TypeId as typeId } from "./internal/connectionImpl.js"
-import * as config from "./internal/connectionConfig.js"
+import * as connectionImpl from "./internal/connectionImpl.js"
 import * as errors from "./ConnectionError.js"
 import * as ops from "./internal/operations.js"
 import * as posting from "./internal/posting.js"
@@ -52,7 +53,7 @@ import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
  * @since 0.5.0
  * @category symbols
  */
-export const TypeId: unique symbol = typeId
+export const TypeId: unique symbol = connectionImpl.TypeId
 
 /**
  * @since 0.5.0
@@ -61,30 +62,34 @@ export const TypeId: unique symbol = typeId
 export type TypeId = typeof TypeId
 
 /**
- * A state of a connection after it is established.
+ * A state of a connection, the same on both data paths: `"Connecting"` until it is established
+ * (a librpma connection exists only from `"Connected"` on), `"Closing"` while this side closes it,
+ * then `"Closed"` (by either side) or `"Lost"` (the link or the other side failed).
  *
- * @since 0.1.0
+ * @since 1.0.0
  * @category models
  */
-export type State = "ESTABLISHED" | "CLOSED" | "LOST"
+export type State = "Connecting" | "Connected" | "Closing" | "Closed" | "Lost"
 
 /**
  * An established connection: what it is to its users. Made by {@link connect} and
- * `Endpoint.accept`; its machinery (its posting kernel, its queues) is its own.
+ * `Listener.accept`; its machinery (its posting kernel, its queues) is its own. Its state is read
+ * with {@link state} and {@link changes}.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Connection {
+export interface Connection extends Pipeable {
   readonly [TypeId]: TypeId
-  /** The driver's handle, for the driver's own calls. */
-  readonly handle: ConnHandle
   /** What the other side sent with its request or acceptance (rdma_cm pads it). */
   readonly privateData: Uint8Array
-  /** The connection's events from now on: CLOSED or LOST, then the stream ends. */
-  readonly events: Stream.Stream<ConnEvent>
-  readonly state: Effect.Effect<State>
 }
+
+/**
+ * @since 1.0.0
+ * @category guards
+ */
+export const isConnection: (u: unknown) => u is Connection = connectionImpl.isConnection
 
 /**
  * Connection settings; every field has a default.
@@ -136,15 +141,6 @@ export interface Options {
    */
   readonly sharedCompletionChannel?: boolean | undefined
 }
-
-/**
- * The driver's configuration that connection settings make, every default filled in: what
- * {@link connect} and `Endpoint.next` pass to the driver, for programs that call it themselves.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const toConfig: (options?: Options) => ConnConfig = config.toConfig
 
 /**
  * The connection could not be established: the other side rejected it, could not be reached, or
@@ -246,28 +242,14 @@ export interface WriteArgs {
   /** Default 0. */
   readonly srcOffset?: number | undefined
   readonly length: number
-}
-
-/**
- * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
- *
- * @since 0.2.0
- * @category models
- */
-export interface WriteSpan {
-  readonly dstOffset: number
-  readonly srcOffset: number
-  readonly length: number
-}
-
-/**
- * @since 0.2.0
- * @category models
- */
-export interface WriteManyArgs {
-  readonly dst: RemoteMr<"WRITE_DST">
-  readonly src: LocalMr<"WRITE_SRC">
-  readonly spans: Iterable<WriteSpan>
+  /**
+   * Immediate data (a 32-bit unsigned integer): rpma_write_with_imm, a write that also consumes a
+   * receive on the other side, which completes as RECV_RDMA_WITH_IMM with `imm` and the length
+   * written.
+   *
+   * @since 1.0.0
+   */
+  readonly imm?: number | undefined
 }
 
 /**
@@ -285,15 +267,29 @@ export interface ReadArgs {
 }
 
 /**
+ * A flush of `length` bytes from `dstOffset` of a remote region: `type: "visibility"` (the
+ * default) makes earlier writes to the range visible, `"persistent"` makes them persistent (the
+ * region must allow that flush type: its usage says so).
+ *
  * @since 0.2.0
  * @category models
  */
-export interface FlushArgs<F extends "FLUSH_TYPE_VISIBILITY" | "FLUSH_TYPE_PERSISTENT"> {
-  readonly dst: RemoteMr<F>
-  /** Default 0. */
-  readonly offset?: number | undefined
-  readonly length: number
-}
+export type FlushArgs =
+  | {
+    readonly dst: RemoteMr<"FLUSH_TYPE_VISIBILITY">
+    /** Default 0. */
+    readonly dstOffset?: number | undefined
+    readonly length: number
+    /** Default `"visibility"`. */
+    readonly type?: "visibility" | undefined
+  }
+  | {
+    readonly dst: RemoteMr<"FLUSH_TYPE_PERSISTENT">
+    /** Default 0. */
+    readonly dstOffset?: number | undefined
+    readonly length: number
+    readonly type: "persistent"
+  }
 
 /**
  * @since 0.2.0
@@ -316,6 +312,13 @@ export interface SendArgs {
   /** Default 0. */
   readonly offset?: number | undefined
   readonly length: number
+  /**
+   * Immediate data (a 32-bit unsigned integer): rpma_send_with_imm, whose receive on the other
+   * side completes with it.
+   *
+   * @since 1.0.0
+   */
+  readonly imm?: number | undefined
 }
 
 /**
@@ -350,7 +353,6 @@ export type CompletionMode = Signal
  * @category models
  */
 export interface PostWriteArgs extends WriteArgs {
-  readonly imm?: number | undefined
   readonly completion?: CompletionMode | undefined
 }
 
@@ -372,8 +374,19 @@ export interface PostReadArgs extends ReadArgs {
  * @category models
  */
 export interface PostSendArgs extends SendArgs {
-  readonly imm?: number | undefined
   readonly completion?: CompletionMode | undefined
+}
+
+/**
+ * A request and its answer (`call`), or an answer and the next request (`reply`): the receive is
+ * posted first, then the send, so that the other side's message never finds no receive.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface ExchangeArgs {
+  readonly send: SendArgs
+  readonly recv: RecvArgs
 }
 
 /**
@@ -444,7 +457,7 @@ export interface Posted {
  *     const src = yield* LocalMr.allocate(peer, record.length, Usage.WRITE_SRC)
  *     src.memory.set(record)
  *     yield* Connection.write(conn, { dst: log, dstOffset: at, src, length: record.length })
- *     yield* Connection.flush(conn, { dst: log, offset: at, length: record.length })
+ *     yield* Connection.flush(conn, { dst: log, dstOffset: at, length: record.length })
  *   }))
  * ```
  *
@@ -468,7 +481,9 @@ export const connect: (
 export const qpNum: (conn: Connection) => Effect.Effect<number, RpmaError, RdmaDriver> = posting.qpNum
 
 /**
- * rpma_write: copies `length` bytes from a local WRITE_SRC region to a remote WRITE_DST region.
+ * rpma_write: copies `length` bytes from a local WRITE_SRC region to a remote WRITE_DST region;
+ * with `imm`, rpma_write_with_imm (a receive on the other side completes with it). Data-first or
+ * data-last: `Connection.write(conn, args)` or `conn.pipe(Connection.write(args))`.
  *
  * @example
  * ```ts
@@ -481,21 +496,24 @@ export const qpNum: (conn: Connection) => Effect.Effect<number, RpmaError, RdmaD
  *
  * const append = (at: number) =>
  *   Connection.write(conn, { dst: log, dstOffset: at, src: record, length: 64 }).pipe(
- *     Effect.zipRight(Connection.flush(conn, { dst: log, offset: at, length: 64 }))
+ *     Effect.zipRight(Connection.flush(conn, { dst: log, dstOffset: at, length: 64 }))
  *   )
  * ```
  *
  * @since 0.1.0
  * @category operations
  */
-export const write: (conn: Connection, args: WriteArgs) => Effect.Effect<void, TransferError> = ops.write
+export const write: {
+  (args: WriteArgs): (conn: Connection) => Effect.Effect<void, TransferError>
+  (conn: Connection, args: WriteArgs): Effect.Effect<void, TransferError>
+} = dual(2, ops.write)
 
 /**
- * Many rpma_writes from one local region to one remote region, posted as a sliding window and
- * awaited together: the bandwidth path. As many writes as the send queue has free entries go in
+ * Many rpma_writes, posted as a sliding window and awaited together: the bandwidth path. As many writes as the send queue has free entries go in
  * one driver call, and more as entries free up (as each completion arrives, not batch after batch),
- * with one wait for the whole batch: no fiber and no Effect per write. Every span is checked before
- * anything is posted. After a failure nothing more is posted; it fails with the first failure once
+ * with one wait for the whole batch: no fiber and no Effect per write. Every write is checked before
+ * anything is posted (consecutive writes of the same regions look them up once); immediate data is
+ * refused in a batch (post such writes with {@link postWrite}). After a failure nothing more is posted; it fails with the first failure once
  * every posted write has its outcome. Interrupted, it posts nothing more (what is in flight keeps
  * its regions until it completes).
  *
@@ -508,14 +526,17 @@ export const write: (conn: Connection, args: WriteArgs) => Effect.Effect<void, T
  * declare const log: RemoteMr.RemoteMr<"WRITE_DST">
  * declare const records: LocalMr.LocalMr<"WRITE_SRC">
  * // 64 records of 64 bytes, each to its slot of the remote log.
- * const spans = Array.from({ length: 64 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
- * const program: Effect.Effect<void, Connection.TransferError> = Connection.writeMany(conn, { dst: log, src: records, spans })
+ * const writes = Array.from({ length: 64 }, (_, i) => ({ dst: log, dstOffset: i * 64, src: records, srcOffset: i * 64, length: 64 }))
+ * const program: Effect.Effect<void, Connection.TransferError> = Connection.writeMany(conn, writes)
  * ```
  *
  * @since 0.2.0
  * @category operations
  */
-export const writeMany: (conn: Connection, args: WriteManyArgs) => Effect.Effect<void, TransferError> = ops.writeMany
+export const writeMany: {
+  (args: ReadonlyArray<WriteArgs>): (conn: Connection) => Effect.Effect<void, TransferError>
+  (conn: Connection, args: ReadonlyArray<WriteArgs>): Effect.Effect<void, TransferError>
+} = dual(2, ops.writeMany)
 
 /**
  * A write checked and built once, to post many times, as jVerbs' stateful verb calls do: the
@@ -540,10 +561,10 @@ export const writeMany: (conn: Connection, args: WriteManyArgs) => Effect.Effect
  * @since 0.3.0
  * @category operations
  */
-export const prepareWrite: (
-  conn: Connection,
-  args: WriteArgs
-) => Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> = ops.prepareWrite
+export const prepareWrite: {
+  (args: WriteArgs): (conn: Connection) => Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError>
+  (conn: Connection, args: WriteArgs): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError>
+} = dual(2, ops.prepareWrite)
 
 /**
  * A read checked and built once, to post many times (see {@link prepareWrite}).
@@ -551,10 +572,10 @@ export const prepareWrite: (
  * @since 0.3.0
  * @category operations
  */
-export const prepareRead: (
-  conn: Connection,
-  args: ReadArgs
-) => Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> = ops.prepareRead
+export const prepareRead: {
+  (args: ReadArgs): (conn: Connection) => Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError>
+  (conn: Connection, args: ReadArgs): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError>
+} = dual(2, ops.prepareRead)
 
 /**
  * rpma_read: copies `length` bytes from a remote READ_SRC region into a local READ_DST region.
@@ -562,33 +583,32 @@ export const prepareRead: (
  * @since 0.1.0
  * @category operations
  */
-export const read: (conn: Connection, args: ReadArgs) => Effect.Effect<void, TransferError> = ops.read
+export const read: {
+  (args: ReadArgs): (conn: Connection) => Effect.Effect<void, TransferError>
+  (conn: Connection, args: ReadArgs): Effect.Effect<void, TransferError>
+} = dual(2, ops.read)
 
 /**
- * rpma_flush with RPMA_FLUSH_TYPE_VISIBILITY: makes earlier writes to the range visible on the
- * remote node.
+ * rpma_flush: with `type: "visibility"` (the default, RPMA_FLUSH_TYPE_VISIBILITY) makes earlier
+ * writes to the range visible on the remote node; with `type: "persistent"`
+ * (RPMA_FLUSH_TYPE_PERSISTENT) makes them persistent, which needs a connection made with
+ * `directWriteToPmem: true` or the other side's peer configuration saying so (RPMA_E_NOSUPP
+ * otherwise).
  *
  * librpma's flush is an RDMA read of 8 bytes of the region at the flush's offset, whatever its
  * length, which the device refuses past the region's end (and the connection would then fail every
- * later operation). So a flush that starts within 8 bytes of the end (`offset: 4095, length: 1`,
- * or `offset: 4096, length: 0` on a 4096-byte region) reads the region's last 8 bytes instead: the
+ * later operation). So a flush that starts within 8 bytes of the end (`dstOffset: 4095, length: 1`,
+ * or `dstOffset: 4096, length: 0` on a 4096-byte region) reads the region's last 8 bytes instead: the
  * read is only a fence, and the range flushed contains the one asked for. A region smaller than 8
- * bytes cannot be flushed: refused with OutOfRangeError before anything is posted. The same holds
- * for {@link flushPersistent}.
+ * bytes cannot be flushed: refused with OutOfRangeError before anything is posted.
  *
  * @since 0.1.0
  * @category operations
  */
-export const flush: (conn: Connection, args: FlushArgs<"FLUSH_TYPE_VISIBILITY">) => Effect.Effect<void, FlushError> = ops.flush
-
-/**
- * rpma_flush with RPMA_FLUSH_TYPE_PERSISTENT: makes earlier writes to the range persistent. Needs
- * a connection made with `directWriteToPmem: true` (RPMA_E_NOSUPP otherwise).
- *
- * @since 0.1.0
- * @category operations
- */
-export const flushPersistent: (conn: Connection, args: FlushArgs<"FLUSH_TYPE_PERSISTENT">) => Effect.Effect<void, FlushError> = ops.flushPersistent
+export const flush: {
+  (args: FlushArgs): (conn: Connection) => Effect.Effect<void, FlushError>
+  (conn: Connection, args: FlushArgs): Effect.Effect<void, FlushError>
+} = dual(2, ops.flush)
 
 /**
  * rpma_atomic_write: stores 8 bytes atomically at an 8-byte-aligned offset of a remote WRITE_DST region.
@@ -596,23 +616,35 @@ export const flushPersistent: (conn: Connection, args: FlushArgs<"FLUSH_TYPE_PER
  * @since 0.1.0
  * @category operations
  */
-export const atomicWrite: (conn: Connection, args: AtomicWriteArgs) => Effect.Effect<void, TransferError> = ops.atomicWrite
+export const atomicWrite: {
+  (args: AtomicWriteArgs): (conn: Connection) => Effect.Effect<void, TransferError>
+  (conn: Connection, args: AtomicWriteArgs): Effect.Effect<void, TransferError>
+} = dual(2, ops.atomicWrite)
 
 /**
- * rpma_send: sends `length` bytes of a SEND region to the other side's next posted receive.
+ * rpma_send: sends `length` bytes of a SEND region to the other side's next posted receive; with
+ * `imm`, rpma_send_with_imm (that receive completes with it).
  *
  * @since 0.1.0
  * @category operations
  */
-export const send: (conn: Connection, args: SendArgs) => Effect.Effect<void, TransferError> = ops.send
+export const send: {
+  (args: SendArgs): (conn: Connection) => Effect.Effect<void, TransferError>
+  (conn: Connection, args: SendArgs): Effect.Effect<void, TransferError>
+} = dual(2, ops.send)
 
 /**
- * rpma_recv: posts a receive into a RECV region and succeeds with the number of bytes received.
+ * rpma_recv: posts a receive into a RECV region and succeeds with its completion: what arrived (a
+ * send, with or without immediate data, or a write with immediate data), the bytes received
+ * (`byteLength`) and the immediate data.
  *
  * @since 0.1.0
  * @category operations
  */
-export const recv: (conn: Connection, args: RecvArgs) => Effect.Effect<number, TransferError> = ops.recv
+export const recv: {
+  (args: RecvArgs): (conn: Connection) => Effect.Effect<Completion, TransferError>
+  (conn: Connection, args: RecvArgs): Effect.Effect<Completion, TransferError>
+} = dual(2, posting.recv)
 
 /**
  * Posts an rpma_write (or rpma_write_with_imm, with `imm`) without waiting for it.
@@ -635,19 +667,10 @@ export const recv: (conn: Connection, args: RecvArgs) => Effect.Effect<number, T
  * @since 0.3.0
  * @category operations
  */
-export const postWrite: (conn: Connection, args: PostWriteArgs) => Effect.Effect<Posted, TransferError> = posting.postWrite
-
-/**
- * rpma_write_with_imm: a write that also consumes a receive on the other side, which completes as
- * RECV_RDMA_WITH_IMM with `imm` and the length written.
- *
- * @since 0.3.0
- * @category operations
- */
-export const writeWithImm: (
-  conn: Connection,
-  args: Omit<PostWriteArgs, "imm" | "completion"> & { readonly imm: number }
-) => Effect.Effect<void, TransferError> = posting.writeWithImm
+export const postWrite: {
+  (args: PostWriteArgs): (conn: Connection) => Effect.Effect<Posted, TransferError>
+  (conn: Connection, args: PostWriteArgs): Effect.Effect<Posted, TransferError>
+} = dual(2, posting.postWrite)
 
 /**
  * Posts an rpma_read without waiting for it.
@@ -655,7 +678,10 @@ export const writeWithImm: (
  * @since 0.3.0
  * @category operations
  */
-export const postRead: (conn: Connection, args: PostReadArgs) => Effect.Effect<Posted, TransferError> = posting.postRead
+export const postRead: {
+  (args: PostReadArgs): (conn: Connection) => Effect.Effect<Posted, TransferError>
+  (conn: Connection, args: PostReadArgs): Effect.Effect<Posted, TransferError>
+} = dual(2, posting.postRead)
 
 /**
  * Posts an rpma_send (or rpma_send_with_imm, with `imm`) without waiting for it.
@@ -663,18 +689,50 @@ export const postRead: (conn: Connection, args: PostReadArgs) => Effect.Effect<P
  * @since 0.3.0
  * @category operations
  */
-export const postSend: (conn: Connection, args: PostSendArgs) => Effect.Effect<Posted, TransferError> = posting.postSend
+export const postSend: {
+  (args: PostSendArgs): (conn: Connection) => Effect.Effect<Posted, TransferError>
+  (conn: Connection, args: PostSendArgs): Effect.Effect<Posted, TransferError>
+} = dual(2, posting.postSend)
 
 /**
- * rpma_send_with_imm: a send whose receive on the other side completes with `imm`.
+ * A request and its answer: posts the receive for the answer (rpma_recv), then the request
+ * (rpma_send), and succeeds with the answer's completion. The receive goes first, so the answer
+ * never finds no receive posted.
  *
- * @since 0.3.0
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Connection, LocalMr } from "@effect-rdma/core"
+ *
+ * declare const conn: Connection.Connection
+ * declare const request: LocalMr.LocalMr<"SEND">
+ * declare const answer: LocalMr.LocalMr<"RECV">
+ * const ask = Effect.map(
+ *   Connection.call(conn, { send: { src: request, length: 16 }, recv: { dst: answer } }),
+ *   (completion) => answer.memory.subarray(0, completion.byteLength)
+ * )
+ * ```
+ *
+ * @since 1.0.0
  * @category operations
  */
-export const sendWithImm: (
-  conn: Connection,
-  args: Omit<PostSendArgs, "imm" | "completion"> & { readonly imm: number }
-) => Effect.Effect<void, TransferError> = posting.sendWithImm
+export const call: {
+  (args: ExchangeArgs): (conn: Connection) => Effect.Effect<Completion, TransferError>
+  (conn: Connection, args: ExchangeArgs): Effect.Effect<Completion, TransferError>
+} = dual(2, posting.call)
+
+/**
+ * The server's half of {@link call}: posts the receive for the next request (rpma_recv), then this
+ * answer (rpma_send), and succeeds once both are posted, with the receive's {@link Posted}: await
+ * its `completion` for the next request.
+ *
+ * @since 1.0.0
+ * @category operations
+ */
+export const reply: {
+  (args: ExchangeArgs): (conn: Connection) => Effect.Effect<Posted, TransferError>
+  (conn: Connection, args: ExchangeArgs): Effect.Effect<Posted, TransferError>
+} = dual(2, posting.reply)
 
 /**
  * Posts an rpma_recv without waiting for it; its completion tells what arrived (a send, with or
@@ -683,15 +741,10 @@ export const sendWithImm: (
  * @since 0.3.0
  * @category operations
  */
-export const postRecv: (conn: Connection, args: RecvArgs) => Effect.Effect<Posted, TransferError> = posting.postRecv
-
-/**
- * rpma_recv, awaited: succeeds with the whole completion (operation, length, immediate data).
- *
- * @since 0.3.0
- * @category operations
- */
-export const receive: (conn: Connection, args: RecvArgs) => Effect.Effect<Completion, TransferError> = posting.receive
+export const postRecv: {
+  (args: RecvArgs): (conn: Connection) => Effect.Effect<Posted, TransferError>
+  (conn: Connection, args: RecvArgs): Effect.Effect<Posted, TransferError>
+} = dual(2, posting.postRecv)
 
 /**
  * The peer configuration descriptor of this side (rpma_peer_cfg_get_descriptor): tells the other
@@ -708,12 +761,49 @@ export const peerConfigDescriptor: (options: {
 /**
  * Applies the other side's peer configuration descriptor to the connection
  * (rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg): after a descriptor that says
- * it writes straight to persistent memory, {@link flushPersistent} is allowed.
+ * it writes straight to persistent memory, a persistent {@link flush} is allowed.
  *
  * @since 0.3.0
  * @category operations
  */
-export const applyRemotePeerConfig: (
-  conn: Connection,
-  descriptor: Uint8Array
-) => Effect.Effect<void, RpmaError, RdmaDriver> = posting.applyRemotePeerConfig
+export const applyRemotePeerConfig: {
+  (descriptor: Uint8Array): (conn: Connection) => Effect.Effect<void, RpmaError, RdmaDriver>
+  (conn: Connection, descriptor: Uint8Array): Effect.Effect<void, RpmaError, RdmaDriver>
+} = dual(2, posting.applyRemotePeerConfig)
+
+/**
+ * Closes the connection (rpma_conn_disconnect, then rpma_conn_delete) and waits, within its
+ * `timeout`, for the other side's answer and the requests still in flight: those that have no
+ * outcome by then fail with {@link ConnectionClosedError}. Idempotent; the scope's finalizer calls
+ * it too.
+ *
+ * @since 1.0.0
+ * @category lifecycle
+ */
+export const close = (conn: Connection): Effect.Effect<void> => connectionImpl.impl(conn).close
+
+/**
+ * Waits until the connection ends, closed by either side (`"Closed"`) or lost (`"Lost"`), and
+ * succeeds with that final state. A server's handler that leaves the connection to its client
+ * returns this.
+ *
+ * @since 1.0.0
+ * @category lifecycle
+ */
+export const awaitClosed = (conn: Connection): Effect.Effect<State> => connectionImpl.impl(conn).awaitClosed
+
+/**
+ * The connection's state now.
+ *
+ * @since 1.0.0
+ * @category getters
+ */
+export const state = (conn: Connection): Effect.Effect<State> => connectionImpl.impl(conn).state
+
+/**
+ * The connection's state now, then each change: the stream ends with `"Closed"` or `"Lost"`.
+ *
+ * @since 1.0.0
+ * @category getters
+ */
+export const changes = (conn: Connection): Stream.Stream<State> => connectionImpl.impl(conn).changes

@@ -21,13 +21,13 @@ import type * as Scope from "effect/Scope"
 import { isIP } from "node:net"
 import * as tls from "node:tls"
 import * as Descriptors from "./Descriptor.js"
-import * as Endpoint from "./Endpoint.js"
+import * as Admission from "./Admission.js"
 
 /**
  * What a server offers: where to connect over RDMA, its regions' descriptors by name, any
  * configuration the client needs, and optionally a token: a secret the client sends back as its
- * connection's private data (`Endpoint.tokenPrivateData`), so that the server admits it with
- * `Endpoint.acceptIfToken` (1 to {@link MAX_TOKEN} bytes, what a connection request carries).
+ * connection's private data (`Admission.privateData`), so that the server admits it with
+ * `Listener.accept` with `{ admission }` (1 to {@link MAX_TOKEN} bytes, what a connection request carries).
  *
  * @since 0.1.0
  * @category models
@@ -42,12 +42,12 @@ export interface Offer {
 
 /**
  * The longest token an offer carries: what a connection request's private data carries with the
- * token's length (`Endpoint.MAX_TOKEN`).
+ * token's length (`Admission.MAX_TOKEN`).
  *
  * @since 0.3.0
  * @category constants
  */
-export const MAX_TOKEN: number = Endpoint.MAX_TOKEN
+export const MAX_TOKEN: number = Admission.MAX_TOKEN
 
 /**
  * @since 0.1.0

@@ -10,12 +10,15 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import type * as MetricLabel from "effect/MetricLabel"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import { type Driver, type MrHandle, type MrRegistration, RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
+import { PipeableBase } from "./internal/resource.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
+import { ownerOf as peerOwner } from "./internal/peer.js"
 import { type Policy, releaseNowThen } from "./internal/release.js"
 import * as Memory from "./Memory.js"
 import * as Peers from "./Peer.js"
@@ -25,13 +28,35 @@ import * as Usages from "./Usage.js"
 import type { Flag, Usage } from "./Usage.js"
 
 /**
+ * What marks a {@link LocalMr}.
+ *
+ * @since 1.0.0
+ * @category symbols
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-rdma/core/LocalMr") as never
+
+/**
+ * @since 1.0.0
+ * @category symbols
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * @since 1.0.0
+ * @category guards
+ */
+export const isLocalMr = (u: unknown): u is LocalMr => u instanceof Region
+
+/**
  * A registered region. `F` is the set of usage flags it was registered with: a function that needs
  * a write source takes `LocalMr<"WRITE_SRC">`, and any region whose flags include WRITE_SRC fits.
  *
  * @since 0.1.0
  * @category models
  */
-export interface LocalMr<F extends Flag = Flag> {
+export interface LocalMr<F extends Flag = Flag> extends Pipeable {
+  readonly [TypeId]: TypeId
+  /** The driver's handle, for driver authors. */
   readonly handle: MrHandle
   readonly peer: Peers.Peer
   /** The registered bytes. Kept alive by the registration, not by this reference alone. */
@@ -114,7 +139,8 @@ interface Registration {
  * WeakMap: a WeakMap entry per registration cost more than the rest of the bookkeeping (its
  * ephemeron table grows with every short-lived region until a GC clears it).
  */
-class Region<F extends Flag> implements LocalMr<F> {
+class Region<F extends Flag> extends PipeableBase implements LocalMr<F> {
+  readonly [TypeId]: TypeId = TypeId
   readonly #registration: Registration
   constructor(
     readonly handle: MrHandle,
@@ -125,6 +151,7 @@ class Region<F extends Flag> implements LocalMr<F> {
     readonly size: number,
     registration: Registration
   ) {
+    super()
     this.#registration = registration
   }
   static registrationOf(mr: Region<any>): Registration {
@@ -182,7 +209,7 @@ const registered = <F extends Flag>(
   usage: Usage<F>,
   { address, handle }: MrRegistration
 ): LocalMr<F> => {
-  Owner.retain(Peers.ownerOf(peer))
+  Owner.retain(peerOwner(peer))
   pins.pin(memory)
   instrument.regionUnsafe(REG, peer.address, memory.byteLength, labels)
   return new Region(handle, peer, memory, usage, address, memory.byteLength, { driver, labels })
@@ -213,7 +240,7 @@ const deregistration: Policy<Region<any>> = {
     const { memory, peer } = mr
     const unpinned = released ? pins.unpin(memory) : undefined
     instrument.regionUnsafe(DEREG, peer.address, -mr.size, Region.registrationOf(mr).labels)
-    const peerRelease = Owner.dropUnsafe(Peers.ownerOf(peer))
+    const peerRelease = Owner.dropUnsafe(peerOwner(peer))
     if (unpinned === undefined) return peerRelease
     return peerRelease === undefined ? unpinned : Effect.zipRight(unpinned, peerRelease)
   }
@@ -242,18 +269,6 @@ export const use = <F extends Flag, A, E, R>(
   f: (mr: LocalMr<F>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | RpmaError | MemoryRefusedError, R | RdmaDriver> =>
   Effect.acquireUseRelease(acquire(peer, memory, usage), f, releaser)
-
-/**
- * Registers `memory` with the program's {@link Peers.Peer}.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const registerWithPeer = <F extends Flag>(
-  memory: Uint8Array,
-  usage: Usage<F>
-): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver | Peers.Peer | Scope.Scope> =>
-  Effect.flatMap(Peers.Peer, (peer) => register(peer, memory, usage))
 
 /**
  * Allocates `size` page-aligned bytes and registers them; both are released with the scope,

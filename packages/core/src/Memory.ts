@@ -187,7 +187,7 @@ const mapFileRequest = (options: MapFileOptions): Either.Either<MapFileRequest, 
  *
  * For a server whose memory must survive a crash, map a file on persistent memory (a device DAX,
  * `/dev/dax0.0`, with its size), register it with `Usage.FLUSH_TYPE_PERSISTENT`, and let clients
- * connect with `directWriteToPmem: true` and use `Connection.flushPersistent`.
+ * connect with `directWriteToPmem: true` and flush with `Connection.flush(conn, { ..., type: "persistent" })`.
  *
  * @example
  * ```ts

@@ -8,27 +8,46 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import { type AddressKind, type PeerHandle, RdmaDriver } from "./Driver.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
+import { isPeer as isPeerImpl, ownerOf, PeerImpl, TypeId as typeId } from "./internal/peer.js"
 import { release } from "./internal/release.js"
 import type { RpmaError } from "./RdmaError.js"
+
+/**
+ * What marks a {@link Peer}.
+ *
+ * @since 1.0.0
+ * @category symbols
+ */
+export const TypeId: unique symbol = typeId
+
+/**
+ * @since 1.0.0
+ * @category symbols
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * @since 1.0.0
+ * @category guards
+ */
+export const isPeer: (u: unknown) => u is Peer = isPeerImpl
 
 /**
  * @since 0.1.0
  * @category models
  */
-export interface Peer {
+export interface Peer extends Pipeable {
+  readonly [TypeId]: TypeId
+  /** The driver's handle, for driver authors. */
   readonly handle: PeerHandle
   /** The address the device was looked up by. */
   readonly address: string
 }
-
-/**
- * @internal Its regions, endpoints and connections: the peer is deleted after the last of them.
- */
-export const ownerOf = (peer: Peer): Owner.Owner => Owner.of(peer, () => `the peer at ${peer.address}`)
 
 /**
  * The peer a program works with, for the common case of one peer per process.
@@ -63,7 +82,7 @@ export const make = (
     Effect.acquireRelease(
       driver.getIbvContext(address, options?.kind ?? "local").pipe(
         Effect.flatMap(driver.peerNew),
-        Effect.map((handle): Peer => ({ handle, address }))
+        Effect.map((handle): Peer => new PeerImpl(handle, address))
       ),
       (peer) =>
         Owner.releaseWhenUnused(

@@ -40,6 +40,7 @@ import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import type * as DescriptorExchange from "./DescriptorExchange.js"
+import type { LocalMr } from "./LocalMr.js"
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/client.js"
 import * as errors from "./internal/clientErrors.js"
@@ -348,8 +349,11 @@ export interface WriteArgs<K extends string> extends Omit<Connection.WriteArgs, 
  * @since 0.6.0
  * @category models
  */
-export interface WriteManyArgs<K extends string> extends Omit<Connection.WriteManyArgs, "dst"> {
+export interface WriteManyArgs<K extends string> {
   readonly dst: K
+  readonly src: LocalMr<"WRITE_SRC">
+  /** The writes: `length` bytes from `srcOffset` of `src` to `dstOffset` of `dst`, each. */
+  readonly spans: Iterable<{ readonly dstOffset: number; readonly srcOffset: number; readonly length: number }>
 }
 
 /**
@@ -364,7 +368,10 @@ export interface ReadArgs<K extends string> extends Omit<Connection.ReadArgs, "s
  * @since 0.6.0
  * @category models
  */
-export interface FlushArgs<K extends string> extends Omit<Connection.FlushArgs<"FLUSH_TYPE_VISIBILITY">, "dst"> {
+export interface FlushArgs<K extends string> {
+  /** Default 0. */
+  readonly offset?: number | undefined
+  readonly length: number
   readonly dst: K
 }
 
@@ -394,7 +401,7 @@ export const writeMany = <Regions extends RegionUsages>(
   args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
   internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
-    Connection.writeMany(s.connection, { dst, src: args.src, spans: args.spans }))
+    Connection.writeMany(s.connection, Array.from(args.spans, (span) => ({ dst, src: args.src, ...span }))))
 
 /**
  * `Connection.read` from the region named `src`, on the current connection.
@@ -420,7 +427,7 @@ export const flush = <Regions extends RegionUsages>(
   args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
 ): Effect.Effect<void, Connection.FlushError | NotConnectedError> =>
   internal.useRegion(client, "rpma_flush", args.dst, (s, dst) =>
-    Connection.flush(s.connection, { dst, offset: args.offset, length: args.length }))
+    Connection.flush(s.connection, { dst, dstOffset: args.offset, length: args.length }))
 
 /**
  * `Connection.send`, on the current connection.
@@ -444,7 +451,7 @@ export const recv = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: Connection.RecvArgs
 ): Effect.Effect<number, Connection.TransferError | NotConnectedError> =>
-  internal.use(client, "rpma_recv", (s) => Connection.recv(s.connection, args))
+  internal.use(client, "rpma_recv", (s) => Effect.map(Connection.recv(s.connection, args), (c) => c.byteLength))
 
 /**
  * The session's remote regions, by the client's names, each typed with the usage the client gave

@@ -5,6 +5,8 @@
  *
  * @since 0.1.0
  */
+import type { Pipeable } from "effect/Pipeable"
+import { PipeableBase } from "./internal/resource.js"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -18,10 +20,45 @@ import * as Usages from "./Usage.js"
 import type { Flag, Usage } from "./Usage.js"
 
 /**
+ * What marks a {@link RemoteMr}.
+ *
+ * @since 1.0.0
+ * @category symbols
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-rdma/core/RemoteMr") as never
+
+/**
+ * @since 1.0.0
+ * @category symbols
+ */
+export type TypeId = typeof TypeId
+
+class RemoteRegion<F extends Flag> extends PipeableBase implements RemoteMr<F> {
+  readonly [TypeId]: TypeId = TypeId
+  constructor(
+    readonly handle: RemoteMrHandle,
+    readonly descriptor: Descriptor,
+    readonly usage: Usage<F>,
+    readonly size: bigint,
+    readonly flushType: number
+  ) {
+    super()
+  }
+}
+
+/**
+ * @since 1.0.0
+ * @category guards
+ */
+export const isRemoteMr = (u: unknown): u is RemoteMr<Flag> => u instanceof RemoteRegion
+
+/**
  * @since 0.1.0
  * @category models
  */
-export interface RemoteMr<F extends Flag = never> {
+export interface RemoteMr<F extends Flag = never> extends Pipeable {
+  readonly [TypeId]: TypeId
+  /** The driver's handle, for driver authors. */
   readonly handle: RemoteMrHandle
   /** The decoded descriptor: address, length, rkey and usage, as the remote peer described them. */
   readonly descriptor: Descriptor
@@ -83,13 +120,7 @@ export const fromDescriptor = (
       Effect.acquireRelease(
         Effect.flatMap(driver.mrRemoteFromDescriptor(bytes), (handle) =>
           Effect.all({ size: driver.mrRemoteGetSize(handle), flushType: driver.mrRemoteGetFlushType(handle) }).pipe(
-            Effect.map(({ flushType, size }): RemoteMr => ({
-              handle,
-              descriptor,
-              usage: descriptor.usage,
-              size,
-              flushType
-            })),
+            Effect.map(({ flushType, size }): RemoteMr => new RemoteRegion(handle, descriptor, descriptor.usage, size, flushType)),
             Effect.tapError(() => deleteRemote(driver.mrRemoteDelete, handle))
           )),
         (mr) => deleteRemote(driver.mrRemoteDelete, mr.handle)

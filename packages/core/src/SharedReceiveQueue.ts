@@ -1,7 +1,7 @@
 /**
  * A shared receive queue (`struct rpma_srq`): one pool of receives for many connections, with its
  * own receive completion queue or none (its receives then complete on the connections' queues). Connections made with it (the `sharedReceiveQueue` option of
- * {@link Connection.connect}, {@link Endpoint.next} and {@link Endpoint.acceptNext}) take their
+ * {@link Connection.connect}, {@link Listener.next} and {@link Listener.acceptNext}) take their
  * incoming messages from its receives; a receive posted on such a connection itself is refused.
  * Each completion says which connection the message came on (`qpNum`, compared with
  * {@link Connection.qpNum}). librpma does not keep the order of the posted receives: a message
@@ -14,6 +14,8 @@
  * @since 0.3.0
  */
 import type * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "./Connection.js"
 import type { RdmaDriver, SrqHandle } from "./Driver.js"
@@ -42,7 +44,7 @@ export type TypeId = typeof TypeId
  * @since 0.3.0
  * @category models
  */
-export interface SharedReceiveQueue {
+export interface SharedReceiveQueue extends Pipeable {
   readonly [TypeId]: TypeId
   readonly handle: SrqHandle
   readonly peer: Peer
@@ -98,15 +100,15 @@ export interface Posted {
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+ * import { Connection, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
  *
  * // One pool of receives for every client of the endpoint: whose message was it?
  * const serve = Effect.gen(function*() {
  *   const peer = yield* Peer.Peer
  *   const srq = yield* SharedReceiveQueue.make(peer, { receiveQueueSize: 16 })
  *   const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
- *   const ep = yield* Endpoint.listen(peer, "192.168.77.1", 7471)
- *   const conn = yield* Endpoint.acceptNext(ep, { sharedReceiveQueue: srq })
+ *   const ep = yield* Listener.make(peer, "192.168.77.1", 7471)
+ *   const conn = yield* Listener.acceptNext(ep, { sharedReceiveQueue: srq })
  *   const message = yield* SharedReceiveQueue.recv(srq, { dst: inbox })
  *   return message.qpNum === (yield* Connection.qpNum(conn))
  * })
@@ -128,10 +130,10 @@ export const make: (
  * @since 0.3.0
  * @category operations
  */
-export const postRecv: (
-  srq: SharedReceiveQueue,
-  args: Connection.RecvArgs
-) => Effect.Effect<Posted, Connection.TransferError> = internal.postRecv
+export const postRecv: {
+  (args: Connection.RecvArgs): (srq: SharedReceiveQueue) => Effect.Effect<Posted, Connection.TransferError>
+  (srq: SharedReceiveQueue, args: Connection.RecvArgs): Effect.Effect<Posted, Connection.TransferError>
+} = dual(2, internal.postRecv)
 
 /**
  * rpma_srq_recv, awaited: the completion of this receive, with the connection it came on.
@@ -139,7 +141,13 @@ export const postRecv: (
  * @since 0.3.0
  * @category operations
  */
-export const recv: (
-  srq: SharedReceiveQueue,
-  args: Connection.RecvArgs
-) => Effect.Effect<Completion, Connection.TransferError> = internal.recv
+export const recv: {
+  (args: Connection.RecvArgs): (srq: SharedReceiveQueue) => Effect.Effect<Completion, Connection.TransferError>
+  (srq: SharedReceiveQueue, args: Connection.RecvArgs): Effect.Effect<Completion, Connection.TransferError>
+} = dual(2, internal.recv)
+
+/**
+ * @since 1.0.0
+ * @category guards
+ */
+export const isSharedReceiveQueue: (u: unknown) => u is SharedReceiveQueue = internal.isSharedReceiveQueue

@@ -5,6 +5,13 @@
  * @module @effect-rdma/core
  */
 /**
+ * Admission (was in `Endpoint`): tokens that admit a client to a listener, and what isolates
+ * clients from each other (a listener on a peer of its own per client).
+ *
+ * @since 1.0.0
+ */
+export * as Admission from "./Admission.js"
+/**
  * Endpoints of librdmacm's verbs API: rdma_create_ep with a queue pair and rdma_connect, their
  * state, the regions of rdma_reg_msgs(3) on the endpoint, and rdma_post_send / recv / read / write
  * through the same posting kernel as librpma's connections, all scoped.
@@ -162,27 +169,28 @@ export * as DriverModel from "./DriverModel.js"
  */
 export * as DriverArguments from "./DriverArguments.js"
 /**
- * A listening endpoint (`struct rpma_ep`): incoming connection requests arrive as a Stream; each is
- * accepted (a scoped {@link Connection.Connection}) or rejected. Requests left unanswered are
- * rejected when the endpoint shuts down with its scope.
+ * A librpma listener (`struct rpma_ep`, was `Endpoint`): incoming connection requests arrive one by
+ * one or as a Stream; each is accepted (a scoped {@link Connection.Connection}) or rejected, or
+ * `serve` runs a whole server. Requests left unanswered are rejected when the listener shuts down
+ * with its scope.
  *
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Endpoint, Peer } from "@effect-rdma/core"
+ * import { Listener, Peer } from "@effect-rdma/core"
  *
  * // Accept the next client; the connection lives until the scope closes.
  * const acceptOne = Effect.scoped(Effect.gen(function*() {
  *   const peer = yield* Peer.Peer
- *   const ep = yield* Endpoint.listen(peer, "192.168.77.1", 7471)
- *   const conn = yield* Endpoint.acceptNext(ep)
+ *   const listener = yield* Listener.make(peer, "192.168.77.1", 7471)
+ *   const conn = yield* Listener.acceptNext(listener)
  *   return conn
  * }))
  * ```
  *
- * @since 0.1.0
+ * @since 1.0.0
  */
-export * as Endpoint from "./Endpoint.js"
+export * as Listener from "./Listener.js"
 /**
  * A local memory registration (`struct rpma_mr_local`): memory the device may read or write, with
  * the usage it was registered for in its type. It lives at least as long as its Scope, and no

@@ -41,7 +41,7 @@ describe("DescriptorExchange", () => {
       assert.deepStrictEqual(received.regions.index, index)
     }))
 
-  it.live("carries a token for Endpoint.acceptIfToken; refuses to serve one no connection request can carry", () =>
+  it.live("carries a token for `Listener.accept` with `{ admission }`; refuses to serve one no connection request can carry", () =>
     Effect.gen(function*() {
       const token = Uint8Array.from({ length: DescriptorExchange.MAX_TOKEN }, (_, i) => i * 7)
       const received = yield* exchange(server, client, { ...offer, token })

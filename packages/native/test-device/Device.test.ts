@@ -5,7 +5,7 @@ import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
 import * as Connection from "@effect-rdma/core/Connection"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
 import { type CmEpConfig, type ConnConfig, type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Listener from "@effect-rdma/core/Listener"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as RemoteMr from "@effect-rdma/core/RemoteMr"
@@ -382,16 +382,16 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
         yield* Effect.scoped(Effect.gen(function*() {
           const serverPeer = yield* Peer.make(address)
           const log = yield* LocalMr.allocate(serverPeer, 4096, usage)
-          const ep = yield* Endpoint.listen(serverPeer, address, port)
+          const ep = yield* Listener.make(serverPeer, address, port)
           const accepted = yield* Queue.unbounded<string>()
           let requests = 0
-          yield* Endpoint.requests(ep).pipe(
+          yield* Listener.requests(ep).pipe(
             Stream.runForEach((req) =>
               Effect.forkDaemon(
                 Effect.sleep(requests++ === 1 ? "300 millis" : "0 millis").pipe(
                   Effect.zipRight(Effect.scoped(Effect.flatMap(
-                    Endpoint.accept(req, { timeout: acceptTimeout }),
-                    (conn) => Effect.zipRight(Queue.offer(accepted, "ESTABLISHED"), Stream.runDrain(conn.events))
+                    Listener.accept(req, { timeout: acceptTimeout }),
+                    (conn) => Effect.zipRight(Queue.offer(accepted, "ESTABLISHED"), Connection.awaitClosed(conn))
                   ))),
                   Effect.catchAll((error) => Queue.offer(accepted, String(error)))
                 )
@@ -418,7 +418,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
               const busy = () => performance.now() - started
               while (busy() < busyMillis || (ticks === 0 && busy() < 120_000)) {
                 yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })
-                yield* Connection.flush(conn, { dst, offset: 0, length: 64 })
+                yield* Connection.flush(conn, { dst, dstOffset: 0, length: 64 })
               }
               clearInterval(timer)
               return ticks

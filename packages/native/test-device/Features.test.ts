@@ -4,7 +4,7 @@
 // arrive on each side.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/Features.test.ts
 import * as Connection from "@effect-rdma/core/Connection"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Listener from "@effect-rdma/core/Listener"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as RemoteMr from "@effect-rdma/core/RemoteMr"
@@ -65,11 +65,11 @@ describe("connection features against a librpma C program", () => {
           completion: "onError"
         })
       }
-      yield* Connection.flushPersistent(conn, { dst: theirs, offset: TARGET, length: 256 })
+      yield* Connection.flush(conn, { type: "persistent", dst: theirs, dstOffset: TARGET, length: 256 })
       const descriptor = yield* LocalMr.descriptor(mem)
       mem.memory[SOURCE + 512] = descriptor.byteLength
       mem.memory.set(descriptor, SOURCE + 513)
-      yield* Connection.sendWithImm(conn, { src: mem, offset: SOURCE + 512, length: 22, imm: 0x11223344 })
+      yield* Connection.send(conn, { src: mem, offset: SOURCE + 512, length: 22, imm: 0x11223344 })
       const written = yield* first.completion
       assert.strictEqual(written.operation, "RECV_RDMA_WITH_IMM")
       assert.strictEqual(written.imm, 0x55667788)
@@ -96,15 +96,15 @@ describe("connection features against a librpma C program", () => {
     return Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const mem = yield* LocalMr.allocate(peer, 4096, all)
-      const ep = yield* Endpoint.listen(peer, address, port)
+      const ep = yield* Listener.make(peer, address, port)
       const peerRun = runPeer("client", port)
       yield* Effect.addFinalizer(() => Effect.sync(() => peerRun.child.kill()))
-      const req = yield* Endpoint.next(ep)
-      const early = yield* Endpoint.recv(req, { dst: mem, offset: RECV1, length: 64 })
+      const req = yield* Listener.next(ep)
+      const early = yield* Listener.postRecv(req, { dst: mem, offset: RECV1, length: 64 })
       const descriptor = yield* LocalMr.descriptor(mem)
       const pcfg = yield* Connection.peerConfigDescriptor({ directWriteToPmem: true })
       const offer = new Uint8Array([descriptor.byteLength, ...descriptor, ...pcfg])
-      const conn = yield* Endpoint.accept(req, { privateData: offer })
+      const conn = yield* Listener.accept(req, { privateData: offer })
       const arrived = yield* early.completion
       assert.strictEqual(arrived.operation, "RECV")
       assert.strictEqual(arrived.imm, 0x11223344)
@@ -125,7 +125,7 @@ describe("connection features against a librpma C program", () => {
         imm: 0x55667788,
         completion: "onError"
       })
-      yield* Connection.sendWithImm(conn, { src: mem, offset: SOURCE + 512, length: 16, imm: 0x99aabbcc })
+      yield* Connection.send(conn, { src: mem, offset: SOURCE + 512, length: 16, imm: 0x99aabbcc })
       const done = yield* last.completion
       assert.strictEqual(done.byteLength, 4)
       assert.strictEqual(new TextDecoder().decode(mem.memory.subarray(RECV2, RECV2 + 4)), "done")

@@ -5,7 +5,7 @@
 // channel shared with the CQ).
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/FeaturesSrq.test.ts
 import * as Connection from "@effect-rdma/core/Connection"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Listener from "@effect-rdma/core/Listener"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as SharedReceiveQueue from "@effect-rdma/core/SharedReceiveQueue"
@@ -48,12 +48,12 @@ describe("shared receive queues against a librpma C program", () => {
         yield* SharedReceiveQueue.postRecv(srq, { dst: mem, offset: 0, length: 64 }),
         yield* SharedReceiveQueue.postRecv(srq, { dst: mem, offset: 64, length: 64 })
       ]
-      const ep = yield* Endpoint.listen(peer, address, port)
+      const ep = yield* Listener.make(peer, address, port)
       const clients = SEEDS.map((seed) => runC("srq_peer", ["client", address, String(port), String(seed)]))
       yield* Effect.addFinalizer(() => Effect.sync(() => clients.forEach((c) => c.child.kill())))
       const byQp = new Map<number, Connection.Connection>()
       for (let i = 0; i < SEEDS.length; i++) {
-        const conn = yield* Endpoint.acceptNext(ep, { sharedReceiveQueue: srq })
+        const conn = yield* Listener.acceptNext(ep, { sharedReceiveQueue: srq })
         byQp.set(yield* Connection.qpNum(conn), conn)
       }
       assert.strictEqual(byQp.size, 2, "two queue pair numbers")
@@ -110,13 +110,13 @@ describe("shared receive queues against a librpma C program", () => {
     return Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const mem = yield* LocalMr.allocate(peer, 256, usage)
-      const ep = yield* Endpoint.listen(peer, address, port)
+      const ep = yield* Listener.make(peer, address, port)
       const client = runC("srq_peer", ["client", address, String(port), "33"])
       yield* Effect.addFinalizer(() => Effect.sync(() => client.child.kill()))
       const options = ownReceiveCq(1)
-      const req = yield* Endpoint.next(ep, options)
-      const first = yield* Endpoint.recv(req, { dst: mem, offset: 0, length: 64 })
-      const conn = yield* Endpoint.accept(req, options)
+      const req = yield* Listener.next(ep, options)
+      const first = yield* Listener.postRecv(req, { dst: mem, offset: 0, length: 64 })
+      const conn = yield* Listener.accept(req, options)
       const got = yield* first.completion
       assert.strictEqual(got.byteLength, MSG)
       assert.isTrue(same(mem.memory.slice(0, MSG), message(33)), "the client's message")

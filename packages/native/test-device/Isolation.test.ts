@@ -1,6 +1,6 @@
 // Issue 19, item 7, curious peers: a connected client guesses rkeys for ISOLATION_GUESS_SECONDS
 // (default 600: ten minutes) and reaches nothing it was not given. Each of its connections is
-// served by an isolated endpoint (Endpoint.listenIsolated: a peer, so a protection domain, of its
+// served by an isolated endpoint (Admission.listenIsolated: a peer, so a protection domain, of its
 // own) with a fresh single-use token, as a server gives each client; another client's region lives
 // on its own isolated endpoint, and the guesser knows that region's address and length exactly.
 // A guess that the device refuses (IBV_WC_REM_ACCESS_ERR) ends the guesser's connection, so it
@@ -10,7 +10,7 @@
 //   RDMA_ADDRESS=... ISOLATION_GUESS_SECONDS=60 vitest run --config vitest.device.config.ts test-device/Isolation.test.ts
 import * as Connection from "@effect-rdma/core/Connection"
 import * as Descriptor from "@effect-rdma/core/Descriptor"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Admission from "@effect-rdma/core/Admission"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as RemoteMr from "@effect-rdma/core/RemoteMr"
@@ -60,14 +60,14 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
       TestServices.provideLive(Effect.gen(function*() {
         const access = Usage.combine(Usage.READ_SRC, Usage.WRITE_DST)
         // The other client: its own isolated endpoint, its region, its connection.
-        const other = yield* Endpoint.listenIsolated(address, OTHER_PORT)
+        const other = yield* Admission.listenIsolated(address, OTHER_PORT)
         const othersRegion = yield* LocalMr.allocate(other.peer, REGION, access)
         othersRegion.memory.set(pattern(2))
         const otherToken = new Uint8Array(randomBytes(16))
-        const serving = yield* Effect.fork(Endpoint.acceptIsolated(other, yield* Endpoint.admission(otherToken)))
+        const serving = yield* Effect.fork(Admission.acceptIsolated(other, yield* Admission.make(otherToken)))
         const otherClient = yield* Peer.make(address)
         const otherConn = yield* Connection.connect(otherClient, address, OTHER_PORT, {
-          privateData: yield* Endpoint.tokenPrivateData(otherToken)
+          privateData: yield* Admission.privateData(otherToken)
         })
         yield* Fiber.join(serving)
         const othersDescriptor = yield* LocalMr.descriptor(othersRegion)
@@ -84,13 +84,13 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
           const port = FIRST_GUESS_PORT + (round % GUESS_PORTS)
           yield* Effect.scoped(Effect.gen(function*() {
             // What the server gives this connection: its own isolated endpoint and one region.
-            const isolated = yield* Endpoint.listenIsolated(address, port)
+            const isolated = yield* Admission.listenIsolated(address, port)
             const given = yield* LocalMr.allocate(isolated.peer, REGION, access)
             given.memory.set(pattern(1))
             const token = new Uint8Array(randomBytes(16))
-            const accepting = yield* Effect.fork(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+            const accepting = yield* Effect.fork(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
             const conn = yield* Connection.connect(guesserPeer, address, port, {
-              privateData: yield* Endpoint.tokenPrivateData(token)
+              privateData: yield* Admission.privateData(token)
             })
             yield* Fiber.join(accepting)
             // It reaches what it was given: the guesses below could succeed if isolation failed.

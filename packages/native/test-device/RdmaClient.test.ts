@@ -1,7 +1,7 @@
 // RdmaClient on the device: connected to a server in the same VM, it reconnects to the server
 // restarted after a kill (its connections closed, its endpoint gone), fails or bounds operations
 // while the server is down, and leaves no handle alive. The live clock: the timeouts must fire.
-import { Endpoint, LocalMr, Peer, RdmaClient, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RdmaClient, Usage } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Schedule, Scope, Stream } from "effect"
@@ -20,10 +20,10 @@ const makeServer = (port: number) =>
       const scope = yield* Scope.make()
       const started = yield* Effect.gen(function*() {
         const mr = yield* LocalMr.allocate(peer, 4096, storeUsage)
-        const ep = yield* Endpoint.listen(peer, address, port)
+        const ep = yield* Listener.make(peer, address, port)
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
-          Endpoint.next(ep),
-          (req) => Effect.forkScoped(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (conn) => Stream.runDrain(conn.events))))
+          Listener.next(ep),
+          (req) => Effect.forkScoped(Effect.scoped(Effect.flatMap(Listener.accept(req), (conn) => Connection.awaitClosed(conn))))
         )))
         return { descriptor: yield* LocalMr.descriptor(mr), memory: mr.memory }
       }).pipe(Scope.extend(scope))

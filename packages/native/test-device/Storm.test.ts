@@ -4,7 +4,7 @@
 // flat.
 import * as Connection from "@effect-rdma/core/Connection"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Listener from "@effect-rdma/core/Listener"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as RemoteMr from "@effect-rdma/core/RemoteMr"
@@ -85,10 +85,10 @@ describe("interruption storm (native driver)", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
         const target = yield* LocalMr.allocate(serverPeer, 4096, exposed)
-        const ep = yield* Endpoint.listen(serverPeer, address, PORT)
-        yield* Endpoint.requests(ep, { timeout: "2 seconds" }).pipe(
+        const ep = yield* Listener.make(serverPeer, address, PORT)
+        yield* Listener.requests(ep, { timeout: "2 seconds" }).pipe(
           Stream.runForEach((req) =>
-            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (c) => Stream.runDrain(c.events)))))
+            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c)))))
           ),
           Effect.forkScoped
         )

@@ -2,7 +2,8 @@
 // as README's "Security" says a C client does: one byte with its length, then its bytes. The
 // TypeScript server admits exactly the token it set, once.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/Token.test.ts
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Admission from "@effect-rdma/core/Admission"
+import * as Listener from "@effect-rdma/core/Listener"
 import * as Peer from "@effect-rdma/core/Peer"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -26,13 +27,13 @@ describe("admission tokens sent by a librpma C client", () => {
     Effect.gen(function*() {
       const port = 17950
       const token = new Uint8Array(randomBytes(16))
-      const admission = yield* Endpoint.admission(token)
-      const ep = yield* Endpoint.listen(yield* Peer.make(address), address, port)
+      const admission = yield* Admission.make(token)
+      const ep = yield* Listener.make(yield* Peer.make(address), address, port)
       /** One C client's request: the server's verdict and the client's output. */
       const attempt = (sent: Uint8Array) =>
         Effect.gen(function*() {
           const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
-            Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, admission))
+            Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission }))
           )))
           const client = runC("token_client", [address, String(port), hex(sent)])
           const code = yield* awaitExit(client)

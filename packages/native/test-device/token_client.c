@@ -1,7 +1,7 @@
 /*
  * A librpma client that asks to be admitted with a token (Token.test.ts): it sends, as its
  * connection request's private data, one byte with the token's length and then the token, as
- * Endpoint.tokenPrivateData encodes it (README, "Security"), then prints how the request ended:
+ * Admission.privateData encodes it (README, "Security"), then prints how the request ended:
  * "established" (and it disconnects) or "refused <event>".
  *
  *   cc -O2 -Wall -Wextra -o token_client token_client.c $(pkg-config --cflags --libs librpma)

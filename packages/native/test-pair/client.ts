@@ -16,9 +16,10 @@
  *
  * Every wait is bounded, so a hang is a failure with a message, never a stuck suite.
  */
+import * as Connection from "@effect-rdma/core/Connection"
 import * as DescriptorExchange from "@effect-rdma/core/DescriptorExchange"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Listener from "@effect-rdma/core/Listener"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as RdmaClient from "@effect-rdma/core/RdmaClient"
@@ -84,13 +85,13 @@ export const serveClients = (address: string, ports: Ports) =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
     const store = yield* LocalMr.allocate(peer, STORE_SIZE, storeUsage)
-    const endpoint = yield* Endpoint.listen(peer, address, ports.rdmaPort)
+    const endpoint = yield* Listener.make(peer, address, ports.rdmaPort)
     // Each client in a fiber of its own until its connection ends; a failed accept is logged, not fatal.
     yield* Effect.forkScoped(Effect.forever(
-      Endpoint.next(endpoint, { timeout: TIMEOUT }).pipe(
+      Listener.next(endpoint, { timeout: TIMEOUT }).pipe(
         Effect.flatMap((request) =>
           Effect.forkScoped(Effect.scoped(
-            Effect.flatMap(Endpoint.accept(request, { timeout: TIMEOUT }), (conn) => Stream.runDrain(conn.events))
+            Effect.flatMap(Listener.accept(request, { timeout: TIMEOUT }), (conn) => Connection.awaitClosed(conn))
           ).pipe(Effect.catchAll((e) => log(`accept failed: ${e._tag}: ${e.message}`))))
         )
       )

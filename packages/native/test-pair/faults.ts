@@ -159,7 +159,7 @@ const reconnect = (ctx: FaultContext, peer: Peer.Peer, port: number) =>
         src.memory[i] = (attempts + i) % 256
         yield* Connection.write(conn, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: SIZE })
       }
-      yield* Connection.flush(conn, { dst: remote, offset: 0, length: SIZE })
+      yield* Connection.flush(conn, { dst: remote, dstOffset: 0, length: SIZE })
       yield* Connection.read(conn, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: SIZE })
       yield* check(dst.memory.every((b, i) => b === src.memory[i]), "the data read back after reconnecting differs")
     })).pipe(

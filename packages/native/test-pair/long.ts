@@ -4,8 +4,7 @@
  * time). An event before the client says it is done (CLOSED or LOST) is unexplained, and fails.
  */
 import * as Connection from "@effect-rdma/core/Connection"
-import type { ConnEvent } from "@effect-rdma/core/Driver"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
+import * as Listener from "@effect-rdma/core/Listener"
 import * as LocalMr from "@effect-rdma/core/LocalMr"
 import * as Peer from "@effect-rdma/core/Peer"
 import * as RemoteMr from "@effect-rdma/core/RemoteMr"
@@ -23,19 +22,20 @@ export const longServer = (address: string, port: number, channel: Channel) =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
     const target = yield* LocalMr.allocate(peer, REGION, exposed)
-    const ep = yield* Endpoint.listen(peer, address, port)
+    const ep = yield* Listener.make(peer, address, port)
     yield* channel.send({ descriptor: Array.from(yield* LocalMr.descriptor(target)) })
-    const server = yield* Endpoint.acceptNext(ep, { timeout: "30 seconds" })
+    const server = yield* Listener.acceptNext(ep, { timeout: "30 seconds" })
     const started = performance.now()
-    const events: Array<{ event: ConnEvent; at: number }> = []
-    yield* log("long run: server connection ESTABLISHED")
-    const watching = yield* Stream.runForEach(server.events, (event) =>
+    const events: Array<{ event: Connection.State; at: number }> = []
+    yield* log("long run: server connection Connected")
+    // Its changes after the first (Connected, now).
+    const watching = yield* Stream.runForEach(Stream.drop(Connection.changes(server), 1), (event) =>
       Effect.zipRight(
         Effect.sync(() => events.push({ event, at: seconds(started) })),
-        log(`long run: server connection event ${event} at ${seconds(started).toFixed(3)} s`)
+        log(`long run: server connection state ${event} at ${seconds(started).toFixed(3)} s`)
       )).pipe(Effect.fork)
     const done = yield* channel.receive(3600)
-    const early = events.filter((e) => e.event === "CLOSED" || e.event === "LOST")
+    const early = events.filter((e) => e.event === "Closed" || e.event === "Lost")
     yield* log(`long run: client done after ${done.writes} writes; events before that: ${JSON.stringify(events)}`)
     // The last record the client wrote, as the server's memory has it.
     const last = Buffer.from(target.memory.subarray(done.lastOffset, done.lastOffset + 8)).readBigUInt64LE()
@@ -72,7 +72,7 @@ export const longClient = (address: string, serverAddress: string, port: number,
             const now = performance.now()
             const rate = 10_000 / ((now - lastReport) / 1000)
             lastReport = now
-            return log(`long run: ${completed} writes, ${rate.toFixed(0)} writes/s, state ${conn.state.pipe(Effect.runSync)}`)
+            return log(`long run: ${completed} writes, ${rate.toFixed(0)} writes/s, state ${Connection.state(conn).pipe(Effect.runSync)}`)
           }
           return Effect.void
         })
@@ -88,7 +88,7 @@ export const longClient = (address: string, serverAddress: string, port: number,
     )
     const lastIndex = total - 1
     const lastOffset = (lastIndex % slots) * SIZE
-    yield* Connection.flush(conn, { dst: remote, offset: 0, length: REGION })
+    yield* Connection.flush(conn, { dst: remote, dstOffset: 0, length: REGION })
     const elapsed = seconds(started)
     yield* log(`long run: ${completed} writes in ${elapsed.toFixed(1)} s, ${(completed / elapsed).toFixed(0)} writes/s`)
     yield* channel.send({ done: true, writes: completed, lastOffset })

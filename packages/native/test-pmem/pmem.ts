@@ -6,7 +6,7 @@
 //          the work share and waits, still holding everything, for the host to kill its VM;
 //   check  after the VM was booted again on the same backing file: the block is there.
 // Bundled on the host (test-pair/bundle.mjs): under emulation, compiling TypeScript at start-up costs a minute.
-import { Connection, Endpoint, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import type { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -46,8 +46,8 @@ const write = Effect.gen(function*() {
   const block = memory.subarray(OFFSET, OFFSET + LENGTH)
   if (!block.every((b) => b === 0)) return yield* Effect.dieMessage("the NVDIMM is not fresh: the block is not zero")
   const target = yield* LocalMr.register(serverPeer, memory, persistent)
-  const ep = yield* Endpoint.listen(serverPeer, address, 17900)
-  const accepting = yield* Effect.fork(Endpoint.acceptNext(ep))
+  const ep = yield* Listener.make(serverPeer, address, 17900)
+  const accepting = yield* Effect.fork(Listener.acceptNext(ep))
 
   const clientPeer = yield* Peer.make(address)
   const client = yield* Connection.connect(clientPeer, address, 17900, { directWriteToPmem: true })
@@ -58,7 +58,7 @@ const write = Effect.gen(function*() {
   const src = yield* LocalMr.allocate(clientPeer, LENGTH, Usage.WRITE_SRC)
   src.memory.set(expected)
   yield* Connection.write(client, { dst: remote, dstOffset: OFFSET, src, srcOffset: 0, length: LENGTH })
-  yield* Connection.flushPersistent(client, { dst: remote, offset: OFFSET, length: LENGTH })
+  yield* Connection.flush(client, { type: "persistent", dst: remote, dstOffset: OFFSET, length: LENGTH })
   if (!same(block, expected)) return yield* Effect.dieMessage("the server's mapping does not hold the written block")
   yield* say(`${LENGTH} bytes written at ${OFFSET} of ${device} and flushed persistently; waiting to be killed`)
   yield* Effect.sync(() => fs.writeFileSync(flushedFile, `${token}\n`))

@@ -30,7 +30,7 @@ export type Target<R = never> =
     readonly port: number
     /**
      * The server's admission token (`RdmaRpcServer.Options.admission`), sent with every connect as
-     * `Endpoint.tokenPrivateData(token)`. `connection.privateData`, if given, is sent instead.
+     * `Admission.privateData(token)`. `connection.privateData`, if given, is sent instead.
      */
     readonly token?: Uint8Array | undefined
   }

@@ -5,7 +5,7 @@
  *
  * @since 0.6.0
  */
-import type { Connection, Driver, Endpoint, Peer, RdmaError } from "@effect-rdma/core"
+import type { Admission, Connection, Driver, Listener, Peer, RdmaError } from "@effect-rdma/core"
 import type * as Duration from "effect/Duration"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as RpcServer from "@effect/rpc/RpcServer"
@@ -25,11 +25,11 @@ export interface Options extends RdmaChannel.Options {
   /** The settings of each accepted connection. */
   readonly connection?: Connection.Options | undefined
   /**
-   * Accept only the connection requests that carry this admission's token (`Endpoint.acceptIfToken`:
-   * the client connects with `connection: { privateData: yield* Endpoint.tokenPrivateData(token) }`);
+   * Accept only the connection requests that carry this admission's token (`Listener.accept` with `{ admission }`:
+   * the client connects with `connection: { privateData: yield* Admission.privateData(token) }`);
    * the others are rejected. Without it, every request is accepted.
    */
-  readonly admission?: Endpoint.Admission | undefined
+  readonly admission?: Admission.Admission | undefined
   /**
    * How long a client has from its connection request to an open channel (accepted, the HELLOs
    * exchanged): one that posts no receive, or answers nothing, is dropped then, with a logged
@@ -68,7 +68,7 @@ export interface LayerOptions extends Options {
  * @category constructors
  */
 export const makeProtocol: (
-  endpoint: Endpoint.Endpoint,
+  endpoint: Listener.Listener,
   options?: Options
 ) => Effect.Effect<
   RpcServer.Protocol["Type"],

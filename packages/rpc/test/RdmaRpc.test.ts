@@ -5,7 +5,7 @@
  * that waits for its answer (found by the keepalive), and nothing left registered afterwards (the
  * ledger).
  */
-import { type Connection, type DescriptorExchange, Endpoint, Peer } from "@effect-rdma/core"
+import { Admission, type Connection, type DescriptorExchange, Peer } from "@effect-rdma/core"
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
@@ -27,7 +27,7 @@ describe("@effect/rpc over RDMA: admission", () => {
 
   it.effect("a server with an admission serves the client with its token and rejects one without", () =>
     Effect.scoped(Effect.gen(function*() {
-      const admission = yield* Endpoint.admission(token)
+      const admission = yield* Admission.make(token)
       yield* Layer.build(
         RpcServer.layer(Group).pipe(
           Layer.provide(Group.toLayer({ Ping: () => Effect.succeed("pong") })),
@@ -161,7 +161,7 @@ describe("@effect/rpc over RDMA: recovery", () => {
     Effect.scoped(Effect.gen(function*() {
       const started = yield* Queue.unbounded<void>()
       const current = yield* Ref.make<DescriptorExchange.Offer>({ rdma: { address, port: 7485 }, regions: {}, config: {}, token: new Uint8Array(16).fill(1) })
-      const first = yield* serve(7485, started, { admission: yield* Endpoint.admission(new Uint8Array(16).fill(1)) })
+      const first = yield* serve(7485, started, { admission: yield* Admission.make(new Uint8Array(16).fill(1)) })
       const protocol = yield* Layer.build(
         RdmaRpcClient.layerProtocol({ offer: Ref.get(current), retrySchedule: Schedule.spaced("20 millis") }).pipe(
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
@@ -172,7 +172,7 @@ describe("@effect/rpc over RDMA: recovery", () => {
       yield* Scope.close(first, Exit.void)
       // The server comes back elsewhere with a new token: only the offer says so.
       const token = new Uint8Array(16).fill(2)
-      const second = yield* serve(7486, started, { admission: yield* Endpoint.admission(token) })
+      const second = yield* serve(7486, started, { admission: yield* Admission.make(token) })
       yield* Ref.set(current, { rdma: { address, port: 7486 }, regions: {}, config: {}, token })
       assert.strictEqual(yield* retried(client.Add({ a: 2, b: 3 })), 5)
       yield* Scope.close(second, Exit.void)

@@ -11,7 +11,7 @@ import { Connection, type Driver, LocalMr, Peer, Usage } from "@effect-rdma/core
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Schema, Scope, Stream, TestClock } from "effect"
+import { Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Schema, Scope, TestClock } from "effect"
 
 const Group = RpcGroup.make(Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number }))
 const Handlers = Group.toLayer({ Add: ({ a, b }) => Effect.succeed(a + b) })
@@ -91,7 +91,7 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
             outbox.memory.set(bytes)
             return Connection.send(conn, { src: outbox, length: bytes.length })
           }),
-        ended: Stream.runDrain(conn.events)
+        ended: Connection.awaitClosed(conn)
       }
     })
 

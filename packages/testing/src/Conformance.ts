@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { type Connection, Driver, type Endpoint, type LocalMr, type Peer, type RemoteMr } from "@effect-rdma/core"
+import { type Connection, Driver, type Listener, type LocalMr, type Peer, type RemoteMr } from "@effect-rdma/core"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
@@ -147,7 +147,7 @@ export const connectedPair: (address: string, port: number, options?: PairOption
   {
     readonly serverPeer: Peer.Peer
     readonly clientPeer: Peer.Peer
-    readonly ep: Endpoint.Endpoint
+    readonly ep: Listener.Listener
     readonly target: LocalMr.LocalMr<pair.Exposed>
     readonly server: Connection.Connection
     readonly client: Connection.Connection
@@ -174,7 +174,7 @@ export const serverHalf: <E, R>(
   {
     readonly peer: Peer.Peer
     readonly target: LocalMr.LocalMr<pair.Exposed>
-    readonly ep: Endpoint.Endpoint
+    readonly ep: Listener.Listener
     readonly server: Connection.Connection
   },
   unknown,

@@ -4,7 +4,7 @@
  * ends it, and those requests fail saying that their outcome is unknown, in TestClock time. (The
  * conformance case closing.ts times the close on both drivers.)
  */
-import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Scope } from "effect"
@@ -22,10 +22,10 @@ const pair = Effect.gen(function*() {
   const serverPeer = yield* Peer.make(address)
   const clientPeer = yield* Peer.make(address)
   const target = yield* LocalMr.allocate(serverPeer, 4096, usage)
-  const ep = yield* Endpoint.listen(serverPeer, address, 7480)
+  const ep = yield* Listener.make(serverPeer, address, 7480)
   const serverScope = yield* Scope.make()
   const clientScope = yield* Scope.make()
-  const accepting = yield* Effect.fork(Scope.extend(Endpoint.acceptNext(ep), serverScope))
+  const accepting = yield* Effect.fork(Scope.extend(Listener.acceptNext(ep), serverScope))
   const options = { timeout: Duration.millis(TIMEOUT_MS) }
   const client = yield* Scope.extend(Connection.connect(clientPeer, address, ep.port, options), clientScope)
   yield* Fiber.join(accepting)

@@ -44,7 +44,7 @@ describe("data-path telemetry", () => {
       const spans = [0, 1, 2, 3, 4].map((i) => ({ dstOffset: i * 64, srcOffset: 0, length: 64 }))
       const calls = Effect.gen(function*() {
         yield* Connection.write(client, { dst: remote, src, length: 64 })
-        yield* Connection.writeMany(client, { dst: remote, src, spans })
+        yield* Connection.writeMany(client, spans.map((span) => ({ dst: remote, src, ...span })))
         yield* Connection.read(client, { dst, src: remote, length: 32 })
         yield* Connection.flush(client, { dst: remote, length: 64 })
         const receiving = yield* Effect.fork(Connection.recv(server, { dst: inbox }))
@@ -78,11 +78,7 @@ describe("data-path telemetry", () => {
       // Requests and bytes: with per-operation telemetry on.
       yield* Effect.gen(function*() {
         yield* Connection.write(client, { dst: remote, src, length: 100 })
-        yield* Connection.writeMany(client, {
-          dst: remote,
-          src,
-          spans: [{ dstOffset: 0, srcOffset: 0, length: 10 }, { dstOffset: 10, srcOffset: 0, length: 20 }]
-        })
+        yield* Connection.writeMany(client, [{ dstOffset: 0, srcOffset: 0, length: 10 }, { dstOffset: 10, srcOffset: 0, length: 20 }].map((span) => ({ dst: remote, src, ...span })))
       }).pipe(Tracing.withPerOperation)
       const counted = { writes: yield* writes, bytes: yield* bytes }
       // Failures: always. The write before the fault is not counted, tracing off.
@@ -105,11 +101,11 @@ describe("data-path telemetry", () => {
       const before = { write: yield* refusals("rpma_write"), flush: yield* refusals("rpma_flush") }
       const beyond = yield* Effect.flip(Connection.write(client, { dst: remote, src, srcOffset: 60, length: 8 }))
       assert.strictEqual(beyond._tag, "OutOfRangeError")
-      const batch = yield* Effect.flip(Connection.writeMany(client, { dst: remote, src, spans: [{ dstOffset: -1, srcOffset: 0, length: 1 }] }))
+      const batch = yield* Effect.flip(Connection.writeMany(client, [{ dstOffset: -1, srcOffset: 0, length: 1 }].map((span) => ({ dst: remote, src, ...span }))))
       assert.strictEqual(batch._tag, "OutOfRangeError")
       const prepared = yield* Effect.flip(Connection.prepareWrite(client, { dst: remote, src, length: 65 }))
       assert.strictEqual(prepared._tag, "OutOfRangeError")
-      yield* Effect.flip(Connection.flush(client, { dst: remote, offset: 0, length: -1 }))
+      yield* Effect.flip(Connection.flush(client, { dst: remote, dstOffset: 0, length: -1 }))
       assert.isAtLeast((yield* refusals("rpma_write")) - before.write, 3)
       assert.isAtLeast((yield* refusals("rpma_flush")) - before.flush, 1)
     })))

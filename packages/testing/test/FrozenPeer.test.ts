@@ -50,9 +50,9 @@ describe("a peer frozen while connected", () => {
       assert.deepStrictEqual(errors.map((e) => e._tag === "ConnectionClosedError" && e.operation), ["rpma_write", "rpma_read"])
       const causes = errors.map((e) => e._tag === "ConnectionClosedError" ? e.cause : undefined)
       assert.strictEqual(causes[0], causes[1], "one cause: the watchdog's")
-      assert.strictEqual(yield* client.state, "LOST")
+      assert.strictEqual(yield* Connection.state(client), "Lost")
       // The frozen side heard nothing: its connection still looks established.
-      assert.strictEqual(yield* server.state, "ESTABLISHED")
+      assert.strictEqual(yield* Connection.state(server), "Connected")
       // Its close waits for an answer to its disconnect until its timeout: on the TestClock too.
       yield* closeDriven(scope)
     })).pipe(Effect.provide(SimulatedDriver.layer)))

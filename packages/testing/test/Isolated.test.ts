@@ -1,6 +1,6 @@
 // Issue 19, item 7: an isolated endpoint answers one request, the first, and then stops listening,
 // so no one who reaches its port later (a stranger first, or the client again) joins its peer.
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
@@ -17,16 +17,16 @@ describe("isolated endpoints", () => {
   it.effect("a stranger's request first: refused (WrongToken), and the endpoint stops listening, so the client must get a new one", () =>
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(4, 4, 1)
-      const isolated = yield* Endpoint.listenIsolated(address, 7471)
+      const isolated = yield* Admission.listenIsolated(address, 7471)
       const answering = yield* Effect.fork(Effect.exit(Effect.scoped(
-        Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token))
+        Admission.acceptIsolated(isolated, yield* Admission.make(token))
       )))
       const client = yield* Peer.make(address)
       const stranger = yield* Effect.exit(Effect.scoped(Connection.connect(client, address, 7471)))
       const answered = yield* Fiber.join(answering)
       assert.strictEqual(tagOf(answered), "AdmissionRefusedError")
       assert.strictEqual(tagOf(stranger), "ConnectionFailedError")
-      const privateData = yield* Endpoint.tokenPrivateData(token)
+      const privateData = yield* Admission.privateData(token)
       const late = yield* Effect.exit(Effect.scoped(Connection.connect(client, address, 7471, { privateData })))
       assert.strictEqual(tagOf(late), "ConnectionFailedError", "nothing listens after the first request")
     })))
@@ -35,21 +35,21 @@ describe("isolated endpoints", () => {
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(8, 1)
       const shared = yield* Peer.make(address)
-      const isolated = yield* Endpoint.listenIsolated(address, 7472)
+      const isolated = yield* Admission.listenIsolated(address, 7472)
       assert.notStrictEqual(isolated.peer.handle, shared.handle)
       assert.strictEqual(isolated.port, 7472)
-      const answering = yield* Effect.fork(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
-      const conn = yield* Connection.connect(shared, address, 7472, { privateData: yield* Endpoint.tokenPrivateData(token) })
+      const answering = yield* Effect.fork(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
+      const conn = yield* Connection.connect(shared, address, 7472, { privateData: yield* Admission.privateData(token) })
       const served = yield* Fiber.join(answering)
-      assert.strictEqual(yield* served.state, "ESTABLISHED")
-      assert.strictEqual(yield* conn.state, "ESTABLISHED")
+      assert.strictEqual(yield* Connection.state(served), "Connected")
+      assert.strictEqual(yield* Connection.state(conn), "Connected")
     })))
 
   it.effect("listenIsolated on a port in use or port 0 fails with the listen's error and leaves nothing", () =>
     inWorld(Effect.gen(function*() {
-      yield* Endpoint.listen(yield* Peer.make(address), address, 7473)
-      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Endpoint.listenIsolated(address, 7473)))), "RpmaProviderError")
-      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Endpoint.listenIsolated(address, 0)))), "RpmaInvalidError")
+      yield* Listener.make(yield* Peer.make(address), address, 7473)
+      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Admission.listenIsolated(address, 7473)))), "RpmaProviderError")
+      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Admission.listenIsolated(address, 0)))), "RpmaInvalidError")
     })))
 })
 
@@ -57,19 +57,19 @@ describe("rendezvous", () => {
   it.effect("a client with the well-known token gets an isolated endpoint of its own, reaches what it was given there, and the token's uses bound how often", () =>
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(5, 1, 5, 1)
-      const wellKnown = yield* Endpoint.listen(yield* Peer.make(address), address, 7480)
-      const gate = yield* Endpoint.admission(token, { uses: 2 })
+      const wellKnown = yield* Listener.make(yield* Peer.make(address), address, 7480)
+      const gate = yield* Admission.make(token, { uses: 2 })
       const clientPeer = yield* Peer.make(address)
       const ports = { from: 7481, to: 7490 }
       const session = Effect.gen(function*() {
         const serving = yield* Effect.fork(Effect.gen(function*() {
-          const made = yield* Endpoint.rendezvous(wellKnown, gate, ports)
+          const made = yield* Admission.rendezvous(wellKnown, gate, ports)
           const given = yield* LocalMr.allocate(made.peer, 64, Usage.READ_SRC)
           given.memory.fill(made.port % 251)
-          const conn = yield* Endpoint.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
+          const conn = yield* Admission.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
           return { made, conn }
         }))
-        const conn = yield* Endpoint.connectIsolated(clientPeer, address, 7480, token)
+        const conn = yield* Admission.connectIsolated(clientPeer, address, 7480, token)
         const { made } = yield* Fiber.join(serving)
         const src = yield* Effect.flatMap(
           RemoteMr.fromDescriptor(conn.privateData.subarray(0, Descriptor.SIZE)),
@@ -86,8 +86,8 @@ describe("rendezvous", () => {
       // The first client's endpoint stopped listening once it connected: its port serves the next.
       assert.deepStrictEqual([first, second], [7481, 7481])
       // The token's two uses are spent: refused at the well-known endpoint, before anything is made.
-      const refusing = yield* Effect.fork(Effect.exit(Endpoint.rendezvous(wellKnown, gate, ports)))
-      const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(clientPeer, address, 7480, token)))
+      const refusing = yield* Effect.fork(Effect.exit(Admission.rendezvous(wellKnown, gate, ports)))
+      const client = yield* Effect.exit(Effect.scoped(Admission.connectIsolated(clientPeer, address, 7480, token)))
       const refused = yield* Fiber.join(refusing)
       assert.strictEqual(tagOf(refused), "AdmissionRefusedError")
       assert.strictEqual(tagOf(client), "ConnectionFailedError")
@@ -96,9 +96,9 @@ describe("rendezvous", () => {
   it.effect("a well-known endpoint that is not a rendezvous: the client fails with InvalidTokenError and connects nowhere else", () =>
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(7, 7)
-      const plain = yield* Endpoint.listen(yield* Peer.make(address), address, 7491)
-      const serving = yield* Effect.fork(Effect.flatMap(Endpoint.next(plain), (req) => Endpoint.accept(req, { privateData: Uint8Array.of(0, 0, 0) })))
-      const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(yield* Peer.make(address), address, 7491, token)))
+      const plain = yield* Listener.make(yield* Peer.make(address), address, 7491)
+      const serving = yield* Effect.fork(Effect.flatMap(Listener.next(plain), (req) => Listener.accept(req, { privateData: Uint8Array.of(0, 0, 0) })))
+      const client = yield* Effect.exit(Effect.scoped(Admission.connectIsolated(yield* Peer.make(address), address, 7491, token)))
       yield* Fiber.join(serving)
       assert.strictEqual(tagOf(client), "InvalidTokenError")
     })))
@@ -107,17 +107,17 @@ describe("rendezvous", () => {
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(3, 3)
       const peer = yield* Peer.make(address)
-      const wellKnown = yield* Endpoint.listen(peer, address, 7492)
-      yield* Endpoint.listen(peer, address, 7493)
-      const gate = yield* Endpoint.admission(token, { uses: 9 })
+      const wellKnown = yield* Listener.make(peer, address, 7492)
+      yield* Listener.make(peer, address, 7493)
+      const gate = yield* Admission.make(token, { uses: 9 })
       for (const [ports, tag] of [
         [{ from: 7493, to: 7493 }, "RpmaProviderError"],
         [{ from: 9, to: 8 }, "RpmaInvalidError"],
         [{ from: 1.5, to: 8 }, "RpmaInvalidError"],
-        [undefined as unknown as Endpoint.PortRange, "RpmaInvalidError"]
+        [undefined as unknown as Admission.PortRange, "RpmaInvalidError"]
       ] as const) {
-        const serving = yield* Effect.fork(Effect.exit(Effect.scoped(Endpoint.rendezvous(wellKnown, gate, ports))))
-        const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(peer, address, 7492, token)))
+        const serving = yield* Effect.fork(Effect.exit(Effect.scoped(Admission.rendezvous(wellKnown, gate, ports))))
+        const client = yield* Effect.exit(Effect.scoped(Admission.connectIsolated(peer, address, 7492, token)))
         assert.strictEqual(tagOf(yield* Fiber.join(serving)), tag, JSON.stringify(ports))
         assert.strictEqual(tagOf(client), "ConnectionFailedError", JSON.stringify(ports))
       }
@@ -127,15 +127,15 @@ describe("rendezvous", () => {
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(6, 6)
       const peer = yield* Peer.make(address)
-      const wellKnown = yield* Endpoint.listen(peer, address, 7494)
-      yield* Endpoint.listen(peer, address, 7495)
-      const gate = yield* Endpoint.admission(token) // one use
-      const attempt = (ports: Endpoint.PortRange) =>
+      const wellKnown = yield* Listener.make(peer, address, 7494)
+      yield* Listener.make(peer, address, 7495)
+      const gate = yield* Admission.make(token) // one use
+      const attempt = (ports: Admission.PortRange) =>
         Effect.gen(function*() {
           const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
-            Effect.flatMap(Endpoint.rendezvous(wellKnown, gate, ports), (made) => Endpoint.acceptIsolated(made, made.admission))
+            Effect.flatMap(Admission.rendezvous(wellKnown, gate, ports), (made) => Admission.acceptIsolated(made, made.admission))
           )))
-          const client = yield* Effect.exit(Effect.scoped(Endpoint.connectIsolated(peer, address, 7494, token)))
+          const client = yield* Effect.exit(Effect.scoped(Admission.connectIsolated(peer, address, 7494, token)))
           return [tagOf(yield* Fiber.join(serving)), tagOf(client)]
         })
       assert.deepStrictEqual(yield* attempt({ from: 7495, to: 7495 }), ["RpmaProviderError", "ConnectionFailedError"])

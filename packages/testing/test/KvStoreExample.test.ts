@@ -23,7 +23,7 @@ describe("examples/kv-store.ts", () => {
     )
     assert.strictEqual(code, 0, `${stdout}\n${stderr}`)
     assert.match(stdout, /client B: killed/)
-    assert.match(stdout, /server: client B's connection ended \(LOST\); still serving/)
+    assert.match(stdout, /server: client B's connection ended \(Lost\); still serving/)
     assert.match(stdout, /client A: its link dropped/)
     assert.match(stdout, /SIGINT: shutting down/)
     assert.match(stdout, /live handles at exit 0/)

@@ -2,7 +2,7 @@
  * RdmaClient on the simulated fabric: a server that can be killed, restarted and frozen, a client
  * that reconnects, and operations that each end with a result or a tagged error within their bound.
  */
-import { Endpoint, LocalMr, Peer, RdmaClient, RdmaMetrics, RdmaStream, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Listener, LocalMr, Peer, RdmaClient, RdmaMetrics, RdmaStream, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Deferred, Effect, Fiber, Metric, Schedule, Schema, Scope, Stream, TestClock, TestServices } from "effect"
@@ -29,14 +29,14 @@ const makeServer = (port: number) =>
         const scope = yield* Scope.make()
         const started = yield* Effect.gen(function*() {
           const mr = yield* LocalMr.allocate(peer, 4096, storeUsage)
-          const ep = yield* Endpoint.listen(peer, address, port)
+          const ep = yield* Listener.make(peer, address, port)
           // Frozen: it listens and never answers, as a stopped process whose kernel still queues requests.
           if (options?.frozen !== true) {
             // Each client served in a fiber of its own until its connection ends.
             yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
-              Endpoint.next(ep),
+              Listener.next(ep),
               (req) =>
-                Effect.forkScoped(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (conn) => Stream.runDrain(conn.events))))
+                Effect.forkScoped(Effect.scoped(Effect.flatMap(Listener.accept(req), (conn) => Connection.awaitClosed(conn))))
             )))
           }
           return { descriptor: yield* LocalMr.descriptor(mr), memory: mr.memory }
@@ -315,11 +315,11 @@ describe("RdmaClient", () => {
       const peer = yield* Peer.make(address)
       const mr = yield* LocalMr.allocate(peer, 4096, storeUsage)
       const token = new Uint8Array([7, 1, 2, 3, 4, 5, 6, 7])
-      const admission = yield* Endpoint.admission(token) // Endpoint.admission's default: one connection
-      const ep = yield* Endpoint.listen(peer, address, port)
-      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Endpoint.next(ep), (req) =>
-        Effect.forkScoped(Effect.scoped(Endpoint.acceptIfToken(req, admission).pipe(
-          Effect.flatMap((conn) => Stream.runDrain(conn.events)),
+      const admission = yield* Admission.make(token) // Admission.make's default: one connection
+      const ep = yield* Listener.make(peer, address, port)
+      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Listener.next(ep), (req) =>
+        Effect.forkScoped(Effect.scoped(Listener.accept(req, { admission }).pipe(
+          Effect.flatMap((conn) => Connection.awaitClosed(conn)),
           Effect.ignore
         ))))))
       const descriptor = yield* LocalMr.descriptor(mr)

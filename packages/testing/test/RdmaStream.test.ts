@@ -2,7 +2,7 @@
  * RdmaStream on the simulated fabric: Sinks into a remote range and ring, a Stream of received
  * messages, their backpressure, and what interruption leaves (nothing, once the scope closes).
  */
-import { Connection, Endpoint, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Deferred, Effect, Exit, Fiber, Stream, TestClock, TestServices } from "effect"
@@ -206,8 +206,8 @@ describe("RdmaStream.messages", () => {
     Effect.gen(function*() {
       const serverPeer = yield* Peer.make(address)
       const clientPeer = yield* Peer.make(address)
-      const ep = yield* Endpoint.listen(serverPeer, address, 7471)
-      const accepting = yield* Effect.fork(Endpoint.acceptNext(ep))
+      const ep = yield* Listener.make(serverPeer, address, 7471)
+      const accepting = yield* Effect.fork(Listener.acceptNext(ep))
       return yield* Effect.scoped(Effect.gen(function*() {
         const client = yield* Connection.connect(clientPeer, address, ep.port)
         const server = yield* Fiber.join(accepting)

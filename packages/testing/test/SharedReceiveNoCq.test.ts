@@ -3,7 +3,7 @@
  * fabric: its receives complete on its connections' CQs, and a connection's end neither loses one
  * that completed on it nor strands one still waiting.
  */
-import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Scope } from "effect"
@@ -20,10 +20,10 @@ const setUp = Effect.gen(function*() {
   const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4, completionQueueSize: 0 })
   const inbox = yield* LocalMr.allocate(serverPeer, 4 * 64, Usage.RECV)
   const out = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
-  const ep = yield* Endpoint.listen(serverPeer, address, 7471)
+  const ep = yield* Listener.make(serverPeer, address, 7471)
   const connectIn = (scope: Scope.Scope) =>
     Effect.gen(function*() {
-      const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sharedReceiveQueue: srq }))
+      const accepting = yield* Effect.fork(Listener.acceptNext(ep, { sharedReceiveQueue: srq }))
       const client = yield* Connection.connect(clientPeer, address, ep.port)
       return { client, server: yield* Fiber.join(accepting) }
     }).pipe(Scope.extend(scope))

@@ -2,7 +2,7 @@
  * One simulated network shared by two processes: a server process (fixtures/network-server.ts,
  * started with node + tsx) and this one as the client, each with its own memory and ledger.
  */
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RdmaClient, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Listener, LocalMr, Peer, RdmaClient, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Ref, Schedule, Stream } from "effect"
@@ -46,7 +46,7 @@ describe("a simulated network shared by two processes", () => {
         Effect.gen(function*() {
           // Its address is the server process's: one listener in the whole network.
           const peer = yield* Peer.make(address)
-          const taken = yield* Effect.flip(Endpoint.listen(peer, address, 7601))
+          const taken = yield* Effect.flip(Listener.make(peer, address, 7601))
           assert.strictEqual(taken._tag, "RpmaProviderError")
           assert.match(taken.message, /7601 is in use \(by another process on the simulated network\)/)
           // Nobody listens on 7602 in any process: rejected, as within one process.
@@ -58,7 +58,7 @@ describe("a simulated network shared by two processes", () => {
           const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
           src.memory.set(bytes("record #1"), 0)
           yield* Connection.write(client, { dst: remote, dstOffset: 1000, src, srcOffset: 0, length: 9 })
-          yield* Connection.flush(client, { dst: remote, offset: 1000, length: 9 })
+          yield* Connection.flush(client, { dst: remote, dstOffset: 1000, length: 9 })
           yield* Connection.read(client, { dst, dstOffset: 100, src: remote, srcOffset: 1000, length: 9 })
           assert.strictEqual(text(dst.memory.subarray(100, 109)), "record #1")
           src.memory.set(bytes("ping"), 100)
@@ -66,7 +66,7 @@ describe("a simulated network shared by two processes", () => {
           yield* server.line(/^received ping$/)
         }))
       // This side's scope closed: the server saw CLOSED, kept what was written, and left nothing alive.
-      yield* server.line(/^ended CLOSED$/)
+      yield* server.line(/^ended Closed$/)
       yield* server.line(/^target record #1$/)
       yield* server.line(/^live 0$/)
       assert.strictEqual(yield* server.exited, 0)
@@ -119,7 +119,7 @@ describe("a simulated network shared by two processes", () => {
           assert.isAtLeast(yield* Ref.get(rounds), 20)
           const after = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 }))
           assert.strictEqual(after._tag, "ConnectionClosedError")
-          assert.strictEqual(yield* client.state, "LOST")
+          assert.strictEqual(yield* Connection.state(client), "Lost")
         }))
       assert.strictEqual(yield* server.exited, "SIGKILL")
     }), 120_000)
@@ -192,7 +192,7 @@ describe("a simulated network shared by two processes", () => {
           Effect.timeout("10 seconds")
         )
         assert.strictEqual(error._tag, "ConnectionClosedError", String(error))
-        assert.strictEqual(yield* client.state, "LOST")
+        assert.strictEqual(yield* Connection.state(client), "Lost")
       }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
     }), 120_000)
 
@@ -211,12 +211,12 @@ describe("a simulated network shared by two processes", () => {
         const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
         yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 })
         server.kill()
-        yield* client.events.pipe(Stream.runDrain, Effect.timeout("10 seconds"))
-        assert.strictEqual(yield* client.state, "LOST")
+        yield* Connection.awaitClosed(client).pipe(Effect.timeout("10 seconds"))
+        assert.strictEqual(yield* Connection.state(client), "Lost")
         const after = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 8 }))
         assert.strictEqual(after._tag, "ConnectionClosedError")
         // The network is gone with it: listening needs a network.
-        const listening = yield* Effect.flip(Endpoint.listen(peer, address, port))
+        const listening = yield* Effect.flip(Listener.make(peer, address, port))
         assert.match(listening.message, /the simulated network at .* is gone/)
       }))).pipe(Effect.provide(SimulatedNetwork.layer({ path })))
       assert.strictEqual(yield* server.exited, "SIGKILL")

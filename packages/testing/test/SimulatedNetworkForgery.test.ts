@@ -6,7 +6,7 @@
  * logged, the forger dropped, and the two others' connection keeps working: a write and a read
  * across it after the forgery succeed, and the region holds only what they wrote.
  */
-import { CmEndpoint, CmListener, RemoteKey, Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Connection, Listener, LocalMr, Peer, RemoteKey, RemoteMr, Usage } from "@effect-rdma/core"
 import { WcStatus } from "@effect-rdma/core/RdmaError"
 import { SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -87,9 +87,9 @@ const setup = (serveOptions?: SimulatedNetwork.ServeOptions, regionSize = 64) =>
     const serverPeer = yield* inServer(Peer.make(address))
     const clientPeer = yield* inClient(Peer.make(address))
     const target = yield* inServer(LocalMr.allocate(serverPeer, regionSize, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)))
-    const ep = yield* inServer(Endpoint.listen(serverPeer, address, port))
+    const ep = yield* inServer(Listener.make(serverPeer, address, port))
     const connecting = yield* Effect.fork(inClient(Connection.connect(clientPeer, address, port, { timeout: "20 seconds" })))
-    const serverConn = yield* inServer(Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.accept(req)))
+    const serverConn = yield* inServer(Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req)))
     const clientConn = yield* Fiber.join(connecting)
     const remote = yield* inClient(Effect.flatMap(LocalMr.descriptor(target), (d) => RemoteMr.fromDescriptor(d)).pipe(
         Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))),
@@ -103,8 +103,8 @@ const setup = (serveOptions?: SimulatedNetwork.ServeOptions, regionSize = 64) =>
       target,
       /** How the network names the two sides and the region (the simulator's handles carry it). */
       far: {
-        client: { process: 1, conn: handle(clientConn.handle).id },
-        server: { process: 2, conn: handle(serverConn.handle).id }
+        client: { process: 1, conn: handle((clientConn as unknown as { readonly handle: unknown }).handle).id },
+        server: { process: 2, conn: handle((serverConn as unknown as { readonly handle: unknown }).handle).id }
       },
       region: { rkey: handle(target.handle).rkey, address: handle(target.handle).address },
       write: (length: number) => Connection.write(clientConn, { dst: remote, src: local, length }),

@@ -2,8 +2,8 @@
 // client that sent no private data when the token was all zeros, and a client that sent a token
 // short of its trailing zeros: rdma_cm's zero padding completed them. Whatever acceptIfToken is
 // given, the padding must admit nobody (now a bare token is refused with InvalidTokenError:
-// tokens are set with Endpoint.admission, which refuses an all-zero one).
-import { Connection, Endpoint, Peer } from "@effect-rdma/core"
+// tokens are set with Admission.make, which refuses an all-zero one).
+import { Connection, Listener, Peer } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
@@ -16,9 +16,9 @@ const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 /** Whether the server admitted a client that sent `privateData`, given `token` as it is. */
 const admits = (token: Uint8Array, privateData: Uint8Array | undefined) =>
   Effect.gen(function*() {
-    const ep = yield* Endpoint.listen(yield* Peer.make(address), address, 7471)
+    const ep = yield* Listener.make(yield* Peer.make(address), address, 7471)
     const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
-      Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, token as never))
+      Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission: token as never }))
     )))
     yield* Effect.exit(Effect.scoped(
       Connection.connect(yield* Peer.make(address), address, ep.port, privateData === undefined ? {} : { privateData })

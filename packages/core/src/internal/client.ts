@@ -21,7 +21,7 @@ import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Connection from "../Connection.js"
 import type { RdmaDriver } from "../Driver.js"
-import * as Endpoint from "../Endpoint.js"
+import * as Admission from "../Admission.js"
 import type * as Peer from "../Peer.js"
 import type * as RdmaClient from "../RdmaClient.js"
 import * as RemoteMr from "../RemoteMr.js"
@@ -224,12 +224,12 @@ export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends 
 // (its watchdog, a failed completion queue), polled.
 const lostBy = (connection: Connection.Connection, poll: Duration.Duration) =>
   Effect.raceFirst(
-    Stream.runDrain(connection.events),
-    Effect.repeat(connection.state, { schedule: Schedule.spaced(poll), until: (state) => state !== "ESTABLISHED" })
+    Connection.awaitClosed(connection),
+    Effect.repeat(Connection.state(connection), { schedule: Schedule.spaced(poll), until: (state) => state !== "Connected" })
   ).pipe(
-    Effect.zipRight(connection.state),
+    Effect.zipRight(Connection.state(connection)),
     Effect.map((state) =>
-      new Connection.ConnectionClosedError({ operation: "RdmaClient", reason: state === "LOST" ? "LOST" : "CLOSED" })
+      new Connection.ConnectionClosedError({ operation: "RdmaClient", reason: state === "Lost" ? "LOST" : "CLOSED" })
     )
   )
 
@@ -315,7 +315,7 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
     for (const [name, usage] of Object.entries(client.regions)) {
       regions[name] = yield* RemoteMr.fromDescriptor(offer.regions[name]!).pipe(Effect.flatMap(RemoteMr.require(usage)))
     }
-    const privateData = offer.token === undefined ? undefined : yield* Endpoint.tokenPrivateData(offer.token)
+    const privateData = offer.token === undefined ? undefined : yield* Admission.privateData(offer.token)
     const connection = yield* Connection.connect(options.peer, offer.rdma.address, offer.rdma.port, {
       ...options.connection,
       ...(privateData === undefined ? {} : { privateData })

@@ -74,7 +74,7 @@ export class AdmissionRejectedError extends Data.TaggedError("AdmissionRejectedE
   override get message(): string {
     const head = `the server at ${this.address}:${this.port} rejected the connection carrying the offer's token`
     return this.reason === "Spent"
-      ? `${head}, a token this client was admitted with before: it is spent (Endpoint.admission admits one connection unless given more uses), and a spent token is not retried; the server's offer must carry a new token for each connection, or admit more uses`
+      ? `${head}, a token this client was admitted with before: it is spent (Admission.make admits one connection unless given more uses), and a spent token is not retried; the server's offer must carry a new token for each connection, or admit more uses`
       : `${head}; librpma's rejection carries no reason: nobody listens there, the token is wrong or expired, or another client spent it (retried on the reconnect schedule)`
   }
 }

@@ -19,6 +19,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as PubSub from "effect/PubSub"
 import * as Runtime from "effect/Runtime"
@@ -28,7 +29,8 @@ import type * as Connection from "../Connection.js"
 type State = Connection.State
 import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "../ConnectionError.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, RdmaDriver } from "../Driver.js"
-import { ownerOf, type Peer } from "../Peer.js"
+import type { Peer } from "../Peer.js"
+import { ownerOf } from "./peer.js"
 import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
 import * as instrument from "./instrument.js"
 import * as srq from "./srq.js"
@@ -245,9 +247,17 @@ const establish = (
     const table = prepared?.table ?? new PendingTable<OperationError>()
     const sendSlots = new Slots(config.sqSize)
     const recvSlots = prepared?.recvSlots ?? new Slots(config.rqSize)
-    let state: State = "ESTABLISHED"
+    let state: State = "Connected"
     let endCause: unknown = undefined
-    const events = yield* PubSub.unbounded<ConnEvent>({ replay: 1 })
+    // Each state as it is entered, the last one replayed to a new subscriber.
+    const states = yield* PubSub.unbounded<State>({ replay: 1 })
+    const final = yield* Deferred.make<State>()
+    const enter = (next: State) => {
+      state = next
+      states.unsafeOffer(next)
+      if (next === "Closed" || next === "Lost") Deferred.unsafeDone(final, Exit.succeed(next))
+    }
+    enter("Connected")
     const ended = yield* Deferred.make<void>()
     // Callbacks (the completion channel's) run what they cannot return in fibers of their own.
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
@@ -267,7 +277,9 @@ const establish = (
     const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string, unsignalled?: boolean) =>
       new ConnectionClosedError(unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause })
     const flushedAs = (operation: string, unsignalled?: boolean) =>
-      closedError(state === "LOST" ? "LOST" : "CLOSED", endCause)(operation, unsignalled)
+      closedError(state === "Lost" ? "LOST" : "CLOSED", endCause)(operation, unsignalled)
+    // Posting goes on while the close is under way, as before it.
+    const open = () => state === "Connected" || state === "Closing"
 
     // A shared receive queue without a receive CQ: its receives that this connection's messages
     // consume complete on this connection's CQs, and this kernel reads them for it.
@@ -281,8 +293,8 @@ const establish = (
       sendSlots,
       recvSlots,
       refusal: (operation) =>
-        state === "ESTABLISHED" ? undefined : new ConnectionClosedError({ operation, reason: state, cause: endCause }),
-      flushed: () => state === "ESTABLISHED" ? undefined : flushedAs,
+        open() ? undefined : new ConnectionClosedError({ operation, reason: state === "Lost" ? "LOST" : "CLOSED", cause: endCause }),
+      flushed: () => open() ? undefined : flushedAs,
       lost: (cause) => {
         forked.push(runFork(end("LOST", cause, { disconnect: true, drainMs: 0 })))
       },
@@ -314,8 +326,8 @@ const establish = (
       Effect.suspend(() => {
         if (ending) return Effect.void
         ending = true
-        state = reason
         endCause = cause
+        enter(reason === "LOST" ? "Lost" : "Closed")
         sendSlots.close()
         recvSlots.close()
         return Effect.all([
@@ -339,7 +351,6 @@ const establish = (
     const eventFiber = yield* driver.connNextEvent(handle).pipe(
       Effect.map((event) => ({ event, cause: undefined as unknown })),
       Effect.catchAll((cause) => Effect.succeed({ event: "LOST" as const, cause: cause as unknown })),
-      Effect.tap(({ event }) => PubSub.publish(events, event)),
       Effect.repeat({ until: ({ event }) => event === "CLOSED" || event === "LOST" }),
       // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
       // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
@@ -374,7 +385,7 @@ const establish = (
           )
           : Effect.void
       })),
-      Effect.repeat({ until: () => state !== "ESTABLISHED" }),
+      Effect.repeat({ until: () => !open() }),
       Effect.interruptible,
       Effect.forkDaemon
     )
@@ -385,10 +396,14 @@ const establish = (
 
     // Bounded as a whole by the timeout: the other side may never answer (a dead host, a peer that
     // never disconnects). On Effect's Clock, as its waits are: a TestClock drives the whole close.
+    let closing = false
     const close: Effect.Effect<void> = Effect.gen(function*() {
+      if (closing) return
+      closing = true
       const clock = yield* Effect.clock
       const deadline = clock.unsafeCurrentTimeMillis() + config.timeoutMs
-      if (state === "ESTABLISHED") {
+      if (state === "Connected") {
+        enter("Closing")
         yield* disconnectOnce((call) => release("rpma_conn_disconnect", "a connection", call))
         yield* boundedWait(Deferred.await(ended), config.timeoutMs)
       }
@@ -409,8 +424,10 @@ const establish = (
     const connection = new ConnectionImpl(
       handle,
       privateData,
-      Stream.fromPubSub(events).pipe(Stream.takeUntil((e) => e === "CLOSED" || e === "LOST")),
       Effect.sync(() => state),
+      Stream.fromPubSub(states).pipe(Stream.takeUntil((s) => s === "Closed" || s === "Lost")),
+      Deferred.await(final),
+      close,
       poster
     )
     return { connection, close }

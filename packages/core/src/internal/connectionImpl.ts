@@ -5,31 +5,42 @@
  *
  * @internal
  */
+import { PipeableBase } from "./resource.js"
 import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
-import type { ConnEvent, ConnHandle } from "../Driver.js"
+import type { ConnHandle } from "../Driver.js"
 import type { Poster } from "./poster.js"
 
 /** @internal */
 export const TypeId: Connection.TypeId = Symbol.for("@effect-rdma/core/Connection") as Connection.TypeId
 
 /**
- * @internal A connection's machinery behind its public face: the posting kernel of its queue
- * pair (with its table and slots), which the operations post through.
+ * @internal A connection's machinery behind its public face: its handle, the posting kernel of its
+ * queue pair (with its table and slots), which the operations post through, and its life.
  */
-export class ConnectionImpl implements Connection.Connection {
+export class ConnectionImpl extends PipeableBase implements Connection.Connection {
   readonly [TypeId]: Connection.TypeId = TypeId
   constructor(
     readonly handle: ConnHandle,
     readonly privateData: Uint8Array,
-    readonly events: Stream.Stream<ConnEvent>,
+    /** Its state now. */
     readonly state: Effect.Effect<Connection.State>,
+    /** Its state now, then each change, until Closed or Lost. */
+    readonly changes: Stream.Stream<Connection.State>,
+    /** The final state, once the connection has ended (closed by either side, or lost). */
+    readonly awaitClosed: Effect.Effect<Connection.State>,
+    /** Disconnects and releases it, bounded by its timeout; once (the scope's finalizer calls it too). */
+    readonly close: Effect.Effect<void>,
     /** Posts on the queue pair and reads its completions (internal/poster.ts). */
     readonly kernel: Poster
-  ) {}
+  ) {
+    super()
+  }
 }
 
 /** @internal The machinery of a connection (every Connection is a ConnectionImpl: nothing else makes one). */
 export const impl = (conn: Connection.Connection): ConnectionImpl => conn as ConnectionImpl
 
+/** @internal */
+export const isConnection = (u: unknown): u is Connection.Connection => u instanceof ConnectionImpl

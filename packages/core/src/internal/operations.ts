@@ -113,10 +113,32 @@ const prepared = (
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   prepared instanceof OutOfRangeError ? instrument.refused(prepared) : Effect.succeed(prepared)
 
+/** @internal The awaited form of a request posted without waiting (a write or send with immediate data). */
+export const awaitPosted = (posted: Effect.Effect<Connection.Posted, TransferError>): Effect.Effect<void, TransferError> =>
+  Effect.flatMap(posted, (p) => Effect.asVoid(p.completion))
+
+/** @internal With `imm`, rpma_write_with_imm: posted as postWrite posts it (internal/posting.ts), then awaited. */
+let writeWithImm: (conn: Connection.Connection, args: Connection.WriteArgs) => Effect.Effect<void, TransferError>
+/** @internal With `imm`, rpma_send_with_imm, likewise. */
+let sendWithImm: (conn: Connection.Connection, args: Connection.SendArgs) => Effect.Effect<void, TransferError>
+
+/** @internal Set by internal/posting.ts, which imports this module (no cycle of imports). */
+export const withImm = (
+  write: typeof writeWithImm,
+  send: typeof sendWithImm
+): void => {
+  writeWithImm = write
+  sendWithImm = send
+}
+
 /** @internal */
 export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
-  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, Operations.write, owners(args.src), args, fiber)))
+  return Effect.withFiberRuntime((fiber) =>
+    args.imm !== undefined
+      ? writeWithImm(conn, args)
+      : orFail(prepareTransfer(conn, Operations.write, owners(args.src), args, fiber))
+  )
 }
 
 /** @internal */
@@ -126,28 +148,64 @@ export const prepareWrite = (
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() => prepared(prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)))
 
+/** One write of a batch, read once and checked: its getters cannot change what was checked. */
+interface FixedWrite {
+  readonly dst: unknown
+  readonly dstOffset: number
+  readonly src: unknown
+  readonly srcOffset: number
+  readonly length: number
+}
+
 /** @internal */
-export const writeMany = (conn: Connection.Connection, args: Connection.WriteManyArgs): Effect.Effect<void, TransferError> =>
+export const writeMany = (
+  conn: Connection.Connection,
+  writes: ReadonlyArray<Connection.WriteArgs>
+): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
-    const { dst, src } = args
     const operation = Operations.write.name
-    // Each span read once, then checked: its getters cannot change what was checked.
-    const fixed: Array<Connection.WriteSpan> = []
-    for (const { dstOffset, length, srcOffset } of args.spans) {
-      const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
-        checkRange(operation, "source", srcOffset, length, src.size)
-      if (refused !== undefined) return instrument.refused(refused)
-      fixed.push({ dstOffset, length, srcOffset })
+    if (!Array.isArray(writes)) {
+      return instrument.refused(new OutOfRangeError({ operation, detail: "the writes must be an array of WriteArgs" }))
     }
-    const dstHandle = dst.handle
-    const srcHandle = src.handle
+    const fixed: Array<FixedWrite> = new Array(writes.length)
+    const sources: Array<LocalMr<any>> = []
+    // Consecutive writes of the same regions (the common batch) read their sizes and handles once.
+    let dst: Connection.WriteArgs["dst"] | undefined
+    let dstSize: number | bigint = 0
+    let dstHandle: unknown
+    let src: Connection.WriteArgs["src"] | undefined
+    let srcSize: number | bigint = 0
+    let srcHandle: unknown
+    for (let i = 0; i < writes.length; i++) {
+      const args = writes[i]!
+      const { dstOffset = 0, imm, length, srcOffset = 0 } = args
+      if (args.dst !== dst) {
+        const next = args.dst
+        dst = next
+        dstSize = next.size
+        dstHandle = next.handle
+      }
+      if (args.src !== src) {
+        const next = args.src
+        src = next
+        srcSize = next.size
+        srcHandle = next.handle
+        if (!sources.includes(next)) sources.push(next)
+      }
+      const refused = imm !== undefined
+        ? new OutOfRangeError({ operation, detail: "a batch of writes carries no immediate data: post such a write with postWrite" })
+        : checkRange(operation, "destination", dstOffset, length, dstSize) ??
+          checkRange(operation, "source", srcOffset, length, srcSize)
+      if (refused !== undefined) return instrument.refused(refused)
+      fixed[i] = { dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }
+    }
     return impl(conn).kernel.postBatch<TransferError>({
       spec: Operations.write,
       count: fixed.length,
-      regions: [src],
+      regions: sources,
       build: (i, id, completion) => {
-        const { dstOffset, length, srcOffset } = fixed[i]!
-        return { op: "write", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length, completion }
+        const { dst, dstOffset, length, src, srcOffset } = fixed[i]!
+        return { op: "write", id, dst, dstOffset, src, srcOffset, length, completion } as WorkRequest
       }
     })
   })
@@ -191,13 +249,16 @@ const flushReadAt = (offset: number, length: number, size: number | bigint): num
   return Number(size) - FLUSH_READ_SIZE
 }
 
-const flushWith = (
-  conn: Connection.Connection,
-  args: Connection.FlushArgs<any>,
-  type: "visibility" | "persistent"
-): Effect.Effect<void, FlushError> =>
+/** @internal */
+export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): Effect.Effect<void, FlushError> =>
   Effect.withFiberRuntime((fiber) => {
-    const { dst, length, offset = 0 } = args
+    const { dst, dstOffset: offset = 0, length } = args
+    const type = args.type ?? "visibility"
+    if (type !== "visibility" && type !== "persistent") {
+      return instrument.refused(
+        new OutOfRangeError({ operation: Operations.flush.name, detail: `type is "visibility" or "persistent", not ${String(type)}` })
+      )
+    }
     const refused = checkRange(Operations.flush.name, "destination", offset, length, dst.size)
     if (refused !== undefined) return instrument.refused(refused)
     const at = flushReadAt(offset, length, dst.size)
@@ -214,18 +275,6 @@ const flushWith = (
       type
     }), undefined, AWAIT_VOID)
   })
-
-/** @internal */
-export const flush = (
-  conn: Connection.Connection,
-  args: Connection.FlushArgs<"FLUSH_TYPE_VISIBILITY">
-): Effect.Effect<void, FlushError> => flushWith(conn, args, "visibility")
-
-/** @internal */
-export const flushPersistent = (
-  conn: Connection.Connection,
-  args: Connection.FlushArgs<"FLUSH_TYPE_PERSISTENT">
-): Effect.Effect<void, FlushError> => flushWith(conn, args, "persistent")
 
 /** @internal */
 export const atomicWrite = (conn: Connection.Connection, args: Connection.AtomicWriteArgs): Effect.Effect<void, TransferError> =>
@@ -253,6 +302,7 @@ export const atomicWrite = (conn: Connection.Connection, args: Connection.Atomic
 export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
+    if (args.imm !== undefined) return sendWithImm(conn, args)
     const { length, offset = 0, src } = args
     const refused = checkRange(Operations.send.name, "source", offset, length, src.size)
     if (refused !== undefined) return instrument.refused(refused)
@@ -268,10 +318,7 @@ export const send = (conn: Connection.Connection, args: Connection.SendArgs): Ef
   })
 }
 
-/**
- * @internal A receive on a connection, awaited: its completion as `complete` makes it (what
- * `recv` and `receive` return).
- */
+/** @internal A receive on a connection, awaited: its completion as `complete` makes it. */
 export const awaitRecv = <A>(
   conn: Connection.Connection,
   args: Connection.RecvArgs,
@@ -294,8 +341,3 @@ export const awaitRecv = <A>(
     )
   })
 
-const byteLength = (c: Completion): number => c.byteLength
-
-/** @internal */
-export const recv = (conn: Connection.Connection, args: Connection.RecvArgs): Effect.Effect<number, TransferError> =>
-  awaitRecv(conn, args, byteLength)

@@ -11,6 +11,7 @@
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Connection from "../Connection.js"
+import { OutOfRangeError } from "../ConnectionError.js"
 import { impl } from "./connectionImpl.js"
 import type { OperationError } from "../ConnectionError.js"
 import type { Completion as DriverCompletion, RdmaDriver, Signal, WorkRequest } from "../Driver.js"
@@ -20,9 +21,9 @@ import type { RpmaError } from "../RdmaError.js"
 import type { Pending } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
-import { awaitRecv, checkImm, checkRange, recvLength } from "./operations.js"
+import { awaitPosted, awaitRecv, checkImm, checkRange, recvLength, withImm } from "./operations.js"
 import type { Poster } from "./poster.js"
-import { SUBMIT } from "./poster.js"
+import { AWAIT, type Exchanged, SUBMIT } from "./poster.js"
 
 type TransferError = Connection.TransferError
 
@@ -97,12 +98,6 @@ export const postWrite = (
   })
 
 /** @internal */
-export const writeWithImm = (
-  conn: Connection.Connection,
-  args: Omit<Connection.PostWriteArgs, "imm" | "completion"> & { readonly imm: number }
-): Effect.Effect<void, TransferError> => Effect.flatMap(postWrite(conn, args), (posted) => Effect.asVoid(posted.completion))
-
-/** @internal */
 export const postRead = (
   conn: Connection.Connection,
   args: Connection.PostReadArgs
@@ -146,11 +141,10 @@ export const postSend = (
     )
   })
 
-/** @internal */
-export const sendWithImm = (
-  conn: Connection.Connection,
-  args: Omit<Connection.PostSendArgs, "imm" | "completion"> & { readonly imm: number }
-): Effect.Effect<void, TransferError> => Effect.flatMap(postSend(conn, args), (posted) => Effect.asVoid(posted.completion))
+withImm(
+  (conn, args) => awaitPosted(postWrite(conn, args)),
+  (conn, args) => awaitPosted(postSend(conn, args))
+)
 
 /**
  * @internal A receive posted through `kernel` without waiting (on a connection, a shared receive
@@ -189,10 +183,65 @@ export const postRecv = (
   submitRecv(impl(conn).kernel, Operations.recv, args, noRefusal, toCompletion)
 
 /** @internal */
-export const receive = (
+export const recv = (
   conn: Connection.Connection,
   args: Connection.RecvArgs
 ): Effect.Effect<Connection.Completion, TransferError> => awaitRecv(conn, args, toCompletion)
+
+/** The two requests of a call or a reply, checked (the receive first), or why not. */
+const exchanged = (
+  args: Connection.ExchangeArgs
+): readonly [Exchanged<WorkRequest>, Exchanged<WorkRequest>] | TransferError => {
+  if (args === null || typeof args !== "object" || args.send == null || args.recv == null) {
+    return new OutOfRangeError({ operation: Operations.send.name, detail: "the arguments must name a send and a recv" })
+  }
+  const { recv, send } = args
+  const { dst, offset: recvOffset = 0 } = recv
+  const recvLengthOf = recvLength(recv)
+  const refused = checkRange(Operations.recv.name, "destination", recvOffset, recvLengthOf, dst.size)
+  if (refused !== undefined) return refused
+  const { imm, length, offset = 0, src } = send
+  const spec = imm === undefined ? Operations.send : Operations.sendWithImm
+  const sendRefused = checkImm(spec.name, imm) ?? checkRange(spec.name, "source", offset, length, src.size)
+  if (sendRefused !== undefined) return sendRefused
+  const dstHandle = dst.handle
+  const srcHandle = src.handle
+  return [
+    { spec: Operations.recv, owners: [dst], build: (id) => ({ op: "recv", id, dst: dstHandle, offset: recvOffset, length: recvLengthOf }) },
+    { spec, owners: [src], build: (id) => ({ op: "send", id, src: srcHandle, offset, length, imm }) }
+  ]
+}
+
+/** Both requests posted in one driver call: the answer awaited (`call`), or the receive's ticket (`reply`). */
+const exchange = (
+  conn: Connection.Connection,
+  args: Connection.ExchangeArgs,
+  then: typeof AWAIT | typeof SUBMIT
+): Effect.Effect<any, TransferError> =>
+  Effect.withFiberRuntime((fiber) => {
+    const prepared = exchanged(args)
+    if (!Array.isArray(prepared)) return instrument.refused(prepared as TransferError)
+    const [recv, send] = prepared
+    const kernel = impl(conn).kernel
+    return kernel.exchange<TransferError>(
+      fiber,
+      recv,
+      send,
+      then,
+      then === AWAIT ? toCompletion : (entry: Pending<OperationError>): Connection.Posted => ({
+        operation: Operations.recv.name,
+        completion: kernel.await<Connection.Completion, TransferError>(entry, toCompletion)
+      })
+    )
+  })
+
+/** @internal */
+export const call = (conn: Connection.Connection, args: Connection.ExchangeArgs): Effect.Effect<Connection.Completion, TransferError> =>
+  exchange(conn, args, AWAIT)
+
+/** @internal */
+export const reply = (conn: Connection.Connection, args: Connection.ExchangeArgs): Effect.Effect<Connection.Posted, TransferError> =>
+  exchange(conn, args, SUBMIT)
 
 /** @internal */
 export const peerConfigDescriptor = (options: {
@@ -205,8 +254,8 @@ export const applyRemotePeerConfig = (
   conn: Connection.Connection,
   descriptor: Uint8Array
 ): Effect.Effect<void, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.connApplyRemotePeerCfg(conn.handle, descriptor))
+  Effect.flatMap(instrument.driver, (driver) => driver.connApplyRemotePeerCfg(impl(conn).handle, descriptor))
 
 /** @internal */
 export const qpNum = (conn: Connection.Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(conn.handle))
+  Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(impl(conn).handle))

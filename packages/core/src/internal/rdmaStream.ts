@@ -79,20 +79,20 @@ const stager = (
   src: LocalMr.LocalMr<"WRITE_SRC">
 ) => {
   let used = 0
-  let spans: Array<Connection.WriteSpan> = []
+  let spans: Array<Connection.WriteArgs> = []
   const flush = Effect.suspend(() => {
     if (spans.length === 0) return Effect.void
     const batch = spans
     spans = []
     used = 0
-    return Connection.writeMany(conn, { dst, src, spans: batch })
+    return Connection.writeMany(conn, batch)
   })
   /** Stages `bytes` for `dstOffset` (flushing first when they do not fit); they fit in the region. */
   const stage = (bytes: Uint8Array, dstOffset: number) =>
     Effect.suspend(() => {
       const staged = Effect.sync(() => {
         src.memory.set(bytes, used)
-        spans.push({ dstOffset, srcOffset: used, length: bytes.length })
+        spans.push({ dst, dstOffset, src, srcOffset: used, length: bytes.length })
         used += bytes.length
       })
       return used + bytes.length > src.size ? Effect.zipRight(flush, staged) : staged

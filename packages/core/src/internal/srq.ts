@@ -11,12 +11,14 @@
  *
  * @internal
  */
+import { PipeableBase } from "./resource.js"
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "../Connection.js"
 import type { Completion as DriverCompletion, Driver, RdmaDriver, SrqHandle } from "../Driver.js"
-import { ownerOf as peerOwner, type Peer } from "../Peer.js"
+import type { Peer } from "../Peer.js"
+import { ownerOf as peerOwner } from "./peer.js"
 import { RpmaInvalidError, type RpmaError } from "../RdmaError.js"
 import type * as SharedReceiveQueue from "../SharedReceiveQueue.js"
 import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
@@ -41,10 +43,16 @@ export interface Sizes {
 }
 
 /** @internal A queue's machinery behind its public face: the kernel its receives are posted through. */
-export class SharedReceiveQueueImpl implements SharedReceiveQueue.SharedReceiveQueue {
+export class SharedReceiveQueueImpl extends PipeableBase implements SharedReceiveQueue.SharedReceiveQueue {
   readonly [TypeId]: SharedReceiveQueue.TypeId = TypeId
-  constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster, readonly sizes: Sizes) {}
+  constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster, readonly sizes: Sizes) {
+    super()
+  }
 }
+
+/** @internal */
+export const isSharedReceiveQueue = (u: unknown): u is SharedReceiveQueue.SharedReceiveQueue =>
+  u instanceof SharedReceiveQueueImpl
 
 const impl = (srq: SharedReceiveQueue.SharedReceiveQueue): SharedReceiveQueueImpl => srq as SharedReceiveQueueImpl
 

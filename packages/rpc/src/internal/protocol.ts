@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Connection, type Driver, Endpoint, Peer, type RdmaError } from "@effect-rdma/core"
+import { Admission, Connection, type Driver, Listener, Peer, type RdmaError } from "@effect-rdma/core"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import { type FromClientEncoded, type FromServerEncoded, ResponseDefectEncoded } from "@effect/rpc/RpcMessage"
@@ -180,7 +180,7 @@ export const makeReconnectingClientProtocol = <R>(
         /** One connection, from dial to end: fails with why it ended (or could not start). */
         const session = Effect.gen(function*() {
           const { address, port, token } = yield* target
-          const privateData = token === undefined ? undefined : yield* Endpoint.tokenPrivateData(token)
+          const privateData = token === undefined ? undefined : yield* Admission.privateData(token)
           const conn = yield* Connection.connect(peer, address, port, {
             ...(privateData === undefined ? {} : { privateData }),
             ...options.connection
@@ -248,15 +248,15 @@ export const layerClientProtocol = <R = never>(
 export interface ServerOptions extends channel.ChannelOptions {
   /** Options of each accepted connection. */
   readonly connection?: Connection.Options | undefined
-  /** Accept only requests that carry its token (Endpoint.acceptIfToken); others are rejected. */
-  readonly admission?: Endpoint.Admission | undefined
+  /** Accept only requests that carry its token (`Listener.accept` with `{ admission }`); others are rejected. */
+  readonly admission?: Admission.Admission | undefined
   /** How long a client has to connect and open its channel. Default 10 s. */
   readonly handshakeTimeout?: Duration.DurationInput | undefined
 }
 
 /** @internal */
 export const makeServerProtocol = (
-  endpoint: Endpoint.Endpoint,
+  endpoint: Listener.Listener,
   options?: ServerOptions
 ): Effect.Effect<
   RpcServer.Protocol["Type"],
@@ -276,13 +276,13 @@ export const makeServerProtocol = (
         let nextId = 0
 
         /** Accepts `req` and opens its channel, within handshakeTimeout. */
-        const open = (req: Endpoint.ConnectionRequest, id: number, clientScope: Scope.Scope) =>
+        const open = (req: Listener.ConnectionRequest, id: number, clientScope: Scope.Scope) =>
           Effect.gen(function*() {
             const admission = options?.admission
             const conn = yield* Scope.extend(
               admission === undefined
-                ? Endpoint.accept(req, options?.connection)
-                : Endpoint.acceptIfToken(req, admission, options?.connection),
+                ? Listener.accept(req, options?.connection)
+                : Listener.accept(req, { ...options?.connection, admission: admission }),
               clientScope
             )
             const parser = serialization.unsafeMake()
@@ -306,11 +306,11 @@ export const makeServerProtocol = (
             return { ch, parser, registered }
           }).pipe(
             withinHandshake(handshake, `client ${id}'s handshake`),
-            Effect.tapError(() => Endpoint.reject(req))
+            Effect.tapError(() => Listener.reject(req))
           )
 
         /** One client, from its connection request to its end, in a scope of its own. */
-        const serve = (req: Endpoint.ConnectionRequest) =>
+        const serve = (req: Listener.ConnectionRequest) =>
           Effect.gen(function*() {
             const id = nextId++
             const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
@@ -348,7 +348,7 @@ export const makeServerProtocol = (
           })
 
         // Each request is served by a fiber of its own: a client slow to connect keeps nobody waiting.
-        yield* Endpoint.next(endpoint, options?.connection).pipe(
+        yield* Listener.next(endpoint, options?.connection).pipe(
           Effect.flatMap((req) => Effect.forkIn(serve(req), scope)),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("RDMA RPC: taking a connection request failed", cause)
@@ -393,7 +393,7 @@ export const layerServerProtocol = (
     RpcServer.Protocol,
     Effect.gen(function*() {
       const peer = yield* Peer.Peer
-      const endpoint = yield* Endpoint.listen(peer, options.address, options.port)
+      const endpoint = yield* Listener.make(peer, options.address, options.port)
       return yield* makeServerProtocol(endpoint, options)
     })
   )

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -40,7 +40,7 @@ export const closingCases: ReadonlyArray<Case> = [
         const d = yield* Driver.RdmaDriver
         const serverPeer = yield* Peer.make(address)
         const target = yield* LocalMr.allocate(serverPeer, WRITES * WRITE_LENGTH, exposed)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const ep = yield* Listener.make(serverPeer, address, port)
         const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
           Effect.flatMap(RemoteMr.require(exposed))
         )
@@ -49,7 +49,7 @@ export const closingCases: ReadonlyArray<Case> = [
         /** One connection, `WRITES` writes posted as `completion` says and landed, then its scope closed. */
         const closeAfter = (completion: "onError" | "always", mark: number) =>
           Effect.gen(function*() {
-            const accepting = yield* Effect.fork(Endpoint.acceptNext(ep))
+            const accepting = yield* Effect.fork(Listener.acceptNext(ep))
             const scope = yield* Scope.make()
             const regionsBefore = (yield* d.live).localRegions
             const { client, src } = yield* Effect.all({

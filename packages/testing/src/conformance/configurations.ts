@@ -6,12 +6,12 @@
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { Case } from "../Conformance.js"
 import { connectedPair } from "./pair.js"
-import { check, equal, messageOf, pattern, rawPeer, same, tagOf } from "./support.js"
+import { check, driverConfig, equal, messageOf, pattern, rawPeer, same, tagOf } from "./support.js"
 
 
 /** Sends `count` messages one at a time, each awaited on the receiving side before the next. */
@@ -41,10 +41,10 @@ const pingPongOnQueue = (address: string, port: number, options: ReadonlyArray<C
     const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4, completionQueueSize: 0 })
     const inbox = yield* LocalMr.allocate(serverPeer, 4 * 64, Usage.RECV)
     const first = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 0, length: 64 })
-    const ep = yield* Endpoint.listen(serverPeer, address, port)
+    const ep = yield* Listener.make(serverPeer, address, port)
     const pairs = yield* Effect.forEach(options, (serverOptions) =>
       Effect.gen(function*() {
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { ...serverOptions, sharedReceiveQueue: srq }))
+        const accepting = yield* Effect.fork(Listener.acceptNext(ep, { ...serverOptions, sharedReceiveQueue: srq }))
         const client = yield* Connection.connect(clientPeer, address, port)
         return { client, server: yield* Fiber.join(accepting) }
       }))
@@ -78,7 +78,7 @@ export const configurationCases: ReadonlyArray<Case> = [
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
         const peer = yield* rawPeer(address)
-        const config = Connection.toConfig({ timeout: "10 seconds" })
+        const config = driverConfig(10_000)
         const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
         const deleting = (conn: Driver.ConnHandle) =>
           Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
@@ -102,23 +102,23 @@ export const configurationCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "Endpoint.accept with private data too long, or a timeout of 0, is refused and leaves the request " +
+    name: "Listener.accept with private data too long, or a timeout of 0, is refused and leaves the request " +
       "unanswered: accepted again with good options, it connects",
     run: (address, port) =>
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const ep = yield* Listener.make(serverPeer, address, port)
 
         const connecting = yield* Effect.fork(Connection.connect(clientPeer, address, port, { timeout: "20 seconds" }))
-        const req = yield* Endpoint.next(ep)
-        const refused = yield* Effect.exit(Effect.scoped(Endpoint.accept(req, { privateData: new Uint8Array(197) })))
+        const req = yield* Listener.next(ep)
+        const refused = yield* Effect.exit(Effect.scoped(Listener.accept(req, { privateData: new Uint8Array(197) })))
         yield* check(tagOf(refused) === "RpmaInvalidError", `accept with 197 bytes: ${tagOf(refused)}`)
         yield* check(messageOf(refused).includes("196"), `the refusal names 196: ${messageOf(refused)}`)
-        const noTimeout = yield* Effect.exit(Effect.scoped(Endpoint.accept(req, { timeout: 0 })))
+        const noTimeout = yield* Effect.exit(Effect.scoped(Listener.accept(req, { timeout: 0 })))
         yield* check(tagOf(noTimeout) === "RpmaInvalidError", `accept with a timeout of 0: ${tagOf(noTimeout)}`)
         const welcome = pattern(196, 5)
-        const server = yield* Endpoint.accept(req, { privateData: welcome })
+        const server = yield* Listener.accept(req, { privateData: welcome })
         const client = yield* Fiber.join(connecting)
         yield* check(same(client.privateData, welcome), "the client got the second accept's private data")
         yield* check((yield* Connection.qpNum(server)) > 0, "the server's connection is up")
@@ -148,7 +148,7 @@ export const configurationCases: ReadonlyArray<Case> = [
         yield* check(same(inbox.memory.subarray(7 * 64, 7 * 64 + 15), pattern(64, 7).subarray(0, 15)), "the last message's bytes")
 
         const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 8, completionQueueSize: 2 })
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sharedReceiveQueue: srq }))
+        const accepting = yield* Effect.fork(Listener.acceptNext(ep, { sharedReceiveQueue: srq }))
         const toQueue = yield* Connection.connect(clientPeer, address, port)
         yield* Fiber.join(accepting)
         const queued = yield* Effect.forEach(
@@ -169,9 +169,7 @@ export const configurationCases: ReadonlyArray<Case> = [
     run: (address, port) =>
       Effect.gen(function*() {
         const { ep, srq } = yield* pingPongOnQueue(address, port, [{}, {}])
-        const config = Connection.toConfig({ sharedReceiveQueue: srq, sendQueueSize: 8 })
-        yield* equal(config.cqSize, 8 + 4, "the default CQ size: the send queue and the queue's receives")
-        const small = yield* Effect.exit(Endpoint.next(ep, { sharedReceiveQueue: srq, sendQueueSize: 8, completionQueueSize: 8 }))
+        const small = yield* Effect.exit(Listener.next(ep, { sharedReceiveQueue: srq, sendQueueSize: 8, completionQueueSize: 8 }))
         yield* check(tagOf(small) === "RpmaInvalidError", `a CQ of only the send queue: ${tagOf(small)}`)
         yield* check(
           messageOf(small).includes("shared receive queue's receiveQueueSize"),
@@ -190,7 +188,7 @@ export const configurationCases: ReadonlyArray<Case> = [
           { receiveCompletionQueueSize: 2, sharedCompletionChannel: true }
         ])
         const ownCq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4 })
-        const ignored = yield* Effect.exit(Endpoint.next(ep, { sharedReceiveQueue: ownCq, receiveCompletionQueueSize: 2 }))
+        const ignored = yield* Effect.exit(Listener.next(ep, { sharedReceiveQueue: ownCq, receiveCompletionQueueSize: 2 }))
         yield* check(tagOf(ignored) === "RpmaInvalidError", `a receive CQ beside the queue's own: ${tagOf(ignored)}`)
         yield* check(messageOf(ignored).includes("completionQueueSize 0"), `the refusal says what to use: ${messageOf(ignored)}`)
       })

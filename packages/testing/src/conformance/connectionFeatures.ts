@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
@@ -32,11 +32,11 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
         const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const ep = yield* Listener.make(serverPeer, address, port)
         const serving = yield* Effect.fork(Effect.gen(function*() {
-          const req = yield* Endpoint.next(ep)
-          const first = yield* Endpoint.recv(req, { dst: inbox, offset: 8, length: 32 })
-          const conn = yield* Endpoint.accept(req)
+          const req = yield* Listener.next(ep)
+          const first = yield* Listener.postRecv(req, { dst: inbox, offset: 8, length: 32 })
+          const conn = yield* Listener.accept(req)
           return { conn, arrived: yield* first.completion }
         }))
         const client = yield* Connection.connect(clientPeer, address, port)
@@ -51,9 +51,9 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         // A request rejected with a receive posted: the receive fails, its region is let go.
         const rejecting = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
           const spare = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
-          const req = yield* Endpoint.next(ep)
-          const posted = yield* Endpoint.recv(req, { dst: spare, offset: 0, length: 64 })
-          yield* Endpoint.reject(req)
+          const req = yield* Listener.next(ep)
+          const posted = yield* Listener.postRecv(req, { dst: spare, offset: 0, length: 64 })
+          yield* Listener.reject(req)
           return yield* Effect.exit(posted.completion)
         })))
         const refused = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port)))
@@ -89,7 +89,7 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
             })
           )
         }
-        yield* Connection.flush(client, { dst: remote, offset: 0, length: 4096 })
+        yield* Connection.flush(client, { dst: remote, dstOffset: 0, length: 4096 })
         yield* check(same(target.memory, pattern(4096, 11)), "the unsignalled writes arrived")
         for (const ticket of tickets) {
           const done = yield* ticket.completion
@@ -124,7 +124,7 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "immediate data: sendWithImm and writeWithImm complete the receive with RECV / RECV_RDMA_WITH_IMM, length and value",
+    name: "immediate data: send and write with imm complete the receive with RECV / RECV_RDMA_WITH_IMM, length and value",
     run: (address, port) =>
       Effect.gen(function*() {
         const { client, clientPeer, server, serverPeer } = yield* connectedPair(address, port)
@@ -135,14 +135,14 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         out.memory.set(pattern(256, 5))
 
         const first = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
-        yield* Connection.sendWithImm(client, { src: out, offset: 0, length: 16, imm: 0xdeadbeef })
+        yield* Connection.send(client, { src: out, offset: 0, length: 16, imm: 0xdeadbeef })
         const sent = yield* first.completion
         yield* check(sent.operation === "RECV", `send with imm arrived as ${sent.operation}`)
         yield* check(sent.imm === 0xdeadbeef, `send with imm carried ${sent.imm}`)
         yield* check(sent.byteLength === 16 && same(inbox.memory.subarray(0, 16), pattern(256, 5).subarray(0, 16)), "its bytes")
 
         const second = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
-        yield* Connection.writeWithImm(client, { dst: remote, dstOffset: 0, src: out, srcOffset: 0, length: 256, imm: 7 })
+        yield* Connection.write(client, { dst: remote, dstOffset: 0, src: out, srcOffset: 0, length: 256, imm: 7 })
         const written = yield* second.completion
         yield* check(written.operation === "RECV_RDMA_WITH_IMM", `write with imm arrived as ${written.operation}`)
         yield* check(written.imm === 7 && written.byteLength === 256, `write with imm: ${written.imm}, ${written.byteLength}`)
@@ -153,7 +153,7 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         const none = yield* plain.completion
         yield* check(none.imm === undefined && none.operation === "RECV", "a plain send carries no immediate data")
 
-        const refused = yield* Effect.exit(Connection.sendWithImm(client, { src: out, offset: 0, length: 4, imm: 2 ** 32 }))
+        const refused = yield* Effect.exit(Connection.send(client, { src: out, offset: 0, length: 4, imm: 2 ** 32 }))
         yield* check(tagOf(refused) === "OutOfRangeError", `imm 2^32: ${tagOf(refused)}`)
       })
   },
@@ -171,12 +171,12 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
           Effect.flatMap(RemoteMr.fromDescriptor),
           Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
         )
-        const before = yield* Effect.exit(Connection.flushPersistent(client, { dst: remote, offset: 0, length: 64 }))
+        const before = yield* Effect.exit(Connection.flush(client, { type: "persistent", dst: remote, dstOffset: 0, length: 64 }))
         yield* check(tagOf(before) === "RpmaNoSupportError", `persistent flush before the descriptor: ${tagOf(before)}`)
         const descriptor = yield* Connection.peerConfigDescriptor({ directWriteToPmem: true })
         yield* check(descriptor.byteLength === 1 && descriptor[0] === 1, `the descriptor: ${Array.from(descriptor)}`)
         yield* Connection.applyRemotePeerConfig(client, descriptor)
-        yield* Connection.flushPersistent(client, { dst: remote, offset: 0, length: 64 })
+        yield* Connection.flush(client, { type: "persistent", dst: remote, dstOffset: 0, length: 64 })
         const bad = yield* Effect.exit(Connection.applyRemotePeerConfig(client, new Uint8Array(2)))
         yield* check(tagOf(bad) === "RpmaInvalidError", `a 2-byte descriptor: ${tagOf(bad)}`)
       })
@@ -195,9 +195,9 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         const first = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 0, length: 64 })
         const second = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 64, length: 64 })
         const waiting = yield* Effect.scoped(Effect.gen(function*() {
-          const ep = yield* Endpoint.listen(serverPeer, address, port)
+          const ep = yield* Listener.make(serverPeer, address, port)
           const connect = Effect.gen(function*() {
-            const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sharedReceiveQueue: srq }))
+            const accepting = yield* Effect.fork(Listener.acceptNext(ep, { sharedReceiveQueue: srq }))
             const client = yield* Connection.connect(clientPeer, address, port)
             return { client, server: yield* Fiber.join(accepting) }
           })
@@ -211,7 +211,7 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
           yield* Connection.send(a.client, { src: out, offset: 0, length: 20 })
           const gotA = yield* Effect.raceFirst(first.completion, second.completion)
           out.memory.set(pattern(64, 2))
-          yield* Connection.sendWithImm(b.client, { src: out, offset: 0, length: 30, imm: 77 })
+          yield* Connection.send(b.client, { src: out, offset: 0, length: 30, imm: 77 })
           const [one, two] = [yield* first.completion, yield* second.completion]
           const gotB = one.qpNum === gotA.qpNum ? two : one
           yield* check(gotA.qpNum === qpA && gotB.qpNum === qpB, `qpNum ${gotA.qpNum}, ${gotB.qpNum} (expected ${qpA}, ${qpB})`)
@@ -257,7 +257,7 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         const out = yield* LocalMr.allocate(clientPeer, 256, Usage.combine(Usage.SEND, Usage.WRITE_SRC, Usage.RECV))
         out.memory.set(pattern(256, 9))
         const arriving = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
-        yield* Connection.sendWithImm(client, { src: out, offset: 0, length: 24, imm: 5 })
+        yield* Connection.send(client, { src: out, offset: 0, length: 24, imm: 5 })
         const got = yield* arriving.completion
         yield* check(got.operation === "RECV" && got.byteLength === 24 && got.imm === 5, `the server's receive: ${got.byteLength}`)
         yield* check(same(inbox.memory.subarray(0, 24), pattern(256, 9).subarray(0, 24)), "the bytes sent")
@@ -286,12 +286,12 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const ep = yield* Listener.make(serverPeer, address, port)
         const tooLong = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: new Uint8Array(57) })))
         yield* check(tagOf(tooLong) === "RpmaInvalidError", `connect with 57 bytes: ${tagOf(tooLong)}`)
         yield* check(messageOf(tooLong).includes("56"), `the refusal names 56: ${messageOf(tooLong)}`)
 
-        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Endpoint.acceptNext(ep, { privateData: new Uint8Array(197) }))))
+        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Listener.acceptNext(ep, { privateData: new Uint8Array(197) }))))
         yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { timeout: "3 seconds" })))
         const refused = yield* Fiber.join(accepting)
         yield* check(tagOf(refused) === "RpmaInvalidError", `accept with 197 bytes: ${tagOf(refused)}`)
@@ -299,7 +299,7 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
 
         const fromServer = pattern(196, 1)
         const fromClient = pattern(14, 2)
-        const accepted = yield* Effect.fork(Endpoint.acceptNext(ep, { privateData: fromServer }))
+        const accepted = yield* Effect.fork(Listener.acceptNext(ep, { privateData: fromServer }))
         const client = yield* Connection.connect(clientPeer, address, port, { privateData: fromClient })
         const server = yield* Fiber.join(accepted)
         yield* check(server.privateData.byteLength === 56, `the request's private data arrived as ${server.privateData.byteLength} bytes`)

@@ -28,31 +28,31 @@ export const dataPathCases: ReadonlyArray<Case> = [
         const { client, remote, src, target } = yield* pairWithSource(address, port, 16)
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         const spans = Array.from({ length: 256 }, (_, i) => ({ dstOffset: i * 256, srcOffset: i * 256, length: 256 }))
-        yield* Connection.writeMany(client, { dst: remote, src, spans })
-        yield* Connection.flush(client, { dst: remote, offset: 0, length: 65536 })
+        yield* Connection.writeMany(client, spans.map((span) => ({ dst: remote, src, ...span })))
+        yield* Connection.flush(client, { dst: remote, dstOffset: 0, length: 65536 })
         let wrong = 0
         for (let i = 0; i < 256; i++) if (target.memory[i * 256] !== (i % 250) + 1) wrong++
         yield* check(wrong === 0, `${wrong} of 256 writes did not arrive`)
         target.memory.fill(0)
         const refused = yield* Effect.exit(
-          Connection.writeMany(client, { dst: remote, src, spans: [{ dstOffset: 0, srcOffset: 0, length: 64 }, {
+          Connection.writeMany(client, [{ dstOffset: 0, srcOffset: 0, length: 64 }, {
             dstOffset: 65530,
             srcOffset: 0,
             length: 64
-          }] })
+          }].map((span) => ({ dst: remote, src, ...span })))
         )
         yield* check(
           Exit.isFailure(refused) && refused.cause._tag === "Fail" && refused.cause.error._tag === "OutOfRangeError",
           "a span outside the destination is refused"
         )
-        yield* Connection.flush(client, { dst: remote, offset: 0, length: 64 })
+        yield* Connection.flush(client, { dst: remote, dstOffset: 0, length: 64 })
         yield* check(target.memory[0] === 0, "nothing of a refused batch was posted")
         // Prepared once, posted many times: the bytes of each run arrive.
         const beat = yield* Connection.prepareWrite(client, { dst: remote, dstOffset: 512, src, srcOffset: 0, length: 8 })
         for (let i = 1; i <= 32; i++) {
           src.memory[0] = i
           yield* beat
-          yield* Connection.flush(client, { dst: remote, offset: 512, length: 8 })
+          yield* Connection.flush(client, { dst: remote, dstOffset: 512, length: 8 })
           yield* check(target.memory[512] === i, `prepared write run ${i}: ${target.memory[512]} arrived`)
         }
         const misfit = yield* Effect.exit(Connection.prepareWrite(client, { dst: remote, dstOffset: 65536, src, length: 1 }))
@@ -71,11 +71,7 @@ export const dataPathCases: ReadonlyArray<Case> = [
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         // Batch b writes the spans i with i % 4 === b; single writes go beside them.
         const batches = [0, 1, 2, 3].map((b) =>
-          Connection.writeMany(client, {
-            dst: remote,
-            src,
-            spans: Array.from({ length: 64 }, (_, k) => ({ dstOffset: (4 * k + b) * 256, srcOffset: (4 * k + b) * 256, length: 256 }))
-          })
+          Connection.writeMany(client, Array.from({ length: 64 }, (_, k) => ({ dstOffset: (4 * k + b) * 256, srcOffset: (4 * k + b) * 256, length: 256 })).map((span) => ({ dst: remote, src, ...span })))
         )
         const singles = Effect.forEach(
           [0, 1, 2, 3, 4, 5, 6, 7],
@@ -83,19 +79,19 @@ export const dataPathCases: ReadonlyArray<Case> = [
           { concurrency: 8, discard: true }
         )
         yield* Effect.all([...batches, singles], { concurrency: "unbounded", discard: true })
-        yield* Connection.flush(client, { dst: remote, offset: 0, length: 65536 })
+        yield* Connection.flush(client, { dst: remote, dstOffset: 0, length: 65536 })
         let wrong = 0
         for (let i = 0; i < 256; i++) if (target.memory[i * 256] !== (i % 250) + 1) wrong++
         yield* check(wrong === 0, `${wrong} of 256 writes of four concurrent batches did not arrive`)
         // Interrupted mid-way, a batch posts nothing more; what it had in flight completes and gives
         // its entries back: a batch as long as the whole queue then fits.
         const long = Array.from({ length: 256 }, (_, i) => ({ dstOffset: i * 256, srcOffset: i * 256, length: 256 }))
-        const interrupted = yield* Effect.fork(Connection.writeMany(client, { dst: remote, src, spans: long }))
+        const interrupted = yield* Effect.fork(Connection.writeMany(client, long.map((span) => ({ dst: remote, src, ...span }))))
         yield* Effect.yieldNow()
         yield* Fiber.interrupt(interrupted)
         const whole = Array.from({ length: 8 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
         const after = yield* Effect.exit(
-          Effect.timeout(Connection.writeMany(client, { dst: remote, src, spans: whole }), "5 seconds")
+          Effect.timeout(Connection.writeMany(client, whole.map((span) => ({ dst: remote, src, ...span }))), "5 seconds")
         )
         yield* check(Exit.isSuccess(after), "a full-queue batch after an interrupted one completes")
       })
@@ -112,7 +108,7 @@ export const dataPathCases: ReadonlyArray<Case> = [
           Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
         )
         const spans = Array.from({ length: 40 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
-        const failed = yield* Effect.exit(Effect.timeout(Connection.writeMany(client, { dst, src, spans }), "10 seconds"))
+        const failed = yield* Effect.exit(Effect.timeout(Connection.writeMany(client, spans.map((span) => ({ dst, src, ...span }))), "10 seconds"))
         const error = Exit.isFailure(failed) && failed.cause._tag === "Fail" ? failed.cause.error : undefined
         yield* check(
           error?._tag === "CompletionError" && error.status === 10,

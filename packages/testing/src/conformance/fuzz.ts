@@ -292,8 +292,8 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     // Core's effects over the same values.
     const value = materialize(steps[0]?.args[0])
     for (const [what, effect] of [
-      ["LocalMr.register", Option.isSome(peer) ? LocalMr.register({ handle: peer.value as Bad, address }, value as Bad, 0x01 as Bad) : Effect.void],
-      ["LocalMr.register usage", Option.isSome(peer) ? LocalMr.register({ handle: peer.value as Bad, address }, new Uint8Array(64), value as Bad) : Effect.void],
+      ["LocalMr.register", Option.isSome(peer) ? LocalMr.register({ handle: peer.value, address } as Bad, value as Bad, 0x01 as Bad) : Effect.void],
+      ["LocalMr.register usage", Option.isSome(peer) ? LocalMr.register({ handle: peer.value, address } as Bad, new Uint8Array(64), value as Bad) : Effect.void],
       ["RemoteMr.fromDescriptor", RemoteMr.fromDescriptor(value as Bad)],
       ["Memory.allocate", costly(value) ? Effect.void : Memory.allocate(value as Bad)],
       ["CmEndpoint.registerMessages", Option.isSome(endpoint) ? CmEndpoint.registerMessages(endpoint.value, value as Bad) : Effect.void]

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -21,16 +21,16 @@ export const isolationCases: ReadonlyArray<Case> = [
     name: "isolated endpoint: its client reads its own region, not another client's by its exact descriptor; one connection, then nothing listens",
     run: (address, port) =>
       Effect.gen(function*() {
-        const isolated = yield* Endpoint.listenIsolated(address, port)
+        const isolated = yield* Admission.listenIsolated(address, port)
         const otherClients = yield* Peer.make(address) // what another isolated endpoint's peer is
         const given = yield* LocalMr.allocate(isolated.peer, 4096, Usage.READ_SRC)
         const notGiven = yield* LocalMr.allocate(otherClients, 4096, Usage.READ_SRC)
         given.memory.set(pattern(4096, 1))
         notGiven.memory.set(pattern(4096, 2))
         const token = Uint8Array.of(9, 4, 7, 1, 8, 2)
-        const accepting = yield* Effect.fork(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+        const accepting = yield* Effect.fork(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
         const clientPeer = yield* Peer.make(address)
-        const privateData = yield* Endpoint.tokenPrivateData(token)
+        const privateData = yield* Admission.privateData(token)
         const conn = yield* Connection.connect(clientPeer, address, port, { privateData })
         yield* Fiber.join(accepting)
         const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
@@ -49,7 +49,7 @@ export const isolationCases: ReadonlyArray<Case> = [
           `a read of another client's region: ${blocked._tag} ${(blocked as { status?: number }).status}`
         )
         yield* check(dst.memory.every((b) => b === 0), "nothing of another client's region arrived")
-        const again = yield* Effect.flip(Endpoint.acceptIsolated(isolated, yield* Endpoint.admission(token)))
+        const again = yield* Effect.flip(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
         yield* check(again._tag === "RpmaInvalidError", `a second accept on the isolated endpoint: ${again._tag}`)
       })
   },
@@ -58,18 +58,18 @@ export const isolationCases: ReadonlyArray<Case> = [
     run: (address, port) =>
       Effect.gen(function*() {
         const token = Uint8Array.of(6, 2, 8, 3)
-        const wellKnown = yield* Endpoint.listen(yield* Peer.make(address), address, port)
-        const gate = yield* Endpoint.admission(token)
+        const wellKnown = yield* Listener.make(yield* Peer.make(address), address, port)
+        const gate = yield* Admission.make(token)
         // A port of its own for this case's isolated endpoint: the cases' ports are 17000 and up.
         const isolatedPort = port + 10000
         const serving = yield* Effect.fork(Effect.gen(function*() {
-          const made = yield* Endpoint.rendezvous(wellKnown, gate, { from: isolatedPort, to: isolatedPort })
+          const made = yield* Admission.rendezvous(wellKnown, gate, { from: isolatedPort, to: isolatedPort })
           const given = yield* LocalMr.allocate(made.peer, 4096, Usage.READ_SRC)
           given.memory.set(pattern(4096, 5))
-          return yield* Endpoint.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
+          return yield* Admission.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
         }))
         const clientPeer = yield* Peer.make(address)
-        const conn = yield* Endpoint.connectIsolated(clientPeer, address, port, token, { timeout: "10 seconds" })
+        const conn = yield* Admission.connectIsolated(clientPeer, address, port, token, { timeout: "10 seconds" })
         yield* Fiber.join(serving)
         const src = yield* Effect.flatMap(
           RemoteMr.fromDescriptor(conn.privateData.subarray(0, Descriptor.SIZE)),

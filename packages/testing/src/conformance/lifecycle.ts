@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -13,7 +13,7 @@ import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
-import { check, rawPeer, slowdown, tagOf } from "./support.js"
+import { check, driverConfig, rawPeer, slowdown, tagOf } from "./support.js"
 
 
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
@@ -41,7 +41,7 @@ const silentServer = (address: string, port: number) =>
     const d = yield* Driver.RdmaDriver
     const peer = yield* rawPeer(address)
     const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (e) => Effect.ignore(d.epShutdown(e)))
-    const config = Connection.toConfig({ timeout: TIMEOUT })
+    const config = driverConfig(TIMEOUT_MS)
     const accepted = yield* Effect.fork(
       Effect.flatMap(d.epNextConnReq(ep, config), (req) => d.connReqConnect(req, undefined))
     )
@@ -74,8 +74,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { timeout: TIMEOUT }))
+        const ep = yield* Listener.make(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Listener.acceptNext(ep, { timeout: TIMEOUT }))
         const scope = yield* Scope.make()
         const inbox = yield* LocalMr.allocate(clientPeer, 256, Usage.RECV).pipe(Scope.extend(scope))
         const conn = yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT }).pipe(Scope.extend(scope))
@@ -83,7 +83,7 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const server = yield* Fiber.join(accepting)
         const [, ms] = yield* timed(Scope.close(scope, Exit.void))
         yield* check(ms < TIMEOUT_MS + SLACK_MS, `closing took ${ms} ms with a ${TIMEOUT_MS} ms timeout`)
-        yield* Stream.runDrain(server.events)
+        yield* Connection.awaitClosed(server)
         const after = yield* live
         yield* check(after.localRegions === 0, `the receive's region was released with its connection: ${after.localRegions}`)
       })
@@ -95,8 +95,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const d = yield* Driver.RdmaDriver
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { timeout: TIMEOUT }))
+        const ep = yield* Listener.make(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Listener.acceptNext(ep, { timeout: TIMEOUT }))
         const failing: Driver.Driver = {
           ...d,
           connPrivateData: () => Effect.fail(new Connection.OutOfRangeError({ operation: "test", detail: "x" }) as any)
@@ -108,8 +108,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         )
         yield* check(tagOf(exit) === "OutOfRangeError", `connect ended with ${tagOf(exit)}`)
         const server = yield* Fiber.join(accepting)
-        const [events, ms] = yield* timed(Stream.runCollect(server.events))
-        yield* check([...events].at(-1) === "CLOSED", `the server's last event: ${[...events].at(-1)}`)
+        const [events, ms] = yield* timed(Stream.runCollect(Connection.changes(server)))
+        yield* check([...events].at(-1) === "Closed", `the server's last state: ${[...events].at(-1)}`)
         yield* check(ms < TIMEOUT_MS + SLACK_MS, `the server saw the end after ${ms} ms`)
       })
   },
@@ -123,8 +123,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const refused = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: tooLong })))
         yield* check(tagOf(refused) === "RpmaInvalidError", `connect with 300 bytes: ${tagOf(refused)}`)
         yield* check((yield* live).connectionRequests === 0, "no request left after the refused connect")
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
-        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Endpoint.acceptNext(ep, { privateData: tooLong }))))
+        const ep = yield* Listener.make(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Listener.acceptNext(ep, { privateData: tooLong }))))
         const [client, ms] = yield* timed(
           Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { timeout: "10 seconds" })))
         )
@@ -141,10 +141,10 @@ export const lifecycleCases: ReadonlyArray<Case> = [
     run: (address, port) =>
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
-        yield* Endpoint.requests(ep, { timeout: TIMEOUT }).pipe(
+        const ep = yield* Listener.make(serverPeer, address, port)
+        yield* Listener.requests(ep, { timeout: TIMEOUT }).pipe(
           Stream.runForEach((req) =>
-            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Endpoint.accept(req), (c) => Stream.runDrain(c.events)))))
+            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c)))))
           ),
           Effect.forkScoped
         )
@@ -194,20 +194,20 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const otherClientsPeer = yield* Peer.make(address) // another protection domain
         const clientPeer = yield* Peer.make(address)
         const token = Uint8Array.of(7, 1, 9, 4, 2, 8, 6, 3)
-        const admission = yield* Endpoint.admission(token)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const admission = yield* Admission.make(token)
+        const ep = yield* Listener.make(serverPeer, address, port)
         const refusing = yield* Effect.fork(Effect.exit(Effect.scoped(
-          Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, admission))
+          Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission }))
         )))
-        const prefix = yield* Endpoint.tokenPrivateData(token.subarray(0, 4))
+        const prefix = yield* Admission.privateData(token.subarray(0, 4))
         const [wrong, ms] = yield* timed(Effect.exit(Effect.scoped(
           Connection.connect(clientPeer, address, port, { timeout: "10 seconds", privateData: prefix })
         )))
         yield* check(tagOf(yield* Fiber.join(refusing)) === "AdmissionRefusedError", "the server refused the wrong token")
         yield* check(tagOf(wrong) === "ConnectionFailedError", `the client with a wrong token: ${tagOf(wrong)}`)
         yield* check(ms < 9000, `the refused client waited ${ms} ms of its 10 s timeout`)
-        const accepting = yield* Effect.fork(Effect.flatMap(Endpoint.next(ep), (req) => Endpoint.acceptIfToken(req, admission)))
-        const conn = yield* Connection.connect(clientPeer, address, port, { privateData: yield* Endpoint.tokenPrivateData(token) })
+        const accepting = yield* Effect.fork(Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission })))
+        const conn = yield* Connection.connect(clientPeer, address, port, { privateData: yield* Admission.privateData(token) })
         yield* Fiber.join(accepting)
         // A region of another peer, even with its exact descriptor, is not reachable over this connection.
         const elsewhere = yield* LocalMr.allocate(otherClientsPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
@@ -248,9 +248,9 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const users = yield* Scope.make()
         const serverPeer = yield* Peer.make(address).pipe(Scope.extend(peers))
         const clientPeer = yield* Peer.make(address).pipe(Scope.extend(peers))
-        const ep = yield* Endpoint.listen(serverPeer, address, port).pipe(Scope.extend(users))
+        const ep = yield* Listener.make(serverPeer, address, port).pipe(Scope.extend(users))
         const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.WRITE_DST).pipe(Scope.extend(users))
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep).pipe(Scope.extend(users)))
+        const accepting = yield* Effect.fork(Listener.acceptNext(ep).pipe(Scope.extend(users)))
         const conn = yield* Connection.connect(clientPeer, address, port).pipe(Scope.extend(users))
         yield* Fiber.join(accepting)
         yield* Scope.close(peers, Exit.void)
@@ -277,8 +277,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const d = yield* Driver.RdmaDriver
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { timeout: TIMEOUT }))
+        const ep = yield* Listener.make(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Listener.acceptNext(ep, { timeout: TIMEOUT }))
         const clientScope = yield* Scope.make()
         yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT }).pipe(Scope.extend(clientScope))
         const server = yield* Fiber.join(accepting)
@@ -302,13 +302,13 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const ep = yield* Listener.make(serverPeer, address, port)
         const out = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
         const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
         for (let round = 0; round < 8; round++) {
           yield* Effect.scoped(Effect.gen(function*() {
             const accepting = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
-              const server = yield* Endpoint.acceptNext(ep, { timeout: TIMEOUT })
+              const server = yield* Listener.acceptNext(ep, { timeout: TIMEOUT })
               // Received, then closed at once: the client's send completion and CLOSED race.
               return yield* Connection.recv(server, { dst: inbox, offset: 0, length: 64 })
             })))

@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Listener, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import type { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -38,7 +38,7 @@ const bytes = (s: string) => new TextEncoder().encode(s)
 export interface ServerHalf {
   readonly peer: Peer.Peer
   readonly target: LocalMr.LocalMr<Exposed>
-  readonly ep: Endpoint.Endpoint
+  readonly ep: Listener.Listener
   readonly server: Connection.Connection
 }
 
@@ -72,9 +72,9 @@ export const serverHalf = <E, R>(
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
     const target = yield* LocalMr.allocate(peer, TARGET_SIZE, exposed)
-    const ep = yield* Endpoint.listen(peer, address, port)
+    const ep = yield* Listener.make(peer, address, port)
     yield* listening(yield* LocalMr.descriptor(target))
-    const server = yield* Endpoint.acceptNext(ep, { privateData: bytes("welcome"), ...options })
+    const server = yield* Listener.acceptNext(ep, { privateData: bytes("welcome"), ...options })
     return { peer, target, ep, server }
   })
 
@@ -102,7 +102,7 @@ export const connectedPair = (
   {
     readonly serverPeer: Peer.Peer
     readonly clientPeer: Peer.Peer
-    readonly ep: Endpoint.Endpoint
+    readonly ep: Listener.Listener
     readonly target: LocalMr.LocalMr<Exposed>
     readonly server: Connection.Connection
     readonly client: Connection.Connection

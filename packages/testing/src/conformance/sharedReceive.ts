@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { Case } from "../Conformance.js"
@@ -35,7 +35,7 @@ const delivered = (
 /** @internal */
 export const sharedReceiveCases: ReadonlyArray<Case> = [
   {
-    name: "shared receive queue: Endpoint.recv on a request taken with it is refused naming the queue; " +
+    name: "shared receive queue: Listener.postRecv on a request taken with it is refused naming the queue; " +
       "the request is still accepted and its messages land in the queue",
     run: (address, port) =>
       Effect.gen(function*() {
@@ -44,15 +44,15 @@ export const sharedReceiveCases: ReadonlyArray<Case> = [
         const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 2 })
         const inbox = yield* LocalMr.allocate(serverPeer, 64, Usage.RECV)
         const posted = yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 0, length: 64 })
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
+        const ep = yield* Listener.make(serverPeer, address, port)
         const serving = yield* Effect.fork(Effect.gen(function*() {
-          const req = yield* Endpoint.next(ep, { sharedReceiveQueue: srq })
-          const refused = yield* Effect.exit(Endpoint.recv(req, { dst: inbox, offset: 0, length: 64 }))
-          return { refused, conn: yield* Endpoint.accept(req) }
+          const req = yield* Listener.next(ep, { sharedReceiveQueue: srq })
+          const refused = yield* Effect.exit(Listener.postRecv(req, { dst: inbox, offset: 0, length: 64 }))
+          return { refused, conn: yield* Listener.accept(req) }
         }))
         const client = yield* Connection.connect(clientPeer, address, port)
         const { conn, refused } = yield* Fiber.join(serving)
-        yield* check(tagOf(refused) === "RpmaInvalidError", `Endpoint.recv with a shared receive queue: ${tagOf(refused)}`)
+        yield* check(tagOf(refused) === "RpmaInvalidError", `Listener.postRecv with a shared receive queue: ${tagOf(refused)}`)
         yield* check(messageOf(refused).includes("shared receive queue"), `the refusal names the queue: ${messageOf(refused)}`)
 
         yield* delivered({ peer: clientPeer, client, server: conn }, posted, inbox, 16, 0x5a)
@@ -78,8 +78,8 @@ export const sharedReceiveCases: ReadonlyArray<Case> = [
 
         // The queue holds one receive: had the refused one been posted, this one would wait.
         const posted = yield* SharedReceiveQueue.postRecv(srq, { dst: own })
-        const ep = yield* Endpoint.listen(serverPeer, address, port)
-        const accepting = yield* Effect.fork(Endpoint.acceptNext(ep, { sharedReceiveQueue: srq }))
+        const ep = yield* Listener.make(serverPeer, address, port)
+        const accepting = yield* Effect.fork(Listener.acceptNext(ep, { sharedReceiveQueue: srq }))
         const client = yield* Connection.connect(clientPeer, address, port)
         const server = yield* Fiber.join(accepting)
         yield* delivered({ peer: clientPeer, client, server }, posted, own, 24, 0x3c)

@@ -67,3 +67,17 @@ export const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
 /** @internal */
 export const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
   Effect.flatMap(outcome(effect), (actual) => equal(actual, tag, what))
+
+/**
+ * @internal A connection's driver configuration with the defaults `Connection.connect` uses (64
+ * entries each way, the CQ holding both), for cases that call the driver themselves.
+ */
+export const driverConfig = (timeoutMs: number): Driver.ConnConfig => ({
+  timeoutMs,
+  sqSize: 64,
+  rqSize: 64,
+  cqSize: 128,
+  rcqSize: 0,
+  sharedCompletionChannel: false,
+  directWriteToPmem: false
+})

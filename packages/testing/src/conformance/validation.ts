@@ -100,19 +100,19 @@ export const rows: ReadonlyArray<Row> = [
   })),
   ...memoryKinds.map(([input, make]): Row => ({
     input: `LocalMr.register memory: ${input}`,
-    call: ({ peer, address }) => LocalMr.register({ handle: peer, address }, make() as Bad, 0x01 as Bad),
+    call: ({ peer, address }) => LocalMr.register({ handle: peer, address } as Bad, make() as Bad, 0x01 as Bad),
     tag: input === "size 0" ? INVAL : "MemoryRefusedError"
   })),
   {
     input: "LocalMr.register memory: a pooled Buffer slice",
-    call: ({ peer, address }) => LocalMr.register({ handle: peer, address }, Buffer.allocUnsafe(100), 0x01 as Bad),
+    call: ({ peer, address }) => LocalMr.register({ handle: peer, address } as Bad, Buffer.allocUnsafe(100), 0x01 as Bad),
     tag: "MemoryRefusedError"
   },
   {
     input: "LocalMr.register memory: a plain Uint8Array view of pool bytes",
     call: ({ peer, address }) => {
       const pooled = Buffer.allocUnsafe(100)
-      return LocalMr.register({ handle: peer, address }, new Uint8Array(pooled.buffer, pooled.byteOffset, 100), 0x01 as Bad)
+      return LocalMr.register({ handle: peer, address } as Bad, new Uint8Array(pooled.buffer, pooled.byteOffset, 100), 0x01 as Bad)
     },
     tag: "MemoryRefusedError"
   },

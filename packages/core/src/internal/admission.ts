@@ -1,0 +1,161 @@
+/**
+ * Admission tokens: what a client sends as private data to be admitted, the budget of uses a token
+ * carries, and the decision (the request carries the token and the token has a use left).
+ *
+ * Declared and documented in Admission.ts.
+ *
+ * @internal
+ */
+import { PipeableBase } from "./resource.js"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { timingSafeEqual } from "node:crypto"
+import type * as Admission from "../Admission.js"
+import * as DriverArguments from "../DriverArguments.js"
+
+/** @internal */
+export const TypeId: Admission.TypeId = Symbol.for("@effect-rdma/core/Admission") as Admission.TypeId
+
+/** @internal */
+export const MAX_TOKEN: number = DriverArguments.PRIVATE_DATA_LIMIT.connect - 1
+
+/** @internal */
+export const MAX_TOKEN_USES = 65_535
+
+/** @internal */
+export class InvalidTokenError extends Data.TaggedError("InvalidTokenError")<{ readonly reason: string }> {
+  override get message(): string {
+    return `admission token refused: ${this.reason}`
+  }
+}
+
+/** @internal */
+export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedError")<{
+  readonly address: string
+  readonly port: number
+  readonly reason: "WrongToken" | "TokenUsed" | "TooSoon"
+}> {
+  override get message(): string {
+    const what = this.reason === "TokenUsed"
+      ? "carried a token whose uses are spent"
+      : this.reason === "TooSoon"
+      ? "carried a token whose uses in its window are spent (try again later)"
+      : "did not carry the expected token"
+    return `a connection request on ${this.address}:${this.port} ${what}: rejected`
+  }
+}
+
+// The wire form, what a client sends as private data: one byte with the token's length, then the
+// token. rdma_cm pads private data with zeros, so without the length a token's trailing zeros
+// (or an all-zero token) would match a client that never sent them.
+/** @internal */
+export class AdmissionImpl extends PipeableBase implements Admission.Admission {
+  readonly [TypeId]: Admission.TypeId = TypeId
+  constructor(
+    readonly uses: number,
+    readonly window: Duration.Duration | undefined,
+    readonly expected: Uint8Array,
+    /** When each counted use was admitted (ms, the Clock's): the window's, or all of them. */
+    readonly admittedAt: Array<number> = []
+  ) {
+    super()
+  }
+  get singleUse(): boolean {
+    return this.uses === 1 && this.window === undefined
+  }
+}
+
+/** @internal */
+export const isAdmission = (u: unknown): u is Admission.Admission => u instanceof AdmissionImpl
+
+const tokenProblem = (token: unknown): string | undefined =>
+  !(token instanceof Uint8Array)
+    ? `a token is a Uint8Array, not ${token === null ? "null" : typeof token}`
+    : token.byteLength === 0
+    ? "it is empty: use random bytes, e.g. randomBytes(16)"
+    : token.byteLength > MAX_TOKEN
+    ? `it is ${token.byteLength} bytes; a connection request carries at most ${MAX_TOKEN} with its length byte`
+    : token.every((byte) => byte === 0)
+    ? `its ${token.byteLength} bytes are all zero (an unfilled buffer?): use random bytes, e.g. randomBytes(16)`
+    : undefined
+
+// The budget the options give, or what is wrong with them.
+const budgetOf = (
+  options: Admission.Options | undefined
+): { readonly uses: number; readonly window: Duration.Duration | undefined } | string => {
+  const { singleUse, uses, window } = options ?? {}
+  if (singleUse === true && uses !== undefined && uses !== 1) return `singleUse admits 1 connection, not uses: ${uses}`
+  if (uses === undefined && singleUse === false) {
+    return "a token admits a bounded number of connections: with singleUse false give uses (and a window), e.g. { uses: 10, window: \"1 minute\" }"
+  }
+  if (uses !== undefined && !(Number.isSafeInteger(uses) && uses >= 1)) {
+    return `uses is how many connections the token admits, a positive integer, not ${String(uses)}`
+  }
+  if (uses !== undefined && uses > MAX_TOKEN_USES) {
+    return `uses is at most ${MAX_TOKEN_USES} (there is no unlimited token), not ${uses}: give a client that needs more a new token`
+  }
+  if (window === undefined) return { uses: uses ?? 1, window: undefined }
+  const length = Duration.decodeUnknown(window)
+  if (Option.isNone(length) || !Duration.isFinite(length.value) || Duration.toMillis(length.value) <= 0) {
+    return `window is a positive, finite duration (e.g. "1 minute"), not ${String(window)}`
+  }
+  return { uses: uses ?? 1, window: length.value }
+}
+
+/** @internal */
+export const privateData = (token: Uint8Array): Effect.Effect<Uint8Array, InvalidTokenError> =>
+  Effect.suspend(() => {
+    const problem = tokenProblem(token)
+    if (problem !== undefined) return Effect.fail(new InvalidTokenError({ reason: problem }))
+    const wire = new Uint8Array(1 + token.byteLength)
+    wire[0] = token.byteLength
+    wire.set(token, 1)
+    return Effect.succeed(wire)
+  })
+
+/** @internal */
+export const make = (
+  token: Uint8Array,
+  options?: Admission.Options
+): Effect.Effect<Admission.Admission, InvalidTokenError> =>
+  Effect.flatMap(privateData(token), (expected) => {
+    const budget = budgetOf(options)
+    if (typeof budget === "string") return Effect.fail(new InvalidTokenError({ reason: budget }))
+    return Effect.succeed(new AdmissionImpl(budget.uses, budget.window, expected))
+  })
+
+/**
+ * @internal The admission decision at `now` (the Clock's ms): why `presented` (a request's private
+ * data) is refused, or undefined and the use is counted. The whole token is compared whatever
+ * differs first: no timing to learn it from.
+ */
+export const decide = (
+  admission: AdmissionImpl,
+  presented: Uint8Array,
+  now: number
+): AdmissionRefusedError["reason"] | undefined => {
+  const { admittedAt, expected, uses, window } = admission
+  const head = presented.subarray(0, expected.byteLength)
+  const carried = head.byteLength === expected.byteLength && timingSafeEqual(head, expected)
+  if (window !== undefined) {
+    const since = now - Duration.toMillis(window)
+    while (admittedAt.length > 0 && admittedAt[0]! <= since) admittedAt.shift()
+  }
+  const reason = !carried
+    ? "WrongToken"
+    : admittedAt.length >= uses
+    ? (window === undefined ? "TokenUsed" : "TooSoon")
+    : undefined
+  if (reason === undefined) admittedAt.push(now)
+  return reason
+}
+
+/** @internal Gives back a use that {@link decide} spent at `at`, when the server, not the client, could not serve it. */
+export const refund = (admission: Admission.Admission, at: number): Effect.Effect<void> =>
+  Effect.sync(() => {
+    const { admittedAt } = admission as AdmissionImpl
+    const index = admittedAt.lastIndexOf(at)
+    if (index >= 0) admittedAt.splice(index, 1)
+  })

@@ -1,0 +1,235 @@
+/**
+ * A librpma listener (`struct rpma_ep`) and its connection requests: what they are inside, and
+ * their life. Requests left unanswered are rejected when the listener shuts down with its scope.
+ *
+ * Declared and documented in Listener.ts.
+ *
+ * @internal
+ */
+import { PipeableBase } from "./resource.js"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
+import * as StreamM from "effect/Stream"
+import type * as Connection from "../Connection.js"
+import { OutOfRangeError } from "../ConnectionError.js"
+import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "../Driver.js"
+import type * as Listener from "../Listener.js"
+import type { Peer } from "../Peer.js"
+import { fromRpmaCode, RpmaCode, type RpmaError, RpmaInvalidError } from "../RdmaError.js"
+import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError } from "./admission.js"
+import * as internalConnection from "./connection.js"
+import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
+import * as instrument from "./instrument.js"
+import { Operations } from "./operationTable.js"
+import * as Owner from "./owner.js"
+import { ownerOf } from "./peer.js"
+import { submitRecv, toCompletion } from "./posting.js"
+import { release } from "./release.js"
+import * as srq from "./srq.js"
+
+/** @internal */
+export const TypeId: Listener.TypeId = Symbol.for("@effect-rdma/core/Listener") as Listener.TypeId
+
+/** @internal */
+export const RequestTypeId: Listener.RequestTypeId = Symbol.for(
+  "@effect-rdma/core/Listener/ConnectionRequest"
+) as Listener.RequestTypeId
+
+/** @internal A listener's machinery: its handle and the requests it took that are not answered yet. */
+export class ListenerImpl extends PipeableBase implements Listener.Listener {
+  readonly [TypeId]: Listener.TypeId = TypeId
+  readonly unanswered = new Set<RequestImpl>()
+  constructor(
+    readonly handle: EndpointHandle,
+    readonly peer: Peer,
+    readonly address: string,
+    readonly port: number
+  ) {
+    super()
+  }
+}
+
+/** @internal A request's machinery: its handle, the receives posted on it, its shared receive queue. */
+export class RequestImpl extends PipeableBase implements Listener.ConnectionRequest {
+  readonly [RequestTypeId]: Listener.RequestTypeId = RequestTypeId
+  constructor(
+    readonly handle: ConnReqHandle,
+    readonly privateData: Uint8Array,
+    readonly listener: ListenerImpl,
+    /** Receives posted before the request is answered; the connection takes them over. */
+    readonly prepared: internalConnection.Prepared,
+    /** The shared receive queue the request was taken with: its connection uses it. */
+    readonly sharedReceiveQueue: Connection.Options["sharedReceiveQueue"]
+  ) {
+    super()
+  }
+}
+
+/** @internal */
+export const isListener = (u: unknown): u is Listener.Listener => u instanceof ListenerImpl
+
+/** @internal */
+export const isConnectionRequest = (u: unknown): u is Listener.ConnectionRequest => u instanceof RequestImpl
+
+const implOf = (listener: Listener.Listener) => listener as ListenerImpl
+const requestOf = (req: Listener.ConnectionRequest) => req as RequestImpl
+
+/** @internal */
+export const make = (
+  peer: Peer,
+  address: string,
+  port: number
+): Effect.Effect<Listener.Listener, RpmaError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(instrument.driver, (driver) =>
+    Effect.acquireRelease(
+      Effect.map(driver.epListen(peer.handle, address, port), (handle) => {
+        Owner.retain(ownerOf(peer))
+        return new ListenerImpl(handle, peer, address, port)
+      }),
+      (listener) =>
+        Effect.forEach(listener.unanswered, (req) => reject(req), { discard: true }).pipe(
+          Effect.zipRight(
+            release("rpma_ep_shutdown", `the listener on ${address}:${listener.port}`, driver.epShutdown(listener.handle))
+          ),
+          Effect.zipRight(Owner.drop(ownerOf(peer))),
+          Effect.provideService(RdmaDriver, driver)
+        )
+    ))
+
+/** @internal */
+export const next = (
+  listener: Listener.Listener,
+  options?: Connection.Options
+): Effect.Effect<Listener.ConnectionRequest, RpmaError, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) => {
+    const ep = implOf(listener)
+    const config = toConfig(options)
+    // The queue pair is made with the request: what its connection could not live with is refused now.
+    const refused = queueSizesProblem(config)
+    if (refused !== undefined) return Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(driver.epNextConnReq(ep.handle, config)), (handle) => {
+        let req: RequestImpl | undefined
+        // Receives are posted on the request only while it is unanswered.
+        const unanswered = (operation: string) =>
+          req !== undefined && ep.unanswered.has(req) ? undefined : new RpmaInvalidError({
+            operation,
+            detail: "the request was already accepted or rejected (or its listener shut down): post on its connection"
+          })
+        return Effect.zipWith(
+          driver.connReqPrivateData(handle),
+          internalConnection.prepare(driver, handle, config, unanswered),
+          (privateData, prepared) => {
+            req = new RequestImpl(handle, privateData, ep, prepared, options?.sharedReceiveQueue)
+            ep.unanswered.add(req)
+            return req
+          }
+        ).pipe(Effect.tapError(() => Effect.ignore(driver.connReqDelete(handle))))
+      })
+    )
+  })
+
+/** @internal */
+export const requests = (
+  listener: Listener.Listener,
+  options?: Connection.Options
+): Stream.Stream<Listener.ConnectionRequest, RpmaError, RdmaDriver> => StreamM.repeatEffect(next(listener, options))
+
+/** @internal */
+export const reject = (request: Listener.ConnectionRequest): Effect.Effect<void, never, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) =>
+    Effect.suspend(() => {
+      const req = requestOf(request)
+      return req.listener.unanswered.delete(req)
+        ? Effect.zipRight(
+          release("rpma_conn_req_delete", "a connection request", driver.connReqDelete(req.handle)),
+          internalConnection.failPrepared(req.prepared)
+        )
+        : Effect.void
+    }))
+
+/**
+ * @internal The admission decision on `req` (see {@link decide}): the time its use was spent at,
+ * or the request is rejected and this fails saying why.
+ */
+export const admit = (request: Listener.ConnectionRequest, admission: unknown) =>
+  Effect.flatMap(
+    Clock.currentTimeMillis,
+    (now): Effect.Effect<number, AdmissionRefusedError | InvalidTokenError, RdmaDriver> => {
+      const req = requestOf(request)
+      const refuse = (error: AdmissionRefusedError | InvalidTokenError) => Effect.zipRight(reject(req), Effect.fail(error))
+      if (!(admission instanceof AdmissionImpl)) {
+        return refuse(new InvalidTokenError({ reason: "admission takes an Admission: make one with Admission.make(token)" }))
+      }
+      const reason = decide(admission, req.privateData, now)
+      return reason === undefined
+        ? Effect.succeed(now)
+        : refuse(new AdmissionRefusedError({ address: req.listener.address, port: req.listener.port, reason }))
+    }
+  )
+
+const acceptChecked = (
+  request: Listener.ConnectionRequest,
+  options: Listener.AcceptOptions | undefined
+): Effect.Effect<Connection.Connection, RpmaError | Connection.ConnectionFailedError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(instrument.driver, (driver) =>
+    Effect.suspend(() => {
+      const req = requestOf(request)
+      const refused = privateDataRefusal(options?.privateData, "accept")
+      if (refused !== undefined) return Effect.fail(refused)
+      // Answered when open takes the request, past its checks of the options (an accept they refuse
+      // leaves the request unanswered); from there a refused accept consumes (rejects) it.
+      const answer = Effect.suspend(() =>
+        req.listener.unanswered.delete(req) ? Effect.succeed(req.handle) : Effect.fail(
+          fromRpmaCode(
+            RpmaCode.RPMA_E_INVAL,
+            "rpma_conn_req_connect",
+            "the request was already accepted or rejected (or its listener shut down)"
+          )
+        )
+      )
+      const { address, peer, port } = req.listener
+      return Effect.zipRight(
+        srq.usedBy(req.sharedReceiveQueue),
+        internalConnection.open(driver, peer, answer, options?.privateData, { address, port }, toConfig(options), req.prepared)
+      )
+    }))
+
+/** @internal */
+export const accept = (
+  request: Listener.ConnectionRequest,
+  options?: Listener.AcceptOptions
+): Effect.Effect<
+  Connection.Connection,
+  Listener.AcceptError,
+  RdmaDriver | Scope.Scope
+> =>
+  options?.admission === undefined
+    ? acceptChecked(request, options)
+    : Effect.zipRight(admit(request, options.admission), acceptChecked(request, options))
+
+/** @internal */
+export const acceptNext = (
+  listener: Listener.Listener,
+  options?: Listener.AcceptOptions
+): Effect.Effect<Connection.Connection, Listener.AcceptError, RdmaDriver | Scope.Scope> =>
+  Effect.flatMap(
+    next(listener, options),
+    (req) => Effect.tapError(accept(req, options), () => reject(req)) // reject: a no-op once answered
+  )
+
+/** @internal */
+export const postRecv = (
+  request: Listener.ConnectionRequest,
+  args: Connection.RecvArgs
+): Effect.Effect<Connection.Posted, Connection.TransferError> => {
+  const { prepared } = requestOf(request)
+  return submitRecv(prepared.kernel, Operations.connReqRecv, args, () =>
+    // Nothing completes before the request is accepted: a full queue would wait for good.
+    prepared.recvSlots.available > 0 ? undefined : new OutOfRangeError({
+      operation: Operations.connReqRecv.name,
+      detail: `the receive queue is full (${prepared.recvSlots.size} receives): accept the request before posting more`
+    }), toCompletion)
+}

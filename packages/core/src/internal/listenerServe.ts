@@ -1,0 +1,83 @@
+/**
+ * A librpma listener served: each incoming request accepted (admitted first when the options carry
+ * an admission) and its connection handed to a handler, in a fiber and a scope of its own, at most
+ * `concurrency` at once. The same shape as the librdmacm listener's serve (internal/cmServe.ts):
+ * every request's scope is a child of one parent scope made before the FiberSet, so closing the
+ * server interrupts the handlers (each closing its connection) and then closes whatever scope a
+ * handler never got to run.
+ *
+ * Declared and documented in Listener.ts.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as FiberSet from "effect/FiberSet"
+import * as Scope from "effect/Scope"
+import type * as Connection from "../Connection.js"
+import { ConnectionFailedError } from "../ConnectionError.js"
+import type { RdmaDriver } from "../Driver.js"
+import type * as Listener from "../Listener.js"
+import type { RpmaError } from "../RdmaError.js"
+import { AdmissionRefusedError, type InvalidTokenError } from "./admission.js"
+import { accept, next, reject } from "./listener.js"
+
+/** What one client costs only its own request: it was refused, or it left before it was connected. */
+const isClientsFailure = (error: unknown): error is AdmissionRefusedError | ConnectionFailedError =>
+  error instanceof AdmissionRefusedError || error instanceof ConnectionFailedError
+
+/** @internal */
+export const serve = <A, E, R>(
+  listener: Listener.Listener,
+  handler: (conn: Connection.Connection) => Effect.Effect<A, E, R>,
+  options?: Listener.ServeOptions
+): Effect.Effect<never, RpmaError | InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope>> =>
+  Effect.scoped(Effect.gen(function*() {
+    const concurrency = options?.concurrency ?? "unbounded"
+    const handshake = options?.handshakeTimeout === undefined ? undefined : Duration.decode(options.handshakeTimeout)
+    const parent = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const handlers = yield* FiberSet.make<unknown, RpmaError | InvalidTokenError | E>()
+    const permits = yield* Effect.makeSemaphore(concurrency === "unbounded" ? Number.MAX_SAFE_INTEGER : concurrency)
+
+    // The accept, bounded by the handshake timeout: a client that never completes it is dropped.
+    const connect = (req: Listener.ConnectionRequest) => {
+      const accepting = Effect.tapError(accept(req, options), () => reject(req))
+      return handshake === undefined ? accepting : Effect.timeoutFail(accepting, {
+        duration: handshake,
+        onTimeout: () =>
+          new ConnectionFailedError({ address: listener.address, port: listener.port, event: "TIMEOUT" })
+      })
+    }
+
+    // Forked uninterruptible (from takeOne), so that its scope's close is in place before the
+    // accept and the handler run, interruptibly.
+    const handle = (req: Listener.ConnectionRequest, scope: Scope.CloseableScope) =>
+      Effect.interruptible(Effect.flatMap(connect(req), handler)).pipe(
+        Scope.extend(scope),
+        // A client refused, or gone before it was connected, spent only its own request: the server goes on.
+        Effect.catchAll((error) => isClientsFailure(error) ? Effect.logDebug(error.message) : Effect.fail(error)),
+        Effect.onExit((exit) => Scope.close(scope, exit)),
+        Effect.ensuring(permits.release(1))
+      )
+
+    // The request and its handler's fiber in one uninterruptible step: a request taken is always
+    // owned by a fiber (or, at the server's end, by the parent scope).
+    const takeOne = Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function*() {
+        const scope = yield* Scope.fork(parent, ExecutionStrategy.sequential)
+        const req = yield* restore(next(listener, options)).pipe(
+          // Rejected with its scope if nothing answered it (a no-op once it is).
+          Effect.tap((req) =>
+            Effect.flatMap(Effect.context<RdmaDriver>(), (context) => Scope.addFinalizer(scope, Effect.provide(reject(req), context)))
+          ),
+          Effect.onError((cause) => Effect.zipRight(Scope.close(scope, Exit.failCause(cause)), permits.release(1)))
+        )
+        yield* FiberSet.run(handlers, handle(req, scope))
+      })
+    )
+
+    yield* FiberSet.run(handlers, Effect.forever(Effect.zipRight(permits.take(1), takeOne)))
+    return yield* Effect.flatMap(FiberSet.join(handlers), () => Effect.never)
+  }))

@@ -1,0 +1,131 @@
+/**
+ * Listener.serve on the simulated driver: each client accepted and handled in its own scope,
+ * several at once within the concurrency bound, a client refused by the admission costing only its
+ * request, a failing handler ending the server, and interruption; every resource accounted for by
+ * the leak ledger after each case.
+ */
+import { Admission, Connection, Driver, Listener, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { assert, describe, it } from "@effect/vitest"
+import { Data, Deferred, Effect, Exit, Fiber, Schedule } from "effect"
+
+const address = SimulatedDriver.DEFAULT_ADDRESS
+const text = (bytes: Uint8Array, length = bytes.byteLength) => new TextDecoder().decode(bytes.subarray(0, length))
+const bytesOf = (s: string) => new TextEncoder().encode(s)
+
+const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+class Boom extends Data.TaggedError("Boom")<{}> {}
+
+/** Receives one message and sends it back upper-cased (the receive posted with the answer: `reply`). */
+const shout = (peer: Peer.Peer) => (conn: Connection.Connection) =>
+  Effect.gen(function*() {
+    const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+    const outbox = yield* LocalMr.allocate(peer, 64, Usage.SEND)
+    const { byteLength } = yield* Connection.recv(conn, { dst: inbox })
+    outbox.memory.set(bytesOf(text(inbox.memory, byteLength).toUpperCase()))
+    yield* Connection.send(conn, { src: outbox, length: byteLength })
+  })
+
+/** A client that sends `message` and returns the answer: `call` posts the answer's receive first. */
+const ask = (peer: Peer.Peer, port: number, message: string, options?: Connection.Options) =>
+  Effect.scoped(Effect.gen(function*() {
+    const conn = yield* Connection.connect(peer, address, port, options)
+    const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+    const outbox = yield* LocalMr.allocate(peer, 64, Usage.SEND)
+    outbox.memory.set(bytesOf(message))
+    const answer = yield* Connection.call(conn, { send: { src: outbox, length: message.length }, recv: { dst: inbox } })
+    return text(inbox.memory, answer.byteLength)
+  }))
+
+/** Waits (bounded) until only `n` connections are alive (the clients' and the server's). */
+const connectionsSettle = (n: number) =>
+  Effect.flatMap(Driver.RdmaDriver, (d) =>
+    d.live.pipe(
+      Effect.repeat({ until: (live) => live.connections === n, schedule: Schedule.spaced("5 millis") }),
+      Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error(`connections alive besides ${n}`) })
+    ))
+
+describe("Listener.serve", () => {
+  it.live("accepts each client and handles it in its own scope, several at once; each released when its handler ends", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7601)
+      const server = yield* Effect.fork(Listener.serve(listener, shout(peer), { concurrency: 2 }))
+      const answers = yield* Effect.all(["one", "two", "three", "four"].map((m) => ask(peer, listener.port, m)), {
+        concurrency: "unbounded"
+      })
+      assert.deepStrictEqual(answers, ["ONE", "TWO", "THREE", "FOUR"])
+      yield* connectionsSettle(0)
+      yield* Fiber.interrupt(server)
+    })))
+
+  it.live("at most `concurrency` clients at once: the next is accepted only when a handler is done", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7602)
+      const gate = yield* Deferred.make<void>()
+      const log: Array<string> = []
+      const handler = () =>
+        Effect.gen(function*() {
+          log.push("start")
+          if (log.length === 1) yield* Deferred.await(gate)
+          log.push("end")
+        })
+      const server = yield* Effect.fork(listener.pipe(Listener.serve(handler, { concurrency: 1 })))
+      const clients = yield* Effect.fork(Effect.all(
+        [0, 1].map(() => Effect.scoped(Effect.flatMap(Connection.connect(peer, address, listener.port), Connection.awaitClosed))),
+        { concurrency: "unbounded" }
+      ))
+      yield* Effect.repeat(Effect.sync(() => log.length), { until: (n) => n >= 1, schedule: Schedule.spaced("5 millis") })
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(clients).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(log, ["start", "end", "start", "end"])
+      yield* Fiber.interrupt(server)
+    })))
+
+  it.live("with an admission, a client without the token is rejected at once and the server goes on", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7603)
+      const token = Uint8Array.of(7, 7, 7, 7, 7, 7, 7, 7)
+      const admission = yield* Admission.make(token, { uses: 5, window: "1 minute" })
+      const server = yield* Effect.fork(Listener.serve(listener, shout(peer), { admission }))
+      const refused = yield* Effect.exit(ask(peer, listener.port, "nope", { privateData: Uint8Array.of(1, 1) }))
+      assert.isTrue(
+        Exit.isFailure(refused) && String(refused.cause).includes("ConnectionFailedError"),
+        `a client without the token: ${String(refused)}`
+      )
+      const privateData = yield* Admission.privateData(token)
+      assert.strictEqual(yield* ask(peer, listener.port, "yes", { privateData }), "YES")
+      yield* connectionsSettle(0)
+      yield* Fiber.interrupt(server)
+    })))
+
+  it.live("a handler's failure ends the server with it, and every connection is closed", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7604)
+      const server = yield* Effect.fork(Listener.serve(listener, () => Effect.fail(new Boom())))
+      yield* Effect.exit(Effect.scoped(Effect.flatMap(Connection.connect(peer, address, listener.port), Connection.awaitClosed)))
+      const exit = yield* Fiber.await(server)
+      assert.isTrue(Exit.isFailure(exit) && String(exit.cause).includes("Boom"), String(exit))
+      yield* connectionsSettle(0)
+    })))
+
+  it.live("interrupted, it closes the connections its handlers hold: the clients see them end", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7605)
+      const server = yield* Effect.fork(Listener.serve(listener, () => Effect.never))
+      const ended = yield* Effect.scoped(Effect.gen(function*() {
+        const conn = yield* Connection.connect(peer, address, listener.port)
+        const waiting = yield* Effect.fork(Connection.awaitClosed(conn))
+        yield* Fiber.interrupt(server)
+        return yield* Fiber.join(waiting).pipe(Effect.timeout("10 seconds"))
+      }))
+      assert.strictEqual(ended, "Closed")
+      yield* connectionsSettle(0)
+    })))
+})
