@@ -2,8 +2,6 @@
  * Memory that a device may reach. While a registration lives, its memory is held here, so that it
  * stays alive even when the caller drops every reference; when a release fails, the memory moves
  * to `quarantine` for the life of the process, because the device may still point at it.
- *
- * @internal
  */
 
 const pinned = new Map<ArrayBufferLike, number>()
