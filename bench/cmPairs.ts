@@ -4,10 +4,10 @@
  * (from plain callbacks, or polling without waiting). bench/cm.ts runs them on the device;
  * bench/cmHost.ts on the simulated driver under callgrind, so that both measure the same code.
  */
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as Memory from "@effect-rdma/core/Memory"
-import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
+import { CmEndpoint, Memory } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { Cause, Effect, Exit, Fiber } from "effect"
+import { anyError } from "./anyError.js"
 
 /** Writes in flight: the send queue size, on every side (cm_bench.c's WINDOW). */
 export const W = 16
@@ -20,7 +20,7 @@ export const WRITE = 65536
  * into a page, so each 64 KiB write would span 17 pages on each side where C's span 16.
  */
 export const options: CmEndpoint.Options = { timeout: "10 seconds", maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
-export const config: CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+export const config: Model.CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
 
 export const log = (line: string) => Effect.sync(() => console.error(`[cm] ${line}`))
 
@@ -32,7 +32,7 @@ export const log = (line: string) => Effect.sync(() => console.error(`[cm] ${lin
  * `postRecv` and `send` apart.
  */
 export const oursPair = (address: string, echoWith: "reply" | "postRecv+send" = "reply") =>
-  Effect.gen(function*() {
+  anyError(Effect.gen(function*() {
     const listener = yield* CmEndpoint.listen(address, 0, options)
     // Memory before the endpoints that use it: released after them (else its free waits for theirs).
     const echoMemory = yield* Memory.allocate(2 * MESSAGE)
@@ -68,7 +68,7 @@ export const oursPair = (address: string, echoWith: "reply" | "postRecv+send" = 
       }
     }).pipe(Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : log(`echo: ${Cause.pretty(cause)}`))))
     return { client, local, key }
-  })
+  }))
 
 /** `count` round trips with `CmEndpoint`: the client's receive posted, its send, then the echo awaited. */
 export const oursPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint; readonly local: CmEndpoint.MessageRegion }, count: number) => {
@@ -97,8 +97,8 @@ export const oursCallPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint;
 // ---- addon: the driver's calls from plain callbacks ----
 
 export interface RawSide {
-  readonly ep: CmEpHandle
-  readonly mr: CmMrHandle
+  readonly ep: Model.CmEpHandle
+  readonly mr: Model.CmMrHandle
 }
 
 /** The driver's completion callbacks in this process so far (both sides' wake-ups, for the trace). */
@@ -110,10 +110,10 @@ export let wakeUps = 0
  */
 export const spent = { clientPost: 0, serverPost: 0, callbacks: 0, polls: 0 }
 /** The raw pair's server endpoint, to tell its posts from the client's. */
-let serverEp: CmEpHandle | undefined
+let serverEp: Model.CmEpHandle | undefined
 
 /** An endpoint's completions to `take` as they come, from the driver's callbacks, until `take` says stop. */
-export const watch = (driver: Driver, ep: CmEpHandle, take: (c: Completion) => "more" | "stop", fail: (e: unknown) => void) => {
+export const watch = (driver: Driver, ep: Model.CmEpHandle, take: (c: Model.Completion) => "more" | "stop", fail: (e: unknown) => void) => {
   const arm = (): void =>
     void driver.cmArmCompletions(ep, (exit) => {
       wakeUps++
@@ -132,9 +132,9 @@ export const watch = (driver: Driver, ep: CmEpHandle, take: (c: Completion) => "
 /** Posts `requests`, handing the completions already queued to `take`; a refusal to `fail`. */
 export const post = (
   driver: Driver,
-  ep: CmEpHandle,
-  requests: ReadonlyArray<CmWorkRequest>,
-  take: (c: Completion) => "more" | "stop",
+  ep: Model.CmEpHandle,
+  requests: ReadonlyArray<Model.CmWorkRequest>,
+  take: (c: Model.Completion) => "more" | "stop",
   fail: (e: unknown) => void
 ): "more" | "stop" => {
   const t0 = performance.now()
@@ -149,12 +149,12 @@ export const post = (
   return "more"
 }
 
-export const registered = (driver: Driver, ep: CmEpHandle, kind: "msgs" | "write", size: number) =>
-  Effect.flatMap(Memory.allocate(size), (memory) =>
+export const registered = (driver: Driver, ep: Model.CmEpHandle, kind: "msgs" | "write", size: number) =>
+  anyError(Effect.flatMap(Memory.allocate(size), (memory) =>
     Effect.acquireRelease(
       driver.cmReg(ep, kind, memory.fill(0xa5)),
       (mr) => Effect.orDie(driver.cmDeregMr(mr))
-    ))
+    )))
 
 /** `effect`, its time added to `spent.polls`. */
 export const timed = <A, E>(effect: Effect.Effect<A, E>) =>
@@ -165,13 +165,13 @@ export const timed = <A, E>(effect: Effect.Effect<A, E>) =>
 
 /** The same pair as {@link oursPair} through the driver alone, the server echoing from callbacks. */
 export const rawPair = (address: string) =>
-  Effect.gen(function*() {
+  anyError(Effect.gen(function*() {
     const driver = yield* RdmaDriver
     const listening = yield* Effect.acquireRelease(
       driver.cmListen(address, 0, config),
       (l) => Effect.orDie(driver.cmListenerDestroy(l.handle))
     )
-    const endpoint = (make: Effect.Effect<CmEpHandle, unknown>) =>
+    const endpoint = (make: Effect.Effect<Model.CmEpHandle, unknown>) =>
       Effect.acquireRelease(Effect.orDie(make), (ep) =>
         Effect.orDie(Effect.zipRight(Effect.ignore(driver.cmDisconnect(ep)), driver.cmEpDestroy(ep))))
     const accepted = yield* Effect.fork(Effect.gen(function*() {
@@ -180,7 +180,7 @@ export const rawPair = (address: string) =>
       const target = yield* registered(driver, ep, "write", W * WRITE)
       const info = yield* driver.cmMrInfo(target)
       const key = CmEndpoint.encodeRemoteKey({ address: info.address, length: BigInt(info.length), rkey: info.rkey, access: "write" })
-      const recv = (slot: number): CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
+      const recv = (slot: number): Model.CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
       const first = driver.cmPostMany(ep, [recv(0)])
       if (first.error !== undefined) return yield* Effect.fail(first.error)
       yield* driver.cmAccept(ep, key, config.timeoutMs)
@@ -194,7 +194,7 @@ export const rawPair = (address: string) =>
 
     // The echo: a receive (ids 0 and 1: its slot) posts the other slot's receive and sends its bytes back.
     let stopped = false
-    const echo = (c: Completion): "more" | "stop" => {
+    const echo = (c: Model.Completion): "more" | "stop" => {
       if (stopped || c.status !== 0) return "stop"
       if (c.id > 1) return "more"
       return post(driver, server.ep, [server.recv(1 - c.id), {
@@ -208,12 +208,12 @@ export const rawPair = (address: string) =>
     watch(driver, server.ep, echo, () => {})
     yield* Effect.addFinalizer(() => Effect.sync(() => (stopped = true)))
     /** The server's completions polled (no wait) and echoed: for the spinning row. */
-    const serve = Effect.flatMap(timed(driver.cmPollCompletions(server.ep)), (cs) =>
+    const serve: Effect.Effect<void, unknown> = Effect.flatMap(timed(driver.cmPollCompletions(server.ep)), (cs) =>
       Effect.sync(() => {
         for (const c of cs) echo(c)
       }))
     return { driver, side: { ep: client, mr: local } satisfies RawSide, key, serve }
-  })
+  }))
 
 /** `count` round trips through the driver from callbacks: post receive + send, until both completed. */
 export const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
@@ -221,7 +221,7 @@ export const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
     let trip = 0
     let pending = 0
     const fail = (e: unknown) => resume(Effect.fail(e))
-    const take = (c: Completion): "more" | "stop" => {
+    const take = (c: Model.Completion): "more" | "stop" => {
       if (c.status !== 0) {
         fail(new Error(`completion status ${c.status}`))
         return "stop"
@@ -249,7 +249,7 @@ export const spinPingPong = (driver: Driver, side: RawSide, serve: Effect.Effect
       const deadline = performance.now() + 60_000
       for (let trip = 0; trip < count; trip++) {
         let pending = 2
-        const take = (c: Completion): "more" | "stop" => {
+        const take = (c: Model.Completion): "more" | "stop" => {
           if (c.status !== 0) throw new Error(`completion status ${c.status}`)
           pending--
           return "more"

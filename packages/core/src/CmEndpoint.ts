@@ -11,7 +11,7 @@
  * (queue pair, then identifier); a listener after the requests it handed out, which are rejected
  * if still unanswered. Every wait is bounded by the endpoint's `timeout`.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 import * as Effect from "effect/Effect"
 import type * as Duration from "effect/Duration"
@@ -20,7 +20,7 @@ import type { CmMr } from "./CmId.js"
 import * as errors from "./CmEndpointError.js"
 import type * as Connection from "./Connection.js"
 import type { ConnectionClosedError, OutOfRangeError } from "./ConnectionError.js"
-import type { CmEpConfig, CmEpHandle, CmEpInfo, CmListenerHandle, Signal } from "./Driver.js"
+import type { CmEpConfig, CmEpHandle, CmEpInfo, CmListenerHandle, Signal } from "./DriverModel.js"
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/cmEndpoint.js"
 import * as posting from "./internal/cmPosting.js"
@@ -33,7 +33,7 @@ import type { CompletionError, MemoryRefusedError, RdmaCmError } from "./RdmaErr
  * Where an endpoint is in its life: made and not yet connected (`created`), an incoming request
  * not yet answered (`request`), connecting or accepting, connected, or done with.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type State = "created" | "request" | "connecting" | "connected" | "rejected" | "failed" | "closed"
@@ -41,7 +41,7 @@ export type State = "created" | "request" | "connecting" | "connected" | "reject
 /**
  * An endpoint: an rdma_cm identifier with its queue pair, on a protection domain of its own.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface CmEndpoint {
@@ -62,7 +62,7 @@ export interface CmEndpoint {
 /**
  * A listener (rdma_listen) and the port it listens on.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Listener {
@@ -81,7 +81,7 @@ export interface Listener {
  * of every wait (address and route resolution, connect, accept, the drain when it closes). A
  * listener's settings are those of every request it hands out.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Options {
@@ -103,7 +103,7 @@ export interface Options {
  * A region registered on an endpoint: `"msgs"` ones are sent, received into, and the local side of
  * a read or a write; `"read"` / `"write"` ones only the target of the other side's read / write.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type Region<K extends "msgs" | "read" | "write" = "msgs" | "read" | "write"> = CmMr<K, CmEndpoint>
@@ -111,7 +111,7 @@ export type Region<K extends "msgs" | "read" | "write" = "msgs" | "read" | "writ
 /**
  * A region of rdma_reg_msgs on an endpoint.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type MessageRegion = Region<"msgs">
@@ -121,7 +121,7 @@ export type MessageRegion = Region<"msgs">
  * region of rdma_reg_read / rdma_reg_write with {@link remoteKey}, carried as bytes
  * ({@link encodeRemoteKey}, {@link decodeRemoteKey}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RemoteKey<A extends "read" | "write" = "read" | "write"> {
@@ -134,7 +134,7 @@ export interface RemoteKey<A extends "read" | "write" = "read" | "write"> {
 /**
  * The field of a remote key's bytes that {@link decodeRemoteKey} refused.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type RemoteKeyField = errors.InvalidRemoteKeyError["field"]
@@ -142,7 +142,7 @@ export type RemoteKeyField = errors.InvalidRemoteKeyError["field"]
 /**
  * A part of a message region in a request: `offset` default 0, `length` default the rest.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Segment {
@@ -156,7 +156,7 @@ export interface Segment {
  * of at most the granted inline size goes inline (copied when posted), `false` never, `true`
  * always (refused when larger).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface SendArgs {
@@ -172,7 +172,7 @@ export interface SendArgs {
 /**
  * rdma_post_sendv: one message gathered from several segments.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface SendvArgs {
@@ -185,7 +185,7 @@ export interface SendvArgs {
 /**
  * rdma_post_recv into one region (`length` default: the rest of it).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RecvArgs {
@@ -197,7 +197,7 @@ export interface RecvArgs {
 /**
  * rdma_post_recvv: one message scattered over several segments.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RecvvArgs {
@@ -208,7 +208,7 @@ export interface RecvvArgs {
  * rdma_post_write of local bytes to the other side's region; `imm`: with immediate data (it
  * consumes a receive on the other side, which completes with it).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteArgs {
@@ -225,7 +225,7 @@ export interface WriteArgs {
 /**
  * rdma_post_read of the other side's region into local bytes.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface ReadArgs {
@@ -242,7 +242,7 @@ export interface ReadArgs {
  * send, and the receive posted with it (one segment or several each). The send is always
  * signalled (its `completion` is not read).
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category models
  */
 export interface ExchangeArgs {
@@ -254,7 +254,7 @@ export interface ExchangeArgs {
  * A request posted without waiting: its completion may be awaited any number of times, or never
  * (it keeps its regions registered until it completes or the endpoint is closed).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Posted {
@@ -263,31 +263,31 @@ export interface Posted {
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const CmRegionError: typeof errors.CmRegionError = errors.CmRegionError
 /**
  * A region (or remote key) a request cannot use, refused before anything is posted.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type CmRegionError = errors.CmRegionError
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const RemoteKeyRefusedError: typeof errors.RemoteKeyRefusedError = errors.RemoteKeyRefusedError
 /**
  * The other side's device refused the remote key (IBV_WC_REM_ACCESS_ERR).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type RemoteKeyRefusedError = errors.RemoteKeyRefusedError
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const ClientGoneError: typeof errors.ClientGoneError = errors.ClientGoneError
@@ -295,19 +295,19 @@ export const ClientGoneError: typeof errors.ClientGoneError = errors.ClientGoneE
  * An accept of a request whose client has gone (gave up, closed its endpoint, was killed): the
  * request is spent; take the next one.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type ClientGoneError = errors.ClientGoneError
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const InvalidRemoteKeyError: typeof errors.InvalidRemoteKeyError = errors.InvalidRemoteKeyError
 /**
  * Bytes that are not a remote key, with the field that is wrong.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type InvalidRemoteKeyError = errors.InvalidRemoteKeyError
@@ -317,7 +317,7 @@ export type InvalidRemoteKeyError = errors.InvalidRemoteKeyError
  * endpoint's end, the completion's status, the driver's refusal of the post, or the other side
  * refusing a remote key.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type TransferError =
@@ -332,7 +332,7 @@ export type TransferError =
  * rdma_getaddrinfo + rdma_create_ep with a queue pair, scoped: nothing is connected yet, so
  * receives can be posted before {@link connect}.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const create: (
@@ -346,7 +346,7 @@ export const create: (
  * refused by the other side, RdmaCmError ECONNREFUSED (its private data in `privateData`);
  * nobody there, EHOSTUNREACH; no answer, ETIMEDOUT.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const connect: (
@@ -357,7 +357,7 @@ export const connect: (
 /**
  * {@link create} then {@link connect}: for a client that posts no receive before it connects.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const open = (
@@ -399,7 +399,7 @@ export const open = (
  * }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const listen: (
@@ -414,7 +414,7 @@ export const listen: (
  * be posted on it before {@link accept}. Waits until a request comes (interruptible). A server
  * taking requests one after another, several at once, is {@link serve}.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const next: (
@@ -424,7 +424,7 @@ export const next: (
 /**
  * How {@link serve} runs its handlers.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface ServeOptions {
@@ -474,7 +474,7 @@ export interface ServeOptions {
  * }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const serve: <A, E, R>(
@@ -489,7 +489,7 @@ export const serve: <A, E, R>(
  * request whose client has gone meanwhile fails with {@link ClientGoneError}: it is spent, take the
  * next one.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const accept: (
@@ -500,7 +500,7 @@ export const accept: (
 /**
  * rdma_reject with `privateData` (at most 148 bytes): the client's connect fails with ECONNREFUSED.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const reject: (
@@ -516,7 +516,7 @@ const registerAs = <K extends "msgs" | "read" | "write">(kind: K) =>
  * rdma_reg_msgs on the endpoint's protection domain: buffers to send, receive into, and read or
  * write the other side's regions with. Deregistered when the scope closes and no request uses it.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const registerMessages: (
@@ -527,7 +527,7 @@ export const registerMessages: (
 /**
  * rdma_reg_read: memory the other side may read (export it with {@link remoteKey}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const registerRead: (
@@ -538,7 +538,7 @@ export const registerRead: (
 /**
  * rdma_reg_write: memory the other side may write (export it with {@link remoteKey}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const registerWrite: (
@@ -549,7 +549,7 @@ export const registerWrite: (
 /**
  * The key the other side needs to read (or write) a region of rdma_reg_read (rdma_reg_write).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category getters
  */
 export const remoteKey = <A extends "read" | "write">(mr: Region<A>): RemoteKey<A> => ({
@@ -562,7 +562,7 @@ export const remoteKey = <A extends "read" | "write">(mr: Region<A>): RemoteKey<
 /**
  * A remote key's bytes (24, versioned) to send to the other side.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category getters
  */
 export const encodeRemoteKey: (key: RemoteKey) => Uint8Array = keys.encode
@@ -571,7 +571,7 @@ export const encodeRemoteKey: (key: RemoteKey) => Uint8Array = keys.encode
  * A remote key from the bytes the other side sent, every field checked (a refusal names it); then
  * {@link requireAccess} narrows what it allows.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const decodeRemoteKey = (bytes: Uint8Array): Effect.Effect<RemoteKey, InvalidRemoteKeyError> =>
@@ -583,7 +583,7 @@ export const decodeRemoteKey = (bytes: Uint8Array): Effect.Effect<RemoteKey, Inv
 /**
  * Checks that a remote key allows `access` and narrows its type.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category refinements
  */
 export const requireAccess = <A extends "read" | "write">(access: A) =>
@@ -600,7 +600,7 @@ export const requireAccess = <A extends "read" | "write">(access: A) =>
 /**
  * rdma_post_send, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const send: (ep: CmEndpoint, args: SendArgs) => Effect.Effect<void, TransferError> = posting.send
@@ -608,7 +608,7 @@ export const send: (ep: CmEndpoint, args: SendArgs) => Effect.Effect<void, Trans
 /**
  * rdma_post_sendv, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const sendv: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<void, TransferError> = posting.sendv
@@ -616,7 +616,7 @@ export const sendv: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<void, Tra
 /**
  * rdma_post_recv, awaited: the completion (bytes received, immediate data).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recv: (ep: CmEndpoint, args: RecvArgs) => Effect.Effect<Connection.Completion, TransferError> =
@@ -625,7 +625,7 @@ export const recv: (ep: CmEndpoint, args: RecvArgs) => Effect.Effect<Connection.
 /**
  * rdma_post_recvv, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recvv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Connection.Completion, TransferError> =
@@ -634,7 +634,7 @@ export const recvv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Connectio
 /**
  * rdma_post_write, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const write: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<void, TransferError> = posting.write
@@ -642,7 +642,7 @@ export const write: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<void, Tra
 /**
  * rdma_post_read, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const read: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<void, TransferError> = posting.read
@@ -650,7 +650,7 @@ export const read: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<void, Trans
 /**
  * A send (one segment or several) posted without waiting.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postSend: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<Posted, TransferError> = posting.postSend
@@ -658,7 +658,7 @@ export const postSend: (ep: CmEndpoint, args: SendvArgs) => Effect.Effect<Posted
 /**
  * A receive posted without waiting (before connect or accept, say).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRecv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Posted, TransferError> = posting.postRecv
@@ -666,7 +666,7 @@ export const postRecv: (ep: CmEndpoint, args: RecvvArgs) => Effect.Effect<Posted
 /**
  * A write posted without waiting.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postWrite: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<Posted, TransferError> = posting.postWrite
@@ -674,7 +674,7 @@ export const postWrite: (ep: CmEndpoint, args: WriteArgs) => Effect.Effect<Poste
 /**
  * A read posted without waiting.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRead: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<Posted, TransferError> = posting.postRead
@@ -710,7 +710,7 @@ export const postRead: (ep: CmEndpoint, args: ReadArgs) => Effect.Effect<Posted,
  *   )
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category operations
  */
 export const call: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Connection.Completion, TransferError> =
@@ -745,7 +745,7 @@ export const call: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Connect
  *   })
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category operations
  */
 export const reply: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Posted, TransferError> = posting.reply
@@ -754,7 +754,7 @@ export const reply: (ep: CmEndpoint, args: ExchangeArgs) => Effect.Effect<Posted
  * Sends of one kind (all with immediate data, or none) in one batch: posted as the send queue
  * allows, one wait for all; the first failure once every posted one has its outcome.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const sendMany: (ep: CmEndpoint, sends: ReadonlyArray<SendArgs>) => Effect.Effect<void, TransferError> =
@@ -763,7 +763,7 @@ export const sendMany: (ep: CmEndpoint, sends: ReadonlyArray<SendArgs>) => Effec
 /**
  * Receives in one batch; succeeds once every one has received.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recvMany: (ep: CmEndpoint, recvs: ReadonlyArray<RecvArgs>) => Effect.Effect<void, TransferError> =
@@ -772,7 +772,7 @@ export const recvMany: (ep: CmEndpoint, recvs: ReadonlyArray<RecvArgs>) => Effec
 /**
  * Writes of one kind in one batch.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const writeMany: (ep: CmEndpoint, writes: ReadonlyArray<WriteArgs>) => Effect.Effect<void, TransferError> =

@@ -27,7 +27,8 @@ import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { ConnConfig, ConnEvent, ConnHandle, RdmaDriver, Signal } from "./Driver.js"
+import type { RdmaDriver } from "./Driver.js"
+import type { ConnConfig, ConnEvent, ConnHandle, Signal } from "./DriverModel.js"
 import * as internal from "./internal/connection.js"
 import { TypeId as typeId } from "./internal/connectionImpl.js"
 import * as config from "./internal/connectionConfig.js"
@@ -49,13 +50,13 @@ import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
 /**
  * What marks a {@link Connection}.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category symbols
  */
 export const TypeId: unique symbol = typeId
 
 /**
- * @since 0.5.0
+ * @since 1.0.0
  * @category symbols
  */
 export type TypeId = typeof TypeId
@@ -203,7 +204,7 @@ export type OutOfRangeError = errors.OutOfRangeError
  * RPMA_E_INVAL for an argument the library or the driver refuses (a region of another peer, a
  * request on a closed queue), RPMA_E_PROVIDER for what the device refuses (a full queue).
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category errors
  */
 export type PostError = RpmaInvalidError | RpmaProviderError
@@ -212,7 +213,7 @@ export type PostError = RpmaInvalidError | RpmaProviderError
  * What a write, read, atomic write, send or receive can fail with, awaited or not: a range refused
  * before posting, the connection's end, the work completion's status, or librpma refusing the post.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category errors
  */
 export type TransferError = OutOfRangeError | ConnectionClosedError | CompletionError | PostError
@@ -221,7 +222,7 @@ export type TransferError = OutOfRangeError | ConnectionClosedError | Completion
  * What a flush can fail with: as a transfer, and RPMA_E_NOSUPP when the remote region or peer does
  * not support the flush type.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category errors
  */
 export type FlushError = TransferError | RpmaNoSupportError
@@ -235,7 +236,7 @@ export type FlushError = TransferError | RpmaNoSupportError
 export type OperationError = FlushError
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteArgs {
@@ -251,7 +252,7 @@ export interface WriteArgs {
 /**
  * One write of a batch: `length` bytes from `srcOffset` of the source to `dstOffset` of the destination.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteSpan {
@@ -261,7 +262,7 @@ export interface WriteSpan {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteManyArgs {
@@ -271,7 +272,7 @@ export interface WriteManyArgs {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface ReadArgs {
@@ -285,7 +286,7 @@ export interface ReadArgs {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface FlushArgs<F extends "FLUSH_TYPE_VISIBILITY" | "FLUSH_TYPE_PERSISTENT"> {
@@ -296,7 +297,7 @@ export interface FlushArgs<F extends "FLUSH_TYPE_VISIBILITY" | "FLUSH_TYPE_PERSI
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface AtomicWriteArgs {
@@ -308,7 +309,7 @@ export interface AtomicWriteArgs {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface SendArgs {
@@ -319,7 +320,7 @@ export interface SendArgs {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface RecvArgs {
@@ -337,7 +338,7 @@ export interface RecvArgs {
  * only, as librpma's clients do. The request that takes the send queue's last free entry is
  * signalled regardless.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export type CompletionMode = Signal
@@ -346,7 +347,7 @@ export type CompletionMode = Signal
  * A write posted without waiting: with `imm`, rpma_write_with_imm (it also consumes a receive on
  * the other side, which completes with it).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface PostWriteArgs extends WriteArgs {
@@ -357,7 +358,7 @@ export interface PostWriteArgs extends WriteArgs {
 /**
  * A read posted without waiting.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface PostReadArgs extends ReadArgs {
@@ -368,7 +369,7 @@ export interface PostReadArgs extends ReadArgs {
  * A send posted without waiting: with `imm`, rpma_send_with_imm (the receive on the other side
  * completes with it).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface PostSendArgs extends SendArgs {
@@ -379,7 +380,7 @@ export interface PostSendArgs extends SendArgs {
 /**
  * What a completion says it completed (`enum ibv_wc_opcode`).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export type CompletedOperation = "SEND" | "RDMA_WRITE" | "RDMA_READ" | "RECV" | "RECV_RDMA_WITH_IMM" | "OTHER"
@@ -389,7 +390,7 @@ export type CompletedOperation = "SEND" | "RDMA_WRITE" | "RDMA_READ" | "RECV" | 
  * the length of the write with immediate data that consumed it), its flags, and the immediate data
  * when the other side sent some.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface Completion {
@@ -412,7 +413,7 @@ export interface Completion {
  * ConnectionClosedError, `unsignalled: true`: it may have succeeded (which it never reports). `completion` waits for the outcome; it may be awaited any number
  * of times, or never.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface Posted {
@@ -462,7 +463,7 @@ export const connect: (
  * rpma_conn_get_qp_num: the number of the connection's queue pair, which the completions of a
  * {@link SharedReceiveQueue.SharedReceiveQueue} carry to say which connection a message came on.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category getters
  */
 export const qpNum: (conn: Connection) => Effect.Effect<number, RpmaError, RdmaDriver> = posting.qpNum
@@ -512,7 +513,7 @@ export const write: (conn: Connection, args: WriteArgs) => Effect.Effect<void, T
  * const program: Effect.Effect<void, Connection.TransferError> = Connection.writeMany(conn, { dst: log, src: records, spans })
  * ```
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category operations
  */
 export const writeMany: (conn: Connection, args: WriteManyArgs) => Effect.Effect<void, TransferError> = ops.writeMany
@@ -537,7 +538,7 @@ export const writeMany: (conn: Connection, args: WriteManyArgs) => Effect.Effect
  * })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const prepareWrite: (
@@ -548,7 +549,7 @@ export const prepareWrite: (
 /**
  * A read checked and built once, to post many times (see {@link prepareWrite}).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const prepareRead: (
@@ -632,7 +633,7 @@ export const recv: (conn: Connection, args: RecvArgs) => Effect.Effect<number, T
  * })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postWrite: (conn: Connection, args: PostWriteArgs) => Effect.Effect<Posted, TransferError> = posting.postWrite
@@ -641,7 +642,7 @@ export const postWrite: (conn: Connection, args: PostWriteArgs) => Effect.Effect
  * rpma_write_with_imm: a write that also consumes a receive on the other side, which completes as
  * RECV_RDMA_WITH_IMM with `imm` and the length written.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const writeWithImm: (
@@ -652,7 +653,7 @@ export const writeWithImm: (
 /**
  * Posts an rpma_read without waiting for it.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRead: (conn: Connection, args: PostReadArgs) => Effect.Effect<Posted, TransferError> = posting.postRead
@@ -660,7 +661,7 @@ export const postRead: (conn: Connection, args: PostReadArgs) => Effect.Effect<P
 /**
  * Posts an rpma_send (or rpma_send_with_imm, with `imm`) without waiting for it.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postSend: (conn: Connection, args: PostSendArgs) => Effect.Effect<Posted, TransferError> = posting.postSend
@@ -668,7 +669,7 @@ export const postSend: (conn: Connection, args: PostSendArgs) => Effect.Effect<P
 /**
  * rpma_send_with_imm: a send whose receive on the other side completes with `imm`.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const sendWithImm: (
@@ -680,7 +681,7 @@ export const sendWithImm: (
  * Posts an rpma_recv without waiting for it; its completion tells what arrived (a send, with or
  * without immediate data, or a write with immediate data).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRecv: (conn: Connection, args: RecvArgs) => Effect.Effect<Posted, TransferError> = posting.postRecv
@@ -688,7 +689,7 @@ export const postRecv: (conn: Connection, args: RecvArgs) => Effect.Effect<Poste
 /**
  * rpma_recv, awaited: succeeds with the whole completion (operation, length, immediate data).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const receive: (conn: Connection, args: RecvArgs) => Effect.Effect<Completion, TransferError> = posting.receive
@@ -698,7 +699,7 @@ export const receive: (conn: Connection, args: RecvArgs) => Effect.Effect<Comple
  * side, which applies it with {@link applyRemotePeerConfig}, whether this side's memory is written
  * straight to persistent memory. Send it as it is (librpma's format, so a C peer reads it).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category constructors
  */
 export const peerConfigDescriptor: (options: {
@@ -710,7 +711,7 @@ export const peerConfigDescriptor: (options: {
  * (rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg): after a descriptor that says
  * it writes straight to persistent memory, {@link flushPersistent} is allowed.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const applyRemotePeerConfig: (

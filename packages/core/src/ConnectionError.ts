@@ -3,10 +3,10 @@
  * from there). A public module of their own so that the types a program infers from
  * `Connection.connect` and the operations name a module it can import.
  *
- * @since 0.5.0
+ * @since 1.0.0
  */
 import * as Data from "effect/Data"
-import type { ConnEvent } from "./Driver.js"
+import type { ConnEvent } from "./DriverModel.js"
 import type { CompletionError, RdmaCmError, RpmaError } from "./RdmaError.js"
 
 /**

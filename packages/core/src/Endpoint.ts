@@ -16,7 +16,8 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { randomBytes, timingSafeEqual } from "node:crypto"
 import type * as Connection from "./Connection.js"
-import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "./Driver.js"
+import { RdmaDriver } from "./Driver.js"
+import { type ConnReqHandle, type EndpointHandle } from "./DriverModel.js"
 import * as DriverArguments from "./DriverArguments.js"
 import * as internalConnection from "./internal/connection.js"
 import { privateDataRefusal, queueSizesProblem, toConfig } from "./internal/connectionConfig.js"
@@ -221,7 +222,7 @@ export const acceptNext = (
  * The longest admission token: a connection request's private data (56 bytes on RoCE,
  * `DriverArguments.PRIVATE_DATA_LIMIT.connect`) less the byte that carries the token's length.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category constants
  */
 export const MAX_TOKEN: number = DriverArguments.PRIVATE_DATA_LIMIT.connect - 1
@@ -231,7 +232,7 @@ export const MAX_TOKEN: number = DriverArguments.PRIVATE_DATA_LIMIT.connect - 1
  * a budget, not a way to make a token unlimited (a larger `uses` is an {@link InvalidTokenError}).
  * A client that needs more gets a new token over the authenticated channel.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constants
  */
 export const MAX_TOKEN_USES = 65_535
@@ -241,7 +242,7 @@ export const MAX_TOKEN_USES = 65_535
  * all zeros (an unfilled buffer, which a client that sends nothing would match) or longer than
  * {@link MAX_TOKEN}.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category errors
  */
 export class InvalidTokenError extends Data.TaggedError("InvalidTokenError")<{ readonly reason: string }> {
@@ -256,13 +257,13 @@ export class InvalidTokenError extends Data.TaggedError("InvalidTokenError")<{ r
  * its window's (`TooSoon`: the budget renews as the window moves on). The request was rejected, so
  * its client learned it at once.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category errors
  */
 export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedError")<{
   readonly address: string
   readonly port: number
-  /** @since 0.4.0 */
+  /** @since 1.0.0 */
   readonly reason: "WrongToken" | "TokenUsed" | "TooSoon"
 }> {
   override get message(): string {
@@ -276,13 +277,13 @@ export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedErr
 }
 
 /**
- * @since 0.4.0
+ * @since 1.0.0
  * @category symbols
  */
 export const AdmissionTypeId: unique symbol = Symbol.for("@effect-rdma/core/Endpoint/Admission")
 
 /**
- * @since 0.4.0
+ * @since 1.0.0
  * @category symbols
  */
 export type AdmissionTypeId = typeof AdmissionTypeId
@@ -291,7 +292,7 @@ export type AdmissionTypeId = typeof AdmissionTypeId
  * An admission token, checked when it was set ({@link admission}): what {@link acceptIfToken}
  * compares a request's private data with, and how many connections it admits.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category models
  */
 export interface Admission {
@@ -301,13 +302,13 @@ export interface Admission {
   /**
    * How many connections it admits: in all, or, with a {@link window}, in any window.
    *
-   * @since 0.6.0
+   * @since 1.0.0
    */
   readonly uses: number
   /**
    * The window its uses are counted in (sliding), or undefined: counted over its lifetime.
    *
-   * @since 0.6.0
+   * @since 1.0.0
    */
   readonly window: Duration.Duration | undefined
 }
@@ -317,7 +318,7 @@ export interface Admission {
  * cannot reconnect with it without limit (e.g. to try rkeys again after each failed guess, which
  * ends its connection): one by default.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category models
  */
 export interface AdmissionOptions {
@@ -333,14 +334,14 @@ export interface AdmissionOptions {
    * request that carries the token and is accepted counts, whether or not its connection then
    * succeeds. Default 1.
    *
-   * @since 0.6.0
+   * @since 1.0.0
    */
   readonly uses?: number | undefined
   /**
    * Count `uses` in a sliding window of this length (e.g. `"1 minute"`) instead of over the
    * token's lifetime.
    *
-   * @since 0.6.0
+   * @since 1.0.0
    */
   readonly window?: Duration.DurationInput | undefined
 }
@@ -395,7 +396,7 @@ const budgetOf = (
  * `struct rpma_conn_private_data pdata = { buf, len + 1 }` to `rpma_conn_req_connect`. Fails with
  * {@link InvalidTokenError} for a token {@link admission} would refuse.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category constructors
  */
 export const tokenPrivateData = (token: Uint8Array): Effect.Effect<Uint8Array, InvalidTokenError> =>
@@ -416,7 +417,7 @@ export const tokenPrivateData = (token: Uint8Array): Effect.Effect<Uint8Array, I
  * that is not a positive number of uses fails here with {@link InvalidTokenError}. The token is
  * copied: changing the array later changes nothing.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category constructors
  */
 export const admission = (
@@ -471,7 +472,7 @@ const isAdmission = (value: unknown): value is AdmissionState =>
  * // The client: Connection.connect(peer, address, port, { privateData: yield* Endpoint.tokenPrivateData(token) })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category constructors
  */
 export const acceptIfToken = (
@@ -556,7 +557,7 @@ export const reject = (req: ConnectionRequest): Effect.Effect<void, never, RdmaD
  * })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const recv = (
@@ -579,7 +580,7 @@ export const recv = (
  * protection domain. (librpma gives an incoming connection the protection domain of the peer its
  * endpoint listens on, hence a peer and an endpoint, on a port of its own, per client.)
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Isolated {
@@ -623,7 +624,7 @@ export interface Isolated {
  *   }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const listenIsolated = (
@@ -647,7 +648,7 @@ export const listenIsolated = (
  * give the client a new endpoint and token. A second call fails with RpmaInvalidError. The wait for
  * the request is as long as the caller lets it be: bound it (`Effect.timeout`).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const acceptIsolated = (
@@ -673,7 +674,7 @@ export const acceptIsolated = (
  * The ports {@link rendezvous} listens on for the isolated endpoints it makes: `from` to `to`,
  * both included (each is in use for one client at a time, until its connection is made).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface PortRange {
@@ -686,7 +687,7 @@ export interface PortRange {
  * that client was given for it. Register what the client may reach with `peer`, then accept with
  * `Endpoint.acceptIsolated(made, made.admission)`.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Rendezvous extends Isolated {
@@ -765,7 +766,7 @@ const listenIsolatedIn = (address: string, ports: PortRange): Effect.Effect<Isol
  * }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const rendezvous = (
@@ -799,7 +800,7 @@ export const rendezvous = (
  * returned connection's `privateData` is what the server accepted it with (e.g. descriptors).
  * An answer that is not a rendezvous answer fails with {@link InvalidTokenError}.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const connectIsolated = (

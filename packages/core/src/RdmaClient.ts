@@ -15,7 +15,7 @@
  * the connection's `timeout`; closing the client's scope stops the supervisor and closes the
  * session the same way.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -31,13 +31,14 @@ import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/client.js"
 import * as errors from "./internal/clientErrors.js"
 import { type Peer, Peer as PeerTag } from "./Peer.js"
+import * as RdmaError from "./RdmaError.js"
 import type { Flag, FlagsOf, Usage } from "./Usage.js"
 
 /**
  * What the client connects with: `DescriptorExchange.Offer` (fetch it with
  * `DescriptorExchange.fetch`, or any Effect that returns one).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type Offer = DescriptorExchange.Offer
@@ -47,7 +48,7 @@ export type Offer = DescriptorExchange.Offer
  * on every connect (`RemoteMr.require`), and what the operations accept (`write` takes a region
  * whose usage includes `WRITE_DST`, ...).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type RegionUsages = Readonly<Record<string, Usage<any>>>
@@ -55,7 +56,7 @@ export type RegionUsages = Readonly<Record<string, Usage<any>>>
 /**
  * The names of the regions in `Regions` whose usage includes `F`.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type RegionsWith<Regions extends RegionUsages, F extends Flag> = {
@@ -67,7 +68,7 @@ export type RegionsWith<Regions extends RegionUsages, F extends Flag> = {
  * `attempt`-th reconnect since the last connection, or closed (its scope ended, or its schedule did,
  * with the last failure).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type State =
@@ -77,13 +78,13 @@ export type State =
   | { readonly _tag: "Closed"; readonly lastError: unknown }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category symbols
  */
 export const TypeId: unique symbol = internal.ClientTypeId
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category symbols
  */
 export type TypeId = typeof TypeId
@@ -91,7 +92,7 @@ export type TypeId = typeof TypeId
 /**
  * A reconnecting client.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RdmaClient<Regions extends RegionUsages> {
@@ -109,13 +110,13 @@ export interface RdmaClient<Regions extends RegionUsages> {
  * An operation found no connection: at once (the client's default), or after waiting its bound. Its
  * `state` says why (connecting, reconnecting with the last failure, closed).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const NotConnectedError: typeof errors.NotConnectedError = errors.NotConnectedError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type NotConnectedError = errors.NotConnectedError
@@ -124,13 +125,13 @@ export type NotConnectedError = errors.NotConnectedError
  * The offer lacks a region the client names: the session fails, and the schedule decides whether to
  * try again.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const InvalidOfferError: typeof errors.InvalidOfferError = errors.InvalidOfferError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type InvalidOfferError = errors.InvalidOfferError
@@ -139,21 +140,21 @@ export type InvalidOfferError = errors.InvalidOfferError
  * An option of {@link make} that is not what it takes (from untyped code): which one, and what it
  * takes.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
-export const InvalidOptionsError: typeof errors.InvalidOptionsError = errors.InvalidOptionsError
+export const InvalidOptionsError: typeof RdmaError.InvalidOptionsError = RdmaError.InvalidOptionsError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
-export type InvalidOptionsError = errors.InvalidOptionsError
+export type InvalidOptionsError = RdmaError.InvalidOptionsError
 
 /**
  * How the client connects and reconnects.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
@@ -198,7 +199,7 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS> {
  * })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const make: <Regions extends RegionUsages, E, R, Out, RS>(
@@ -219,7 +220,7 @@ export const make: <Regions extends RegionUsages, E, R, Out, RS>(
  * export const StoreLive = RdmaClient.layer(Store, { ...options, regions })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category layers
  */
 export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS>(
@@ -229,7 +230,7 @@ export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS>(
   Layer.scoped(tag, Effect.flatMap(PeerTag, (peer) => make({ ...options, peer })))
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteArgs<K extends string> extends Omit<Connection.WriteArgs, "dst"> {
@@ -237,7 +238,7 @@ export interface WriteArgs<K extends string> extends Omit<Connection.WriteArgs, 
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteManyArgs<K extends string> extends Omit<Connection.WriteManyArgs, "dst"> {
@@ -245,7 +246,7 @@ export interface WriteManyArgs<K extends string> extends Omit<Connection.WriteMa
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface ReadArgs<K extends string> extends Omit<Connection.ReadArgs, "src"> {
@@ -253,7 +254,7 @@ export interface ReadArgs<K extends string> extends Omit<Connection.ReadArgs, "s
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface FlushArgs<K extends string> extends Omit<Connection.FlushArgs<"FLUSH_TYPE_VISIBILITY">, "dst"> {
@@ -263,7 +264,7 @@ export interface FlushArgs<K extends string> extends Omit<Connection.FlushArgs<"
 /**
  * `Connection.write` into the region named `dst`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const write = <Regions extends RegionUsages>(
@@ -278,7 +279,7 @@ export const write = <Regions extends RegionUsages>(
 /**
  * `Connection.writeMany` into the region named `dst`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const writeMany = <Regions extends RegionUsages>(
@@ -291,7 +292,7 @@ export const writeMany = <Regions extends RegionUsages>(
 /**
  * `Connection.read` from the region named `src`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const read = <Regions extends RegionUsages>(
@@ -304,7 +305,7 @@ export const read = <Regions extends RegionUsages>(
 /**
  * `Connection.flush` of the region named `dst`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const flush = <Regions extends RegionUsages>(
@@ -317,7 +318,7 @@ export const flush = <Regions extends RegionUsages>(
 /**
  * `Connection.send`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const send = <Regions extends RegionUsages>(
@@ -329,7 +330,7 @@ export const send = <Regions extends RegionUsages>(
 /**
  * `Connection.recv`, on the current connection: waits for a message (bound it with a timeout).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recv = <Regions extends RegionUsages>(
@@ -342,7 +343,7 @@ export const recv = <Regions extends RegionUsages>(
  * Runs `f` with the current connection and the offer's regions (for what the operations above do
  * not cover); an error that means the connection ended makes the client reconnect.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const withConnection = <Regions extends RegionUsages, A, E extends { readonly _tag: string }>(

@@ -1,5 +1,5 @@
 /**
- * The API: usage flags, tagged errors, descriptors, memory, peers, local and remote regions, rdma_cm ids, connections, and the Driver service every implementation provides.
+ * The API: usage flags, tagged errors, descriptors, memory, peers, local and remote regions, connections, listeners and the services built on them: the user API. Driver authors import `@effect-rdma/core/Driver`.
  *
  * @packageDocumentation
  * @module @effect-rdma/core
@@ -9,16 +9,9 @@
  * reject, the regions of rdma_reg_msgs(3) on the endpoint, and rdma_post_send / recv / read / write
  * through the same posting kernel as librpma's connections, all scoped.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as CmEndpoint from "./CmEndpoint.js"
-/**
- * How an endpoint of librdmacm's verbs API refuses a request or a remote key: the error classes,
- * re-exported by `CmEndpoint` (use them from there).
- *
- * @since 0.6.0
- */
-export * as CmEndpointError from "./CmEndpointError.js"
 /**
  * librdmacm: a communication identifier bound to a local address, and the message, read and write
  * regions registered on it (rdma_reg_msgs, rdma_reg_read, rdma_reg_write). Regions are deregistered
@@ -70,28 +63,6 @@ export * as CmId from "./CmId.js"
  */
 export * as Connection from "./Connection.js"
 /**
- * How connecting and operations fail: the error classes, re-exported by `Connection` (use them
- * from there), in a module of their own so that inferred types name a module a program can import.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Connection, Peer } from "@effect-rdma/core"
- *
- * // A refused or unreachable server is a ConnectionFailedError, told apart by its tag.
- * const connectOrNone = Effect.gen(function*() {
- *   const peer = yield* Peer.Peer
- *   return yield* Connection.connect(peer, "192.168.77.2", 7471).pipe(
- *     Effect.asSome,
- *     Effect.catchTag("ConnectionFailedError", () => Effect.succeedNone)
- *   )
- * })
- * ```
- *
- * @since 0.5.0
- */
-export * as ConnectionError from "./ConnectionError.js"
-/**
  * librpma's memory-region descriptor: the 21 bytes a peer sends so that another peer can reach one
  * of its regions. Layout (mr.c): raddr u64 LE, length u64 LE, rkey u32 LE, usage u8.
  *
@@ -132,57 +103,6 @@ export * as Descriptor from "./Descriptor.js"
  * @since 0.1.0
  */
 export * as DescriptorExchange from "./DescriptorExchange.js"
-/**
- * The native calls, as a service. Everything above this Tag (resources, ordering, release policy,
- * logging) is written once in core; a driver only performs calls and reports codes through
- * {@link RdmaError.fromRpmaCode} / {@link RdmaError.fromErrno}. `@effect-rdma/native` implements it
- * over librpma and librdmacm; `@effect-rdma/testing` implements it in memory.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Driver } from "@effect-rdma/core"
- *
- * // Every driver answers the same calls; here, how many handles of each kind it holds.
- * const live = Effect.flatMap(Driver.RdmaDriver, (driver) => driver.live)
- * ```
- *
- * @since 0.1.0
- */
-export * as Driver from "./Driver.js"
-/**
- * The data the Driver's calls take and give: handles, configurations, work requests, completions,
- * events and the live-handle counts, as plain types, apart from the Tag that uses them.
- *
- * @example
- * ```ts
- * import type { DriverModel } from "@effect-rdma/core"
- *
- * // The data a driver's calls take and give, e.g. what a leak check reads.
- * const nothingAlive = (live: DriverModel.LiveHandles): boolean => Object.values(live).every((n) => n === 0)
- * ```
- *
- * @since 0.5.0
- */
-export * as DriverModel from "./DriverModel.js"
-/**
- * The argument checks that librpma, librdmacm and the addon make, written once so that every driver
- * (the simulated one checks with these functions; the addon makes the same checks in C++) and core
- * refuse the same values with the same words. Each check returns `undefined` for a good value or
- * the detail of the refusal. None of them throws, whatever the value (Proxies, getters, BigInts,
- * revoked objects included).
- *
- * @example
- * ```ts
- * import { DriverArguments } from "@effect-rdma/core"
- *
- * DriverArguments.usage(0x100) // "usage has bits outside RPMA_MR_USAGE_* (0xff)"
- * DriverArguments.usage(0x11) // undefined: a good value
- * ```
- *
- * @since 0.1.0
- */
-export * as DriverArguments from "./DriverArguments.js"
 /**
  * A listening endpoint (`struct rpma_ep`): incoming connection requests arrive as a Stream; each is
  * accepted (a scoped {@link Connection.Connection}) or rejected. Requests left unanswered are
@@ -302,7 +222,7 @@ export * as RdmaMetrics from "./RdmaMetrics.js"
  * Schedule (fetching the offer again), exposes its state as a SubscriptionRef, and fails or bounds
  * operations while disconnected.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as RdmaClient from "./RdmaClient.js"
 /**
@@ -367,7 +287,7 @@ export * as RemoteMr from "./RemoteMr.js"
  * }))
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  */
 export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
 
@@ -375,7 +295,7 @@ export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
  * Pipelines over a connection: Sinks that write a Stream of chunks into a remote range or ring with
  * backpressure from the send queue, and a Stream of received messages over pre-posted receives.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as RdmaStream from "./RdmaStream.js"
 
@@ -392,7 +312,7 @@ export * as RdmaStream from "./RdmaStream.js"
  * const traced = program.pipe(Effect.provide(Tracing.layerPerOperation))
  * ```
  *
- * @since 0.2.0
+ * @since 1.0.0
  */
 export * as Tracing from "./Tracing.js"
 /**

@@ -2,8 +2,9 @@
  * CmEndpoint on the simulated driver: two endpoints in one process, the bytes that arrive checked,
  * every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, Driver, Tracing } from "@effect-rdma/core"
+import { CmEndpoint, Tracing } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { type Duration, Effect, Exit, Fiber, Layer, Tracer } from "effect"
 

@@ -2,8 +2,7 @@
 // as README's "Security" says a C client does: one byte with its length, then its bytes. The
 // TypeScript server admits exactly the token it set, once.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/Token.test.ts
-import * as Endpoint from "@effect-rdma/core/Endpoint"
-import * as Peer from "@effect-rdma/core/Peer"
+import { Endpoint, Peer } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"

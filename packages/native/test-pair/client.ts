@@ -16,13 +16,8 @@
  *
  * Every wait is bounded, so a hang is a failure with a message, never a stuck suite.
  */
-import * as DescriptorExchange from "@effect-rdma/core/DescriptorExchange"
+import { DescriptorExchange, Endpoint, LocalMr, Peer, RdmaClient, Usage } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RdmaClient from "@effect-rdma/core/RdmaClient"
-import * as Usage from "@effect-rdma/core/Usage"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -80,7 +75,7 @@ interface Outcome {
  * The server, in the caller's scope: a region, every connection on `rdmaPort` accepted (each
  * served until it ends), the region's descriptor offered over DescriptorExchange on `offerPort`.
  */
-export const serveClients = (address: string, ports: Ports) =>
+export const serveClients = (address: string, ports: Ports): Effect.Effect<void, unknown, RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
     const store = yield* LocalMr.allocate(peer, STORE_SIZE, storeUsage)

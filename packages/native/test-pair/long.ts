@@ -3,14 +3,10 @@
  * from VM b into a region on VM a, with every connection event the server sees logged (with its
  * time). An event before the client says it is done (CLOSED or LOST) is unexplained, and fails.
  */
-import * as Connection from "@effect-rdma/core/Connection"
-import type { ConnEvent } from "@effect-rdma/core/Driver"
-import * as Endpoint from "@effect-rdma/core/Endpoint"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import type { Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { type Channel, check, log, seconds } from "./harness.js"
 
@@ -19,7 +15,7 @@ const REGION = 1 << 20
 const SIZE = 64
 
 /** VM a: accepts one connection and logs its events until the client is done and has closed. */
-export const longServer = (address: string, port: number, channel: Channel) =>
+export const longServer = (address: string, port: number, channel: Channel): Effect.Effect<void, unknown, RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
     const target = yield* LocalMr.allocate(peer, REGION, exposed)
@@ -27,7 +23,7 @@ export const longServer = (address: string, port: number, channel: Channel) =>
     yield* channel.send({ descriptor: Array.from(yield* LocalMr.descriptor(target)) })
     const server = yield* Endpoint.acceptNext(ep, { timeout: "30 seconds" })
     const started = performance.now()
-    const events: Array<{ event: ConnEvent; at: number }> = []
+    const events: Array<{ event: Model.ConnEvent; at: number }> = []
     yield* log("long run: server connection ESTABLISHED")
     const watching = yield* Stream.runForEach(server.events, (event) =>
       Effect.zipRight(
@@ -48,7 +44,17 @@ export const longServer = (address: string, port: number, channel: Channel) =>
   })
 
 /** VM b: the writes, `window` in flight, then a flush and a check of the last record. */
-export const longClient = (address: string, serverAddress: string, port: number, channel: Channel, total: number) =>
+export const longClient = (
+  address: string,
+  serverAddress: string,
+  port: number,
+  channel: Channel,
+  total: number
+): Effect.Effect<
+  { readonly completed: number; readonly elapsed: number; readonly events: Array<{ event: string; at: number }> },
+  unknown,
+  RdmaDriver | Scope.Scope
+> =>
   Effect.gen(function*() {
     const { descriptor } = yield* channel.receive()
     const peer = yield* Peer.make(address)

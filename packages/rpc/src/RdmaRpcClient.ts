@@ -3,9 +3,10 @@
  * effect-rdma connection, small ones by send into the server's pre-posted receives, large ones
  * written into the server's registered landing region and acknowledged (see {@link RdmaChannel}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
-import type { Connection, Driver, Peer, RdmaError } from "@effect-rdma/core"
+import type { Connection, Peer, RdmaError } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as Layer from "effect/Layer"
@@ -17,7 +18,7 @@ import * as internal from "./internal/protocol.js"
 /**
  * Where to connect, and the channel's settings.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface LayerOptions extends RdmaChannel.Options {
@@ -31,7 +32,7 @@ export interface LayerOptions extends RdmaChannel.Options {
  * A client protocol over an established connection. When the connection ends, every request still
  * waiting fails with an `RpcClientError` (`reason: "Protocol"`), as over a closed socket.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const makeProtocol: (
@@ -61,7 +62,7 @@ export const makeProtocol: (
  * )
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category layers
  */
 export const layerProtocol: (

@@ -3,9 +3,10 @@
  * effect-rdma endpoint, one client per connection, and carries its messages over them (see
  * {@link RdmaChannel}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
-import type { Connection, Driver, Endpoint, Peer, RdmaError } from "@effect-rdma/core"
+import type { Connection, Endpoint, Peer, RdmaError } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as RpcServer from "@effect/rpc/RpcServer"
 import type * as Effect from "effect/Effect"
@@ -17,7 +18,7 @@ import * as internal from "./internal/protocol.js"
 /**
  * The channel's settings, and those of each accepted connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Options extends RdmaChannel.Options {
@@ -34,7 +35,7 @@ export interface Options extends RdmaChannel.Options {
 /**
  * Where to listen, and the settings of each client's connection and channel.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface LayerOptions extends Options {
@@ -48,7 +49,7 @@ export interface LayerOptions extends Options {
  * `disconnects`, and its connection and regions are released then. A request that cannot be
  * accepted is logged and the next one taken.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const makeProtocol: (
@@ -76,7 +77,7 @@ export const makeProtocol: (
  * )
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category layers
  */
 export const layerProtocol: (

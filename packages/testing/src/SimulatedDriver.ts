@@ -5,12 +5,9 @@
  *
  * @since 0.1.0
  */
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import * as Descriptor from "@effect-rdma/core/Descriptor"
+import { Descriptor, RdmaError, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Arguments, RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -75,7 +72,7 @@ export type Operation =
  * Only these can fail through their completion ({@link CompleteWithStatus}) or lose their
  * connection ({@link LoseConnection}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export type DataOperation =
@@ -111,7 +108,7 @@ export type DataOperation =
  * const refuseRegistration = SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 2, code: -100002 })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export interface FailWithCode {
@@ -138,7 +135,7 @@ export interface FailWithCode {
  * const remoteAccessError = SimulatedDriver.fail({ operation: "rpma_read", nth: 1, completionStatus: 10 })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export interface CompleteWithStatus {
@@ -163,7 +160,7 @@ export interface CompleteWithStatus {
  * const dropUnderWrite = SimulatedDriver.fail({ operation: "rpma_write", nth: 3, loseConnection: true })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export interface LoseConnection {
@@ -191,7 +188,7 @@ export interface LoseConnection {
  * const freezeUnderWrite = SimulatedDriver.fail({ operation: "rpma_write", nth: 1, freezePeer: true })
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category faults
  */
 export interface FreezePeer {
@@ -255,9 +252,7 @@ export interface Options {
   readonly maxRegionSize?: number | undefined
 }
 
-// The errno values librdmacm reports.
-const EINVAL = 22
-const EADDRNOTAVAIL = 99
+const { EADDRNOTAVAIL, EINVAL } = RdmaError.Errno
 
 /**
  * Builds a simulated driver and its control.
@@ -305,7 +300,7 @@ export const makeLinked = (
           typeof address !== "string"
             ? invalid("rpma_utils_get_ibv_context", "address is NULL")
             : kind !== "local" && kind !== "remote"
-            ? invalid("rpma_utils_get_ibv_context", `unknown address type ${DriverArguments.show(kind)}`)
+            ? invalid("rpma_utils_get_ibv_context", `unknown address type ${Arguments.show(kind)}`)
             : undefined,
         (code) => rpma("rpma_utils_get_ibv_context", code, "planned fault"),
         () =>
@@ -366,14 +361,14 @@ export const makeLinked = (
       ),
 
     // Synchronous (`now`), as the native driver's below its worker threshold: core registers in one step.
-    mrReg: Driver.synchronousCall(
+    mrReg: Driver.Model.synchronousCall(
       (peerValue, memory, usage) =>
-        callNow<Driver.MrRegistration, RdmaError.RpmaError>(
+        callNow<Driver.Model.MrRegistration, RdmaError.RpmaError>(
           "rpma_mr_reg",
           () => {
             const refused = deadOrWrong("rpma_mr_reg", "peer", peerOf(peerValue))
             if (refused !== undefined) return refused
-            const problem = DriverArguments.memory(memory) ?? DriverArguments.usage(usage)
+            const problem = Arguments.memory(memory) ?? Arguments.usage(usage)
             return problem === undefined ? undefined : invalid("rpma_mr_reg", problem)
           },
           (code) => rpma("rpma_mr_reg", code, "planned fault"),
@@ -401,7 +396,7 @@ export const makeLinked = (
         )
     ),
 
-    mrDereg: Driver.synchronousCall(
+    mrDereg: Driver.Model.synchronousCall(
       (value) =>
         callNow<void, RdmaError.RpmaError | RdmaError.ResourceInUseError>(
           "rpma_mr_dereg",
@@ -531,9 +526,9 @@ export const makeLinked = (
           return id === undefined || !id.alive
             ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm id or endpoint" : "the id was already destroyed")
             : kind !== "msgs" && kind !== "read" && kind !== "write"
-            ? errno(operation, EINVAL, `unknown registration kind ${DriverArguments.show(kind)}`)
-            : DriverArguments.memory(memory) !== undefined
-            ? errno(operation, EINVAL, DriverArguments.memory(memory)!)
+            ? errno(operation, EINVAL, `unknown registration kind ${Arguments.show(kind)}`)
+            : Arguments.memory(memory) !== undefined
+            ? errno(operation, EINVAL, Arguments.memory(memory)!)
             : undefined
         },
         (code) => errno(operation, code, "planned fault"),
@@ -589,9 +584,9 @@ export const makeLinked = (
       call(
         "posix_memalign",
         () =>
-          DriverArguments.allocationSize(size) === undefined
+          Arguments.allocationSize(size) === undefined
             ? undefined
-            : invalid("posix_memalign", DriverArguments.allocationSize(size)!),
+            : invalid("posix_memalign", Arguments.allocationSize(size)!),
         (code) => rpma("posix_memalign", code, "planned fault"),
         () =>
           size > maxRegionSize
@@ -661,7 +656,7 @@ export const makeLinked = (
  * const TwoDevices = SimulatedDriver.layerWith({ devices: ["10.0.0.1", "10.0.0.2"] })
  * ```
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category layers
  */
 export const layerWith = (options: Options): Layer.Layer<RdmaDriver | SimulationControl> =>

@@ -21,7 +21,7 @@
  * peer (FreezePeer) stays librpma's only. A process lists among its devices every address it
  * connects to (the default, one device at {@link SimulatedDriver.DEFAULT_ADDRESS}, serves all).
  *
- * @since 0.7.0
+ * @since 1.0.0
  */
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Context from "effect/Context"
@@ -42,7 +42,7 @@ import * as SimulatedDriver from "./SimulatedDriver.js"
  * The network could not be served or joined: `detail` says why (no process serves it at `path`,
  * the socket path is taken, no answer within the timeout).
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category errors
  */
 export class SimulatedNetworkError extends Data.TaggedError("SimulatedNetworkError")<{
@@ -56,7 +56,7 @@ export class SimulatedNetworkError extends Data.TaggedError("SimulatedNetworkErr
 }
 
 /**
- * @since 0.7.0
+ * @since 1.0.0
  * @category models
  */
 export interface ServeOptions {
@@ -65,7 +65,7 @@ export interface ServeOptions {
 }
 
 /**
- * @since 0.7.0
+ * @since 1.0.0
  * @category models
  */
 export interface JoinOptions extends SimulatedDriver.Options {
@@ -93,7 +93,7 @@ export interface JoinOptions extends SimulatedDriver.Options {
  * }))
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category constructors
  */
 export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
@@ -142,7 +142,7 @@ const serveAt = (given: string | undefined): Effect.Effect<string, SimulatedNetw
  * )
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category layers
  */
 export const layer = (

@@ -21,11 +21,8 @@ import type * as Peer from "../Peer.js"
 import type * as RdmaClient from "../RdmaClient.js"
 import * as RemoteMr from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
-import {
-  InvalidOfferError as InvalidOfferErrorImpl,
-  InvalidOptionsError,
-  NotConnectedError as NotConnectedErrorImpl
-} from "./clientErrors.js"
+import { InvalidOptionsError } from "../RdmaError.js"
+import { InvalidOfferError as InvalidOfferErrorImpl, NotConnectedError as NotConnectedErrorImpl } from "./clientErrors.js"
 import * as instrument from "./instrument.js"
 
 /** @internal */
@@ -192,7 +189,7 @@ const session = <Regions extends RdmaClient.RegionUsages, E, R>(
 
 /** The options' checks, for untyped callers: what is wrong, and what the option takes. */
 const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any>): InvalidOptionsError | number => {
-  const invalid = (option: string, detail: string) => new InvalidOptionsError({ option, detail })
+  const invalid = (option: string, detail: string) => new InvalidOptionsError({ module: "RdmaClient", option, detail })
   if (typeof options !== "object" || options === null) return invalid("object", "must be an object of options")
   if (!Effect.isEffect(options.offer)) return invalid("offer", "must be an Effect that fetches the offer")
   if (!Schedule.isSchedule(options.reconnect)) return invalid("reconnect", "must be a Schedule (e.g. Schedule.spaced(\"1 second\"))")

@@ -50,13 +50,3 @@ export class InvalidOfferError extends Data.TaggedError("InvalidOfferError")<{
     return `the offer does not fit the client: ${this.detail}`
   }
 }
-
-/** @internal */
-export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")<{
-  readonly option: string
-  readonly detail: string
-}> {
-  override get message(): string {
-    return `RdmaClient.make: the option ${this.option} ${this.detail}`
-  }
-}

@@ -24,15 +24,10 @@ import * as Scope from "effect/Scope"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import { ClientGoneError } from "../CmEndpointError.js"
 import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
-import {
-  type CmEpConfig,
-  type CmEpHandle,
-  type CmWorkRequest,
-  type Driver,
-  RdmaDriver
-} from "../Driver.js"
+import { type Driver, RdmaDriver } from "../Driver.js"
+import { type CmEpConfig, type CmEpHandle, type CmWorkRequest } from "../DriverModel.js"
 import * as DriverArguments from "../DriverArguments.js"
-import { fromErrno, type RdmaCmError } from "../RdmaError.js"
+import { Errno, fromErrno, type RdmaCmError } from "../RdmaError.js"
 import { boundedWait } from "./connection.js"
 import { timeoutMillis } from "./connectionConfig.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
@@ -42,9 +37,7 @@ import * as Owner from "./owner.js"
 import { Poster } from "./poster.js"
 import { release } from "./release.js"
 
-const EINVAL = 22
-/** The drivers' rdma_accept of a request whose client has gone. */
-const ECONNABORTED = 103
+const { ECONNABORTED, EINVAL } = Errno
 
 /** What may be posted before the endpoint is connected or accepted. */
 const RECEIVES: ReadonlySet<string> = new Set([Operations.cmRecv.name, Operations.cmRecvv.name])

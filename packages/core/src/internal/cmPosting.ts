@@ -12,8 +12,8 @@ import * as Effect from "effect/Effect"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
-import type { CmSegment, CmWorkRequest, Completion, Signal } from "../Driver.js"
-import { fromErrno } from "../RdmaError.js"
+import type { CmSegment, CmWorkRequest, Completion, Signal } from "../DriverModel.js"
+import { Errno, fromErrno } from "../RdmaError.js"
 import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
 import { impl } from "./cmEndpoint.js"
 import * as instrument from "./instrument.js"
@@ -309,7 +309,7 @@ const prepareExchange = (
   args: CmEndpoint.ExchangeArgs
 ): readonly [Prepared, Prepared] | TransferError => {
   if (args === null || typeof args !== "object" || args.send === undefined || args.recv === undefined) {
-    return fromErrno(22, operation, "the arguments must name a send and a recv")
+    return fromErrno(Errno.EINVAL, operation, "the arguments must name a send and a recv")
   }
   const recv = prepareAnyRecv(ep, args.recv)
   if (!isPrepared(recv)) return recv
@@ -351,7 +351,7 @@ const batch = <A>(
 ): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
     if (!Array.isArray(list)) {
-      return instrument.refused(fromErrno(22, "rdma_post", "the requests must be an array"))
+      return instrument.refused(fromErrno(Errno.EINVAL, "rdma_post", "the requests must be an array"))
     }
     const prepared: Array<Prepared> = []
     const owners = new Set<Owner.Owner>()

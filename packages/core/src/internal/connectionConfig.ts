@@ -5,7 +5,7 @@
  */
 import * as Duration from "effect/Duration"
 import type { Options } from "../Connection.js"
-import type { ConnConfig } from "../Driver.js"
+import type { ConnConfig } from "../DriverModel.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import * as srq from "./srq.js"

@@ -8,7 +8,7 @@
 import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
-import type { ConnEvent, ConnHandle } from "../Driver.js"
+import type { ConnEvent, ConnHandle } from "../DriverModel.js"
 import type { Poster } from "./poster.js"
 
 /** @internal */

@@ -13,7 +13,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { type Completion, WcOpcode, type WorkRequest } from "../Driver.js"
+import { type Completion, WcOpcode, type WorkRequest } from "../DriverModel.js"
 import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import { ById } from "./byId.js"

@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { WcOpcode, type WorkRequest } from "../Driver.js"
+import { WcOpcode, type WorkRequest } from "../DriverModel.js"
 
 /** @internal One operation: what the posting kernel needs to know of it. */
 export interface OperationSpec {

@@ -24,17 +24,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import type {
-  CmEpHandle,
-  CmWorkRequest,
-  Completion,
-  CompletionQueue,
-  CompletionsReady,
-  PostOutcome,
-  PostQueue,
-  Signal,
-  WorkRequest
-} from "../Driver.js"
+import type { CmEpHandle, CmWorkRequest, Completion, CompletionQueue, CompletionsReady, PostOutcome, PostQueue, Signal, WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { OperationError } from "../ConnectionError.js"
 import type { OperationSpec } from "./operationTable.js"

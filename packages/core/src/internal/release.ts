@@ -15,7 +15,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import type { SynchronousCall } from "../Driver.js"
+import type { SynchronousCall } from "../DriverModel.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
 
 const refusal = (cause: Cause.Cause<unknown>): string | undefined => {

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type { CmIdHandle, CmMrHandle, Driver } from "@effect-rdma/core/Driver"
+import type { Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type { Binding } from "../RpmaBinding.js"
 import { as, attempt, attemptPromise, cm } from "./addon.js"
@@ -18,9 +18,9 @@ const cmOperationOf = (kind: unknown): string =>
 /** @internal */
 export const cmCalls = (binding: Binding): Pick<Driver, "cmCreateId" | "cmDestroyId" | "cmReg" | "cmDeregMr" | "cmMrInfo"> => ({
   cmCreateId: (address) =>
-    attemptPromise(() => binding.cmCreateId(address), cmFailure("rdma_create_ep")).pipe(Effect.map(as<CmIdHandle>)),
+    attemptPromise(() => binding.cmCreateId(address), cmFailure("rdma_create_ep")).pipe(Effect.map(as<Model.CmIdHandle>)),
   cmDestroyId: (id) => attempt(() => binding.cmDestroyId(id), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
-  cmReg: (id, kind, memory) => cm(cmOperationOf(kind), () => as<CmMrHandle>(binding.cmReg(id, kind, memory))),
+  cmReg: (id, kind, memory) => cm(cmOperationOf(kind), () => as<Model.CmMrHandle>(binding.cmReg(id, kind, memory))),
   cmDeregMr: (mr) => cm("rdma_dereg_mr", () => binding.cmDeregMr(mr)),
   cmMrInfo: (mr) => cm("ibv_mr", () => binding.cmMrInfo(mr))
 })

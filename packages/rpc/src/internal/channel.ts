@@ -24,7 +24,8 @@
  *
  * @internal
  */
-import { Connection, type Driver, LocalMr, type Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, LocalMr, type Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"

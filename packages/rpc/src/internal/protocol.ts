@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Connection, type Driver, Endpoint, Peer, type RdmaError } from "@effect-rdma/core"
+import { Connection, Endpoint, Peer, type RdmaError } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import { type FromClientEncoded, type FromServerEncoded, ResponseDefectEncoded } from "@effect/rpc/RpcMessage"

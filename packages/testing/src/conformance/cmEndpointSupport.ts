@@ -6,8 +6,8 @@
  *
  * @internal
  */
+import type { RdmaError } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import type * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -16,7 +16,7 @@ import type { HalfContext } from "./halves.js"
 import { check, equal, text } from "./support.js"
 
 /** @internal A queue pair every case can use: small queues, two segments, some inline room. */
-export const config: Driver.CmEpConfig = {
+export const config: Driver.Model.CmEpConfig = {
   timeoutMs: 10_000,
   // 2^n - 1: what Soft-RoCE and mlx5 grant exactly (they round queues up to a power of two, less one).
   maxSendWr: 15,
@@ -48,12 +48,12 @@ export const expectErrno = <A, E, R>(effect: Effect.Effect<A, E, R>, name: strin
   Effect.flatMap(errnoOf(effect), (actual) => equal(actual, name, what))
 
 /** @internal A listener, destroyed with the scope. */
-export const listen = (address: string, port: number, cfg: Driver.CmEpConfig = config) =>
+export const listen = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(d.cmListen(address, port, cfg), (l) => Effect.ignore(d.cmListenerDestroy(l.handle))))
 
 /** @internal An active endpoint to `address:port`, destroyed with the scope. */
-export const endpoint = (address: string, port: number, cfg: Driver.CmEpConfig = config) =>
+export const endpoint = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(d.cmEpCreate(address, port, cfg), (ep) => Effect.ignore(d.cmEpDestroy(ep))))
 
@@ -62,7 +62,7 @@ export const endpoint = (address: string, port: number, cfg: Driver.CmEpConfig =
  * wait is interruptible (an acquireRelease's acquire is not); the release is registered, without
  * a gap, once a request came.
  */
-export const nextRequest = (listener: Driver.CmListenerHandle) =>
+export const nextRequest = (listener: Driver.Model.CmListenerHandle) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.tap(
@@ -74,7 +74,7 @@ export const nextRequest = (listener: Driver.CmListenerHandle) =>
     ))
 
 /** @internal A region of `size` bytes registered on an endpoint, deregistered with the scope (before the endpoint). */
-export const region = (ep: Driver.CmEpHandle, kind: Driver.CmRegistrationKind, size: number) =>
+export const region = (ep: Driver.Model.CmEpHandle, kind: Driver.Model.CmRegistrationKind, size: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.gen(function*() {
       const memory = new Uint8Array(size)
@@ -84,22 +84,22 @@ export const region = (ep: Driver.CmEpHandle, kind: Driver.CmRegistrationKind, s
     }))
 
 /** @internal A region's whole range as one segment. */
-export const whole = (r: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array }, offset = 0, length?: number) => ({
+export const whole = (r: { readonly mr: Driver.Model.CmMrHandle; readonly memory: Uint8Array }, offset = 0, length?: number) => ({
   mr: r.mr,
   offset,
   length: length ?? r.memory.byteLength - offset
 })
 
 /** Completions taken by earlier posts or polls, kept per endpoint until a case waits for them. */
-const taken = new WeakMap<object, Array<Driver.Completion>>()
-const stash = (ep: Driver.CmEpHandle, completions: ReadonlyArray<Driver.Completion>) => {
+const taken = new WeakMap<object, Array<Driver.Model.Completion>>()
+const stash = (ep: Driver.Model.CmEpHandle, completions: ReadonlyArray<Driver.Model.Completion>) => {
   const list = taken.get(ep) ?? []
   list.push(...completions)
   taken.set(ep, list)
 }
 
 /** @internal cmPostMany of every request, failing with the refusal; the completions it returned are kept for {@link completions}. */
-export const post = (ep: Driver.CmEpHandle, requests: ReadonlyArray<Driver.CmWorkRequest>) =>
+export const post = (ep: Driver.Model.CmEpHandle, requests: ReadonlyArray<Driver.Model.CmWorkRequest>) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.suspend(() => {
       const outcome = d.cmPostMany(ep, requests)
@@ -108,16 +108,16 @@ export const post = (ep: Driver.CmEpHandle, requests: ReadonlyArray<Driver.CmWor
     }))
 
 /** @internal The outcome of cmPostMany (its completions kept for {@link completions}). */
-export const postOutcome = (ep: Driver.CmEpHandle, requests: ReadonlyArray<unknown>) =>
+export const postOutcome = (ep: Driver.Model.CmEpHandle, requests: ReadonlyArray<unknown>) =>
   Effect.map(Driver.RdmaDriver, (d) => {
-    const outcome = d.cmPostMany(ep, requests as ReadonlyArray<Driver.CmWorkRequest>)
+    const outcome = d.cmPostMany(ep, requests as ReadonlyArray<Driver.Model.CmWorkRequest>)
     stash(ep, outcome.ready)
     return outcome
   })
 
 /** One armed wait on the endpoint's completion channels. */
-const armed = (d: Driver.Driver, ep: Driver.CmEpHandle) =>
-  Effect.async<ReadonlyArray<Driver.Completion>, RdmaError.RdmaCmError>((resume) => {
+const armed = (d: Driver.Driver, ep: Driver.Model.CmEpHandle) =>
+  Effect.async<ReadonlyArray<Driver.Model.Completion>, RdmaError.RdmaCmError>((resume) => {
     const disarm = d.cmArmCompletions(ep, (exit) => resume(exit))
     return Effect.sync(disarm)
   })
@@ -126,7 +126,7 @@ const armed = (d: Driver.Driver, ep: Driver.CmEpHandle) =>
  * @internal The next `n` completions of an endpoint (those its posts already returned first), in
  * the order they came, waiting on its channels within {@link WAIT}.
  */
-export const completions = (ep: Driver.CmEpHandle, n: number) =>
+export const completions = (ep: Driver.Model.CmEpHandle, n: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.gen(function*() {
       for (;;) {
@@ -142,7 +142,7 @@ export const completions = (ep: Driver.CmEpHandle, n: number) =>
 
 /** @internal Fails the case unless the completion has this status (and, on success, opcode and length). */
 export const expectCompletion = (
-  wc: Driver.Completion | undefined,
+  wc: Driver.Model.Completion | undefined,
   expected: { readonly id: number; readonly status: number; readonly opcode?: number; readonly byteLength?: number },
   what: string
 ) =>
@@ -155,7 +155,7 @@ export const expectCompletion = (
   })
 
 /** @internal The next event of an endpoint, within {@link WAIT}. */
-export const nextEvent = (ep: Driver.CmEpHandle) =>
+export const nextEvent = (ep: Driver.Model.CmEpHandle) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     d.cmNextEvent(ep).pipe(Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no rdma_cm event came") })))
 
@@ -169,8 +169,8 @@ export const leading = (data: Uint8Array, length: number) => text(data.subarray(
  */
 export const serve = <A, E, R>(
   ctx: HalfContext,
-  beforeAccept: (ep: Driver.CmEpHandle) => Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly ep: Driver.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
+  beforeAccept: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
+): Effect.Effect<{ readonly ep: Driver.Model.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     const listener = yield* listen(ctx.address, ctx.port)
@@ -187,8 +187,8 @@ export const serve = <A, E, R>(
  */
 export const join = <A, E, R>(
   ctx: HalfContext,
-  beforeConnect: (ep: Driver.CmEpHandle) => Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly ep: Driver.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
+  beforeConnect: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
+): Effect.Effect<{ readonly ep: Driver.Model.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     yield* ctx.channel.receive()
@@ -199,7 +199,7 @@ export const join = <A, E, R>(
   })
 
 /** @internal A region's key as a message between the halves (bigints do not travel in JSON). */
-export const keyOf = (info: Driver.CmMrInfo) => ({ address: String(info.address), rkey: info.rkey, length: info.length })
+export const keyOf = (info: Driver.Model.CmMrInfo) => ({ address: String(info.address), rkey: info.rkey, length: info.length })
 
 /** @internal */
 export const keyFrom = (m: { readonly address: string; readonly rkey: number; readonly length: number }) => ({

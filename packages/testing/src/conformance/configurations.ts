@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { Case } from "../Conformance.js"
@@ -80,7 +81,7 @@ export const configurationCases: ReadonlyArray<Case> = [
         const peer = yield* rawPeer(address)
         const config = Connection.toConfig({ timeout: "10 seconds" })
         const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
-        const deleting = (conn: Driver.ConnHandle) =>
+        const deleting = (conn: Driver.Model.ConnHandle) =>
           Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
         const client = yield* Effect.flatMap(d.connReqNew(peer, address, port, config), (req) =>
           Effect.flatMap(d.connReqConnect(req, undefined), deleting))

@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { Connection, Descriptor, Driver, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -243,7 +244,7 @@ const driverPair = (address: string, port: number) =>
     const peer = yield* rawPeer(address)
     const config = Connection.toConfig({ timeout: "10 seconds" })
     const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
-    const deleting = (conn: Driver.ConnHandle) => Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
+    const deleting = (conn: Driver.Model.ConnHandle) => Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
     const accepting = yield* Effect.fork(
       Effect.flatMap(d.epNextConnReq(ep, config), (req) => Effect.flatMap(d.connReqConnect(req, undefined), deleting))
     )

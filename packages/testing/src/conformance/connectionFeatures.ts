@@ -5,7 +5,8 @@
  *
  * @internal
  */
-import { Connection, Driver, Endpoint, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Endpoint, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"

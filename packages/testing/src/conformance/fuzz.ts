@@ -7,14 +7,9 @@
  *
  * @internal
  */
-import * as CmId from "@effect-rdma/core/CmId"
-import * as Descriptor from "@effect-rdma/core/Descriptor"
+import { CmId, Descriptor, LocalMr, Memory, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Memory from "@effect-rdma/core/Memory"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -208,15 +203,15 @@ const total = (value: unknown): void => {
   Memory.validate(value)
   Memory.isDetached(value as Bad)
   Memory.isPoolSlice(value as Bad)
-  DriverArguments.memory(value)
-  DriverArguments.usage(value)
-  DriverArguments.port(value)
-  DriverArguments.address(value)
-  DriverArguments.connConfig(value)
-  DriverArguments.privateData(value, "accept")
-  DriverArguments.privateData(value, "connect")
-  DriverArguments.allocationSize(value)
-  DriverArguments.workRequest(value)
+  Arguments.memory(value)
+  Arguments.usage(value)
+  Arguments.port(value)
+  Arguments.address(value)
+  Arguments.connConfig(value)
+  Arguments.privateData(value, "accept")
+  Arguments.privateData(value, "connect")
+  Arguments.allocationSize(value)
+  Arguments.workRequest(value)
 }
 
 const problem = (what: string, exit: Exit.Exit<unknown, unknown>): string | undefined =>
@@ -239,7 +234,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     )
     // What a call made, kept for its release: mrReg answers with the handle and the region's address.
     const keep = (method: keyof Driver.Driver) => (result: unknown) => {
-      if (RELEASE[method] !== undefined) made.push([method, method === "mrReg" ? (result as Driver.MrRegistration).handle : result])
+      if (RELEASE[method] !== undefined) made.push([method, method === "mrReg" ? (result as Driver.Model.MrRegistration).handle : result])
       return result
     }
     const attempt = <A>(method: keyof Driver.Driver, effect: Effect.Effect<A, unknown>) =>
@@ -249,7 +244,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     const handles: Array<unknown> = [Option.getOrUndefined(context), Option.getOrUndefined(peer)]
     if (Option.isSome(peer)) {
       const region = yield* attempt("mrReg", driver.mrReg(peer.value as Bad, new Uint8Array(4096), 0xff))
-      handles.push(Option.getOrUndefined(Option.map(region, (r) => (r as Driver.MrRegistration).handle)))
+      handles.push(Option.getOrUndefined(Option.map(region, (r) => (r as Driver.Model.MrRegistration).handle)))
       handles.push(Option.getOrUndefined(yield* attempt("epListen", driver.epListen(peer.value as Bad, address, port))))
     }
     handles.push(Option.getOrUndefined(

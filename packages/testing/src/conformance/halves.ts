@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import type { Driver } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"

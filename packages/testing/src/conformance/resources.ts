@@ -5,7 +5,8 @@
  *
  * @internal
  */
-import { CmId, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmId, Descriptor, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -154,7 +155,7 @@ export const resourceCases: ReadonlyArray<Case> = [
         const peer = yield* rawPeer(address)
         const memory = new Uint8Array(4096)
         // The same refusals as the Effects, named the same.
-        const bad: ReadonlyArray<readonly [string, Driver.PeerHandle, Uint8Array, number]> = [
+        const bad: ReadonlyArray<readonly [string, Driver.Model.PeerHandle, Uint8Array, number]> = [
           ["peer NULL", null as any, memory, Usage.READ_SRC],
           ["size 0", peer, new Uint8Array(0), Usage.READ_SRC],
           ["usage 0", peer, memory, 0],
@@ -165,7 +166,7 @@ export const resourceCases: ReadonlyArray<Case> = [
         }
         const registered = regNow(peer, memory, Usage.READ_SRC)
         yield* check(registered !== undefined && registered._tag === "Success", "a 4 KiB region registered synchronously")
-        const { address: at, handle } = (registered as Exit.Success<Driver.MrRegistration, never>).value
+        const { address: at, handle } = (registered as Exit.Success<Driver.Model.MrRegistration, never>).value
         yield* equal(at, yield* d.mrGetPtr(handle), "the address against rpma_mr_get_ptr")
         yield* equal((yield* d.live).localRegions, 1, "regions alive after mrReg.now")
         yield* equal(yield* outcome(Effect.suspend(() => deregNow(handle)!)), "success", "mrDereg.now")

@@ -3,15 +3,19 @@
  *
  * @internal
  */
-import { Driver } from "@effect-rdma/core"
+import type { RdmaError } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Scope from "effect/Scope"
 
 /** @internal An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
 export const NOWHERE = "192.0.2.99"
 
 /** @internal A peer of the raw driver on `address`, deleted with the scope. */
-export const rawPeer = (address: string) =>
+export const rawPeer = (
+  address: string
+): Effect.Effect<Driver.Model.PeerHandle, RdmaError.RpmaError, Driver.RdmaDriver | Scope.Scope> =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(
       Effect.flatMap(d.getIbvContext(address, "local"), d.peerNew),

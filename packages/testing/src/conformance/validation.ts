@@ -6,10 +6,8 @@
  *
  * @internal
  */
+import { Descriptor, LocalMr, type RdmaError, RemoteMr } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import * as Descriptor from "@effect-rdma/core/Descriptor"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { tagOf } from "./support.js"
@@ -29,7 +27,7 @@ interface Context {
   readonly driver: Driver.Driver
   readonly address: string
   readonly port: number
-  readonly peer: Driver.PeerHandle
+  readonly peer: Driver.Model.PeerHandle
 }
 
 const INVAL = "RpmaInvalidError"
@@ -47,7 +45,7 @@ const detached = (): Uint8Array => {
   structuredClone(bytes.buffer, { transfer: [bytes.buffer] })
   return bytes
 }
-const good: Driver.ConnConfig = { timeoutMs: 1000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
+const good: Driver.Model.ConnConfig = { timeoutMs: 1000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
 const descriptor = Descriptor.encode({ address: 0x7f0000001000n, length: 4096n, rkey: 0x1234, usage: 0x11 })
 
 const memoryKinds: ReadonlyArray<readonly [string, () => unknown]> = [
@@ -217,7 +215,7 @@ export const rows: ReadonlyArray<Row> = [
     input: `post on a ${queue}: a send (receives only)`,
     call: ({ address, driver, peer, port }) =>
       Effect.gen(function*() {
-        const target: Driver.PostQueue = queue === "shared receive queue"
+        const target: Driver.Model.PostQueue = queue === "shared receive queue"
           ? yield* Effect.acquireRelease(
             driver.srqNew(peer, { rqSize: 4, rcqSize: 4 }),
             (srq) => Effect.ignore(driver.srqDelete(srq))
@@ -238,7 +236,7 @@ export const rows: ReadonlyArray<Row> = [
 ]
 
 /** Driver.postMany of one request, its refusal as the Effect's failure. */
-const posting = (driver: Driver.Driver, queue: Driver.PostQueue, request: Driver.WorkRequest) =>
+const posting = (driver: Driver.Driver, queue: Driver.Model.PostQueue, request: Driver.Model.WorkRequest) =>
   Effect.suspend(() => {
     const outcome = driver.postMany(queue, [request])
     return outcome.error !== undefined ? Effect.fail(outcome.error) : Effect.void
@@ -259,7 +257,11 @@ const outcome = (effect: Effect.Effect<unknown, unknown, Driver.RdmaDriver | Sco
  *
  * @internal
  */
-export const mismatches = (address: string, port: number, table: ReadonlyArray<Row> = rows) =>
+export const mismatches = (
+  address: string,
+  port: number,
+  table: ReadonlyArray<Row> = rows
+): Effect.Effect<Array<string>, RdmaError.RpmaError, Driver.RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
     const driver = yield* Driver.RdmaDriver
     const peer = yield* Effect.acquireRelease(
@@ -279,7 +281,10 @@ export const mismatches = (address: string, port: number, table: ReadonlyArray<R
  *
  * @internal
  */
-export const cases = [
+export const cases: ReadonlyArray<{
+  readonly name: string
+  readonly run: (address: string, port: number) => Effect.Effect<void, RdmaError.RpmaError, Driver.RdmaDriver | Scope.Scope>
+}> = [
   {
     name: `input validation: ${rows.length} bad inputs (memory kinds, usages, sizes, ports, configs, timeouts, ` +
       `private data, descriptors, work requests), the same tagged error on every driver`,

@@ -71,7 +71,7 @@ export interface CmMr extends SimHandle<"CmMr"> {
   /** The identifier or endpoint whose protection domain it is registered on. */
   readonly cmId: CmId | CmEp
   /** Which rdma_reg_* call made it: what a remote read or write may do with it. */
-  readonly access: Driver.CmRegistrationKind
+  readonly access: Driver.Model.CmRegistrationKind
   readonly memory: Uint8Array
   readonly address: bigint
   readonly lkey: number
@@ -95,7 +95,7 @@ export interface CmEp extends SimHandle<"CmEp"> {
 export interface CmListener extends SimHandle<"CmListener"> {
   readonly address: string
   readonly port: number
-  readonly config: Driver.CmEpConfig
+  readonly config: Driver.Model.CmEpConfig
   /** The endpoints it handed out that are still alive: it is destroyed after them. */
   readonly requests: Set<CmEp>
 }
@@ -109,7 +109,7 @@ export interface Endpoint extends SimHandle<"Endpoint"> {
 /** @internal */
 export interface ConnReq extends SimHandle<"ConnReq"> {
   readonly peer: Peer
-  readonly config: Driver.ConnConfig
+  readonly config: Driver.Model.ConnConfig
   readonly address: string
   readonly port: number
   /** For an incoming request: the client's connection, waiting for the answer, and its private data. */
@@ -119,7 +119,7 @@ export interface ConnReq extends SimHandle<"ConnReq"> {
 /** @internal */
 export interface Conn extends SimHandle<"Conn"> {
   readonly peer: Peer
-  readonly config: Driver.ConnConfig
+  readonly config: Driver.Model.ConnConfig
   other: Conn | undefined
   /** "connecting" until ESTABLISHED; "error" after a failed request (every later one is flushed). */
   state: "connecting" | "established" | "error" | "closed"
@@ -138,7 +138,7 @@ export interface Conn extends SimHandle<"Conn"> {
 /** @internal A shared receive queue, with its own receive CQ. */
 export interface Srq extends SimHandle<"Srq"> {
   readonly peer: Peer
-  readonly config: Driver.SrqConfig
+  readonly config: Driver.Model.SrqConfig
 }
 
 /** @internal */
@@ -240,7 +240,7 @@ export const asHandle = <K extends Kind>(
 const handles = new WeakSet<object>()
 
 /** @internal */
-export const track = <H extends SimHandle>(handle: H): H & Driver.Handle<H["kind"]> => {
+export const track = <H extends SimHandle>(handle: H): H & Driver.Model.Handle<H["kind"]> => {
   handles.add(handle)
-  return handle as H & Driver.Handle<H["kind"]>
+  return handle as H & Driver.Model.Handle<H["kind"]>
 }

@@ -7,11 +7,9 @@
  *
  * @internal
  */
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
+import { RdmaError, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import { WcFlags, WcOpcode } from "@effect-rdma/core/Driver"
-import { RpmaCode, type RpmaError, WcStatus } from "@effect-rdma/core/RdmaError"
-import { Flags } from "@effect-rdma/core/Usage"
+import { Arguments, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import * as CompletionQueue from "./completionQueue.js"
@@ -21,9 +19,9 @@ import type { Tools } from "./tools.js"
 import type * as wire from "./wire.js"
 
 // What ibv_reg_mr grants for each usage (librpma's usage_to_access).
-const REMOTE_READ = Flags.READ_SRC | Flags.FLUSH_TYPE_VISIBILITY | Flags.FLUSH_TYPE_PERSISTENT
-const REMOTE_WRITE = Flags.WRITE_DST
-const LOCAL_WRITE = Flags.READ_DST | Flags.WRITE_SRC | Flags.WRITE_DST | Flags.RECV
+const REMOTE_READ = Usage.Flags.READ_SRC | Usage.Flags.FLUSH_TYPE_VISIBILITY | Usage.Flags.FLUSH_TYPE_PERSISTENT
+const REMOTE_WRITE = Usage.Flags.WRITE_DST
+const LOCAL_WRITE = Usage.Flags.READ_DST | Usage.Flags.WRITE_SRC | Usage.Flags.WRITE_DST | Usage.Flags.RECV
 // librpma's flush is an RDMA read of this many bytes at the flush's offset, whatever its length
 // (RAW_SIZE in flush.c).
 const FLUSH_READ_SIZE = 8
@@ -56,33 +54,33 @@ interface Held {
 
 /** Per-handle queues, kept beside the handles so that the fabric's types stay plain data. */
 interface ConnQueues {
-  readonly events: Queue.Queue<Driver.ConnEvent>
+  readonly events: Queue.Queue<Driver.Model.ConnEvent>
   readonly completions: CompletionQueue.CompletionQueue
   readonly recvs: Array<PostedRecv>
   readonly sends: Array<PendingSend>
   /** Requests sent to the other side's process, by id, until it answers (or the connection ends). */
-  readonly awaiting: Map<number, Driver.WorkRequest>
+  readonly awaiting: Map<number, Driver.Model.WorkRequest>
 }
 
-const NONE: ReadonlyArray<Driver.Completion> = []
+const NONE: ReadonlyArray<Driver.Model.Completion> = []
 /** What a shared receive queue without a receive CQ polls: nothing ever completes there. */
 const NO_RECEIVE_CQ = CompletionQueue.make(() => {})
-const NONE_POSTED: ReadonlyArray<Driver.WorkRequest> = []
+const NONE_POSTED: ReadonlyArray<Driver.Model.WorkRequest> = []
 const NO_BYTES = new Uint8Array(0)
 /** A stand-in's configuration: it has no queues in this process, so nothing reads it. */
-const STAND_IN_CONFIG: Driver.ConnConfig = { timeoutMs: 0, sqSize: 0, rqSize: 0, cqSize: 0, directWriteToPmem: false }
+const STAND_IN_CONFIG: Driver.Model.ConnConfig = { timeoutMs: 0, sqSize: 0, rqSize: 0, cqSize: 0, directWriteToPmem: false }
 
 /** The requests of a postMany call as a plain array, or undefined when they are not an array (or reading them threw). */
-const requestList = (value: unknown): ReadonlyArray<Driver.WorkRequest> | undefined => {
+const requestList = (value: unknown): ReadonlyArray<Driver.Model.WorkRequest> | undefined => {
   if (!Array.isArray(value)) return undefined
   try {
-    return Array.from(value as ReadonlyArray<Driver.WorkRequest>)
+    return Array.from(value as ReadonlyArray<Driver.Model.WorkRequest>)
   } catch {
     return undefined
   }
 }
 
-type Recv = Extract<Driver.WorkRequest, { readonly op: "recv" }>
+type Recv = Extract<Driver.Model.WorkRequest, { readonly op: "recv" }>
 
 /**
  * A completion as ibv_wc has it: no opcode on a failure; immediate data with its flag; the queue
@@ -95,10 +93,10 @@ const completion = (
   byteLength: number,
   imm: number | undefined,
   qpNum?: number
-): Driver.Completion => {
-  const wc: Driver.Completion = imm === undefined
+): Driver.Model.Completion => {
+  const wc: Driver.Model.Completion = imm === undefined
     ? { id, status, byteLength, opcode: status === 0 ? opcode : -1, flags: 0 }
-    : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
+    : { id, status, byteLength, opcode, flags: Model.WcFlags.WITH_IMM, imm }
   return qpNum === undefined ? wc : { ...wc, qpNum }
 }
 
@@ -167,7 +165,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     }
   })
 
-  const localRegionsOf = (wr: Driver.WorkRequest): Array<fabric.MrLocal> => {
+  const localRegionsOf = (wr: Driver.Model.WorkRequest): Array<fabric.MrLocal> => {
     const value = wr.op === "write" || wr.op === "send" ? wr.src : wr.op === "read" || wr.op === "recv" ? wr.dst : undefined
     const mr = fabric.asHandle(value, "MrLocal")
     return mr === undefined || !mr.alive ? [] : [mr]
@@ -178,7 +176,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     if (byId === undefined) posted.set(conn, byId = new Map())
     byId.set(id, held)
   }
-  const holdRegions = (conn: fabric.Conn, wr: Driver.WorkRequest) =>
+  const holdRegions = (conn: fabric.Conn, wr: Driver.Model.WorkRequest) =>
     hold(conn, wr.id, {
       regions: localRegionsOf(wr),
       sendQueue: wr.op !== "recv",
@@ -223,7 +221,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     early.delete(req)
   }
 
-  const emit = (conn: fabric.Conn, event: Driver.ConnEvent) =>
+  const emit = (conn: fabric.Conn, event: Driver.Model.ConnEvent) =>
     conn.far !== undefined
       ? link!.send({ t: "event", to: conn.far, event, from: farOf(conn.other), privateData: conn.privateData })
       : Queue.unsafeOffer(q(conn).events, event)
@@ -241,10 +239,10 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
   /** Fails every request still waiting on a connection, as a QP in the error state does. */
   const flushAll = (conn: fabric.Conn) => {
     const { awaiting, recvs, sends } = q(conn)
-    for (const [id, wr] of awaiting) complete(conn, id, WcStatus.WR_FLUSH_ERR, opcodeOf(wr))
+    for (const [id, wr] of awaiting) complete(conn, id, RdmaError.WcStatus.WR_FLUSH_ERR, opcodeOf(wr))
     awaiting.clear()
-    for (const r of recvs.splice(0)) complete(conn, r.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV)
-    for (const s of sends.splice(0)) complete(s.from, s.id, WcStatus.WR_FLUSH_ERR, WcOpcode.SEND)
+    for (const r of recvs.splice(0)) complete(conn, r.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV)
+    for (const s of sends.splice(0)) complete(s.from, s.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.SEND)
   }
 
   /** Ends one side: no more requests, pending ones flushed, and its one CLOSED or LOST event. */
@@ -277,7 +275,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     notify(conn.other, "LOST")
   }
 
-  const newConn = (peer: fabric.Peer, config: Driver.ConnConfig, privateData: Uint8Array, address: string) => {
+  const newConn = (peer: fabric.Peer, config: Driver.Model.ConnConfig, privateData: Uint8Array, address: string) => {
     const conn: fabric.Conn = {
       kind: "Conn",
       id: world.nextId++,
@@ -311,7 +309,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
   }
 
   /** rpma_write / rpma_read / ... / rpma_recv on a connection: undefined once posted, else the refusal. */
-  const postOnConn = (conn: fabric.Conn | undefined, wr: Driver.WorkRequest): RpmaError | undefined => {
+  const postOnConn = (conn: fabric.Conn | undefined, wr: Driver.Model.WorkRequest): RdmaError.RpmaError | undefined => {
     const operation = operationOf(wr)
     const refused = deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr)
     if (refused !== undefined) return refused
@@ -325,16 +323,16 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       if (c.other !== undefined && c.other.far === undefined) frozen.add(c.other)
     }
     const opcode = opcodeOf(wr)
-    if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, WcStatus.WR_FLUSH_ERR, opcode)
+    if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, RdmaError.WcStatus.WR_FLUSH_ERR, opcode)
     const status = planned !== undefined && "completionStatus" in planned ? planned.completionStatus : execute(c, wr)
     if (status !== undefined) finish(c, wr, status)
     return undefined
   }
 
   /** A request's outcome on its own side. */
-  const finish = (c: fabric.Conn, wr: Driver.WorkRequest, status: number) => {
+  const finish = (c: fabric.Conn, wr: Driver.Model.WorkRequest, status: number) => {
     // A failed request moves the queue pair to the error state: everything after it is flushed.
-    if (status !== WcStatus.SUCCESS) {
+    if (status !== RdmaError.WcStatus.SUCCESS) {
       c.state = "error"
       flushAll(c)
     } else if (wr.op !== "recv" && wr.completion === "onError") {
@@ -347,7 +345,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
    * rpma_conn_req_recv: a receive that becomes the connection's once the request is connected. Its
    * region is held until its completion, or until the request or its connection is deleted.
    */
-  const postOnRequest = (req: fabric.ConnReq, recv: Recv): RpmaError | undefined => {
+  const postOnRequest = (req: fabric.ConnReq, recv: Recv): RdmaError.RpmaError | undefined => {
     const mr = fabric.asHandle(recv.dst, "MrLocal")
     const refused = deadOrWrong("rpma_conn_req_recv", "local memory region", mr) ??
       (srqs.ofConfig(req.config) !== undefined
@@ -367,8 +365,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
    * synchronously: undefined once posted, else the refusal. The request is read once into a plain
    * object, as the addon does: a getter cannot change it after the checks.
    */
-  const postOn = (value: unknown, given: Driver.WorkRequest): RpmaError | undefined => {
-    const checked = DriverArguments.workRequest(given)
+  const postOn = (value: unknown, given: Driver.Model.WorkRequest): RdmaError.RpmaError | undefined => {
+    const checked = Arguments.workRequest(given)
     const srq = srqs.srqOf(value)
     const req = reqOf(value)
     const receivesOnly = srq !== undefined
@@ -377,7 +375,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       ? { operation: "rpma_conn_req_recv", what: "connection request", handle: req }
       : undefined
     if (checked.request === undefined) return invalid(receivesOnly?.operation ?? "rpma_write", checked.problem)
-    const wr = checked.request as Driver.WorkRequest
+    const wr = checked.request as Driver.Model.WorkRequest
     if (receivesOnly === undefined) {
       // Neither of the other two: a connection, or the refusal that says what was expected.
       return connOf(value) === undefined
@@ -433,7 +431,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     const mr = fabric.asHandle(value, "MrLocal")
     if (mr === undefined || !mr.alive) return -1
     // A region of another peer (another protection domain) or without the access: a local protection error.
-    if (mr.peer !== conn.peer || (access !== 0 && (mr.usage & access) === 0)) return WcStatus.LOC_PROT_ERR
+    if (mr.peer !== conn.peer || (access !== 0 && (mr.usage & access) === 0)) return RdmaError.WcStatus.LOC_PROT_ERR
     return mr
   }
 
@@ -449,7 +447,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       target === undefined || !target.alive || target.peer !== owner ||
       (target.usage & access) === 0 || address < target.address ||
       address + BigInt(length) > target.address + BigInt(target.memory.byteLength)
-    ) return WcStatus.REM_ACCESS_ERR
+    ) return RdmaError.WcStatus.REM_ACCESS_ERR
     return { target, at: Number(address - target.address) }
   }
 
@@ -464,21 +462,21 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       srq === undefined
         ? complete(to, recv.id, status, opcode, byteLength, imm)
         : (srqs.completionsOf(srq) ?? q(to).completions).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
-    const sentOpcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
+    const sentOpcode = send.written === undefined ? Model.WcOpcode.SEND : Model.WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
-      completeRecv(WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
-      complete(send.from, send.id, WcStatus.REM_INV_REQ_ERR, sentOpcode)
+      completeRecv(RdmaError.WcStatus.LOC_LEN_ERR, Model.WcOpcode.RECV)
+      complete(send.from, send.id, RdmaError.WcStatus.REM_INV_REQ_ERR, sentOpcode)
       to.state = "error"
       send.from.state = "error"
       return
     }
     recv.mr.memory.set(send.bytes, recv.offset)
     if (send.written !== undefined) {
-      completeRecv(WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
+      completeRecv(RdmaError.WcStatus.SUCCESS, Model.WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
     } else {
-      completeRecv(WcStatus.SUCCESS, WcOpcode.RECV, send.bytes.byteLength, send.imm)
+      completeRecv(RdmaError.WcStatus.SUCCESS, Model.WcOpcode.RECV, send.bytes.byteLength, send.imm)
     }
-    if (send.signalled) complete(send.from, send.id, WcStatus.SUCCESS, sentOpcode)
+    if (send.signalled) complete(send.from, send.id, RdmaError.WcStatus.SUCCESS, sentOpcode)
   }
 
   /**
@@ -493,7 +491,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
         const dst = remoteTarget(owner.peer, r, REMOTE_WRITE)
         if (typeof dst === "number") return dst
         dst.target.memory.set(r.bytes, dst.at)
-        if (r.imm === undefined) return WcStatus.SUCCESS
+        if (r.imm === undefined) return RdmaError.WcStatus.SUCCESS
         // The immediate data consumes a receive on the other side, which completes with it.
         deliver(owner, { id: r.id, bytes: new Uint8Array(0), from, imm: r.imm, written: r.length, signalled: r.signalled })
         return undefined
@@ -504,7 +502,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       }
       case "flush": {
         const dst = remoteTarget(owner.peer, r, REMOTE_READ)
-        return typeof dst === "number" ? dst : WcStatus.SUCCESS
+        return typeof dst === "number" ? dst : RdmaError.WcStatus.SUCCESS
       }
       case "send":
         deliver(owner, { id: r.id, bytes: r.bytes, from, imm: r.imm, signalled: r.signalled })
@@ -513,14 +511,14 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
   }
 
   /** A read's bytes land in its local region; the status of the request. */
-  const landed = (conn: fabric.Conn, wr: Driver.WorkRequest, result: number | Uint8Array): number => {
+  const landed = (conn: fabric.Conn, wr: Driver.Model.WorkRequest, result: number | Uint8Array): number => {
     if (typeof result === "number") return result
     if (wr.op === "read") (localRegion(conn, wr.dst, LOCAL_WRITE) as fabric.MrLocal).memory.set(result, wr.dstOffset)
-    return WcStatus.SUCCESS
+    return RdmaError.WcStatus.SUCCESS
   }
 
   /** Runs the other side's half: here, or as a message to its process (answered by `settle`). */
-  const across = (conn: fabric.Conn, wr: Driver.WorkRequest, r: wire.Reach): number | undefined => {
+  const across = (conn: fabric.Conn, wr: Driver.Model.WorkRequest, r: wire.Reach): number | undefined => {
     const other = conn.other!
     // Frozen: it waits for an answer that never comes (until this side's own flush).
     if (frozen.has(conn)) return void q(conn).awaiting.set(wr.id, wr)
@@ -536,7 +534,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
 
   /** The other side's half of a send-queue request, as data (a send names no remote region). */
   const halfOf = (
-    wr: Exclude<Driver.WorkRequest, Recv>,
+    wr: Exclude<Driver.Model.WorkRequest, Recv>,
     remote: fabric.MrRemote | undefined,
     offset: number,
     length: number,
@@ -554,7 +552,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
   })
 
   /** Runs a work request; returns the completion status, or undefined when it completes later. */
-  const execute = (conn: fabric.Conn, wr: Driver.WorkRequest): number | undefined => {
+  const execute = (conn: fabric.Conn, wr: Driver.Model.WorkRequest): number | undefined => {
     switch (wr.op) {
       case "write":
       case "atomicWrite": {
@@ -562,8 +560,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
         let bytes: Uint8Array
         if (wr.op === "write") {
           const src = localRegion(conn, wr.src, 0)
-          if (typeof src === "number") return WcStatus.LOC_PROT_ERR
-          if (wr.srcOffset + length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
+          if (typeof src === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+          if (wr.srcOffset + length > src.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
           bytes = src.memory.subarray(wr.srcOffset, wr.srcOffset + length)
         } else {
           bytes = wr.value
@@ -572,8 +570,8 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       }
       case "read": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
-        if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
-        if (wr.dstOffset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        if (typeof dst === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+        if (wr.dstOffset + wr.length > dst.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
         return across(conn, wr, halfOf(wr, fabric.asHandle(wr.src, "MrRemote"), wr.srcOffset, wr.length, NO_BYTES))
       }
       case "flush":
@@ -582,15 +580,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
         return across(conn, wr, halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, FLUSH_READ_SIZE, NO_BYTES))
       case "send": {
         const src = localRegion(conn, wr.src, 0)
-        if (typeof src === "number") return WcStatus.LOC_PROT_ERR
-        if (wr.offset + wr.length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        if (typeof src === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+        if (wr.offset + wr.length > src.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
         // The bytes leave when the request runs, as a NIC's DMA read would take them.
         return across(conn, wr, halfOf(wr, undefined, 0, wr.length, src.memory.slice(wr.offset, wr.offset + wr.length)))
       }
       case "recv": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
-        if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
-        if (wr.offset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        if (typeof dst === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+        if (wr.offset + wr.length > dst.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
         q(conn).recvs.push({ id: wr.id, mr: dst, offset: wr.offset, length: wr.length })
         const waiting = q(conn).sends.shift()
         if (waiting !== undefined) deliver(conn, waiting)
@@ -599,20 +597,20 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     }
   }
 
-  const opcodeOf = (wr: Driver.WorkRequest): number =>
+  const opcodeOf = (wr: Driver.Model.WorkRequest): number =>
     wr.op === "write" || wr.op === "atomicWrite"
-      ? WcOpcode.RDMA_WRITE
+      ? Model.WcOpcode.RDMA_WRITE
       : wr.op === "read" || wr.op === "flush"
-      ? WcOpcode.RDMA_READ
+      ? Model.WcOpcode.RDMA_READ
       : wr.op === "send"
-      ? WcOpcode.SEND
-      : WcOpcode.RECV
+      ? Model.WcOpcode.SEND
+      : Model.WcOpcode.RECV
 
-  const operationOf = (wr: Driver.WorkRequest): fabric.DataOperation =>
+  const operationOf = (wr: Driver.Model.WorkRequest): fabric.DataOperation =>
     wr.op === "atomicWrite" ? "rpma_atomic_write" : `rpma_${wr.op}`
 
   /** librpma's own argument checks of a work request, before anything is posted. */
-  const refuse = (conn: fabric.Conn, wr: Driver.WorkRequest) => {
+  const refuse = (conn: fabric.Conn, wr: Driver.Model.WorkRequest) => {
     const operation = operationOf(wr)
     const handles: Array<[unknown, fabric.Kind]> = wr.op === "write"
       ? [[wr.dst, "MrRemote"], [wr.src, "MrLocal"]]
@@ -625,7 +623,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
       : wr.op === "recv"
       ? [[wr.dst, "MrLocal"]]
       : []
-    if (handles.length === 0) return invalid("post", `unknown work request ${DriverArguments.show((wr as { op: unknown }).op)}`)
+    if (handles.length === 0) return invalid("post", `unknown work request ${Arguments.show((wr as { op: unknown }).op)}`)
     for (const [value, kind] of handles) {
       const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
       if (refused !== undefined) return refused
@@ -639,14 +637,14 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     if (wr.op === "flush") {
       if (wr.type !== "visibility" && wr.type !== "persistent") return invalid(operation, "unknown flush type")
       if (wr.type === "persistent" && !(remotePmem.get(conn) ?? conn.config.directWriteToPmem)) {
-        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
+        return rpma(operation, RdmaError.RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
       }
-      const flushBit = wr.type === "persistent" ? Flags.FLUSH_TYPE_PERSISTENT : Flags.FLUSH_TYPE_VISIBILITY
+      const flushBit = wr.type === "persistent" ? Usage.Flags.FLUSH_TYPE_PERSISTENT : Usage.Flags.FLUSH_TYPE_VISIBILITY
       if ((fabric.asHandle(wr.dst, "MrRemote")!.usage & flushBit) === 0) {
-        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
+        return rpma(operation, RdmaError.RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
       }
     }
-    if (conn.state === "connecting") return rpma(operation, RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
+    if (conn.state === "connecting") return rpma(operation, RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
     return undefined
   }
 
@@ -656,15 +654,15 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
         "rpma_ep_listen",
         () =>
           deadOrWrong("rpma_ep_listen", "peer", peerOf(peerValue)) ??
-            problem("rpma_ep_listen", DriverArguments.address(address) ?? DriverArguments.port(port)),
+            problem("rpma_ep_listen", Arguments.address(address) ?? Arguments.port(port)),
         (code) => rpma("rpma_ep_listen", code, "planned fault"),
         () => {
           const actual = port
           if (!world.devices.has(address)) {
-            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`))
+            return Effect.fail(rpma("rpma_ep_listen", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`))
           }
           if (listeners.has(key(address, actual))) {
-            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
+            return Effect.fail(rpma("rpma_ep_listen", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
           }
           const listen = () => {
             const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
@@ -680,7 +678,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
               ? listen()
               : Effect.fail(rpma(
                 "rpma_ep_listen",
-                RpmaCode.RPMA_E_PROVIDER,
+                RdmaError.RpmaCode.RPMA_E_PROVIDER,
                 claimed === "taken"
                   ? `rdma_bind_addr: ${address}:${actual} is in use (by another process on the simulated network)`
                   : `rdma_bind_addr: the simulated network at ${link.path} is gone`
@@ -706,7 +704,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
         "rpma_ep_next_conn_req",
         () =>
           deadOrWrong("rpma_ep_next_conn_req", "endpoint", endpointOf(value)) ??
-            problem("rpma_ep_next_conn_req", DriverArguments.connConfig(config)) ??
+            problem("rpma_ep_next_conn_req", Arguments.connConfig(config)) ??
             srqs.refuseConfig("rpma_ep_next_conn_req", config),
         (code) => rpma("rpma_ep_next_conn_req", code, "planned fault"),
         () => {
@@ -740,12 +738,12 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
           deadOrWrong("rpma_conn_req_new", "peer", peerOf(peerValue)) ??
             problem(
               "rpma_conn_req_new",
-              DriverArguments.address(address) ?? DriverArguments.port(port) ?? DriverArguments.connConfig(config)
+              Arguments.address(address) ?? Arguments.port(port) ?? Arguments.connConfig(config)
             ) ?? srqs.refuseConfig("rpma_conn_req_new", config),
         (code) => rpma("rpma_conn_req_new", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
-            return Effect.fail(rpma("rpma_conn_req_new", RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`))
+            return Effect.fail(rpma("rpma_conn_req_new", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`))
           }
           const req: fabric.ConnReq = {
             kind: "ConnReq",
@@ -777,7 +775,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
             // before librpma sees the request, which stays usable (the Driver's contract).
             problem(
               "rpma_conn_req_connect",
-              DriverArguments.privateData(privateData, reqOf(value)!.client === undefined ? "connect" : "accept")
+              Arguments.privateData(privateData, reqOf(value)!.client === undefined ? "connect" : "accept")
             ),
         (code) => {
           releaseHandle(reqOf(value)!)
@@ -789,7 +787,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
           releaseHandle(req) // consumed, as rpma_conn_req_connect does
           // What arrives is padded with zeros to rdma_cm's limit.
           const side = req.client === undefined ? "connect" : "accept"
-          const sent = new Uint8Array(DriverArguments.PRIVATE_DATA_LIMIT[side])
+          const sent = new Uint8Array(Arguments.PRIVATE_DATA_LIMIT[side])
           if (privateData !== undefined && privateData !== null) sent.set(privateData)
           if (req.client === undefined) {
             return Effect.tap(newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`), (conn) => {
@@ -838,7 +836,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
     connApplyRemotePeerCfg: (value, descriptor) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        const refused = problem("rpma_conn_apply_remote_peer_cfg", DriverArguments.peerCfgDescriptor(descriptor)) ??
+        const refused = problem("rpma_conn_apply_remote_peer_cfg", Arguments.peerCfgDescriptor(descriptor)) ??
           deadOrWrong("rpma_conn_apply_remote_peer_cfg", "connection", conn)
         if (refused !== undefined) return Effect.fail(refused)
         remotePmem.set(conn!, descriptor[0] !== 0)
@@ -883,7 +881,7 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
 
     postMany: (value, given) => {
       let posted = 0
-      let error: RpmaError | undefined
+      let error: RdmaError.RpmaError | undefined
       const requests = requestList(given)
       if (requests === undefined) {
         error = invalid("rpma_post", "the requests must be an array of work requests")
@@ -955,11 +953,11 @@ export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link
         const from = owner?.other
         // Nothing reaches a connection that has ended, nor comes after a request of the sender that failed.
         if (owner === undefined || from?.far === undefined || owner.state !== "established" || from.state === "error") {
-          return link!.send({ t: "settle", to: message.from, id: message.reach.id, result: WcStatus.WR_FLUSH_ERR })
+          return link!.send({ t: "settle", to: message.from, id: message.reach.id, result: RdmaError.WcStatus.WR_FLUSH_ERR })
         }
         const result = reach(owner, from, message.reach)
         if (result === undefined) return // a send: answered by complete() once a receive takes it
-        if (typeof result === "number" && result !== WcStatus.SUCCESS) from.state = "error"
+        if (typeof result === "number" && result !== RdmaError.WcStatus.SUCCESS) from.state = "error"
         return link!.send({ t: "settle", to: message.from, id: message.reach.id, result })
       }
       case "settle": {

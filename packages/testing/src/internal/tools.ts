@@ -4,8 +4,8 @@
  *
  * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -119,13 +119,13 @@ export const makeTools = (world: fabric.Fabric) => {
     return { mr: mr!, refused: deadOrWrong(operation, "local memory region", mr) }
   }
 
-  const getMr = <A>(operation: string, value: Driver.MrHandle, f: (mr: fabric.MrLocal) => A) =>
+  const getMr = <A>(operation: string, value: Driver.Model.MrHandle, f: (mr: fabric.MrLocal) => A) =>
     Effect.suspend(() => {
       const { mr, refused } = liveMr(operation, value)
       return refusedOr(refused, () => Effect.succeed(f(mr)))
     })
 
-  const getRemote = <A>(operation: string, value: Driver.RemoteMrHandle, f: (mr: fabric.MrRemote) => A) =>
+  const getRemote = <A>(operation: string, value: Driver.Model.RemoteMrHandle, f: (mr: fabric.MrRemote) => A) =>
     Effect.suspend(() => {
       const mr = remoteOf(value)
       return refusedOr(deadOrWrong(operation, "remote memory region", mr), () => Effect.succeed(f(mr!)))

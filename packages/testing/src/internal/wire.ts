@@ -47,7 +47,7 @@ export type Message =
   | {
     readonly t: "event"
     readonly to: Far
-    readonly event: Driver.ConnEvent
+    readonly event: Driver.Model.ConnEvent
     readonly from?: Far | undefined
     readonly privateData?: Uint8Array | undefined
   }

@@ -2,8 +2,9 @@
  * Every registration lives at least as long as its scope: finalizers on success, failure, defect
  * and interruption, in reverse order, and a failed release is reported, never retried.
  */
-import { CmEndpoint, CmId, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, CmId, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric, Scope } from "effect"
 
