@@ -3,7 +3,7 @@
  * Connection adds. A client connected to a server in the same process, torn down with the scope.
  */
 import type { Peer } from "@effect-rdma/core"
-import * as Driver from "@effect-rdma/core/Driver"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { Effect, Fiber } from "effect"
 import { anyError } from "./anyError.js"
 

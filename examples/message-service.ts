@@ -23,7 +23,7 @@
  */
 import { CmEndpoint } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
-import * as Driver from "@effect-rdma/core/Driver"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { Console, Effect, Fiber, Layer } from "effect"
 import { parseArgs } from "node:util"
 

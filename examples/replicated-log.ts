@@ -140,7 +140,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(
     `replicated log on the ${driver.name} driver at ${args.address}: ${records} records of ${recordSize} bytes`
   )
-  const { log, exchangePort, serving } = yield* server
+  const { exchangePort, log, serving } = yield* server
   const result = yield* Effect.scoped(client(exchangePort))
   yield* Fiber.join(serving)
   // The server checks its own memory: every record must be there, in order.

@@ -7,8 +7,8 @@
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
-import { RdmaDriver } from "./Driver.js"
-import { type CmEpHandle, type CmIdHandle, type CmMrHandle, type CmMrInfo, type CmRegistrationKind } from "./DriverModel.js"
+import type { RdmaDriver } from "./Driver.js"
+import type { CmEpHandle, CmIdHandle, CmMrHandle, CmMrInfo, CmRegistrationKind } from "./DriverModel.js"
 import { register } from "./internal/cmRegistration.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"

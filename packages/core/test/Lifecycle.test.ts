@@ -132,7 +132,7 @@ describe("finalizers", () => {
 
 describe("a failing release", () => {
   it.effect("is logged and counted, never retried, and keeps its memory alive", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
     return Effect.gen(function*() {
       const before = (yield* Metric.value(failures)).count
@@ -164,7 +164,7 @@ describe("a failing release", () => {
     }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.remove(Logger.defaultLogger))))
 
   it.effect("refused because in use (ResourceInUseError): logged, not counted, not quarantined, and not retried", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_peer_delete")
     return Effect.gen(function*() {
       const d = yield* Driver.RdmaDriver
@@ -190,7 +190,7 @@ describe("a failing release", () => {
   })
 
   it.live("of a region a raw receive holds: refused, logged, not counted, its memory kept while registered, not retried", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
     return Effect.gen(function*() {
       const d = yield* Driver.RdmaDriver
@@ -224,7 +224,7 @@ describe("a failing release", () => {
   })
 
   it.effect("memory allocated after its endpoint, under a receive still posted when its scope closes: freed once the endpoint releases the region", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     return Effect.gen(function*() {
       yield* Effect.scoped(Effect.gen(function*() {
         const listener = yield* CmEndpoint.listen(address, 0)

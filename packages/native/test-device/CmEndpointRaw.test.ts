@@ -58,7 +58,7 @@ const bufferOf = (ep: Model.CmEpHandle) => {
 const post = (driver: Driver, ep: Model.CmEpHandle, request: Model.CmWorkRequest) =>
   Effect.suspend(() => {
     const outcome = driver.cmPostMany(ep, [request])
-    bufferOf(ep).push(...outcome.ready)
+    for (const c of outcome.ready) bufferOf(ep).push(c)
     if (outcome.error !== undefined) return Effect.fail(outcome.error)
     if (outcome.queueError !== undefined) return Effect.fail(outcome.queueError)
     return Effect.void
@@ -78,7 +78,7 @@ const completion = (driver: Driver, ep: Model.CmEpHandle, id: number) =>
           return Effect.sync(disarm)
         })
       }
-      buffer.push(...ready)
+      for (const c of ready) buffer.push(c)
     }
   }).pipe(Effect.timeoutFail({ duration: WAIT_MS, onTimeout: () => new Error(`no completion of request ${id}`) }))
 

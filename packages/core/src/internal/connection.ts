@@ -25,7 +25,6 @@ import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
-type State = Connection.State
 import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "../ConnectionError.js"
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle } from "../DriverModel.js"
@@ -39,6 +38,8 @@ import { ConnectionImpl } from "./connectionImpl.js"
 import { afterPendingIo, Poster } from "./poster.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
+
+type State = Connection.State
 
 /** @internal Where a connection goes, for its errors. */
 export interface Where {

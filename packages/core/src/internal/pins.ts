@@ -3,6 +3,7 @@
  * stays alive even when the caller drops every reference; when a release fails, the memory moves
  * to `quarantine` for the life of the process, because the device may still point at it.
  */
+import type * as Effect from "effect/Effect"
 
 const pinned = new Map<ArrayBufferLike, number>()
 const quarantined = new Set<Uint8Array>()
@@ -15,14 +16,14 @@ export const pin = (memory: Uint8Array): void => {
 // Releases of memory asked for while registrations covered it (a file mapping's unmap, an
 // allocation's free): each runs
 // when the last registration over its buffer is released, never while one remains.
-const deferred = new Map<ArrayBufferLike, import("effect/Effect").Effect<void>>()
+const deferred = new Map<ArrayBufferLike, Effect.Effect<void>>()
 
 /**
  * @internal A registration over this memory is gone. Returns the memory's deferred release when
  * this was the last one (callers run it: `Effect.tap(dereg, () => pins.unpin(memory))` does), else
  * undefined.
  */
-export const unpin = (memory: Uint8Array): import("effect/Effect").Effect<void> | undefined => {
+export const unpin = (memory: Uint8Array): Effect.Effect<void> | undefined => {
   const count = pinned.get(memory.buffer) ?? 0
   if (count > 1) {
     pinned.set(memory.buffer, count - 1)
@@ -50,7 +51,7 @@ export const quarantine = (memory: Uint8Array): void => {
  * released (deregistered, not failed: memory a failed release left reachable is never released).
  * Returns whether it ran now.
  */
-export const releaseWhenUnpinned = (memory: Uint8Array, release: import("effect/Effect").Effect<void>): boolean => {
+export const releaseWhenUnpinned = (memory: Uint8Array, release: Effect.Effect<void>): boolean => {
   if (!isReachableByDevice(memory)) return true
   deferred.set(memory.buffer, release)
   return false
@@ -65,7 +66,7 @@ export const isQuarantined = (memory: Uint8Array): boolean => {
 /** @internal Whether any registration, live or failed to release, covers this memory's buffer. */
 export const isReachableByDevice = (memory: Uint8Array): boolean => pinned.has(memory.buffer) || isQuarantined(memory)
 
-type ReleaseHook = (buffer: ArrayBufferLike) => import("effect/Effect").Effect<void>
+type ReleaseHook = (buffer: ArrayBufferLike) => Effect.Effect<void>
 const releaseHooks = new Set<ReleaseHook>()
 
 /** @internal Called before library-owned memory is freed, so that caches drop what covers it. */

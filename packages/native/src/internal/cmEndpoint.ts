@@ -182,7 +182,7 @@ const postOne = (binding: Binding, ep: Model.CmEpHandle, request: Model.CmWorkRe
       ? segments[0]
       : undefined
     if (typeof one === "object" && one !== null) {
-      ;({ mr, offset, length } = one)
+      ;({ length, mr, offset } = one)
       ;({ completion, id, imm, inline, op, remoteAddress, rkey } = request as Partial<Record<string, unknown>>)
       single = !chain || op !== "recv"
     }

@@ -94,7 +94,7 @@ export const whole = (r: { readonly mr: Driver.Model.CmMrHandle; readonly memory
 const taken = new WeakMap<object, Array<Driver.Model.Completion>>()
 const stash = (ep: Driver.Model.CmEpHandle, completions: ReadonlyArray<Driver.Model.Completion>) => {
   const list = taken.get(ep) ?? []
-  list.push(...completions)
+  for (const c of completions) list.push(c)
   taken.set(ep, list)
 }
 

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import * as Driver from "@effect-rdma/core/Driver"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { config } from "./cmEndpointSupport.js"

@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import { Connection, Descriptor, Endpoint, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, type Descriptor, Endpoint, LocalMr, Peer, type RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import type { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"

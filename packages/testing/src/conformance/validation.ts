@@ -98,17 +98,17 @@ export const rows: ReadonlyArray<Row> = [
   })),
   ...memoryKinds.map(([input, make]): Row => ({
     input: `LocalMr.register memory: ${input}`,
-    call: ({ peer, address }) => LocalMr.register({ handle: peer, address }, make() as Bad, 0x01 as Bad),
+    call: ({ address, peer }) => LocalMr.register({ handle: peer, address }, make() as Bad, 0x01 as Bad),
     tag: input === "size 0" ? INVAL : "MemoryRefusedError"
   })),
   {
     input: "LocalMr.register memory: a pooled Buffer slice",
-    call: ({ peer, address }) => LocalMr.register({ handle: peer, address }, Buffer.allocUnsafe(100), 0x01 as Bad),
+    call: ({ address, peer }) => LocalMr.register({ handle: peer, address }, Buffer.allocUnsafe(100), 0x01 as Bad),
     tag: "MemoryRefusedError"
   },
   {
     input: "LocalMr.register memory: a plain Uint8Array view of pool bytes",
-    call: ({ peer, address }) => {
+    call: ({ address, peer }) => {
       const pooled = Buffer.allocUnsafe(100)
       return LocalMr.register({ handle: peer, address }, new Uint8Array(pooled.buffer, pooled.byteOffset, 100), 0x01 as Bad)
     },
@@ -126,12 +126,12 @@ export const rows: ReadonlyArray<Row> = [
   })),
   ...ports.map((port): Row => ({
     input: `rpma_ep_listen port: ${describe(port)}`,
-    call: ({ driver, peer, address }) => driver.epListen(peer, address, port as Bad),
+    call: ({ address, driver, peer }) => driver.epListen(peer, address, port as Bad),
     tag: INVAL
   })),
   ...ports.map((port): Row => ({
     input: `rpma_conn_req_new port: ${describe(port)}`,
-    call: ({ driver, peer, address }) => driver.connReqNew(peer, address, port as Bad, good),
+    call: ({ address, driver, peer }) => driver.connReqNew(peer, address, port as Bad, good),
     tag: INVAL
   })),
   ...[null, 42, {}].map((address): Row => ({
@@ -141,12 +141,12 @@ export const rows: ReadonlyArray<Row> = [
   })),
   ...configs.map(([input, make]): Row => ({
     input: `rpma_conn_req_new cfg: ${input}`,
-    call: ({ driver, peer, address, port }) => driver.connReqNew(peer, address, port, make() as Bad),
+    call: ({ address, driver, peer, port }) => driver.connReqNew(peer, address, port, make() as Bad),
     tag: INVAL
   })),
   ...configs.map(([input, make]): Row => ({
     input: `rpma_ep_next_conn_req cfg: ${input}`,
-    call: ({ driver, peer, address, port }) =>
+    call: ({ address, driver, peer, port }) =>
       Effect.flatMap(
         Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep))),
         (ep) => driver.epNextConnReq(ep, make() as Bad)
@@ -173,7 +173,7 @@ export const rows: ReadonlyArray<Row> = [
     new Uint8Array(new SharedArrayBuffer(300))
   ]].map(([input, data]): Row => ({
     input: `rpma_conn_req_connect private data: ${String(input)}`,
-    call: ({ driver, peer, address, port }) =>
+    call: ({ address, driver, peer, port }) =>
       Effect.gen(function*() {
         yield* Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep)))
         const req = yield* Effect.acquireRelease(
