@@ -79,7 +79,10 @@ export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
 }
 
 /**
- * @internal Everything the posting kernel can fail a request with (the driver's refusals untyped):
+ * Everything the posting kernel can fail a request with (the driver's refusals untyped):
  * librpma's, or librdmacm's for an endpoint's queue.
+ *
+ * @since 1.0.0
+ * @category errors
  */
 export type OperationError = CompletionError | ConnectionClosedError | OutOfRangeError | RpmaError | RdmaCmError

@@ -8,7 +8,6 @@
  * the array grows only with the number of requests in it, never with how far apart their ids are.
  */
 
-/** @internal */
 export class ById<T extends { readonly id: number }> {
   private slots: Array<T | undefined> = new Array<T | undefined>(64).fill(undefined)
   private mask = 63

@@ -1,8 +1,6 @@
 /**
  * The reconnecting client: one supervisor fiber keeps a session (the offer, its remote regions, a
  * connection) up, and operations run on whatever session is current.
- *
- * @internal
  */
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -25,10 +23,9 @@ import { InvalidOptionsError } from "../RdmaError.js"
 import { InvalidOfferError as InvalidOfferErrorImpl, NotConnectedError as NotConnectedErrorImpl } from "./clientErrors.js"
 import * as instrument from "./instrument.js"
 
-/** @internal */
 export const ClientTypeId: RdmaClient.TypeId = Symbol.for("@effect-rdma/core/RdmaClient") as RdmaClient.TypeId
 
-/** @internal What one connected session holds: released with the session's scope. */
+/** What one connected session holds: released with the session's scope. */
 export interface Session {
   readonly connection: Connection.Connection
   readonly regions: Readonly<Record<string, RemoteMr.RemoteMr<any>>>
@@ -37,7 +34,7 @@ export interface Session {
   readonly broken: Deferred.Deferred<Connection.ConnectionClosedError>
 }
 
-/** @internal The client: its state, and the session operations run on. */
+/** The client: its state, and the session operations run on. */
 export class ClientImpl<Regions extends RdmaClient.RegionUsages> implements RdmaClient.RdmaClient<Regions> {
   readonly [ClientTypeId]: RdmaClient.TypeId = ClientTypeId
   session: Session | undefined = undefined
@@ -69,7 +66,7 @@ const endsConnection = (error: { readonly _tag: string }): boolean =>
   error._tag === "ConnectionClosedError" || error._tag === "CompletionError"
 
 /**
- * @internal Runs `f` on the current session; while there is none, fails at once or waits the
+ * Runs `f` on the current session; while there is none, fails at once or waits the
  * client's bound for one. An error that means the connection ended tells the supervisor.
  */
 export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }>(
@@ -106,7 +103,7 @@ export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { read
 }
 
 /**
- * @internal {@link use} with the session's region named `name`; a name that is not one of the
+ * {@link use} with the session's region named `name`; a name that is not one of the
  * client's regions (from untyped code) is refused before anything is posted.
  */
 export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }>(
@@ -214,7 +211,6 @@ const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any>):
   return Duration.toMillis(wait.value)
 }
 
-/** @internal */
 export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS>(
   options: RdmaClient.MakeOptions<Regions, E, R, Out, RS>
 ): Effect.Effect<RdmaClient.RdmaClient<Regions>, RdmaClient.InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope> =>

@@ -1,7 +1,5 @@
 /**
  * The reconnecting client's errors, re-exported by `RdmaClient` (use them from there).
- *
- * @internal
  */
 import * as Data from "effect/Data"
 import type { State } from "../RdmaClient.js"
@@ -24,7 +22,6 @@ const stateText = (state: State): string => {
   }
 }
 
-/** @internal */
 export class NotConnectedError extends Data.TaggedError("NotConnectedError")<{
   readonly operation: string
   /** The client's state when the operation gave up. */
@@ -42,7 +39,6 @@ export class NotConnectedError extends Data.TaggedError("NotConnectedError")<{
   }
 }
 
-/** @internal */
 export class InvalidOfferError extends Data.TaggedError("InvalidOfferError")<{
   readonly detail: string
 }> {

@@ -10,8 +10,6 @@
  * a listener is destroyed after the requests it handed out.
  *
  * Declared and documented in CmEndpoint.ts.
- *
- * @internal
  */
 import * as Duration from "effect/Duration"
 import * as Deferred from "effect/Deferred"
@@ -42,7 +40,7 @@ const { ECONNABORTED, EINVAL } = Errno
 /** What may be posted before the endpoint is connected or accepted. */
 const RECEIVES: ReadonlySet<string> = new Set([Operations.cmRecv.name, Operations.cmRecvv.name])
 
-/** @internal Every default of an endpoint's settings filled in. */
+/** Every default of an endpoint's settings filled in. */
 export const toConfig = (options: CmEndpoint.Options | undefined): CmEpConfig => ({
   timeoutMs: timeoutMillis(options?.timeout),
   maxSendWr: options?.maxSendWr ?? 64,
@@ -88,18 +86,18 @@ const privateDataProblem = (operation: string, privateData: unknown, side?: "con
   return refused === undefined ? undefined : invalid(operation, refused)
 }
 
-/** @internal The kernel's queue calls of an endpoint: librdmacm's posting call and completion channels. */
+/** The kernel's queue calls of an endpoint: librdmacm's posting call and completion channels. */
 const queueCalls = (driver: Driver) => ({
   name: driver.name,
   postMany: (ep: CmEpHandle, requests: ReadonlyArray<CmWorkRequest>) => driver.cmPostMany(ep, requests),
   armCompletions: driver.cmArmCompletions
 })
 
-/** @internal The owner of an endpoint: its regions. */
+/** The owner of an endpoint: its regions. */
 export const endpointOwner = (ep: CmEndpoint.CmEndpoint): Owner.Owner =>
   Owner.of(ep, () => `the rdma_cm endpoint ${ep.info.localAddress}:${ep.info.localPort}`)
 
-/** @internal The owner of a listener: the requests it handed out. */
+/** The owner of a listener: the requests it handed out. */
 const listenerOwner = (listener: CmEndpoint.Listener): Owner.Owner =>
   Owner.of(listener, () => `the rdma_cm listener on ${listener.address}:${listener.port}`)
 
@@ -109,7 +107,7 @@ const closedError = (reason: "CLOSED" | "LOST", cause?: unknown) => (operation: 
     unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
   )
 
-/** @internal What an endpoint's operations reach: its kernel, its state, what was granted. */
+/** What an endpoint's operations reach: its kernel, its state, what was granted. */
 export class EndpointImpl implements CmEndpoint.CmEndpoint {
   state: CmEndpoint.State
   /** The private data of its last connection event (the request's, the acceptance's). */
@@ -139,7 +137,7 @@ export class EndpointImpl implements CmEndpoint.CmEndpoint {
   }
 }
 
-/** @internal The implementation behind a public endpoint. */
+/** The implementation behind a public endpoint. */
 export const impl = (ep: CmEndpoint.CmEndpoint): EndpointImpl => ep as EndpointImpl
 
 /**
@@ -232,7 +230,7 @@ const end = (d: Driver, ep: EndpointImpl, cause: unknown): Effect.Effect<void> =
     ], { discard: true }).pipe(Effect.ensuring(Deferred.succeed(ended, undefined)))
   })
 
-/** @internal rdma_create_ep with a queue pair, scoped; nothing connected yet. */
+/** rdma_create_ep with a queue pair, scoped; nothing connected yet. */
 export const create = (
   address: string,
   port: number,
@@ -246,7 +244,7 @@ export const create = (
       )
     ))
 
-/** @internal rdma_connect: bounded by the endpoint's timeout; interrupted, the endpoint stays to be closed. */
+/** rdma_connect: bounded by the endpoint's timeout; interrupted, the endpoint stays to be closed. */
 export const connect = (
   endpoint: CmEndpoint.CmEndpoint,
   privateData?: Uint8Array
@@ -311,7 +309,7 @@ const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8Array):
     ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
   }))
 
-/** @internal rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
+/** rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
 export const listen = (
   address: string,
   port: number,
@@ -338,7 +336,7 @@ export const listen = (
     ))
 
 /**
- * @internal rdma_get_request: the next request, scoped (rejected when its scope closes unanswered,
+ * rdma_get_request: the next request, scoped (rejected when its scope closes unanswered,
  * then destroyed). Interruptible while it waits.
  */
 export const next = (
@@ -371,7 +369,7 @@ const answered = (ep: EndpointImpl): void => {
   ep.listener = undefined
 }
 
-/** @internal rdma_accept, bounded by the listener's timeout. */
+/** rdma_accept, bounded by the listener's timeout. */
 export const accept = (
   request: CmEndpoint.CmEndpoint,
   privateData?: Uint8Array
@@ -393,7 +391,7 @@ export const accept = (
     )
   })
 
-/** @internal rdma_reject; a request answered already is refused. */
+/** rdma_reject; a request answered already is refused. */
 export const reject = (
   request: CmEndpoint.CmEndpoint,
   privateData?: Uint8Array

@@ -5,8 +5,6 @@
  * with what it can produce.
  *
  * Declared and documented in CmEndpoint.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as CmEndpoint from "../CmEndpoint.js"
@@ -232,27 +230,21 @@ const recvOne = (args: CmEndpoint.RecvArgs): CmEndpoint.RecvvArgs => ({
   segments: [{ mr: args.dst, offset: args.offset, length: args.length }]
 })
 
-/** @internal */
 export const send = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs): Effect.Effect<void, TransferError> =>
   run(ep, () => prepareSend(ep, sendOne(args), true), AWAIT_VOID)
 
-/** @internal */
 export const sendv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs): Effect.Effect<void, TransferError> =>
   run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
 
-/** @internal */
 export const recv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs): Effect.Effect<Connection.Completion, TransferError> =>
   run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT, toCompletion)
 
-/** @internal */
 export const recvv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs): Effect.Effect<Connection.Completion, TransferError> =>
   run(ep, () => prepareRecv(ep, args, false), AWAIT, toCompletion)
 
-/** @internal */
 export const write = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Effect.Effect<void, TransferError> =>
   keyRefused(run(ep, () => prepareWrite(ep, args), AWAIT_VOID))
 
-/** @internal */
 export const read = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs): Effect.Effect<void, TransferError> =>
   keyRefused(run(ep, () => prepareRead(ep, args), AWAIT_VOID))
 
@@ -275,19 +267,15 @@ const ticket = (ep: CmEndpoint.CmEndpoint, spec: OperationSpec) => (entry: Pendi
   return { operation: spec.name, completion: spec.op === "write" || spec.op === "read" ? keyRefused(completion) : completion }
 }
 
-/** @internal */
 export const postSend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
   submit(ep, () => prepareSend(ep, args, args.segments?.length === 1), args.completion ?? "always")
 
-/** @internal */
 export const postRecv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
   submit(ep, () => prepareRecv(ep, args, args.segments?.length === 1), undefined)
 
-/** @internal */
 export const postWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
   submit(ep, () => prepareWrite(ep, args), args.completion ?? "always")
 
-/** @internal */
 export const postRead = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
   submit(ep, () => prepareRead(ep, args), args.completion ?? "always")
 
@@ -332,11 +320,9 @@ const exchange = (
     return impl(ep).kernel.exchange<TransferError>(fiber, recv, send, then, then === AWAIT ? toCompletion : ticket(ep, recv.spec))
   })
 
-/** @internal */
 export const call = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs): Effect.Effect<Connection.Completion, TransferError> =>
   exchange(ep, "CmEndpoint.call", args, AWAIT)
 
-/** @internal */
 export const reply = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs): Effect.Effect<CmEndpoint.Posted, TransferError> =>
   exchange(ep, "CmEndpoint.reply", args, SUBMIT)
 
@@ -384,14 +370,11 @@ const batch = <A>(
     })
   })
 
-/** @internal */
 export const sendMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.SendArgs>) =>
   batch(ep, list, (args) => prepareSend(ep, sendOne(args), true))
 
-/** @internal */
 export const recvMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.RecvArgs>) =>
   batch(ep, list, (args) => prepareRecv(ep, recvOne(args), true))
 
-/** @internal */
 export const writeMany = (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.WriteArgs>) =>
   keyRefused(batch(ep, list, (args) => prepareWrite(ep, args)))

@@ -3,8 +3,6 @@
  * endpoint's own protection domain), and their release: the one place for both. A region's
  * deregistration waits for the requests in flight that name it (its owner, internal/owner.ts), and
  * what registered it is destroyed only after its last region is deregistered.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -18,25 +16,25 @@ import * as Owner from "./owner.js"
 import * as pins from "./pins.js"
 import { release } from "./release.js"
 
-/** @internal What registers regions: an identifier or an endpoint, with its handle and address. */
+/** What registers regions: an identifier or an endpoint, with its handle and address. */
 export interface Registrar {
   readonly handle: CmIdHandle | CmEpHandle
   readonly address: string
 }
 
-/** @internal The C call of each kind. */
+/** The C call of each kind. */
 export const registrationCalls: Record<CmRegistrationKind, string> = {
   msgs: "rdma_reg_msgs",
   read: "rdma_reg_read",
   write: "rdma_reg_write"
 }
 
-/** @internal The owner of a region: the requests in flight that name it. */
+/** The owner of a region: the requests in flight that name it. */
 export const regionOwner = (mr: CmMr<any, any>): Owner.Owner =>
   Owner.of(mr, () => `a ${mr.memory.byteLength}-byte region from ${registrationCalls[mr.kind as CmRegistrationKind]}`)
 
 /**
- * @internal Registers `memory` on `on` as `kind`, scoped: deregistered when the scope closes and no
+ * Registers `memory` on `on` as `kind`, scoped: deregistered when the scope closes and no
  * request in flight names it any more; `owner` (what registered it) is held until then.
  */
 export const register = <K extends CmRegistrationKind, O extends Registrar>(

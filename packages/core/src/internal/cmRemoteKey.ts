@@ -5,20 +5,15 @@
  * names the field.
  *
  * Declared and documented in CmEndpoint.ts.
- *
- * @internal
  */
 import type * as CmEndpoint from "../CmEndpoint.js"
 
-/** @internal */
 export const VERSION = 1
-/** @internal */
 export const SIZE = 24
 
 const accessCodes = { read: 1, write: 2 } as const
 const accessOf: Record<number, "read" | "write"> = { 1: "read", 2: "write" }
 
-/** @internal */
 export const encode = (key: CmEndpoint.RemoteKey<"read" | "write">): Uint8Array => {
   const bytes = new Uint8Array(SIZE)
   const view = new DataView(bytes.buffer)
@@ -30,7 +25,7 @@ export const encode = (key: CmEndpoint.RemoteKey<"read" | "write">): Uint8Array 
   return bytes
 }
 
-/** @internal The key, or the field that is wrong and why. */
+/** The key, or the field that is wrong and why. */
 export const decode = (
   bytes: unknown
 ): CmEndpoint.RemoteKey<"read" | "write"> | { readonly field: CmEndpoint.RemoteKeyField; readonly detail: string } => {

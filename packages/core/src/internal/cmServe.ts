@@ -9,8 +9,6 @@
  * disconnected and destroyed); the parent then closes whatever scope a handler never got to run.
  *
  * Declared and documented in CmEndpoint.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -25,7 +23,6 @@ import { next } from "./cmEndpoint.js"
 
 const isClientGone = (error: unknown): error is ClientGoneError => error instanceof ClientGoneError
 
-/** @internal */
 export const serve = <A, E, R>(
   listener: CmEndpoint.Listener,
   handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,

@@ -2,8 +2,6 @@
  * What a Connection is inside: the public face (Connection.ts) over its posting kernel. Apart from
  * internal/connection.ts (its life) so that the operations reach the kernel without importing the
  * connection's life and what that imports.
- *
- * @internal
  */
 import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
@@ -11,11 +9,10 @@ import type * as Connection from "../Connection.js"
 import type { ConnEvent, ConnHandle } from "../DriverModel.js"
 import type { Poster } from "./poster.js"
 
-/** @internal */
 export const TypeId: Connection.TypeId = Symbol.for("@effect-rdma/core/Connection") as Connection.TypeId
 
 /**
- * @internal A connection's machinery behind its public face: the posting kernel of its queue
+ * A connection's machinery behind its public face: the posting kernel of its queue
  * pair (with its table and slots), which the operations post through.
  */
 export class ConnectionImpl implements Connection.Connection {
@@ -30,6 +27,6 @@ export class ConnectionImpl implements Connection.Connection {
   ) {}
 }
 
-/** @internal The machinery of a connection (every Connection is a ConnectionImpl: nothing else makes one). */
+/** The machinery of a connection (every Connection is a ConnectionImpl: nothing else makes one). */
 export const impl = (conn: Connection.Connection): ConnectionImpl => conn as ConnectionImpl
 

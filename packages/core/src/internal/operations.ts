@@ -6,8 +6,6 @@
  * work completion's status, and the codes librpma's post functions return for it.
  *
  * Declared and documented in Connection.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
@@ -26,7 +24,7 @@ type FlushError = Connection.FlushError
 
 const MAX_LENGTH = 2 ** 32 - 1
 
-/** @internal The range check every operation makes before it posts. */
+/** The range check every operation makes before it posts. */
 export const checkRange = (
   operation: string,
   what: string,
@@ -58,13 +56,13 @@ export const checkRange = (
   return undefined
 }
 
-/** @internal Immediate data: a 32-bit unsigned integer, or none. */
+/** Immediate data: a 32-bit unsigned integer, or none. */
 export const checkImm = (operation: string, imm: number | undefined): OutOfRangeError | undefined =>
   imm === undefined || (Number.isInteger(imm) && imm >= 0 && imm <= MAX_LENGTH)
     ? undefined
     : new OutOfRangeError({ operation, detail: `immediate data ${imm} is not a 32-bit unsigned integer` })
 
-/** @internal A receive's length: what is given, else the rest of the region. */
+/** A receive's length: what is given, else the rest of the region. */
 export const recvLength = (args: Connection.RecvArgs): number =>
   args.length ?? Math.max(args.dst.size - (args.offset ?? 0), 0)
 
@@ -113,20 +111,17 @@ const prepared = (
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   prepared instanceof OutOfRangeError ? instrument.refused(prepared) : Effect.succeed(prepared)
 
-/** @internal */
 export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, Operations.write, owners(args.src), args, fiber)))
 }
 
-/** @internal */
 export const prepareWrite = (
   conn: Connection.Connection,
   args: Connection.WriteArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() => prepared(prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)))
 
-/** @internal */
 export const writeMany = (conn: Connection.Connection, args: Connection.WriteManyArgs): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
     const { dst, src } = args
@@ -152,13 +147,11 @@ export const writeMany = (conn: Connection.Connection, args: Connection.WriteMan
     })
   })
 
-/** @internal */
 export const read = (conn: Connection.Connection, args: Connection.ReadArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber)))
 }
 
-/** @internal */
 export const prepareRead = (
   conn: Connection.Connection,
   args: Connection.ReadArgs
@@ -215,19 +208,16 @@ const flushWith = (
     }), undefined, AWAIT_VOID)
   })
 
-/** @internal */
 export const flush = (
   conn: Connection.Connection,
   args: Connection.FlushArgs<"FLUSH_TYPE_VISIBILITY">
 ): Effect.Effect<void, FlushError> => flushWith(conn, args, "visibility")
 
-/** @internal */
 export const flushPersistent = (
   conn: Connection.Connection,
   args: Connection.FlushArgs<"FLUSH_TYPE_PERSISTENT">
 ): Effect.Effect<void, FlushError> => flushWith(conn, args, "persistent")
 
-/** @internal */
 export const atomicWrite = (conn: Connection.Connection, args: Connection.AtomicWriteArgs): Effect.Effect<void, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const { dst, offset, value } = args
@@ -249,7 +239,6 @@ export const atomicWrite = (conn: Connection.Connection, args: Connection.Atomic
     }), undefined, AWAIT_VOID)
   })
 
-/** @internal */
 export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
@@ -269,7 +258,7 @@ export const send = (conn: Connection.Connection, args: Connection.SendArgs): Ef
 }
 
 /**
- * @internal A receive on a connection, awaited: its completion as `complete` makes it (what
+ * A receive on a connection, awaited: its completion as `complete` makes it (what
  * `recv` and `receive` return).
  */
 export const awaitRecv = <A>(
@@ -296,6 +285,5 @@ export const awaitRecv = <A>(
 
 const byteLength = (c: Completion): number => c.byteLength
 
-/** @internal */
 export const recv = (conn: Connection.Connection, args: Connection.RecvArgs): Effect.Effect<number, TransferError> =>
   awaitRecv(conn, args, byteLength)

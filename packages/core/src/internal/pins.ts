@@ -8,7 +8,6 @@ import type * as Effect from "effect/Effect"
 const pinned = new Map<ArrayBufferLike, number>()
 const quarantined = new Set<Uint8Array>()
 
-/** @internal */
 export const pin = (memory: Uint8Array): void => {
   pinned.set(memory.buffer, (pinned.get(memory.buffer) ?? 0) + 1)
 }
@@ -19,7 +18,7 @@ export const pin = (memory: Uint8Array): void => {
 const deferred = new Map<ArrayBufferLike, Effect.Effect<void>>()
 
 /**
- * @internal A registration over this memory is gone. Returns the memory's deferred release when
+ * A registration over this memory is gone. Returns the memory's deferred release when
  * this was the last one (callers run it: `Effect.tap(dereg, () => pins.unpin(memory))` does), else
  * undefined.
  */
@@ -37,7 +36,7 @@ export const unpin = (memory: Uint8Array): Effect.Effect<void> | undefined => {
 }
 
 /**
- * @internal Keeps memory alive for good: a failed release may have left the device pointing at it.
+ * Keeps memory alive for good: a failed release may have left the device pointing at it.
  * A release deferred for it never runs.
  */
 export const quarantine = (memory: Uint8Array): void => {
@@ -47,7 +46,7 @@ export const quarantine = (memory: Uint8Array): void => {
 }
 
 /**
- * @internal Runs `release` now if no registration covers the memory, else when the last one is
+ * Runs `release` now if no registration covers the memory, else when the last one is
  * released (deregistered, not failed: memory a failed release left reachable is never released).
  * Returns whether it ran now.
  */
@@ -57,23 +56,22 @@ export const releaseWhenUnpinned = (memory: Uint8Array, release: Effect.Effect<v
   return false
 }
 
-/** @internal Whether a failed release may have left the device pointing at this memory's buffer. */
+/** Whether a failed release may have left the device pointing at this memory's buffer. */
 export const isQuarantined = (memory: Uint8Array): boolean => {
   for (const q of quarantined) if (q.buffer === memory.buffer) return true
   return false
 }
 
-/** @internal Whether any registration, live or failed to release, covers this memory's buffer. */
+/** Whether any registration, live or failed to release, covers this memory's buffer. */
 export const isReachableByDevice = (memory: Uint8Array): boolean => pinned.has(memory.buffer) || isQuarantined(memory)
 
 type ReleaseHook = (buffer: ArrayBufferLike) => Effect.Effect<void>
 const releaseHooks = new Set<ReleaseHook>()
 
-/** @internal Called before library-owned memory is freed, so that caches drop what covers it. */
+/** Called before library-owned memory is freed, so that caches drop what covers it. */
 export const onMemoryRelease = (hook: ReleaseHook): (() => void) => {
   releaseHooks.add(hook)
   return () => releaseHooks.delete(hook)
 }
 
-/** @internal */
 export const memoryReleaseHooks = (): ReadonlyArray<ReleaseHook> => Array.from(releaseHooks)

@@ -5,8 +5,6 @@
  * errors as they do.
  *
  * Declared and documented in Connection.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
@@ -35,7 +33,7 @@ const operationNames: Record<number, Connection.CompletedOperation> = {
   [WcOpcode.RECV_RDMA_WITH_IMM]: "RECV_RDMA_WITH_IMM"
 }
 
-/** @internal A driver's completion as users read it. */
+/** A driver's completion as users read it. */
 export const toCompletion = (c: DriverCompletion): Connection.Completion => ({
   operation: operationNames[c.opcode] ?? "OTHER",
   opcode: c.opcode,
@@ -44,13 +42,12 @@ export const toCompletion = (c: DriverCompletion): Connection.Completion => ({
   imm: (c.flags & WcFlags.WITH_IMM) !== 0 ? c.imm : undefined
 })
 
-/** @internal */
 export const completionOf = (
   wait: Effect.Effect<DriverCompletion, TransferError>
 ): Effect.Effect<Connection.Completion, TransferError> => Effect.map(wait, toCompletion)
 
 /**
- * @internal Posts through `kernel` without waiting, once `refused` (the checks, made when the
+ * Posts through `kernel` without waiting, once `refused` (the checks, made when the
  * Effect runs) found nothing: a ticket whose completion `complete` makes what users read.
  */
 export const submit = <C>(
@@ -73,7 +70,6 @@ export const submit = <C>(
     (entry: Pending<OperationError>) => ({ operation: spec.name, completion: kernel.await<C, TransferError>(entry, complete) })
   )
 
-/** @internal */
 export const postWrite = (
   conn: Connection.Connection,
   args: Connection.PostWriteArgs
@@ -97,13 +93,11 @@ export const postWrite = (
     )
   })
 
-/** @internal */
 export const writeWithImm = (
   conn: Connection.Connection,
   args: Omit<Connection.PostWriteArgs, "imm" | "completion"> & { readonly imm: number }
 ): Effect.Effect<void, TransferError> => Effect.flatMap(postWrite(conn, args), (posted) => Effect.asVoid(posted.completion))
 
-/** @internal */
 export const postRead = (
   conn: Connection.Connection,
   args: Connection.PostReadArgs
@@ -126,7 +120,6 @@ export const postRead = (
     )
   })
 
-/** @internal */
 export const postSend = (
   conn: Connection.Connection,
   args: Connection.PostSendArgs
@@ -147,14 +140,13 @@ export const postSend = (
     )
   })
 
-/** @internal */
 export const sendWithImm = (
   conn: Connection.Connection,
   args: Omit<Connection.PostSendArgs, "imm" | "completion"> & { readonly imm: number }
 ): Effect.Effect<void, TransferError> => Effect.flatMap(postSend(conn, args), (posted) => Effect.asVoid(posted.completion))
 
 /**
- * @internal A receive posted through `kernel` without waiting (on a connection, a shared receive
+ * A receive posted through `kernel` without waiting (on a connection, a shared receive
  * queue, a connection request): its range checked, then what `refusal` finds, when the Effect runs.
  */
 export const submitRecv = <C>(
@@ -182,32 +174,27 @@ export const submitRecv = <C>(
 
 const noRefusal = () => undefined
 
-/** @internal */
 export const postRecv = (
   conn: Connection.Connection,
   args: Connection.RecvArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   submitRecv(impl(conn).kernel, Operations.recv, args, noRefusal, toCompletion)
 
-/** @internal */
 export const receive = (
   conn: Connection.Connection,
   args: Connection.RecvArgs
 ): Effect.Effect<Connection.Completion, TransferError> => awaitRecv(conn, args, toCompletion)
 
-/** @internal */
 export const peerConfigDescriptor = (options: {
   readonly directWriteToPmem: boolean
 }): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.peerCfgDescriptor(options.directWriteToPmem))
 
-/** @internal */
 export const applyRemotePeerConfig = (
   conn: Connection.Connection,
   descriptor: Uint8Array
 ): Effect.Effect<void, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.connApplyRemotePeerCfg(conn.handle, descriptor))
 
-/** @internal */
 export const qpNum = (conn: Connection.Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(conn.handle))

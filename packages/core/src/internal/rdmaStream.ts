@@ -3,8 +3,6 @@
  * path, and a Stream of messages over a pool of pre-posted receives. Built on the public API only.
  *
  * Declared and documented in RdmaStream.ts.
- *
- * @internal
  */
 import type * as Chunk from "effect/Chunk"
 import * as Data from "effect/Data"
@@ -22,7 +20,6 @@ import type { MemoryRefusedError, RpmaError } from "../RdmaError.js"
 import type { RemoteMr } from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
 
-/** @internal */
 export class RegionFullError extends Data.TaggedError("RegionFullError")<{
   readonly written: number
   readonly needed: number
@@ -33,7 +30,6 @@ export class RegionFullError extends Data.TaggedError("RegionFullError")<{
   }
 }
 
-/** @internal */
 export class RingStalledError extends Data.TaggedError("RingStalledError")<{
   readonly waited: Duration.Duration
   readonly unread: number
@@ -45,7 +41,6 @@ export class RingStalledError extends Data.TaggedError("RingStalledError")<{
   }
 }
 
-/** @internal */
 export class StreamOptionError extends Data.TaggedError("StreamOptionError")<{
   readonly option: string
   readonly detail: string
@@ -55,7 +50,7 @@ export class StreamOptionError extends Data.TaggedError("StreamOptionError")<{
   }
 }
 
-/** @internal The ring's header: the writer's tail word, then the reader's head word. */
+/** The ring's header: the writer's tail word, then the reader's head word. */
 export const RING_HEADER = 64
 const TAIL_AT = 0
 const HEAD_AT = 8
@@ -99,7 +94,6 @@ const stager = (
   return { flush, stage, pending: () => spans.length > 0 }
 }
 
-/** @internal */
 export const writeRange = (
   peer: Peer,
   conn: Connection.Connection,
@@ -167,7 +161,6 @@ const readU64 = (memory: Uint8Array, at: number): number =>
 const writeU64 = (memory: Uint8Array, at: number, value: number): void =>
   new DataView(memory.buffer, memory.byteOffset + at, 8).setBigUint64(0, BigInt(value), true)
 
-/** @internal */
 export const writeRing = (
   peer: Peer,
   conn: Connection.Connection,
@@ -249,7 +242,6 @@ export const writeRing = (
     return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => tail))
   }))
 
-/** @internal */
 export const readRing = (
   ring: LocalMr.LocalMr<"WRITE_DST" | "READ_SRC">,
   options?: { readonly pollInterval?: Duration.DurationInput | undefined }
@@ -281,7 +273,6 @@ export const readRing = (
 
 type MessagesError = Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError
 
-/** @internal */
 export const messages = (
   peer: Peer,
   conn: Connection.Connection,

@@ -2,8 +2,6 @@
  * Calling the addon from the driver's modules: a synchronous call or a promise as an Effect whose
  * failure goes through ./failures.ts, and a wait in the addon (an incoming request, a connection
  * event) as an interruptible Effect.
- *
- * @internal
  */
 import type { RdmaError } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"

@@ -1,8 +1,6 @@
 /**
  * The native driver's librdmacm calls (cm.cc): an rdma_cm id with its own protection domain, and
  * regions registered on it for the message path.
- *
- * @internal
  */
 import type { Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -15,7 +13,6 @@ const cmOperations = { msgs: "rdma_reg_msgs", read: "rdma_reg_read", write: "rdm
 const cmOperationOf = (kind: unknown): string =>
   typeof kind === "string" && Object.hasOwn(cmOperations, kind) ? cmOperations[kind as keyof typeof cmOperations] : "rdma_reg_msgs"
 
-/** @internal */
 export const cmCalls = (binding: Binding): Pick<Driver, "cmCreateId" | "cmDestroyId" | "cmReg" | "cmDeregMr" | "cmMrInfo"> => ({
   cmCreateId: (address) =>
     attemptPromise(() => binding.cmCreateId(address), cmFailure("rdma_create_ep")).pipe(Effect.map(as<Model.CmIdHandle>)),

@@ -3,8 +3,6 @@
  * endpoints with a queue pair, listeners and their requests, the set-up waits (bounded here by
  * their timeouts), the posting call and the completions. Every wait is the addon's (a Poller on a
  * channel), stopped by cmCancel when its fiber is interrupted.
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import { Arguments, Model } from "@effect-rdma/core/Driver"
@@ -317,7 +315,6 @@ const handshake = (
       ))
   )
 
-/** @internal */
 export const cmEndpointCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()

@@ -2,8 +2,6 @@
  * The native driver's connection set-up calls (endpoint.cc, conn_req.cc, conn.cc): endpoints,
  * connection requests, connections and their events, private data and peer configuration. Their
  * work requests and completions are ./queues.ts's.
- *
- * @internal
  */
 import { Arguments, type Driver, type Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -11,7 +9,6 @@ import type { Binding } from "../RpmaBinding.js"
 import { as, attempt, attemptPromise, rpma, wait } from "./addon.js"
 import { invalidArgument, rpmaFailure } from "./failures.js"
 
-/** @internal */
 export const connectionCalls = (binding: Binding): Pick<
   Driver,
   | "epListen"

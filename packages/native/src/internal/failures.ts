@@ -4,8 +4,6 @@
  * `operation`, an optional `detail`, and `code` (librpma) or `errno` (librdmacm, verbs, mmap); a
  * release it refused because the handle is in use also carries `inUse`. A failure without a code
  * is a bug in the binding, not an RDMA error: it is a defect.
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"

@@ -5,8 +5,6 @@
  * turn: every other wait of the process (another connection's ESTABLISHED, a request, a socket)
  * and every timer would stall until it stops, and a timeout armed before would then fire ahead of
  * the event that had long been ready.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 
@@ -41,8 +39,6 @@ export const CLOCK_EVERY = 16
  * from "due" to that setImmediate is what a turn costs: the budget is LOOP_BUDGET_MS, or the
  * least turn of the last TURNS_PER_ESTIMATE over TURN_SHARE if that is longer (at most
  * MAX_LOOP_BUDGET_MS).
- *
- * @internal
  */
 export const makeLoopTurns = (now: () => number = () => performance.now()) => {
   let calls = 0
@@ -91,5 +87,4 @@ export const makeLoopTurns = (now: () => number = () => performance.now()) => {
   }
 }
 
-/** @internal */
 export type LoopTurns = ReturnType<typeof makeLoopTurns>

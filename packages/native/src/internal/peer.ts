@@ -1,8 +1,6 @@
 /**
  * The native driver's device and peer calls (peer.cc): the device behind an address, and the
  * peer (protection domain) on it.
- *
- * @internal
  */
 import type { Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -10,7 +8,6 @@ import type { Binding } from "../RpmaBinding.js"
 import { as, attempt, attemptPromise, rpma } from "./addon.js"
 import { inUseOr, rpmaFailure } from "./failures.js"
 
-/** @internal */
 export const peerCalls = (binding: Binding): Pick<Driver, "getIbvContext" | "peerNew" | "peerDelete"> => ({
   getIbvContext: (address, kind) =>
     attemptPromise(() => binding.getIbvContext(address, kind), rpmaFailure("rpma_utils_get_ibv_context")).pipe(

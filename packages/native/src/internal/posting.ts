@@ -2,8 +2,6 @@
  * What both posting calls share (queues.ts for librpma's queues, cmEndpoint.ts for librdmacm's
  * endpoints): posting a list in order up to the first refusal, then one poll; and a completion
  * wait in the addon answered once, from the event loop.
- *
- * @internal
  */
 import type { Model } from "@effect-rdma/core/Driver"
 import type * as Exit from "effect/Exit"

@@ -4,8 +4,6 @@
  * and refuses anything but a receive where only receives go), and the completions of a connection
  * or a shared receive queue, read (pollCompletions) or waited for with a plain callback
  * (armCompletions): one mechanism for both, in the addon's completions.cc.
- *
- * @internal
  */
 import type { RdmaError } from "@effect-rdma/core"
 import type { Driver, Model } from "@effect-rdma/core/Driver"
@@ -42,7 +40,6 @@ const operationOf = (request: Model.WorkRequest): string => {
 const notAList = (): RdmaError.RpmaError =>
   rpmaErrorOrThrow("rpma_post", invalidArgument("rpma_post", "the requests must be an array of work requests"))
 
-/** @internal */
 export const queueCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()

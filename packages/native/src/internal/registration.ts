@@ -1,8 +1,6 @@
 /**
  * The native driver's registration calls (mr.cc): local regions, registered synchronously or, when
  * large, on a worker thread; their descriptors; remote regions made from descriptors.
- *
- * @internal
  */
 import { type Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -23,7 +21,6 @@ const isLarge = (memory: unknown): boolean => {
   }
 }
 
-/** @internal */
 export const registrationCalls = (binding: Binding): Pick<
   Driver,
   | "mrReg"

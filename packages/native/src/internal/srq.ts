@@ -1,15 +1,12 @@
 /**
  * The native driver's shared receive queue calls (srq.cc): creation and deletion. Receives are
  * posted and completions read through ./queues.ts, as a connection's.
- *
- * @internal
  */
 import { Arguments, type Driver, type Model } from "@effect-rdma/core/Driver"
 import type { Binding } from "../RpmaBinding.js"
 import { as, attempt, rpma } from "./addon.js"
 import { inUseOr, invalidArgument, rpmaFailure } from "./failures.js"
 
-/** @internal */
 export const srqCalls = (binding: Binding): Pick<Driver, "srqNew" | "srqDelete"> => ({
   // The sizes are checked with core's words first, as the simulated driver does.
   srqNew: (peer, config) =>

@@ -21,8 +21,6 @@
  *
  * A sender that finds no posted receive is retried by the device without end (librpma's RNR
  * retry count is 7, "infinite"), so a slow reader slows its sender and no credits are needed.
- *
- * @internal
  */
 import { Connection, LocalMr, type Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -37,7 +35,6 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
-/** @internal */
 export class ChannelError extends Data.TaggedError("RdmaChannelError")<{
   readonly reason: "Closed" | "Protocol" | "Transfer" | "Timeout"
   readonly detail: string
@@ -48,7 +45,6 @@ export class ChannelError extends Data.TaggedError("RdmaChannelError")<{
   }
 }
 
-/** @internal */
 export interface ChannelOptions {
   /** Each receive buffer's size; messages that fit after an 8-byte header go inline. Default 4096. */
   readonly inlineSize?: number | undefined
@@ -64,7 +60,6 @@ export interface ChannelOptions {
   readonly keepAlive?: Duration.DurationInput | undefined
 }
 
-/** @internal */
 export interface Channel {
   readonly send: (message: Uint8Array) => Effect.Effect<void, ChannelError>
   /** Completes when the other side has closed the connection (success) or it failed. */
@@ -96,7 +91,7 @@ const positive = (name: string, value: number | undefined, fallback: number, lea
 }
 
 /**
- * @internal Opens a channel on `conn`: posts its receives, sends HELLO, and runs its receive loop
+ * Opens a channel on `conn`: posts its receives, sends HELLO, and runs its receive loop
  * (in the scope) calling `onMessage` with each whole message, in order.
  */
 export const make = (

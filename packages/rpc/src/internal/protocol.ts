@@ -3,8 +3,6 @@
  * layer's RpcSerialization and carried whole by a channel per connection.
  *
  * Declared and documented in RdmaRpcClient.ts and RdmaRpcServer.ts.
- *
- * @internal
  */
 import { Connection, Endpoint, Peer, type RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -43,10 +41,8 @@ const decodeEach = <A>(
   return Effect.forEach(items, (item) => f(item as A), { discard: true })
 }
 
-/** @internal */
 export interface ClientOptions extends channel.ChannelOptions {}
 
-/** @internal */
 export const makeClientProtocol = (
   peer: Peer.Peer,
   conn: Connection.Connection,
@@ -96,14 +92,12 @@ export const makeClientProtocol = (
     })
   )
 
-/** @internal */
 export interface ClientLayerOptions extends ClientOptions {
   readonly address: string
   readonly port: number
   readonly connection?: Connection.Options | undefined
 }
 
-/** @internal */
 export const layerClientProtocol = (
   options: ClientLayerOptions
 ): Layer.Layer<
@@ -120,7 +114,6 @@ export const layerClientProtocol = (
     })
   )
 
-/** @internal */
 export interface ServerOptions extends channel.ChannelOptions {
   /** Options of each accepted connection. */
   readonly connection?: Connection.Options | undefined
@@ -128,7 +121,6 @@ export interface ServerOptions extends channel.ChannelOptions {
   readonly admission?: Endpoint.Admission | undefined
 }
 
-/** @internal */
 export const makeServerProtocol = (
   endpoint: Endpoint.Endpoint,
   options?: ServerOptions
@@ -233,13 +225,11 @@ export const makeServerProtocol = (
     })
   )
 
-/** @internal */
 export interface ServerLayerOptions extends ServerOptions {
   readonly address: string
   readonly port: number
 }
 
-/** @internal */
 export const layerServerProtocol = (
   options: ServerLayerOptions
 ): Layer.Layer<

@@ -2,8 +2,6 @@
  * Conformance cases for a connection's close after requests posted without waiting (issue 19,
  * item 5). An unsignalled request that succeeded reports nothing, ever: a close must not wait for
  * it, and takes no longer than a close after signalled requests.
- *
- * @internal
  */
 import { Connection, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -30,7 +28,6 @@ const until = (landed: () => boolean, boundMs: number, what: string): Effect.Eff
     Effect.orDie
   )
 
-/** @internal */
 export const closingCases: ReadonlyArray<Case> = [
   {
     name:

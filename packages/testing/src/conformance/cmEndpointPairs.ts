@@ -5,8 +5,6 @@
  * listening, receives posted before accept and before connect, sends and receives (with two
  * segments), inline sends, immediate data, RDMA write and read checked byte for byte, unsignalled
  * requests, a forged or misused remote key, and a disconnect.
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -142,7 +140,6 @@ const writeOf = (
   length: number
 ): Driver.Model.CmWorkRequest => ({ op: "write", id: 1, segments: [whole(local, 0, length)], remoteAddress, rkey })
 
-/** @internal */
 export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   {
     name: "cm endpoint: connect and accept with private data both ways (padded to 56 and 196), oversized private data refused, addresses",

@@ -3,8 +3,6 @@
  * listeners, requests and regions as scoped resources (released in the page's order: regions,
  * then the endpoint, then the listener), posting that fails with its refusal, and a bounded wait
  * for completions.
- *
- * @internal
  */
 import type { RdmaError } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -15,7 +13,7 @@ import type * as Scope from "effect/Scope"
 import type { HalfContext } from "./halves.js"
 import { check, equal, text } from "./support.js"
 
-/** @internal A queue pair every case can use: small queues, two segments, some inline room. */
+/** A queue pair every case can use: small queues, two segments, some inline room. */
 export const config: Driver.Model.CmEpConfig = {
   timeoutMs: 10_000,
   // 2^n - 1: what Soft-RoCE and mlx5 grant exactly (they round queues up to a power of two, less one).
@@ -26,13 +24,12 @@ export const config: Driver.Model.CmEpConfig = {
   maxInlineData: 64
 }
 
-/** @internal The bound on a case's waits for a completion or an event. */
+/** The bound on a case's waits for a completion or an event. */
 export const WAIT = Duration.seconds(20)
 
-/** @internal */
 export const bytes = (s: string) => new TextEncoder().encode(s)
 
-/** @internal The errno an effect failed with (an RdmaCmError), its tag otherwise, or "success". */
+/** The errno an effect failed with (an RdmaCmError), its tag otherwise, or "success". */
 export const errnoOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
   Effect.map(Effect.exit(effect), (exit) =>
     Exit.isSuccess(exit)
@@ -43,22 +40,22 @@ export const errnoOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
         : String((exit.cause.error as { _tag?: string })._tag)
       : `defect or interruption: ${String(exit.cause)}`)
 
-/** @internal Fails the case unless `effect` fails with errno `name` (e.g. "EINVAL"). */
+/** Fails the case unless `effect` fails with errno `name` (e.g. "EINVAL"). */
 export const expectErrno = <A, E, R>(effect: Effect.Effect<A, E, R>, name: string, what: string) =>
   Effect.flatMap(errnoOf(effect), (actual) => equal(actual, name, what))
 
-/** @internal A listener, destroyed with the scope. */
+/** A listener, destroyed with the scope. */
 export const listen = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(d.cmListen(address, port, cfg), (l) => Effect.ignore(d.cmListenerDestroy(l.handle))))
 
-/** @internal An active endpoint to `address:port`, destroyed with the scope. */
+/** An active endpoint to `address:port`, destroyed with the scope. */
 export const endpoint = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(d.cmEpCreate(address, port, cfg), (ep) => Effect.ignore(d.cmEpDestroy(ep))))
 
 /**
- * @internal The next request of a listener (within {@link WAIT}), destroyed with the scope. The
+ * The next request of a listener (within {@link WAIT}), destroyed with the scope. The
  * wait is interruptible (an acquireRelease's acquire is not); the release is registered, without
  * a gap, once a request came.
  */
@@ -73,7 +70,7 @@ export const nextRequest = (listener: Driver.Model.CmListenerHandle) =>
       )
     ))
 
-/** @internal A region of `size` bytes registered on an endpoint, deregistered with the scope (before the endpoint). */
+/** A region of `size` bytes registered on an endpoint, deregistered with the scope (before the endpoint). */
 export const region = (ep: Driver.Model.CmEpHandle, kind: Driver.Model.CmRegistrationKind, size: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.gen(function*() {
@@ -83,7 +80,7 @@ export const region = (ep: Driver.Model.CmEpHandle, kind: Driver.Model.CmRegistr
       return { mr, memory, info }
     }))
 
-/** @internal A region's whole range as one segment. */
+/** A region's whole range as one segment. */
 export const whole = (r: { readonly mr: Driver.Model.CmMrHandle; readonly memory: Uint8Array }, offset = 0, length?: number) => ({
   mr: r.mr,
   offset,
@@ -98,7 +95,7 @@ const stash = (ep: Driver.Model.CmEpHandle, completions: ReadonlyArray<Driver.Mo
   taken.set(ep, list)
 }
 
-/** @internal cmPostMany of every request, failing with the refusal; the completions it returned are kept for {@link completions}. */
+/** cmPostMany of every request, failing with the refusal; the completions it returned are kept for {@link completions}. */
 export const post = (ep: Driver.Model.CmEpHandle, requests: ReadonlyArray<Driver.Model.CmWorkRequest>) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.suspend(() => {
@@ -107,7 +104,7 @@ export const post = (ep: Driver.Model.CmEpHandle, requests: ReadonlyArray<Driver
       return outcome.error !== undefined ? Effect.fail(outcome.error) : Effect.succeed(outcome.posted)
     }))
 
-/** @internal The outcome of cmPostMany (its completions kept for {@link completions}). */
+/** The outcome of cmPostMany (its completions kept for {@link completions}). */
 export const postOutcome = (ep: Driver.Model.CmEpHandle, requests: ReadonlyArray<unknown>) =>
   Effect.map(Driver.RdmaDriver, (d) => {
     const outcome = d.cmPostMany(ep, requests as ReadonlyArray<Driver.Model.CmWorkRequest>)
@@ -123,7 +120,7 @@ const armed = (d: Driver.Driver, ep: Driver.Model.CmEpHandle) =>
   })
 
 /**
- * @internal The next `n` completions of an endpoint (those its posts already returned first), in
+ * The next `n` completions of an endpoint (those its posts already returned first), in
  * the order they came, waiting on its channels within {@link WAIT}.
  */
 export const completions = (ep: Driver.Model.CmEpHandle, n: number) =>
@@ -140,7 +137,7 @@ export const completions = (ep: Driver.Model.CmEpHandle, n: number) =>
       onTimeout: () => new Error(`${n} completion(s) did not come within ${Duration.format(WAIT)}`)
     })))
 
-/** @internal Fails the case unless the completion has this status (and, on success, opcode and length). */
+/** Fails the case unless the completion has this status (and, on success, opcode and length). */
 export const expectCompletion = (
   wc: Driver.Model.Completion | undefined,
   expected: { readonly id: number; readonly status: number; readonly opcode?: number; readonly byteLength?: number },
@@ -154,16 +151,16 @@ export const expectCompletion = (
     if (expected.byteLength !== undefined) yield* equal(wc!.byteLength, expected.byteLength, `${what}: byte_len`)
   })
 
-/** @internal The next event of an endpoint, within {@link WAIT}. */
+/** The next event of an endpoint, within {@link WAIT}. */
 export const nextEvent = (ep: Driver.Model.CmEpHandle) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     d.cmNextEvent(ep).pipe(Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no rdma_cm event came") })))
 
-/** @internal The leading bytes of a private data as text (what was sent, before rdma_cm's padding). */
+/** The leading bytes of a private data as text (what was sent, before rdma_cm's padding). */
 export const leading = (data: Uint8Array, length: number) => text(data.subarray(0, length))
 
 /**
- * @internal The server half's start: a listener, "listening" told to the client half, the next
+ * The server half's start: a listener, "listening" told to the client half, the next
  * request (private data checked); `beforeAccept` runs on the request before it is accepted with
  * "welcome".
  */
@@ -182,7 +179,7 @@ export const serve = <A, E, R>(
   })
 
 /**
- * @internal The client half's start: waits for "listening", makes an endpoint to the server half;
+ * The client half's start: waits for "listening", makes an endpoint to the server half;
  * `beforeConnect` runs on it before it connects with "hello".
  */
 export const join = <A, E, R>(
@@ -198,10 +195,9 @@ export const join = <A, E, R>(
     return { ep, before }
   })
 
-/** @internal A region's key as a message between the halves (bigints do not travel in JSON). */
+/** A region's key as a message between the halves (bigints do not travel in JSON). */
 export const keyOf = (info: Driver.Model.CmMrInfo) => ({ address: String(info.address), rkey: info.rkey, length: info.length })
 
-/** @internal */
 export const keyFrom = (m: { readonly address: string; readonly rkey: number; readonly length: number }) => ({
   address: BigInt(m.address),
   rkey: m.rkey,

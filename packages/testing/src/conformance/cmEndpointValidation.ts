@@ -2,8 +2,6 @@
  * The validation table's rows for librdmacm's verbs API: bad inputs to the endpoint calls, each
  * with the errno every driver must fail with. A row's tag is "RdmaCmError <errno name>" (every
  * failure of these calls is an RdmaCmError, so the errno is what tells them apart).
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -275,5 +273,5 @@ const table: ReadonlyArray<Row> = [
   }
 ] 
 
-/** @internal The rows, their failures tagged with their errno. */
+/** The rows, their failures tagged with their errno. */
 export const cmEndpointRows: ReadonlyArray<Row> = table.map((row) => ({ ...row, call: (ctx) => withErrno(row.call(ctx)) }))

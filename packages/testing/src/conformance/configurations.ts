@@ -3,8 +3,6 @@
  * accept refused for its private data can be retried, a receive CQ smaller than the receive queue
  * (example 09) works, and a shared receive queue without a receive CQ of its own (example 08srq,
  * modes m and r) completes its receives on each connection's CQ or receive CQ.
- *
- * @internal
  */
 import { Connection, Endpoint, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -70,7 +68,6 @@ const pingPongOnQueue = (address: string, port: number, options: ReadonlyArray<C
     return { ep, serverPeer, srq }
   })
 
-/** @internal */
 export const configurationCases: ReadonlyArray<Case> = [
   {
     name: "driver: rpma_conn_req_connect with private data too long for an accept is refused and leaves the " +

@@ -3,8 +3,6 @@
  * operations over a connected pair, the device's own checks, many requests in flight, a pending
  * receive when the other side closes (each as a server half and a client half, run in one process
  * here and across two hosts by packages/native/test-pair), and what a second disconnect sends.
- *
- * @internal
  */
 import { Connection, Descriptor, Endpoint, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -54,7 +52,7 @@ const peek = (ctx: HalfContext, offset: number, length: number) =>
   )
 const donePeeking = (ctx: HalfContext) => ctx.channel.send({ done: true })
 
-/** @internal The connection cases that need two sides, as halves. */
+/** The connection cases that need two sides, as halves. */
 export const connectionPairCases: ReadonlyArray<PairCase> = [
   {
     name: "connection: connect, accept, private data both ways; a close is seen by the other side",
@@ -256,7 +254,6 @@ const driverPair = (address: string, port: number) =>
     return { client, server }
   })
 
-/** @internal */
 export const connectionCases: ReadonlyArray<Case> = [
   ...connectionPairCases.map(inProcess),
   {

@@ -3,8 +3,6 @@
  * read of 8 bytes at the flush's offset, whatever its length: core places the read so that it fits
  * the region, and refuses a region too small for it, so that no flush fails on the device and takes
  * the connection with it.
- *
- * @internal
  */
 import { Connection, LocalMr, type Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -44,7 +42,6 @@ const exposedOf = (serverPeer: Peer.Peer, size: number) =>
     return { target, remote }
   })
 
-/** @internal */
 export const flushRangeCases: ReadonlyArray<Case> = [
   {
     name:

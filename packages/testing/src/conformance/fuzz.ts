@@ -4,8 +4,6 @@
  * that does not end (a wait on a real handle may legitimately wait: those are bounded and
  * interrupted), on a throw from a function documented never to throw, and on a native object left
  * alive when the run's scope has closed.
- *
- * @internal
  */
 import { CmId, Descriptor, LocalMr, Memory, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -294,7 +292,6 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     return problems
   })
 
-/** @internal */
 export interface FuzzOptions {
   readonly address: string
   readonly port: number
@@ -311,8 +308,6 @@ export interface FuzzOptions {
 /**
  * Runs the fuzzer against a driver Layer: `runs` runs of up to `steps` calls each. Fails with every
  * problem found (shrunk by fast-check).
- *
- * @internal
  */
 export const fuzz = <E>(layer: Layer.Layer<Driver.RdmaDriver, E>, options: FuzzOptions): Promise<void> =>
   fc.assert(

@@ -2,8 +2,6 @@
  * Conformance cases for the resources below connections: device contexts, peers, local and remote
  * regions, descriptors, handles used wrongly, rdma_cm ids and their regions, release order, and
  * Memory.allocate.
- *
- * @internal
  */
 import { CmId, Descriptor, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -17,7 +15,6 @@ const driver = Driver.RdmaDriver
 
 const rwUsage = Usage.combine(Usage.READ_SRC, Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)
 
-/** @internal */
 export const resourceCases: ReadonlyArray<Case> = [
   {
     name: "rpma_utils_get_ibv_context: no device at the address → RPMA_E_PROVIDER; NULL → RPMA_E_INVAL",

@@ -1,7 +1,5 @@
 /**
  * What the conformance modules share: the checks that fail a case with a message, and a few values.
- *
- * @internal
  */
 import type { RdmaError } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -9,10 +7,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
 
-/** @internal An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
+/** An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
 export const NOWHERE = "192.0.2.99"
 
-/** @internal A peer of the raw driver on `address`, deleted with the scope. */
+/** A peer of the raw driver on `address`, deleted with the scope. */
 export const rawPeer = (
   address: string
 ): Effect.Effect<Driver.Model.PeerHandle, RdmaError.RpmaError, Driver.RdmaDriver | Scope.Scope> =>
@@ -22,27 +20,23 @@ export const rawPeer = (
       (peer) => Effect.ignore(d.peerDelete(peer))
     ))
 
-/** @internal `length` bytes that differ from one seed to another. */
+/** `length` bytes that differ from one seed to another. */
 export const pattern = (length: number, seed: number): Uint8Array =>
   Uint8Array.from({ length }, (_, i) => (i * 7 + seed) % 251)
 
-/** @internal */
 export const same = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i])
 
-/** @internal */
 export const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes)
 
 class ConformanceFailure extends Error {}
 
-/** @internal */
 export const check = (condition: boolean, message: string): Effect.Effect<void> =>
   condition ? Effect.void : Effect.die(new ConformanceFailure(message))
 
-/** @internal */
 export const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
   check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
 
-/** @internal The tag of the error an exit failed with, "success", or "interrupted". */
+/** The tag of the error an exit failed with, "success", or "interrupted". */
 export const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
   Exit.isSuccess(exit)
     ? "success"
@@ -52,14 +46,13 @@ export const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
     ? "interrupted"
     : `defect: ${String(exit.cause)}`
 
-/** @internal The message of the error an exit failed with, or "". */
+/** The message of the error an exit failed with, or "". */
 export const messageOf = (exit: Exit.Exit<unknown, unknown>): string =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? String((exit.cause.error as { message?: unknown }).message) : ""
 
-/** @internal The tag of the error an effect fails with, or "success". */
+/** The tag of the error an effect fails with, or "success". */
 export const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
   Effect.map(Effect.exit(effect), tagOf)
 
-/** @internal */
 export const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
   Effect.flatMap(outcome(effect), (actual) => equal(actual, tag, what))

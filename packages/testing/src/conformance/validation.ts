@@ -3,8 +3,6 @@
  * sizes, ports, queue sizes, timeouts, private data, descriptors, configurations), each with the
  * tagged error every driver must give. The rows are grouped into a few cases so that each group
  * shares one peer (and, for connection inputs, one endpoint).
- *
- * @internal
  */
 import { Descriptor, LocalMr, type RdmaError, RemoteMr } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -87,8 +85,6 @@ const configs: ReadonlyArray<readonly [string, () => unknown]> = [
 
 /**
  * The table.
- *
- * @internal
  */
 export const rows: ReadonlyArray<Row> = [
   ...memoryKinds.map(([input, make]): Row => ({
@@ -254,8 +250,6 @@ const outcome = (effect: Effect.Effect<unknown, unknown, Driver.RdmaDriver | Sco
 
 /**
  * Runs every row on the driver in context and lists the rows whose outcome differs from the table.
- *
- * @internal
  */
 export const mismatches = (
   address: string,
@@ -278,8 +272,6 @@ export const mismatches = (
 
 /**
  * The table as one conformance case.
- *
- * @internal
  */
 export const cases: ReadonlyArray<{
   readonly name: string

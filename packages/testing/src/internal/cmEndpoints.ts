@@ -8,8 +8,6 @@
  * With a link (a network shared by several processes), the other endpoint may be in another
  * process: a request goes to whichever process listens, the answer and disconnects come back as
  * messages, and the other side's half of each request runs there (cmQueuePair.ts's `received`).
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -117,7 +115,6 @@ const copyConfig = (c: Driver.Model.CmEpConfig): Driver.Model.CmEpConfig => ({
   maxInlineData: c.maxInlineData
 })
 
-/** @internal */
 export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.Link) => {
   const { acquire, call, errno, inUse, releaseHandle } = tools
   const listeners = new Map<string, fabric.CmListener>()

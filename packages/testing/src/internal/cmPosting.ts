@@ -4,8 +4,6 @@
  * posted (EINVAL for a malformed request, a region of another endpoint, too many segments, an
  * inline send above the granted size, a send before the connection; ENOMEM for a full queue),
  * then posted on the endpoint's queue pair, with the fault plan's failures applied.
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -111,7 +109,6 @@ const readRequest = (
     : { op, id: raw.id, segments, ...remote, completion }
 }
 
-/** @internal */
 export const cmPostCalls = (
   world: fabric.Fabric,
   tools: Tools,

@@ -5,8 +5,6 @@
  * side (librdmacm's default RNR retry is infinite), a remote read or write is checked against the
  * other side's registrations (rkey, bounds, what its rdma_reg_* call allows), and a failed request
  * puts the queue pair in the error state, where everything posted completes with WR_FLUSH_ERR.
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -34,20 +32,19 @@ interface SendJob {
 }
 
 /**
- * @internal The other side's half of a send-queue request, as plain data (what crosses to another
+ * The other side's half of a send-queue request, as plain data (what crosses to another
  * process when the connected queue pair is there): what it does to that side's receives or memory.
  */
 export type Reach = wire.CmReach
 
-/** @internal What the other side answers: a status, the bytes a read took, or undefined while a receive is awaited. */
+/** What the other side answers: a status, the bytes a read took, or undefined while a receive is awaited. */
 export type Reached = number | Uint8Array | undefined
 
-/** @internal A connected queue pair in another process: where the send queue's first request's half goes. */
+/** A connected queue pair in another process: where the send queue's first request's half goes. */
 export interface FarPeer {
   readonly post: (reach: Reach) => void
 }
 
-/** @internal */
 export interface QueuePair {
   readonly ep: fabric.CmEp
   readonly config: Driver.Model.CmEpConfig
@@ -96,7 +93,6 @@ const freeSlots = (qp: QueuePair, taken: ReadonlyArray<Driver.Model.Completion>)
   }
 }
 
-/** @internal */
 export const make = (ep: fabric.CmEp, config: Driver.Model.CmEpConfig): QueuePair => {
   const qp: QueuePair = {
     ep,
@@ -117,7 +113,7 @@ export const make = (ep: fabric.CmEp, config: Driver.Model.CmEpConfig): QueuePai
   return qp
 }
 
-/** @internal Whether a request of this kind finds a free slot (else the post is refused with ENOMEM). */
+/** Whether a request of this kind finds a free slot (else the post is refused with ENOMEM). */
 export const hasRoom = (qp: QueuePair, op: Driver.Model.CmWorkRequest["op"]): boolean =>
   op === "recv" ? qp.recvSlots < qp.config.maxRecvWr : qp.sendSlots.size < qp.config.maxSendWr
 
@@ -151,7 +147,7 @@ const flushSendQueue = (qp: QueuePair) => {
 }
 
 /**
- * @internal The queue pair goes to the error state: its posted receives and its send queue
+ * The queue pair goes to the error state: its posted receives and its send queue
  * complete with WR_FLUSH_ERR; a send of the other side waiting for a receive here then fails there
  * as a send to a dead responder does (its retries run out: RETRY_EXC_ERR).
  */
@@ -171,13 +167,13 @@ const fail = (qp: QueuePair, status: number) => {
   toError(qp)
 }
 
-/** @internal Ready to send to a queue pair in another process (ESTABLISHED there). */
+/** Ready to send to a queue pair in another process (ESTABLISHED there). */
 export const connectFar = (qp: QueuePair, far: FarPeer): void => {
   qp.far = far
   if (qp.state === "init") qp.state = "ready"
 }
 
-/** @internal Both queue pairs ready to send to each other (ESTABLISHED). */
+/** Both queue pairs ready to send to each other (ESTABLISHED). */
 export const connect = (a: QueuePair, b: QueuePair): void => {
   a.peer = b
   b.peer = a
@@ -185,7 +181,7 @@ export const connect = (a: QueuePair, b: QueuePair): void => {
   if (b.state === "init") b.state = "ready"
 }
 
-/** @internal The queue pair is destroyed: nothing more is delivered to it, and nothing waits on it. */
+/** The queue pair is destroyed: nothing more is delivered to it, and nothing waits on it. */
 export const destroy = (qp: QueuePair, error: RdmaError.RdmaCmError): void => {
   toError(qp)
   qp.completions.close(error)
@@ -317,7 +313,7 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
   return result === undefined ? undefined : landed(job, result)
 }
 
-/** @internal The far side's answer to the send queue's first request; the queue runs on. */
+/** The far side's answer to the send queue's first request; the queue runs on. */
 export const settle = (qp: QueuePair, result: number | Uint8Array): void => {
   // Flushed meanwhile (the queue pair went to the error state): the answer comes too late.
   if (!qp.awaiting || qp.state !== "ready" || qp.sendQueue.length === 0) return
@@ -328,7 +324,7 @@ export const settle = (qp: QueuePair, result: number | Uint8Array): void => {
   run(qp)
 }
 
-/** @internal A request of the far side arrives here: answered now, or once a receive is posted. */
+/** A request of the far side arrives here: answered now, or once a receive is posted. */
 export const received = (qp: QueuePair, r: Reach, answer: (result: number | Uint8Array) => void): void => {
   if (qp.incoming.length === 0) {
     const result = reach(qp, r)
@@ -363,7 +359,7 @@ const run = (qp: QueuePair): void => {
 }
 
 /**
- * @internal Posts a request the caller has checked (its segments are this endpoint's regions, the
+ * Posts a request the caller has checked (its segments are this endpoint's regions, the
  * queue has room, a send-queue request only once connected). `planned`: a fault plan's completion
  * status instead of the request's own outcome.
  */

@@ -4,14 +4,11 @@
  * completion arriving while a wait is armed signals the channel, and the wait is answered on a
  * later turn of the event loop with what is queued then (if a poll took everything in between, the
  * wait goes on).
- *
- * @internal
  */
 import type { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as Exit from "effect/Exit"
 
-/** @internal */
 export interface CompletionQueue<E = RdmaError.RpmaError> {
   /** Queues a completion; an armed wait is answered on a later turn. */
   readonly push: (completion: Driver.Model.Completion) => void
@@ -25,7 +22,7 @@ export interface CompletionQueue<E = RdmaError.RpmaError> {
 
 const NONE: ReadonlyArray<Driver.Model.Completion> = []
 
-/** @internal `onTaken`: the completions a poll or an answered wait returns, to let go of what they held. */
+/** `onTaken`: the completions a poll or an answered wait returns, to let go of what they held. */
 export const make = <E = RdmaError.RpmaError>(
   onTaken: (taken: ReadonlyArray<Driver.Model.Completion>) => void
 ): CompletionQueue<E> => {
@@ -78,7 +75,7 @@ export const make = <E = RdmaError.RpmaError>(
   }
 }
 
-/** @internal Never during the call, as the addon answers: a refused handle's wait hears it on a later turn. */
+/** Never during the call, as the addon answers: a refused handle's wait hears it on a later turn. */
 export const refusedWait = <E>(error: E, onReady: Driver.Model.CompletionsReady<E>): () => void => {
   let disarmed = false
   setImmediate(() => disarmed || onReady(Exit.fail(error)))

@@ -1,19 +1,16 @@
 /**
  * The state of a simulated RDMA world: devices by address, live handles, call counters and the
  * faults planned for them. Kept apart from the Driver methods so that the rules read in one place.
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import type * as SimulatedDriver from "../SimulatedDriver.js"
 
-/** @internal Every native call the simulated driver answers, by its C name. */
+/** Every native call the simulated driver answers, by its C name. */
 export type Operation = SimulatedDriver.Operation
 
-/** @internal The posting calls of librdmacm's verbs API, one per work request's `op`. */
+/** The posting calls of librdmacm's verbs API, one per work request's `op`. */
 export type CmPostOperation = "rdma_post_send" | "rdma_post_recv" | "rdma_post_read" | "rdma_post_write"
 
-/** @internal */
 export type Kind =
   | "IbvContext"
   | "Peer"
@@ -28,23 +25,20 @@ export type Kind =
   | "CmEp"
   | "CmListener"
 
-/** @internal A simulated native object. `alive` turns false when its C counterpart would be freed. */
+/** A simulated native object. `alive` turns false when its C counterpart would be freed. */
 export interface SimHandle<K extends Kind = Kind> {
   readonly kind: K
   readonly id: number
   alive: boolean
 }
 
-/** @internal */
 export interface IbvContext extends SimHandle<"IbvContext"> {
   readonly address: string
 }
-/** @internal */
 export interface Peer extends SimHandle<"Peer"> {
   readonly context: IbvContext
   readonly regions: Set<MrLocal>
 }
-/** @internal */
 export interface MrLocal extends SimHandle<"MrLocal"> {
   readonly peer: Peer
   readonly memory: Uint8Array
@@ -54,19 +48,16 @@ export interface MrLocal extends SimHandle<"MrLocal"> {
   /** Posted requests naming it whose completion has not been returned (nor their connection deleted). */
   inFlight: number
 }
-/** @internal */
 export interface MrRemote extends SimHandle<"MrRemote"> {
   readonly address: bigint
   readonly length: bigint
   readonly rkey: number
   readonly usage: number
 }
-/** @internal */
 export interface CmId extends SimHandle<"CmId"> {
   readonly address: string
   readonly regions: Set<CmMr>
 }
-/** @internal */
 export interface CmMr extends SimHandle<"CmMr"> {
   /** The identifier or endpoint whose protection domain it is registered on. */
   readonly cmId: CmId | CmEp
@@ -79,7 +70,7 @@ export interface CmMr extends SimHandle<"CmMr"> {
 }
 
 /**
- * @internal An endpoint of librdmacm's verbs API (an rdma_cm id with a queue pair and a protection
+ * An endpoint of librdmacm's verbs API (an rdma_cm id with a queue pair and a protection
  * domain of its own); its connection state and queue pair live in cmEndpoints.ts.
  */
 export interface CmEp extends SimHandle<"CmEp"> {
@@ -91,7 +82,7 @@ export interface CmEp extends SimHandle<"CmEp"> {
   /** The listener that handed it out (the passive side), or nothing (the active side). */
   readonly listener: CmListener | undefined
 }
-/** @internal A listening rdma_cm id (rdma_listen). */
+/** A listening rdma_cm id (rdma_listen). */
 export interface CmListener extends SimHandle<"CmListener"> {
   readonly address: string
   readonly port: number
@@ -100,13 +91,11 @@ export interface CmListener extends SimHandle<"CmListener"> {
   readonly requests: Set<CmEp>
 }
 
-/** @internal */
 export interface Endpoint extends SimHandle<"Endpoint"> {
   readonly peer: Peer
   readonly address: string
   readonly port: number
 }
-/** @internal */
 export interface ConnReq extends SimHandle<"ConnReq"> {
   readonly peer: Peer
   readonly config: Driver.Model.ConnConfig
@@ -116,7 +105,6 @@ export interface ConnReq extends SimHandle<"ConnReq"> {
   readonly client: Conn | undefined
   readonly privateData: Uint8Array
 }
-/** @internal */
 export interface Conn extends SimHandle<"Conn"> {
   readonly peer: Peer
   readonly config: Driver.Model.ConnConfig
@@ -135,13 +123,12 @@ export interface Conn extends SimHandle<"Conn"> {
   readonly far?: { readonly process: number; readonly conn: number } | undefined
 }
 
-/** @internal A shared receive queue, with its own receive CQ. */
+/** A shared receive queue, with its own receive CQ. */
 export interface Srq extends SimHandle<"Srq"> {
   readonly peer: Peer
   readonly config: Driver.Model.SrqConfig
 }
 
-/** @internal */
 export type AnyHandle =
   | IbvContext
   | Peer
@@ -156,7 +143,7 @@ export type AnyHandle =
   | CmEp
   | CmListener
 
-/** @internal What is still alive, and where it was acquired. */
+/** What is still alive, and where it was acquired. */
 export interface LedgerEntry {
   readonly kind: Exclude<Kind, "IbvContext">
   readonly id: number
@@ -165,13 +152,12 @@ export interface LedgerEntry {
   readonly acquiredIn: string
 }
 
-/** @internal The operations that post work requests. */
+/** The operations that post work requests. */
 export type DataOperation = SimulatedDriver.DataOperation
 
-/** @internal A planned failure (documented in SimulatedDriver). */
+/** A planned failure (documented in SimulatedDriver). */
 export type Fault = SimulatedDriver.Fault
 
-/** @internal */
 export interface Fabric {
   readonly devices: ReadonlySet<string>
   readonly ledger: Map<SimHandle, LedgerEntry>
@@ -181,7 +167,6 @@ export interface Fabric {
   nextKey: number
 }
 
-/** @internal */
 export const makeFabric = (devices: Iterable<string>): Fabric => ({
   devices: new Set(devices),
   ledger: new Map(),
@@ -192,7 +177,7 @@ export const makeFabric = (devices: Iterable<string>): Fabric => ({
   nextKey: 0x1a2b3
 })
 
-/** @internal Counts a call and returns the failure planned for it, if any. */
+/** Counts a call and returns the failure planned for it, if any. */
 export const countCall = (fabric: Fabric, operation: Operation): Fault | undefined => {
   const n = (fabric.calls.get(operation) ?? 0) + 1
   fabric.calls.set(operation, n)
@@ -201,12 +186,11 @@ export const countCall = (fabric: Fabric, operation: Operation): Fault | undefin
   return fabric.faults.splice(index, 1)[0]!.fault
 }
 
-/** @internal */
 export const planFault = (fabric: Fabric, fault: Fault): void => {
   fabric.faults.push({ at: (fabric.calls.get(fault.operation) ?? 0) + fault.nth, fault })
 }
 
-/** @internal A fresh rkey / lkey: distinct, non-zero, spread over 32 bits. */
+/** A fresh rkey / lkey: distinct, non-zero, spread over 32 bits. */
 export const nextKey = (fabric: Fabric): number => {
   fabric.nextKey = (Math.imul(fabric.nextKey, 0x9e3779b1) + 0x7f4a7c15) >>> 0
   return fabric.nextKey === 0 ? 1 : fabric.nextKey
@@ -216,7 +200,7 @@ export const nextKey = (fabric: Fabric): number => {
 const bases = new WeakMap<ArrayBufferLike, bigint>()
 let nextBase = 0x7f3a_0000_0000n
 
-/** @internal The simulated virtual address of a view's first byte. */
+/** The simulated virtual address of a view's first byte. */
 export const addressOf = (memory: Uint8Array): bigint => {
   let base = bases.get(memory.buffer)
   if (base === undefined) {
@@ -228,7 +212,7 @@ export const addressOf = (memory: Uint8Array): bigint => {
   return base + BigInt(memory.byteOffset)
 }
 
-/** @internal Drivers receive handles as opaque values; this recovers ours, or nothing. */
+/** Drivers receive handles as opaque values; this recovers ours, or nothing. */
 export const asHandle = <K extends Kind>(
   value: unknown,
   kind: K
@@ -239,7 +223,6 @@ export const asHandle = <K extends Kind>(
 
 const handles = new WeakSet<object>()
 
-/** @internal */
 export const track = <H extends SimHandle>(handle: H): H & Driver.Model.Handle<H["kind"]> => {
   handles.add(handle)
   return handle as H & Driver.Model.Handle<H["kind"]>

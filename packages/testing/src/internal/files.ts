@@ -3,8 +3,6 @@
  * memory when mapped and writes it back when unmapped (the msync), with the native driver's checks
  * and errors. Unlike a real shared mapping, the file does not see the writes before the unmap,
  * and devices (a device DAX) are refused: only regular files can be simulated.
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import type { Model } from "@effect-rdma/core/Driver"
@@ -17,7 +15,6 @@ const pageSize = 4096
 /** What the native driver refuses too: a Uint8Array's limit on this Node.js (v8::TypedArray::kMaxLength). */
 const maxLength = bufferConstants.MAX_LENGTH
 
-/** @internal */
 export const makeFiles = () => {
   const mapped = new WeakMap<ArrayBufferLike, { readonly path: string; readonly offset: number }>()
   let live = 0

@@ -1,13 +1,11 @@
 /**
  * A process's side of a shared simulated network: its socket to the serving process, the claims
  * it waits for (each bounded), and the messages it hands to its fabric.
- *
- * @internal
  */
 import * as net from "node:net"
 import * as wire from "./wire.js"
 
-/** @internal Connects to the network at `path`; resolves once numbered, rejects with why not within `timeoutMs`. */
+/** Connects to the network at `path`; resolves once numbered, rejects with why not within `timeoutMs`. */
 export const join = (path: string, timeoutMs: number): Promise<{ readonly link: wire.Link; readonly leave: () => void }> =>
   new Promise((resolve, reject) => {
     const socket = net.connect(path)

@@ -4,8 +4,6 @@
  * hardware enforces (rkey, bounds, access rights from the usage) with the same completion statuses.
  * With a link (a network shared by several processes), a connection's other side may be in
  * another process: the same rules run there, on a message (`reach` is the other side's half).
- *
- * @internal
  */
 import { RdmaError, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -103,7 +101,6 @@ const completion = (
 /** Synchronous posts in a row before the simulated driver asks for a turn of the event loop. */
 const LOOP_BUDGET_CALLS = 256
 
-/** @internal */
 export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link) => {
   const { acquire, call, deadOrWrong, invalid, peerOf, problem, refusedOr, releaseHandle, rpma } = tools
   const listeners = new Map<string, fabric.Endpoint>()

@@ -3,19 +3,16 @@
  * joining it, keeps which one listens at each address, and forwards every other message to the
  * process it is addressed to. A process whose socket closes (it exited, or was killed) is announced
  * to the others, who treat its connections as lost. It holds no fabric state of its own.
- *
- * @internal
  */
 import * as net from "node:net"
 import * as wire from "./wire.js"
 
-/** @internal */
 export interface Router {
   readonly server: net.Server
   readonly close: () => void
 }
 
-/** @internal Routes for whoever connects to `server` (listening is the caller's). */
+/** Routes for whoever connects to `server` (listening is the caller's). */
 export const makeRouter = (): Router => {
   const processes = new Map<number, net.Socket>()
   const owners = new Map<string, number>()

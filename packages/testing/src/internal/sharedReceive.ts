@@ -3,8 +3,6 @@
  * consumes, in no particular order (librpma does not keep the RDMA order), completing on the
  * queue's own receive CQ, or without one on the connection's CQ, with the connection's queue pair
  * number (its handle id here).
- *
- * @internal
  */
 import type { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -14,7 +12,7 @@ import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 
-/** @internal A receive posted on a shared receive queue. */
+/** A receive posted on a shared receive queue. */
 export interface SharedRecv {
   readonly id: number
   readonly mr: fabric.MrLocal
@@ -39,7 +37,7 @@ const letGo = (held: Map<number, fabric.MrLocal>, id: number) => {
 }
 
 /**
- * @internal `retry(srq)`: a receive was posted; the network delivers a message that waits for one
+ * `retry(srq)`: a receive was posted; the network delivers a message that waits for one
  * on a connection made with the queue, if any.
  */
 export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retry: (srq: fabric.Srq) => void) => {

@@ -1,8 +1,6 @@
 /**
  * The rules every simulated call shares: argument checks as the C libraries make them, planned
  * faults, and the ledger of live handles.
- *
- * @internal
  */
 import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -24,7 +22,6 @@ const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
     names.join(" > ")
 }
 
-/** @internal */
 export const makeTools = (world: fabric.Fabric) => {
   // Every refusal is an error value: a call fails with it (Effect.fail) or returns it (Exit.fail, PostOutcome).
   const rpma = (operation: string, code: number, detail?: string) => RdmaError.fromRpmaCode(code, operation, detail)
@@ -155,5 +152,4 @@ export const makeTools = (world: fabric.Fabric) => {
   }
 }
 
-/** @internal */
 export type Tools = ReturnType<typeof makeTools>

@@ -2,20 +2,18 @@
  * What the processes sharing one simulated network say to each other, and how it travels: frames
  * of `v8.serialize`d messages (Uint8Array and bigint survive it as they are), each preceded by its
  * length, over a Unix socket to the process that serves the network, which routes them.
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as v8 from "node:v8"
 
-/** @internal A connection in another process: what messages about it are addressed to. */
+/** A connection in another process: what messages about it are addressed to. */
 export interface Far {
   readonly process: number
   readonly conn: number
 }
 
 /**
- * @internal The other side's half of a work request, as plain data: what it does to that side's
+ * The other side's half of a work request, as plain data: what it does to that side's
  * memory (a write, read or flush through an rkey) or to its receives (a send, a write's immediate data).
  */
 export interface Reach {
@@ -33,7 +31,7 @@ export interface Reach {
   readonly signalled: boolean
 }
 
-/** @internal Between two drivers (routed by `to`), or to and from the serving process (`t` says which). */
+/** Between two drivers (routed by `to`), or to and from the serving process (`t` says which). */
 export type Message =
   // Router → a process that has just joined: its number.
   | { readonly t: "welcome"; readonly self: number }
@@ -71,7 +69,7 @@ export type Message =
   // Router → every process: a process left (its socket closed), with the addresses it listened on.
   | { readonly t: "gone"; readonly process: number; readonly keys: ReadonlyArray<string> }
 
-/** @internal What one librdmacm endpoint says to the other, in another process. */
+/** What one librdmacm endpoint says to the other, in another process. */
 export type CmSays =
   | { readonly k: "unreachable" } // nobody listens at the address asked for
   | { readonly k: "accepted"; readonly privateData: Uint8Array }
@@ -83,7 +81,7 @@ export type CmSays =
   | { readonly k: "post"; readonly reach: CmReach }
   | { readonly k: "settle"; readonly result: number | Uint8Array }
 
-/** @internal The other side's half of an endpoint's send-queue request (run by cmQueuePair.ts's `received`). */
+/** The other side's half of an endpoint's send-queue request (run by cmQueuePair.ts's `received`). */
 export interface CmReach {
   readonly op: "send" | "write" | "read"
   readonly rkey: number
@@ -93,7 +91,7 @@ export interface CmReach {
   readonly imm: number | undefined
 }
 
-/** @internal One message as a frame. */
+/** One message as a frame. */
 export const frame = (message: Message): Uint8Array => {
   const body = v8.serialize(message)
   const header = Buffer.allocUnsafe(4)
@@ -101,7 +99,7 @@ export const frame = (message: Message): Uint8Array => {
   return Buffer.concat([header, body])
 }
 
-/** @internal Collects a stream's chunks and calls `onMessage` with each whole message, in order. */
+/** Collects a stream's chunks and calls `onMessage` with each whole message, in order. */
 export const reader = (onMessage: (message: Message) => void) => {
   let pending: Buffer = Buffer.alloc(0)
   return (chunk: Buffer): void => {
@@ -116,14 +114,14 @@ export const reader = (onMessage: (message: Message) => void) => {
   }
 }
 
-/** @internal What the fabric is told about the network it shares. */
+/** What the fabric is told about the network it shares. */
 export interface Handler {
   readonly message: (message: Message) => void
   /** The serving process is gone (its socket closed): every other process with it. */
   readonly down: () => void
 }
 
-/** @internal A process's part of a shared network, as the simulated fabric uses it. */
+/** A process's part of a shared network, as the simulated fabric uses it. */
 export interface Link {
   /** This process's number on the network. */
   readonly self: number
@@ -137,7 +135,7 @@ export interface Link {
 }
 
 /**
- * @internal One link shared by several parts of a fabric (its connections, its librdmacm
+ * One link shared by several parts of a fabric (its connections, its librdmacm
  * endpoints): each attaches a handler, and every message goes to each (each ignores what is not its
  * own). `start` attaches them all to the link, once every part is made (early messages replay then).
  */
