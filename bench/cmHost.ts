@@ -8,10 +8,11 @@
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { Effect, Layer } from "effect"
 import { oursCallPingPong, oursPair, oursPingPong, rawPair, rawPingPong } from "./cmPairs.js"
+import { anyError } from "./anyError.js"
 import type { Bench } from "./host.js"
 
 /** The ping-pong benches over one simulated fabric, in the caller's scope. */
-export const cmSetup = Effect.gen(function*() {
+export const cmSetup = anyError(Effect.gen(function*() {
   const context = yield* Layer.build(SimulatedDriver.layer)
   return yield* Effect.provide(
     Effect.gen(function*() {
@@ -31,4 +32,4 @@ export const cmSetup = Effect.gen(function*() {
     }),
     context
   )
-})
+}))

@@ -4,19 +4,19 @@
  * with a callback). The baseline of the rows that measure core over the driver.
  */
 import { Effect, Exit } from "effect"
-import type { Driver } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 
 /** The completions of `conn`: the ones postMany's poll found, else the channel's next answer. */
 export const postOne = (
   driver: Driver.Driver,
-  conn: Driver.ConnHandle,
-  request: Driver.WorkRequest
-): Effect.Effect<ReadonlyArray<Driver.Completion>, unknown> =>
+  conn: Driver.Model.ConnHandle,
+  request: Driver.Model.WorkRequest
+): Effect.Effect<ReadonlyArray<Driver.Model.Completion>, unknown> =>
   Effect.suspend(() => {
     const outcome = driver.postMany(conn, [request])
     if (outcome.error !== undefined) return Effect.fail(outcome.error)
     if (outcome.ready.length > 0) return Effect.succeed(outcome.ready)
-    return Effect.async<ReadonlyArray<Driver.Completion>, unknown>((resume) => {
+    return Effect.async<ReadonlyArray<Driver.Model.Completion>, unknown>((resume) => {
       const disarm = driver.armCompletions(conn, (ready) => resume(Exit.isSuccess(ready) ? Effect.succeed(ready.value) : ready))
       return Effect.sync(disarm)
     })

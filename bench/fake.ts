@@ -71,6 +71,7 @@ export const make = (): Fake => {
 
   const binding: RpmaBinding.Binding = {
     installLogCapture: () => {},
+    privateDataLimits: { connect: 56, accept: 196, reject: 148 },
     getIbvContext: () => Promise.resolve({ kind: "context" }),
     peerNew: () => ({ kind: "peer" }),
     peerDelete: () => {},

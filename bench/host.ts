@@ -10,9 +10,11 @@
  * an Object.defineProperty per closure created and so inflates exactly the per-operation closures
  * of the hot path; users run the tsc output, which has none.
  */
-import { Connection, Descriptor, Driver, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Effect, Layer } from "effect"
+import { anyError } from "./anyError.js"
 import * as Fake from "./fake.js"
 import { type Row } from "./table.js"
 
@@ -27,13 +29,13 @@ export const BATCH = 16
 const address = "192.168.77.1"
 
 /** Every bench, built over one fake binding, one peer and one connection in the caller's scope. */
-export const setup = Effect.gen(function*() {
+export const setup = anyError(Effect.gen(function*() {
   const fake = Fake.make()
   const binding = fake.binding
   const layer = NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, binding)))
   const context = yield* Layer.build(layer)
   return yield* Effect.provide(benchesWith(fake), context)
-})
+}))
 
 const benchesWith = (fake: Fake.Fake) =>
   Effect.gen(function*() {
@@ -138,14 +140,14 @@ const benchesWith = (fake: Fake.Fake) =>
         run: inMode(
           "queued",
           loop(Effect.zipRight(
-            Effect.sync(() => driver.postMany(raw as Driver.ConnHandle, [request(rawId++, 0)])),
-            driver.pollCompletions(raw as Driver.ConnHandle)
+            Effect.sync(() => driver.postMany(raw as Driver.Model.ConnHandle, [request(rawId++, 0)])),
+            driver.pollCompletions(raw as Driver.Model.ConnHandle)
           ))
         )
       },
       "write.postMany": {
         perRun: 1,
-        run: inMode("queued", sync(() => void driver.postMany(raw as Driver.ConnHandle, [request(rawId++, 0)])))
+        run: inMode("queued", sync(() => void driver.postMany(raw as Driver.Model.ConnHandle, [request(rawId++, 0)])))
       },
       "write.queued": { perRun: 1, run: inMode("queued", loop(Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 }))) },
       // One write, completion on a later loop turn

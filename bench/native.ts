@@ -8,8 +8,9 @@
  *
  * BENCH_ROWS (comma-separated: sizes, cache, rss, large) runs only those groups; default all.
  */
-import { Driver, LocalMr, Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
+import { LocalMr, Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { execFileSync } from "node:child_process"
 import { monitorEventLoopDelay } from "node:perf_hooks"
@@ -80,7 +81,7 @@ const floors = (peer: Peer.Peer, memory: Uint8Array, iterations: number) =>
     const driver = yield* Driver.RdmaDriver
     const usage = Usage.WRITE_DST
     const addon = () => binding.mrDereg(binding.mrReg(peer.handle, memory, usage).handle)
-    const release = (mr: Driver.MrRegistration) => Effect.orDie(driver.mrDereg(mr.handle))
+    const release = (mr: Driver.Model.MrRegistration) => Effect.orDie(driver.mrDereg(mr.handle))
     const bareUse = Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, release)
     const bareNow = Effect.acquireUseRelease(
       Effect.suspend(() => driver.mrReg.now!(peer.handle, memory, usage)!),

@@ -6,6 +6,7 @@
  */
 import { Effect, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
 import { setup } from "./host.js"
+
 class Count extends Supervisor.AbstractSupervisor<void> {
   counts = new Map<string, number>()
   total = 0

@@ -2,17 +2,19 @@
  * A connection made with driver calls only (no Connection, no Endpoint): the baseline for what
  * Connection adds. A client connected to a server in the same process, torn down with the scope.
  */
-import { Driver, type Peer } from "@effect-rdma/core"
+import type { Peer } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { Effect, Fiber } from "effect"
+import { anyError } from "./anyError.js"
 
-const expectEvent = (driver: Driver.Driver, conn: Driver.ConnHandle, expected: Driver.ConnEvent) =>
+const expectEvent = (driver: Driver.Driver, conn: Driver.Model.ConnHandle, expected: Driver.Model.ConnEvent) =>
   Effect.flatMap(
     driver.connNextEvent(conn),
     (event) => event === expected ? Effect.void : Effect.dieMessage(`expected ${expected}, got ${event}`)
   )
 
-export const rawConnection = (driver: Driver.Driver, peer: Peer.Peer, address: string, port: number, config: Driver.ConnConfig) =>
-  Effect.gen(function*() {
+export const rawConnection = (driver: Driver.Driver, peer: Peer.Peer, address: string, port: number, config: Driver.Model.ConnConfig) =>
+  anyError(Effect.gen(function*() {
     const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, port), (ep) => Effect.ignore(driver.epShutdown(ep)))
     const server = yield* driver.epNextConnReq(ep, config).pipe(
       Effect.flatMap((req) => driver.connReqConnect(req, undefined)),
@@ -36,4 +38,4 @@ export const rawConnection = (driver: Driver.Driver, peer: Peer.Peer, address: s
       }).pipe(Effect.orDie)
     )
     return client
-  })
+  }))

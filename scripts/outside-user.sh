@@ -61,10 +61,12 @@ done
 for t in "$work"/packs/*.tgz; do
   printf '  %-36s %6s KiB packed, %4s files\n' "$(basename "$t")" "$(($(stat -c %s "$t") / 1024))" "$(tar -tzf "$t" | wc -l)"
 done
-core="$work/packs/effect-rdma-core-0.1.0.tgz"
-testing="$work/packs/effect-rdma-testing-0.1.0.tgz"
-native="$work/packs/effect-rdma-native-0.1.0.tgz"
-rpc="$work/packs/effect-rdma-rpc-0.1.0.tgz" # installed into the npm project only, with its peers, for README's RPC block and its @examples
+# One version for the four (changesets' fixed group): the tarballs are named after it.
+version=$(node -p 'require("./packages/core/package.json").version')
+core="$work/packs/effect-rdma-core-$version.tgz"
+testing="$work/packs/effect-rdma-testing-$version.tgz"
+native="$work/packs/effect-rdma-native-$version.tgz"
+rpc="$work/packs/effect-rdma-rpc-$version.tgz" # installed into the npm project only, with its peers, for README's RPC block and its @examples
 for t in "$core" "$testing" "$native" "$rpc"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi

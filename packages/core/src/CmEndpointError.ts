@@ -3,7 +3,7 @@
  * by `CmEndpoint`, `CmListener` and `RemoteKey` (use them from there). A module of their own so that
  * the implementation and the declarations share them without a cycle.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 import * as Data from "effect/Data"
 
@@ -13,7 +13,7 @@ import * as Data from "effect/Data"
  * region of another endpoint (`OtherEndpoint`: registered on another protection domain), more
  * segments than the queue pair was made for (`TooManySegments`).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export class CmRegionError extends Data.TaggedError("CmRegionError")<{
@@ -30,7 +30,7 @@ export class CmRegionError extends Data.TaggedError("CmRegionError")<{
  * The other side's device refused the remote key of a read or a write (IBV_WC_REM_ACCESS_ERR): the
  * key is forged or stale, its region was deregistered, or it does not allow this access.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export class RemoteKeyRefusedError extends Data.TaggedError("RemoteKeyRefusedError")<{
@@ -49,7 +49,7 @@ export class RemoteKeyRefusedError extends Data.TaggedError("RemoteKeyRefusedErr
  * `cause` is the driver's RdmaCmError (ECONNABORTED). The request is spent: nothing is to be done
  * with it but let its scope release it, and take the next one.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export class ClientGoneError extends Data.TaggedError("ClientGoneError")<{
@@ -66,7 +66,7 @@ export class ClientGoneError extends Data.TaggedError("ClientGoneError")<{
 /**
  * Bytes that are not a remote key, with the field that is wrong.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export class InvalidRemoteKeyError extends Data.TaggedError("InvalidRemoteKeyError")<{

@@ -3,10 +3,10 @@
  * from there). A public module of their own so that the types a program infers from
  * `Connection.connect` and the operations name a module it can import.
  *
- * @since 0.5.0
+ * @since 1.0.0
  */
 import * as Data from "effect/Data"
-import type { ConnEvent } from "./Driver.js"
+import type { ConnEvent } from "./DriverModel.js"
 import type { CompletionError, RdmaCmError, RpmaError } from "./RdmaError.js"
 
 /**
@@ -79,7 +79,10 @@ export class OutOfRangeError extends Data.TaggedError("OutOfRangeError")<{
 }
 
 /**
- * @internal Everything the posting kernel can fail a request with (the driver's refusals untyped):
+ * Everything the posting kernel can fail a request with (the driver's refusals untyped):
  * librpma's, or librdmacm's for an endpoint's queue.
+ *
+ * @since 1.0.0
+ * @category errors
  */
 export type OperationError = CompletionError | ConnectionClosedError | OutOfRangeError | RpmaError | RdmaCmError

@@ -36,7 +36,7 @@ export interface Offer {
   readonly rdma: { readonly address: string; readonly port: number }
   readonly regions: Readonly<Record<string, Uint8Array>>
   readonly config: Readonly<Record<string, string | number | boolean>>
-  /** @since 0.3.0 */
+  /** @since 1.0.0 */
   readonly token?: Uint8Array | undefined
 }
 
@@ -44,7 +44,7 @@ export interface Offer {
  * The longest token an offer carries: what a connection request's private data carries with the
  * token's length (`Admission.MAX_TOKEN`).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category constants
  */
 export const MAX_TOKEN: number = Admission.MAX_TOKEN
@@ -224,7 +224,7 @@ const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
  * checked, so give clients a CA of their own. `"any"`: whoever completes a TLS handshake, the
  * client unverified; only for a server whose clients are authenticated some other way.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type Clients = "verified" | "any"
@@ -256,7 +256,7 @@ export const serve = (options: {
   readonly port: number
   readonly tls: TlsOptions
   readonly offer: Offer
-  /** @since 0.6.0 */
+  /** @since 1.0.0 */
   readonly clients?: Clients | undefined
 }): Effect.Effect<{ readonly port: number }, ExchangeError, Scope.Scope> => {
   const token = options.offer.token

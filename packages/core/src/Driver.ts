@@ -55,13 +55,38 @@ import type {
 import type { MapFileError, RdmaCmError, ResourceInUseError, RpmaError } from "./RdmaError.js"
 
 /**
- * The models of the driver's calls (handles, configurations, work requests, completions, ...),
- * declared in {@link DriverModel}: here too, so that `Driver.ConnHandle` and the like keep reading
- * as they did.
+ * What the driver's calls take and give: handles, configurations, work requests, completions,
+ * events and the live-handle counts, as plain types, and the helpers drivers build their calls with.
  *
- * @since 0.1.0
+ * @example
+ * ```ts
+ * import type { Model } from "@effect-rdma/core/Driver"
+ *
+ * // What a leak check reads: no handle of any kind alive.
+ * const nothingAlive = (live: Model.LiveHandles): boolean => Object.values(live).every((n) => n === 0)
+ * ```
+ *
+ * @since 1.0.0
  */
-export * from "./DriverModel.js"
+export * as Model from "./DriverModel.js"
+
+/**
+ * The argument checks that librpma, librdmacm and the addon make, written once so that every driver
+ * (the simulated one checks with these functions; the addon makes the same checks in C++) and core
+ * refuse the same values with the same words. Each check returns `undefined` for a good value or
+ * the detail of the refusal, and never throws, whatever the value.
+ *
+ * @example
+ * ```ts
+ * import { Arguments } from "@effect-rdma/core/Driver"
+ *
+ * Arguments.usage(0x100) // "usage has bits outside RPMA_MR_USAGE_* (0xff)"
+ * Arguments.usage(0x11) // undefined: a good value
+ * ```
+ *
+ * @since 1.0.0
+ */
+export * as Arguments from "./DriverArguments.js"
 
 /**
  * One Effect per native call. Registration and deregistration may also answer synchronously
@@ -346,32 +371,6 @@ export interface Driver {
   /** The handles alive now, by kind. */
   readonly live: Effect.Effect<LiveHandles>
 }
-
-/**
- * The calls of librdmacm's verbs API: an endpoint with a queue pair, its listener, posting and
- * completions. Each driver implements them in a module of their own.
- *
- * @since 0.6.0
- * @category models
- */
-export type CmEndpointCalls = Pick<
-  Driver,
-  | "cmEpCreate"
-  | "cmConnect"
-  | "cmListen"
-  | "cmGetRequest"
-  | "cmPrivateData"
-  | "cmAccept"
-  | "cmReject"
-  | "cmNextEvent"
-  | "cmDisconnect"
-  | "cmEpDestroy"
-  | "cmListenerDestroy"
-  | "cmEpInfo"
-  | "cmPostMany"
-  | "cmPollCompletions"
-  | "cmArmCompletions"
->
 
 /**
  * The driver service.

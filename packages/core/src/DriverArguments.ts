@@ -188,7 +188,7 @@ export const connConfig = (value: unknown): string | undefined => {
  * A receive CQ of 0 (librpma's 08srq example, modes `m` and `r`): the receives complete on each
  * connection's receive CQ, or its CQ (see {@link queueSizes}).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category validation
  */
 export const srqConfig = (value: unknown): string | undefined => {
@@ -262,14 +262,15 @@ export const queueSizes = (sizes: {
 }
 
 /**
- * What rdma_cm carries as private data on RoCE and InfiniBand: 56 bytes with a connection request
- * and 196 with an accept (the CM's REQ and REP messages less rdma_cm's own header). What arrives
- * is padded with zeros to these sizes.
+ * What rdma_cm carries as private data on RoCE and InfiniBand: 56 bytes with a connection request,
+ * 196 with an accept and 148 with a rejection (the CM's REQ, REP and REJ messages less rdma_cm's
+ * own header). What arrives is padded with zeros to these sizes. The one table of these limits:
+ * the simulated driver reads it, and a host test checks the addon's (private_data.h) against it.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category validation
  */
-export const PRIVATE_DATA_LIMIT = { connect: 56, accept: 196 } as const
+export const PRIVATE_DATA_LIMIT = { connect: 56, accept: 196, reject: 148 } as const
 
 /**
  * Private data for rdma_cm: a Uint8Array (or nothing) of at most 255 bytes, what the addon accepts;
@@ -294,7 +295,7 @@ export const privateData = (value: unknown, side?: "connect" | "accept"): string
 /**
  * A peer configuration descriptor (rpma_peer_cfg_from_descriptor): exactly 1 byte.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category validation
  */
 export const peerCfgDescriptor = (value: unknown): string | undefined =>

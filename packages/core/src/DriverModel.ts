@@ -3,7 +3,7 @@
  * requests and completions, and the helpers drivers build their calls with. Apart from the Tag so
  * that what the calls exchange can be read (and imported) without the service.
  *
- * @since 0.5.0
+ * @since 1.0.0
  */
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
@@ -66,7 +66,7 @@ export type CmMrHandle = Handle<"CmMr">
  * its own protection domain (regions registered on it serve it alone), a send and a receive
  * completion queue, and their completion channels.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type CmEpHandle = Handle<"CmEp">
@@ -75,7 +75,7 @@ export type CmEpHandle = Handle<"CmEp">
  * `struct rdma_cm_id *` listening for connection requests (rdma_create_ep with RAI_PASSIVE, then
  * rdma_listen).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type CmListenerHandle = Handle<"CmListener">
@@ -104,7 +104,7 @@ export type ConnHandle = Handle<"Conn">
 /**
  * `struct rpma_srq *`: a shared receive queue, with its own receive completion queue.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export type SrqHandle = Handle<"Srq">
@@ -114,7 +114,7 @@ export type SrqHandle = Handle<"Srq">
  * queue (receives only), or an incoming connection request before it is accepted (receives only,
  * rpma_conn_req_recv: they complete on the connection's queue once it exists).
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category models
  */
 export type PostQueue = ConnHandle | SrqHandle | ConnReqHandle
@@ -124,7 +124,7 @@ export type PostQueue = ConnHandle | SrqHandle | ConnReqHandle
  * connection's completion queue (and its receive completion queue, if it has one), or a shared
  * receive queue's receive completion queue.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category models
  */
 export type CompletionQueue = ConnHandle | SrqHandle
@@ -132,7 +132,7 @@ export type CompletionQueue = ConnHandle | SrqHandle
 /**
  * A shared receive queue's settings (`struct rpma_srq_cfg`).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface SrqConfig {
@@ -197,7 +197,7 @@ export interface ConnConfig {
  * known only when a later signalled request on the same send queue completes, completions of a
  * reliable connection's send queue being in order).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export type Signal = "always" | "onError"
@@ -290,7 +290,7 @@ export interface Completion {
 /**
  * `enum ibv_wc_opcode`: what a completion completed.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export const WcOpcode = {
@@ -304,7 +304,7 @@ export const WcOpcode = {
 /**
  * `ibv_wc.wc_flags` bits.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export const WcFlags = { WITH_IMM: 2 } as const
@@ -313,7 +313,7 @@ export const WcFlags = { WITH_IMM: 2 } as const
  * What one {@link Driver.Driver.postMany} call did: the requests posted, the refusal that stopped it, and
  * the completions already queued right after the posts.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category models
  */
 export interface PostOutcome<E = RpmaError> {
@@ -337,7 +337,7 @@ export interface PostOutcome<E = RpmaError> {
  * Called once by {@link Driver.Driver.armCompletions}: the completions queued (at least one), or the
  * completion channel's failure.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category models
  */
 export type CompletionsReady<E = RpmaError> = (ready: Exit.Exit<ReadonlyArray<Completion>, E>) => void
@@ -354,7 +354,7 @@ export type AddressKind = "local" | "remote"
  * A new local registration: its handle and the region's address in this process
  * (rpma_mr_get_ptr), returned together so that a registration is one call into the driver.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface MrRegistration {
@@ -374,7 +374,7 @@ export interface MrRegistration {
  * none unless it makes one, so core runs the wrapper's Effect and never goes around it. Build
  * one with {@link synchronousCall}.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category models
  */
 export interface SynchronousCall<Args extends ReadonlyArray<unknown>, A, E> {
@@ -387,7 +387,7 @@ export interface SynchronousCall<Args extends ReadonlyArray<unknown>, A, E> {
  * A {@link SynchronousCall} from its synchronous form, for a call that never declines: the
  * Effect runs `now` when it is run.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category constructors
  */
 export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
@@ -396,7 +396,7 @@ export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
 /**
  * A {@link SynchronousCall} whose `now` may decline: the Effect then runs `otherwise`.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category constructors
  */
 export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
@@ -406,7 +406,7 @@ export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
 /**
  * The implementation of both forms above.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category constructors
  */
 export function synchronousCall<Args extends ReadonlyArray<unknown>, A, E>(
@@ -447,7 +447,7 @@ export type CmRegistrationKind = "msgs" | "read" | "write"
 /**
  * A file to map, as core passes it to {@link Driver.Driver.mapFile} once the options are checked.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface MapFileRequest {
@@ -486,7 +486,7 @@ export interface LiveHandles {
  * waits): rdma_create_ep's queue pair on the active side, the queue pair of every request a
  * listener hands out on the passive side.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface CmEpConfig {
@@ -515,7 +515,7 @@ export interface CmEpConfig {
 /**
  * A listener and the port it listens on (rdma_get_src_port: port 0 asks the system for one).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface CmListening {
@@ -528,7 +528,7 @@ export interface CmListening {
  * addresses of its two sides (`remote` is the peer's, as rdma_get_peer_addr gives it; both are
  * known once the route is resolved, or, on the passive side, once the request arrived).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface CmEpInfo {
@@ -545,7 +545,7 @@ export interface CmEpInfo {
  * librdmacm's `enum rdma_cm_event_type` names: the peer disconnected (or the local side did), the
  * device went away, or something this library does not act on.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type CmEvent = "DISCONNECTED" | "DEVICE_REMOVAL" | "TIMEWAIT_EXIT" | "OTHER"
@@ -554,7 +554,7 @@ export type CmEvent = "DISCONNECTED" | "DEVICE_REMOVAL" | "TIMEWAIT_EXIT" | "OTH
  * A part of a region in a librdmacm work request (`struct ibv_sge`): the region registered on the
  * same endpoint by rdma_reg_msgs / rdma_reg_read / rdma_reg_write, and the bytes of it used.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface CmSegment {
@@ -571,7 +571,7 @@ export interface CmSegment {
  * side of a read or a write is an address and an rkey, as the other side gave them. Core checks
  * offsets, lengths, the regions' kinds and their endpoint before a driver sees a request.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type CmWorkRequest =
@@ -605,3 +605,29 @@ export type CmWorkRequest =
     readonly rkey: number
     readonly completion?: Signal | undefined
   }
+
+/**
+ * The calls of librdmacm's verbs API: an endpoint with a queue pair, its listener, posting and
+ * completions. Each driver implements them in a module of their own.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type CmEndpointCalls = Pick<
+  Driver.Driver,
+  | "cmEpCreate"
+  | "cmConnect"
+  | "cmListen"
+  | "cmGetRequest"
+  | "cmPrivateData"
+  | "cmAccept"
+  | "cmReject"
+  | "cmNextEvent"
+  | "cmDisconnect"
+  | "cmEpDestroy"
+  | "cmListenerDestroy"
+  | "cmEpInfo"
+  | "cmPostMany"
+  | "cmPollCompletions"
+  | "cmArmCompletions"
+>

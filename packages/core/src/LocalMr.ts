@@ -13,7 +13,8 @@ import type * as MetricLabel from "effect/MetricLabel"
 import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
-import { type Driver, type MrHandle, type MrRegistration, RdmaDriver } from "./Driver.js"
+import { type Driver, RdmaDriver } from "./Driver.js"
+import { type MrHandle, type MrRegistration } from "./DriverModel.js"
 import * as pins from "./internal/pins.js"
 import { PipeableBase } from "./internal/resource.js"
 import * as instrument from "./internal/instrument.js"
@@ -259,7 +260,7 @@ const deregistration: Policy<Region<any>> = {
  *   Effect.flatMap(Peer.Peer, (peer) => LocalMr.use(peer, memory, Usage.READ_SRC, LocalMr.descriptor))
  * ```
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category constructors
  */
 export const use = <F extends Flag, A, E, R>(

@@ -7,7 +7,8 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
-import { type MapFileRequest, RdmaDriver } from "./Driver.js"
+import type { RdmaDriver } from "./Driver.js"
+import type { MapFileRequest } from "./DriverModel.js"
 import * as pins from "./internal/pins.js"
 import * as checks from "./DriverArguments.js"
 import * as instrument from "./internal/instrument.js"
@@ -135,7 +136,7 @@ export const allocate = (size: number): Effect.Effect<Uint8Array, RpmaError, Rdm
 /**
  * What {@link mapFile} maps.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface MapFileOptions {
@@ -201,7 +202,7 @@ const mapFileRequest = (options: MapFileOptions): Either.Either<MapFileRequest, 
  * })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category constructors
  */
 export const mapFile = (options: MapFileOptions): Effect.Effect<Uint8Array, MapFileError, RdmaDriver | Scope.Scope> =>

@@ -260,8 +260,17 @@ export const isRpmaError = (u: unknown): u is RpmaError =>
   typeof u === "object" && u !== null && "_tag" in u && "code" in u &&
   rpmaErrorsByCode.get((u as { code: number }).code)?.name === (u as { _tag: string })._tag
 
+/**
+ * errno values by name, the one table core and every driver name codes with (`Errno.ETIMEDOUT`):
+ * the platform's, as `node:os` has them, which on Linux are librdmacm's and the addon's.
+ *
+ * @since 1.0.0
+ * @category constants
+ */
+export const Errno: typeof osConstants.errno = osConstants.errno
+
 const errnoNames: ReadonlyMap<number, string> = new Map(
-  Object.entries(osConstants.errno).map(([name, value]) => [value, name])
+  Object.entries(Errno).map(([name, value]) => [value, name])
 )
 
 /**
@@ -302,12 +311,29 @@ export const fromErrno = (errno: number, operation: string, detail?: string, cau
   new RdmaCmError({ operation, errno, errnoName: errnoName(errno), detail, cause })
 
 /**
+ * An option a constructor cannot use (from untyped code, or a value its type allows but the
+ * module does not): which module's constructor, which option, and what it takes.
+ *
+ * @since 1.0.0
+ * @category errors
+ */
+export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")<{
+  readonly module: "RegistrationCache" | "RdmaClient"
+  readonly option: string
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `${this.module}.make: the option ${this.option} ${this.detail}`
+  }
+}
+
+/**
  * A release the driver refused because something still uses the handle: a region with requests in
  * flight, a peer with regions, endpoints or connections, an rdma_cm id with regions. Unlike a
  * failed release (after which the handle is gone, as librpma frees it either way), the handle is
  * still alive and usable, and can be released once its users are gone.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category errors
  */
 export class ResourceInUseError extends Data.TaggedError("ResourceInUseError")<{
@@ -358,7 +384,7 @@ export class MemoryRefusedError extends Data.TaggedError("MemoryRefusedError")<{
 /**
  * Why a file could not be mapped (or its mapping synced) by {@link Memory.mapFile}.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export type MapFileReason =
@@ -376,7 +402,7 @@ export type MapFileReason =
  * A file that could not be mapped, or a mapping whose writes could not be synced to its file,
  * with what to do about it.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category errors
  */
 export class MapFileError extends Data.TaggedError("MapFileError")<{
@@ -439,7 +465,7 @@ const mapFileReasons: ReadonlySet<string> = new Set<MapFileReason>([
  * the errno (ENOENT and ENOTDIR: NotFound; EACCES, EPERM and EROFS: PermissionDenied; EISDIR and
  * ENODEV: NotMappable; EINVAL: Invalid); any failure of msync is WriteBack.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category constructors
  */
 export const mapFileError = (fields: {

@@ -181,7 +181,7 @@ export const registrationDuration: Metric.Metric<
  * with per-operation telemetry on (`Tracing.layerPerOperation`): at a few hundred instructions a
  * post, always-on counters would slow the data path by about a fifth.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category metrics
  */
 export const operations: Metric.Metric.Counter<number> = counter(
@@ -195,7 +195,7 @@ export const operations: Metric.Metric.Counter<number> = counter(
  * length when posted, an awaited receive's bytes when it completes (a flush moves none); per
  * `operation` and in total. Like {@link operations}, with per-operation telemetry on.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category metrics
  */
 export const operationBytes: Metric.Metric.Counter<number> = counter(
@@ -212,7 +212,7 @@ export const operationBytes: Metric.Metric.Counter<number> = counter(
  * OpenTelemetry's attribute for the class of error an operation ended with, whatever stage it ended
  * at) and in total. Always counted (nothing on the success path).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category metrics
  */
 export const operationFailures: Metric.Metric.Counter<number> = counter(
@@ -225,7 +225,7 @@ export const operationFailures: Metric.Metric.Counter<number> = counter(
  * Reconnect attempts of `RdmaClient`s, unit `{attempt}`; per `reason` (`lost`: the first attempt
  * after a connection ended, `failed`: one after a failed attempt) and in total.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category metrics
  */
 export const clientReconnects: Metric.Metric.Counter<number> = counter(

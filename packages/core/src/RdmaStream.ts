@@ -9,7 +9,7 @@
  * next chunk only once those writes completed. So at most the staging region's bytes are in flight,
  * and a slow link slows the Stream that feeds the Sink. No fiber is started per chunk.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 import type * as Duration from "effect/Duration"
 import type * as Sink from "effect/Sink"
@@ -26,13 +26,13 @@ import type { RemoteMr } from "./RemoteMr.js"
  * A chunk did not fit in what is left of the range: `written` bytes were written (every chunk
  * before it, whole), the chunk needed `needed`, the range holds `capacity`.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const RegionFullError: typeof internal.RegionFullError = internal.RegionFullError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type RegionFullError = internal.RegionFullError
@@ -40,13 +40,13 @@ export type RegionFullError = internal.RegionFullError
 /**
  * The ring stayed full for `stallTimeout`: its reader did not free space (`unread` bytes waited).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const RingStalledError: typeof internal.RingStalledError = internal.RingStalledError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type RingStalledError = internal.RingStalledError
@@ -55,13 +55,13 @@ export type RingStalledError = internal.RingStalledError
  * An option out of its range (a staging size, a pool size, a range outside its region): the
  * message names the option and what it must be.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const StreamOptionError: typeof internal.StreamOptionError = internal.StreamOptionError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type StreamOptionError = internal.StreamOptionError
@@ -69,7 +69,7 @@ export type StreamOptionError = internal.StreamOptionError
 /**
  * What a Sink's staging and writes can fail with.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type WriteError = Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError
@@ -78,13 +78,13 @@ export type WriteError = Connection.TransferError | RpmaError | MemoryRefusedErr
  * The bytes at the start of a ring that are not data: the writer's tail word (bytes ever written,
  * u64 little-endian, at offset 0), then the reader's head word (bytes ever read, at offset 8).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constants
  */
 export const RING_HEADER: number = internal.RING_HEADER
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RangeOptions {
@@ -98,7 +98,7 @@ export interface RangeOptions {
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RingOptions {
@@ -113,7 +113,7 @@ export interface RingOptions {
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface MessagesOptions {
@@ -141,7 +141,7 @@ export interface MessagesOptions {
  * const written = Stream.run(records, RdmaStream.writeRange(peer, conn, { dst: log }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category sinks
  */
 export const writeRange: (
@@ -160,7 +160,7 @@ export const writeRange: (
  * in pieces. The ring carries bytes, not records: frame them (a length prefix) if the reader needs
  * their boundaries. One writer per ring.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category sinks
  */
 export const writeRing: (
@@ -175,7 +175,7 @@ export const writeRing: (
  * (default 1 ms). Each piece's space is freed (the head word advanced) once it is copied. It never
  * ends by itself: take what you expect, or interrupt it.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category streams
  */
 export const readRing: (
@@ -193,7 +193,7 @@ export const readRing: (
  * receive region is released when it ends, or, while receives are still posted, when the
  * connection is deleted (posted receives cannot be recalled).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category streams
  */
 export const messages: (

@@ -13,7 +13,6 @@
  *
  * @since 0.1.0
  */
-import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -28,6 +27,7 @@ import * as pins from "./internal/pins.js"
 import * as LocalMr from "./LocalMr.js"
 import * as Memory from "./Memory.js"
 import type { Peer } from "./Peer.js"
+import * as RdmaError from "./RdmaError.js"
 import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
 import type { Flag, Usage } from "./Usage.js"
 
@@ -46,7 +46,7 @@ export interface RegistrationCache {
    * Like {@link LocalMr.use}: runs `f` with a cached registration of `memory` (made if there is
    * none), without a Scope. The region is the cache's: it stays registered after `f` ends.
    *
-   * @since 0.2.0
+   * @since 1.0.0
    */
   readonly use: <F extends Flag, A, E, R>(
     memory: Uint8Array,
@@ -69,40 +69,40 @@ export interface Options {
    * A region still in use then stays registered until its last user is done (never deregistered
    * under a user), and the close logs a warning that says how many there were.
    *
-   * @since 0.3.0
+   * @since 1.0.0
    */
   readonly closeTimeout?: Duration.DurationInput | undefined
 }
 
 /**
  * An option {@link make} cannot use: a duration that is not one (or negative), or a `closeTimeout`
- * that is infinite (closing must end).
+ * that is infinite (closing must end). The class is {@link RdmaError.InvalidOptionsError}, with
+ * `module: "RegistrationCache"`.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category errors
  */
-export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")<{
-  readonly option: "idleTimeToLive" | "closeTimeout"
-  readonly reason: string
-}> {
-  override get message(): string {
-    return `RegistrationCache.make: ${this.option} ${this.reason}`
-  }
-}
+export const InvalidOptionsError: typeof RdmaError.InvalidOptionsError = RdmaError.InvalidOptionsError
+
+/**
+ * @since 1.0.0
+ * @category errors
+ */
+export type InvalidOptionsError = RdmaError.InvalidOptionsError
 
 const durationOption = (
-  option: InvalidOptionsError["option"],
+  option: "idleTimeToLive" | "closeTimeout",
   value: Duration.DurationInput,
   finite: boolean
 ): Effect.Effect<Duration.Duration, InvalidOptionsError> => {
   const decoded = typeof value === "number" && !(value >= 0) ? Option.none() : Duration.decodeUnknown(value)
   if (Option.isNone(decoded)) {
     return Effect.fail(
-      new InvalidOptionsError({ option, reason: `is not a duration (${String(value)}): give e.g. "30 seconds" or milliseconds` })
+      new InvalidOptionsError({ module: "RegistrationCache", option, detail: `is not a duration (${String(value)}): give e.g. "30 seconds" or milliseconds` })
     )
   }
   if (finite && !Duration.isFinite(decoded.value)) {
-    return Effect.fail(new InvalidOptionsError({ option, reason: "is infinite: closing must end, give it a bound" }))
+    return Effect.fail(new InvalidOptionsError({ module: "RegistrationCache", option, detail: "is infinite: closing must end, give it a bound" }))
   }
   return Effect.succeed(decoded.value)
 }

@@ -11,14 +11,15 @@
  * may open it before its endpoint, in the same scope). A receive still waiting then fails with
  * {@link Connection.ConnectionClosedError}; its region stays registered until the queue is deleted.
  *
- * @since 0.3.0
+ * @since 1.0.0
  */
 import type * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "./Connection.js"
-import type { RdmaDriver, SrqHandle } from "./Driver.js"
+import type { RdmaDriver } from "./Driver.js"
+import type { SrqHandle } from "./DriverModel.js"
 import * as internal from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
 import type { RpmaError } from "./RdmaError.js"
@@ -26,13 +27,13 @@ import type { RpmaError } from "./RdmaError.js"
 /**
  * What marks a {@link SharedReceiveQueue}.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category symbols
  */
 export const TypeId: unique symbol = internal.TypeId
 
 /**
- * @since 0.5.0
+ * @since 1.0.0
  * @category symbols
  */
 export type TypeId = typeof TypeId
@@ -41,7 +42,7 @@ export type TypeId = typeof TypeId
  * A shared receive queue: its handle and the peer whose regions its receives use; its machinery
  * (the kernel its receives are posted through) is its own.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface SharedReceiveQueue extends Pipeable {
@@ -53,7 +54,7 @@ export interface SharedReceiveQueue extends Pipeable {
 /**
  * Sizes; every field has a default.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface Options {
@@ -75,7 +76,7 @@ export interface Options {
  * A completed receive of the queue: as a connection's, plus the queue pair number of the connection
  * the message came on.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface Completion extends Connection.Completion {
@@ -85,7 +86,7 @@ export interface Completion extends Connection.Completion {
 /**
  * A receive posted on the queue; `completion` may be awaited any number of times, or never.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface Posted {
@@ -114,7 +115,7 @@ export interface Posted {
  * })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category constructors
  */
 export const make: (
@@ -127,7 +128,7 @@ export const make: (
  * queue may consume. Its region must be registered on the queue's peer (RPMA_E_INVAL otherwise).
  * Its arguments are read and checked when the Effect runs.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRecv: {
@@ -138,7 +139,7 @@ export const postRecv: {
 /**
  * rpma_srq_recv, awaited: the completion of this receive, with the connection it came on.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const recv: {

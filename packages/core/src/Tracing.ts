@@ -6,7 +6,7 @@
  * microseconds per operation, a span or a timer would cost more than the operation itself. The
  * switch is one FiberRef, read before anything is built.
  *
- * @since 0.2.0
+ * @since 1.0.0
  */
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
@@ -17,7 +17,7 @@ import * as Layer from "effect/Layer"
  * Whether registrations and data-path calls get a span each, and registrations a latency timer.
  * Default false.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category fiber refs
  */
 export const perOperation: FiberRef.FiberRef<boolean> = globalValue(
@@ -37,7 +37,7 @@ export const perOperation: FiberRef.FiberRef<boolean> = globalValue(
  * program.pipe(Effect.provide(Tracing.layerPerOperation))
  * ```
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category layers
  */
 export const layerPerOperation: Layer.Layer<never> = Layer.scopedDiscard(Effect.locallyScoped(perOperation, true))
@@ -45,7 +45,7 @@ export const layerPerOperation: Layer.Layer<never> = Layer.scopedDiscard(Effect.
 /**
  * Runs `effect` with per-operation tracing on.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category combinators
  */
 export const withPerOperation = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import * as Data from "effect/Data"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 
 /**

@@ -55,28 +55,6 @@ export * as CmListener from "./CmListener.js"
  */
 export * as Connection from "./Connection.js"
 /**
- * How connecting and operations fail: the error classes, re-exported by `Connection` (use them
- * from there), in a module of their own so that inferred types name a module a program can import.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Connection, Peer } from "@effect-rdma/core"
- *
- * // A refused or unreachable server is a ConnectionFailedError, told apart by its tag.
- * const connectOrNone = Effect.gen(function*() {
- *   const peer = yield* Peer.Peer
- *   return yield* Connection.connect(peer, "192.168.77.2", 7471).pipe(
- *     Effect.asSome,
- *     Effect.catchTag("ConnectionFailedError", () => Effect.succeedNone)
- *   )
- * })
- * ```
- *
- * @since 0.5.0
- */
-export * as ConnectionError from "./ConnectionError.js"
-/**
  * librpma's memory-region descriptor: the 21 bytes a peer sends so that another peer can reach one
  * of its regions. Layout (mr.c): raddr u64 LE, length u64 LE, rkey u32 LE, usage u8.
  *
@@ -117,57 +95,6 @@ export * as Descriptor from "./Descriptor.js"
  * @since 0.1.0
  */
 export * as DescriptorExchange from "./DescriptorExchange.js"
-/**
- * The native calls, as a service. Everything above this Tag (resources, ordering, release policy,
- * logging) is written once in core; a driver only performs calls and reports codes through
- * {@link RdmaError.fromRpmaCode} / {@link RdmaError.fromErrno}. `@effect-rdma/native` implements it
- * over librpma and librdmacm; `@effect-rdma/testing` implements it in memory.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { Driver } from "@effect-rdma/core"
- *
- * // Every driver answers the same calls; here, how many handles of each kind it holds.
- * const live = Effect.flatMap(Driver.RdmaDriver, (driver) => driver.live)
- * ```
- *
- * @since 0.1.0
- */
-export * as Driver from "./Driver.js"
-/**
- * The data the Driver's calls take and give: handles, configurations, work requests, completions,
- * events and the live-handle counts, as plain types, apart from the Tag that uses them.
- *
- * @example
- * ```ts
- * import type { DriverModel } from "@effect-rdma/core"
- *
- * // The data a driver's calls take and give, e.g. what a leak check reads.
- * const nothingAlive = (live: DriverModel.LiveHandles): boolean => Object.values(live).every((n) => n === 0)
- * ```
- *
- * @since 0.5.0
- */
-export * as DriverModel from "./DriverModel.js"
-/**
- * The argument checks that librpma, librdmacm and the addon make, written once so that every driver
- * (the simulated one checks with these functions; the addon makes the same checks in C++) and core
- * refuse the same values with the same words. Each check returns `undefined` for a good value or
- * the detail of the refusal. None of them throws, whatever the value (Proxies, getters, BigInts,
- * revoked objects included).
- *
- * @example
- * ```ts
- * import { DriverArguments } from "@effect-rdma/core"
- *
- * DriverArguments.usage(0x100) // "usage has bits outside RPMA_MR_USAGE_* (0xff)"
- * DriverArguments.usage(0x11) // undefined: a good value
- * ```
- *
- * @since 0.1.0
- */
-export * as DriverArguments from "./DriverArguments.js"
 /**
  * A librpma listener (`struct rpma_ep`, was `Endpoint`): incoming connection requests arrive one by
  * one or as a Stream; each is accepted (a scoped {@link Connection.Connection}) or rejected, or

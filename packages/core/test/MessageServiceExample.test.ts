@@ -11,7 +11,7 @@ const root = fileURLToPath(new URL("../../..", import.meta.url))
 
 describe("examples/message-service.ts", () => {
   it("answers and checks every request, reads the server's counter, and leaves nothing alive", async () => {
-    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+    const { code, stderr, stdout } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
       (resolve) => {
         const child = execFile(
           process.execPath,

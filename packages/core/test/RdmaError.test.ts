@@ -1,4 +1,4 @@
-import { RdmaError } from "@effect-rdma/core"
+import { RdmaClient, RdmaError, RegistrationCache } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 
@@ -64,4 +64,19 @@ describe("RdmaError", () => {
         assert.strictEqual(caught, tag)
       }
     }))
+
+  it("one class per tag: RegistrationCache's and RdmaClient's InvalidOptionsError are RdmaError's, told apart by module", () => {
+    assert.strictEqual(RegistrationCache.InvalidOptionsError, RdmaError.InvalidOptionsError)
+    assert.strictEqual(RdmaClient.InvalidOptionsError, RdmaError.InvalidOptionsError)
+    const error = new RdmaError.InvalidOptionsError({ module: "RdmaClient", option: "reconnect", detail: "must be a Schedule" })
+    assert.strictEqual(error._tag, "InvalidOptionsError")
+    assert.strictEqual(error.message, "RdmaClient.make: the option reconnect must be a Schedule")
+  })
+
+  it("errno names come from one table, which errnoName reads backwards", () => {
+    assert.strictEqual(RdmaError.Errno.ETIMEDOUT, 110) // Linux's, as librdmacm reports it
+    assert.strictEqual(RdmaError.Errno.ECONNREFUSED, 111)
+    assert.strictEqual(RdmaError.errnoName(RdmaError.Errno.EADDRINUSE), "EADDRINUSE")
+    assert.strictEqual(RdmaError.fromErrno(RdmaError.Errno.EINVAL, "rdma_connect").errnoName, "EINVAL")
+  })
 })

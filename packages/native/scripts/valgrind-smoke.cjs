@@ -2,6 +2,7 @@
 // and the failing device lookups. Exits 0 when every call behaved; valgrind judges the memory.
 "use strict"
 const { join } = require("node:path")
+
 const binding = require(join(__dirname, "..", "build", "Release", "rpma_addon.node"))
 
 binding.installLogCapture()

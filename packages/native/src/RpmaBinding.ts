@@ -16,7 +16,7 @@ import * as Load from "./internal/load.js"
 /**
  * A new registration as the addon returns it: the handle and the region's address.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface Registered {
@@ -36,6 +36,8 @@ export interface Registered {
 export interface Binding {
   /** Routes librpma's log into the failing call's `detail`. Idempotent. */
   readonly installLogCapture: () => void
+  /** rdma_cm's private-data limits the addon enforces (private_data.h), as core's `Arguments.PRIVATE_DATA_LIMIT`. */
+  readonly privateDataLimits: { readonly connect: number; readonly accept: number; readonly reject: number }
   readonly getIbvContext: (address: unknown, kind: unknown) => Promise<object>
   readonly peerNew: (context: unknown) => object
   readonly peerDelete: (peer: unknown) => void

@@ -13,6 +13,7 @@
 #include "cm_ep.h"
 #include "handles.h"
 #include "memory.h"
+#include "private_data.h"
 
 namespace rdma {
 
@@ -121,6 +122,11 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   CmListener::Define(env, module);
   module->polls = PollSet::Create(env);
 
+  Napi::Object limits = Napi::Object::New(env);
+  limits.Set("connect", Napi::Number::New(env, static_cast<double>(private_data::kConnectLimit)));
+  limits.Set("accept", Napi::Number::New(env, static_cast<double>(private_data::kAcceptLimit)));
+  limits.Set("reject", Napi::Number::New(env, static_cast<double>(private_data::kRejectLimit)));
+  exports.Set("privateDataLimits", limits);
   exports.Set("installLogCapture", Napi::Function::New(env, InstallLogCaptureJs, "installLogCapture"));
   exports.Set("allocate", Napi::Function::New(env, Allocate, "allocate"));
   exports.Set("free", Napi::Function::New(env, Free, "free"));

@@ -20,6 +20,7 @@
 
 #include "conn_common.h"
 #include "errors.h"
+#include "private_data.h"
 
 namespace rdma {
 
@@ -30,10 +31,9 @@ namespace {
 // What the CM says when the other side's application rejected (IB_CM_REJ_CONSUMER_DEFINED);
 // any other reason (8: no one listens on that service id) means it could not be reached.
 constexpr int kConsumerRejected = 28;
-// The most private data rdma_cm carries on RoCE: with a request, an accept, a rejection.
-constexpr std::size_t kConnectLimit = 56;
-constexpr std::size_t kAcceptLimit = 196;
-constexpr std::size_t kRejectLimit = 148;
+using private_data::kAcceptLimit;
+using private_data::kConnectLimit;
+using private_data::kRejectLimit;
 // An accept of a request whose client has gone: rdma_accept's EINVAL (the CM already had the
 // client's REJ) or the REJ / error that ends the accept's wait, as the driver's one errno.
 constexpr const char* kClientGone =

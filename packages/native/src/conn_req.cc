@@ -16,6 +16,7 @@
 #include "errors.h"
 #include "handles.h"
 #include "poll.h"
+#include "private_data.h"
 
 namespace rdma {
 
@@ -190,11 +191,11 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
       return call.Invalid("private data must be a Uint8Array");
     }
     Napi::Uint8Array data = info[1].As<Napi::Uint8Array>();
-    // rdma_cm's limits in the TCP port space: 56 bytes with a connection request, 196 with an
+    // rdma_cm's limits in the TCP port space (private_data.h): with a connection request, with an
     // accept. Refused here, before librpma consumes the request, so that the caller can still
     // reject it (rpma_conn_req_delete) and the client hears REJECTED at once instead of waiting
     // out its timeout on a request the device refused.
-    std::size_t limit = handle->state->endpoint ? 196 : 56;
+    std::size_t limit = handle->state->endpoint ? private_data::kAcceptLimit : private_data::kConnectLimit;
     if (data.ByteLength() > limit) {
       return call.Invalid("private data is " + std::to_string(data.ByteLength()) + " bytes; rdma_cm carries at most " +
                           std::to_string(limit) + (handle->state->endpoint ? " with an accept" : " with a connection request"));

@@ -3,8 +3,8 @@
 // (its connect timed out, its endpoint still alive: the CM hears of it only when the endpoint is
 // destroyed). Each outcome is printed and held to the driver's contract: ECONNABORTED, saying the
 // client has gone.
-import { type CmEpConfig, type CmEpHandle, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
-import type { RdmaCmError } from "@effect-rdma/core/RdmaError"
+import type { RdmaError } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -14,7 +14,7 @@ import * as NativeDriver from "../src/NativeDriver.js"
 import { address } from "./support.js"
 
 const slowdown = Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")
-const config: CmEpConfig = {
+const config: Model.CmEpConfig = {
   timeoutMs: 5_000 * slowdown,
   maxSendWr: 4,
   maxRecvWr: 4,
@@ -25,11 +25,11 @@ const config: CmEpConfig = {
 
 const listen = (driver: Driver) =>
   Effect.acquireRelease(driver.cmListen(address, 0, config), (l) => Effect.orDie(driver.cmListenerDestroy(l.handle)))
-const owned = (driver: Driver, make: Effect.Effect<CmEpHandle, RdmaCmError>) =>
+const owned = (driver: Driver, make: Effect.Effect<Model.CmEpHandle, RdmaError.RdmaCmError>) =>
   Effect.acquireRelease(make, (ep) => Effect.orDie(driver.cmEpDestroy(ep)))
 
 /** The accept's outcome, printed for the record. */
-const acceptOutcome = (driver: Driver, request: CmEpHandle, label: string) =>
+const acceptOutcome = (driver: Driver, request: Model.CmEpHandle, label: string) =>
   Effect.gen(function*() {
     const started = Date.now()
     const exit = yield* Effect.exit(driver.cmAccept(request, undefined, config.timeoutMs))
@@ -38,7 +38,7 @@ const acceptOutcome = (driver: Driver, request: CmEpHandle, label: string) =>
     return exit
   })
 
-const expectGone = (exit: Exit.Exit<void, RdmaCmError>) => {
+const expectGone = (exit: Exit.Exit<void, RdmaError.RdmaCmError>) => {
   assert.isTrue(Exit.isFailure(exit), "the accept of a gone client's request succeeded")
   const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
   assert.strictEqual(error?.errnoName, "ECONNABORTED", String(Exit.isFailure(exit) ? exit.cause : ""))

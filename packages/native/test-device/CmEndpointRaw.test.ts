@@ -3,16 +3,8 @@
 // connect), scatter/gather, inline, immediate data, RDMA write and read against the other side's
 // region, a forged rkey, disconnect and its flush, release order, and an interruption storm that
 // leaves nothing alive.
-import {
-  type CmEpConfig,
-  type CmEpHandle,
-  type CmRegistrationKind,
-  type CmWorkRequest,
-  type Completion,
-  type Driver,
-  RdmaDriver
-} from "@effect-rdma/core/Driver"
-import type { RdmaCmError } from "@effect-rdma/core/RdmaError"
+import type { RdmaError } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -22,7 +14,7 @@ import { address } from "./support.js"
 
 const slowdown = Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")
 const WAIT_MS = 10_000 * slowdown
-const config: CmEpConfig = {
+const config: Model.CmEpConfig = {
   timeoutMs: 5_000 * slowdown,
   maxSendWr: 16,
   maxRecvWr: 16,
@@ -45,35 +37,35 @@ const scoped = <A, E, R>(acquire: Effect.Effect<A, E, R>, release: (a: A) => Eff
     Effect.tap(restore(acquire), (a) => Effect.addFinalizer(() => Effect.orDie(release(a))))
   )
 
-const listen = (driver: Driver, epConfig: CmEpConfig = config) =>
+const listen = (driver: Driver, epConfig: Model.CmEpConfig = config) =>
   scoped(driver.cmListen(address, 0, epConfig), (l) => driver.cmListenerDestroy(l.handle))
-const endpoint = (driver: Driver, make: Effect.Effect<CmEpHandle, RdmaCmError>) =>
+const endpoint = (driver: Driver, make: Effect.Effect<Model.CmEpHandle, RdmaError.RdmaCmError>) =>
   scoped(make, (ep) => driver.cmEpDestroy(ep))
-const region = (driver: Driver, ep: CmEpHandle, kind: CmRegistrationKind, size: number) => {
+const region = (driver: Driver, ep: Model.CmEpHandle, kind: Model.CmRegistrationKind, size: number) => {
   const memory = new Uint8Array(size)
   return Effect.map(scoped(driver.cmReg(ep, kind, memory), (mr) => driver.cmDeregMr(mr)), (mr) => ({ mr, memory }))
 }
 
 // Completions read but not yet asked for, per endpoint.
-const unclaimed = new WeakMap<object, Array<Completion>>()
-const bufferOf = (ep: CmEpHandle) => {
+const unclaimed = new WeakMap<object, Array<Model.Completion>>()
+const bufferOf = (ep: Model.CmEpHandle) => {
   let buffer = unclaimed.get(ep)
   if (buffer === undefined) unclaimed.set(ep, buffer = [])
   return buffer
 }
 
 /** One request posted, failing with its refusal. */
-const post = (driver: Driver, ep: CmEpHandle, request: CmWorkRequest) =>
+const post = (driver: Driver, ep: Model.CmEpHandle, request: Model.CmWorkRequest) =>
   Effect.suspend(() => {
     const outcome = driver.cmPostMany(ep, [request])
-    bufferOf(ep).push(...outcome.ready)
+    for (const c of outcome.ready) bufferOf(ep).push(c)
     if (outcome.error !== undefined) return Effect.fail(outcome.error)
     if (outcome.queueError !== undefined) return Effect.fail(outcome.queueError)
     return Effect.void
   })
 
 /** The completion of request `id`: read, or waited for on the armed channels; bounded. */
-const completion = (driver: Driver, ep: CmEpHandle, id: number) =>
+const completion = (driver: Driver, ep: Model.CmEpHandle, id: number) =>
   Effect.gen(function*() {
     const buffer = bufferOf(ep)
     for (;;) {
@@ -81,28 +73,28 @@ const completion = (driver: Driver, ep: CmEpHandle, id: number) =>
       if (found >= 0) return buffer.splice(found, 1)[0]!
       let ready = yield* driver.cmPollCompletions(ep)
       if (ready.length === 0) {
-        ready = yield* Effect.async<ReadonlyArray<Completion>, RdmaCmError>((resume) => {
+        ready = yield* Effect.async<ReadonlyArray<Model.Completion>, RdmaError.RdmaCmError>((resume) => {
           const disarm = driver.cmArmCompletions(ep, resume)
           return Effect.sync(disarm)
         })
       }
-      buffer.push(...ready)
+      for (const c of ready) buffer.push(c)
     }
   }).pipe(Effect.timeoutFail({ duration: WAIT_MS, onTimeout: () => new Error(`no completion of request ${id}`) }))
 
 interface Pair {
   readonly port: number
-  readonly client: CmEpHandle
-  readonly server: CmEpHandle
+  readonly client: Model.CmEpHandle
+  readonly server: Model.CmEpHandle
 }
 
 /** A listener, a client connected to it and the server side accepted; `before*` run on each side first. */
 const connectedPair = (driver: Driver, options: {
-  readonly config?: CmEpConfig
+  readonly config?: Model.CmEpConfig
   readonly connectData?: Uint8Array
   readonly acceptData?: Uint8Array
-  readonly beforeConnect?: (client: CmEpHandle) => Effect.Effect<unknown, unknown, never>
-  readonly beforeAccept?: (server: CmEpHandle) => Effect.Effect<unknown, unknown, never>
+  readonly beforeConnect?: (client: Model.CmEpHandle) => Effect.Effect<unknown, unknown, never>
+  readonly beforeAccept?: (server: Model.CmEpHandle) => Effect.Effect<unknown, unknown, never>
 } = {}) =>
   Effect.gen(function*() {
     const listening = yield* listen(driver, options.config)
@@ -250,11 +242,11 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
         // 100 receives complete on the server, which polls only once they all have (the
         // driver reads 64 a call from the addon).
         const count = 100
-        const deep: CmEpConfig = { ...config, maxSendWr: count, maxRecvWr: count }
+        const deep: Model.CmEpConfig = { ...config, maxSendWr: count, maxRecvWr: count }
         const { client, server } = yield* connectedPair(driver, { config: deep })
         const into = yield* region(driver, server, "msgs", count * 8)
         const from = yield* region(driver, client, "msgs", count * 8)
-        const receives: Array<CmWorkRequest> = Array.from({ length: count }, (_, i) => ({
+        const receives: Array<Model.CmWorkRequest> = Array.from({ length: count }, (_, i) => ({
           op: "recv",
           id: 1000 + i,
           segments: [{ mr: into.mr, offset: i * 8, length: 8 }]

@@ -1,9 +1,6 @@
 // Pinning is proportional to size: a large registration runs on a worker thread, so the event
 // loop keeps turning while it pins (a timer-driven check would be noisy; turns counted are not).
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Memory from "@effect-rdma/core/Memory"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as Usage from "@effect-rdma/core/Usage"
+import { LocalMr, Memory, Peer, Usage } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

@@ -1,6 +1,6 @@
 // Error messages name the real cause and what to do: registrations refused under RLIMIT_MEMLOCK
 // (one too large, several adding up, rdma_reg_msgs) and connection set-ups refused by a verb.
-import type { ConnConfig } from "@effect-rdma/core/Driver"
+import type { Model } from "@effect-rdma/core/Driver"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -64,7 +64,7 @@ describe("registrations under RLIMIT_MEMLOCK", () => {
   }
 })
 
-const config: ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
+const config: Model.ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
 // Beyond any device's limits (rxe: max_cqe 32767, max_qp_wr 1048576; mlx5: about 4 million).
 const huge = 2 ** 24
 

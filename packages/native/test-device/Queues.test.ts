@@ -4,7 +4,7 @@
 // queue's completions come through pollCompletions / armCompletions like a connection's, naming
 // the queue pair; deleting a queue fails the wait armed on it; cancelWait stops a wait on either.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/Queues.test.ts
-import { type ConnConfig, type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -14,10 +14,10 @@ import { address, nextCompletions, postOne } from "./support.js"
 
 const SEND = 0x40
 const RECV = 0x80
-const config: ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
+const config: Model.ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
 const settle = Effect.promise(() => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve))))
 
-const withTwoPeers = <A, E, R>(f: (driver: Driver, server: PeerHandle, client: PeerHandle) => Effect.Effect<A, E, R>) =>
+const withTwoPeers = <A, E, R>(f: (driver: Driver, server: Model.PeerHandle, client: Model.PeerHandle) => Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     const driver = yield* RdmaDriver
     const context = yield* driver.getIbvContext(address, "local")
@@ -26,7 +26,7 @@ const withTwoPeers = <A, E, R>(f: (driver: Driver, server: PeerHandle, client: P
   })
 
 /** A region of 256 bytes registered for `usage`, deregistered with the scope (if still registered). */
-const region = (driver: Driver, peer: PeerHandle, usage: number) =>
+const region = (driver: Driver, peer: Model.PeerHandle, usage: number) =>
   Effect.acquireRelease(
     Effect.flatMap(driver.allocate(256), (memory) => Effect.map(driver.mrReg(peer, memory, usage), (r) => r.handle)),
     (mr) => Effect.ignore(driver.mrDereg(mr))

@@ -1,15 +1,7 @@
 // What several device test files need: the device's address, a peer for the length of a test, and
 // one request posted or completions awaited through the driver's data-path calls.
-import {
-  type Completion,
-  type CompletionQueue,
-  type Driver,
-  type PeerHandle,
-  type PostQueue,
-  RdmaDriver,
-  type WorkRequest
-} from "@effect-rdma/core/Driver"
-import type { RpmaError } from "@effect-rdma/core/RdmaError"
+import type { RdmaError } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 
 const fromEnvironment = process.env.RDMA_ADDRESS
@@ -21,7 +13,7 @@ if (fromEnvironment === undefined || fromEnvironment === "") {
 export const address: string = fromEnvironment
 
 /** Runs `f` with a new peer on the device, deleted afterwards. */
-export const withPeer = <A, E>(f: (driver: Driver, peer: PeerHandle) => Effect.Effect<A, E>) =>
+export const withPeer = <A, E>(f: (driver: Driver, peer: Model.PeerHandle) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     const driver = yield* RdmaDriver
     const context = yield* driver.getIbvContext(address, "local")
@@ -33,7 +25,7 @@ export const withPeer = <A, E>(f: (driver: Driver, peer: PeerHandle) => Effect.E
   })
 
 /** One request through the driver's posting call, failing with its refusal or the queue's failure. */
-export const postOne = (driver: Driver, queue: PostQueue, request: WorkRequest) =>
+export const postOne = (driver: Driver, queue: Model.PostQueue, request: Model.WorkRequest) =>
   Effect.suspend(() => {
     const outcome = driver.postMany(queue, [request])
     if (outcome.error !== undefined) return Effect.fail(outcome.error)
@@ -42,11 +34,11 @@ export const postOne = (driver: Driver, queue: PostQueue, request: WorkRequest) 
   })
 
 /** The completions queued already, else the first answer of the queue's armed channel; interruptible (disarms). */
-export const nextCompletions = (driver: Driver, queue: CompletionQueue) =>
+export const nextCompletions = (driver: Driver, queue: Model.CompletionQueue) =>
   Effect.flatMap(driver.pollCompletions(queue), (ready) =>
     ready.length > 0 ?
       Effect.succeed(ready) :
-      Effect.async<ReadonlyArray<Completion>, RpmaError>((resume) => {
+      Effect.async<ReadonlyArray<Model.Completion>, RdmaError.RpmaError>((resume) => {
         const disarm = driver.armCompletions(queue, resume)
         return Effect.sync(disarm)
       }))

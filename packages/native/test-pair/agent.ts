@@ -5,6 +5,7 @@
  *
  *   node --import tsx packages/native/test-pair/agent.ts     (RDMA_ADDRESS set by vm/pair)
  */
+import { Conformance } from "@effect-rdma/testing"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -12,7 +13,6 @@ import type * as Scope from "effect/Scope"
 import { type ChildProcess, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import * as NativeDriver from "../src/NativeDriver.js"
-import { pairCases as cases } from "@effect-rdma/testing/Conformance"
 import { type Channel, describeCause, fail, listen, log, type Message } from "./harness.js"
 import { longServer } from "./long.js"
 import { clientServerRequest } from "./client.js"
@@ -105,7 +105,7 @@ const main = Effect.gen(function*() {
     const m = yield* channel.next
     if (m.closed || m.quit) break
     if (m.start !== undefined) {
-      const testCase = cases.find((c) => c.name === m.start)
+      const testCase = Conformance.pairCases.find((c) => c.name === m.start)
       const half = testCase === undefined
         ? fail(`no case named "${m.start}" on the agent`)
         : testCase.server({ address, serverAddress: address, port: m.port, channel })

@@ -14,12 +14,8 @@
  *
  * Every wait is bounded, so a hang is a failure with a message, never a stuck suite.
  */
-import * as Connection from "@effect-rdma/core/Connection"
+import { Connection, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

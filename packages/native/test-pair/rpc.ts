@@ -7,10 +7,9 @@
  * error (RpcClientError) within its bound. Each checks that Driver.live is zero on each side at
  * the end.
  */
+import { Peer } from "@effect-rdma/core"
+import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RdmaRpcClient from "@effect-rdma/rpc/RdmaRpcClient"
-import * as RdmaRpcServer from "@effect-rdma/rpc/RdmaRpcServer"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcGroup from "@effect/rpc/RpcGroup"

@@ -9,12 +9,12 @@
  *   PAIR_ONLY=<substring>   run only the tests whose name contains it (`a|b`: either)
  *   PAIR_LONG_WRITES=<n>    writes in the long run (default 100000; 0 skips it)
  */
+import { Conformance } from "@effect-rdma/testing"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as fs from "node:fs"
 import * as NativeDriver from "../src/NativeDriver.js"
-import { pairCases as cases } from "@effect-rdma/testing/Conformance"
 import { clientTests } from "./client.js"
 import { cmFaultTests } from "./cmFaults.js"
 import { faultTests } from "./faults.js"
@@ -66,7 +66,7 @@ const main = Effect.gen(function*() {
   yield* log("connected to the agent")
 
   // The connection cases of the conformance suite, server on a, client here.
-  for (const [i, testCase] of cases.entries()) {
+  for (const [i, testCase] of Conformance.pairCases.entries()) {
     if (!selected(testCase.name)) continue
     const port = 17100 + i
     const started = performance.now()

@@ -1,15 +1,15 @@
 // librdmacm's verbs API without a device: every endpoint and listener call refuses a value that is
 // not its handle, a handle of another kind and bad arguments with a tagged error (EINVAL, saying
 // what was wrong), never a crash; what needs the device fails as librdmacm does without one.
-import * as Descriptor from "@effect-rdma/core/Descriptor"
-import { type CmEpConfig, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
+import { Descriptor } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as NativeDriver from "../src/NativeDriver.js"
 
 type Bad = never
-const config: CmEpConfig = { timeoutMs: 500, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 2, maxRecvSge: 2, maxInlineData: 64 }
+const config: Model.CmEpConfig = { timeoutMs: 500, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 2, maxRecvSge: 2, maxInlineData: 64 }
 const descriptor = Descriptor.encode({ address: 0x1000n, length: 64n, rkey: 7, usage: 0x01 })
 
 // Each call that takes an endpoint or a listener.

@@ -2,8 +2,8 @@
 // another kind, bad ports, configs and work requests) is RPMA_E_INVAL, never a crash or a hang;
 // and the driver's waits are interruptible Effects whose canceller reaches the addon (checked
 // against a fake binding, since without a device nothing can be waited on).
-import * as Descriptor from "@effect-rdma/core/Descriptor"
-import { type ConnConfig, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
+import { Descriptor } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -13,7 +13,7 @@ import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
 
 type Bad = never
-const config: ConnConfig = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
+const config: Model.ConnConfig = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
 const descriptor = Descriptor.encode({ address: 0x1000n, length: 64n, rkey: 7, usage: 0x11 })
 
 /** One request through the posting call, as an Effect that fails with its refusal. */

@@ -1,6 +1,6 @@
 // rpma_mr_remote_from_descriptor and its getters need no device: they run against the real
 // librpma here, and are compared with core's codec.
-import * as Descriptor from "@effect-rdma/core/Descriptor"
+import { Descriptor } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"

@@ -2,7 +2,7 @@
 // plain object, null or undefined where C takes a pointer, bad sizes and usages. Each is a tagged
 // error (RPMA_E_INVAL for librpma calls, EINVAL for librdmacm calls), never a crash. Without a
 // device, the only real handle to misuse is a remote region, plus the driver's allocations.
-import * as Descriptor from "@effect-rdma/core/Descriptor"
+import { Descriptor } from "@effect-rdma/core"
 import { type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"

@@ -2,7 +2,7 @@
 // completion, made objects in JavaScript; a full array is read again; a failure after some were
 // read returns those (they are gone from the CQ), a failure before any is the poll's failure.
 // A scripted binding stands for the addon: no device needed.
-import type { CmEpHandle } from "@effect-rdma/core/Driver"
+import type { Model } from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { cmEndpointCalls } from "../src/internal/cmEndpoint.js"
@@ -29,7 +29,7 @@ const scripted = (script: Array<number | Error>) => {
   return { binding: binding as unknown as Binding, calls }
 }
 
-const ep = {} as CmEpHandle
+const ep = {} as Model.CmEpHandle
 const failure = Object.assign(new Error("ibv_poll_cq failed"), { errno: 5, operation: "ibv_poll_cq", detail: "" })
 
 describe("completions read packed from the addon", () => {

@@ -1,12 +1,9 @@
 // What the native driver asks of the addon per registration, checked against a recording binding
 // (no device needed): one call to register (the address comes with it, no rpma_mr_get_ptr), one
 // to deregister, and both on a worker thread (the *Async entries) for regions of 16 MiB and more.
+import { LocalMr, Peer, RdmaError, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import { RpmaCode } from "@effect-rdma/core/RdmaError"
-import * as Usage from "@effect-rdma/core/Usage"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -96,12 +93,12 @@ describe("registration through the native driver", () => {
       assert.deepStrictEqual(log, [], "declined before the addon is called")
       const registered = regNow({} as never, new Uint8Array(4096), Usage.WRITE_DST)!
       assert.isTrue(Exit.isSuccess(registered))
-      const { address, handle } = (registered as Exit.Success<Driver.MrRegistration, never>).value
+      const { address, handle } = (registered as Exit.Success<Driver.Model.MrRegistration, never>).value
       assert.strictEqual(address, ADDRESS)
       deregFailure = inUse
       const refused = deregNow(handle)!
       assert.isTrue(Exit.isFailure(refused) && refused.cause._tag === "Fail" && refused.cause.error._tag === "ResourceInUseError")
-      deregFailure = Object.assign(new Error("failed"), { operation: "rpma_mr_dereg", code: RpmaCode.RPMA_E_PROVIDER })
+      deregFailure = Object.assign(new Error("failed"), { operation: "rpma_mr_dereg", code: RdmaError.RpmaCode.RPMA_E_PROVIDER })
       const failed = deregNow(handle)!
       assert.isTrue(Exit.isFailure(failed) && failed.cause._tag === "Fail" && failed.cause.error._tag === "RpmaProviderError")
       deregFailure = new TypeError("a bug in the binding")

@@ -12,13 +12,13 @@
  * its acknowledgement); the RPC protocol's own acknowledgements bound that queue. A large message
  * that fails half-way (a timeout) leaves the channel refusing further sends: open a new connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 import type * as Duration from "effect/Duration"
 import * as internal from "./internal/channel.js"
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Options {
@@ -61,13 +61,13 @@ export interface Options {
  * or an option out of range: the message says which), `"Transfer"` (an RDMA operation failed:
  * `cause`), `"Timeout"` (an acknowledgement did not come within `ackTimeout`).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const ChannelError: typeof internal.ChannelError = internal.ChannelError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type ChannelError = internal.ChannelError

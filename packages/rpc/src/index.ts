@@ -2,20 +2,20 @@
  * The transport under the RPC protocols: whole messages each way over one connection, small ones
  * sent, large ones written into the receiver's landing region and acknowledged.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as RdmaChannel from "./RdmaChannel.js"
 
 /**
  * @effect/rpc's client protocol over RDMA.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as RdmaRpcClient from "./RdmaRpcClient.js"
 
 /**
  * @effect/rpc's server protocol over RDMA.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as RdmaRpcServer from "./RdmaRpcServer.js"

@@ -4,8 +4,8 @@
  * the simulated driver the ledger's leak check).
  */
 import { Peer } from "@effect-rdma/core"
-import type { Driver } from "@effect-rdma/core"
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Layer, Schema, Scope, Stream } from "effect"

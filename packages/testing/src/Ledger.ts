@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { type LiveHandles, RdmaDriver } from "@effect-rdma/core/Driver"
+import { type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -76,13 +76,13 @@ export const checked = <A, E, R>(
  * kinds whose count grew, from the driver's own counts (`Driver.live`). Unlike {@link LeakError}
  * it has no acquisition sites: only the simulated driver records those.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export class HandleLeakError extends Data.TaggedError("HandleLeakError")<{
   readonly driver: string
-  readonly before: LiveHandles
-  readonly after: LiveHandles
+  readonly before: Model.LiveHandles
+  readonly after: Model.LiveHandles
 }> {
   override get message(): string {
     const grown = grownKinds(this.before, this.after).map((k) => `${k} ${this.before[k]} -> ${this.after[k]}`)
@@ -91,8 +91,8 @@ export class HandleLeakError extends Data.TaggedError("HandleLeakError")<{
   }
 }
 
-const grownKinds = (before: LiveHandles, after: LiveHandles): ReadonlyArray<keyof LiveHandles> =>
-  (Object.keys(after) as Array<keyof LiveHandles>).filter((k) => after[k] > (before[k] ?? 0))
+const grownKinds = (before: Model.LiveHandles, after: Model.LiveHandles): ReadonlyArray<keyof Model.LiveHandles> =>
+  (Object.keys(after) as Array<keyof Model.LiveHandles>).filter((k) => after[k] > (before[k] ?? 0))
 
 /**
  * Runs `effect` on any driver and then fails with a {@link HandleLeakError}, whatever the outcome
@@ -109,7 +109,7 @@ const grownKinds = (before: LiveHandles, after: LiveHandles): ReadonlyArray<keyo
  * const connectsCleanly = Ledger.checkedOnAnyDriver(Effect.scoped(Peer.Peer), { within: "5 seconds" })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category assertions
  */
 export const checkedOnAnyDriver = <A, E, R>(
@@ -120,7 +120,7 @@ export const checkedOnAnyDriver = <A, E, R>(
     const driver = yield* RdmaDriver
     const before = yield* driver.live
     const exit = yield* Effect.exit(effect)
-    const settled = (after: LiveHandles) => grownKinds(before, after).length === 0
+    const settled = (after: Model.LiveHandles) => grownKinds(before, after).length === 0
     // The counts as an error until they are back: retried until they are, or `within` has passed.
     const leaked = yield* driver.live.pipe(
       Effect.filterOrFail(settled, (after) => after),

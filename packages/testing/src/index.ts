@@ -88,6 +88,6 @@ export * as Conformance from "./Conformance.js"
  * }))
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  */
 export * as SimulatedNetwork from "./SimulatedNetwork.js"

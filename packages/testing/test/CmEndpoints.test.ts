@@ -3,10 +3,10 @@
  * checks on every driver: the fault plans of the new calls, a send that waits for its receive, a
  * message longer than its receive, waits that hear their endpoint's end, and the ledger.
  */
-import { Driver } from "@effect-rdma/core"
-import { WcOpcode } from "@effect-rdma/core/Driver"
-import { WcStatus } from "@effect-rdma/core/RdmaError"
+import { RdmaError } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
+import { Model } from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, type Scope } from "effect"
 import {
@@ -34,7 +34,7 @@ const inWorld = <A, E>(
 ) => Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 /** A connected pair of endpoints with a 4 KiB rdma_reg_msgs region each. */
-const connected = (port: number, cfg: Driver.CmEpConfig = config) =>
+const connected = (port: number, cfg: Driver.Model.CmEpConfig = config) =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     const listener = yield* listen(ADDRESS, port, cfg)
@@ -58,7 +58,7 @@ describe("simulated cm endpoints", () => {
       assert.deepStrictEqual(yield* Driver.RdmaDriver.pipe(Effect.flatMap((d) => d.cmPollCompletions(client))), [])
       yield* post(server, [{ op: "recv", id: 2, segments: [whole(b)] }])
       const [received] = yield* completions(server, 1)
-      assert.deepStrictEqual([received!.status, received!.opcode, received!.byteLength], [0, WcOpcode.RECV, 5])
+      assert.deepStrictEqual([received!.status, received!.opcode, received!.byteLength], [0, Model.WcOpcode.RECV, 5])
       assert.strictEqual(new TextDecoder().decode(b.memory.subarray(0, 5)), "later")
       assert.strictEqual((yield* completions(client, 1))[0]!.status, 0)
     })))
@@ -125,8 +125,8 @@ describe("simulated cm endpoints", () => {
       const { a, b, client, server } = yield* connected(18002)
       yield* post(server, [{ op: "recv", id: 1, segments: [whole(b, 0, 4)] }])
       yield* post(client, [{ op: "send", id: 2, segments: [whole(a, 0, 8)] }])
-      assert.strictEqual((yield* completions(server, 1))[0]!.status, WcStatus.LOC_LEN_ERR)
-      assert.strictEqual((yield* completions(client, 1))[0]!.status, WcStatus.REM_INV_REQ_ERR)
+      assert.strictEqual((yield* completions(server, 1))[0]!.status, RdmaError.WcStatus.LOC_LEN_ERR)
+      assert.strictEqual((yield* completions(client, 1))[0]!.status, RdmaError.WcStatus.REM_INV_REQ_ERR)
     })))
 
   it.live("fault plans: a code fails the call, a completion status fails the request, a lost connection flushes it", () =>
@@ -144,12 +144,12 @@ describe("simulated cm endpoints", () => {
       yield* post(server, [{ op: "recv", id: 3, segments: [whole(b)] }])
       yield* completions(client, 1)
       yield* completions(server, 1)
-      yield* SimulatedDriver.fail({ operation: "rdma_post_write", nth: 1, completionStatus: WcStatus.REM_OP_ERR })
+      yield* SimulatedDriver.fail({ operation: "rdma_post_write", nth: 1, completionStatus: RdmaError.WcStatus.REM_OP_ERR })
       yield* post(client, [{ op: "write", id: 4, segments: [whole(a, 0, 8)], remoteAddress: 0n, rkey: 0 }])
-      assert.strictEqual((yield* completions(client, 1))[0]!.status, WcStatus.REM_OP_ERR)
+      assert.strictEqual((yield* completions(client, 1))[0]!.status, RdmaError.WcStatus.REM_OP_ERR)
       yield* SimulatedDriver.fail({ operation: "rdma_post_recv", nth: 1, loseConnection: true })
       yield* post(server, [{ op: "recv", id: 5, segments: [whole(b)] }])
-      assert.strictEqual((yield* completions(server, 1))[0]!.status, WcStatus.WR_FLUSH_ERR)
+      assert.strictEqual((yield* completions(server, 1))[0]!.status, RdmaError.WcStatus.WR_FLUSH_ERR)
       assert.strictEqual(yield* nextEvent(server), "DISCONNECTED")
       assert.strictEqual(yield* nextEvent(client), "DISCONNECTED")
     })))

@@ -4,8 +4,9 @@
  * alive fails the check, one released by another fiber shortly after is waited for, and the
  * effect's own outcome comes through.
  */
-import { Driver, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { LocalMr, Peer, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Layer } from "effect"
 
@@ -41,7 +42,7 @@ describe("Ledger.checkedOnAnyDriver", () => {
     Effect.gen(function*() {
       const driver = yield* Driver.RdmaDriver
       const peer = yield* Peer.Peer
-      const registered = yield* Deferred.make<Driver.MrHandle>()
+      const registered = yield* Deferred.make<Driver.Model.MrHandle>()
       const release = Deferred.await(registered).pipe(Effect.flatMap((mr) => driver.mrDereg(mr)), Effect.orDie)
       const value = yield* Ledger.checkedOnAnyDriver(
         Effect.gen(function*() {

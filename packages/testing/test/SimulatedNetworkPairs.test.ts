@@ -6,8 +6,8 @@
  * real processes). Each half's world must be empty when it ends. And the whole suite on a driver
  * joined to a network: the same results, the same tagged errors for the same bad input.
  */
-import { Driver } from "@effect-rdma/core"
 import { Conformance, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Queue, Scope } from "effect"
 

@@ -6,11 +6,8 @@
  * The table hands out the ids itself: an id whose index is taken (a request that waits long, a
  * receive, while many others pass it) is skipped, so a lookup is one index and one compare, and
  * the array grows only with the number of requests in it, never with how far apart their ids are.
- *
- * @internal
  */
 
-/** @internal */
 export class ById<T extends { readonly id: number }> {
   private slots: Array<T | undefined> = new Array<T | undefined>(64).fill(undefined)
   private mask = 63

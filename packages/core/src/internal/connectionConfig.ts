@@ -1,17 +1,15 @@
 /**
  * Connection settings as a user gives them, and the driver's configuration they make.
- *
- * @internal
  */
 import * as Duration from "effect/Duration"
 import type { Options } from "../Connection.js"
-import type { ConnConfig } from "../Driver.js"
+import type { ConnConfig } from "../DriverModel.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import * as srq from "./srq.js"
 
 
-/** @internal A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
+/** A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
 export const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
   try {
     return Duration.toMillis(Duration.decode(timeout ?? "5 seconds"))
@@ -20,7 +18,7 @@ export const timeoutMillis = (timeout: Duration.DurationInput | undefined): numb
   }
 }
 
-/** @internal The driver's configuration that connection settings make (every default filled in). */
+/** The driver's configuration that connection settings make (every default filled in). */
 export const toConfig = (options: Options | undefined): ConnConfig => {
   const sqSize = options?.sendQueueSize ?? 64
   const rqSize = options?.receiveQueueSize ?? 64
@@ -49,14 +47,14 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
 
 
 /**
- * @internal What a connection could not live with in its queue sizes (DriverArguments.queueSizes,
+ * What a connection could not live with in its queue sizes (DriverArguments.queueSizes,
  * knowing the sizes of the shared receive queue it names), or undefined.
  */
 export const queueSizesProblem = (config: ConnConfig): string | undefined =>
   DriverArguments.queueSizes({ ...config, srqSizes: srq.sizesOf(config.srq) })
 
 /**
- * @internal Private data that a connect or an accept cannot carry, refused as the drivers refuse it
+ * Private data that a connect or an accept cannot carry, refused as the drivers refuse it
  * (RpmaInvalidError of rpma_conn_req_connect) but before a request is made or answered: an
  * outgoing request is then never made, an incoming one stays unanswered and can be accepted again.
  */

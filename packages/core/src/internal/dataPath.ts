@@ -8,19 +8,17 @@
  * regions (their deregistration is deferred, internal/owner.ts) until one of those happens, even
  * when the fiber that posted it stops waiting: an interrupted operation leaves at once, with its
  * outcome unknown, and never leaves memory the device may still reach unregistered.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { type Completion, WcOpcode, type WorkRequest } from "../Driver.js"
+import { type Completion, WcOpcode, type WorkRequest } from "../DriverModel.js"
 import { type LocalMr, ownerOf } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import { ById } from "./byId.js"
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 
-/** @internal What an operation ends with: its completion, or why it failed. */
+/** What an operation ends with: its completion, or why it failed. */
 export type Outcome<E> = Exit.Exit<Completion, E>
 
 interface Waiter {
@@ -29,7 +27,7 @@ interface Waiter {
 }
 
 /**
- * @internal A queue's free entries, as a counter with a waiter queue (not a Semaphore: a slot is
+ * A queue's free entries, as a counter with a waiter queue (not a Semaphore: a slot is
  * taken and given back once per operation, on the hot path).
  */
 export class Slots {
@@ -113,7 +111,7 @@ export class Slots {
   }
 }
 
-/** @internal A posted request, as its operation sees it. */
+/** A posted request, as its operation sees it. */
 export interface Pending<E> {
   readonly id: number
   readonly operation: string
@@ -149,20 +147,20 @@ const isTimed = (entry: Pending<any>): boolean => entry.postedAt !== undefined
 /** A request that reports its outcome, whatever it is: a receive, or a signalled send-queue request. */
 const reports = (entry: Pending<any>): boolean => entry.signalled
 
-/** @internal The owners of `regions`, for {@link PendingTable.add}: a batch looks them up once. */
+/** The owners of `regions`, for {@link PendingTable.add}: a batch looks them up once. */
 export const ownersOf = (regions: ReadonlyArray<LocalMr<any>>): ReadonlyArray<Owner.Owner> =>
   regions.length === 0 ? NO_OWNERS : regions.map(ownerOf)
 
-/** @internal The owners of a request's regions, looked up already (a WeakMap lookup each). */
+/** The owners of a request's regions, looked up already (a WeakMap lookup each). */
 export interface Owners {
   readonly owners: ReadonlyArray<Owner.Owner>
 }
 
-/** @internal What a request holds: its regions, or their owners. */
+/** What a request holds: its regions, or their owners. */
 export type Regions = ReadonlyArray<LocalMr<any>> | Owners
 
 /**
- * @internal The owners of one region, looked up again only when the region changes: for an
+ * The owners of one region, looked up again only when the region changes: for an
  * operation's Effect, which reads its region anew on every run but mostly finds the same one.
  */
 export const ownersOfOne = (): (region: LocalMr<any>) => Owners => {
@@ -186,11 +184,10 @@ const dropAll = (owners: ReadonlyArray<Owner.Owner>, into: Array<Effect.Effect<v
   }
 }
 
-/** @internal */
 export const runAll = (effects: ReadonlyArray<Effect.Effect<void>>): Effect.Effect<void> =>
   effects.length === 0 ? Effect.void : Effect.forEach(effects, (e) => e, { discard: true })
 
-/** @internal The requests posted on one connection. */
+/** The requests posted on one connection. */
 export class PendingTable<E> {
   private readonly pending = new ById<Pending<E>>()
   /** Requests whose operation was failed when the connection ended: they hold their regions until deleted. */
@@ -496,5 +493,5 @@ const VOID: Exit.Exit<any> = Exit.void
 const completed = <E>(outcome: Outcome<E>, complete: ((c: Completion) => unknown) | undefined): Exit.Exit<unknown, E> =>
   complete === undefined || outcome._tag === "Failure" ? outcome : Exit.succeed(complete(outcome.value))
 
-/** @internal The request a work request needs, built with its id (librpma's, or an endpoint's `R`). */
+/** The request a work request needs, built with its id (librpma's, or an endpoint's `R`). */
 export type Build<R = WorkRequest> = (id: number) => R

@@ -1,15 +1,14 @@
 /**
  * The one place where every native call gets a span and every registration its metrics, whatever
  * the driver: core reaches the driver through {@link driver}, which wraps it once.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import type * as MetricLabel from "effect/MetricLabel"
-import type { CmWorkRequest, Driver, WorkRequest } from "../Driver.js"
+import type { Driver } from "../Driver.js"
+import type { CmWorkRequest, WorkRequest } from "../DriverModel.js"
 import { RdmaDriver } from "../Driver.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
 import * as Tracing from "../Tracing.js"
@@ -91,7 +90,7 @@ const wrap = (driver: Driver): Driver => {
 
 const instrumentedDrivers = new WeakMap<Driver, Driver>()
 
-/** @internal `d` with its calls traced (the per-operation ones only when Tracing.perOperation is on). */
+/** `d` with its calls traced (the per-operation ones only when Tracing.perOperation is on). */
 export const instrumented = (d: Driver): Driver => {
   let w = instrumentedDrivers.get(d)
   if (w === undefined) {
@@ -101,7 +100,7 @@ export const instrumented = (d: Driver): Driver => {
   return w
 }
 
-/** @internal The current driver, instrumented. */
+/** The current driver, instrumented. */
 export const driver: Effect.Effect<Driver, never, RdmaDriver> = Effect.map(RdmaDriver, instrumented)
 
 // Tagged series are built once per tag set (a fully tagged key: see RdmaMetrics.series).
@@ -126,7 +125,7 @@ const peerGaugesOf = memo((peer) => ({
 }))
 
 /**
- * @internal Counts one event of a totalled counter: the total, and the series with the fiber's
+ * Counts one event of a totalled counter: the total, and the series with the fiber's
  * metric labels (Effect.tagMetrics) if any, as `Metric.increment` of the tagged metric did.
  * Plain JavaScript, for an Effect.sync.
  */
@@ -140,7 +139,7 @@ const countUnsafe = (
 }
 
 /**
- * @internal A region of `size` bytes registered (`size` > 0) or released (`size` < 0), in plain
+ * A region of `size` bytes registered (`size` > 0) or released (`size` < 0), in plain
  * JavaScript: the live gauges, and the registration or release counter of `operation`.
  */
 export const regionUnsafe = (
@@ -154,7 +153,7 @@ export const regionUnsafe = (
   else countUnsafe(RdmaMetrics.releases, releasesOf(operation), labels)
 }
 
-/** @internal A registration failed (plain JavaScript). */
+/** A registration failed (plain JavaScript). */
 export const failedUnsafe = (operation: string, error: string, labels: ReadonlyArray<MetricLabel.MetricLabel>): void =>
   countUnsafe(RdmaMetrics.registrationFailures, failuresOf(`${operation}\u0000${error}`), labels)
 
@@ -167,15 +166,15 @@ const gaugesUnsafe = (peer: string, size: number): void => {
   gauges.bytes.unsafeModify(size, [])
 }
 
-/** @internal The fiber's metric labels (Effect.tagMetrics), for the unsafe updates above. */
+/** The fiber's metric labels (Effect.tagMetrics), for the unsafe updates above. */
 export const labelsOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): ReadonlyArray<MetricLabel.MetricLabel> =>
   fiber.getFiberRef(FiberRef.currentMetricLabels)
 
-/** @internal Times a registration into the duration histogram (only with per-operation tracing on). */
+/** Times a registration into the duration histogram (only with per-operation tracing on). */
 export const timed = <A, E, R>(operation: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Metric.trackDuration(effect, latencyOf(operation))
 
-/** @internal Times a registration (with per-operation tracing on) and counts its outcome. */
+/** Times a registration (with per-operation tracing on) and counts its outcome. */
 export const registration = <A, E extends { readonly _tag: string }, R>(
   operation: string,
   effect: Effect.Effect<A, E, R>
@@ -191,10 +190,9 @@ export const registration = <A, E extends { readonly _tag: string }, R>(
     )
   )
 
-/** @internal Adds `size` bytes (negative to remove) to the live gauges, in total and for the peer. */
+/** Adds `size` bytes (negative to remove) to the live gauges, in total and for the peer. */
 export const registered = (peer: string, size: number): Effect.Effect<void> => Effect.sync(() => gaugesUnsafe(peer, size))
 
-/** @internal */
 export const released = (operation: string): Effect.Effect<void> =>
   Effect.withFiberRuntime((fiber) => {
     countUnsafe(RdmaMetrics.releases, releasesOf(operation), labelsOf(fiber))
@@ -203,7 +201,7 @@ export const released = (operation: string): Effect.Effect<void> =>
 
 const reconnectsOf = memo((reason) => RdmaMetrics.series(RdmaMetrics.clientReconnects, [["reason", reason]]))
 
-/** @internal A client starts a reconnect attempt: after a lost connection, or a failed attempt. */
+/** A client starts a reconnect attempt: after a lost connection, or a failed attempt. */
 export const reconnectUnsafe = (reason: "lost" | "failed"): void =>
   countUnsafe(RdmaMetrics.clientReconnects, reconnectsOf(reason), [])
 
@@ -221,10 +219,10 @@ const operationFailuresOf = memo((key) => {
   return RdmaMetrics.series(RdmaMetrics.operationFailures, [["operation", op], ["error.type", error]])
 })
 
-/** @internal What the byte counters read of a request: librpma's, or an endpoint's (librdmacm). */
+/** What the byte counters read of a request: librpma's, or an endpoint's (librdmacm). */
 export type CountedRequest = WorkRequest | CmWorkRequest
 
-/** @internal The payload of a posted request: what a write, read, send or atomic write moves (a flush: none). */
+/** The payload of a posted request: what a write, read, send or atomic write moves (a flush: none). */
 export const requestBytes = (request: CountedRequest): number => {
   switch (request.op) {
     case "flush":
@@ -242,14 +240,14 @@ export const requestBytes = (request: CountedRequest): number => {
   }
 }
 
-/** @internal The payload of the first `count` requests of a post. */
+/** The payload of the first `count` requests of a post. */
 export const requestsBytes = (requests: ReadonlyArray<CountedRequest>, count: number): number => {
   let bytes = 0
   for (let i = 0; i < count; i++) bytes += requestBytes(requests[i]!)
   return bytes
 }
 
-/** @internal `count` requests of `operation` posted, `bytes` of payload in all. */
+/** `count` requests of `operation` posted, `bytes` of payload in all. */
 export const postedUnsafe = (operation: string, count: number, bytes: number): void => {
   const series = dataPathOf(operation)
   RdmaMetrics.operations.unsafeUpdate(count, [])
@@ -260,19 +258,19 @@ export const postedUnsafe = (operation: string, count: number, bytes: number): v
   }
 }
 
-/** @internal A receive completed with `bytes` bytes. */
+/** A receive completed with `bytes` bytes. */
 export const receivedUnsafe = (operation: string, bytes: number): void => {
   if (bytes <= 0) return
   RdmaMetrics.operationBytes.unsafeUpdate(bytes, [])
   dataPathOf(operation).bytes.unsafeUpdate(bytes, [])
 }
 
-/** @internal A request of `operation` failed (or was refused) with the error tagged `error`. */
+/** A request of `operation` failed (or was refused) with the error tagged `error`. */
 export const operationFailedUnsafe = (operation: string, error: string): void =>
   countUnsafe(RdmaMetrics.operationFailures, operationFailuresOf(`${operation}\u0000${error}`), [])
 
 /**
- * @internal Fails with `error`, an argument refused before anything was posted (a range, a segment
+ * Fails with `error`, an argument refused before anything was posted (a range, a segment
  * list, a region name), counted as a failure of its operation: OpenTelemetry's `error.type` is the
  * class of error an operation ended with, whatever stage it ended at.
  */

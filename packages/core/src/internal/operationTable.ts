@@ -3,12 +3,10 @@
  * request it posts (`WorkRequest["op"]`), the queue whose entry it takes, and the opcode of its
  * completion (for the completions that carry none: a failure, an unsignalled request's implied
  * success). Nothing else derives one from another.
- *
- * @internal
  */
-import { WcOpcode, type WorkRequest } from "../Driver.js"
+import { WcOpcode, type WorkRequest } from "../DriverModel.js"
 
-/** @internal One operation: what the posting kernel needs to know of it. */
+/** One operation: what the posting kernel needs to know of it. */
 export interface OperationSpec {
   /** The C call, as errors and spans name it. */
   readonly name: string
@@ -26,7 +24,6 @@ const spec = (name: string, op: WorkRequest["op"], queue: "send" | "recv", opcod
   opcode
 })
 
-/** @internal */
 export const Operations = {
   write: spec("rpma_write", "write", "send", WcOpcode.RDMA_WRITE),
   writeWithImm: spec("rpma_write_with_imm", "write", "send", WcOpcode.RDMA_WRITE),

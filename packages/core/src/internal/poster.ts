@@ -17,24 +17,12 @@
  *   the table is not empty. Nothing watches the channel of an idle queue.
  * - A batch posts as many requests as the send queue has free entries in one driver call, and
  *   posts more as entries free up (a sliding window), with one `Effect.async` for the whole batch.
- *
- * @internal
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import type {
-  CmEpHandle,
-  CmWorkRequest,
-  Completion,
-  CompletionQueue,
-  CompletionsReady,
-  PostOutcome,
-  PostQueue,
-  Signal,
-  WorkRequest
-} from "../Driver.js"
+import type { CmEpHandle, CmWorkRequest, Completion, CompletionQueue, CompletionsReady, PostOutcome, PostQueue, Signal, WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { OperationError } from "../ConnectionError.js"
 import type { OperationSpec } from "./operationTable.js"
@@ -52,13 +40,13 @@ import {
 } from "./dataPath.js"
 import type { Owner } from "./owner.js"
 
-/** @internal The queue requests `R` are posted on: librpma's, or an endpoint of librdmacm's verbs API. */
+/** The queue requests `R` are posted on: librpma's, or an endpoint of librdmacm's verbs API. */
 export type QueueOf<R> = R extends CmWorkRequest ? CmEpHandle : PostQueue
-/** @internal Where the completions of requests `R` are read. */
+/** Where the completions of requests `R` are read. */
 export type CompletionsOf<R> = R extends CmWorkRequest ? CmEpHandle : CompletionQueue
 
 /**
- * @internal The driver's calls for the queues of requests `R`. The Driver itself is librpma's
+ * The driver's calls for the queues of requests `R`. The Driver itself is librpma's
  * (postMany / armCompletions); an endpoint passes cmPostMany / cmArmCompletions.
  */
 export interface QueueCalls<R> {
@@ -68,7 +56,7 @@ export interface QueueCalls<R> {
   readonly armCompletions: (queue: CompletionsOf<R>, onReady: CompletionsReady<OperationError>) => () => void
 }
 
-/** @internal What the kernel needs of the queue it posts on (librpma's by default). */
+/** What the kernel needs of the queue it posts on (librpma's by default). */
 export interface Link<R = WorkRequest> {
   /** The calls that post on `queue` and arm `completions`: the Driver for librpma's queues. */
   readonly driver: QueueCalls<R>
@@ -99,7 +87,7 @@ export interface Link<R = WorkRequest> {
 }
 
 /**
- * @internal Resumes once the event loop has run its I/O phase: setImmediate callbacks run right
+ * Resumes once the event loop has run its I/O phase: setImmediate callbacks run right
  * after it. What a driver's turn asks for (PostOutcome.turnDue); also what a deadline waits for:
  * Node runs expired timers before it polls for I/O, so after the loop was held up (synchronous
  * work, a long GC, a stalled VM) a deadline fires ahead of an event that arrived well before it.
@@ -110,7 +98,7 @@ export const afterPendingIo: Effect.Effect<void> = Effect.async<void>((resume) =
 })
 
 /**
- * @internal A batch to post: `count` requests of one operation, all holding `regions` (or their
+ * A batch to post: `count` requests of one operation, all holding `regions` (or their
  * owners, looked up already).
  */
 export interface BatchRequests<R = WorkRequest> {
@@ -121,7 +109,7 @@ export interface BatchRequests<R = WorkRequest> {
   readonly build: (index: number, id: number, completion: Signal) => R
 }
 
-/** @internal One request of an exchange ({@link Poster.exchange}): what it is, what it holds, how it is built. */
+/** One request of an exchange ({@link Poster.exchange}): what it is, what it holds, how it is built. */
 export interface Exchanged<R> {
   readonly spec: OperationSpec
   /** Its regions, or their owners. */
@@ -133,15 +121,12 @@ type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, 
 const identity: Restore = (effect) => effect
 
 /**
- * @internal The wait mode of a post: await the completion (succeeding with it, or with nothing),
+ * The wait mode of a post: await the completion (succeeding with it, or with nothing),
  * or do not wait and succeed with the entry. A number, not a closure per operation.
  */
 export type Then = typeof AWAIT | typeof AWAIT_VOID | typeof SUBMIT
-/** @internal */
 export const AWAIT = 0
-/** @internal */
 export const AWAIT_VOID = 1
-/** @internal */
 export const SUBMIT = 2
 
 const push = (into: Array<Effect.Effect<void>>, effects: ReadonlyArray<Effect.Effect<void>>) => {
@@ -174,7 +159,7 @@ interface Batch<R> {
   readonly settled: (failure: OperationError | undefined) => void
 }
 
-/** @internal The kernel of one queue: librpma's by default, an endpoint's with librdmacm's types. */
+/** The kernel of one queue: librpma's by default, an endpoint's with librdmacm's types. */
 export class Poster<R = WorkRequest> {
   private disarm: (() => void) | undefined = undefined
   /** The channel failed, or the connection is being deleted: never armed again. */

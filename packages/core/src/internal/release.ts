@@ -8,14 +8,12 @@
  *   unchanged. Core defers releases until their users are gone (internal/owner.ts), so a refusal
  *   means a user core does not know of (a raw Driver call): it is logged, and nothing is counted as
  *   released.
- *
- * @internal
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import type { SynchronousCall } from "../Driver.js"
+import type { SynchronousCall } from "../DriverModel.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
 
 const refusal = (cause: Cause.Cause<unknown>): string | undefined => {
@@ -25,7 +23,7 @@ const refusal = (cause: Cause.Cause<unknown>): string | undefined => {
   return error?._tag === "ResourceInUseError" ? String(error.message) : undefined
 }
 
-/** @internal Runs a release; succeeds with whether the handle is gone (false only when refused). */
+/** Runs a release; succeeds with whether the handle is gone (false only when refused). */
 export const release = <E>(
   operation: string,
   /** What is released, for the log line; a function when building the text costs something. */
@@ -39,7 +37,7 @@ export const release = <E>(
   })
 
 /**
- * @internal {@link release}, then `onGone` once the handle is gone (on success, or after a failure
+ * {@link release}, then `onGone` once the handle is gone (on success, or after a failure
  * that was not a refusal): plain JavaScript that returns what to run next, if anything, so that a
  * release that succeeds costs one step over the driver's call.
  */
@@ -57,7 +55,7 @@ export const releaseThen = <E>(
   })
 
 /**
- * @internal What a release does around its driver call, as functions of what is released (`T`),
+ * What a release does around its driver call, as functions of what is released (`T`),
  * so that a release built per handle allocates no closures.
  */
 export interface Policy<T> {
@@ -71,7 +69,7 @@ export interface Policy<T> {
 }
 
 /**
- * @internal {@link releaseThen} of a driver call that may answer synchronously: when it does, the
+ * {@link releaseThen} of a driver call that may answer synchronously: when it does, the
  * call and `onGone` are one step (no Effect of the driver's to run and match).
  */
 export const releaseNowThen = <H, E, T>(

@@ -15,6 +15,7 @@ import * as RpmaBinding from "../RpmaBinding.js"
 import * as Report from "./Report.js"
 import * as Size from "./Size.js"
 import * as System from "./System.js"
+import { RdmaError } from "@effect-rdma/core"
 
 /**
  * What to check.
@@ -335,7 +336,7 @@ export interface DeviceFacts {
   readonly interfaces: ReadonlyArray<System.NetworkInterface>
 }
 
-const ENOSYS = 38
+const { ENOSYS } = RdmaError.Errno
 
 /**
  * Reads the facts for {@link devicesCheck}.

@@ -95,17 +95,17 @@ const minimumText = 24
 export const renderText = (report: Report, width: number = defaultWidth): string => {
   const titleWidth = Math.max(...report.checks.map((c) => c.title.length), 0)
   const indent = " ".repeat(6 + titleWidth + 2)
-  const lines: Array<string> = []
+  let lines: Array<string> = []
   for (const c of report.checks) {
-    lines.push(...wrap(c.summary, `${c.status.padEnd(6)}${c.title.padEnd(titleWidth)}  `, indent, width))
-    for (const detail of c.details) lines.push(...wrap(detail, indent, indent, width))
-    for (const fix of c.fixes) lines.push(...wrap(fix, `${indent}fix: `, `${indent}     `, width))
+    lines = lines.concat(wrap(c.summary, `${c.status.padEnd(6)}${c.title.padEnd(titleWidth)}  `, indent, width))
+    for (const detail of c.details) lines = lines.concat(wrap(detail, indent, indent, width))
+    for (const fix of c.fixes) lines = lines.concat(wrap(fix, `${indent}fix: `, `${indent}     `, width))
   }
   const { fail, ok, warn } = report.counts
   lines.push("")
   const tally = `${fail} failed, ${warn} ${warn === 1 ? "warning" : "warnings"}, ${ok} ok` +
     (fail === 0 ? "" : ": the native driver needs the fixes above")
-  lines.push(...wrap(tally, "", "", width))
+  lines = lines.concat(wrap(tally, "", "", width))
   return lines.join("\n")
 }
 

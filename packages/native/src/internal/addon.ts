@@ -2,10 +2,8 @@
  * Calling the addon from the driver's modules: a synchronous call or a promise as an Effect whose
  * failure goes through ./failures.ts, and a wait in the addon (an incoming request, a connection
  * event) as an interruptible Effect.
- *
- * @internal
  */
-import type { RdmaCmError, RpmaError } from "@effect-rdma/core/RdmaError"
+import type { RdmaError } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { cmFailure, rpmaFailure } from "./failures.js"
@@ -25,11 +23,11 @@ export const attemptPromise = <A, E>(
 ): Effect.Effect<A, E> => Effect.tryPromise({ try: run, catch: (cause) => cause }).pipe(Effect.catchAll(onFailure))
 
 /** A librpma call. */
-export const rpma = <A>(operation: string, run: () => A): Effect.Effect<A, RpmaError> =>
+export const rpma = <A>(operation: string, run: () => A): Effect.Effect<A, RdmaError.RpmaError> =>
   attempt(run, rpmaFailure(operation))
 
 /** A librdmacm call. */
-export const cm = <A>(operation: string, run: () => A): Effect.Effect<A, RdmaCmError> => attempt(run, cmFailure(operation))
+export const cm = <A>(operation: string, run: () => A): Effect.Effect<A, RdmaError.RdmaCmError> => attempt(run, cmFailure(operation))
 
 /** The addon's handles are the Driver's opaque handles; only their static kind is added here. */
 export const as = <H>(handle: object): H => handle as H
@@ -44,8 +42,8 @@ export const wait = <A>(
   operation: string,
   handle: unknown,
   start: (callback: WaitCallback<A>) => number
-): Effect.Effect<A, RpmaError> =>
-  Effect.async<A, RpmaError>((resume) => {
+): Effect.Effect<A, RdmaError.RpmaError> =>
+  Effect.async<A, RdmaError.RpmaError>((resume) => {
     let done = false
     const callback: WaitCallback<A> = (error, value) => {
       if (done) return

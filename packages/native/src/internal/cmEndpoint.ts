@@ -3,22 +3,9 @@
  * endpoints with a queue pair, listeners and their requests, the set-up waits (bounded here by
  * their timeouts), the posting call and the completions. Every wait is the addon's (a Poller on a
  * channel), stopped by cmCancel when its fiber is interrupted.
- *
- * @internal
  */
-import type {
-  CmEndpointCalls,
-  CmEpHandle,
-  CmEvent,
-  CmListenerHandle,
-  CmWorkRequest,
-  Completion,
-  CompletionsReady,
-  PostOutcome
-} from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import { WcFlags } from "@effect-rdma/core/DriverModel"
-import { fromErrno, type RdmaCmError } from "@effect-rdma/core/RdmaError"
+import { RdmaError } from "@effect-rdma/core"
+import { Arguments, Model } from "@effect-rdma/core/Driver"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { promises as dns } from "node:dns"
@@ -29,35 +16,33 @@ import { cmErrorOrThrow, cmExit, cmFailure, inUseOr } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 import { afterPosting, armOnce, postInOrder } from "./posting.js"
 
-const EINVAL = 22
-const EADDRNOTAVAIL = 99
-const ETIMEDOUT = 110
+const { EADDRNOTAVAIL, EINVAL, ETIMEDOUT } = RdmaError.Errno
 /** How long a name's resolution may take (the addon takes numeric addresses only). */
 const NAME_RESOLUTION_MS = 5_000
 
-const invalid = (operation: string, detail: string): RdmaCmError => fromErrno(EINVAL, operation, detail)
+const invalid = (operation: string, detail: string): RdmaError.RdmaCmError => RdmaError.fromErrno(EINVAL, operation, detail)
 
 /** A timeout in milliseconds: a non-negative integer, as the addon takes it. */
 const timeoutOf = (value: unknown): number | undefined =>
   typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= 2_147_483_647 ? value : undefined
 
 /** `effect` failed with ETIMEDOUT once `ms` have passed (its wait then stops: cmCancel, or the endpoint is destroyed). */
-const within = (ms: number, operation: string) => <A>(effect: Effect.Effect<A, RdmaCmError>) =>
+const within = (ms: number, operation: string) => <A>(effect: Effect.Effect<A, RdmaError.RdmaCmError>) =>
   Effect.timeoutFail(effect, {
     duration: Duration.millis(ms),
-    onTimeout: () => fromErrno(ETIMEDOUT, operation, `no answer within ${ms} ms`)
+    onTimeout: () => RdmaError.fromErrno(ETIMEDOUT, operation, `no answer within ${ms} ms`)
   })
 
 /**
  * The addon takes numeric addresses only (it never waits for a name server): a name is resolved
  * here first, bounded. Anything else goes to the addon as it is, to be refused there.
  */
-const numeric = (address: unknown, operation: string): Effect.Effect<unknown, RdmaCmError> =>
+const numeric = (address: unknown, operation: string): Effect.Effect<unknown, RdmaError.RdmaCmError> =>
   typeof address !== "string" || address === "" || isIP(address) !== 0
     ? Effect.succeed(address)
     : Effect.tryPromise({
       try: () => dns.lookup(address),
-      catch: (cause) => fromErrno(EADDRNOTAVAIL, operation, `cannot resolve ${address}`, cause)
+      catch: (cause) => RdmaError.fromErrno(EADDRNOTAVAIL, operation, `cannot resolve ${address}`, cause)
     }).pipe(
       Effect.map((found) => found.address),
       within(NAME_RESOLUTION_MS, operation)
@@ -78,8 +63,8 @@ const cmWait = <A>(
   operation: string,
   handle: unknown,
   start: (callback: WaitCallback<A>) => number
-): Effect.Effect<A, RdmaCmError> =>
-  Effect.async<A, RdmaCmError>((resume) => {
+): Effect.Effect<A, RdmaError.RdmaCmError> =>
+  Effect.async<A, RdmaError.RdmaCmError>((resume) => {
     let done = false
     let id: number | undefined
     try {
@@ -102,14 +87,14 @@ const cmWait = <A>(
 
 /** rdma_create_ep's resolution, bounded: address then route, each within the config's timeout. */
 const createEndpoint = (binding: Binding, address: unknown, port: unknown, config: unknown) =>
-  Effect.async<CmEpHandle, RdmaCmError>((resume) => {
+  Effect.async<Model.CmEpHandle, RdmaError.RdmaCmError>((resume) => {
     let done = false
     let handle: object | undefined
     try {
       handle = binding.cmEpCreate(address, port, config, (error) => {
         if (done) return
         done = true
-        if (error === undefined || error === null) return resume(Effect.succeed(as<CmEpHandle>(handle!)))
+        if (error === undefined || error === null) return resume(Effect.succeed(as<Model.CmEpHandle>(handle!)))
         destroyQuietly(binding, handle)
         resume(cmFailure("rdma_create_ep")(error))
       })
@@ -135,8 +120,8 @@ const FIELDS = 6
  * the addon's property writes (six napi_set_property a completion). `into` is the driver's one
  * array, read out before anything else can poll.
  */
-const pollPacked = (binding: Binding, ep: CmEpHandle, into: Float64Array): ReadonlyArray<Completion> => {
-  let ready: Array<Completion> | undefined
+const pollPacked = (binding: Binding, ep: Model.CmEpHandle, into: Float64Array): ReadonlyArray<Model.Completion> => {
+  let ready: Array<Model.Completion> | undefined
   for (;;) {
     let count: number
     try {
@@ -152,7 +137,7 @@ const pollPacked = (binding: Binding, ep: CmEpHandle, into: Float64Array): Reado
     for (let i = 0, at = 0; i < count; i++, at += FIELDS) {
       const flags = into[at + 4]!
       ready.push(
-        (flags & WcFlags.WITH_IMM) !== 0
+        (flags & Model.WcFlags.WITH_IMM) !== 0
           ? { id: into[at]!, status: into[at + 1]!, byteLength: into[at + 2]!, opcode: into[at + 3]!, flags, imm: into[at + 5]! }
           : { id: into[at]!, status: into[at + 1]!, byteLength: into[at + 2]!, opcode: into[at + 3]!, flags }
       )
@@ -162,12 +147,12 @@ const pollPacked = (binding: Binding, ep: CmEpHandle, into: Float64Array): Reado
   return ready ?? NONE
 }
 
-const NONE: ReadonlyArray<Completion> = []
+const NONE: ReadonlyArray<Model.Completion> = []
 
 const postOperations = { send: "rdma_post_send", recv: "rdma_post_recv", read: "rdma_post_read", write: "rdma_post_write" }
 
 /** The operation a work request names, for a failure the addon did not name; never throws. */
-const operationOf = (request: CmWorkRequest): string => {
+const operationOf = (request: Model.CmWorkRequest): string => {
   try {
     const op: unknown = typeof request === "object" && request !== null ? request.op : undefined
     return typeof op === "string" && Object.hasOwn(postOperations, op)
@@ -186,7 +171,7 @@ const operationOf = (request: CmWorkRequest): string => {
  * segment is checked and built, and posted by the next cmPostChain; anything else is left alone
  * (false).
  */
-const postOne = (binding: Binding, ep: CmEpHandle, request: CmWorkRequest, chain = false): boolean => {
+const postOne = (binding: Binding, ep: Model.CmEpHandle, request: Model.CmWorkRequest, chain = false): boolean => {
   let op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey: unknown
   let single = false
   try {
@@ -195,7 +180,7 @@ const postOne = (binding: Binding, ep: CmEpHandle, request: CmWorkRequest, chain
       ? segments[0]
       : undefined
     if (typeof one === "object" && one !== null) {
-      ;({ mr, offset, length } = one)
+      ;({ length, mr, offset } = one)
       ;({ completion, id, imm, inline, op, remoteAddress, rkey } = request as Partial<Record<string, unknown>>)
       single = !chain || op !== "recv"
     }
@@ -221,15 +206,15 @@ const postOne = (binding: Binding, ep: CmEpHandle, request: CmWorkRequest, chain
  */
 const postList = (
   binding: Binding,
-  ep: CmEpHandle,
-  requests: ReadonlyArray<CmWorkRequest>,
+  ep: Model.CmEpHandle,
+  requests: ReadonlyArray<Model.CmWorkRequest>,
   loop: LoopTurns,
   completions: Float64Array
-): PostOutcome<RdmaCmError> => {
+): Model.PostOutcome<RdmaError.RdmaCmError> => {
   const poster = {
-    post: (request: CmWorkRequest) => void postOne(binding, ep, request),
+    post: (request: Model.CmWorkRequest) => void postOne(binding, ep, request),
     poll: () => pollPacked(binding, ep, completions),
-    refused: (request: CmWorkRequest, cause: unknown) => cmErrorOrThrow(operationOf(request), cause),
+    refused: (request: Model.CmWorkRequest, cause: unknown) => cmErrorOrThrow(operationOf(request), cause),
     pollFailed: (cause: unknown) => cmErrorOrThrow("ibv_poll_cq", cause),
     notAList
   }
@@ -241,13 +226,13 @@ const postList = (
   } catch {
     count = 0
   }
-  if (count < 2) return postInOrder<CmWorkRequest, RdmaCmError>(requests, poster, loop)
-  const run: Array<CmWorkRequest> = []
-  let error: RdmaCmError | undefined
+  if (count < 2) return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
+  const run: Array<Model.CmWorkRequest> = []
+  let error: RdmaError.RdmaCmError | undefined
   let posted = 0
   try {
     for (; run.length < count;) {
-      let request: CmWorkRequest
+      let request: Model.CmWorkRequest
       try {
         request = requests[run.length]!
       } catch {
@@ -273,16 +258,16 @@ const postList = (
     }
   }
   const chained = run.length
-  if (chained === 0 && error === undefined) return postInOrder<CmWorkRequest, RdmaCmError>(requests, poster, loop)
+  if (chained === 0 && error === undefined) return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
   if (error === undefined && chained < count) {
-    let rest: ReadonlyArray<CmWorkRequest> | undefined
+    let rest: ReadonlyArray<Model.CmWorkRequest> | undefined
     try {
       rest = requests.slice(chained)
     } catch {
       error = notAList()
     }
     if (rest !== undefined) {
-      const outcome = postInOrder<CmWorkRequest, RdmaCmError>(rest, poster, loop)
+      const outcome = postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(rest, poster, loop)
       if (outcome.posted > 0) {
         return { posted: posted + outcome.posted, error: outcome.error, ready: outcome.ready, queueError: outcome.queueError, turnDue: outcome.turnDue }
       }
@@ -297,7 +282,7 @@ const notAList = () => invalid("rdma_post_send", "the requests must be an array 
 
 /** Private data refused by core's rule before the addon sees it (rdma_cm answers a bare EINVAL). */
 const checkPrivateData = (privateData: unknown, side: "connect" | "accept", operation: string) => {
-  const refused = DriverArguments.privateData(privateData, side)
+  const refused = Arguments.privateData(privateData, side)
   return refused === undefined ? Effect.void : Effect.fail(invalid(operation, refused))
 }
 
@@ -314,7 +299,7 @@ const checkTimeout = (timeoutMs: unknown, operation: string) => {
  */
 const handshake = (
   binding: Binding,
-  ep: CmEpHandle,
+  ep: Model.CmEpHandle,
   privateData: unknown,
   timeoutMs: unknown,
   side: "connect" | "accept",
@@ -330,11 +315,10 @@ const handshake = (
       ))
   )
 
-/** @internal */
 export const cmEndpointCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
-): CmEndpointCalls => {
+): Model.CmEndpointCalls => {
   const completions = new Float64Array(PACKED_COMPLETIONS * FIELDS)
   return {
     // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a
@@ -358,13 +342,13 @@ export const cmEndpointCalls = (
         Effect.flatMap((resolved) =>
           cm("rdma_listen", () => {
             const listening = binding.cmListen(resolved, port, config)
-            return { handle: as<CmListenerHandle>(listening.handle), port: listening.port }
+            return { handle: as<Model.CmListenerHandle>(listening.handle), port: listening.port }
           })
         )
       ),
     cmGetRequest: (listener) =>
       cmWait<object>(binding, "rdma_get_request", listener, (callback) => binding.cmGetRequest(listener, callback)).pipe(
-        Effect.map(as<CmEpHandle>)
+        Effect.map(as<Model.CmEpHandle>)
       ),
     cmPrivateData: (ep) => cm("rdma_cm private data", () => binding.cmPrivateData(ep)),
     cmAccept: (ep, privateData, timeoutMs) =>
@@ -372,17 +356,17 @@ export const cmEndpointCalls = (
     cmReject: (ep, privateData) => cm("rdma_reject", () => binding.cmReject(ep, privateData)),
     cmNextEvent: (ep) =>
       cmWait<string>(binding, "rdma_get_cm_event", ep, (callback) => binding.cmNextEvent(ep, callback)).pipe(
-        Effect.map((event) => event as CmEvent)
+        Effect.map((event) => event as Model.CmEvent)
       ),
     cmDisconnect: (ep) => cm("rdma_disconnect", () => binding.cmDisconnect(ep)),
     cmEpDestroy: (ep) => attempt(() => binding.cmEpDestroy(ep), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
     cmListenerDestroy: (listener) =>
       attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
     cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
-    cmPostMany: (ep, requests): PostOutcome<RdmaCmError> => postList(binding, ep, requests, loop, completions),
+    cmPostMany: (ep, requests): Model.PostOutcome<RdmaError.RdmaCmError> => postList(binding, ep, requests, loop, completions),
     cmPollCompletions: (ep) =>
-      Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Completion> => pollPacked(binding, ep, completions))),
-    cmArmCompletions: (ep, onReady: CompletionsReady<RdmaCmError>) =>
+      Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Model.Completion> => pollPacked(binding, ep, completions))),
+    cmArmCompletions: (ep, onReady: Model.CompletionsReady<RdmaError.RdmaCmError>) =>
       armOnce(
         (callback) => binding.cmWaitCompletions(ep, callback),
         (id) => binding.cmCancel(ep, id),

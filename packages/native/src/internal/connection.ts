@@ -2,17 +2,13 @@
  * The native driver's connection set-up calls (endpoint.cc, conn_req.cc, conn.cc): endpoints,
  * connection requests, connections and their events, private data and peer configuration. Their
  * work requests and completions are ./queues.ts's.
- *
- * @internal
  */
-import type { ConnEvent, ConnHandle, ConnReqHandle, Driver, EndpointHandle } from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
+import { Arguments, type Driver, type Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type { Binding } from "../RpmaBinding.js"
 import { as, attempt, attemptPromise, rpma, wait } from "./addon.js"
 import { invalidArgument, rpmaFailure } from "./failures.js"
 
-/** @internal */
 export const connectionCalls = (binding: Binding): Pick<
   Driver,
   | "epListen"
@@ -34,17 +30,17 @@ export const connectionCalls = (binding: Binding): Pick<
   const outgoing = new WeakSet<object>()
   return {
     epListen: (peer, address, port) =>
-      rpma("rpma_ep_listen", () => as<EndpointHandle>(binding.epListen(peer, address, port))),
+      rpma("rpma_ep_listen", () => as<Model.EndpointHandle>(binding.epListen(peer, address, port))),
     epShutdown: (ep) => rpma("rpma_ep_shutdown", () => binding.epShutdown(ep)),
     epNextConnReq: (ep, config) =>
       wait<object>(binding, "rpma_ep_next_conn_req", ep, (callback) => binding.epNextConnReq(ep, config, callback)).pipe(
-        Effect.map(as<ConnReqHandle>)
+        Effect.map(as<Model.ConnReqHandle>)
       ),
     connReqNew: (peer, address, port, config) =>
       attemptPromise(() => binding.connReqNew(peer, address, port, config), rpmaFailure("rpma_conn_req_new")).pipe(
         Effect.map((req) => {
           outgoing.add(req)
-          return as<ConnReqHandle>(req)
+          return as<Model.ConnReqHandle>(req)
         })
       ),
     connReqPrivateData: (req) => rpma("rpma_conn_req_get_private_data", () => binding.connReqPrivateData(req)),
@@ -59,10 +55,10 @@ export const connectionCalls = (binding: Binding): Pick<
           () => {
             // rdma_cm refuses more than the CM message carries with a bare EINVAL: name the limit first.
             const side = typeof req === "object" && req !== null && outgoing.has(req) ? "connect" : "accept"
-            const refused = DriverArguments.privateData(privateData, side)
+            const refused = Arguments.privateData(privateData, side)
             if (refused !== undefined) throw invalidArgument("rpma_conn_req_connect", refused)
             checked = true
-            return as<ConnHandle>(binding.connReqConnect(req, privateData))
+            return as<Model.ConnHandle>(binding.connReqConnect(req, privateData))
           },
           (cause) => {
             if (checked) {
@@ -82,13 +78,13 @@ export const connectionCalls = (binding: Binding): Pick<
     // the simulated driver requires.
     connApplyRemotePeerCfg: (conn, descriptor) =>
       rpma("rpma_conn_apply_remote_peer_cfg", () => {
-        const refused = DriverArguments.peerCfgDescriptor(descriptor)
+        const refused = Arguments.peerCfgDescriptor(descriptor)
         if (refused !== undefined) throw invalidArgument("rpma_conn_apply_remote_peer_cfg", refused)
         return binding.connApplyRemotePeerCfg(conn, descriptor)
       }),
     connNextEvent: (conn) =>
       wait<string>(binding, "rpma_conn_next_event", conn, (callback) => binding.connNextEvent(conn, callback)).pipe(
-        Effect.map((event) => event as ConnEvent)
+        Effect.map((event) => event as Model.ConnEvent)
       ),
     connPrivateData: (conn) => rpma("rpma_conn_get_private_data", () => binding.connPrivateData(conn)),
     connDisconnect: (conn) => rpma("rpma_conn_disconnect", () => binding.connDisconnect(conn)),

@@ -2,8 +2,6 @@
  * The native driver: core's Driver over the addon, assembled from one module per resource (peer,
  * registration, memory, cm, connection, shared receive queue, and the queues' posts and
  * completions), each over ./addon.ts and the one failure mapping, ./failures.ts.
- *
- * @internal
  */
 import type { Driver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -18,7 +16,6 @@ import { queueCalls } from "./queues.js"
 import { registrationCalls } from "./registration.js"
 import { srqCalls } from "./srq.js"
 
-/** @internal */
 export const makeDriver = (binding: Binding, loop: LoopTurns = makeLoopTurns()): Driver => ({
   name: "native",
   ...peerCalls(binding),

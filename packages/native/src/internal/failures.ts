@@ -4,19 +4,8 @@
  * `operation`, an optional `detail`, and `code` (librpma) or `errno` (librdmacm, verbs, mmap); a
  * release it refused because the handle is in use also carries `inUse`. A failure without a code
  * is a bug in the binding, not an RDMA error: it is a defect.
- *
- * @internal
  */
-import {
-  fromErrno,
-  fromRpmaCode,
-  type MapFileError,
-  mapFileError,
-  type RdmaCmError,
-  ResourceInUseError,
-  RpmaCode,
-  type RpmaError
-} from "@effect-rdma/core/RdmaError"
+import { RdmaError } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 
@@ -35,64 +24,64 @@ const field = (cause: unknown, key: keyof NativeFailure): unknown =>
 const text = (value: unknown): string | undefined => typeof value === "string" ? value : undefined
 
 /** The addon's failure as a tagged error; undefined for one without a code (a bug in the binding). */
-const rpmaError = (operation: string, cause: unknown): RpmaError | undefined => {
+const rpmaError = (operation: string, cause: unknown): RdmaError.RpmaError | undefined => {
   const code = field(cause, "code")
   return typeof code === "number"
-    ? fromRpmaCode(code, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
+    ? RdmaError.fromRpmaCode(code, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
     : undefined
 }
 
 /** A librpma call's failure as a failed Effect (a defect without a code). */
-export const rpmaFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RpmaError> => {
+export const rpmaFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RdmaError.RpmaError> => {
   const error = rpmaError(operation, cause)
   return error !== undefined ? Effect.fail(error) : Effect.die(cause)
 }
 
 /** As {@link rpmaFailure}, for the calls that answer in JavaScript; a defect is thrown. */
-export const rpmaErrorOrThrow = (operation: string, cause: unknown): RpmaError => {
+export const rpmaErrorOrThrow = (operation: string, cause: unknown): RdmaError.RpmaError => {
   const error = rpmaError(operation, cause)
   if (error === undefined) throw cause
   return error
 }
 
 /** As {@link rpmaFailure}, as an Exit. */
-export const rpmaExit = (operation: string, cause: unknown): Exit.Exit<never, RpmaError> => {
+export const rpmaExit = (operation: string, cause: unknown): Exit.Exit<never, RdmaError.RpmaError> => {
   const error = rpmaError(operation, cause)
   return error !== undefined ? Exit.fail(error) : Exit.die(cause)
 }
 
 /** A refusal the driver makes itself, before the addon, shaped as the addon's (RPMA_E_INVAL). */
 export const invalidArgument = (operation: string, detail: string): Error =>
-  Object.assign(new Error(detail), { operation, code: RpmaCode.RPMA_E_INVAL, detail })
+  Object.assign(new Error(detail), { operation, code: RdmaError.RpmaCode.RPMA_E_INVAL, detail })
 
 /** A librdmacm call's failure (`errno`) as a failed Effect. */
-export const cmFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RdmaCmError> => {
+export const cmFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RdmaError.RdmaCmError> => {
   const errno = field(cause, "errno")
   return typeof errno === "number"
-    ? Effect.fail(fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
+    ? Effect.fail(RdmaError.fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
     : Effect.die(cause)
 }
 
 /** A librdmacm call's failure as a tagged error, for the calls that answer in JavaScript; a defect is thrown. */
-export const cmErrorOrThrow = (operation: string, cause: unknown): RdmaCmError => {
+export const cmErrorOrThrow = (operation: string, cause: unknown): RdmaError.RdmaCmError => {
   const errno = field(cause, "errno")
   if (typeof errno !== "number") throw cause
-  return fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
+  return RdmaError.fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
 }
 
 /** {@link cmFailure} as an Exit. */
-export const cmExit = (operation: string, cause: unknown): Exit.Exit<never, RdmaCmError> => {
+export const cmExit = (operation: string, cause: unknown): Exit.Exit<never, RdmaError.RdmaCmError> => {
   const errno = field(cause, "errno")
   return typeof errno === "number"
-    ? Exit.fail(fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
+    ? Exit.fail(RdmaError.fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
     : Exit.die(cause)
 }
 
 /** The addon's mapFile / unmapFile failures: `errno` and, for what it checked itself, `reason`. */
-export const mapFailure = (path: string, operation: string) => (cause: unknown): Effect.Effect<never, MapFileError> => {
+export const mapFailure = (path: string, operation: string) => (cause: unknown): Effect.Effect<never, RdmaError.MapFileError> => {
   const errno = field(cause, "errno")
   return typeof errno === "number"
-    ? Effect.fail(mapFileError({
+    ? Effect.fail(RdmaError.mapFileError({
       path,
       operation: text(field(cause, "operation")) ?? operation,
       errno,
@@ -104,9 +93,9 @@ export const mapFailure = (path: string, operation: string) => (cause: unknown):
 }
 
 /** The addon's refusal of a release because the handle is in use (it stays alive), if it is one. */
-const inUseError = (operation: string, cause: unknown): ResourceInUseError | undefined =>
+const inUseError = (operation: string, cause: unknown): RdmaError.ResourceInUseError | undefined =>
   field(cause, "inUse") === true
-    ? new ResourceInUseError({
+    ? new RdmaError.ResourceInUseError({
       operation: text(field(cause, "operation")) ?? operation,
       detail: text(field(cause, "detail")) ?? "the handle is in use",
       cause
@@ -115,13 +104,13 @@ const inUseError = (operation: string, cause: unknown): ResourceInUseError | und
 
 /** A release the addon refused because the handle is in use (it stays alive), else `otherwise`. */
 export const inUseOr = <E>(operation: string, otherwise: (cause: unknown) => Effect.Effect<never, E>) =>
-(cause: unknown): Effect.Effect<never, E | ResourceInUseError> => {
+(cause: unknown): Effect.Effect<never, E | RdmaError.ResourceInUseError> => {
   const inUse = inUseError(operation, cause)
   return inUse !== undefined ? Effect.fail(inUse) : otherwise(cause)
 }
 
 /** {@link inUseOr} of a librpma release, as an Exit. */
-export const inUseExitOr = (operation: string, cause: unknown): Exit.Exit<never, RpmaError | ResourceInUseError> => {
+export const inUseExitOr = (operation: string, cause: unknown): Exit.Exit<never, RdmaError.RpmaError | RdmaError.ResourceInUseError> => {
   const inUse = inUseError(operation, cause)
   return inUse !== undefined ? Exit.fail(inUse) : rpmaExit(operation, cause)
 }

@@ -2,8 +2,6 @@
  * Where the addon is and whether it fits this Node.js: the one place that knows the package's
  * layout on disk (the workspace's `src/`, a published `dist/`, node-gyp's `build/Release/`, the
  * shipped `prebuilds/`, one per Node.js ABI and architecture, made by scripts/prebuild.mjs).
- *
- * @internal
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -12,7 +10,7 @@ import { fileURLToPath } from "node:url"
 
 const require = createRequire(import.meta.url)
 
-/** @internal The package's root: the directory of its package.json, from src/ or dist/ alike. */
+/** The package's root: the directory of its package.json, from src/ or dist/ alike. */
 export const packageRoot: string = (() => {
   const here = dirname(fileURLToPath(import.meta.url))
   let dir = here
@@ -31,25 +29,25 @@ export const packageRoot: string = (() => {
   }
 })()
 
-/** @internal What a user runs in their own project to build the addon again. */
+/** What a user runs in their own project to build the addon again. */
 export const rebuildHelp: string = "run `npm rebuild @effect-rdma/native` in your project " +
   "(pnpm: `pnpm rebuild @effect-rdma/native`, after allowing its build script with `pnpm approve-builds` " +
   "or \"pnpm\": { \"onlyBuiltDependencies\": [\"@effect-rdma/native\"] } in package.json); " +
   "in the effect-rdma workspace: `pnpm --filter @effect-rdma/native build:addon`"
 
-/** @internal The Debian packages a build from source needs. */
+/** The Debian packages a build from source needs. */
 export const buildPackages = "build-essential python3 pkg-config librpma-dev librdmacm-dev libibverbs-dev"
 
-/** @internal The Node.js line of each ABI the package ships prebuilt addons for (for messages). */
+/** The Node.js line of each ABI the package ships prebuilt addons for (for messages). */
 const nodeLineOfAbi: Readonly<Record<string, string>> = { "115": "20", "127": "22", "137": "24", "147": "26" }
 
-/** @internal `glibc` or `musl`: the C library this process runs on, as prebuilds are tagged. */
+/** `glibc` or `musl`: the C library this process runs on, as prebuilds are tagged. */
 export const libc = (): "glibc" | "musl" => {
   const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header
   return header?.glibcVersionRuntime !== undefined ? "glibc" : "musl"
 }
 
-/** @internal The prebuilt addons under `root`: `prebuilds/<platform>-<arch>/rpma_addon.abi<N>.<libc>.node`. */
+/** The prebuilt addons under `root`: `prebuilds/<platform>-<arch>/rpma_addon.abi<N>.<libc>.node`. */
 export const prebuilds = (root: string): ReadonlyArray<{ readonly path: string; readonly target: string; readonly abi: string; readonly libc: string }> => {
   const found: Array<{ path: string; target: string; abi: string; libc: string }> = []
   const dir = join(root, "prebuilds")
@@ -68,7 +66,7 @@ const describeAbi = (abi: string): string => {
 }
 
 /**
- * @internal The addon this package would load: node-gyp's `build/Release/rpma_addon.node` when it
+ * The addon this package would load: node-gyp's `build/Release/rpma_addon.node` when it
  * was built on this machine for this Node.js; otherwise the prebuilt addon whose platform, arch,
  * ABI and C library fit this process; otherwise a local build for another ABI (which
  * {@link requireAddon} then refuses by name). Throws MODULE_NOT_FOUND, saying what this process is
@@ -98,7 +96,7 @@ export const resolveAddon = (root: string = packageRoot): string => {
   )
 }
 
-/** @internal What a build records about itself next to `rpma_addon.node` (see scripts/install.mjs). */
+/** What a build records about itself next to `rpma_addon.node` (see scripts/install.mjs). */
 export interface BuildInfo {
   readonly abi: string
   readonly node: string
@@ -106,11 +104,11 @@ export interface BuildInfo {
   readonly arch: string
 }
 
-/** @internal The sidecar that scripts/install.mjs writes after building `build/Release/x.node`. */
+/** The sidecar that scripts/install.mjs writes after building `build/Release/x.node`. */
 export const buildInfoPath = (addon: string): string => `${addon}.json`
 
 /**
- * @internal The Node.js ABI (`process.versions.modules`) an addon was built for: from a
+ * The Node.js ABI (`process.versions.modules`) an addon was built for: from a
  * prebuild's `abiNNN` tag, or from the sidecar written when it was built here. `undefined` when
  * neither says (a build made by running node-gyp by hand).
  */
@@ -126,7 +124,7 @@ export const builtAbi = (addon: string): string | undefined => {
 }
 
 /**
- * @internal Loads the addon at `path`, refusing one built for another Node.js ABI before dlopen
+ * Loads the addon at `path`, refusing one built for another Node.js ABI before dlopen
  * sees it: the addon keeps V8 backing stores alive, which ties it to the V8 it was compiled
  * against, not only to N-API. Throws an Error with `code` ERR_ADDON_ABI_MISMATCH, or whatever
  * require throws (MODULE_NOT_FOUND, ERR_DLOPEN_FAILED).

@@ -1,8 +1,6 @@
 /**
  * The native driver's memory calls (memory.cc): page-aligned allocations and file mappings, the
  * memory that registrations pin.
- *
- * @internal
  */
 import type { Driver } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -10,7 +8,6 @@ import type { Binding } from "../RpmaBinding.js"
 import { attempt, rpma } from "./addon.js"
 import { mapFailure } from "./failures.js"
 
-/** @internal */
 export const memoryCalls = (binding: Binding): Pick<Driver, "allocate" | "free" | "mapFile" | "unmapFile"> => ({
   allocate: (size) => rpma("posix_memalign", () => binding.allocate(size)),
   // Core frees only what it allocated; anything else reaching here is a bug, hence a defect.

@@ -2,21 +2,19 @@
  * What both posting calls share (queues.ts for librpma's queues, cmEndpoint.ts for librdmacm's
  * endpoints): posting a list in order up to the first refusal, then one poll; and a completion
  * wait in the addon answered once, from the event loop.
- *
- * @internal
  */
-import type { Completion, CompletionsReady, PostOutcome } from "@effect-rdma/core/Driver"
+import type { Model } from "@effect-rdma/core/Driver"
 import type * as Exit from "effect/Exit"
 import * as ExitValue from "effect/Exit"
 import type { WaitCallback } from "../RpmaBinding.js"
 import type { LoopTurns } from "./loopTurns.js"
 
-const NONE: ReadonlyArray<Completion> = []
+const NONE: ReadonlyArray<Model.Completion> = []
 
 /** How one queue kind posts, polls and names its failures. */
 export interface Poster<R, E> {
   readonly post: (request: R) => void
-  readonly poll: () => ReadonlyArray<Completion>
+  readonly poll: () => ReadonlyArray<Model.Completion>
   /** The refusal of `request` (which threw `cause`). */
   readonly refused: (request: R, cause: unknown) => E
   /** The poll's failure. */
@@ -29,7 +27,7 @@ export interface Poster<R, E> {
  * Posts `requests` in order, stopping at the first refusal, then polls once (when anything was
  * posted: otherwise nothing new can be read). Never throws for a refusal.
  */
-export const postInOrder = <R, E>(requests: unknown, poster: Poster<R, E>, loop: LoopTurns): PostOutcome<E> => {
+export const postInOrder = <R, E>(requests: unknown, poster: Poster<R, E>, loop: LoopTurns): Model.PostOutcome<E> => {
   if (!Array.isArray(requests)) return { posted: 0, error: poster.notAList(), ready: NONE, queueError: undefined, turnDue: false }
   let posted = 0
   let error: E | undefined
@@ -63,9 +61,9 @@ export const afterPosting = <R, E>(
   error: E | undefined,
   poster: Poster<R, E>,
   loop: LoopTurns
-): PostOutcome<E> => {
+): Model.PostOutcome<E> => {
   if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
-  let ready: ReadonlyArray<Completion> = NONE
+  let ready: ReadonlyArray<Model.Completion> = NONE
   let queueError: E | undefined
   try {
     ready = poster.poll()
@@ -84,7 +82,7 @@ export const armOnce = <A, E>(
   start: (callback: WaitCallback<A>) => number,
   cancel: (id: number) => void,
   failure: (cause: unknown) => Exit.Exit<never, E>,
-  onReady: CompletionsReady<E>
+  onReady: Model.CompletionsReady<E>
 ): () => void => {
   let done = false
   let id: number | undefined
@@ -94,7 +92,7 @@ export const armOnce = <A, E>(
       if (done) return
       done = true
       onReady(
-        error === undefined || error === null ? ExitValue.succeed(value as ReadonlyArray<Completion>) : failure(error)
+        error === undefined || error === null ? ExitValue.succeed(value as ReadonlyArray<Model.Completion>) : failure(error)
       )
     })
   } catch (cause) {

@@ -4,11 +4,9 @@
  * and refuses anything but a receive where only receives go), and the completions of a connection
  * or a shared receive queue, read (pollCompletions) or waited for with a plain callback
  * (armCompletions): one mechanism for both, in the addon's completions.cc.
- *
- * @internal
  */
-import type { Completion, CompletionsReady, Driver, PostOutcome, WorkRequest } from "@effect-rdma/core/Driver"
-import type { RpmaError } from "@effect-rdma/core/RdmaError"
+import type { RdmaError } from "@effect-rdma/core"
+import type { Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type { Binding } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
@@ -29,26 +27,25 @@ const postOperations = {
  * The operation a work request names, for a failure the addon did not name (it names its own);
  * never throws (a getter or Proxy trap may).
  */
-const operationOf = (request: WorkRequest): string => {
+const operationOf = (request: Model.WorkRequest): string => {
   try {
     const op: unknown = typeof request === "object" && request !== null ? request.op : undefined
-    return typeof op === "string" && Object.hasOwn(postOperations, op) ? postOperations[op as WorkRequest["op"]] : "rpma_write"
+    return typeof op === "string" && Object.hasOwn(postOperations, op) ? postOperations[op as Model.WorkRequest["op"]] : "rpma_write"
   } catch {
     return "rpma_write"
   }
 }
 
 /** What postMany answers when it is not given an array, as the simulated driver does. */
-const notAList = (): RpmaError =>
+const notAList = (): RdmaError.RpmaError =>
   rpmaErrorOrThrow("rpma_post", invalidArgument("rpma_post", "the requests must be an array of work requests"))
 
-/** @internal */
 export const queueCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
 ): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions"> => ({
-  postMany: (queue, requests): PostOutcome =>
-    postInOrder<WorkRequest, RpmaError>(requests, {
+  postMany: (queue, requests): Model.PostOutcome =>
+    postInOrder<Model.WorkRequest, RdmaError.RpmaError>(requests, {
       post: (request) => binding.post(queue, request),
       // A connection request has no completion queue yet: the addon answers none.
       poll: () => binding.pollCompletions(queue),
@@ -59,9 +56,9 @@ export const queueCalls = (
   // Core polls right after each post: the event loop gets a turn first when the queue has kept
   // answering synchronously for too long (see LOOP_BUDGET_MS).
   pollCompletions: (queue) =>
-    Effect.zipRight(loop.fair, rpma("rpma_cq_get_wc", (): ReadonlyArray<Completion> => binding.pollCompletions(queue))),
+    Effect.zipRight(loop.fair, rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => binding.pollCompletions(queue))),
   // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
-  armCompletions: (queue, onReady: CompletionsReady) =>
+  armCompletions: (queue, onReady: Model.CompletionsReady) =>
     armOnce(
       (callback) => binding.waitCompletions(queue, callback),
       (id) => binding.cancelWait(queue, id),

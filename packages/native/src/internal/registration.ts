@@ -1,11 +1,8 @@
 /**
  * The native driver's registration calls (mr.cc): local regions, registered synchronously or, when
  * large, on a worker thread; their descriptors; remote regions made from descriptors.
- *
- * @internal
  */
-import type { Driver, MrRegistration, RemoteMrHandle } from "@effect-rdma/core/Driver"
-import { synchronousCall } from "@effect-rdma/core/Driver"
+import { type Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Binding } from "../RpmaBinding.js"
@@ -24,7 +21,6 @@ const isLarge = (memory: unknown): boolean => {
   }
 }
 
-/** @internal */
 export const registrationCalls = (binding: Binding): Pick<
   Driver,
   | "mrReg"
@@ -44,11 +40,11 @@ export const registrationCalls = (binding: Binding): Pick<
     // Pinning and unpinning are proportional to size (hundreds of milliseconds for 512 MiB): large
     // regions are registered and deregistered on a worker thread so that the event loop keeps
     // running. The rest is synchronous in the addon, so `now` makes those calls (and declines the large).
-    mrReg: synchronousCall(
+    mrReg: Model.synchronousCall(
       (peer, memory, usage) => {
         if (isLarge(memory)) return undefined
         try {
-          return Exit.succeed(as<MrRegistration>(binding.mrReg(peer, memory, usage)))
+          return Exit.succeed(as<Model.MrRegistration>(binding.mrReg(peer, memory, usage)))
         } catch (cause) {
           return rpmaExit("rpma_mr_reg", cause)
         }
@@ -57,11 +53,11 @@ export const registrationCalls = (binding: Binding): Pick<
         attemptPromise(() => binding.mrRegAsync(peer, memory, usage), rpmaFailure("rpma_mr_reg")).pipe(
           Effect.map((registered) => {
             large.add(registered.handle)
-            return as<MrRegistration>(registered)
+            return as<Model.MrRegistration>(registered)
           })
         )
     ),
-    mrDereg: synchronousCall(
+    mrDereg: Model.synchronousCall(
       (mr) => {
         if (large.has(mr)) return undefined
         try {
@@ -78,7 +74,7 @@ export const registrationCalls = (binding: Binding): Pick<
     mrGetPtr: (mr) => rpma("rpma_mr_get_ptr", () => binding.mrGetPtr(mr)),
     mrGetSize: (mr) => rpma("rpma_mr_get_size", () => binding.mrGetSize(mr)),
     mrRemoteFromDescriptor: (descriptor) =>
-      rpma("rpma_mr_remote_from_descriptor", () => as<RemoteMrHandle>(binding.mrRemoteFromDescriptor(descriptor))),
+      rpma("rpma_mr_remote_from_descriptor", () => as<Model.RemoteMrHandle>(binding.mrRemoteFromDescriptor(descriptor))),
     mrRemoteDelete: (mr) => rpma("rpma_mr_remote_delete", () => binding.mrRemoteDelete(mr)),
     mrRemoteGetSize: (mr) => rpma("rpma_mr_remote_get_size", () => binding.mrRemoteGetSize(mr)),
     mrRemoteGetFlushType: (mr) => rpma("rpma_mr_remote_get_flush_type", () => binding.mrRemoteGetFlushType(mr))

@@ -2,8 +2,6 @@
  * Conformance cases for when core reads an operation's arguments: when its Effect runs, for the
  * forms that post without waiting (postWrite, postRead, postSend, postRecv) as for the awaited ones
  * (write, read, send, recv). Building the Effect never throws nor decides anything.
- *
- * @internal
  */
 import { Connection, LocalMr, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
@@ -18,7 +16,6 @@ type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 const build = <A>(what: string, make: () => A): Effect.Effect<A, Error> =>
   Effect.try({ try: make, catch: (cause) => new Error(`${what} threw while building its Effect: ${String(cause)}`) })
 
-/** @internal */
 export const argumentCases: ReadonlyArray<Case> = [
   {
     name:

@@ -3,8 +3,6 @@
  * release order (regions before their endpoint, requests before their listener), a full queue,
  * a listener's waits when it goes, and an interruption storm over connect and get-request that
  * leaves nothing alive. The cases with two sides are in cmEndpointPairs.ts.
- *
- * @internal
  */
 import * as Driver from "@effect-rdma/core/Driver"
 import * as Clock from "effect/Clock"
@@ -26,7 +24,6 @@ const requested = (address: string, port: number) =>
     return { listener, client, connecting, request }
   })
 
-/** @internal */
 export const cmEndpointCases: ReadonlyArray<Case> = [
   {
     name: "cm endpoint: release order: an endpoint with a region, a listener with a live request → ResourceInUseError, both still usable",

@@ -5,12 +5,10 @@
  * listening, receives posted before accept and before connect, sends and receives (with two
  * segments), inline sends, immediate data, RDMA write and read checked byte for byte, unsignalled
  * requests, a forged or misused remote key, and a disconnect.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import { WcOpcode, WcFlags } from "@effect-rdma/core/Driver"
-import { WcStatus } from "@effect-rdma/core/RdmaError"
+import { Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { HalfContext, PairCase } from "./halves.js"
@@ -115,8 +113,8 @@ const refusedAccess = (
     readonly writable: ReturnType<typeof keyFrom>
     readonly readable: ReturnType<typeof keyFrom>
     readonly messages: ReturnType<typeof keyFrom>
-    readonly local: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array }
-  }) => Driver.CmWorkRequest
+    readonly local: { readonly mr: Driver.Model.CmMrHandle; readonly memory: Uint8Array }
+  }) => Driver.Model.CmWorkRequest
 ): PairCase => ({
   name,
   server: exposeRegions,
@@ -126,23 +124,22 @@ const refusedAccess = (
       const local = yield* region(ep, "msgs", 4096)
       yield* post(ep, [request({ writable, readable, messages, local })])
       const [refused] = yield* completions(ep, 1)
-      yield* expectCompletion(refused, { id: 1, status: WcStatus.REM_ACCESS_ERR }, "the refused request")
+      yield* expectCompletion(refused, { id: 1, status: RdmaError.WcStatus.REM_ACCESS_ERR }, "the refused request")
       yield* post(ep, [{ op: "send", id: 2, segments: [whole(local, 0, 8)] }])
       const [flushed] = yield* completions(ep, 1)
-      yield* expectCompletion(flushed, { id: 2, status: WcStatus.WR_FLUSH_ERR }, "a send after it")
+      yield* expectCompletion(flushed, { id: 2, status: RdmaError.WcStatus.WR_FLUSH_ERR }, "a send after it")
       yield* done(ctx)
     })
 })
 
 /** Request 1: a write of the local region's first `length` bytes to `remoteAddress` with `rkey`. */
 const writeOf = (
-  local: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array },
+  local: { readonly mr: Driver.Model.CmMrHandle; readonly memory: Uint8Array },
   remoteAddress: bigint,
   rkey: number,
   length: number
-): Driver.CmWorkRequest => ({ op: "write", id: 1, segments: [whole(local, 0, length)], remoteAddress, rkey })
+): Driver.Model.CmWorkRequest => ({ op: "write", id: 1, segments: [whole(local, 0, length)], remoteAddress, rkey })
 
-/** @internal */
 export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   {
     name: "cm endpoint: connect and accept with private data both ways (padded to 56 and 196), oversized private data refused, addresses",
@@ -282,9 +279,9 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
             return inbox
           }))
         const [first, second] = yield* completions(ep, 2)
-        yield* expectCompletion(first, { id: 1, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the first receive")
+        yield* expectCompletion(first, { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the first receive")
         yield* equal(text(inbox.memory.subarray(0, 4)), "ping", "the first message")
-        yield* expectCompletion(second, { id: 2, status: 0, opcode: WcOpcode.RECV, byteLength: 13 }, "the second receive")
+        yield* expectCompletion(second, { id: 2, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 13 }, "the second receive")
         yield* equal(
           text(inbox.memory.subarray(100, 105)) + text(inbox.memory.subarray(200, 208)),
           "hello, world!",
@@ -294,7 +291,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         inbox.memory.set(bytes("po"), 1000)
         inbox.memory.set(bytes("ng"), 2000)
         yield* post(ep, [{ op: "send", id: 3, segments: [whole(inbox, 1000, 2), whole(inbox, 2000, 2)] }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: WcOpcode.SEND }, "the answer")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: Model.WcOpcode.SEND }, "the answer")
         yield* untilDone(ctx)
         yield* d.cmDisconnect(ep)
       }),
@@ -315,9 +312,9 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         ])
         const got = yield* completions(ep, 3)
         const byId = new Map(got.map((wc) => [wc.id, wc]))
-        yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: WcOpcode.SEND }, "the first send")
-        yield* expectCompletion(byId.get(12), { id: 12, status: 0, opcode: WcOpcode.SEND }, "the two-segment send")
-        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the answer")
+        yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: Model.WcOpcode.SEND }, "the first send")
+        yield* expectCompletion(byId.get(12), { id: 12, status: 0, opcode: Model.WcOpcode.SEND }, "the two-segment send")
+        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the answer")
         yield* equal(text(buffers.memory.subarray(3000, 3004)), "pong", "the answer's bytes")
         yield* done(ctx)
       })
@@ -335,22 +332,22 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
             return inbox
           }))
         const [request] = yield* completions(ep, 1)
-        yield* expectCompletion(request, { id: 1, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the request")
+        yield* expectCompletion(request, { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the request")
         // The reply: the next request's receive and the echo, in one post, the receive first.
         const posted = yield* post(ep, [
           { op: "recv", id: 2, segments: [whole(inbox, 64, 64)] },
           { op: "send", id: 3, segments: [whole(inbox, 0, 4)] }
         ])
         yield* equal(posted, 2, "both halves of the reply posted")
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: WcOpcode.SEND }, "the echo")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: Model.WcOpcode.SEND }, "the echo")
         // Told that the client's refused call left a receive posted: a message for it.
         yield* ctx.channel.receive()
         inbox.memory.set(bytes("tail"), 200)
         yield* post(ep, [{ op: "send", id: 4, segments: [whole(inbox, 200, 4)] }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 4, status: 0, opcode: WcOpcode.SEND }, "the message for it")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 4, status: 0, opcode: Model.WcOpcode.SEND }, "the message for it")
         // The one message of the client's list refused at its second request, into the reply's receive.
         const [next] = yield* completions(ep, 1)
-        yield* expectCompletion(next, { id: 2, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the list's first send")
+        yield* expectCompletion(next, { id: 2, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the list's first send")
         yield* equal(text(inbox.memory.subarray(64, 68)), "next", "its bytes")
         yield* untilDone(ctx)
         yield* d.cmDisconnect(ep)
@@ -367,8 +364,8 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         yield* equal(posted, 2, "both halves of the call posted")
         const got = yield* completions(ep, 2)
         const byId = new Map(got.map((wc) => [wc.id, wc]))
-        yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: WcOpcode.SEND }, "the request")
-        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the answer")
+        yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: Model.WcOpcode.SEND }, "the request")
+        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the answer")
         yield* equal(text(buffers.memory.subarray(3000, 3004)), "ping", "the answer's bytes")
         // A call whose send the driver refuses (inline above the granted size): its receive was posted.
         const refused = yield* postOutcome(ep, [
@@ -378,7 +375,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         yield* equal(`${refused.posted} ${refused.error?.errnoName}`, "1 EINVAL", "the receive posted, the send refused")
         yield* ctx.channel.send({ refused: true })
         const [late] = yield* completions(ep, 1)
-        yield* expectCompletion(late, { id: 12, status: 0, opcode: WcOpcode.RECV, byteLength: 4 }, "the receive left posted")
+        yield* expectCompletion(late, { id: 12, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the receive left posted")
         yield* equal(text(buffers.memory.subarray(3100, 3104)), "tail", "the message it took")
         // A list of sends refused at its second (past its region's end): the first posted, none after
         // (a driver that posts a run of sends in one call keeps this order).
@@ -390,7 +387,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         ])
         yield* equal(`${partial.posted} ${partial.error?.errnoName}`, "1 EINVAL", "the list's outcome")
         const [first] = yield* completions(ep, 1)
-        yield* expectCompletion(first, { id: 14, status: 0, opcode: WcOpcode.SEND }, "the list's first send")
+        yield* expectCompletion(first, { id: 14, status: 0, opcode: Model.WcOpcode.SEND }, "the list's first send")
         yield* done(ctx)
       })
   },
@@ -423,7 +420,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         src.memory.set(bytes("inline!!"))
         yield* post(ep, [{ op: "send", id: 2, inline: true, segments: [whole(src, 0, 8)] }])
         src.memory.fill(0, 0, 8) // taken at post time: what arrives is still "inline!!"
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: WcOpcode.SEND }, "the inline send")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: Model.WcOpcode.SEND }, "the inline send")
         yield* done(ctx)
       })
   },
@@ -443,13 +440,13 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const target = yield* region(ep, "write", 4096)
         yield* ctx.channel.send({ target: keyOf(target.info) })
         const [sent, written] = yield* completions(ep, 2)
-        yield* expectCompletion(sent, { id: 1, status: 0, opcode: WcOpcode.RECV, byteLength: 3 }, "the send with imm")
-        yield* equal(sent!.flags & WcFlags.WITH_IMM, WcFlags.WITH_IMM, "the send's IBV_WC_WITH_IMM")
+        yield* expectCompletion(sent, { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 3 }, "the send with imm")
+        yield* equal(sent!.flags & Model.WcFlags.WITH_IMM, Model.WcFlags.WITH_IMM, "the send's IBV_WC_WITH_IMM")
         yield* equal(sent!.imm, 0xdeadbeef, "the send's immediate data")
         yield* equal(text(inbox.memory.subarray(0, 3)), "imm", "the send's bytes")
         yield* expectCompletion(
           written,
-          { id: 2, status: 0, opcode: WcOpcode.RECV_RDMA_WITH_IMM, byteLength: 7 },
+          { id: 2, status: 0, opcode: Model.WcOpcode.RECV_RDMA_WITH_IMM, byteLength: 7 },
           "the write with imm"
         )
         yield* equal(written!.imm, 42, "the write's immediate data")
@@ -476,7 +473,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           }
         ])
         const got = yield* completions(ep, 2)
-        yield* equal(got.map((wc) => `${wc.id}:${wc.status}:${wc.opcode}`).join(" "), `1:0:${WcOpcode.SEND} 2:0:${WcOpcode.RDMA_WRITE}`, "the client's completions")
+        yield* equal(got.map((wc) => `${wc.id}:${wc.status}:${wc.opcode}`).join(" "), `1:0:${Model.WcOpcode.SEND} 2:0:${Model.WcOpcode.RDMA_WRITE}`, "the client's completions")
         yield* ctx.channel.receive()
         yield* done(ctx)
       })
@@ -498,7 +495,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           remoteAddress: writable.address + 16n,
           rkey: writable.rkey
         }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: 0, opcode: WcOpcode.RDMA_WRITE }, "the write")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: 0, opcode: Model.WcOpcode.RDMA_WRITE }, "the write")
         yield* check(same(yield* peekWritten(ctx, 16, 300), data), "the written bytes on the server")
         yield* post(ep, [{
           op: "read",
@@ -507,7 +504,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           remoteAddress: readable.address + 3000n,
           rkey: readable.rkey
         }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: WcOpcode.RDMA_READ }, "the read")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: Model.WcOpcode.RDMA_READ }, "the read")
         const expected = pattern(4096, 3).subarray(3000, 4096)
         yield* check(
           same(local.memory.subarray(4096, 5096), expected.subarray(0, 1000)) &&
@@ -561,7 +558,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           }))
         yield* equal(yield* nextEvent(ep), "DISCONNECTED", "the server's event when the client disconnects")
         yield* d.cmDisconnect(ep)
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: WcStatus.WR_FLUSH_ERR }, "the server's receive")
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: RdmaError.WcStatus.WR_FLUSH_ERR }, "the server's receive")
         yield* ctx.channel.send({ checked: true })
       }),
     client: (ctx) =>

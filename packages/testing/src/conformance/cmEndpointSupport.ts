@@ -3,11 +3,9 @@
  * listeners, requests and regions as scoped resources (released in the page's order: regions,
  * then the endpoint, then the listener), posting that fails with its refusal, and a bounded wait
  * for completions.
- *
- * @internal
  */
+import type { RdmaError } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import type * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -15,8 +13,8 @@ import type * as Scope from "effect/Scope"
 import type { HalfContext } from "./halves.js"
 import { check, equal, text } from "./support.js"
 
-/** @internal A queue pair every case can use: small queues, two segments, some inline room. */
-export const config: Driver.CmEpConfig = {
+/** A queue pair every case can use: small queues, two segments, some inline room. */
+export const config: Driver.Model.CmEpConfig = {
   timeoutMs: 10_000,
   // 2^n - 1: what Soft-RoCE and mlx5 grant exactly (they round queues up to a power of two, less one).
   maxSendWr: 15,
@@ -26,13 +24,12 @@ export const config: Driver.CmEpConfig = {
   maxInlineData: 64
 }
 
-/** @internal The bound on a case's waits for a completion or an event. */
+/** The bound on a case's waits for a completion or an event. */
 export const WAIT = Duration.seconds(20)
 
-/** @internal */
 export const bytes = (s: string) => new TextEncoder().encode(s)
 
-/** @internal The errno an effect failed with (an RdmaCmError), its tag otherwise, or "success". */
+/** The errno an effect failed with (an RdmaCmError), its tag otherwise, or "success". */
 export const errnoOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
   Effect.map(Effect.exit(effect), (exit) =>
     Exit.isSuccess(exit)
@@ -43,26 +40,26 @@ export const errnoOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<
         : String((exit.cause.error as { _tag?: string })._tag)
       : `defect or interruption: ${String(exit.cause)}`)
 
-/** @internal Fails the case unless `effect` fails with errno `name` (e.g. "EINVAL"). */
+/** Fails the case unless `effect` fails with errno `name` (e.g. "EINVAL"). */
 export const expectErrno = <A, E, R>(effect: Effect.Effect<A, E, R>, name: string, what: string) =>
   Effect.flatMap(errnoOf(effect), (actual) => equal(actual, name, what))
 
-/** @internal A listener, destroyed with the scope. */
-export const listen = (address: string, port: number, cfg: Driver.CmEpConfig = config) =>
+/** A listener, destroyed with the scope. */
+export const listen = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(d.cmListen(address, port, cfg), (l) => Effect.ignore(d.cmListenerDestroy(l.handle))))
 
-/** @internal An active endpoint to `address:port`, destroyed with the scope. */
-export const endpoint = (address: string, port: number, cfg: Driver.CmEpConfig = config) =>
+/** An active endpoint to `address:port`, destroyed with the scope. */
+export const endpoint = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(d.cmEpCreate(address, port, cfg), (ep) => Effect.ignore(d.cmEpDestroy(ep))))
 
 /**
- * @internal The next request of a listener (within {@link WAIT}), destroyed with the scope. The
+ * The next request of a listener (within {@link WAIT}), destroyed with the scope. The
  * wait is interruptible (an acquireRelease's acquire is not); the release is registered, without
  * a gap, once a request came.
  */
-export const nextRequest = (listener: Driver.CmListenerHandle) =>
+export const nextRequest = (listener: Driver.Model.CmListenerHandle) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.tap(
@@ -73,8 +70,8 @@ export const nextRequest = (listener: Driver.CmListenerHandle) =>
       )
     ))
 
-/** @internal A region of `size` bytes registered on an endpoint, deregistered with the scope (before the endpoint). */
-export const region = (ep: Driver.CmEpHandle, kind: Driver.CmRegistrationKind, size: number) =>
+/** A region of `size` bytes registered on an endpoint, deregistered with the scope (before the endpoint). */
+export const region = (ep: Driver.Model.CmEpHandle, kind: Driver.Model.CmRegistrationKind, size: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.gen(function*() {
       const memory = new Uint8Array(size)
@@ -83,23 +80,23 @@ export const region = (ep: Driver.CmEpHandle, kind: Driver.CmRegistrationKind, s
       return { mr, memory, info }
     }))
 
-/** @internal A region's whole range as one segment. */
-export const whole = (r: { readonly mr: Driver.CmMrHandle; readonly memory: Uint8Array }, offset = 0, length?: number) => ({
+/** A region's whole range as one segment. */
+export const whole = (r: { readonly mr: Driver.Model.CmMrHandle; readonly memory: Uint8Array }, offset = 0, length?: number) => ({
   mr: r.mr,
   offset,
   length: length ?? r.memory.byteLength - offset
 })
 
 /** Completions taken by earlier posts or polls, kept per endpoint until a case waits for them. */
-const taken = new WeakMap<object, Array<Driver.Completion>>()
-const stash = (ep: Driver.CmEpHandle, completions: ReadonlyArray<Driver.Completion>) => {
+const taken = new WeakMap<object, Array<Driver.Model.Completion>>()
+const stash = (ep: Driver.Model.CmEpHandle, completions: ReadonlyArray<Driver.Model.Completion>) => {
   const list = taken.get(ep) ?? []
-  list.push(...completions)
+  for (const c of completions) list.push(c)
   taken.set(ep, list)
 }
 
-/** @internal cmPostMany of every request, failing with the refusal; the completions it returned are kept for {@link completions}. */
-export const post = (ep: Driver.CmEpHandle, requests: ReadonlyArray<Driver.CmWorkRequest>) =>
+/** cmPostMany of every request, failing with the refusal; the completions it returned are kept for {@link completions}. */
+export const post = (ep: Driver.Model.CmEpHandle, requests: ReadonlyArray<Driver.Model.CmWorkRequest>) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.suspend(() => {
       const outcome = d.cmPostMany(ep, requests)
@@ -107,26 +104,26 @@ export const post = (ep: Driver.CmEpHandle, requests: ReadonlyArray<Driver.CmWor
       return outcome.error !== undefined ? Effect.fail(outcome.error) : Effect.succeed(outcome.posted)
     }))
 
-/** @internal The outcome of cmPostMany (its completions kept for {@link completions}). */
-export const postOutcome = (ep: Driver.CmEpHandle, requests: ReadonlyArray<unknown>) =>
+/** The outcome of cmPostMany (its completions kept for {@link completions}). */
+export const postOutcome = (ep: Driver.Model.CmEpHandle, requests: ReadonlyArray<unknown>) =>
   Effect.map(Driver.RdmaDriver, (d) => {
-    const outcome = d.cmPostMany(ep, requests as ReadonlyArray<Driver.CmWorkRequest>)
+    const outcome = d.cmPostMany(ep, requests as ReadonlyArray<Driver.Model.CmWorkRequest>)
     stash(ep, outcome.ready)
     return outcome
   })
 
 /** One armed wait on the endpoint's completion channels. */
-const armed = (d: Driver.Driver, ep: Driver.CmEpHandle) =>
-  Effect.async<ReadonlyArray<Driver.Completion>, RdmaError.RdmaCmError>((resume) => {
+const armed = (d: Driver.Driver, ep: Driver.Model.CmEpHandle) =>
+  Effect.async<ReadonlyArray<Driver.Model.Completion>, RdmaError.RdmaCmError>((resume) => {
     const disarm = d.cmArmCompletions(ep, (exit) => resume(exit))
     return Effect.sync(disarm)
   })
 
 /**
- * @internal The next `n` completions of an endpoint (those its posts already returned first), in
+ * The next `n` completions of an endpoint (those its posts already returned first), in
  * the order they came, waiting on its channels within {@link WAIT}.
  */
-export const completions = (ep: Driver.CmEpHandle, n: number) =>
+export const completions = (ep: Driver.Model.CmEpHandle, n: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.gen(function*() {
       for (;;) {
@@ -140,9 +137,9 @@ export const completions = (ep: Driver.CmEpHandle, n: number) =>
       onTimeout: () => new Error(`${n} completion(s) did not come within ${Duration.format(WAIT)}`)
     })))
 
-/** @internal Fails the case unless the completion has this status (and, on success, opcode and length). */
+/** Fails the case unless the completion has this status (and, on success, opcode and length). */
 export const expectCompletion = (
-  wc: Driver.Completion | undefined,
+  wc: Driver.Model.Completion | undefined,
   expected: { readonly id: number; readonly status: number; readonly opcode?: number; readonly byteLength?: number },
   what: string
 ) =>
@@ -154,23 +151,23 @@ export const expectCompletion = (
     if (expected.byteLength !== undefined) yield* equal(wc!.byteLength, expected.byteLength, `${what}: byte_len`)
   })
 
-/** @internal The next event of an endpoint, within {@link WAIT}. */
-export const nextEvent = (ep: Driver.CmEpHandle) =>
+/** The next event of an endpoint, within {@link WAIT}. */
+export const nextEvent = (ep: Driver.Model.CmEpHandle) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     d.cmNextEvent(ep).pipe(Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no rdma_cm event came") })))
 
-/** @internal The leading bytes of a private data as text (what was sent, before rdma_cm's padding). */
+/** The leading bytes of a private data as text (what was sent, before rdma_cm's padding). */
 export const leading = (data: Uint8Array, length: number) => text(data.subarray(0, length))
 
 /**
- * @internal The server half's start: a listener, "listening" told to the client half, the next
+ * The server half's start: a listener, "listening" told to the client half, the next
  * request (private data checked); `beforeAccept` runs on the request before it is accepted with
  * "welcome".
  */
 export const serve = <A, E, R>(
   ctx: HalfContext,
-  beforeAccept: (ep: Driver.CmEpHandle) => Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly ep: Driver.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
+  beforeAccept: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
+): Effect.Effect<{ readonly ep: Driver.Model.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     const listener = yield* listen(ctx.address, ctx.port)
@@ -182,13 +179,13 @@ export const serve = <A, E, R>(
   })
 
 /**
- * @internal The client half's start: waits for "listening", makes an endpoint to the server half;
+ * The client half's start: waits for "listening", makes an endpoint to the server half;
  * `beforeConnect` runs on it before it connects with "hello".
  */
 export const join = <A, E, R>(
   ctx: HalfContext,
-  beforeConnect: (ep: Driver.CmEpHandle) => Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly ep: Driver.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
+  beforeConnect: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
+): Effect.Effect<{ readonly ep: Driver.Model.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     yield* ctx.channel.receive()
@@ -198,10 +195,9 @@ export const join = <A, E, R>(
     return { ep, before }
   })
 
-/** @internal A region's key as a message between the halves (bigints do not travel in JSON). */
-export const keyOf = (info: Driver.CmMrInfo) => ({ address: String(info.address), rkey: info.rkey, length: info.length })
+/** A region's key as a message between the halves (bigints do not travel in JSON). */
+export const keyOf = (info: Driver.Model.CmMrInfo) => ({ address: String(info.address), rkey: info.rkey, length: info.length })
 
-/** @internal */
 export const keyFrom = (m: { readonly address: string; readonly rkey: number; readonly length: number }) => ({
   address: BigInt(m.address),
   rkey: m.rkey,

@@ -2,10 +2,8 @@
  * The validation table's rows for librdmacm's verbs API: bad inputs to the endpoint calls, each
  * with the errno every driver must fail with. A row's tag is "RdmaCmError <errno name>" (every
  * failure of these calls is an RdmaCmError, so the errno is what tells them apart).
- *
- * @internal
  */
-import * as Driver from "@effect-rdma/core/Driver"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { config } from "./cmEndpointSupport.js"
@@ -63,7 +61,7 @@ const anEndpoint = (driver: Driver.Driver, address: string, port: number) =>
 
 /** cmPostMany of `requests` on a fresh endpoint (`make` given its region), its refusal as the Effect's failure. */
 const posting = (
-  make: (mr: Driver.CmMrHandle, other: Driver.CmMrHandle) => unknown,
+  make: (mr: Driver.Model.CmMrHandle, other: Driver.Model.CmMrHandle) => unknown,
   handle?: () => unknown
 ): Row["call"] =>
 ({ address, driver, port }) =>
@@ -74,7 +72,7 @@ const posting = (
     return outcome.error !== undefined ? yield* Effect.fail(outcome.error) : outcome.posted
   })
 
-const recv = (mr: Driver.CmMrHandle, extra?: object) => ({ op: "recv", id: 1, segments: [{ mr, offset: 0, length: 64 }], ...extra })
+const recv = (mr: Driver.Model.CmMrHandle, extra?: object) => ({ op: "recv", id: 1, segments: [{ mr, offset: 0, length: 64 }], ...extra })
 
 const table: ReadonlyArray<Row> = [
   ...[null, 42].map((address): Row => ({
@@ -258,7 +256,7 @@ const table: ReadonlyArray<Row> = [
         const ep = yield* Effect.acquireRelease(driver.cmEpCreate(address, port, config), (ep) => Effect.ignore(driver.cmEpDestroy(ep)))
         const mr = yield* driver.cmReg(ep, "msgs", new Uint8Array(64))
         yield* driver.cmDeregMr(mr)
-        const outcome = driver.cmPostMany(ep, [recv(mr) as Driver.CmWorkRequest])
+        const outcome = driver.cmPostMany(ep, [recv(mr) as Driver.Model.CmWorkRequest])
         return outcome.error !== undefined ? yield* Effect.fail(outcome.error) : outcome.posted
       }),
     tag: EINVAL
@@ -275,5 +273,5 @@ const table: ReadonlyArray<Row> = [
   }
 ] 
 
-/** @internal The rows, their failures tagged with their errno. */
+/** The rows, their failures tagged with their errno. */
 export const cmEndpointRows: ReadonlyArray<Row> = table.map((row) => ({ ...row, call: (ctx) => withErrno(row.call(ctx)) }))

@@ -1,7 +1,5 @@
 /**
  * Conformance cases for the batch data path.
- *
- * @internal
  */
 import { Connection, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
@@ -19,7 +17,6 @@ const pairWithSource = (address: string, port: number, sendQueueSize: number) =>
     return { ...pair, src }
   })
 
-/** @internal */
 export const dataPathCases: ReadonlyArray<Case> = [
   {
     name: "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing; prepared writes",

@@ -3,10 +3,9 @@
  * read of 8 bytes at the flush's offset, whatever its length: core places the read so that it fits
  * the region, and refuses a region too small for it, so that no flush fails on the device and takes
  * the connection with it.
- *
- * @internal
  */
-import { Connection, Driver, LocalMr, type Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, LocalMr, type Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Case } from "../Conformance.js"
@@ -17,14 +16,14 @@ import { check, equal, expectTag, messageOf, tagOf } from "./support.js"
  * The completion of request `id` posted on `conn` by the raw driver: from the post's own poll
  * (`ready`), else from the completion channel, within 10 s.
  */
-const completionOf = (d: Driver.Driver, conn: Driver.ConnHandle, ready: ReadonlyArray<Driver.Completion>, id: number) => {
-  const next: Effect.Effect<ReadonlyArray<Driver.Completion>, unknown> = Effect.async((resume) => {
+const completionOf = (d: Driver.Driver, conn: Driver.Model.ConnHandle, ready: ReadonlyArray<Driver.Model.Completion>, id: number) => {
+  const next: Effect.Effect<ReadonlyArray<Driver.Model.Completion>, unknown> = Effect.async((resume) => {
     const disarm = d.armCompletions(conn, (exit) => resume(exit))
     return Effect.sync(disarm)
   })
   const find = (
-    completions: ReadonlyArray<Driver.Completion>
-  ): Effect.Effect<Driver.Completion, unknown> => {
+    completions: ReadonlyArray<Driver.Model.Completion>
+  ): Effect.Effect<Driver.Model.Completion, unknown> => {
     const found = completions.find((c) => c.id === id)
     return found !== undefined ? Effect.succeed(found) : Effect.flatMap(next, find)
   }
@@ -43,7 +42,6 @@ const exposedOf = (serverPeer: Peer.Peer, size: number) =>
     return { target, remote }
   })
 
-/** @internal */
 export const flushRangeCases: ReadonlyArray<Case> = [
   {
     name:

@@ -3,10 +3,8 @@
  * messages (descriptors, "check your memory now") over a channel: run side by side in one process
  * over an in-memory channel ({@link inProcess}), or one per host over TCP by the two-host runner
  * (packages/native/test-pair), with the same names and the same checks.
- *
- * @internal
  */
-import type { Driver } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -15,17 +13,17 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import type { Case } from "../Conformance.js"
 
-/** @internal One message between the halves: a JSON object. */
+/** One message between the halves: a JSON object. */
 export type Message = { readonly [key: string]: any }
 
-/** @internal What the halves talk over. */
+/** What the halves talk over. */
 export interface Channel {
   readonly send: (message: Message) => Effect.Effect<void>
   /** The next message, within `seconds`; fails if the other half failed. */
   readonly receive: (seconds?: number) => Effect.Effect<Message, unknown>
 }
 
-/** @internal What a half knows. */
+/** What a half knows. */
 export interface HalfContext {
   /** This half's address. */
   readonly address: string
@@ -35,10 +33,8 @@ export interface HalfContext {
   readonly channel: Channel
 }
 
-/** @internal */
 export type Half = (ctx: HalfContext) => Effect.Effect<void, unknown, Driver.RdmaDriver | Scope.Scope>
 
-/** @internal */
 export interface PairCase {
   readonly name: string
   readonly server: Half
@@ -61,7 +57,7 @@ const channelOver = (inbox: Queue.Queue<Message>, outbox: Queue.Queue<Message>):
 })
 
 /**
- * @internal A pair case as one case: each half in a fiber of its own with a scope of its own (as
+ * A pair case as one case: each half in a fiber of its own with a scope of its own (as
  * on two hosts), over an in-memory channel; a half that fails tells the other, which stops waiting.
  */
 export const inProcess = (pairCase: PairCase): Case => ({

@@ -2,8 +2,6 @@
  * Conformance cases for core under interruption and in uninterruptible regions: a connect inside an
  * `acquireRelease` acquire (how a reconnecting session is built) returns once the connection is
  * established, and a receive posted on a request and interrupted at any point never loses its slot.
- *
- * @internal
  */
 import { Connection, Listener, LocalMr, Peer, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
@@ -24,7 +22,6 @@ const OPS_PER_TURN = 32
 const ATTEMPTS = 2 * OPS_PER_TURN
 const SLOT = 16
 
-/** @internal */
 export const interruptionCases: ReadonlyArray<Case> = [
   {
     name:

@@ -2,8 +2,6 @@
  * Curious peers (issue 19, item 7): an isolated endpoint's client reaches what its own peer
  * registered and nothing of another client's, even with that region's exact descriptor; its
  * endpoint takes one connection and then no longer listens.
- *
- * @internal
  */
 import { Admission, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Duration from "effect/Duration"
@@ -15,7 +13,6 @@ import { check, pattern, same, tagOf } from "./support.js"
 const remoteOf = (mr: LocalMr.LocalMr<"READ_SRC">) =>
   Effect.flatMap(LocalMr.descriptor(mr), (bytes) => Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.READ_SRC)))
 
-/** @internal */
 export const isolationCases: ReadonlyArray<Case> = [
   {
     name: "isolated endpoint: its client reads its own region, not another client's by its exact descriptor; one connection, then nothing listens",

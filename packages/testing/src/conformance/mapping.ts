@@ -2,8 +2,6 @@
  * Conformance cases for file mappings (Memory.mapFile): a shared mapping that reaches its file,
  * is never unmapped from under a registration, and fails with the same tagged reasons on every
  * driver. Each case works in a fresh temporary directory of its own.
- *
- * @internal
  */
 import { LocalMr, Memory, Peer, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
@@ -34,7 +32,6 @@ const reasonOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string
 const expectReason = <A, E, R>(effect: Effect.Effect<A, E, R>, reason: string, what: string) =>
   Effect.flatMap(reasonOf(effect), (actual) => equal(actual, reason, what))
 
-/** @internal */
 export const mappingCases: ReadonlyArray<Case> = [
   {
     name: "Memory.mapFile: created when missing, registrable, written back to the file and unmapped with its scope",

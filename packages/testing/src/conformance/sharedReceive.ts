@@ -2,8 +2,6 @@
  * Conformance cases for what a shared receive queue refuses before anything is posted: a receive
  * on a connection request taken with it, and a receive into a region of another peer. Each shows
  * that the refusal left the queue working.
- *
- * @internal
  */
 import { Connection, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
@@ -32,7 +30,6 @@ const delivered = (
     yield* check(dst.memory.subarray(0, length).every((b) => b === fill), "the bytes landed in the queue's region")
   })
 
-/** @internal */
 export const sharedReceiveCases: ReadonlyArray<Case> = [
   {
     name: "shared receive queue: Listener.postRecv on a request taken with it is refused naming the queue; " +

@@ -4,26 +4,23 @@
  * posted (EINVAL for a malformed request, a region of another endpoint, too many segments, an
  * inline send above the granted size, a send before the connection; ENOMEM for a full queue),
  * then posted on the endpoint's queue pair, with the fault plan's failures applied.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import type * as RdmaError from "@effect-rdma/core/RdmaError"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as QueuePair from "./cmQueuePair.js"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 
-const EINVAL = 22
-const ENOMEM = 12
+const { EINVAL, ENOMEM } = RdmaError.Errno
 const UINT32_MAX = 4294967295
-const NONE: ReadonlyArray<Driver.Completion> = []
+const NONE: ReadonlyArray<Driver.Model.Completion> = []
 
 /** Synchronous posts in a row before the driver asks for a turn of the event loop (as network.ts). */
 const LOOP_BUDGET_CALLS = 256
 
-const operationOf = (op: Driver.CmWorkRequest["op"]): fabric.CmPostOperation => `rdma_post_${op}`
+const operationOf = (op: Driver.Model.CmWorkRequest["op"]): fabric.CmPostOperation => `rdma_post_${op}`
 
 const isIndex = (value: unknown, max: number) =>
   typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= max
@@ -35,8 +32,8 @@ const isIndex = (value: unknown, max: number) =>
 const readRequest = (
   value: unknown,
   ep: fabric.CmEp,
-  config: Driver.CmEpConfig
-): Driver.CmWorkRequest | string => {
+  config: Driver.Model.CmEpConfig
+): Driver.Model.CmWorkRequest | string => {
   if (typeof value !== "object" || value === null) return "the work request must be an object"
   let raw: Record<string, unknown>
   try {
@@ -56,21 +53,21 @@ const readRequest = (
   }
   const op = raw.op
   if (op !== "send" && op !== "recv" && op !== "write" && op !== "read") {
-    return `unknown work request ${DriverArguments.show(op)}: expected "send", "recv", "write" or "read"`
+    return `unknown work request ${Arguments.show(op)}: expected "send", "recv", "write" or "read"`
   }
   if (typeof raw.id !== "number") return "id must be a number"
-  const segments: Array<Driver.CmSegment> = []
+  const segments: Array<Driver.Model.CmSegment> = []
   try {
     if (!Array.isArray(raw.segments)) return "segments must be an array of { mr, offset, length }"
     for (const s of Array.from(raw.segments as ReadonlyArray<unknown>)) {
       if (typeof s !== "object" || s === null) return "a segment must be an object { mr, offset, length }"
-      const { length, mr: mrValue, offset } = s as Driver.CmSegment
+      const { length, mr: mrValue, offset } = s as Driver.Model.CmSegment
       const mr = fabric.asHandle(mrValue, "CmMr")
       if (mr === undefined) return "a segment's mr must be a region (from cmReg)"
       if (!mr.alive) return "a segment's region was already deregistered"
       if (mr.cmId !== ep) return "a segment's region is registered on another endpoint's protection domain: register it on this one"
-      if (!isIndex(offset, Number.MAX_SAFE_INTEGER)) return `a segment's offset ${DriverArguments.show(offset)} is not an integer from 0`
-      if (!isIndex(length, UINT32_MAX)) return `a segment's length ${DriverArguments.show(length)} is not an integer from 0 to ${UINT32_MAX}`
+      if (!isIndex(offset, Number.MAX_SAFE_INTEGER)) return `a segment's offset ${Arguments.show(offset)} is not an integer from 0`
+      if (!isIndex(length, UINT32_MAX)) return `a segment's length ${Arguments.show(length)} is not an integer from 0 to ${UINT32_MAX}`
       // As the native driver: refused before the device's lkey check would fail it (LOC_PROT_ERR).
       if (offset + length > mr.memory.byteLength) {
         return `a segment (offset ${offset}, length ${length}) passes its region's end (${mr.memory.byteLength} bytes)`
@@ -86,7 +83,7 @@ const readRequest = (
   // A receive has no immediate data, inline flag or signal to read (the native driver ignores them too).
   if (op === "recv") return { op, id: raw.id, segments }
   if (raw.imm !== undefined && (op === "read" || !isIndex(raw.imm, UINT32_MAX))) {
-    return op === "read" ? "immediate data goes with a send or a write only" : `imm ${DriverArguments.show(raw.imm)} is not a 32-bit unsigned integer`
+    return op === "read" ? "immediate data goes with a send or a write only" : `imm ${Arguments.show(raw.imm)} is not a 32-bit unsigned integer`
   }
   if (raw.inline !== undefined && (op === "read" || typeof raw.inline !== "boolean")) {
     return op === "read" ? "a read cannot be inline" : "inline must be a boolean"
@@ -100,19 +97,18 @@ const readRequest = (
   }
   const imm = raw.imm as number | undefined
   const inline = raw.inline as boolean | undefined
-  const completion = raw.completion as Driver.Signal | undefined
+  const completion = raw.completion as Driver.Model.Signal | undefined
   if (op === "send") return { op, id: raw.id, segments, imm, inline, completion }
   if (typeof raw.remoteAddress !== "bigint" || raw.remoteAddress < 0n || raw.remoteAddress >= 2n ** 64n) {
     return "remoteAddress must be a bigint from 0 to 2^64 - 1"
   }
-  if (!isIndex(raw.rkey, UINT32_MAX)) return `rkey ${DriverArguments.show(raw.rkey)} is not a 32-bit unsigned integer`
+  if (!isIndex(raw.rkey, UINT32_MAX)) return `rkey ${Arguments.show(raw.rkey)} is not a 32-bit unsigned integer`
   const remote = { remoteAddress: raw.remoteAddress, rkey: raw.rkey as number }
   return op === "write"
     ? { op, id: raw.id, segments, ...remote, imm, inline, completion }
     : { op, id: raw.id, segments, ...remote, completion }
 }
 
-/** @internal */
 export const cmPostCalls = (
   world: fabric.Fabric,
   tools: Tools,

@@ -5,13 +5,10 @@
  * side (librdmacm's default RNR retry is infinite), a remote read or write is checked against the
  * other side's registrations (rkey, bounds, what its rdma_reg_* call allows), and a failed request
  * puts the queue pair in the error state, where everything posted completes with WR_FLUSH_ERR.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import { WcFlags, WcOpcode } from "@effect-rdma/core/Driver"
-import type { RdmaCmError } from "@effect-rdma/core/RdmaError"
-import { WcStatus } from "@effect-rdma/core/RdmaError"
+import { Model } from "@effect-rdma/core/Driver"
 import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import type * as wire from "./wire.js"
@@ -19,12 +16,12 @@ import type * as wire from "./wire.js"
 /** A receive waiting for a message: where the bytes go. */
 interface PostedRecv {
   readonly id: number
-  readonly segments: ReadonlyArray<Driver.CmSegment>
+  readonly segments: ReadonlyArray<Driver.Model.CmSegment>
 }
 
 /** A send-queue request, in the queue until it has run. */
 interface SendJob {
-  readonly wr: Exclude<Driver.CmWorkRequest, { readonly op: "recv" }>
+  readonly wr: Exclude<Driver.Model.CmWorkRequest, { readonly op: "recv" }>
   /** Its place in the send queue's order (what an unsignalled request's slot waits on). */
   readonly seq: number
   readonly signalled: boolean
@@ -35,30 +32,29 @@ interface SendJob {
 }
 
 /**
- * @internal The other side's half of a send-queue request, as plain data (what crosses to another
+ * The other side's half of a send-queue request, as plain data (what crosses to another
  * process when the connected queue pair is there): what it does to that side's receives or memory.
  */
 export type Reach = wire.CmReach
 
-/** @internal What the other side answers: a status, the bytes a read took, or undefined while a receive is awaited. */
+/** What the other side answers: a status, the bytes a read took, or undefined while a receive is awaited. */
 export type Reached = number | Uint8Array | undefined
 
-/** @internal A connected queue pair in another process: where the send queue's first request's half goes. */
+/** A connected queue pair in another process: where the send queue's first request's half goes. */
 export interface FarPeer {
   readonly post: (reach: Reach) => void
   /** The most bytes one request may carry to it (the network's frame less its envelope). */
   readonly maxMessageSize: number
 }
 
-/** @internal */
 export interface QueuePair {
   readonly ep: fabric.CmEp
-  readonly config: Driver.CmEpConfig
+  readonly config: Driver.Model.CmEpConfig
   /** "init" until the connection is established: receives may be posted, nothing else. */
   state: "init" | "ready" | "error"
   /** The connected queue pair; it stays after a disconnect (a request to it then fails as on a wire). */
   peer: QueuePair | undefined
-  readonly completions: CompletionQueue.CompletionQueue<RdmaCmError>
+  readonly completions: CompletionQueue.CompletionQueue<RdmaError.RdmaCmError>
   readonly recvs: Array<PostedRecv>
   /** Send-queue requests not yet run, in order: the first may wait for a receive on the other side. */
   readonly sendQueue: Array<SendJob>
@@ -81,10 +77,10 @@ export interface QueuePair {
 }
 
 /** Which queue and request each completion belongs to, for the slot it frees when taken. */
-const origins = new WeakMap<Driver.Completion, { readonly recv: true } | { readonly recv: false; readonly seq: number }>()
+const origins = new WeakMap<Driver.Model.Completion, { readonly recv: true } | { readonly recv: false; readonly seq: number }>()
 
 /** The completions taken: their slots are free, and those of the unsignalled requests before them. */
-const freeSlots = (qp: QueuePair, taken: ReadonlyArray<Driver.Completion>) => {
+const freeSlots = (qp: QueuePair, taken: ReadonlyArray<Driver.Model.Completion>) => {
   for (const wc of taken) {
     const origin = origins.get(wc)
     if (origin === undefined) continue
@@ -99,14 +95,13 @@ const freeSlots = (qp: QueuePair, taken: ReadonlyArray<Driver.Completion>) => {
   }
 }
 
-/** @internal */
-export const make = (ep: fabric.CmEp, config: Driver.CmEpConfig): QueuePair => {
+export const make = (ep: fabric.CmEp, config: Driver.Model.CmEpConfig): QueuePair => {
   const qp: QueuePair = {
     ep,
     config,
     state: "init",
     peer: undefined,
-    completions: CompletionQueue.make<RdmaCmError>((taken) => freeSlots(qp, taken)),
+    completions: CompletionQueue.make<RdmaError.RdmaCmError>((taken) => freeSlots(qp, taken)),
     recvs: [],
     sendQueue: [],
     recvSlots: 0,
@@ -120,28 +115,28 @@ export const make = (ep: fabric.CmEp, config: Driver.CmEpConfig): QueuePair => {
   return qp
 }
 
-/** @internal Whether a request of this kind finds a free slot (else the post is refused with ENOMEM). */
-export const hasRoom = (qp: QueuePair, op: Driver.CmWorkRequest["op"]): boolean =>
+/** Whether a request of this kind finds a free slot (else the post is refused with ENOMEM). */
+export const hasRoom = (qp: QueuePair, op: Driver.Model.CmWorkRequest["op"]): boolean =>
   op === "recv" ? qp.recvSlots < qp.config.maxRecvWr : qp.sendSlots.size < qp.config.maxSendWr
 
 /** An ibv_wc: no opcode on a failure; immediate data with its flag. */
-const completion = (id: number, status: number, opcode: number, byteLength = 0, imm?: number): Driver.Completion =>
-  imm === undefined || status !== WcStatus.SUCCESS
-    ? { id, status, byteLength, opcode: status === WcStatus.SUCCESS ? opcode : -1, flags: 0 }
-    : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
+const completion = (id: number, status: number, opcode: number, byteLength = 0, imm?: number): Driver.Model.Completion =>
+  imm === undefined || status !== RdmaError.WcStatus.SUCCESS
+    ? { id, status, byteLength, opcode: status === RdmaError.WcStatus.SUCCESS ? opcode : -1, flags: 0 }
+    : { id, status, byteLength, opcode, flags: Model.WcFlags.WITH_IMM, imm }
 
-const completeRecv = (qp: QueuePair, wc: Driver.Completion) => {
+const completeRecv = (qp: QueuePair, wc: Driver.Model.Completion) => {
   origins.set(wc, { recv: true })
   qp.completions.push(wc)
 }
 
 const opcodeOf = (op: SendJob["wr"]["op"]): number =>
-  op === "send" ? WcOpcode.SEND : op === "write" ? WcOpcode.RDMA_WRITE : WcOpcode.RDMA_READ
+  op === "send" ? Model.WcOpcode.SEND : op === "write" ? Model.WcOpcode.RDMA_WRITE : Model.WcOpcode.RDMA_READ
 
 /** The send queue's first request has run: its completion (unless it succeeded unsignalled), and it leaves the queue. */
 const completeSend = (qp: QueuePair, status: number) => {
   const job = qp.sendQueue.shift()!
-  if (status === WcStatus.SUCCESS && !job.signalled) return
+  if (status === RdmaError.WcStatus.SUCCESS && !job.signalled) return
   const wc = completion(job.wr.id, status, opcodeOf(job.wr.op))
   origins.set(wc, { recv: false, seq: job.seq })
   qp.completions.push(wc)
@@ -150,22 +145,22 @@ const completeSend = (qp: QueuePair, status: number) => {
 /** Every request still in the send queue completes with WR_FLUSH_ERR. */
 const flushSendQueue = (qp: QueuePair) => {
   qp.awaiting = false
-  while (qp.sendQueue.length > 0) completeSend(qp, WcStatus.WR_FLUSH_ERR)
+  while (qp.sendQueue.length > 0) completeSend(qp, RdmaError.WcStatus.WR_FLUSH_ERR)
 }
 
 /**
- * @internal The queue pair goes to the error state: its posted receives and its send queue
+ * The queue pair goes to the error state: its posted receives and its send queue
  * complete with WR_FLUSH_ERR; a send of the other side waiting for a receive here then fails there
  * as a send to a dead responder does (its retries run out: RETRY_EXC_ERR).
  */
 export const toError = (qp: QueuePair): void => {
   if (qp.state === "error") return
   qp.state = "error"
-  for (const recv of qp.recvs.splice(0)) completeRecv(qp, completion(recv.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV))
+  for (const recv of qp.recvs.splice(0)) completeRecv(qp, completion(recv.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV))
   flushSendQueue(qp)
   if (qp.peer !== undefined) run(qp.peer)
   // The far side's requests waiting here fail there as they would against this queue pair in one process.
-  for (const waiting of qp.incoming.splice(0)) waiting.answer(WcStatus.RETRY_EXC_ERR)
+  for (const waiting of qp.incoming.splice(0)) waiting.answer(RdmaError.WcStatus.RETRY_EXC_ERR)
 }
 
 /** A request fails: its completion, and the queue pair in error (the rest of the queue flushed). */
@@ -174,13 +169,13 @@ const fail = (qp: QueuePair, status: number) => {
   toError(qp)
 }
 
-/** @internal Ready to send to a queue pair in another process (ESTABLISHED there). */
+/** Ready to send to a queue pair in another process (ESTABLISHED there). */
 export const connectFar = (qp: QueuePair, far: FarPeer): void => {
   qp.far = far
   if (qp.state === "init") qp.state = "ready"
 }
 
-/** @internal Both queue pairs ready to send to each other (ESTABLISHED). */
+/** Both queue pairs ready to send to each other (ESTABLISHED). */
 export const connect = (a: QueuePair, b: QueuePair): void => {
   a.peer = b
   b.peer = a
@@ -188,8 +183,8 @@ export const connect = (a: QueuePair, b: QueuePair): void => {
   if (b.state === "init") b.state = "ready"
 }
 
-/** @internal The queue pair is destroyed: nothing more is delivered to it, and nothing waits on it. */
-export const destroy = (qp: QueuePair, error: RdmaCmError): void => {
+/** The queue pair is destroyed: nothing more is delivered to it, and nothing waits on it. */
+export const destroy = (qp: QueuePair, error: RdmaError.RdmaCmError): void => {
   toError(qp)
   qp.completions.close(error)
 }
@@ -199,13 +194,13 @@ export const destroy = (qp: QueuePair, error: RdmaCmError): void => {
  * the request completes (deregistered meanwhile, its memory still serves the request, as the
  * native driver keeps it).
  */
-const bytesOf = (segment: Driver.CmSegment): Uint8Array => {
+const bytesOf = (segment: Driver.Model.CmSegment): Uint8Array => {
   const mr = fabric.asHandle(segment.mr, "CmMr")!
   return mr.memory.subarray(segment.offset, segment.offset + segment.length)
 }
 
 /** The gathered bytes of a request's segments (a copy). */
-const gather = (segments: ReadonlyArray<Driver.CmSegment>): Uint8Array => {
+const gather = (segments: ReadonlyArray<Driver.Model.CmSegment>): Uint8Array => {
   const parts = segments.map(bytesOf)
   const all = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
   let at = 0
@@ -217,9 +212,9 @@ const gather = (segments: ReadonlyArray<Driver.CmSegment>): Uint8Array => {
 }
 
 /** Scatters `bytes` over the segments; LOC_LEN_ERR when they do not fit. */
-const scatter = (segments: ReadonlyArray<Driver.CmSegment>, bytes: Uint8Array): number => {
+const scatter = (segments: ReadonlyArray<Driver.Model.CmSegment>, bytes: Uint8Array): number => {
   const capacity = segments.reduce((n, s) => n + s.length, 0)
-  if (bytes.byteLength > capacity) return WcStatus.LOC_LEN_ERR
+  if (bytes.byteLength > capacity) return RdmaError.WcStatus.LOC_LEN_ERR
   let at = 0
   for (const segment of segments) {
     if (at >= bytes.byteLength) break
@@ -227,7 +222,7 @@ const scatter = (segments: ReadonlyArray<Driver.CmSegment>, bytes: Uint8Array): 
     bytesOf(segment).set(part)
     at += part.byteLength
   }
-  return WcStatus.SUCCESS
+  return RdmaError.WcStatus.SUCCESS
 }
 
 /**
@@ -238,10 +233,10 @@ const remoteTarget = (other: QueuePair, rkey: number, address: bigint, length: n
   for (const mr of other.ep.regions) {
     if (!mr.alive || mr.access !== access || mr.rkey !== rkey) continue
     const end = mr.address + BigInt(mr.memory.byteLength)
-    if (address < mr.address || address + BigInt(length) > end) return WcStatus.REM_ACCESS_ERR
+    if (address < mr.address || address + BigInt(length) > end) return RdmaError.WcStatus.REM_ACCESS_ERR
     return mr.memory.subarray(Number(address - mr.address), Number(address - mr.address) + length)
   }
-  return WcStatus.REM_ACCESS_ERR
+  return RdmaError.WcStatus.REM_ACCESS_ERR
 }
 
 /**
@@ -252,18 +247,18 @@ const deliver = (other: QueuePair, bytes: Uint8Array, imm: number | undefined, w
   const recv = other.recvs.shift()
   if (recv === undefined) return undefined
   const status = scatter(recv.segments, bytes)
-  if (status !== WcStatus.SUCCESS) {
-    completeRecv(other, completion(recv.id, status, WcOpcode.RECV))
+  if (status !== RdmaError.WcStatus.SUCCESS) {
+    completeRecv(other, completion(recv.id, status, Model.WcOpcode.RECV))
     toError(other)
-    return WcStatus.REM_INV_REQ_ERR
+    return RdmaError.WcStatus.REM_INV_REQ_ERR
   }
   completeRecv(
     other,
     written === undefined
-      ? completion(recv.id, WcStatus.SUCCESS, WcOpcode.RECV, bytes.byteLength, imm)
-      : completion(recv.id, WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, written, imm)
+      ? completion(recv.id, RdmaError.WcStatus.SUCCESS, Model.WcOpcode.RECV, bytes.byteLength, imm)
+      : completion(recv.id, RdmaError.WcStatus.SUCCESS, Model.WcOpcode.RECV_RDMA_WITH_IMM, written, imm)
   )
-  return WcStatus.SUCCESS
+  return RdmaError.WcStatus.SUCCESS
 }
 
 /**
@@ -273,7 +268,7 @@ const deliver = (other: QueuePair, bytes: Uint8Array, imm: number | undefined, w
  */
 const reach = (other: QueuePair, r: Reach): Reached => {
   // The responder is gone: the requester's retries run out.
-  if (other.state === "error") return WcStatus.RETRY_EXC_ERR
+  if (other.state === "error") return RdmaError.WcStatus.RETRY_EXC_ERR
   if (r.op === "send") return deliver(other, r.bytes, r.imm, undefined)
   const target = remoteTarget(other, r.rkey, r.remoteAddress, r.length, r.op)
   if (typeof target === "number") {
@@ -285,7 +280,7 @@ const reach = (other: QueuePair, r: Reach): Reached => {
   if (r.op === "write" && r.imm !== undefined && other.recvs.length === 0) return undefined
   if (r.op === "read") return target.slice()
   target.set(r.bytes)
-  return r.imm !== undefined ? deliver(other, new Uint8Array(0), r.imm, r.length) : WcStatus.SUCCESS
+  return r.imm !== undefined ? deliver(other, new Uint8Array(0), r.imm, r.length) : RdmaError.WcStatus.SUCCESS
 }
 
 /** The requester's half: what the request asks of the other side. */
@@ -304,7 +299,7 @@ const reachOf = (job: SendJob): Reach => {
 
 /** The answer as the requester's status: a read's bytes land in its segments. */
 const landed = (job: SendJob, result: number | Uint8Array): number =>
-  typeof result === "number" ? result : (scatter(job.wr.segments, result), WcStatus.SUCCESS)
+  typeof result === "number" ? result : (scatter(job.wr.segments, result), RdmaError.WcStatus.SUCCESS)
 
 /** The outcome of the send queue's first request, or undefined while it waits (for a receive, or the far side's answer). */
 const execute = (qp: QueuePair, job: SendJob): number | undefined => {
@@ -323,18 +318,18 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
   return result === undefined ? undefined : landed(job, result)
 }
 
-/** @internal The far side's answer to the send queue's first request; the queue runs on. */
+/** The far side's answer to the send queue's first request; the queue runs on. */
 export const settle = (qp: QueuePair, result: number | Uint8Array): void => {
   // Flushed meanwhile (the queue pair went to the error state): the answer comes too late.
   if (!qp.awaiting || qp.state !== "ready" || qp.sendQueue.length === 0) return
   qp.awaiting = false
   const status = landed(qp.sendQueue[0]!, result)
-  if (status === WcStatus.SUCCESS) completeSend(qp, status)
+  if (status === RdmaError.WcStatus.SUCCESS) completeSend(qp, status)
   else fail(qp, status)
   run(qp)
 }
 
-/** @internal A request of the far side arrives here: answered now, or once a receive is posted. */
+/** A request of the far side arrives here: answered now, or once a receive is posted. */
 export const received = (qp: QueuePair, r: Reach, answer: (result: number | Uint8Array) => void): void => {
   if (qp.incoming.length === 0) {
     const result = reach(qp, r)
@@ -360,7 +355,7 @@ const run = (qp: QueuePair): void => {
     while (qp.state === "ready" && qp.sendQueue.length > 0) {
       const status = execute(qp, qp.sendQueue[0]!)
       if (status === undefined) return
-      if (status === WcStatus.SUCCESS) completeSend(qp, status)
+      if (status === RdmaError.WcStatus.SUCCESS) completeSend(qp, status)
       else fail(qp, status)
     }
   } finally {
@@ -369,16 +364,16 @@ const run = (qp: QueuePair): void => {
 }
 
 /**
- * @internal Posts a request the caller has checked (its segments are this endpoint's regions, the
+ * Posts a request the caller has checked (its segments are this endpoint's regions, the
  * queue has room, a send-queue request only once connected). `planned`: a fault plan's completion
  * status instead of the request's own outcome.
  */
-export const post = (qp: QueuePair, wr: Driver.CmWorkRequest, planned?: number): void => {
+export const post = (qp: QueuePair, wr: Driver.Model.CmWorkRequest, planned?: number): void => {
   if (wr.op === "recv") {
     qp.recvSlots++
-    if (qp.state === "error") return completeRecv(qp, completion(wr.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV))
+    if (qp.state === "error") return completeRecv(qp, completion(wr.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV))
     if (planned !== undefined) {
-      completeRecv(qp, completion(wr.id, planned, WcOpcode.RECV))
+      completeRecv(qp, completion(wr.id, planned, Model.WcOpcode.RECV))
       return toError(qp)
     }
     qp.recvs.push({ id: wr.id, segments: wr.segments })

@@ -4,37 +4,34 @@
  * completion arriving while a wait is armed signals the channel, and the wait is answered on a
  * later turn of the event loop with what is queued then (if a poll took everything in between, the
  * wait goes on).
- *
- * @internal
  */
+import type { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import type { RpmaError } from "@effect-rdma/core/RdmaError"
 import * as Exit from "effect/Exit"
 
-/** @internal */
-export interface CompletionQueue<E = RpmaError> {
+export interface CompletionQueue<E = RdmaError.RpmaError> {
   /** Queues a completion; an armed wait is answered on a later turn. */
-  readonly push: (completion: Driver.Completion) => void
+  readonly push: (completion: Driver.Model.Completion) => void
   /** rpma_cq_get_wc: everything queued, possibly none; `onTaken` lets go of what they held. */
-  readonly drain: () => ReadonlyArray<Driver.Completion>
+  readonly drain: () => ReadonlyArray<Driver.Model.Completion>
   /** Arms the channel: `onReady` once, on a later turn; the returned function disarms. */
-  readonly arm: (onReady: Driver.CompletionsReady<E>) => () => void
+  readonly arm: (onReady: Driver.Model.CompletionsReady<E>) => () => void
   /** The queue is deleted: every armed wait hears `error` at once, and nothing is answered after. */
   readonly close: (error: E) => void
 }
 
-const NONE: ReadonlyArray<Driver.Completion> = []
+const NONE: ReadonlyArray<Driver.Model.Completion> = []
 
-/** @internal `onTaken`: the completions a poll or an answered wait returns, to let go of what they held. */
-export const make = <E = RpmaError>(
-  onTaken: (taken: ReadonlyArray<Driver.Completion>) => void
+/** `onTaken`: the completions a poll or an answered wait returns, to let go of what they held. */
+export const make = <E = RdmaError.RpmaError>(
+  onTaken: (taken: ReadonlyArray<Driver.Model.Completion>) => void
 ): CompletionQueue<E> => {
-  let queue: Array<Driver.Completion> = []
-  const waiters: Array<Driver.CompletionsReady<E>> = []
+  let queue: Array<Driver.Model.Completion> = []
+  const waiters: Array<Driver.Model.CompletionsReady<E>> = []
   let signalled = false
   let closed = false
 
-  const drain = (): ReadonlyArray<Driver.Completion> => {
+  const drain = (): ReadonlyArray<Driver.Model.Completion> => {
     if (queue.length === 0) return NONE
     const all = queue
     queue = []
@@ -78,8 +75,8 @@ export const make = <E = RpmaError>(
   }
 }
 
-/** @internal Never during the call, as the addon answers: a refused handle's wait hears it on a later turn. */
-export const refusedWait = <E>(error: E, onReady: Driver.CompletionsReady<E>): () => void => {
+/** Never during the call, as the addon answers: a refused handle's wait hears it on a later turn. */
+export const refusedWait = <E>(error: E, onReady: Driver.Model.CompletionsReady<E>): () => void => {
   let disarmed = false
   setImmediate(() => disarmed || onReady(Exit.fail(error)))
   return () => {

@@ -3,11 +3,9 @@
  * memory when mapped and writes it back when unmapped (the msync), with the native driver's checks
  * and errors. Unlike a real shared mapping, the file does not see the writes before the unmap,
  * and devices (a device DAX) are refused: only regular files can be simulated.
- *
- * @internal
  */
-import type { MapFileRequest } from "@effect-rdma/core/Driver"
-import { type MapFileError, mapFileError } from "@effect-rdma/core/RdmaError"
+import { RdmaError } from "@effect-rdma/core"
+import type { Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import { constants as bufferConstants } from "node:buffer"
 import * as fs from "node:fs"
@@ -17,21 +15,20 @@ const pageSize = 4096
 /** What the native driver refuses too: a Uint8Array's limit on this Node.js (v8::TypedArray::kMaxLength). */
 const maxLength = bufferConstants.MAX_LENGTH
 
-/** @internal */
 export const makeFiles = () => {
   const mapped = new WeakMap<ArrayBufferLike, { readonly path: string; readonly offset: number }>()
   let live = 0
 
   const fail = (path: string, operation: string, reason: string | undefined, errno: number, detail?: string) =>
-    Effect.fail(mapFileError({ path, operation, reason, errno, detail }))
-  const failed = (path: string, operation: string, cause: unknown, reason?: string): Effect.Effect<never, MapFileError> => {
+    Effect.fail(RdmaError.mapFileError({ path, operation, reason, errno, detail }))
+  const failed = (path: string, operation: string, cause: unknown, reason?: string): Effect.Effect<never, RdmaError.MapFileError> => {
     const code = (cause as { readonly code?: unknown })?.code
     const errno = typeof code === "string" ? (constants.errno as Record<string, number>)[code] : undefined
     if (errno === undefined) return Effect.die(cause)
-    return Effect.fail(mapFileError({ path, operation, reason, errno, cause }))
+    return Effect.fail(RdmaError.mapFileError({ path, operation, reason, errno, cause }))
   }
 
-  const mapFile = (request: MapFileRequest): Effect.Effect<Uint8Array, MapFileError> =>
+  const mapFile = (request: Model.MapFileRequest): Effect.Effect<Uint8Array, RdmaError.MapFileError> =>
     Effect.suspend(() => {
       const { create, offset, path, size } = request
       if (typeof path !== "string" || path === "" || path.includes("\0")) {
@@ -90,7 +87,7 @@ export const makeFiles = () => {
       }
     })
 
-  const unmapFile = (memory: Uint8Array): Effect.Effect<void, MapFileError> =>
+  const unmapFile = (memory: Uint8Array): Effect.Effect<void, RdmaError.MapFileError> =>
     Effect.suspend(() => {
       const refuse = (detail: string) =>
         fail("the mapping", "munmap", undefined, constants.errno.EINVAL, `memory ${detail} by mapFile()`)
@@ -100,7 +97,7 @@ export const makeFiles = () => {
       if (mapping === undefined) return refuse("was not mapped")
       mapped.delete(memory.buffer)
       live--
-      let result: Effect.Effect<void, MapFileError> = Effect.void
+      let result: Effect.Effect<void, RdmaError.MapFileError> = Effect.void
       try {
         const fd = fs.openSync(mapping.path, fs.constants.O_RDWR)
         try {

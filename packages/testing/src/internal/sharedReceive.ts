@@ -3,18 +3,16 @@
  * consumes, in no particular order (librpma does not keep the RDMA order), completing on the
  * queue's own receive CQ, or without one on the connection's CQ, with the connection's queue pair
  * number (its handle id here).
- *
- * @internal
  */
+import type { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import type { ResourceInUseError, RpmaError } from "@effect-rdma/core/RdmaError"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 
-/** @internal A receive posted on a shared receive queue. */
+/** A receive posted on a shared receive queue. */
 export interface SharedRecv {
   readonly id: number
   readonly mr: fabric.MrLocal
@@ -39,7 +37,7 @@ const letGo = (held: Map<number, fabric.MrLocal>, id: number) => {
 }
 
 /**
- * @internal `retry(srq)`: a receive was posted; the network delivers a message that waits for one
+ * `retry(srq)`: a receive was posted; the network delivers a message that waits for one
  * on a connection made with the queue, if any.
  */
 export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retry: (srq: fabric.Srq) => void) => {
@@ -64,7 +62,7 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
         const peer = peerOf(peerValue)
         const refused = deadOrWrong("rpma_srq_new", "peer", peer)
         if (refused !== undefined) return Effect.fail(refused)
-        const problem = DriverArguments.srqConfig(config)
+        const problem = Arguments.srqConfig(config)
         if (problem !== undefined) return Effect.fail(invalid("rpma_srq_new", problem))
         const srq: fabric.Srq = {
           kind: "Srq",
@@ -83,7 +81,7 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
       }),
 
     srqDelete: (value) =>
-      Effect.suspend((): Effect.Effect<void, RpmaError | ResourceInUseError> => {
+      Effect.suspend((): Effect.Effect<void, RdmaError.RpmaError | RdmaError.ResourceInUseError> => {
         const srq = srqOf(value)
         const refused = deadOrWrong("rpma_srq_delete", "shared receive queue", srq)
         if (refused !== undefined) return Effect.fail(refused)
@@ -110,7 +108,7 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
    * rpma_srq_recv of a receive already read and checked (DriverArguments.workRequest): undefined
    * once posted, else the refusal.
    */
-  const post = (srq: fabric.Srq, recv: Extract<Driver.WorkRequest, { op: "recv" }>): RpmaError | undefined => {
+  const post = (srq: fabric.Srq, recv: Extract<Driver.Model.WorkRequest, { op: "recv" }>): RdmaError.RpmaError | undefined => {
     const mr = fabric.asHandle(recv.dst, "MrLocal")
     const refused = deadOrWrong("rpma_srq_recv", "local memory region", mr)
     if (refused !== undefined) return refused
@@ -126,10 +124,10 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
     calls,
     srqOf,
     /** The queue a connection's config names, if it is one of ours. */
-    ofConfig: (config: Driver.ConnConfig) => srqOf(config.srq),
+    ofConfig: (config: Driver.Model.ConnConfig) => srqOf(config.srq),
     /** Checks a config's queue: a live one, or none. */
     refuseConfig: (operation: string, config: unknown) => {
-      const cfg = typeof config === "object" && config !== null ? config as Driver.ConnConfig : undefined
+      const cfg = typeof config === "object" && config !== null ? config as Driver.Model.ConnConfig : undefined
       if (cfg?.srq === undefined) return undefined
       // As rpma_conn_req_new / rpma_ep_next_conn_req: the queue's receive CQ has a channel of its own.
       const srq = srqOf(cfg.srq)

@@ -1,11 +1,9 @@
 /**
  * The rules every simulated call shares: argument checks as the C libraries make them, planned
  * faults, and the ledger of live handles.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -24,7 +22,6 @@ const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
     names.join(" > ")
 }
 
-/** @internal */
 export const makeTools = (world: fabric.Fabric) => {
   // Every refusal is an error value: a call fails with it (Effect.fail) or returns it (Exit.fail, PostOutcome).
   const rpma = (operation: string, code: number, detail?: string) => RdmaError.fromRpmaCode(code, operation, detail)
@@ -118,13 +115,13 @@ export const makeTools = (world: fabric.Fabric) => {
     return { mr: mr!, refused: deadOrWrong(operation, "local memory region", mr) }
   }
 
-  const getMr = <A>(operation: string, value: Driver.MrHandle, f: (mr: fabric.MrLocal) => A) =>
+  const getMr = <A>(operation: string, value: Driver.Model.MrHandle, f: (mr: fabric.MrLocal) => A) =>
     Effect.suspend(() => {
       const { mr, refused } = liveMr(operation, value)
       return refusedOr(refused, () => Effect.succeed(f(mr)))
     })
 
-  const getRemote = <A>(operation: string, value: Driver.RemoteMrHandle, f: (mr: fabric.MrRemote) => A) =>
+  const getRemote = <A>(operation: string, value: Driver.Model.RemoteMrHandle, f: (mr: fabric.MrRemote) => A) =>
     Effect.suspend(() => {
       const mr = remoteOf(value)
       return refusedOr(deadOrWrong(operation, "remote memory region", mr), () => Effect.succeed(f(mr!)))
@@ -153,5 +150,4 @@ export const makeTools = (world: fabric.Fabric) => {
   }
 }
 
-/** @internal */
 export type Tools = ReturnType<typeof makeTools>

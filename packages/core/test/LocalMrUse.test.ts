@@ -1,8 +1,9 @@
 /**
  * LocalMr.use: the scope-free registration, released however its body ends.
  */
-import { Driver, LocalMr, Peer, RdmaError, Tracing, Usage } from "@effect-rdma/core"
+import { LocalMr, Peer, RdmaError, Tracing, Usage } from "@effect-rdma/core"
 import { SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 
@@ -19,16 +20,16 @@ const recorded = (calls: Array<string>, declined: ReadonlySet<number> = new Set(
     Effect.map(Driver.RdmaDriver, (d): Driver.Driver => ({
       ...d,
       mrReg: Object.assign(
-        (p: Driver.PeerHandle, m: Uint8Array, u: number) => Effect.suspend(() => (calls.push("reg"), d.mrReg(p, m, u))),
+        (p: Driver.Model.PeerHandle, m: Uint8Array, u: number) => Effect.suspend(() => (calls.push("reg"), d.mrReg(p, m, u))),
         {
-          now: (p: Driver.PeerHandle, m: Uint8Array, u: number) => {
+          now: (p: Driver.Model.PeerHandle, m: Uint8Array, u: number) => {
             calls.push("reg.now")
             return declined.has(m.byteLength) ? undefined : d.mrReg.now!(p, m, u)
           }
         }
       ),
-      mrDereg: Object.assign((mr: Driver.MrHandle) => Effect.suspend(() => (calls.push("dereg"), d.mrDereg(mr))), {
-        now: (mr: Driver.MrHandle) => (calls.push("dereg.now"), d.mrDereg.now!(mr))
+      mrDereg: Object.assign((mr: Driver.Model.MrHandle) => Effect.suspend(() => (calls.push("dereg"), d.mrDereg(mr))), {
+        now: (mr: Driver.Model.MrHandle) => (calls.push("dereg.now"), d.mrDereg.now!(mr))
       })
     }))
   ).pipe(Layer.provideMerge(SimulatedDriver.layer))

@@ -64,6 +64,7 @@ describe("RegistrationCache: closing under its users", () => {
         for (const [options, says] of bad) {
           const error = yield* Effect.flip(RegistrationCache.make(peer, options))
           assert.strictEqual(error._tag, "InvalidOptionsError")
+          assert.strictEqual(error.module, "RegistrationCache")
           assert.include(error.message, says)
         }
         yield* RegistrationCache.make(peer, { idleTimeToLive: Infinity, closeTimeout: 0 })
