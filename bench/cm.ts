@@ -27,10 +27,9 @@
  *   C program's path), CM_ONLY=ours,write:c (run only these contenders, of both parts or of
  *   `pingpong:` / `write:` alone; no table: to profile one row at a time)
  */
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as RemoteKey from "@effect-rdma/core/RemoteKey"
-import type { CmWorkRequest, Completion, Driver } from "@effect-rdma/core/Driver"
+import { CmEndpoint, RemoteKey } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import type { Driver, Model } from "@effect-rdma/core/Driver"
 import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
@@ -85,7 +84,7 @@ const rawWrites = (driver: Driver, side: RawSide, key: RemoteKey.RemoteKey, size
     let done = 0
     const fail = (e: unknown) => resume(Effect.fail(e))
     const fill = (): "more" | "stop" => {
-      const batch: Array<CmWorkRequest> = []
+      const batch: Array<Model.CmWorkRequest> = []
       for (; posted < count && posted - done < W; posted++) {
         const slot = (posted % W) * size
         batch.push({
@@ -98,7 +97,7 @@ const rawWrites = (driver: Driver, side: RawSide, key: RemoteKey.RemoteKey, size
       }
       return batch.length === 0 ? "more" : post(driver, side.ep, batch, take, fail)
     }
-    const take = (c: Completion): "more" | "stop" => {
+    const take = (c: Model.Completion): "more" | "stop" => {
       if (c.status !== 0) {
         fail(new Error(`write completion status ${c.status}`))
         return "stop"

@@ -4,11 +4,8 @@
  * (from plain callbacks, or polling without waiting). bench/cm.ts runs them on the device;
  * bench/cmHost.ts on the simulated driver under callgrind, so that both measure the same code.
  */
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as CmListener from "@effect-rdma/core/CmListener"
-import * as RemoteKey from "@effect-rdma/core/RemoteKey"
-import * as Memory from "@effect-rdma/core/Memory"
-import { type CmEpConfig, type CmEpHandle, type CmMrHandle, type CmWorkRequest, type Completion, type Driver, RdmaDriver } from "@effect-rdma/core/Driver"
+import { CmEndpoint, CmListener, Memory, RemoteKey } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { Cause, Effect, Exit, Fiber } from "effect"
 
 /** Writes in flight: the send queue size, on every side (cm_bench.c's WINDOW). */
@@ -22,7 +19,7 @@ export const WRITE = 65536
  * into a page, so each 64 KiB write would span 17 pages on each side where C's span 16.
  */
 export const options: CmEndpoint.Options = { timeout: "10 seconds", maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
-export const config: CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+export const config: Model.CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
 
 export const log = (line: string) => Effect.sync(() => console.error(`[cm] ${line}`))
 
@@ -99,8 +96,8 @@ export const oursCallPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint;
 // ---- addon: the driver's calls from plain callbacks ----
 
 export interface RawSide {
-  readonly ep: CmEpHandle
-  readonly mr: CmMrHandle
+  readonly ep: Model.CmEpHandle
+  readonly mr: Model.CmMrHandle
 }
 
 /** The driver's completion callbacks in this process so far (both sides' wake-ups, for the trace). */
@@ -112,10 +109,10 @@ export let wakeUps = 0
  */
 export const spent = { clientPost: 0, serverPost: 0, callbacks: 0, polls: 0 }
 /** The raw pair's server endpoint, to tell its posts from the client's. */
-let serverEp: CmEpHandle | undefined
+let serverEp: Model.CmEpHandle | undefined
 
 /** An endpoint's completions to `take` as they come, from the driver's callbacks, until `take` says stop. */
-export const watch = (driver: Driver, ep: CmEpHandle, take: (c: Completion) => "more" | "stop", fail: (e: unknown) => void) => {
+export const watch = (driver: Driver, ep: Model.CmEpHandle, take: (c: Model.Completion) => "more" | "stop", fail: (e: unknown) => void) => {
   const arm = (): void =>
     void driver.cmArmCompletions(ep, (exit) => {
       wakeUps++
@@ -134,9 +131,9 @@ export const watch = (driver: Driver, ep: CmEpHandle, take: (c: Completion) => "
 /** Posts `requests`, handing the completions already queued to `take`; a refusal to `fail`. */
 export const post = (
   driver: Driver,
-  ep: CmEpHandle,
-  requests: ReadonlyArray<CmWorkRequest>,
-  take: (c: Completion) => "more" | "stop",
+  ep: Model.CmEpHandle,
+  requests: ReadonlyArray<Model.CmWorkRequest>,
+  take: (c: Model.Completion) => "more" | "stop",
   fail: (e: unknown) => void
 ): "more" | "stop" => {
   const t0 = performance.now()
@@ -151,7 +148,7 @@ export const post = (
   return "more"
 }
 
-export const registered = (driver: Driver, ep: CmEpHandle, kind: "msgs" | "write", size: number) =>
+export const registered = (driver: Driver, ep: Model.CmEpHandle, kind: "msgs" | "write", size: number) =>
   Effect.flatMap(Memory.allocate(size), (memory) =>
     Effect.acquireRelease(
       driver.cmReg(ep, kind, memory.fill(0xa5)),
@@ -173,7 +170,7 @@ export const rawPair = (address: string) =>
       driver.cmListen(address, 0, config),
       (l) => Effect.orDie(driver.cmListenerDestroy(l.handle))
     )
-    const endpoint = (make: Effect.Effect<CmEpHandle, unknown>) =>
+    const endpoint = (make: Effect.Effect<Model.CmEpHandle, unknown>) =>
       Effect.acquireRelease(Effect.orDie(make), (ep) =>
         Effect.orDie(Effect.zipRight(Effect.ignore(driver.cmDisconnect(ep)), driver.cmEpDestroy(ep))))
     const accepted = yield* Effect.fork(Effect.gen(function*() {
@@ -182,7 +179,7 @@ export const rawPair = (address: string) =>
       const target = yield* registered(driver, ep, "write", W * WRITE)
       const info = yield* driver.cmMrInfo(target)
       const key = RemoteKey.encode({ address: info.address, length: BigInt(info.length), rkey: info.rkey, access: "write" })
-      const recv = (slot: number): CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
+      const recv = (slot: number): Model.CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
       const first = driver.cmPostMany(ep, [recv(0)])
       if (first.error !== undefined) return yield* Effect.fail(first.error)
       yield* driver.cmAccept(ep, key, config.timeoutMs)
@@ -196,7 +193,7 @@ export const rawPair = (address: string) =>
 
     // The echo: a receive (ids 0 and 1: its slot) posts the other slot's receive and sends its bytes back.
     let stopped = false
-    const echo = (c: Completion): "more" | "stop" => {
+    const echo = (c: Model.Completion): "more" | "stop" => {
       if (stopped || c.status !== 0) return "stop"
       if (c.id > 1) return "more"
       return post(driver, server.ep, [server.recv(1 - c.id), {
@@ -223,7 +220,7 @@ export const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
     let trip = 0
     let pending = 0
     const fail = (e: unknown) => resume(Effect.fail(e))
-    const take = (c: Completion): "more" | "stop" => {
+    const take = (c: Model.Completion): "more" | "stop" => {
       if (c.status !== 0) {
         fail(new Error(`completion status ${c.status}`))
         return "stop"
@@ -251,7 +248,7 @@ export const spinPingPong = (driver: Driver, side: RawSide, serve: Effect.Effect
       const deadline = performance.now() + 60_000
       for (let trip = 0; trip < count; trip++) {
         let pending = 2
-        const take = (c: Completion): "more" | "stop" => {
+        const take = (c: Model.Completion): "more" | "stop" => {
           if (c.status !== 0) throw new Error(`completion status ${c.status}`)
           pending--
           return "more"

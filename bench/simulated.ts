@@ -5,8 +5,9 @@
  *
  *   node --expose-gc --import tsx bench/simulated.ts   (these rows alone)
  */
-import { Connection, Descriptor, Driver, Listener, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Listener, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Effect, Either, Fiber } from "effect"
 import { postOne } from "./driverCalls.js"
 import { rawConnection } from "./raw.js"

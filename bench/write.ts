@@ -14,8 +14,9 @@
  *
  *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path)
  */
-import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Cause, Effect, Layer, Stream } from "effect"
 import { execFileSync } from "node:child_process"
 import { postOne } from "./driverCalls.js"
@@ -115,7 +116,7 @@ const cRun = (bytes: number, latencyWrites: number, bandwidthWrites: number): Fi
 
 // ---- a connection through the driver alone, for the breakdown ----
 
-const rawConfig: Driver.ConnConfig = { timeoutMs: 5000, sqSize: W, rqSize: 64, cqSize: W + 64, directWriteToPmem: false }
+const rawConfig: Driver.Model.ConnConfig = { timeoutMs: 5000, sqSize: W, rqSize: 64, cqSize: W + 64, directWriteToPmem: false }
 
 const writeRequest = (
   id: number,
@@ -123,7 +124,7 @@ const writeRequest = (
   src: LocalMr.LocalMr<any>,
   slot: number,
   size: number
-): Driver.WorkRequest => ({
+): Driver.Model.WorkRequest => ({
   op: "write",
   id,
   dst: dst.handle,
@@ -146,7 +147,7 @@ const failed = (list: ReadonlyArray<RpmaBinding.WaitedCompletion>): Error | unde
  */
 const addonWrites = (
   binding: RpmaBinding.Binding,
-  conn: Driver.ConnHandle,
+  conn: Driver.Model.ConnHandle,
   dst: RemoteMr.RemoteMr,
   src: LocalMr.LocalMr<any>,
   size: number,
@@ -186,7 +187,7 @@ const pollFirst = { queued: 0, waited: 0 }
  */
 const asyncWrites = (
   binding: RpmaBinding.Binding,
-  conn: Driver.ConnHandle,
+  conn: Driver.Model.ConnHandle,
   dst: RemoteMr.RemoteMr,
   src: LocalMr.LocalMr<any>,
   size: number,
@@ -218,7 +219,7 @@ const asyncWrites = (
 /** `count` writes one at a time through the driver's calls: postMany (in a span, as core's per-operation tracing does, or bare), then the completion. */
 const driverWrites = (
   driver: Driver.Driver,
-  conn: Driver.ConnHandle,
+  conn: Driver.Model.ConnHandle,
   dst: RemoteMr.RemoteMr,
   src: LocalMr.LocalMr<any>,
   size: number,

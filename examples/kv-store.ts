@@ -21,20 +21,9 @@
  *   node --import tsx examples/kv-store.ts --native --address 192.168.77.1  # a device (Soft-RoCE)
  *   node --import tsx examples/kv-store.ts --serve                          # serve until Ctrl-C
  */
-import {
-  Admission,
-  Connection,
-  DescriptorExchange,
-  Driver,
-  Listener,
-  LocalMr,
-  Peer,
-  RdmaClient,
-  RdmaMetrics,
-  Tracing,
-  Usage
-} from "@effect-rdma/core"
+import { Admission, Connection, DescriptorExchange, Listener, LocalMr, Peer, RdmaClient, RdmaMetrics, Tracing, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Console, Deferred, Effect, Layer, Metric, Ref, Schedule, Stream } from "effect"
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"

@@ -21,8 +21,9 @@
  *   node --import tsx examples/message-service.ts --requests 5000
  *   node --import tsx examples/message-service.ts --native --address 192.168.77.1   # a real device
  */
-import { CmEndpoint, CmListener, Driver, RemoteKey } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, RemoteKey } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Console, Effect, Fiber, Layer } from "effect"
 import { parseArgs } from "node:util"
 

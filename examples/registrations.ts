@@ -8,8 +8,9 @@
  *   pnpm tsx examples/registrations.ts --cycles 500   # more traffic
  *   pnpm tsx examples/registrations.ts --native --address 192.168.77.1
  */
-import { CmEndpoint, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Descriptor, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Console, Effect, Layer } from "effect"
 import { parseArgs } from "node:util"
 

@@ -13,19 +13,9 @@
  *   pnpm example --records 20000                # more traffic
  *   pnpm example --native --address 192.168.77.1  # a real RDMA device (e.g. Soft-RoCE)
  */
-import {
-  Connection,
-  DescriptorExchange,
-  Driver,
-  Admission, Listener,
-  LocalMr,
-  Peer,
-  RdmaMetrics,
-  RemoteMr,
-  Tracing,
-  Usage
-} from "@effect-rdma/core"
+import { Admission, Connection, DescriptorExchange, Listener, LocalMr, Peer, RdmaMetrics, RemoteMr, Tracing, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Console, Effect, Fiber, Layer, Metric } from "effect"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"

@@ -7,8 +7,9 @@
  *   pnpm soak --cycles 2000            # simulated driver, faults and interruptions
  *   pnpm soak --native --address <ip>  # a device (no planned faults; interruptions only)
  */
-import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Effect, Exit, Fiber, Layer, Random, Stream } from "effect"
 import { parseArgs } from "node:util"
 

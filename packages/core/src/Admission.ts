@@ -26,7 +26,7 @@ import type { RpmaError } from "./RdmaError.js"
  * The longest admission token: a connection request's private data (56 bytes on RoCE,
  * `DriverArguments.PRIVATE_DATA_LIMIT.connect`) less the byte that carries the token's length.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category constants
  */
 export const MAX_TOKEN: number = internal.MAX_TOKEN
@@ -36,7 +36,7 @@ export const MAX_TOKEN: number = internal.MAX_TOKEN
  * not a way to make a token unlimited (a larger `uses` is an {@link InvalidTokenError}). A client
  * that needs more gets a new token over the authenticated channel.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constants
  */
 export const MAX_TOKEN_USES: number = internal.MAX_TOKEN_USES
@@ -46,13 +46,13 @@ export const MAX_TOKEN_USES: number = internal.MAX_TOKEN_USES
  * zeros (an unfilled buffer, which a client that sends nothing would match) or longer than
  * {@link MAX_TOKEN}.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category errors
  */
 export const InvalidTokenError: typeof internal.InvalidTokenError = internal.InvalidTokenError
 
 /**
- * @since 0.4.0
+ * @since 1.0.0
  * @category errors
  */
 export type InvalidTokenError = internal.InvalidTokenError
@@ -63,13 +63,13 @@ export type InvalidTokenError = internal.InvalidTokenError
  * (`TooSoon`: the budget renews as the window moves on). The request was rejected, so its client
  * learned it at once.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category errors
  */
 export const AdmissionRefusedError: typeof internal.AdmissionRefusedError = internal.AdmissionRefusedError
 
 /**
- * @since 0.3.0
+ * @since 1.0.0
  * @category errors
  */
 export type AdmissionRefusedError = internal.AdmissionRefusedError
@@ -92,7 +92,7 @@ export type TypeId = typeof TypeId
  * An admission token, checked when it was set ({@link make}): what an accept with `{ admission }`
  * compares a request's private data with, and how many connections it admits.
  *
- * @since 0.4.0
+ * @since 1.0.0
  * @category models
  */
 export interface Admission extends Pipeable {
@@ -187,7 +187,7 @@ export const privateData: (token: Uint8Array) => Effect.Effect<Uint8Array, Inval
  * protection domain. (librpma gives an incoming connection the protection domain of the peer its
  * listener listens on, hence a peer and a listener, on a port of its own, per client.)
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Isolated {
@@ -224,7 +224,7 @@ export interface Isolated {
  *   }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const listenIsolated: (
@@ -240,7 +240,7 @@ export const listenIsolated: (
  * listener and token. A second call fails with RpmaInvalidError. The wait for the request is as
  * long as the caller lets it be: bound it (`Effect.timeout`).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const acceptIsolated: (
@@ -253,7 +253,7 @@ export const acceptIsolated: (
  * The ports {@link rendezvous} listens on for the isolated listeners it makes: `from` to `to`,
  * both included (each is in use for one client at a time, until its connection is made).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface PortRange {
@@ -266,7 +266,7 @@ export interface PortRange {
  * that client was given for it. Register what the client may reach with `peer`, then accept with
  * `Admission.acceptIsolated(made, made.admission)`.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Rendezvous extends Isolated {
@@ -300,7 +300,7 @@ export interface Rendezvous extends Isolated {
  * }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const rendezvous: (
@@ -321,7 +321,7 @@ export const rendezvous: (
  * connection's `privateData` is what the server accepted it with (e.g. descriptors). An answer
  * that is not a rendezvous answer fails with {@link InvalidTokenError}.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const connectIsolated: (

@@ -12,7 +12,7 @@
  * that take the endpoint first are dual: `CmEndpoint.send(ep, args)` or
  * `ep.pipe(CmEndpoint.send(args))`.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -22,15 +22,8 @@ import type * as Stream from "effect/Stream"
 import * as errors from "./CmEndpointError.js"
 import type * as Connection from "./Connection.js"
 import type { ConnectionClosedError, OutOfRangeError } from "./ConnectionError.js"
-import type {
-  CmEpHandle,
-  CmEpInfo,
-  CmMrHandle,
-  CmMrInfo,
-  CmRegistrationKind,
-  RdmaDriver,
-  Signal
-} from "./Driver.js"
+import type { RdmaDriver } from "./Driver.js"
+import type { CmEpHandle, CmEpInfo, CmMrHandle, CmMrInfo, CmRegistrationKind, Signal } from "./DriverModel.js"
 import * as internal from "./internal/cmEndpoint.js"
 import * as posting from "./internal/cmPosting.js"
 import * as registration from "./internal/cmRegistration.js"
@@ -57,7 +50,7 @@ export type TypeId = typeof TypeId
  * queue failed, or the other side stopped answering reads and writes). `Closed` and `Lost` are
  * final.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type State = "Connecting" | "Connected" | "Closing" | "Closed" | "Lost"
@@ -66,7 +59,7 @@ export type State = "Connecting" | "Connected" | "Closing" | "Closed" | "Lost"
  * An endpoint: an rdma_cm identifier with its queue pair, on a protection domain of its own. Its
  * state is read with {@link state}, {@link changes} and {@link awaitClosed}.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface CmEndpoint extends Pipeable {
@@ -98,7 +91,7 @@ export const isCmEndpoint: (u: unknown) => u is CmEndpoint = internal.isCmEndpoi
  * of every wait (address and route resolution, connect, accept, the drain when it closes). A
  * listener's settings are those of every request it hands out.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Options {
@@ -140,7 +133,7 @@ export interface ConnectOptions extends Options, EstablishOptions {}
  * a read or a write; `"read"` / `"write"` ones only the target of the other side's read / write
  * (export them with `RemoteKey.make`).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Region<K extends CmRegistrationKind = CmRegistrationKind> extends CmMrInfo {
@@ -155,7 +148,7 @@ export interface Region<K extends CmRegistrationKind = CmRegistrationKind> exten
 /**
  * A region of rdma_reg_msgs on an endpoint.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type MessageRegion = Region<"msgs">
@@ -163,7 +156,7 @@ export type MessageRegion = Region<"msgs">
 /**
  * A part of a message region in a request: `offset` default 0, `length` default the rest.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Segment {
@@ -177,7 +170,7 @@ export interface Segment {
  * of at most the granted inline size goes inline (copied when posted), `false` never, `true`
  * always (refused when larger).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface SendArgs {
@@ -193,7 +186,7 @@ export interface SendArgs {
 /**
  * rdma_post_sendv: one message gathered from several segments.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface SendvArgs {
@@ -206,7 +199,7 @@ export interface SendvArgs {
 /**
  * rdma_post_recv into one region (`length` default: the rest of it).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RecvArgs {
@@ -218,7 +211,7 @@ export interface RecvArgs {
 /**
  * rdma_post_recvv: one message scattered over several segments.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RecvvArgs {
@@ -229,7 +222,7 @@ export interface RecvvArgs {
  * rdma_post_write of local bytes to the other side's region; `imm`: with immediate data (it
  * consumes a receive on the other side, which completes with it).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteArgs {
@@ -246,7 +239,7 @@ export interface WriteArgs {
 /**
  * rdma_post_read of the other side's region into local bytes.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface ReadArgs {
@@ -263,7 +256,7 @@ export interface ReadArgs {
  * send, and the receive posted with it (one segment or several each). The send is always
  * signalled (its `completion` is not read).
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category models
  */
 export interface ExchangeArgs {
@@ -275,7 +268,7 @@ export interface ExchangeArgs {
  * A request posted without waiting: its completion may be awaited any number of times, or never
  * (it keeps its regions registered until it completes or the endpoint is closed).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Posted {
@@ -284,26 +277,26 @@ export interface Posted {
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const CmRegionError: typeof errors.CmRegionError = errors.CmRegionError
 /**
  * A region (or remote key) a request cannot use, refused before anything is posted.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type CmRegionError = errors.CmRegionError
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const RemoteKeyRefusedError: typeof errors.RemoteKeyRefusedError = errors.RemoteKeyRefusedError
 /**
  * The other side's device refused the remote key (IBV_WC_REM_ACCESS_ERR).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type RemoteKeyRefusedError = errors.RemoteKeyRefusedError
@@ -313,7 +306,7 @@ export type RemoteKeyRefusedError = errors.RemoteKeyRefusedError
  * endpoint's end, the completion's status, the driver's refusal of the post, or the other side
  * refusing a remote key.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type TransferError =
@@ -386,7 +379,7 @@ export const establish: {
  *   }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const connect: (
@@ -398,7 +391,7 @@ export const connect: (
 /**
  * The endpoint's state now.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category getters
  */
 export const state: (self: CmEndpoint) => Effect.Effect<State> = internal.state
@@ -438,7 +431,7 @@ export const close: (self: CmEndpoint) => Effect.Effect<void> = internal.close
  * rdma_reg_msgs on the endpoint's protection domain: buffers to send, receive into, and read or
  * write the other side's regions with. Deregistered when the scope closes and no request uses it.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const registerMessages: {
@@ -451,7 +444,7 @@ export const registerMessages: {
 /**
  * rdma_reg_read: memory the other side may read (export it with `RemoteKey.make`).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const registerRead: {
@@ -464,7 +457,7 @@ export const registerRead: {
 /**
  * rdma_reg_write: memory the other side may write (export it with `RemoteKey.make`).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const registerWrite: {
@@ -477,7 +470,7 @@ export const registerWrite: {
 /**
  * rdma_post_send, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const send: {
@@ -488,7 +481,7 @@ export const send: {
 /**
  * rdma_post_sendv, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const sendv: {
@@ -499,7 +492,7 @@ export const sendv: {
 /**
  * rdma_post_recv, awaited: the completion (bytes received, immediate data).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recv: {
@@ -510,7 +503,7 @@ export const recv: {
 /**
  * rdma_post_recvv, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recvv: {
@@ -521,7 +514,7 @@ export const recvv: {
 /**
  * rdma_post_write, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const write: {
@@ -532,7 +525,7 @@ export const write: {
 /**
  * rdma_post_read, awaited.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const read: {
@@ -543,7 +536,7 @@ export const read: {
 /**
  * A send (one segment or several) posted without waiting.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postSend: {
@@ -554,7 +547,7 @@ export const postSend: {
 /**
  * A receive posted without waiting (before connect or accept, say).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRecv: {
@@ -565,7 +558,7 @@ export const postRecv: {
 /**
  * A write posted without waiting.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postWrite: {
@@ -576,7 +569,7 @@ export const postWrite: {
 /**
  * A read posted without waiting.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRead: {
@@ -615,7 +608,7 @@ export const postRead: {
  *   )
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category operations
  */
 export const call: {
@@ -652,7 +645,7 @@ export const call: {
  *   })
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category operations
  */
 export const reply: {
@@ -664,7 +657,7 @@ export const reply: {
  * Sends of one kind (all with immediate data, or none) in one batch: posted as the send queue
  * allows, one wait for all; the first failure once every posted one has its outcome.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const sendMany: {
@@ -675,7 +668,7 @@ export const sendMany: {
 /**
  * Receives in one batch; succeeds once every one has received.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recvMany: {
@@ -686,7 +679,7 @@ export const recvMany: {
 /**
  * Writes of one kind in one batch.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const writeMany: {

@@ -16,7 +16,8 @@ import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as CmEndpoint from "./CmEndpoint.js"
 import * as errors from "./CmEndpointError.js"
-import type { CmListenerHandle, RdmaDriver } from "./Driver.js"
+import type { RdmaDriver } from "./Driver.js"
+import type { CmListenerHandle } from "./DriverModel.js"
 import * as internal from "./internal/cmListener.js"
 import * as serving from "./internal/cmServe.js"
 import type { RdmaCmError } from "./RdmaError.js"
@@ -81,7 +82,7 @@ export interface RejectOptions {
 /**
  * How {@link serve} runs its handlers.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface ServeOptions {
@@ -93,7 +94,7 @@ export interface ServeOptions {
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const ClientGoneError: typeof errors.ClientGoneError = errors.ClientGoneError
@@ -101,7 +102,7 @@ export const ClientGoneError: typeof errors.ClientGoneError = errors.ClientGoneE
  * An accept of a request whose client has gone (gave up, closed its endpoint, was killed): the
  * request is spent; take the next one.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type ClientGoneError = errors.ClientGoneError
@@ -153,7 +154,7 @@ export const make: (
  * private data in `privateData`), scoped: rejected when its scope closes unanswered. Receives may
  * be posted on it before {@link accept}. Waits until a request comes (interruptible).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const next: (
@@ -176,7 +177,7 @@ export const requests: (
  * answers the request, now connected. A request whose client has gone meanwhile fails with
  * {@link ClientGoneError}: it is spent, take the next one.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const accept: {
@@ -193,7 +194,7 @@ export const accept: {
 /**
  * rdma_reject with `privateData` (at most 148 bytes): the client's connect fails with ECONNREFUSED.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const reject: {
@@ -241,7 +242,7 @@ export const reject: {
  * }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const serve: {

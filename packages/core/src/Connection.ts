@@ -29,7 +29,8 @@ import { dual } from "effect/Function"
 import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { RdmaDriver, Signal } from "./Driver.js"
+import type { RdmaDriver } from "./Driver.js"
+import type { Signal } from "./DriverModel.js"
 import * as internal from "./internal/connection.js"
 import * as connectionImpl from "./internal/connectionImpl.js"
 import * as errors from "./ConnectionError.js"
@@ -50,13 +51,13 @@ import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
 /**
  * What marks a {@link Connection}.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category symbols
  */
 export const TypeId: unique symbol = connectionImpl.TypeId
 
 /**
- * @since 0.5.0
+ * @since 1.0.0
  * @category symbols
  */
 export type TypeId = typeof TypeId
@@ -199,7 +200,7 @@ export type OutOfRangeError = errors.OutOfRangeError
  * RPMA_E_INVAL for an argument the library or the driver refuses (a region of another peer, a
  * request on a closed queue), RPMA_E_PROVIDER for what the device refuses (a full queue).
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category errors
  */
 export type PostError = RpmaInvalidError | RpmaProviderError
@@ -208,7 +209,7 @@ export type PostError = RpmaInvalidError | RpmaProviderError
  * What a write, read, atomic write, send or receive can fail with, awaited or not: a range refused
  * before posting, the connection's end, the work completion's status, or librpma refusing the post.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category errors
  */
 export type TransferError = OutOfRangeError | ConnectionClosedError | CompletionError | PostError
@@ -217,7 +218,7 @@ export type TransferError = OutOfRangeError | ConnectionClosedError | Completion
  * What a flush can fail with: as a transfer, and RPMA_E_NOSUPP when the remote region or peer does
  * not support the flush type.
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category errors
  */
 export type FlushError = TransferError | RpmaNoSupportError
@@ -231,7 +232,7 @@ export type FlushError = TransferError | RpmaNoSupportError
 export type OperationError = FlushError
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteArgs {
@@ -253,7 +254,7 @@ export interface WriteArgs {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface ReadArgs {
@@ -271,7 +272,7 @@ export interface ReadArgs {
  * default) makes earlier writes to the range visible, `"persistent"` makes them persistent (the
  * region must allow that flush type: its usage says so).
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export type FlushArgs =
@@ -292,7 +293,7 @@ export type FlushArgs =
   }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface AtomicWriteArgs {
@@ -304,7 +305,7 @@ export interface AtomicWriteArgs {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface SendArgs {
@@ -322,7 +323,7 @@ export interface SendArgs {
 }
 
 /**
- * @since 0.2.0
+ * @since 1.0.0
  * @category models
  */
 export interface RecvArgs {
@@ -340,7 +341,7 @@ export interface RecvArgs {
  * only, as librpma's clients do. The request that takes the send queue's last free entry is
  * signalled regardless.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export type CompletionMode = Signal
@@ -349,7 +350,7 @@ export type CompletionMode = Signal
  * A write posted without waiting: with `imm`, rpma_write_with_imm (it also consumes a receive on
  * the other side, which completes with it).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface PostWriteArgs extends WriteArgs {
@@ -359,7 +360,7 @@ export interface PostWriteArgs extends WriteArgs {
 /**
  * A read posted without waiting.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface PostReadArgs extends ReadArgs {
@@ -370,7 +371,7 @@ export interface PostReadArgs extends ReadArgs {
  * A send posted without waiting: with `imm`, rpma_send_with_imm (the receive on the other side
  * completes with it).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface PostSendArgs extends SendArgs {
@@ -392,7 +393,7 @@ export interface ExchangeArgs {
 /**
  * What a completion says it completed (`enum ibv_wc_opcode`).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export type CompletedOperation = "SEND" | "RDMA_WRITE" | "RDMA_READ" | "RECV" | "RECV_RDMA_WITH_IMM" | "OTHER"
@@ -402,7 +403,7 @@ export type CompletedOperation = "SEND" | "RDMA_WRITE" | "RDMA_READ" | "RECV" | 
  * the length of the write with immediate data that consumed it), its flags, and the immediate data
  * when the other side sent some.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface Completion {
@@ -425,7 +426,7 @@ export interface Completion {
  * ConnectionClosedError, `unsignalled: true`: it may have succeeded (which it never reports). `completion` waits for the outcome; it may be awaited any number
  * of times, or never.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category models
  */
 export interface Posted {
@@ -475,7 +476,7 @@ export const connect: (
  * rpma_conn_get_qp_num: the number of the connection's queue pair, which the completions of a
  * {@link SharedReceiveQueue.SharedReceiveQueue} carry to say which connection a message came on.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category getters
  */
 export const qpNum: (conn: Connection) => Effect.Effect<number, RpmaError, RdmaDriver> = posting.qpNum
@@ -530,7 +531,7 @@ export const write: {
  * const program: Effect.Effect<void, Connection.TransferError> = Connection.writeMany(conn, writes)
  * ```
  *
- * @since 0.2.0
+ * @since 1.0.0
  * @category operations
  */
 export const writeMany: {
@@ -558,7 +559,7 @@ export const writeMany: {
  * })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const prepareWrite: {
@@ -569,7 +570,7 @@ export const prepareWrite: {
 /**
  * A read checked and built once, to post many times (see {@link prepareWrite}).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const prepareRead: {
@@ -664,7 +665,7 @@ export const recv: {
  * })
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postWrite: {
@@ -675,7 +676,7 @@ export const postWrite: {
 /**
  * Posts an rpma_read without waiting for it.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRead: {
@@ -686,7 +687,7 @@ export const postRead: {
 /**
  * Posts an rpma_send (or rpma_send_with_imm, with `imm`) without waiting for it.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postSend: {
@@ -738,7 +739,7 @@ export const reply: {
  * Posts an rpma_recv without waiting for it; its completion tells what arrived (a send, with or
  * without immediate data, or a write with immediate data).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const postRecv: {
@@ -751,7 +752,7 @@ export const postRecv: {
  * side, which applies it with {@link applyRemotePeerConfig}, whether this side's memory is written
  * straight to persistent memory. Send it as it is (librpma's format, so a C peer reads it).
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category constructors
  */
 export const peerConfigDescriptor: (options: {
@@ -763,7 +764,7 @@ export const peerConfigDescriptor: (options: {
  * (rpma_peer_cfg_from_descriptor + rpma_conn_apply_remote_peer_cfg): after a descriptor that says
  * it writes straight to persistent memory, a persistent {@link flush} is allowed.
  *
- * @since 0.3.0
+ * @since 1.0.0
  * @category operations
  */
 export const applyRemotePeerConfig: {

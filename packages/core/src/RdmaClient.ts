@@ -27,7 +27,7 @@
  * session the same way. Every delay and deadline (the schedule's, `whileDisconnected.wait`,
  * `pollMillis`) is the Effect Clock's: a `TestClock` drives them.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -44,6 +44,7 @@ import type { LocalMr } from "./LocalMr.js"
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/client.js"
 import * as errors from "./internal/clientErrors.js"
+import * as RdmaError from "./RdmaError.js"
 import { type Peer, Peer as PeerTag } from "./Peer.js"
 import type { RemoteMr } from "./RemoteMr.js"
 import type { Flag, FlagsOf, Usage } from "./Usage.js"
@@ -52,7 +53,7 @@ import type { Flag, FlagsOf, Usage } from "./Usage.js"
  * What the client connects with: `DescriptorExchange.Offer` (fetch it with
  * `DescriptorExchange.fetch`, or any Effect that returns one).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type Offer = DescriptorExchange.Offer
@@ -76,7 +77,7 @@ export interface ClientOffer<Config> {
  * on every connect (`RemoteMr.require`), and what the operations accept (`write` takes a region
  * whose usage includes `WRITE_DST`, ...).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type RegionUsages = Readonly<Record<string, Usage<any>>>
@@ -84,7 +85,7 @@ export type RegionUsages = Readonly<Record<string, Usage<any>>>
 /**
  * The names of the regions in `Regions` whose usage includes `F`.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type RegionsWith<Regions extends RegionUsages, F extends Flag> = {
@@ -96,7 +97,7 @@ export type RegionsWith<Regions extends RegionUsages, F extends Flag> = {
  * `attempt`-th reconnect since the last connection, or closed (its scope ended, its schedule did,
  * or its token is spent: with the last failure).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type State =
@@ -118,13 +119,13 @@ export interface Connected {
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category symbols
  */
 export const TypeId: unique symbol = internal.ClientTypeId
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category symbols
  */
 export type TypeId = typeof TypeId
@@ -132,7 +133,7 @@ export type TypeId = typeof TypeId
 /**
  * A reconnecting client: the regions it names, and its state, read-only.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config"]> extends Pipeable {
@@ -141,13 +142,13 @@ export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config
   /**
    * Its state now.
    *
-   * @since 0.6.0
+   * @since 1.0.0
    */
   readonly state: Effect.Effect<State>
   /**
    * Its state, the current one first, then every change.
    *
-   * @since 0.6.0
+   * @since 1.0.0
    */
   readonly changes: Stream.Stream<State>
   /**
@@ -155,7 +156,7 @@ export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config
    * while disconnected, like an operation: {@link NotConnectedError} at once, or after waiting the
    * client's bound.
    *
-   * @since 0.6.0
+   * @since 1.0.0
    */
   readonly offer: Effect.Effect<ClientOffer<Config>, NotConnectedError>
 }
@@ -164,13 +165,13 @@ export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config
  * An operation found no connection: at once (the client's default), or after waiting its bound. Its
  * `state` says why (connecting, reconnecting with the last failure, closed).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const NotConnectedError: typeof errors.NotConnectedError = errors.NotConnectedError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type NotConnectedError = errors.NotConnectedError
@@ -181,13 +182,13 @@ export type NotConnectedError = errors.NotConnectedError
  * threw, or the Effect fetching it died. The attempt fails, and the schedule decides whether to try
  * again; the message says what was wrong.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const InvalidOfferError: typeof errors.InvalidOfferError = errors.InvalidOfferError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type InvalidOfferError = errors.InvalidOfferError
@@ -215,21 +216,21 @@ export type AdmissionRejectedError = errors.AdmissionRejectedError
  * An option of {@link make} that is not what it takes (from untyped code): which one, and what it
  * takes.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
-export const InvalidOptionsError: typeof errors.InvalidOptionsError = errors.InvalidOptionsError
+export const InvalidOptionsError: typeof RdmaError.InvalidOptionsError = RdmaError.InvalidOptionsError
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
-export type InvalidOptionsError = errors.InvalidOptionsError
+export type InvalidOptionsError = RdmaError.InvalidOptionsError
 
 /**
  * How the client connects and reconnects.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]> {
@@ -286,7 +287,7 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config
  * })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const make: <Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
@@ -328,7 +329,7 @@ export const awaitConnected: <Regions extends RegionUsages>(
  * export const StoreLive = RdmaClient.layer(Store, { ...options, regions })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category layers
  */
 export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
@@ -338,7 +339,7 @@ export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS, Config = 
   Layer.scoped(tag, Effect.flatMap(PeerTag, (peer) => make({ ...options, peer })))
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteArgs<K extends string> extends Omit<Connection.WriteArgs, "dst"> {
@@ -346,7 +347,7 @@ export interface WriteArgs<K extends string> extends Omit<Connection.WriteArgs, 
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface WriteManyArgs<K extends string> {
@@ -357,7 +358,7 @@ export interface WriteManyArgs<K extends string> {
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface ReadArgs<K extends string> extends Omit<Connection.ReadArgs, "src"> {
@@ -365,7 +366,7 @@ export interface ReadArgs<K extends string> extends Omit<Connection.ReadArgs, "s
 }
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface FlushArgs<K extends string> {
@@ -378,7 +379,7 @@ export interface FlushArgs<K extends string> {
 /**
  * `Connection.write` into the region named `dst`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const write = <Regions extends RegionUsages>(
@@ -393,7 +394,7 @@ export const write = <Regions extends RegionUsages>(
 /**
  * `Connection.writeMany` into the region named `dst`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const writeMany = <Regions extends RegionUsages>(
@@ -406,7 +407,7 @@ export const writeMany = <Regions extends RegionUsages>(
 /**
  * `Connection.read` from the region named `src`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const read = <Regions extends RegionUsages>(
@@ -419,7 +420,7 @@ export const read = <Regions extends RegionUsages>(
 /**
  * `Connection.flush` of the region named `dst`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const flush = <Regions extends RegionUsages>(
@@ -432,7 +433,7 @@ export const flush = <Regions extends RegionUsages>(
 /**
  * `Connection.send`, on the current connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const send = <Regions extends RegionUsages>(
@@ -444,7 +445,7 @@ export const send = <Regions extends RegionUsages>(
 /**
  * `Connection.recv`, on the current connection: waits for a message (bound it with a timeout).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const recv = <Regions extends RegionUsages>(
@@ -488,7 +489,7 @@ export type SessionRegions<Regions extends RegionUsages> = {
  * ).pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 5 }))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category operations
  */
 export const withConnection: <Regions extends RegionUsages, A, E extends { readonly _tag: string }, R>(

@@ -37,7 +37,7 @@ export type Access = "read" | "write"
 /**
  * The other side's region as a key: address, length, rkey and the access it allows.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface RemoteKey<A extends Access = Access> {
@@ -56,7 +56,7 @@ export interface RemoteKey<A extends Access = Access> {
 export type Field = errors.InvalidRemoteKeyError["field"]
 
 /**
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export const InvalidRemoteKeyError: typeof errors.InvalidRemoteKeyError = errors.InvalidRemoteKeyError
@@ -64,7 +64,7 @@ export const InvalidRemoteKeyError: typeof errors.InvalidRemoteKeyError = errors
  * Bytes that are not a remote key, or a key without the access required, with the field that is
  * wrong.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category errors
  */
 export type InvalidRemoteKeyError = errors.InvalidRemoteKeyError

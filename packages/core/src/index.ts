@@ -16,7 +16,7 @@ export * as Admission from "./Admission.js"
  * state, the regions of rdma_reg_msgs(3) on the endpoint, and rdma_post_send / recv / read / write
  * through the same posting kernel as librpma's connections, all scoped.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as CmEndpoint from "./CmEndpoint.js"
 /**
@@ -215,7 +215,7 @@ export * as RdmaMetrics from "./RdmaMetrics.js"
  * Schedule (fetching the offer again), exposes its state as a SubscriptionRef, and fails or bounds
  * operations while disconnected.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as RdmaClient from "./RdmaClient.js"
 /**
@@ -287,7 +287,7 @@ export * as RemoteMr from "./RemoteMr.js"
  * }))
  * ```
  *
- * @since 0.3.0
+ * @since 1.0.0
  */
 export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
 
@@ -295,7 +295,7 @@ export * as SharedReceiveQueue from "./SharedReceiveQueue.js"
  * Pipelines over a connection: Sinks that write a Stream of chunks into a remote range or ring with
  * backpressure from the send queue, and a Stream of received messages over pre-posted receives.
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
 export * as RdmaStream from "./RdmaStream.js"
 
@@ -312,7 +312,7 @@ export * as RdmaStream from "./RdmaStream.js"
  * const traced = program.pipe(Effect.provide(Tracing.layerPerOperation))
  * ```
  *
- * @since 0.2.0
+ * @since 1.0.0
  */
 export * as Tracing from "./Tracing.js"
 /**

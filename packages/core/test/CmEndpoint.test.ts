@@ -2,8 +2,9 @@
  * CmEndpoint on the simulated driver: two endpoints in one process, the bytes that arrive checked,
  * every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, CmListener, Driver, RemoteKey, Tracing } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, RemoteKey, Tracing } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, type Duration, Effect, Exit, Fiber, Layer, Option, Stream, TestClock, Tracer } from "effect"
 

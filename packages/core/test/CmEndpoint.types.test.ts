@@ -1,7 +1,8 @@
 /**
  * Type tests: compiled by `pnpm check`; each `@ts-expect-error` fails the build if the line compiles.
  */
-import { CmEndpoint, CmListener, type Driver, type RdmaError, RemoteKey } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, type RdmaError, RemoteKey } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { describe, expect, it } from "@effect/vitest"
 import type * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"

@@ -3,8 +3,9 @@
  * concurrency bound, unanswered requests rejected, a failing handler, interruption, and a client
  * gone before its accept; every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, CmListener, Driver, type RdmaError } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, type RdmaError } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Deferred, Effect, Exit, Fiber, Schedule, Scope } from "effect"
 

@@ -1,8 +1,9 @@
 /**
  * Connections and the data path on the simulated fabric: two peers in one process.
  */
-import { Connection, Descriptor, Driver, Listener, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Listener, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { asleepUntil, endsAfter } from "./clock.js"
@@ -199,7 +200,7 @@ describe("operations", () => {
   it.effect("writeMany asks a completion of one request per half queue and of the last of each post; every write arrives", () =>
     inWorld(Effect.gen(function*() {
       const driver = yield* Driver.RdmaDriver
-      const asked: Array<Driver.Signal> = []
+      const asked: Array<Driver.Model.Signal> = []
       const recording: Driver.Driver = {
         ...driver,
         postMany: (conn, requests) => {

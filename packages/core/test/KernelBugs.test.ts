@@ -2,11 +2,12 @@
  * The five bugs of issue 18 on the simulated driver, each a case that failed before the posting
  * kernel and passes with it.
  */
-import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 
 // A Connection shows no handle; the driver-level checks read the one its implementation keeps.
-const handleOf = (conn: Connection.Connection) => (conn as unknown as { readonly handle: Driver.ConnHandle }).handle
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+const handleOf = (conn: Connection.Connection) => (conn as unknown as { readonly handle: Driver.Model.ConnHandle }).handle
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Layer, ScopedRef, Stream, TestClock } from "effect"
 import { ById } from "../../core/src/internal/byId.js"
@@ -77,7 +78,7 @@ describe("kernel: the bugs of issue 18", () => {
     })))
 
   it.effect("3. a local close calls rpma_conn_disconnect once", () => {
-    const calls = new Map<Driver.ConnHandle, number>()
+    const calls = new Map<Driver.Model.ConnHandle, number>()
     const counting = Layer.effect(
       Driver.RdmaDriver,
       Effect.map(Driver.RdmaDriver, (driver): Driver.Driver => ({

@@ -2,8 +2,9 @@
  * Every registration lives at least as long as its scope: finalizers on success, failure, defect
  * and interruption, in reverse order, and a failed release is reported, never retried.
  */
-import { CmEndpoint, CmListener, Connection, Driver, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Connection, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric, Scope } from "effect"
 
@@ -199,7 +200,7 @@ describe("a failing release", () => {
         const regionScope = yield* Scope.make()
         const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV).pipe(Scope.extend(regionScope))
         // A receive core does not know of, posted through the raw driver.
-        d.postMany((server as unknown as { readonly handle: Driver.ConnHandle }).handle, [{ op: "recv", id: 1 << 20, dst: inbox.handle, offset: 0, length: 256 }])
+        d.postMany((server as unknown as { readonly handle: Driver.Model.ConnHandle }).handle, [{ op: "recv", id: 1 << 20, dst: inbox.handle, offset: 0, length: 256 }])
         yield* Scope.close(regionScope, Exit.void)
         assert.isTrue(logs.some((l) => /rpma_mr_dereg refused while releasing .*: it is still in use and stays alive/.test(l)), logs.join("\n"))
         assert.strictEqual((yield* Metric.value(failures)).count - before, 0, "not a release failure")

@@ -4,8 +4,9 @@
  * request, a failing handler ending the server, and interruption; every resource accounted for by
  * the leak ledger after each case.
  */
-import { Admission, Connection, Driver, Listener, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Listener, LocalMr, Peer, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Deferred, Effect, Exit, Fiber, Schedule } from "effect"
 

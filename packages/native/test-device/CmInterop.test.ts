@@ -6,9 +6,7 @@
 // checking the bytes that arrive on each side (the C program checks its side and exits 0 only if
 // all of them arrived). The C programs are first proved against each other.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/CmInterop.test.ts
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as CmListener from "@effect-rdma/core/CmListener"
-import * as RemoteKey from "@effect-rdma/core/RemoteKey"
+import { CmEndpoint, CmListener, RdmaError, RemoteKey } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -34,7 +32,7 @@ const DONE = new TextEncoder().encode("done")
 const IBV_WC_RECV = 128
 const IBV_WC_RECV_RDMA_WITH_IMM = 129
 const IBV_WC_WITH_IMM = 2
-const ECONNREFUSED = 111
+const { ECONNREFUSED } = RdmaError.Errno
 
 const options: CmEndpoint.Options = { timeout: "20 seconds", maxSendWr: 16, maxRecvWr: 16 }
 

@@ -1,15 +1,8 @@
 // Needs an RDMA device (Soft-RoCE will do) bound to RDMA_ADDRESS:
 //   RDMA_ADDRESS=192.168.122.10 pnpm --filter @effect-rdma/native test:device
 // Without RDMA_ADDRESS the suite fails: a device run that silently skips proves nothing.
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as Connection from "@effect-rdma/core/Connection"
-import * as Descriptor from "@effect-rdma/core/Descriptor"
-import { type CmEpConfig, type ConnConfig, type Driver, type PeerHandle, RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Listener from "@effect-rdma/core/Listener"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
+import { CmEndpoint, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -33,7 +26,7 @@ const collect = Effect.gen(function*() {
   }
 })
 
-const withTwoPeers = <A, E>(f: (driver: Driver, server: PeerHandle, client: PeerHandle) => Effect.Effect<A, E>) =>
+const withTwoPeers = <A, E>(f: (driver: Driver, server: Model.PeerHandle, client: Model.PeerHandle) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     const driver = yield* RdmaDriver
     const context = yield* driver.getIbvContext(address, "local")
@@ -41,10 +34,10 @@ const withTwoPeers = <A, E>(f: (driver: Driver, server: PeerHandle, client: Peer
     return yield* Effect.scoped(Effect.flatMap(Effect.zip(peers, peers), ([server, client]) => f(driver, server, client)))
   })
 
-const config: ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
+const config: Model.ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
 
 // A connection made with the raw calls, both sides ESTABLISHED.
-const rawPair = (driver: Driver, server: PeerHandle, client: PeerHandle, port: number) =>
+const rawPair = (driver: Driver, server: Model.PeerHandle, client: Model.PeerHandle, port: number) =>
   Effect.gen(function*() {
     const ep = yield* driver.epListen(server, address, port)
     const incoming = yield* Effect.fork(driver.epNextConnReq(ep, config))
@@ -206,7 +199,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
   describe("rdma_cm registrations", () => {
     // An endpoint whose route is resolved (to this host: nothing needs to listen) has its own
     // protection domain, which rdma_reg_* register on.
-    const cmConfig: CmEpConfig = {
+    const cmConfig: Model.CmEpConfig = {
       timeoutMs: 5_000,
       maxSendWr: 4,
       maxRecvWr: 4,
@@ -434,7 +427,7 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
 })
 
 // mrReg with a region where the peer goes; the region is deregistered whatever happens.
-const regionAsPeer = (driver: Driver, peer: PeerHandle) =>
+const regionAsPeer = (driver: Driver, peer: Model.PeerHandle) =>
   Effect.flatMap(Effect.map(driver.mrReg(peer, new Uint8Array(64), WRITE_DST), (r) => r.handle), (mr) =>
     Effect.ensuring(
       driver.mrReg(mr as never, new Uint8Array(64), WRITE_DST),

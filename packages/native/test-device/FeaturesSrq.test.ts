@@ -4,12 +4,7 @@
 // The TypeScript clients and the last server have a receive CQ of their own (one on a completion
 // channel shared with the CQ).
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/FeaturesSrq.test.ts
-import * as Connection from "@effect-rdma/core/Connection"
-import * as Listener from "@effect-rdma/core/Listener"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as SharedReceiveQueue from "@effect-rdma/core/SharedReceiveQueue"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Connection, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as NativeDriver from "../src/NativeDriver.js"

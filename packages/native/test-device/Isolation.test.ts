@@ -8,13 +8,7 @@
 // VM, host load average ~20, 2026-12-02: 458 guesses in 602 s (29 with the exact rkey), 458
 // refused with REM_ACCESS_ERR, 0 reached.
 //   RDMA_ADDRESS=... ISOLATION_GUESS_SECONDS=60 vitest run --config vitest.device.config.ts test-device/Isolation.test.ts
-import * as Connection from "@effect-rdma/core/Connection"
-import * as Descriptor from "@effect-rdma/core/Descriptor"
-import * as Admission from "@effect-rdma/core/Admission"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Admission, Connection, Descriptor, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"

@@ -2,13 +2,8 @@
 // and connections, interrupted at random points again and again. Nothing may hang, nothing may be
 // left alive when it ends (without relying on garbage collection), and the memory it holds stays
 // flat.
-import * as Connection from "@effect-rdma/core/Connection"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Listener from "@effect-rdma/core/Listener"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
 import { assert, describe, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"

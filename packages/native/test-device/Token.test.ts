@@ -2,9 +2,7 @@
 // as README's "Security" says a C client does: one byte with its length, then its bytes. The
 // TypeScript server admits exactly the token it set, once.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/Token.test.ts
-import * as Admission from "@effect-rdma/core/Admission"
-import * as Listener from "@effect-rdma/core/Listener"
-import * as Peer from "@effect-rdma/core/Peer"
+import { Admission, Listener, Peer } from "@effect-rdma/core"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"

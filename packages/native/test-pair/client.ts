@@ -16,14 +16,8 @@
  *
  * Every wait is bounded, so a hang is a failure with a message, never a stuck suite.
  */
-import * as Connection from "@effect-rdma/core/Connection"
-import * as DescriptorExchange from "@effect-rdma/core/DescriptorExchange"
+import { Connection, DescriptorExchange, Listener, LocalMr, Peer, RdmaClient, Usage } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import * as Listener from "@effect-rdma/core/Listener"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RdmaClient from "@effect-rdma/core/RdmaClient"
-import * as Usage from "@effect-rdma/core/Usage"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

@@ -20,11 +20,9 @@
  * A receive alone has no bound (it waits on the other side's application); it ends with the
  * endpoint, which a read or a write in flight ends when the other side is gone.
  */
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as CmListener from "@effect-rdma/core/CmListener"
-import * as RemoteKey from "@effect-rdma/core/RemoteKey"
-import * as Cause from "effect/Cause"
+import { CmEndpoint, CmListener, RemoteKey } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
+import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"

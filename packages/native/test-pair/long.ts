@@ -3,12 +3,7 @@
  * from VM b into a region on VM a, with every connection event the server sees logged (with its
  * time). An event before the client says it is done (CLOSED or LOST) is unexplained, and fails.
  */
-import * as Connection from "@effect-rdma/core/Connection"
-import * as Listener from "@effect-rdma/core/Listener"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { type Channel, check, log, seconds } from "./harness.js"

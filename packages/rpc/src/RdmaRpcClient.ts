@@ -3,9 +3,10 @@
  * effect-rdma connection, small ones by send into the server's pre-posted receives, large ones
  * written into the server's registered landing region and acknowledged (see {@link RdmaChannel}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
-import type { Connection, DescriptorExchange, Driver, Peer } from "@effect-rdma/core"
+import type { Connection, DescriptorExchange, Peer } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as Duration from "effect/Duration"
@@ -46,7 +47,7 @@ export type Target<R = never> =
 /**
  * Where to connect, how to reconnect, and the channel's settings.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export type LayerOptions<R = never> = RdmaChannel.Options & Target<R> & {
@@ -74,7 +75,7 @@ export type LayerOptions<R = never> = RdmaChannel.Options & Target<R> & {
  * A client protocol over an established connection. When the connection ends, every request still
  * waiting fails with an `RpcClientError` (`reason: "Protocol"`), as over a closed socket.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const makeProtocol: (
@@ -116,7 +117,7 @@ export const makeProtocol: (
  * }).pipe(Layer.provide([Peer.layer("192.168.77.1"), RpcSerialization.layerMsgPack]))
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category layers
  */
 export const layerProtocol: <R = never>(

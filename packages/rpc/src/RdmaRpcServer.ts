@@ -3,9 +3,10 @@
  * effect-rdma endpoint, one client per connection, and carries its messages over them (see
  * {@link RdmaChannel}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  */
-import type { Admission, Connection, Driver, Listener, Peer, RdmaError } from "@effect-rdma/core"
+import type { Admission, Connection, Listener, Peer, RdmaError } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import type * as Duration from "effect/Duration"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as RpcServer from "@effect/rpc/RpcServer"
@@ -18,7 +19,7 @@ import * as internal from "./internal/protocol.js"
 /**
  * The channel's settings, and those of each accepted connection.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface Options extends RdmaChannel.Options {
@@ -44,7 +45,7 @@ export interface Options extends RdmaChannel.Options {
 /**
  * Where to listen, and the settings of each client's connection and channel.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category models
  */
 export interface LayerOptions extends Options {
@@ -64,7 +65,7 @@ export interface LayerOptions extends Options {
  * can make the server hold is bounded (see {@link RdmaChannel.Options.maxMessageSize}); closing
  * the scope ends every client at once.
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category constructors
  */
 export const makeProtocol: (
@@ -92,7 +93,7 @@ export const makeProtocol: (
  * )
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category layers
  */
 export const layerProtocol: (

@@ -7,8 +7,9 @@
  * with a logged reason, release what it held, and leave the other clients served; closing the
  * server's scope ends within its bound with them attached.
  */
-import { Connection, type Driver, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { Connection, LocalMr, Peer, Usage } from "@effect-rdma/core"
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Schema, Scope, TestClock } from "effect"

@@ -18,7 +18,8 @@
  *
  * @since 0.1.0
  */
-import { type Connection, Driver, type Listener, type LocalMr, type Peer, type RemoteMr } from "@effect-rdma/core"
+import type { Connection, Listener, LocalMr, Peer, RemoteMr } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
@@ -121,7 +122,7 @@ export const fuzz: <E>(layer: Layer.Layer<Driver.RdmaDriver, E>, options: FuzzOp
 /**
  * How {@link fuzz} runs: `runs` runs of up to `steps` calls each, on `address`, listening on `port`.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category models
  */
 export interface FuzzOptions extends fuzzer.FuzzOptions {}
@@ -130,7 +131,7 @@ export interface FuzzOptions extends fuzzer.FuzzOptions {}
  * The two sides of a connected pair's options; each side sends private data ("hello" from the
  * client, "welcome" from the server) unless its options give other.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category models
  */
 export interface PairOptions extends pair.PairOptions {}
@@ -140,7 +141,7 @@ export interface PairOptions extends pair.PairOptions {}
  * region exposed for write, flush and read, one accepted connection, and a client peer connected
  * to it with that region as a remote one. Everything is released with the caller's scope.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category pairs
  */
 export const connectedPair: (address: string, port: number, options?: PairOptions) => Effect.Effect<
@@ -162,7 +163,7 @@ export const connectedPair: (address: string, port: number, options?: PairOption
  * exposed region's descriptor once the endpoint listens (to send to the client's host), before the
  * connection is accepted.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category pairs
  */
 export const serverHalf: <E, R>(
@@ -185,7 +186,7 @@ export const serverHalf: <E, R>(
  * The client half of {@link connectedPair}: a peer on `address`, connected to the server half at
  * `serverAddress:port`, whose exposed region `descriptor` describes.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category pairs
  */
 export const clientHalf: (
@@ -203,7 +204,7 @@ export const clientHalf: (
 /**
  * A message between the two halves of a {@link PairCase}: a JSON object.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category pairs
  */
 export type Message = halves.Message
@@ -212,7 +213,7 @@ export type Message = halves.Message
  * What the two halves of a {@link PairCase} talk over: an in-memory channel in one process, TCP
  * between two hosts.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category pairs
  */
 export interface Channel extends halves.Channel {}
@@ -221,7 +222,7 @@ export interface Channel extends halves.Channel {}
  * What one half of a {@link PairCase} is given: its own address, where the server half listens,
  * the port, and the channel to the other half.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category pairs
  */
 export interface HalfContext extends halves.HalfContext {}
@@ -231,7 +232,7 @@ export interface HalfContext extends halves.HalfContext {}
  * process; the two-host runner (packages/native/test-pair) runs the server half on one host and
  * the client half on the other, under the same name.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category pairs
  */
 export interface PairCase extends halves.PairCase {}
@@ -240,7 +241,7 @@ export interface PairCase extends halves.PairCase {}
  * The connection cases that need two sides, as halves (in {@link cases} too, run in one process):
  * librpma's connections, then the endpoints of librdmacm's verbs API.
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category cases
  */
 export const pairCases: ReadonlyArray<PairCase> = [...connectionPairCases, ...cmEndpointPairCases]

@@ -65,7 +65,7 @@ export type Operation =
  * Only these can fail through their completion ({@link CompleteWithStatus}) or lose their
  * connection ({@link LoseConnection}).
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export type DataOperation =
@@ -101,7 +101,7 @@ export type DataOperation =
  * const refuseRegistration = SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 2, code: -100002 })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export interface FailWithCode {
@@ -128,7 +128,7 @@ export interface FailWithCode {
  * const remoteAccessError = SimulatedDriver.fail({ operation: "rpma_read", nth: 1, completionStatus: 10 })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export interface CompleteWithStatus {
@@ -153,7 +153,7 @@ export interface CompleteWithStatus {
  * const dropUnderWrite = SimulatedDriver.fail({ operation: "rpma_write", nth: 3, loseConnection: true })
  * ```
  *
- * @since 0.6.0
+ * @since 1.0.0
  * @category faults
  */
 export interface LoseConnection {
@@ -181,7 +181,7 @@ export interface LoseConnection {
  * const freezeUnderWrite = SimulatedDriver.fail({ operation: "rpma_write", nth: 1, freezePeer: true })
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category faults
  */
 export interface FreezePeer {
@@ -265,7 +265,7 @@ export const make = (options?: Options): { readonly driver: Driver.Driver; reado
  * const TwoDevices = SimulatedDriver.layerWith({ devices: ["10.0.0.1", "10.0.0.2"] })
  * ```
  *
- * @since 0.5.0
+ * @since 1.0.0
  * @category layers
  */
 export const layerWith = (options: Options): Layer.Layer<RdmaDriver | SimulationControl> =>

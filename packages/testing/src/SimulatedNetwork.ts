@@ -28,7 +28,7 @@
  * it reaches anyone, logged (a warning, with why), and its sender dropped from the network: the
  * other processes see it leave, and only their connections with it end.
  *
- * @since 0.7.0
+ * @since 1.0.0
  */
 import { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Context from "effect/Context"
@@ -51,7 +51,7 @@ import * as SimulatedDriver from "./SimulatedDriver.js"
  * The network could not be served or joined: `detail` says why (no process serves it at `path`,
  * the socket path is taken, no answer within the timeout).
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category errors
  */
 export class SimulatedNetworkError extends Data.TaggedError("SimulatedNetworkError")<{
@@ -65,7 +65,7 @@ export class SimulatedNetworkError extends Data.TaggedError("SimulatedNetworkErr
 }
 
 /**
- * @since 0.7.0
+ * @since 1.0.0
  * @category models
  */
 export interface ServeOptions {
@@ -93,7 +93,7 @@ const MIN_FRAME_SIZE = 64 * 1024
 const MAX_FRAME_SIZE = 0xffffffff
 
 /**
- * @since 0.7.0
+ * @since 1.0.0
  * @category models
  */
 export interface JoinOptions extends SimulatedDriver.Options {
@@ -121,7 +121,7 @@ export interface JoinOptions extends SimulatedDriver.Options {
  * }))
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category constructors
  */
 export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> => {
@@ -185,7 +185,7 @@ const serveAt = (given: string | undefined, maxFrameSize: number): Effect.Effect
  * )
  * ```
  *
- * @since 0.7.0
+ * @since 1.0.0
  * @category layers
  */
 export const layer = (

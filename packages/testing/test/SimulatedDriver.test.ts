@@ -2,8 +2,9 @@
  * The error conditions of the three manual pages, at the Driver level and through core, on the
  * simulated driver. The conformance suite (run on every driver) repeats the ones a device can show.
  */
-import { CmEndpoint, Descriptor, Driver, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Descriptor, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import * as Driver from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, type Scope } from "effect"
 
@@ -220,8 +221,8 @@ describe("the completion queue and its channel, as librpma has them", () => {
     d: Driver.Driver,
     peer: Peer.Peer,
     options?: {
-      readonly srq?: Driver.SrqHandle
-      readonly early?: (req: Driver.ConnReqHandle) => void
+      readonly srq?: Driver.Model.SrqHandle
+      readonly early?: (req: Driver.Model.ConnReqHandle) => void
     }
   ) =>
     Effect.gen(function*() {
@@ -254,8 +255,8 @@ describe("the completion queue and its channel, as librpma has them", () => {
       const write = (id: number) => ({ op: "write" as const, id, dst: dst.handle, dstOffset: 0, src: src.handle, srcOffset: 0, length: 8 })
       const send = (id: number) => ({ op: "send" as const, id, src: src.handle, offset: 0, length: 8 })
       const recv = (id: number) => ({ op: "recv" as const, id, dst: target.handle, offset: 0, length: 8 })
-      const heard: Array<ReadonlyArray<Driver.Completion>> = []
-      const arm = (conn: Driver.ConnHandle) => d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
+      const heard: Array<ReadonlyArray<Driver.Model.Completion>> = []
+      const arm = (conn: Driver.Model.ConnHandle) => d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
       arm(client)
       // Posted with the channel armed: the poll right after the post still finds it.
       const first = d.postMany(client, [write(1)])
@@ -288,7 +289,7 @@ describe("the completion queue and its channel, as librpma has them", () => {
       const peer = yield* Peer.Peer
       const target = yield* LocalMr.allocate(peer, 64, Usage.RECV)
       const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
-      const early: Array<Driver.PostOutcome> = []
+      const early: Array<Driver.Model.PostOutcome> = []
       const { client, server } = yield* connected(d, peer, {
         early: (req) => early.push(d.postMany(req, [{ op: "recv", id: 7, dst: target.handle, offset: 0, length: 8 }]))
       })
@@ -312,7 +313,7 @@ describe("the completion queue and its channel, as librpma has them", () => {
       d.postMany(client, [send(1)])
       assert.deepStrictEqual(d.postMany(srq, [recv(11)]).ready.map((c) => [c.id, c.qpNum]), [[11, qpNum]])
       // Armed, then the message arrives.
-      const heard: Array<ReadonlyArray<Driver.Completion>> = []
+      const heard: Array<ReadonlyArray<Driver.Model.Completion>> = []
       d.armCompletions(srq, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
       assert.deepStrictEqual(d.postMany(srq, [recv(12)]).ready, [])
       d.postMany(client, [send(2)])
@@ -332,7 +333,7 @@ describe("the completion queue and its channel, as librpma has them", () => {
       )
       const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
       const send = { op: "send" as const, id: 1, src: src.handle, offset: 0, length: 8 }
-      for (const queue of [srq, req, {} as Driver.ConnHandle]) {
+      for (const queue of [srq, req, {} as Driver.Model.ConnHandle]) {
         const outcome = d.postMany(queue, [send])
         assert.strictEqual(outcome.posted, 0)
         assert.strictEqual(outcome.error?._tag, "RpmaInvalidError")

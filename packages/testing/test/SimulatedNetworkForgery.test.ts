@@ -6,8 +6,7 @@
  * logged, the forger dropped, and the two others' connection keeps working: a write and a read
  * across it after the forgery succeed, and the region holds only what they wrote.
  */
-import { CmEndpoint, CmListener, Connection, Listener, LocalMr, Peer, RemoteKey, RemoteMr, Usage } from "@effect-rdma/core"
-import { WcStatus } from "@effect-rdma/core/RdmaError"
+import { CmEndpoint, CmListener, Connection, Listener, LocalMr, Peer, RdmaError, RemoteKey, RemoteMr, Usage } from "@effect-rdma/core"
 import { SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, Option } from "effect"
@@ -212,7 +211,7 @@ describe("SimulatedNetwork refuses forged and malformed frames", () => {
       const tooLong = yield* Effect.exit(world.write(64 * 1024))
       const error = Exit.isFailure(tooLong) ? Cause.failureOption(tooLong.cause) : Option.none()
       assert.isTrue(
-        Option.isSome(error) && error.value._tag === "CompletionError" && error.value.status === WcStatus.LOC_LEN_ERR,
+        Option.isSome(error) && error.value._tag === "CompletionError" && error.value.status === RdmaError.WcStatus.LOC_LEN_ERR,
         `64 KiB does not: ${String(tooLong)}`
       )
     }))

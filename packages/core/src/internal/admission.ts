@@ -3,8 +3,6 @@
  * carries, and the decision (the request carries the token and the token has a use left).
  *
  * Declared and documented in Admission.ts.
- *
- * @internal
  */
 import { PipeableBase } from "./resource.js"
 import * as Data from "effect/Data"
@@ -15,23 +13,18 @@ import { timingSafeEqual } from "node:crypto"
 import type * as Admission from "../Admission.js"
 import * as DriverArguments from "../DriverArguments.js"
 
-/** @internal */
 export const TypeId: Admission.TypeId = Symbol.for("@effect-rdma/core/Admission") as Admission.TypeId
 
-/** @internal */
 export const MAX_TOKEN: number = DriverArguments.PRIVATE_DATA_LIMIT.connect - 1
 
-/** @internal */
 export const MAX_TOKEN_USES = 65_535
 
-/** @internal */
 export class InvalidTokenError extends Data.TaggedError("InvalidTokenError")<{ readonly reason: string }> {
   override get message(): string {
     return `admission token refused: ${this.reason}`
   }
 }
 
-/** @internal */
 export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedError")<{
   readonly address: string
   readonly port: number
@@ -50,7 +43,6 @@ export class AdmissionRefusedError extends Data.TaggedError("AdmissionRefusedErr
 // The wire form, what a client sends as private data: one byte with the token's length, then the
 // token. rdma_cm pads private data with zeros, so without the length a token's trailing zeros
 // (or an all-zero token) would match a client that never sent them.
-/** @internal */
 export class AdmissionImpl extends PipeableBase implements Admission.Admission {
   readonly [TypeId]: Admission.TypeId = TypeId
   constructor(
@@ -67,7 +59,6 @@ export class AdmissionImpl extends PipeableBase implements Admission.Admission {
   }
 }
 
-/** @internal */
 export const isAdmission = (u: unknown): u is Admission.Admission => u instanceof AdmissionImpl
 
 const tokenProblem = (token: unknown): string | undefined =>
@@ -104,7 +95,6 @@ const budgetOf = (
   return { uses: uses ?? 1, window: length.value }
 }
 
-/** @internal */
 export const privateData = (token: Uint8Array): Effect.Effect<Uint8Array, InvalidTokenError> =>
   Effect.suspend(() => {
     const problem = tokenProblem(token)
@@ -115,7 +105,6 @@ export const privateData = (token: Uint8Array): Effect.Effect<Uint8Array, Invali
     return Effect.succeed(wire)
   })
 
-/** @internal */
 export const make = (
   token: Uint8Array,
   options?: Admission.Options
@@ -127,7 +116,7 @@ export const make = (
   })
 
 /**
- * @internal The admission decision at `now` (the Clock's ms): why `presented` (a request's private
+ * The admission decision at `now` (the Clock's ms): why `presented` (a request's private
  * data) is refused, or undefined and the use is counted. The whole token is compared whatever
  * differs first: no timing to learn it from.
  */
@@ -152,7 +141,7 @@ export const decide = (
   return reason
 }
 
-/** @internal Gives back a use that {@link decide} spent at `at`, when the server, not the client, could not serve it. */
+/** Gives back a use that {@link decide} spent at `at`, when the server, not the client, could not serve it. */
 export const refund = (admission: Admission.Admission, at: number): Effect.Effect<void> =>
   Effect.sync(() => {
     const { admittedAt } = admission as AdmissionImpl

@@ -1,8 +1,6 @@
 /**
  * The reconnecting client: one supervisor fiber keeps a session (the offer, its remote regions, a
  * connection) up, and operations run on whatever session is current.
- *
- * @internal
  */
 import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -20,6 +18,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Connection from "../Connection.js"
+import { InvalidOptionsError } from "../RdmaError.js"
 import type { RdmaDriver } from "../Driver.js"
 import * as Admission from "../Admission.js"
 import type * as Peer from "../Peer.js"
@@ -30,15 +29,13 @@ import {
   AdmissionRejectedError as AdmissionRejectedErrorImpl,
   describe,
   InvalidOfferError as InvalidOfferErrorImpl,
-  InvalidOptionsError,
   NotConnectedError as NotConnectedErrorImpl
 } from "./clientErrors.js"
 import * as instrument from "./instrument.js"
 
-/** @internal */
 export const ClientTypeId: RdmaClient.TypeId = Symbol.for("@effect-rdma/core/RdmaClient") as RdmaClient.TypeId
 
-/** @internal What one connected session holds: released with the session's scope. */
+/** What one connected session holds: released with the session's scope. */
 export interface Session {
   readonly connection: Connection.Connection
   readonly regions: Readonly<Record<string, RemoteMr.RemoteMr<any>>>
@@ -51,7 +48,7 @@ const notConnected = (operation: string, state: RdmaClient.State, waitedMs: numb
   new NotConnectedErrorImpl({ operation, state, waitedMs })
 
 /**
- * @internal The client's state machine: the current session (operations run on it), the state users
+ * The client's state machine: the current session (operations run on it), the state users
  * read, and the Deferred operations wait on while there is no session. Each transition is one
  * synchronous step, so that no operation sees a session the state no longer calls connected.
  */
@@ -136,7 +133,7 @@ const endsConnection = (error: { readonly _tag: string }): boolean =>
   error._tag === "ConnectionClosedError" || error._tag === "CompletionError"
 
 /**
- * @internal Runs `f` on the current session; while there is none, fails at once or waits the
+ * Runs `f` on the current session; while there is none, fails at once or waits the
  * client's bound for one. An error that means the connection ended retires the session at once
  * (the next operation does not run on it) and tells the supervisor.
  */
@@ -174,7 +171,7 @@ export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { read
 }
 
 /**
- * @internal {@link use} for code of the user's: given the session's connection, its regions (typed
+ * {@link use} for code of the user's: given the session's connection, its regions (typed
  * by the client's usages) and the client's peer, with the driver the client was made with (a Sink
  * of RdmaStream needs it).
  */
@@ -190,7 +187,7 @@ export const withConnection = <Regions extends RdmaClient.RegionUsages, A, E ext
   )
 }
 
-/** @internal Waits for the client to be connected: fails once it is closed. */
+/** Waits for the client to be connected: fails once it is closed. */
 export const awaitConnected = <Regions extends RdmaClient.RegionUsages>(
   client: RdmaClient.RdmaClient<Regions, any>
 ): Effect.Effect<RdmaClient.Connected, RdmaClient.NotConnectedError> =>
@@ -200,7 +197,7 @@ export const awaitConnected = <Regions extends RdmaClient.RegionUsages>(
   )
 
 /**
- * @internal {@link use} with the session's region named `name`; a name that is not one of the
+ * {@link use} with the session's region named `name`; a name that is not one of the
  * client's regions (from untyped code) is refused before anything is posted.
  */
 export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }>(
@@ -334,7 +331,7 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
 
 /** The options' checks, for untyped callers: what is wrong, and what the option takes. */
 const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any, any>): InvalidOptionsError | number => {
-  const invalid = (option: string, detail: string) => new InvalidOptionsError({ option, detail })
+  const invalid = (option: string, detail: string) => new InvalidOptionsError({ module: "RdmaClient", option, detail })
   if (typeof options !== "object" || options === null) return invalid("object", "must be an object of options")
   if (!Effect.isEffect(options.offer)) return invalid("offer", "must be an Effect that fetches the offer")
   if (!Schedule.isSchedule(options.reconnect)) return invalid("reconnect", "must be a Schedule (e.g. Schedule.spaced(\"1 second\"))")
@@ -362,7 +359,6 @@ const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any, a
   return Duration.toMillis(wait.value)
 }
 
-/** @internal */
 export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS, Config>(
   options: RdmaClient.MakeOptions<Regions, E, R, Out, RS, Config>
 ): Effect.Effect<

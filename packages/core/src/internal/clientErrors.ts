@@ -1,12 +1,10 @@
 /**
  * The reconnecting client's errors, re-exported by `RdmaClient` (use them from there).
- *
- * @internal
  */
 import * as Data from "effect/Data"
 import type { State } from "../RdmaClient.js"
 
-/** @internal A failure as the client's messages say it: its message, if it has one. */
+/** A failure as the client's messages say it: its message, if it has one. */
 export const describe = (error: unknown): string =>
   typeof error === "object" && error !== null && "message" in error ? String((error as { message: unknown }).message) : String(error)
 
@@ -27,7 +25,6 @@ const stateText = (state: State): string => {
   }
 }
 
-/** @internal */
 export class NotConnectedError extends Data.TaggedError("NotConnectedError")<{
   readonly operation: string
   /** The client's state when the operation gave up. */
@@ -45,7 +42,6 @@ export class NotConnectedError extends Data.TaggedError("NotConnectedError")<{
   }
 }
 
-/** @internal */
 export class InvalidOfferError extends Data.TaggedError("InvalidOfferError")<{
   readonly detail: string
 }> {
@@ -54,17 +50,6 @@ export class InvalidOfferError extends Data.TaggedError("InvalidOfferError")<{
   }
 }
 
-/** @internal */
-export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")<{
-  readonly option: string
-  readonly detail: string
-}> {
-  override get message(): string {
-    return `RdmaClient.make: the option ${this.option} ${this.detail}`
-  }
-}
-
-/** @internal */
 export class AdmissionRejectedError extends Data.TaggedError("AdmissionRejectedError")<{
   readonly address: string
   readonly port: number

@@ -10,8 +10,6 @@
  * destroyed (its queue pair, then its identifier: Owner.releaseWhenUnused waits for the regions).
  *
  * Declared and documented in CmEndpoint.ts.
- *
- * @internal
  */
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -28,9 +26,10 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
-import { type CmEpConfig, type CmEpHandle, type CmWorkRequest, type Driver, RdmaDriver } from "../Driver.js"
+import { type Driver, RdmaDriver } from "../Driver.js"
+import { type CmEpConfig, type CmEpHandle, type CmWorkRequest } from "../DriverModel.js"
 import * as DriverArguments from "../DriverArguments.js"
-import { fromErrno, type RdmaCmError } from "../RdmaError.js"
+import { Errno, fromErrno, type RdmaCmError } from "../RdmaError.js"
 import { boundedWait } from "./connection.js"
 import { timeoutMillis } from "./connectionConfig.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
@@ -40,16 +39,15 @@ import * as Owner from "./owner.js"
 import { Poster } from "./poster.js"
 import { release } from "./release.js"
 
-const EINVAL = 22
+const { EINVAL } = Errno
 
-/** @internal */
 export const TypeId: CmEndpoint.TypeId = Symbol.for("@effect-rdma/core/CmEndpoint") as CmEndpoint.TypeId
 
 /** What may be posted before the endpoint is connected or accepted. */
 const RECEIVES: ReadonlySet<string> = new Set([Operations.cmRecv.name, Operations.cmRecvv.name])
 
 /**
- * @internal Where an endpoint is, in the words its refusals use: made and not yet connected
+ * Where an endpoint is, in the words its refusals use: made and not yet connected
  * (`created`), an incoming request not yet answered (`request`), connecting or accepting,
  * connected, rejected, its connect or accept failed, ending (`closing`), ended. The public
  * {@link CmEndpoint.State} is derived from it.
@@ -58,7 +56,7 @@ export type Phase = "created" | "request" | "connecting" | "connected" | "reject
 
 const isFinal = (state: CmEndpoint.State): boolean => state === "Closed" || state === "Lost"
 
-/** @internal Every default of an endpoint's settings filled in. */
+/** Every default of an endpoint's settings filled in. */
 export const toConfig = (options: CmEndpoint.Options | undefined): CmEpConfig => ({
   timeoutMs: timeoutMillis(options?.timeout),
   maxSendWr: options?.maxSendWr ?? 64,
@@ -85,7 +83,7 @@ const configProblem = (config: CmEpConfig): string | undefined => {
   return undefined
 }
 
-/** @internal The settings made and checked, then `use`d; refused with EINVAL before the driver is called. */
+/** The settings made and checked, then `use`d; refused with EINVAL before the driver is called. */
 export const withConfig = <A>(
   operation: string,
   options: CmEndpoint.Options | undefined,
@@ -97,10 +95,9 @@ export const withConfig = <A>(
     return refused !== undefined ? Effect.fail(invalid(operation, refused)) : use(driver, config)
   })
 
-/** @internal */
 export const invalid = (operation: string, detail: string): RdmaCmError => fromErrno(EINVAL, operation, detail)
 
-/** @internal Private data a connect, an accept or a reject cannot carry, refused before anything is sent. */
+/** Private data a connect, an accept or a reject cannot carry, refused before anything is sent. */
 export const privateDataProblem = (operation: string, privateData: unknown, side?: "connect" | "accept") => {
   const refused = DriverArguments.privateData(privateData, side)
   return refused === undefined ? undefined : invalid(operation, refused)
@@ -113,7 +110,7 @@ const queueCalls = (driver: Driver) => ({
   armCompletions: driver.cmArmCompletions
 })
 
-/** @internal The owner of an endpoint: its regions. */
+/** The owner of an endpoint: its regions. */
 export const endpointOwner = (ep: CmEndpoint.CmEndpoint): Owner.Owner =>
   Owner.of(ep, () => `the rdma_cm endpoint ${ep.info.localAddress}:${ep.info.localPort}`)
 
@@ -123,12 +120,12 @@ const closedError = (reason: "CLOSED" | "LOST", cause?: unknown) => (operation: 
     unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
   )
 
-/** @internal What hands a request out and hears when it is answered (internal/cmListener.ts). */
+/** What hands a request out and hears when it is answered (internal/cmListener.ts). */
 export interface RequestSource {
   readonly unanswered: Set<EndpointImpl>
 }
 
-/** @internal What an endpoint's operations reach: its kernel, its state, what was granted. */
+/** What an endpoint's operations reach: its kernel, its state, what was granted. */
 export class EndpointImpl implements CmEndpoint.CmEndpoint {
   readonly [TypeId]: CmEndpoint.TypeId = TypeId
   /** Where it is; moved by {@link EndpointImpl.moveTo} only, which publishes the public state. */
@@ -204,14 +201,13 @@ const publicState = (phase: Phase, outcome: "Closed" | "Lost"): CmEndpoint.State
   }
 }
 
-/** @internal The implementation behind a public endpoint. */
+/** The implementation behind a public endpoint. */
 export const impl = (ep: CmEndpoint.CmEndpoint): EndpointImpl => ep as EndpointImpl
 
-/** @internal */
 export const isCmEndpoint = (u: unknown): u is CmEndpoint.CmEndpoint => Predicate.hasProperty(u, TypeId)
 
 /**
- * @internal Makes the endpoint of `handle` (created, or taken from a listener) and its kernel,
+ * Makes the endpoint of `handle` (created, or taken from a listener) and its kernel,
  * scoped: its close (`onClose`, then its end) disconnects, drains and fails what is left, and its
  * scope's finalizer destroys it once its regions are gone. `onGone` runs after it is destroyed (a
  * listener lets go of its request).
@@ -306,7 +302,7 @@ const end = (d: Driver, ep: EndpointImpl, cause: unknown): Effect.Effect<void> =
     )
   })
 
-/** @internal rdma_create_ep with a queue pair, scoped; nothing connected yet. */
+/** rdma_create_ep with a queue pair, scoped; nothing connected yet. */
 export const make = (
   address: string,
   port: number,
@@ -320,7 +316,7 @@ export const make = (
       )
     ))
 
-/** @internal rdma_connect: bounded by the endpoint's timeout; interrupted, the endpoint stays to be closed. */
+/** rdma_connect: bounded by the endpoint's timeout; interrupted, the endpoint stays to be closed. */
 export const establish: {
   (self: CmEndpoint.CmEndpoint, options?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
   (options?: CmEndpoint.EstablishOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
@@ -348,11 +344,11 @@ export const establish: {
     })
 )
 
-/** @internal A connect or an accept that did not succeed leaves the endpoint failed (unless it ended meanwhile). */
+/** A connect or an accept that did not succeed leaves the endpoint failed (unless it ended meanwhile). */
 export const failedUnlessDone = (ep: EndpointImpl) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.onExit(effect, (exit) => Effect.sync(() => Exit.isFailure(exit) && ep.phase === "connecting" && ep.moveTo("failed")))
 
-/** @internal rdma_create_ep then rdma_connect. */
+/** rdma_create_ep then rdma_connect. */
 export const connect = (
   address: string,
   port: number,
@@ -361,7 +357,7 @@ export const connect = (
   Effect.tap(make(address, port, options), (ep) => establish(ep, options))
 
 /**
- * @internal Connected: receives posted before wait on its channel, and the peer's disconnect ends
+ * Connected: receives posted before wait on its channel, and the peer's disconnect ends
  * it. In one uninterruptible step, so that its watchers are always known to the close that stops
  * them. An endpoint closed while it connected stays closed.
  */
@@ -403,10 +399,9 @@ export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8
     ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
   }))
 
-/** @internal */
 export const state = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> => Effect.sync(() => impl(self).current)
 
-/** @internal The current state, then each change, ending with the final one. */
+/** The current state, then each change, ending with the final one. */
 export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.State> =>
   Stream.unwrapScoped(Effect.map(PubSub.subscribe(impl(self).states), (later) => {
     const now = impl(self).current
@@ -418,8 +413,6 @@ export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.S
     )
   }))
 
-/** @internal */
 export const awaitClosed = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> => Deferred.await(impl(self).final)
 
-/** @internal */
 export const close = (self: CmEndpoint.CmEndpoint): Effect.Effect<void> => Effect.suspend(() => impl(self).shutdown)

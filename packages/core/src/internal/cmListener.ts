@@ -4,8 +4,6 @@
  * the requests it handed out; those still unanswered when it closes are rejected first.
  *
  * Declared and documented in CmListener.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
@@ -16,7 +14,8 @@ import * as Stream from "effect/Stream"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import { ClientGoneError } from "../CmEndpointError.js"
 import type * as CmListener from "../CmListener.js"
-import type { CmEpConfig, CmListenerHandle, Driver, RdmaDriver } from "../Driver.js"
+import type { Driver, RdmaDriver } from "../Driver.js"
+import type { CmEpConfig, CmListenerHandle } from "../DriverModel.js"
 import type { RdmaCmError } from "../RdmaError.js"
 import {
   adopt,
@@ -32,14 +31,13 @@ import {
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
+import { Errno } from "../RdmaError.js"
 
-/** The drivers' rdma_accept of a request whose client has gone. */
-const ECONNABORTED = 103
+const { ECONNABORTED } = Errno
 
-/** @internal */
 export const TypeId: CmListener.TypeId = Symbol.for("@effect-rdma/core/CmListener") as CmListener.TypeId
 
-/** @internal A listener, the settings of the requests it hands out, and those not answered yet. */
+/** A listener, the settings of the requests it hands out, and those not answered yet. */
 export class ListenerImpl implements CmListener.CmListener {
   readonly [TypeId]: CmListener.TypeId = TypeId
   /** Requests handed out and not answered yet: rejected when the listener closes. */
@@ -57,14 +55,13 @@ export class ListenerImpl implements CmListener.CmListener {
 
 const listenerImpl = (listener: CmListener.CmListener): ListenerImpl => listener as ListenerImpl
 
-/** @internal */
 export const isCmListener = (u: unknown): u is CmListener.CmListener => Predicate.hasProperty(u, TypeId)
 
-/** @internal The owner of a listener: the requests it handed out. */
+/** The owner of a listener: the requests it handed out. */
 const listenerOwner = (listener: ListenerImpl): Owner.Owner =>
   Owner.of(listener, () => `the rdma_cm listener on ${listener.address}:${listener.port}`)
 
-/** @internal rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
+/** rdma_listen on `address`:`port`, scoped: destroyed after the requests it handed out. */
 export const make = (
   address: string,
   port: number,
@@ -86,7 +83,7 @@ export const make = (
     ))
 
 /**
- * @internal rdma_get_request: the next request, scoped (rejected when its scope closes unanswered,
+ * rdma_get_request: the next request, scoped (rejected when its scope closes unanswered,
  * then destroyed). Interruptible while it waits.
  */
 export const next = (
@@ -114,7 +111,6 @@ export const next = (
       })
     ))
 
-/** @internal */
 export const requests = (
   self: CmListener.CmListener
 ): Stream.Stream<CmEndpoint.CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> => Stream.repeatEffect(next(self))
@@ -124,7 +120,7 @@ const answered = (ep: EndpointImpl): void => {
   ep.listener = undefined
 }
 
-/** @internal rdma_accept, bounded by the listener's timeout; answers the request, connected. */
+/** rdma_accept, bounded by the listener's timeout; answers the request, connected. */
 export const accept: {
   (
     self: CmEndpoint.CmEndpoint,
@@ -159,7 +155,7 @@ export const accept: {
     })
 )
 
-/** @internal rdma_reject; a request answered already is refused. */
+/** rdma_reject; a request answered already is refused. */
 export const reject: {
   (self: CmEndpoint.CmEndpoint, options?: CmListener.RejectOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
   (options?: CmListener.RejectOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>

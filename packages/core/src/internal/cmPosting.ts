@@ -5,8 +5,6 @@
  * with what it can produce.
  *
  * Declared and documented in CmEndpoint.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
@@ -14,8 +12,8 @@ import type * as CmEndpoint from "../CmEndpoint.js"
 import type * as Connection from "../Connection.js"
 import type * as RemoteKey from "../RemoteKey.js"
 import { OutOfRangeError } from "../ConnectionError.js"
-import type { CmSegment, CmWorkRequest, Completion, Signal } from "../Driver.js"
-import { fromErrno } from "../RdmaError.js"
+import type { CmSegment, CmWorkRequest, Completion, Signal } from "../DriverModel.js"
+import { Errno, fromErrno } from "../RdmaError.js"
 import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
 import { impl } from "./cmEndpoint.js"
 import * as instrument from "./instrument.js"
@@ -240,42 +238,36 @@ const recvOne = (args: CmEndpoint.RecvArgs): CmEndpoint.RecvvArgs => ({
   segments: [{ mr: args.dst, offset: args.offset, length: args.length }]
 })
 
-/** @internal */
 export const send: Operation<CmEndpoint.SendArgs, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs) =>
     run(ep, () => prepareSend(ep, sendOne(args), true), AWAIT_VOID)
 )
 
-/** @internal */
 export const sendv: Operation<CmEndpoint.SendvArgs, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
     run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
 )
 
-/** @internal */
 export const recv: Operation<CmEndpoint.RecvArgs, Connection.Completion> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs) =>
     run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT, toCompletion)
 )
 
-/** @internal */
 export const recvv: Operation<CmEndpoint.RecvvArgs, Connection.Completion> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
     run(ep, () => prepareRecv(ep, args, false), AWAIT, toCompletion)
 )
 
-/** @internal */
 export const write: Operation<CmEndpoint.WriteArgs, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
     keyRefused(run(ep, () => prepareWrite(ep, args), AWAIT_VOID))
 )
 
-/** @internal */
 export const read: Operation<CmEndpoint.ReadArgs, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
@@ -301,28 +293,24 @@ const ticket = (ep: CmEndpoint.CmEndpoint, spec: OperationSpec) => (entry: Pendi
   return { operation: spec.name, completion: spec.op === "write" || spec.op === "read" ? keyRefused(completion) : completion }
 }
 
-/** @internal */
 export const postSend: Operation<CmEndpoint.SendvArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
     submit(ep, () => prepareSend(ep, args, args.segments?.length === 1), args.completion ?? "always")
 )
 
-/** @internal */
 export const postRecv: Operation<CmEndpoint.RecvvArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
     submit(ep, () => prepareRecv(ep, args, args.segments?.length === 1), undefined)
 )
 
-/** @internal */
 export const postWrite: Operation<CmEndpoint.WriteArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
     submit(ep, () => prepareWrite(ep, args), args.completion ?? "always")
 )
 
-/** @internal */
 export const postRead: Operation<CmEndpoint.ReadArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
@@ -347,7 +335,7 @@ const prepareExchange = (
   args: CmEndpoint.ExchangeArgs
 ): readonly [Prepared, Prepared] | TransferError => {
   if (args === null || typeof args !== "object" || args.send === undefined || args.recv === undefined) {
-    return fromErrno(22, operation, "the arguments must name a send and a recv")
+    return fromErrno(Errno.EINVAL, operation, "the arguments must name a send and a recv")
   }
   const recv = prepareAnyRecv(ep, args.recv)
   if (!isPrepared(recv)) return recv
@@ -370,14 +358,12 @@ const exchange = (
     return impl(ep).kernel.exchange<TransferError>(fiber, recv, send, then, then === AWAIT ? toCompletion : ticket(ep, recv.spec))
   })
 
-/** @internal */
 export const call: Operation<CmEndpoint.ExchangeArgs, Connection.Completion> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) =>
     exchange(ep, "CmEndpoint.call", args, AWAIT)
 )
 
-/** @internal */
 export const reply: Operation<CmEndpoint.ExchangeArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) =>
@@ -395,7 +381,7 @@ const batch = <A>(
 ): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
     if (!Array.isArray(list)) {
-      return instrument.refused(fromErrno(22, "rdma_post", "the requests must be an array"))
+      return instrument.refused(fromErrno(Errno.EINVAL, "rdma_post", "the requests must be an array"))
     }
     const prepared: Array<Prepared> = []
     const owners = new Set<Owner.Owner>()
@@ -428,21 +414,18 @@ const batch = <A>(
     })
   })
 
-/** @internal */
 export const sendMany: Operation<ReadonlyArray<CmEndpoint.SendArgs>, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.SendArgs>) =>
     batch(ep, list, (args) => prepareSend(ep, sendOne(args), true))
 )
 
-/** @internal */
 export const recvMany: Operation<ReadonlyArray<CmEndpoint.RecvArgs>, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.RecvArgs>) =>
     batch(ep, list, (args) => prepareRecv(ep, recvOne(args), true))
 )
 
-/** @internal */
 export const writeMany: Operation<ReadonlyArray<CmEndpoint.WriteArgs>, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.WriteArgs>) =>

@@ -2,14 +2,13 @@
  * rdma_reg_msgs / rdma_reg_read / rdma_reg_write on an endpoint's own protection domain, and their
  * release. A region's deregistration waits for the requests in flight that name it (its owner,
  * internal/owner.ts), and its endpoint is destroyed only after its last region is deregistered.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import type * as Scope from "effect/Scope"
 import type * as CmEndpoint from "../CmEndpoint.js"
-import { type CmMrHandle, type CmRegistrationKind, RdmaDriver } from "../Driver.js"
+import { RdmaDriver } from "../Driver.js"
+import { type CmMrHandle, type CmRegistrationKind } from "../DriverModel.js"
 import * as Memory from "../Memory.js"
 import type { MemoryRefusedError, RdmaCmError } from "../RdmaError.js"
 import { endpointOwner } from "./cmEndpoint.js"
@@ -18,14 +17,14 @@ import * as Owner from "./owner.js"
 import * as pins from "./pins.js"
 import { release } from "./release.js"
 
-/** @internal The C call of each kind. */
+/** The C call of each kind. */
 export const registrationCalls: Record<CmRegistrationKind, string> = {
   msgs: "rdma_reg_msgs",
   read: "rdma_reg_read",
   write: "rdma_reg_write"
 }
 
-/** @internal The owner of a region: the requests in flight that name it. */
+/** The owner of a region: the requests in flight that name it. */
 export const regionOwner = (mr: CmEndpoint.Region): Owner.Owner =>
   Owner.of(mr, () => `a ${mr.memory.byteLength}-byte region from ${registrationCalls[mr.kind]}`)
 
@@ -84,9 +83,6 @@ type Register<K extends CmRegistrationKind> = {
 const registerAs = <K extends CmRegistrationKind>(kind: K): Register<K> =>
   dual(2, (self: CmEndpoint.CmEndpoint, memory: Uint8Array) => register(kind, self, memory))
 
-/** @internal */
 export const registerMessages: Register<"msgs"> = registerAs("msgs")
-/** @internal */
 export const registerRead: Register<"read"> = registerAs("read")
-/** @internal */
 export const registerWrite: Register<"write"> = registerAs("write")

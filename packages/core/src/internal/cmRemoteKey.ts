@@ -5,23 +5,18 @@
  * names the field.
  *
  * Declared and documented in RemoteKey.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import { InvalidRemoteKeyError } from "../CmEndpointError.js"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import type * as RemoteKey from "../RemoteKey.js"
 
-/** @internal */
 export const VERSION = 1
-/** @internal */
 export const SIZE = 24
 
 const accessCodes = { read: 1, write: 2 } as const
 const accessOf: Record<number, "read" | "write"> = { 1: "read", 2: "write" }
 
-/** @internal */
 export const encode = (key: RemoteKey.RemoteKey): Uint8Array => {
   const bytes = new Uint8Array(SIZE)
   const view = new DataView(bytes.buffer)
@@ -65,14 +60,12 @@ const read = (
   return { address, length, rkey, access }
 }
 
-/** @internal */
 export const decode = (bytes: Uint8Array): Effect.Effect<RemoteKey.RemoteKey, InvalidRemoteKeyError> =>
   Effect.suspend(() => {
     const decoded = read(bytes)
     return "field" in decoded ? Effect.fail(new InvalidRemoteKeyError(decoded)) : Effect.succeed(decoded)
   })
 
-/** @internal */
 export const make = <A extends RemoteKey.Access>(region: CmEndpoint.Region<A>): RemoteKey.RemoteKey<A> => ({
   address: region.address,
   length: BigInt(region.length),
@@ -80,7 +73,6 @@ export const make = <A extends RemoteKey.Access>(region: CmEndpoint.Region<A>): 
   access: region.kind
 })
 
-/** @internal */
 export const require = <A extends RemoteKey.Access>(access: A) =>
 (key: RemoteKey.RemoteKey): Effect.Effect<RemoteKey.RemoteKey<A>, InvalidRemoteKeyError> =>
   key.access === access

@@ -9,8 +9,6 @@
  * disconnected and destroyed); the parent then closes whatever scope a handler never got to run.
  *
  * Declared and documented in CmListener.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -27,7 +25,6 @@ import { isCmListener, next } from "./cmListener.js"
 
 const isClientGone = (error: unknown): error is ClientGoneError => error instanceof ClientGoneError
 
-/** @internal */
 export const serve: {
   <A, E, R>(
     handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,

@@ -13,8 +13,6 @@
  *   bounded by the timeout (the other side may never answer: a dead host, a peer that never
  *   disconnects), then the completions already queued are delivered, the operations still waiting
  *   fail, and rpma_conn_delete. Regions of requests still posted are released only after that.
- *
- * @internal
  */
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -28,7 +26,8 @@ import * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
 type State = Connection.State
 import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "../ConnectionError.js"
-import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle, Driver, RdmaDriver } from "../Driver.js"
+import type { Driver, RdmaDriver } from "../Driver.js"
+import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle } from "../DriverModel.js"
 import type { Peer } from "../Peer.js"
 import { ownerOf } from "./peer.js"
 import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
@@ -41,7 +40,7 @@ import { afterPendingIo, Poster } from "./poster.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 
-/** @internal Where a connection goes, for its errors. */
+/** Where a connection goes, for its errors. */
 export interface Where {
   readonly address: string
   readonly port: number
@@ -64,7 +63,7 @@ const nextEventWithin = (
   )
 
 /**
- * @internal A wait inside a finalizer, really bounded. `Effect.timeout` cannot end what it times in
+ * A wait inside a finalizer, really bounded. `Effect.timeout` cannot end what it times in
  * an uninterruptible region, and making that part interruptible is no better when the finalizer
  * runs because its fiber was interrupted: the pending interruption would end the finalizer there
  * and skip the rest of it. So the wait runs in a fiber of its own, interruptible, and this one
@@ -135,7 +134,7 @@ const closeAttempt = (
   })
 
 /**
- * @internal Receives posted on a request before it is connected (rpma_conn_req_recv), through a
+ * Receives posted on a request before it is connected (rpma_conn_req_recv), through a
  * kernel of the request's own: their table becomes the connection's.
  */
 export interface Prepared {
@@ -150,7 +149,7 @@ export interface Prepared {
 const NO_SEND_SLOTS = new Slots(0)
 
 /**
- * @internal What receives posted on request `req` before it is answered need: refused with
+ * What receives posted on request `req` before it is answered need: refused with
  * `refusal` once it is.
  */
 export const prepare = (
@@ -182,7 +181,7 @@ export const prepare = (
   })
 
 /**
- * @internal The request was deleted, or its connection failed before it was established: its
+ * The request was deleted, or its connection failed before it was established: its
  * receives fail, and their regions are let go (the queue pair is gone).
  */
 export const failPrepared = (prepared: Prepared): Effect.Effect<void> =>
@@ -192,7 +191,7 @@ export const failPrepared = (prepared: Prepared): Effect.Effect<void> =>
   })
 
 /**
- * @internal Opens a connection from a request: `request` creates it (uninterruptibly), and the
+ * Opens a connection from a request: `request` creates it (uninterruptibly), and the
  * result is scoped. Used for outgoing connections and for accepting incoming requests.
  */
 export const open = (
@@ -433,7 +432,6 @@ const establish = (
     return { connection, close }
   })
 
-/** @internal */
 export const connect = (
   peer: Peer,
   address: string,

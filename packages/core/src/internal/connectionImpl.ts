@@ -2,21 +2,18 @@
  * What a Connection is inside: the public face (Connection.ts) over its posting kernel. Apart from
  * internal/connection.ts (its life) so that the operations reach the kernel without importing the
  * connection's life and what that imports.
- *
- * @internal
  */
 import { PipeableBase } from "./resource.js"
 import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
-import type { ConnHandle } from "../Driver.js"
+import type { ConnHandle } from "../DriverModel.js"
 import type { Poster } from "./poster.js"
 
-/** @internal */
 export const TypeId: Connection.TypeId = Symbol.for("@effect-rdma/core/Connection") as Connection.TypeId
 
 /**
- * @internal A connection's machinery behind its public face: its handle, the posting kernel of its
+ * A connection's machinery behind its public face: its handle, the posting kernel of its
  * queue pair (with its table and slots), which the operations post through, and its life.
  */
 export class ConnectionImpl extends PipeableBase implements Connection.Connection {
@@ -39,8 +36,7 @@ export class ConnectionImpl extends PipeableBase implements Connection.Connectio
   }
 }
 
-/** @internal The machinery of a connection (every Connection is a ConnectionImpl: nothing else makes one). */
+/** The machinery of a connection (every Connection is a ConnectionImpl: nothing else makes one). */
 export const impl = (conn: Connection.Connection): ConnectionImpl => conn as ConnectionImpl
 
-/** @internal */
 export const isConnection = (u: unknown): u is Connection.Connection => u instanceof ConnectionImpl

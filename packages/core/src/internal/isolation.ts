@@ -3,8 +3,6 @@
  * listening), and the rendezvous that hands a client such a listener's port and a one-time token.
  *
  * Declared and documented in Admission.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -21,7 +19,6 @@ import { type AdmissionRefusedError, InvalidTokenError, make as makeAdmission, M
 import * as internalConnection from "./connection.js"
 import { accept, admit, make as listen, next, reject } from "./listener.js"
 
-/** @internal */
 export class IsolatedImpl implements Admission.Isolated {
   /** Whether its one request was taken. */
   taken = false
@@ -35,14 +32,12 @@ export class IsolatedImpl implements Admission.Isolated {
   ) {}
 }
 
-/** @internal */
 export class RendezvousImpl extends IsolatedImpl implements Admission.Rendezvous {
   constructor(isolated: IsolatedImpl, readonly admission: Admission.Admission) {
     super(isolated.peer, isolated.address, isolated.port, isolated.listener, isolated.stopListening)
   }
 }
 
-/** @internal */
 export const listenIsolated = (
   address: string,
   port: number
@@ -55,7 +50,6 @@ export const listenIsolated = (
     return new IsolatedImpl(peer, address, port, listener, Scope.close(listening, Exit.void))
   })
 
-/** @internal */
 export const acceptIsolated = (
   isolated: Admission.Isolated,
   admission: Admission.Admission,
@@ -129,7 +123,6 @@ const listenIsolatedIn = (
     return attempt(from)
   })
 
-/** @internal */
 export const rendezvous = (
   listener: Listener.Listener,
   gate: Admission.Admission,
@@ -159,7 +152,6 @@ export const rendezvous = (
     return new RendezvousImpl(isolated, oneTime)
   })
 
-/** @internal */
 export const connectIsolated = (
   peer: Peer,
   address: string,

@@ -3,8 +3,6 @@
  * their life. Requests left unanswered are rejected when the listener shuts down with its scope.
  *
  * Declared and documented in Listener.ts.
- *
- * @internal
  */
 import { PipeableBase } from "./resource.js"
 import * as Clock from "effect/Clock"
@@ -14,7 +12,8 @@ import type * as Stream from "effect/Stream"
 import * as StreamM from "effect/Stream"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
-import { type ConnReqHandle, type EndpointHandle, RdmaDriver } from "../Driver.js"
+import { RdmaDriver } from "../Driver.js"
+import { type ConnReqHandle, type EndpointHandle } from "../DriverModel.js"
 import type * as Listener from "../Listener.js"
 import type { Peer } from "../Peer.js"
 import { fromRpmaCode, RpmaCode, type RpmaError, RpmaInvalidError } from "../RdmaError.js"
@@ -29,15 +28,13 @@ import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
 import * as srq from "./srq.js"
 
-/** @internal */
 export const TypeId: Listener.TypeId = Symbol.for("@effect-rdma/core/Listener") as Listener.TypeId
 
-/** @internal */
 export const RequestTypeId: Listener.RequestTypeId = Symbol.for(
   "@effect-rdma/core/Listener/ConnectionRequest"
 ) as Listener.RequestTypeId
 
-/** @internal A listener's machinery: its handle and the requests it took that are not answered yet. */
+/** A listener's machinery: its handle and the requests it took that are not answered yet. */
 export class ListenerImpl extends PipeableBase implements Listener.Listener {
   readonly [TypeId]: Listener.TypeId = TypeId
   readonly unanswered = new Set<RequestImpl>()
@@ -51,7 +48,7 @@ export class ListenerImpl extends PipeableBase implements Listener.Listener {
   }
 }
 
-/** @internal A request's machinery: its handle, the receives posted on it, its shared receive queue. */
+/** A request's machinery: its handle, the receives posted on it, its shared receive queue. */
 export class RequestImpl extends PipeableBase implements Listener.ConnectionRequest {
   readonly [RequestTypeId]: Listener.RequestTypeId = RequestTypeId
   constructor(
@@ -67,16 +64,13 @@ export class RequestImpl extends PipeableBase implements Listener.ConnectionRequ
   }
 }
 
-/** @internal */
 export const isListener = (u: unknown): u is Listener.Listener => u instanceof ListenerImpl
 
-/** @internal */
 export const isConnectionRequest = (u: unknown): u is Listener.ConnectionRequest => u instanceof RequestImpl
 
 const implOf = (listener: Listener.Listener) => listener as ListenerImpl
 const requestOf = (req: Listener.ConnectionRequest) => req as RequestImpl
 
-/** @internal */
 export const make = (
   peer: Peer,
   address: string,
@@ -98,7 +92,6 @@ export const make = (
         )
     ))
 
-/** @internal */
 export const next = (
   listener: Listener.Listener,
   options?: Connection.Options
@@ -131,13 +124,11 @@ export const next = (
     )
   })
 
-/** @internal */
 export const requests = (
   listener: Listener.Listener,
   options?: Connection.Options
 ): Stream.Stream<Listener.ConnectionRequest, RpmaError, RdmaDriver> => StreamM.repeatEffect(next(listener, options))
 
-/** @internal */
 export const reject = (request: Listener.ConnectionRequest): Effect.Effect<void, never, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.suspend(() => {
@@ -151,7 +142,7 @@ export const reject = (request: Listener.ConnectionRequest): Effect.Effect<void,
     }))
 
 /**
- * @internal The admission decision on `req` (see {@link decide}): the time its use was spent at,
+ * The admission decision on `req` (see {@link decide}): the time its use was spent at,
  * or the request is rejected and this fails saying why.
  */
 export const admit = (request: Listener.ConnectionRequest, admission: unknown) =>
@@ -197,7 +188,6 @@ const acceptChecked = (
       )
     }))
 
-/** @internal */
 export const accept = (
   request: Listener.ConnectionRequest,
   options?: Listener.AcceptOptions
@@ -210,7 +200,6 @@ export const accept = (
     ? acceptChecked(request, options)
     : Effect.zipRight(admit(request, options.admission), acceptChecked(request, options))
 
-/** @internal */
 export const acceptNext = (
   listener: Listener.Listener,
   options?: Listener.AcceptOptions
@@ -220,7 +209,6 @@ export const acceptNext = (
     (req) => Effect.tapError(accept(req, options), () => reject(req)) // reject: a no-op once answered
   )
 
-/** @internal */
 export const postRecv = (
   request: Listener.ConnectionRequest,
   args: Connection.RecvArgs

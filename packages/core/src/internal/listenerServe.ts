@@ -7,8 +7,6 @@
  * handler never got to run.
  *
  * Declared and documented in Listener.ts.
- *
- * @internal
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -28,7 +26,6 @@ import { accept, next, reject } from "./listener.js"
 const isClientsFailure = (error: unknown): error is AdmissionRefusedError | ConnectionFailedError =>
   error instanceof AdmissionRefusedError || error instanceof ConnectionFailedError
 
-/** @internal */
 export const serve = <A, E, R>(
   listener: Listener.Listener,
   handler: (conn: Connection.Connection) => Effect.Effect<A, E, R>,

@@ -6,8 +6,6 @@
  * work completion's status, and the codes librpma's post functions return for it.
  *
  * Declared and documented in Connection.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
@@ -15,7 +13,7 @@ import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
 import { impl } from "./connectionImpl.js"
 import * as instrument from "./instrument.js"
-import type { Completion, WorkRequest } from "../Driver.js"
+import type { Completion, WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
 import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
@@ -26,7 +24,7 @@ type FlushError = Connection.FlushError
 
 const MAX_LENGTH = 2 ** 32 - 1
 
-/** @internal The range check every operation makes before it posts. */
+/** The range check every operation makes before it posts. */
 export const checkRange = (
   operation: string,
   what: string,
@@ -58,13 +56,13 @@ export const checkRange = (
   return undefined
 }
 
-/** @internal Immediate data: a 32-bit unsigned integer, or none. */
+/** Immediate data: a 32-bit unsigned integer, or none. */
 export const checkImm = (operation: string, imm: number | undefined): OutOfRangeError | undefined =>
   imm === undefined || (Number.isInteger(imm) && imm >= 0 && imm <= MAX_LENGTH)
     ? undefined
     : new OutOfRangeError({ operation, detail: `immediate data ${imm} is not a 32-bit unsigned integer` })
 
-/** @internal A receive's length: what is given, else the rest of the region. */
+/** A receive's length: what is given, else the rest of the region. */
 export const recvLength = (args: Connection.RecvArgs): number =>
   args.length ?? Math.max(args.dst.size - (args.offset ?? 0), 0)
 
@@ -113,16 +111,16 @@ const prepared = (
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   prepared instanceof OutOfRangeError ? instrument.refused(prepared) : Effect.succeed(prepared)
 
-/** @internal The awaited form of a request posted without waiting (a write or send with immediate data). */
+/** The awaited form of a request posted without waiting (a write or send with immediate data). */
 export const awaitPosted = (posted: Effect.Effect<Connection.Posted, TransferError>): Effect.Effect<void, TransferError> =>
   Effect.flatMap(posted, (p) => Effect.asVoid(p.completion))
 
-/** @internal With `imm`, rpma_write_with_imm: posted as postWrite posts it (internal/posting.ts), then awaited. */
+/** With `imm`, rpma_write_with_imm: posted as postWrite posts it (internal/posting.ts), then awaited. */
 let writeWithImm: (conn: Connection.Connection, args: Connection.WriteArgs) => Effect.Effect<void, TransferError>
-/** @internal With `imm`, rpma_send_with_imm, likewise. */
+/** With `imm`, rpma_send_with_imm, likewise. */
 let sendWithImm: (conn: Connection.Connection, args: Connection.SendArgs) => Effect.Effect<void, TransferError>
 
-/** @internal Set by internal/posting.ts, which imports this module (no cycle of imports). */
+/** Set by internal/posting.ts, which imports this module (no cycle of imports). */
 export const withImm = (
   write: typeof writeWithImm,
   send: typeof sendWithImm
@@ -131,7 +129,6 @@ export const withImm = (
   sendWithImm = send
 }
 
-/** @internal */
 export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) =>
@@ -141,7 +138,6 @@ export const write = (conn: Connection.Connection, args: Connection.WriteArgs): 
   )
 }
 
-/** @internal */
 export const prepareWrite = (
   conn: Connection.Connection,
   args: Connection.WriteArgs
@@ -157,7 +153,6 @@ interface FixedWrite {
   readonly length: number
 }
 
-/** @internal */
 export const writeMany = (
   conn: Connection.Connection,
   writes: ReadonlyArray<Connection.WriteArgs>
@@ -210,13 +205,11 @@ export const writeMany = (
     })
   })
 
-/** @internal */
 export const read = (conn: Connection.Connection, args: Connection.ReadArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber)))
 }
 
-/** @internal */
 export const prepareRead = (
   conn: Connection.Connection,
   args: Connection.ReadArgs
@@ -249,7 +242,6 @@ const flushReadAt = (offset: number, length: number, size: number | bigint): num
   return Number(size) - FLUSH_READ_SIZE
 }
 
-/** @internal */
 export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): Effect.Effect<void, FlushError> =>
   Effect.withFiberRuntime((fiber) => {
     const { dst, dstOffset: offset = 0, length } = args
@@ -276,7 +268,6 @@ export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): 
     }), undefined, AWAIT_VOID)
   })
 
-/** @internal */
 export const atomicWrite = (conn: Connection.Connection, args: Connection.AtomicWriteArgs): Effect.Effect<void, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const { dst, offset, value } = args
@@ -298,7 +289,6 @@ export const atomicWrite = (conn: Connection.Connection, args: Connection.Atomic
     }), undefined, AWAIT_VOID)
   })
 
-/** @internal */
 export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
@@ -318,7 +308,7 @@ export const send = (conn: Connection.Connection, args: Connection.SendArgs): Ef
   })
 }
 
-/** @internal A receive on a connection, awaited: its completion as `complete` makes it. */
+/** A receive on a connection, awaited: its completion as `complete` makes it. */
 export const awaitRecv = <A>(
   conn: Connection.Connection,
   args: Connection.RecvArgs,

@@ -5,12 +5,9 @@
  * order alone cannot prevent it: a peer's scope may close before its regions' scope, and a region's
  * scope may close while a receive posted on it is still waiting. So a release asked for while users
  * remain is deferred, and runs when the last user lets go: never early, never forgotten.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 
-/** @internal */
 export interface Owner {
   /** What the log says this is, e.g. "the peer at 192.168.77.1". */
   readonly what: string
@@ -22,7 +19,7 @@ export interface Owner {
 const owners = new WeakMap<object, Owner>()
 
 /**
- * @internal The owner record of a peer, region or endpoint, made on first use. Kept beside the object,
+ * The owner record of a peer, region or endpoint, made on first use. Kept beside the object,
  * not in it, so that an object a caller built by hand (a Peer from a raw handle, say) works too.
  */
 export const of = (resource: object, what: () => string): Owner => {
@@ -31,16 +28,16 @@ export const of = (resource: object, what: () => string): Owner => {
   return owner
 }
 
-/** @internal The owner record if one was made (a resource nobody used has none). */
+/** The owner record if one was made (a resource nobody used has none). */
 export const peek = (resource: object): Owner | undefined => owners.get(resource)
 
-/** @internal A new user: the owner's release waits for it. */
+/** A new user: the owner's release waits for it. */
 export const retain = (owner: Owner): void => {
   owner.users++
 }
 
 /**
- * @internal A user is gone: the owner's deferred release, if this was the last user, else
+ * A user is gone: the owner's deferred release, if this was the last user, else
  * undefined (a plain value so that the data path allocates nothing when there is nothing to do).
  */
 export const dropUnsafe = (owner: Owner): Effect.Effect<void> | undefined => {
@@ -51,14 +48,14 @@ export const dropUnsafe = (owner: Owner): Effect.Effect<void> | undefined => {
   return deferred
 }
 
-/** @internal A user is gone; runs the owner's release if it was waiting for this one. */
+/** A user is gone; runs the owner's release if it was waiting for this one. */
 export const drop = (owner: Owner): Effect.Effect<void> => Effect.suspend(() => dropUnsafe(owner) ?? Effect.void)
 
-/** @internal Releases now, or when the last user lets go. */
+/** Releases now, or when the last user lets go. */
 export const releaseWhenUnused = (owner: Owner, release: Effect.Effect<void>): Effect.Effect<void> =>
   Effect.suspend(() => releaseWhenUnusedUnsafe(owner, release))
 
-/** @internal {@link releaseWhenUnused}, deciding now: what to run next. */
+/** {@link releaseWhenUnused}, deciding now: what to run next. */
 const releaseWhenUnusedUnsafe = (owner: Owner, release: Effect.Effect<void>): Effect.Effect<void> => {
   if (owner.users <= 0) return release
   owner.deferred = release

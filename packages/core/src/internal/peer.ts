@@ -1,17 +1,13 @@
 /**
  * What a peer is inside: its public face (Peer.ts) and the record of its users.
- *
- * @internal
  */
-import type { PeerHandle } from "../Driver.js"
+import type { PeerHandle } from "../DriverModel.js"
 import type * as Peer from "../Peer.js"
 import * as Owner from "./owner.js"
 import { PipeableBase } from "./resource.js"
 
-/** @internal */
 export const TypeId: Peer.TypeId = Symbol.for("@effect-rdma/core/Peer") as Peer.TypeId
 
-/** @internal */
 export class PeerImpl extends PipeableBase implements Peer.Peer {
   readonly [TypeId]: Peer.TypeId = TypeId
   constructor(readonly handle: PeerHandle, readonly address: string) {
@@ -19,8 +15,7 @@ export class PeerImpl extends PipeableBase implements Peer.Peer {
   }
 }
 
-/** @internal */
 export const isPeer = (u: unknown): u is Peer.Peer => u instanceof PeerImpl
 
-/** @internal Its regions, listeners and connections: the peer is deleted after the last of them. */
+/** Its regions, listeners and connections: the peer is deleted after the last of them. */
 export const ownerOf = (peer: Peer.Peer): Owner.Owner => Owner.of(peer, () => `the peer at ${peer.address}`)

@@ -5,8 +5,6 @@
  * errors as they do.
  *
  * Declared and documented in Connection.ts.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
@@ -14,8 +12,9 @@ import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
 import { impl } from "./connectionImpl.js"
 import type { OperationError } from "../ConnectionError.js"
-import type { Completion as DriverCompletion, RdmaDriver, Signal, WorkRequest } from "../Driver.js"
-import { WcFlags, WcOpcode } from "../Driver.js"
+import type { RdmaDriver } from "../Driver.js"
+import type { Completion as DriverCompletion, Signal, WorkRequest } from "../DriverModel.js"
+import { WcFlags, WcOpcode } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { RpmaError } from "../RdmaError.js"
 import type { Pending } from "./dataPath.js"
@@ -35,7 +34,7 @@ const operationNames: Record<number, Connection.CompletedOperation> = {
   [WcOpcode.RECV_RDMA_WITH_IMM]: "RECV_RDMA_WITH_IMM"
 }
 
-/** @internal A driver's completion as users read it. */
+/** A driver's completion as users read it. */
 export const toCompletion = (c: DriverCompletion): Connection.Completion => ({
   operation: operationNames[c.opcode] ?? "OTHER",
   opcode: c.opcode,
@@ -44,13 +43,12 @@ export const toCompletion = (c: DriverCompletion): Connection.Completion => ({
   imm: (c.flags & WcFlags.WITH_IMM) !== 0 ? c.imm : undefined
 })
 
-/** @internal */
 export const completionOf = (
   wait: Effect.Effect<DriverCompletion, TransferError>
 ): Effect.Effect<Connection.Completion, TransferError> => Effect.map(wait, toCompletion)
 
 /**
- * @internal Posts through `kernel` without waiting, once `refused` (the checks, made when the
+ * Posts through `kernel` without waiting, once `refused` (the checks, made when the
  * Effect runs) found nothing: a ticket whose completion `complete` makes what users read.
  */
 export const submit = <C>(
@@ -73,7 +71,6 @@ export const submit = <C>(
     (entry: Pending<OperationError>) => ({ operation: spec.name, completion: kernel.await<C, TransferError>(entry, complete) })
   )
 
-/** @internal */
 export const postWrite = (
   conn: Connection.Connection,
   args: Connection.PostWriteArgs
@@ -97,7 +94,6 @@ export const postWrite = (
     )
   })
 
-/** @internal */
 export const postRead = (
   conn: Connection.Connection,
   args: Connection.PostReadArgs
@@ -120,7 +116,6 @@ export const postRead = (
     )
   })
 
-/** @internal */
 export const postSend = (
   conn: Connection.Connection,
   args: Connection.PostSendArgs
@@ -147,7 +142,7 @@ withImm(
 )
 
 /**
- * @internal A receive posted through `kernel` without waiting (on a connection, a shared receive
+ * A receive posted through `kernel` without waiting (on a connection, a shared receive
  * queue, a connection request): its range checked, then what `refusal` finds, when the Effect runs.
  */
 export const submitRecv = <C>(
@@ -175,14 +170,12 @@ export const submitRecv = <C>(
 
 const noRefusal = () => undefined
 
-/** @internal */
 export const postRecv = (
   conn: Connection.Connection,
   args: Connection.RecvArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   submitRecv(impl(conn).kernel, Operations.recv, args, noRefusal, toCompletion)
 
-/** @internal */
 export const recv = (
   conn: Connection.Connection,
   args: Connection.RecvArgs
@@ -235,27 +228,22 @@ const exchange = (
     )
   })
 
-/** @internal */
 export const call = (conn: Connection.Connection, args: Connection.ExchangeArgs): Effect.Effect<Connection.Completion, TransferError> =>
   exchange(conn, args, AWAIT)
 
-/** @internal */
 export const reply = (conn: Connection.Connection, args: Connection.ExchangeArgs): Effect.Effect<Connection.Posted, TransferError> =>
   exchange(conn, args, SUBMIT)
 
-/** @internal */
 export const peerConfigDescriptor = (options: {
   readonly directWriteToPmem: boolean
 }): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.peerCfgDescriptor(options.directWriteToPmem))
 
-/** @internal */
 export const applyRemotePeerConfig = (
   conn: Connection.Connection,
   descriptor: Uint8Array
 ): Effect.Effect<void, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.connApplyRemotePeerCfg(impl(conn).handle, descriptor))
 
-/** @internal */
 export const qpNum = (conn: Connection.Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(impl(conn).handle))

@@ -3,8 +3,6 @@
  * path, and a Stream of messages over a pool of pre-posted receives. Built on the public API only.
  *
  * Declared and documented in RdmaStream.ts.
- *
- * @internal
  */
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
@@ -23,7 +21,6 @@ import type { MemoryRefusedError, RpmaError } from "../RdmaError.js"
 import type { RemoteMr } from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
 
-/** @internal */
 export class RegionFullError extends Data.TaggedError("RegionFullError")<{
   readonly written: number
   readonly needed: number
@@ -34,7 +31,6 @@ export class RegionFullError extends Data.TaggedError("RegionFullError")<{
   }
 }
 
-/** @internal */
 export class RingStalledError extends Data.TaggedError("RingStalledError")<{
   readonly waited: Duration.Duration
   readonly unread: number
@@ -46,7 +42,6 @@ export class RingStalledError extends Data.TaggedError("RingStalledError")<{
   }
 }
 
-/** @internal */
 export class StreamOptionError extends Data.TaggedError("StreamOptionError")<{
   readonly option: string
   readonly detail: string
@@ -56,7 +51,7 @@ export class StreamOptionError extends Data.TaggedError("StreamOptionError")<{
   }
 }
 
-/** @internal The ring's header: the writer's tail word, then the reader's head word. */
+/** The ring's header: the writer's tail word, then the reader's head word. */
 export const RING_HEADER = 64
 const TAIL_AT = 0
 const HEAD_AT = 8
@@ -100,7 +95,6 @@ const stager = (
   return { flush, stage, pending: () => spans.length > 0 }
 }
 
-/** @internal */
 export const writeRange = (
   peer: Peer,
   conn: Connection.Connection,
@@ -168,7 +162,6 @@ const readU64 = (memory: Uint8Array, at: number): number =>
 const writeU64 = (memory: Uint8Array, at: number, value: number): void =>
   new DataView(memory.buffer, memory.byteOffset + at, 8).setBigUint64(0, BigInt(value), true)
 
-/** @internal */
 export const writeRing = (
   peer: Peer,
   conn: Connection.Connection,
@@ -251,7 +244,6 @@ export const writeRing = (
     return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => tail))
   }))
 
-/** @internal */
 export const readRing = (
   ring: LocalMr.LocalMr<"WRITE_DST" | "READ_SRC">,
   options?: { readonly pollInterval?: Duration.DurationInput | undefined }
@@ -283,7 +275,6 @@ export const readRing = (
 
 type MessagesError = Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError
 
-/** @internal */
 export const messages = (
   peer: Peer,
   conn: Connection.Connection,

@@ -1,11 +1,9 @@
 /**
  * What every opaque resource's implementation shares: `pipe`, on the prototype (no cost per object).
- *
- * @internal
  */
 import { type Pipeable, pipeArguments } from "effect/Pipeable"
 
-/** @internal A base class whose instances are Pipeable. */
+/** A base class whose instances are Pipeable. */
 export abstract class PipeableBase implements Pipeable {
   pipe() {
     // eslint-disable-next-line prefer-rest-params

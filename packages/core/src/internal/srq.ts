@@ -8,15 +8,14 @@
  * pairs still point at).
  *
  * Declared and documented in SharedReceiveQueue.ts.
- *
- * @internal
  */
 import { PipeableBase } from "./resource.js"
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "../Connection.js"
-import type { Completion as DriverCompletion, Driver, RdmaDriver, SrqHandle } from "../Driver.js"
+import type { Driver, RdmaDriver } from "../Driver.js"
+import type { Completion as DriverCompletion, SrqHandle } from "../DriverModel.js"
 import type { Peer } from "../Peer.js"
 import { ownerOf as peerOwner } from "./peer.js"
 import { RpmaInvalidError, type RpmaError } from "../RdmaError.js"
@@ -30,19 +29,18 @@ import { Poster } from "./poster.js"
 import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
 
-/** @internal */
 export const TypeId: SharedReceiveQueue.TypeId = Symbol.for(
   "@effect-rdma/core/SharedReceiveQueue"
 ) as SharedReceiveQueue.TypeId
 
-/** @internal The driver's sizes of a queue. */
+/** The driver's sizes of a queue. */
 export interface Sizes {
   readonly rqSize: number
   /** 0: no receive CQ; its receives complete on the CQs of the connections made with it. */
   readonly rcqSize: number
 }
 
-/** @internal A queue's machinery behind its public face: the kernel its receives are posted through. */
+/** A queue's machinery behind its public face: the kernel its receives are posted through. */
 export class SharedReceiveQueueImpl extends PipeableBase implements SharedReceiveQueue.SharedReceiveQueue {
   readonly [TypeId]: SharedReceiveQueue.TypeId = TypeId
   constructor(readonly handle: SrqHandle, readonly peer: Peer, readonly kernel: Poster, readonly sizes: Sizes) {
@@ -50,7 +48,6 @@ export class SharedReceiveQueueImpl extends PipeableBase implements SharedReceiv
   }
 }
 
-/** @internal */
 export const isSharedReceiveQueue = (u: unknown): u is SharedReceiveQueue.SharedReceiveQueue =>
   u instanceof SharedReceiveQueueImpl
 
@@ -62,11 +59,11 @@ const byHandle = new WeakMap<object, SharedReceiveQueueImpl>()
 const ofHandle = (handle: SrqHandle | undefined): SharedReceiveQueueImpl | undefined =>
   typeof handle === "object" && handle !== null ? byHandle.get(handle) : undefined
 
-/** @internal The sizes of the queue a connection's config names, if core made it. */
+/** The sizes of the queue a connection's config names, if core made it. */
 export const sizesOf = (handle: SrqHandle | undefined): Sizes | undefined => ofHandle(handle)?.sizes
 
 /**
- * @internal The kernel of the queue a connection's config names when its receives complete on the
+ * The kernel of the queue a connection's config names when its receives complete on the
  * connection's CQs (it has no receive CQ): the connection's kernel reads them for it.
  */
 export const completingOn = (handle: SrqHandle | undefined): Poster | undefined => {
@@ -74,12 +71,12 @@ export const completingOn = (handle: SrqHandle | undefined): Poster | undefined 
   return queue !== undefined && queue.sizes.rcqSize === 0 ? queue.kernel : undefined
 }
 
-/** @internal The queue's owner record: connections made with it are its users. */
+/** The queue's owner record: connections made with it are its users. */
 const ownerOf = (queue: SharedReceiveQueue.SharedReceiveQueue): Owner.Owner =>
   Owner.of(queue, () => `the shared receive queue on the peer at ${queue.peer.address}`)
 
 /**
- * @internal A connection (or accepted request) made with `queue` uses it until its scope closes:
+ * A connection (or accepted request) made with `queue` uses it until its scope closes:
  * acquired before the connection, so released after it.
  */
 export const usedBy = (
@@ -154,7 +151,6 @@ const open = (
     ({ close, queue }) => Owner.releaseWhenUnused(ownerOf(queue), close)
   ).pipe(Effect.map(({ queue }) => queue))
 
-/** @internal */
 export const make = (
   peer: Peer,
   options?: SharedReceiveQueue.Options
@@ -171,7 +167,6 @@ const withQpNum = (c: DriverCompletion): SharedReceiveQueue.Completion => {
   return completion as SharedReceiveQueue.Completion
 }
 
-/** @internal */
 export const postRecv = (
   srq: SharedReceiveQueue.SharedReceiveQueue,
   args: Connection.RecvArgs
@@ -185,7 +180,6 @@ export const postRecv = (
         `the destination region is registered on another peer than the queue's (the peer at ${srq.peer.address}): register it there`
     }), withQpNum)
 
-/** @internal */
 export const recv = (
   srq: SharedReceiveQueue.SharedReceiveQueue,
   args: Connection.RecvArgs

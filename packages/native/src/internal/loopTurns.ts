@@ -5,8 +5,6 @@
  * turn: every other wait of the process (another connection's ESTABLISHED, a request, a socket)
  * and every timer would stall until it stops, and a timeout armed before would then fire ahead of
  * the event that had long been ready.
- *
- * @internal
  */
 import * as Effect from "effect/Effect"
 
@@ -42,8 +40,6 @@ export const CLOCK_EVERY = 16
  * least turn of the last TURNS_PER_ESTIMATE over TURN_SHARE if that is longer (at most
  * MAX_LOOP_BUDGET_MS). Wall-clock time, not Effect's Clock: it measures how long the process's
  * event loop is really held, and a TestClock stands still through a synchronous run.
- *
- * @internal
  */
 export const makeLoopTurns = (now: () => number = () => performance.now()) => {
   let calls = 0
@@ -92,5 +88,4 @@ export const makeLoopTurns = (now: () => number = () => performance.now()) => {
   }
 }
 
-/** @internal */
 export type LoopTurns = ReturnType<typeof makeLoopTurns>

@@ -3,10 +3,7 @@
 // CAP_IPC_LOCK (which ignores the limit). Prints one JSON line per case: how many registrations
 // succeeded before the first failure, and that failure's tag and message.
 //   node memlock.mjs <rdma address> <limit in bytes>
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Peer from "@effect-rdma/core/Peer"
-import * as Usage from "@effect-rdma/core/Usage"
+import { CmEndpoint, LocalMr, Peer, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as NativeDriver from "../../src/NativeDriver.js"
 

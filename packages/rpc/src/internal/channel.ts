@@ -21,10 +21,9 @@
  *
  * A sender that finds no posted receive is retried by the device without end (librpma's RNR
  * retry count is 7, "infinite"), so a slow reader slows its sender and no credits are needed.
- *
- * @internal
  */
-import { Connection, type Driver, LocalMr, type Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, LocalMr, type Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -35,7 +34,6 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
-/** @internal */
 export class ChannelError extends Data.TaggedError("RdmaChannelError")<{
   readonly reason: "Closed" | "Protocol" | "Transfer" | "Timeout"
   readonly detail: string
@@ -46,7 +44,6 @@ export class ChannelError extends Data.TaggedError("RdmaChannelError")<{
   }
 }
 
-/** @internal */
 export interface ChannelOptions {
   /** Each receive buffer's size; messages that fit after an 8-byte header go inline. Default 4096. */
   readonly inlineSize?: number | undefined
@@ -64,7 +61,6 @@ export interface ChannelOptions {
   readonly keepAlive?: Duration.DurationInput | undefined
 }
 
-/** @internal */
 export interface Channel {
   readonly send: (message: Uint8Array) => Effect.Effect<void, ChannelError>
   /**
@@ -75,7 +71,7 @@ export interface Channel {
   readonly closed: Deferred.Deferred<void, ChannelError>
 }
 
-/** @internal The channel's settings, checked: what {@link make} takes, and what a layer checks before it connects. */
+/** The channel's settings, checked: what {@link make} takes, and what a layer checks before it connects. */
 export interface Settings {
   readonly inlineSize: number
   readonly receives: number
@@ -110,7 +106,7 @@ const transfer = (what: string) => (cause: unknown) =>
 
 const protocol = (detail: string) => new ChannelError({ reason: "Protocol", detail })
 
-/** @internal Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is out of range. */
+/** Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is out of range. */
 export const settings = (options?: ChannelOptions): Effect.Effect<Settings, ChannelError> =>
   Effect.suspend(() => {
     const integers = {
@@ -142,7 +138,7 @@ export const settings = (options?: ChannelOptions): Effect.Effect<Settings, Chan
   })
 
 /**
- * @internal Opens a channel on `conn`: posts its receives, sends HELLO, and runs its receive loop
+ * Opens a channel on `conn`: posts its receives, sends HELLO, and runs its receive loop
  * (in the scope) calling `onMessage` with each whole message, in order. A message `onMessage` fails
  * ends the channel with that error, as a frame that breaks the channel's rules does.
  */

@@ -3,10 +3,9 @@
  * layer's RpcSerialization and carried whole by a channel per connection.
  *
  * Declared and documented in RdmaRpcClient.ts and RdmaRpcServer.ts.
- *
- * @internal
  */
-import { Admission, Connection, type Driver, Listener, Peer, type RdmaError } from "@effect-rdma/core"
+import { Admission, Connection, Listener, Peer, type RdmaError } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import { type FromClientEncoded, type FromServerEncoded, ResponseDefectEncoded } from "@effect/rpc/RpcMessage"
@@ -71,10 +70,8 @@ const decodeEach = <A>(
 
 const clientError = (message: string, cause: unknown) => new RpcClientError({ reason: "Protocol", message, cause })
 
-/** @internal */
 export interface ClientOptions extends channel.ChannelOptions {}
 
-/** @internal */
 export const makeClientProtocol = (
   peer: Peer.Peer,
   conn: Connection.Connection,
@@ -150,7 +147,7 @@ const withinHandshake = (bound: Duration.Duration, what: string) => <A, E, R>(ef
   })
 
 /**
- * @internal A client protocol that connects, and connects again after every failed connect or lost
+ * A client protocol that connects, and connects again after every failed connect or lost
  * connection, waiting as `retrySchedule` says (fed the failure; it starts over after each
  * connection). A lost connection fails the requests still waiting with an `RpcClientError`, as
  * @effect/rpc's socket protocol does; while there is no connection, a request fails at once with
@@ -231,7 +228,6 @@ export const makeReconnectingClientProtocol = <R>(
     )
   })
 
-/** @internal */
 export const layerClientProtocol = <R = never>(
   options: RdmaRpcClient.LayerOptions<R>
 ): Layer.Layer<
@@ -244,7 +240,6 @@ export const layerClientProtocol = <R = never>(
     Effect.flatMap(Peer.Peer, (peer) => makeReconnectingClientProtocol(peer, options))
   )
 
-/** @internal */
 export interface ServerOptions extends channel.ChannelOptions {
   /** Options of each accepted connection. */
   readonly connection?: Connection.Options | undefined
@@ -254,7 +249,6 @@ export interface ServerOptions extends channel.ChannelOptions {
   readonly handshakeTimeout?: Duration.DurationInput | undefined
 }
 
-/** @internal */
 export const makeServerProtocol = (
   endpoint: Listener.Listener,
   options?: ServerOptions
@@ -375,13 +369,11 @@ export const makeServerProtocol = (
     )
   })
 
-/** @internal */
 export interface ServerLayerOptions extends ServerOptions {
   readonly address: string
   readonly port: number
 }
 
-/** @internal */
 export const layerServerProtocol = (
   options: ServerLayerOptions
 ): Layer.Layer<

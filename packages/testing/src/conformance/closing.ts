@@ -2,10 +2,9 @@
  * Conformance cases for a connection's close after requests posted without waiting (issue 19,
  * item 5). An unsignalled request that succeeded reports nothing, ever: a close must not wait for
  * it, and takes no longer than a close after signalled requests.
- *
- * @internal
  */
-import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -30,7 +29,6 @@ const until = (landed: () => boolean, boundMs: number, what: string): Effect.Eff
     Effect.orDie
   )
 
-/** @internal */
 export const closingCases: ReadonlyArray<Case> = [
   {
     name:

@@ -3,10 +3,9 @@
  * accept refused for its private data can be retried, a receive CQ smaller than the receive queue
  * (example 09) works, and a shared receive queue without a receive CQ of its own (example 08srq,
  * modes m and r) completes its receives on each connection's CQ or receive CQ.
- *
- * @internal
  */
-import { Connection, Driver, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type { Case } from "../Conformance.js"
@@ -69,7 +68,6 @@ const pingPongOnQueue = (address: string, port: number, options: ReadonlyArray<C
     return { ep, serverPeer, srq }
   })
 
-/** @internal */
 export const configurationCases: ReadonlyArray<Case> = [
   {
     name: "driver: rpma_conn_req_connect with private data too long for an accept is refused and leaves the " +
@@ -80,7 +78,7 @@ export const configurationCases: ReadonlyArray<Case> = [
         const peer = yield* rawPeer(address)
         const config = driverConfig(10_000)
         const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
-        const deleting = (conn: Driver.ConnHandle) =>
+        const deleting = (conn: Driver.Model.ConnHandle) =>
           Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
         const client = yield* Effect.flatMap(d.connReqNew(peer, address, port, config), (req) =>
           Effect.flatMap(d.connReqConnect(req, undefined), deleting))

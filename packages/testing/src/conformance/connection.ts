@@ -3,10 +3,9 @@
  * operations over a connected pair, the device's own checks, many requests in flight, a pending
  * receive when the other side closes (each as a server half and a client half, run in one process
  * here and across two hosts by packages/native/test-pair), and what a second disconnect sends.
- *
- * @internal
  */
-import { Connection, Descriptor, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -53,7 +52,7 @@ const peek = (ctx: HalfContext, offset: number, length: number) =>
   )
 const donePeeking = (ctx: HalfContext) => ctx.channel.send({ done: true })
 
-/** @internal The connection cases that need two sides, as halves. */
+/** The connection cases that need two sides, as halves. */
 export const connectionPairCases: ReadonlyArray<PairCase> = [
   {
     name: "connection: connect, accept, private data both ways; a close is seen by the other side",
@@ -243,7 +242,7 @@ const driverPair = (address: string, port: number) =>
     const peer = yield* rawPeer(address)
     const config = driverConfig(10_000)
     const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
-    const deleting = (conn: Driver.ConnHandle) => Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
+    const deleting = (conn: Driver.Model.ConnHandle) => Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
     const accepting = yield* Effect.fork(
       Effect.flatMap(d.epNextConnReq(ep, config), (req) => Effect.flatMap(d.connReqConnect(req, undefined), deleting))
     )
@@ -255,7 +254,6 @@ const driverPair = (address: string, port: number) =>
     return { client, server }
   })
 
-/** @internal */
 export const connectionCases: ReadonlyArray<Case> = [
   ...connectionPairCases.map(inProcess),
   {

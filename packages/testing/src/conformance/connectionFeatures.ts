@@ -2,10 +2,9 @@
  * Conformance cases for the connection features of librpma beyond plain operations: a receive
  * posted before accepting, posting without waiting and unsignalled requests, immediate data, the
  * peer configuration descriptor, rdma_cm's private data limits, and shared receive queues.
- *
- * @internal
  */
-import { Connection, Driver, Listener, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import { Connection, Listener, LocalMr, Peer, RemoteMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
@@ -23,7 +22,6 @@ const remoteOf = (mr: LocalMr.LocalMr<any>) =>
       )
   )
 
-/** @internal */
 export const connectionFeatureCases: ReadonlyArray<Case> = [
   {
     name: "rpma_conn_req_recv: a receive posted before accepting takes the client's first message; a rejected request fails it",

@@ -86,7 +86,7 @@ export const flushRangeCases: ReadonlyArray<Case> = [
         // nothing of core's reads its completions meanwhile. The failed read ends the queue pair.
         const { client, serverPeer } = yield* connectedPair(address, port)
         // A Connection shows no handle; the driver's own calls read the one its implementation keeps.
-        const handle = (client as unknown as { readonly handle: Driver.ConnHandle }).handle
+        const handle = (client as unknown as { readonly handle: Driver.Model.ConnHandle }).handle
         const { remote } = yield* exposedOf(serverPeer, 4096)
         const flush = (id: number, dstOffset: number, length: number) =>
           Effect.suspend(() => {

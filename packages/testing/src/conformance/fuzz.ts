@@ -4,17 +4,10 @@
  * that does not end (a wait on a real handle may legitimately wait: those are bounded and
  * interrupted), on a throw from a function documented never to throw, and on a native object left
  * alive when the run's scope has closed.
- *
- * @internal
  */
-import * as CmEndpoint from "@effect-rdma/core/CmEndpoint"
-import * as Descriptor from "@effect-rdma/core/Descriptor"
+import { CmEndpoint, Descriptor, LocalMr, Memory, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as Memory from "@effect-rdma/core/Memory"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -147,7 +140,7 @@ const METHODS: ReadonlyArray<readonly [keyof Driver.Driver, number]> = [
 ]
 
 /** An rdma_cm endpoint's settings, for the one the run makes. */
-const CM_CONFIG: Driver.CmEpConfig = { timeoutMs: 2000, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+const CM_CONFIG: Driver.Model.CmEpConfig = { timeoutMs: 2000, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
 
 /** Methods that wait for the other side: on a real handle they may legitimately not end. */
 const WAITS = new Set<string>(["epNextConnReq", "connNextEvent", "getIbvContext", "cmEpCreate", "connReqNew"])
@@ -211,15 +204,15 @@ const total = (value: unknown): void => {
   Memory.validate(value)
   Memory.isDetached(value as Bad)
   Memory.isPoolSlice(value as Bad)
-  DriverArguments.memory(value)
-  DriverArguments.usage(value)
-  DriverArguments.port(value)
-  DriverArguments.address(value)
-  DriverArguments.connConfig(value)
-  DriverArguments.privateData(value, "accept")
-  DriverArguments.privateData(value, "connect")
-  DriverArguments.allocationSize(value)
-  DriverArguments.workRequest(value)
+  Arguments.memory(value)
+  Arguments.usage(value)
+  Arguments.port(value)
+  Arguments.address(value)
+  Arguments.connConfig(value)
+  Arguments.privateData(value, "accept")
+  Arguments.privateData(value, "connect")
+  Arguments.allocationSize(value)
+  Arguments.workRequest(value)
 }
 
 const problem = (what: string, exit: Exit.Exit<unknown, unknown>): string | undefined =>
@@ -242,7 +235,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     )
     // What a call made, kept for its release: mrReg answers with the handle and the region's address.
     const keep = (method: keyof Driver.Driver) => (result: unknown) => {
-      if (RELEASE[method] !== undefined) made.push([method, method === "mrReg" ? (result as Driver.MrRegistration).handle : result])
+      if (RELEASE[method] !== undefined) made.push([method, method === "mrReg" ? (result as Driver.Model.MrRegistration).handle : result])
       return result
     }
     const attempt = <A>(method: keyof Driver.Driver, effect: Effect.Effect<A, unknown>) =>
@@ -252,7 +245,7 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     const handles: Array<unknown> = [Option.getOrUndefined(context), Option.getOrUndefined(peer)]
     if (Option.isSome(peer)) {
       const region = yield* attempt("mrReg", driver.mrReg(peer.value as Bad, new Uint8Array(4096), 0xff))
-      handles.push(Option.getOrUndefined(Option.map(region, (r) => (r as Driver.MrRegistration).handle)))
+      handles.push(Option.getOrUndefined(Option.map(region, (r) => (r as Driver.Model.MrRegistration).handle)))
       handles.push(Option.getOrUndefined(yield* attempt("epListen", driver.epListen(peer.value as Bad, address, port))))
     }
     handles.push(Option.getOrUndefined(
@@ -305,7 +298,6 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     return problems
   })
 
-/** @internal */
 export interface FuzzOptions {
   readonly address: string
   readonly port: number
@@ -322,8 +314,6 @@ export interface FuzzOptions {
 /**
  * Runs the fuzzer against a driver Layer: `runs` runs of up to `steps` calls each. Fails with every
  * problem found (shrunk by fast-check).
- *
- * @internal
  */
 export const fuzz = <E>(layer: Layer.Layer<Driver.RdmaDriver, E>, options: FuzzOptions): Promise<void> =>
   fc.assert(

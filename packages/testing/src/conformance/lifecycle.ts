@@ -1,10 +1,9 @@
 /**
  * Conformance cases for the lifecycle promise: every resource is released, whatever happens, and no
  * release waits longer than the timeout the user gave. Each reproduces a way it once broke.
- *
- * @internal
  */
-import { Admission, Connection, Driver, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -52,7 +51,6 @@ const silentServer = (address: string, port: number) =>
     return accepted
   })
 
-/** @internal */
 export const lifecycleCases: ReadonlyArray<Case> = [
   {
     name: "close: the other side never answers the disconnect → the scope still closes within the timeout",

@@ -4,8 +4,6 @@
  * connection to the server, the exposed region as a remote one). In one process the halves run
  * side by side ({@link connectedPair}); across two hosts (packages/native/test-pair) each runs on
  * its own host and the descriptor travels between them.
- *
- * @internal
  */
 import { Connection, Descriptor, Listener, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
 import type { RdmaDriver } from "@effect-rdma/core/Driver"
@@ -14,16 +12,15 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 
-/** @internal What the server's region allows the client: write to it, flush it, read it back. */
+/** What the server's region allows the client: write to it, flush it, read it back. */
 export const exposed = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC, Usage.FLUSH_TYPE_VISIBILITY)
 
-/** @internal */
 export type Exposed = "WRITE_DST" | "READ_SRC" | "FLUSH_TYPE_VISIBILITY"
 
-/** @internal The exposed region's size. */
+/** The exposed region's size. */
 export const TARGET_SIZE = 65536
 
-/** @internal Each side's options; each sends private data ("hello", "welcome") unless its options say otherwise. */
+/** Each side's options; each sends private data ("hello", "welcome") unless its options say otherwise. */
 export interface PairOptions {
   readonly server?: Connection.Options | undefined
   readonly client?: Connection.Options | undefined
@@ -34,7 +31,6 @@ const bytes = (s: string) => new TextEncoder().encode(s)
 // The halves' types are written out: inferred, their declarations would name core's internal
 // module that declares ConnectionFailedError, which the published package does not export.
 
-/** @internal */
 export interface ServerHalf {
   readonly peer: Peer.Peer
   readonly target: LocalMr.LocalMr<Exposed>
@@ -42,17 +38,14 @@ export interface ServerHalf {
   readonly server: Connection.Connection
 }
 
-/** @internal */
 export interface ClientHalf {
   readonly peer: Peer.Peer
   readonly client: Connection.Connection
   readonly remote: RemoteMr.RemoteMr<Exposed>
 }
 
-/** @internal */
 export type ServerHalfError = RdmaError.RpmaError | RdmaError.MemoryRefusedError | Connection.ConnectionFailedError
 
-/** @internal */
 export type ClientHalfError =
   | RdmaError.RpmaError
   | Connection.ConnectionFailedError
@@ -60,7 +53,7 @@ export type ClientHalfError =
   | RemoteMr.MissingUsageError
 
 /**
- * @internal The server half: `listening` is told the exposed region's descriptor once the endpoint
+ * The server half: `listening` is told the exposed region's descriptor once the endpoint
  * listens, before the connection is accepted.
  */
 export const serverHalf = <E, R>(
@@ -78,7 +71,7 @@ export const serverHalf = <E, R>(
     return { peer, target, ep, server }
   })
 
-/** @internal The client half: connects to `serverAddress:port`, whose region `descriptor` describes. */
+/** The client half: connects to `serverAddress:port`, whose region `descriptor` describes. */
 export const clientHalf = (
   address: string,
   serverAddress: string,
@@ -93,7 +86,7 @@ export const clientHalf = (
     return { peer, client, remote }
   })
 
-/** @internal Both halves in one process, on one device: the server's side runs in a fiber of the caller's scope. */
+/** Both halves in one process, on one device: the server's side runs in a fiber of the caller's scope. */
 export const connectedPair = (
   address: string,
   port: number,

@@ -2,10 +2,9 @@
  * Conformance cases for the resources below connections: device contexts, peers, local and remote
  * regions, descriptors, handles used wrongly, rdma_cm ids and their regions, release order, and
  * Memory.allocate.
- *
- * @internal
  */
-import { CmEndpoint, Descriptor, Driver, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Descriptor, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -18,7 +17,6 @@ const rwUsage = Usage.combine(Usage.READ_SRC, Usage.WRITE_DST, Usage.FLUSH_TYPE_
 /** The port an rdma_cm endpoint that only registers resolves its route to: nobody needs to listen there. */
 const CM_PORT = 7471
 
-/** @internal */
 export const resourceCases: ReadonlyArray<Case> = [
   {
     name: "rpma_utils_get_ibv_context: no device at the address → RPMA_E_PROVIDER; NULL → RPMA_E_INVAL",
@@ -156,7 +154,7 @@ export const resourceCases: ReadonlyArray<Case> = [
         const peer = yield* rawPeer(address)
         const memory = new Uint8Array(4096)
         // The same refusals as the Effects, named the same.
-        const bad: ReadonlyArray<readonly [string, Driver.PeerHandle, Uint8Array, number]> = [
+        const bad: ReadonlyArray<readonly [string, Driver.Model.PeerHandle, Uint8Array, number]> = [
           ["peer NULL", null as any, memory, Usage.READ_SRC],
           ["size 0", peer, new Uint8Array(0), Usage.READ_SRC],
           ["usage 0", peer, memory, 0],
@@ -167,7 +165,7 @@ export const resourceCases: ReadonlyArray<Case> = [
         }
         const registered = regNow(peer, memory, Usage.READ_SRC)
         yield* check(registered !== undefined && registered._tag === "Success", "a 4 KiB region registered synchronously")
-        const { address: at, handle } = (registered as Exit.Success<Driver.MrRegistration, never>).value
+        const { address: at, handle } = (registered as Exit.Success<Driver.Model.MrRegistration, never>).value
         yield* equal(at, yield* d.mrGetPtr(handle), "the address against rpma_mr_get_ptr")
         yield* equal((yield* d.live).localRegions, 1, "regions alive after mrReg.now")
         yield* equal(yield* outcome(Effect.suspend(() => deregNow(handle)!)), "success", "mrDereg.now")

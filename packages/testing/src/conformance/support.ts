@@ -1,24 +1,22 @@
 /**
  * What the conformance modules share: the checks that fail a case with a message, and a few values.
- *
- * @internal
  */
-import { Driver } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 
 /**
- * @internal How many times slower than usual this machine runs (TEST_SLOWDOWN, which the test
+ * How many times slower than usual this machine runs (TEST_SLOWDOWN, which the test
  * configurations set for their processes: vitest.shared.ts from the load, the device one from
  * DEVICE_TEST_SLOWDOWN; 1 when unset). The few bounds a case measures on the wall clock, because
  * they are its point (a close that must not wait for its timeout), scale with it.
  */
 export const slowdown: number = Math.max(1, Number(globalThis.process?.env?.TEST_SLOWDOWN) || 1)
 
-/** @internal An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
+/** An address in TEST-NET-1 (RFC 5737): never assigned, so no device answers there. */
 export const NOWHERE = "192.0.2.99"
 
-/** @internal A peer of the raw driver on `address`, deleted with the scope. */
+/** A peer of the raw driver on `address`, deleted with the scope. */
 export const rawPeer = (address: string) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.acquireRelease(
@@ -26,27 +24,23 @@ export const rawPeer = (address: string) =>
       (peer) => Effect.ignore(d.peerDelete(peer))
     ))
 
-/** @internal `length` bytes that differ from one seed to another. */
+/** `length` bytes that differ from one seed to another. */
 export const pattern = (length: number, seed: number): Uint8Array =>
   Uint8Array.from({ length }, (_, i) => (i * 7 + seed) % 251)
 
-/** @internal */
 export const same = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && a.every((x, i) => x === b[i])
 
-/** @internal */
 export const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes)
 
 class ConformanceFailure extends Error {}
 
-/** @internal */
 export const check = (condition: boolean, message: string): Effect.Effect<void> =>
   condition ? Effect.void : Effect.die(new ConformanceFailure(message))
 
-/** @internal */
 export const equal = <A>(actual: A, expected: A, what: string): Effect.Effect<void> =>
   check(actual === expected, `${what}: expected ${String(expected)}, got ${String(actual)}`)
 
-/** @internal The tag of the error an exit failed with, "success", or "interrupted". */
+/** The tag of the error an exit failed with, "success", or "interrupted". */
 export const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
   Exit.isSuccess(exit)
     ? "success"
@@ -56,23 +50,22 @@ export const tagOf = (exit: Exit.Exit<unknown, unknown>): string =>
     ? "interrupted"
     : `defect: ${String(exit.cause)}`
 
-/** @internal The message of the error an exit failed with, or "". */
+/** The message of the error an exit failed with, or "". */
 export const messageOf = (exit: Exit.Exit<unknown, unknown>): string =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? String((exit.cause.error as { message?: unknown }).message) : ""
 
-/** @internal The tag of the error an effect fails with, or "success". */
+/** The tag of the error an effect fails with, or "success". */
 export const outcome = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<string, never, R> =>
   Effect.map(Effect.exit(effect), tagOf)
 
-/** @internal */
 export const expectTag = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string, what: string) =>
   Effect.flatMap(outcome(effect), (actual) => equal(actual, tag, what))
 
 /**
- * @internal A connection's driver configuration with the defaults `Connection.connect` uses (64
+ * A connection's driver configuration with the defaults `Connection.connect` uses (64
  * entries each way, the CQ holding both), for cases that call the driver themselves.
  */
-export const driverConfig = (timeoutMs: number): Driver.ConnConfig => ({
+export const driverConfig = (timeoutMs: number): Driver.Model.ConnConfig => ({
   timeoutMs,
   sqSize: 64,
   rqSize: 64,

@@ -3,13 +3,9 @@
  * sizes, ports, queue sizes, timeouts, private data, descriptors, configurations), each with the
  * tagged error every driver must give. The rows are grouped into a few cases so that each group
  * shares one peer (and, for connection inputs, one endpoint).
- *
- * @internal
  */
+import { Descriptor, LocalMr, RemoteMr } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import * as Descriptor from "@effect-rdma/core/Descriptor"
-import * as LocalMr from "@effect-rdma/core/LocalMr"
-import * as RemoteMr from "@effect-rdma/core/RemoteMr"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { tagOf } from "./support.js"
@@ -29,7 +25,7 @@ interface Context {
   readonly driver: Driver.Driver
   readonly address: string
   readonly port: number
-  readonly peer: Driver.PeerHandle
+  readonly peer: Driver.Model.PeerHandle
 }
 
 const INVAL = "RpmaInvalidError"
@@ -47,7 +43,7 @@ const detached = (): Uint8Array => {
   structuredClone(bytes.buffer, { transfer: [bytes.buffer] })
   return bytes
 }
-const good: Driver.ConnConfig = { timeoutMs: 1000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
+const good: Driver.Model.ConnConfig = { timeoutMs: 1000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
 const descriptor = Descriptor.encode({ address: 0x7f0000001000n, length: 4096n, rkey: 0x1234, usage: 0x11 })
 
 const memoryKinds: ReadonlyArray<readonly [string, () => unknown]> = [
@@ -89,8 +85,6 @@ const configs: ReadonlyArray<readonly [string, () => unknown]> = [
 
 /**
  * The table.
- *
- * @internal
  */
 export const rows: ReadonlyArray<Row> = [
   ...memoryKinds.map(([input, make]): Row => ({
@@ -217,7 +211,7 @@ export const rows: ReadonlyArray<Row> = [
     input: `post on a ${queue}: a send (receives only)`,
     call: ({ address, driver, peer, port }) =>
       Effect.gen(function*() {
-        const target: Driver.PostQueue = queue === "shared receive queue"
+        const target: Driver.Model.PostQueue = queue === "shared receive queue"
           ? yield* Effect.acquireRelease(
             driver.srqNew(peer, { rqSize: 4, rcqSize: 4 }),
             (srq) => Effect.ignore(driver.srqDelete(srq))
@@ -238,7 +232,7 @@ export const rows: ReadonlyArray<Row> = [
 ]
 
 /** Driver.postMany of one request, its refusal as the Effect's failure. */
-const posting = (driver: Driver.Driver, queue: Driver.PostQueue, request: Driver.WorkRequest) =>
+const posting = (driver: Driver.Driver, queue: Driver.Model.PostQueue, request: Driver.Model.WorkRequest) =>
   Effect.suspend(() => {
     const outcome = driver.postMany(queue, [request])
     return outcome.error !== undefined ? Effect.fail(outcome.error) : Effect.void
@@ -256,8 +250,6 @@ const outcome = (effect: Effect.Effect<unknown, unknown, Driver.RdmaDriver | Sco
 
 /**
  * Runs every row on the driver in context and lists the rows whose outcome differs from the table.
- *
- * @internal
  */
 export const mismatches = (address: string, port: number, table: ReadonlyArray<Row> = rows) =>
   Effect.gen(function*() {
@@ -276,8 +268,6 @@ export const mismatches = (address: string, port: number, table: ReadonlyArray<R
 
 /**
  * The table as one conformance case.
- *
- * @internal
  */
 export const cases = [
   {

@@ -8,13 +8,10 @@
  * With a link (a network shared by several processes), the other endpoint may be in another
  * process: a request goes to whichever process listens, the answer and disconnects come back as
  * messages, and the other side's half of each request runs there (cmQueuePair.ts's `received`).
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import type * as RdmaError from "@effect-rdma/core/RdmaError"
-import { WcStatus } from "@effect-rdma/core/RdmaError"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -28,18 +25,10 @@ import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 import type * as wire from "./wire.js"
 
-// The errno values librdmacm reports.
-const EINVAL = 22
-const EADDRINUSE = 98
-const EADDRNOTAVAIL = 99
-const ECONNABORTED = 103
-const ETIMEDOUT = 110
-const ECONNREFUSED = 111
-const EHOSTUNREACH = 113
-const ECANCELED = 125
+const { EADDRINUSE, EADDRNOTAVAIL, ECANCELED, ECONNABORTED, ECONNREFUSED, EHOSTUNREACH, EINVAL, ETIMEDOUT } = RdmaError.Errno
 
 /** What rdma_cm carries as private data on RoCE: a request's, an acceptance's and a rejection's (the CM's REQ, REP and REJ less rdma_cm's header). */
-const PRIVATE_DATA = { connect: DriverArguments.PRIVATE_DATA_LIMIT.connect, accept: DriverArguments.PRIVATE_DATA_LIMIT.accept, reject: 148 } as const
+const PRIVATE_DATA = Arguments.PRIVATE_DATA_LIMIT
 
 const INT_MAX = 2147483647
 /** The device's limits (Soft-RoCE's): rdma_create_ep refuses a queue pair beyond them with EINVAL. */
@@ -68,7 +57,7 @@ interface Side {
   /** For a request (the passive side): the endpoint that asked. */
   readonly client: fabric.CmEp | undefined
   /** Its events after ESTABLISHED; `undefined` wakes the waits of a destroyed endpoint. */
-  readonly events: Queue.Queue<Driver.CmEvent | undefined>
+  readonly events: Queue.Queue<Driver.Model.CmEvent | undefined>
   /** Whether it has had its one DISCONNECTED event. */
   toldDisconnected: boolean
   /** The other endpoint when it is in another process (`other` stays undefined then). */
@@ -99,7 +88,7 @@ const padded = (data: Uint8Array | undefined, size: number) => {
 const integerIn = (value: unknown, what: string, min: number, max: number): string | undefined =>
   typeof value === "number" && Number.isInteger(value) && value >= min && value <= max
     ? undefined
-    : `${what} ${DriverArguments.show(value)} is not an integer from ${min} to ${max}`
+    : `${what} ${Arguments.show(value)} is not an integer from ${min} to ${max}`
 
 /** An endpoint's configuration, every field read once and guarded (a throwing getter is a refusal). */
 const configProblem = (value: unknown): string | undefined => {
@@ -120,7 +109,7 @@ const configProblem = (value: unknown): string | undefined => {
     integerIn(read.maxInlineData, "maxInlineData", 0, MAX_INLINE)
 }
 
-const copyConfig = (c: Driver.CmEpConfig): Driver.CmEpConfig => ({
+const copyConfig = (c: Driver.Model.CmEpConfig): Driver.Model.CmEpConfig => ({
   timeoutMs: c.timeoutMs,
   maxSendWr: c.maxSendWr,
   maxRecvWr: c.maxRecvWr,
@@ -129,7 +118,6 @@ const copyConfig = (c: Driver.CmEpConfig): Driver.CmEpConfig => ({
   maxInlineData: c.maxInlineData
 })
 
-/** @internal */
 export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.Link) => {
   const { acquire, call, errno, inUse, releaseHandle } = tools
   const listeners = new Map<string, fabric.CmListener>()
@@ -167,7 +155,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       : undefined
   }
   const badPrivateData = (operation: string, data: unknown, limit: number) => {
-    const problem = DriverArguments.privateData(data)
+    const problem = Arguments.privateData(data)
     return problem !== undefined
       ? errno(operation, EINVAL, problem)
       : data !== undefined && data !== null && (data as Uint8Array).byteLength > limit
@@ -188,7 +176,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
 
   const newEndpoint = (
     ends: Omit<fabric.CmEp, "kind" | "id" | "alive" | "regions">,
-    config: Driver.CmEpConfig,
+    config: Driver.Model.CmEpConfig,
     privateData: Uint8Array,
     client: fabric.CmEp | undefined
   ) => {
@@ -321,7 +309,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
 
 
   /** rdma_listen's listener, once its address is free. */
-  const listen = (address: string, actual: number, config: Driver.CmEpConfig) => {
+  const listen = (address: string, actual: number, config: Driver.Model.CmEpConfig) => {
     const listener: fabric.CmListener = {
       kind: "CmListener",
       id: world.nextId++,
@@ -345,7 +333,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         "rdma_create_ep",
         () =>
           typeof address !== "string"
-            ? errno("rdma_getaddrinfo", EINVAL, DriverArguments.address(address) ?? "address must be a string")
+            ? errno("rdma_getaddrinfo", EINVAL, Arguments.address(address) ?? "address must be a string")
             : integerIn(port, "port", 1, 65535) !== undefined
             ? errno("rdma_getaddrinfo", EINVAL, integerIn(port, "port", 1, 65535)!)
             : configProblem(config) !== undefined
@@ -416,7 +404,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         "rdma_listen",
         () =>
           typeof address !== "string"
-            ? errno("rdma_getaddrinfo", EINVAL, DriverArguments.address(address) ?? "address must be a string")
+            ? errno("rdma_getaddrinfo", EINVAL, Arguments.address(address) ?? "address must be a string")
             : integerIn(port, "port", 0, 65535) !== undefined
             ? errno("rdma_getaddrinfo", EINVAL, integerIn(port, "port", 0, 65535)!)
             : configProblem(config) !== undefined
@@ -460,7 +448,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         () => {
           const listener = listenerOf(value)!
           const queue = incoming.get(listener)!
-          const next: Effect.Effect<Driver.CmEpHandle, RdmaError.RdmaCmError> = Effect.flatMap(
+          const next: Effect.Effect<Driver.Model.CmEpHandle, RdmaError.RdmaCmError> = Effect.flatMap(
             Queue.take(queue),
             (request) => {
               if (request === undefined || !listener.alive) {
@@ -669,7 +657,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         ? CompletionQueue.refusedWait(refused, onReady)
         : side(epOf(value)!).qp.completions.arm(onReady)
     }
-  } satisfies Driver.CmEndpointCalls
+  } satisfies Driver.Model.CmEndpointCalls
 
   /** A request from an endpoint of another process, queued for rdma_get_request like one from here. */
   const asked = (message: Extract<wire.Message, { readonly t: "cmConnect" }>) => {
@@ -759,7 +747,7 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       case "post": {
         const reply = (result: number | Uint8Array) => sayAs(from, to, { k: "settle", result })
         // A destroyed endpoint's queue pair is gone: the requester's retries run out.
-        if (ep === undefined) return reply(WcStatus.RETRY_EXC_ERR)
+        if (ep === undefined) return reply(RdmaError.WcStatus.RETRY_EXC_ERR)
         return QueuePair.received(s!.qp, cm.reach, reply)
       }
       case "settle":

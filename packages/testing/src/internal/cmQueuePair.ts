@@ -308,7 +308,7 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
     if (!qp.awaiting) {
       const reach = reachOf(job)
       // More than one frame of the network carries: refused here, as a device refuses more than its max_msg_sz.
-      if (reach.length > qp.far.maxMessageSize) return WcStatus.LOC_LEN_ERR
+      if (reach.length > qp.far.maxMessageSize) return RdmaError.WcStatus.LOC_LEN_ERR
       qp.awaiting = true
       qp.far.post(reach)
     }

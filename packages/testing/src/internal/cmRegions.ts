@@ -1,19 +1,16 @@
 /**
  * The simulated driver's registrations on librdmacm endpoints (rdma_reg_msgs / rdma_reg_read /
  * rdma_reg_write on an endpoint, rdma_dereg_mr), with librdmacm's errno values.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 
-// The errno values librdmacm reports.
-const EINVAL = 22
+const { EINVAL } = RdmaError.Errno
 
-/** @internal */
 export const makeCmRegionCalls = (world: fabric.Fabric, tools: Tools) => {
   const { acquire, call, cmMrOf, errno, releaseHandle } = tools
   return {
@@ -27,9 +24,9 @@ export const makeCmRegionCalls = (world: fabric.Fabric, tools: Tools) => {
           return id === undefined || !id.alive
             ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm endpoint" : "the endpoint was already destroyed")
             : kind !== "msgs" && kind !== "read" && kind !== "write"
-            ? errno(operation, EINVAL, `unknown registration kind ${DriverArguments.show(kind)}`)
-            : DriverArguments.memory(memory) !== undefined
-            ? errno(operation, EINVAL, DriverArguments.memory(memory)!)
+            ? errno(operation, EINVAL, `unknown registration kind ${Arguments.show(kind)}`)
+            : Arguments.memory(memory) !== undefined
+            ? errno(operation, EINVAL, Arguments.memory(memory)!)
             : undefined
         },
         (code) => errno(operation, code, "planned fault"),

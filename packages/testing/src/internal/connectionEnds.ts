@@ -3,12 +3,10 @@
  * the process of a stand-in), its completions, and its end: a disconnect (the other side sees
  * CLOSED), a loss (both see LOST), and the flush of everything still waiting, as a queue pair in the
  * error state does.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import { WcOpcode } from "@effect-rdma/core/Driver"
-import { WcStatus } from "@effect-rdma/core/RdmaError"
+import { Model } from "@effect-rdma/core/Driver"
 import * as Queue from "effect/Queue"
 import * as CompletionQueue from "./completionQueue.js"
 import type { ConnectionRegistry } from "./connectionRegistry.js"
@@ -19,7 +17,6 @@ import type { Tools } from "./tools.js"
 import type * as wire from "./wire.js"
 import { completion, opcodeOf } from "./workRequests.js"
 
-/** @internal */
 export const makeConnectionEnds = (
   world: fabric.Fabric,
   { acquire }: Tools,
@@ -28,7 +25,7 @@ export const makeConnectionEnds = (
   { letGo }: HeldRegions,
   srqs: SharedReceiveQueues
 ) => {
-  const emit = (conn: fabric.Conn, event: Driver.ConnEvent) =>
+  const emit = (conn: fabric.Conn, event: Driver.Model.ConnEvent) =>
     conn.far !== undefined
       ? link!.send({ t: "event", to: conn.far, event, from: farOf(conn.other), privateData: conn.privateData })
       : Queue.unsafeOffer(q(conn).events, event)
@@ -46,10 +43,10 @@ export const makeConnectionEnds = (
   /** Fails every request still waiting on a connection, as a QP in the error state does. */
   const flushAll = (conn: fabric.Conn) => {
     const { awaiting, recvs, sends } = q(conn)
-    for (const [id, wr] of awaiting) complete(conn, id, WcStatus.WR_FLUSH_ERR, opcodeOf(wr))
+    for (const [id, wr] of awaiting) complete(conn, id, RdmaError.WcStatus.WR_FLUSH_ERR, opcodeOf(wr))
     awaiting.clear()
-    for (const r of recvs.splice(0)) complete(conn, r.id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV)
-    for (const s of sends.splice(0)) complete(s.from, s.id, WcStatus.WR_FLUSH_ERR, WcOpcode.SEND)
+    for (const r of recvs.splice(0)) complete(conn, r.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV)
+    for (const s of sends.splice(0)) complete(s.from, s.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.SEND)
   }
 
   /** Ends one side: no more requests, pending ones flushed, and its one CLOSED or LOST event. */
@@ -82,7 +79,7 @@ export const makeConnectionEnds = (
     notify(conn.other, "LOST")
   }
 
-  const newConn = (peer: fabric.Peer, config: Driver.ConnConfig, privateData: Uint8Array, address: string) => {
+  const newConn = (peer: fabric.Peer, config: Driver.Model.ConnConfig, privateData: Uint8Array, address: string) => {
     const conn: fabric.Conn = {
       kind: "Conn",
       id: world.nextId++,
@@ -118,5 +115,4 @@ export const makeConnectionEnds = (
   return { emit, complete, flushAll, notify, disconnect, lose, newConn }
 }
 
-/** @internal */
 export type ConnectionEnds = ReturnType<typeof makeConnectionEnds>

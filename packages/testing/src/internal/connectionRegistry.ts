@@ -3,8 +3,6 @@
  * connection's queues (events, completions, receives, sends waiting, requests awaiting another
  * process), the connections by id (what other processes name), the regions by rkey, and the
  * stand-ins for connections of other processes.
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -14,20 +12,19 @@ import * as fabric from "./fabric.js"
 import type * as wire from "./wire.js"
 import { NO_BYTES, type PendingSend, type PostedRecv } from "./workRequests.js"
 
-/** @internal Per-handle queues, kept beside the handles so that the fabric's types stay plain data. */
+/** Per-handle queues, kept beside the handles so that the fabric's types stay plain data. */
 export interface ConnQueues {
-  readonly events: Queue.Queue<Driver.ConnEvent>
+  readonly events: Queue.Queue<Driver.Model.ConnEvent>
   readonly completions: CompletionQueue.CompletionQueue
   readonly recvs: Array<PostedRecv>
   readonly sends: Array<PendingSend>
   /** Requests sent to the other side's process, by id, until it answers (or the connection ends). */
-  readonly awaiting: Map<number, Driver.WorkRequest>
+  readonly awaiting: Map<number, Driver.Model.WorkRequest>
 }
 
 /** A stand-in's configuration: it has no queues in this process, so nothing reads it. */
-const STAND_IN_CONFIG: Driver.ConnConfig = { timeoutMs: 0, sqSize: 0, rqSize: 0, cqSize: 0, directWriteToPmem: false }
+const STAND_IN_CONFIG: Driver.Model.ConnConfig = { timeoutMs: 0, sqSize: 0, rqSize: 0, cqSize: 0, directWriteToPmem: false }
 
-/** @internal */
 export const makeConnectionRegistry = (link: wire.Link | undefined) => {
   const listeners = new Map<string, fabric.Endpoint>()
   const incoming = new WeakMap<
@@ -93,5 +90,4 @@ export const makeConnectionRegistry = (link: wire.Link | undefined) => {
   }
 }
 
-/** @internal */
 export type ConnectionRegistry = ReturnType<typeof makeConnectionRegistry>

@@ -3,12 +3,10 @@
  * incoming requests, outgoing requests (to a listener here, or through the network to whichever
  * process listens), accepting, the connection's events and private data, the remote peer's
  * configuration, disconnecting and deleting.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import { RpmaCode } from "@effect-rdma/core/RdmaError"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Queue from "effect/Queue"
 import type { ConnectionEnds } from "./connectionEnds.js"
@@ -19,7 +17,6 @@ import type { SharedReceiveQueues } from "./sharedReceive.js"
 import type { Tools } from "./tools.js"
 import type * as wire from "./wire.js"
 
-/** @internal */
 export const makeConnectionSetup = (
   world: fabric.Fabric,
   tools: Tools,
@@ -38,15 +35,15 @@ export const makeConnectionSetup = (
         "rpma_ep_listen",
         () =>
           deadOrWrong("rpma_ep_listen", "peer", peerOf(peerValue)) ??
-            problem("rpma_ep_listen", DriverArguments.address(address) ?? DriverArguments.port(port)),
+            problem("rpma_ep_listen", Arguments.address(address) ?? Arguments.port(port)),
         (code) => rpma("rpma_ep_listen", code, "planned fault"),
         () => {
           const actual = port
           if (!world.devices.has(address)) {
-            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`))
+            return Effect.fail(rpma("rpma_ep_listen", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`))
           }
           if (listeners.has(key(address, actual))) {
-            return Effect.fail(rpma("rpma_ep_listen", RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
+            return Effect.fail(rpma("rpma_ep_listen", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
           }
           const listen = () => {
             const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
@@ -62,7 +59,7 @@ export const makeConnectionSetup = (
               ? listen()
               : Effect.fail(rpma(
                 "rpma_ep_listen",
-                RpmaCode.RPMA_E_PROVIDER,
+                RdmaError.RpmaCode.RPMA_E_PROVIDER,
                 claimed === "taken"
                   ? `rdma_bind_addr: ${address}:${actual} is in use (by another process on the simulated network)`
                   : `rdma_bind_addr: the simulated network at ${link.path} is gone`
@@ -88,7 +85,7 @@ export const makeConnectionSetup = (
         "rpma_ep_next_conn_req",
         () =>
           deadOrWrong("rpma_ep_next_conn_req", "endpoint", endpointOf(value)) ??
-            problem("rpma_ep_next_conn_req", DriverArguments.connConfig(config)) ??
+            problem("rpma_ep_next_conn_req", Arguments.connConfig(config)) ??
             srqs.refuseConfig("rpma_ep_next_conn_req", config),
         (code) => rpma("rpma_ep_next_conn_req", code, "planned fault"),
         () => {
@@ -122,12 +119,12 @@ export const makeConnectionSetup = (
           deadOrWrong("rpma_conn_req_new", "peer", peerOf(peerValue)) ??
             problem(
               "rpma_conn_req_new",
-              DriverArguments.address(address) ?? DriverArguments.port(port) ?? DriverArguments.connConfig(config)
+              Arguments.address(address) ?? Arguments.port(port) ?? Arguments.connConfig(config)
             ) ?? srqs.refuseConfig("rpma_conn_req_new", config),
         (code) => rpma("rpma_conn_req_new", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
-            return Effect.fail(rpma("rpma_conn_req_new", RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`))
+            return Effect.fail(rpma("rpma_conn_req_new", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`))
           }
           const req: fabric.ConnReq = {
             kind: "ConnReq",
@@ -159,7 +156,7 @@ export const makeConnectionSetup = (
             // before librpma sees the request, which stays usable (the Driver's contract).
             problem(
               "rpma_conn_req_connect",
-              DriverArguments.privateData(privateData, reqOf(value)!.client === undefined ? "connect" : "accept")
+              Arguments.privateData(privateData, reqOf(value)!.client === undefined ? "connect" : "accept")
             ),
         (code) => {
           releaseHandle(reqOf(value)!)
@@ -171,7 +168,7 @@ export const makeConnectionSetup = (
           releaseHandle(req) // consumed, as rpma_conn_req_connect does
           // What arrives is padded with zeros to rdma_cm's limit.
           const side = req.client === undefined ? "connect" : "accept"
-          const sent = new Uint8Array(DriverArguments.PRIVATE_DATA_LIMIT[side])
+          const sent = new Uint8Array(Arguments.PRIVATE_DATA_LIMIT[side])
           if (privateData !== undefined && privateData !== null) sent.set(privateData)
           if (req.client === undefined) {
             return Effect.tap(newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`), (conn) => {
@@ -220,7 +217,7 @@ export const makeConnectionSetup = (
     connApplyRemotePeerCfg: (value, descriptor) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        const refused = problem("rpma_conn_apply_remote_peer_cfg", DriverArguments.peerCfgDescriptor(descriptor)) ??
+        const refused = problem("rpma_conn_apply_remote_peer_cfg", Arguments.peerCfgDescriptor(descriptor)) ??
           deadOrWrong("rpma_conn_apply_remote_peer_cfg", "connection", conn)
         if (refused !== undefined) return Effect.fail(refused)
         remotePmem.set(conn!, descriptor[0] !== 0)

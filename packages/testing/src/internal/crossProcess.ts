@@ -4,10 +4,8 @@
  * disconnect or loss of the other side, the other side's half of a request (run here, answered with
  * `settle`) and that answer, and a process that left (its connections lost, requests to it
  * unreachable).
- *
- * @internal
  */
-import { WcStatus } from "@effect-rdma/core/RdmaError"
+import { RdmaError } from "@effect-rdma/core"
 import * as Queue from "effect/Queue"
 import type { ConnectionEnds } from "./connectionEnds.js"
 import type { ConnectionRegistry } from "./connectionRegistry.js"
@@ -15,7 +13,7 @@ import type { DataPath } from "./dataPath.js"
 import type * as wire from "./wire.js"
 import { NO_BYTES } from "./workRequests.js"
 
-/** @internal Listens on `link` for the rest of the world's life. */
+/** Listens on `link` for the rest of the world's life. */
 export const hearCrossProcess = (
   link: wire.Link,
   { conns, connecting, departed, frozen, incoming, listeners, q, standIn }: ConnectionRegistry,
@@ -58,11 +56,11 @@ export const hearCrossProcess = (
         const from = owner?.other
         // Nothing reaches a connection that has ended, nor comes after a request of the sender that failed.
         if (owner === undefined || from?.far === undefined || owner.state !== "established" || from.state === "error") {
-          return link!.send({ t: "settle", to: message.from, id: message.reach.id, result: WcStatus.WR_FLUSH_ERR })
+          return link!.send({ t: "settle", to: message.from, id: message.reach.id, result: RdmaError.WcStatus.WR_FLUSH_ERR })
         }
         const result = reach(owner, from, message.reach)
         if (result === undefined) return // a send: answered by complete() once a receive takes it
-        if (typeof result === "number" && result !== WcStatus.SUCCESS) from.state = "error"
+        if (typeof result === "number" && result !== RdmaError.WcStatus.SUCCESS) from.state = "error"
         return link!.send({ t: "settle", to: message.from, id: message.reach.id, result })
       }
       case "settle": {

@@ -3,14 +3,10 @@
  * planned faults, the regions it holds), running it as the device would (rkey, bounds and access
  * checked on the other side, the same completion statuses), here or as a message to the other
  * side's process, delivering sends to receives, and the completion queues polled and waited on.
- *
- * @internal
  */
+import { RdmaError, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import { WcOpcode } from "@effect-rdma/core/Driver"
-import { RpmaCode, type RpmaError, WcStatus } from "@effect-rdma/core/RdmaError"
-import { Flags } from "@effect-rdma/core/Usage"
+import { Arguments, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as CompletionQueue from "./completionQueue.js"
 import type { ConnectionEnds } from "./connectionEnds.js"
@@ -39,7 +35,6 @@ import {
   requestList
 } from "./workRequests.js"
 
-/** @internal */
 export const makeDataPath = (
   world: fabric.Fabric,
   { deadOrWrong, invalid, refusedOr, rpma }: Tools,
@@ -50,7 +45,7 @@ export const makeDataPath = (
   srqs: SharedReceiveQueues
 ) => {
   /** rpma_write / rpma_read / ... / rpma_recv on a connection: undefined once posted, else the refusal. */
-  const postOnConn = (conn: fabric.Conn | undefined, wr: Driver.WorkRequest): RpmaError | undefined => {
+  const postOnConn = (conn: fabric.Conn | undefined, wr: Driver.Model.WorkRequest): RdmaError.RpmaError | undefined => {
     const operation = operationOf(wr)
     const refused = deadOrWrong(operation, "connection", conn) ?? refuse(conn!, wr)
     if (refused !== undefined) return refused
@@ -64,16 +59,16 @@ export const makeDataPath = (
       if (c.other !== undefined && c.other.far === undefined) frozen.add(c.other)
     }
     const opcode = opcodeOf(wr)
-    if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, WcStatus.WR_FLUSH_ERR, opcode)
+    if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, RdmaError.WcStatus.WR_FLUSH_ERR, opcode)
     const status = planned !== undefined && "completionStatus" in planned ? planned.completionStatus : execute(c, wr)
     if (status !== undefined) finish(c, wr, status)
     return undefined
   }
 
   /** A request's outcome on its own side. */
-  const finish = (c: fabric.Conn, wr: Driver.WorkRequest, status: number) => {
+  const finish = (c: fabric.Conn, wr: Driver.Model.WorkRequest, status: number) => {
     // A failed request moves the queue pair to the error state: everything after it is flushed.
-    if (status !== WcStatus.SUCCESS) {
+    if (status !== RdmaError.WcStatus.SUCCESS) {
       c.state = "error"
       flushAll(c)
     } else if (wr.op !== "recv" && wr.completion === "onError") {
@@ -86,7 +81,7 @@ export const makeDataPath = (
    * rpma_conn_req_recv: a receive that becomes the connection's once the request is connected. Its
    * region is held until its completion, or until the request or its connection is deleted.
    */
-  const postOnRequest = (req: fabric.ConnReq, recv: Recv): RpmaError | undefined => {
+  const postOnRequest = (req: fabric.ConnReq, recv: Recv): RdmaError.RpmaError | undefined => {
     const mr = fabric.asHandle(recv.dst, "MrLocal")
     const refused = deadOrWrong("rpma_conn_req_recv", "local memory region", mr) ??
       (srqs.ofConfig(req.config) !== undefined
@@ -102,8 +97,8 @@ export const makeDataPath = (
    * synchronously: undefined once posted, else the refusal. The request is read once into a plain
    * object, as the addon does: a getter cannot change it after the checks.
    */
-  const postOn = (value: unknown, given: Driver.WorkRequest): RpmaError | undefined => {
-    const checked = DriverArguments.workRequest(given)
+  const postOn = (value: unknown, given: Driver.Model.WorkRequest): RdmaError.RpmaError | undefined => {
+    const checked = Arguments.workRequest(given)
     const srq = srqs.srqOf(value)
     const req = reqOf(value)
     const receivesOnly = srq !== undefined
@@ -112,7 +107,7 @@ export const makeDataPath = (
       ? { operation: "rpma_conn_req_recv", what: "connection request", handle: req }
       : undefined
     if (checked.request === undefined) return invalid(receivesOnly?.operation ?? "rpma_write", checked.problem)
-    const wr = checked.request as Driver.WorkRequest
+    const wr = checked.request as Driver.Model.WorkRequest
     if (receivesOnly === undefined) {
       // Neither of the other two: a connection, or the refusal that says what was expected.
       return connOf(value) === undefined
@@ -168,7 +163,7 @@ export const makeDataPath = (
     const mr = fabric.asHandle(value, "MrLocal")
     if (mr === undefined || !mr.alive) return -1
     // A region of another peer (another protection domain) or without the access: a local protection error.
-    if (mr.peer !== conn.peer || (access !== 0 && (mr.usage & access) === 0)) return WcStatus.LOC_PROT_ERR
+    if (mr.peer !== conn.peer || (access !== 0 && (mr.usage & access) === 0)) return RdmaError.WcStatus.LOC_PROT_ERR
     return mr
   }
 
@@ -184,7 +179,7 @@ export const makeDataPath = (
       target === undefined || !target.alive || target.peer !== owner ||
       (target.usage & access) === 0 || address < target.address ||
       address + BigInt(length) > target.address + BigInt(target.memory.byteLength)
-    ) return WcStatus.REM_ACCESS_ERR
+    ) return RdmaError.WcStatus.REM_ACCESS_ERR
     return { target, at: Number(address - target.address) }
   }
 
@@ -199,21 +194,21 @@ export const makeDataPath = (
       srq === undefined
         ? complete(to, recv.id, status, opcode, byteLength, imm)
         : (srqs.completionsOf(srq) ?? q(to).completions).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
-    const sentOpcode = send.written === undefined ? WcOpcode.SEND : WcOpcode.RDMA_WRITE
+    const sentOpcode = send.written === undefined ? Model.WcOpcode.SEND : Model.WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
-      completeRecv(WcStatus.LOC_LEN_ERR, WcOpcode.RECV)
-      complete(send.from, send.id, WcStatus.REM_INV_REQ_ERR, sentOpcode)
+      completeRecv(RdmaError.WcStatus.LOC_LEN_ERR, Model.WcOpcode.RECV)
+      complete(send.from, send.id, RdmaError.WcStatus.REM_INV_REQ_ERR, sentOpcode)
       to.state = "error"
       send.from.state = "error"
       return
     }
     recv.mr.memory.set(send.bytes, recv.offset)
     if (send.written !== undefined) {
-      completeRecv(WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
+      completeRecv(RdmaError.WcStatus.SUCCESS, Model.WcOpcode.RECV_RDMA_WITH_IMM, send.written, send.imm)
     } else {
-      completeRecv(WcStatus.SUCCESS, WcOpcode.RECV, send.bytes.byteLength, send.imm)
+      completeRecv(RdmaError.WcStatus.SUCCESS, Model.WcOpcode.RECV, send.bytes.byteLength, send.imm)
     }
-    if (send.signalled) complete(send.from, send.id, WcStatus.SUCCESS, sentOpcode)
+    if (send.signalled) complete(send.from, send.id, RdmaError.WcStatus.SUCCESS, sentOpcode)
   }
 
   /**
@@ -228,7 +223,7 @@ export const makeDataPath = (
         const dst = remoteTarget(owner.peer, r, REMOTE_WRITE)
         if (typeof dst === "number") return dst
         dst.target.memory.set(r.bytes, dst.at)
-        if (r.imm === undefined) return WcStatus.SUCCESS
+        if (r.imm === undefined) return RdmaError.WcStatus.SUCCESS
         // The immediate data consumes a receive on the other side, which completes with it.
         deliver(owner, { id: r.id, bytes: new Uint8Array(0), from, imm: r.imm, written: r.length, signalled: r.signalled })
         return undefined
@@ -239,7 +234,7 @@ export const makeDataPath = (
       }
       case "flush": {
         const dst = remoteTarget(owner.peer, r, REMOTE_READ)
-        return typeof dst === "number" ? dst : WcStatus.SUCCESS
+        return typeof dst === "number" ? dst : RdmaError.WcStatus.SUCCESS
       }
       case "send":
         deliver(owner, { id: r.id, bytes: r.bytes, from, imm: r.imm, signalled: r.signalled })
@@ -248,17 +243,17 @@ export const makeDataPath = (
   }
 
   /** A read's bytes land in its local region; the status of the request. */
-  const landed = (conn: fabric.Conn, wr: Driver.WorkRequest, result: number | Uint8Array): number => {
+  const landed = (conn: fabric.Conn, wr: Driver.Model.WorkRequest, result: number | Uint8Array): number => {
     if (typeof result === "number") return result
-    if (wr.op !== "read") return WcStatus.SUCCESS
+    if (wr.op !== "read") return RdmaError.WcStatus.SUCCESS
     // An answer of another length than asked is not one a responder sends: the request failed there.
-    if (result.byteLength !== wr.length) return WcStatus.REM_OP_ERR
+    if (result.byteLength !== wr.length) return RdmaError.WcStatus.REM_OP_ERR
     ;(localRegion(conn, wr.dst, LOCAL_WRITE) as fabric.MrLocal).memory.set(result, wr.dstOffset)
-    return WcStatus.SUCCESS
+    return RdmaError.WcStatus.SUCCESS
   }
 
   /** Runs the other side's half: here, or as a message to its process (answered by `settle`). */
-  const across = (conn: fabric.Conn, wr: Driver.WorkRequest, r: wire.Reach): number | undefined => {
+  const across = (conn: fabric.Conn, wr: Driver.Model.WorkRequest, r: wire.Reach): number | undefined => {
     const other = conn.other!
     // Frozen: it waits for an answer that never comes (until this side's own flush).
     if (frozen.has(conn)) return void q(conn).awaiting.set(wr.id, wr)
@@ -267,7 +262,7 @@ export const makeDataPath = (
       return result === undefined ? undefined : landed(conn, wr, result)
     }
     // More than one frame of the network carries: refused here, as a device refuses more than its max_msg_sz.
-    if (r.length > link!.maxMessageSize) return WcStatus.LOC_LEN_ERR
+    if (r.length > link!.maxMessageSize) return RdmaError.WcStatus.LOC_LEN_ERR
     q(conn).awaiting.set(wr.id, wr)
     // Always answered there, so that a request ends here either way; `finish` keeps an unsignalled success quiet.
     link!.send({ t: "post", to: other.far, from: farOf(conn)!, reach: { ...r, signalled: true } })
@@ -275,7 +270,7 @@ export const makeDataPath = (
   }
 
   /** Runs a work request; returns the completion status, or undefined when it completes later. */
-  const execute = (conn: fabric.Conn, wr: Driver.WorkRequest): number | undefined => {
+  const execute = (conn: fabric.Conn, wr: Driver.Model.WorkRequest): number | undefined => {
     switch (wr.op) {
       case "write":
       case "atomicWrite": {
@@ -283,8 +278,8 @@ export const makeDataPath = (
         let bytes: Uint8Array
         if (wr.op === "write") {
           const src = localRegion(conn, wr.src, 0)
-          if (typeof src === "number") return WcStatus.LOC_PROT_ERR
-          if (wr.srcOffset + length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
+          if (typeof src === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+          if (wr.srcOffset + length > src.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
           bytes = src.memory.subarray(wr.srcOffset, wr.srcOffset + length)
         } else {
           bytes = wr.value
@@ -293,8 +288,8 @@ export const makeDataPath = (
       }
       case "read": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
-        if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
-        if (wr.dstOffset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        if (typeof dst === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+        if (wr.dstOffset + wr.length > dst.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
         return across(conn, wr, halfOf(wr, fabric.asHandle(wr.src, "MrRemote"), wr.srcOffset, wr.length, NO_BYTES))
       }
       case "flush":
@@ -303,15 +298,15 @@ export const makeDataPath = (
         return across(conn, wr, halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, FLUSH_READ_SIZE, NO_BYTES))
       case "send": {
         const src = localRegion(conn, wr.src, 0)
-        if (typeof src === "number") return WcStatus.LOC_PROT_ERR
-        if (wr.offset + wr.length > src.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        if (typeof src === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+        if (wr.offset + wr.length > src.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
         // The bytes leave when the request runs, as a NIC's DMA read would take them.
         return across(conn, wr, halfOf(wr, undefined, 0, wr.length, src.memory.slice(wr.offset, wr.offset + wr.length)))
       }
       case "recv": {
         const dst = localRegion(conn, wr.dst, LOCAL_WRITE)
-        if (typeof dst === "number") return WcStatus.LOC_PROT_ERR
-        if (wr.offset + wr.length > dst.memory.byteLength) return WcStatus.LOC_PROT_ERR
+        if (typeof dst === "number") return RdmaError.WcStatus.LOC_PROT_ERR
+        if (wr.offset + wr.length > dst.memory.byteLength) return RdmaError.WcStatus.LOC_PROT_ERR
         q(conn).recvs.push({ id: wr.id, mr: dst, offset: wr.offset, length: wr.length })
         const waiting = q(conn).sends.shift()
         if (waiting !== undefined) deliver(conn, waiting)
@@ -321,7 +316,7 @@ export const makeDataPath = (
   }
 
   /** librpma's own argument checks of a work request, before anything is posted. */
-  const refuse = (conn: fabric.Conn, wr: Driver.WorkRequest) => {
+  const refuse = (conn: fabric.Conn, wr: Driver.Model.WorkRequest) => {
     const operation = operationOf(wr)
     const handles: Array<[unknown, fabric.Kind]> = wr.op === "write"
       ? [[wr.dst, "MrRemote"], [wr.src, "MrLocal"]]
@@ -334,7 +329,7 @@ export const makeDataPath = (
       : wr.op === "recv"
       ? [[wr.dst, "MrLocal"]]
       : []
-    if (handles.length === 0) return invalid("post", `unknown work request ${DriverArguments.show((wr as { op: unknown }).op)}`)
+    if (handles.length === 0) return invalid("post", `unknown work request ${Arguments.show((wr as { op: unknown }).op)}`)
     for (const [value, kind] of handles) {
       const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
       if (refused !== undefined) return refused
@@ -348,21 +343,21 @@ export const makeDataPath = (
     if (wr.op === "flush") {
       if (wr.type !== "visibility" && wr.type !== "persistent") return invalid(operation, "unknown flush type")
       if (wr.type === "persistent" && !(remotePmem.get(conn) ?? conn.config.directWriteToPmem)) {
-        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
+        return rpma(operation, RdmaError.RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
       }
-      const flushBit = wr.type === "persistent" ? Flags.FLUSH_TYPE_PERSISTENT : Flags.FLUSH_TYPE_VISIBILITY
+      const flushBit = wr.type === "persistent" ? Usage.Flags.FLUSH_TYPE_PERSISTENT : Usage.Flags.FLUSH_TYPE_VISIBILITY
       if ((fabric.asHandle(wr.dst, "MrRemote")!.usage & flushBit) === 0) {
-        return rpma(operation, RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
+        return rpma(operation, RdmaError.RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
       }
     }
-    if (conn.state === "connecting") return rpma(operation, RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
+    if (conn.state === "connecting") return rpma(operation, RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
     return undefined
   }
 
   const calls = {
     postMany: (value, given) => {
       let posted = 0
-      let error: RpmaError | undefined
+      let error: RdmaError.RpmaError | undefined
       const requests = requestList(given)
       if (requests === undefined) {
         error = invalid("rpma_post", "the requests must be an array of work requests")
@@ -392,5 +387,4 @@ export const makeDataPath = (
   return { calls, postOn, completionQueueOf, turnDue, deliver, reach, landed, finish }
 }
 
-/** @internal */
 export type DataPath = ReturnType<typeof makeDataPath>

@@ -1,19 +1,16 @@
 /**
  * The state of a simulated RDMA world: devices by address, live handles, call counters and the
  * faults planned for them. Kept apart from the Driver methods so that the rules read in one place.
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import type * as SimulatedDriver from "../SimulatedDriver.js"
 
-/** @internal Every native call the simulated driver answers, by its C name. */
+/** Every native call the simulated driver answers, by its C name. */
 export type Operation = SimulatedDriver.Operation
 
-/** @internal The posting calls of librdmacm's verbs API, one per work request's `op`. */
+/** The posting calls of librdmacm's verbs API, one per work request's `op`. */
 export type CmPostOperation = "rdma_post_send" | "rdma_post_recv" | "rdma_post_read" | "rdma_post_write"
 
-/** @internal */
 export type Kind =
   | "IbvContext"
   | "Peer"
@@ -27,23 +24,20 @@ export type Kind =
   | "CmEp"
   | "CmListener"
 
-/** @internal A simulated native object. `alive` turns false when its C counterpart would be freed. */
+/** A simulated native object. `alive` turns false when its C counterpart would be freed. */
 export interface SimHandle<K extends Kind = Kind> {
   readonly kind: K
   readonly id: number
   alive: boolean
 }
 
-/** @internal */
 export interface IbvContext extends SimHandle<"IbvContext"> {
   readonly address: string
 }
-/** @internal */
 export interface Peer extends SimHandle<"Peer"> {
   readonly context: IbvContext
   readonly regions: Set<MrLocal>
 }
-/** @internal */
 export interface MrLocal extends SimHandle<"MrLocal"> {
   readonly peer: Peer
   readonly memory: Uint8Array
@@ -53,19 +47,17 @@ export interface MrLocal extends SimHandle<"MrLocal"> {
   /** Posted requests naming it whose completion has not been returned (nor their connection deleted). */
   inFlight: number
 }
-/** @internal */
 export interface MrRemote extends SimHandle<"MrRemote"> {
   readonly address: bigint
   readonly length: bigint
   readonly rkey: number
   readonly usage: number
 }
-/** @internal */
 export interface CmMr extends SimHandle<"CmMr"> {
   /** The endpoint (an rdma_cm id with a queue pair) whose protection domain it is registered on. */
   readonly cmId: CmEp
   /** Which rdma_reg_* call made it: what a remote read or write may do with it. */
-  readonly access: Driver.CmRegistrationKind
+  readonly access: Driver.Model.CmRegistrationKind
   readonly memory: Uint8Array
   readonly address: bigint
   readonly lkey: number
@@ -73,7 +65,7 @@ export interface CmMr extends SimHandle<"CmMr"> {
 }
 
 /**
- * @internal An endpoint of librdmacm's verbs API (an rdma_cm id with a queue pair and a protection
+ * An endpoint of librdmacm's verbs API (an rdma_cm id with a queue pair and a protection
  * domain of its own); its connection state and queue pair live in cmEndpoints.ts.
  */
 export interface CmEp extends SimHandle<"CmEp"> {
@@ -85,35 +77,32 @@ export interface CmEp extends SimHandle<"CmEp"> {
   /** The listener that handed it out (the passive side), or nothing (the active side). */
   readonly listener: CmListener | undefined
 }
-/** @internal A listening rdma_cm id (rdma_listen). */
+/** A listening rdma_cm id (rdma_listen). */
 export interface CmListener extends SimHandle<"CmListener"> {
   readonly address: string
   readonly port: number
-  readonly config: Driver.CmEpConfig
+  readonly config: Driver.Model.CmEpConfig
   /** The endpoints it handed out that are still alive: it is destroyed after them. */
   readonly requests: Set<CmEp>
 }
 
-/** @internal */
 export interface Endpoint extends SimHandle<"Endpoint"> {
   readonly peer: Peer
   readonly address: string
   readonly port: number
 }
-/** @internal */
 export interface ConnReq extends SimHandle<"ConnReq"> {
   readonly peer: Peer
-  readonly config: Driver.ConnConfig
+  readonly config: Driver.Model.ConnConfig
   readonly address: string
   readonly port: number
   /** For an incoming request: the client's connection, waiting for the answer, and its private data. */
   readonly client: Conn | undefined
   readonly privateData: Uint8Array
 }
-/** @internal */
 export interface Conn extends SimHandle<"Conn"> {
   readonly peer: Peer
-  readonly config: Driver.ConnConfig
+  readonly config: Driver.Model.ConnConfig
   other: Conn | undefined
   /** "connecting" until ESTABLISHED; "error" after a failed request (every later one is flushed). */
   state: "connecting" | "established" | "error" | "closed"
@@ -129,13 +118,12 @@ export interface Conn extends SimHandle<"Conn"> {
   readonly far?: { readonly process: number; readonly conn: number } | undefined
 }
 
-/** @internal A shared receive queue, with its own receive CQ. */
+/** A shared receive queue, with its own receive CQ. */
 export interface Srq extends SimHandle<"Srq"> {
   readonly peer: Peer
-  readonly config: Driver.SrqConfig
+  readonly config: Driver.Model.SrqConfig
 }
 
-/** @internal */
 export type AnyHandle =
   | IbvContext
   | Peer
@@ -149,7 +137,7 @@ export type AnyHandle =
   | CmEp
   | CmListener
 
-/** @internal What is still alive, and where it was acquired. */
+/** What is still alive, and where it was acquired. */
 export interface LedgerEntry {
   readonly kind: Exclude<Kind, "IbvContext">
   readonly id: number
@@ -158,13 +146,12 @@ export interface LedgerEntry {
   readonly acquiredIn: string
 }
 
-/** @internal The operations that post work requests. */
+/** The operations that post work requests. */
 export type DataOperation = SimulatedDriver.DataOperation
 
-/** @internal A planned failure (documented in SimulatedDriver). */
+/** A planned failure (documented in SimulatedDriver). */
 export type Fault = SimulatedDriver.Fault
 
-/** @internal */
 export interface Fabric {
   readonly devices: ReadonlySet<string>
   readonly ledger: Map<SimHandle, LedgerEntry>
@@ -174,10 +161,9 @@ export interface Fabric {
   nextKey: number
 }
 
-/** @internal The address the simulated device answers on unless told otherwise (SimulatedDriver.DEFAULT_ADDRESS). */
+/** The address the simulated device answers on unless told otherwise (SimulatedDriver.DEFAULT_ADDRESS). */
 export const DEFAULT_ADDRESS = "192.168.77.1"
 
-/** @internal */
 export const makeFabric = (devices: Iterable<string>): Fabric => ({
   devices: new Set(devices),
   ledger: new Map(),
@@ -188,7 +174,7 @@ export const makeFabric = (devices: Iterable<string>): Fabric => ({
   nextKey: 0x1a2b3
 })
 
-/** @internal Counts a call and returns the failure planned for it, if any. */
+/** Counts a call and returns the failure planned for it, if any. */
 export const countCall = (fabric: Fabric, operation: Operation): Fault | undefined => {
   const n = (fabric.calls.get(operation) ?? 0) + 1
   fabric.calls.set(operation, n)
@@ -197,12 +183,11 @@ export const countCall = (fabric: Fabric, operation: Operation): Fault | undefin
   return fabric.faults.splice(index, 1)[0]!.fault
 }
 
-/** @internal */
 export const planFault = (fabric: Fabric, fault: Fault): void => {
   fabric.faults.push({ at: (fabric.calls.get(fault.operation) ?? 0) + fault.nth, fault })
 }
 
-/** @internal A fresh rkey / lkey: distinct, non-zero, spread over 32 bits. */
+/** A fresh rkey / lkey: distinct, non-zero, spread over 32 bits. */
 export const nextKey = (fabric: Fabric): number => {
   fabric.nextKey = (Math.imul(fabric.nextKey, 0x9e3779b1) + 0x7f4a7c15) >>> 0
   return fabric.nextKey === 0 ? 1 : fabric.nextKey
@@ -212,7 +197,7 @@ export const nextKey = (fabric: Fabric): number => {
 const bases = new WeakMap<ArrayBufferLike, bigint>()
 let nextBase = 0x7f3a_0000_0000n
 
-/** @internal The simulated virtual address of a view's first byte. */
+/** The simulated virtual address of a view's first byte. */
 export const addressOf = (memory: Uint8Array): bigint => {
   let base = bases.get(memory.buffer)
   if (base === undefined) {
@@ -224,7 +209,7 @@ export const addressOf = (memory: Uint8Array): bigint => {
   return base + BigInt(memory.byteOffset)
 }
 
-/** @internal Drivers receive handles as opaque values; this recovers ours, or nothing. */
+/** Drivers receive handles as opaque values; this recovers ours, or nothing. */
 export const asHandle = <K extends Kind>(
   value: unknown,
   kind: K
@@ -235,8 +220,7 @@ export const asHandle = <K extends Kind>(
 
 const handles = new WeakSet<object>()
 
-/** @internal */
-export const track = <H extends SimHandle>(handle: H): H & Driver.Handle<H["kind"]> => {
+export const track = <H extends SimHandle>(handle: H): H & Driver.Model.Handle<H["kind"]> => {
   handles.add(handle)
-  return handle as H & Driver.Handle<H["kind"]>
+  return handle as H & Driver.Model.Handle<H["kind"]>
 }

@@ -4,15 +4,12 @@
  * unsignalled request's until a later send-queue request's completion is returned. Receives posted
  * on a request before it is connected (rpma_conn_req_recv) are held here until they become the
  * connection's, or the request goes.
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import type { ConnectionRegistry } from "./connectionRegistry.js"
 import type * as fabric from "./fabric.js"
 import { type Held, localRegionsOf, type PostedRecv } from "./workRequests.js"
 
-/** @internal */
 export const makeHeldRegions = ({ q }: Pick<ConnectionRegistry, "q">) => {
   /**
    * The local regions each posted request names, until its completion is returned (as the addon
@@ -27,7 +24,7 @@ export const makeHeldRegions = ({ q }: Pick<ConnectionRegistry, "q">) => {
     if (byId === undefined) posted.set(conn, byId = new Map())
     byId.set(id, held)
   }
-  const holdRegions = (conn: fabric.Conn, wr: Driver.WorkRequest) =>
+  const holdRegions = (conn: fabric.Conn, wr: Driver.Model.WorkRequest) =>
     hold(conn, wr.id, {
       regions: localRegionsOf(wr),
       sendQueue: wr.op !== "recv",
@@ -84,5 +81,4 @@ export const makeHeldRegions = ({ q }: Pick<ConnectionRegistry, "q">) => {
   return { holdRegions, letGo, takeEarly, dropEarly, holdEarly }
 }
 
-/** @internal */
 export type HeldRegions = ReturnType<typeof makeHeldRegions>

@@ -1,17 +1,14 @@
 /**
  * The simulated driver's host memory: aligned allocations (bounded by the largest region), their
  * release (the memory detached, as the native driver leaves nothing to read), and mapped files.
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import { makeFiles } from "./files.js"
 import type { Tools } from "./tools.js"
 
-/** @internal */
 export const makeMemoryCalls = (tools: Tools, maxRegionSize: number) => {
   const { call, invalid, rpma } = tools
   const files = makeFiles()
@@ -20,9 +17,9 @@ export const makeMemoryCalls = (tools: Tools, maxRegionSize: number) => {
       call(
         "posix_memalign",
         () =>
-          DriverArguments.allocationSize(size) === undefined
+          Arguments.allocationSize(size) === undefined
             ? undefined
-            : invalid("posix_memalign", DriverArguments.allocationSize(size)!),
+            : invalid("posix_memalign", Arguments.allocationSize(size)!),
         (code) => rpma("posix_memalign", code, "planned fault"),
         () =>
           size > maxRegionSize

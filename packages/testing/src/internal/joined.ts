@@ -1,14 +1,12 @@
 /**
  * A process's side of a shared simulated network: its socket to the serving process, the claims
  * it waits for (each bounded), and the messages it hands to its fabric.
- *
- * @internal
  */
 import * as net from "node:net"
 import * as wire from "./wire.js"
 
 /**
- * @internal Connects to the network at `path`; resolves once numbered, rejects with why not within `timeoutMs`.
+ * Connects to the network at `path`; resolves once numbered, rejects with why not within `timeoutMs`.
  *
  * Its bounds (the join, each claim) are timers of the wall clock, not Effect's Clock: they bound a
  * hang of the network's own plumbing (the serving process gone or stuck), not a time the simulated

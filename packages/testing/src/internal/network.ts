@@ -9,8 +9,6 @@
  * posted requests hold (heldRegions.ts), a connection's life and end (connectionEnds.ts), from
  * listening to deletion (connectionSetup.ts), the data path (dataPath.ts), shared receive queues
  * (sharedReceive.ts), and what other processes say (crossProcess.ts).
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import { makeConnectionEnds } from "./connectionEnds.js"
@@ -24,7 +22,6 @@ import { makeSharedReceiveQueues } from "./sharedReceive.js"
 import type { Tools } from "./tools.js"
 import type * as wire from "./wire.js"
 
-/** @internal */
 export const makeNetwork = (world: fabric.Fabric, tools: Tools, link?: wire.Link) => {
   const registry = makeConnectionRegistry(link)
   const { byRkey, q } = registry

@@ -4,8 +4,6 @@
  * check each frame passes before it is forwarded. A process names only its own connections as the
  * sender, and addresses only a connection it asked for, answers, or is connected to; anything else
  * is a forgery, refused before it reaches anyone.
- *
- * @internal
  */
 import type * as wire from "./wire.js"
 
@@ -24,7 +22,6 @@ const show = (far: wire.Far) => `connection ${far.conn} of process ${far.process
 /** The answers a listener's process gives a request before the two are connected. */
 const ANSWERS: ReadonlySet<string> = new Set(["unreachable", "accepted", "rejected"])
 
-/** @internal */
 export interface Ownership {
   /** Why `self` may not send `message`, or undefined when it may. */
   readonly refusal: (self: number, message: wire.Message) => string | undefined
@@ -36,7 +33,6 @@ export interface Ownership {
   readonly forget: (process: number) => void
 }
 
-/** @internal */
 export const makeOwnership = (): Ownership => {
   const sides = new Map<string, Side>()
   const sideOf = (far: wire.Far) => sides.get(keyOf(far))

@@ -1,17 +1,15 @@
 /**
  * The simulated driver's devices and peers: rpma_utils_get_ibv_context on the addresses the world
  * has a device at, rpma_peer_new and rpma_peer_delete (refused while regions or connections use it).
- *
- * @internal
  */
+import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 
-/** @internal `usersOf` counts what else uses a peer (its endpoints, requests and connections). */
+/** `usersOf` counts what else uses a peer (its endpoints, requests and connections). */
 export const makePeerCalls = (world: fabric.Fabric, tools: Tools, usersOf: (peer: fabric.Peer) => number) => {
   const { acquire, call, deadOrWrong, inUse, invalid, peerOf, releaseHandle, rpma } = tools
   return {
@@ -22,7 +20,7 @@ export const makePeerCalls = (world: fabric.Fabric, tools: Tools, usersOf: (peer
           typeof address !== "string"
             ? invalid("rpma_utils_get_ibv_context", "address is NULL")
             : kind !== "local" && kind !== "remote"
-            ? invalid("rpma_utils_get_ibv_context", `unknown address type ${DriverArguments.show(kind)}`)
+            ? invalid("rpma_utils_get_ibv_context", `unknown address type ${Arguments.show(kind)}`)
             : undefined,
         (code) => rpma("rpma_utils_get_ibv_context", code, "planned fault"),
         () =>

@@ -1,14 +1,10 @@
 /**
  * The simulated driver's memory registrations: local regions (rpma_mr_reg / rpma_mr_dereg, refused
  * while a request in flight uses one, and their descriptors) and remote ones made from a descriptor.
- *
- * @internal
  */
-import * as Descriptor from "@effect-rdma/core/Descriptor"
+import { Descriptor, RdmaError, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import * as DriverArguments from "@effect-rdma/core/DriverArguments"
-import * as RdmaError from "@effect-rdma/core/RdmaError"
-import * as Usage from "@effect-rdma/core/Usage"
+import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -16,7 +12,7 @@ import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 
 /**
- * @internal `maxRegionSize`: the largest region ibv_reg_mr takes; `index` keeps the network's rkey
+ * `maxRegionSize`: the largest region ibv_reg_mr takes; `index` keeps the network's rkey
  * index in step with registrations.
  */
 export const makeRegionCalls = (
@@ -36,14 +32,14 @@ export const makeRegionCalls = (
 
   return {
     // Synchronous (`now`), as the native driver's below its worker threshold: core registers in one step.
-    mrReg: Driver.synchronousCall(
+    mrReg: Driver.Model.synchronousCall(
       (peerValue, memory, usage) =>
-        callNow<Driver.MrRegistration, RdmaError.RpmaError>(
+        callNow<Driver.Model.MrRegistration, RdmaError.RpmaError>(
           "rpma_mr_reg",
           () => {
             const refused = deadOrWrong("rpma_mr_reg", "peer", peerOf(peerValue))
             if (refused !== undefined) return refused
-            const problem = DriverArguments.memory(memory) ?? DriverArguments.usage(usage)
+            const problem = Arguments.memory(memory) ?? Arguments.usage(usage)
             return problem === undefined ? undefined : invalid("rpma_mr_reg", problem)
           },
           (code) => rpma("rpma_mr_reg", code, "planned fault"),
@@ -71,7 +67,7 @@ export const makeRegionCalls = (
         )
     ),
 
-    mrDereg: Driver.synchronousCall(
+    mrDereg: Driver.Model.synchronousCall(
       (value) =>
         callNow<void, RdmaError.RpmaError | RdmaError.ResourceInUseError>(
           "rpma_mr_dereg",

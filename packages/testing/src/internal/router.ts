@@ -8,20 +8,17 @@
  * its header arrives), its shape against the wire's messages, and its sender against the
  * connections it names (ownership.ts). A frame that fails is logged with why, and its sender is
  * dropped from the network (the others see it leave, as if it had exited); nothing reaches anyone else.
- *
- * @internal
  */
 import * as net from "node:net"
 import { makeOwnership } from "./ownership.js"
 import * as wire from "./wire.js"
 
-/** @internal */
 export interface Router {
   readonly server: net.Server
   readonly close: () => void
 }
 
-/** @internal Routes for whoever connects to `server` (listening is the caller's); `log` hears of each refusal. */
+/** Routes for whoever connects to `server` (listening is the caller's); `log` hears of each refusal. */
 export const makeRouter = (options: { readonly maxFrameSize: number; readonly log: (refusal: string) => void }): Router => {
   const processes = new Map<number, net.Socket>()
   const owners = new Map<string, number>()

@@ -150,5 +150,4 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
   }
 }
 
-/** @internal */
 export type SharedReceiveQueues = ReturnType<typeof makeSharedReceiveQueues>

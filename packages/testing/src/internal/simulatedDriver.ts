@@ -2,8 +2,6 @@
  * The simulated driver assembled: one world (its devices, planned faults and ledger) and the calls
  * of each part over it (peers, registrations, rdma_cm identifiers, host memory, librpma's
  * connections, librdmacm's endpoints), with the network's link when the world shares one.
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
@@ -47,7 +45,7 @@ const liveCounts = (world: fabric.Fabric) => {
   }
 }
 
-/** @internal A simulated driver and its control; its connections reach other processes through `link` (SimulatedNetwork). */
+/** A simulated driver and its control; its connections reach other processes through `link` (SimulatedNetwork). */
 export const makeLinked = (
   options: Options | undefined,
   link: Link | undefined

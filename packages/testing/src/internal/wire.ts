@@ -2,8 +2,6 @@
  * What the processes sharing one simulated network say to each other, and how it travels: frames
  * of `v8.serialize`d messages (Uint8Array and bigint survive it as they are), each preceded by its
  * length, over a Unix socket to the process that serves the network, which routes them.
- *
- * @internal
  */
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as Either from "effect/Either"
@@ -11,11 +9,10 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as v8 from "node:v8"
 
-/** @internal A connection in another process: what messages about it are addressed to. */
+/** A connection in another process: what messages about it are addressed to. */
 export const Far = Schema.Struct({ process: Schema.NonNegativeInt, conn: Schema.NonNegativeInt }).annotations({
   identifier: "Far"
 })
-/** @internal */
 export type Far = typeof Far.Type
 
 const Bytes = Schema.Uint8ArrayFromSelf
@@ -26,7 +23,7 @@ const carriesItsLength = (r: { readonly op: string; readonly length: number; rea
   `carries ${r.bytes.byteLength} bytes for a ${r.op} of ${r.length}`
 
 /**
- * @internal The other side's half of a work request, as plain data: what it does to that side's
+ * The other side's half of a work request, as plain data: what it does to that side's
  * memory (a write, read or flush through an rkey) or to its receives (a send, a write's immediate data).
  */
 export const Reach = Schema.Struct({
@@ -43,10 +40,9 @@ export const Reach = Schema.Struct({
   /** Whether its success produces a completion on the sending side. */
   signalled: Schema.Boolean
 }).annotations({ identifier: "Reach" }).pipe(Schema.filter(carriesItsLength))
-/** @internal */
 export type Reach = typeof Reach.Type
 
-/** @internal The other side's half of an endpoint's send-queue request (run by cmQueuePair.ts's `received`). */
+/** The other side's half of an endpoint's send-queue request (run by cmQueuePair.ts's `received`). */
 export const CmReach = Schema.Struct({
   op: Schema.Literal("send", "write", "read"),
   rkey: Schema.NonNegativeInt,
@@ -55,12 +51,11 @@ export const CmReach = Schema.Struct({
   bytes: Bytes,
   imm: Schema.UndefinedOr(Schema.Number)
 }).annotations({ identifier: "CmReach" }).pipe(Schema.filter(carriesItsLength))
-/** @internal */
 export type CmReach = typeof CmReach.Type
 
 const Result = Schema.Union(Schema.Number, Bytes)
 
-/** @internal What one librdmacm endpoint says to the other, in another process. */
+/** What one librdmacm endpoint says to the other, in another process. */
 export const CmSays = Schema.Union(
   Schema.Struct({ k: Schema.Literal("unreachable") }), // nobody listens at the address asked for
   Schema.Struct({ k: Schema.Literal("accepted"), privateData: Bytes }),
@@ -72,15 +67,14 @@ export const CmSays = Schema.Union(
   Schema.Struct({ k: Schema.Literal("post"), reach: CmReach }),
   Schema.Struct({ k: Schema.Literal("settle"), result: Result })
 ).annotations({ identifier: "CmSays" })
-/** @internal */
 export type CmSays = typeof CmSays.Type
 
 const ConnEvent = Schema.Literal("ESTABLISHED", "CLOSED", "LOST", "REJECTED", "UNREACHABLE", "UNDEFINED")
 // Core's list, letter for letter: a value core adds makes this fail to compile.
-const sameEvents: [Driver.ConnEvent, typeof ConnEvent.Type] extends [typeof ConnEvent.Type, Driver.ConnEvent] ? true : never = true
+const sameEvents: [Driver.Model.ConnEvent, typeof ConnEvent.Type] extends [typeof ConnEvent.Type, Driver.Model.ConnEvent] ? true : never = true
 void sameEvents
 
-/** @internal Between two drivers (routed by `to`), or to and from the serving process (`t` says which). */
+/** Between two drivers (routed by `to`), or to and from the serving process (`t` says which). */
 export const Message = Schema.Union(
   // Router → a process that has just joined: its number, and the largest frame the network carries.
   Schema.Struct({ t: Schema.Literal("welcome"), self: Schema.Number, maxFrameSize: Schema.Number }),
@@ -118,11 +112,10 @@ export const Message = Schema.Union(
   // Router → every process: a process left (its socket closed), with the addresses it listened on.
   Schema.Struct({ t: Schema.Literal("gone"), process: Schema.Number, keys: Schema.Array(Schema.String) })
 ).annotations({ identifier: "Message" })
-/** @internal */
 export type Message = typeof Message.Type
 
 const validate = Schema.validateEither(Message)
-/** @internal What is wrong with a decoded frame as a message, or undefined when it is one. */
+/** What is wrong with a decoded frame as a message, or undefined when it is one. */
 export const malformed = (value: unknown): string | undefined =>
   Either.match(validate(value), {
     onLeft: (error) => {
@@ -135,16 +128,16 @@ export const malformed = (value: unknown): string | undefined =>
     onRight: () => undefined
   })
 
-/** @internal Bytes of a frame's header: the body's length, big-endian. */
+/** Bytes of a frame's header: the body's length, big-endian. */
 export const HEADER_SIZE = 4
 
 /**
- * @internal What a frame carries besides a request's bytes (the message's other fields), at most: a
+ * What a frame carries besides a request's bytes (the message's other fields), at most: a
  * request carrying more than the largest frame less this is refused by its sender (IBV_WC_LOC_LEN_ERR).
  */
 export const ENVELOPE_SIZE = 4096
 
-/** @internal One message as a frame. */
+/** One message as a frame. */
 export const frame = (message: Message): Uint8Array => {
   const body = v8.serialize(message)
   const header = Buffer.allocUnsafe(HEADER_SIZE)
@@ -152,13 +145,13 @@ export const frame = (message: Message): Uint8Array => {
   return Buffer.concat([header, body])
 }
 
-/** @internal What a reader refuses: a frame announced larger than allowed, or one that does not decode. */
+/** What a reader refuses: a frame announced larger than allowed, or one that does not decode. */
 export type Refusal =
   | { readonly reason: "tooLarge"; readonly size: number }
   | { readonly reason: "undecodable"; readonly detail: string }
 
 /**
- * @internal Collects a stream's chunks and calls `onFrame` with each whole frame's decoded body, in
+ * Collects a stream's chunks and calls `onFrame` with each whole frame's decoded body, in
  * order; `onRefused` (after which the reader takes nothing more) with a frame announcing more than
  * `maxFrameSize` bytes, as soon as its header arrives, or one that `v8.deserialize` refuses. Linear in
  * the bytes taken: a frame's chunks are kept as they come and joined once, when the frame is whole.
@@ -209,14 +202,14 @@ export const reader = (options: {
   }
 }
 
-/** @internal What the fabric is told about the network it shares. */
+/** What the fabric is told about the network it shares. */
 export interface Handler {
   readonly message: (message: Message) => void
   /** The serving process is gone (its socket closed): every other process with it. */
   readonly down: () => void
 }
 
-/** @internal A process's part of a shared network, as the simulated fabric uses it. */
+/** A process's part of a shared network, as the simulated fabric uses it. */
 export interface Link {
   /** This process's number on the network. */
   readonly self: number
@@ -232,7 +225,7 @@ export interface Link {
 }
 
 /**
- * @internal One link shared by several parts of a fabric (its connections, its librdmacm
+ * One link shared by several parts of a fabric (its connections, its librdmacm
  * endpoints): each attaches a handler, and every message goes to each (each ignores what is not its
  * own). `start` attaches them all to the link, once every part is made (early messages replay then).
  */

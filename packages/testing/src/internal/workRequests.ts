@@ -2,27 +2,25 @@
  * A work request of librpma's path as plain data: what it grants and reaches (access masks, the
  * flush's read), what it holds while posted, its completion as ibv_wc has it, and its other side's
  * half (wire.Reach). No state: the network's modules share these.
- *
- * @internal
  */
+import { Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import { WcFlags, WcOpcode } from "@effect-rdma/core/Driver"
-import { Flags } from "@effect-rdma/core/Usage"
+import { Model } from "@effect-rdma/core/Driver"
 import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import type * as wire from "./wire.js"
 
-/** @internal What ibv_reg_mr grants for each usage (librpma's usage_to_access). */
-export const REMOTE_READ = Flags.READ_SRC | Flags.FLUSH_TYPE_VISIBILITY | Flags.FLUSH_TYPE_PERSISTENT
-export const REMOTE_WRITE = Flags.WRITE_DST
-export const LOCAL_WRITE = Flags.READ_DST | Flags.WRITE_SRC | Flags.WRITE_DST | Flags.RECV
+/** What ibv_reg_mr grants for each usage (librpma's usage_to_access). */
+export const REMOTE_READ = Usage.Flags.READ_SRC | Usage.Flags.FLUSH_TYPE_VISIBILITY | Usage.Flags.FLUSH_TYPE_PERSISTENT
+export const REMOTE_WRITE = Usage.Flags.WRITE_DST
+export const LOCAL_WRITE = Usage.Flags.READ_DST | Usage.Flags.WRITE_SRC | Usage.Flags.WRITE_DST | Usage.Flags.RECV
 /**
- * @internal librpma's flush is an RDMA read of this many bytes at the flush's offset, whatever its
+ * librpma's flush is an RDMA read of this many bytes at the flush's offset, whatever its
  * length (RAW_SIZE in flush.c).
  */
 export const FLUSH_READ_SIZE = 8
 
-/** @internal A receive posted on a connection, until a send takes it. */
+/** A receive posted on a connection, until a send takes it. */
 export interface PostedRecv {
   readonly id: number
   readonly mr: fabric.MrLocal
@@ -30,7 +28,7 @@ export interface PostedRecv {
   readonly length: number
 }
 
-/** @internal A send that waits on the other side for a receive. */
+/** A send that waits on the other side for a receive. */
 export interface PendingSend {
   readonly id: number
   readonly bytes: Uint8Array
@@ -43,33 +41,29 @@ export interface PendingSend {
   readonly signalled: boolean
 }
 
-/** @internal What a posted request holds until its completion is returned. */
+/** What a posted request holds until its completion is returned. */
 export interface Held {
   readonly regions: Array<fabric.MrLocal>
   readonly sendQueue: boolean
   readonly signalled: boolean
 }
 
-/** @internal */
-export const NONE: ReadonlyArray<Driver.Completion> = []
-/** @internal What a shared receive queue without a receive CQ polls: nothing ever completes there. */
+export const NONE: ReadonlyArray<Driver.Model.Completion> = []
+/** What a shared receive queue without a receive CQ polls: nothing ever completes there. */
 export const NO_RECEIVE_CQ = CompletionQueue.make(() => {})
-/** @internal */
-export const NONE_POSTED: ReadonlyArray<Driver.WorkRequest> = []
-/** @internal */
+export const NONE_POSTED: ReadonlyArray<Driver.Model.WorkRequest> = []
 export const NO_BYTES = new Uint8Array(0)
-/** @internal The requests of a postMany call as a plain array, or undefined when they are not an array (or reading them threw). */
-export const requestList = (value: unknown): ReadonlyArray<Driver.WorkRequest> | undefined => {
+/** The requests of a postMany call as a plain array, or undefined when they are not an array (or reading them threw). */
+export const requestList = (value: unknown): ReadonlyArray<Driver.Model.WorkRequest> | undefined => {
   if (!Array.isArray(value)) return undefined
   try {
-    return Array.from(value as ReadonlyArray<Driver.WorkRequest>)
+    return Array.from(value as ReadonlyArray<Driver.Model.WorkRequest>)
   } catch {
     return undefined
   }
 }
 
-/** @internal */
-export type Recv = Extract<Driver.WorkRequest, { readonly op: "recv" }>
+export type Recv = Extract<Driver.Model.WorkRequest, { readonly op: "recv" }>
 
 /**
  * A completion as ibv_wc has it: no opcode on a failure; immediate data with its flag; the queue
@@ -82,26 +76,26 @@ export const completion = (
   byteLength: number,
   imm: number | undefined,
   qpNum?: number
-): Driver.Completion => {
-  const wc: Driver.Completion = imm === undefined
+): Driver.Model.Completion => {
+  const wc: Driver.Model.Completion = imm === undefined
     ? { id, status, byteLength, opcode: status === 0 ? opcode : -1, flags: 0 }
-    : { id, status, byteLength, opcode, flags: WcFlags.WITH_IMM, imm }
+    : { id, status, byteLength, opcode, flags: Model.WcFlags.WITH_IMM, imm }
   return qpNum === undefined ? wc : { ...wc, qpNum }
 }
 
 /** Synchronous posts in a row before the simulated driver asks for a turn of the event loop. */
 export const LOOP_BUDGET_CALLS = 256
 
-/** @internal The live local regions a request names: what it holds while posted. */
-export const localRegionsOf = (wr: Driver.WorkRequest): Array<fabric.MrLocal> => {
+/** The live local regions a request names: what it holds while posted. */
+export const localRegionsOf = (wr: Driver.Model.WorkRequest): Array<fabric.MrLocal> => {
   const value = wr.op === "write" || wr.op === "send" ? wr.src : wr.op === "read" || wr.op === "recv" ? wr.dst : undefined
   const mr = fabric.asHandle(value, "MrLocal")
   return mr === undefined || !mr.alive ? [] : [mr]
 }
 
-/** @internal The other side's half of a send-queue request, as data (a send names no remote region). */
+/** The other side's half of a send-queue request, as data (a send names no remote region). */
 export const halfOf = (
-  wr: Exclude<Driver.WorkRequest, Recv>,
+  wr: Exclude<Driver.Model.WorkRequest, Recv>,
   remote: fabric.MrRemote | undefined,
   offset: number,
   length: number,
@@ -118,17 +112,17 @@ export const halfOf = (
   signalled: wr.completion !== "onError"
 })
 
-/** @internal The completion opcode of a request. */
-export const opcodeOf = (wr: Driver.WorkRequest): number =>
+/** The completion opcode of a request. */
+export const opcodeOf = (wr: Driver.Model.WorkRequest): number =>
   wr.op === "write" || wr.op === "atomicWrite"
-    ? WcOpcode.RDMA_WRITE
+    ? Model.WcOpcode.RDMA_WRITE
     : wr.op === "read" || wr.op === "flush"
-    ? WcOpcode.RDMA_READ
+    ? Model.WcOpcode.RDMA_READ
     : wr.op === "send"
-    ? WcOpcode.SEND
-    : WcOpcode.RECV
+    ? Model.WcOpcode.SEND
+    : Model.WcOpcode.RECV
 
-/** @internal The librpma call that posts a request (what errors and fault plans name). */
-export const operationOf = (wr: Driver.WorkRequest): fabric.DataOperation =>
+/** The librpma call that posts a request (what errors and fault plans name). */
+export const operationOf = (wr: Driver.Model.WorkRequest): fabric.DataOperation =>
   wr.op === "atomicWrite" ? "rpma_atomic_write" : `rpma_${wr.op}`
 
