@@ -2,8 +2,8 @@
 // because the addon shares V8's backing stores (src/memory.cc), which ties it to the V8 of one
 // Node.js line, not only to Node-API.
 //
-//   node scripts/prebuild.mjs [<arch>@<major> ...]     default: x64@20 x64@22 x64@24 x64@26
-//                                                       arm64@20 arm64@22 arm64@24 arm64@26
+//   node scripts/prebuild.mjs [<arch>@<major> ...]     default: every promised addon
+//                                                       (scripts/promised.mjs: x64 and arm64 @20 22 24 26)
 //   node scripts/prebuild.mjs --check [<arch>@<major> ...]
 //                                                       load each prebuilt addon under its Node.js
 //   node scripts/prebuild.mjs --where <arch>@<major>   print the directory of that Node.js (fetched
@@ -23,6 +23,7 @@ import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { prebuildPath, promised } from "./promised.mjs"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const cache = resolve(root, "..", "..", ".cache")
@@ -36,7 +37,7 @@ const die = (line) => {
 const check = process.argv.includes("--check")
 const where = process.argv.includes("--where")
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("--"))
-const targets = (requested.length > 0 ? requested : ["x64@20", "x64@22", "x64@24", "x64@26", "arm64@20", "arm64@22", "arm64@24", "arm64@26"])
+const targets = (requested.length > 0 ? requested : promised.map(({ arch, major }) => `${arch}@${major}`))
   .map((t) => {
     const match = /^(x64|arm64)@(\d+)$/.exec(t)
     if (match === null) die(`'${t}' is not <arch>@<major> (x64@22, arm64@26)`)
@@ -77,7 +78,7 @@ const abiOf = (nodedir) => {
   return match[1]
 }
 
-const outputOf = (arch, abi) => join(root, "prebuilds", `linux-${arch}`, `rpma_addon.abi${abi}.glibc.node`)
+const outputOf = (arch, abi) => prebuildPath(root, arch, abi)
 
 /** The command that runs `bin/node` of `nodedir` on this machine (under qemu for another arch). */
 const nodeCommand = (arch, nodedir) => {
