@@ -12,7 +12,7 @@
 // Exits 1, saying what to install, when the headers, a compiler or node-gyp are missing.
 // Written in plain JavaScript: it runs in users' projects, where there is no TypeScript loader.
 import { spawnSync } from "node:child_process"
-import { existsSync, writeFileSync } from "node:fs"
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -57,8 +57,12 @@ const gyp = () => {
   if (nodeGyp === undefined) {
     return "no node-gyp found: run it through npx or pnpm exec, which bring their own, or `npm install --save-dev node-gyp` in your project"
   }
-  const run = spawnSync(process.execPath, [nodeGyp, ...args], { cwd: root, stdio: ["ignore", "inherit", "inherit"] })
+  // binding.gyp sits in gyp/, not at the package root: npm and pnpm give a package with a root
+  // binding.gyp an implicit `node-gyp rebuild` install script, which this package must not have.
+  const run = spawnSync(process.execPath, [nodeGyp, ...args], { cwd: join(root, "gyp"), stdio: ["ignore", "inherit", "inherit"] })
   if (run.status !== 0) return `node-gyp ${args.join(" ")} failed (exit ${run.status ?? run.signal})`
+  mkdirSync(dirname(built), { recursive: true })
+  copyFileSync(join(root, "gyp", "build", "Release", "rpma_addon.node"), built)
   // What the loader checks before it loads the addon (src/internal/load.ts): the addon holds V8
   // backing stores, so it fits only the Node.js ABI it was compiled for.
   writeFileSync(

@@ -17,7 +17,7 @@
 // (dpkg --add-architecture arm64; librpma-dev:arm64 librdmacm-dev:arm64 libibverbs-dev:arm64) and
 // loaded under qemu's user-mode emulation (qemu-aarch64 from qemu-user).
 // Output: prebuilds/linux-<arch>/rpma_addon.abi<N>.glibc.node, stripped; one newer than
-// binding.gyp and every src/*.cc, src/*.h is kept (--force builds it again).
+// gyp/binding.gyp and every src/*.cc, src/*.h is kept (--force builds it again).
 import { spawnSync } from "node:child_process"
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -89,7 +89,7 @@ const nodeCommand = (arch, nodedir) => {
 /** Whether `output` is newer than binding.gyp and every source: then it is not built again. */
 const upToDate = (output) => {
   if (!existsSync(output)) return false
-  const sources = [join(root, "binding.gyp"), ...readdirSync(join(root, "src")).filter((f) => /\.(cc|h)$/.test(f)).map((f) => join(root, "src", f))]
+  const sources = [join(root, "gyp", "binding.gyp"), ...readdirSync(join(root, "src")).filter((f) => /\.(cc|h)$/.test(f)).map((f) => join(root, "src", f))]
   const built = statSync(output).mtimeMs
   return sources.every((f) => statSync(f).mtimeMs < built)
 }
@@ -104,11 +104,12 @@ const build = (target) => {
   const stage = join(cache, "prebuild", `${target.arch}-abi${abi}`)
   rmSync(stage, { recursive: true, force: true })
   mkdirSync(join(stage, "src"), { recursive: true })
-  copyFileSync(join(root, "binding.gyp"), join(stage, "binding.gyp"))
+  mkdirSync(join(stage, "gyp"), { recursive: true })
+  copyFileSync(join(root, "gyp", "binding.gyp"), join(stage, "gyp", "binding.gyp"))
   for (const f of readdirSync(join(root, "src"))) {
     if (/\.(cc|h)$/.test(f)) cpSync(join(root, "src", f), join(stage, "src", f))
   }
-  // binding.gyp finds node-addon-api with `node -p "require('node-addon-api')"` from here.
+  // gyp/binding.gyp finds node-addon-api with `node -p "require('node-addon-api')"` from stage/gyp.
   symlinkSync(join(root, "node_modules"), join(stage, "node_modules"))
   const env = { ...process.env }
   const foreign = target.arch !== process.arch ? cross[target.arch] : undefined
@@ -132,12 +133,12 @@ const build = (target) => {
   const nodeGyp = require.resolve("node-gyp/bin/node-gyp.js")
   const started = Date.now()
   run(process.execPath, [nodeGyp, "rebuild", `--nodedir=${nodedir}`, `--arch=${target.arch}`, "--jobs=2", "--silent"], {
-    cwd: stage,
+    cwd: join(stage, "gyp"),
     env
   })
   const output = outputOf(target.arch, abi)
   mkdirSync(dirname(output), { recursive: true })
-  copyFileSync(join(stage, "build", "Release", "rpma_addon.node"), output)
+  copyFileSync(join(stage, "gyp", "build", "Release", "rpma_addon.node"), output)
   run(foreign ? `${foreign.triple}-strip` : "strip", ["--strip-unneeded", output])
   say(`${output.slice(root.length + 1)} (Node.js ${nodedir.split("-").pop()}) in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   rmSync(stage, { recursive: true, force: true })
