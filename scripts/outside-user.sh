@@ -12,7 +12,7 @@
 #      under x64 Node 22, 24 and 26 from the npm registry; where qemu can run, the same
 #      program on the native driver in the Soft-RoCE VM (vm/run); no build-script warning from
 #      npm; where qemu-aarch64 is installed, the packed arm64 addon loads under arm64 Node 22 and
-#      26 (user mode); npm refuses the native package for another os/cpu (EBADPLATFORM);
+#      26 (user mode); npm refuses the native package on another os or cpu (EBADPLATFORM);
 #   4. type-check, with a strict tsconfig (strict, exactOptionalPropertyTypes,
 #      noUncheckedIndexedAccess, noPropertyAccessFromIndexSignature), a TypeScript program, every
 #      TypeScript block of README.md and every @example, against the shipped declarations; compile
@@ -219,15 +219,20 @@ else
 fi
 
 step "npm refuses the native package where it cannot run (os, cpu)"
-for flag in --os=darwin --cpu=ia32; do
-  refusing="$work/refusing${flag//[-=]/_}"
+# npm checks a dependency's os/cpu/libc against process.platform and process.arch (its --os and
+# --cpu flags apply to optional dependencies only): npm runs here as on a darwin and an ia32 machine.
+echo 'Object.defineProperty(process, "platform", { value: process.env.AS_PLATFORM ?? process.platform })
+Object.defineProperty(process, "arch", { value: process.env.AS_ARCH ?? process.arch })' >"$work/as-platform.cjs"
+for as in AS_PLATFORM=darwin AS_ARCH=ia32; do
+  refusing="$work/refusing-$as"
   mkdir -p "$refusing" && echo '{ "name": "refusing", "version": "1.0.0", "private": true }' >"$refusing/package.json"
   set +e
-  (cd "$refusing" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "$flag" "$native") >"$work/refused-npm.log" 2>&1
+  (cd "$refusing" && env "$as" NODE_OPTIONS="--require $work/as-platform.cjs" \
+    npm install --no-audit --no-fund --prefer-offline --loglevel=error "$core" "$native") >"$work/refused-npm.log" 2>&1
   status=$?
   set -e
-  [[ $status -ne 0 ]] && grep -q EBADPLATFORM "$work/refused-npm.log" || { cat "$work/refused-npm.log"; fail "npm install $flag did not refuse the native package"; }
-  echo "  npm install $flag: $(grep -m1 -o 'EBADPLATFORM.*' "$work/refused-npm.log")"
+  [[ $status -ne 0 ]] && grep -q EBADPLATFORM "$work/refused-npm.log" || { cat "$work/refused-npm.log"; fail "npm on $as installed the native package"; }
+  echo "  npm as $as: $(grep -m1 -o 'Unsupported platform.*' "$work/refused-npm.log")"
 done
 
 step "npx effect-rdma-doctor (compiled JavaScript)"
