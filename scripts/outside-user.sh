@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # The packages as a user gets them, outside this workspace:
 #   1. from no prior build: build the prebuilt addons (x64 and arm64, Node 20 22 24 26:
-#      packages/native/scripts/prebuild.mjs), pack the three packages with pnpm (each
-#      package's `prepack` compiles it to dist/, as on a publish from a clean clone);
+#      packages/native/scripts/prebuild.mjs), pack the four packages with pnpm (each
+#      package's `prepack` compiles it to dist/ and writes its guarded Node.js entry, as on a
+#      publish from a clean clone; native's refuses to pack without every promised addon, which is
+#      checked first); the packed package.json files hold no scripts, native's has os/cpu/libc;
 #   2. publint and @arethetypeswrong/cli on each tarball;
 #   3. `npm install` the tarballs into a fresh project; run a plain JavaScript program on the
 #      simulated driver with `node`; check that the prebuilt addon loads and that the doctor runs
 #      from compiled JavaScript (no TypeScript loader anywhere), and that the packed addons load
 #      under x64 Node 22, 24 and 26 from the npm registry; where qemu can run, the same
-#      program on the native driver in the Soft-RoCE VM (vm/run);
+#      program on the native driver in the Soft-RoCE VM (vm/run); no build-script warning from
+#      npm; where qemu-aarch64 is installed, the packed arm64 addon loads under arm64 Node 22 and
+#      26 (user mode); npm refuses the native package on another os or cpu (EBADPLATFORM);
 #   4. type-check, with a strict tsconfig (strict, exactOptionalPropertyTypes,
 #      noUncheckedIndexedAccess, noPropertyAccessFromIndexSignature), a TypeScript program, every
 #      TypeScript block of README.md and every @example, against the shipped declarations; compile
 #      README's main example and run it;
-#   5. `pnpm add` the tarballs into another fresh project and run the JavaScript program there.
+#   5. `pnpm add` the tarballs into another fresh project and run the JavaScript program there
+#      (no "Ignored build scripts" warning);
+#   6. Effect 4 (npm's `latest`): npm refuses the install (ERESOLVE); installed with pnpm, which only
+#      warns, loading each package (import and require) and the doctor fail at once with
+#      UnsupportedEffectVersion naming the version found and ^3.22.0.
 #
 #   scripts/outside-user.sh            KEEP=1 keeps the temporary directory
 # Needs the npm registry (effect, node-gyp-build, ...), or npm's cache for --prefer-offline.
@@ -51,7 +59,21 @@ wait $arm64_build || { tail -40 "$work/prebuild-arm64.log"; fail "the arm64 preb
 grep '^prebuild:' "$work/prebuild-x64.log" "$work/prebuild-arm64.log" | sed 's/^[^:]*:/  /'
 echo "  built in $(($(date +%s) - start)) s"
 
-step "pack (each package's prepack builds its dist/)"
+step "pack refuses a native package without every promised prebuilt addon"
+hidden="$work/hidden-prebuild"
+mkdir -p "$hidden"
+mv packages/native/prebuilds/linux-arm64/rpma_addon.abi137.glibc.node "$hidden/"
+set +e
+(cd packages/native && pnpm pack --pack-destination "$work" >"$work/refused.log" 2>&1)
+refused=$?
+set -e
+mv "$hidden/rpma_addon.abi137.glibc.node" packages/native/prebuilds/linux-arm64/
+[[ $refused -ne 0 ]] || fail "pnpm pack of native succeeded without prebuilds/linux-arm64/rpma_addon.abi137.glibc.node"
+grep -q "rpma_addon.abi137.glibc.node (linux-arm64, Node.js 24)" "$work/refused.log" && grep -q "node scripts/prebuild.mjs arm64@24" "$work/refused.log" ||
+  { cat "$work/refused.log"; fail "the refusal does not name the missing addon and the command that builds it"; }
+echo "  refused (exit $refused), naming the missing addon and: node scripts/prebuild.mjs arm64@24"
+
+step "pack (each package's prepack builds its dist/ and its guarded entry)"
 mkdir -p "$work/packs"
 for p in core testing native rpc; do
   (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
@@ -70,9 +92,22 @@ rpc="$work/packs/effect-rdma-rpc-$version.tgz" # installed into the npm project 
 for t in "$core" "$testing" "$native" "$rpc"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
-  grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" ||
-    fail "$(basename "$t") has no dist/index.js or dist/index.d.ts: packing did not build it"
+  grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" &&
+    grep -qx 'package/dist/node.js' "$work/files" ||
+    fail "$(basename "$t") has no dist/index.js, dist/index.d.ts or dist/node.js: packing did not build it"
+  # The published manifest holds only what works in the package: no scripts at all.
+  tar -xzOf "$t" package/package.json >"$work/manifest.json"
+  node -e 'const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    if (Object.keys(m.scripts ?? {}).length > 0) { console.error(JSON.stringify(m.scripts)); process.exit(1) }' "$work/manifest.json" ||
+    fail "$(basename "$t")'s package.json has scripts (above)"
 done
+tar -xzOf "$native" package/package.json >"$work/manifest.json"
+node -e 'const m = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const want = { os: ["linux"], cpu: ["x64", "arm64"], libc: ["glibc"] };
+  for (const [k, v] of Object.entries(want)) if (JSON.stringify(m[k]) !== JSON.stringify(v)) throw new Error(`${k}: ${JSON.stringify(m[k])}`);
+  for (const [name, file] of Object.entries(m.bin)) console.log(`  bin ${name}: ${file}`)' "$work/manifest.json" ||
+  fail "the native package.json lacks os/cpu/libc"
+echo "  no scripts in any packed package.json; native: os linux, cpu x64 arm64, libc glibc"
 tar -tzf "$native" >"$work/native-files" # a file: `tar | grep -q` would fail on tar's SIGPIPE under pipefail
 for arch in x64 arm64; do
   for abi in 115 127 137 147; do
@@ -100,6 +135,11 @@ start=$(date +%s)
   "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3 \
   "$rpc" "@effect/rpc@^0.76.2" "@effect/platform@^0.97.1") 2>&1 | tee "$work/npm.log"
 no_peer_warnings "$work/npm.log" "npm install"
+# No install script: nothing of ours for npm 11's allowScripts review (or any build) to print
+# (@effect/rpc's msgpackr-extract, installed here for the rpc package, has one of its own).
+if grep -iE 'allowScripts|install-scripts|gyp' "$work/npm.log" | grep -E '@effect-rdma|rpma'; then
+  fail "npm install printed build-script output for an @effect-rdma package (above)"
+fi
 printf '  installed in %ss; node_modules: %s; @effect-rdma: %s\n' "$(($(date +%s) - start))" \
   "$(du -sh "$app/node_modules" | cut -f1)" "$(du -sh "$app/node_modules/@effect-rdma" | cut -f1)"
 [[ ! -d "$app/node_modules/tsx" ]] || fail "tsx was installed: a package still depends on a TypeScript loader"
@@ -138,11 +178,8 @@ console.log(`native driver: ${driver.name}; addon ${typeof (await Effect.runProm
 EOF
 step "node addon.mjs (the native driver's layer over the installed addon)"
 (cd "$app" && node addon.mjs)
-if [[ -d "$app/node_modules/@effect-rdma/native/build" ]]; then
-  echo "  (the install script built the addon: the prebuilt one did not fit)"
-else
-  echo "  (prebuilt addons: $(ls "$app"/node_modules/@effect-rdma/native/prebuilds/linux-x64/ | tr "\n" " "))"
-fi
+[[ ! -d "$app/node_modules/@effect-rdma/native/build" ]] || fail "something built the addon at install: the package has no install script"
+echo "  (prebuilt addons: $(ls "$app"/node_modules/@effect-rdma/native/prebuilds/linux-x64/ | tr "\n" " "))"
 
 cat >"$app/native.mjs" <<'EOF'
 // main.mjs's program on the native driver, on the device at RDMA_ADDRESS.
@@ -175,6 +212,34 @@ for major in 22 24 26; do
   (cd "$app" && "$nodedir/bin/node" addon.mjs | sed "s/^/  Node $major: /") || fail "the packed native package does not load under Node $major"
 done
 
+if command -v qemu-aarch64 >/dev/null; then
+  step "node addon.mjs under arm64 Node 22 and 26 in qemu-aarch64 (user mode): the packed arm64 addon"
+  for major in 22 26; do
+    nodedir=$(node packages/native/scripts/prebuild.mjs --where "arm64@$major")
+    (cd "$app" && qemu-aarch64 "$nodedir/bin/node" -e 'import("./addon.mjs").then(() => console.log(`${process.version} ${process.arch}`))' |
+      sed "s/^/  arm64 Node $major: /") || fail "the packed arm64 addon does not load under arm64 Node $major"
+  done
+else
+  step "the packed arm64 addon under qemu: skipped (qemu-aarch64 is missing: packages/native/scripts/setup-arm64.sh)"
+fi
+
+step "npm refuses the native package where it cannot run (os, cpu)"
+# npm checks a dependency's os/cpu/libc against process.platform and process.arch (its --os and
+# --cpu flags apply to optional dependencies only): npm runs here as on a darwin and an ia32 machine.
+echo 'Object.defineProperty(process, "platform", { value: process.env.AS_PLATFORM ?? process.platform })
+Object.defineProperty(process, "arch", { value: process.env.AS_ARCH ?? process.arch })' >"$work/as-platform.cjs"
+for as in AS_PLATFORM=darwin AS_ARCH=ia32; do
+  refusing="$work/refusing-$as"
+  mkdir -p "$refusing" && echo '{ "name": "refusing", "version": "1.0.0", "private": true }' >"$refusing/package.json"
+  set +e
+  (cd "$refusing" && env "$as" NODE_OPTIONS="--require $work/as-platform.cjs" \
+    npm install --no-audit --no-fund --prefer-offline --loglevel=error "$core" "$native") >"$work/refused-npm.log" 2>&1
+  status=$?
+  set -e
+  [[ $status -ne 0 ]] && grep -q EBADPLATFORM "$work/refused-npm.log" || { cat "$work/refused-npm.log"; fail "npm on $as installed the native package"; }
+  echo "  npm as $as: $(grep -m1 -o 'Unsupported platform.*' "$work/refused-npm.log")"
+done
+
 step "npx effect-rdma-doctor (compiled JavaScript)"
 set +e
 (cd "$app" && NO_COLOR=1 npx --no-install effect-rdma-doctor --json >"$work/doctor.json")
@@ -187,6 +252,12 @@ node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"
   console.log("  " + r.checks.map((c) => c.id + " " + c.status).join(", "))' "$work/doctor.json"
 [[ $status -le 1 ]] || fail "the doctor exited $status"
 [[ $usage -eq 2 ]] || fail "the doctor exited $usage for an unknown flag, not 2"
+set +e
+(cd "$app" && npx --no-install effect-rdma-doctor --address nonsense >/dev/null 2>&1)
+malformed=$?
+set -e
+[[ $malformed -eq 2 ]] || fail "the doctor exited $malformed for --address nonsense, not 2"
+grep -q '"id": "effect"' "$work/doctor.json" || fail "the doctor has no effect row"
 
 step "type-check with a strict tsconfig against the shipped declarations"
 # "DOM" in lib: @effect/rpc's declarations (installed here for README's RPC block) name the DOM's
@@ -254,9 +325,43 @@ start=$(date +%s)
 (cd "$papp" && pnpm add --ignore-workspace --config.confirmModulesPurge=false --reporter=append-only \
   "$core" "$testing" "$native" "$effect_spec") >"$work/pnpm.log" 2>&1 || { cat "$work/pnpm.log"; fail "pnpm add"; }
 no_peer_warnings "$work/pnpm.log" "pnpm add"
-printf '  installed in %ss (pnpm 10 does not run the addon'"'"'s install script unless allowed: the prebuilt addon needs none)\n' \
-  "$(($(date +%s) - start))"
+if grep -iE 'build scripts|approve-builds' "$work/pnpm.log"; then fail "pnpm add printed a build-script warning (above)"; fi
+printf '  installed in %ss, no build-script warning (the package has no install script)\n' "$(($(date +%s) - start))"
 (cd "$papp" && node main.mjs && node addon.mjs)
+
+step "Effect 4 (npm's latest): npm refuses it; under pnpm every package fails at once, naming the versions"
+e4="$work/effect4-npm"
+mkdir -p "$e4" && echo '{ "name": "effect4", "version": "1.0.0", "private": true, "type": "module" }' >"$e4/package.json"
+set +e
+(cd "$e4" && npm install --no-audit --no-fund --prefer-offline --loglevel=error "$core" effect@4) >"$work/e4-npm.log" 2>&1
+status=$?
+set -e
+[[ $status -ne 0 ]] && grep -q ERESOLVE "$work/e4-npm.log" || { cat "$work/e4-npm.log"; fail "npm installed @effect-rdma/core beside effect@4"; }
+echo "  npm install effect@4: refused (ERESOLVE)"
+e4="$work/effect4-pnpm"
+mkdir -p "$e4"
+sed 's/"outside-user-pnpm"/"outside-user-effect4"/' "$papp/package.json" >"$e4/package.json"
+(cd "$e4" && pnpm add --ignore-workspace --config.confirmModulesPurge=false --reporter=append-only \
+  "$core" "$testing" "$native" "$rpc" effect@4) >"$work/e4-pnpm.log" 2>&1 || { cat "$work/e4-pnpm.log"; fail "pnpm add effect@4"; }
+found=$(node -p 'require(process.argv[1]).version' "$e4/node_modules/effect/package.json")
+[[ $found == 4.* ]] || fail "pnpm installed effect $found, not 4.x"
+for pkg in core testing native rpc; do
+  for how in import require; do
+    if [[ $how == import ]]; then code="import(\"@effect-rdma/$pkg\").then(() => process.exit(3), (e) => { console.log(e._tag + \": \" + e.message); process.exit(e._tag === \"UnsupportedEffectVersion\" ? 0 : 4) })"
+    else code="try { require(\"@effect-rdma/$pkg\"); process.exit(3) } catch (e) { console.log(e._tag + \": \" + e.message); process.exit(e._tag === \"UnsupportedEffectVersion\" ? 0 : 4) }"; fi
+    (cd "$e4" && node -e "$code") >"$work/e4.out" 2>&1 || { cat "$work/e4.out"; fail "@effect-rdma/$pkg ($how) under effect $found did not fail with UnsupportedEffectVersion"; }
+    grep -q "found effect $found" "$work/e4.out" && grep -q 'needs effect ^3.22.0' "$work/e4.out" || { cat "$work/e4.out"; fail "the error does not name effect $found and ^3.22.0"; }
+  done
+done
+echo "  $(cat "$work/e4.out")"
+echo "  (each of core, testing, native, rpc, by import and by require)"
+set +e
+(cd "$e4" && npx --no-install effect-rdma-doctor >"$work/e4-doctor.out" 2>&1)
+status=$?
+set -e
+[[ $status -eq 1 ]] && grep -q "^fail  effect  effect $found, but @effect-rdma needs effect ^3.22.0" "$work/e4-doctor.out" ||
+  { cat "$work/e4-doctor.out"; fail "the doctor under effect $found: exit $status, without its failed effect row"; }
+echo "  doctor: $(head -1 "$work/e4-doctor.out") (exit 1)"
 
 [[ "$(sha1sum <pnpm-lock.yaml)" == "$lock_before" ]] || fail "the workspace's pnpm-lock.yaml changed: a user's install leaked into the workspace"
 

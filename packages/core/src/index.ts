@@ -273,6 +273,10 @@ export * as RemoteKey from "./RemoteKey.js"
  */
 export * as RemoteMr from "./RemoteMr.js"
 /**
+ * A shared receive queue (`struct rpma_srq`): one pool of receives for many connections, each
+ * completion saying which connection its message came on; deleted when its scope closes and no
+ * connection made with it is left.
+ *
  * @example
  * ```ts
  * import { Effect } from "effect"

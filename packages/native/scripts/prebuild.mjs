@@ -2,8 +2,8 @@
 // because the addon shares V8's backing stores (src/memory.cc), which ties it to the V8 of one
 // Node.js line, not only to Node-API.
 //
-//   node scripts/prebuild.mjs [<arch>@<major> ...]     default: x64@20 x64@22 x64@24 x64@26
-//                                                       arm64@20 arm64@22 arm64@24 arm64@26
+//   node scripts/prebuild.mjs [<arch>@<major> ...]     default: every promised addon
+//                                                       (scripts/promised.mjs: x64 and arm64 @20 22 24 26)
 //   node scripts/prebuild.mjs --check [<arch>@<major> ...]
 //                                                       load each prebuilt addon under its Node.js
 //   node scripts/prebuild.mjs --where <arch>@<major>   print the directory of that Node.js (fetched
@@ -17,12 +17,13 @@
 // (dpkg --add-architecture arm64; librpma-dev:arm64 librdmacm-dev:arm64 libibverbs-dev:arm64) and
 // loaded under qemu's user-mode emulation (qemu-aarch64 from qemu-user).
 // Output: prebuilds/linux-<arch>/rpma_addon.abi<N>.glibc.node, stripped; one newer than
-// binding.gyp and every src/*.cc, src/*.h is kept (--force builds it again).
+// gyp/binding.gyp and every src/*.cc, src/*.h is kept (--force builds it again).
 import { spawnSync } from "node:child_process"
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { prebuildPath, promised } from "./promised.mjs"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const cache = resolve(root, "..", "..", ".cache")
@@ -36,7 +37,7 @@ const die = (line) => {
 const check = process.argv.includes("--check")
 const where = process.argv.includes("--where")
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("--"))
-const targets = (requested.length > 0 ? requested : ["x64@20", "x64@22", "x64@24", "x64@26", "arm64@20", "arm64@22", "arm64@24", "arm64@26"])
+const targets = (requested.length > 0 ? requested : promised.map(({ arch, major }) => `${arch}@${major}`))
   .map((t) => {
     const match = /^(x64|arm64)@(\d+)$/.exec(t)
     if (match === null) die(`'${t}' is not <arch>@<major> (x64@22, arm64@26)`)
@@ -77,7 +78,7 @@ const abiOf = (nodedir) => {
   return match[1]
 }
 
-const outputOf = (arch, abi) => join(root, "prebuilds", `linux-${arch}`, `rpma_addon.abi${abi}.glibc.node`)
+const outputOf = (arch, abi) => prebuildPath(root, arch, abi)
 
 /** The command that runs `bin/node` of `nodedir` on this machine (under qemu for another arch). */
 const nodeCommand = (arch, nodedir) => {
@@ -88,7 +89,7 @@ const nodeCommand = (arch, nodedir) => {
 /** Whether `output` is newer than binding.gyp and every source: then it is not built again. */
 const upToDate = (output) => {
   if (!existsSync(output)) return false
-  const sources = [join(root, "binding.gyp"), ...readdirSync(join(root, "src")).filter((f) => /\.(cc|h)$/.test(f)).map((f) => join(root, "src", f))]
+  const sources = [join(root, "gyp", "binding.gyp"), ...readdirSync(join(root, "src")).filter((f) => /\.(cc|h)$/.test(f)).map((f) => join(root, "src", f))]
   const built = statSync(output).mtimeMs
   return sources.every((f) => statSync(f).mtimeMs < built)
 }
@@ -103,11 +104,12 @@ const build = (target) => {
   const stage = join(cache, "prebuild", `${target.arch}-abi${abi}`)
   rmSync(stage, { recursive: true, force: true })
   mkdirSync(join(stage, "src"), { recursive: true })
-  copyFileSync(join(root, "binding.gyp"), join(stage, "binding.gyp"))
+  mkdirSync(join(stage, "gyp"), { recursive: true })
+  copyFileSync(join(root, "gyp", "binding.gyp"), join(stage, "gyp", "binding.gyp"))
   for (const f of readdirSync(join(root, "src"))) {
     if (/\.(cc|h)$/.test(f)) cpSync(join(root, "src", f), join(stage, "src", f))
   }
-  // binding.gyp finds node-addon-api with `node -p "require('node-addon-api')"` from here.
+  // gyp/binding.gyp finds node-addon-api with `node -p "require('node-addon-api')"` from stage/gyp.
   symlinkSync(join(root, "node_modules"), join(stage, "node_modules"))
   const env = { ...process.env }
   const foreign = target.arch !== process.arch ? cross[target.arch] : undefined
@@ -131,12 +133,12 @@ const build = (target) => {
   const nodeGyp = require.resolve("node-gyp/bin/node-gyp.js")
   const started = Date.now()
   run(process.execPath, [nodeGyp, "rebuild", `--nodedir=${nodedir}`, `--arch=${target.arch}`, "--jobs=2", "--silent"], {
-    cwd: stage,
+    cwd: join(stage, "gyp"),
     env
   })
   const output = outputOf(target.arch, abi)
   mkdirSync(dirname(output), { recursive: true })
-  copyFileSync(join(stage, "build", "Release", "rpma_addon.node"), output)
+  copyFileSync(join(stage, "gyp", "build", "Release", "rpma_addon.node"), output)
   run(foreign ? `${foreign.triple}-strip` : "strip", ["--strip-unneeded", output])
   say(`${output.slice(root.length + 1)} (Node.js ${nodedir.split("-").pop()}) in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   rmSync(stage, { recursive: true, force: true })

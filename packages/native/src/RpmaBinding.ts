@@ -272,13 +272,14 @@ export class RpmaBinding extends Context.Tag("@effect-rdma/native/RpmaBinding")<
  * The addon could not be loaded. `AddonNotBuilt`: there is neither a build for this machine nor a
  * prebuilt addon that fits it. `AbiMismatch`: the build was made for another Node.js (it must be
  * rebuilt with the Node.js that runs it). `LibraryMissing`: a shared library it links is not
- * installed; `library` and `debianPackage` say which. The message says what to run.
+ * installed; `library` and `debianPackage` say which. `Bundled`: a bundler copied the package away
+ * from its addons (mark it external). The message says what to run.
  *
  * @since 0.1.0
  * @category errors
  */
 export class NativeLoadError extends Data.TaggedError("NativeLoadError")<{
-  readonly reason: "AddonNotBuilt" | "AbiMismatch" | "LibraryMissing" | "Unknown"
+  readonly reason: "AddonNotBuilt" | "AbiMismatch" | "LibraryMissing" | "Bundled" | "Unknown"
   readonly path: string
   readonly library?: string | undefined
   readonly debianPackage?: string | undefined
@@ -288,17 +289,19 @@ export class NativeLoadError extends Data.TaggedError("NativeLoadError")<{
     switch (this.reason) {
       case "AddonNotBuilt":
         return `the @effect-rdma/native addon is not built for this machine (${causeMessage(this.cause)}): ` +
-          `install the C libraries and a compiler (\`apt-get install ${Load.buildPackages}\`), then ${Load.rebuildHelp}`
+          `install the C libraries and a compiler (\`sudo apt-get install ${Load.buildPackages}\`), then ${Load.rebuildHelp}`
       case "AbiMismatch":
         return `the @effect-rdma/native addon does not fit this Node.js: ${causeMessage(this.cause)}; ` +
-          `rebuild it with the Node.js that runs your program: ${Load.rebuildHelp}`
+          `with the Node.js that runs your program, ${Load.rebuildHelp}`
       case "LibraryMissing":
         return `the @effect-rdma/native addon needs ${this.library ?? "a shared library"}, which is not installed` +
           (this.debianPackage === undefined ?
             "" :
-            `: install it with \`apt-get install ${this.debianPackage}\` (librpma0 or librpma1, librdmacm1, libibverbs1 and ` +
-              `ibverbs-providers are what the addon needs at run time)`) +
+            `: install it with \`sudo apt-get install ${this.debianPackage}\` (the prebuilt addons need librpma0, ` +
+              `librdmacm1, libibverbs1 and ibverbs-providers at run time; a build from source, the libraries it was built against)`) +
           ` (${causeMessage(this.cause)})`
+      case "Bundled":
+        return Load.bundledHelp
       case "Unknown":
         return `the @effect-rdma/native addon at ${this.path} failed to load: ${causeMessage(this.cause)}; ` +
           `if it is a stale or broken build, ${Load.rebuildHelp}`
@@ -327,6 +330,7 @@ export const classify = (path: string, cause: unknown): NativeLoadError => {
   const code = causeCode(cause)
   const message = causeMessage(cause)
   if (code === "MODULE_NOT_FOUND") return new NativeLoadError({ reason: "AddonNotBuilt", path, cause })
+  if (code === "ERR_ADDON_BUNDLED") return new NativeLoadError({ reason: "Bundled", path, cause })
   if (code === "ERR_ADDON_ABI_MISMATCH") return new NativeLoadError({ reason: "AbiMismatch", path, cause })
   if (code === "ERR_DLOPEN_FAILED") {
     const missing = /([^\s:/]+\.so[.\d]*): cannot open shared object file/.exec(message)

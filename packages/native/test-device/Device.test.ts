@@ -1,5 +1,5 @@
 // Needs an RDMA device (Soft-RoCE will do) bound to RDMA_ADDRESS:
-//   RDMA_ADDRESS=192.168.122.10 pnpm --filter @effect-rdma/native test:device
+//   RDMA_ADDRESS=192.168.122.10 pnpm test:device (from the repository root)
 // Without RDMA_ADDRESS the suite fails: a device run that silently skips proves nothing.
 import { CmEndpoint, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"

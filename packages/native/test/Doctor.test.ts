@@ -26,7 +26,13 @@ describe("doctor", () => {
   it.effect("reports every check, in order, each with a status and fixes for its problems", () =>
     Effect.gen(function*() {
       const report = yield* Checks.run({ size: Size.parse("16MiB") })
-      assert.deepStrictEqual(report.checks.map((c) => c.id), ["addon", "libraries", "devices", "memlock", "fork"])
+      // Fork safety is a question only where there is a device to register memory with.
+      const device = byId(report, "devices").status !== "fail"
+      assert.deepStrictEqual(
+        report.checks.map((c) => c.id),
+        ["effect", "addon", "libraries", "devices", "memlock", ...(device ? ["fork"] : [])]
+      )
+      assert.strictEqual(byId(report, "effect").status, "ok")
       for (const c of report.checks) {
         assert.oneOf(c.status, ["ok", "warn", "fail"], c.id)
         assert.isString(c.summary)
@@ -84,11 +90,27 @@ describe("doctor", () => {
       const addon = byId(report, "addon")
       assert.strictEqual(addon.status, "fail")
       assert.strictEqual(addon.data.reason, "AddonNotBuilt")
-      assert.isTrue(addon.fixes.some((f) => f.includes("npm rebuild @effect-rdma/native")))
-      assert.isTrue(addon.fixes.some((f) => f.includes("librpma-dev")))
-      // The rest still runs, from what the kernel and dpkg show.
+      assert.isTrue(addon.fixes.some((f) => f.includes("npx effect-rdma-build-addon")))
+      assert.isTrue(addon.fixes.some((f) => f.includes("sudo apt-get install build-essential")))
+      // The rest still runs, from what the kernel and dpkg show; no device, so no fork warning.
       assert.strictEqual(byId(report, "devices").status, "fail")
-      assert.strictEqual(byId(report, "fork").status, "warn")
+      assert.isUndefined(report.checks.find((c) => c.id === "fork"))
+    }))
+
+  it("effect: a version outside the supported range fails, naming it and the range", () => {
+    const c = Checks.effectCheck({ version: "4.1.5", manifest: "/app/node_modules/effect/package.json" })
+    assert.strictEqual(c.status, "fail")
+    assert.strictEqual(c.summary, "effect 4.1.5, but @effect-rdma needs effect ^3.22.0")
+    assert.include(c.fixes[0], "npm install effect@^3.22.0")
+    assert.strictEqual(Checks.effectCheck({ version: "3.22.4", manifest: "" }).status, "ok")
+    assert.strictEqual(Checks.effectCheck({ version: "3.21.9", manifest: "" }).status, "fail")
+    assert.strictEqual(Checks.effectCheck(undefined).status, "fail")
+  })
+
+  it.effect("effect: the one this package resolves is supported here", () =>
+    Effect.gen(function*() {
+      const report = yield* Checks.run({ size: Size.parse("16MiB") })
+      assert.match(byId(report, "effect").summary, /^effect 3\.\d+\.\d+ \(needs \^3\.22\.0\)$/)
     }))
 
   describe("devices (from libibverbs' list)", () => {
@@ -356,12 +378,12 @@ describe("doctor", () => {
       assert.isFalse(report.ok)
       assert.deepStrictEqual(report.options, { size: 16 * 1024 ** 2, addresses: ["127.0.0.1"] })
       assert.deepStrictEqual(report.checks.map((c) => c.id), [
+        "effect",
         "addon",
         "libraries",
         "devices",
         "address",
-        "memlock",
-        "fork"
+        "memlock"
       ])
       for (const c of report.checks) {
         assert.hasAllKeys(c, ["id", "title", "status", "summary", "details", "fixes", "data"])
@@ -382,6 +404,13 @@ describe("doctor", () => {
       const run = await doctor("--size", "lots")
       assert.strictEqual(run.status, 2)
       assert.include(run.stderr, "not a size: lots")
+      assert.strictEqual(run.stdout, "")
+    }, 60_000)
+
+    it("a malformed --address is exit code 2 (usage), before any check runs", async () => {
+      const run = await doctor("--address", "nonsense")
+      assert.strictEqual(run.status, 2)
+      assert.include(run.stderr, "--address: not an IPv4 or IPv6 address: nonsense")
       assert.strictEqual(run.stdout, "")
     }, 60_000)
 

@@ -2,7 +2,9 @@ import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { spawnSync } from "node:child_process"
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Load from "../src/internal/load.js"
@@ -25,9 +27,9 @@ describe("loading the addon", () => {
       const error = yield* Effect.flip(RpmaBinding.load("/nonexistent/build/Release/rpma_addon.node"))
       assert.strictEqual(error._tag, "NativeLoadError")
       assert.strictEqual(error.reason, "AddonNotBuilt")
-      assert.include(error.message, "npm rebuild @effect-rdma/native")
-      assert.include(error.message, "pnpm approve-builds")
-      assert.include(error.message, "apt-get install")
+      assert.include(error.message, "npx effect-rdma-build-addon")
+      assert.include(error.message, `node ${join(Load.packageRoot, "scripts", "build.mjs")}`)
+      assert.include(error.message, "sudo apt-get install build-essential")
     }))
 
   it.effect("the layer fails with the tagged error, not a defect", () =>
@@ -83,7 +85,7 @@ describe("loading the addon", () => {
         const error = yield* Effect.flip(RpmaBinding.load(path))
         assert.strictEqual(error.reason, "AbiMismatch", path)
         assert.include(error.message, `built for Node.js ABI 1, but this is Node.js ${process.version}`)
-        assert.include(error.message, "npm rebuild @effect-rdma/native")
+        assert.include(error.message, "npx effect-rdma-build-addon")
       }
     }))
 
@@ -136,4 +138,37 @@ describe("loading the addon", () => {
         }
       } as unknown as RpmaBinding.Binding)
     ))
+
+  it("bundled into one file, away from its package: NativeLoadError Bundled, saying to mark it external", async () => {
+    // vitest's own esbuild (not a dependency of this package), as a user's bundler would run.
+    const esbuild = createRequire(createRequire(import.meta.url).resolve("vitest"))("esbuild") as {
+      build: (options: Record<string, unknown>) => Promise<unknown>
+    }
+    const dir = mkdtempSync(join(tmpdir(), "rpma-bundle-"))
+    writeFileSync(
+      join(dir, "main.ts"),
+      `import { Effect } from "effect"
+import { RpmaBinding } from ${JSON.stringify(join(Load.packageRoot, "src", "index.ts"))}
+const error = await Effect.runPromise(Effect.flip(RpmaBinding.load()))
+console.log(JSON.stringify({ reason: error.reason, message: error.message }))
+`
+    )
+    await esbuild.build({
+      entryPoints: [join(dir, "main.ts")],
+      outfile: join(dir, "bundle.mjs"),
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      // The entry sits outside the workspace; its imports resolve from this package.
+      nodePaths: [join(Load.packageRoot, "node_modules")],
+      logLevel: "error"
+    })
+    const run = spawnSync(process.execPath, [join(dir, "bundle.mjs")], { encoding: "utf8", timeout: 60_000 })
+    assert.strictEqual(run.status, 0, run.stderr)
+    const { message, reason } = JSON.parse(run.stdout) as { reason: string; message: string }
+    assert.strictEqual(reason, "Bundled")
+    assert.include(message, "@effect-rdma/native was bundled")
+    assert.include(message, join(dir, "bundle.mjs"))
+    assert.include(message, "--external:@effect-rdma/native")
+  }, 120_000)
 })

@@ -1,4 +1,11 @@
 /**
+ * `@effect/rpc` over RDMA: the client and server protocols of `@effect/rpc` over a connection of
+ * `@effect-rdma/core`, and the message channel under them.
+ *
+ * @packageDocumentation
+ * @module @effect-rdma/rpc
+ */
+/**
  * The transport under the RPC protocols: whole messages each way over one connection, small ones
  * sent, large ones written into the receiver's landing region and acknowledged.
  *

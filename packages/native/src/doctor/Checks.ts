@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as EffectGuard from "@effect-rdma/core/effect-guard"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { existsSync, readFileSync } from "node:fs"
@@ -90,7 +91,7 @@ export const addonCheck = (
         status: "warn",
         summary: `loaded ${path}, but it is an older build without the doctor's device queries`,
         details: ["devices, ports and fork safety cannot be checked through libibverbs with this build"],
-        fixes: [`rebuild it: ${buildCommand}`],
+        fixes: [buildCommand],
         data: { loaded: true, path, ...versions }
       })
     }
@@ -113,12 +114,12 @@ export const addonCheck = (
   switch (error.reason) {
     case "AddonNotBuilt":
       fixes.push(
-        `install the headers and a compiler: apt-get install ${devPackages}`,
-        `build the addon: ${buildCommand}`
+        `install the headers and a compiler: sudo apt-get install ${devPackages}`,
+        buildCommand
       )
       break
     case "AbiMismatch":
-      fixes.push(`rebuild the addon with this Node.js: ${buildCommand}`)
+      fixes.push(`with this Node.js, ${buildCommand}`)
       break
     case "LibraryMissing":
       fixes.push(
@@ -127,8 +128,11 @@ export const addonCheck = (
           `apt-get install ${error.debianPackage}`
       )
       break
+    case "Bundled":
+      fixes.push("mark @effect-rdma/native external in your bundler (esbuild: `--external:@effect-rdma/native`)")
+      break
     case "Unknown":
-      fixes.push(`rebuild the addon: ${buildCommand}`)
+      fixes.push(buildCommand)
       break
   }
   return Report.check({
@@ -257,7 +261,7 @@ export const librariesCheck = (facts: LibraryFacts): Report.Check => {
           `apt-get install ${needed.debianPackage}`
       )
       if (found.length > 0) {
-        fixes.push(`or build the addon against the installed one: apt-get install ${devPackages}, then ${buildCommand}`)
+        fixes.push(`or build the addon against the installed one: sudo apt-get install ${devPackages}, then ${buildCommand}`)
       }
       worse("fail")
     } else if (where !== undefined) {
@@ -673,6 +677,44 @@ export const memlockCheck = (facts: System.MemlockFacts, size: number): Report.C
 }
 
 // ---------------------------------------------------------------------------------------------
+// effect
+
+/**
+ * The effect this package resolves, against the range the effect-rdma packages support (the
+ * same verdict as the check that runs when a package is loaded).
+ *
+ * @since 1.0.0
+ * @category checks
+ */
+export const effectCheck = (
+  found: { readonly version: string; readonly manifest: string } | undefined
+): Report.Check => {
+  const title = "effect"
+  const data = { found: found?.version, required: EffectGuard.required, manifest: found?.manifest }
+  if (found === undefined) {
+    return Report.check({
+      id: "effect",
+      title,
+      status: "fail",
+      summary: "effect is not installed beside @effect-rdma/native",
+      fixes: [`npm install effect@${EffectGuard.required}`],
+      data
+    })
+  }
+  return EffectGuard.satisfies(found.version, EffectGuard.required) ?
+    Report.check({ id: "effect", title, status: "ok", summary: `effect ${found.version} (needs ${EffectGuard.required})`, data }) :
+    Report.check({
+      id: "effect",
+      title,
+      status: "fail",
+      summary: `effect ${found.version}, but @effect-rdma needs effect ${EffectGuard.required}`,
+      details: [found.manifest],
+      fixes: [`npm install effect@${EffectGuard.required} (pnpm: pnpm add effect@${EffectGuard.required})`],
+      data
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
 // fork
 
 /**
@@ -780,6 +822,12 @@ export const forkCheck = (facts: ForkFacts): Report.Check => {
 
 // ---------------------------------------------------------------------------------------------
 
+/** Whether libibverbs lists a device or, without the addon, the kernel has one. */
+const hasDevice = (devices: DeviceFacts): boolean =>
+  devices.verbs === undefined ?
+    (devices.kernel?.length ?? 0) > 0 :
+    devices.verbs._tag === "Listed" && devices.verbs.devices.length > 0
+
 /** The addon {@link RpmaBinding.load} picks by default, or where a build would be. */
 const located = (): string => {
   try {
@@ -805,12 +853,13 @@ export const run = (
     const loaded = yield* Effect.either(RpmaBinding.load(options.addonPath))
     const binding = Either.getOrUndefined(loaded)
     if (binding !== undefined && typeof binding.installLogCapture === "function") binding.installLogCapture()
-    const checks: Array<Report.Check> = [addonCheck(path, loaded)]
+    const checks: Array<Report.Check> = [effectCheck(EffectGuard.installed(import.meta.url)), addonCheck(path, loaded)]
     checks.push(librariesCheck(yield* libraryFacts(loaded)))
     const devices = yield* deviceFacts(binding)
     checks.push(devicesCheck(devices))
     for (const address of addresses) checks.push(yield* addressCheck(binding, address, devices))
     checks.push(memlockCheck(yield* System.memlockFacts, size))
-    checks.push(forkCheck(yield* forkFacts(binding)))
+    // Fork safety concerns registered memory, which needs a device: without one it is no warning.
+    if (hasDevice(devices)) checks.push(forkCheck(yield* forkFacts(binding)))
     return Report.make(checks, { size, addresses })
   })

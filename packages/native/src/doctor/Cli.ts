@@ -7,6 +7,7 @@
  */
 import * as Effect from "effect/Effect"
 import { readFileSync } from "node:fs"
+import { isIP } from "node:net"
 import { parseArgs } from "node:util"
 import * as Checks from "./Checks.js"
 import * as Report from "./Report.js"
@@ -64,7 +65,7 @@ export const processOutput = (): Output => ({
  */
 export const help: string = `effect-rdma-doctor: checks what @effect-rdma/native needs on this machine: the addon,
 librpma and rdma-core, RDMA devices and their ports, the addresses they answer at, the memlock
-limit, and fork safety. Each problem comes with what to do.
+limit, fork safety (where a device exists) and the installed effect. Each problem comes with what to do.
 
 usage: effect-rdma-doctor [--address <ip>]... [--size <bytes>] [--addon <path>] [--json]
 
@@ -137,6 +138,10 @@ export const run = (args: ReadonlyArray<string>, output: Output = processOutput(
     if (parsed.version === true) return Effect.sync(() => (output.out(version), ExitCode.ok))
     const size = parsed.size === undefined ? Checks.defaultSize : Size.parse(parsed.size)
     if (size === undefined) return usage(`--size: not a size: ${parsed.size} (e.g. 64MiB, 1GiB, 4096)`)
+    const malformed = (parsed.address ?? []).find((address) => isIP(address) === 0)
+    if (malformed !== undefined) {
+      return usage(`--address: not an IPv4 or IPv6 address: ${malformed} (e.g. --address 192.168.77.1)`)
+    }
     return Checks.run({ addresses: parsed.address ?? [], size, addonPath: parsed.addon }).pipe(
       Effect.map((report) => {
         if (parsed.json === true) {

@@ -8,12 +8,17 @@ import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
-const require = createRequire(import.meta.url)
+/**
+ * This module's own file URL; empty when a bundler inlined the package into a CommonJS
+ * bundle (esbuild leaves `import.meta` empty there).
+ */
+const here: string = typeof import.meta.url === "string" ? import.meta.url : ""
 
-/** The package's root: the directory of its package.json, from src/ or dist/ alike. */
-export const packageRoot: string = (() => {
-  const here = dirname(fileURLToPath(import.meta.url))
-  let dir = here
+const require = createRequire(here === "" ? join(process.cwd(), "noop.js") : here)
+
+/** The directory of the nearest package.json above `from` that is this package's, if any. */
+const findPackageRoot = (from: string): string | undefined => {
+  let dir = from
   for (;;) {
     const manifest = join(dir, "package.json")
     if (existsSync(manifest)) {
@@ -24,16 +29,31 @@ export const packageRoot: string = (() => {
       }
     }
     const parent = dirname(dir)
-    if (parent === dir) return join(here, "..", "..")
+    if (parent === dir) return undefined
     dir = parent
   }
-})()
+}
 
-/** What a user runs in their own project to build the addon again. */
-export const rebuildHelp: string = "run `npm rebuild @effect-rdma/native` in your project " +
-  "(pnpm: `pnpm rebuild @effect-rdma/native`, after allowing its build script with `pnpm approve-builds` " +
-  "or \"pnpm\": { \"onlyBuiltDependencies\": [\"@effect-rdma/native\"] } in package.json); " +
-  "in the effect-rdma workspace: `pnpm --filter @effect-rdma/native build:addon`"
+const foundRoot = here === "" ? undefined : findPackageRoot(dirname(fileURLToPath(here)))
+
+/**
+ * Whether this code runs outside its package: a bundler copied it into a bundle, away
+ * from the package.json, the prebuilt addons and any build.
+ */
+export const bundled: boolean = foundRoot === undefined
+
+/** The package's root: the directory of its package.json, from src/ or dist/ alike. */
+export const packageRoot: string = foundRoot ?? (here === "" ? process.cwd() : join(dirname(fileURLToPath(here)), "..", ".."))
+
+/** What a bundle's user does so that the package finds its addon. */
+export const bundledHelp: string = "@effect-rdma/native was bundled (its code runs from " +
+  `${here === "" ? "a CommonJS bundle" : fileURLToPath(here)}, away from its package.json and its prebuilt addons): ` +
+  "mark it external so that it is loaded from node_modules (esbuild: `--external:@effect-rdma/native`; " +
+  "webpack: `externals`; Rollup and Vite: `external`), and install it beside the bundle"
+
+/** What a user runs in their own project to build the addon from source. */
+export const rebuildHelp: string = "build it from source: run `npx effect-rdma-build-addon` in your project " +
+  `(pnpm: \`pnpm exec effect-rdma-build-addon\`; or \`node ${join(packageRoot, "scripts", "build.mjs")}\`)`
 
 /** The Debian packages a build from source needs. */
 export const buildPackages = "build-essential python3 pkg-config librpma-dev librdmacm-dev libibverbs-dev"
@@ -73,6 +93,9 @@ const describeAbi = (abi: string): string => {
  * and what the package ships, when there is none.
  */
 export const resolveAddon = (root: string = packageRoot): string => {
+  if (bundled && root === packageRoot) {
+    throw Object.assign(new Error(bundledHelp), { code: "ERR_ADDON_BUNDLED" })
+  }
   const local = join(root, "build", "Release", "rpma_addon.node")
   const hasLocal = existsSync(local)
   const localAbi = hasLocal ? builtAbi(local) : undefined
@@ -96,7 +119,7 @@ export const resolveAddon = (root: string = packageRoot): string => {
   )
 }
 
-/** What a build records about itself next to `rpma_addon.node` (see scripts/install.mjs). */
+/** What a build records about itself next to `rpma_addon.node` (see scripts/build.mjs). */
 export interface BuildInfo {
   readonly abi: string
   readonly node: string
@@ -104,7 +127,7 @@ export interface BuildInfo {
   readonly arch: string
 }
 
-/** The sidecar that scripts/install.mjs writes after building `build/Release/x.node`. */
+/** The sidecar that scripts/build.mjs writes after building `build/Release/x.node`. */
 export const buildInfoPath = (addon: string): string => `${addon}.json`
 
 /**
