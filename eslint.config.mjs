@@ -96,7 +96,13 @@ export default [
     files: ["**/*.cjs"],
     languageOptions: {
       sourceType: "commonjs",
-      globals: { require: "readonly", module: "writable", exports: "writable", __dirname: "readonly", __filename: "readonly" }
+      globals: {
+        require: "readonly",
+        module: "writable",
+        exports: "writable",
+        __dirname: "readonly",
+        __filename: "readonly"
+      }
     },
     rules: {
       "@typescript-eslint/no-require-imports": "off",
@@ -113,7 +119,9 @@ export default [
     // Module by module, as Effect's packages import each other (tree-shaking, no barrel cycles).
     files: ["packages/*/src/**/*"],
     rules: {
-      "@effect/no-import-from-barrel-package": ["error", { packageNames: ["effect", "@effect/platform", "@effect/rpc"] }]
+      "@effect/no-import-from-barrel-package": ["error", {
+        packageNames: ["effect", "@effect/platform", "@effect/rpc"]
+      }]
     }
   }
 ]

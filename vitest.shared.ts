@@ -8,7 +8,9 @@ import type { ViteUserConfig } from "vitest/config"
 // (DEVICE_TEST_SLOWDOWN).
 const slowdownSetting = process.env.TEST_SLOWDOWN
 if (slowdownSetting !== undefined && !(Number(slowdownSetting) >= 1)) {
-  throw new Error(`TEST_SLOWDOWN must be a number of at least 1 (how many times slower than usual the tests run), not '${slowdownSetting}'`)
+  throw new Error(
+    `TEST_SLOWDOWN must be a number of at least 1 (how many times slower than usual the tests run), not '${slowdownSetting}'`
+  )
 }
 const slowdown = slowdownSetting !== undefined
   ? Number(slowdownSetting)

@@ -50,10 +50,15 @@ for (let round = 0; round < rounds; round++) {
   keep("remote", await perSecond(PAIRS, remotePair))
 }
 const c = best.get("C")!
-const line = (what: string, rate: number) => console.log(`${what}: ${rate.toFixed(0)}/s, ${(1e6 / rate).toFixed(2)} µs each`)
+const line = (what: string, rate: number) =>
+  console.log(`${what}: ${rate.toFixed(0)}/s, ${(1e6 / rate).toFixed(2)} µs each`)
 line("C: rpma_mr_reg + rpma_mr_dereg, 4 KiB", c)
 line("addon: mrReg + mrDereg from JavaScript, 4 KiB", best.get("addon")!)
-console.log(`addon / C: ${(c / best.get("addon")!).toFixed(2)}×; the addon adds ${(1e6 / best.get("addon")! - 1e6 / c).toFixed(2)} µs per pair`)
+console.log(
+  `addon / C: ${(c / best.get("addon")!).toFixed(2)}×; the addon adds ${
+    (1e6 / best.get("addon")! - 1e6 / c).toFixed(2)
+  } µs per pair`
+)
 line("addon: mrGetSize (open a handle, return a number)", best.get("mrGetSize")!)
 line("addon: mrGetPtr (open a handle, return a BigInt)", best.get("mrGetPtr")!)
 line("addon: mrRemoteFromDescriptor + mrRemoteDelete (a handle made and released, no kernel call)", best.get("remote")!)

@@ -27,9 +27,9 @@
  *   C program's path), CM_ONLY=ours,write:c (run only these contenders, of both parts or of
  *   `pingpong:` / `write:` alone; no table: to profile one row at a time)
  */
-import { CmEndpoint, RemoteKey } from "@effect-rdma/core"
-import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
+import { CmEndpoint, type RemoteKey } from "@effect-rdma/core"
 import type { Driver, Model } from "@effect-rdma/core/Driver"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
@@ -50,7 +50,7 @@ import {
   watch,
   WRITE
 } from "./cmPairs.js"
-import { type Row, printTable } from "./table.js"
+import { printTable, type Row } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
 if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
@@ -58,7 +58,8 @@ const cProgram = process.env.CM_BENCH ?? "bench/.build/cm_bench"
 const scale = Number(process.env.CM_SCALE ?? "1")
 /** The contenders to run (all when unset). */
 const only = process.env.CM_ONLY?.split(",")
-const runs = (part: string, name: string) => only === undefined || only.includes(name) || only.includes(`${part}:${name}`)
+const runs = (part: string, name: string) =>
+  only === undefined || only.includes(name) || only.includes(`${part}:${name}`)
 
 /**
  * Rounds of each contender (CM_ROUNDS): each row's best is reported, the targets judged by the median of
@@ -173,9 +174,13 @@ const measure = <E>(n: number, run: Effect.Effect<void, E>) =>
       .map((k) => `${k} ${((spent[k] - was[k]) * 1000 / n).toFixed(0)}`)
     const after = process.resourceUsage()
     const cpu = after.userCPUTime + after.systemCPUTime - before.userCPUTime - before.systemCPUTime
-    yield* log(`  ${n} in ${wall.toFixed(0)} ms${pieces.length > 0 ? ` (µs per unit: ${pieces.join(", ")})` : ""}: user ${((after.userCPUTime - before.userCPUTime) / 1000).toFixed(0)} ms, system ${
-      ((after.systemCPUTime - before.systemCPUTime) / 1000).toFixed(0)
-    } ms; ${threadsBusy(ticks, threadTicks())}`)
+    yield* log(
+      `  ${n} in ${wall.toFixed(0)} ms${pieces.length > 0 ? ` (µs per unit: ${pieces.join(", ")})` : ""}: user ${
+        ((after.userCPUTime - before.userCPUTime) / 1000).toFixed(0)
+      } ms, system ${((after.systemCPUTime - before.systemCPUTime) / 1000).toFixed(0)} ms; ${
+        threadsBusy(ticks, threadTicks())
+      }`
+    )
     return {
       value: (wall * 1000) / n,
       cpu: cpu / n,
@@ -247,8 +252,15 @@ const interleaved = (
         })`
       ).join("; ")
     }`)
-    yield* log(`every round, per unit: ${Object.entries(rounds).map(([name, values]) => `${name} ${values.map((v) => v.toFixed(0)).join(" ")}`).join("; ")}`)
-    return { best: Object.fromEntries(Object.entries(best).map(([name, m]) => [name, m.value])), rounds } satisfies Rounds
+    yield* log(`every round, per unit: ${
+      Object.entries(rounds).map(([name, values]) =>
+        `${name} ${values.map((v) => v.toFixed(0)).join(" ")}`
+      ).join("; ")
+    }`)
+    return {
+      best: Object.fromEntries(Object.entries(best).map(([name, m]) => [name, m.value])),
+      rounds
+    } satisfies Rounds
   })
 
 const lower = (a: Measured, b: Measured) => a.value < b.value
@@ -266,14 +278,22 @@ const program = Effect.gen(function*() {
     const calls = 2000
     const t0 = performance.now()
     for (let i = 0; i < calls; i++) binding.cmPollPacked(raw.side.ep, into)
-    yield* log(`an idle endpoint polled from JavaScript: ${((performance.now() - t0) * 1000 / calls).toFixed(1)} µs a call`)
+    yield* log(
+      `an idle endpoint polled from JavaScript: ${((performance.now() - t0) * 1000 / calls).toFixed(1)} µs a call`
+    )
   }
-  const latencyRounds = yield* interleaved("pingpong", trips, {
-    ours: (k) => oursCallPingPong(ours, k),
-    split: (k) => oursPingPong(split, k),
-    addon: (k) => rawPingPong(raw.driver, raw.side, k),
-    spin: (k) => spinPingPong(raw.driver, raw.side, raw.serve, k)
-  }, (k) => cRun(`pingpong:${MESSAGE}:${k}`), lower)
+  const latencyRounds = yield* interleaved(
+    "pingpong",
+    trips,
+    {
+      ours: (k) => oursCallPingPong(ours, k),
+      split: (k) => oursPingPong(split, k),
+      addon: (k) => rawPingPong(raw.driver, raw.side, k),
+      spin: (k) => spinPingPong(raw.driver, raw.side, raw.serve, k)
+    },
+    (k) => cRun(`pingpong:${MESSAGE}:${k}`),
+    lower
+  )
   const latency = latencyRounds.best
   yield* log(`ping-pong ${MESSAGE} B, µs per round trip: ${JSON.stringify(latency)}`)
 

@@ -7,8 +7,8 @@
  */
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { Effect, Layer } from "effect"
-import { oursCallPingPong, oursPair, oursPingPong, rawPair, rawPingPong } from "./cmPairs.js"
 import { anyError } from "./anyError.js"
+import { oursCallPingPong, oursPair, oursPingPong, rawPair, rawPingPong } from "./cmPairs.js"
 import type { Bench } from "./host.js"
 
 /** The ping-pong benches over one simulated fabric, in the caller's scope. */

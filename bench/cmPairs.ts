@@ -18,8 +18,22 @@ export const WRITE = 65536
  * region is page-aligned (Memory.allocate), as cm_bench.c's are: a Uint8Array's bytes start 16 B
  * into a page, so each 64 KiB write would span 17 pages on each side where C's span 16.
  */
-export const options: CmEndpoint.Options = { timeout: "10 seconds", maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
-export const config: Model.CmEpConfig = { timeoutMs: 10_000, maxSendWr: W, maxRecvWr: W, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 }
+export const options: CmEndpoint.Options = {
+  timeout: "10 seconds",
+  maxSendWr: W,
+  maxRecvWr: W,
+  maxSendSge: 1,
+  maxRecvSge: 1,
+  maxInlineData: 64
+}
+export const config: Model.CmEpConfig = {
+  timeoutMs: 10_000,
+  maxSendWr: W,
+  maxRecvWr: W,
+  maxSendSge: 1,
+  maxRecvSge: 1,
+  maxInlineData: 64
+}
 
 export const log = (line: string) => Effect.sync(() => console.error(`[cm] ${line}`))
 
@@ -52,25 +66,34 @@ export const oursPair = (address: string, echoWith: "reply" | "postRecv+send" = 
     const key = yield* RemoteKey.decode(client.privateData.slice(0, 24)).pipe(
       Effect.flatMap(RemoteKey.require("write"))
     )
-    yield* Effect.forkScoped(Effect.gen(function*() {
-      let posted = server.first
-      for (let slot = 0;; slot = 1 - slot) {
-        const message = yield* posted.completion
-        const recv = { dst: server.echo, offset: (1 - slot) * MESSAGE, length: MESSAGE }
-        const send = { src: server.echo, offset: slot * MESSAGE, length: message.byteLength }
-        if (echoWith === "reply") {
-          posted = yield* CmEndpoint.reply(server.request, { recv, send })
-        } else {
-          posted = yield* CmEndpoint.postRecv(server.request, { segments: [{ mr: recv.dst, offset: recv.offset, length: recv.length }] })
-          yield* CmEndpoint.send(server.request, send)
+    yield* Effect.forkScoped(
+      Effect.gen(function*() {
+        let posted = server.first
+        for (let slot = 0;; slot = 1 - slot) {
+          const message = yield* posted.completion
+          const recv = { dst: server.echo, offset: (1 - slot) * MESSAGE, length: MESSAGE }
+          const send = { src: server.echo, offset: slot * MESSAGE, length: message.byteLength }
+          if (echoWith === "reply") {
+            posted = yield* CmEndpoint.reply(server.request, { recv, send })
+          } else {
+            posted = yield* CmEndpoint.postRecv(server.request, {
+              segments: [{ mr: recv.dst, offset: recv.offset, length: recv.length }]
+            })
+            yield* CmEndpoint.send(server.request, send)
+          }
         }
-      }
-    }).pipe(Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.void : log(`echo: ${Cause.pretty(cause)}`))))
+      }).pipe(Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.void : log(`echo: ${Cause.pretty(cause)}`)
+      ))
+    )
     return { client, local, key }
   })
 
 /** `count` round trips with `CmEndpoint`: the client's receive posted, its send, then the echo awaited. */
-export const oursPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint; readonly local: CmEndpoint.MessageRegion }, count: number) => {
+export const oursPingPong = (
+  ours: { readonly client: CmEndpoint.CmEndpoint; readonly local: CmEndpoint.MessageRegion },
+  count: number
+) => {
   const sendMessage = { src: ours.local, offset: 0, length: MESSAGE }
   const recvMessage = { segments: [{ mr: ours.local, offset: W * WRITE, length: MESSAGE }] }
   return Effect.gen(function*() {
@@ -83,7 +106,10 @@ export const oursPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint; rea
 }
 
 /** `count` round trips with `CmEndpoint.call`: the answer's receive and the send in one post, one wait. */
-export const oursCallPingPong = (ours: { readonly client: CmEndpoint.CmEndpoint; readonly local: CmEndpoint.MessageRegion }, count: number) => {
+export const oursCallPingPong = (
+  ours: { readonly client: CmEndpoint.CmEndpoint; readonly local: CmEndpoint.MessageRegion },
+  count: number
+) => {
   const exchange: CmEndpoint.ExchangeArgs = {
     send: { src: ours.local, offset: 0, length: MESSAGE },
     recv: { dst: ours.local, offset: W * WRITE, length: MESSAGE }
@@ -112,7 +138,12 @@ export const spent = { clientPost: 0, serverPost: 0, callbacks: 0, polls: 0 }
 let serverEp: Model.CmEpHandle | undefined
 
 /** An endpoint's completions to `take` as they come, from the driver's callbacks, until `take` says stop. */
-export const watch = (driver: Driver, ep: Model.CmEpHandle, take: (c: Model.Completion) => "more" | "stop", fail: (e: unknown) => void) => {
+export const watch = (
+  driver: Driver,
+  ep: Model.CmEpHandle,
+  take: (c: Model.Completion) => "more" | "stop",
+  fail: (e: unknown) => void
+) => {
   const arm = (): void =>
     void driver.cmArmCompletions(ep, (exit) => {
       wakeUps++
@@ -178,10 +209,21 @@ export const rawPair = (address: string) =>
       const echo = yield* registered(driver, ep, "msgs", 2 * MESSAGE)
       const target = yield* registered(driver, ep, "write", W * WRITE)
       const info = yield* driver.cmMrInfo(target)
-      const key = RemoteKey.encode({ address: info.address, length: BigInt(info.length), rkey: info.rkey, access: "write" })
-      const recv = (slot: number): Model.CmWorkRequest => ({ op: "recv", id: slot, segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }] })
+      const key = RemoteKey.encode({
+        address: info.address,
+        length: BigInt(info.length),
+        rkey: info.rkey,
+        access: "write"
+      })
+      const recv = (slot: number): Model.CmWorkRequest => ({
+        op: "recv",
+        id: slot,
+        segments: [{ mr: echo, offset: slot * MESSAGE, length: MESSAGE }]
+      })
       const first = driver.cmPostMany(ep, [recv(0)])
-      if (first.error !== undefined) return yield* Effect.fail(first.error)
+      if (first.error !== undefined) {
+        return yield* Effect.fail(first.error)
+      }
       yield* driver.cmAccept(ep, key, config.timeoutMs)
       return { ep, echo, recv }
     }))
@@ -189,19 +231,26 @@ export const rawPair = (address: string) =>
     const local = yield* registered(driver, client, "msgs", W * WRITE + MESSAGE)
     yield* driver.cmConnect(client, undefined, config.timeoutMs)
     const server = yield* Fiber.join(accepted)
-    const key = yield* Effect.flatMap(driver.cmPrivateData(client), (data) => RemoteKey.decode(data.slice(0, 24)))
+    const key = yield* Effect.flatMap(driver.cmPrivateData(client), (data) =>
+      RemoteKey.decode(data.slice(0, 24)))
 
     // The echo: a receive (ids 0 and 1: its slot) posts the other slot's receive and sends its bytes back.
     let stopped = false
     const echo = (c: Model.Completion): "more" | "stop" => {
       if (stopped || c.status !== 0) return "stop"
       if (c.id > 1) return "more"
-      return post(driver, server.ep, [server.recv(1 - c.id), {
-        op: "send",
-        id: 2,
-        segments: [{ mr: server.echo, offset: c.id * MESSAGE, length: c.byteLength }],
-        inline: c.byteLength <= MESSAGE
-      }], echo, (e) => void Effect.runFork(log(`raw echo: ${String(e)}`)))
+      return post(
+        driver,
+        server.ep,
+        [server.recv(1 - c.id), {
+          op: "send",
+          id: 2,
+          segments: [{ mr: server.echo, offset: c.id * MESSAGE, length: c.byteLength }],
+          inline: c.byteLength <= MESSAGE
+        }],
+        echo,
+        (e) => void Effect.runFork(log(`raw echo: ${String(e)}`))
+      )
     }
     serverEp = server.ep
     watch(driver, server.ep, echo, () => {})
@@ -230,10 +279,16 @@ export const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
     }
     const start = (): "more" | "stop" => {
       pending = 2
-      return post(driver, side.ep, [
-        { op: "recv", id: 0, segments: [{ mr: side.mr, offset: W * WRITE, length: MESSAGE }] },
-        { op: "send", id: 1, segments: [{ mr: side.mr, offset: 0, length: MESSAGE }], inline: true }
-      ], take, fail)
+      return post(
+        driver,
+        side.ep,
+        [
+          { op: "recv", id: 0, segments: [{ mr: side.mr, offset: W * WRITE, length: MESSAGE }] },
+          { op: "send", id: 1, segments: [{ mr: side.mr, offset: 0, length: MESSAGE }], inline: true }
+        ],
+        take,
+        fail
+      )
     }
     if (start() === "more") watch(driver, side.ep, take, fail)
   })
@@ -245,24 +300,32 @@ export const rawPingPong = (driver: Driver, side: RawSide, count: number) =>
  */
 export const spinPingPong = (driver: Driver, side: RawSide, serve: Effect.Effect<void, unknown>, count: number) =>
   Effect.gen(function*() {
-      const deadline = performance.now() + 60_000
-      for (let trip = 0; trip < count; trip++) {
-        let pending = 2
-        const take = (c: Model.Completion): "more" | "stop" => {
-          if (c.status !== 0) throw new Error(`completion status ${c.status}`)
-          pending--
-          return "more"
-        }
-        post(driver, side.ep, [
+    const deadline = performance.now() + 60_000
+    for (let trip = 0; trip < count; trip++) {
+      let pending = 2
+      const take = (c: Model.Completion): "more" | "stop" => {
+        if (c.status !== 0) throw new Error(`completion status ${c.status}`)
+        pending--
+        return "more"
+      }
+      post(
+        driver,
+        side.ep,
+        [
           { op: "recv", id: 0, segments: [{ mr: side.mr, offset: W * WRITE, length: MESSAGE }] },
           { op: "send", id: 1, segments: [{ mr: side.mr, offset: 0, length: MESSAGE }], inline: true }
-        ], take, (e) => {
+        ],
+        take,
+        (e) => {
           throw e
-        })
-        while (pending > 0) {
-          if (performance.now() > deadline) return yield* Effect.fail(new Error("spinning ping-pong: no echo within 60 s"))
-          yield* serve
-          for (const c of yield* timed(driver.cmPollCompletions(side.ep))) take(c)
         }
+      )
+      while (pending > 0) {
+        if (performance.now() > deadline) {
+          return yield* Effect.fail(new Error("spinning ping-pong: no echo within 60 s"))
+        }
+        yield* serve
+        for (const c of yield* timed(driver.cmPollCompletions(side.ep))) take(c)
       }
-    })
+    }
+  })

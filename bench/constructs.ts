@@ -40,8 +40,14 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     "mask(restore(void))": Effect.uninterruptibleMask((restore) => restore(Effect.void)),
     "mask(void)": Effect.uninterruptibleMask(() => Effect.void),
     "slots.take+give": Effect.zipRight(slots.take, Effect.sync(() => slots.give())),
-    "matchEffect(void)": Effect.matchEffect(Effect.void, { onFailure: () => Effect.void, onSuccess: () => Effect.void }),
-    "orElseSucceed+flatMap": Effect.flatMap(Effect.orElseSucceed(Effect.succeed([] as Array<number>), () => []), () => Effect.void),
+    "matchEffect(void)": Effect.matchEffect(Effect.void, {
+      onFailure: () => Effect.void,
+      onSuccess: () => Effect.void
+    }),
+    "orElseSucceed+flatMap": Effect.flatMap(
+      Effect.orElseSucceed(Effect.succeed([] as Array<number>), () => []),
+      () => Effect.void
+    ),
     "asVoid(succeed)": Effect.asVoid(Effect.succeed(1)),
     "FiberRef.getWith(perOperation)": FiberRef.getWith(Tracing.perOperation, () => Effect.void),
     "either(void)": Effect.either(Effect.void),
@@ -75,7 +81,10 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     "instrument.registration(void)": instrument.registration("rpma_mr_reg", Effect.void),
     "release(void)": release("rpma_mr_dereg", "x", Effect.void),
     "Owner.releaseWhenUnused(void)": Owner.releaseWhenUnused(owner, Effect.void),
-    "Owner.drop": Effect.suspend(() => { Owner.retain(owner); return Owner.drop(owner) }),
+    "Owner.drop": Effect.suspend(() => {
+      Owner.retain(owner)
+      return Owner.drop(owner)
+    }),
     "Memory.validate+flatMap": Effect.flatMap(Memory.validate(mem), () => Effect.void),
     "sync(Memory.validate)": Effect.sync(() => Memory.validate(mem)),
     "sync(Memory.refusal)": Effect.sync(() => Memory.refusal(mem)),

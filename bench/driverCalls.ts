@@ -3,8 +3,8 @@
  * found nothing, the completion channel armed once (the Effect form of what core's kernel does
  * with a callback). The baseline of the rows that measure core over the driver.
  */
-import { Effect, Exit } from "effect"
 import type * as Driver from "@effect-rdma/core/Driver"
+import { Effect, Exit } from "effect"
 
 /** The completions of `conn`: the ones postMany's poll found, else the channel's next answer. */
 export const postOne = (
@@ -17,7 +17,8 @@ export const postOne = (
     if (outcome.error !== undefined) return Effect.fail(outcome.error)
     if (outcome.ready.length > 0) return Effect.succeed(outcome.ready)
     return Effect.async<ReadonlyArray<Driver.Model.Completion>, unknown>((resume) => {
-      const disarm = driver.armCompletions(conn, (ready) => resume(Exit.isSuccess(ready) ? Effect.succeed(ready.value) : ready))
+      const disarm = driver.armCompletions(conn, (ready) =>
+        resume(Exit.isSuccess(ready) ? Effect.succeed(ready.value) : ready))
       return Effect.sync(disarm)
     })
   })

@@ -166,7 +166,13 @@ export const make = (): Fake => {
     connDelete: () => {},
     post: (handle, request) => {
       const conn = handle as FakeConn
-      const completion: Completion = { id: (request as { id: number }).id, status: 0, byteLength: 0, opcode: 1, flags: 0 }
+      const completion: Completion = {
+        id: (request as { id: number }).id,
+        status: 0,
+        byteLength: 0,
+        opcode: 1,
+        flags: 0
+      }
       if (fake.mode === "queued") {
         conn.queue.push(completion)
         if (conn.waiter !== undefined) schedule(conn)

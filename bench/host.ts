@@ -11,8 +11,8 @@
  * of the hot path; users run the tsc output, which has none.
  */
 import { Connection, Descriptor, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
-import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import * as Driver from "@effect-rdma/core/Driver"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Effect, Layer } from "effect"
 import { anyError } from "./anyError.js"
 import * as Fake from "./fake.js"
@@ -95,17 +95,23 @@ const benchesWith = (fake: Fake.Fake) =>
         pump(undefined, undefined)
       })
 
-    const benches: Record<string, { readonly perRun: number; readonly run: (n: number) => Effect.Effect<void, unknown, Driver.RdmaDriver> }> = {
+    const benches: Record<
+      string,
+      { readonly perRun: number; readonly run: (n: number) => Effect.Effect<void, unknown, Driver.RdmaDriver> }
+    > = {
       // Registration
       "reg.bare": {
         perRun: 1,
-        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), (mr) => Effect.orDie(driver.mrDereg(mr.handle)))))
+        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), (mr) =>
+          Effect.orDie(driver.mrDereg(mr.handle)))))
       },
       "reg.scoped": { perRun: 1, run: loop(Effect.scoped(LocalMr.register(peer, memory, usage))) },
       "use.bare": {
         perRun: 1,
         run: loop(
-          Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, (mr) => Effect.orDie(driver.mrDereg(mr.handle)))
+          Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () =>
+            Effect.void, (mr) =>
+            Effect.orDie(driver.mrDereg(mr.handle)))
         )
       },
       // The floor under `use` when the driver answers synchronously: its `now` forms in a bare acquireUseRelease.
@@ -113,8 +119,11 @@ const benchesWith = (fake: Fake.Fake) =>
         perRun: 1,
         run: loop(
           Effect.acquireUseRelease(
-            Effect.suspend(() => driver.mrReg.now!(peer.handle, memory, usage)!),
-            () => Effect.void,
+            Effect.suspend(() =>
+              driver.mrReg.now!(peer.handle, memory, usage)!
+            ),
+            () =>
+              Effect.void,
             (mr) => Effect.orDie(Effect.suspend(() => driver.mrDereg.now!(mr.handle)!))
           )
         )
@@ -149,20 +158,36 @@ const benchesWith = (fake: Fake.Fake) =>
         perRun: 1,
         run: inMode("queued", sync(() => void driver.postMany(raw as Driver.Model.ConnHandle, [request(rawId++, 0)])))
       },
-      "write.queued": { perRun: 1, run: inMode("queued", loop(Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 }))) },
+      "write.queued": {
+        perRun: 1,
+        run: inMode("queued", loop(Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })))
+      },
       // One write, completion on a later loop turn
       "write.callback": { perRun: 1, run: inMode("later", (n) => callbacks(n, 1)) },
-      "write.later": { perRun: 1, run: inMode("later", loop(Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 }))) },
+      "write.later": {
+        perRun: 1,
+        run: inMode("later", loop(Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })))
+      },
       // 16 in flight
       "batch.raw": { perRun: BATCH, run: inMode("queued", (n) => callbacks(n * BATCH, BATCH)) },
-      "batch.queued": { perRun: BATCH, run: inMode("queued", loop(Connection.writeMany(conn, spans.map((span) => ({ dst, src, ...span }))))) },
+      "batch.queued": {
+        perRun: BATCH,
+        run: inMode("queued", loop(Connection.writeMany(conn, spans.map((span) => ({ dst, src, ...span })))))
+      },
       "batch.callback": { perRun: BATCH, run: inMode("later", (n) => callbacks(n * BATCH, BATCH)) },
-      "batch.later": { perRun: BATCH, run: inMode("later", loop(Connection.writeMany(conn, spans.map((span) => ({ dst, src, ...span }))))) },
+      "batch.later": {
+        perRun: BATCH,
+        run: inMode("later", loop(Connection.writeMany(conn, spans.map((span) => ({ dst, src, ...span })))))
+      },
       "batch.forEach": {
         perRun: BATCH,
         run: inMode(
           "later",
-          loop(Effect.forEach(spans, (s) => Connection.write(conn, { dst, dstOffset: s.dstOffset, src, srcOffset: s.srcOffset, length: 64 }), { concurrency: BATCH, discard: true }))
+          loop(Effect.forEach(spans, (s) =>
+            Connection.write(conn, { dst, dstOffset: s.dstOffset, src, srcOffset: s.srcOffset, length: 64 }), {
+            concurrency: BATCH,
+            discard: true
+          }))
         )
       }
     }
@@ -170,7 +195,11 @@ const benchesWith = (fake: Fake.Fake) =>
     const context = yield* Effect.context<Driver.RdmaDriver>()
     const provided: Record<string, Bench> = {}
     for (const [name, b] of Object.entries(benches)) {
-      provided[name] = { perRun: b.perRun, run: (n) => Effect.provide(b.run(n), context) }
+      provided[name] = {
+        perRun: b.perRun,
+        run: (n) =>
+          Effect.provide(b.run(n), context)
+      }
     }
     return provided
   })
@@ -245,7 +274,11 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         target: "≤ 1.2×",
         met: u["use"]! / u["use.bare"]! <= 1.2
       },
-      breakdown("  breakdown: LocalMr.use over the driver's synchronous mrReg.now + mrDereg.now in a bare acquireUseRelease", "use", "use.bareNow"),
+      breakdown(
+        "  breakdown: LocalMr.use over the driver's synchronous mrReg.now + mrDereg.now in a bare acquireUseRelease",
+        "use",
+        "use.bareNow"
+      ),
       {
         what: "host: registration-cache hit, scoped (cache.register)",
         ours: t(u["cache.scoped"]!),
@@ -271,7 +304,11 @@ export const hostRows: Effect.Effect<{ rows: Array<Row>; us: Record<string, numb
         met: u["write.queued"]! - u["write.raw"]! <= 2
       },
       breakdown("  breakdown: the driver's postMany + pollCompletions, in a loop", "write.driver", "write.raw"),
-      breakdown("  breakdown: the driver's postMany (post + poll, synchronous) from JS, in a loop", "write.postMany", "write.raw"),
+      breakdown(
+        "  breakdown: the driver's postMany (post + poll, synchronous) from JS, in a loop",
+        "write.postMany",
+        "write.raw"
+      ),
       {
         what: "  breakdown: the loop alone (yield* Effect.void)",
         ours: t(u["loop.void"]!),
@@ -344,4 +381,3 @@ export const callgrindRuns: Record<string, number> = {
   "cm.call": 2000,
   "cm.callbacks": 2000
 }
-

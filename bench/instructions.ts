@@ -26,8 +26,15 @@ export const instructions = (only: ReadonlyArray<string> = []): Map<string, numb
       "--single-threaded",
       bundle(),
       ...only
-    ], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], env: { ...process.env, CLOCK_SLOWDOWN: "50" }, maxBuffer: 1 << 24 })
-    const measured = out.split("\n").filter((l) => l.startsWith("measured ")).map((l) => l.split(" ") as [string, string, string])
+    ], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+      env: { ...process.env, CLOCK_SLOWDOWN: "50" },
+      maxBuffer: 1 << 24
+    })
+    const measured = out.split("\n").filter((l) => l.startsWith("measured ")).map((l) =>
+      l.split(" ") as [string, string, string]
+    )
     // Dumps are cg.out.1, cg.out.2, ...: for each bench, three pairs (up to a mark, then a measured
     // stretch); the least of its three stretches is taken (a major GC or a JIT tier-up can land in one).
     const totals = readdirSync(dir)
@@ -49,7 +56,14 @@ export const instructions = (only: ReadonlyArray<string> = []): Map<string, numb
 export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => {
   const k = (x: number) => `${(x / 1000).toFixed(1)}k`
   const get = (name: string) => ir.get(name) ?? NaN
-  const ratio = (ours: string, base: string, what: string, baseline: string, target: string, limit: number | undefined) => ({
+  const ratio = (
+    ours: string,
+    base: string,
+    what: string,
+    baseline: string,
+    target: string,
+    limit: number | undefined
+  ) => ({
     what,
     ours: k(get(ours)),
     baseline: `${k(get(base))} (${baseline})`,
@@ -59,10 +73,31 @@ export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => 
   })
   const over = get("write.queued") - get("write.raw")
   return [
-    ratio("reg.scoped", "reg.bare", "instructions: scoped registration (LocalMr.register)", "bare acquireRelease of mrReg + mrDereg", "≤ 1.2×", 1.2),
+    ratio(
+      "reg.scoped",
+      "reg.bare",
+      "instructions: scoped registration (LocalMr.register)",
+      "bare acquireRelease of mrReg + mrDereg",
+      "≤ 1.2×",
+      1.2
+    ),
     ratio("use", "use.bare", "instructions: LocalMr.use", "bare acquireUseRelease of the same calls", "≤ 1.2×", 1.2),
-    ratio("use", "use.bareNow", "  breakdown: LocalMr.use over the synchronous calls", "bare acquireUseRelease of mrReg.now + mrDereg.now", "", undefined),
-    ratio("cache.scoped", "reg.scoped", "instructions: registration-cache hit, scoped", "uncached LocalMr.register", "", undefined),
+    ratio(
+      "use",
+      "use.bareNow",
+      "  breakdown: LocalMr.use over the synchronous calls",
+      "bare acquireUseRelease of mrReg.now + mrDereg.now",
+      "",
+      undefined
+    ),
+    ratio(
+      "cache.scoped",
+      "reg.scoped",
+      "instructions: registration-cache hit, scoped",
+      "uncached LocalMr.register",
+      "",
+      undefined
+    ),
     ratio("cache.use", "use", "instructions: registration-cache hit, cache.use", "uncached LocalMr.use", "", undefined),
     {
       what: "instructions: Connection.write, completion queued (over the raw call)",
@@ -73,12 +108,47 @@ export const instructionRows = (ir: ReadonlyMap<string, number>): Array<Row> => 
       met: over <= 20_000
     },
     ratio("write.driver", "write.raw", "  breakdown: the driver's postMany + pollCompletions", "raw", "", undefined),
-    ratio("write.postMany", "write.raw", "  breakdown: the driver's postMany (post + poll) from JS", "raw", "", undefined),
+    ratio(
+      "write.postMany",
+      "write.raw",
+      "  breakdown: the driver's postMany (post + poll) from JS",
+      "raw",
+      "",
+      undefined
+    ),
     ratio("loop.void", "write.raw", "  breakdown: the loop alone (yield* Effect.void)", "raw", "", undefined),
-    ratio("write.later", "write.callback", "instructions: Connection.write, completion on a later turn", "binding from JS callbacks", "≤ 2.5×", 2.5),
-    ratio("batch.queued", "batch.raw", "instructions: Connection.writeMany ×16, completions queued, per write", "binding from JS", "(≤ 1 µs)", undefined),
-    ratio("batch.later", "batch.callback", "instructions: Connection.writeMany ×16, later turn, per write", "binding from JS callbacks", "(≤ 1 µs)", undefined),
-    ratio("batch.forEach", "batch.callback", "  breakdown: 16 Connection.write in Effect.forEach, per write", "binding from JS callbacks", "", undefined),
+    ratio(
+      "write.later",
+      "write.callback",
+      "instructions: Connection.write, completion on a later turn",
+      "binding from JS callbacks",
+      "≤ 2.5×",
+      2.5
+    ),
+    ratio(
+      "batch.queued",
+      "batch.raw",
+      "instructions: Connection.writeMany ×16, completions queued, per write",
+      "binding from JS",
+      "(≤ 1 µs)",
+      undefined
+    ),
+    ratio(
+      "batch.later",
+      "batch.callback",
+      "instructions: Connection.writeMany ×16, later turn, per write",
+      "binding from JS callbacks",
+      "(≤ 1 µs)",
+      undefined
+    ),
+    ratio(
+      "batch.forEach",
+      "batch.callback",
+      "  breakdown: 16 Connection.write in Effect.forEach, per write",
+      "binding from JS callbacks",
+      "",
+      undefined
+    ),
     // bench/cm.ts's ping-pong on the simulated driver (bench/cmHost.ts): what core adds per round
     // trip; the device's target (≤ 1.5× in time) is measured there, where the kernel's work counts too.
     {

@@ -9,12 +9,12 @@
  * BENCH_ROWS (comma-separated: sizes, cache, rss, large) runs only those groups; default all.
  */
 import { LocalMr, Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
-import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import * as Driver from "@effect-rdma/core/Driver"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { execFileSync } from "node:child_process"
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { type Row, printTable, rate } from "./table.js"
+import { printTable, rate, type Row } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
 if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
@@ -93,7 +93,10 @@ const floors = (peer: Peer.Peer, memory: Uint8Array, iterations: number) =>
       ["the addon's mrReg + mrDereg from plain JavaScript (no Effect)", yield* jsPairsPerSecond(iterations, addon)],
       ["the driver's mrReg + mrDereg Effects in a bare acquireUseRelease", yield* pairsPerSecond(iterations, bareUse)],
       ["the driver's mrReg.now + mrDereg.now in a bare acquireUseRelease", yield* pairsPerSecond(iterations, bareNow)],
-      ["the driver's mrReg + mrDereg Effects in a bare scoped acquireRelease", yield* pairsPerSecond(iterations, bareScoped)]
+      [
+        "the driver's mrReg + mrDereg Effects in a bare scoped acquireRelease",
+        yield* pairsPerSecond(iterations, bareScoped)
+      ]
     ] as const
   })
 
@@ -159,7 +162,12 @@ const program = Effect.gen(function*() {
     const uncached = yield* pairsPerSecond(500, Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST)))
     const hits = yield* pairsPerSecond(5_000, Effect.scoped(cache.register(memory, Usage.WRITE_DST)))
     const used = yield* pairsPerSecond(5_000, cache.use(memory, Usage.WRITE_DST, () => Effect.void))
-    for (const [what, rate_] of [["registration cache hit, 1 MiB, scoped (cache.register)", hits], ["registration cache hit, 1 MiB, scope-free (cache.use)", used]] as const) {
+    for (
+      const [what, rate_] of [["registration cache hit, 1 MiB, scoped (cache.register)", hits], [
+        "registration cache hit, 1 MiB, scope-free (cache.use)",
+        used
+      ]] as const
+    ) {
       rows.push({
         what: `${what}, native driver`,
         ours: rate(rate_, "hits/s"),
@@ -182,9 +190,11 @@ const program = Effect.gen(function*() {
     const growth = (after.rss - before.rss) / MiB
     rows.push({
       what: "RSS growth over 100,000 register/deregister cycles, native",
-      ours: `${growth.toFixed(2)} MiB (V8 heap used ${((after.heapUsed - before.heapUsed) / MiB).toFixed(2)}, committed ${
-        ((after.heapTotal - before.heapTotal) / MiB).toFixed(2)
-      }, external ${((after.external - before.external) / MiB).toFixed(2)} MiB)`,
+      ours: `${growth.toFixed(2)} MiB (V8 heap used ${
+        ((after.heapUsed - before.heapUsed) / MiB).toFixed(2)
+      }, committed ${((after.heapTotal - before.heapTotal) / MiB).toFixed(2)}, external ${
+        ((after.external - before.external) / MiB).toFixed(2)
+      } MiB)`,
       baseline: `${(before.rss / MiB).toFixed(1)} MiB at start`,
       ratio: undefined,
       target: "< 1 MiB",

@@ -24,16 +24,22 @@ class Count extends Supervisor.AbstractSupervisor<void> {
 }
 const names = process.argv.slice(2)
 const sup = new Count()
-await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-  const b = yield* setup
-  for (const name of names) {
-    const bench = b[name]!
-    yield* bench.run(100)
-    sup.counts.clear(); sup.total = 0; sup.on = true
-    const N = 1000
-    yield* bench.run(N)
-    sup.on = false
-    const per = [...sup.counts].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}:${(v / N / bench.perRun).toFixed(1)}`).join(" ")
-    console.log(`${name}: ${(sup.total / N / bench.perRun).toFixed(1)} ops/op  ${per}`)
-  }
-})).pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)), Effect.supervised(sup)))
+await Effect.runPromise(
+  Effect.scoped(Effect.gen(function*() {
+    const b = yield* setup
+    for (const name of names) {
+      const bench = b[name]!
+      yield* bench.run(100)
+      sup.counts.clear()
+      sup.total = 0
+      sup.on = true
+      const N = 1000
+      yield* bench.run(N)
+      sup.on = false
+      const per = [...sup.counts].sort((a, b) => b[1] - a[1]).map(([k, v]) =>
+        `${k}:${(v / N / bench.perRun).toFixed(1)}`
+      ).join(" ")
+      console.log(`${name}: ${(sup.total / N / bench.perRun).toFixed(1)} ops/op  ${per}`)
+    }
+  })).pipe(Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)), Effect.supervised(sup))
+)

@@ -13,11 +13,20 @@ const expectEvent = (driver: Driver.Driver, conn: Driver.Model.ConnHandle, expec
     (event) => event === expected ? Effect.void : Effect.dieMessage(`expected ${expected}, got ${event}`)
   )
 
-export const rawConnection = (driver: Driver.Driver, peer: Peer.Peer, address: string, port: number, config: Driver.Model.ConnConfig) =>
+export const rawConnection = (
+  driver: Driver.Driver,
+  peer: Peer.Peer,
+  address: string,
+  port: number,
+  config: Driver.Model.ConnConfig
+) =>
   anyError(Effect.gen(function*() {
-    const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, port), (ep) => Effect.ignore(driver.epShutdown(ep)))
+    const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, port), (ep) =>
+      Effect.ignore(driver.epShutdown(ep)))
     const server = yield* driver.epNextConnReq(ep, config).pipe(
-      Effect.flatMap((req) => driver.connReqConnect(req, undefined)),
+      Effect.flatMap((req) =>
+        driver.connReqConnect(req, undefined)
+      ),
       Effect.tap((conn) => expectEvent(driver, conn, "ESTABLISHED")),
       Effect.fork
     )

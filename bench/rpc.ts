@@ -18,7 +18,7 @@ import { SimulatedDriver } from "@effect-rdma/testing"
 import { NodeSocket, NodeSocketServer } from "@effect/platform-node"
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Effect, Layer, Schema } from "effect"
-import { type Row, printTable } from "./table.js"
+import { printTable, type Row } from "./table.js"
 
 const device = process.env.RDMA_ADDRESS
 const address = device ?? SimulatedDriver.DEFAULT_ADDRESS
@@ -35,7 +35,9 @@ const Handlers = Group.toLayer({ Echo: ({ data }) => Effect.succeed(data) })
 const sizes: ReadonlyArray<readonly [bytes: number, label: string, calls: number]> = [
   [64, "64 B", 2000],
   [65536, "64 KiB", 300]
-].map(([bytes, label, n]) => [bytes as number, label as string, Math.max(20, Math.round((n as number) * scale))] as const)
+].map(([bytes, label, n]) =>
+  [bytes as number, label as string, Math.max(20, Math.round((n as number) * scale))] as const
+)
 
 type Client = RpcClient.FromGroup<typeof Group, RpcClientError.RpcClientError>
 
@@ -50,7 +52,9 @@ const tcpServer = RpcServer.layer(Group).pipe(
   Layer.provide(RpcServer.layerProtocolSocketServer),
   Layer.provide(NodeSocketServer.layer({ host: "127.0.0.1", port: tcpPort }))
 )
-const tcpClient = RpcClient.layerProtocolSocket().pipe(Layer.provide(NodeSocket.layerNet({ host: "127.0.0.1", port: tcpPort })))
+const tcpClient = RpcClient.layerProtocolSocket().pipe(
+  Layer.provide(NodeSocket.layerNet({ host: "127.0.0.1", port: tcpPort }))
+)
 
 /** µs per call, one at a time; calls per second, CONCURRENCY at a time. */
 const measure = (client: Client, data: Uint8Array, calls: number) =>
@@ -106,14 +110,20 @@ const program = Effect.gen(function*() {
       met: best.rdma.callsPerSecond >= best.tcp.callsPerSecond
     })
   }
-  console.log(`\n@effect/rpc over RDMA against the TCP socket protocol (${device === undefined ? "simulated driver" : `native driver, ${device}`}, msgpack, best of ${ROUNDS} rounds)\n`)
+  console.log(
+    `\n@effect/rpc over RDMA against the TCP socket protocol (${
+      device === undefined ? "simulated driver" : `native driver, ${device}`
+    }, msgpack, best of ${ROUNDS} rounds)\n`
+  )
   printTable(rows)
 })
 
 const DriverLive = device === undefined ? SimulatedDriver.layer : NativeDriver.layer
-Effect.runPromise(Effect.scoped(program).pipe(
-  Effect.provide(Layer.merge(DriverLive, RpcSerialization.layerMsgPack))
-)).then(
+Effect.runPromise(
+  Effect.scoped(program).pipe(
+    Effect.provide(Layer.merge(DriverLive, RpcSerialization.layerMsgPack))
+  )
+).then(
   () => process.exit(0),
   (error) => {
     console.error(error)

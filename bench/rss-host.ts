@@ -25,17 +25,27 @@ const program = Effect.gen(function*() {
   const once = Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST))
   for (let i = 0; i < 10_000; i++) yield* once // warm-up: the JIT and the heap settle
   const start = sample()
-  console.log(`start: rss ${start.rss.toFixed(1)} MiB, heap ${start.heap.toFixed(1)} MiB, external ${start.external.toFixed(1)} MiB`)
+  console.log(
+    `start: rss ${start.rss.toFixed(1)} MiB, heap ${start.heap.toFixed(1)} MiB, external ${
+      start.external.toFixed(1)
+    } MiB`
+  )
   for (let done = 0; done < cycles;) {
     for (let i = 0; i < 100_000; i++) yield* once
     done += 100_000
     const now = sample()
     console.log(
-      `${done} cycles: rss +${(now.rss - start.rss).toFixed(2)} MiB, heap +${(now.heap - start.heap).toFixed(2)} MiB, ` +
-        `V8 heap committed +${(now.committed - start.committed).toFixed(2)} MiB, external +${(now.external - start.external).toFixed(2)} MiB`
+      `${done} cycles: rss +${(now.rss - start.rss).toFixed(2)} MiB, heap +${
+        (now.heap - start.heap).toFixed(2)
+      } MiB, ` +
+        `V8 heap committed +${(now.committed - start.committed).toFixed(2)} MiB, external +${
+          (now.external - start.external).toFixed(2)
+        } MiB`
     )
   }
 })
 
-const layer = NativeDriver.layerWithBinding.pipe(Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, Fake.make().binding)))
+const layer = NativeDriver.layerWithBinding.pipe(
+  Layer.provide(Layer.succeed(RpmaBinding.RpmaBinding, Fake.make().binding))
+)
 await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(layer)))

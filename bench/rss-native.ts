@@ -40,9 +40,9 @@ for (let done = 0; done < cycles;) {
   console.log(
     `${done} raw cycles: rss before the finalizers run +${((queued - start.rss) / MiB).toFixed(2)} MiB, after +${
       ((m.rss - start.rss) / MiB).toFixed(2)
-    } MiB, V8 used +${
-      ((m.heapUsed - start.heapUsed) / MiB).toFixed(2)
-    }, committed +${((m.heapTotal - start.heapTotal) / MiB).toFixed(2)}, external +${
+    } MiB, V8 used +${((m.heapUsed - start.heapUsed) / MiB).toFixed(2)}, committed +${
+      ((m.heapTotal - start.heapTotal) / MiB).toFixed(2)
+    }, external +${
       ((m.external - start.external) / MiB).toFixed(2)
     } MiB, live regions ${binding.liveHandles().localRegions}`
   )

@@ -6,12 +6,12 @@
  *   node --expose-gc --import tsx bench/simulated.ts   (these rows alone)
  */
 import { Connection, Descriptor, Listener, LocalMr, Peer, RegistrationCache, RemoteMr, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Effect, Either, Fiber } from "effect"
 import { postOne } from "./driverCalls.js"
 import { rawConnection } from "./raw.js"
-import { type Row, printTable, rate } from "./table.js"
+import { printTable, rate, type Row } from "./table.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
@@ -43,13 +43,21 @@ const program = Effect.gen(function*() {
 
   // Scoped register + deregister against a bare acquireRelease of a no-op resource.
   const memory = new Uint8Array(4096)
-  const bare = yield* effectOpsPerSecond(100_000, Effect.scoped(Effect.acquireRelease(Effect.succeed(1), () => Effect.void)))
+  const bare = yield* effectOpsPerSecond(
+    100_000,
+    Effect.scoped(Effect.acquireRelease(Effect.succeed(1), () => Effect.void))
+  )
   const pairs = yield* effectOpsPerSecond(100_000, Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST)))
   // Where the time goes: the simulated driver's own calls, bare, in the same acquireRelease.
   const driver = yield* Driver.RdmaDriver
   const driverOnly = yield* effectOpsPerSecond(
     100_000,
-    Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, Usage.WRITE_DST), (mr) => Effect.orDie(driver.mrDereg(mr.handle))))
+    Effect.scoped(
+      Effect.acquireRelease(
+        driver.mrReg(peer.handle, memory, Usage.WRITE_DST),
+        (mr) => Effect.orDie(driver.mrDereg(mr.handle))
+      )
+    )
   )
   rows.push({
     what: "  breakdown: the simulated driver's rpma_mr_reg + rpma_mr_dereg alone",
@@ -80,13 +88,32 @@ const program = Effect.gen(function*() {
     Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
   )
   const src = yield* LocalMr.allocate(peer, 65536, Usage.WRITE_SRC)
-  const rawConn = yield* rawConnection(driver, peer, address, 7491, { timeoutMs: 5000, sqSize: 64, rqSize: 64, cqSize: 128, rcqSize: 0, sharedCompletionChannel: false, directWriteToPmem: false })
+  const rawConn = yield* rawConnection(driver, peer, address, 7491, {
+    timeoutMs: 5000,
+    sqSize: 64,
+    rqSize: 64,
+    cqSize: 128,
+    rcqSize: 0,
+    sharedCompletionChannel: false,
+    directWriteToPmem: false
+  })
   let id = 1
   const rawWrite = Effect.suspend(() =>
-    postOne(driver, rawConn, { op: "write", id: id++, dst: dst.handle, dstOffset: 0, src: src.handle, srcOffset: 0, length: 64 })
+    postOne(driver, rawConn, {
+      op: "write",
+      id: id++,
+      dst: dst.handle,
+      dstOffset: 0,
+      src: src.handle,
+      srcOffset: 0,
+      length: 64
+    })
   )
   const raw = yield* effectOpsPerSecond(50_000, rawWrite)
-  const written = yield* effectOpsPerSecond(50_000, Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 }))
+  const written = yield* effectOpsPerSecond(
+    50_000,
+    Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })
+  )
   rows.push({
     what: "Connection.write 64 B, simulated driver",
     ours: rate(written, "writes/s"),

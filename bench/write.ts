@@ -15,13 +15,13 @@
  *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path)
  */
 import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
-import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import * as Driver from "@effect-rdma/core/Driver"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Cause, Effect, Layer, Stream } from "effect"
 import { execFileSync } from "node:child_process"
 import { postOne } from "./driverCalls.js"
 import { rawConnection } from "./raw.js"
-import { type Row, printTable } from "./table.js"
+import { printTable, type Row } from "./table.js"
 
 const address = process.env.RDMA_ADDRESS
 if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
@@ -116,7 +116,13 @@ const cRun = (bytes: number, latencyWrites: number, bandwidthWrites: number): Fi
 
 // ---- a connection through the driver alone, for the breakdown ----
 
-const rawConfig: Driver.Model.ConnConfig = { timeoutMs: 5000, sqSize: W, rqSize: 64, cqSize: W + 64, directWriteToPmem: false }
+const rawConfig: Driver.Model.ConnConfig = {
+  timeoutMs: 5000,
+  sqSize: W,
+  rqSize: 64,
+  cqSize: W + 64,
+  directWriteToPmem: false
+}
 
 const writeRequest = (
   id: number,
@@ -250,7 +256,8 @@ const program = Effect.gen(function*() {
 
   // The server: a region and an endpoint; each connection is held until the client closes it.
   const started = performance.now()
-  const log = (line: string) => Effect.sync(() => console.error(`[write ${((performance.now() - started) / 1000).toFixed(1)} s] ${line}`))
+  const log = (line: string) =>
+    Effect.sync(() => console.error(`[write ${((performance.now() - started) / 1000).toFixed(1)} s] ${line}`))
   const peer = yield* Peer.make(address)
   const region = yield* LocalMr.allocate(peer, W * MAX_SIZE, regionUsage)
   const endpoint = yield* Listener.make(peer, address, oursPort)
@@ -259,7 +266,12 @@ const program = Effect.gen(function*() {
       Effect.scoped(
         Effect.flatMap(Listener.accept(req), (conn) =>
           Stream.runForEach(Connection.changes(conn), (state) => log(`server connection: ${state}`)))
-      ).pipe(Effect.catchAllCause((cause) => log(`server connection failed: ${Cause.pretty(cause)}`)), Effect.fork)
+      ).pipe(
+        Effect.catchAllCause((cause) =>
+          log(`server connection failed: ${Cause.pretty(cause)}`)
+        ),
+        Effect.fork
+      )
     ),
     Effect.forkScoped
   )
@@ -285,7 +297,9 @@ const program = Effect.gen(function*() {
   const latencyContenders = (bytes: number) => ({
     ours: (k: number) =>
       Effect.gen(function*() {
-        for (let i = 0; i < k; i++) yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: bytes })
+        for (let i = 0; i < k; i++) {
+          yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: bytes })
+        }
       }),
     addon: (k: number) => addonWrites(binding, raw, dst, src, bytes, k, 1),
     async: (k: number) => asyncWrites(binding, raw, dst, src, bytes, k),
@@ -320,7 +334,11 @@ const program = Effect.gen(function*() {
   for (const [bytes, , n, m] of sizes) {
     const latency = yield* interleaved(n, latencyContenders(bytes), { c: (k) => cRun(bytes, k, W).latencyUs })
     yield* log(`latency ${bytes} B, µs per write: ${JSON.stringify(latency)}`)
-    yield* log(`completion queued at the poll right after the post in ${pollFirst.queued} of ${pollFirst.queued + pollFirst.waited} writes`)
+    yield* log(
+      `completion queued at the poll right after the post in ${pollFirst.queued} of ${
+        pollFirst.queued + pollFirst.waited
+      } writes`
+    )
     pollFirst.queued = pollFirst.waited = 0
     const bandwidth = yield* interleaved(m, bandwidthContenders(bytes), {
       c: (k) => bytes / cRun(bytes, 10, k).bandwidthMBps
@@ -392,7 +410,9 @@ const program = Effect.gen(function*() {
       ours: mbps(o.bandwidthMBps),
       baseline: `${mbps(b.bandwidthMBps)} (C: window of ${W})`,
       ratio: b.bandwidthMBps / o.bandwidthMBps,
-      target: bandwidthTarget === undefined ? "informative" : `≥ ${bandwidthTarget}× of C (ratio ≤ ${(1 / bandwidthTarget).toFixed(2)}×)`,
+      target: bandwidthTarget === undefined
+        ? "informative"
+        : `≥ ${bandwidthTarget}× of C (ratio ≤ ${(1 / bandwidthTarget).toFixed(2)}×)`,
       met: bandwidthTarget === undefined ? undefined : o.bandwidthMBps / b.bandwidthMBps >= bandwidthTarget
     })
     rows.push({

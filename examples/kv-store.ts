@@ -21,9 +21,20 @@
  *   node --import tsx examples/kv-store.ts --native --address 192.168.77.1  # a device (Soft-RoCE)
  *   node --import tsx examples/kv-store.ts --serve                          # serve until Ctrl-C
  */
-import { Admission, Connection, DescriptorExchange, Listener, LocalMr, Peer, RdmaClient, RdmaMetrics, Tracing, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import {
+  Admission,
+  Connection,
+  DescriptorExchange,
+  Listener,
+  LocalMr,
+  Peer,
+  RdmaClient,
+  RdmaMetrics,
+  Tracing,
+  Usage
+} from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Console, Deferred, Effect, Layer, Metric, Ref, Schedule, Stream } from "effect"
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -100,7 +111,10 @@ const storeClient = (peer: Peer.Peer, exchangePort: number) =>
     peer,
     offer: DescriptorExchange.fetch({ host: "127.0.0.1", port: exchangePort, tls: clientTls, timeout: "5 seconds" }),
     regions,
-    reconnect: Schedule.exponential("20 millis").pipe(Schedule.union(Schedule.spaced("1 second")), Schedule.upTo("30 seconds")),
+    reconnect: Schedule.exponential("20 millis").pipe(
+      Schedule.union(Schedule.spaced("1 second")),
+      Schedule.upTo("30 seconds")
+    ),
     whileDisconnected: { wait: "5 seconds" },
     connection: { timeout: "5 seconds" }
   })
@@ -158,7 +172,9 @@ const killedClient = (exchangePort: number, driver: Driver.Driver) =>
       yield* put("b:0", "before the crash")
       // Its host vanishes: the next write finds the connection lost, as the server does.
       const simulation = yield* Effect.serviceOption(SimulatedDriver.SimulationControl)
-      if (simulation._tag === "Some") yield* simulation.value.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
+      if (simulation._tag === "Some") {
+        yield* simulation.value.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
+      }
       const lost = yield* Effect.flip(put("b:1", "never stored"))
       yield* Console.log(`  client B: killed (${lost._tag})`)
     }))
@@ -228,7 +244,8 @@ const main = Effect.gen(function*() {
   let found = 0
   for (let i = 0; i < keyCount; i++) if ((yield* a.get(`key:${i}`)) === `value ${i}`) found++
   // A key whose slot a later key took is gone: count what the table itself holds.
-  const expected = new Set(Array.from({ length: keyCount }, (_, i) => slotOf(new TextEncoder().encode(`key:${i}`)))).size
+  const expected = new Set(Array.from({ length: keyCount }, (_, i) =>
+    slotOf(new TextEncoder().encode(`key:${i}`)))).size
   yield* Console.log(`  client A: ${found} GETs found their value (${expected} distinct slots)`)
   const reconnects = (yield* Metric.value(RdmaMetrics.clientReconnects)).count
   const operations = (yield* Metric.value(RdmaMetrics.operations)).count
@@ -242,7 +259,9 @@ const main = Effect.gen(function*() {
 /** The native driver is imported only when asked for, so the example runs where it was never built. */
 const nativeLayer: Layer.Layer<Driver.RdmaDriver, unknown> = Layer.unwrapEffect(
   Effect.promise(() => import("@effect-rdma/native" as string)).pipe(
-    Effect.map((native: { NativeDriver: { layer: Layer.Layer<Driver.RdmaDriver, unknown> } }) => native.NativeDriver.layer)
+    Effect.map((native: { NativeDriver: { layer: Layer.Layer<Driver.RdmaDriver, unknown> } }) =>
+      native.NativeDriver.layer
+    )
   )
 )
 

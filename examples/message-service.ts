@@ -22,8 +22,8 @@
  *   node --import tsx examples/message-service.ts --native --address 192.168.77.1   # a real device
  */
 import { CmEndpoint, CmListener, RemoteKey } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
-import * as Driver from "@effect-rdma/core/Driver"
 import { Console, Effect, Fiber, Layer } from "effect"
 import { parseArgs } from "node:util"
 

@@ -9,8 +9,8 @@
  *   pnpm tsx examples/registrations.ts --native --address 192.168.77.1
  */
 import { CmEndpoint, Descriptor, LocalMr, Memory, Peer, RemoteMr, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Console, Effect, Layer } from "effect"
 import { parseArgs } from "node:util"
 
@@ -47,8 +47,10 @@ const cycle = Effect.fn("cycle")(function*(n: number) {
   // What the server would send over TLS.
   const published = yield* Effect.forEach(pool, LocalMr.descriptor)
   // The client side: never trust the bytes; rebuild, then check the usage it needs.
-  const remotes = yield* Effect.forEach(published, (bytes) =>
-    RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))))
+  const remotes = yield* Effect.forEach(
+    published,
+    (bytes) => RemoteMr.fromDescriptor(bytes).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
+  )
   let bytes = 0n
   for (const [i, remote] of remotes.entries()) {
     if (remote.descriptor.address !== pool[i]!.address) return yield* Effect.dieMessage("descriptor mismatch")
@@ -74,10 +76,13 @@ const main = Effect.gen(function*() {
       `${exposed} bytes exposed in all, in ${seconds.toFixed(2)} s`
   )
   const sample = yield* Effect.scoped(
-    Effect.flatMap(Memory.allocate(4096), (m) =>
-      Effect.flatMap(Peer.Peer, (peer) => LocalMr.register(peer, m, Usage.READ_SRC)).pipe(
-        Effect.flatMap(LocalMr.describe)
-      ))
+    Effect.flatMap(
+      Memory.allocate(4096),
+      (m) =>
+        Effect.flatMap(Peer.Peer, (peer) => LocalMr.register(peer, m, Usage.READ_SRC)).pipe(
+          Effect.flatMap(LocalMr.describe)
+        )
+    )
   )
   yield* Console.log(`a descriptor: ${Descriptor.format(sample)}`)
 })

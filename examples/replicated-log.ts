@@ -13,9 +13,20 @@
  *   pnpm example --records 20000                # more traffic
  *   pnpm example --native --address 192.168.77.1  # a real RDMA device (e.g. Soft-RoCE)
  */
-import { Admission, Connection, DescriptorExchange, Listener, LocalMr, Peer, RdmaMetrics, RemoteMr, Tracing, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import {
+  Admission,
+  Connection,
+  DescriptorExchange,
+  Listener,
+  LocalMr,
+  Peer,
+  RdmaMetrics,
+  RemoteMr,
+  Tracing,
+  Usage
+} from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Console, Effect, Fiber, Layer, Metric } from "effect"
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -119,11 +130,23 @@ const client = (exchangePort: number) =>
         const slot = i * recordSize
         encodeRecord(staging.memory, slot, seq)
         const t0 = performance.now()
-        yield* Connection.write(conn, { dst: log, dstOffset: seq * recordSize, src: staging, srcOffset: slot, length: recordSize })
+        yield* Connection.write(conn, {
+          dst: log,
+          dstOffset: seq * recordSize,
+          src: staging,
+          srcOffset: slot,
+          length: recordSize
+        })
         yield* Connection.flush(conn, { dst: log, dstOffset: seq * recordSize, length: recordSize })
         latencies.push(performance.now() - t0)
       }
-      yield* Connection.read(conn, { dst: readBack, dstOffset: 0, src: log, srcOffset: first * recordSize, length: count * recordSize })
+      yield* Connection.read(conn, {
+        dst: readBack,
+        dstOffset: 0,
+        src: log,
+        srcOffset: first * recordSize,
+        length: count * recordSize
+      })
       for (let i = 0; i < count; i++) if (!checkRecord(readBack.memory, i * recordSize, first + i)) mismatches++
       const done = first + count
       if (done % Math.max(batch, Math.floor(records / 10 / batch) * batch) === 0 || done === records) {
@@ -140,7 +163,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(
     `replicated log on the ${driver.name} driver at ${args.address}: ${records} records of ${recordSize} bytes`
   )
-  const { log, exchangePort, serving } = yield* server
+  const { exchangePort, log, serving } = yield* server
   const result = yield* Effect.scoped(client(exchangePort))
   yield* Fiber.join(serving)
   // The server checks its own memory: every record must be there, in order.
@@ -163,12 +186,16 @@ const main = Effect.gen(function*() {
       `  records on server   ${stored}/${records}`,
       `  client handles left ${live.connections} connections, ${live.remoteRegions} remote regions`,
       "metrics:",
-      `  rpma_mr_reg calls   ${registrations}, mean ${((latency.sum * 1000) / Math.max(1, latency.count)).toFixed(3)} ms each`,
+      `  rpma_mr_reg calls   ${registrations}, mean ${
+        ((latency.sum * 1000) / Math.max(1, latency.count)).toFixed(3)
+      } ms each`,
       `  live now            ${regions} regions, ${registered} bytes registered (the server's log)`,
       `  release failures    ${releaseFailures}`
     ].join("\n")
   )
-  if (result.mismatches > 0 || stored !== records) return yield* Effect.dieMessage("the log does not hold what was written")
+  if (result.mismatches > 0 || stored !== records) {
+    return yield* Effect.dieMessage("the log does not hold what was written")
+  }
 })
 
 /** The native driver is imported only when asked for, so the example runs where it was never built. */

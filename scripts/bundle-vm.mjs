@@ -36,7 +36,10 @@ const examplesKeepTheirUrl = {
   name: "examples-keep-their-url",
   setup(build) {
     build.onLoad({ filter: /[\\/]examples[\\/][^\\/]+\.ts$/ }, (args) => ({
-      contents: readFileSync(args.path, "utf8").replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href)),
+      contents: readFileSync(args.path, "utf8").replaceAll(
+        "import.meta.url",
+        JSON.stringify(pathToFileURL(args.path).href)
+      ),
       loader: "ts"
     }))
   }
@@ -58,5 +61,7 @@ await esbuild.build({
   logLevel: "warning",
   plugins: [examplesKeepTheirUrl],
   // For the CommonJS inside dependencies.
-  banner: { js: "import { createRequire as __vmRequire } from 'node:module'; const require = __vmRequire(import.meta.url);" }
+  banner: {
+    js: "import { createRequire as __vmRequire } from 'node:module'; const require = __vmRequire(import.meta.url);"
+  }
 })

@@ -14,7 +14,9 @@ for (const entry of readdirSync(root, { recursive: true })) {
   for (const [, href] of readFileSync(path, "utf8").matchAll(fileHost)) bad.push(`${path}: ${href}`)
 }
 if (bad.length > 0) {
-  console.error("check-doc-links: links whose host is a file name (write the file name in backticks, or link the file):")
+  console.error(
+    "check-doc-links: links whose host is a file name (write the file name in backticks, or link the file):"
+  )
   for (const line of bad) console.error(`  ${line}`)
   process.exit(1)
 }

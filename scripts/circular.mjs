@@ -30,6 +30,8 @@ for (const name of packages) {
   console.log(`packages/${name}/src: ${Object.keys(result.obj()).length} modules, ${circular.length} import cycles`)
 }
 if (cycles > 0) {
-  console.error("Import cycles among value imports (type-only imports excluded): break each one, e.g. move what both sides need into a module of its own.")
+  console.error(
+    "Import cycles among value imports (type-only imports excluded): break each one, e.g. move what both sides need into a module of its own."
+  )
   process.exit(1)
 }

@@ -14,7 +14,9 @@ const index = readFileSync("dist/index.js", "utf8")
 const names = [...index.matchAll(/^export \* as (\w+) from "\.\/[\w/]+\.js";?$/gm)].map((m) => m[1])
 const statements = index.split("\n").filter((line) => /^export\b/.test(line))
 if (names.length === 0 || names.length !== statements.length) {
-  console.error(`guarded-entry: ${manifest.name}'s dist/index.js has exports other than \`export * as X from "./X.js"\`:`)
+  console.error(
+    `guarded-entry: ${manifest.name}'s dist/index.js has exports other than \`export * as X from "./X.js"\`:`
+  )
   for (const line of statements) console.error(`  ${line}`)
   process.exit(1)
 }

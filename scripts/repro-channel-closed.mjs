@@ -137,7 +137,13 @@ for (let run = 1; run <= runs; run++) {
   const result = spawnSync(
     command,
     args,
-    { encoding: "utf8", env: { ...process.env, CI: "1", NO_COLOR: "1", REPRO_CASE: special ? "f003" : "" }, maxBuffer: 64 * 2 ** 20, timeout: 300_000, killSignal: "SIGKILL" }
+    {
+      encoding: "utf8",
+      env: { ...process.env, CI: "1", NO_COLOR: "1", REPRO_CASE: special ? "f003" : "" },
+      maxBuffer: 64 * 2 ** 20,
+      timeout: 300_000,
+      killSignal: "SIGKILL"
+    }
   )
   const output = `${result.stdout}${result.stderr}`
   const hasReport = existsSync(report)
@@ -159,16 +165,22 @@ for (let run = 1; run <= runs; run++) {
     } s)`
   )
   // What vitest said of the process's end, if anything.
-  for (const line of new Set(output.split("\n").filter((l) => /exited unexpectedly|Channel closed|stopped while|FAIL /.test(l)))) {
+  for (
+    const line of new Set(
+      output.split("\n").filter((l) => /exited unexpectedly|Channel closed|stopped while|FAIL /.test(l))
+    )
+  ) {
     console.log(`  ${line.trim()}`)
   }
-  if (outcome !== "passed" && outcome !== "failedWithReport") console.log(output.trim().split("\n").slice(-14).join("\n"))
+  if (outcome !== "passed" && outcome !== "failedWithReport") {
+    console.log(output.trim().split("\n").slice(-14).join("\n"))
+  }
 }
 stopBusy()
 rmSync(dir, { recursive: true, force: true })
 console.log(
-  `pool ${values.pool}, ${files} files, case ${caseName}, ${
-    values.busy ? "both cores busy" : "no extra load"
-  }${values.slow ? ", vitest at nice 19" : ""}: ${JSON.stringify(counts)}`
+  `pool ${values.pool}, ${files} files, case ${caseName}, ${values.busy ? "both cores busy" : "no extra load"}${
+    values.slow ? ", vitest at nice 19" : ""
+  }: ${JSON.stringify(counts)}`
 )
 if (values.expect !== undefined && counts[values.expect] !== runs) process.exitCode = 1

@@ -8,8 +8,8 @@
  *   pnpm soak --native --address <ip>  # a device (no planned faults; interruptions only)
  */
 import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
-import { SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { SimulatedDriver } from "@effect-rdma/testing"
 import { Effect, Exit, Fiber, Layer, Random, Stream } from "effect"
 import { parseArgs } from "node:util"
 
@@ -57,46 +57,49 @@ const session = (server: { readonly descriptor: Uint8Array }, records: number) =
 
 const main = (plan: ((fault: SimulatedDriver.Fault) => Effect.Effect<void>) | undefined) =>
   Effect.gen(function*() {
-  const driver = yield* Driver.RdmaDriver
-  const serverPeer = yield* Peer.make(args.address)
-  const log = yield* LocalMr.allocate(serverPeer, 4096, usage)
-  const endpoint = yield* Listener.make(serverPeer, args.address, port)
-  // The server accepts every request and holds each connection until its client goes.
-  yield* Listener.requests(endpoint).pipe(
-    Stream.runForEach((req) =>
-      Effect.forkDaemon(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))).pipe(Effect.ignore))
-    ),
-    Effect.forkScoped
-  )
-  const server = { descriptor: yield* LocalMr.descriptor(log) }
-  const outcomes = { ok: 0, failed: 0, interrupted: 0 }
-  const rss: Array<number> = []
-  for (let n = 1; n <= cycles; n++) {
-    if (plan !== undefined && (yield* Random.nextIntBetween(0, 4)) === 0) {
-      yield* plan(faults[yield* Random.nextIntBetween(0, faults.length)]!)
+    const driver = yield* Driver.RdmaDriver
+    const serverPeer = yield* Peer.make(args.address)
+    const log = yield* LocalMr.allocate(serverPeer, 4096, usage)
+    const endpoint = yield* Listener.make(serverPeer, args.address, port)
+    // The server accepts every request and holds each connection until its client goes.
+    yield* Listener.requests(endpoint).pipe(
+      Stream.runForEach((req) =>
+        Effect.forkDaemon(
+          Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))).pipe(Effect.ignore)
+        )
+      ),
+      Effect.forkScoped
+    )
+    const server = { descriptor: yield* LocalMr.descriptor(log) }
+    const outcomes = { ok: 0, failed: 0, interrupted: 0 }
+    const rss: Array<number> = []
+    for (let n = 1; n <= cycles; n++) {
+      if (plan !== undefined && (yield* Random.nextIntBetween(0, 4)) === 0) {
+        yield* plan(faults[yield* Random.nextIntBetween(0, faults.length)]!)
+      }
+      const fiber = yield* Effect.fork(session(server, yield* Random.nextIntBetween(1, 16)))
+      if ((yield* Random.nextIntBetween(0, 5)) === 0) {
+        for (let i = yield* Random.nextIntBetween(0, 40); i > 0; i--) yield* Effect.yieldNow()
+        yield* Fiber.interrupt(fiber)
+      }
+      const exit = yield* Fiber.await(fiber)
+      if (Exit.isSuccess(exit)) outcomes.ok++
+      else if (Exit.isInterrupted(exit)) outcomes.interrupted++
+      else outcomes.failed++
+      if (n % Math.max(1, Math.floor(cycles / 10)) === 0) {
+        globalThis.gc?.()
+        rss.push(process.memoryUsage().rss)
+        const live = yield* driver.live
+        console.log(
+          `cycle ${n}/${cycles}: ${outcomes.ok} ok, ${outcomes.failed} failed, ${outcomes.interrupted} interrupted; ` +
+            `live regions ${live.localRegions}, connections ${live.connections}; rss ${
+              (rss.at(-1)! / 2 ** 20).toFixed(1)
+            } MiB`
+        )
+      }
     }
-    const fiber = yield* Effect.fork(session(server, yield* Random.nextIntBetween(1, 16)))
-    if ((yield* Random.nextIntBetween(0, 5)) === 0) {
-      for (let i = yield* Random.nextIntBetween(0, 40); i > 0; i--) yield* Effect.yieldNow()
-      yield* Fiber.interrupt(fiber)
-    }
-    const exit = yield* Fiber.await(fiber)
-    if (Exit.isSuccess(exit)) outcomes.ok++
-    else if (Exit.isInterrupted(exit)) outcomes.interrupted++
-    else outcomes.failed++
-    if (n % Math.max(1, Math.floor(cycles / 10)) === 0) {
-      globalThis.gc?.()
-      rss.push(process.memoryUsage().rss)
-      const live = yield* driver.live
-      console.log(
-        `cycle ${n}/${cycles}: ${outcomes.ok} ok, ${outcomes.failed} failed, ${outcomes.interrupted} interrupted; ` +
-          `live regions ${live.localRegions}, connections ${live.connections}; rss ${(rss.at(-1)! / 2 ** 20).toFixed(1)} MiB`
-      )
-    }
-  }
-  return { outcomes, rss }
-})
-
+    return { outcomes, rss }
+  })
 
 const nativeLayer: Layer.Layer<Driver.RdmaDriver, unknown> = Layer.unwrapEffect(
   Effect.promise(() => import("@effect-rdma/native" as string)).pipe(
@@ -106,22 +109,22 @@ const nativeLayer: Layer.Layer<Driver.RdmaDriver, unknown> = Layer.unwrapEffect(
 
 const program = (plan: ((fault: SimulatedDriver.Fault) => Effect.Effect<void>) | undefined) =>
   Effect.gen(function*() {
-  const { outcomes, rss } = yield* Effect.scoped(main(plan))
-  const driver = yield* Driver.RdmaDriver
-  // Let the server's per-connection fibers see their clients go.
-  yield* Effect.sleep("50 millis")
-  const live = yield* driver.live
-  const alive = Object.values(live).reduce((a, b) => a + b, 0)
-  // Flat: compare the last sample with the one a fifth of the way in (after warm-up).
-  const warm = rss[Math.floor(rss.length / 5)] ?? rss[0]!
-  const growth = (rss.at(-1)! - warm) / 2 ** 20
-  console.log(
-    `soak done: ${cycles} cycles (${outcomes.ok} ok, ${outcomes.failed} failed, ${outcomes.interrupted} interrupted); ` +
-      `live handles at the end: ${alive}; resident set growth after warm-up: ${growth.toFixed(2)} MiB`
-  )
-  if (alive !== 0) return yield* Effect.dieMessage(`handles still alive: ${JSON.stringify(live)}`)
-  if (growth > Number(args["max-growth-mib"])) return yield* Effect.dieMessage("the resident set kept growing")
-}).pipe(Effect.withRandom(Random.make(args.seed)))
+    const { outcomes, rss } = yield* Effect.scoped(main(plan))
+    const driver = yield* Driver.RdmaDriver
+    // Let the server's per-connection fibers see their clients go.
+    yield* Effect.sleep("50 millis")
+    const live = yield* driver.live
+    const alive = Object.values(live).reduce((a, b) => a + b, 0)
+    // Flat: compare the last sample with the one a fifth of the way in (after warm-up).
+    const warm = rss[Math.floor(rss.length / 5)] ?? rss[0]!
+    const growth = (rss.at(-1)! - warm) / 2 ** 20
+    console.log(
+      `soak done: ${cycles} cycles (${outcomes.ok} ok, ${outcomes.failed} failed, ${outcomes.interrupted} interrupted); ` +
+        `live handles at the end: ${alive}; resident set growth after warm-up: ${growth.toFixed(2)} MiB`
+    )
+    if (alive !== 0) return yield* Effect.dieMessage(`handles still alive: ${JSON.stringify(live)}`)
+    if (growth > Number(args["max-growth-mib"])) return yield* Effect.dieMessage("the resident set kept growing")
+  }).pipe(Effect.withRandom(Random.make(args.seed)))
 
 const run: Effect.Effect<void, unknown> = args.native
   ? program(undefined).pipe(Effect.provide(nativeLayer))
@@ -133,4 +136,3 @@ Effect.runPromise(run).catch((error) => {
   console.error(String(error))
   process.exitCode = 1
 })
-

@@ -25,8 +25,10 @@ const count = (report, status) => tests(report).filter((t) => t.status === statu
 const lines = [
   "",
   "summary",
-  `  conformance suite: ${conformance(host, "conformance: simulated driver")} cases passed on the simulated driver (host)` +
-    (device ? `, ${conformance(device, "conformance: native driver")} on the native driver (Soft-RoCE VM)` : ""),
+  `  conformance suite: ${
+    conformance(host, "conformance: simulated driver")
+  } cases passed on the simulated driver (host)` +
+  (device ? `, ${conformance(device, "conformance: native driver")} on the native driver (Soft-RoCE VM)` : ""),
   `  host:   ${count(host, "passed")} passed, ${count(host, "failed")} failed`,
   deviceStatus === "not-run"
     ? `  device: NOT RUN: ${reason}`
@@ -37,9 +39,13 @@ const lines = [
     : `  two hosts: ${pairGroup("conformance across two hosts")} connection cases across the wire, ` +
       `${pairGroup("faults across the wire")} fault tests, ` +
       `librdmacm endpoint faults ${pairGroup("faults on librdmacm's endpoints across the wire")}, ` +
-      `RdmaClient under faults ${pairGroup("RdmaClient across the wire")}, @effect/rpc ${pairGroup("@effect/rpc across the wire")}, ` +
+      `RdmaClient under faults ${pairGroup("RdmaClient across the wire")}, @effect/rpc ${
+        pairGroup("@effect/rpc across the wire")
+      }, ` +
       `long run ${pairGroup("long run")} (vm/pair)` +
-      (pairStatus === "0" ? "" : ` (vm/pair exited ${pairStatus}${pair === undefined ? ": no report, the pair failed" : ""})`),
+      (pairStatus === "0"
+        ? ""
+        : ` (vm/pair exited ${pairStatus}${pair === undefined ? ": no report, the pair failed" : ""})`),
   ...pairResults.filter((r) => r.status === "failed").map((r) => `    failed: [${r.group}] ${r.name}`),
   // scripts/test-pmem writes { status, phase, detail, seconds }.
   pmemStatus === "not-run"
@@ -49,13 +55,16 @@ const lines = [
 ]
 console.log(lines.join("\n"))
 const pmemCount = (status) => (pmemStatus === "not-run" ? 0 : (pmemStatus === "0") === (status === "passed") ? 1 : 0)
-const passed = count(host, "passed") + count(device, "passed") + pairResults.filter((r) => r.status === "passed").length +
+const passed = count(host, "passed") + count(device, "passed") +
+  pairResults.filter((r) => r.status === "passed").length +
   pmemCount("passed")
-const failed = count(host, "failed") + count(device, "failed") + pairResults.filter((r) => r.status === "failed").length +
+const failed = count(host, "failed") + count(device, "failed") +
+  pairResults.filter((r) => r.status === "failed").length +
   pmemCount("failed")
 console.log(`${passed} passed, ${failed} failed`)
 
-const deviceFailed = (deviceStatus !== "not-run" && deviceStatus !== "0") || (pairStatus !== "not-run" && pairStatus !== "0") ||
+const deviceFailed = (deviceStatus !== "not-run" && deviceStatus !== "0") ||
+  (pairStatus !== "not-run" && pairStatus !== "0") ||
   (pmemStatus !== "not-run" && pmemStatus !== "0")
 const mustRunDevice = process.env.CI === "true" && deviceStatus === "not-run"
 if (mustRunDevice) console.log("the device tests must run in CI: install qemu (scripts/setup does)")

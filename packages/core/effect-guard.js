@@ -9,10 +9,9 @@
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 
-const require = createRequire(import.meta.url)
-
 /** The range of effect the packages support: core's own peer dependency, the one place it is said. */
-export const required = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")).peerDependencies.effect
+export const required =
+  JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")).peerDependencies.effect
 
 /** Whether `version` (x.y.z) satisfies a caret range `^a.b.c`, the only form `required` takes. */
 export const satisfies = (version, range) => {

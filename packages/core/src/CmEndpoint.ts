@@ -438,7 +438,10 @@ export const registerMessages: {
   (memory: Uint8Array): (
     self: CmEndpoint
   ) => Effect.Effect<MessageRegion, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
-  (self: CmEndpoint, memory: Uint8Array): Effect.Effect<MessageRegion, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+  (
+    self: CmEndpoint,
+    memory: Uint8Array
+  ): Effect.Effect<MessageRegion, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
 } = registration.registerMessages
 
 /**
@@ -451,7 +454,10 @@ export const registerRead: {
   (memory: Uint8Array): (
     self: CmEndpoint
   ) => Effect.Effect<Region<"read">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
-  (self: CmEndpoint, memory: Uint8Array): Effect.Effect<Region<"read">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+  (
+    self: CmEndpoint,
+    memory: Uint8Array
+  ): Effect.Effect<Region<"read">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
 } = registration.registerRead
 
 /**
@@ -464,7 +470,10 @@ export const registerWrite: {
   (memory: Uint8Array): (
     self: CmEndpoint
   ) => Effect.Effect<Region<"write">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
-  (self: CmEndpoint, memory: Uint8Array): Effect.Effect<Region<"write">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
+  (
+    self: CmEndpoint,
+    memory: Uint8Array
+  ): Effect.Effect<Region<"write">, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope>
 } = registration.registerWrite
 
 /**

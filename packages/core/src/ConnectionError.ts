@@ -55,9 +55,10 @@ export class ConnectionClosedError extends Data.TaggedError("ConnectionClosedErr
     const head = this.unsignalled === true
       ? `${this.operation}: ${ended} before this unsignalled request (completion "onError") reported: its outcome is unknown (it may have succeeded, which an unsignalled request never reports, or never run)`
       : `${this.operation}: ${ended}`
-    const cause = this.cause instanceof Error || (typeof this.cause === "object" && this.cause !== null && "message" in this.cause)
-      ? String((this.cause as { message: unknown }).message)
-      : undefined
+    const cause =
+      this.cause instanceof Error || (typeof this.cause === "object" && this.cause !== null && "message" in this.cause)
+        ? String((this.cause as { message: unknown }).message)
+        : undefined
     return cause === undefined ? head : `${head}: ${cause}`
   }
 }

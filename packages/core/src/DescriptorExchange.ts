@@ -20,8 +20,8 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { isIP } from "node:net"
 import * as tls from "node:tls"
-import * as Descriptors from "./Descriptor.js"
 import * as Admission from "./Admission.js"
+import * as Descriptors from "./Descriptor.js"
 
 /**
  * What a server offers: where to connect over RDMA, its regions' descriptors by name, any
@@ -102,7 +102,9 @@ const frameReader = (finish: (result: Effect.Effect<unknown, ExchangeError>) => 
     const length = buffered.readUInt32BE(0)
     if (length > MAX_FRAME) {
       done = true
-      return finish(Effect.fail(new ExchangeError({ reason: "Protocol", detail: `a ${length}-byte frame is too large` })))
+      return finish(
+        Effect.fail(new ExchangeError({ reason: "Protocol", detail: `a ${length}-byte frame is too large` }))
+      )
     }
     if (buffered.length < 4 + length) return
     done = true
@@ -188,7 +190,9 @@ const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
     return Either.left(new ExchangeError({ reason: "Untrusted", detail }))
   }
   const wire = decodeWire(raw)
-  if (Either.isLeft(wire)) return protocol(`not a valid version 1 offer: ${ParseResult.TreeFormatter.formatErrorSync(wire.left)}`)
+  if (Either.isLeft(wire)) {
+    return protocol(`not a valid version 1 offer: ${ParseResult.TreeFormatter.formatErrorSync(wire.left)}`)
+  }
   const o = wire.right
   const config = o.config
   if (typeof config !== "object" || config === null || Array.isArray(config)) return protocol("no config object")
@@ -205,7 +209,9 @@ const decodeOffer = (raw: unknown): Either.Either<Offer, ExchangeError> => {
     if (bytes.byteLength !== r.length) return protocol(`region ${r.name}: its length does not match its descriptor`)
     const decoded = Descriptors.validate(bytes)
     if (Either.isLeft(decoded)) {
-      return Either.left(new ExchangeError({ reason: "InvalidDescriptor", detail: `region ${r.name}: ${decoded.left.message}` }))
+      return Either.left(
+        new ExchangeError({ reason: "InvalidDescriptor", detail: `region ${r.name}: ${decoded.left.message}` })
+      )
     }
     regions[r.name] = bytes
   }
@@ -294,11 +300,15 @@ export const serve = (options: {
           socket.end(payload)
         }
       })
-      server.once("error", (cause) =>
-        resume(Effect.fail(new ExchangeError({ reason: "Listen", detail: cause.message, cause }))))
+      server.once(
+        "error",
+        (cause) => resume(Effect.fail(new ExchangeError({ reason: "Listen", detail: cause.message, cause })))
+      )
       server.listen(options.port, options.host, () => {
         const address = server.address()
-        resume(Effect.succeed(Object.assign(server, { port: typeof address === "object" && address ? address.port : 0 })))
+        resume(
+          Effect.succeed(Object.assign(server, { port: typeof address === "object" && address ? address.port : 0 }))
+        )
       })
     }),
     (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))

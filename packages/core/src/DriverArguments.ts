@@ -132,7 +132,11 @@ export const port = (value: unknown): string | undefined =>
  * @category validation
  */
 export const address = (value: unknown): string | undefined =>
-  value === null || value === undefined ? "addr is NULL" : typeof value !== "string" ? "addr must be a string" : undefined
+  value === null || value === undefined
+    ? "addr is NULL"
+    : typeof value !== "string"
+    ? "addr must be a string"
+    : undefined
 
 const INT_MAX = 2147483647
 const UINT32_MAX = 4294967295
@@ -366,14 +370,17 @@ export const workRequest = (
   }
   if (typeof request.id !== "number") return { problem: "id must be a number" }
   const problem = op === "write" || op === "read"
-    ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ?? integerIn(request.srcOffset, "src_offset", 0, MAX_SAFE) ??
+    ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ??
+      integerIn(request.srcOffset, "src_offset", 0, MAX_SAFE) ??
       integerIn(request.length, "len", 0, UINT32_MAX)
     : op === "flush"
     ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX) ??
       (request.type !== "visibility" && request.type !== "persistent" ? "unknown flush type" : undefined)
     : op === "atomicWrite"
     ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ??
-      (!isUint8Array(request.value) || request.value.byteLength !== 8 ? "src must be a Uint8Array of 8 bytes" : undefined)
+      (!isUint8Array(request.value) || request.value.byteLength !== 8
+        ? "src must be a Uint8Array of 8 bytes"
+        : undefined)
     : integerIn(request.offset, "offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX)
   const extra = problem ??
     (request.imm !== undefined && op !== "write" && op !== "send"

@@ -259,7 +259,13 @@ export type WorkRequest =
     readonly imm?: number | undefined
     readonly completion?: Signal | undefined
   }
-  | { readonly op: "recv"; readonly id: number; readonly dst: MrHandle; readonly offset: number; readonly length: number }
+  | {
+    readonly op: "recv"
+    readonly id: number
+    readonly dst: MrHandle
+    readonly offset: number
+    readonly length: number
+  }
 
 /**
  * A work completion (`struct ibv_wc`): `status` is an `enum ibv_wc_status` (0 is success).

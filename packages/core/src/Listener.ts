@@ -265,7 +265,9 @@ export const reject: (request: ConnectionRequest) => Effect.Effect<void, never, 
  * @category operations
  */
 export const postRecv: {
-  (args: Connection.RecvArgs): (request: ConnectionRequest) => Effect.Effect<Connection.Posted, Connection.TransferError>
+  (
+    args: Connection.RecvArgs
+  ): (request: ConnectionRequest) => Effect.Effect<Connection.Posted, Connection.TransferError>
   (request: ConnectionRequest, args: Connection.RecvArgs): Effect.Effect<Connection.Posted, Connection.TransferError>
 } = dual(2, internal.postRecv)
 

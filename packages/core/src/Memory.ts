@@ -8,10 +8,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
-import type { MapFileRequest } from "./DriverModel.js"
-import * as pins from "./internal/pins.js"
 import * as checks from "./DriverArguments.js"
+import type { MapFileRequest } from "./DriverModel.js"
 import * as instrument from "./internal/instrument.js"
+import * as pins from "./internal/pins.js"
 import { release } from "./internal/release.js"
 import { type MapFileError, mapFileError, MemoryRefusedError, type RpmaError } from "./RdmaError.js"
 
@@ -121,7 +121,9 @@ export const allocate = (size: number): Effect.Effect<Uint8Array, RpmaError, Rdm
           Effect.zipRight(Effect.suspend(() => {
             const size = memory.byteLength
             if (pins.isQuarantined(memory)) {
-              return Effect.logWarning(`kept ${size} bytes alive: a failed release may have left the device pointing at them`)
+              return Effect.logWarning(
+                `kept ${size} bytes alive: a failed release may have left the device pointing at them`
+              )
             }
             const free = Effect.asVoid(release("free", `${size} bytes`, driver.free(memory)))
             // A registration still live (its deregistration waits for a request in flight, or was

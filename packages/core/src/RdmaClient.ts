@@ -40,12 +40,12 @@ import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as Connection from "./Connection.js"
 import type * as DescriptorExchange from "./DescriptorExchange.js"
-import type { LocalMr } from "./LocalMr.js"
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/client.js"
 import * as errors from "./internal/clientErrors.js"
-import * as RdmaError from "./RdmaError.js"
+import type { LocalMr } from "./LocalMr.js"
 import { type Peer, Peer as PeerTag } from "./Peer.js"
+import * as RdmaError from "./RdmaError.js"
 import type { RemoteMr } from "./RemoteMr.js"
 import type { Flag, FlagsOf, Usage } from "./Usage.js"
 
@@ -88,9 +88,11 @@ export type RegionUsages = Readonly<Record<string, Usage<any>>>
  * @since 1.0.0
  * @category models
  */
-export type RegionsWith<Regions extends RegionUsages, F extends Flag> = {
-  [K in keyof Regions]: F extends FlagsOf<Regions[K]> ? K : never
-}[keyof Regions] & string
+export type RegionsWith<Regions extends RegionUsages, F extends Flag> =
+  & {
+    [K in keyof Regions]: F extends FlagsOf<Regions[K]> ? K : never
+  }[keyof Regions]
+  & string
 
 /**
  * Where the client is: connecting for the first time, connected, waiting for (or making) its
@@ -389,7 +391,13 @@ export const write = <Regions extends RegionUsages>(
   internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
     // The fields named, not spread: a spread followed by another property builds a new hidden
     // class on every call, and the write's every later read of it misses V8's inline caches.
-    Connection.write(s.connection, { dst, dstOffset: args.dstOffset, src: args.src, srcOffset: args.srcOffset, length: args.length }))
+    Connection.write(s.connection, {
+      dst,
+      dstOffset: args.dstOffset,
+      src: args.src,
+      srcOffset: args.srcOffset,
+      length: args.length
+    }))
 
 /**
  * `Connection.writeMany` into the region named `dst`, on the current connection.
@@ -401,8 +409,12 @@ export const writeMany = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
-    Connection.writeMany(s.connection, Array.from(args.spans, (span) => ({ dst, src: args.src, ...span }))))
+  internal.useRegion(
+    client,
+    "rpma_write",
+    args.dst,
+    (s, dst) => Connection.writeMany(s.connection, Array.from(args.spans, (span) => ({ dst, src: args.src, ...span })))
+  )
 
 /**
  * `Connection.read` from the region named `src`, on the current connection.
@@ -414,8 +426,19 @@ export const read = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: ReadArgs<RegionsWith<Regions, "READ_SRC">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
-  internal.useRegion(client, "rpma_read", args.src, (s, src) =>
-    Connection.read(s.connection, { dst: args.dst, dstOffset: args.dstOffset, src, srcOffset: args.srcOffset, length: args.length }))
+  internal.useRegion(
+    client,
+    "rpma_read",
+    args.src,
+    (s, src) =>
+      Connection.read(s.connection, {
+        dst: args.dst,
+        dstOffset: args.dstOffset,
+        src,
+        srcOffset: args.srcOffset,
+        length: args.length
+      })
+  )
 
 /**
  * `Connection.flush` of the region named `dst`, on the current connection.
@@ -427,8 +450,12 @@ export const flush = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
 ): Effect.Effect<void, Connection.FlushError | NotConnectedError> =>
-  internal.useRegion(client, "rpma_flush", args.dst, (s, dst) =>
-    Connection.flush(s.connection, { dst, dstOffset: args.offset, length: args.length }))
+  internal.useRegion(
+    client,
+    "rpma_flush",
+    args.dst,
+    (s, dst) => Connection.flush(s.connection, { dst, dstOffset: args.offset, length: args.length })
+  )
 
 /**
  * `Connection.send`, on the current connection.

@@ -418,7 +418,9 @@ export class MapFileError extends Data.TaggedError("MapFileError")<{
 }> {
   override get message(): string {
     const call = this.errno === undefined ? this.operation : `${this.operation} failed with ${errnoName(this.errno)}`
-    const what = this.operation === "msync" ? `cannot write the mapping of ${this.path} back` : `cannot map ${this.path}`
+    const what = this.operation === "msync"
+      ? `cannot write the mapping of ${this.path} back`
+      : `cannot map ${this.path}`
     const head = `${what}: ${call}${this.detail === undefined ? "" : ` (${this.detail})`}`
     switch (this.reason) {
       case "NotFound":
@@ -571,6 +573,8 @@ export class CompletionError extends Data.TaggedError("CompletionError")<{
   }
   override get message(): string {
     const hint = wcHints[this.status]
-    return `${this.operation} completed with ${this.statusName} (${this.status})${hint === undefined ? "" : `: ${hint}`}`
+    return `${this.operation} completed with ${this.statusName} (${this.status})${
+      hint === undefined ? "" : `: ${hint}`
+    }`
   }
 }

@@ -18,8 +18,8 @@ import * as Duration from "effect/Duration"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricKey from "effect/MetricKey"
-import * as MetricLabel from "effect/MetricLabel"
 import type * as MetricKeyType from "effect/MetricKeyType"
+import * as MetricLabel from "effect/MetricLabel"
 import type * as MetricState from "effect/MetricState"
 
 /**

@@ -200,5 +200,8 @@ export const messages: (
   peer: Peer,
   conn: Connection.Connection,
   options?: MessagesOptions
-) => Stream.Stream<Uint8Array, Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError, RdmaDriver> =
-  internal.messages
+) => Stream.Stream<
+  Uint8Array,
+  Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError,
+  RdmaDriver
+> = internal.messages

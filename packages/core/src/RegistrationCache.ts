@@ -98,11 +98,21 @@ const durationOption = (
   const decoded = typeof value === "number" && !(value >= 0) ? Option.none() : Duration.decodeUnknown(value)
   if (Option.isNone(decoded)) {
     return Effect.fail(
-      new InvalidOptionsError({ module: "RegistrationCache", option, detail: `is not a duration (${String(value)}): give e.g. "30 seconds" or milliseconds` })
+      new InvalidOptionsError({
+        module: "RegistrationCache",
+        option,
+        detail: `is not a duration (${String(value)}): give e.g. "30 seconds" or milliseconds`
+      })
     )
   }
   if (finite && !Duration.isFinite(decoded.value)) {
-    return Effect.fail(new InvalidOptionsError({ module: "RegistrationCache", option, detail: "is infinite: closing must end, give it a bound" }))
+    return Effect.fail(
+      new InvalidOptionsError({
+        module: "RegistrationCache",
+        option,
+        detail: "is infinite: closing must end, give it a bound"
+      })
+    )
   }
   return Effect.succeed(decoded.value)
 }
@@ -141,7 +151,9 @@ export const make = (
   options?: Options
 ): Effect.Effect<RegistrationCache, InvalidOptionsError, RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
-    const ttl = Duration.toMillis(yield* durationOption("idleTimeToLive", options?.idleTimeToLive ?? "30 seconds", false))
+    const ttl = Duration.toMillis(
+      yield* durationOption("idleTimeToLive", options?.idleTimeToLive ?? "30 seconds", false)
+    )
     const closeTimeout = yield* durationOption("closeTimeout", options?.closeTimeout ?? "10 seconds", true)
     const scope = yield* Effect.scope
     const context = yield* Effect.context<RdmaDriver>()
@@ -182,7 +194,10 @@ export const make = (
         Effect.matchCauseEffect({
           onFailure: (cause) => {
             remove(entry)
-            return Deferred.failCause(entry.made, cause).pipe(Effect.zipRight(close(entry)), Effect.zipRight(Effect.failCause(cause)))
+            return Deferred.failCause(entry.made, cause).pipe(
+              Effect.zipRight(close(entry)),
+              Effect.zipRight(Effect.failCause(cause))
+            )
           },
           onSuccess: (mr) => {
             entry.mr = mr
@@ -266,7 +281,9 @@ export const make = (
     // region still held then stays registered: its last user's release deregisters it.
     const awaitUsers = Effect.suspend(() => {
       if (live.size === 0) return Effect.void
-      const timeUp = Effect.interruptible(Effect.zipRight(Effect.sleep(closeTimeout), Deferred.done(drained, Exit.void)))
+      const timeUp = Effect.interruptible(
+        Effect.zipRight(Effect.sleep(closeTimeout), Deferred.done(drained, Exit.void))
+      )
       return Effect.forkDaemon(timeUp).pipe(
         Effect.tap(() => Deferred.await(drained)),
         Effect.flatMap(Fiber.interrupt),
@@ -295,9 +312,21 @@ export const make = (
     return {
       peer,
       register: <F extends Flag>(memory: Uint8Array, usage: Usage<F>) =>
-        Effect.acquireRelease(acquire(memory, usage), release) as Effect.Effect<LocalMr.LocalMr<F>, Failure, Scope.Scope>,
-      use: <F extends Flag, A, E, R>(memory: Uint8Array, usage: Usage<F>, f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>) =>
-        Effect.acquireUseRelease(acquire(memory, usage), f as (mr: LocalMr.LocalMr<any>) => Effect.Effect<A, E, R>, release),
+        Effect.acquireRelease(acquire(memory, usage), release) as Effect.Effect<
+          LocalMr.LocalMr<F>,
+          Failure,
+          Scope.Scope
+        >,
+      use: <F extends Flag, A, E, R>(
+        memory: Uint8Array,
+        usage: Usage<F>,
+        f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
+      ) =>
+        Effect.acquireUseRelease(
+          acquire(memory, usage),
+          f as (mr: LocalMr.LocalMr<any>) => Effect.Effect<A, E, R>,
+          release
+        ),
       size: Effect.sync(() => {
         let n = 0
         for (const byKey of entries.values()) n += byKey.size

@@ -5,10 +5,9 @@
  *
  * @since 0.1.0
  */
-import type { Pipeable } from "effect/Pipeable"
-import { PipeableBase } from "./internal/resource.js"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import type { Descriptor, InvalidDescriptorError } from "./Descriptor.js"
@@ -16,6 +15,7 @@ import type { RdmaDriver } from "./Driver.js"
 import type { RemoteMrHandle } from "./DriverModel.js"
 import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
+import { PipeableBase } from "./internal/resource.js"
 import type { RpmaError } from "./RdmaError.js"
 import * as Usages from "./Usage.js"
 import type { Flag, Usage } from "./Usage.js"
@@ -97,9 +97,7 @@ export class MissingUsageError extends Data.TaggedError("MissingUsageError")<{
 }> {
   override get message(): string {
     return `the remote region was registered for ${Usages.format(this.actual)}, which lacks ` +
-      `${Usages.format(this.required & ~this.actual)}: ask its owner to register it for ${
-        Usages.format(this.required)
-      }`
+      `${Usages.format(this.required & ~this.actual)}: ask its owner to register it for ${Usages.format(this.required)}`
   }
 }
 
@@ -116,16 +114,21 @@ export const fromDescriptor = (
   bytes: Uint8Array,
   options?: Descriptors.DecodeOptions
 ): Effect.Effect<RemoteMr, InvalidDescriptorError | RpmaError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(Descriptors.decode(bytes, options), (descriptor) =>
-    Effect.flatMap(instrument.driver, (driver) =>
-      Effect.acquireRelease(
-        Effect.flatMap(driver.mrRemoteFromDescriptor(bytes), (handle) =>
-          Effect.all({ size: driver.mrRemoteGetSize(handle), flushType: driver.mrRemoteGetFlushType(handle) }).pipe(
-            Effect.map(({ flushType, size }): RemoteMr => new RemoteRegion(handle, descriptor, descriptor.usage, size, flushType)),
-            Effect.tapError(() => deleteRemote(driver.mrRemoteDelete, handle))
-          )),
-        (mr) => deleteRemote(driver.mrRemoteDelete, mr.handle)
-      )))
+  Effect.flatMap(
+    Descriptors.decode(bytes, options),
+    (descriptor) =>
+      Effect.flatMap(instrument.driver, (driver) =>
+        Effect.acquireRelease(
+          Effect.flatMap(driver.mrRemoteFromDescriptor(bytes), (handle) =>
+            Effect.all({ size: driver.mrRemoteGetSize(handle), flushType: driver.mrRemoteGetFlushType(handle) }).pipe(
+              Effect.map(({ flushType, size }): RemoteMr =>
+                new RemoteRegion(handle, descriptor, descriptor.usage, size, flushType)
+              ),
+              Effect.tapError(() => deleteRemote(driver.mrRemoteDelete, handle))
+            )),
+          (mr) => deleteRemote(driver.mrRemoteDelete, mr.handle)
+        ))
+  )
 
 const deleteRemote = (remoteDelete: (mr: RemoteMrHandle) => Effect.Effect<void, RpmaError>, handle: RemoteMrHandle) =>
   release("rpma_mr_remote_delete", "a remote region", remoteDelete(handle))
@@ -146,8 +149,9 @@ const deleteRemote = (remoteDelete: (mr: RemoteMrHandle) => Effect.Effect<void, 
  * @since 0.1.0
  * @category refinements
  */
-export const require = <G extends Flag>(usage: Usage<G>) =>
-<F extends Flag>(mr: RemoteMr<F>): Effect.Effect<RemoteMr<F | G>, MissingUsageError> =>
-  Usages.includes(mr.usage, usage)
-    ? Effect.succeed(mr as RemoteMr<F | G>)
-    : Effect.fail(new MissingUsageError({ required: usage, actual: mr.usage }))
+export const require =
+  <G extends Flag>(usage: Usage<G>) =>
+  <F extends Flag>(mr: RemoteMr<F>): Effect.Effect<RemoteMr<F | G>, MissingUsageError> =>
+    Usages.includes(mr.usage, usage)
+      ? Effect.succeed(mr as RemoteMr<F | G>)
+      : Effect.fail(new MissingUsageError({ required: usage, actual: mr.usage }))

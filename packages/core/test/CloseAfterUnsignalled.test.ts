@@ -30,10 +30,21 @@ const pair = Effect.gen(function*() {
   const client = yield* Scope.extend(Connection.connect(clientPeer, address, ep.port, options), clientScope)
   yield* Fiber.join(accepting)
   const src = yield* Scope.extend(LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC), clientScope)
-  const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(Effect.flatMap(RemoteMr.require(usage)))
+  const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target)).pipe(
+    Effect.flatMap(RemoteMr.require(usage))
+  )
   const posted: Array<Connection.Posted> = []
   for (let i = 0; i < 8; i++) {
-    posted.push(yield* Connection.postWrite(client, { dst: remote, dstOffset: i * 8, src, srcOffset: i * 8, length: 8, completion: "onError" }))
+    posted.push(
+      yield* Connection.postWrite(client, {
+        dst: remote,
+        dstOffset: i * 8,
+        src,
+        srcOffset: i * 8,
+        length: 8,
+        completion: "onError"
+      })
+    )
   }
   return { client, serverScope, clientScope, last: posted[posted.length - 1]! }
 })
@@ -46,7 +57,10 @@ const unknownOutcome = (exit: Exit.Exit<unknown, unknown>) => {
   const error = (exit as Exit.Failure<unknown, { _tag: string; message: string; unsignalled?: boolean }>).cause as any
   assert.strictEqual(error.error._tag, "ConnectionClosedError")
   assert.isTrue(error.error.unsignalled)
-  assert.match(error.error.message, /rpma_write: the connection was closed before this unsignalled request .* its outcome is unknown/)
+  assert.match(
+    error.error.message,
+    /rpma_write: the connection was closed before this unsignalled request .* its outcome is unknown/
+  )
 }
 
 describe("a close after successful unsignalled requests", () => {
@@ -63,7 +77,9 @@ describe("a close after successful unsignalled requests", () => {
     inWorld(Effect.gen(function*() {
       const { clientScope, last, serverScope } = yield* pair
       // The client's end fails what is still pending once it has drained what reports by itself.
-      const took = yield* clockTime(Scope.close(serverScope, Exit.void).pipe(Effect.zipRight(Effect.exit(last.completion))))
+      const took = yield* clockTime(
+        Scope.close(serverScope, Exit.void).pipe(Effect.zipRight(Effect.exit(last.completion)))
+      )
       assert.isBelow(took, TIMEOUT_MS / 2, `the client's end took ${took} ms of the TestClock`)
       unknownOutcome(yield* Effect.exit(last.completion))
       yield* Scope.close(clientScope, Exit.void)

@@ -3,8 +3,8 @@
  * every resource accounted for by the leak ledger after each case.
  */
 import { CmEndpoint, CmListener, RemoteKey, Tracing } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, type Duration, Effect, Exit, Fiber, Layer, Option, Stream, TestClock, Tracer } from "effect"
 
@@ -17,7 +17,9 @@ const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 /** Moves the TestClock on by `step` until `fiber` is done (the test's timeout bounds it); its result. */
 const untilDone = <A, E>(fiber: Fiber.RuntimeFiber<A, E>, step: Duration.DurationInput) =>
-  Effect.repeat(TestClock.adjust(step), { until: () => fiber.unsafePoll() !== null }).pipe(Effect.zipRight(Fiber.join(fiber)))
+  Effect.repeat(TestClock.adjust(step), { until: () => fiber.unsafePoll() !== null }).pipe(
+    Effect.zipRight(Fiber.join(fiber))
+  )
 
 /**
  * A connected pair: the server's request gets a message region and a receive posted before it is
@@ -157,11 +159,14 @@ describe("CmEndpoint", () => {
       yield* p.serverFirst.completion
       const slots = yield* Effect.forEach([0, 1, 2, 3], () => CmEndpoint.registerMessages(p.server, new Uint8Array(8)))
       const receiving = yield* Effect.fork(CmEndpoint.recvMany(p.server, slots.map((dst) => ({ dst }))))
-      const messages = yield* Effect.forEach([0, 1, 2, 3], (i) =>
-        Effect.map(CmEndpoint.registerMessages(p.client, new Uint8Array(8)), (mr) => {
-          mr.memory.set(bytesOf(`msg${i}`))
-          return mr
-        }))
+      const messages = yield* Effect.forEach(
+        [0, 1, 2, 3],
+        (i) =>
+          Effect.map(CmEndpoint.registerMessages(p.client, new Uint8Array(8)), (mr) => {
+            mr.memory.set(bytesOf(`msg${i}`))
+            return mr
+          })
+      )
       yield* CmEndpoint.postSend(p.client, { segments: [{ mr: messages[0]!, length: 4 }], completion: "onError" })
       yield* CmEndpoint.postSend(p.client, { segments: [{ mr: messages[1]!, length: 4 }], completion: "onError" })
       const last = yield* CmEndpoint.postSend(p.client, { segments: [{ mr: messages[2]!, length: 4 }] })
@@ -227,9 +232,13 @@ describe("CmEndpoint", () => {
           const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
             const p = yield* connectedPair()
             // Sends waiting for receives the server never posts, a write, and a receive: in flight.
-            yield* Effect.fork(CmEndpoint.sendMany(p.client, Array.from({ length: 8 }, () => ({ src: p.clientOutbox, length: 4 }))))
+            yield* Effect.fork(
+              CmEndpoint.sendMany(p.client, Array.from({ length: 8 }, () => ({ src: p.clientOutbox, length: 4 })))
+            )
             const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
-            yield* Effect.fork(CmEndpoint.write(p.client, { src: p.clientOutbox, dst: RemoteKey.make(target), length: 8 }))
+            yield* Effect.fork(
+              CmEndpoint.write(p.client, { src: p.clientOutbox, dst: RemoteKey.make(target), length: 8 })
+            )
             yield* CmEndpoint.recv(p.client, { dst: p.clientInbox })
           })))
           for (let i = 0; i < at; i++) yield* Effect.yieldNow()
@@ -295,12 +304,23 @@ describe("CmEndpoint", () => {
       })
       yield* inWorld(connectedPair()).pipe(Effect.withTracer(recording))
       const names = spans.map((s) => s.name)
-      for (const call of ["rdma_listen", "rdma_create_ep", "rdma_connect", "rdma_accept", "rdma_disconnect", "rdma_destroy_ep"]) {
+      for (
+        const call of [
+          "rdma_listen",
+          "rdma_create_ep",
+          "rdma_connect",
+          "rdma_accept",
+          "rdma_disconnect",
+          "rdma_destroy_ep"
+        ]
+      ) {
         assert.include(names, call)
       }
       // Per operation, when asked for: rdma_post with the operation and its bytes.
       spans.length = 0
-      yield* inWorld(Effect.flatMap(connectedPair(), (p) => CmEndpoint.send(p.client, { src: p.clientOutbox, length: 5 }))).pipe(
+      yield* inWorld(
+        Effect.flatMap(connectedPair(), (p) => CmEndpoint.send(p.client, { src: p.clientOutbox, length: 5 }))
+      ).pipe(
         Effect.provide(Tracing.layerPerOperation),
         Effect.withTracer(recording)
       )
@@ -315,7 +335,9 @@ describe("CmEndpoint", () => {
     inWorld(Effect.gen(function*() {
       const listener = yield* CmListener.make(address, 0)
       const started = yield* Clock.currentTimeMillis
-      const opening = yield* Effect.fork(Effect.flip(Effect.scoped(CmEndpoint.connect(address, listener.port, { timeout: "300 millis" }))))
+      const opening = yield* Effect.fork(
+        Effect.flip(Effect.scoped(CmEndpoint.connect(address, listener.port, { timeout: "300 millis" })))
+      )
       const error = yield* untilDone(opening, "10 millis")
       const waited = (yield* Clock.currentTimeMillis) - started
       assert.strictEqual(error.errnoName, "ETIMEDOUT")
@@ -339,13 +361,19 @@ describe("CmEndpoint", () => {
       const p = yield* connectedPair({ maxSendWr: 4, maxRecvWr: 48 })
       yield* CmEndpoint.send(p.client, { src: p.clientOutbox, length: 1 })
       yield* p.serverFirst.completion
-      const slots = yield* Effect.forEach(Array.from({ length: 40 }), () => CmEndpoint.registerMessages(p.server, new Uint8Array(4)))
+      const slots = yield* Effect.forEach(
+        Array.from({ length: 40 }),
+        () => CmEndpoint.registerMessages(p.server, new Uint8Array(4))
+      )
       const receiving = yield* Effect.fork(CmEndpoint.recvMany(p.server, slots.map((dst) => ({ dst }))))
-      const messages = yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => i), (i) =>
-        Effect.map(CmEndpoint.registerMessages(p.client, new Uint8Array(4)), (mr) => {
-          new DataView(mr.memory.buffer).setUint32(0, i, true)
-          return mr
-        }))
+      const messages = yield* Effect.forEach(
+        Array.from({ length: 40 }, (_, i) => i),
+        (i) =>
+          Effect.map(CmEndpoint.registerMessages(p.client, new Uint8Array(4)), (mr) => {
+            new DataView(mr.memory.buffer).setUint32(0, i, true)
+            return mr
+          })
+      )
       let last: CmEndpoint.Posted | undefined
       for (const mr of messages.slice(0, 20)) {
         last = yield* CmEndpoint.postSend(p.client, { segments: [{ mr, length: 4 }], completion: "onError" })
@@ -374,7 +402,12 @@ describe("CmEndpoint's state", () => {
       assert.strictEqual(yield* CmEndpoint.state(server), "Connected")
       yield* Fiber.join(connecting)
       yield* CmEndpoint.close(client)
-      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(seen)), ["Connecting", "Connected", "Closing", "Closed"])
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(seen)), [
+        "Connecting",
+        "Connected",
+        "Closing",
+        "Closed"
+      ])
       // Ended: the stream of a closed endpoint is its final state alone.
       assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Stream.runCollect(CmEndpoint.changes(client))), ["Closed"])
     })))

@@ -57,10 +57,18 @@ export const typeTests = () => [
   ep.pipe(CmEndpoint.establish({ privateData: memory })),
   ep.pipe(CmEndpoint.establish()),
   CmListener.accept(request) satisfies Effect.Effect<CmEndpoint.CmEndpoint, unknown, Driver.RdmaDriver>,
-  request.pipe(CmListener.accept({ privateData: memory })) satisfies Effect.Effect<CmEndpoint.CmEndpoint, unknown, Driver.RdmaDriver>,
+  request.pipe(CmListener.accept({ privateData: memory })) satisfies Effect.Effect<
+    CmEndpoint.CmEndpoint,
+    unknown,
+    Driver.RdmaDriver
+  >,
   CmListener.reject(request, { privateData: memory }),
   request.pipe(CmListener.reject()),
-  CmListener.serve(listener, handle, { concurrency: 2 }) satisfies Effect.Effect<never, RdmaError.RdmaCmError, Driver.RdmaDriver>,
+  CmListener.serve(listener, handle, { concurrency: 2 }) satisfies Effect.Effect<
+    never,
+    RdmaError.RdmaCmError,
+    Driver.RdmaDriver
+  >,
   listener.pipe(CmListener.serve(handle)) satisfies Effect.Effect<never, RdmaError.RdmaCmError, Driver.RdmaDriver>,
   // @ts-expect-error the data-last form checks its arguments as the data-first one does
   ep.pipe(CmEndpoint.send({ src: readable, length: 8 })),

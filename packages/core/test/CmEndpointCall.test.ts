@@ -9,7 +9,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Tracer } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
-const text = (bytes: Uint8Array, length: number, offset = 0) => new TextDecoder().decode(bytes.subarray(offset, offset + length))
+const text = (bytes: Uint8Array, length: number, offset = 0) =>
+  new TextDecoder().decode(bytes.subarray(offset, offset + length))
 const bytesOf = (s: string) => new TextEncoder().encode(s)
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -58,7 +59,11 @@ describe("CmEndpoint.call / reply", () => {
             send: round < 2
               ? { src: p.serverOutbox, length: answer.length, imm: round }
               : {
-                segments: [{ mr: p.serverOutbox, offset: 0, length: 3 }, { mr: p.serverOutbox, offset: 3, length: answer.length - 3 }],
+                segments: [{ mr: p.serverOutbox, offset: 0, length: 3 }, {
+                  mr: p.serverOutbox,
+                  offset: 3,
+                  length: answer.length - 3
+                }],
                 imm: 0xfeedface
               }
           })
@@ -73,8 +78,16 @@ describe("CmEndpoint.call / reply", () => {
           round < 2
             ? { send: { src: p.clientOutbox, length: word.length }, recv: { dst: p.clientInbox } }
             : {
-              send: { segments: [{ mr: p.clientOutbox, offset: 0, length: 2 }, { mr: p.clientOutbox, offset: 2, length: word.length - 2 }] },
-              recv: { segments: [{ mr: p.clientInbox, offset: 0, length: 4 }, { mr: p.clientInbox, offset: 4, length: 60 }] }
+              send: {
+                segments: [{ mr: p.clientOutbox, offset: 0, length: 2 }, {
+                  mr: p.clientOutbox,
+                  offset: 2,
+                  length: word.length - 2
+                }]
+              },
+              recv: {
+                segments: [{ mr: p.clientInbox, offset: 0, length: 4 }, { mr: p.clientInbox, offset: 4, length: 60 }]
+              }
             }
         )
         assert.strictEqual(answer.byteLength, word.length)
@@ -95,17 +108,28 @@ describe("CmEndpoint.call / reply", () => {
       const readable = yield* CmEndpoint.registerRead(p.client, new Uint8Array(16))
       const send = { src: p.clientOutbox, length: 4 }
       const recv = { dst: p.clientInbox }
-      const kind = yield* Effect.flip(CmEndpoint.call(p.client, { send, recv: { dst: readable as unknown as CmEndpoint.MessageRegion } }))
+      const kind = yield* Effect.flip(
+        CmEndpoint.call(p.client, { send, recv: { dst: readable as unknown as CmEndpoint.MessageRegion } })
+      )
       assert.strictEqual(kind._tag, "CmRegionError")
       assert.strictEqual((kind as CmEndpoint.CmRegionError).reason, "Kind")
       const other = yield* Effect.flip(CmEndpoint.call(p.client, { send: { src: p.serverOutbox, length: 4 }, recv }))
       assert.strictEqual(other._tag, "CmRegionError")
       assert.strictEqual((other as CmEndpoint.CmRegionError).reason, "OtherEndpoint")
-      const tooLong = yield* Effect.flip(CmEndpoint.call(p.client, { send: { src: p.clientOutbox, length: 100, inline: true }, recv }))
+      const tooLong = yield* Effect.flip(
+        CmEndpoint.call(p.client, { send: { src: p.clientOutbox, length: 100, inline: true }, recv })
+      )
       assert.strictEqual(tooLong._tag, "OutOfRangeError")
-      const outside = yield* Effect.flip(CmEndpoint.reply(p.server, { send: { src: p.serverOutbox, length: 4 }, recv: { dst: p.serverInbox, offset: 120, length: 64 } }))
+      const outside = yield* Effect.flip(
+        CmEndpoint.reply(p.server, {
+          send: { src: p.serverOutbox, length: 4 },
+          recv: { dst: p.serverInbox, offset: 120, length: 64 }
+        })
+      )
       assert.strictEqual(outside._tag, "OutOfRangeError")
-      const missing = yield* Effect.flip(CmEndpoint.reply(p.server, { send: { src: p.serverOutbox, length: 4 } } as unknown as CmEndpoint.ExchangeArgs))
+      const missing = yield* Effect.flip(
+        CmEndpoint.reply(p.server, { send: { src: p.serverOutbox, length: 4 } } as unknown as CmEndpoint.ExchangeArgs)
+      )
       assert.strictEqual(missing._tag, "RdmaCmError")
       assert.match(missing.message, /name a send and a recv/)
       // Nothing was posted: the server's first receive takes the next real message, and a receive
@@ -171,7 +195,10 @@ describe("CmEndpoint.call / reply", () => {
       const answering = yield* Effect.fork(Effect.gen(function*() {
         yield* p.serverFirst.completion
         p.serverOutbox.memory.set(bytesOf("done"))
-        return yield* CmEndpoint.reply(p.server, { send: { src: p.serverOutbox, length: 4 }, recv: { dst: p.serverInbox, offset: 64, length: 64 } })
+        return yield* CmEndpoint.reply(p.server, {
+          send: { src: p.serverOutbox, length: 4 },
+          recv: { dst: p.serverInbox, offset: 64, length: 64 }
+        })
       }))
       p.clientOutbox.memory.set(bytesOf("last"))
       const answer = yield* bounded(CmEndpoint.call(p.client, exchange))
@@ -202,7 +229,9 @@ describe("CmEndpoint.call / reply", () => {
           })
         }))
         p.clientOutbox.memory.set(bytesOf("traced"))
-        yield* Tracing.withPerOperation(CmEndpoint.call(p.client, { send: { src: p.clientOutbox, length: 6 }, recv: { dst: p.clientInbox } }))
+        yield* Tracing.withPerOperation(
+          CmEndpoint.call(p.client, { send: { src: p.clientOutbox, length: 6 }, recv: { dst: p.clientInbox } })
+        )
         yield* Fiber.join(echo)
       })).pipe(Effect.withTracer(recording))
       const posts = spans.filter((s) => s.name === "rdma_post")

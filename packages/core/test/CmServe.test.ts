@@ -4,8 +4,8 @@
  * gone before its accept; every resource accounted for by the leak ledger after each case.
  */
 import { CmEndpoint, CmListener, type RdmaError } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Deferred, Effect, Exit, Fiber, Schedule, Scope } from "effect"
 
@@ -53,7 +53,10 @@ const endpointsSettle = (clients: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     d.live.pipe(
       Effect.repeat({ until: (live) => live.cmEndpoints === clients, schedule: Schedule.spaced("5 millis") }),
-      Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => new Error(`endpoints alive besides ${clients} clients`) })
+      Effect.timeoutFail({
+        duration: "2 seconds",
+        onTimeout: () => new Error(`endpoints alive besides ${clients} clients`)
+      })
     ))
 
 const allZero = Effect.flatMap(Driver.RdmaDriver, (d) => d.live).pipe(
@@ -81,7 +84,11 @@ describe("CmListener.serve", () => {
       const gate = yield* Deferred.make<void>()
       const server = yield* Effect.fork(CmListener.serve(
         listener,
-        (request) => CmListener.accept(request).pipe(Effect.zipRight(Deferred.succeed(accepted, undefined)), Effect.zipRight(Deferred.await(gate))),
+        (request) =>
+          CmListener.accept(request).pipe(
+            Effect.zipRight(Deferred.succeed(accepted, undefined)),
+            Effect.zipRight(Deferred.await(gate))
+          ),
         { concurrency: 1 }
       ))
       yield* Effect.scoped(CmEndpoint.connect(address, listener.port)).pipe(Effect.fork)
@@ -90,8 +97,16 @@ describe("CmListener.serve", () => {
       // The second client has asked, and the server, its only handler busy since long before, has
       // asked the listener for no request after the first (a server that took one would have).
       yield* until(Effect.map(control.calls("rdma_connect"), (n) => n === 2))
-      assert.strictEqual(yield* control.calls("rdma_get_request"), 1, "the server took a request while its only handler was busy")
-      assert.strictEqual((yield* Fiber.poll(second))._tag, "None", "a second client connected while the only handler was busy")
+      assert.strictEqual(
+        yield* control.calls("rdma_get_request"),
+        1,
+        "the server took a request while its only handler was busy"
+      )
+      assert.strictEqual(
+        (yield* Fiber.poll(second))._tag,
+        "None",
+        "a second client connected while the only handler was busy"
+      )
       yield* Deferred.succeed(gate, undefined)
       yield* Fiber.join(second)
       yield* Fiber.interrupt(server)
@@ -121,7 +136,10 @@ describe("CmListener.serve", () => {
       const waiting = yield* Effect.fork(CmEndpoint.recv(first, { dst: inbox }))
       yield* Effect.scoped(CmEndpoint.connect(address, listener.port, { privateData: bytesOf("fail") }))
       const exit = yield* Fiber.await(server)
-      assert.isTrue(Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error._tag === "Boom", String(exit))
+      assert.isTrue(
+        Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error._tag === "Boom",
+        String(exit)
+      )
       // The first handler was interrupted: its request disconnected and destroyed.
       const ended = yield* Effect.flip(Fiber.join(waiting))
       assert.strictEqual(ended._tag, "ConnectionClosedError")
@@ -133,17 +151,29 @@ describe("CmListener.serve", () => {
       const left = yield* Effect.scoped(Effect.gen(function*() {
         const listener = yield* CmListener.make(address, 0)
         const accepted = yield* Deferred.make<void>()
-        const server = yield* Effect.fork(CmListener.serve(listener, (request) =>
-          text(request.privateData, 4) === "wait"
-            ? Effect.never // left unanswered
-            : Effect.zipRight(CmListener.accept(request), Effect.zipRight(Deferred.succeed(accepted, undefined), Effect.never))))
+        const server = yield* Effect.fork(
+          CmListener.serve(listener, (request) =>
+            text(request.privateData, 4) === "wait"
+              ? Effect.never // left unanswered
+              : Effect.zipRight(
+                CmListener.accept(request),
+                Effect.zipRight(Deferred.succeed(accepted, undefined), Effect.never)
+              ))
+        )
         const first = yield* CmEndpoint.connect(address, listener.port)
         yield* Deferred.await(accepted)
         const inbox = yield* CmEndpoint.registerMessages(first, new Uint8Array(8))
         const waiting = yield* Effect.fork(CmEndpoint.recv(first, { dst: inbox }))
-        const unanswered = yield* Effect.fork(Effect.scoped(CmEndpoint.connect(address, listener.port, { privateData: bytesOf("wait") })))
+        const unanswered = yield* Effect.fork(
+          Effect.scoped(CmEndpoint.connect(address, listener.port, { privateData: bytesOf("wait") }))
+        )
         // Its request taken: the server's third rdma_get_request waits for a next one.
-        yield* until(Effect.flatMap(SimulatedDriver.SimulationControl, (c) => Effect.map(c.calls("rdma_get_request"), (n) => n === 3)))
+        yield* until(
+          Effect.flatMap(
+            SimulatedDriver.SimulationControl,
+            (c) => Effect.map(c.calls("rdma_get_request"), (n) => n === 3)
+          )
+        )
         yield* Fiber.interrupt(server)
         assert.strictEqual((yield* Effect.flip(Fiber.join(waiting)))._tag, "ConnectionClosedError")
         assert.strictEqual((yield* Effect.flip(Fiber.join(unanswered))).errnoName, "ECONNREFUSED")

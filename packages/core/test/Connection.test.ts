@@ -2,8 +2,8 @@
  * Connections and the data path on the simulated fabric: two peers in one process.
  */
 import { Connection, Descriptor, Listener, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
-import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { asleepUntil, endsAfter } from "./clock.js"
@@ -22,7 +22,9 @@ describe("connections", () => {
       const serverPeer = yield* Peer.make(address)
       const clientPeer = yield* Peer.make(address)
       const ep = yield* Listener.make(serverPeer, address, 7471)
-      const accepting = yield* Effect.fork(Listener.acceptNext(ep, { privateData: new TextEncoder().encode("welcome") }))
+      const accepting = yield* Effect.fork(
+        Listener.acceptNext(ep, { privateData: new TextEncoder().encode("welcome") })
+      )
       const server = yield* Effect.scoped(Effect.gen(function*() {
         const client = yield* Connection.connect(clientPeer, address, ep.port, {
           privateData: new TextEncoder().encode("hello")
@@ -57,7 +59,9 @@ describe("connections", () => {
       const serverPeer = yield* Peer.make(address)
       const clientPeer = yield* Peer.make(address)
       const ep = yield* Listener.make(serverPeer, address, 7472)
-      const connecting = yield* Effect.fork(Effect.flip(Effect.scoped(Connection.connect(clientPeer, address, ep.port, { timeout: "30 seconds" }))))
+      const connecting = yield* Effect.fork(
+        Effect.flip(Effect.scoped(Connection.connect(clientPeer, address, ep.port, { timeout: "30 seconds" })))
+      )
       yield* asleepUntil((yield* Clock.currentTimeMillis) + 30_000)
       assert.strictEqual((yield* endsAfter(connecting, 30_000))._tag, "ConnectionFailedError")
     })))
@@ -95,9 +99,13 @@ describe("operations", () => {
       const { client, remote, target } = yield* pair()
       yield* Connection.atomicWrite(client, { dst: remote, offset: 64, value: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8) })
       assert.deepStrictEqual(Array.from(target.memory.subarray(64, 72)), [1, 2, 3, 4, 5, 6, 7, 8])
-      const misaligned = yield* Effect.flip(Connection.atomicWrite(client, { dst: remote, offset: 63, value: new Uint8Array(8) }))
+      const misaligned = yield* Effect.flip(
+        Connection.atomicWrite(client, { dst: remote, offset: 63, value: new Uint8Array(8) })
+      )
       assert.strictEqual(misaligned._tag, "OutOfRangeError")
-      const short = yield* Effect.flip(Connection.atomicWrite(client, { dst: remote, offset: 64, value: new Uint8Array(4) }))
+      const short = yield* Effect.flip(
+        Connection.atomicWrite(client, { dst: remote, offset: 64, value: new Uint8Array(4) })
+      )
       assert.strictEqual(short._tag, "OutOfRangeError")
     })))
 
@@ -131,10 +139,14 @@ describe("operations", () => {
       const forged = yield* RemoteMr.fromDescriptor(Descriptor.encode({ ...d, address: d.address + 65536n })).pipe(
         Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
       )
-      const error = yield* Effect.flip(Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 }))
+      const error = yield* Effect.flip(
+        Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 })
+      )
       assert.strictEqual(error._tag, "CompletionError")
       assert.match(error.message, /IBV_WC_REM_ACCESS_ERR \(10\): the remote region refused/)
-      const next = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 16 }))
+      const next = yield* Effect.flip(
+        Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 16 })
+      )
       assert.strictEqual(next._tag === "CompletionError" && next.statusName, "IBV_WC_WR_FLUSH_ERR")
       // A failed completion is no connection event: the state changes on rdma_cm's word, or a close.
       assert.strictEqual(yield* Connection.state(client), "Connected")
@@ -149,7 +161,9 @@ describe("operations", () => {
         Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
       )
       const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
-      const error = yield* Effect.flip(Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 }))
+      const error = yield* Effect.flip(
+        Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 })
+      )
       assert.strictEqual(error._tag === "CompletionError" && error.status, 10)
     })))
 
@@ -176,11 +190,17 @@ describe("operations", () => {
   it.effect("a persistent flush needs a peer that writes directly to persistent memory", () =>
     inWorld(Effect.gen(function*() {
       const { client, serverPeer } = yield* pair()
-      const pmem = yield* LocalMr.allocate(serverPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT))
+      const pmem = yield* LocalMr.allocate(
+        serverPeer,
+        4096,
+        Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT)
+      )
       const remote = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(pmem)).pipe(
         Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
       )
-      const error = yield* Effect.flip(Connection.flush(client, { type: "persistent", dst: remote, dstOffset: 0, length: 64 }))
+      const error = yield* Effect.flip(
+        Connection.flush(client, { type: "persistent", dst: remote, dstOffset: 0, length: 64 })
+      )
       assert.strictEqual(error._tag, "RpmaNoSupportError")
     })))
 
@@ -204,7 +224,9 @@ describe("operations", () => {
       const recording: Driver.Driver = {
         ...driver,
         postMany: (conn, requests) => {
-          for (const request of requests) asked.push(("completion" in request ? request.completion : undefined) ?? "always")
+          for (const request of requests) {
+            asked.push(("completion" in request ? request.completion : undefined) ?? "always")
+          }
           return driver.postMany(conn, requests)
         }
       }
@@ -237,11 +259,15 @@ describe("a lost connection", () => {
       const waiting = yield* Effect.fork(Effect.flip(Connection.recv(server, { dst: inbox, offset: 0, length: 256 })))
       const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
       yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
-      const lost = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 }))
+      const lost = yield* Effect.flip(
+        Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 })
+      )
       assert.include(["ConnectionClosedError", "CompletionError"], lost._tag)
       const pending = yield* Fiber.join(waiting)
       assert.include(["ConnectionClosedError", "CompletionError"], pending._tag)
-      const later = yield* Effect.flip(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 }))
+      const later = yield* Effect.flip(
+        Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 })
+      )
       assert.strictEqual(later._tag, "ConnectionClosedError")
       assert.strictEqual(yield* Connection.state(client), "Lost")
       assert.strictEqual(yield* Connection.state(server), "Lost")
@@ -249,7 +275,10 @@ describe("a lost connection", () => {
 
   it.effect("a completion channel that fails ends the connection as LOST, with the channel's error as the cause", () => {
     // The simulated driver, with a channel whose wait fails: what a failing rpma_cq_wait does.
-    const failing = new RdmaError.RpmaProviderError({ operation: "rpma_cq_wait", detail: "the completion channel failed" })
+    const failing = new RdmaError.RpmaProviderError({
+      operation: "rpma_cq_wait",
+      detail: "the completion channel failed"
+    })
     const withFailingChannel = Layer.effect(
       Driver.RdmaDriver,
       Effect.map(Driver.RdmaDriver, (driver): Driver.Driver => ({
@@ -277,7 +306,9 @@ describe("a lost connection", () => {
       const { client, clientPeer, remote } = yield* pair()
       const dst = yield* LocalMr.allocate(clientPeer, 4096, Usage.READ_DST)
       yield* SimulatedDriver.fail({ operation: "rpma_read", nth: 1, completionStatus: 12 })
-      const error = yield* Effect.flip(Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 64 }))
+      const error = yield* Effect.flip(
+        Connection.read(client, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: 64 })
+      )
       assert.strictEqual(error._tag === "CompletionError" && error.statusName, "IBV_WC_RETRY_EXC_ERR")
     })))
 })

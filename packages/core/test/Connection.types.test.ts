@@ -2,7 +2,7 @@
  * Type tests: compiled by `pnpm check`; each `@ts-expect-error` fails the build if the line compiles.
  * The operations taking a resource first are dual: data-first and data-last have one type.
  */
-import { Admission, Connection, Listener, type LocalMr, type RemoteMr } from "@effect-rdma/core"
+import { type Admission, Connection, Listener, type LocalMr, type RemoteMr } from "@effect-rdma/core"
 import { describe, expect, it } from "@effect/vitest"
 import type { Effect } from "effect"
 
@@ -17,7 +17,8 @@ declare const dst: RemoteMr.RemoteMr<"WRITE_DST">
 declare const visible: RemoteMr.RemoteMr<"FLUSH_TYPE_VISIBILITY">
 declare const persistent: RemoteMr.RemoteMr<"FLUSH_TYPE_PERSISTENT">
 
-declare const write: Connection.WriteArgs
+// A write's arguments as a program writes them: its regions' usages are what the verb needs.
+const write: Connection.WriteArgs = { src, dst, length: 8 }
 
 export const typeTests = () => [
   // Both forms of a dual operation have the same type.
@@ -60,7 +61,11 @@ export const acceptErrors = () => [
     unknown
   >,
   // @ts-expect-error with an admission, AdmissionRefusedError is among its errors
-  Listener.accept(request, { admission }) satisfies Effect.Effect<Connection.Connection, Listener.AcceptErrorOf<{}>, unknown>
+  Listener.accept(request, { admission }) satisfies Effect.Effect<
+    Connection.Connection,
+    Listener.AcceptErrorOf<{}>,
+    unknown
+  >
 ]
 
 describe("Connection types", () => {

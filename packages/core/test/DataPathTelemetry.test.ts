@@ -73,12 +73,22 @@ describe("data-path telemetry", () => {
       const writes = count(RdmaMetrics.operations, { operation: "rpma_write" })
       const bytes = count(RdmaMetrics.operationBytes, { operation: "rpma_write" })
       const total = count(RdmaMetrics.operations)
-      const failures = count(RdmaMetrics.operationFailures, { operation: "rpma_write", "error.type": "CompletionError" })
+      const failures = count(RdmaMetrics.operationFailures, {
+        operation: "rpma_write",
+        "error.type": "CompletionError"
+      })
       const before = { writes: yield* writes, bytes: yield* bytes, total: yield* total, failures: yield* failures }
       // Requests and bytes: with per-operation telemetry on.
       yield* Effect.gen(function*() {
         yield* Connection.write(client, { dst: remote, src, length: 100 })
-        yield* Connection.writeMany(client, [{ dstOffset: 0, srcOffset: 0, length: 10 }, { dstOffset: 10, srcOffset: 0, length: 20 }].map((span) => ({ dst: remote, src, ...span })))
+        yield* Connection.writeMany(
+          client,
+          [{ dstOffset: 0, srcOffset: 0, length: 10 }, { dstOffset: 10, srcOffset: 0, length: 20 }].map((span) => ({
+            dst: remote,
+            src,
+            ...span
+          }))
+        )
       }).pipe(Tracing.withPerOperation)
       const counted = { writes: yield* writes, bytes: yield* bytes }
       // Failures: always. The write before the fault is not counted, tracing off.
@@ -97,11 +107,17 @@ describe("data-path telemetry", () => {
     inWorld(Effect.gen(function*() {
       const { client, clientPeer, remote } = yield* Conformance.connectedPair(address, 7493)
       const src = yield* LocalMr.allocate(clientPeer, 64, Usage.WRITE_SRC)
-      const refusals = (operation: string) => count(RdmaMetrics.operationFailures, { operation, "error.type": "OutOfRangeError" })
+      const refusals = (operation: string) =>
+        count(RdmaMetrics.operationFailures, { operation, "error.type": "OutOfRangeError" })
       const before = { write: yield* refusals("rpma_write"), flush: yield* refusals("rpma_flush") }
       const beyond = yield* Effect.flip(Connection.write(client, { dst: remote, src, srcOffset: 60, length: 8 }))
       assert.strictEqual(beyond._tag, "OutOfRangeError")
-      const batch = yield* Effect.flip(Connection.writeMany(client, [{ dstOffset: -1, srcOffset: 0, length: 1 }].map((span) => ({ dst: remote, src, ...span }))))
+      const batch = yield* Effect.flip(
+        Connection.writeMany(
+          client,
+          [{ dstOffset: -1, srcOffset: 0, length: 1 }].map((span) => ({ dst: remote, src, ...span }))
+        )
+      )
       assert.strictEqual(batch._tag, "OutOfRangeError")
       const prepared = yield* Effect.flip(Connection.prepareWrite(client, { dst: remote, src, length: 65 }))
       assert.strictEqual(prepared._tag, "OutOfRangeError")

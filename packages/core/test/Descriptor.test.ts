@@ -74,10 +74,15 @@ describe("Descriptor", () => {
 
   it.prop(
     "round trips are exact",
-    [fc.bigUint(2n ** 64n - 1n), fc.bigUint(2n ** 64n - 1n), fc.integer({ min: 0, max: 0xffffffff }), fc.integer({
-      min: 1,
-      max: 0xff
-    })],
+    [
+      fc.bigUint(2n ** 64n - 1n),
+      fc.bigUint(2n ** 64n - 1n),
+      fc.integer({ min: 0, max: 0xffffffff }),
+      fc.integer({
+        min: 1,
+        max: 0xff
+      })
+    ],
     ([address, length, rkey, usage]) => {
       const bytes = Descriptor.encode({ address, length, rkey, usage })
       assert.strictEqual(bytes.length, Descriptor.SIZE)

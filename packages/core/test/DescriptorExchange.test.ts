@@ -26,7 +26,13 @@ const exchange = (
   clients?: DescriptorExchange.Clients
 ) =>
   Effect.scoped(Effect.gen(function*() {
-    const { port } = yield* DescriptorExchange.serve({ host: "127.0.0.1", port: 0, tls: serverTls, offer: served, clients })
+    const { port } = yield* DescriptorExchange.serve({
+      host: "127.0.0.1",
+      port: 0,
+      tls: serverTls,
+      offer: served,
+      clients
+    })
     return yield* DescriptorExchange.fetch({ host: "127.0.0.1", port, tls: clientTls })
   }))
 
@@ -67,7 +73,10 @@ describe("DescriptorExchange", () => {
       assert.deepStrictEqual(ok.regions.log, log)
       assert.deepStrictEqual(ok.token, token)
       // What OpenSSL's verification said, as the refused client reads it.
-      const strangers = [["UNABLE_TO_GET_ISSUER_CERT", { ca: pem("ca") }], ["UNABLE_TO_VERIFY_LEAF_SIGNATURE", stranger]] as const
+      const strangers = [["UNABLE_TO_GET_ISSUER_CERT", { ca: pem("ca") }], [
+        "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+        stranger
+      ]] as const
       for (const [why, tls] of strangers) {
         const refused = yield* Effect.flip(exchange(server, tls, { ...offer, token }))
         assert.strictEqual(refused.reason, "Untrusted", refused.message)
@@ -101,15 +110,20 @@ describe("DescriptorExchange", () => {
         const raw = tls.createServer({ key: server.key, cert: server.cert }, (socket) => {
           socket.end(Buffer.concat([Buffer.from([0, 0, 0, 5]), Buffer.from("hello")]))
         })
-        raw.listen(0, "127.0.0.1", () => resume(Effect.succeed(Object.assign(raw, { port: (raw.address() as any).port }))))
+        raw.listen(0, "127.0.0.1", () =>
+          resume(Effect.succeed(Object.assign(raw, { port: (raw.address() as any).port }))))
       }),
-      (raw) => Effect.sync(() => raw.close())
+      (raw) =>
+        Effect.sync(() =>
+          raw.close()
+        )
     ).pipe(
-      Effect.flatMap((raw) => Effect.flip(DescriptorExchange.fetch({ host: "127.0.0.1", port: raw.port, tls: { ca: pem("ca") } }))),
+      Effect.flatMap((raw) =>
+        Effect.flip(DescriptorExchange.fetch({ host: "127.0.0.1", port: raw.port, tls: { ca: pem("ca") } }))
+      ),
       Effect.map((error) => assert.strictEqual(error.reason, "Protocol")),
       Effect.scoped
     ))
-
 
   it.live("a corrupted TLS record right after the offer: no uncaught error, the offer or an ExchangeError", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -184,7 +198,10 @@ describe("DescriptorExchange", () => {
     ["a region offered twice", { ...wire(), regions: [wire().regions[0], wire().regions[0]] }],
     ["a config value that is an object", { ...wire(), config: { nested: { a: 1 } } }],
     ["a config value that is null", { ...wire(), config: { n: null } }],
-    ["a config key __proto__", JSON.parse(`{"version":1,"rdma":{"address":"a","port":1},"regions":[],"config":{"__proto__":1}}`)],
+    [
+      "a config key __proto__",
+      JSON.parse(`{"version":1,"rdma":{"address":"a","port":1},"regions":[],"config":{"__proto__":1}}`)
+    ],
     ["a config that is an array", { ...wire(), config: [1, 2] }],
     ["no version", { ...wire(), version: 2 }],
     ["regions not an array", { ...wire(), regions: {} }],

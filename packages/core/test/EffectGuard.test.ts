@@ -18,16 +18,27 @@ const project = (version: string): string => {
   mkdirSync(join(effect, "dist"), { recursive: true })
   writeFileSync(
     join(effect, "package.json"),
-    JSON.stringify({ name: "effect", version, type: "module", exports: { "./package.json": "./package.json", "./*": "./dist/*.js" } })
+    JSON.stringify({
+      name: "effect",
+      version,
+      type: "module",
+      exports: { "./package.json": "./package.json", "./*": "./dist/*.js" }
+    })
   )
   mkdirSync(join(dir, "node_modules", "@effect-rdma"), { recursive: true })
   symlinkSync(core, join(dir, "node_modules", "@effect-rdma", "core"))
   const pkg = join(dir, "node_modules", "@effect-rdma", "example")
   mkdirSync(join(pkg, "dist"), { recursive: true })
   writeFileSync(join(pkg, "package.json"), JSON.stringify({ name: "@effect-rdma/example", type: "module" }))
-  writeFileSync(join(pkg, "dist", "Thing.js"), `import * as Either from "effect/Either"\nexport const right = Either.right\n`)
+  writeFileSync(
+    join(pkg, "dist", "Thing.js"),
+    `import * as Either from "effect/Either"\nexport const right = Either.right\n`
+  )
   writeFileSync(join(pkg, "dist", "index.js"), `export * as Thing from "./Thing.js"\n`)
-  const generated = spawnSync(process.execPath, [join(repo, "scripts", "guarded-entry.mjs")], { cwd: pkg, encoding: "utf8" })
+  const generated = spawnSync(process.execPath, [join(repo, "scripts", "guarded-entry.mjs")], {
+    cwd: pkg,
+    encoding: "utf8"
+  })
   assert.strictEqual(generated.status, 0, generated.stderr)
   return pkg
 }
@@ -38,8 +49,12 @@ const load = (file: string, how: "import" | "require") =>
     [
       "-e",
       how === "import" ?
-        `import(${JSON.stringify(file)}).then(() => console.log("loaded"), (e) => console.log(e._tag ?? e.code, e.message))` :
-        `try { require(${JSON.stringify(file)}); console.log("loaded") } catch (e) { console.log(e._tag ?? e.code, e.message) }`
+        `import(${
+          JSON.stringify(file)
+        }).then(() => console.log("loaded"), (e) => console.log(e._tag ?? e.code, e.message))` :
+        `try { require(${
+          JSON.stringify(file)
+        }); console.log("loaded") } catch (e) { console.log(e._tag ?? e.code, e.message) }`
     ],
     { encoding: "utf8", timeout: 60_000 }
   ).stdout
@@ -59,7 +74,11 @@ describe("effect-guard", () => {
     const pkg = project("4.1.5")
     for (const how of ["import", "require"] as const) {
       const out = load(join(pkg, "dist", "node.js"), how)
-      assert.match(out, /^UnsupportedEffectVersion @effect-rdma needs effect \^3\.22\.0, but found effect 4\.1\.5 /, how)
+      assert.match(
+        out,
+        /^UnsupportedEffectVersion @effect-rdma needs effect \^3\.22\.0, but found effect 4\.1\.5 /,
+        how
+      )
       assert.include(out, "npm install effect@^3.22.0", how)
     }
     // Without the entry, Node fails while linking, before any module runs: why the entry exists.
@@ -68,7 +87,10 @@ describe("effect-guard", () => {
 
   it("under a supported effect the entry loads the package itself", () => {
     const pkg = project("3.22.4")
-    writeFileSync(join(pkg, "..", "..", "effect", "dist", "Either.js"), "export const right = (a) => ({ _tag: \"Right\", right: a })\n")
+    writeFileSync(
+      join(pkg, "..", "..", "effect", "dist", "Either.js"),
+      "export const right = (a) => ({ _tag: \"Right\", right: a })\n"
+    )
     assert.strictEqual(load(join(pkg, "dist", "node.js"), "import").trim(), "loaded")
     assert.strictEqual(load(join(pkg, "dist", "node.js"), "require").trim(), "loaded")
   })

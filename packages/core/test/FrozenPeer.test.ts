@@ -15,7 +15,8 @@ const TIMEOUT_MS = 400
 const STEP_MS = TIMEOUT_MS / 40
 
 /** Closes `scope` with the TestClock moving: the TestClock time it took. */
-const closeDriven = (scope: Scope.CloseableScope) => Effect.map(driven(Scope.close(scope, Exit.void), STEP_MS), (r) => r.tookMs)
+const closeDriven = (scope: Scope.CloseableScope) =>
+  Effect.map(driven(Scope.close(scope, Exit.void), STEP_MS), (r) => r.tookMs)
 
 describe("a peer frozen while connected", () => {
   it.effect("a write under a frozen peer ends when the watchdog, on Effect's Clock, declares the connection LOST after its timeout; nothing is left", () =>
@@ -47,7 +48,10 @@ describe("a peer frozen while connected", () => {
         assert.match(String((error.cause as Error)?.message), /^no completion for over \d+ ms \(timeout 400 ms\)/)
         assert.match(error.message, /lost/)
       }
-      assert.deepStrictEqual(errors.map((e) => e._tag === "ConnectionClosedError" && e.operation), ["rpma_write", "rpma_read"])
+      assert.deepStrictEqual(errors.map((e) => e._tag === "ConnectionClosedError" && e.operation), [
+        "rpma_write",
+        "rpma_read"
+      ])
       const causes = errors.map((e) => e._tag === "ConnectionClosedError" ? e.cause : undefined)
       assert.strictEqual(causes[0], causes[1], "one cause: the watchdog's")
       assert.strictEqual(yield* Connection.state(client), "Lost")
@@ -68,7 +72,10 @@ describe("a peer frozen while connected", () => {
       yield* SimulatedDriver.fail({ operation: "rpma_send", nth: 1, freezePeer: true })
       // A send waits on the other side's application: only the caller bounds it.
       const sent = yield* driven(
-        Connection.send(client, { src, offset: 0, length: 8 }).pipe(Effect.timeout(`${TIMEOUT_MS} millis`), Effect.option),
+        Connection.send(client, { src, offset: 0, length: 8 }).pipe(
+          Effect.timeout(`${TIMEOUT_MS} millis`),
+          Effect.option
+        ),
         STEP_MS
       )
       assert.strictEqual(sent.value._tag, "None")

@@ -11,7 +11,9 @@ const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 const tagOf = <A, E>(exit: Exit.Exit<A, E>): string =>
-  Exit.isSuccess(exit) ? "success" : String((Option.getOrUndefined(Cause.failureOption(exit.cause)) as { _tag?: string })?._tag)
+  Exit.isSuccess(exit)
+    ? "success"
+    : String((Option.getOrUndefined(Cause.failureOption(exit.cause)) as { _tag?: string })?._tag)
 
 describe("isolated endpoints", () => {
   it.effect("a stranger's request first: refused (WrongToken), and the endpoint stops listening, so the client must get a new one", () =>
@@ -39,7 +41,9 @@ describe("isolated endpoints", () => {
       assert.notStrictEqual(isolated.peer.handle, shared.handle)
       assert.strictEqual(isolated.port, 7472)
       const answering = yield* Effect.fork(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
-      const conn = yield* Connection.connect(shared, address, 7472, { privateData: yield* Admission.privateData(token) })
+      const conn = yield* Connection.connect(shared, address, 7472, {
+        privateData: yield* Admission.privateData(token)
+      })
       const served = yield* Fiber.join(answering)
       assert.strictEqual(yield* Connection.state(served), "Connected")
       assert.strictEqual(yield* Connection.state(conn), "Connected")
@@ -48,8 +52,14 @@ describe("isolated endpoints", () => {
   it.effect("listenIsolated on a port in use or port 0 fails with the listen's error and leaves nothing", () =>
     inWorld(Effect.gen(function*() {
       yield* Listener.make(yield* Peer.make(address), address, 7473)
-      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Admission.listenIsolated(address, 7473)))), "RpmaProviderError")
-      assert.strictEqual(tagOf(yield* Effect.exit(Effect.scoped(Admission.listenIsolated(address, 0)))), "RpmaInvalidError")
+      assert.strictEqual(
+        tagOf(yield* Effect.exit(Effect.scoped(Admission.listenIsolated(address, 7473)))),
+        "RpmaProviderError"
+      )
+      assert.strictEqual(
+        tagOf(yield* Effect.exit(Effect.scoped(Admission.listenIsolated(address, 0)))),
+        "RpmaInvalidError"
+      )
     })))
 })
 
@@ -66,7 +76,9 @@ describe("rendezvous", () => {
           const made = yield* Admission.rendezvous(wellKnown, gate, ports)
           const given = yield* LocalMr.allocate(made.peer, 64, Usage.READ_SRC)
           given.memory.fill(made.port % 251)
-          const conn = yield* Admission.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
+          const conn = yield* Admission.acceptIsolated(made, made.admission, {
+            privateData: yield* LocalMr.descriptor(given)
+          })
           return { made, conn }
         }))
         const conn = yield* Admission.connectIsolated(clientPeer, address, 7480, token)
@@ -97,8 +109,12 @@ describe("rendezvous", () => {
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(7, 7)
       const plain = yield* Listener.make(yield* Peer.make(address), address, 7491)
-      const serving = yield* Effect.fork(Effect.flatMap(Listener.next(plain), (req) => Listener.accept(req, { privateData: Uint8Array.of(0, 0, 0) })))
-      const client = yield* Effect.exit(Effect.scoped(Admission.connectIsolated(yield* Peer.make(address), address, 7491, token)))
+      const serving = yield* Effect.fork(
+        Effect.flatMap(Listener.next(plain), (req) => Listener.accept(req, { privateData: Uint8Array.of(0, 0, 0) }))
+      )
+      const client = yield* Effect.exit(
+        Effect.scoped(Admission.connectIsolated(yield* Peer.make(address), address, 7491, token))
+      )
       yield* Fiber.join(serving)
       assert.strictEqual(tagOf(client), "InvalidTokenError")
     })))
@@ -110,12 +126,14 @@ describe("rendezvous", () => {
       const wellKnown = yield* Listener.make(peer, address, 7492)
       yield* Listener.make(peer, address, 7493)
       const gate = yield* Admission.make(token, { uses: 9 })
-      for (const [ports, tag] of [
-        [{ from: 7493, to: 7493 }, "RpmaProviderError"],
-        [{ from: 9, to: 8 }, "RpmaInvalidError"],
-        [{ from: 1.5, to: 8 }, "RpmaInvalidError"],
-        [undefined as unknown as Admission.PortRange, "RpmaInvalidError"]
-      ] as const) {
+      for (
+        const [ports, tag] of [
+          [{ from: 7493, to: 7493 }, "RpmaProviderError"],
+          [{ from: 9, to: 8 }, "RpmaInvalidError"],
+          [{ from: 1.5, to: 8 }, "RpmaInvalidError"],
+          [undefined as unknown as Admission.PortRange, "RpmaInvalidError"]
+        ] as const
+      ) {
         const serving = yield* Effect.fork(Effect.exit(Effect.scoped(Admission.rendezvous(wellKnown, gate, ports))))
         const client = yield* Effect.exit(Effect.scoped(Admission.connectIsolated(peer, address, 7492, token)))
         assert.strictEqual(tagOf(yield* Fiber.join(serving)), tag, JSON.stringify(ports))
@@ -133,7 +151,8 @@ describe("rendezvous", () => {
       const attempt = (ports: Admission.PortRange) =>
         Effect.gen(function*() {
           const serving = yield* Effect.fork(Effect.exit(Effect.scoped(
-            Effect.flatMap(Admission.rendezvous(wellKnown, gate, ports), (made) => Admission.acceptIsolated(made, made.admission))
+            Effect.flatMap(Admission.rendezvous(wellKnown, gate, ports), (made) =>
+              Admission.acceptIsolated(made, made.admission))
           )))
           const client = yield* Effect.exit(Effect.scoped(Admission.connectIsolated(peer, address, 7494, token)))
           return [tagOf(yield* Fiber.join(serving)), tagOf(client)]
@@ -142,6 +161,9 @@ describe("rendezvous", () => {
       // The retry, once the server has a port: admitted with the same single-use token.
       assert.deepStrictEqual(yield* attempt({ from: 7496, to: 7496 }), ["success", "success"])
       // The token's one use is now spent.
-      assert.deepStrictEqual(yield* attempt({ from: 7496, to: 7496 }), ["AdmissionRefusedError", "ConnectionFailedError"])
+      assert.deepStrictEqual(yield* attempt({ from: 7496, to: 7496 }), [
+        "AdmissionRefusedError",
+        "ConnectionFailedError"
+      ])
     })))
 })

@@ -3,14 +3,15 @@
  * kernel and passes with it.
  */
 import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
-
-// A Connection shows no handle; the driver-level checks read the one its implementation keeps.
-const handleOf = (conn: Connection.Connection) => (conn as unknown as { readonly handle: Driver.Model.ConnHandle }).handle
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Layer, ScopedRef, Stream, TestClock } from "effect"
 import { ById } from "../../core/src/internal/byId.js"
+
+// A Connection shows no handle; the driver-level checks read the one its implementation keeps.
+const handleOf = (conn: Connection.Connection) =>
+  (conn as unknown as { readonly handle: Driver.Model.ConnHandle }).handle
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const serverUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
@@ -37,24 +38,28 @@ const pair = (options?: Connection.Options) =>
 describe("kernel: the bugs of issue 18", () => {
   // Under the test clock the deadline's sleep never ends by itself: a connect that waited for it
   // after ESTABLISHED came would never return (the test's own timeout then fails it).
-  it.effect("1. connect inside an uninterruptible region returns once established, not at its deadline", () =>
-    inWorld(Effect.gen(function*() {
-      const serverPeer = yield* Peer.make(address)
-      const clientPeer = yield* Peer.make(address)
-      const ep = yield* Listener.make(serverPeer, address, 7471)
-      yield* Effect.fork(Listener.acceptNext(ep))
-      // A reconnecting session's shape: the connection acquired by a ScopedRef (uninterruptibly).
-      const session = yield* ScopedRef.fromAcquire(Connection.connect(clientPeer, address, ep.port))
-      assert.strictEqual(yield* Connection.state(yield* ScopedRef.get(session)), "Connected")
-      yield* Effect.fork(Listener.acceptNext(ep))
-      // And as an acquireRelease's acquire.
-      const again = yield* Effect.scoped(
-        Effect.acquireRelease(Connection.connect(clientPeer, address, ep.port), () => Effect.void).pipe(
-          Effect.flatMap(Connection.state)
+  it.effect(
+    "1. connect inside an uninterruptible region returns once established, not at its deadline",
+    () =>
+      inWorld(Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const clientPeer = yield* Peer.make(address)
+        const ep = yield* Listener.make(serverPeer, address, 7471)
+        yield* Effect.fork(Listener.acceptNext(ep))
+        // A reconnecting session's shape: the connection acquired by a ScopedRef (uninterruptibly).
+        const session = yield* ScopedRef.fromAcquire(Connection.connect(clientPeer, address, ep.port))
+        assert.strictEqual(yield* Connection.state(yield* ScopedRef.get(session)), "Connected")
+        yield* Effect.fork(Listener.acceptNext(ep))
+        // And as an acquireRelease's acquire.
+        const again = yield* Effect.scoped(
+          Effect.acquireRelease(Connection.connect(clientPeer, address, ep.port), () => Effect.void).pipe(
+            Effect.flatMap(Connection.state)
+          )
         )
-      )
-      assert.strictEqual(again, "Connected")
-    })), 20_000)
+        assert.strictEqual(again, "Connected")
+      })),
+    20_000
+  )
 
   it.effect("2. Listener.postRecv refuses a length over 2^32 - 1, as every other operation does", () =>
     inWorld(Effect.gen(function*() {
@@ -119,7 +124,11 @@ describe("kernel: the bugs of issue 18", () => {
         Connection.postRecv(client, recv),
         Connection.write(client, write)
       ]
-      write.length = read.length = send.length = recv.length = 2 ** 40
+      write.length =
+        read.length =
+        send.length =
+        recv.length =
+          2 ** 40
       for (const effect of effects) {
         const refused = yield* Effect.flip(effect)
         assert.strictEqual(refused._tag, "OutOfRangeError")

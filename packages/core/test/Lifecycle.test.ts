@@ -2,11 +2,21 @@
  * Every registration lives at least as long as its scope: finalizers on success, failure, defect
  * and interruption, in reverse order, and a failed release is reported, never retried.
  */
-import { CmEndpoint, CmListener, Connection, LocalMr, Memory, Peer, RdmaMetrics, RemoteMr, Usage } from "@effect-rdma/core"
-import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import {
+  CmEndpoint,
+  CmListener,
+  Connection,
+  LocalMr,
+  Memory,
+  Peer,
+  RdmaMetrics,
+  RemoteMr,
+  Usage
+} from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, FastCheck as fc, Layer, Logger, Metric, Scope } from "effect"
+import { Cause, Effect, Exit, FastCheck as fc, Fiber, Layer, Logger, Metric, Scope } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
@@ -106,8 +116,7 @@ describe("finalizers", () => {
               yield* Fiber.interrupt(fiber)
               yield* Ledger.assertEmpty
             }).pipe(Effect.provide(SimulatedDriver.layer))
-          )
-        ),
+          )),
         { numRuns: 100 }
       )
     ).pipe(Effect.map(() => assert.isAtLeast(heldAtInterruption.size, 8, "interruptions landed at too few points")))
@@ -132,7 +141,7 @@ describe("finalizers", () => {
 
 describe("a failing release", () => {
   it.effect("is logged and counted, never retried, and keeps its memory alive", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
     return Effect.gen(function*() {
       const before = (yield* Metric.value(failures)).count
@@ -145,9 +154,14 @@ describe("a failing release", () => {
       }))
       // Released in reverse order: the second dereg is the middle region's, and it failed.
       assert.deepStrictEqual(kept.map((m) => m.byteLength), [0, 4096, 0])
-      assert.strictEqual(yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_dereg"))), 3)
+      assert.strictEqual(
+        yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_dereg"))),
+        3
+      )
       assert.strictEqual((yield* Metric.value(failures)).count - before, 1)
-      assert.isTrue(logs.some((l) => /rpma_mr_dereg failed while releasing a 4096-byte region registered for RECV/.test(l)))
+      assert.isTrue(
+        logs.some((l) => /rpma_mr_dereg failed while releasing a 4096-byte region registered for RECV/.test(l))
+      )
       assert.isTrue(logs.some((l) => /kept 4096 bytes alive/.test(l)))
       // librpma freed the handle anyway, so the peer could be deleted and nothing is alive.
       yield* Ledger.assertEmpty
@@ -164,7 +178,7 @@ describe("a failing release", () => {
     }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(Logger.remove(Logger.defaultLogger))))
 
   it.effect("refused because in use (ResourceInUseError): logged, not counted, not quarantined, and not retried", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_peer_delete")
     return Effect.gen(function*() {
       const d = yield* Driver.RdmaDriver
@@ -176,7 +190,10 @@ describe("a failing release", () => {
         const raw = yield* d.mrReg(peer.handle, memory, Usage.RECV)
         return { peer, raw }
       }))
-      assert.isTrue(logs.some((l) => /rpma_peer_delete refused while releasing .*: it is still in use and stays alive/.test(l)), logs.join("\n"))
+      assert.isTrue(
+        logs.some((l) => /rpma_peer_delete refused while releasing .*: it is still in use and stays alive/.test(l)),
+        logs.join("\n")
+      )
       assert.strictEqual((yield* Metric.value(failures)).count - before, 0)
       assert.isFalse(logs.some((l) => /kept .* alive/.test(l)), "nothing quarantined")
       // Still alive and usable: its owner can register on it.
@@ -190,7 +207,7 @@ describe("a failing release", () => {
   })
 
   it.live("of a region a raw receive holds: refused, logged, not counted, its memory kept while registered, not retried", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     const failures = Metric.tagged(RdmaMetrics.releaseFailures, "operation", "rpma_mr_dereg")
     return Effect.gen(function*() {
       const d = yield* Driver.RdmaDriver
@@ -200,13 +217,25 @@ describe("a failing release", () => {
         const regionScope = yield* Scope.make()
         const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV).pipe(Scope.extend(regionScope))
         // A receive core does not know of, posted through the raw driver.
-        d.postMany((server as unknown as { readonly handle: Driver.Model.ConnHandle }).handle, [{ op: "recv", id: 1 << 20, dst: inbox.handle, offset: 0, length: 256 }])
+        d.postMany((server as unknown as { readonly handle: Driver.Model.ConnHandle }).handle, [{
+          op: "recv",
+          id: 1 << 20,
+          dst: inbox.handle,
+          offset: 0,
+          length: 256
+        }])
         yield* Scope.close(regionScope, Exit.void)
-        assert.isTrue(logs.some((l) => /rpma_mr_dereg refused while releasing .*: it is still in use and stays alive/.test(l)), logs.join("\n"))
+        assert.isTrue(
+          logs.some((l) => /rpma_mr_dereg refused while releasing .*: it is still in use and stays alive/.test(l)),
+          logs.join("\n")
+        )
         assert.strictEqual((yield* Metric.value(failures)).count - before, 0, "not a release failure")
         // Not quarantined (that is for a failed release): the memory is kept because the registration
         // is still live, and not freed under it.
-        assert.isTrue(logs.includes("kept 256 bytes alive until the registration over them is released"), logs.join("\n"))
+        assert.isTrue(
+          logs.includes("kept 256 bytes alive until the registration over them is released"),
+          logs.join("\n")
+        )
         assert.isFalse(logs.some((l) => /failed while releasing/.test(l)), logs.join("\n"))
         return { inbox, server, serverPeer }
       }))
@@ -224,12 +253,14 @@ describe("a failing release", () => {
   })
 
   it.effect("memory allocated after its endpoint, under a receive still posted when its scope closes: freed once the endpoint releases the region", () => {
-    const { logs, logged } = capturedLogs()
+    const { logged, logs } = capturedLogs()
     return Effect.gen(function*() {
       yield* Effect.scoped(Effect.gen(function*() {
         const listener = yield* CmListener.make(address, 0)
         // The client stays connected until the end: the server's receive is not flushed by it.
-        const client = yield* Effect.fork(Effect.scoped(Effect.flatMap(CmEndpoint.connect(address, listener.port), () => Effect.never)))
+        const client = yield* Effect.fork(
+          Effect.scoped(Effect.flatMap(CmEndpoint.connect(address, listener.port), () => Effect.never))
+        )
         const memory = yield* Effect.scoped(Effect.gen(function*() {
           const request = yield* CmListener.next(listener)
           // Allocated after the endpoint: its finalizer runs before the endpoint's, while the receive holds the region.
@@ -239,7 +270,10 @@ describe("a failing release", () => {
           yield* CmListener.accept(request)
           return memory
         }))
-        assert.isTrue(logs.includes("kept 4096 bytes alive until the registration over them is released"), logs.join("\n"))
+        assert.isTrue(
+          logs.includes("kept 4096 bytes alive until the registration over them is released"),
+          logs.join("\n")
+        )
         assert.isFalse(logs.some((l) => /failed|refused/.test(l)), logs.join("\n"))
         assert.strictEqual(memory.byteLength, 0, "freed once the endpoint was destroyed and its region deregistered")
         yield* Fiber.interrupt(client)
@@ -254,6 +288,9 @@ describe("a failing release", () => {
       const ctx = yield* d.getIbvContext(address, "local")
       yield* d.peerNew(ctx).pipe(Effect.withSpan("leaky handler"))
       const error = yield* Effect.flip(Ledger.assertEmpty)
-      assert.match(error.message, /1 resources still alive:\n {2}- Peer #\d+: peer on 192\.168\.77\.1, acquired in leaky handler/)
+      assert.match(
+        error.message,
+        /1 resources still alive:\n {2}- Peer #\d+: peer on 192\.168\.77\.1, acquired in leaky handler/
+      )
     }).pipe(Effect.provide(SimulatedDriver.layer)))
 })

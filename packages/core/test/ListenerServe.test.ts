@@ -5,8 +5,8 @@
  * the leak ledger after each case.
  */
 import { Admission, Connection, Listener, LocalMr, Peer, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Data, Deferred, Effect, Exit, Fiber, Schedule } from "effect"
 
@@ -76,10 +76,15 @@ describe("Listener.serve", () => {
         })
       const server = yield* Effect.fork(listener.pipe(Listener.serve(handler, { concurrency: 1 })))
       const clients = yield* Effect.fork(Effect.all(
-        [0, 1].map(() => Effect.scoped(Effect.flatMap(Connection.connect(peer, address, listener.port), Connection.awaitClosed))),
+        [0, 1].map(() =>
+          Effect.scoped(Effect.flatMap(Connection.connect(peer, address, listener.port), Connection.awaitClosed))
+        ),
         { concurrency: "unbounded" }
       ))
-      yield* Effect.repeat(Effect.sync(() => log.length), { until: (n) => n >= 1, schedule: Schedule.spaced("5 millis") })
+      yield* Effect.repeat(Effect.sync(() => log.length), {
+        until: (n) => n >= 1,
+        schedule: Schedule.spaced("5 millis")
+      })
       yield* Deferred.succeed(gate, undefined)
       yield* Fiber.join(clients).pipe(Effect.timeout("10 seconds"))
       assert.deepStrictEqual(log, ["start", "end", "start", "end"])
@@ -109,7 +114,9 @@ describe("Listener.serve", () => {
       const peer = yield* Peer.make(address)
       const listener = yield* Listener.make(peer, address, 7604)
       const server = yield* Effect.fork(Listener.serve(listener, () => Effect.fail(new Boom())))
-      yield* Effect.exit(Effect.scoped(Effect.flatMap(Connection.connect(peer, address, listener.port), Connection.awaitClosed)))
+      yield* Effect.exit(
+        Effect.scoped(Effect.flatMap(Connection.connect(peer, address, listener.port), Connection.awaitClosed))
+      )
       const exit = yield* Fiber.await(server)
       assert.isTrue(Exit.isFailure(exit) && String(exit.cause).includes("Boom"), String(exit))
       yield* connectionsSettle(0)

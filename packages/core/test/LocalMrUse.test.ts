@@ -2,8 +2,8 @@
  * LocalMr.use: the scope-free registration, released however its body ends.
  */
 import { LocalMr, Peer, RdmaError, Tracing, Usage } from "@effect-rdma/core"
-import { SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer } from "effect"
 
@@ -20,7 +20,8 @@ const recorded = (calls: Array<string>, declined: ReadonlySet<number> = new Set(
     Effect.map(Driver.RdmaDriver, (d): Driver.Driver => ({
       ...d,
       mrReg: Object.assign(
-        (p: Driver.Model.PeerHandle, m: Uint8Array, u: number) => Effect.suspend(() => (calls.push("reg"), d.mrReg(p, m, u))),
+        (p: Driver.Model.PeerHandle, m: Uint8Array, u: number) =>
+          Effect.suspend(() => (calls.push("reg"), d.mrReg(p, m, u))),
         {
           now: (p: Driver.Model.PeerHandle, m: Uint8Array, u: number) => {
             calls.push("reg.now")
@@ -28,9 +29,12 @@ const recorded = (calls: Array<string>, declined: ReadonlySet<number> = new Set(
           }
         }
       ),
-      mrDereg: Object.assign((mr: Driver.Model.MrHandle) => Effect.suspend(() => (calls.push("dereg"), d.mrDereg(mr))), {
-        now: (mr: Driver.Model.MrHandle) => (calls.push("dereg.now"), d.mrDereg.now!(mr))
-      })
+      mrDereg: Object.assign(
+        (mr: Driver.Model.MrHandle) => Effect.suspend(() => (calls.push("dereg"), d.mrDereg(mr))),
+        {
+          now: (mr: Driver.Model.MrHandle) => (calls.push("dereg.now"), d.mrDereg.now!(mr))
+        }
+      )
     }))
   ).pipe(Layer.provideMerge(SimulatedDriver.layer))
 

@@ -57,9 +57,17 @@ describe("metrics", () => {
         labelled: Metric.tagged(Metric.tagged(RdmaMetrics.registrations, "operation", "rpma_mr_reg"), "tenant", "t1"),
         releases: RdmaMetrics.releases,
         released: Metric.tagged(RdmaMetrics.releases, "operation", "rpma_mr_dereg"),
-        releasedLabelled: Metric.tagged(Metric.tagged(RdmaMetrics.releases, "operation", "rpma_mr_dereg"), "tenant", "t1"),
+        releasedLabelled: Metric.tagged(
+          Metric.tagged(RdmaMetrics.releases, "operation", "rpma_mr_dereg"),
+          "tenant",
+          "t1"
+        ),
         refused: Metric.tagged(
-          Metric.tagged(Metric.tagged(RdmaMetrics.registrationFailures, "operation", "rpma_mr_reg"), "error", "MemoryRefusedError"),
+          Metric.tagged(
+            Metric.tagged(RdmaMetrics.registrationFailures, "operation", "rpma_mr_reg"),
+            "error",
+            "MemoryRefusedError"
+          ),
           "tenant",
           "t1"
         )
@@ -69,8 +77,12 @@ describe("metrics", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const peer = yield* Peer.make(address)
         yield* LocalMr.register(peer, new Uint8Array(64), Usage.READ_SRC)
-        yield* LocalMr.use(peer, new Uint8Array(64), Usage.READ_SRC, () => Effect.void).pipe(Effect.tagMetrics("tenant", "t1"))
-        yield* Effect.flip(LocalMr.register(peer, "not bytes" as never, Usage.READ_SRC)).pipe(Effect.tagMetrics("tenant", "t1"))
+        yield* LocalMr.use(peer, new Uint8Array(64), Usage.READ_SRC, () => Effect.void).pipe(
+          Effect.tagMetrics("tenant", "t1")
+        )
+        yield* Effect.flip(LocalMr.register(peer, "not bytes" as never, Usage.READ_SRC)).pipe(
+          Effect.tagMetrics("tenant", "t1")
+        )
       }))
       const after = yield* read
       const delta = Object.fromEntries(Object.keys(series).map((k) => [k, after[k]! - before[k]!]))
@@ -111,7 +123,15 @@ describe("spans", () => {
       spans.length = 0
       yield* register.pipe(Effect.provide(Tracing.layerPerOperation))
       const names = spans.map((s) => s.name)
-      for (const call of ["rpma_utils_get_ibv_context", "rpma_peer_new", "rpma_mr_reg", "rpma_mr_dereg", "rpma_peer_delete"]) {
+      for (
+        const call of [
+          "rpma_utils_get_ibv_context",
+          "rpma_peer_new",
+          "rpma_mr_reg",
+          "rpma_mr_dereg",
+          "rpma_peer_delete"
+        ]
+      ) {
         assert.include(names, call)
       }
       const reg = spans.find((s) => s.name === "rpma_mr_reg")!

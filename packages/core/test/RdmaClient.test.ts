@@ -2,10 +2,33 @@
  * RdmaClient on the simulated fabric: a server that can be killed, restarted and frozen, a client
  * that reconnects, and operations that each end with a result or a tagged error within their bound.
  */
-import { Admission, Connection, Listener, LocalMr, Peer, RdmaClient, RdmaMetrics, RdmaStream, Usage } from "@effect-rdma/core"
+import {
+  Admission,
+  Connection,
+  Listener,
+  LocalMr,
+  Peer,
+  RdmaClient,
+  RdmaMetrics,
+  RdmaStream,
+  Usage
+} from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Clock, Deferred, Effect, Fiber, Metric, Schedule, Schema, Scope, Stream, TestClock, TestServices } from "effect"
+import {
+  Chunk,
+  Clock,
+  Deferred,
+  Effect,
+  Fiber,
+  Metric,
+  Schedule,
+  Schema,
+  Scope,
+  Stream,
+  TestClock,
+  TestServices
+} from "effect"
 import * as Exit from "effect/Exit"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
@@ -36,7 +59,9 @@ const makeServer = (port: number) =>
             yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
               Listener.next(ep),
               (req) =>
-                Effect.forkScoped(Effect.scoped(Effect.flatMap(Listener.accept(req), (conn) => Connection.awaitClosed(conn))))
+                Effect.forkScoped(
+                  Effect.scoped(Effect.flatMap(Listener.accept(req), (conn) => Connection.awaitClosed(conn)))
+                )
             )))
           }
           return { descriptor: yield* LocalMr.descriptor(mr), memory: mr.memory }
@@ -54,7 +79,11 @@ const makeServer = (port: number) =>
       offers++
       return running === undefined
         ? Effect.fail(new Error("the server is down"))
-        : Effect.succeed<RdmaClient.Offer>({ rdma: { address, port }, regions: { store: running.descriptor }, config: {} })
+        : Effect.succeed<RdmaClient.Offer>({
+          rdma: { address, port },
+          regions: { store: running.descriptor },
+          config: {}
+        })
     })
     return { start, stop, offer, offers: () => offers, memory: () => running?.memory, peer }
   })
@@ -63,7 +92,13 @@ const fast = Schedule.spaced("5 millis")
 
 /** A wait under TestClock, bounded on the wall clock (a bound on a hang, never the thing measured). */
 const live = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.raceFirst(effect, Effect.zipRight(TestServices.provideLive(Effect.sleep("5 seconds")), Effect.dieMessage("no end in 5 s of wall-clock time")))
+  Effect.raceFirst(
+    effect,
+    Effect.zipRight(
+      TestServices.provideLive(Effect.sleep("5 seconds")),
+      Effect.dieMessage("no end in 5 s of wall-clock time")
+    )
+  )
 
 const waitFor = (client: RdmaClient.RdmaClient<any>, tag: RdmaClient.State["_tag"]) =>
   client.changes.pipe(Stream.filter((s) => s._tag === tag), Stream.runHead, Effect.timeout("5 seconds"))
@@ -74,13 +109,25 @@ const clientOf = <E>(
 ) =>
   Effect.gen(function*() {
     const peer = yield* Peer.make(address)
-    const client = yield* RdmaClient.make({ offer: server.offer, regions, reconnect: fast, peer, pollMillis: 20, ...options })
+    const client = yield* RdmaClient.make({
+      offer: server.offer,
+      regions,
+      reconnect: fast,
+      peer,
+      pollMillis: 20,
+      ...options
+    })
     const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
     const dst = yield* LocalMr.allocate(peer, 4096, Usage.READ_DST)
     return { client, src, dst }
   })
 
-const put = (client: RdmaClient.RdmaClient<typeof regions>, src: LocalMr.LocalMr<"WRITE_SRC">, at: number, byte: number) =>
+const put = (
+  client: RdmaClient.RdmaClient<typeof regions>,
+  src: LocalMr.LocalMr<"WRITE_SRC">,
+  at: number,
+  byte: number
+) =>
   Effect.gen(function*() {
     src.memory[at] = byte
     yield* RdmaClient.write(client, { dst: "store", dstOffset: at, src, srcOffset: at, length: 1 })
@@ -95,7 +142,10 @@ describe("RdmaClient", () => {
       const states: Array<string> = []
       const clientScope = yield* Scope.make()
       const { client, dst, src } = yield* clientOf(server).pipe(Scope.extend(clientScope))
-      yield* Effect.forkIn(Stream.runForEach(client.changes, (s) => Effect.sync(() => states.push(s._tag))), clientScope)
+      yield* Effect.forkIn(
+        Stream.runForEach(client.changes, (s) => Effect.sync(() => states.push(s._tag))),
+        clientScope
+      )
       yield* waitFor(client, "Connected")
       yield* put(client, src, 10, 42)
       assert.strictEqual(server.memory()![10], 42)
@@ -233,12 +283,18 @@ describe("RdmaClient", () => {
       const server = yield* makeServer(7488)
       const peer = yield* Peer.make(address)
       const options = { peer, offer: server.offer, regions, reconnect: fast }
-      const badWait = yield* Effect.flip(RdmaClient.make({ ...options, whileDisconnected: { wait: "forever" } } as unknown as typeof options))
+      const badWait = yield* Effect.flip(
+        RdmaClient.make({ ...options, whileDisconnected: { wait: "forever" } } as unknown as typeof options)
+      )
       assert.strictEqual(badWait._tag, "InvalidOptionsError")
       assert.match(badWait.message, /whileDisconnected must be "fail" or \{ wait: a finite duration \}/)
-      const badUsage = yield* Effect.flip(RdmaClient.make({ ...options, regions: { store: -1 } } as unknown as typeof options))
+      const badUsage = yield* Effect.flip(
+        RdmaClient.make({ ...options, regions: { store: -1 } } as unknown as typeof options)
+      )
       assert.match(badUsage.message, /regions\.store must be a Usage/)
-      const badSchedule = yield* Effect.flip(RdmaClient.make({ ...options, reconnect: "1 second" } as unknown as typeof options))
+      const badSchedule = yield* Effect.flip(
+        RdmaClient.make({ ...options, reconnect: "1 second" } as unknown as typeof options)
+      )
       assert.match(badSchedule.message, /reconnect must be a Schedule/)
       yield* server.start()
       const { client, src } = yield* clientOf(server)
@@ -301,9 +357,17 @@ describe("RdmaClient", () => {
       const states: Array<RdmaClient.State> = []
       yield* Effect.forkScoped(Stream.runForEach(client.changes, (s) => Effect.sync(() => states.push(s))))
       yield* waitFor(client, "Connected")
-      const failures = states.flatMap((s) => s._tag === "Reconnecting" ? [s.lastError as { _tag: string; message: string }] : [])
+      const failures = states.flatMap((s) =>
+        s._tag === "Reconnecting" ? [s.lastError as { _tag: string; message: string }] : []
+      )
       assert.deepStrictEqual(failures.map((e) => e._tag), Array(5).fill("InvalidOfferError"))
-      const expected = [/it is null/, /its regions are null/, /its regions are undefined/, /reading it threw: a hostile getter/, /fetching it died: the offer code threw/]
+      const expected = [
+        /it is null/,
+        /its regions are null/,
+        /its regions are undefined/,
+        /reading it threw: a hostile getter/,
+        /fetching it died: the offer code threw/
+      ]
       failures.forEach((e, i) => assert.match(e.message, expected[i]!))
       yield* put(client, src, 6, 1)
       assert.strictEqual(server.memory()![6], 1)
@@ -317,14 +381,23 @@ describe("RdmaClient", () => {
       const token = new Uint8Array([7, 1, 2, 3, 4, 5, 6, 7])
       const admission = yield* Admission.make(token) // Admission.make's default: one connection
       const ep = yield* Listener.make(peer, address, port)
-      yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Listener.next(ep), (req) =>
-        Effect.forkScoped(Effect.scoped(Listener.accept(req, { admission }).pipe(
-          Effect.flatMap((conn) => Connection.awaitClosed(conn)),
-          Effect.ignore
-        ))))))
+      yield* Effect.forkScoped(
+        Effect.forever(Effect.flatMap(Listener.next(ep), (req) =>
+          Effect.forkScoped(Effect.scoped(
+            Listener.accept(req, { admission }).pipe(
+              Effect.flatMap((conn) => Connection.awaitClosed(conn)),
+              Effect.ignore
+            )
+          ))))
+      )
       const descriptor = yield* LocalMr.descriptor(mr)
       const offerWith = (token: Uint8Array) => ({
-        offer: Effect.succeed<RdmaClient.Offer>({ rdma: { address, port }, regions: { store: descriptor }, config: {}, token })
+        offer: Effect.succeed<RdmaClient.Offer>({
+          rdma: { address, port },
+          regions: { store: descriptor },
+          config: {},
+          token
+        })
       })
       const { client, src } = yield* clientOf(offerWith(token))
       yield* waitFor(client, "Connected")
@@ -346,7 +419,8 @@ describe("RdmaClient", () => {
         Effect.timeout("5 seconds")
       )
       assert.isTrue(third._tag === "Some")
-      const unexplained = (third as { value: { lastError: { _tag: string; reason: string; message: string } } }).value.lastError
+      const unexplained =
+        (third as { value: { lastError: { _tag: string; reason: string; message: string } } }).value.lastError
       assert.strictEqual(unexplained._tag, "AdmissionRejectedError")
       assert.strictEqual(unexplained.reason, "Unexplained")
       assert.match(unexplained.message, /carries no reason: nobody listens there, the token is wrong or expired/)
@@ -386,7 +460,11 @@ describe("RdmaClient", () => {
       })
       const disconnected = yield* Effect.flip(client.offer)
       assert.strictEqual(disconnected._tag, "NotConnectedError")
-      const refused = yield* client.changes.pipe(Stream.filter((s) => s._tag === "Reconnecting"), Stream.runHead, Effect.timeout("5 seconds"))
+      const refused = yield* client.changes.pipe(
+        Stream.filter((s) => s._tag === "Reconnecting"),
+        Stream.runHead,
+        Effect.timeout("5 seconds")
+      )
       const error = (refused as { value: { lastError: { _tag: string; message: string } } }).value.lastError
       assert.strictEqual(error._tag, "InvalidOfferError")
       assert.match(error.message, /config does not fit the client's config schema/)
@@ -395,7 +473,9 @@ describe("RdmaClient", () => {
       const typed: number = (yield* client.offer).config.slots
       assert.strictEqual(typed, 4)
 
-      const bad = yield* Effect.flip(RdmaClient.make({ offer, regions, reconnect: fast, peer, config: "slots" as never }))
+      const bad = yield* Effect.flip(
+        RdmaClient.make({ offer, regions, reconnect: fast, peer, config: "slots" as never })
+      )
       assert.match(bad.message, /config must be a Schema/)
     })))
 
@@ -423,7 +503,10 @@ describe("RdmaClient", () => {
   it.effect("under TestClock, an operation's wait for a connection ends when the test's clock passes its bound", () =>
     inWorld(Effect.gen(function*() {
       const server = yield* makeServer(7495) // never started: every attempt fails, an hour apart
-      const { client, src } = yield* clientOf(server, { reconnect: Schedule.spaced("1 hour"), whileDisconnected: { wait: "1 minute" } })
+      const { client, src } = yield* clientOf(server, {
+        reconnect: Schedule.spaced("1 hour"),
+        whileDisconnected: { wait: "1 minute" }
+      })
       const waiting = yield* Effect.fork(put(client, src, 0, 1))
       const start = yield* Clock.currentTimeMillis
       yield* live(Effect.repeat(
@@ -444,8 +527,14 @@ describe("RdmaClient", () => {
       yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
       const records = [new Uint8Array(100).fill(1), new Uint8Array(100).fill(2)]
       // No driver provided here, and `regions.store` is a RemoteMr<"WRITE_DST" | ...>: both from the client.
-      const log = RdmaClient.withConnection(client, (conn, regions, peer) =>
-        Stream.run(Stream.fromIterable(records), RdmaStream.writeRange(peer, conn, { dst: regions.store, offset: 1000 })))
+      const log = RdmaClient.withConnection(
+        client,
+        (conn, regions, peer) =>
+          Stream.run(
+            Stream.fromIterable(records),
+            RdmaStream.writeRange(peer, conn, { dst: regions.store, offset: 1000 })
+          )
+      )
       yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
       const lost = yield* Effect.flip(log)
       assert.include(["ConnectionClosedError", "CompletionError"], lost._tag)

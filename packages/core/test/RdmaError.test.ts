@@ -68,7 +68,11 @@ describe("RdmaError", () => {
   it("one class per tag: RegistrationCache's and RdmaClient's InvalidOptionsError are RdmaError's, told apart by module", () => {
     assert.strictEqual(RegistrationCache.InvalidOptionsError, RdmaError.InvalidOptionsError)
     assert.strictEqual(RdmaClient.InvalidOptionsError, RdmaError.InvalidOptionsError)
-    const error = new RdmaError.InvalidOptionsError({ module: "RdmaClient", option: "reconnect", detail: "must be a Schedule" })
+    const error = new RdmaError.InvalidOptionsError({
+      module: "RdmaClient",
+      option: "reconnect",
+      detail: "must be a Schedule"
+    })
     assert.strictEqual(error._tag, "InvalidOptionsError")
     assert.strictEqual(error.message, "RdmaClient.make: the option reconnect must be a Schedule")
   })

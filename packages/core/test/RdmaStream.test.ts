@@ -113,7 +113,11 @@ describe("RdmaStream.writeRange", () => {
 const ringPair = (dataSize: number) =>
   Effect.gen(function*() {
     const p = yield* pair()
-    const ring = yield* LocalMr.allocate(p.serverPeer, RdmaStream.RING_HEADER + dataSize, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+    const ring = yield* LocalMr.allocate(
+      p.serverPeer,
+      RdmaStream.RING_HEADER + dataSize,
+      Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
+    )
     const remoteRing = yield* LocalMr.descriptor(ring).pipe(
       Effect.flatMap(RemoteMr.fromDescriptor),
       Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)))
@@ -122,37 +126,45 @@ const ringPair = (dataSize: number) =>
   })
 
 describe("RdmaStream.writeRing / readRing", () => {
-  it.live("carries 20 KB through a 1 KiB ring, wrapping, with the reader freeing space", () =>
-    inWorld(Effect.gen(function*() {
-      const { client, clientPeer, remoteRing, ring } = yield* ringPair(1024)
-      const input = records(200, 100)
-      const reader = yield* RdmaStream.readRing(ring).pipe(
-        Stream.mapConcat((bytes) => Array.from(bytes)),
-        Stream.take(20_000),
-        Stream.runCollect,
-        Effect.fork
-      )
-      const written = yield* Stream.fromIterable(input).pipe(
-        Stream.rechunk(3),
-        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stagingSize: 256 }))
-      )
-      assert.strictEqual(written, 20_000)
-      const read = yield* Fiber.join(reader)
-      assert.deepStrictEqual(Uint8Array.from(Chunk.toReadonlyArray(read)), concat(input))
-    })), 30_000)
+  it.live(
+    "carries 20 KB through a 1 KiB ring, wrapping, with the reader freeing space",
+    () =>
+      inWorld(Effect.gen(function*() {
+        const { client, clientPeer, remoteRing, ring } = yield* ringPair(1024)
+        const input = records(200, 100)
+        const reader = yield* RdmaStream.readRing(ring).pipe(
+          Stream.mapConcat((bytes) => Array.from(bytes)),
+          Stream.take(20_000),
+          Stream.runCollect,
+          Effect.fork
+        )
+        const written = yield* Stream.fromIterable(input).pipe(
+          Stream.rechunk(3),
+          Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stagingSize: 256 }))
+        )
+        assert.strictEqual(written, 20_000)
+        const read = yield* Fiber.join(reader)
+        assert.deepStrictEqual(Uint8Array.from(Chunk.toReadonlyArray(read)), concat(input))
+      })),
+    30_000
+  )
 
-  it.live("a reader that never reads: RingStalledError after stallTimeout, naming the unread bytes", () =>
-    inWorld(Effect.gen(function*() {
-      const { client, clientPeer, remoteRing, ring } = yield* ringPair(1000)
-      const error = yield* Stream.fromIterable(records(20, 100)).pipe(
-        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stallTimeout: "50 millis" })),
-        Effect.flip
-      )
-      assert.strictEqual(error._tag, "RingStalledError")
-      assert.include(error.message, "left 1000 bytes unread")
-      // Everything that fitted was published: the tail word says 1000.
-      assert.strictEqual(new DataView(ring.memory.buffer, ring.memory.byteOffset).getBigUint64(0, true), 1000n)
-    })), 30_000)
+  it.live(
+    "a reader that never reads: RingStalledError after stallTimeout, naming the unread bytes",
+    () =>
+      inWorld(Effect.gen(function*() {
+        const { client, clientPeer, remoteRing, ring } = yield* ringPair(1000)
+        const error = yield* Stream.fromIterable(records(20, 100)).pipe(
+          Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stallTimeout: "50 millis" })),
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "RingStalledError")
+        assert.include(error.message, "left 1000 bytes unread")
+        // Everything that fitted was published: the tail word says 1000.
+        assert.strictEqual(new DataView(ring.memory.buffer, ring.memory.byteOffset).getBigUint64(0, true), 1000n)
+      })),
+    30_000
+  )
 })
 
 describe("RdmaStream.writeRing: time", () => {
@@ -160,14 +172,29 @@ describe("RdmaStream.writeRing: time", () => {
     inWorld(Effect.gen(function*() {
       const { client, clientPeer, remoteRing } = yield* ringPair(1000)
       const writer = yield* Stream.fromIterable(records(20, 100)).pipe(
-        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, stallTimeout: "10 seconds", pollInterval: "1 second" })),
+        Stream.run(
+          RdmaStream.writeRing(clientPeer, client, {
+            ring: remoteRing,
+            stallTimeout: "10 seconds",
+            pollInterval: "1 second"
+          })
+        ),
         Effect.flip,
         Effect.fork
       )
       // The test's clock moves a second at a time (the writer's polls in between run on the fabric).
-      yield* Effect.fork(Effect.forever(Effect.zipRight(TestClock.adjust("1 second"), TestServices.provideLive(Effect.sleep("2 millis")))))
+      yield* Effect.fork(
+        Effect.forever(
+          Effect.zipRight(TestClock.adjust("1 second"), TestServices.provideLive(Effect.sleep("2 millis")))
+        )
+      )
       const error = yield* Fiber.join(writer).pipe(
-        Effect.raceFirst(Effect.zipRight(TestServices.provideLive(Effect.sleep("10 seconds")), Effect.dieMessage("no stall in 10 s of wall-clock time")))
+        Effect.raceFirst(
+          Effect.zipRight(
+            TestServices.provideLive(Effect.sleep("10 seconds")),
+            Effect.dieMessage("no stall in 10 s of wall-clock time")
+          )
+        )
       )
       assert.strictEqual(error._tag, "RingStalledError")
       assert.isAtLeast(yield* Clock.currentTimeMillis, 10_000)
@@ -175,24 +202,33 @@ describe("RdmaStream.writeRing: time", () => {
 })
 
 describe("RdmaStream.writeRing: interruption", () => {
-  it.live("interrupted while the ring is full: nothing stays registered once the scope closes", () =>
-    inWorld(Effect.gen(function*() {
-      const { client, clientPeer, remoteRing, ring } = yield* ringPair(256)
-      const fiber = yield* Stream.fromIterable(records(10, 100)).pipe(
-        Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing })),
-        Effect.fork
-      )
-      // The writer has filled the ring (its tail word says so) and waits for room.
-      const tail = () => new DataView(ring.memory.buffer, ring.memory.byteOffset).getBigUint64(0, true)
-      yield* Effect.sleep("1 millis").pipe(Effect.repeat({ until: () => tail() > 0n }), Effect.timeout("10 seconds"))
-      const exit = yield* Fiber.interrupt(fiber)
-      assert.isTrue(Exit.isInterrupted(exit))
-    })), 30_000)
+  it.live(
+    "interrupted while the ring is full: nothing stays registered once the scope closes",
+    () =>
+      inWorld(Effect.gen(function*() {
+        const { client, clientPeer, remoteRing, ring } = yield* ringPair(256)
+        const fiber = yield* Stream.fromIterable(records(10, 100)).pipe(
+          Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing })),
+          Effect.fork
+        )
+        // The writer has filled the ring (its tail word says so) and waits for room.
+        const tail = () => new DataView(ring.memory.buffer, ring.memory.byteOffset).getBigUint64(0, true)
+        yield* Effect.sleep("1 millis").pipe(Effect.repeat({ until: () => tail() > 0n }), Effect.timeout("10 seconds"))
+        const exit = yield* Fiber.interrupt(fiber)
+        assert.isTrue(Exit.isInterrupted(exit))
+      })),
+    30_000
+  )
 })
 
 describe("RdmaStream.messages", () => {
   /** Sends message i (`sizes[i]` bytes of i + 1) one after another, counting each completed send. */
-  const sendAll = (conn: Connection.Connection, src: LocalMr.LocalMr<"SEND">, sizes: ReadonlyArray<number>, sent: { n: number }) =>
+  const sendAll = (
+    conn: Connection.Connection,
+    src: LocalMr.LocalMr<"SEND">,
+    sizes: ReadonlyArray<number>,
+    sent: { n: number }
+  ) =>
     Effect.forEach(sizes, (length, i) =>
       Effect.sync(() => src.memory.fill(i + 1, 0, length)).pipe(
         Effect.zipRight(Connection.send(conn, { src, length })),
@@ -201,7 +237,12 @@ describe("RdmaStream.messages", () => {
 
   /** A server connection in the caller's scope, and a client connection whose scope `use` runs in. */
   const withClient = <A, E, R>(
-    use: (client: Connection.Connection, clientPeer: Peer.Peer, server: Connection.Connection, serverPeer: Peer.Peer) => Effect.Effect<A, E, R>
+    use: (
+      client: Connection.Connection,
+      clientPeer: Peer.Peer,
+      server: Connection.Connection,
+      serverPeer: Peer.Peer
+    ) => Effect.Effect<A, E, R>
   ) =>
     Effect.gen(function*() {
       const serverPeer = yield* Peer.make(address)
@@ -235,31 +276,38 @@ describe("RdmaStream.messages", () => {
       received.forEach((m, i) => assert.isTrue(m.every((b) => b === i + 1), `message ${i}`))
     })))
 
-  it.live("backpressure: a consumer that stops holds the sender at the pool's size", () =>
-    inWorld(withClient((client, clientPeer, server, serverPeer) =>
-      Effect.gen(function*() {
-        const count = 4
-        const sent = { n: 0 }
-        const src = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
-        const messages = yield* Stream.toPull(RdmaStream.messages(serverPeer, server, { count, size: 64 }))
-        const sender = yield* Effect.fork(sendAll(client, src, Array.from({ length: 30 }, () => 8), sent))
-        // The stream posts its receives when first pulled: one message taken, `count` receives posted
-        // again, so 1 + `count` sends complete and the next one waits for a receive.
-        yield* messages
-        yield* Effect.sleep("1 millis").pipe(Effect.repeat({ until: () => sent.n >= 1 + count }), Effect.timeout("10 seconds"))
-        assert.strictEqual(sent.n, 1 + count)
-        // And no more can: a send completes only into a receive, and the stream has posted no other.
-        const control = yield* SimulatedDriver.SimulationControl
-        assert.strictEqual(yield* control.calls("rpma_recv"), 1 + count, "receives posted")
-        // Consumed one at a time: never more than `count` ahead of the consumer.
-        for (let consumed = 2; consumed <= 30; consumed++) {
+  it.live(
+    "backpressure: a consumer that stops holds the sender at the pool's size",
+    () =>
+      inWorld(withClient((client, clientPeer, server, serverPeer) =>
+        Effect.gen(function*() {
+          const count = 4
+          const sent = { n: 0 }
+          const src = yield* LocalMr.allocate(clientPeer, 64, Usage.SEND)
+          const messages = yield* Stream.toPull(RdmaStream.messages(serverPeer, server, { count, size: 64 }))
+          const sender = yield* Effect.fork(sendAll(client, src, Array.from({ length: 30 }, () => 8), sent))
+          // The stream posts its receives when first pulled: one message taken, `count` receives posted
+          // again, so 1 + `count` sends complete and the next one waits for a receive.
           yield* messages
-          assert.isAtMost(sent.n, consumed + count)
-        }
-        yield* Fiber.join(sender)
-        assert.strictEqual(sent.n, 30)
-      }).pipe(Effect.scoped)
-    )), 30_000)
+          yield* Effect.sleep("1 millis").pipe(
+            Effect.repeat({ until: () => sent.n >= 1 + count }),
+            Effect.timeout("10 seconds")
+          )
+          assert.strictEqual(sent.n, 1 + count)
+          // And no more can: a send completes only into a receive, and the stream has posted no other.
+          const control = yield* SimulatedDriver.SimulationControl
+          assert.strictEqual(yield* control.calls("rpma_recv"), 1 + count, "receives posted")
+          // Consumed one at a time: never more than `count` ahead of the consumer.
+          for (let consumed = 2; consumed <= 30; consumed++) {
+            yield* messages
+            assert.isAtMost(sent.n, consumed + count)
+          }
+          yield* Fiber.join(sender)
+          assert.strictEqual(sent.n, 30)
+        }).pipe(Effect.scoped)
+      )),
+    30_000
+  )
 
   it.effect("interrupted while waiting: nothing stays posted or registered once the connection ends", () =>
     inWorld(withClient((_client, _clientPeer, server, serverPeer) =>

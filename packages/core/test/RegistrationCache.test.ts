@@ -146,8 +146,12 @@ describe("RegistrationCache", () => {
       yield* Fiber.join(closing)
       assert.strictEqual(yield* cache.size, 0)
       assert.strictEqual(yield* deregistrations, 1, "deregistered once")
-      assert.strictEqual(yield* Effect.exit(cache.use(new Uint8Array(64), Usage.READ_SRC, () => Effect.void)).pipe(
-        Effect.map(Exit.isInterrupted)
-      ), true, "a closed cache serves nothing")
+      assert.strictEqual(
+        yield* Effect.exit(cache.use(new Uint8Array(64), Usage.READ_SRC, () => Effect.void)).pipe(
+          Effect.map(Exit.isInterrupted)
+        ),
+        true,
+        "a closed cache serves nothing"
+      )
     })))
 })

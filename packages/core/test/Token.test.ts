@@ -32,11 +32,19 @@ const listening = (admission: Admission.Admission) =>
         return { server, client }
       })
     /** Asserts that `privateData` was refused for `reason`, on both sides. */
-    const refused = (privateData: Uint8Array | undefined, reason: Admission.AdmissionRefusedError["reason"], what: string) =>
+    const refused = (
+      privateData: Uint8Array | undefined,
+      reason: Admission.AdmissionRefusedError["reason"],
+      what: string
+    ) =>
       Effect.gen(function*() {
         const { client, server } = yield* attempt(privateData)
         const error = failureOf(server)
-        assert.strictEqual(error?._tag, "AdmissionRefusedError", `${what}: the server ${Exit.isSuccess(server) ? "admitted it" : error?._tag}`)
+        assert.strictEqual(
+          error?._tag,
+          "AdmissionRefusedError",
+          `${what}: the server ${Exit.isSuccess(server) ? "admitted it" : error?._tag}`
+        )
         assert.strictEqual((error as Admission.AdmissionRefusedError).reason, reason, what)
         assert.strictEqual(failureOf(client)?._tag, "ConnectionFailedError", `${what}: the client`)
       })
@@ -109,7 +117,11 @@ describe("admission tokens", () => {
           assert.strictEqual(once.uses, 1)
           const single = yield* listening(once)
           const sent = yield* Admission.privateData(token)
-          yield* single.refused(yield* Admission.privateData(Uint8Array.of(3, 1, 4)), "WrongToken", "a wrong token first")
+          yield* single.refused(
+            yield* Admission.privateData(Uint8Array.of(3, 1, 4)),
+            "WrongToken",
+            "a wrong token first"
+          )
           yield* single.admitted(sent, "the first use")
           yield* single.refused(sent, "TokenUsed", "the second use")
         }))

@@ -59,7 +59,10 @@ const gyp = () => {
   }
   // binding.gyp sits in gyp/, not at the package root: npm and pnpm give a package with a root
   // binding.gyp an implicit `node-gyp rebuild` install script, which this package must not have.
-  const run = spawnSync(process.execPath, [nodeGyp, ...args], { cwd: join(root, "gyp"), stdio: ["ignore", "inherit", "inherit"] })
+  const run = spawnSync(process.execPath, [nodeGyp, ...args], {
+    cwd: join(root, "gyp"),
+    stdio: ["ignore", "inherit", "inherit"]
+  })
   if (run.status !== 0) return `node-gyp ${args.join(" ")} failed (exit ${run.status ?? run.signal})`
   mkdirSync(dirname(built), { recursive: true })
   copyFileSync(join(root, "gyp", "build", "Release", "rpma_addon.node"), built)

@@ -19,7 +19,17 @@
 // Output: prebuilds/linux-<arch>/rpma_addon.abi<N>.glibc.node, stripped; one newer than
 // gyp/binding.gyp and every src/*.cc, src/*.h is kept (--force builds it again).
 import { spawnSync } from "node:child_process"
-import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs"
+import {
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync
+} from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -89,7 +99,10 @@ const nodeCommand = (arch, nodedir) => {
 /** Whether `output` is newer than binding.gyp and every source: then it is not built again. */
 const upToDate = (output) => {
   if (!existsSync(output)) return false
-  const sources = [join(root, "gyp", "binding.gyp"), ...readdirSync(join(root, "src")).filter((f) => /\.(cc|h)$/.test(f)).map((f) => join(root, "src", f))]
+  const sources = [
+    join(root, "gyp", "binding.gyp"),
+    ...readdirSync(join(root, "src")).filter((f) => /\.(cc|h)$/.test(f)).map((f) => join(root, "src", f))
+  ]
   const built = statSync(output).mtimeMs
   return sources.every((f) => statSync(f).mtimeMs < built)
 }
@@ -128,7 +141,11 @@ const build = (target) => {
     env.PKG_CONFIG_LIBDIR = `${foreign.pkgconfig}:/usr/share/pkgconfig`
   }
   if (spawnSync("pkg-config", ["--exists", "librpma", "librdmacm", "libibverbs"], { env }).status !== 0) {
-    die(`pkg-config finds no librpma/librdmacm/libibverbs for ${target.arch} (install their -dev packages${foreign ? `:${target.arch}` : ""})`)
+    die(
+      `pkg-config finds no librpma/librdmacm/libibverbs for ${target.arch} (install their -dev packages${
+        foreign ? `:${target.arch}` : ""
+      })`
+    )
   }
   const nodeGyp = require.resolve("node-gyp/bin/node-gyp.js")
   const started = Date.now()
@@ -140,7 +157,11 @@ const build = (target) => {
   mkdirSync(dirname(output), { recursive: true })
   copyFileSync(join(stage, "gyp", "build", "Release", "rpma_addon.node"), output)
   run(foreign ? `${foreign.triple}-strip` : "strip", ["--strip-unneeded", output])
-  say(`${output.slice(root.length + 1)} (Node.js ${nodedir.split("-").pop()}) in ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  say(
+    `${output.slice(root.length + 1)} (Node.js ${nodedir.split("-").pop()}) in ${
+      ((Date.now() - started) / 1000).toFixed(0)
+    } s`
+  )
   rmSync(stage, { recursive: true, force: true })
 }
 
@@ -151,7 +172,12 @@ const load = (target) => {
   const output = outputOf(target.arch, abi)
   if (!existsSync(output)) die(`${output} is missing: run node scripts/prebuild.mjs ${target.arch}@${target.major}`)
   const [command, ...args] = nodeCommand(target.arch, nodedir)
-  const child = spawnSync(command, [...args, "-e", "const a = require(process.argv[1]); if (typeof a.peerNew !== 'function') throw new Error('no peerNew'); console.log(process.version, process.arch, 'ABI', process.versions.modules)", output], { encoding: "utf8" })
+  const child = spawnSync(command, [
+    ...args,
+    "-e",
+    "const a = require(process.argv[1]); if (typeof a.peerNew !== 'function') throw new Error('no peerNew'); console.log(process.version, process.arch, 'ABI', process.versions.modules)",
+    output
+  ], { encoding: "utf8" })
   if (child.status !== 0) die(`${output} does not load under ${command} ${args.join(" ")}: ${child.stderr.trim()}`)
   say(`loads: ${output.slice(root.length + 1)} under ${child.stdout.trim()}`)
 }

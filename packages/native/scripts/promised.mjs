@@ -13,4 +13,5 @@ export const promised = ["x64", "arm64"].flatMap((arch) =>
 )
 
 /** Where the addon for `arch` and `abi` sits, under the package's root. */
-export const prebuildPath = (root, arch, abi) => join(root, "prebuilds", `linux-${arch}`, `rpma_addon.abi${abi}.glibc.node`)
+export const prebuildPath = (root, arch, abi) =>
+  join(root, "prebuilds", `linux-${arch}`, `rpma_addon.abi${abi}.glibc.node`)

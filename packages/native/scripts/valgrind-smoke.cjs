@@ -49,7 +49,17 @@ for (let round = 0; round < 20; round++) {
 const remote = binding.mrRemoteFromDescriptor(descriptor(21, 0x11))
 const bogus = [null, undefined, {}, 1, "x", () => {}, remote, Object.create(remote), new Proxy({}, {})]
 for (const value of bogus) {
-  for (const name of ["peerNew", "peerDelete", "mrDereg", "mrGetDescriptorSize", "mrGetDescriptor", "mrGetPtr", "mrGetSize"]) {
+  for (
+    const name of [
+      "peerNew",
+      "peerDelete",
+      "mrDereg",
+      "mrGetDescriptorSize",
+      "mrGetDescriptor",
+      "mrGetPtr",
+      "mrGetSize"
+    ]
+  ) {
     expectThrow(name, () => binding[name](value), "code", -100004)
   }
   expectThrow("mrReg", () => binding.mrReg(value, new Uint8Array(64), 1), "code", -100004)
@@ -58,10 +68,25 @@ for (const value of bogus) {
 }
 // Connection calls (endpoints, requests, connections, work requests, waits): every guard.
 const config = { timeoutMs: 1000, sqSize: 4, rqSize: 4, cqSize: 8, directWriteToPmem: false }
-const badConfigs = [null, {}, { ...config, timeoutMs: -1 }, { ...config, sqSize: 2 ** 32 }, { ...config, directWriteToPmem: 1 }]
+const badConfigs = [null, {}, { ...config, timeoutMs: -1 }, { ...config, sqSize: 2 ** 32 }, {
+  ...config,
+  directWriteToPmem: 1
+}]
 const rejections = []
 for (const value of bogus) {
-  for (const name of ["epShutdown", "connReqPrivateData", "connReqDelete", "connPrivateData", "connDisconnect", "connDelete", "pollCompletions", "srqDelete", "connQpNum"]) {
+  for (
+    const name of [
+      "epShutdown",
+      "connReqPrivateData",
+      "connReqDelete",
+      "connPrivateData",
+      "connDisconnect",
+      "connDelete",
+      "pollCompletions",
+      "srqDelete",
+      "connQpNum"
+    ]
+  ) {
     expectThrow(name, () => binding[name](value), "code", -100004)
   }
   expectThrow("epListen", () => binding.epListen(value, "127.0.0.1", 7000), "code", -100004)
@@ -73,16 +98,18 @@ for (const value of bogus) {
   }
   expectThrow("connNextEvent", () => binding.connNextEvent(value, () => failures++), "code", -100004)
   expectThrow("waitCompletions", () => binding.waitCompletions(value, undefined), "code", -100004)
-  for (const request of [
-    null,
-    { op: "nope", id: 1 },
-    { op: "write", id: 1, dst: remote, dstOffset: 0, src: value, srcOffset: 0, length: 8 },
-    { op: "read", id: 2, dst: value, dstOffset: 0, src: remote, srcOffset: 0, length: 8 },
-    { op: "flush", id: 3, dst: remote, dstOffset: 0, length: 8, type: "nope" },
-    { op: "atomicWrite", id: 4, dst: remote, dstOffset: 0, value: new Uint8Array(7) },
-    { op: "send", id: 5, src: value, offset: -1, length: 8 },
-    { op: "recv", id: 6, dst: value, offset: 0, length: 2 ** 40 }
-  ]) {
+  for (
+    const request of [
+      null,
+      { op: "nope", id: 1 },
+      { op: "write", id: 1, dst: remote, dstOffset: 0, src: value, srcOffset: 0, length: 8 },
+      { op: "read", id: 2, dst: value, dstOffset: 0, src: remote, srcOffset: 0, length: 8 },
+      { op: "flush", id: 3, dst: remote, dstOffset: 0, length: 8, type: "nope" },
+      { op: "atomicWrite", id: 4, dst: remote, dstOffset: 0, value: new Uint8Array(7) },
+      { op: "send", id: 5, src: value, offset: -1, length: 8 },
+      { op: "recv", id: 6, dst: value, offset: 0, length: 2 ** 40 }
+    ]
+  ) {
     expectThrow("post", () => binding.post(value, request), "code", -100004)
   }
   if (binding.cancelWait(value, 1) !== false) failures++
@@ -103,7 +130,9 @@ for (const value of bogus) {
   for (const name of ["cmGetRequest", "cmNextEvent", "cmWaitCompletions"]) {
     expectThrow(name, () => binding[name](value, () => failures++), "errno", 22)
   }
-  for (const request of [null, { op: "nope" }, { op: "send", id: 1, segments: [{ mr: value, offset: 0, length: 8 }] }]) {
+  for (
+    const request of [null, { op: "nope" }, { op: "send", id: 1, segments: [{ mr: value, offset: 0, length: 8 }] }]
+  ) {
     expectThrow("cmPost", () => binding.cmPost(value, request), "errno", 22)
   }
   for (const cfg of [null, {}, { ...epConfig, maxSendWr: 0 }, { ...epConfig, timeoutMs: -1 }]) {
@@ -152,7 +181,9 @@ Promise.allSettled([
   if (process.env.RDMA_ADDRESS) await deviceRound(process.env.RDMA_ADDRESS)
   if (typeof globalThis.gc === "function") globalThis.gc()
   setImmediate(() => {
-    console.log(`valgrind-smoke: ${failures === 0 ? "ok" : `${failures} failures`}, live allocations ${binding.liveAllocations()}`)
+    console.log(
+      `valgrind-smoke: ${failures === 0 ? "ok" : `${failures} failures`}, live allocations ${binding.liveAllocations()}`
+    )
     process.exitCode = failures === 0 ? 0 : 1
   })
 })
@@ -160,7 +191,8 @@ Promise.allSettled([
 // With a device (RDMA_ADDRESS, in the VM): one endpoint pair through its whole life, so that
 // valgrind sees the event and completion paths too.
 async function deviceRound(address) {
-  const waitFor = (start) => new Promise((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value))))
+  const waitFor = (start) =>
+    new Promise((resolve, reject) => start((error, value) => (error ? reject(error) : resolve(value))))
   const { handle: listener, port } = binding.cmListen(address, 0, epConfig)
   let client
   const created = waitFor((callback) => (client = binding.cmEpCreate(address, port, epConfig, callback)))
@@ -176,7 +208,14 @@ async function deviceRound(address) {
   binding.cmPrivateData(client)
   binding.cmEpInfo(server)
   const info = binding.cmMrInfo(serverMr)
-  binding.cmPost(client, { op: "write", id: 2, imm: 5, remoteAddress: info.address, rkey: info.rkey, segments: [{ mr: clientMr, offset: 0, length: 8 }] })
+  binding.cmPost(client, {
+    op: "write",
+    id: 2,
+    imm: 5,
+    remoteAddress: info.address,
+    rkey: info.rkey,
+    segments: [{ mr: clientMr, offset: 0, length: 8 }]
+  })
   binding.cmPost(server, { op: "recv", id: 3, segments: [{ mr: serverMsgs, offset: 0, length: 64 }] })
   binding.cmPost(server, { op: "send", id: 4, inline: true, segments: [{ mr: serverMsgs, offset: 0, length: 8 }] })
   const want = { client: new Set([1, 2]), server: new Set([3, 4]) }
@@ -185,7 +224,9 @@ async function deviceRound(address) {
     while (want[side].size > 0) {
       // One completion a packed read (the rest stay in the CQs for the next).
       const count = binding.cmPollPacked(ep, packed)
-      const ready = count === 0 ? await waitFor((callback) => binding.cmWaitCompletions(ep, callback)) : [{ id: packed[0] }]
+      const ready = count === 0
+        ? await waitFor((callback) => binding.cmWaitCompletions(ep, callback))
+        : [{ id: packed[0] }]
       for (const c of ready) want[side].delete(c.id)
     }
   }

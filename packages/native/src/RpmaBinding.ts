@@ -298,7 +298,7 @@ export class NativeLoadError extends Data.TaggedError("NativeLoadError")<{
           (this.debianPackage === undefined ?
             "" :
             `: install it with \`sudo apt-get install ${this.debianPackage}\` (the prebuilt addons need librpma0, ` +
-              `librdmacm1, libibverbs1 and ibverbs-providers at run time; a build from source, the libraries it was built against)`) +
+            `librdmacm1, libibverbs1 and ibverbs-providers at run time; a build from source, the libraries it was built against)`) +
           ` (${causeMessage(this.cause)})`
       case "Bundled":
         return Load.bundledHelp

@@ -58,56 +58,80 @@ const requestOfGoneClient = (driver: Driver) =>
     return request
   })
 
-layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })("a request whose client has gone", (it) => {
-  describe("rdma_accept", () => {
-    it.scoped("the client destroyed its endpoint before the accept: ECONNABORTED, the client has gone", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const request = yield* requestOfGoneClient(driver)
-        // The client's CM tells the server's (a REJ); give it a moment to arrive.
-        yield* Effect.sleep(200 * slowdown)
-        expectGone(yield* acceptOutcome(driver, request, "client destroyed, then accepted"))
-        const live = yield* driver.live
-        assert.strictEqual(live.cmEndpoints, 1, "only the spent request is left, until its scope closes")
-      }), 60_000 * slowdown)
+layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
+  "a request whose client has gone",
+  (it) => {
+    describe("rdma_accept", () => {
+      it.scoped(
+        "the client destroyed its endpoint before the accept: ECONNABORTED, the client has gone",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const request = yield* requestOfGoneClient(driver)
+            // The client's CM tells the server's (a REJ); give it a moment to arrive.
+            yield* Effect.sleep(200 * slowdown)
+            expectGone(yield* acceptOutcome(driver, request, "client destroyed, then accepted"))
+            const live = yield* driver.live
+            assert.strictEqual(live.cmEndpoints, 1, "only the spent request is left, until its scope closes")
+          }),
+        60_000 * slowdown
+      )
 
-    it.scoped("the client destroyed its endpoint just as the server accepts: ECONNABORTED", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const request = yield* requestOfGoneClient(driver)
-        expectGone(yield* acceptOutcome(driver, request, "client destroyed, accepted at once"))
-      }), 60_000 * slowdown)
+      it.scoped(
+        "the client destroyed its endpoint just as the server accepts: ECONNABORTED",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const request = yield* requestOfGoneClient(driver)
+            expectGone(yield* acceptOutcome(driver, request, "client destroyed, accepted at once"))
+          }),
+        60_000 * slowdown
+      )
 
-    it.scoped("the client's connect timed out, its endpoint alive: the accept waits (ETIMEDOUT at its bound) until the client is destroyed (ECONNABORTED)", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const listening = yield* listen(driver)
-        const clientScope = yield* Scope.make()
-        const client = yield* Scope.extend(owned(driver, driver.cmEpCreate(address, listening.port, config)), clientScope)
-        const connecting = yield* Effect.fork(Effect.flip(driver.cmConnect(client, undefined, 300 * slowdown)))
-        const request = yield* owned(driver, driver.cmGetRequest(listening.handle))
-        const timedOut = yield* Fiber.join(connecting)
-        assert.strictEqual(timedOut.errnoName, "ETIMEDOUT")
-        // The CM hears nothing of a client that only gave up: the accept waits.
-        const accepting = yield* Effect.fork(acceptOutcome(driver, request, "client timed out (alive), accepted, then destroyed"))
-        yield* Effect.sleep(200 * slowdown)
-        assert.isTrue((yield* Fiber.poll(accepting))._tag === "None", "the accept ended while the client was alive")
-        const started = Date.now()
-        yield* Scope.close(clientScope, Exit.void)
-        expectGone(yield* Fiber.join(accepting))
-        console.log(`[client gone] the accept ended ${Date.now() - started} ms after the client was destroyed`)
-      }), 60_000 * slowdown)
+      it.scoped(
+        "the client's connect timed out, its endpoint alive: the accept waits (ETIMEDOUT at its bound) until the client is destroyed (ECONNABORTED)",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const listening = yield* listen(driver)
+            const clientScope = yield* Scope.make()
+            const client = yield* Scope.extend(
+              owned(driver, driver.cmEpCreate(address, listening.port, config)),
+              clientScope
+            )
+            const connecting = yield* Effect.fork(Effect.flip(driver.cmConnect(client, undefined, 300 * slowdown)))
+            const request = yield* owned(driver, driver.cmGetRequest(listening.handle))
+            const timedOut = yield* Fiber.join(connecting)
+            assert.strictEqual(timedOut.errnoName, "ETIMEDOUT")
+            // The CM hears nothing of a client that only gave up: the accept waits.
+            const accepting = yield* Effect.fork(
+              acceptOutcome(driver, request, "client timed out (alive), accepted, then destroyed")
+            )
+            yield* Effect.sleep(200 * slowdown)
+            assert.isTrue((yield* Fiber.poll(accepting))._tag === "None", "the accept ended while the client was alive")
+            const started = Date.now()
+            yield* Scope.close(clientScope, Exit.void)
+            expectGone(yield* Fiber.join(accepting))
+            console.log(`[client gone] the accept ended ${Date.now() - started} ms after the client was destroyed`)
+          }),
+        60_000 * slowdown
+      )
 
-    it.scoped("the client's connect timed out, its endpoint alive: an accept with a short bound ends with ETIMEDOUT", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const listening = yield* listen(driver)
-        const client = yield* owned(driver, driver.cmEpCreate(address, listening.port, config))
-        const connecting = yield* Effect.fork(Effect.flip(driver.cmConnect(client, undefined, 300 * slowdown)))
-        const request = yield* owned(driver, driver.cmGetRequest(listening.handle))
-        assert.strictEqual((yield* Fiber.join(connecting)).errnoName, "ETIMEDOUT")
-        const error = yield* Effect.flip(driver.cmAccept(request, undefined, 500 * slowdown))
-        assert.strictEqual(error.errnoName, "ETIMEDOUT")
-      }), 60_000 * slowdown)
-  })
-})
+      it.scoped(
+        "the client's connect timed out, its endpoint alive: an accept with a short bound ends with ETIMEDOUT",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const listening = yield* listen(driver)
+            const client = yield* owned(driver, driver.cmEpCreate(address, listening.port, config))
+            const connecting = yield* Effect.fork(Effect.flip(driver.cmConnect(client, undefined, 300 * slowdown)))
+            const request = yield* owned(driver, driver.cmGetRequest(listening.handle))
+            assert.strictEqual((yield* Fiber.join(connecting)).errnoName, "ETIMEDOUT")
+            const error = yield* Effect.flip(driver.cmAccept(request, undefined, 500 * slowdown))
+            assert.strictEqual(error.errnoName, "ETIMEDOUT")
+          }),
+        60_000 * slowdown
+      )
+    })
+  }
+)

@@ -110,352 +110,423 @@ const connectedPair = (driver: Driver, options: {
 
 const live = (driver: Driver) => Effect.map(driver.live, (l) => [l.cmEndpoints, l.cmListeners, l.cmRegions])
 
-layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })("librdmacm endpoints on the device (raw driver)", (it) => {
-  describe("set-up", () => {
-    it.scoped("connect and accept carry private data both ways; the info names both sides", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const pair = yield* connectedPair(driver, { connectData: text("from the client"), acceptData: text("welcome") })
-        const request = yield* driver.cmPrivateData(pair.server)
-        assert.strictEqual(head(request, 15), "from the client")
-        assert.isAtLeast(request.byteLength, 15)
-        const accepted = yield* driver.cmPrivateData(pair.client)
-        assert.strictEqual(head(accepted, 7), "welcome")
-        const client = yield* driver.cmEpInfo(pair.client)
-        const server = yield* driver.cmEpInfo(pair.server)
-        assert.isAbove(client.qpNum, 0)
-        assert.notStrictEqual(client.qpNum, server.qpNum)
-        assert.isAtLeast(client.maxInlineData, config.maxInlineData)
-        assert.strictEqual(client.remoteAddress, address)
-        assert.strictEqual(client.remotePort, pair.port)
-        assert.strictEqual(server.localPort, pair.port)
-        assert.strictEqual(server.remotePort, client.localPort)
-      }), 20_000 * slowdown)
+layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
+  "librdmacm endpoints on the device (raw driver)",
+  (it) => {
+    describe("set-up", () => {
+      it.scoped(
+        "connect and accept carry private data both ways; the info names both sides",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const pair = yield* connectedPair(driver, {
+              connectData: text("from the client"),
+              acceptData: text("welcome")
+            })
+            const request = yield* driver.cmPrivateData(pair.server)
+            assert.strictEqual(head(request, 15), "from the client")
+            assert.isAtLeast(request.byteLength, 15)
+            const accepted = yield* driver.cmPrivateData(pair.client)
+            assert.strictEqual(head(accepted, 7), "welcome")
+            const client = yield* driver.cmEpInfo(pair.client)
+            const server = yield* driver.cmEpInfo(pair.server)
+            assert.isAbove(client.qpNum, 0)
+            assert.notStrictEqual(client.qpNum, server.qpNum)
+            assert.isAtLeast(client.maxInlineData, config.maxInlineData)
+            assert.strictEqual(client.remoteAddress, address)
+            assert.strictEqual(client.remotePort, pair.port)
+            assert.strictEqual(server.localPort, pair.port)
+            assert.strictEqual(server.remotePort, client.localPort)
+          }),
+        20_000 * slowdown
+      )
 
-    it.scoped("a rejected request is ECONNREFUSED on the client, with the rejection's private data", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const listening = yield* listen(driver)
-        const client = yield* endpoint(driver, driver.cmEpCreate(address, listening.port, config))
-        const connecting = yield* Effect.fork(Effect.flip(driver.cmConnect(client, text("let me in"), WAIT_MS)))
-        const server = yield* endpoint(driver, driver.cmGetRequest(listening.handle))
-        yield* driver.cmReject(server, text("go away"))
-        const error = yield* Fiber.join(connecting)
-        assert.strictEqual(error.errnoName, "ECONNREFUSED")
-        assert.strictEqual(head(yield* driver.cmPrivateData(client), 7), "go away")
-        // Answered: neither accepted nor rejected again.
-        const again = yield* Effect.flip(driver.cmAccept(server, undefined, WAIT_MS))
-        assert.strictEqual(again.errnoName, "EINVAL")
-      }), 20_000 * slowdown)
-
-    it.scoped("no one listening: EHOSTUNREACH or ETIMEDOUT within the bound", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const client = yield* endpoint(driver, driver.cmEpCreate(address, 18599, config))
-        const error = yield* Effect.flip(driver.cmConnect(client, undefined, 5_000 * slowdown))
-        assert.oneOf(error.errnoName, ["EHOSTUNREACH", "ETIMEDOUT"])
-      }), 20_000 * slowdown)
-  })
-
-  describe("messages", () => {
-    it.scoped("send and receive, the receives posted before accept and before connect", () => sendReceive, 30_000 * slowdown)
-
-    it.scoped("sendv / recvv with two segments each", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const into = yield* region(driver, server, "msgs", 64)
-        const from = yield* region(driver, client, "msgs", 64)
-        // Received: 5 bytes at 40, the rest at 0.
-        yield* post(driver, server, {
-          op: "recv",
-          id: 1,
-          segments: [{ mr: into.mr, offset: 40, length: 5 }, { mr: into.mr, offset: 0, length: 16 }]
-        })
-        from.memory.set(text("abc"), 10)
-        from.memory.set(text("defghij"), 30)
-        yield* post(driver, client, {
-          op: "send",
-          id: 2,
-          segments: [{ mr: from.mr, offset: 10, length: 3 }, { mr: from.mr, offset: 30, length: 7 }]
-        })
-        const received = yield* completion(driver, server, 1)
-        assert.strictEqual(received.status, IBV_WC_SUCCESS)
-        assert.strictEqual(received.byteLength, 10)
-        assert.strictEqual(new TextDecoder().decode(into.memory.subarray(40, 45)), "abcde")
-        assert.strictEqual(head(into.memory, 5), "fghij")
-        yield* completion(driver, client, 2)
-      }), 30_000 * slowdown)
-
-    it.scoped("an inline send: the bytes are taken at post time", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const into = yield* region(driver, server, "msgs", 64)
-        const from = yield* region(driver, client, "msgs", 64)
-        yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
-        from.memory.set(text("inline bytes"))
-        yield* post(driver, client, { op: "send", id: 2, inline: true, segments: [{ mr: from.mr, offset: 0, length: 12 }] })
-        from.memory.set(text("overwritten!"))
-        assert.strictEqual((yield* completion(driver, server, 1)).byteLength, 12)
-        assert.strictEqual(head(into.memory, 12), "inline bytes")
-        assert.strictEqual((yield* completion(driver, client, 2)).status, IBV_WC_SUCCESS)
-      }), 30_000 * slowdown)
-
-    it.scoped("send and write with immediate data: the receive completes with the value", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const into = yield* region(driver, server, "msgs", 64)
-        const target = yield* region(driver, server, "write", 64)
-        const from = yield* region(driver, client, "msgs", 64)
-        yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
-        yield* post(driver, server, { op: "recv", id: 2, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
-        from.memory.set(text("imm"))
-        yield* post(driver, client, { op: "send", id: 3, imm: 0xdeadbeef, segments: [{ mr: from.mr, offset: 0, length: 3 }] })
-        const sent = yield* completion(driver, server, 1)
-        assert.strictEqual(sent.flags & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM)
-        assert.strictEqual(sent.imm, 0xdeadbeef)
-        const info = yield* driver.cmMrInfo(target.mr)
-        from.memory.set(text("written with imm"))
-        yield* post(driver, client, {
-          op: "write",
-          id: 4,
-          imm: 7,
-          remoteAddress: info.address + 8n,
-          rkey: info.rkey,
-          segments: [{ mr: from.mr, offset: 0, length: 16 }]
-        })
-        const written = yield* completion(driver, server, 2)
-        assert.strictEqual(written.opcode, RECV_RDMA_WITH_IMM)
-        assert.strictEqual(written.imm, 7)
-        assert.strictEqual(new TextDecoder().decode(target.memory.subarray(8, 24)), "written with imm")
-        yield* completion(driver, client, 3)
-        yield* completion(driver, client, 4)
-      }), 30_000 * slowdown)
-  })
-
-  describe("completions read from the addon", () => {
-    it.scoped("more completions than one packed read holds: one poll returns them all, in order, immediate data included", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        // 100 receives complete on the server, which polls only once they all have (the
-        // driver reads 64 a call from the addon).
-        const count = 100
-        const deep: Model.CmEpConfig = { ...config, maxSendWr: count, maxRecvWr: count }
-        const { client, server } = yield* connectedPair(driver, { config: deep })
-        const into = yield* region(driver, server, "msgs", count * 8)
-        const from = yield* region(driver, client, "msgs", count * 8)
-        const receives: Array<Model.CmWorkRequest> = Array.from({ length: count }, (_, i) => ({
-          op: "recv",
-          id: 1000 + i,
-          segments: [{ mr: into.mr, offset: i * 8, length: 8 }]
-        }))
-        const posted = driver.cmPostMany(server, receives)
-        assert.strictEqual(posted.posted, count)
-        assert.deepStrictEqual(posted.ready, [])
-        for (let i = 0; i < count; i++) {
-          from.memory[i * 8] = i
-          yield* post(driver, client, {
-            op: "send",
-            id: i,
-            imm: i % 2 === 1 ? 0x10000 + i : undefined,
-            segments: [{ mr: from.mr, offset: i * 8, length: 1 + (i % 8) }]
-          })
-        }
-        // On a reliable connection a send completes once the other side has taken it.
-        for (let i = 0; i < count; i++) assert.strictEqual((yield* completion(driver, client, i)).status, IBV_WC_SUCCESS)
-        const ready = yield* driver.cmPollCompletions(server)
-        assert.deepStrictEqual(ready.map((c) => c.id), receives.map((r) => r.id))
-        ready.forEach((c, i) => {
-          assert.strictEqual(c.status, IBV_WC_SUCCESS)
-          assert.strictEqual(c.byteLength, 1 + (i % 8))
-          assert.strictEqual(c.flags & IBV_WC_WITH_IMM, i % 2 === 1 ? IBV_WC_WITH_IMM : 0)
-          assert.strictEqual(c.imm, i % 2 === 1 ? 0x10000 + i : undefined)
-          assert.strictEqual(into.memory[i * 8], i)
-        })
-        assert.deepStrictEqual(yield* driver.cmPollCompletions(server), [])
-      }), 60_000 * slowdown)
-
-    it.scoped("the addon's packed poll refuses an array it cannot fill, and leaves the completions where they are", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const binding = yield* RpmaBinding.load()
-        const { client, server } = yield* connectedPair(driver)
-        const into = yield* region(driver, server, "msgs", 64)
-        const from = yield* region(driver, client, "msgs", 64)
-        yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
-        yield* post(driver, client, { op: "send", id: 2, segments: [{ mr: from.mr, offset: 0, length: 5 }] })
-        assert.strictEqual((yield* completion(driver, client, 2)).status, IBV_WC_SUCCESS)
-        for (const bad of [undefined, [0, 0, 0, 0, 0, 0], new Uint8Array(48), new Float32Array(6), new Float64Array(5)]) {
-          assert.throws(() => binding.cmPollPacked(server, bad as never), /Float64Array|at least one completion/)
-        }
-        const received = yield* completion(driver, server, 1)
-        assert.strictEqual(received.byteLength, 5)
-      }), 30_000 * slowdown)
-  })
-
-  describe("RDMA read and write against the other side's region", () => {
-    it.scoped("write into rdma_reg_write's region and read from rdma_reg_read's, checking the bytes", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const writable = yield* region(driver, server, "write", 4096)
-        const readable = yield* region(driver, server, "read", 4096)
-        const local = yield* region(driver, client, "msgs", 4096)
-        const w = yield* driver.cmMrInfo(writable.mr)
-        const r = yield* driver.cmMrInfo(readable.mr)
-        for (let i = 0; i < 4096; i++) local.memory[i] = i % 251
-        yield* post(driver, client, {
-          op: "write",
-          id: 1,
-          remoteAddress: w.address,
-          rkey: w.rkey,
-          segments: [{ mr: local.mr, offset: 0, length: 4096 }]
-        })
-        assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_SUCCESS)
-        assert.deepStrictEqual(writable.memory, local.memory)
-        readable.memory.set(text("read me back"), 100)
-        // An unsignalled read, then a signalled one: the second's completion covers both.
-        yield* post(driver, client, {
-          op: "read",
-          id: 2,
-          completion: "onError",
-          remoteAddress: r.address + 100n,
-          rkey: r.rkey,
-          segments: [{ mr: local.mr, offset: 0, length: 12 }]
-        })
-        yield* post(driver, client, {
-          op: "read",
-          id: 3,
-          remoteAddress: r.address + 100n,
-          rkey: r.rkey,
-          segments: [{ mr: local.mr, offset: 1000, length: 12 }]
-        })
-        assert.strictEqual((yield* completion(driver, client, 3)).status, IBV_WC_SUCCESS)
-        assert.strictEqual(head(local.memory, 12), "read me back")
-        assert.strictEqual(new TextDecoder().decode(local.memory.subarray(1000, 1012)), "read me back")
-      }), 30_000 * slowdown)
-
-    it.scoped("a forged rkey reaches nothing: IBV_WC_REM_ACCESS_ERR", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const writable = yield* region(driver, server, "write", 64)
-        const local = yield* region(driver, client, "msgs", 64)
-        const w = yield* driver.cmMrInfo(writable.mr)
-        local.memory.fill(0xaa)
-        yield* post(driver, client, {
-          op: "write",
-          id: 1,
-          remoteAddress: w.address,
-          rkey: (w.rkey ^ 0x5a5a00) >>> 0,
-          segments: [{ mr: local.mr, offset: 0, length: 64 }]
-        })
-        assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_REM_ACCESS_ERR)
-        assert.isTrue(writable.memory.every((byte) => byte === 0))
-      }), 30_000 * slowdown)
-
-    it.scoped("a region of another endpoint is refused before anything is posted", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const theirs = yield* region(driver, server, "msgs", 64)
-        const outcome = driver.cmPostMany(client, [{ op: "send", id: 1, segments: [{ mr: theirs.mr, offset: 0, length: 8 }] }])
-        assert.strictEqual(outcome.posted, 0)
-        assert.strictEqual(outcome.error?.errnoName, "EINVAL")
-        assert.include(outcome.error?.detail, "another endpoint")
-      }), 30_000 * slowdown)
-  })
-
-  describe("disconnect and release", () => {
-    it.scoped("disconnect: the peer's next event is DISCONNECTED and its receives flush", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const into = yield* region(driver, server, "msgs", 64)
-        yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
-        yield* post(driver, server, { op: "recv", id: 2, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
-        const event = yield* Effect.fork(driver.cmNextEvent(server))
-        yield* driver.cmDisconnect(client)
-        yield* driver.cmDisconnect(client) // a second call does nothing
-        assert.strictEqual(yield* Fiber.join(event), "DISCONNECTED")
-        // The server ends its side: its queue pair flushes what is posted.
-        yield* driver.cmDisconnect(server)
-        assert.strictEqual((yield* completion(driver, server, 1)).status, IBV_WC_WR_FLUSH_ERR)
-        assert.strictEqual((yield* completion(driver, server, 2)).status, IBV_WC_WR_FLUSH_ERR)
-      }), 30_000 * slowdown)
-
-    // A receive posted after this side's disconnect (its queue pair in error) is not checked here:
-    // on Soft-RoCE (kernel 6.1) it never completed within 300 s (device run of 2026-12-02), where
-    // h20sim's disconnect conformance case expects WR_FLUSH_ERR.
-    it.scoped("this side's disconnect flushes its receives and it gets its own DISCONNECTED", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const { client, server } = yield* connectedPair(driver)
-        const into = yield* region(driver, client, "msgs", 64)
-        yield* post(driver, client, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
-        // The other side answers as librdmacm's programs do (rdma_disconnect on DISCONNECTED). One
-        // that does not leaves this side's DISCONNECTED to the CM's DREQ timeout: 100 s under TCG.
-        const answering = yield* Effect.fork(Effect.flatMap(driver.cmNextEvent(server), (event) =>
-          event === "DISCONNECTED" ? driver.cmDisconnect(server) : Effect.void))
-        yield* driver.cmDisconnect(client)
-        assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_WR_FLUSH_ERR)
-        assert.strictEqual(yield* driver.cmNextEvent(client), "DISCONNECTED")
-        yield* Fiber.join(answering)
-      }), 30_000 * slowdown)
-
-    it.effect("release order is enforced, and everything is gone afterwards", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const before = yield* live(driver)
-        yield* Effect.scoped(Effect.gen(function*() {
-          const listening = yield* driver.cmListen(address, 0, config)
-          const client = yield* driver.cmEpCreate(address, listening.port, config)
-          const connecting = yield* Effect.fork(driver.cmConnect(client, undefined, WAIT_MS))
-          const server = yield* driver.cmGetRequest(listening.handle)
-          yield* driver.cmAccept(server, undefined, WAIT_MS)
-          yield* Fiber.join(connecting)
-          const mr = yield* driver.cmReg(server, "msgs", new Uint8Array(64))
-          yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr, offset: 0, length: 64 }] })
-          const refusedEp = yield* Effect.flip(driver.cmEpDestroy(server))
-          assert.strictEqual(refusedEp._tag, "ResourceInUseError")
-          const refusedListener = yield* Effect.flip(driver.cmListenerDestroy(listening.handle))
-          assert.strictEqual(refusedListener._tag, "ResourceInUseError")
-          // Deregistered while its receive is posted: held until the endpoint goes.
-          yield* driver.cmDeregMr(mr)
-          yield* driver.cmEpDestroy(server)
-          yield* driver.cmEpDestroy(client)
-          yield* driver.cmListenerDestroy(listening.handle)
-          const afterwards = yield* Effect.flip(driver.cmEpInfo(server))
-          assert.include(afterwards.detail, "already destroyed")
-        }))
-        assert.deepStrictEqual(yield* live(driver), before)
-        assert.deepStrictEqual(before, [0, 0, 0])
-      }), 30_000 * slowdown)
-
-    it.effect("an interruption storm over connect, get-request and accept leaves nothing alive", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const rounds = 40
-        for (let round = 0; round < rounds; round++) {
-          // Cut short after a time that falls anywhere in the set-up, or after it.
-          const after = Math.floor(Math.random() * 40 * slowdown)
-          yield* Effect.scoped(Effect.gen(function*() {
+      it.scoped(
+        "a rejected request is ECONNREFUSED on the client, with the rejection's private data",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
             const listening = yield* listen(driver)
             const client = yield* endpoint(driver, driver.cmEpCreate(address, listening.port, config))
-            const mr = yield* region(driver, client, "msgs", 64)
-            yield* post(driver, client, { op: "recv", id: 1, segments: [{ mr: mr.mr, offset: 0, length: 64 }] })
-            const connecting = yield* Effect.fork(driver.cmConnect(client, undefined, WAIT_MS))
+            const connecting = yield* Effect.fork(Effect.flip(driver.cmConnect(client, text("let me in"), WAIT_MS)))
             const server = yield* endpoint(driver, driver.cmGetRequest(listening.handle))
+            yield* driver.cmReject(server, text("go away"))
+            const error = yield* Fiber.join(connecting)
+            assert.strictEqual(error.errnoName, "ECONNREFUSED")
+            assert.strictEqual(head(yield* driver.cmPrivateData(client), 7), "go away")
+            // Answered: neither accepted nor rejected again.
+            const again = yield* Effect.flip(driver.cmAccept(server, undefined, WAIT_MS))
+            assert.strictEqual(again.errnoName, "EINVAL")
+          }),
+        20_000 * slowdown
+      )
+
+      it.scoped("no one listening: EHOSTUNREACH or ETIMEDOUT within the bound", () =>
+        Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const client = yield* endpoint(driver, driver.cmEpCreate(address, 18599, config))
+          const error = yield* Effect.flip(driver.cmConnect(client, undefined, 5_000 * slowdown))
+          assert.oneOf(error.errnoName, ["EHOSTUNREACH", "ETIMEDOUT"])
+        }), 20_000 * slowdown)
+    })
+
+    describe("messages", () => {
+      it.scoped(
+        "send and receive, the receives posted before accept and before connect",
+        () => sendReceive,
+        30_000 * slowdown
+      )
+
+      it.scoped("sendv / recvv with two segments each", () =>
+        Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const { client, server } = yield* connectedPair(driver)
+          const into = yield* region(driver, server, "msgs", 64)
+          const from = yield* region(driver, client, "msgs", 64)
+          // Received: 5 bytes at 40, the rest at 0.
+          yield* post(driver, server, {
+            op: "recv",
+            id: 1,
+            segments: [{ mr: into.mr, offset: 40, length: 5 }, { mr: into.mr, offset: 0, length: 16 }]
+          })
+          from.memory.set(text("abc"), 10)
+          from.memory.set(text("defghij"), 30)
+          yield* post(driver, client, {
+            op: "send",
+            id: 2,
+            segments: [{ mr: from.mr, offset: 10, length: 3 }, { mr: from.mr, offset: 30, length: 7 }]
+          })
+          const received = yield* completion(driver, server, 1)
+          assert.strictEqual(received.status, IBV_WC_SUCCESS)
+          assert.strictEqual(received.byteLength, 10)
+          assert.strictEqual(new TextDecoder().decode(into.memory.subarray(40, 45)), "abcde")
+          assert.strictEqual(head(into.memory, 5), "fghij")
+          yield* completion(driver, client, 2)
+        }), 30_000 * slowdown)
+
+      it.scoped("an inline send: the bytes are taken at post time", () =>
+        Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const { client, server } = yield* connectedPair(driver)
+          const into = yield* region(driver, server, "msgs", 64)
+          const from = yield* region(driver, client, "msgs", 64)
+          yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+          from.memory.set(text("inline bytes"))
+          yield* post(driver, client, {
+            op: "send",
+            id: 2,
+            inline: true,
+            segments: [{ mr: from.mr, offset: 0, length: 12 }]
+          })
+          from.memory.set(text("overwritten!"))
+          assert.strictEqual((yield* completion(driver, server, 1)).byteLength, 12)
+          assert.strictEqual(head(into.memory, 12), "inline bytes")
+          assert.strictEqual((yield* completion(driver, client, 2)).status, IBV_WC_SUCCESS)
+        }), 30_000 * slowdown)
+
+      it.scoped(
+        "send and write with immediate data: the receive completes with the value",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const into = yield* region(driver, server, "msgs", 64)
+            const target = yield* region(driver, server, "write", 64)
+            const from = yield* region(driver, client, "msgs", 64)
+            yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+            yield* post(driver, server, { op: "recv", id: 2, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+            from.memory.set(text("imm"))
+            yield* post(driver, client, {
+              op: "send",
+              id: 3,
+              imm: 0xdeadbeef,
+              segments: [{ mr: from.mr, offset: 0, length: 3 }]
+            })
+            const sent = yield* completion(driver, server, 1)
+            assert.strictEqual(sent.flags & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM)
+            assert.strictEqual(sent.imm, 0xdeadbeef)
+            const info = yield* driver.cmMrInfo(target.mr)
+            from.memory.set(text("written with imm"))
+            yield* post(driver, client, {
+              op: "write",
+              id: 4,
+              imm: 7,
+              remoteAddress: info.address + 8n,
+              rkey: info.rkey,
+              segments: [{ mr: from.mr, offset: 0, length: 16 }]
+            })
+            const written = yield* completion(driver, server, 2)
+            assert.strictEqual(written.opcode, RECV_RDMA_WITH_IMM)
+            assert.strictEqual(written.imm, 7)
+            assert.strictEqual(new TextDecoder().decode(target.memory.subarray(8, 24)), "written with imm")
+            yield* completion(driver, client, 3)
+            yield* completion(driver, client, 4)
+          }),
+        30_000 * slowdown
+      )
+    })
+
+    describe("completions read from the addon", () => {
+      it.scoped(
+        "more completions than one packed read holds: one poll returns them all, in order, immediate data included",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            // 100 receives complete on the server, which polls only once they all have (the
+            // driver reads 64 a call from the addon).
+            const count = 100
+            const deep: Model.CmEpConfig = { ...config, maxSendWr: count, maxRecvWr: count }
+            const { client, server } = yield* connectedPair(driver, { config: deep })
+            const into = yield* region(driver, server, "msgs", count * 8)
+            const from = yield* region(driver, client, "msgs", count * 8)
+            const receives: Array<Model.CmWorkRequest> = Array.from({ length: count }, (_, i) => ({
+              op: "recv",
+              id: 1000 + i,
+              segments: [{ mr: into.mr, offset: i * 8, length: 8 }]
+            }))
+            const posted = driver.cmPostMany(server, receives)
+            assert.strictEqual(posted.posted, count)
+            assert.deepStrictEqual(posted.ready, [])
+            for (let i = 0; i < count; i++) {
+              from.memory[i * 8] = i
+              yield* post(driver, client, {
+                op: "send",
+                id: i,
+                imm: i % 2 === 1 ? 0x10000 + i : undefined,
+                segments: [{ mr: from.mr, offset: i * 8, length: 1 + (i % 8) }]
+              })
+            }
+            // On a reliable connection a send completes once the other side has taken it.
+            for (let i = 0; i < count; i++) {
+              assert.strictEqual((yield* completion(driver, client, i)).status, IBV_WC_SUCCESS)
+            }
+            const ready = yield* driver.cmPollCompletions(server)
+            assert.deepStrictEqual(
+              ready.map((c) => c.id),
+              receives.map((r) => r.id)
+            )
+            ready.forEach((c, i) => {
+              assert.strictEqual(c.status, IBV_WC_SUCCESS)
+              assert.strictEqual(c.byteLength, 1 + (i % 8))
+              assert.strictEqual(c.flags & IBV_WC_WITH_IMM, i % 2 === 1 ? IBV_WC_WITH_IMM : 0)
+              assert.strictEqual(c.imm, i % 2 === 1 ? 0x10000 + i : undefined)
+              assert.strictEqual(into.memory[i * 8], i)
+            })
+            assert.deepStrictEqual(yield* driver.cmPollCompletions(server), [])
+          }),
+        60_000 * slowdown
+      )
+
+      it.scoped(
+        "the addon's packed poll refuses an array it cannot fill, and leaves the completions where they are",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const binding = yield* RpmaBinding.load()
+            const { client, server } = yield* connectedPair(driver)
+            const into = yield* region(driver, server, "msgs", 64)
+            const from = yield* region(driver, client, "msgs", 64)
+            yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+            yield* post(driver, client, { op: "send", id: 2, segments: [{ mr: from.mr, offset: 0, length: 5 }] })
+            assert.strictEqual((yield* completion(driver, client, 2)).status, IBV_WC_SUCCESS)
+            for (
+              const bad of [undefined, [0, 0, 0, 0, 0, 0], new Uint8Array(48), new Float32Array(6), new Float64Array(5)]
+            ) {
+              assert.throws(() => binding.cmPollPacked(server, bad as never), /Float64Array|at least one completion/)
+            }
+            const received = yield* completion(driver, server, 1)
+            assert.strictEqual(received.byteLength, 5)
+          }),
+        30_000 * slowdown
+      )
+    })
+
+    describe("RDMA read and write against the other side's region", () => {
+      it.scoped(
+        "write into rdma_reg_write's region and read from rdma_reg_read's, checking the bytes",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const writable = yield* region(driver, server, "write", 4096)
+            const readable = yield* region(driver, server, "read", 4096)
+            const local = yield* region(driver, client, "msgs", 4096)
+            const w = yield* driver.cmMrInfo(writable.mr)
+            const r = yield* driver.cmMrInfo(readable.mr)
+            for (let i = 0; i < 4096; i++) {
+              local.memory[i] = i % 251
+            }
+            yield* post(driver, client, {
+              op: "write",
+              id: 1,
+              remoteAddress: w.address,
+              rkey: w.rkey,
+              segments: [{ mr: local.mr, offset: 0, length: 4096 }]
+            })
+            assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_SUCCESS)
+            assert.deepStrictEqual(writable.memory, local.memory)
+            readable.memory.set(text("read me back"), 100)
+            // An unsignalled read, then a signalled one: the second's completion covers both.
+            yield* post(driver, client, {
+              op: "read",
+              id: 2,
+              completion: "onError",
+              remoteAddress: r.address + 100n,
+              rkey: r.rkey,
+              segments: [{ mr: local.mr, offset: 0, length: 12 }]
+            })
+            yield* post(driver, client, {
+              op: "read",
+              id: 3,
+              remoteAddress: r.address + 100n,
+              rkey: r.rkey,
+              segments: [{ mr: local.mr, offset: 1000, length: 12 }]
+            })
+            assert.strictEqual((yield* completion(driver, client, 3)).status, IBV_WC_SUCCESS)
+            assert.strictEqual(head(local.memory, 12), "read me back")
+            assert.strictEqual(new TextDecoder().decode(local.memory.subarray(1000, 1012)), "read me back")
+          }),
+        30_000 * slowdown
+      )
+
+      it.scoped("a forged rkey reaches nothing: IBV_WC_REM_ACCESS_ERR", () =>
+        Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const { client, server } = yield* connectedPair(driver)
+          const writable = yield* region(driver, server, "write", 64)
+          const local = yield* region(driver, client, "msgs", 64)
+          const w = yield* driver.cmMrInfo(writable.mr)
+          local.memory.fill(0xaa)
+          yield* post(driver, client, {
+            op: "write",
+            id: 1,
+            remoteAddress: w.address,
+            rkey: (w.rkey ^ 0x5a5a00) >>> 0,
+            segments: [{ mr: local.mr, offset: 0, length: 64 }]
+          })
+          assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_REM_ACCESS_ERR)
+          assert.isTrue(writable.memory.every((byte) => byte === 0))
+        }), 30_000 * slowdown)
+
+      it.scoped("a region of another endpoint is refused before anything is posted", () =>
+        Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const { client, server } = yield* connectedPair(driver)
+          const theirs = yield* region(driver, server, "msgs", 64)
+          const outcome = driver.cmPostMany(client, [{
+            op: "send",
+            id: 1,
+            segments: [{ mr: theirs.mr, offset: 0, length: 8 }]
+          }])
+          assert.strictEqual(outcome.posted, 0)
+          assert.strictEqual(outcome.error?.errnoName, "EINVAL")
+          assert.include(outcome.error?.detail, "another endpoint")
+        }), 30_000 * slowdown)
+    })
+
+    describe("disconnect and release", () => {
+      it.scoped(
+        "disconnect: the peer's next event is DISCONNECTED and its receives flush",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const into = yield* region(driver, server, "msgs", 64)
+            yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+            yield* post(driver, server, { op: "recv", id: 2, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+            const event = yield* Effect.fork(driver.cmNextEvent(server))
+            yield* driver.cmDisconnect(client)
+            yield* driver.cmDisconnect(client) // a second call does nothing
+            assert.strictEqual(yield* Fiber.join(event), "DISCONNECTED")
+            // The server ends its side: its queue pair flushes what is posted.
+            yield* driver.cmDisconnect(server)
+            assert.strictEqual((yield* completion(driver, server, 1)).status, IBV_WC_WR_FLUSH_ERR)
+            assert.strictEqual((yield* completion(driver, server, 2)).status, IBV_WC_WR_FLUSH_ERR)
+          }),
+        30_000 * slowdown
+      )
+
+      // A receive posted after this side's disconnect (its queue pair in error) is not checked here:
+      // on Soft-RoCE (kernel 6.1) it never completed within 300 s (device run of 2026-12-02), where
+      // h20sim's disconnect conformance case expects WR_FLUSH_ERR.
+      it.scoped(
+        "this side's disconnect flushes its receives and it gets its own DISCONNECTED",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const into = yield* region(driver, client, "msgs", 64)
+            yield* post(driver, client, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
+            // The other side answers as librdmacm's programs do (rdma_disconnect on DISCONNECTED). One
+            // that does not leaves this side's DISCONNECTED to the CM's DREQ timeout: 100 s under TCG.
+            const answering = yield* Effect.fork(
+              Effect.flatMap(driver.cmNextEvent(server), (event) =>
+                event === "DISCONNECTED" ? driver.cmDisconnect(server) : Effect.void)
+            )
+            yield* driver.cmDisconnect(client)
+            assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_WR_FLUSH_ERR)
+            assert.strictEqual(yield* driver.cmNextEvent(client), "DISCONNECTED")
+            yield* Fiber.join(answering)
+          }),
+        30_000 * slowdown
+      )
+
+      it.effect("release order is enforced, and everything is gone afterwards", () =>
+        Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const before = yield* live(driver)
+          yield* Effect.scoped(Effect.gen(function*() {
+            const listening = yield* driver.cmListen(address, 0, config)
+            const client = yield* driver.cmEpCreate(address, listening.port, config)
+            const connecting = yield* Effect.fork(driver.cmConnect(client, undefined, WAIT_MS))
+            const server = yield* driver.cmGetRequest(listening.handle)
             yield* driver.cmAccept(server, undefined, WAIT_MS)
             yield* Fiber.join(connecting)
-          })).pipe(Effect.timeout(after), Effect.ignore)
-        }
-        assert.deepStrictEqual(yield* live(driver), [0, 0, 0])
-      }), 120_000 * slowdown)
-  })
-})
+            const mr = yield* driver.cmReg(server, "msgs", new Uint8Array(64))
+            yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr, offset: 0, length: 64 }] })
+            const refusedEp = yield* Effect.flip(driver.cmEpDestroy(server))
+            assert.strictEqual(refusedEp._tag, "ResourceInUseError")
+            const refusedListener = yield* Effect.flip(driver.cmListenerDestroy(listening.handle))
+            assert.strictEqual(refusedListener._tag, "ResourceInUseError")
+            // Deregistered while its receive is posted: held until the endpoint goes.
+            yield* driver.cmDeregMr(mr)
+            yield* driver.cmEpDestroy(server)
+            yield* driver.cmEpDestroy(client)
+            yield* driver.cmListenerDestroy(listening.handle)
+            const afterwards = yield* Effect.flip(driver.cmEpInfo(server))
+            assert.include(afterwards.detail, "already destroyed")
+          }))
+          assert.deepStrictEqual(yield* live(driver), before)
+          assert.deepStrictEqual(before, [0, 0, 0])
+        }), 30_000 * slowdown)
+
+      it.effect(
+        "an interruption storm over connect, get-request and accept leaves nothing alive",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const rounds = 40
+            for (let round = 0; round < rounds; round++) {
+              // Cut short after a time that falls anywhere in the set-up, or after it.
+              const after = Math.floor(Math.random() * 40 * slowdown)
+              yield* Effect.scoped(Effect.gen(function*() {
+                const listening = yield* listen(driver)
+                const client = yield* endpoint(driver, driver.cmEpCreate(address, listening.port, config))
+                const mr = yield* region(driver, client, "msgs", 64)
+                yield* post(driver, client, { op: "recv", id: 1, segments: [{ mr: mr.mr, offset: 0, length: 64 }] })
+                const connecting = yield* Effect.fork(driver.cmConnect(client, undefined, WAIT_MS))
+                const server = yield* endpoint(driver, driver.cmGetRequest(listening.handle))
+                yield* driver.cmAccept(server, undefined, WAIT_MS)
+                yield* Fiber.join(connecting)
+              })).pipe(Effect.timeout(after), Effect.ignore)
+            }
+            assert.deepStrictEqual(yield* live(driver), [0, 0, 0])
+          }),
+        120_000 * slowdown
+      )
+    })
+  }
+)
 
 /** The message case proper: regions registered and receives posted on each endpoint before it is connected. */
 const sendReceive = Effect.gen(function*() {

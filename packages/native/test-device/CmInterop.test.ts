@@ -42,7 +42,15 @@ beforeAll(() => {
   const root = join(import.meta.dirname, "..", "..", "..")
   for (const name of ["cm_server", "cm_client"]) {
     const source = join(root, "bench", "c", `${name}.c`)
-    execFileSync("cc", ["-O2", "-Wall", "-o", join(import.meta.dirname, "..", "build", name), source, "-lrdmacm", "-libverbs"])
+    execFileSync("cc", [
+      "-O2",
+      "-Wall",
+      "-o",
+      join(import.meta.dirname, "..", "build", name),
+      source,
+      "-lrdmacm",
+      "-libverbs"
+    ])
   }
 }, 120_000)
 
@@ -166,7 +174,10 @@ const connect = (mode: Mode, port: number, exchange = false) =>
           send: { src: messages, offset: 2 * N, length: N },
           recv: { dst: messages, offset: 0, length: N }
         })
-        : yield* Effect.zipRight(CmEndpoint.send(ep, { src: messages, offset: 2 * N, length: N }), receives[0]!.completion)
+        : yield* Effect.zipRight(
+          CmEndpoint.send(ep, { src: messages, offset: 2 * N, length: N }),
+          receives[0]!.completion
+        )
       assert.isTrue(received(memory, 0, answer, 2), "the server's answer")
     } else if (mode === "read") {
       const src = yield* RemoteKey.require("read")(key)

@@ -26,12 +26,16 @@ const collect = Effect.gen(function*() {
   }
 })
 
-const withTwoPeers = <A, E>(f: (driver: Driver, server: Model.PeerHandle, client: Model.PeerHandle) => Effect.Effect<A, E>) =>
+const withTwoPeers = <A, E>(
+  f: (driver: Driver, server: Model.PeerHandle, client: Model.PeerHandle) => Effect.Effect<A, E>
+) =>
   Effect.gen(function*() {
     const driver = yield* RdmaDriver
     const context = yield* driver.getIbvContext(address, "local")
     const peers = Effect.acquireRelease(driver.peerNew(context), (peer) => Effect.orDie(driver.peerDelete(peer)))
-    return yield* Effect.scoped(Effect.flatMap(Effect.zip(peers, peers), ([server, client]) => f(driver, server, client)))
+    return yield* Effect.scoped(
+      Effect.flatMap(Effect.zip(peers, peers), ([server, client]) => f(driver, server, client))
+    )
   })
 
 const config: Model.ConnConfig = { timeoutMs: 5000, sqSize: 8, rqSize: 8, cqSize: 16, directWriteToPmem: false }
@@ -365,74 +369,81 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("on a device", (it) => {
     // after the accept's timer (run before I/O) had failed it. The live clock: the timeouts must
     // fire. The endpoint keeps its request stream running across several accepts, one of
     // them late.
-    it.effect("a server accepts, again and again, while a client in the same process keeps the completions coming", () =>
-      TestServices.provideLive(Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const port = 18106
-        const acceptTimeout = "1 second"
-        const busyMillis = 1500 // longer than the accept's timeout
-        const usage = Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)
-        yield* Effect.scoped(Effect.gen(function*() {
-          const serverPeer = yield* Peer.make(address)
-          const log = yield* LocalMr.allocate(serverPeer, 4096, usage)
-          const ep = yield* Listener.make(serverPeer, address, port)
-          const accepted = yield* Queue.unbounded<string>()
-          let requests = 0
-          yield* Listener.requests(ep).pipe(
-            Stream.runForEach((req) =>
-              Effect.forkDaemon(
-                Effect.sleep(requests++ === 1 ? "300 millis" : "0 millis").pipe(
-                  Effect.zipRight(Effect.scoped(Effect.flatMap(
-                    Listener.accept(req, { timeout: acceptTimeout }),
-                    (conn) => Effect.zipRight(Queue.offer(accepted, "ESTABLISHED"), Connection.awaitClosed(conn))
-                  ))),
-                  Effect.catchAll((error) => Queue.offer(accepted, String(error)))
+    it.effect(
+      "a server accepts, again and again, while a client in the same process keeps the completions coming",
+      () =>
+        TestServices.provideLive(Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const port = 18106
+          const acceptTimeout = "1 second"
+          const busyMillis = 1500 // longer than the accept's timeout
+          const usage = Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY)
+          yield* Effect.scoped(Effect.gen(function*() {
+            const serverPeer = yield* Peer.make(address)
+            const log = yield* LocalMr.allocate(serverPeer, 4096, usage)
+            const ep = yield* Listener.make(serverPeer, address, port)
+            const accepted = yield* Queue.unbounded<string>()
+            let requests = 0
+            yield* Listener.requests(ep).pipe(
+              Stream.runForEach((req) =>
+                Effect.forkDaemon(
+                  Effect.sleep(requests++ === 1 ? "300 millis" : "0 millis").pipe(
+                    Effect.zipRight(Effect.scoped(Effect.flatMap(
+                      Listener.accept(req, { timeout: acceptTimeout }),
+                      (conn) => Effect.zipRight(Queue.offer(accepted, "ESTABLISHED"), Connection.awaitClosed(conn))
+                    ))),
+                    Effect.catchAll((error) => Queue.offer(accepted, String(error)))
+                  )
                 )
-              )
-            ),
-            Effect.forkScoped
-          )
-          const remote = yield* LocalMr.descriptor(log)
-          for (let n = 0; n < 3; n++) {
-            const ticks = yield* Effect.scoped(Effect.gen(function*() {
-              const peer = yield* Peer.make(address)
-              const dst = yield* RemoteMr.fromDescriptor(remote).pipe(Effect.flatMap(RemoteMr.require(usage)))
-              const conn = yield* Connection.connect(peer, address, port, { timeout: "30 seconds" })
-              const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
-              let ticks = 0
-              const timer = yield* Effect.acquireRelease(
-                Effect.sync(() => setInterval(() => ticks++, 10)),
-                (timer) => Effect.sync(() => clearInterval(timer))
-              )
-              // Busy for longer than the accept's timeout, then on until a timer has run: on a
-              // loaded host the guest may get too little of 1.5 s to reach the scheduler's yield
-              // to timers (a loaded run once counted none). 120 s bounds a loop that starves them.
-              const started = performance.now()
-              const busy = () => performance.now() - started
-              while (busy() < busyMillis || (ticks === 0 && busy() < 120_000)) {
-                yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })
-                yield* Connection.flush(conn, { dst, dstOffset: 0, length: 64 })
-              }
-              clearInterval(timer)
-              return ticks
-            }))
-            assert.strictEqual(yield* Queue.take(accepted), "ESTABLISHED", `accept ${n + 1}`)
-            assert.isAbove(ticks, 0, `the event loop ran timers while connection ${n + 1} was busy`)
-          }
-        }))
-        const live = yield* driver.live
-        assert.isTrue(Object.values(live).every((n) => n === 0), JSON.stringify(live))
-      })), { timeout: 120_000 })
+              ),
+              Effect.forkScoped
+            )
+            const remote = yield* LocalMr.descriptor(log)
+            for (let n = 0; n < 3; n++) {
+              const ticks = yield* Effect.scoped(Effect.gen(function*() {
+                const peer = yield* Peer.make(address)
+                const dst = yield* RemoteMr.fromDescriptor(remote).pipe(Effect.flatMap(RemoteMr.require(usage)))
+                const conn = yield* Connection.connect(peer, address, port, { timeout: "30 seconds" })
+                const src = yield* LocalMr.allocate(peer, 64, Usage.WRITE_SRC)
+                let ticks = 0
+                const timer = yield* Effect.acquireRelease(
+                  Effect.sync(() => setInterval(() => ticks++, 10)),
+                  (timer) => Effect.sync(() => clearInterval(timer))
+                )
+                // Busy for longer than the accept's timeout, then on until a timer has run: on a
+                // loaded host the guest may get too little of 1.5 s to reach the scheduler's yield
+                // to timers (a loaded run once counted none). 120 s bounds a loop that starves them.
+                const started = performance.now()
+                const busy = () => performance.now() - started
+                while (busy() < busyMillis || (ticks === 0 && busy() < 120_000)) {
+                  yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })
+                  yield* Connection.flush(conn, { dst, dstOffset: 0, length: 64 })
+                }
+                clearInterval(timer)
+                return ticks
+              }))
+              assert.strictEqual(yield* Queue.take(accepted), "ESTABLISHED", `accept ${n + 1}`)
+              assert.isAbove(ticks, 0, `the event loop ran timers while connection ${n + 1} was busy`)
+            }
+          }))
+          const live = yield* driver.live
+          assert.isTrue(Object.values(live).every((n) => n === 0), JSON.stringify(live))
+        })),
+      { timeout: 120_000 }
+    )
   })
 })
 
 // mrReg with a region where the peer goes; the region is deregistered whatever happens.
 const regionAsPeer = (driver: Driver, peer: Model.PeerHandle) =>
-  Effect.flatMap(Effect.map(driver.mrReg(peer, new Uint8Array(64), WRITE_DST), (r) => r.handle), (mr) =>
-    Effect.ensuring(
-      driver.mrReg(mr as never, new Uint8Array(64), WRITE_DST),
-      Effect.orDie(driver.mrDereg(mr))
-    ))
+  Effect.flatMap(
+    Effect.map(driver.mrReg(peer, new Uint8Array(64), WRITE_DST), (r) => r.handle),
+    (mr) =>
+      Effect.ensuring(
+        driver.mrReg(mr as never, new Uint8Array(64), WRITE_DST),
+        Effect.orDie(driver.mrDereg(mr))
+      )
+  )
 
 const detached = (): Uint8Array => {
   const memory = new Uint8Array(new ArrayBuffer(64))

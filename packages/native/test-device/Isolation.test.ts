@@ -22,7 +22,9 @@ import { address } from "./support.js"
 const setting = process.env.ISOLATION_GUESS_SECONDS ?? "600"
 const guessSeconds = Number(setting)
 if (!Number.isFinite(guessSeconds) || guessSeconds <= 0) {
-  throw new Error(`ISOLATION_GUESS_SECONDS is how long the client guesses rkeys, a positive number of seconds, not '${setting}'`)
+  throw new Error(
+    `ISOLATION_GUESS_SECONDS is how long the client guesses rkeys, a positive number of seconds, not '${setting}'`
+  )
 }
 const slowdown = Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")
 // A bound on a hang: the guessing time, plus what setting up and releasing take on a slow VM.
@@ -50,81 +52,93 @@ const remoteOf = (bytes: Uint8Array) =>
 layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
   describe("curious peers", () => {
     // Live: the guessing runs for real seconds, and connections time out on the real clock.
-    it.scoped(`a client guessing rkeys for ${guessSeconds} s on isolated endpoints reaches nothing it was not given`, () =>
-      TestServices.provideLive(Effect.gen(function*() {
-        const access = Usage.combine(Usage.READ_SRC, Usage.WRITE_DST)
-        // The other client: its own isolated endpoint, its region, its connection.
-        const other = yield* Admission.listenIsolated(address, OTHER_PORT)
-        const othersRegion = yield* LocalMr.allocate(other.peer, REGION, access)
-        othersRegion.memory.set(pattern(2))
-        const otherToken = new Uint8Array(randomBytes(16))
-        const serving = yield* Effect.fork(Admission.acceptIsolated(other, yield* Admission.make(otherToken)))
-        const otherClient = yield* Peer.make(address)
-        const otherConn = yield* Connection.connect(otherClient, address, OTHER_PORT, {
-          privateData: yield* Admission.privateData(otherToken)
-        })
-        yield* Fiber.join(serving)
-        const othersDescriptor = yield* LocalMr.descriptor(othersRegion)
-        const target = yield* Descriptor.decode(othersDescriptor)
+    it.scoped(
+      `a client guessing rkeys for ${guessSeconds} s on isolated endpoints reaches nothing it was not given`,
+      () =>
+        TestServices.provideLive(Effect.gen(function*() {
+          const access = Usage.combine(Usage.READ_SRC, Usage.WRITE_DST)
+          // The other client: its own isolated endpoint, its region, its connection.
+          const other = yield* Admission.listenIsolated(address, OTHER_PORT)
+          const othersRegion = yield* LocalMr.allocate(other.peer, REGION, access)
+          othersRegion.memory.set(pattern(2))
+          const otherToken = new Uint8Array(randomBytes(16))
+          const serving = yield* Effect.fork(Admission.acceptIsolated(other, yield* Admission.make(otherToken)))
+          const otherClient = yield* Peer.make(address)
+          const otherConn = yield* Connection.connect(otherClient, address, OTHER_PORT, {
+            privateData: yield* Admission.privateData(otherToken)
+          })
+          yield* Fiber.join(serving)
+          const othersDescriptor = yield* LocalMr.descriptor(othersRegion)
+          const target = yield* Descriptor.decode(othersDescriptor)
 
-        const guesserPeer = yield* Peer.make(address)
-        const dst = yield* LocalMr.allocate(guesserPeer, REGION, Usage.combine(Usage.READ_DST, Usage.WRITE_SRC))
-        dst.memory.fill(0xee)
-        const tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
-        const reachedRkeys: Array<number> = []
-        const start = yield* Clock.currentTimeMillis
-        let round = 0
-        while ((yield* Clock.currentTimeMillis) - start < guessSeconds * 1000) {
-          const port = FIRST_GUESS_PORT + (round % GUESS_PORTS)
-          yield* Effect.scoped(Effect.gen(function*() {
-            // What the server gives this connection: its own isolated endpoint and one region.
-            const isolated = yield* Admission.listenIsolated(address, port)
-            const given = yield* LocalMr.allocate(isolated.peer, REGION, access)
-            given.memory.set(pattern(1))
-            const token = new Uint8Array(randomBytes(16))
-            const accepting = yield* Effect.fork(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
-            const conn = yield* Connection.connect(guesserPeer, address, port, {
-              privateData: yield* Admission.privateData(token)
-            })
-            yield* Fiber.join(accepting)
-            // It reaches what it was given: the guesses below could succeed if isolation failed.
-            yield* Connection.read(conn, { dst, src: yield* remoteOf(yield* LocalMr.descriptor(given)), length: REGION })
-            assert.isTrue(same(dst.memory, pattern(1)), "the guesser read the region it was given")
-            tally.given++
-            dst.memory.fill(0xee)
-            // One guess per connection: the device ends the connection on the first it refuses.
-            const rkey = guessAt(target.rkey, tally.guesses)
-            const guessed = yield* remoteOf(Descriptor.encode({ ...target, rkey, usage: target.usage }))
-            const attempt = tally.guesses % 2 === 0
-              ? Connection.read(conn, { dst, src: guessed, length: 64 })
-              : Connection.write(conn, { dst: guessed, src: dst, length: 64 })
-            tally.guesses++
-            const failure = yield* Effect.option(Effect.flip(attempt))
-            if (Option.isNone(failure)) {
-              tally.reached++
-              reachedRkeys.push(rkey)
-            } else if (failure.value._tag === "CompletionError" && failure.value.status === 10) {
-              tally.refused++
-            } else {
-              tally.ended++
-            }
-          }))
-          round++
-        }
-        const seconds = ((yield* Clock.currentTimeMillis) - start) / 1000
-        console.log(
-          `isolation: ${tally.guesses} guesses in ${seconds.toFixed(0)} s over ${round} connections: ` +
-            `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
-            `${tally.reached} reached another client's region; the given region read ${tally.given} times`
-        )
-        assert.strictEqual(tally.reached, 0, `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`)
-        assert.isAbove(tally.guesses, 0)
-        assert.strictEqual(tally.refused + tally.ended, tally.guesses)
-        // The other client's bytes are unchanged, in memory and as it reads them over its connection.
-        assert.isTrue(same(othersRegion.memory, pattern(2)), "the other client's region, in the server's memory")
-        const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
-        yield* Connection.read(otherConn, { dst: back, src: yield* remoteOf(othersDescriptor), length: REGION })
-        assert.isTrue(same(back.memory, pattern(2)), "the other client's region, read by that client")
-      })), { timeout: testTimeout })
+          const guesserPeer = yield* Peer.make(address)
+          const dst = yield* LocalMr.allocate(guesserPeer, REGION, Usage.combine(Usage.READ_DST, Usage.WRITE_SRC))
+          dst.memory.fill(0xee)
+          const tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
+          const reachedRkeys: Array<number> = []
+          const start = yield* Clock.currentTimeMillis
+          let round = 0
+          while ((yield* Clock.currentTimeMillis) - start < guessSeconds * 1000) {
+            const port = FIRST_GUESS_PORT + (round % GUESS_PORTS)
+            yield* Effect.scoped(Effect.gen(function*() {
+              // What the server gives this connection: its own isolated endpoint and one region.
+              const isolated = yield* Admission.listenIsolated(address, port)
+              const given = yield* LocalMr.allocate(isolated.peer, REGION, access)
+              given.memory.set(pattern(1))
+              const token = new Uint8Array(randomBytes(16))
+              const accepting = yield* Effect.fork(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
+              const conn = yield* Connection.connect(guesserPeer, address, port, {
+                privateData: yield* Admission.privateData(token)
+              })
+              yield* Fiber.join(accepting)
+              // It reaches what it was given: the guesses below could succeed if isolation failed.
+              yield* Connection.read(conn, {
+                dst,
+                src: yield* remoteOf(yield* LocalMr.descriptor(given)),
+                length: REGION
+              })
+              assert.isTrue(same(dst.memory, pattern(1)), "the guesser read the region it was given")
+              tally.given++
+              dst.memory.fill(0xee)
+              // One guess per connection: the device ends the connection on the first it refuses.
+              const rkey = guessAt(target.rkey, tally.guesses)
+              const guessed = yield* remoteOf(Descriptor.encode({ ...target, rkey, usage: target.usage }))
+              const attempt = tally.guesses % 2 === 0
+                ? Connection.read(conn, { dst, src: guessed, length: 64 })
+                : Connection.write(conn, { dst: guessed, src: dst, length: 64 })
+              tally.guesses++
+              const failure = yield* Effect.option(Effect.flip(attempt))
+              if (Option.isNone(failure)) {
+                tally.reached++
+                reachedRkeys.push(rkey)
+              } else if (failure.value._tag === "CompletionError" && failure.value.status === 10) {
+                tally.refused++
+              } else {
+                tally.ended++
+              }
+            }))
+            round++
+          }
+          const seconds = ((yield* Clock.currentTimeMillis) - start) / 1000
+          console.log(
+            `isolation: ${tally.guesses} guesses in ${seconds.toFixed(0)} s over ${round} connections: ` +
+              `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
+              `${tally.reached} reached another client's region; the given region read ${tally.given} times`
+          )
+          assert.strictEqual(
+            tally.reached,
+            0,
+            `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
+          )
+          assert.isAbove(tally.guesses, 0)
+          assert.strictEqual(tally.refused + tally.ended, tally.guesses)
+          // The other client's bytes are unchanged, in memory and as it reads them over its connection.
+          assert.isTrue(same(othersRegion.memory, pattern(2)), "the other client's region, in the server's memory")
+          const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
+          yield* Connection.read(otherConn, { dst: back, src: yield* remoteOf(othersDescriptor), length: REGION })
+          assert.isTrue(same(back.memory, pattern(2)), "the other client's region, read by that client")
+        })),
+      { timeout: testTimeout }
+    )
   })
 })

@@ -74,7 +74,10 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("connection set-up refused 
       Effect.gen(function*() {
         const cq = yield* Effect.flip(driver.connReqNew(peer, address, 18120, { ...config, cqSize: huge }))
         assert.strictEqual(cq._tag, "RpmaProviderError")
-        assert.match(cq.message, /ibv_create_cq failed for a completion queue of 16777216 entries: this device's max_cqe is \d+/)
+        assert.match(
+          cq.message,
+          /ibv_create_cq failed for a completion queue of 16777216 entries: this device's max_cqe is \d+/
+        )
         assert.include(cq.message, "make completionQueueSize (cqSize) at most that")
         assert.notInclude(cq.message, "no RDMA device reaches it")
 
@@ -101,7 +104,10 @@ layer(NativeDriver.layer, { timeout: "30 seconds" })("connection set-up refused 
         const conn = yield* driver.connReqConnect(outgoing, undefined)
         const refused = yield* Effect.flip(Fiber.join(incoming))
         assert.strictEqual(refused._tag, "RpmaProviderError")
-        assert.match(refused.message, /ibv_create_cq failed for a completion queue of 16777216 entries: this device's max_cqe is/)
+        assert.match(
+          refused.message,
+          /ibv_create_cq failed for a completion queue of 16777216 entries: this device's max_cqe is/
+        )
         yield* driver.connDelete(conn)
         yield* driver.epShutdown(ep)
       })

@@ -23,7 +23,10 @@ const makeServer = (port: number) =>
         const ep = yield* Listener.make(peer, address, port)
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
           Listener.next(ep),
-          (req) => Effect.forkScoped(Effect.scoped(Effect.flatMap(Listener.accept(req), (conn) => Connection.awaitClosed(conn))))
+          (req) =>
+            Effect.forkScoped(
+              Effect.scoped(Effect.flatMap(Listener.accept(req), (conn) => Connection.awaitClosed(conn)))
+            )
         )))
         return { descriptor: yield* LocalMr.descriptor(mr), memory: mr.memory }
       }).pipe(Scope.extend(scope))
@@ -38,7 +41,11 @@ const makeServer = (port: number) =>
     const offer = Effect.suspend(() =>
       running === undefined
         ? Effect.fail(new Error("the server is down"))
-        : Effect.succeed<RdmaClient.Offer>({ rdma: { address, port }, regions: { store: running.descriptor }, config: {} })
+        : Effect.succeed<RdmaClient.Offer>({
+          rdma: { address, port },
+          regions: { store: running.descriptor },
+          config: {}
+        })
     )
     return { start, stop, offer, memory: () => running?.memory }
   })
@@ -47,40 +54,44 @@ const waitFor = (client: RdmaClient.RdmaClient<any>, tag: RdmaClient.State["_tag
   client.changes.pipe(Stream.filter((s) => s._tag === tag), Stream.runHead, Effect.timeout("120 seconds"))
 
 describe("RdmaClient on the device", () => {
-  it.live("reconnects to a restarted server, fails operations at once while it is down, leaves nothing", () =>
-    Effect.gen(function*() {
-      yield* Effect.scoped(Effect.gen(function*() {
-        const server = yield* makeServer(18131)
-        yield* server.start
-        const peer = yield* Peer.make(address)
-        const client = yield* RdmaClient.make({
-          peer,
-          offer: server.offer,
-          regions,
-          reconnect: Schedule.spaced("50 millis"),
-          connection: { timeout: "20 seconds" },
-          pollMillis: 200
-        })
-        const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
-        const put = (at: number, byte: number) =>
-          Effect.gen(function*() {
-            src.memory[at] = byte
-            yield* RdmaClient.write(client, { dst: "store", dstOffset: at, src, srcOffset: at, length: 1 })
-            yield* RdmaClient.flush(client, { dst: "store", offset: at, length: 1 })
+  it.live(
+    "reconnects to a restarted server, fails operations at once while it is down, leaves nothing",
+    () =>
+      Effect.gen(function*() {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const server = yield* makeServer(18131)
+          yield* server.start
+          const peer = yield* Peer.make(address)
+          const client = yield* RdmaClient.make({
+            peer,
+            offer: server.offer,
+            regions,
+            reconnect: Schedule.spaced("50 millis"),
+            connection: { timeout: "20 seconds" },
+            pollMillis: 200
           })
-        yield* waitFor(client, "Connected")
-        yield* put(1, 11)
-        assert.strictEqual(server.memory()![1], 11)
-        yield* server.stop
-        yield* waitFor(client, "Reconnecting")
-        const down = yield* Effect.flip(put(2, 22))
-        assert.include(["NotConnectedError", "ConnectionClosedError", "CompletionError"], down._tag)
-        yield* server.start
-        yield* waitFor(client, "Connected")
-        yield* put(2, 22)
-        assert.strictEqual(server.memory()![2], 22, "the restarted server's new region")
-      }))
-      const live = yield* (yield* RdmaDriver).live
-      assert.isTrue(Object.values(live).every((n) => n === 0), JSON.stringify(live))
-    }).pipe(Effect.provide(NativeDriver.layer)), { timeout: 600_000 })
+          const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+          const put = (at: number, byte: number) =>
+            Effect.gen(function*() {
+              src.memory[at] = byte
+              yield* RdmaClient.write(client, { dst: "store", dstOffset: at, src, srcOffset: at, length: 1 })
+              yield* RdmaClient.flush(client, { dst: "store", offset: at, length: 1 })
+            })
+          yield* waitFor(client, "Connected")
+          yield* put(1, 11)
+          assert.strictEqual(server.memory()![1], 11)
+          yield* server.stop
+          yield* waitFor(client, "Reconnecting")
+          const down = yield* Effect.flip(put(2, 22))
+          assert.include(["NotConnectedError", "ConnectionClosedError", "CompletionError"], down._tag)
+          yield* server.start
+          yield* waitFor(client, "Connected")
+          yield* put(2, 22)
+          assert.strictEqual(server.memory()![2], 22, "the restarted server's new region")
+        }))
+        const live = yield* (yield* RdmaDriver).live
+        assert.isTrue(Object.values(live).every((n) => n === 0), JSON.stringify(live))
+      }).pipe(Effect.provide(NativeDriver.layer)),
+    { timeout: 600_000 }
+  )
 })

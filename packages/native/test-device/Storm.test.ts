@@ -60,80 +60,96 @@ const client = (descriptor: Uint8Array) =>
   }))
 
 describe("interruption storm (native driver)", () => {
-  it.live(`${ROUNDS} clients interrupted at random points leave nothing alive; the resident set stays flat`, () =>
-    Effect.gen(function*() {
-      const driver = yield* RdmaDriver
-      const binding = yield* RpmaBinding.load()
-      const samples: Array<Sample> = []
-      const sample = (round: number) => {
-        gc()
-        const memory = process.memoryUsage()
-        samples.push({
-          round,
-          malloc: binding.mallocInUse() ?? Number.NaN,
-          heapUsed: memory.heapUsed,
-          rss: memory.rss,
-          heapTotal: memory.heapTotal,
-          fds: readdirSync("/proc/self/fd").length
-        })
-      }
-      yield* Effect.scoped(Effect.gen(function*() {
-        const serverPeer = yield* Peer.make(address)
-        const target = yield* LocalMr.allocate(serverPeer, 4096, exposed)
-        const ep = yield* Listener.make(serverPeer, address, PORT)
-        yield* Listener.requests(ep, { timeout: "2 seconds" }).pipe(
-          Stream.runForEach((req) =>
-            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c)))))
-          ),
-          Effect.forkScoped
-        )
-        const descriptor = yield* LocalMr.descriptor(target)
-        for (let round = 1; round <= ROUNDS; round++) {
-          const fiber = yield* Effect.fork(client(descriptor))
-          // Anywhere: before the peer, among the registrations, in the connect, mid-writes, or idle.
-          const yields = yield* Random.nextIntBetween(0, 200)
-          for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
-          if ((yield* Random.nextIntBetween(0, 3)) === 0) yield* Effect.sleep(`${yield* Random.nextIntBetween(0, 30)} millis`)
-          const started = yield* Clock.currentTimeMillis
-          yield* Fiber.interrupt(fiber)
-          const took = (yield* Clock.currentTimeMillis) - started
-          assert.isBelow(took, 2000 + 3000, `round ${round}: the interruption took ${took} ms (connection timeout 2 s)`)
-          if (round % 50 === 0) sample(round)
+  it.live(
+    `${ROUNDS} clients interrupted at random points leave nothing alive; the resident set stays flat`,
+    () =>
+      Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        const binding = yield* RpmaBinding.load()
+        const samples: Array<Sample> = []
+        const sample = (round: number) => {
+          gc()
+          const memory = process.memoryUsage()
+          samples.push({
+            round,
+            malloc: binding.mallocInUse() ?? Number.NaN,
+            heapUsed: memory.heapUsed,
+            rss: memory.rss,
+            heapTotal: memory.heapTotal,
+            fds: readdirSync("/proc/self/fd").length
+          })
         }
-      }))
-      // The server's connections end within their timeout of their clients' end.
-      yield* Effect.sleep("2500 millis")
-      const live = yield* driver.live
-      assert.deepStrictEqual(live, {
-        peers: 0,
-        localRegions: 0,
-        remoteRegions: 0,
-        cmRegions: 0,
-        cmEndpoints: 0,
-        cmListeners: 0,
-        endpoints: 0,
-        connectionRequests: 0,
-        connections: 0,
-        sharedReceiveQueues: 0
-      })
-      // Flat: the last sample against the one a fifth of the way in (after warm-up). A leak of one
-      // descriptor per client shows as hundreds; of 1 KiB of native memory per client, as 400 KiB.
-      // The resident set is not the measure: it moves with how much of the V8 heap is committed
-      // (it grew by 24 MiB in one run while the heap in use grew by 0.6), and in the device suite's
-      // shared process with what earlier files left to it. It may grow only by what V8 committed.
-      const warm = samples[Math.floor(samples.length / 5)]!
-      const last = samples.at(-1)!
-      const growth = (key: Exclude<keyof Sample, "round">) => last[key] - warm[key]
-      console.log(
-        `storm: ${ROUNDS} rounds; from round ${warm.round} to ${last.round}: malloc ${
-          (growth("malloc") / MiB).toFixed(2)
-        } MiB, V8 heap in use ${(growth("heapUsed") / MiB).toFixed(2)} MiB, committed ${
-          (growth("heapTotal") / MiB).toFixed(2)
-        } MiB, resident set ${(growth("rss") / MiB).toFixed(2)} MiB, descriptors ${growth("fds")}`
-      )
-      assert.isAtMost(growth("fds"), 2, "file descriptors kept growing")
-      assert.isBelow(growth("malloc"), 2 * MiB, "memory in use from malloc kept growing")
-      assert.isBelow(growth("heapUsed"), 4 * MiB, "the V8 heap in use kept growing")
-      assert.isBelow(growth("rss") - Math.max(0, growth("heapTotal")), 16 * MiB, "the resident set grew beyond the V8 heap's growth")
-    }).pipe(Effect.provide(NativeDriver.layer)), { timeout: 900_000 })
+        yield* Effect.scoped(Effect.gen(function*() {
+          const serverPeer = yield* Peer.make(address)
+          const target = yield* LocalMr.allocate(serverPeer, 4096, exposed)
+          const ep = yield* Listener.make(serverPeer, address, PORT)
+          yield* Listener.requests(ep, { timeout: "2 seconds" }).pipe(
+            Stream.runForEach((req) =>
+              Effect.forkDaemon(
+                Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))))
+              )
+            ),
+            Effect.forkScoped
+          )
+          const descriptor = yield* LocalMr.descriptor(target)
+          for (let round = 1; round <= ROUNDS; round++) {
+            const fiber = yield* Effect.fork(client(descriptor))
+            // Anywhere: before the peer, among the registrations, in the connect, mid-writes, or idle.
+            const yields = yield* Random.nextIntBetween(0, 200)
+            for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+            if ((yield* Random.nextIntBetween(0, 3)) === 0) {
+              yield* Effect.sleep(`${yield* Random.nextIntBetween(0, 30)} millis`)
+            }
+            const started = yield* Clock.currentTimeMillis
+            yield* Fiber.interrupt(fiber)
+            const took = (yield* Clock.currentTimeMillis) - started
+            assert.isBelow(
+              took,
+              2000 + 3000,
+              `round ${round}: the interruption took ${took} ms (connection timeout 2 s)`
+            )
+            if (round % 50 === 0) sample(round)
+          }
+        }))
+        // The server's connections end within their timeout of their clients' end.
+        yield* Effect.sleep("2500 millis")
+        const live = yield* driver.live
+        assert.deepStrictEqual(live, {
+          peers: 0,
+          localRegions: 0,
+          remoteRegions: 0,
+          cmRegions: 0,
+          cmEndpoints: 0,
+          cmListeners: 0,
+          endpoints: 0,
+          connectionRequests: 0,
+          connections: 0,
+          sharedReceiveQueues: 0
+        })
+        // Flat: the last sample against the one a fifth of the way in (after warm-up). A leak of one
+        // descriptor per client shows as hundreds; of 1 KiB of native memory per client, as 400 KiB.
+        // The resident set is not the measure: it moves with how much of the V8 heap is committed
+        // (it grew by 24 MiB in one run while the heap in use grew by 0.6), and in the device suite's
+        // shared process with what earlier files left to it. It may grow only by what V8 committed.
+        const warm = samples[Math.floor(samples.length / 5)]!
+        const last = samples.at(-1)!
+        const growth = (key: Exclude<keyof Sample, "round">) => last[key] - warm[key]
+        console.log(
+          `storm: ${ROUNDS} rounds; from round ${warm.round} to ${last.round}: malloc ${
+            (growth("malloc") / MiB).toFixed(2)
+          } MiB, V8 heap in use ${(growth("heapUsed") / MiB).toFixed(2)} MiB, committed ${
+            (growth("heapTotal") / MiB).toFixed(2)
+          } MiB, resident set ${(growth("rss") / MiB).toFixed(2)} MiB, descriptors ${growth("fds")}`
+        )
+        assert.isAtMost(growth("fds"), 2, "file descriptors kept growing")
+        assert.isBelow(growth("malloc"), 2 * MiB, "memory in use from malloc kept growing")
+        assert.isBelow(growth("heapUsed"), 4 * MiB, "the V8 heap in use kept growing")
+        assert.isBelow(
+          growth("rss") - Math.max(0, growth("heapTotal")),
+          16 * MiB,
+          "the resident set grew beyond the V8 heap's growth"
+        )
+      }).pipe(Effect.provide(NativeDriver.layer)),
+    { timeout: 900_000 }
+  )
 })

@@ -18,7 +18,9 @@ const root = join(import.meta.dirname, "..")
 export const runC = (name: string, args: ReadonlyArray<string>): Run => {
   const binary = join(root, "build", name)
   if (!existsSync(binary)) {
-    const flags = execFileSync("pkg-config", ["--cflags", "--libs", "librpma"], { encoding: "utf8" }).trim().split(/\s+/)
+    const flags = execFileSync("pkg-config", ["--cflags", "--libs", "librpma"], { encoding: "utf8" }).trim().split(
+      /\s+/
+    )
     execFileSync("cc", ["-O2", "-Wall", "-o", binary, join(root, "test-device", `${name}.c`), ...flags])
   }
   const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] })

@@ -5,17 +5,17 @@
  *
  *   node --import tsx packages/native/test-pair/agent.ts     (RDMA_ADDRESS set by vm/pair)
  */
-import { Conformance } from "@effect-rdma/testing"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
+import { Conformance } from "@effect-rdma/testing"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Scope from "effect/Scope"
 import { type ChildProcess, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import * as NativeDriver from "../src/NativeDriver.js"
+import { clientServerRequest } from "./client.js"
 import { type Channel, describeCause, fail, listen, log, type Message } from "./harness.js"
 import { longServer } from "./long.js"
-import { clientServerRequest } from "./client.js"
 import { rpcRequest } from "./rpc.js"
 
 const address = process.env.RDMA_ADDRESS!
@@ -36,10 +36,15 @@ const runHalf = (
   seconds: number
 ) =>
   Effect.gen(function*() {
-    const exit = yield* Effect.exit(Effect.scoped(half).pipe(
-      Effect.disconnect,
-      Effect.timeoutFail({ duration: `${seconds} seconds`, onTimeout: () => `the server half took over ${seconds} s` })
-    ))
+    const exit = yield* Effect.exit(
+      Effect.scoped(half).pipe(
+        Effect.disconnect,
+        Effect.timeoutFail({
+          duration: `${seconds} seconds`,
+          onTimeout: () => `the server half took over ${seconds} s`
+        })
+      )
+    )
     const { live, total } = yield* liveTotal
     const error = Exit.isFailure(exit)
       ? describeCause(exit.cause)

@@ -33,6 +33,9 @@ async function bundle(entryPoints, outdir) {
     sourcemap: "external",
     logLevel: "warning",
     // For the CommonJS inside dependencies.
-    banner: { js: "import { createRequire as __pairRequire } from 'node:module'; const require = __pairRequire(import.meta.url);" }
+    banner: {
+      js:
+        "import { createRequire as __pairRequire } from 'node:module'; const require = __pairRequire(import.meta.url);"
+    }
   })
 }

@@ -84,9 +84,11 @@ export const serveClients = (address: string, ports: Ports) =>
     yield* Effect.forkScoped(Effect.forever(
       Listener.next(endpoint, { timeout: TIMEOUT }).pipe(
         Effect.flatMap((request) =>
-          Effect.forkScoped(Effect.scoped(
-            Effect.flatMap(Listener.accept(request, { timeout: TIMEOUT }), (conn) => Connection.awaitClosed(conn))
-          ).pipe(Effect.catchAll((e) => log(`accept failed: ${e._tag}: ${e.message}`))))
+          Effect.forkScoped(
+            Effect.scoped(
+              Effect.flatMap(Listener.accept(request, { timeout: TIMEOUT }), (conn) => Connection.awaitClosed(conn))
+            ).pipe(Effect.catchAll((e) => log(`accept failed: ${e._tag}: ${e.message}`)))
+          )
         )
       )
     ))
@@ -94,7 +96,11 @@ export const serveClients = (address: string, ports: Ports) =>
       host: address,
       port: ports.offerPort,
       tls: { key: pem("server-key"), cert: pem("server"), ca: pem("ca") },
-      offer: { rdma: { address, port: ports.rdmaPort }, regions: { store: yield* LocalMr.descriptor(store) }, config: {} }
+      offer: {
+        rdma: { address, port: ports.rdmaPort },
+        regions: { store: yield* LocalMr.descriptor(store) },
+        config: {}
+      }
     })
   })
 
@@ -114,9 +120,17 @@ export const clientServerRequest = (channel: Channel, address: string, m: Messag
     }
     const child = server
     if (m.clientServer === "start") {
-      if (child !== undefined) return answer({ clientServerStarted: null, error: "a server process is already running" })
+      if (child !== undefined) {
+        return answer({ clientServerStarted: null, error: "a server process is already running" })
+      }
       const started = performance.now()
-      const c = spawn(process.execPath, ["--enable-source-maps", serverProgram(), address, String(m.rdmaPort), String(m.offerPort)], {
+      const c = spawn(process.execPath, [
+        "--enable-source-maps",
+        serverProgram(),
+        address,
+        String(m.rdmaPort),
+        String(m.offerPort)
+      ], {
         stdio: ["pipe", "pipe", "inherit"]
       })
       server = c
@@ -138,7 +152,10 @@ export const clientServerRequest = (channel: Channel, address: string, m: Messag
       c.on("exit", (code, signal) => {
         console.log(`client-server ${c.pid}: exited (${signal ?? code})`)
         if (server === c) server = undefined
-        once({ clientServerStarted: null, error: `the server process exited with ${signal ?? code} before it was ready` })
+        once({
+          clientServerStarted: null,
+          error: `the server process exited with ${signal ?? code} before it was ready`
+        })
       })
     } else if (m.clientServer === "kill") {
       if (child === undefined) return answer({ clientServerKilled: false })
@@ -206,7 +223,10 @@ const makeClient = (ctx: FaultContext, peer: Peer.Peer, ports: Ports, mode: Mode
       pollMillis: 250
     })
     const states: ClientUnderTest["states"] = []
-    yield* Effect.forkScoped(Stream.runForEach(client.changes, (s) => Effect.sync(() => void states.push({ tag: s._tag, at: performance.now() }))))
+    yield* Effect.forkScoped(Stream.runForEach(client.changes, (s) =>
+      Effect.sync(() =>
+        void states.push({ tag: s._tag, at: performance.now() })
+      )))
     const c: ClientUnderTest = { mode, client, states, outcomes: [] }
     return c
   })
@@ -292,34 +312,54 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
   Effect.gen(function*() {
     const driver = yield* RdmaDriver
     const problems: Array<string> = []
-    const problem = (message: string) => Effect.zipRight(Effect.sync(() => problems.push(message)), log(`problem: ${message}`))
+    const problem = (message: string) =>
+      Effect.zipRight(Effect.sync(() => problems.push(message)), log(`problem: ${message}`))
     yield* startServer(ctx, s.ports)
 
     yield* Effect.scoped(Effect.gen(function*() {
       const peer = yield* Peer.make(ctx.address)
       const clientScope = yield* Scope.make()
-      const clients = yield* Effect.all([makeClient(ctx, peer, s.ports, "fail"), makeClient(ctx, peer, s.ports, "wait")]).pipe(
+      const clients = yield* Effect.all([
+        makeClient(ctx, peer, s.ports, "fail"),
+        makeClient(ctx, peer, s.ports, "wait")
+      ]).pipe(
         Scope.extend(clientScope)
       )
-      const connected = yield* waitUntil("both clients connected", () => clients.every((c) => stateAfter(c, "Connected", 0)), 60)
+      const connected = yield* waitUntil(
+        "both clients connected",
+        () => clients.every((c) => stateAfter(c, "Connected", 0)),
+        60
+      )
       yield* ctx.note(`both clients connected in ${connected.toFixed(2)} s`)
       const loads = yield* Effect.all(clients.map((c) => workload(c, peer))).pipe(Scope.extend(clientScope))
       const successes = (c: ClientUnderTest, after: number) =>
         c.outcomes.filter((o) => o.tag === "success" && o.startedAt >= after).length
-      yield* waitUntil("30 operations on each client before the fault", () => clients.every((c) => successes(c, 0) >= 30), 60)
+      yield* waitUntil(
+        "30 operations on each client before the fault",
+        () => clients.every((c) => successes(c, 0) >= 30),
+        60
+      )
 
       const faultAt = performance.now()
       yield* s.inject(ctx)
       for (const c of clients) {
         const noticed = yield* Effect.either(
-          waitUntil(`the ${c.mode} client leaving Connected after the fault`, () => stateAfter(c, "Reconnecting", faultAt) !== undefined, NOTICE_S)
+          waitUntil(
+            `the ${c.mode} client leaving Connected after the fault`,
+            () => stateAfter(c, "Reconnecting", faultAt) !== undefined,
+            NOTICE_S
+          )
         )
         if (noticed._tag === "Left") yield* problem(noticed.left.message)
         else {
           // From the fault, not from this wait's start (the other client's wait came first).
           const afterS = (stateAfter(c, "Reconnecting", faultAt)!.at - faultAt) / 1000
           yield* ctx.note(`${c.mode} client: Reconnecting ${afterS.toFixed(2)} s after the fault`)
-          if (afterS > NOTICE_S) yield* problem(`the ${c.mode} client said Reconnecting ${afterS.toFixed(2)} s after the fault, over ${NOTICE_S} s`)
+          if (afterS > NOTICE_S) {
+            yield* problem(
+              `the ${c.mode} client said Reconnecting ${afterS.toFixed(2)} s after the fault, over ${NOTICE_S} s`
+            )
+          }
         }
       }
       // Held until each client has failed an operation for want of a connection.
@@ -334,19 +374,29 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
       yield* s.repair(ctx)
       for (const c of clients) {
         const back = yield* Effect.either(
-          waitUntil(`the ${c.mode} client connected again after the repair`, () => stateAfter(c, "Connected", repairAt) !== undefined, RECONNECT_BOUND_S)
+          waitUntil(
+            `the ${c.mode} client connected again after the repair`,
+            () => stateAfter(c, "Connected", repairAt) !== undefined,
+            RECONNECT_BOUND_S
+          )
         )
         if (back._tag === "Left") yield* problem(back.left.message)
       }
       const resumed = yield* Effect.either(
-        waitUntil("10 operations on each client after the repair", () => clients.every((c) => successes(c, repairAt) >= 10), 60)
+        waitUntil(
+          "10 operations on each client after the repair",
+          () => clients.every((c) => successes(c, repairAt) >= 10),
+          60
+        )
       )
       if (resumed._tag === "Left") yield* problem(resumed.left.message)
       for (const c of clients) {
         const back = stateAfter(c, "Connected", repairAt)
         yield* ctx.note(
           `${c.mode} client: ${
-            back === undefined ? "never connected again" : `Connected ${((back.at - repairAt) / 1000).toFixed(2)} s after the repair`
+            back === undefined
+              ? "never connected again"
+              : `Connected ${((back.at - repairAt) / 1000).toFixed(2)} s after the repair`
           }; during the fault: ${summary(c, faultAt, repairAt)}; states ${c.states.map((x) => x.tag).join(" → ")}`
         )
       }
@@ -365,7 +415,10 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
 
       // The clients' scope closes within its bound, and they say Closed.
       const closeAt = performance.now()
-      const closed = yield* Scope.close(clientScope, Exit.void).pipe(Effect.timeout(Duration.seconds(CLOSE_BOUND_S)), Effect.option)
+      const closed = yield* Scope.close(clientScope, Exit.void).pipe(
+        Effect.timeout(Duration.seconds(CLOSE_BOUND_S)),
+        Effect.option
+      )
       if (closed._tag === "None") yield* problem(`the clients' scope was still closing after ${CLOSE_BOUND_S} s`)
       else yield* ctx.note(`the clients closed in ${seconds(closeAt).toFixed(2)} s`)
       for (const c of clients) {
@@ -374,7 +427,9 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
         const tags = c.states.map((x) => x.tag)
         const lost = tags.indexOf("Reconnecting", tags.indexOf("Connected"))
         if (!(tags[0] === "Connecting" && lost > 0 && tags.indexOf("Connected", lost) > lost)) {
-          yield* problem(`the ${c.mode} client's states did not go Connected → Reconnecting → Connected: ${tags.join(" → ")}`)
+          yield* problem(
+            `the ${c.mode} client's states did not go Connected → Reconnecting → Connected: ${tags.join(" → ")}`
+          )
         }
       }
     }))
@@ -383,7 +438,9 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
     const liveB = yield* driver.live
     if (liveTotal(liveB) !== 0) yield* problem(`handles alive on b at the end: ${JSON.stringify(liveB)}`)
     if (stopped.clientServerStopped !== true || liveTotal(stopped.live) !== 0 || stopped.exit !== 0) {
-      yield* problem(`the server process on a: ${JSON.stringify(stopped)} (expected it stopped with exit 0 and nothing alive)`)
+      yield* problem(
+        `the server process on a: ${JSON.stringify(stopped)} (expected it stopped with exit 0 and nothing alive)`
+      )
     } else {
       yield* ctx.note(`the server process stopped with nothing alive: ${JSON.stringify(stopped.live)}`)
     }
@@ -407,8 +464,13 @@ export const clientTests: ReadonlyArray<{
     run: scenario({
       ports: { rdmaPort: 17502, offerPort: 17512 },
       inject: (ctx) =>
-        Effect.flatMap(ask(ctx, { clientServer: "kill" }, 60), (m) =>
-          m.clientServerKilled === true ? Effect.void : fail(`the server process was not killed: ${JSON.stringify(m)}`)),
+        Effect.flatMap(
+          ask(ctx, { clientServer: "kill" }, 60),
+          (m) =>
+            m.clientServerKilled === true
+              ? Effect.void
+              : fail(`the server process was not killed: ${JSON.stringify(m)}`)
+        ),
       repair: (ctx) => startServer(ctx, { rdmaPort: 17502, offerPort: 17512 })
     })
   },

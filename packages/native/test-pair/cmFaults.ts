@@ -46,7 +46,13 @@ const SIZE = 4096
  * longer has.
  */
 const TAGS = new Set(["CompletionError", "ConnectionClosedError", "RemoteKeyRefusedError"])
-const options: CmEndpoint.Options = { timeout: Duration.millis(TIMEOUT_MS), maxSendWr: 16, maxRecvWr: 16, maxSendSge: 1, maxRecvSge: 1 }
+const options: CmEndpoint.Options = {
+  timeout: Duration.millis(TIMEOUT_MS),
+  maxSendWr: 16,
+  maxRecvWr: 16,
+  maxSendSge: 1,
+  maxRecvSge: 1
+}
 
 type Mode = "answer" | "silent" | "client"
 
@@ -76,9 +82,10 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>, boundS: number) =>
   Effect.gen(function*() {
     const started = performance.now()
     const exit = yield* Effect.exit(effect.pipe(Effect.timeout(Duration.seconds(boundS + 30))))
-    const outcome = Exit.isFailure(exit) && exit.cause._tag === "Fail" && (exit.cause.error as any)._tag === "TimeoutException"
-      ? "hung"
-      : describe(exit)
+    const outcome =
+      Exit.isFailure(exit) && exit.cause._tag === "Fail" && (exit.cause.error as any)._tag === "TimeoutException"
+        ? "hung"
+        : describe(exit)
     return { tag: outcome.split(" ")[0]!, outcome, seconds: seconds(started), exit }
   })
 
@@ -172,18 +179,27 @@ const reconnect = (ctx: FaultContext, port: number) =>
       for (let i = 0; i < SIZE; i++) local.memory[i] = (attempts * 31 + i) % 251
       yield* CmEndpoint.write(ep, { src: local, dst: writable, dstOffset: 8 * SIZE, length: SIZE })
       yield* CmEndpoint.read(ep, { dst: local, dstOffset: SIZE, src: readable, srcOffset: 8 * SIZE, length: SIZE })
-      yield* check(local.memory.subarray(SIZE, 2 * SIZE).every((b, i) => b === local.memory[i]), "the bytes read back after reconnecting differ")
+      yield* check(
+        local.memory.subarray(SIZE, 2 * SIZE).every((b, i) => b === local.memory[i]),
+        "the bytes read back after reconnecting differ"
+      )
       const reply = yield* CmEndpoint.postRecv(ep, { segments: [{ mr: local, offset: 3 * SIZE, length: 64 }] })
       yield* CmEndpoint.send(ep, { src: local, offset: 0, length: 64 })
       yield* check((yield* reply.completion).byteLength === 64, "the echo after reconnecting")
     })).pipe(
-      Effect.tapError((e) => log(`reconnect attempt ${attempts}: ${(e as { _tag?: string })._tag ?? "error"}: ${(e as Error).message}`))
+      Effect.tapError((e) =>
+        log(`reconnect attempt ${attempts}: ${(e as { _tag?: string })._tag ?? "error"}: ${(e as Error).message}`)
+      )
     )
     yield* session.pipe(
       Effect.retry(Schedule.spaced("500 millis").pipe(Schedule.upTo(Duration.seconds(RECONNECT_BOUND_S)))),
-      Effect.mapError((e) => new PairFailure({ message: `no reconnect within ${RECONNECT_BOUND_S} s: ${(e as Error).message}` }))
+      Effect.mapError((e) =>
+        new PairFailure({ message: `no reconnect within ${RECONNECT_BOUND_S} s: ${(e as Error).message}` })
+      )
     )
-    yield* ctx.note(`reconnected, wrote, read back and pinged after ${attempts} attempt(s), ${seconds(started).toFixed(1)} s`)
+    yield* ctx.note(
+      `reconnected, wrote, read back and pinged after ${attempts} attempt(s), ${seconds(started).toFixed(1)} s`
+    )
   })
 
 interface Fault {
@@ -228,8 +244,13 @@ const dataPath = (port: number, faultName: keyof typeof faults | undefined) => (
     const ep = yield* CmEndpoint.connect(ctx.serverAddress, port, options).pipe(Scope.extend(scope))
     const local = yield* CmEndpoint.registerMessages(ep, new Uint8Array(8 * SIZE)).pipe(Scope.extend(scope))
     const t = yield* traffic(ep, local, mode === "answer")
-    const warm = () => t.count("write") >= 100 && t.count("read") >= 100 && (mode !== "answer" || t.count("send/recv") >= 20)
-    yield* waitUntil("100 writes, 100 reads and 20 pings before the fault", () => warm() || t.outcomes.some((o) => o.tag !== "success"), 90)
+    const warm = () =>
+      t.count("write") >= 100 && t.count("read") >= 100 && (mode !== "answer" || t.count("send/recv") >= 20)
+    yield* waitUntil(
+      "100 writes, 100 reads and 20 pings before the fault",
+      () => warm() || t.outcomes.some((o) => o.tag !== "success"),
+      90
+    )
     yield* check(
       t.outcomes.every((o) => o.tag === "success"),
       `an operation failed before the fault: ${JSON.stringify(t.outcomes.find((o) => o.tag !== "success"))}`
@@ -252,16 +273,26 @@ const dataPath = (port: number, faultName: keyof typeof faults | undefined) => (
         `in flight at the fault: ${pending.length}; failed: ${failures.length} (${
           [...new Set(failures.map((f) => `${f.kind} ${f.tag}`))].join(", ")
         }); ${
-          ended._tag === "Some" ? `the first ended ${firstS.toFixed(2)} s, the last ${lastS.toFixed(2)} s after the fault` : "some still waiting"
+          ended._tag === "Some"
+            ? `the first ended ${firstS.toFixed(2)} s, the last ${lastS.toFixed(2)} s after the fault`
+            : "some still waiting"
         }; this VM's longest stall meanwhile ${stalledS.toFixed(2)} s`
       )
       if (ended._tag === "None") {
         yield* problem(`operations still waiting ${BOUND_S + 30} s after the fault: ${[...t.inFlight].join(" ")}`)
       } else {
         const untagged = failures.filter((f) => !TAGS.has(f.tag))
-        if (untagged.length > 0) yield* problem(`operations failed untagged or unexpected: ${untagged.map((f) => `${f.kind} ${f.tag}`).join(", ")}`)
+        if (untagged.length > 0) {
+          yield* problem(
+            `operations failed untagged or unexpected: ${untagged.map((f) => `${f.kind} ${f.tag}`).join(", ")}`
+          )
+        }
         if (lastS > boundS) {
-          yield* problem(`the operations in flight took ${lastS.toFixed(2)} s to end (bound ${BOUND_S} s + ${stalledS.toFixed(2)} s of stalls)`)
+          yield* problem(
+            `the operations in flight took ${lastS.toFixed(2)} s to end (bound ${BOUND_S} s + ${
+              stalledS.toFixed(2)
+            } s of stalls)`
+          )
         }
         if (failures.length === 0) yield* problem("no operation failed after the fault")
       }
@@ -269,7 +300,9 @@ const dataPath = (port: number, faultName: keyof typeof faults | undefined) => (
       t.stop()
       yield* Fiber.await(t.fiber).pipe(Effect.timeout("30 seconds"))
       const failures = t.outcomes.filter((o) => o.tag !== "success")
-      if (failures.length > 0) yield* problem(`operations on a peer that is still there failed: ${failures.map((f) => f.tag).join(", ")}`)
+      if (failures.length > 0) {
+        yield* problem(`operations on a peer that is still there failed: ${failures.map((f) => f.tag).join(", ")}`)
+      }
     }
 
     // The disconnect: rdma_disconnect, the bounded drain, the regions, the endpoint.
@@ -281,12 +314,18 @@ const dataPath = (port: number, faultName: keyof typeof faults | undefined) => (
       // A connect while the fault lasts.
       const connect = yield* timed(Effect.scoped(CmEndpoint.connect(ctx.serverAddress, port, options)), BOUND_S)
       yield* ctx.note(`a connect during the fault: ${connect.outcome} after ${connect.seconds.toFixed(2)} s`)
-      if (connect.tag !== "RdmaCmError") yield* problem(`a connect during the fault ended with ${connect.tag}, not RdmaCmError`)
-      else if (connect.seconds > BOUND_S) yield* problem(`a connect during the fault took ${connect.seconds.toFixed(2)} s (bound ${BOUND_S} s)`)
+      if (connect.tag !== "RdmaCmError") {
+        yield* problem(`a connect during the fault ended with ${connect.tag}, not RdmaCmError`)
+      } else if (connect.seconds > BOUND_S) {
+        yield* problem(`a connect during the fault took ${connect.seconds.toFixed(2)} s (bound ${BOUND_S} s)`)
+      }
       pid = yield* faults[faultName].repair(ctx, pid, port, mode)
       if (!closed.held) yield* Fiber.await(closed.closing).pipe(Effect.timeout("60 seconds"), Effect.ignore)
       yield* reconnect(ctx, port).pipe(
-        Effect.timeoutFail({ duration: Duration.seconds(RECONNECT_BOUND_S + 30), onTimeout: () => new PairFailure({ message: "the reconnect loop hung" }) }),
+        Effect.timeoutFail({
+          duration: Duration.seconds(RECONNECT_BOUND_S + 30),
+          onTimeout: () => new PairFailure({ message: "the reconnect loop hung" })
+        }),
         Effect.catchAll((e) => problem(e.message))
       )
     }
@@ -302,18 +341,25 @@ const acceptWait = (port: number, faultName: keyof typeof faults) => (ctx: Fault
     yield* Effect.scoped(Effect.gen(function*() {
       const listener = yield* CmListener.make(ctx.address, port, options)
       let pid = yield* spawnPeer(ctx, port, "client")
-      const answer = yield* timed(Effect.scoped(Effect.gen(function*() {
-        const request = yield* CmListener.next(listener).pipe(
-          Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new PairFailure({ message: "no request from cm_peer client in 30 s" }) })
-        )
-        yield* faults[faultName].inject(ctx, pid)
-        const accept = yield* timed(CmListener.accept(request), BOUND_S)
-        yield* ctx.note(`an accept after the fault: ${accept.outcome} after ${accept.seconds.toFixed(2)} s`)
-        if (accept.tag !== "RdmaCmError" && accept.tag !== "ClientGoneError") {
-          yield* problem(`the accept ended with ${accept.tag}, not RdmaCmError or ClientGoneError`)
-        }
-        else if (accept.seconds > BOUND_S) yield* problem(`the accept took ${accept.seconds.toFixed(2)} s (bound ${BOUND_S} s)`)
-      })), CLOSE_BOUND_S + 60)
+      const answer = yield* timed(
+        Effect.scoped(Effect.gen(function*() {
+          const request = yield* CmListener.next(listener).pipe(
+            Effect.timeoutFail({
+              duration: "30 seconds",
+              onTimeout: () => new PairFailure({ message: "no request from cm_peer client in 30 s" })
+            })
+          )
+          yield* faults[faultName].inject(ctx, pid)
+          const accept = yield* timed(CmListener.accept(request), BOUND_S)
+          yield* ctx.note(`an accept after the fault: ${accept.outcome} after ${accept.seconds.toFixed(2)} s`)
+          if (accept.tag !== "RdmaCmError" && accept.tag !== "ClientGoneError") {
+            yield* problem(`the accept ended with ${accept.tag}, not RdmaCmError or ClientGoneError`)
+          } else if (accept.seconds > BOUND_S) {
+            yield* problem(`the accept took ${accept.seconds.toFixed(2)} s (bound ${BOUND_S} s)`)
+          }
+        })),
+        CLOSE_BOUND_S + 60
+      )
       if (answer.tag !== "success") yield* problem(`the request's scope: ${answer.tag}`)
       pid = yield* faults[faultName].repair(ctx, pid, port, "client")
       if (faultName !== "kill") {
@@ -321,10 +367,13 @@ const acceptWait = (port: number, faultName: keyof typeof faults) => (ctx: Fault
         yield* killPeer(ctx, pid)
         pid = yield* spawnPeer(ctx, port, "client")
       }
-      const fresh = yield* timed(Effect.scoped(Effect.gen(function*() {
-        const request = yield* CmListener.next(listener).pipe(Effect.timeout("30 seconds"))
-        yield* CmListener.accept(request)
-      })), 60)
+      const fresh = yield* timed(
+        Effect.scoped(Effect.gen(function*() {
+          const request = yield* CmListener.next(listener).pipe(Effect.timeout("30 seconds"))
+          yield* CmListener.accept(request)
+        })),
+        60
+      )
       yield* ctx.note(`after the repair, a new client's request: ${fresh.tag} in ${fresh.seconds.toFixed(2)} s`)
       if (fresh.tag !== "success") yield* problem(`after the repair, a new client's request: ${fresh.tag}`)
       yield* killPeer(ctx, pid)
@@ -354,7 +403,10 @@ const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: Faul
         const fiber = yield* Effect.fork(work)
         yield* Effect.sleep(Duration.millis(delayMs))
         const at = stage
-        const exit = yield* Fiber.interrupt(fiber).pipe(Effect.timeout(Duration.seconds(CLOSE_BOUND_S + 2)), Effect.option)
+        const exit = yield* Fiber.interrupt(fiber).pipe(
+          Effect.timeout(Duration.seconds(CLOSE_BOUND_S + 2)),
+          Effect.option
+        )
         const tag = exit._tag === "None" ? "interrupt hung" : `${describe(exit.value)} while ${at}`
         outcomes[tag] = (outcomes[tag] ?? 0) + 1
         if (tag.startsWith("defect")) yield* problem(`a round ended with ${tag}`)
@@ -395,7 +447,9 @@ const storm = (port: number, rounds: number, acceptRounds: number) => (ctx: Faul
         yield* killPeer(ctx, client)
       }))
     }
-    yield* ctx.note(`${rounds} connect/post rounds and ${acceptRounds} accept rounds, interrupted: ${JSON.stringify(outcomes)}`)
+    yield* ctx.note(
+      `${rounds} connect/post rounds and ${acceptRounds} accept rounds, interrupted: ${JSON.stringify(outcomes)}`
+    )
     yield* killPeer(ctx, pid)
     yield* nothingAlive(problem, "after the accept storm")
     yield* verdict
@@ -406,11 +460,23 @@ export const cmFaultTests: ReadonlyArray<{
   readonly run: (ctx: FaultContext) => Effect.Effect<void, unknown, RdmaDriver>
 }> = [
   { name: "cm endpoint fault: link cut under writes, reads and send/recv, then back", run: dataPath(17211, "link") },
-  { name: "cm endpoint fault: peer killed (SIGKILL) under writes, reads and send/recv, then restarted", run: dataPath(17212, "kill") },
-  { name: "cm endpoint fault: peer VM frozen (QMP stop) under writes, reads and send/recv, then resumed", run: dataPath(17213, "stop") },
-  { name: "cm endpoint fault: a peer that never answers a disconnect; the scope closes within its bound", run: dataPath(17214, undefined) },
+  {
+    name: "cm endpoint fault: peer killed (SIGKILL) under writes, reads and send/recv, then restarted",
+    run: dataPath(17212, "kill")
+  },
+  {
+    name: "cm endpoint fault: peer VM frozen (QMP stop) under writes, reads and send/recv, then resumed",
+    run: dataPath(17213, "stop")
+  },
+  {
+    name: "cm endpoint fault: a peer that never answers a disconnect; the scope closes within its bound",
+    run: dataPath(17214, undefined)
+  },
   { name: "cm endpoint fault: accept after the client's link is cut", run: acceptWait(17215, "link") },
   { name: "cm endpoint fault: accept after the client is killed", run: acceptWait(17216, "kill") },
   { name: "cm endpoint fault: accept after the client's VM is frozen", run: acceptWait(17217, "stop") },
-  { name: "cm endpoint fault: interruption storm over connect, accept and posts across two hosts", run: storm(17218, 24, 12) }
+  {
+    name: "cm endpoint fault: interruption storm over connect, accept and posts across two hosts",
+    run: storm(17218, 24, 12)
+  }
 ]

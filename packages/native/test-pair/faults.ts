@@ -60,7 +60,9 @@ const spawnPeer = (ctx: FaultContext, port: number, mode: "answer" | "silent") =
     yield* ctx.channel.send({ spawnPeer: true, port, mode })
     const m = yield* ctx.channel.receive(60)
     if (m.spawned === null) return yield* fail(`the C peer did not start: ${m.error}`)
-    yield* log(`C peer ${m.spawned} (${mode}) listening on ${ctx.serverAddress}:${port} after ${m.seconds.toFixed(2)} s`)
+    yield* log(
+      `C peer ${m.spawned} (${mode}) listening on ${ctx.serverAddress}:${port} after ${m.seconds.toFixed(2)} s`
+    )
     return m.spawned as number
   })
 
@@ -75,7 +77,11 @@ interface Outcome {
 }
 
 /** A stream of writes, WINDOW in flight; each worker stops at its first failure. */
-const writeStream = (conn: Connection.Connection, remote: RemoteMr.RemoteMr<"WRITE_DST">, src: LocalMr.LocalMr<"WRITE_SRC">) =>
+const writeStream = (
+  conn: Connection.Connection,
+  remote: RemoteMr.RemoteMr<"WRITE_DST">,
+  src: LocalMr.LocalMr<"WRITE_SRC">
+) =>
   Effect.gen(function*() {
     const outcomes: Array<Outcome> = []
     const inFlight = new Map<number, number>()
@@ -137,7 +143,12 @@ export const closeBounded = (scope: Scope.CloseableScope, boundS: number) =>
     const started = performance.now()
     const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
     const within = yield* Fiber.await(closing).pipe(Effect.timeout(Duration.seconds(boundS)), Effect.option)
-    return { closing, started, held: within._tag === "Some", seconds: within._tag === "Some" ? seconds(started) : undefined }
+    return {
+      closing,
+      started,
+      held: within._tag === "Some",
+      seconds: within._tag === "Some" ? seconds(started) : undefined
+    }
   })
 
 /** The reconnect loop: connect, write, flush, read back; retried on a Schedule until it works. */
@@ -159,12 +170,16 @@ const reconnect = (ctx: FaultContext, peer: Peer.Peer, port: number) =>
       yield* Connection.read(conn, { dst, dstOffset: 0, src: remote, srcOffset: 0, length: SIZE })
       yield* check(dst.memory.every((b, i) => b === src.memory[i]), "the data read back after reconnecting differs")
     })).pipe(
-      Effect.tapError((e) => log(`reconnect attempt ${attempts} failed: ${(e as { _tag?: string })._tag ?? e}: ${(e as Error).message}`))
+      Effect.tapError((e) =>
+        log(`reconnect attempt ${attempts} failed: ${(e as { _tag?: string })._tag ?? e}: ${(e as Error).message}`)
+      )
     )
     yield* session.pipe(
       Effect.retry(Schedule.spaced(RETRY_EVERY).pipe(Schedule.upTo(Duration.seconds(RECONNECT_BOUND_S)))),
       Effect.mapError((e) =>
-        new PairFailure({ message: `the reconnect loop did not re-establish within ${RECONNECT_BOUND_S} s: ${(e as Error).message}` })
+        new PairFailure({
+          message: `the reconnect loop did not re-establish within ${RECONNECT_BOUND_S} s: ${(e as Error).message}`
+        })
       )
     )
     yield* ctx.note(`reconnected and resumed writing after ${attempts} attempt(s), ${seconds(started).toFixed(1)} s`)
@@ -196,11 +211,16 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
       const src = yield* LocalMr.allocate(peer, 64 * SIZE, Usage.WRITE_SRC)
 
       const scope = yield* Scope.make()
-      const conn = yield* Connection.connect(peer, ctx.serverAddress, s.port, { timeout: TIMEOUT }).pipe(Scope.extend(scope))
+      const conn = yield* Connection.connect(peer, ctx.serverAddress, s.port, { timeout: TIMEOUT }).pipe(
+        Scope.extend(scope)
+      )
       const remote = yield* remoteOf(conn).pipe(Scope.extend(scope))
       const stream = yield* writeStream(conn, remote, src)
       yield* waitUntil("200 writes before the fault", () => stream.succeeded() >= 200 || stream.failed(), 60)
-      yield* check(!stream.failed(), `a write failed before the fault: ${JSON.stringify(stream.outcomes.find((o) => o.tag !== "success"))}`)
+      yield* check(
+        !stream.failed(),
+        `a write failed before the fault: ${JSON.stringify(stream.outcomes.find((o) => o.tag !== "success"))}`
+      )
 
       // The writes in flight as the fault is injected (a kill is asked of VM a over the channel,
       // so some may end before it lands: they are counted here all the same).
@@ -211,22 +231,39 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
 
       if (s.writesFail) {
         // Every worker stops at its first failure: the stream ends when all have failed.
-        const ended = yield* Fiber.await(stream.fiber).pipe(Effect.timeout(Duration.seconds(PENDING_BOUND_S + 30)), Effect.option)
+        const ended = yield* Fiber.await(stream.fiber).pipe(
+          Effect.timeout(Duration.seconds(PENDING_BOUND_S + 30)),
+          Effect.option
+        )
         const tookS = seconds(faultAt)
         const failures = stream.outcomes.filter((o) => o.tag !== "success")
         const lastEnd = Math.max(...stream.outcomes.map((o) => o.endedAt))
         const pendingEnd = (lastEnd - faultAt) / 1000
         yield* ctx.note(
-          `writes in flight at the fault: ${pendingAtFault.length}; failed: ${failures.length} (${[...new Set(failures.map((f) => f.tag))].join(", ")}); ` +
-            (ended._tag === "Some" ? `all ended ${pendingEnd.toFixed(2)} s after the fault` : `still pending ${tookS.toFixed(1)} s after the fault`)
+          `writes in flight at the fault: ${pendingAtFault.length}; failed: ${failures.length} (${
+            [...new Set(failures.map((f) => f.tag))].join(", ")
+          }); ` +
+            (ended._tag === "Some"
+              ? `all ended ${pendingEnd.toFixed(2)} s after the fault`
+              : `still pending ${tookS.toFixed(1)} s after the fault`)
         )
         if (ended._tag === "None") {
-          yield* problem(`writes still in flight ${tookS.toFixed(1)} s after the fault: ${[...stream.inFlight.keys()].length} of them`)
+          yield* problem(
+            `writes still in flight ${tookS.toFixed(1)} s after the fault: ${
+              [...stream.inFlight.keys()].length
+            } of them`
+          )
         } else {
           const untagged = failures.filter((f) => !TAGS.has(f.tag))
-          if (untagged.length > 0) yield* problem(`writes failed with untagged or unexpected errors: ${untagged.map((f) => f.tag).join(", ")}`)
+          if (untagged.length > 0) {
+            yield* problem(`writes failed with untagged or unexpected errors: ${untagged.map((f) => f.tag).join(", ")}`)
+          }
           if (pendingEnd > PENDING_BOUND_S) {
-            yield* problem(`the writes in flight took ${pendingEnd.toFixed(2)} s to fail after the fault (bound: the connection's timeout, ${PENDING_BOUND_S} s)`)
+            yield* problem(
+              `the writes in flight took ${
+                pendingEnd.toFixed(2)
+              } s to fail after the fault (bound: the connection's timeout, ${PENDING_BOUND_S} s)`
+            )
           }
           for (const i of pendingAtFault) {
             const o = stream.outcomes.find((x) => x.i === i)
@@ -237,12 +274,16 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
         stream.stop()
         yield* Fiber.await(stream.fiber).pipe(Effect.timeout("30 seconds"))
         const failures = stream.outcomes.filter((o) => o.tag !== "success")
-        if (failures.length > 0) yield* problem(`writes to a peer that is still there failed: ${failures.map((f) => f.tag).join(", ")}`)
+        if (failures.length > 0) {
+          yield* problem(`writes to a peer that is still there failed: ${failures.map((f) => f.tag).join(", ")}`)
+        }
       }
 
       const closed = yield* closeBounded(scope, CLOSE_BOUND_S)
       if (!closed.held) {
-        yield* problem(`the connection's scope was still closing ${CLOSE_BOUND_S} s after the close began (bound: timeout ${TIMEOUT_S} s + 2 s)`)
+        yield* problem(
+          `the connection's scope was still closing ${CLOSE_BOUND_S} s after the close began (bound: timeout ${TIMEOUT_S} s + 2 s)`
+        )
       } else {
         yield* ctx.note(`the connection's scope closed in ${closed.seconds!.toFixed(2)} s`)
       }
@@ -252,8 +293,12 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
         const later = yield* Fiber.await(closed.closing).pipe(Effect.timeout("60 seconds"), Effect.option)
         yield* ctx.note(
           later._tag === "Some"
-            ? `after the repair, the scope finished closing ${seconds(closed.started).toFixed(1)} s after the close began`
-            : `the scope was still closing ${seconds(closed.started).toFixed(1)} s after the close began, after the repair too`
+            ? `after the repair, the scope finished closing ${
+              seconds(closed.started).toFixed(1)
+            } s after the close began`
+            : `the scope was still closing ${
+              seconds(closed.started).toFixed(1)
+            } s after the close began, after the repair too`
         )
       }
 
@@ -261,7 +306,8 @@ const scenario = (s: Scenario) => (ctx: FaultContext) =>
         Effect.disconnect,
         Effect.timeoutFail({
           duration: Duration.seconds(RECONNECT_BOUND_S + 30),
-          onTimeout: () => new PairFailure({ message: `the reconnect loop was still running after ${RECONNECT_BOUND_S + 30} s` })
+          onTimeout: () =>
+            new PairFailure({ message: `the reconnect loop was still running after ${RECONNECT_BOUND_S + 30} s` })
         }),
         Effect.catchAll((e) => problem(e.message))
       )

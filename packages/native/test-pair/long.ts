@@ -35,7 +35,10 @@ export const longServer = (address: string, port: number, channel: Channel) =>
     // The last record the client wrote, as the server's memory has it.
     const last = Buffer.from(target.memory.subarray(done.lastOffset, done.lastOffset + 8)).readBigUInt64LE()
     yield* channel.send({ events, last: String(last) })
-    yield* check(early.length === 0, `the server saw ${early.map((e) => `${e.event} at ${e.at.toFixed(3)} s`).join(", ")} before the client was done`)
+    yield* check(
+      early.length === 0,
+      `the server saw ${early.map((e) => `${e.event} at ${e.at.toFixed(3)} s`).join(", ")} before the client was done`
+    )
     // The client closes now (and says so: clientClosed): CLOSED is expected, within a bound.
     yield* channel.receive(60)
     yield* watching.await.pipe(Effect.timeout("30 seconds"))
@@ -48,7 +51,9 @@ export const longClient = (address: string, serverAddress: string, port: number,
     const { descriptor } = yield* channel.receive()
     const peer = yield* Peer.make(address)
     const conn = yield* Connection.connect(peer, serverAddress, port, { timeout: "30 seconds", sendQueueSize: 64 })
-    const remote = yield* RemoteMr.fromDescriptor(Uint8Array.from(descriptor)).pipe(Effect.flatMap(RemoteMr.require(exposed)))
+    const remote = yield* RemoteMr.fromDescriptor(Uint8Array.from(descriptor)).pipe(
+      Effect.flatMap(RemoteMr.require(exposed))
+    )
     const slots = REGION / SIZE
     const src = yield* LocalMr.allocate(peer, REGION, Usage.WRITE_SRC)
     const view = Buffer.from(src.memory.buffer, src.memory.byteOffset, src.memory.byteLength)
@@ -67,7 +72,11 @@ export const longClient = (address: string, serverAddress: string, port: number,
             const now = performance.now()
             const rate = 10_000 / ((now - lastReport) / 1000)
             lastReport = now
-            return log(`long run: ${completed} writes, ${rate.toFixed(0)} writes/s, state ${Connection.state(conn).pipe(Effect.runSync)}`)
+            return log(
+              `long run: ${completed} writes, ${rate.toFixed(0)} writes/s, state ${
+                Connection.state(conn).pipe(Effect.runSync)
+              }`
+            )
           }
           return Effect.void
         })
@@ -76,8 +85,9 @@ export const longClient = (address: string, serverAddress: string, port: number,
     // Up to `window` writes in flight, each refilled as soon as one completes.
     let next = 0
     yield* Effect.all(
-      Array.from({ length: window }, () =>
-        Effect.suspend(() => writeOne(next++)).pipe(Effect.repeat({ while: () => next < total }))
+      Array.from(
+        { length: window },
+        () => Effect.suspend(() => writeOne(next++)).pipe(Effect.repeat({ while: () => next < total }))
       ),
       { concurrency: "unbounded", discard: true }
     )
@@ -88,7 +98,10 @@ export const longClient = (address: string, serverAddress: string, port: number,
     yield* log(`long run: ${completed} writes in ${elapsed.toFixed(1)} s, ${(completed / elapsed).toFixed(0)} writes/s`)
     yield* channel.send({ done: true, writes: completed, lastOffset })
     const report = yield* channel.receive(60)
-    yield* check(report.last === String(lastIndex), `the server's memory holds record ${report.last} where ${lastIndex} was written last`)
+    yield* check(
+      report.last === String(lastIndex),
+      `the server's memory holds record ${report.last} where ${lastIndex} was written last`
+    )
     yield* check(completed === total, `${completed} of ${total} writes completed`)
     return { completed, elapsed, events: report.events as Array<{ event: string; at: number }> }
   })

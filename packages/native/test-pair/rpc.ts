@@ -8,8 +8,8 @@
  * the end.
  */
 import { Peer } from "@effect-rdma/core"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
+import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
@@ -126,11 +126,18 @@ const withServer = <A>(ctx: FaultContext, port: number, use: Effect.Effect<A, un
     const result = yield* Effect.exit(use)
     const stopped = yield* ask(ctx, { rpc: "stop" }, 60)
     const liveB = yield* Effect.flatMap(RdmaDriver, (d) => d.live)
-    yield* ctx.note(`the server stopped in ${Number(stopped.seconds).toFixed(2)} s; live on a ${JSON.stringify(stopped.live)}, on b ${JSON.stringify(liveB)}`)
+    yield* ctx.note(
+      `the server stopped in ${Number(stopped.seconds).toFixed(2)} s; live on a ${JSON.stringify(stopped.live)}, on b ${
+        JSON.stringify(liveB)
+      }`
+    )
     if (Exit.isFailure(result)) return yield* Effect.failCause(result.cause)
     yield* check(stopped.error === undefined, `the RPC server's scope on a: ${stopped.error}`)
     yield* check(liveTotal(liveB) === 0, `handles alive on b after the client closed: ${JSON.stringify(liveB)}`)
-    yield* check(liveTotal(stopped.live) === 0, `handles alive on a after the server stopped: ${JSON.stringify(stopped.live)}`)
+    yield* check(
+      liveTotal(stopped.live) === 0,
+      `handles alive on a after the server stopped: ${JSON.stringify(stopped.live)}`
+    )
     return result.value
   })
 
@@ -161,10 +168,16 @@ const calls = (ctx: FaultContext) =>
       adds.sort((a, b) => a - b)
       yield* ctx.note(`Add: first call ${firstMs.toFixed(1)} ms; then median ${adds[10]!.toFixed(1)} ms of 20 in a row`)
       const refused = yield* Effect.flip(rpc.Refuse({ reason: "not today" }))
-      yield* check(refused instanceof Refused && refused.reason === "not today", `Refuse gave ${JSON.stringify(refused)}`)
+      yield* check(
+        refused instanceof Refused && refused.reason === "not today",
+        `Refuse gave ${JSON.stringify(refused)}`
+      )
       const [counted, countMs] = yield* timed(Stream.runCollect(rpc.Count({ to: 500 })))
       const numbers = Chunk.toReadonlyArray(counted)
-      yield* check(numbers.length === 500 && numbers.every((n, i) => n === i + 1), `Count(500) gave ${numbers.length} numbers, not 1..500`)
+      yield* check(
+        numbers.length === 500 && numbers.every((n, i) => n === i + 1),
+        `Count(500) gave ${numbers.length} numbers, not 1..500`
+      )
       yield* ctx.note(`a stream of 500 numbers in ${countMs.toFixed(0)} ms`)
       for (const size of [900, 5_000, 64 * 1024, 300_000]) {
         const text = Array.from({ length: size }, (_, i) => String.fromCharCode(97 + (i % 26))).join("")
@@ -173,7 +186,9 @@ const calls = (ctx: FaultContext) =>
         yield* ctx.note(`Echo of ${size} B there and back: ${ms.toFixed(0)} ms`)
       }
       const [sums, concurrentMs] = yield* timed(
-        Effect.forEach(Array.from({ length: 50 }, (_, i) => i), (i) => rpc.Add({ a: i, b: i }), { concurrency: "unbounded" })
+        Effect.forEach(Array.from({ length: 50 }, (_, i) => i), (i) => rpc.Add({ a: i, b: i }), {
+          concurrency: "unbounded"
+        })
       )
       yield* check(sums.every((s, i) => s === 2 * i), "50 concurrent Adds: a wrong sum")
       yield* ctx.note(`50 concurrent Adds in ${concurrentMs.toFixed(0)} ms`)
@@ -209,15 +224,22 @@ const linkCut = (port: number, inFlight: boolean) => (ctx: FaultContext) => {
       const tookS = seconds(cutAt)
       yield* fault("link", "peer", "on")
       const exit = Option.getOrUndefined(outcome)
-      const error = exit !== undefined && Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      const error = exit !== undefined && Exit.isFailure(exit) && exit.cause._tag === "Fail"
+        ? exit.cause.error
+        : undefined
       const tag = exit === undefined
         ? "nothing (still waiting)"
         : Exit.isSuccess(exit)
         ? "success"
         : (error as { _tag?: string } | undefined)?._tag ?? "a defect"
-      yield* ctx.note(`${what} ended with ${tag} after ${tookS.toFixed(2)} s: ${(error as Error | undefined)?.message ?? ""}`)
+      yield* ctx.note(
+        `${what} ended with ${tag} after ${tookS.toFixed(2)} s: ${(error as Error | undefined)?.message ?? ""}`
+      )
       yield* log(`RPC: ${what} ended with ${tag} after ${tookS.toFixed(2)} s`)
-      yield* check(tag === "RpcClientError", `${what} ended with ${tag} after ${tookS.toFixed(2)} s, not RpcClientError`)
+      yield* check(
+        tag === "RpcClientError",
+        `${what} ended with ${tag} after ${tookS.toFixed(2)} s, not RpcClientError`
+      )
       yield* check(tookS <= boundS, `${what} took ${tookS.toFixed(2)} s, over its bound of ${boundS} s`)
     })).pipe(
       // The client's scope closes within the connection's timeout (a dead connection's disconnect).
@@ -233,10 +255,17 @@ export const rpcTests: ReadonlyArray<{
   readonly name: string
   readonly run: (ctx: FaultContext) => Effect.Effect<void, unknown, RdmaDriver>
 }> = [
-  { name: "@effect/rpc: a group served on a, called from b: calls, a typed error, a stream, 900 B-300 KB payloads", run: calls },
-  { name: "@effect/rpc: a call made across a cut link ends with RpcClientError within keepAlive + the timeout", run: linkCut(17402, false) },
   {
-    name: "@effect/rpc: a call waiting for its answer when the link is cut ends with RpcClientError within keepAlive + the timeout",
+    name: "@effect/rpc: a group served on a, called from b: calls, a typed error, a stream, 900 B-300 KB payloads",
+    run: calls
+  },
+  {
+    name: "@effect/rpc: a call made across a cut link ends with RpcClientError within keepAlive + the timeout",
+    run: linkCut(17402, false)
+  },
+  {
+    name:
+      "@effect/rpc: a call waiting for its answer when the link is cut ends with RpcClientError within keepAlive + the timeout",
     run: linkCut(17403, true)
   }
 ]

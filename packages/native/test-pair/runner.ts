@@ -9,8 +9,8 @@
  *   PAIR_ONLY=<substring>   run only the tests whose name contains it (`a|b`: either)
  *   PAIR_LONG_WRITES=<n>    writes in the long run (default 100000; 0 skips it)
  */
-import { Conformance } from "@effect-rdma/testing"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
+import { Conformance } from "@effect-rdma/testing"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as fs from "node:fs"
@@ -55,9 +55,11 @@ const results: Array<Result> = []
 const record = (result: Result) =>
   Effect.zipRight(
     Effect.sync(() => results.push(result)),
-    log(`${result.status === "passed" ? "PASS" : "FAIL"} [${result.group}] ${result.name} (${result.seconds.toFixed(1)} s)${
-      result.error ? "\n    " + result.error.replaceAll("\n", "\n    ") : ""
-    }`)
+    log(
+      `${result.status === "passed" ? "PASS" : "FAIL"} [${result.group}] ${result.name} (${
+        result.seconds.toFixed(1)
+      } s)${result.error ? "\n    " + result.error.replaceAll("\n", "\n    ") : ""}`
+    )
   )
 
 const main = Effect.gen(function*() {
@@ -120,7 +122,8 @@ const main = Effect.gen(function*() {
     })
   }
 
-  const longName = `one connection, ${longWrites} rpma_writes across the wire; the server's events logged, no unexplained CLOSED`
+  const longName =
+    `one connection, ${longWrites} rpma_writes across the wire; the server's events logged, no unexplained CLOSED`
   if (longWrites > 0 && selected(longName)) {
     const started = performance.now()
     yield* channel.send({ long: true, port: 17300, seconds: 3600 })

@@ -9,7 +9,14 @@ import * as Exit from "effect/Exit"
 import * as NativeDriver from "../src/NativeDriver.js"
 
 type Bad = never
-const config: Model.CmEpConfig = { timeoutMs: 500, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 2, maxRecvSge: 2, maxInlineData: 64 }
+const config: Model.CmEpConfig = {
+  timeoutMs: 500,
+  maxSendWr: 4,
+  maxRecvWr: 4,
+  maxSendSge: 2,
+  maxRecvSge: 2,
+  maxInlineData: 64
+}
 const descriptor = Descriptor.encode({ address: 0x1000n, length: 64n, rkey: 7, usage: 0x01 })
 
 // Each call that takes an endpoint or a listener.
@@ -37,7 +44,12 @@ const expectEinval = (name: string, effect: Effect.Effect<unknown, { readonly _t
 
 layer(NativeDriver.layer)("librdmacm endpoints without a device", (it) => {
   describe("values that are not endpoints", () => {
-    for (const [label, value] of [["null", null], ["undefined", undefined], ["a plain object", {}], ["a number", 7]] as const) {
+    for (
+      const [label, value] of [["null", null], ["undefined", undefined], ["a plain object", {}], [
+        "a number",
+        7
+      ]] as const
+    ) {
       it.effect(`${label} is EINVAL for every call`, () =>
         Effect.gen(function*() {
           const driver = yield* RdmaDriver

@@ -166,7 +166,6 @@ const fakeBinding = (log: Array<string>) => {
 }
 
 describe("waits are interruptible Effects", () => {
-
   it.effect("interrupting a wait cancels it in the addon, once", () =>
     Effect.gen(function*() {
       const log: Array<string> = []
@@ -214,7 +213,6 @@ describe("waits are interruptible Effects", () => {
 })
 
 describe("the completion channel armed with a callback, and the posting call", () => {
-
   it.effect("armCompletions answers once from the addon's callback; disarming cancels the wait in the addon, once", () =>
     Effect.gen(function*() {
       const log: Array<string> = []
@@ -237,7 +235,9 @@ describe("the completion channel armed with a callback, and the posting call", (
       driver.armCompletions(handle as Bad, (ready) => heard.push(ready))
       callbacks.get(3)!(Object.assign(new Error("x"), deleted), undefined)
       const failed = heard[1]!
-      assert.isTrue(Exit.isFailure(failed) && failed.cause._tag === "Fail" && failed.cause.error._tag === "RpmaInvalidError")
+      assert.isTrue(
+        Exit.isFailure(failed) && failed.cause._tag === "Fail" && failed.cause.error._tag === "RpmaInvalidError"
+      )
     }))
 
   it.effect("a handle the addon refuses is reported through the callback, from the event loop", () =>
@@ -245,7 +245,11 @@ describe("the completion channel armed with a callback, and the posting call", (
       const binding = {
         installLogCapture: () => {},
         waitCompletions: () => {
-          throw Object.assign(new Error("bad"), { code: -100004, operation: "rpma_cq_wait", detail: "expected a connection" })
+          throw Object.assign(new Error("bad"), {
+            code: -100004,
+            operation: "rpma_cq_wait",
+            detail: "expected a connection"
+          })
         }
       } as unknown as RpmaBinding.Binding
       const driver = yield* driverWith(binding)
@@ -257,7 +261,9 @@ describe("the completion channel armed with a callback, and the posting call", (
         })
         during = false
       })
-      assert.isTrue(Exit.isFailure(heard) && heard.cause._tag === "Fail" && heard.cause.error._tag === "RpmaInvalidError")
+      assert.isTrue(
+        Exit.isFailure(heard) && heard.cause._tag === "Fail" && heard.cause.error._tag === "RpmaInvalidError"
+      )
     }))
 
   it.effect("postMany posts in order up to the first refusal, then polls once; nothing posted, no poll", () =>
@@ -266,7 +272,9 @@ describe("the completion channel armed with a callback, and the posting call", (
       const binding = {
         installLogCapture: () => {},
         post: (_conn: unknown, request: { readonly id: number }) => {
-          if (request.id === 3) throw Object.assign(new Error("full"), { code: -100004, operation: "rpma_write", detail: "x" })
+          if (request.id === 3) {
+            throw Object.assign(new Error("full"), { code: -100004, operation: "rpma_write", detail: "x" })
+          }
           log.push(`post ${request.id}`)
         },
         pollCompletions: () => {
@@ -275,7 +283,15 @@ describe("the completion channel armed with a callback, and the posting call", (
         }
       } as unknown as RpmaBinding.Binding
       const driver = yield* driverWith(binding)
-      const write = (id: number) => ({ op: "write" as const, id, dst: handle as Bad, dstOffset: 0, src: handle as Bad, srcOffset: 0, length: 8 })
+      const write = (id: number) => ({
+        op: "write" as const,
+        id,
+        dst: handle as Bad,
+        dstOffset: 0,
+        src: handle as Bad,
+        srcOffset: 0,
+        length: 8
+      })
       const outcome = driver.postMany(handle as Bad, [write(1), write(2), write(3), write(4)])
       assert.strictEqual(outcome.posted, 2)
       assert.strictEqual(outcome.error?._tag, "RpmaInvalidError")

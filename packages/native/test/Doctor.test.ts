@@ -8,10 +8,10 @@ import { readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Checks from "../src/doctor/Checks.js"
+import * as Cli from "../src/doctor/Cli.js"
 import * as Report from "../src/doctor/Report.js"
 import * as Size from "../src/doctor/Size.js"
 import * as System from "../src/doctor/System.js"
-import * as Cli from "../src/doctor/Cli.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -55,7 +55,10 @@ describe("doctor", () => {
       assert.strictEqual(addon.status, "ok")
       // The workspace's own build, or (under another Node.js than the one it was built with) the
       // prebuilt addon for this Node.js's ABI.
-      assert.match(addon.summary, /build\/Release\/rpma_addon\.node|prebuilds\/linux-\w+\/rpma_addon\.abi\d+\.glibc\.node/)
+      assert.match(
+        addon.summary,
+        /build\/Release\/rpma_addon\.node|prebuilds\/linux-\w+\/rpma_addon\.abi\d+\.glibc\.node/
+      )
       assert.strictEqual(addon.data.napiVersion, 8)
       const libraries = byId(report, "libraries")
       assert.match(libraries.summary, /^librpma \S+, rdma-core \d+\.\d+/)
@@ -203,7 +206,8 @@ describe("doctor", () => {
         assert.isDefined(tiny.data.soft)
         const huge = byId(yield* Checks.run({ size: 2 ** 50 }), "memlock")
         // Fails unless the limit is unlimited or CAP_IPC_LOCK lifts it (as root here).
-        const lifted = huge.data.soft === "unlimited" || (huge.data.capIpcLock === true && huge.data.initialUserNamespace)
+        const lifted = huge.data.soft === "unlimited" ||
+          (huge.data.capIpcLock === true && huge.data.initialUserNamespace)
         assert.strictEqual(huge.status, lifted ? "ok" : "fail")
       }))
   })
@@ -247,10 +251,13 @@ describe("doctor", () => {
     it("the addon needs a soname the loader does not find: fail, though dpkg lists the package", () => {
       const check = Checks.librariesCheck(facts({ missing: { library: "librpma.so.1", debianPackage: "librpma1" } }))
       assert.strictEqual(check.status, "fail")
-      assert.isTrue(check.details.some((d) =>
-        d.startsWith("librpma: the addon needs librpma.so.1, which the dynamic loader does not find") &&
-        d.includes("librpma.so.0")
-      ), check.details.join("\n"))
+      assert.isTrue(
+        check.details.some((d) =>
+          d.startsWith("librpma: the addon needs librpma.so.1, which the dynamic loader does not find") &&
+          d.includes("librpma.so.0")
+        ),
+        check.details.join("\n")
+      )
       assert.include(check.fixes, "apt-get install librpma1")
       assert.isTrue(check.fixes.some((f) => f.startsWith("or build the addon against the installed one")))
     })
@@ -267,7 +274,9 @@ describe("doctor", () => {
     it("every library the loader finds is ok, with its file", () => {
       const check = Checks.librariesCheck(facts({}))
       assert.strictEqual(check.status, "ok", check.details.join("\n"))
-      assert.isTrue(check.details.some((d) => d.startsWith("librpma: librpma.so.0 → /lib/x86_64-linux-gnu/librpma.so.0")))
+      assert.isTrue(
+        check.details.some((d) => d.startsWith("librpma: librpma.so.0 → /lib/x86_64-linux-gnu/librpma.so.0"))
+      )
     })
 
     it.effect("this host: the loader finds libibverbs and not a made-up soname; agrees with the addon", () =>

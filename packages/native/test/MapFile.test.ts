@@ -2,8 +2,8 @@
 // the file, msync'd and unmapped with its scope, and the errors of the conformance suite. (When
 // munmap happens: MemoryLifetime.test.ts.)
 import { Memory } from "@effect-rdma/core"
-import { Conformance } from "@effect-rdma/testing"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
+import { Conformance } from "@effect-rdma/testing"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"

@@ -69,28 +69,32 @@ describe("allocations are freed once nothing holds them", () => {
         assert.isTrue(yield* waitUntil(() => binding.liveAllocations() === base), "free() after a transfer")
       }), { timeout: 30_000 })
 
-    it.effect("a loop that allocates and frees without a turn of the event loop holds one allocation at a time", () =>
-      Effect.gen(function*() {
-        const driver = yield* RdmaDriver
-        const binding = yield* RpmaBinding.load()
-        const base = binding.liveAllocations()
-        let most = 0
-        // 64 of 16 MiB, synchronously: 1 GiB if the frees waited for the finalizers' SetImmediate.
-        yield* Effect.sync(() => {
-          for (let i = 0; i < 64; i++) {
-            const memory = binding.allocate(16 << 20)
-            memory[i] = i
-            binding.free(memory)
-            most = Math.max(most, binding.liveAllocations() - base)
-          }
-        })
-        assert.strictEqual(most, 0, "each freed before the next was allocated")
-        // Every finalizer then runs (from SetImmediate) and frees nothing twice.
-        assert.isTrue(yield* waitUntil(() => binding.liveAllocations() === base))
-        const again = yield* driver.allocate(4096)
-        assert.strictEqual(binding.liveAllocations(), base + 1)
-        yield* driver.free(again)
-      }), { timeout: 30_000 })
+    it.effect(
+      "a loop that allocates and frees without a turn of the event loop holds one allocation at a time",
+      () =>
+        Effect.gen(function*() {
+          const driver = yield* RdmaDriver
+          const binding = yield* RpmaBinding.load()
+          const base = binding.liveAllocations()
+          let most = 0
+          // 64 of 16 MiB, synchronously: 1 GiB if the frees waited for the finalizers' SetImmediate.
+          yield* Effect.sync(() => {
+            for (let i = 0; i < 64; i++) {
+              const memory = binding.allocate(16 << 20)
+              memory[i] = i
+              binding.free(memory)
+              most = Math.max(most, binding.liveAllocations() - base)
+            }
+          })
+          assert.strictEqual(most, 0, "each freed before the next was allocated")
+          // Every finalizer then runs (from SetImmediate) and frees nothing twice.
+          assert.isTrue(yield* waitUntil(() => binding.liveAllocations() === base))
+          const again = yield* driver.allocate(4096)
+          assert.strictEqual(binding.liveAllocations(), base + 1)
+          yield* driver.free(again)
+        }),
+      { timeout: 30_000 }
+    )
 
     it.scoped("mappings are unmapped by unmapFile() and by GC", () =>
       Effect.gen(function*() {

@@ -44,6 +44,5 @@ layer(NativeDriver.layer)("without an RDMA device", (it) => {
         assert.strictEqual(error._tag, "RpmaInvalidError")
         assert.strictEqual(error.detail, "addr is NULL")
       }))
-
   })
 })

@@ -43,7 +43,12 @@ describe("registration through the native driver", () => {
         const peer = yield* Peer.make("192.168.77.1")
         log.length = 0
         for (const size of [4096, 16 * 2 ** 20 - 1, 16 * 2 ** 20, 64 * 2 ** 20]) {
-          const address = yield* LocalMr.use(peer, new Uint8Array(size), Usage.WRITE_DST, (mr) => Effect.succeed(mr.address))
+          const address = yield* LocalMr.use(
+            peer,
+            new Uint8Array(size),
+            Usage.WRITE_DST,
+            (mr) => Effect.succeed(mr.address)
+          )
           assert.strictEqual(address, ADDRESS, "the address comes with the registration")
           yield* Effect.scoped(LocalMr.register(peer, new Uint8Array(size), Usage.WRITE_DST))
         }
@@ -97,10 +102,17 @@ describe("registration through the native driver", () => {
       assert.strictEqual(address, ADDRESS)
       deregFailure = inUse
       const refused = deregNow(handle)!
-      assert.isTrue(Exit.isFailure(refused) && refused.cause._tag === "Fail" && refused.cause.error._tag === "ResourceInUseError")
-      deregFailure = Object.assign(new Error("failed"), { operation: "rpma_mr_dereg", code: RdmaError.RpmaCode.RPMA_E_PROVIDER })
+      assert.isTrue(
+        Exit.isFailure(refused) && refused.cause._tag === "Fail" && refused.cause.error._tag === "ResourceInUseError"
+      )
+      deregFailure = Object.assign(new Error("failed"), {
+        operation: "rpma_mr_dereg",
+        code: RdmaError.RpmaCode.RPMA_E_PROVIDER
+      })
       const failed = deregNow(handle)!
-      assert.isTrue(Exit.isFailure(failed) && failed.cause._tag === "Fail" && failed.cause.error._tag === "RpmaProviderError")
+      assert.isTrue(
+        Exit.isFailure(failed) && failed.cause._tag === "Fail" && failed.cause.error._tag === "RpmaProviderError"
+      )
       deregFailure = new TypeError("a bug in the binding")
       const bug = deregNow(handle)!
       assert.isTrue(Exit.isFailure(bug) && bug.cause._tag === "Die")

@@ -15,7 +15,8 @@ const repro = (kase: string) =>
       process.execPath,
       [script, "--case", kase, "--runs", "1", "--files", "3", "--expect", "failedWithReport"],
       { timeout: 240_000 },
-      (error, stdout, stderr) => resolve({ code: error === null ? 0 : (error.code as number | null), out: `${stdout}${stderr}` })
+      (error, stdout, stderr) =>
+        resolve({ code: error === null ? 0 : (error.code as number | null), out: `${stdout}${stderr}` })
     )
   )
 

@@ -14,8 +14,8 @@ import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type * as RdmaChannel from "./RdmaChannel.js"
 import * as internal from "./internal/protocol.js"
+import type * as RdmaChannel from "./RdmaChannel.js"
 
 /**
  * Where to connect: an `address` and `port` (with an admission `token` if the server asks for one),

@@ -7,14 +7,14 @@
  */
 import type { Admission, Connection, Listener, Peer, RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import type * as Duration from "effect/Duration"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as RpcServer from "@effect/rpc/RpcServer"
+import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
-import type * as RdmaChannel from "./RdmaChannel.js"
 import * as internal from "./internal/protocol.js"
+import type * as RdmaChannel from "./RdmaChannel.js"
 
 /**
  * The channel's settings, and those of each accepted connection.

@@ -9,8 +9,8 @@ import { Admission, type Connection, type DescriptorExchange, Peer } from "@effe
 import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
-import { assert, describe, it } from "@effect/vitest"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Queue, Ref, Schedule, Schema, Scope } from "effect"
 import { cases } from "./cases.js"
 
@@ -134,7 +134,12 @@ describe("@effect/rpc over RDMA: recovery", () => {
       const started = yield* Queue.unbounded<void>()
       const first = yield* serve(7484, started)
       const protocol = yield* Layer.build(
-        RdmaRpcClient.layerProtocol({ address, port: 7484, keepAlive: "50 millis", retrySchedule: Schedule.spaced("20 millis") })
+        RdmaRpcClient.layerProtocol({
+          address,
+          port: 7484,
+          keepAlive: "50 millis",
+          retrySchedule: Schedule.spaced("20 millis")
+        })
           .pipe(Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack]))
       )
       const client = yield* Effect.provide(RpcClient.make(Group), protocol)
@@ -147,12 +152,16 @@ describe("@effect/rpc over RDMA: recovery", () => {
       yield* SimulatedDriver.fail({ operation: "rpma_read", nth: 1, loseConnection: true })
       const failures = yield* Fiber.join(inFlight).pipe(Effect.timeout("10 seconds"))
       assert.deepStrictEqual(failures.map((e) => e._tag), callers.map(() => "RpcClientError"))
-      const sums = yield* Effect.forEach(callers, (i) => retried(client.Add({ a: i, b: i })), { concurrency: "unbounded" })
+      const sums = yield* Effect.forEach(callers, (i) => retried(client.Add({ a: i, b: i })), {
+        concurrency: "unbounded"
+      })
       assert.deepStrictEqual(sums, callers.map((i) => 2 * i))
       // The server goes away and comes back on the same port.
       yield* Scope.close(first, Exit.void)
       const second = yield* serve(7484, started)
-      const again = yield* Effect.forEach(callers, (i) => retried(client.Add({ a: i, b: 1 })), { concurrency: "unbounded" })
+      const again = yield* Effect.forEach(callers, (i) => retried(client.Add({ a: i, b: 1 })), {
+        concurrency: "unbounded"
+      })
       assert.deepStrictEqual(again, callers.map((i) => i + 1))
       yield* Scope.close(second, Exit.void)
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
@@ -160,7 +169,12 @@ describe("@effect/rpc over RDMA: recovery", () => {
   it.live("the client re-dials through its offer: each connect fetches it, with the admission token it carries", () =>
     Effect.scoped(Effect.gen(function*() {
       const started = yield* Queue.unbounded<void>()
-      const current = yield* Ref.make<DescriptorExchange.Offer>({ rdma: { address, port: 7485 }, regions: {}, config: {}, token: new Uint8Array(16).fill(1) })
+      const current = yield* Ref.make<DescriptorExchange.Offer>({
+        rdma: { address, port: 7485 },
+        regions: {},
+        config: {},
+        token: new Uint8Array(16).fill(1)
+      })
       const first = yield* serve(7485, started, { admission: yield* Admission.make(new Uint8Array(16).fill(1)) })
       const protocol = yield* Layer.build(
         RdmaRpcClient.layerProtocol({ offer: Ref.get(current), retrySchedule: Schedule.spaced("20 millis") }).pipe(

@@ -26,7 +26,10 @@ const startServer = (path: string) =>
   Effect.gen(function*() {
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        spawn(process.execPath, ["--import", "tsx", fixture, path, String(port)], { cwd: root, stdio: ["ignore", "pipe", "inherit"] })
+        spawn(process.execPath, ["--import", "tsx", fixture, path, String(port)], {
+          cwd: root,
+          stdio: ["ignore", "pipe", "inherit"]
+        })
       ),
       (child) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
     )
@@ -38,7 +41,9 @@ const startServer = (path: string) =>
     })
     child.on("exit", () => wake())
     const exited = Effect.async<number | string>((resume) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.succeed(child.exitCode ?? child.signalCode!))
+      if (child.exitCode !== null || child.signalCode !== null) {
+        return resume(Effect.succeed(child.exitCode ?? child.signalCode!))
+      }
       child.once("exit", (code, signal) => resume(Effect.succeed(code ?? signal ?? "unknown")))
     })
     const next = (pattern: RegExp) =>
@@ -48,22 +53,30 @@ const startServer = (path: string) =>
             const found = pattern.exec(line)
             if (found !== null) return resume(Effect.succeed(found))
           }
-          if (child.exitCode !== null || child.signalCode !== null) resume(Effect.fail(new Error(`the server ended before ${pattern}`)))
+          if (child.exitCode !== null || child.signalCode !== null) {
+            resume(Effect.fail(new Error(`the server ended before ${pattern}`)))
+          }
         }
         wake = look
         look()
         return Effect.sync(() => (wake = () => {}))
-      }).pipe(Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`no ${pattern} from the server`) }))
+      }).pipe(
+        Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error(`no ${pattern} from the server`) })
+      )
     yield* next(/^serving$/)
     return { next, exited, kill: (signal: NodeJS.Signals) => Effect.sync(() => child.kill(signal)) }
   })
 
 describe("@effect/rpc over RDMA: a server process restarted", () => {
-  it.live("calls in flight fail with RpcClientError when the server is killed; the client re-dials and is served by the new one", () =>
-    Effect.gen(function*() {
-      const path = yield* SimulatedNetwork.serve()
-      yield* restarted(path).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedNetwork.layer({ path })))
-    }).pipe(Effect.scoped), 120_000)
+  it.live(
+    "calls in flight fail with RpcClientError when the server is killed; the client re-dials and is served by the new one",
+    () =>
+      Effect.gen(function*() {
+        const path = yield* SimulatedNetwork.serve()
+        yield* restarted(path).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedNetwork.layer({ path })))
+      }).pipe(Effect.scoped),
+    120_000
+  )
 })
 
 /** The test's client, joined to the network at `path`, and its two server processes. */
@@ -81,13 +94,18 @@ const restarted = (path: string) =>
     const retried = <A, E extends { readonly _tag: string }>(call: Effect.Effect<A, E>) =>
       call.pipe(
         Effect.retry({ schedule: Schedule.spaced("50 millis"), while: (e) => e._tag === "RpcClientError" }),
-        Effect.timeoutFail({ duration: "60 seconds", onTimeout: () => new Error("no answer from the restarted server") })
+        Effect.timeoutFail({
+          duration: "60 seconds",
+          onTimeout: () => new Error("no answer from the restarted server")
+        })
       )
     assert.deepStrictEqual(
       yield* Effect.forEach(callers, (i) => client.Add({ a: i, b: i }), { concurrency: "unbounded" }),
       callers.map((i) => 2 * i)
     )
-    const inFlight = yield* Effect.fork(Effect.forEach(callers, () => Effect.flip(client.Hang()), { concurrency: "unbounded" }))
+    const inFlight = yield* Effect.fork(
+      Effect.forEach(callers, () => Effect.flip(client.Hang()), { concurrency: "unbounded" })
+    )
     yield* first.next(new RegExp(`^hanging ${callers.length}$`))
     yield* first.kill("SIGKILL")
     const failures = yield* Fiber.join(inFlight)

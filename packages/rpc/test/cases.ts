@@ -4,8 +4,8 @@
  * the simulated driver the ledger's leak check).
  */
 import { Peer } from "@effect-rdma/core"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import type * as Driver from "@effect-rdma/core/Driver"
+import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Layer, Schema, Scope, Stream } from "effect"
@@ -48,7 +48,12 @@ export const cases = (address: string, port: number, world: World, timeout?: num
       const client = yield* Effect.provide(RpcClient.make(Group), protocol)
       return { client, serverScope }
     })
-  for (const [name, serialization] of [["msgpack", RpcSerialization.layerMsgPack], ["json", RpcSerialization.layerJson]] as const) {
+  for (
+    const [name, serialization] of [["msgpack", RpcSerialization.layerMsgPack], [
+      "json",
+      RpcSerialization.layerJson
+    ]] as const
+  ) {
     describe(`@effect/rpc over RDMA (${name})`, () => {
       it.effect("calls, typed errors and streams", () =>
         world(Effect.gen(function*() {
@@ -60,39 +65,51 @@ export const cases = (address: string, port: number, world: World, timeout?: num
           const counted = yield* Stream.runCollect(client.Count({ to: 500 }))
           assert.deepStrictEqual(Chunk.toReadonlyArray(counted), Array.from({ length: 500 }, (_, i) => i + 1))
           // Concurrent calls share the connection.
-          const sums = yield* Effect.forEach(Array.from({ length: 50 }, (_, i) => i), (i) => client.Add({ a: i, b: i }), {
-            concurrency: "unbounded"
-          })
+          const sums = yield* Effect.forEach(
+            Array.from({ length: 50 }, (_, i) => i),
+            (i) => client.Add({ a: i, b: i }),
+            {
+              concurrency: "unbounded"
+            }
+          )
           assert.deepStrictEqual(sums, Array.from({ length: 50 }, (_, i) => 2 * i))
           yield* Scope.close(serverScope, Exit.void)
         })), timeout)
 
-      it.effect("messages beyond a receive buffer, and beyond the landing region, arrive whole", () =>
-        world(Effect.gen(function*() {
-          const { client, serverScope } = yield* served(serialization)
-          for (const size of [900, 5_000, 64 * 1024, 300_000]) {
-            const text = Array.from({ length: size }, (_, i) => String.fromCharCode(97 + (i % 26))).join("")
-            assert.strictEqual(yield* client.Echo({ text }), text, `${size} characters`)
-          }
-          const texts = yield* Effect.forEach(
-            Array.from({ length: 6 }, (_, i) => "x".repeat(20_000 + i)),
-            (text) => client.Echo({ text }),
-            { concurrency: "unbounded" }
-          )
-          assert.deepStrictEqual(texts.map((t) => t.length), Array.from({ length: 6 }, (_, i) => 20_000 + i))
-          yield* Scope.close(serverScope, Exit.void)
-        })), timeout)
+      it.effect(
+        "messages beyond a receive buffer, and beyond the landing region, arrive whole",
+        () =>
+          world(Effect.gen(function*() {
+            const { client, serverScope } = yield* served(serialization)
+            for (const size of [900, 5_000, 64 * 1024, 300_000]) {
+              const text = Array.from({ length: size }, (_, i) => String.fromCharCode(97 + (i % 26))).join("")
+              assert.strictEqual(yield* client.Echo({ text }), text, `${size} characters`)
+            }
+            const texts = yield* Effect.forEach(
+              Array.from({ length: 6 }, (_, i) => "x".repeat(20_000 + i)),
+              (text) => client.Echo({ text }),
+              { concurrency: "unbounded" }
+            )
+            assert.deepStrictEqual(texts.map((t) => t.length), Array.from({ length: 6 }, (_, i) => 20_000 + i))
+            yield* Scope.close(serverScope, Exit.void)
+          })),
+        timeout
+      )
     })
   }
 
   describe("@effect/rpc over RDMA: endings", () => {
-    it.effect("a server that goes away fails the calls with RpcClientError, and nothing stays registered", () =>
-      world(Effect.gen(function*() {
-        const { client, serverScope } = yield* served(RpcSerialization.layerMsgPack)
-        assert.strictEqual(yield* client.Add({ a: 1, b: 1 }), 2)
-        yield* Scope.close(serverScope, Exit.void)
-        const error = yield* Effect.flip(client.Add({ a: 1, b: 2 }).pipe(Effect.timeout("10 seconds")))
-        assert.strictEqual(error._tag, "RpcClientError")
-      })), timeout)
+    it.effect(
+      "a server that goes away fails the calls with RpcClientError, and nothing stays registered",
+      () =>
+        world(Effect.gen(function*() {
+          const { client, serverScope } = yield* served(RpcSerialization.layerMsgPack)
+          assert.strictEqual(yield* client.Add({ a: 1, b: 1 }), 2)
+          yield* Scope.close(serverScope, Exit.void)
+          const error = yield* Effect.flip(client.Add({ a: 1, b: 2 }).pipe(Effect.timeout("10 seconds")))
+          assert.strictEqual(error._tag, "RpcClientError")
+        })),
+      timeout
+    )
   })
 }

@@ -8,13 +8,15 @@
  * server's scope ends within its bound with them attached.
  */
 import { Connection, LocalMr, Peer, Usage } from "@effect-rdma/core"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import type * as Driver from "@effect-rdma/core/Driver"
+import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Schema, Scope, TestClock } from "effect"
 
-const Group = RpcGroup.make(Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number }))
+const Group = RpcGroup.make(
+  Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number })
+)
 const Handlers = Group.toLayer({ Add: ({ a, b }) => Effect.succeed(a + b) })
 
 const HELLO = 1
@@ -45,7 +47,10 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
         lines.push([...(Array.isArray(message) ? message : [message]), cause].map(String).join(" "))
       })
       const logged = (reason: RegExp) =>
-        assert.isTrue(lines.some((line) => reason.test(line)), `a logged reason matching ${reason} in:\n${lines.join("\n")}`)
+        assert.isTrue(
+          lines.some((line) => reason.test(line)),
+          `a logged reason matching ${reason} in:\n${lines.join("\n")}`
+        )
       return f(logged).pipe(Effect.provide(Logger.add(logger)))
     })
 
@@ -97,23 +102,29 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
     })
 
   describe("@effect/rpc over RDMA: hostile clients", () => {
-    it.effect("a client that posts no receive keeps nobody waiting, and is dropped after handshakeTimeout", () =>
-      world(withLogs((logged) =>
-        Effect.gen(function*() {
-          const port = nextPort++
-          const { call, serverScope } = yield* served(port, { handshakeTimeout: "2 seconds" })
-          const silent = yield* raw(port)
-          assert.strictEqual(yield* call, 42)
-          const dropped = yield* Effect.fork(silent.ended)
-          yield* TestClock.adjust("2 seconds")
-          yield* Fiber.join(dropped)
-          logged(/handshake/)
-          yield* Scope.close(serverScope, Exit.void)
-        })
-      )), timeout)
+    it.effect(
+      "a client that posts no receive keeps nobody waiting, and is dropped after handshakeTimeout",
+      () =>
+        world(withLogs((logged) =>
+          Effect.gen(function*() {
+            const port = nextPort++
+            const { call, serverScope } = yield* served(port, { handshakeTimeout: "2 seconds" })
+            const silent = yield* raw(port)
+            assert.strictEqual(yield* call, 42)
+            const dropped = yield* Effect.fork(silent.ended)
+            yield* TestClock.adjust("2 seconds")
+            yield* Fiber.join(dropped)
+            logged(/handshake/)
+            yield* Scope.close(serverScope, Exit.void)
+          })
+        )),
+      timeout
+    )
 
     /** Each case's frames, given a well-formed HELLO, and the reason its drop is logged with. */
-    const frames: ReadonlyArray<readonly [string, (hello: ReadonlyArray<number>) => ReadonlyArray<ReadonlyArray<number>>, RegExp]> = [
+    const frames: ReadonlyArray<
+      readonly [string, (hello: ReadonlyArray<number>) => ReadonlyArray<ReadonlyArray<number>>, RegExp]
+    > = [
       ["an inline message of msgpack nil", () => [[...header(INLINE, 0, 1), 0xc0]], /not an RPC message/],
       ["an inline message of a number", () => [[...header(INLINE, 0, 1), 0x2a]], /not an RPC message/],
       // An array of two items that holds one: the parser would keep it, waiting for the rest, and
@@ -127,57 +138,72 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
       ["a second HELLO", (hello) => [hello, hello], /a second HELLO/]
     ]
     for (const [name, bytes, reason] of frames) {
-      it.effect(`${name} drops that client with a logged reason; the others are served`, () =>
+      it.effect(
+        `${name} drops that client with a logged reason; the others are served`,
+        () =>
+          world(withLogs((logged) =>
+            Effect.gen(function*() {
+              const port = nextPort++
+              const { call, serverScope } = yield* served(port, {})
+              const hostile = yield* raw(port)
+              yield* hostile.recv // the server's HELLO
+              yield* Effect.forEach(bytes(hostile.hello), hostile.send, { discard: true })
+              yield* hostile.ended
+              logged(reason)
+              assert.strictEqual(yield* call, 42)
+              yield* Scope.close(serverScope, Exit.void)
+            })
+          )),
+        timeout
+      )
+    }
+
+    it.effect(
+      "pieces of a message beyond maxMessageSize drop that client",
+      () =>
         world(withLogs((logged) =>
           Effect.gen(function*() {
             const port = nextPort++
-            const { call, serverScope } = yield* served(port, {})
+            const { call, serverScope } = yield* served(port, { maxMessageSize: 4096, landingSize: 1024 })
             const hostile = yield* raw(port)
             yield* hostile.recv // the server's HELLO
-            yield* Effect.forEach(bytes(hostile.hello), hostile.send, { discard: true })
+            // Pieces of 512 bytes that never end, each sent after the last one's RELEASE: the ninth is beyond 4096 bytes.
+            const sent = yield* Effect.fork(
+              Effect.forever(Effect.zipRight(hostile.send(header(LARGE, 0, 512)), hostile.recv))
+            )
             yield* hostile.ended
-            logged(reason)
+            yield* Fiber.interrupt(sent)
+            logged(/maxMessageSize/)
             assert.strictEqual(yield* call, 42)
             yield* Scope.close(serverScope, Exit.void)
           })
-        )), timeout)
-    }
+        )),
+      timeout
+    )
 
-    it.effect("pieces of a message beyond maxMessageSize drop that client", () =>
-      world(withLogs((logged) =>
-        Effect.gen(function*() {
+    it.live(
+      "closing the server's scope ends within its bound with hostile clients attached",
+      () =>
+        world(Effect.gen(function*() {
           const port = nextPort++
-          const { call, serverScope } = yield* served(port, { maxMessageSize: 4096, landingSize: 1024 })
-          const hostile = yield* raw(port)
-          yield* hostile.recv // the server's HELLO
-          // Pieces of 512 bytes that never end, each sent after the last one's RELEASE: the ninth is beyond 4096 bytes.
-          const sent = yield* Effect.fork(
-            Effect.forever(Effect.zipRight(hostile.send(header(LARGE, 0, 512)), hostile.recv))
-          )
-          yield* hostile.ended
-          yield* Fiber.interrupt(sent)
-          logged(/maxMessageSize/)
+          // Bounds far beyond the test's: the close must not wait for them.
+          const { call, serverScope } = yield* served(port, { ackTimeout: "1 hour", handshakeTimeout: "1 hour" })
+          yield* raw(port) // posts no receive
+          const midway = yield* raw(port)
+          yield* midway.recv
+          yield* midway.send(header(LARGE, 0, 512))
+          const nil = yield* raw(port)
+          yield* nil.recv
+          yield* nil.send([...header(INLINE, 0, 1), 0xc0])
           assert.strictEqual(yield* call, 42)
-          yield* Scope.close(serverScope, Exit.void)
-        })
-      )), timeout)
-
-    it.live("closing the server's scope ends within its bound with hostile clients attached", () =>
-      world(Effect.gen(function*() {
-        const port = nextPort++
-        // Bounds far beyond the test's: the close must not wait for them.
-        const { call, serverScope } = yield* served(port, { ackTimeout: "1 hour", handshakeTimeout: "1 hour" })
-        yield* raw(port) // posts no receive
-        const midway = yield* raw(port)
-        yield* midway.recv
-        yield* midway.send(header(LARGE, 0, 512))
-        const nil = yield* raw(port)
-        yield* nil.recv
-        yield* nil.send([...header(INLINE, 0, 1), 0xc0])
-        assert.strictEqual(yield* call, 42)
-        yield* Scope.close(serverScope, Exit.void).pipe(
-          Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error("the server's scope did not close") })
-        )
-      })), timeout)
+          yield* Scope.close(serverScope, Exit.void).pipe(
+            Effect.timeoutFail({
+              duration: "10 seconds",
+              onTimeout: () => new Error("the server's scope did not close")
+            })
+          )
+        })),
+      timeout
+    )
   })
 }

@@ -196,7 +196,11 @@ export const clientHalf: (
   descriptor: Uint8Array,
   options?: Connection.Options
 ) => Effect.Effect<
-  { readonly peer: Peer.Peer; readonly client: Connection.Connection; readonly remote: RemoteMr.RemoteMr<pair.Exposed> },
+  {
+    readonly peer: Peer.Peer
+    readonly client: Connection.Connection
+    readonly remote: RemoteMr.RemoteMr<pair.Exposed>
+  },
   unknown,
   Driver.RdmaDriver | Scope.Scope
 > = pair.clientHalf

@@ -128,28 +128,39 @@ export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNe
   const maxFrameSize = options?.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE
   if (options?.path !== undefined && (typeof options.path !== "string" || options.path.length === 0)) {
     return Effect.fail(
-      new SimulatedNetworkError({ path: String(options.path), detail: "path must be a non-empty string (a socket file's path)" })
+      new SimulatedNetworkError({
+        path: String(options.path),
+        detail: "path must be a non-empty string (a socket file's path)"
+      })
     )
   }
   if (!Number.isInteger(maxFrameSize) || maxFrameSize < MIN_FRAME_SIZE || maxFrameSize > MAX_FRAME_SIZE) {
     return Effect.fail(
       new SimulatedNetworkError({
         path: String(options?.path),
-        detail: `maxFrameSize must be a whole number of bytes from ${MIN_FRAME_SIZE} to ${MAX_FRAME_SIZE} (got ${String(maxFrameSize)})`
+        detail: `maxFrameSize must be a whole number of bytes from ${MIN_FRAME_SIZE} to ${MAX_FRAME_SIZE} (got ${
+          String(maxFrameSize)
+        })`
       })
     )
   }
   return serveAt(options?.path, maxFrameSize)
 }
 
-const serveAt = (given: string | undefined, maxFrameSize: number): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
+const serveAt = (
+  given: string | undefined,
+  maxFrameSize: number
+): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.flatMap(Effect.runtime<never>(), (runtime) =>
       Effect.async<{ readonly path: string; readonly close: () => void }, SimulatedNetworkError>((resume) => {
-        const directory = given === undefined ? fs.mkdtempSync(nodePath.join(os.tmpdir(), "effect-rdma-network-")) : undefined
+        const directory = given === undefined
+          ? fs.mkdtempSync(nodePath.join(os.tmpdir(), "effect-rdma-network-"))
+          : undefined
         const path = given ?? nodePath.join(directory!, "network.sock")
         // A refused frame is logged through the serving fiber's logger (the user's, in a test).
-        const log = (refusal: string) => Runtime.runSync(runtime)(Effect.logWarning(refusal))
+        const log = (refusal: string) =>
+          Runtime.runSync(runtime)(Effect.logWarning(refusal))
         const router = makeRouter({ maxFrameSize, log })
         const close = () => {
           router.close()
@@ -160,9 +171,9 @@ const serveAt = (given: string | undefined, maxFrameSize: number): Effect.Effect
           resume(Effect.fail(new SimulatedNetworkError({ path, detail: error.message })))
         })
         router.server.listen(path, () => resume(Effect.succeed({ path, close })))
-      })
-    ),
-    ({ close }) => Effect.sync(close)
+      })),
+    ({ close }) =>
+      Effect.sync(close)
   ).pipe(Effect.map(({ path }) => path))
 
 /**

@@ -4,9 +4,9 @@
  * message longer than its receive, waits that hear their endpoint's end, and the ledger.
  */
 import { RdmaError } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
 import { Model } from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, type Scope, TestClock } from "effect"
 import {
@@ -143,7 +143,11 @@ describe("simulated cm endpoints", () => {
       yield* post(server, [{ op: "recv", id: 3, segments: [whole(b)] }])
       yield* completions(client, 1)
       yield* completions(server, 1)
-      yield* SimulatedDriver.fail({ operation: "rdma_post_write", nth: 1, completionStatus: RdmaError.WcStatus.REM_OP_ERR })
+      yield* SimulatedDriver.fail({
+        operation: "rdma_post_write",
+        nth: 1,
+        completionStatus: RdmaError.WcStatus.REM_OP_ERR
+      })
       yield* post(client, [{ op: "write", id: 4, segments: [whole(a, 0, 8)], remoteAddress: 0n, rkey: 0 }])
       assert.strictEqual((yield* completions(client, 1))[0]!.status, RdmaError.WcStatus.REM_OP_ERR)
       yield* SimulatedDriver.fail({ operation: "rdma_post_recv", nth: 1, loseConnection: true })

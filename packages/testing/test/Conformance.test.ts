@@ -8,7 +8,10 @@ import { describe, it } from "@effect/vitest"
 describe("conformance: simulated driver", () => {
   for (const testCase of Conformance.cases) {
     // As on the device: a case's own bounds (20 s at most) fail it with their message first.
-    it.effect(testCase.name, () =>
-      Conformance.runCase(testCase, SimulatedDriver.layer, SimulatedDriver.DEFAULT_ADDRESS), { timeout: 30_000 })
+    it.effect(
+      testCase.name,
+      () => Conformance.runCase(testCase, SimulatedDriver.layer, SimulatedDriver.DEFAULT_ADDRESS),
+      { timeout: 30_000 }
+    )
   }
 })

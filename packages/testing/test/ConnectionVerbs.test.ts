@@ -52,7 +52,10 @@ describe("Connection verbs", () => {
         // The reply's receive is posted before its send: the client's next call never finds none.
         next = yield* Connection.reply(server, { send: { src: serverOut, length: 1 }, recv: { dst: serverIn } })
         const answer = yield* Fiber.join(answering)
-        assert.strictEqual(new TextDecoder().decode(clientIn.memory.subarray(0, answer.byteLength)), String(message.length))
+        assert.strictEqual(
+          new TextDecoder().decode(clientIn.memory.subarray(0, answer.byteLength)),
+          String(message.length)
+        )
       }
       const bad = yield* Effect.exit(Connection.call(client, { send: undefined as never, recv: { dst: clientIn } }))
       assert.isTrue(Exit.isFailure(bad) && String(bad.cause).includes("must name a send and a recv"), String(bad))
@@ -72,7 +75,11 @@ describe("Connection verbs", () => {
         { dst: remote, dstOffset: 24, src: a, length: 8 }
       ])
       yield* Connection.flush(client, { dst: remote, length: 32 })
-      assert.deepStrictEqual([...target.memory.subarray(0, 32)], [...Array(16).fill(1), ...Array(8).fill(2), ...Array(8).fill(1)])
+      assert.deepStrictEqual([...target.memory.subarray(0, 32)], [
+        ...Array(16).fill(1),
+        ...Array(8).fill(2),
+        ...Array(8).fill(1)
+      ])
       target.memory.fill(0)
       const refused = yield* Effect.exit(Connection.writeMany(client, [
         { dst: remote, src: a, length: 8 },
@@ -95,7 +102,11 @@ describe("Connection verbs", () => {
       yield* Deferred.await(subscribed)
       yield* Connection.close(client)
       yield* Connection.close(client)
-      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(clientChanges)), ["Connected", "Closing", "Closed"])
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(clientChanges)), [
+        "Connected",
+        "Closing",
+        "Closed"
+      ])
       assert.strictEqual(yield* Connection.state(client), "Closed")
       assert.strictEqual(yield* Fiber.join(serverEnd), "Closed")
       assert.isTrue(Connection.isConnection(client))

@@ -10,6 +10,11 @@ describe("fuzz: simulated driver", () => {
   // This seed's runs include an mrReg of a real peer that succeeds: the run kept the registration,
   // not its handle, for release, so its own clean-up failed and reported a leak of its own making.
   it("seed -1055457038: a region registered by a random call is released with the run", async () => {
-    await Conformance.fuzz(SimulatedDriver.layer, { address: SimulatedDriver.DEFAULT_ADDRESS, port: 18901, runs: 2000, seed: -1055457038 })
+    await Conformance.fuzz(SimulatedDriver.layer, {
+      address: SimulatedDriver.DEFAULT_ADDRESS,
+      port: 18901,
+      runs: 2000,
+      seed: -1055457038
+    })
   }, 300_000)
 })

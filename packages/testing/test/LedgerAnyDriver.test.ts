@@ -5,8 +5,8 @@
  * effect's own outcome comes through.
  */
 import { LocalMr, Peer, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Layer } from "effect"
 

@@ -3,8 +3,8 @@
  * simulated driver. The conformance suite (run on every driver) repeats the ones a device can show.
  */
 import { CmEndpoint, Descriptor, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
-import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, type Scope } from "effect"
 
@@ -52,7 +52,11 @@ describe("rpma_mr_reg", () => {
       const memory = new Uint8Array(64)
       const results = yield* Effect.forEach([1, 2, 3], () =>
         Effect.scoped(LocalMr.register(peer, memory, Usage.WRITE_DST)).pipe(
-          Effect.match({ onFailure: (e) => e._tag, onSuccess: () => "ok" })
+          Effect.match({
+            onFailure: (e) =>
+              e._tag,
+            onSuccess: () => "ok"
+          })
         ))
       assert.deepStrictEqual(results, ["RpmaNoMemoryError", "ok", "RpmaProviderError"])
     })))
@@ -62,7 +66,10 @@ describe("rpma_mr_reg", () => {
       const peer = yield* Peer.Peer
       const error = yield* Effect.flip(LocalMr.register(peer, Buffer.allocUnsafe(64), Usage.SEND))
       assert.strictEqual(error._tag, "MemoryRefusedError")
-      assert.strictEqual(yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_reg"))), 0)
+      assert.strictEqual(
+        yield* SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_reg"))),
+        0
+      )
     })))
 
   it.effect("an unknown address → RPMA_E_PROVIDER from rpma_utils_get_ibv_context", () =>
@@ -227,14 +234,18 @@ describe("the completion queue and its channel, as librpma has them", () => {
   ) =>
     Effect.gen(function*() {
       const serverConfig = options?.srq === undefined ? config : { ...config, srq: options.srq }
-      const ep = yield* Effect.acquireRelease(d.epListen(peer.handle, address, 7601), (ep) => Effect.orDie(d.epShutdown(ep)))
+      const ep = yield* Effect.acquireRelease(d.epListen(peer.handle, address, 7601), (ep) =>
+        Effect.orDie(d.epShutdown(ep)))
       const server = yield* Effect.fork(Effect.flatMap(d.epNextConnReq(ep, serverConfig), (req) => {
         options?.early?.(req)
         return d.connReqConnect(req, undefined)
       }))
-      const client = yield* Effect.flatMap(d.connReqNew(peer.handle, address, 7601, config), (req) => d.connReqConnect(req, undefined))
+      const client = yield* Effect.flatMap(d.connReqNew(peer.handle, address, 7601, config), (req) =>
+        d.connReqConnect(req, undefined))
       const other = yield* Fiber.join(server)
-      yield* Effect.addFinalizer(() => Effect.orDie(Effect.zipRight(d.connDelete(client), d.connDelete(other))))
+      yield* Effect.addFinalizer(() =>
+        Effect.orDie(Effect.zipRight(d.connDelete(client), d.connDelete(other)))
+      )
       assert.strictEqual(yield* d.connNextEvent(client), "ESTABLISHED")
       return { client, server: other }
     })
@@ -252,11 +263,20 @@ describe("the completion queue and its channel, as librpma has them", () => {
       const target = yield* LocalMr.allocate(peer, 64, Usage.of("WRITE_DST", "RECV"))
       const src = yield* LocalMr.allocate(peer, 64, Usage.of("WRITE_SRC", "SEND"))
       const dst = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(target))
-      const write = (id: number) => ({ op: "write" as const, id, dst: dst.handle, dstOffset: 0, src: src.handle, srcOffset: 0, length: 8 })
+      const write = (id: number) => ({
+        op: "write" as const,
+        id,
+        dst: dst.handle,
+        dstOffset: 0,
+        src: src.handle,
+        srcOffset: 0,
+        length: 8
+      })
       const send = (id: number) => ({ op: "send" as const, id, src: src.handle, offset: 0, length: 8 })
       const recv = (id: number) => ({ op: "recv" as const, id, dst: target.handle, offset: 0, length: 8 })
       const heard: Array<ReadonlyArray<Driver.Model.Completion>> = []
-      const arm = (conn: Driver.Model.ConnHandle) => d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
+      const arm = (conn: Driver.Model.ConnHandle) =>
+        d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
       arm(client)
       // Posted with the channel armed: the poll right after the post still finds it.
       const first = d.postMany(client, [write(1)])

@@ -6,7 +6,18 @@
  * logged, the forger dropped, and the two others' connection keeps working: a write and a read
  * across it after the forgery succeed, and the region holds only what they wrote.
  */
-import { CmEndpoint, CmListener, Connection, Listener, LocalMr, Peer, RdmaError, RemoteKey, RemoteMr, Usage } from "@effect-rdma/core"
+import {
+  CmEndpoint,
+  CmListener,
+  Connection,
+  Listener,
+  LocalMr,
+  Peer,
+  RdmaError,
+  RemoteKey,
+  RemoteMr,
+  Usage
+} from "@effect-rdma/core"
 import { SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, Option } from "effect"
@@ -46,7 +57,10 @@ const forger = (path: string) =>
       socket.on("data", (chunk) => {
         pending = Buffer.concat([pending, chunk])
         while (pending.byteLength >= 4 && pending.byteLength >= 4 + pending.readUInt32BE(0)) {
-          const message = v8.deserialize(pending.subarray(4, 4 + pending.readUInt32BE(0))) as { t: string; self: number }
+          const message = v8.deserialize(pending.subarray(4, 4 + pending.readUInt32BE(0))) as {
+            t: string
+            self: number
+          }
           pending = pending.subarray(4 + pending.readUInt32BE(0))
           if (message.t === "welcome" && !welcomed) {
             welcomed = true
@@ -85,16 +99,24 @@ const setup = (serveOptions?: SimulatedNetwork.ServeOptions, regionSize = 64) =>
 
     const serverPeer = yield* inServer(Peer.make(address))
     const clientPeer = yield* inClient(Peer.make(address))
-    const target = yield* inServer(LocalMr.allocate(serverPeer, regionSize, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)))
+    const target = yield* inServer(
+      LocalMr.allocate(serverPeer, regionSize, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+    )
     const ep = yield* inServer(Listener.make(serverPeer, address, port))
-    const connecting = yield* Effect.fork(inClient(Connection.connect(clientPeer, address, port, { timeout: "20 seconds" })))
+    const connecting = yield* Effect.fork(
+      inClient(Connection.connect(clientPeer, address, port, { timeout: "20 seconds" }))
+    )
     const serverConn = yield* inServer(Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req)))
     const clientConn = yield* Fiber.join(connecting)
-    const remote = yield* inClient(Effect.flatMap(LocalMr.descriptor(target), (d) => RemoteMr.fromDescriptor(d)).pipe(
+    const remote = yield* inClient(
+      Effect.flatMap(LocalMr.descriptor(target), (d) => RemoteMr.fromDescriptor(d)).pipe(
         Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))),
         Effect.orDie
-      ))
-    const local = yield* inClient(LocalMr.allocate(clientPeer, regionSize, Usage.combine(Usage.WRITE_SRC, Usage.READ_DST)))
+      )
+    )
+    const local = yield* inClient(
+      LocalMr.allocate(clientPeer, regionSize, Usage.combine(Usage.WRITE_SRC, Usage.READ_DST))
+    )
     const handle = (value: unknown) => value as { readonly id: number; readonly rkey: number; readonly address: bigint }
     return {
       path,
@@ -114,7 +136,11 @@ const setup = (serveOptions?: SimulatedNetwork.ServeOptions, regionSize = 64) =>
           yield* Connection.write(clientConn, { dst: remote, src: local, length: 8 })
           local.memory.fill(0, 0, 8)
           yield* Connection.read(clientConn, { dst: local, src: remote, length: 8 })
-          assert.deepStrictEqual([...local.memory.subarray(0, 8)], new Array(8).fill(seed), "the read brought back what was written")
+          assert.deepStrictEqual(
+            [...local.memory.subarray(0, 8)],
+            new Array(8).fill(seed),
+            "the read brought back what was written"
+          )
         })
     }
   })
@@ -211,7 +237,8 @@ describe("SimulatedNetwork refuses forged and malformed frames", () => {
       const tooLong = yield* Effect.exit(world.write(64 * 1024))
       const error = Exit.isFailure(tooLong) ? Cause.failureOption(tooLong.cause) : Option.none()
       assert.isTrue(
-        Option.isSome(error) && error.value._tag === "CompletionError" && error.value.status === RdmaError.WcStatus.LOC_LEN_ERR,
+        Option.isSome(error) && error.value._tag === "CompletionError" &&
+          error.value.status === RdmaError.WcStatus.LOC_LEN_ERR,
         `64 KiB does not: ${String(tooLong)}`
       )
     }))
@@ -240,7 +267,17 @@ describe("SimulatedNetwork refuses forged and malformed frames", () => {
           t: "cm",
           to: serverFar,
           from: clientFar,
-          cm: { k: "post", reach: { op: "write", rkey: key.rkey, remoteAddress: key.address + 32n, length: 4, bytes: Uint8Array.of(0xee, 0xee, 0xee, 0xee), imm: undefined } }
+          cm: {
+            k: "post",
+            reach: {
+              op: "write",
+              rkey: key.rkey,
+              remoteAddress: key.address + 32n,
+              length: 4,
+              bytes: Uint8Array.of(0xee, 0xee, 0xee, 0xee),
+              imm: undefined
+            }
+          }
         })
       ])
       assert.deepStrictEqual([...target.memory.subarray(32, 36)], [0, 0, 0, 0], "nothing was written there")

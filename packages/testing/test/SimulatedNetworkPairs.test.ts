@@ -6,19 +6,25 @@
  * real processes). Each half's world must be empty when it ends. And the whole suite on a driver
  * joined to a network: the same results, the same tagged errors for the same bad input.
  */
-import { Conformance, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import * as Driver from "@effect-rdma/core/Driver"
+import { Conformance, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Queue, Scope } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
 /** One direction each way; a half that failed says so, and the other stops waiting. */
-const channel = (inbox: Queue.Queue<Conformance.Message>, outbox: Queue.Queue<Conformance.Message>): Conformance.Channel => ({
+const channel = (
+  inbox: Queue.Queue<Conformance.Message>,
+  outbox: Queue.Queue<Conformance.Message>
+): Conformance.Channel => ({
   send: (message) => Queue.offer(outbox, message),
   receive: (seconds = 30) =>
     Queue.take(inbox).pipe(
-      Effect.timeoutFail({ duration: `${seconds} seconds`, onTimeout: () => new Error(`no message within ${seconds} s`) }),
+      Effect.timeoutFail({
+        duration: `${seconds} seconds`,
+        onTimeout: () => new Error(`no message within ${seconds} s`)
+      }),
       Effect.filterOrFail((m) => m.abort === undefined, (m) => new Error(`the other half failed: ${m.abort}`))
     )
 })
@@ -30,7 +36,11 @@ describe("conformance pair cases, each half in a world of its own on one simulat
         const path = yield* SimulatedNetwork.serve()
         const toServer = yield* Queue.unbounded<Conformance.Message>()
         const toClient = yield* Queue.unbounded<Conformance.Message>()
-        const half = (run: (ctx: Conformance.HalfContext) => Effect.Effect<void, unknown, any>, inbox: typeof toServer, outbox: typeof toServer) => {
+        const half = (
+          run: (ctx: Conformance.HalfContext) => Effect.Effect<void, unknown, any>,
+          inbox: typeof toServer,
+          outbox: typeof toServer
+        ) => {
           const talk = channel(inbox, outbox)
           return Effect.gen(function*() {
             yield* Effect.scoped(run({ address, serverAddress: address, port: 7700 + i, channel: talk }))
@@ -57,7 +67,10 @@ describe("conformance: a simulated driver joined to a network", () => {
   })
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
   for (const testCase of Conformance.cases) {
-    it.effect(testCase.name, () =>
-      Effect.suspend(() => Conformance.runCase(testCase, SimulatedNetwork.layer({ path }), address)), { timeout: 30_000 })
+    it.effect(
+      testCase.name,
+      () => Effect.suspend(() => Conformance.runCase(testCase, SimulatedNetwork.layer({ path }), address)),
+      { timeout: 30_000 }
+    )
   }
 })

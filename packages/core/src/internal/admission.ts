@@ -4,7 +4,6 @@
  *
  * Declared and documented in Admission.ts.
  */
-import { PipeableBase } from "./resource.js"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -12,6 +11,7 @@ import * as Option from "effect/Option"
 import { timingSafeEqual } from "node:crypto"
 import type * as Admission from "../Admission.js"
 import * as DriverArguments from "../DriverArguments.js"
+import { PipeableBase } from "./resource.js"
 
 export const TypeId: Admission.TypeId = Symbol.for("@effect-rdma/core/Admission") as Admission.TypeId
 

@@ -15,14 +15,14 @@ import { pipeArguments } from "effect/Pipeable"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
+import type * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
-import * as Connection from "../Connection.js"
-import { InvalidOptionsError } from "../RdmaError.js"
-import type { RdmaDriver } from "../Driver.js"
 import * as Admission from "../Admission.js"
+import * as Connection from "../Connection.js"
+import type { RdmaDriver } from "../Driver.js"
 import type * as Peer from "../Peer.js"
 import type * as RdmaClient from "../RdmaClient.js"
+import { InvalidOptionsError } from "../RdmaError.js"
 import * as RemoteMr from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
 import {
@@ -84,7 +84,9 @@ export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
   /** The session waited for: the current one, or the next (again if it ended before this ran). */
   get awaitSession(): Effect.Effect<Session, RdmaClient.NotConnectedError> {
     return Effect.suspend(() =>
-      this.session !== undefined ? Effect.succeed(this.session) : Effect.zipRight(Deferred.await(this.ready), this.awaitSession)
+      this.session !== undefined
+        ? Effect.succeed(this.session)
+        : Effect.zipRight(Deferred.await(this.ready), this.awaitSession)
     )
   }
   established(current: Session): Effect.Effect<void> {
@@ -153,7 +155,8 @@ export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { read
             : new Connection.ConnectionClosedError({ operation, reason: "LOST", cause: error })
         )
         : Effect.void)
-  const gaveUp = (waitedMs: number) => Effect.flatMap(impl.state, (state) => Effect.fail(notConnected(operation, state, waitedMs)))
+  const gaveUp = (waitedMs: number) =>
+    Effect.flatMap(impl.state, (state) => Effect.fail(notConnected(operation, state, waitedMs)))
   return Effect.suspend(() => {
     const session = impl.session
     if (session !== undefined) return run(session)
@@ -177,7 +180,11 @@ export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { read
  */
 export const withConnection = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R>(
   client: RdmaClient.RdmaClient<Regions, any>,
-  f: (connection: Connection.Connection, regions: RdmaClient.SessionRegions<Regions>, peer: Peer.Peer) => Effect.Effect<A, E, R>
+  f: (
+    connection: Connection.Connection,
+    regions: RdmaClient.SessionRegions<Regions>,
+    peer: Peer.Peer
+  ) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | RdmaClient.NotConnectedError, Exclude<R, RdmaDriver>> => {
   const impl = client as unknown as ClientImpl<Regions, unknown>
   return use(
@@ -222,7 +229,10 @@ export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends 
 const lostBy = (connection: Connection.Connection, poll: Duration.Duration) =>
   Effect.raceFirst(
     Connection.awaitClosed(connection),
-    Effect.repeat(Connection.state(connection), { schedule: Schedule.spaced(poll), until: (state) => state !== "Connected" })
+    Effect.repeat(Connection.state(connection), {
+      schedule: Schedule.spaced(poll),
+      until: (state) => state !== "Connected"
+    })
   ).pipe(
     Effect.zipRight(Connection.state(connection)),
     Effect.map((state) =>
@@ -249,11 +259,17 @@ const readOffer = <Config>(
     const { config, rdma, regions, token } = offer as Record<string, unknown>
     if (typeof rdma !== "object" || rdma === null) return invalidOffer("its rdma is not { address, port }")
     const { address, port } = rdma as Record<string, unknown>
-    if (typeof address !== "string" || !(Number.isInteger(port) && (port as number) >= 0 && (port as number) <= 65535)) {
-      return invalidOffer(`its rdma is not { address: a string, port: 0 to 65535 } (address ${String(address)}, port ${String(port)})`)
+    if (
+      typeof address !== "string" || !(Number.isInteger(port) && (port as number) >= 0 && (port as number) <= 65535)
+    ) {
+      return invalidOffer(
+        `its rdma is not { address: a string, port: 0 to 65535 } (address ${String(address)}, port ${String(port)})`
+      )
     }
     if (typeof regions !== "object" || regions === null) {
-      return invalidOffer(`its regions are ${regions === null ? "null" : typeof regions}, not an object of descriptors by name`)
+      return invalidOffer(
+        `its regions are ${regions === null ? "null" : typeof regions}, not an object of descriptors by name`
+      )
     }
     const picked: Record<string, Uint8Array> = {}
     for (const name of names) {
@@ -272,7 +288,9 @@ const readOffer = <Config>(
     if (token !== undefined && !(token instanceof Uint8Array)) return invalidOffer("its token is not a Uint8Array")
     const decoded = decodeConfig === undefined ? Either.right(config as Config) : decodeConfig(config)
     if (Either.isLeft(decoded)) {
-      return invalidOffer(`its config does not fit the client's config schema: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`)
+      return invalidOffer(
+        `its config does not fit the client's config schema: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+      )
     }
     return Effect.succeed({ rdma: { address, port: port as number }, regions: picked, config: decoded.right, token })
   } catch (thrown) {
@@ -334,13 +352,17 @@ const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any, a
   const invalid = (option: string, detail: string) => new InvalidOptionsError({ module: "RdmaClient", option, detail })
   if (typeof options !== "object" || options === null) return invalid("object", "must be an object of options")
   if (!Effect.isEffect(options.offer)) return invalid("offer", "must be an Effect that fetches the offer")
-  if (!Schedule.isSchedule(options.reconnect)) return invalid("reconnect", "must be a Schedule (e.g. Schedule.spaced(\"1 second\"))")
+  if (!Schedule.isSchedule(options.reconnect)) {
+    return invalid("reconnect", "must be a Schedule (e.g. Schedule.spaced(\"1 second\"))")
+  }
   if (typeof options.peer !== "object" || options.peer === null) return invalid("peer", "must be a Peer (Peer.make)")
   if (typeof options.regions !== "object" || options.regions === null) {
     return invalid("regions", "must be an object of region names and usages")
   }
   for (const [name, usage] of Object.entries(options.regions)) {
-    if (Usage.validate(usage)._tag === "Left") return invalid(`regions.${name}`, `must be a Usage (Usage.combine(...)), not ${String(usage)}`)
+    if (Usage.validate(usage)._tag === "Left") {
+      return invalid(`regions.${name}`, `must be a Usage (Usage.combine(...)), not ${String(usage)}`)
+    }
   }
   if (options.config !== undefined && !Schema.isSchema(options.config)) {
     return invalid("config", "must be a Schema of the offer's config (e.g. Schema.Struct({ slots: Schema.Number }))")
@@ -354,7 +376,10 @@ const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any, a
     ? Duration.decodeUnknown(disconnected.wait)
     : Option.none()
   if (Option.isNone(wait) || !Duration.isFinite(wait.value)) {
-    return invalid("whileDisconnected", "must be \"fail\" or { wait: a finite duration } (e.g. { wait: \"2 seconds\" })")
+    return invalid(
+      "whileDisconnected",
+      "must be \"fail\" or { wait: a finite duration } (e.g. { wait: \"2 seconds\" })"
+    )
   }
   return Duration.toMillis(wait.value)
 }

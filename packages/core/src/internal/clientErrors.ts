@@ -6,7 +6,9 @@ import type { State } from "../RdmaClient.js"
 
 /** A failure as the client's messages say it: its message, if it has one. */
 export const describe = (error: unknown): string =>
-  typeof error === "object" && error !== null && "message" in error ? String((error as { message: unknown }).message) : String(error)
+  typeof error === "object" && error !== null && "message" in error
+    ? String((error as { message: unknown }).message)
+    : String(error)
 
 const stateText = (state: State): string => {
   switch (state._tag) {

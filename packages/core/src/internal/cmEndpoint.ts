@@ -26,9 +26,9 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
-import { type Driver, RdmaDriver } from "../Driver.js"
-import { type CmEpConfig, type CmEpHandle, type CmWorkRequest } from "../DriverModel.js"
+import { type Driver, type RdmaDriver } from "../Driver.js"
 import * as DriverArguments from "../DriverArguments.js"
+import { type CmEpConfig, type CmEpHandle, type CmWorkRequest } from "../DriverModel.js"
 import { Errno, fromErrno, type RdmaCmError } from "../RdmaError.js"
 import { boundedWait } from "./connection.js"
 import { timeoutMillis } from "./connectionConfig.js"
@@ -71,7 +71,9 @@ const configProblem = (config: CmEpConfig): string | undefined => {
   for (const [name, value] of Object.entries(config)) {
     if (name === "timeoutMs") {
       if (!(value >= 0 && value <= 2 ** 31 - 1)) {
-        return `timeout is ${Number.isNaN(value) ? "not a duration" : `${value} ms`}: it must be a duration from 0 to about 24 days (a Duration or a string such as "5 seconds")`
+        return `timeout is ${
+          Number.isNaN(value) ? "not a duration" : `${value} ms`
+        }: it must be a duration from 0 to about 24 days (a Duration or a string such as "5 seconds")`
       }
       continue
     }
@@ -242,8 +244,11 @@ export const adopt = (
           ? (ep?.endedAs ?? closedError("CLOSED"))(operation)
           : ep.phase === "connected" || RECEIVES.has(operation)
           ? undefined
-          : invalid(operation, `the endpoint is ${ep.phase}: post sends, reads and writes once it is connected ` +
-            `(receives may be posted before)`),
+          : invalid(
+            operation,
+            `the endpoint is ${ep.phase}: post sends, reads and writes once it is connected ` +
+              `(receives may be posted before)`
+          ),
       flushed: () => ep === undefined || !ep.isEnded ? undefined : ep.endedAs,
       lost: (cause) => {
         runFork(end(driver, ep!, cause))
@@ -346,7 +351,10 @@ export const establish: {
 
 /** A connect or an accept that did not succeed leaves the endpoint failed (unless it ended meanwhile). */
 export const failedUnlessDone = (ep: EndpointImpl) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.onExit(effect, (exit) => Effect.sync(() => Exit.isFailure(exit) && ep.phase === "connecting" && ep.moveTo("failed")))
+  Effect.onExit(
+    effect,
+    (exit) => Effect.sync(() => Exit.isFailure(exit) && ep.phase === "connecting" && ep.moveTo("failed"))
+  )
 
 /** rdma_create_ep then rdma_connect. */
 export const connect = (
@@ -370,7 +378,8 @@ export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8
     const watcher = yield* driver.cmNextEvent(ep.handle).pipe(
       Effect.repeat({ until: (event) => event === "DISCONNECTED" || event === "DEVICE_REMOVAL" }),
       Effect.matchEffect({
-        onSuccess: (event) => end(driver, ep, event === "DISCONNECTED" ? undefined : new Error(`the device went away (${event})`)),
+        onSuccess: (event) =>
+          end(driver, ep, event === "DISCONNECTED" ? undefined : new Error(`the device went away (${event})`)),
         // ECANCELED: destroyed; anything else: the event channel failed, and the endpoint with it.
         onFailure: (cause) => end(driver, ep, cause)
       }),
@@ -389,7 +398,11 @@ export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8
         return waited <= ep.config.timeoutMs ? Effect.void : end(
           driver,
           ep,
-          new Error(`no completion for over ${Math.round(waited)} ms (timeout ${ep.config.timeoutMs} ms): the other side does not answer`)
+          new Error(
+            `no completion for over ${
+              Math.round(waited)
+            } ms (timeout ${ep.config.timeoutMs} ms): the other side does not answer`
+          )
         )
       })),
       Effect.repeat({ until: () => ep.phase !== "connected" }),
@@ -399,7 +412,8 @@ export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8
     ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
   }))
 
-export const state = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> => Effect.sync(() => impl(self).current)
+export const state = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> =>
+  Effect.sync(() => impl(self).current)
 
 /** The current state, then each change, ending with the final one. */
 export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.State> =>
@@ -413,6 +427,7 @@ export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.S
     )
   }))
 
-export const awaitClosed = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> => Deferred.await(impl(self).final)
+export const awaitClosed = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> =>
+  Deferred.await(impl(self).final)
 
 export const close = (self: CmEndpoint.CmEndpoint): Effect.Effect<void> => Effect.suspend(() => impl(self).shutdown)

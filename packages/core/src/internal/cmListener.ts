@@ -17,6 +17,7 @@ import type * as CmListener from "../CmListener.js"
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { CmEpConfig, CmListenerHandle } from "../DriverModel.js"
 import type { RdmaCmError } from "../RdmaError.js"
+import { Errno } from "../RdmaError.js"
 import {
   adopt,
   type EndpointImpl,
@@ -31,7 +32,6 @@ import {
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
-import { Errno } from "../RdmaError.js"
 
 const { ECONNABORTED } = Errno
 
@@ -74,7 +74,9 @@ export const make = (
       (listener) =>
         Effect.gen(function*() {
           // Unanswered requests are rejected first: their clients learn now, not at their timeout.
-          for (const request of [...listener.unanswered]) yield* rejectOnClose(driver, request)
+          for (const request of [...listener.unanswered]) {
+            yield* rejectOnClose(driver, request)
+          }
           yield* Owner.releaseWhenUnused(
             listenerOwner(listener),
             release("rdma_destroy_ep", "an rdma_cm listener", driver.cmListenerDestroy(listener.handle))
@@ -139,7 +141,9 @@ export const accept: {
       const ep = impl(self)
       const privateData = options?.privateData
       const refused = privateDataProblem("rdma_accept", privateData, "accept") ??
-        (ep.phase === "request" ? undefined : invalid("rdma_accept", `the endpoint is ${ep.phase}, not an unanswered request`))
+        (ep.phase === "request"
+          ? undefined
+          : invalid("rdma_accept", `the endpoint is ${ep.phase}, not an unanswered request`))
       if (refused !== undefined) return Effect.fail(refused)
       answered(ep)
       ep.moveTo("connecting")

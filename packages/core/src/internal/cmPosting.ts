@@ -9,21 +9,21 @@
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import type * as CmEndpoint from "../CmEndpoint.js"
+import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
 import type * as Connection from "../Connection.js"
-import type * as RemoteKey from "../RemoteKey.js"
 import { OutOfRangeError } from "../ConnectionError.js"
 import type { CmSegment, CmWorkRequest, Completion, Signal } from "../DriverModel.js"
 import { Errno, fromErrno } from "../RdmaError.js"
-import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
+import type * as RemoteKey from "../RemoteKey.js"
 import { impl } from "./cmEndpoint.js"
-import * as instrument from "./instrument.js"
 import { regionOwner } from "./cmRegistration.js"
 import type { Owners, Pending } from "./dataPath.js"
-import type * as Owner from "./owner.js"
-import { Operations, type OperationSpec } from "./operationTable.js"
+import * as instrument from "./instrument.js"
 import { checkImm, checkRange } from "./operations.js"
-import { toCompletion } from "./posting.js"
+import { Operations, type OperationSpec } from "./operationTable.js"
+import type * as Owner from "./owner.js"
 import { AWAIT, AWAIT_VOID, SUBMIT } from "./poster.js"
+import { toCompletion } from "./posting.js"
 
 type TransferError = CmEndpoint.TransferError
 
@@ -68,7 +68,11 @@ const checkSegments = (
     const part = parts[i]!
     const mr = part?.mr as CmEndpoint.Region | undefined
     if (mr === undefined || mr === null || typeof mr !== "object" || !("kind" in mr)) {
-      return new CmRegionError({ operation, reason: "Kind", detail: "a segment's mr must be a region of CmEndpoint.registerMessages" })
+      return new CmRegionError({
+        operation,
+        reason: "Kind",
+        detail: "a segment's mr must be a region of CmEndpoint.registerMessages"
+      })
     }
     if (mr.kind !== "msgs") {
       return new CmRegionError({
@@ -106,7 +110,11 @@ const checkRemote = (
   length: number
 ): TransferError | undefined => {
   if (key === null || typeof key !== "object" || typeof key.rkey !== "number" || typeof key.address !== "bigint") {
-    return new CmRegionError({ operation, reason: "Kind", detail: "the remote side must be a RemoteKey (RemoteKey.decode)" })
+    return new CmRegionError({
+      operation,
+      reason: "Kind",
+      detail: "the remote side must be a RemoteKey (RemoteKey.decode)"
+    })
   }
   if (key.access !== access) {
     return new CmRegionError({
@@ -143,7 +151,11 @@ interface Prepared {
   readonly build: (id: number) => CmWorkRequest
 }
 
-const prepareSend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs, single: boolean): Prepared | TransferError => {
+const prepareSend = (
+  ep: CmEndpoint.CmEndpoint,
+  args: CmEndpoint.SendvArgs,
+  single: boolean
+): Prepared | TransferError => {
   const spec = args.imm !== undefined ? Operations.cmSendWithImm : single ? Operations.cmSend : Operations.cmSendv
   const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxSendSge)
   if (!("segments" in checked)) return checked
@@ -161,12 +173,20 @@ const prepareSend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs, sing
   }
 }
 
-const prepareRecv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs, single: boolean): Prepared | TransferError => {
+const prepareRecv = (
+  ep: CmEndpoint.CmEndpoint,
+  args: CmEndpoint.RecvvArgs,
+  single: boolean
+): Prepared | TransferError => {
   const spec = single ? Operations.cmRecv : Operations.cmRecvv
   const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxRecvSge)
   if (!("segments" in checked)) return checked
   const { segments } = checked
-  return { spec, owners: { owners: checked.owners }, build: (id: number): CmWorkRequest => ({ op: "recv", id, segments }) }
+  return {
+    spec,
+    owners: { owners: checked.owners },
+    build: (id: number): CmWorkRequest => ({ op: "recv", id, segments })
+  }
 }
 
 const prepareWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Prepared | TransferError => {
@@ -200,7 +220,11 @@ const prepareRead = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs): Prep
   const remoteAddress = src.address + BigInt(srcOffset)
   const { rkey } = src
   const { completion } = args
-  return { spec, owners: { owners: checked.owners }, build: (id: number): CmWorkRequest => ({ op: "read", id, segments, remoteAddress, rkey, completion }) }
+  return {
+    spec,
+    owners: { owners: checked.owners },
+    build: (id: number): CmWorkRequest => ({ op: "read", id, segments, remoteAddress, rkey, completion })
+  }
 }
 
 /** A completion the other side's device refused with REM_ACCESS_ERR: the key, named as such. */
@@ -223,7 +247,15 @@ const run = (
   Effect.withFiberRuntime((fiber) => {
     const prepared = prepare()
     if (!isPrepared(prepared)) return instrument.refused(prepared)
-    return impl(ep).kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, undefined, then, complete)
+    return impl(ep).kernel.start<TransferError>(
+      fiber,
+      prepared.spec,
+      prepared.owners,
+      prepared.build,
+      undefined,
+      then,
+      complete
+    )
   })
 
 // The fields named, not spread: a spread followed by another property makes V8 build a new hidden
@@ -246,8 +278,7 @@ export const send: Operation<CmEndpoint.SendArgs, void> = dual(
 
 export const sendv: Operation<CmEndpoint.SendvArgs, void> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
-    run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) => run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
 )
 
 export const recv: Operation<CmEndpoint.RecvArgs, Connection.Completion> = dual(
@@ -270,8 +301,7 @@ export const write: Operation<CmEndpoint.WriteArgs, void> = dual(
 
 export const read: Operation<CmEndpoint.ReadArgs, void> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
-    keyRefused(run(ep, () => prepareRead(ep, args), AWAIT_VOID))
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) => keyRefused(run(ep, () => prepareRead(ep, args), AWAIT_VOID))
 )
 
 /** Posts without waiting: a ticket whose completion may be awaited any number of times. */
@@ -284,13 +314,24 @@ const submit = (
     const prepared = prepare()
     if (!isPrepared(prepared)) return instrument.refused(prepared)
     const { kernel } = impl(ep)
-    return kernel.start<TransferError>(fiber, prepared.spec, prepared.owners, prepared.build, signal, SUBMIT, ticket(ep, prepared.spec))
+    return kernel.start<TransferError>(
+      fiber,
+      prepared.spec,
+      prepared.owners,
+      prepared.build,
+      signal,
+      SUBMIT,
+      ticket(ep, prepared.spec)
+    )
   })
 
 /** What posting without waiting returns: the request's completion, to await any number of times. */
 const ticket = (ep: CmEndpoint.CmEndpoint, spec: OperationSpec) => (entry: Pending<any>): CmEndpoint.Posted => {
   const completion = impl(ep).kernel.await<Connection.Completion, TransferError>(entry, toCompletion)
-  return { operation: spec.name, completion: spec.op === "write" || spec.op === "read" ? keyRefused(completion) : completion }
+  return {
+    operation: spec.name,
+    completion: spec.op === "write" || spec.op === "read" ? keyRefused(completion) : completion
+  }
 }
 
 export const postSend: Operation<CmEndpoint.SendvArgs, CmEndpoint.Posted> = dual(
@@ -355,19 +396,23 @@ const exchange = (
     const prepared = prepareExchange(ep, operation, args)
     if (!Array.isArray(prepared)) return instrument.refused(prepared as TransferError)
     const [recv, send] = prepared as readonly [Prepared, Prepared]
-    return impl(ep).kernel.exchange<TransferError>(fiber, recv, send, then, then === AWAIT ? toCompletion : ticket(ep, recv.spec))
+    return impl(ep).kernel.exchange<TransferError>(
+      fiber,
+      recv,
+      send,
+      then,
+      then === AWAIT ? toCompletion : ticket(ep, recv.spec)
+    )
   })
 
 export const call: Operation<CmEndpoint.ExchangeArgs, Connection.Completion> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) =>
-    exchange(ep, "CmEndpoint.call", args, AWAIT)
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) => exchange(ep, "CmEndpoint.call", args, AWAIT)
 )
 
 export const reply: Operation<CmEndpoint.ExchangeArgs, CmEndpoint.Posted> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) =>
-    exchange(ep, "CmEndpoint.reply", args, SUBMIT)
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ExchangeArgs) => exchange(ep, "CmEndpoint.reply", args, SUBMIT)
 )
 
 /**

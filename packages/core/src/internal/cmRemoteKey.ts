@@ -7,8 +7,8 @@
  * Declared and documented in RemoteKey.ts.
  */
 import * as Effect from "effect/Effect"
-import { InvalidRemoteKeyError } from "../CmEndpointError.js"
 import type * as CmEndpoint from "../CmEndpoint.js"
+import { InvalidRemoteKeyError } from "../CmEndpointError.js"
 import type * as RemoteKey from "../RemoteKey.js"
 
 export const VERSION = 1
@@ -73,13 +73,15 @@ export const make = <A extends RemoteKey.Access>(region: CmEndpoint.Region<A>): 
   access: region.kind
 })
 
-export const require = <A extends RemoteKey.Access>(access: A) =>
-(key: RemoteKey.RemoteKey): Effect.Effect<RemoteKey.RemoteKey<A>, InvalidRemoteKeyError> =>
-  key.access === access
-    ? Effect.succeed(key as RemoteKey.RemoteKey<A>)
-    : Effect.fail(
-      new InvalidRemoteKeyError({
-        field: "access",
-        detail: `the key allows a remote ${key.access}, not a ${access}: ask for a key of a region from rdma_reg_${access}`
-      })
-    )
+export const require =
+  <A extends RemoteKey.Access>(access: A) =>
+  (key: RemoteKey.RemoteKey): Effect.Effect<RemoteKey.RemoteKey<A>, InvalidRemoteKeyError> =>
+    key.access === access
+      ? Effect.succeed(key as RemoteKey.RemoteKey<A>)
+      : Effect.fail(
+        new InvalidRemoteKeyError({
+          field: "access",
+          detail:
+            `the key allows a remote ${key.access}, not a ${access}: ask for a key of a region from rdma_reg_${access}`
+        })
+      )

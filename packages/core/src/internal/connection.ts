@@ -24,21 +24,22 @@ import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
-type State = Connection.State
 import { ConnectionClosedError, ConnectionFailedError, type OperationError } from "../ConnectionError.js"
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle } from "../DriverModel.js"
 import type { Peer } from "../Peer.js"
-import { ownerOf } from "./peer.js"
-import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
-import * as instrument from "./instrument.js"
-import * as srq from "./srq.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
-import { PendingTable, runAll, Slots } from "./dataPath.js"
+import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
 import { ConnectionImpl } from "./connectionImpl.js"
-import { afterPendingIo, Poster } from "./poster.js"
+import { PendingTable, runAll, Slots } from "./dataPath.js"
+import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
+import { ownerOf } from "./peer.js"
+import { afterPendingIo, Poster } from "./poster.js"
 import { release } from "./release.js"
+import * as srq from "./srq.js"
+
+type State = Connection.State
 
 /** Where a connection goes, for its errors. */
 export interface Where {
@@ -59,7 +60,9 @@ const nextEventWithin = (
 ): Effect.Effect<ConnEvent | undefined, RpmaError> =>
   Effect.raceFirst(
     Effect.interruptible(driver.connNextEvent(handle)),
-    Effect.interruptible(Effect.sleep(Duration.millis(timeoutMs)).pipe(Effect.zipRight(afterPendingIo), Effect.as(undefined)))
+    Effect.interruptible(
+      Effect.sleep(Duration.millis(timeoutMs)).pipe(Effect.zipRight(afterPendingIo), Effect.as(undefined))
+    )
   )
 
 /**
@@ -209,7 +212,13 @@ export const open = (
       if (refused !== undefined) {
         return yield* Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", refused))
       }
-      const attempt: Attempt = { req: undefined, handle: undefined, established: false, close: undefined, closed: false }
+      const attempt: Attempt = {
+        req: undefined,
+        handle: undefined,
+        established: false,
+        close: undefined,
+        closed: false
+      }
       const close = closeAttempt(driver, peer, attempt, config, prepared)
       Owner.retain(ownerOf(peer))
       yield* Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, close))
@@ -274,7 +283,9 @@ const establish = (
         return Effect.asVoid(how(driver.connDisconnect(handle)))
       })
     const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string, unsignalled?: boolean) =>
-      new ConnectionClosedError(unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause })
+      new ConnectionClosedError(
+        unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
+      )
     const flushedAs = (operation: string, unsignalled?: boolean) =>
       closedError(state === "Lost" ? "LOST" : "CLOSED", endCause)(operation, unsignalled)
     // Posting goes on while the close is under way, as before it.
@@ -292,7 +303,9 @@ const establish = (
       sendSlots,
       recvSlots,
       refusal: (operation) =>
-        open() ? undefined : new ConnectionClosedError({ operation, reason: state === "Lost" ? "LOST" : "CLOSED", cause: endCause }),
+        open()
+          ? undefined
+          : new ConnectionClosedError({ operation, reason: state === "Lost" ? "LOST" : "CLOSED", cause: endCause }),
       flushed: () => open() ? undefined : flushedAs,
       lost: (cause) => {
         forked.push(runFork(end("LOST", cause, { disconnect: true, drainMs: 0 })))
@@ -379,7 +392,11 @@ const establish = (
         return waited > config.timeoutMs
           ? end(
             "LOST",
-            new Error(`no completion for over ${Math.round(waited)} ms (timeout ${config.timeoutMs} ms): the other side does not answer`),
+            new Error(
+              `no completion for over ${
+                Math.round(waited)
+              } ms (timeout ${config.timeoutMs} ms): the other side does not answer`
+            ),
             { disconnect: true, drainMs: config.timeoutMs }
           )
           : Effect.void
@@ -407,7 +424,10 @@ const establish = (
         yield* boundedWait(Deferred.await(ended), config.timeoutMs)
       }
       // If the other side never answered, this side's disconnect has flushed the queue pair all the same.
-      yield* end("CLOSED", undefined, { disconnect: false, drainMs: Math.max(deadline - clock.unsafeCurrentTimeMillis(), 1) })
+      yield* end("CLOSED", undefined, {
+        disconnect: false,
+        drainMs: Math.max(deadline - clock.unsafeCurrentTimeMillis(), 1)
+      })
       yield* Fiber.interrupt(watchdogFiber)
       yield* Fiber.interrupt(eventFiber)
       yield* Fiber.interruptAll(forked)
@@ -445,6 +465,13 @@ export const connect = (
     if (refused !== undefined) return Effect.fail(refused)
     return Effect.zipRight(
       srq.usedBy(options?.sharedReceiveQueue),
-      open(driver, peer, driver.connReqNew(peer.handle, address, port, config), options?.privateData, { address, port }, config)
+      open(
+        driver,
+        peer,
+        driver.connReqNew(peer.handle, address, port, config),
+        options?.privateData,
+        { address, port },
+        config
+      )
     )
   })

@@ -3,11 +3,10 @@
  */
 import * as Duration from "effect/Duration"
 import type { Options } from "../Connection.js"
-import type { ConnConfig } from "../DriverModel.js"
 import * as DriverArguments from "../DriverArguments.js"
+import type { ConnConfig } from "../DriverModel.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import * as srq from "./srq.js"
-
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
 export const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
@@ -44,7 +43,6 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
     srq: options?.sharedReceiveQueue?.handle
   }
 }
-
 
 /**
  * What a connection could not live with in its queue sizes (DriverArguments.queueSizes,

@@ -3,12 +3,12 @@
  * internal/connection.ts (its life) so that the operations reach the kernel without importing the
  * connection's life and what that imports.
  */
-import { PipeableBase } from "./resource.js"
 import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
 import type { ConnHandle } from "../DriverModel.js"
 import type { Poster } from "./poster.js"
+import { PipeableBase } from "./resource.js"
 
 export const TypeId: Connection.TypeId = Symbol.for("@effect-rdma/core/Connection") as Connection.TypeId
 

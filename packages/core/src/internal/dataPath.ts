@@ -351,7 +351,9 @@ export class PendingTable<E> {
 
   /** Kept on the entry too: a posted request's outcome may be awaited after it came, or again. */
   private settle(entry: Pending<E>, completion: Completion | undefined, failure: E | undefined): void {
-    if (failure !== undefined) instrument.operationFailedUnsafe(entry.operation, (failure as { readonly _tag: string })._tag)
+    if (failure !== undefined) {
+      instrument.operationFailedUnsafe(entry.operation, (failure as { readonly _tag: string })._tag)
+    }
     const settled = entry.settled
     if (settled !== undefined) {
       entry.settled = undefined

@@ -8,8 +8,8 @@ import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import type * as MetricLabel from "effect/MetricLabel"
 import type { Driver } from "../Driver.js"
-import type { CmWorkRequest, WorkRequest } from "../DriverModel.js"
 import { RdmaDriver } from "../Driver.js"
+import type { CmWorkRequest, WorkRequest } from "../DriverModel.js"
 import * as RdmaMetrics from "../RdmaMetrics.js"
 import * as Tracing from "../Tracing.js"
 import * as Usage from "../Usage.js"
@@ -77,7 +77,9 @@ const wrap = (driver: Driver): Driver => {
     const call = driver[method] as (...args: ReadonlyArray<unknown>) => Effect.Effect<unknown, unknown>
     const traced = (...args: ReadonlyArray<unknown>) =>
       Effect.withSpan(call(...args), name, {
-        attributes: attributes === undefined ? { "rdma.driver": driver.name } : { "rdma.driver": driver.name, ...attributes(...args) },
+        attributes: attributes === undefined
+          ? { "rdma.driver": driver.name }
+          : { "rdma.driver": driver.name, ...attributes(...args) },
         captureStackTrace: false
       })
     wrapped[method] = perOperationCalls.has(method)
@@ -191,7 +193,8 @@ export const registration = <A, E extends { readonly _tag: string }, R>(
   )
 
 /** Adds `size` bytes (negative to remove) to the live gauges, in total and for the peer. */
-export const registered = (peer: string, size: number): Effect.Effect<void> => Effect.sync(() => gaugesUnsafe(peer, size))
+export const registered = (peer: string, size: number): Effect.Effect<void> =>
+  Effect.sync(() => gaugesUnsafe(peer, size))
 
 export const released = (operation: string): Effect.Effect<void> =>
   Effect.withFiberRuntime((fiber) => {
@@ -274,7 +277,9 @@ export const operationFailedUnsafe = (operation: string, error: string): void =>
  * list, a region name), counted as a failure of its operation: OpenTelemetry's `error.type` is the
  * class of error an operation ended with, whatever stage it ended at.
  */
-export const refused = <E extends { readonly _tag: string; readonly operation: string }>(error: E): Effect.Effect<never, E> => {
+export const refused = <E extends { readonly _tag: string; readonly operation: string }>(
+  error: E
+): Effect.Effect<never, E> => {
   operationFailedUnsafe(error.operation, error._tag)
   return Effect.fail(error)
 }

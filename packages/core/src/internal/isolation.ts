@@ -15,7 +15,14 @@ import type { RdmaDriver } from "../Driver.js"
 import type * as Listener from "../Listener.js"
 import { make as makePeer, type Peer } from "../Peer.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
-import { type AdmissionRefusedError, InvalidTokenError, make as makeAdmission, MAX_TOKEN, privateData, refund } from "./admission.js"
+import {
+  type AdmissionRefusedError,
+  InvalidTokenError,
+  make as makeAdmission,
+  MAX_TOKEN,
+  privateData,
+  refund
+} from "./admission.js"
 import * as internalConnection from "./connection.js"
 import { accept, admit, make as listen, next, reject } from "./listener.js"
 
@@ -99,7 +106,9 @@ const listenIsolatedIn = (
   ports: Admission.PortRange
 ): Effect.Effect<IsolatedImpl, RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.suspend(() => {
-    const range: { readonly from?: unknown; readonly to?: unknown } = typeof ports === "object" && ports !== null ? ports : {}
+    const range: { readonly from?: unknown; readonly to?: unknown } = typeof ports === "object" && ports !== null
+      ? ports
+      : {}
     const { from, to } = range
     if (
       !(typeof from === "number" && typeof to === "number" && Number.isInteger(from) && Number.isInteger(to) &&
@@ -114,7 +123,9 @@ const listenIsolatedIn = (
     const attempt = (port: number): Effect.Effect<IsolatedImpl, RpmaError, RdmaDriver | Scope.Scope> =>
       Effect.flatMap(Effect.flatMap(Effect.scope, (scope) => Scope.fork(scope, ExecutionStrategy.sequential)), (own) =>
         listenIsolated(address, port).pipe(
-          Effect.map((isolated) => isolated as IsolatedImpl),
+          Effect.map((isolated) =>
+            isolated as IsolatedImpl
+          ),
           Scope.extend(own),
           Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(own, exit)),
           // A port in use (by another client's listener, or another program): the next one.
@@ -171,7 +182,8 @@ export const connectIsolated = (
     ))
     if (answer === undefined) {
       return yield* new InvalidTokenError({
-        reason: `the server on ${address}:${port} answered without a port and one-time token: is it a rendezvous listener?`
+        reason:
+          `the server on ${address}:${port} answered without a port and one-time token: is it a rendezvous listener?`
       })
     }
     const own = yield* privateData(answer.token)

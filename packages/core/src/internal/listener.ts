@@ -4,7 +4,6 @@
  *
  * Declared and documented in Listener.ts.
  */
-import { PipeableBase } from "./resource.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -26,6 +25,7 @@ import * as Owner from "./owner.js"
 import { ownerOf } from "./peer.js"
 import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
+import { PipeableBase } from "./resource.js"
 import * as srq from "./srq.js"
 
 export const TypeId: Listener.TypeId = Symbol.for("@effect-rdma/core/Listener") as Listener.TypeId
@@ -85,7 +85,11 @@ export const make = (
       (listener) =>
         Effect.forEach(listener.unanswered, (req) => reject(req), { discard: true }).pipe(
           Effect.zipRight(
-            release("rpma_ep_shutdown", `the listener on ${address}:${listener.port}`, driver.epShutdown(listener.handle))
+            release(
+              "rpma_ep_shutdown",
+              `the listener on ${address}:${listener.port}`,
+              driver.epShutdown(listener.handle)
+            )
           ),
           Effect.zipRight(Owner.drop(ownerOf(peer))),
           Effect.provideService(RdmaDriver, driver)
@@ -150,9 +154,12 @@ export const admit = (request: Listener.ConnectionRequest, admission: unknown) =
     Clock.currentTimeMillis,
     (now): Effect.Effect<number, AdmissionRefusedError | InvalidTokenError, RdmaDriver> => {
       const req = requestOf(request)
-      const refuse = (error: AdmissionRefusedError | InvalidTokenError) => Effect.zipRight(reject(req), Effect.fail(error))
+      const refuse = (error: AdmissionRefusedError | InvalidTokenError) =>
+        Effect.zipRight(reject(req), Effect.fail(error))
       if (!(admission instanceof AdmissionImpl)) {
-        return refuse(new InvalidTokenError({ reason: "admission takes an Admission: make one with Admission.make(token)" }))
+        return refuse(
+          new InvalidTokenError({ reason: "admission takes an Admission: make one with Admission.make(token)" })
+        )
       }
       const reason = decide(admission, req.privateData, now)
       return reason === undefined
@@ -184,7 +191,15 @@ const acceptChecked = (
       const { address, peer, port } = req.listener
       return Effect.zipRight(
         srq.usedBy(req.sharedReceiveQueue),
-        internalConnection.open(driver, peer, answer, options?.privateData, { address, port }, toConfig(options), req.prepared)
+        internalConnection.open(
+          driver,
+          peer,
+          answer,
+          options?.privateData,
+          { address, port },
+          toConfig(options),
+          req.prepared
+        )
       )
     }))
 

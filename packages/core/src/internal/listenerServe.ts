@@ -43,8 +43,7 @@ export const serve = <A, E, R>(
       const accepting = Effect.tapError(accept(req, options), () => reject(req))
       return handshake === undefined ? accepting : Effect.timeoutFail(accepting, {
         duration: handshake,
-        onTimeout: () =>
-          new ConnectionFailedError({ address: listener.address, port: listener.port, event: "TIMEOUT" })
+        onTimeout: () => new ConnectionFailedError({ address: listener.address, port: listener.port, event: "TIMEOUT" })
       })
     }
 
@@ -67,9 +66,12 @@ export const serve = <A, E, R>(
         const req = yield* restore(next(listener, options)).pipe(
           // Rejected with its scope if nothing answered it (a no-op once it is).
           Effect.tap((req) =>
-            Effect.flatMap(Effect.context<RdmaDriver>(), (context) => Scope.addFinalizer(scope, Effect.provide(reject(req), context)))
+            Effect.flatMap(Effect.context<RdmaDriver>(), (context) =>
+              Scope.addFinalizer(scope, Effect.provide(reject(req), context)))
           ),
-          Effect.onError((cause) => Effect.zipRight(Scope.close(scope, Exit.failCause(cause)), permits.release(1)))
+          Effect.onError((cause) =>
+            Effect.zipRight(Scope.close(scope, Exit.failCause(cause)), permits.release(1))
+          )
         )
         yield* FiberSet.run(handlers, handle(req, scope))
       })

@@ -11,11 +11,11 @@ import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
-import { impl } from "./connectionImpl.js"
-import * as instrument from "./instrument.js"
 import type { Completion, WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
+import { impl } from "./connectionImpl.js"
 import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
+import * as instrument from "./instrument.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import { AWAIT, AWAIT_VOID } from "./poster.js"
 
@@ -96,10 +96,13 @@ const prepareTransfer = (
   const dstHandle = dst.handle
   const srcHandle = src.handle
   const op = spec.op
-  const build = (id: number) => ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest
+  const build = (id: number) =>
+    ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest
   const kernel = impl(conn).kernel
   return fiber === undefined
-    ? Effect.withFiberRuntime((fiber) => kernel.start<TransferError>(fiber, spec, regions, build, undefined, AWAIT_VOID))
+    ? Effect.withFiberRuntime((fiber) =>
+      kernel.start<TransferError>(fiber, spec, regions, build, undefined, AWAIT_VOID)
+    )
     : kernel.start<TransferError>(fiber, spec, regions, build, undefined, AWAIT_VOID)
 }
 
@@ -112,8 +115,9 @@ const prepared = (
   prepared instanceof OutOfRangeError ? instrument.refused(prepared) : Effect.succeed(prepared)
 
 /** The awaited form of a request posted without waiting (a write or send with immediate data). */
-export const awaitPosted = (posted: Effect.Effect<Connection.Posted, TransferError>): Effect.Effect<void, TransferError> =>
-  Effect.flatMap(posted, (p) => Effect.asVoid(p.completion))
+export const awaitPosted = (
+  posted: Effect.Effect<Connection.Posted, TransferError>
+): Effect.Effect<void, TransferError> => Effect.flatMap(posted, (p) => Effect.asVoid(p.completion))
 
 /** With `imm`, rpma_write_with_imm: posted as postWrite posts it (internal/posting.ts), then awaited. */
 let writeWithImm: (conn: Connection.Connection, args: Connection.WriteArgs) => Effect.Effect<void, TransferError>
@@ -188,7 +192,10 @@ export const writeMany = (
         if (!sources.includes(next)) sources.push(next)
       }
       const refused = imm !== undefined
-        ? new OutOfRangeError({ operation, detail: "a batch of writes carries no immediate data: post such a write with postWrite" })
+        ? new OutOfRangeError({
+          operation,
+          detail: "a batch of writes carries no immediate data: post such a write with postWrite"
+        })
         : checkRange(operation, "destination", dstOffset, length, dstSize) ??
           checkRange(operation, "source", srcOffset, length, srcSize)
       if (refused !== undefined) return instrument.refused(refused)
@@ -207,7 +214,9 @@ export const writeMany = (
 
 export const read = (conn: Connection.Connection, args: Connection.ReadArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
-  return Effect.withFiberRuntime((fiber) => orFail(prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber)))
+  return Effect.withFiberRuntime((fiber) =>
+    orFail(prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber))
+  )
 }
 
 export const prepareRead = (
@@ -248,7 +257,10 @@ export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): 
     const type = args.type ?? "visibility"
     if (type !== "visibility" && type !== "persistent") {
       return instrument.refused(
-        new OutOfRangeError({ operation: Operations.flush.name, detail: `type is "visibility" or "persistent", not ${String(type)}` })
+        new OutOfRangeError({
+          operation: Operations.flush.name,
+          detail: `type is "visibility" or "persistent", not ${String(type)}`
+        })
       )
     }
     const refused = checkRange(Operations.flush.name, "destination", offset, length, dst.size)
@@ -258,17 +270,27 @@ export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): 
     // From the read's start to the flush's end: the range asked for, or one that contains it.
     const posted = at === offset ? length : offset + length - at
     const dstHandle = dst.handle
-    return impl(conn).kernel.start<FlushError>(fiber, Operations.flush, NO_REGIONS, (id) => ({
-      op: "flush",
-      id,
-      dst: dstHandle,
-      dstOffset: at,
-      length: posted,
-      type
-    }), undefined, AWAIT_VOID)
+    return impl(conn).kernel.start<FlushError>(
+      fiber,
+      Operations.flush,
+      NO_REGIONS,
+      (id) => ({
+        op: "flush",
+        id,
+        dst: dstHandle,
+        dstOffset: at,
+        length: posted,
+        type
+      }),
+      undefined,
+      AWAIT_VOID
+    )
   })
 
-export const atomicWrite = (conn: Connection.Connection, args: Connection.AtomicWriteArgs): Effect.Effect<void, TransferError> =>
+export const atomicWrite = (
+  conn: Connection.Connection,
+  args: Connection.AtomicWriteArgs
+): Effect.Effect<void, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const { dst, offset, value } = args
     const operation = Operations.atomicWrite.name
@@ -280,13 +302,20 @@ export const atomicWrite = (conn: Connection.Connection, args: Connection.Atomic
     if (refused !== undefined) return instrument.refused(refused)
     const bytes = Uint8Array.from(value)
     const dstHandle = dst.handle
-    return impl(conn).kernel.start<TransferError>(fiber, Operations.atomicWrite, NO_REGIONS, (id) => ({
-      op: "atomicWrite",
-      id,
-      dst: dstHandle,
-      dstOffset: offset,
-      value: bytes
-    }), undefined, AWAIT_VOID)
+    return impl(conn).kernel.start<TransferError>(
+      fiber,
+      Operations.atomicWrite,
+      NO_REGIONS,
+      (id) => ({
+        op: "atomicWrite",
+        id,
+        dst: dstHandle,
+        dstOffset: offset,
+        value: bytes
+      }),
+      undefined,
+      AWAIT_VOID
+    )
   })
 
 export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
@@ -330,4 +359,3 @@ export const awaitRecv = <A>(
       complete
     )
   })
-

@@ -69,7 +69,7 @@ type ReleaseHook = (buffer: ArrayBufferLike) => Effect.Effect<void>
 const releaseHooks = new Set<ReleaseHook>()
 
 /** Called before library-owned memory is freed, so that caches drop what covers it. */
-export const onMemoryRelease = (hook: ReleaseHook): (() => void) => {
+export const onMemoryRelease = (hook: ReleaseHook): () => void => {
   releaseHooks.add(hook)
   return () => releaseHooks.delete(hook)
 }

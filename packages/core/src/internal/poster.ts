@@ -22,12 +22,20 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
-import type { CmEpHandle, CmWorkRequest, Completion, CompletionQueue, CompletionsReady, PostOutcome, PostQueue, Signal, WorkRequest } from "../DriverModel.js"
-import type { LocalMr } from "../LocalMr.js"
 import type { OperationError } from "../ConnectionError.js"
-import type { OperationSpec } from "./operationTable.js"
+import type {
+  CmEpHandle,
+  CmWorkRequest,
+  Completion,
+  CompletionQueue,
+  CompletionsReady,
+  PostOutcome,
+  PostQueue,
+  Signal,
+  WorkRequest
+} from "../DriverModel.js"
+import type { LocalMr } from "../LocalMr.js"
 import * as Tracing from "../Tracing.js"
-import * as instrument from "./instrument.js"
 import {
   type Build,
   type Owners,
@@ -38,6 +46,8 @@ import {
   runAll,
   type Slots
 } from "./dataPath.js"
+import * as instrument from "./instrument.js"
+import type { OperationSpec } from "./operationTable.js"
 import type { Owner } from "./owner.js"
 
 /** The queue requests `R` are posted on: librpma's, or an endpoint of librdmacm's verbs API. */
@@ -221,7 +231,10 @@ export class Poster<R = WorkRequest> {
    * operations resumed, the batches pumped, the channel armed again if requests remain. Returns
    * the releases that were waiting for them.
    */
-  dispatch(ready: ReadonlyArray<Completion>, flushed?: (operation: string) => OperationError): Array<Effect.Effect<void>> {
+  dispatch(
+    ready: ReadonlyArray<Completion>,
+    flushed?: (operation: string) => OperationError
+  ): Array<Effect.Effect<void>> {
     this.dispatching = true
     const deferred: Array<Effect.Effect<void>> = []
     try {
@@ -250,7 +263,9 @@ export class Poster<R = WorkRequest> {
 
   /** What one driver call found: its completions dispatched, a failing queue reported. */
   private absorb(outcome: PostOutcome<OperationError>, deferred: Array<Effect.Effect<void>>): void {
-    if (outcome.ready.length > 0) this.link.table.dispatch(this.own(outcome.ready, deferred), this.link.flushed(), deferred)
+    if (outcome.ready.length > 0) {
+      this.link.table.dispatch(this.own(outcome.ready, deferred), this.link.flushed(), deferred)
+    }
     if (outcome.queueError !== undefined && !this.stopped) {
       this.stopped = true
       this.link.lost(outcome.queueError)
@@ -298,8 +313,16 @@ export class Poster<R = WorkRequest> {
     if (!perOperation) return effect as Effect.Effect<any, E>
     if (!counting) return traced(effect, this.link.driver.name, spec, build) as Effect.Effect<any, E>
     // A receive's bytes are known when it completes.
-    const counted = Effect.tap(effect, (c: Completion) => Effect.sync(() => instrument.receivedUnsafe(spec.name, c.byteLength)))
-    return traced(complete === undefined ? counted : Effect.map(counted, complete), this.link.driver.name, spec, build) as Effect.Effect<any, E>
+    const counted = Effect.tap(
+      effect,
+      (c: Completion) => Effect.sync(() => instrument.receivedUnsafe(spec.name, c.byteLength))
+    )
+    return traced(
+      complete === undefined ? counted : Effect.map(counted, complete),
+      this.link.driver.name,
+      spec,
+      build
+    ) as Effect.Effect<any, E>
   }
 
   /** Its slot taken: posts, and what follows (the wait, or the entry). */
@@ -595,7 +618,13 @@ export class Poster<R = WorkRequest> {
     }
     batch.next += count
     batch.inFlight += outcome.posted - unreported
-    if (batch.counted && outcome.posted > 0) instrument.postedUnsafe(operation, outcome.posted, instrument.requestsBytes(built as ReadonlyArray<instrument.CountedRequest>, outcome.posted))
+    if (batch.counted && outcome.posted > 0) {
+      instrument.postedUnsafe(
+        operation,
+        outcome.posted,
+        instrument.requestsBytes(built as ReadonlyArray<instrument.CountedRequest>, outcome.posted)
+      )
+    }
     if (outcome.error !== undefined) {
       instrument.operationFailedUnsafe(operation, (outcome.error as { readonly _tag: string })._tag)
       if (batch.failure === undefined) batch.failure = outcome.error
@@ -603,10 +632,13 @@ export class Poster<R = WorkRequest> {
     this.absorb(outcome, deferred)
     if (outcome.turnDue) {
       batch.turnDue = true
-      this.link.run(Effect.zipRight(afterPendingIo, Effect.sync(() => {
-        batch.turnDue = false
-        this.wake(batch)
-      })))
+      this.link.run(Effect.zipRight(
+        afterPendingIo,
+        Effect.sync(() => {
+          batch.turnDue = false
+          this.wake(batch)
+        })
+      ))
     }
   }
 
@@ -671,7 +703,10 @@ const traced = <A, E>(
 ): Effect.Effect<A, E> => {
   let size: unknown = 8
   try {
-    const request = build(0) as { readonly length?: unknown; readonly segments?: ReadonlyArray<{ readonly length: number }> }
+    const request = build(0) as {
+      readonly length?: unknown
+      readonly segments?: ReadonlyArray<{ readonly length: number }>
+    }
     size = request.length ?? request.segments?.reduce((sum, segment) => sum + segment.length, 0) ?? 8
   } catch {
     // The request is built again when posted; its size is only an attribute.
@@ -683,10 +718,16 @@ const traced = <A, E>(
 }
 
 /** With per-operation tracing on: a batch in one span, with its count of requests and of bytes. */
-const tracedBatch = <A, E>(effect: Effect.Effect<A, E>, driver: string, requests: BatchRequests<any>): Effect.Effect<A, E> => {
+const tracedBatch = <A, E>(
+  effect: Effect.Effect<A, E>,
+  driver: string,
+  requests: BatchRequests<any>
+): Effect.Effect<A, E> => {
   let size = 0
   try {
-    for (let i = 0; i < requests.count; i++) size += instrument.requestBytes(requests.build(i, 0, "onError") as instrument.CountedRequest)
+    for (let i = 0; i < requests.count; i++) {
+      size += instrument.requestBytes(requests.build(i, 0, "onError") as instrument.CountedRequest)
+    }
   } catch {
     // Built again when posted; the size is only an attribute.
   }

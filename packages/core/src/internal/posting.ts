@@ -10,19 +10,18 @@ import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
-import { impl } from "./connectionImpl.js"
 import type { OperationError } from "../ConnectionError.js"
 import type { RdmaDriver } from "../Driver.js"
 import type { Completion as DriverCompletion, Signal, WorkRequest } from "../DriverModel.js"
 import { WcFlags, WcOpcode } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { RpmaError } from "../RdmaError.js"
+import { impl } from "./connectionImpl.js"
 import type { Pending } from "./dataPath.js"
 import * as instrument from "./instrument.js"
-import { Operations, type OperationSpec } from "./operationTable.js"
 import { awaitPosted, awaitRecv, checkImm, checkRange, recvLength, withImm } from "./operations.js"
-import type { Poster } from "./poster.js"
-import { AWAIT, type Exchanged, SUBMIT } from "./poster.js"
+import { Operations, type OperationSpec } from "./operationTable.js"
+import { AWAIT, type Exchanged, type Poster, SUBMIT } from "./poster.js"
 
 type TransferError = Connection.TransferError
 
@@ -68,7 +67,10 @@ export const submit = <C>(
     build,
     signal,
     SUBMIT,
-    (entry: Pending<OperationError>) => ({ operation: spec.name, completion: kernel.await<C, TransferError>(entry, complete) })
+    (entry: Pending<OperationError>) => ({
+      operation: spec.name,
+      completion: kernel.await<C, TransferError>(entry, complete)
+    })
   )
 
 export const postWrite = (
@@ -200,7 +202,11 @@ const exchanged = (
   const dstHandle = dst.handle
   const srcHandle = src.handle
   return [
-    { spec: Operations.recv, owners: [dst], build: (id) => ({ op: "recv", id, dst: dstHandle, offset: recvOffset, length: recvLengthOf }) },
+    {
+      spec: Operations.recv,
+      owners: [dst],
+      build: (id) => ({ op: "recv", id, dst: dstHandle, offset: recvOffset, length: recvLengthOf })
+    },
     { spec, owners: [src], build: (id) => ({ op: "send", id, src: srcHandle, offset, length, imm }) }
   ]
 }
@@ -228,11 +234,15 @@ const exchange = (
     )
   })
 
-export const call = (conn: Connection.Connection, args: Connection.ExchangeArgs): Effect.Effect<Connection.Completion, TransferError> =>
-  exchange(conn, args, AWAIT)
+export const call = (
+  conn: Connection.Connection,
+  args: Connection.ExchangeArgs
+): Effect.Effect<Connection.Completion, TransferError> => exchange(conn, args, AWAIT)
 
-export const reply = (conn: Connection.Connection, args: Connection.ExchangeArgs): Effect.Effect<Connection.Posted, TransferError> =>
-  exchange(conn, args, SUBMIT)
+export const reply = (
+  conn: Connection.Connection,
+  args: Connection.ExchangeArgs
+): Effect.Effect<Connection.Posted, TransferError> => exchange(conn, args, SUBMIT)
 
 export const peerConfigDescriptor = (options: {
   readonly directWriteToPmem: boolean

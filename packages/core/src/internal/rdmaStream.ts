@@ -4,7 +4,7 @@
  *
  * Declared and documented in RdmaStream.ts.
  */
-import * as Chunk from "effect/Chunk"
+import type * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -59,7 +59,9 @@ const DEFAULT_STAGING = 64 * 1024
 
 const positiveInt = (option: string, value: number | undefined, fallback: number): StreamOptionError | number => {
   const v = value ?? fallback
-  return Number.isSafeInteger(v) && v > 0 ? v : new StreamOptionError({ option, detail: `must be a positive integer, got ${v}` })
+  return Number.isSafeInteger(v) && v > 0
+    ? v
+    : new StreamOptionError({ option, detail: `must be a positive integer, got ${v}` })
 }
 
 type StageError = Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError
@@ -105,40 +107,42 @@ export const writeRange = (
     readonly stagingSize?: number | undefined
   }
 ): Sink.Sink<number, Uint8Array, never, StageError | RegionFullError, RdmaDriver> =>
-  Sink.unwrapScoped<number, Uint8Array, never, StageError | RegionFullError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
-    const size = Number(options.dst.size)
-    const start = options.offset ?? 0
-    const end = options.length === undefined ? size : start + options.length
-    if (!Number.isSafeInteger(start) || start < 0 || !Number.isSafeInteger(end) || end > size || end < start) {
-      return yield* new StreamOptionError({
-        option: "offset/length",
-        detail: `must name a range within the ${size}-byte region, got offset ${start} and end ${end}`
-      })
-    }
-    const staging = positiveInt("stagingSize", options.stagingSize, DEFAULT_STAGING)
-    if (typeof staging !== "number") return yield* staging
-    const src = yield* LocalMr.allocate(peer, staging, Usage.WRITE_SRC)
-    const { flush, stage } = stager(conn, options.dst, src)
-    let at = start
-    const writeChunk = (chunk: Chunk.Chunk<Uint8Array>) =>
-      Effect.zipRight(
-        Effect.forEach(chunk, (bytes) =>
-          Effect.suspend(() => {
-            if (at + bytes.length > end) {
-              // What was staged before it is written: the range holds every chunk that fitted.
-              return Effect.zipRight(
-                flush,
-                Effect.fail(new RegionFullError({ written: at - start, needed: bytes.length, capacity: end - start }))
-              )
-            }
-            const dstOffset = at
-            at += bytes.length
-            return inPieces(bytes, src.size, (piece, at) => stage(piece, dstOffset + at))
-          }), { discard: true }),
-        flush
-      )
-    return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => at - start))
-  }))
+  Sink.unwrapScoped<number, Uint8Array, never, StageError | RegionFullError, RdmaDriver | Scope.Scope>(
+    Effect.gen(function*() {
+      const size = Number(options.dst.size)
+      const start = options.offset ?? 0
+      const end = options.length === undefined ? size : start + options.length
+      if (!Number.isSafeInteger(start) || start < 0 || !Number.isSafeInteger(end) || end > size || end < start) {
+        return yield* new StreamOptionError({
+          option: "offset/length",
+          detail: `must name a range within the ${size}-byte region, got offset ${start} and end ${end}`
+        })
+      }
+      const staging = positiveInt("stagingSize", options.stagingSize, DEFAULT_STAGING)
+      if (typeof staging !== "number") return yield* staging
+      const src = yield* LocalMr.allocate(peer, staging, Usage.WRITE_SRC)
+      const { flush, stage } = stager(conn, options.dst, src)
+      let at = start
+      const writeChunk = (chunk: Chunk.Chunk<Uint8Array>) =>
+        Effect.zipRight(
+          Effect.forEach(chunk, (bytes) =>
+            Effect.suspend(() => {
+              if (at + bytes.length > end) {
+                // What was staged before it is written: the range holds every chunk that fitted.
+                return Effect.zipRight(
+                  flush,
+                  Effect.fail(new RegionFullError({ written: at - start, needed: bytes.length, capacity: end - start }))
+                )
+              }
+              const dstOffset = at
+              at += bytes.length
+              return inPieces(bytes, src.size, (piece, at) => stage(piece, dstOffset + at))
+            }), { discard: true }),
+          flush
+        )
+      return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => at - start))
+    })
+  )
 
 /** Calls `f` with `bytes` in pieces of at most `size` bytes, and each piece's offset in `bytes`. */
 const inPieces = <E>(
@@ -172,77 +176,79 @@ export const writeRing = (
     readonly stallTimeout?: Duration.DurationInput | undefined
   }
 ): Sink.Sink<number, Uint8Array, never, StageError | RingStalledError, RdmaDriver> =>
-  Sink.unwrapScoped<number, Uint8Array, never, StageError | RingStalledError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
-    const capacity = Number(options.ring.size) - RING_HEADER
-    if (capacity <= 0) {
-      return yield* new StreamOptionError({
-        option: "ring",
-        detail: `must be larger than its ${RING_HEADER}-byte header, got ${options.ring.size} bytes`
-      })
-    }
-    const stagingSize = positiveInt("stagingSize", options.stagingSize, Math.min(DEFAULT_STAGING, capacity))
-    if (typeof stagingSize !== "number") return yield* stagingSize
-    const pollInterval = Duration.decode(options.pollInterval ?? "1 millis")
-    const stallTimeout = Duration.decode(options.stallTimeout ?? "30 seconds")
-    const dst = options.ring
-    const src = yield* LocalMr.allocate(peer, stagingSize, Usage.WRITE_SRC)
-    // The tail word to publish, and the reader's head word read back.
-    const words = yield* LocalMr.allocate(peer, 16, Usage.combine(Usage.WRITE_SRC, Usage.READ_DST))
-    const { flush, stage } = stager(conn, dst, src)
-    let tail = 0
-    let head = 0
-    // The tail is written after the data's completion, so a reader that sees it sees the data.
-    const publish = Effect.zipRight(
-      flush,
-      Effect.suspend(() => {
-        writeU64(words.memory, 0, tail)
-        return Connection.write(conn, { dst, dstOffset: TAIL_AT, src: words, srcOffset: 0, length: 8 })
-      })
-    )
-    const readHead = Effect.zipRight(
-      Connection.read(conn, { dst: words, dstOffset: 8, src: dst, srcOffset: HEAD_AT, length: 8 }),
-      Effect.sync(() => {
-        head = readU64(words.memory, 8)
-      })
-    )
-    /** Waits, publishing what is staged first, until the reader leaves room for `need` bytes. */
-    const room = (need: number) =>
-      Effect.suspend(() => {
-        if (tail - head + need <= capacity) return Effect.void
-        // The Clock's time, as the sleeps between polls are: a TestClock drives the stall too.
-        return Effect.flatMap(Clock.currentTimeMillis, (started) => {
-          const poll: Effect.Effect<void, StageError | RingStalledError> = Effect.suspend(() => {
-            if (tail - head + need <= capacity) return Effect.void
-            return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-              now - started > Duration.toMillis(stallTimeout)
-                ? Effect.fail(new RingStalledError({ waited: stallTimeout, unread: tail - head }))
-                : Effect.zipRight(Effect.zipRight(Effect.sleep(pollInterval), readHead), poll))
-          })
-          return Effect.zipRight(publish, Effect.zipRight(readHead, poll))
+  Sink.unwrapScoped<number, Uint8Array, never, StageError | RingStalledError, RdmaDriver | Scope.Scope>(
+    Effect.gen(function*() {
+      const capacity = Number(options.ring.size) - RING_HEADER
+      if (capacity <= 0) {
+        return yield* new StreamOptionError({
+          option: "ring",
+          detail: `must be larger than its ${RING_HEADER}-byte header, got ${options.ring.size} bytes`
         })
-      })
-    /** One piece (at most the ring's capacity and the staging region), split where the ring wraps. */
-    const piece = (bytes: Uint8Array) =>
-      Effect.zipRight(
-        room(bytes.length),
+      }
+      const stagingSize = positiveInt("stagingSize", options.stagingSize, Math.min(DEFAULT_STAGING, capacity))
+      if (typeof stagingSize !== "number") return yield* stagingSize
+      const pollInterval = Duration.decode(options.pollInterval ?? "1 millis")
+      const stallTimeout = Duration.decode(options.stallTimeout ?? "30 seconds")
+      const dst = options.ring
+      const src = yield* LocalMr.allocate(peer, stagingSize, Usage.WRITE_SRC)
+      // The tail word to publish, and the reader's head word read back.
+      const words = yield* LocalMr.allocate(peer, 16, Usage.combine(Usage.WRITE_SRC, Usage.READ_DST))
+      const { flush, stage } = stager(conn, dst, src)
+      let tail = 0
+      let head = 0
+      // The tail is written after the data's completion, so a reader that sees it sees the data.
+      const publish = Effect.zipRight(
+        flush,
         Effect.suspend(() => {
-          const at = tail % capacity
-          const first = Math.min(bytes.length, capacity - at)
-          tail += bytes.length
-          const wrapped = first < bytes.length
-            ? stage(bytes.subarray(first), RING_HEADER)
-            : Effect.void
-          return Effect.zipRight(stage(bytes.subarray(0, first), RING_HEADER + at), wrapped)
+          writeU64(words.memory, 0, tail)
+          return Connection.write(conn, { dst, dstOffset: TAIL_AT, src: words, srcOffset: 0, length: 8 })
         })
       )
-    const pieceSize = Math.min(capacity, stagingSize)
-    const writeChunk = (chunk: Chunk.Chunk<Uint8Array>) =>
-      Effect.zipRight(
-        Effect.forEach(chunk, (bytes) => inPieces(bytes, pieceSize, piece), { discard: true }),
-        publish
+      const readHead = Effect.zipRight(
+        Connection.read(conn, { dst: words, dstOffset: 8, src: dst, srcOffset: HEAD_AT, length: 8 }),
+        Effect.sync(() => {
+          head = readU64(words.memory, 8)
+        })
       )
-    return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => tail))
-  }))
+      /** Waits, publishing what is staged first, until the reader leaves room for `need` bytes. */
+      const room = (need: number) =>
+        Effect.suspend(() => {
+          if (tail - head + need <= capacity) return Effect.void
+          // The Clock's time, as the sleeps between polls are: a TestClock drives the stall too.
+          return Effect.flatMap(Clock.currentTimeMillis, (started) => {
+            const poll: Effect.Effect<void, StageError | RingStalledError> = Effect.suspend(() => {
+              if (tail - head + need <= capacity) return Effect.void
+              return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+                now - started > Duration.toMillis(stallTimeout)
+                  ? Effect.fail(new RingStalledError({ waited: stallTimeout, unread: tail - head }))
+                  : Effect.zipRight(Effect.zipRight(Effect.sleep(pollInterval), readHead), poll))
+            })
+            return Effect.zipRight(publish, Effect.zipRight(readHead, poll))
+          })
+        })
+      /** One piece (at most the ring's capacity and the staging region), split where the ring wraps. */
+      const piece = (bytes: Uint8Array) =>
+        Effect.zipRight(
+          room(bytes.length),
+          Effect.suspend(() => {
+            const at = tail % capacity
+            const first = Math.min(bytes.length, capacity - at)
+            tail += bytes.length
+            const wrapped = first < bytes.length
+              ? stage(bytes.subarray(first), RING_HEADER)
+              : Effect.void
+            return Effect.zipRight(stage(bytes.subarray(0, first), RING_HEADER + at), wrapped)
+          })
+        )
+      const pieceSize = Math.min(capacity, stagingSize)
+      const writeChunk = (chunk: Chunk.Chunk<Uint8Array>) =>
+        Effect.zipRight(
+          Effect.forEach(chunk, (bytes) => inPieces(bytes, pieceSize, piece), { discard: true }),
+          publish
+        )
+      return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => tail))
+    })
+  )
 
 export const readRing = (
   ring: LocalMr.LocalMr<"WRITE_DST" | "READ_SRC">,

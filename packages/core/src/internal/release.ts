@@ -85,13 +85,24 @@ export const releaseNowThen = <H, E, T>(
     if (exit === undefined) return releaseOf(policy, call(handle), of)
     return exit._tag === "Success"
       ? policy.onGone(of, true) ?? Effect.void
-      : afterFailure(policy.operation, () => policy.describe(of), exit.cause, () => policy.onFailure(of), (released) =>
-        policy.onGone(of, released))
+      : afterFailure(
+        policy.operation,
+        () => policy.describe(of),
+        exit.cause,
+        () => policy.onFailure(of),
+        (released) => policy.onGone(of, released)
+      )
   })
 }
 
 const releaseOf = <E, T>(policy: Policy<T>, effect: Effect.Effect<void, E>, of: T): Effect.Effect<void> =>
-  releaseThen(policy.operation, () => policy.describe(of), effect, () => policy.onFailure(of), (released) => policy.onGone(of, released))
+  releaseThen(
+    policy.operation,
+    () => policy.describe(of),
+    effect,
+    () => policy.onFailure(of),
+    (released) => policy.onGone(of, released)
+  )
 
 const afterFailure = (
   operation: string,
@@ -100,7 +111,10 @@ const afterFailure = (
   onFailure: () => void,
   onGone: (released: boolean) => Effect.Effect<void> | undefined
 ): Effect.Effect<void> =>
-  Effect.flatMap(failed(operation, describe, cause, onFailure), (gone) => (gone ? onGone(false) : undefined) ?? Effect.void)
+  Effect.flatMap(
+    failed(operation, describe, cause, onFailure),
+    (gone) => (gone ? onGone(false) : undefined) ?? Effect.void
+  )
 
 const failed = (
   operation: string,

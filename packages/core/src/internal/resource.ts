@@ -6,7 +6,6 @@ import { type Pipeable, pipeArguments } from "effect/Pipeable"
 /** A base class whose instances are Pipeable. */
 export abstract class PipeableBase implements Pipeable {
   pipe() {
-    // eslint-disable-next-line prefer-rest-params
     return pipeArguments(this, arguments)
   }
 }

@@ -9,25 +9,25 @@
  *
  * Declared and documented in SharedReceiveQueue.ts.
  */
-import { PipeableBase } from "./resource.js"
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "../Connection.js"
+import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { Completion as DriverCompletion, SrqHandle } from "../DriverModel.js"
 import type { Peer } from "../Peer.js"
-import { ownerOf as peerOwner } from "./peer.js"
-import { RpmaInvalidError, type RpmaError } from "../RdmaError.js"
+import { type RpmaError, RpmaInvalidError } from "../RdmaError.js"
 import type * as SharedReceiveQueue from "../SharedReceiveQueue.js"
-import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
+import { ownerOf as peerOwner } from "./peer.js"
 import { Poster } from "./poster.js"
 import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
+import { PipeableBase } from "./resource.js"
 
 export const TypeId: SharedReceiveQueue.TypeId = Symbol.for(
   "@effect-rdma/core/SharedReceiveQueue"

@@ -5,18 +5,18 @@
  *
  * @since 0.1.0
  */
+import { RdmaError } from "@effect-rdma/core"
 import * as EffectGuard from "@effect-rdma/core/effect-guard"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
-import * as NativeDriver from "../NativeDriver.js"
 import * as Load from "../internal/load.js"
+import * as NativeDriver from "../NativeDriver.js"
 import * as RpmaBinding from "../RpmaBinding.js"
 import * as Report from "./Report.js"
 import * as Size from "./Size.js"
 import * as System from "./System.js"
-import { RdmaError } from "@effect-rdma/core"
 
 /**
  * What to check.
@@ -261,7 +261,9 @@ export const librariesCheck = (facts: LibraryFacts): Report.Check => {
           `apt-get install ${needed.debianPackage}`
       )
       if (found.length > 0) {
-        fixes.push(`or build the addon against the installed one: sudo apt-get install ${devPackages}, then ${buildCommand}`)
+        fixes.push(
+          `or build the addon against the installed one: sudo apt-get install ${devPackages}, then ${buildCommand}`
+        )
       }
       worse("fail")
     } else if (where !== undefined) {
@@ -293,7 +295,7 @@ export const librariesCheck = (facts: LibraryFacts): Report.Check => {
       providers.length === 0 ?
         "libibverbs providers: none" :
         `libibverbs providers: ${providers.length}, ` +
-          (providers.includes("rxe") ? "rxe (Soft-RoCE) among them" : "without rxe (Soft-RoCE)")
+        (providers.includes("rxe") ? "rxe (Soft-RoCE) among them" : "without rxe (Soft-RoCE)")
     )
   }
   const providersPackage = debian?.get("ibverbs-providers")
@@ -307,7 +309,9 @@ export const librariesCheck = (facts: LibraryFacts): Report.Check => {
     id: "libraries",
     title: "libraries",
     status,
-    summary: `librpma ${versions.librpma ?? "(version unknown)"}, rdma-core ${versions.rdmaCore ?? "(version unknown)"}`,
+    summary: `librpma ${versions.librpma ?? "(version unknown)"}, rdma-core ${
+      versions.rdmaCore ?? "(version unknown)"
+    }`,
     details,
     fixes,
     data: {
@@ -352,16 +356,22 @@ export const deviceFacts = (
   binding: RpmaBinding.Binding | undefined
 ): Effect.Effect<DeviceFacts> =>
   Effect.gen(function*() {
-    const verbs: DeviceFacts["verbs"] = binding === undefined || !hasDoctorFunctions(binding) ? undefined : yield* Effect
-      .try(() => binding.ibvDevices()).pipe(
-        Effect.match({
-          onSuccess: (devices) => ({ _tag: "Listed" as const, devices }),
-          onFailure: ({ error }) => {
-            const errno = (error as { readonly errno?: unknown }).errno
-            return { _tag: "Failed" as const, errno: typeof errno === "number" ? errno : undefined, message: message(error) }
-          }
-        })
-      )
+    const verbs: DeviceFacts["verbs"] = binding === undefined || !hasDoctorFunctions(binding) ?
+      undefined :
+      yield* Effect
+        .try(() => binding.ibvDevices()).pipe(
+          Effect.match({
+            onSuccess: (devices) => ({ _tag: "Listed" as const, devices }),
+            onFailure: ({ error }) => {
+              const errno = (error as { readonly errno?: unknown }).errno
+              return {
+                _tag: "Failed" as const,
+                errno: typeof errno === "number" ? errno : undefined,
+                message: message(error)
+              }
+            }
+          })
+        )
     return { verbs, kernel: yield* System.kernelDevices, interfaces: yield* System.interfaces }
   })
 
@@ -426,8 +436,9 @@ export const devicesCheck = (facts: DeviceFacts): Report.Check => {
     // Without the addon: only what the kernel shows.
     if (kernelNames.length === 0) {
       return noDevice("no RDMA devices found", [
-        kernel === undefined ? "/sys/class/infiniband does not exist: no RDMA support loaded in the kernel" :
-        "/sys/class/infiniband is empty",
+        kernel === undefined ?
+          "/sys/class/infiniband does not exist: no RDMA support loaded in the kernel" :
+          "/sys/class/infiniband is empty",
         "(the addon is not loaded, so libibverbs was not asked)"
       ])
     }
@@ -496,7 +507,9 @@ export const devicesCheck = (facts: DeviceFacts): Report.Check => {
     id: "devices",
     title,
     status,
-    summary: `${devices.length} ${devices.length === 1 ? "device" : "devices"}: ${devices.map((d) => d.name).join(", ")}`,
+    summary: `${devices.length} ${devices.length === 1 ? "device" : "devices"}: ${
+      devices.map((d) => d.name).join(", ")
+    }`,
     details,
     fixes,
     data: { devices, kernelDevices: kernelNames }
@@ -702,7 +715,13 @@ export const effectCheck = (
     })
   }
   return EffectGuard.satisfies(found.version, EffectGuard.required) ?
-    Report.check({ id: "effect", title, status: "ok", summary: `effect ${found.version} (needs ${EffectGuard.required})`, data }) :
+    Report.check({
+      id: "effect",
+      title,
+      status: "ok",
+      summary: `effect ${found.version} (needs ${EffectGuard.required})`,
+      data
+    }) :
     Report.check({
       id: "effect",
       title,

@@ -105,7 +105,8 @@ export interface MappedLibrary {
  * @category facts
  */
 export const mappedLibraries: Effect.Effect<
-  Partial<Record<"librpma" | "librdmacm" | "libibverbs", MappedLibrary>>> = Effect.map(readText("/proc/self/maps"), (maps) => {
+  Partial<Record<"librpma" | "librdmacm" | "libibverbs", MappedLibrary>>
+> = Effect.map(readText("/proc/self/maps"), (maps) => {
   const found: Partial<Record<"librpma" | "librdmacm" | "libibverbs", MappedLibrary>> = {}
   for (const line of (maps ?? "").split("\n")) {
     const path = line.slice(line.indexOf("/"))

@@ -8,7 +8,10 @@ import * as Effect from "effect/Effect"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { cmFailure, rpmaFailure } from "./failures.js"
 
-export const attempt = <A, E>(run: () => A, onFailure: (cause: unknown) => Effect.Effect<never, E>): Effect.Effect<A, E> =>
+export const attempt = <A, E>(
+  run: () => A,
+  onFailure: (cause: unknown) => Effect.Effect<never, E>
+): Effect.Effect<A, E> =>
   Effect.suspend(() => {
     try {
       return Effect.succeed(run())
@@ -27,7 +30,8 @@ export const rpma = <A>(operation: string, run: () => A): Effect.Effect<A, RdmaE
   attempt(run, rpmaFailure(operation))
 
 /** A librdmacm call. */
-export const cm = <A>(operation: string, run: () => A): Effect.Effect<A, RdmaError.RdmaCmError> => attempt(run, cmFailure(operation))
+export const cm = <A>(operation: string, run: () => A): Effect.Effect<A, RdmaError.RdmaCmError> =>
+  attempt(run, cmFailure(operation))
 
 /** The addon's handles are the Driver's opaque handles; only their static kind is added here. */
 export const as = <H>(handle: object): H => handle as H

@@ -20,7 +20,8 @@ const { EADDRNOTAVAIL, EINVAL, ETIMEDOUT } = RdmaError.Errno
 /** How long a name's resolution may take (the addon takes numeric addresses only). */
 const NAME_RESOLUTION_MS = 5_000
 
-const invalid = (operation: string, detail: string): RdmaError.RdmaCmError => RdmaError.fromErrno(EINVAL, operation, detail)
+const invalid = (operation: string, detail: string): RdmaError.RdmaCmError =>
+  RdmaError.fromErrno(EINVAL, operation, detail)
 
 /** A timeout in milliseconds: a non-negative integer, as the addon takes it. */
 const timeoutOf = (value: unknown): number | undefined =>
@@ -138,7 +139,14 @@ const pollPacked = (binding: Binding, ep: Model.CmEpHandle, into: Float64Array):
       const flags = into[at + 4]!
       ready.push(
         (flags & Model.WcFlags.WITH_IMM) !== 0
-          ? { id: into[at]!, status: into[at + 1]!, byteLength: into[at + 2]!, opcode: into[at + 3]!, flags, imm: into[at + 5]! }
+          ? {
+            id: into[at]!,
+            status: into[at + 1]!,
+            byteLength: into[at + 2]!,
+            opcode: into[at + 3]!,
+            flags,
+            imm: into[at + 5]!
+          }
           : { id: into[at]!, status: into[at + 1]!, byteLength: into[at + 2]!, opcode: into[at + 3]!, flags }
       )
     }
@@ -149,7 +157,12 @@ const pollPacked = (binding: Binding, ep: Model.CmEpHandle, into: Float64Array):
 
 const NONE: ReadonlyArray<Model.Completion> = []
 
-const postOperations = { send: "rdma_post_send", recv: "rdma_post_recv", read: "rdma_post_read", write: "rdma_post_write" }
+const postOperations = {
+  send: "rdma_post_send",
+  recv: "rdma_post_recv",
+  read: "rdma_post_read",
+  write: "rdma_post_write"
+}
 
 /** The operation a work request names, for a failure the addon did not name; never throws. */
 const operationOf = (request: Model.CmWorkRequest): string => {
@@ -258,7 +271,9 @@ const postList = (
     }
   }
   const chained = run.length
-  if (chained === 0 && error === undefined) return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
+  if (chained === 0 && error === undefined) {
+    return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
+  }
   if (error === undefined && chained < count) {
     let rest: ReadonlyArray<Model.CmWorkRequest> | undefined
     try {
@@ -269,7 +284,13 @@ const postList = (
     if (rest !== undefined) {
       const outcome = postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(rest, poster, loop)
       if (outcome.posted > 0) {
-        return { posted: posted + outcome.posted, error: outcome.error, ready: outcome.ready, queueError: outcome.queueError, turnDue: outcome.turnDue }
+        return {
+          posted: posted + outcome.posted,
+          error: outcome.error,
+          ready: outcome.ready,
+          queueError: outcome.queueError,
+          turnDue: outcome.turnDue
+        }
       }
       // Nothing of the rest was posted, and so nothing polled: the run's completions are polled below.
       error = outcome.error
@@ -336,7 +357,15 @@ export const cmEndpointCalls = (
         })
       ),
     cmConnect: (ep, privateData, timeoutMs) =>
-      handshake(binding, ep, privateData, timeoutMs, "connect", "rdma_connect", (callback) => binding.cmConnect(ep, privateData, callback)),
+      handshake(
+        binding,
+        ep,
+        privateData,
+        timeoutMs,
+        "connect",
+        "rdma_connect",
+        (callback) => binding.cmConnect(ep, privateData, callback)
+      ),
     cmListen: (address, port, config) =>
       numeric(address, "rdma_getaddrinfo").pipe(
         Effect.flatMap((resolved) =>
@@ -347,25 +376,39 @@ export const cmEndpointCalls = (
         )
       ),
     cmGetRequest: (listener) =>
-      cmWait<object>(binding, "rdma_get_request", listener, (callback) => binding.cmGetRequest(listener, callback)).pipe(
-        Effect.map(as<Model.CmEpHandle>)
-      ),
+      cmWait<object>(binding, "rdma_get_request", listener, (callback) => binding.cmGetRequest(listener, callback))
+        .pipe(
+          Effect.map(as<Model.CmEpHandle>)
+        ),
     cmPrivateData: (ep) => cm("rdma_cm private data", () => binding.cmPrivateData(ep)),
     cmAccept: (ep, privateData, timeoutMs) =>
-      handshake(binding, ep, privateData, timeoutMs, "accept", "rdma_accept", (callback) => binding.cmAccept(ep, privateData, callback)),
+      handshake(
+        binding,
+        ep,
+        privateData,
+        timeoutMs,
+        "accept",
+        "rdma_accept",
+        (callback) => binding.cmAccept(ep, privateData, callback)
+      ),
     cmReject: (ep, privateData) => cm("rdma_reject", () => binding.cmReject(ep, privateData)),
     cmNextEvent: (ep) =>
       cmWait<string>(binding, "rdma_get_cm_event", ep, (callback) => binding.cmNextEvent(ep, callback)).pipe(
         Effect.map((event) => event as Model.CmEvent)
       ),
     cmDisconnect: (ep) => cm("rdma_disconnect", () => binding.cmDisconnect(ep)),
-    cmEpDestroy: (ep) => attempt(() => binding.cmEpDestroy(ep), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
+    cmEpDestroy: (ep) =>
+      attempt(() => binding.cmEpDestroy(ep), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
     cmListenerDestroy: (listener) =>
       attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
     cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
-    cmPostMany: (ep, requests): Model.PostOutcome<RdmaError.RdmaCmError> => postList(binding, ep, requests, loop, completions),
+    cmPostMany: (ep, requests): Model.PostOutcome<RdmaError.RdmaCmError> =>
+      postList(binding, ep, requests, loop, completions),
     cmPollCompletions: (ep) =>
-      Effect.zipRight(loop.fair, cm("ibv_poll_cq", (): ReadonlyArray<Model.Completion> => pollPacked(binding, ep, completions))),
+      Effect.zipRight(
+        loop.fair,
+        cm("ibv_poll_cq", (): ReadonlyArray<Model.Completion> => pollPacked(binding, ep, completions))
+      ),
     cmArmCompletions: (ep, onReady: Model.CompletionsReady<RdmaError.RdmaCmError>) =>
       armOnce(
         (callback) => binding.cmWaitCompletions(ep, callback),

@@ -33,9 +33,10 @@ export const connectionCalls = (binding: Binding): Pick<
       rpma("rpma_ep_listen", () => as<Model.EndpointHandle>(binding.epListen(peer, address, port))),
     epShutdown: (ep) => rpma("rpma_ep_shutdown", () => binding.epShutdown(ep)),
     epNextConnReq: (ep, config) =>
-      wait<object>(binding, "rpma_ep_next_conn_req", ep, (callback) => binding.epNextConnReq(ep, config, callback)).pipe(
-        Effect.map(as<Model.ConnReqHandle>)
-      ),
+      wait<object>(binding, "rpma_ep_next_conn_req", ep, (callback) => binding.epNextConnReq(ep, config, callback))
+        .pipe(
+          Effect.map(as<Model.ConnReqHandle>)
+        ),
     connReqNew: (peer, address, port, config) =>
       attemptPromise(() => binding.connReqNew(peer, address, port, config), rpmaFailure("rpma_conn_req_new")).pipe(
         Effect.map((req) => {

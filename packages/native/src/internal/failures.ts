@@ -58,7 +58,9 @@ export const invalidArgument = (operation: string, detail: string): Error =>
 export const cmFailure = (operation: string) => (cause: unknown): Effect.Effect<never, RdmaError.RdmaCmError> => {
   const errno = field(cause, "errno")
   return typeof errno === "number"
-    ? Effect.fail(RdmaError.fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
+    ? Effect.fail(
+      RdmaError.fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
+    )
     : Effect.die(cause)
 }
 
@@ -73,24 +75,27 @@ export const cmErrorOrThrow = (operation: string, cause: unknown): RdmaError.Rdm
 export const cmExit = (operation: string, cause: unknown): Exit.Exit<never, RdmaError.RdmaCmError> => {
   const errno = field(cause, "errno")
   return typeof errno === "number"
-    ? Exit.fail(RdmaError.fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause))
+    ? Exit.fail(
+      RdmaError.fromErrno(errno, text(field(cause, "operation")) ?? operation, text(field(cause, "detail")), cause)
+    )
     : Exit.die(cause)
 }
 
 /** The addon's mapFile / unmapFile failures: `errno` and, for what it checked itself, `reason`. */
-export const mapFailure = (path: string, operation: string) => (cause: unknown): Effect.Effect<never, RdmaError.MapFileError> => {
-  const errno = field(cause, "errno")
-  return typeof errno === "number"
-    ? Effect.fail(RdmaError.mapFileError({
-      path,
-      operation: text(field(cause, "operation")) ?? operation,
-      errno,
-      reason: text(field(cause, "reason")),
-      detail: text(field(cause, "detail")),
-      cause
-    }))
-    : Effect.die(cause)
-}
+export const mapFailure =
+  (path: string, operation: string) => (cause: unknown): Effect.Effect<never, RdmaError.MapFileError> => {
+    const errno = field(cause, "errno")
+    return typeof errno === "number"
+      ? Effect.fail(RdmaError.mapFileError({
+        path,
+        operation: text(field(cause, "operation")) ?? operation,
+        errno,
+        reason: text(field(cause, "reason")),
+        detail: text(field(cause, "detail")),
+        cause
+      }))
+      : Effect.die(cause)
+  }
 
 /** The addon's refusal of a release because the handle is in use (it stays alive), if it is one. */
 const inUseError = (operation: string, cause: unknown): RdmaError.ResourceInUseError | undefined =>
@@ -103,14 +108,18 @@ const inUseError = (operation: string, cause: unknown): RdmaError.ResourceInUseE
     : undefined
 
 /** A release the addon refused because the handle is in use (it stays alive), else `otherwise`. */
-export const inUseOr = <E>(operation: string, otherwise: (cause: unknown) => Effect.Effect<never, E>) =>
-(cause: unknown): Effect.Effect<never, E | RdmaError.ResourceInUseError> => {
-  const inUse = inUseError(operation, cause)
-  return inUse !== undefined ? Effect.fail(inUse) : otherwise(cause)
-}
+export const inUseOr =
+  <E>(operation: string, otherwise: (cause: unknown) => Effect.Effect<never, E>) =>
+  (cause: unknown): Effect.Effect<never, E | RdmaError.ResourceInUseError> => {
+    const inUse = inUseError(operation, cause)
+    return inUse !== undefined ? Effect.fail(inUse) : otherwise(cause)
+  }
 
 /** {@link inUseOr} of a librpma release, as an Exit. */
-export const inUseExitOr = (operation: string, cause: unknown): Exit.Exit<never, RdmaError.RpmaError | RdmaError.ResourceInUseError> => {
+export const inUseExitOr = (
+  operation: string,
+  cause: unknown
+): Exit.Exit<never, RdmaError.RpmaError | RdmaError.ResourceInUseError> => {
   const inUse = inUseError(operation, cause)
   return inUse !== undefined ? Exit.fail(inUse) : rpmaExit(operation, cause)
 }

@@ -43,7 +43,8 @@ const foundRoot = here === "" ? undefined : findPackageRoot(dirname(fileURLToPat
 export const bundled: boolean = foundRoot === undefined
 
 /** The package's root: the directory of its package.json, from src/ or dist/ alike. */
-export const packageRoot: string = foundRoot ?? (here === "" ? process.cwd() : join(dirname(fileURLToPath(here)), "..", ".."))
+export const packageRoot: string = foundRoot ??
+  (here === "" ? process.cwd() : join(dirname(fileURLToPath(here)), "..", ".."))
 
 /** What a bundle's user does so that the package finds its addon. */
 export const bundledHelp: string = "@effect-rdma/native was bundled (its code runs from " +
@@ -68,7 +69,9 @@ export const libc = (): "glibc" | "musl" => {
 }
 
 /** The prebuilt addons under `root`: `prebuilds/<platform>-<arch>/rpma_addon.abi<N>.<libc>.node`. */
-export const prebuilds = (root: string): ReadonlyArray<{ readonly path: string; readonly target: string; readonly abi: string; readonly libc: string }> => {
+export const prebuilds = (
+  root: string
+): ReadonlyArray<{ readonly path: string; readonly target: string; readonly abi: string; readonly libc: string }> => {
   const found: Array<{ path: string; target: string; abi: string; libc: string }> = []
   const dir = join(root, "prebuilds")
   for (const target of existsSync(dir) ? readdirSync(dir) : []) {

@@ -14,5 +14,6 @@ export const peerCalls = (binding: Binding): Pick<Driver, "getIbvContext" | "pee
       Effect.map(as<Model.IbvContextHandle>)
     ),
   peerNew: (context) => rpma("rpma_peer_new", () => as<Model.PeerHandle>(binding.peerNew(context))),
-  peerDelete: (peer) => attempt(() => binding.peerDelete(peer), inUseOr("rpma_peer_delete", rpmaFailure("rpma_peer_delete")))
+  peerDelete: (peer) =>
+    attempt(() => binding.peerDelete(peer), inUseOr("rpma_peer_delete", rpmaFailure("rpma_peer_delete")))
 })

@@ -28,7 +28,9 @@ export interface Poster<R, E> {
  * posted: otherwise nothing new can be read). Never throws for a refusal.
  */
 export const postInOrder = <R, E>(requests: unknown, poster: Poster<R, E>, loop: LoopTurns): Model.PostOutcome<E> => {
-  if (!Array.isArray(requests)) return { posted: 0, error: poster.notAList(), ready: NONE, queueError: undefined, turnDue: false }
+  if (!Array.isArray(requests)) {
+    return { posted: 0, error: poster.notAList(), ready: NONE, queueError: undefined, turnDue: false }
+  }
   let posted = 0
   let error: E | undefined
   for (;;) {
@@ -92,7 +94,9 @@ export const armOnce = <A, E>(
       if (done) return
       done = true
       onReady(
-        error === undefined || error === null ? ExitValue.succeed(value as ReadonlyArray<Model.Completion>) : failure(error)
+        error === undefined || error === null
+          ? ExitValue.succeed(value as ReadonlyArray<Model.Completion>)
+          : failure(error)
       )
     })
   } catch (cause) {

@@ -30,7 +30,9 @@ const postOperations = {
 const operationOf = (request: Model.WorkRequest): string => {
   try {
     const op: unknown = typeof request === "object" && request !== null ? request.op : undefined
-    return typeof op === "string" && Object.hasOwn(postOperations, op) ? postOperations[op as Model.WorkRequest["op"]] : "rpma_write"
+    return typeof op === "string" && Object.hasOwn(postOperations, op)
+      ? postOperations[op as Model.WorkRequest["op"]]
+      : "rpma_write"
   } catch {
     return "rpma_write"
   }
@@ -56,7 +58,10 @@ export const queueCalls = (
   // Core polls right after each post: the event loop gets a turn first when the queue has kept
   // answering synchronously for too long (see LOOP_BUDGET_MS).
   pollCompletions: (queue) =>
-    Effect.zipRight(loop.fair, rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => binding.pollCompletions(queue))),
+    Effect.zipRight(
+      loop.fair,
+      rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => binding.pollCompletions(queue))
+    ),
   // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
   armCompletions: (queue, onReady: Model.CompletionsReady) =>
     armOnce(

@@ -74,7 +74,10 @@ export const registrationCalls = (binding: Binding): Pick<
     mrGetPtr: (mr) => rpma("rpma_mr_get_ptr", () => binding.mrGetPtr(mr)),
     mrGetSize: (mr) => rpma("rpma_mr_get_size", () => binding.mrGetSize(mr)),
     mrRemoteFromDescriptor: (descriptor) =>
-      rpma("rpma_mr_remote_from_descriptor", () => as<Model.RemoteMrHandle>(binding.mrRemoteFromDescriptor(descriptor))),
+      rpma(
+        "rpma_mr_remote_from_descriptor",
+        () => as<Model.RemoteMrHandle>(binding.mrRemoteFromDescriptor(descriptor))
+      ),
     mrRemoteDelete: (mr) => rpma("rpma_mr_remote_delete", () => binding.mrRemoteDelete(mr)),
     mrRemoteGetSize: (mr) => rpma("rpma_mr_remote_get_size", () => binding.mrRemoteGetSize(mr)),
     mrRemoteGetFlushType: (mr) => rpma("rpma_mr_remote_get_flush_type", () => binding.mrRemoteGetFlushType(mr))

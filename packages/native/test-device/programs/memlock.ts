@@ -37,8 +37,11 @@ const program = Effect.gen(function*() {
   // Not connected: an endpoint's route to this host gives it the protection domain to register on.
   const ep = yield* CmEndpoint.make(address, 7471)
   yield* until("single", [over], (size) => LocalMr.allocate(peer, size, Usage.WRITE_DST))
-  yield* until("single on a worker thread", [Math.max(over, 16 * MiB)], (size) =>
-    LocalMr.allocate(peer, size, Usage.WRITE_DST))
+  yield* until(
+    "single on a worker thread",
+    [Math.max(over, 16 * MiB)],
+    (size) => LocalMr.allocate(peer, size, Usage.WRITE_DST)
+  )
   yield* until("cumulative", chunks, (size) => LocalMr.allocate(peer, size, Usage.WRITE_DST))
   yield* until("rdma_reg_msgs single", [over], (size) => CmEndpoint.registerMessages(ep, new Uint8Array(size)))
   yield* until("rdma_reg_msgs cumulative", chunks, (size) => CmEndpoint.registerMessages(ep, new Uint8Array(size)))

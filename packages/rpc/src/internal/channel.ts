@@ -100,7 +100,11 @@ const landingUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
 const transfer = (what: string) => (cause: unknown) =>
   new ChannelError({
     reason: "Transfer",
-    detail: `${what} failed: ${cause instanceof Error || (typeof cause === "object" && cause !== null && "message" in cause) ? String((cause as Error).message) : String(cause)}`,
+    detail: `${what} failed: ${
+      cause instanceof Error || (typeof cause === "object" && cause !== null && "message" in cause)
+        ? String((cause as Error).message)
+        : String(cause)
+    }`,
     cause
   })
 
@@ -264,7 +268,9 @@ export const make = (
     const deliver = (message: Uint8Array) =>
       Effect.zipRight(inboxBytes.take(message.length), Queue.offer(inbox, message))
     const onFrame = (bytes: Uint8Array): Effect.Effect<void, ChannelError> => {
-      if (bytes.length < HEADER) return Effect.fail(protocol(`a frame of ${bytes.length} bytes, shorter than its header`))
+      if (bytes.length < HEADER) {
+        return Effect.fail(protocol(`a frame of ${bytes.length} bytes, shorter than its header`))
+      }
       const view = new DataView(bytes.buffer, bytes.byteOffset, HEADER)
       const kind = view.getUint8(0)
       const flags = view.getUint8(1)
@@ -276,7 +282,9 @@ export const make = (
           hello = true
           return RemoteMr.fromDescriptor(bytes.subarray(HEADER)).pipe(
             Effect.flatMap(RemoteMr.require(landingUsage)),
-            Effect.mapError((cause) => protocol(`a HELLO that holds no landing region's descriptor (${cause.message})`)),
+            Effect.mapError((cause) =>
+              protocol(`a HELLO that holds no landing region's descriptor (${cause.message})`)
+            ),
             Effect.flatMap((remote) => Deferred.succeed(remoteLanding, remote)),
             Effect.asVoid,
             // Released with the channel's scope.
@@ -295,13 +303,19 @@ export const make = (
             return Effect.fail(protocol(`a large piece of ${length} bytes, beyond the ${landing}-byte landing region`))
           }
           if (assembledLength + length > maxMessageSize) {
-            return Effect.fail(protocol(`a message of more than ${assembledLength + length} bytes, beyond maxMessageSize (${maxMessageSize})`))
+            return Effect.fail(
+              protocol(
+                `a message of more than ${assembledLength + length} bytes, beyond maxMessageSize (${maxMessageSize})`
+              )
+            )
           }
           if (pendingReleases >= MAX_PENDING_RELEASES) {
             return Effect.fail(protocol("a large piece sent before the last one was acknowledged"))
           }
           if (assembled.length < assembledLength + length) {
-            const grown = new Uint8Array(Math.min(maxMessageSize, Math.max(assembledLength + length, 2 * assembled.length)))
+            const grown = new Uint8Array(
+              Math.min(maxMessageSize, Math.max(assembledLength + length, 2 * assembled.length))
+            )
             grown.set(assembled.subarray(0, assembledLength))
             assembled = grown
           }
@@ -345,7 +359,9 @@ export const make = (
           ? Effect.interrupt
           : Effect.zipRight(
             onMessage(message).pipe(
-              Effect.catchAllDefect((defect) => Effect.fail(protocol(`a message could not be handled: ${String(defect)}`)))
+              Effect.catchAllDefect((defect) =>
+                Effect.fail(protocol(`a message could not be handled: ${String(defect)}`))
+              )
             ),
             inboxBytes.release(message.length)
           )
@@ -382,7 +398,10 @@ export const make = (
         )
       ),
       Effect.onInterrupt(() =>
-        Effect.zipRight(stop, Deferred.fail(closed, new ChannelError({ reason: "Closed", detail: "the channel was closed" })))
+        Effect.zipRight(
+          stop,
+          Deferred.fail(closed, new ChannelError({ reason: "Closed", detail: "the channel was closed" }))
+        )
       ),
       Effect.interruptible,
       Effect.forkIn(scope)

@@ -26,10 +26,17 @@ import type * as RdmaRpcClient from "../RdmaRpcClient.js"
 import * as channel from "./channel.js"
 
 const encoder = new TextEncoder()
-const toBytes = (encoded: Uint8Array | string): Uint8Array => typeof encoded === "string" ? encoder.encode(encoded) : encoded
+const toBytes = (encoded: Uint8Array | string): Uint8Array =>
+  typeof encoded === "string" ? encoder.encode(encoded) : encoded
 
 /** The `_tag`s each side takes from the other: anything else is not an RPC message. */
-const fromClientTags: ReadonlySet<string> = new Set<FromClientEncoded["_tag"]>(["Request", "Ack", "Interrupt", "Ping", "Eof"])
+const fromClientTags: ReadonlySet<string> = new Set<FromClientEncoded["_tag"]>([
+  "Request",
+  "Ack",
+  "Interrupt",
+  "Ping",
+  "Eof"
+])
 const fromServerTags: ReadonlySet<string> = new Set<FromServerEncoded["_tag"]>(["Chunk", "Exit", "Defect", "Pong"])
 
 /**
@@ -47,12 +54,20 @@ const decodeEach = <A>(
   try {
     items = parser.decode(message)
   } catch (cause) {
-    return Effect.fail(new channel.ChannelError({ reason: "Protocol", detail: `a message that does not decode (${String(cause)})`, cause }))
+    return Effect.fail(
+      new channel.ChannelError({
+        reason: "Protocol",
+        detail: `a message that does not decode (${String(cause)})`,
+        cause
+      })
+    )
   }
   // A message is whole: one that yields nothing was cut short, and a streaming parser (msgpack)
   // would keep it and append every later message to it, waiting for its end.
   if (items.length === 0) {
-    return Effect.fail(new channel.ChannelError({ reason: "Protocol", detail: "a message that does not decode: it is incomplete" }))
+    return Effect.fail(
+      new channel.ChannelError({ reason: "Protocol", detail: "a message that does not decode: it is incomplete" })
+    )
   }
   for (const item of items) {
     const tag = typeof item === "object" && item !== null ? (item as { readonly _tag?: unknown })._tag : undefined
@@ -60,7 +75,9 @@ const decodeEach = <A>(
       return Effect.fail(
         new channel.ChannelError({
           reason: "Protocol",
-          detail: `a message that is not an RPC message (${item === null ? "null" : typeof item}${typeof tag === "string" ? ` tagged ${JSON.stringify(tag.slice(0, 40))}` : ""})`
+          detail: `a message that is not an RPC message (${item === null ? "null" : typeof item}${
+            typeof tag === "string" ? ` tagged ${JSON.stringify(tag.slice(0, 40))}` : ""
+          })`
         })
       )
     }
@@ -76,7 +93,11 @@ export const makeClientProtocol = (
   peer: Peer.Peer,
   conn: Connection.Connection,
   options?: ClientOptions
-): Effect.Effect<RpcClient.Protocol["Type"], channel.ChannelError, Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver> =>
+): Effect.Effect<
+  RpcClient.Protocol["Type"],
+  channel.ChannelError,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+> =>
   RpcClient.Protocol.make((writeResponse) =>
     Effect.gen(function*() {
       const serialization = yield* RpcSerialization.RpcSerialization
@@ -86,7 +107,10 @@ export const makeClientProtocol = (
       yield* Deferred.await(ch.closed).pipe(
         Effect.exit,
         Effect.flatMap((exit) =>
-          writeResponse({ _tag: "ClientProtocolError", error: clientError("The RDMA connection ended", endCause(exit)) })
+          writeResponse({
+            _tag: "ClientProtocolError",
+            error: clientError("The RDMA connection ended", endCause(exit))
+          })
         ),
         Effect.forkScoped
       )
@@ -126,7 +150,9 @@ const sendEncoded = (ch: channel.Channel, parser: RpcSerialization.Parser, reque
 /** @effect/rpc's socket protocol's default: 500 ms, growing by half each time, at most 5 s apart. */
 const defaultRetrySchedule = Schedule.exponential("500 millis", 1.5).pipe(Schedule.union(Schedule.spaced("5 seconds")))
 
-const handshakeBound = (value: Duration.DurationInput | undefined): Effect.Effect<Duration.Duration, channel.ChannelError> => {
+const handshakeBound = (
+  value: Duration.DurationInput | undefined
+): Effect.Effect<Duration.Duration, channel.ChannelError> => {
   const bound = Duration.decodeUnknown(value ?? "10 seconds")
   return Option.isSome(bound) && Duration.isFinite(bound.value) && Duration.toMillis(bound.value) > 0
     ? Effect.succeed(bound.value)
@@ -143,7 +169,10 @@ const withinHandshake = (bound: Duration.Duration, what: string) => <A, E, R>(ef
   Effect.timeoutFail(effect, {
     duration: bound,
     onTimeout: () =>
-      new channel.ChannelError({ reason: "Timeout", detail: `${what} did not finish within handshakeTimeout (${Duration.format(bound)})` })
+      new channel.ChannelError({
+        reason: "Timeout",
+        detail: `${what} did not finish within handshakeTimeout (${Duration.format(bound)})`
+      })
   })
 
 /**
@@ -210,7 +239,9 @@ export const makeReconnectingClientProtocol = <R>(
         yield* session.pipe(
           Effect.retry(options.retrySchedule ?? defaultRetrySchedule),
           Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logWarning("RDMA RPC: the client stopped reconnecting", cause)
+            Cause.isInterruptedOnly(cause)
+              ? Effect.void
+              : Effect.logWarning("RDMA RPC: the client stopped reconnecting", cause)
           ),
           Effect.interruptible,
           Effect.forkScoped
@@ -276,7 +307,7 @@ export const makeServerProtocol = (
             const conn = yield* Scope.extend(
               admission === undefined
                 ? Listener.accept(req, options?.connection)
-                : Listener.accept(req, { ...options?.connection, admission: admission }),
+                : Listener.accept(req, { ...options?.connection, admission }),
               clientScope
             )
             const parser = serialization.unsafeMake()
@@ -291,7 +322,12 @@ export const makeServerProtocol = (
                 (message) =>
                   Effect.zipRight(
                     Deferred.await(registered),
-                    decodeEach<FromClientEncoded>(parser, fromClientTags, message, (request) => writeRequest(id, request))
+                    decodeEach<FromClientEncoded>(
+                      parser,
+                      fromClientTags,
+                      message,
+                      (request) => writeRequest(id, request)
+                    )
                   ),
                 options
               ),
@@ -335,7 +371,8 @@ export const makeServerProtocol = (
             // A client that broke the rules, or did not answer in time, is worth a warning; one that went away is not.
             if (Exit.isFailure(ended) && !Cause.isInterruptedOnly(ended.cause)) {
               const error = Cause.squash(ended.cause)
-              const dropped = error instanceof channel.ChannelError && (error.reason === "Protocol" || error.reason === "Timeout")
+              const dropped = error instanceof channel.ChannelError &&
+                (error.reason === "Protocol" || error.reason === "Timeout")
               yield* (dropped ? Effect.logWarning : Effect.logDebug)(`RDMA RPC: client ${id} dropped`, ended.cause)
             }
             yield* Effect.zipRight(disconnects.offer(id), Scope.close(clientScope, Exit.void))
@@ -345,7 +382,9 @@ export const makeServerProtocol = (
         yield* Listener.next(endpoint, options?.connection).pipe(
           Effect.flatMap((req) => Effect.forkIn(serve(req), scope)),
           Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("RDMA RPC: taking a connection request failed", cause)
+            Cause.isInterruptedOnly(cause)
+              ? Effect.failCause(cause)
+              : Effect.logWarning("RDMA RPC: taking a connection request failed", cause)
           ),
           Effect.forever,
           Effect.interruptible,

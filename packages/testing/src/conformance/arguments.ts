@@ -75,7 +75,8 @@ export const argumentCases: ReadonlyArray<Case> = [
         // The other way round: built with a bad length, run with a good one: both post.
         for (const form of ["write", "postWrite"] as const) {
           const args: Mutable<Connection.PostWriteArgs> = { dst: remote, src, length: TOO_LONG }
-          const run = yield* build(form, () => form === "write" ? Connection.write(client, args) : Connection.postWrite(client, args))
+          const run = yield* build(form, () =>
+            form === "write" ? Connection.write(client, args) : Connection.postWrite(client, args))
           args.length = 64
           yield* equal(yield* outcome(run), "success", `${form} built with length ${TOO_LONG}, run with 64`)
         }

@@ -23,7 +23,9 @@ const WRITE_LENGTH = 8
 
 /** Polls `landed` until it holds, for at most `boundMs` (a bound on a hang, not a guess). */
 const until = (landed: () => boolean, boundMs: number, what: string): Effect.Effect<void> =>
-  Effect.suspend(() => landed() ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(1)), Effect.fail("not yet" as const))).pipe(
+  Effect.suspend(() =>
+    landed() ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(1)), Effect.fail("not yet" as const))
+  ).pipe(
     Effect.retry({ while: () => true }),
     Effect.timeoutFail({ duration: Duration.millis(boundMs), onTimeout: () => what }),
     Effect.orDie
@@ -60,21 +62,37 @@ export const closingCases: ReadonlyArray<Case> = [
             for (let i = 0; i < WRITES; i++) {
               const at = i * WRITE_LENGTH
               posted.push(
-                yield* Connection.postWrite(client, { dst: remote, dstOffset: at, src, srcOffset: at, length: WRITE_LENGTH, completion })
+                yield* Connection.postWrite(client, {
+                  dst: remote,
+                  dstOffset: at,
+                  src,
+                  srcOffset: at,
+                  length: WRITE_LENGTH,
+                  completion
+                })
               )
             }
             // The last write's bytes have arrived: every write ran (they run in order).
-            yield* until(() => target.memory[WRITES * WRITE_LENGTH - 1] === mark, TIMEOUT_MS, `the ${completion} writes did not arrive within ${TIMEOUT_MS} ms`)
+            yield* until(
+              () => target.memory[WRITES * WRITE_LENGTH - 1] === mark,
+              TIMEOUT_MS,
+              `the ${completion} writes did not arrive within ${TIMEOUT_MS} ms`
+            )
             const started = yield* Clock.currentTimeMillis
             yield* Scope.close(scope, Exit.void)
             const took = (yield* Clock.currentTimeMillis) - started
             yield* check(
               took < TIMEOUT_MS / 2,
-              `the close after ${WRITES} writes posted with completion "${completion}" took ${Math.round(took)} ms (timeout ${TIMEOUT_MS} ms): it waited for completions that never come`
+              `the close after ${WRITES} writes posted with completion "${completion}" took ${
+                Math.round(took)
+              } ms (timeout ${TIMEOUT_MS} ms): it waited for completions that never come`
             )
             // The source's scope has closed and the connection is deleted: no request holds it.
             const regionsAfter = (yield* d.live).localRegions
-            yield* check(regionsAfter === regionsBefore, `local regions after the close: ${regionsAfter} (expected ${regionsBefore})`)
+            yield* check(
+              regionsAfter === regionsBefore,
+              `local regions after the close: ${regionsAfter} (expected ${regionsBefore})`
+            )
             return { took, last: yield* Effect.exit(posted[WRITES - 1]!.completion) }
           })
 

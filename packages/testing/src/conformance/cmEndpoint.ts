@@ -10,7 +10,17 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type { Case } from "../Conformance.js"
-import { config, endpoint, errnoOf, expectErrno, listen, nextRequest, postOutcome, region, whole } from "./cmEndpointSupport.js"
+import {
+  config,
+  endpoint,
+  errnoOf,
+  expectErrno,
+  listen,
+  nextRequest,
+  postOutcome,
+  region,
+  whole
+} from "./cmEndpointSupport.js"
 import { check, equal, expectTag } from "./support.js"
 
 /** Connects a client to a listener in this process: the request taken (not answered) and the client still connecting. */
@@ -26,20 +36,29 @@ const requested = (address: string, port: number) =>
 
 export const cmEndpointCases: ReadonlyArray<Case> = [
   {
-    name: "cm endpoint: release order: an endpoint with a region, a listener with a live request → ResourceInUseError, both still usable",
+    name:
+      "cm endpoint: release order: an endpoint with a region, a listener with a live request → ResourceInUseError, both still usable",
     run: (address, port) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
         const { client, connecting, listener, request } = yield* requested(address, port)
         const mr = yield* d.cmReg(request, "msgs", new Uint8Array(4096))
         yield* expectTag(d.cmEpDestroy(request), "ResourceInUseError", "destroying a request with a region")
-        yield* expectTag(d.cmListenerDestroy(listener.handle), "ResourceInUseError", "destroying a listener with a live request")
+        yield* expectTag(
+          d.cmListenerDestroy(listener.handle),
+          "ResourceInUseError",
+          "destroying a listener with a live request"
+        )
         yield* d.cmAccept(request, undefined, config.timeoutMs)
         yield* Fiber.join(connecting)
         yield* d.cmDeregMr(mr)
         yield* d.cmEpDestroy(request)
         yield* expectErrno(d.cmEpDestroy(request), "EINVAL", "destroying it twice")
-        yield* expectErrno(d.cmReg(request, "msgs", new Uint8Array(64)), "EINVAL", "registering on a destroyed endpoint")
+        yield* expectErrno(
+          d.cmReg(request, "msgs", new Uint8Array(64)),
+          "EINVAL",
+          "registering on a destroyed endpoint"
+        )
         yield* d.cmListenerDestroy(listener.handle)
         yield* expectErrno(d.cmGetRequest(listener.handle), "EINVAL", "get-request on a destroyed listener")
         yield* equal(yield* d.cmNextEvent(client), "DISCONNECTED", "the client's event once the request is destroyed")
@@ -64,7 +83,8 @@ export const cmEndpointCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "cm endpoint: a listener destroyed under a waiting get-request → ECANCELED; the client's connect is refused or times out",
+    name:
+      "cm endpoint: a listener destroyed under a waiting get-request → ECANCELED; the client's connect is refused or times out",
     run: (address, port) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
@@ -83,20 +103,26 @@ export const cmEndpointCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "cm endpoint: a connect nobody answers (a listener that takes no request) ends with ETIMEDOUT at its bound, not before",
+    name:
+      "cm endpoint: a connect nobody answers (a listener that takes no request) ends with ETIMEDOUT at its bound, not before",
     run: (address, port) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
         yield* listen(address, port)
         const client = yield* endpoint(address, port)
         const started = yield* Clock.currentTimeMillis
-        yield* expectErrno(d.cmConnect(client, undefined, 1000).pipe(Effect.timeout("20 seconds")), "ETIMEDOUT", "the unanswered connect")
+        yield* expectErrno(
+          d.cmConnect(client, undefined, 1000).pipe(Effect.timeout("20 seconds")),
+          "ETIMEDOUT",
+          "the unanswered connect"
+        )
         const waited = (yield* Clock.currentTimeMillis) - started
         yield* check(waited >= 900, `the connect ended after ${waited} ms, before its 1000 ms bound`)
       })
   },
   {
-    name: "cm endpoint: an interruption storm over connect, get-request and accept leaves no endpoint, listener or region alive",
+    name:
+      "cm endpoint: an interruption storm over connect, get-request and accept leaves no endpoint, listener or region alive",
     run: (address, port) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver

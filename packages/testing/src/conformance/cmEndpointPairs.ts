@@ -11,7 +11,6 @@ import * as Driver from "@effect-rdma/core/Driver"
 import { Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import type { HalfContext, PairCase } from "./halves.js"
 import {
   bytes,
   completions,
@@ -33,6 +32,7 @@ import {
   serve,
   whole
 } from "./cmEndpointSupport.js"
+import type { HalfContext, PairCase } from "./halves.js"
 import { check, equal, NOWHERE, pattern, same, text } from "./support.js"
 
 /** The server half's last step: wait until the client half says it is done (its checks need this side alive). */
@@ -84,7 +84,11 @@ const exposeRegions = (ctx: HalfContext) =>
     const readable = yield* region(ep, "read", 4096)
     const local = yield* region(ep, "msgs", 4096)
     readable.memory.set(pattern(4096, 3))
-    yield* ctx.channel.send({ writable: keyOf(writable.info), readable: keyOf(readable.info), local: keyOf(local.info) })
+    yield* ctx.channel.send({
+      writable: keyOf(writable.info),
+      readable: keyOf(readable.info),
+      local: keyOf(local.info)
+    })
     for (;;) {
       const m = yield* ctx.channel.receive()
       if (m.done) return
@@ -101,7 +105,10 @@ const useRegions = (ctx: HalfContext) =>
     return { ep, writable: keyFrom(m.writable), readable: keyFrom(m.readable), messages: keyFrom(m.local) }
   })
 const peekWritten = (ctx: HalfContext, offset: number, length: number) =>
-  Effect.map(Effect.zipRight(ctx.channel.send({ offset, length }), ctx.channel.receive()), (m) => Uint8Array.from(m.bytes))
+  Effect.map(
+    Effect.zipRight(ctx.channel.send({ offset, length }), ctx.channel.receive()),
+    (m) => Uint8Array.from(m.bytes)
+  )
 
 /**
  * A remote access the device must refuse: the request completes with REM_ACCESS_ERR (10) and the
@@ -142,7 +149,8 @@ const writeOf = (
 
 export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   {
-    name: "cm endpoint: connect and accept with private data both ways (padded to 56 and 196), oversized private data refused, addresses",
+    name:
+      "cm endpoint: connect and accept with private data both ways (padded to 56 and 196), oversized private data refused, addresses",
     server: (ctx) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
@@ -214,7 +222,8 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
       })
   },
   {
-    name: "cm endpoint: a request whose client has gone (its endpoint destroyed) → the accept fails with ECONNABORTED, saying so",
+    name:
+      "cm endpoint: a request whose client has gone (its endpoint destroyed) → the accept fails with ECONNABORTED, saying so",
     server: (ctx) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
@@ -222,14 +231,18 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const exit = yield* Effect.exit(d.cmAccept(ep, undefined, config.timeoutMs))
         const error = exit._tag === "Failure" && exit.cause._tag === "Fail" ? exit.cause.error : undefined
         yield* equal(error?.errnoName ?? String(exit), "ECONNABORTED", "accepting a gone client's request")
-        yield* check(/client that asked has gone/.test(error?.message ?? ""), `the accept's error says the client has gone: ${String(error?.message)}`)
+        yield* check(
+          /client that asked has gone/.test(error?.message ?? ""),
+          `the accept's error says the client has gone: ${String(error?.message)}`
+        )
         yield* expectErrno(d.cmReject(ep, undefined), "EINVAL", "rejecting the spent request")
         yield* untilDone(ctx)
       }),
     client: (ctx) => giveUp(ctx, Effect.void, ctx.channel.send({ gone: true }))
   },
   {
-    name: "cm endpoint: a client that gave up (its connect interrupted) but is alive: the accept waits, and fails with ECONNABORTED once the client is destroyed",
+    name:
+      "cm endpoint: a client that gave up (its connect interrupted) but is alive: the accept waits, and fails with ECONNABORTED once the client is destroyed",
     server: (ctx) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
@@ -242,7 +255,8 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         yield* untilDone(ctx)
       }),
     // Destroyed once the server accepts.
-    client: (ctx) => giveUp(ctx, Effect.zipRight(ctx.channel.send({ gaveUp: true }), ctx.channel.receive()), Effect.void)
+    client: (ctx) =>
+      giveUp(ctx, Effect.zipRight(ctx.channel.send({ gaveUp: true }), ctx.channel.receive()), Effect.void)
   },
   {
     name: "cm endpoint: nobody listening → EHOSTUNREACH; no route → RdmaCmError within the bound",
@@ -254,11 +268,15 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         yield* expectErrno(d.cmConnect(ep, undefined, config.timeoutMs), "EHOSTUNREACH", "a connect nobody listens for")
         const nowhere = yield* Effect.exit(
           Effect.scoped(endpoint(NOWHERE, ctx.port, { ...config, timeoutMs: 2000 })).pipe(
-            Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("rdma_create_ep to nowhere did not end") })
+            Effect.timeoutFail({
+              duration: "20 seconds",
+              onTimeout: () => new Error("rdma_create_ep to nowhere did not end")
+            })
           )
         )
         yield* check(
-          nowhere._tag === "Failure" && nowhere.cause._tag === "Fail" && (nowhere.cause.error as any)._tag === "RdmaCmError",
+          nowhere._tag === "Failure" && nowhere.cause._tag === "Fail" &&
+            (nowhere.cause.error as any)._tag === "RdmaCmError",
           `rdma_create_ep to ${NOWHERE}: expected an RdmaCmError, got ${String(nowhere)}`
         )
       })
@@ -279,9 +297,17 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
             return inbox
           }))
         const [first, second] = yield* completions(ep, 2)
-        yield* expectCompletion(first, { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the first receive")
+        yield* expectCompletion(
+          first,
+          { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 },
+          "the first receive"
+        )
         yield* equal(text(inbox.memory.subarray(0, 4)), "ping", "the first message")
-        yield* expectCompletion(second, { id: 2, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 13 }, "the second receive")
+        yield* expectCompletion(
+          second,
+          { id: 2, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 13 },
+          "the second receive"
+        )
         yield* equal(
           text(inbox.memory.subarray(100, 105)) + text(inbox.memory.subarray(200, 208)),
           "hello, world!",
@@ -291,7 +317,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         inbox.memory.set(bytes("po"), 1000)
         inbox.memory.set(bytes("ng"), 2000)
         yield* post(ep, [{ op: "send", id: 3, segments: [whole(inbox, 1000, 2), whole(inbox, 2000, 2)] }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: Model.WcOpcode.SEND }, "the answer")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 3, status: 0, opcode: Model.WcOpcode.SEND },
+          "the answer"
+        )
         yield* untilDone(ctx)
         yield* d.cmDisconnect(ep)
       }),
@@ -313,14 +343,23 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const got = yield* completions(ep, 3)
         const byId = new Map(got.map((wc) => [wc.id, wc]))
         yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: Model.WcOpcode.SEND }, "the first send")
-        yield* expectCompletion(byId.get(12), { id: 12, status: 0, opcode: Model.WcOpcode.SEND }, "the two-segment send")
-        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the answer")
+        yield* expectCompletion(
+          byId.get(12),
+          { id: 12, status: 0, opcode: Model.WcOpcode.SEND },
+          "the two-segment send"
+        )
+        yield* expectCompletion(
+          byId.get(10),
+          { id: 10, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 },
+          "the answer"
+        )
         yield* equal(text(buffers.memory.subarray(3000, 3004)), "pong", "the answer's bytes")
         yield* done(ctx)
       })
   },
   {
-    name: "cm endpoint: a receive and a send in one post (CmEndpoint.call / reply): the answer lands in the receive posted with the request; " +
+    name:
+      "cm endpoint: a receive and a send in one post (CmEndpoint.call / reply): the answer lands in the receive posted with the request; " +
       "a send refused after its receive leaves the receive posted (posted 1, EINVAL); a list of sends refused at its second posts the first only",
     server: (ctx) =>
       Effect.gen(function*() {
@@ -332,22 +371,38 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
             return inbox
           }))
         const [request] = yield* completions(ep, 1)
-        yield* expectCompletion(request, { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the request")
+        yield* expectCompletion(
+          request,
+          { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 },
+          "the request"
+        )
         // The reply: the next request's receive and the echo, in one post, the receive first.
         const posted = yield* post(ep, [
           { op: "recv", id: 2, segments: [whole(inbox, 64, 64)] },
           { op: "send", id: 3, segments: [whole(inbox, 0, 4)] }
         ])
         yield* equal(posted, 2, "both halves of the reply posted")
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 3, status: 0, opcode: Model.WcOpcode.SEND }, "the echo")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 3, status: 0, opcode: Model.WcOpcode.SEND },
+          "the echo"
+        )
         // Told that the client's refused call left a receive posted: a message for it.
         yield* ctx.channel.receive()
         inbox.memory.set(bytes("tail"), 200)
         yield* post(ep, [{ op: "send", id: 4, segments: [whole(inbox, 200, 4)] }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 4, status: 0, opcode: Model.WcOpcode.SEND }, "the message for it")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 4, status: 0, opcode: Model.WcOpcode.SEND },
+          "the message for it"
+        )
         // The one message of the client's list refused at its second request, into the reply's receive.
         const [next] = yield* completions(ep, 1)
-        yield* expectCompletion(next, { id: 2, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the list's first send")
+        yield* expectCompletion(
+          next,
+          { id: 2, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 },
+          "the list's first send"
+        )
         yield* equal(text(inbox.memory.subarray(64, 68)), "next", "its bytes")
         yield* untilDone(ctx)
         yield* d.cmDisconnect(ep)
@@ -365,17 +420,29 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const got = yield* completions(ep, 2)
         const byId = new Map(got.map((wc) => [wc.id, wc]))
         yield* expectCompletion(byId.get(11), { id: 11, status: 0, opcode: Model.WcOpcode.SEND }, "the request")
-        yield* expectCompletion(byId.get(10), { id: 10, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the answer")
+        yield* expectCompletion(
+          byId.get(10),
+          { id: 10, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 },
+          "the answer"
+        )
         yield* equal(text(buffers.memory.subarray(3000, 3004)), "ping", "the answer's bytes")
         // A call whose send the driver refuses (inline above the granted size): its receive was posted.
         const refused = yield* postOutcome(ep, [
           { op: "recv", id: 12, segments: [whole(buffers, 3100, 64)] },
           { op: "send", id: 13, segments: [whole(buffers, 0, 4000)], inline: true }
         ])
-        yield* equal(`${refused.posted} ${refused.error?.errnoName}`, "1 EINVAL", "the receive posted, the send refused")
+        yield* equal(
+          `${refused.posted} ${refused.error?.errnoName}`,
+          "1 EINVAL",
+          "the receive posted, the send refused"
+        )
         yield* ctx.channel.send({ refused: true })
         const [late] = yield* completions(ep, 1)
-        yield* expectCompletion(late, { id: 12, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 }, "the receive left posted")
+        yield* expectCompletion(
+          late,
+          { id: 12, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 4 },
+          "the receive left posted"
+        )
         yield* equal(text(buffers.memory.subarray(3100, 3104)), "tail", "the message it took")
         // A list of sends refused at its second (past its region's end): the first posted, none after
         // (a driver that posts a run of sends in one call keeps this order).
@@ -392,7 +459,8 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
       })
   },
   {
-    name: "cm endpoint: an inline send takes its bytes when posted; one above the granted inline size is refused (EINVAL)",
+    name:
+      "cm endpoint: an inline send takes its bytes when posted; one above the granted inline size is refused (EINVAL)",
     server: (ctx) =>
       Effect.gen(function*() {
         const { before: inbox, ep } = yield* serve(ctx, (ep) =>
@@ -401,7 +469,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
             yield* post(ep, [{ op: "recv", id: 1, segments: [whole(inbox, 0, 128)] }])
             return inbox
           }))
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: 0, byteLength: 8 }, "the inline message")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 1, status: 0, byteLength: 8 },
+          "the inline message"
+        )
         yield* equal(text(inbox.memory.subarray(0, 8)), "inline!!", "the inline message's bytes")
         yield* untilDone(ctx)
       }),
@@ -420,7 +492,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         src.memory.set(bytes("inline!!"))
         yield* post(ep, [{ op: "send", id: 2, inline: true, segments: [whole(src, 0, 8)] }])
         src.memory.fill(0, 0, 8) // taken at post time: what arrives is still "inline!!"
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: Model.WcOpcode.SEND }, "the inline send")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 2, status: 0, opcode: Model.WcOpcode.SEND },
+          "the inline send"
+        )
         yield* done(ctx)
       })
   },
@@ -440,7 +516,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const target = yield* region(ep, "write", 4096)
         yield* ctx.channel.send({ target: keyOf(target.info) })
         const [sent, written] = yield* completions(ep, 2)
-        yield* expectCompletion(sent, { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 3 }, "the send with imm")
+        yield* expectCompletion(
+          sent,
+          { id: 1, status: 0, opcode: Model.WcOpcode.RECV, byteLength: 3 },
+          "the send with imm"
+        )
         yield* equal(sent!.flags & Model.WcFlags.WITH_IMM, Model.WcFlags.WITH_IMM, "the send's IBV_WC_WITH_IMM")
         yield* equal(sent!.imm, 0xdeadbeef, "the send's immediate data")
         yield* equal(text(inbox.memory.subarray(0, 3)), "imm", "the send's bytes")
@@ -473,13 +553,18 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           }
         ])
         const got = yield* completions(ep, 2)
-        yield* equal(got.map((wc) => `${wc.id}:${wc.status}:${wc.opcode}`).join(" "), `1:0:${Model.WcOpcode.SEND} 2:0:${Model.WcOpcode.RDMA_WRITE}`, "the client's completions")
+        yield* equal(
+          got.map((wc) => `${wc.id}:${wc.status}:${wc.opcode}`).join(" "),
+          `1:0:${Model.WcOpcode.SEND} 2:0:${Model.WcOpcode.RDMA_WRITE}`,
+          "the client's completions"
+        )
         yield* ctx.channel.receive()
         yield* done(ctx)
       })
   },
   {
-    name: "cm endpoint: RDMA write and read (two segments each) move the bytes; an unsignalled request has no completion on success",
+    name:
+      "cm endpoint: RDMA write and read (two segments each) move the bytes; an unsignalled request has no completion on success",
     server: exposeRegions,
     client: (ctx) =>
       Effect.gen(function*() {
@@ -495,7 +580,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           remoteAddress: writable.address + 16n,
           rkey: writable.rkey
         }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: 0, opcode: Model.WcOpcode.RDMA_WRITE }, "the write")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 1, status: 0, opcode: Model.WcOpcode.RDMA_WRITE },
+          "the write"
+        )
         yield* check(same(yield* peekWritten(ctx, 16, 300), data), "the written bytes on the server")
         yield* post(ep, [{
           op: "read",
@@ -504,7 +593,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           remoteAddress: readable.address + 3000n,
           rkey: readable.rkey
         }])
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 2, status: 0, opcode: Model.WcOpcode.RDMA_READ }, "the read")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 2, status: 0, opcode: Model.WcOpcode.RDMA_READ },
+          "the read"
+        )
         const expected = pattern(4096, 3).subarray(3000, 4096)
         yield* check(
           same(local.memory.subarray(4096, 5096), expected.subarray(0, 1000)) &&
@@ -515,11 +608,28 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         local.memory.set(bytes("quiet"), 7000)
         local.memory.set(bytes("loud"), 7100)
         yield* post(ep, [
-          { op: "write", id: 3, completion: "onError", segments: [whole(local, 7000, 5)], remoteAddress: writable.address, rkey: writable.rkey },
-          { op: "write", id: 4, segments: [whole(local, 7100, 4)], remoteAddress: writable.address + 5n, rkey: writable.rkey }
+          {
+            op: "write",
+            id: 3,
+            completion: "onError",
+            segments: [whole(local, 7000, 5)],
+            remoteAddress: writable.address,
+            rkey: writable.rkey
+          },
+          {
+            op: "write",
+            id: 4,
+            segments: [whole(local, 7100, 4)],
+            remoteAddress: writable.address + 5n,
+            rkey: writable.rkey
+          }
         ])
         const [only] = yield* completions(ep, 1)
-        yield* expectCompletion(only, { id: 4, status: 0 }, "the only completion of an unsignalled and a signalled write")
+        yield* expectCompletion(
+          only,
+          { id: 4, status: 0 },
+          "the only completion of an unsignalled and a signalled write"
+        )
         yield* equal(text(yield* peekWritten(ctx, 0, 9)), "quietloud", "both writes' bytes")
         yield* done(ctx)
       })
@@ -558,7 +668,11 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
           }))
         yield* equal(yield* nextEvent(ep), "DISCONNECTED", "the server's event when the client disconnects")
         yield* d.cmDisconnect(ep)
-        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: RdmaError.WcStatus.WR_FLUSH_ERR }, "the server's receive")
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 1, status: RdmaError.WcStatus.WR_FLUSH_ERR },
+          "the server's receive"
+        )
         yield* ctx.channel.send({ checked: true })
       }),
     client: (ctx) =>
@@ -566,10 +680,18 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         const d = yield* Driver.RdmaDriver
         const { ep } = yield* join(ctx, () => Effect.void)
         const inbox = yield* region(ep, "msgs", 4096)
-        yield* post(ep, [{ op: "recv", id: 7, segments: [whole(inbox)] }, { op: "recv", id: 8, segments: [whole(inbox)] }])
+        yield* post(ep, [{ op: "recv", id: 7, segments: [whole(inbox)] }, {
+          op: "recv",
+          id: 8,
+          segments: [whole(inbox)]
+        }])
         yield* d.cmDisconnect(ep)
         const flushed = yield* completions(ep, 2)
-        yield* equal(flushed.map((wc) => `${wc.id}:${wc.status}`).join(" "), "7:5 8:5", "the client's receives after its disconnect")
+        yield* equal(
+          flushed.map((wc) => `${wc.id}:${wc.status}`).join(" "),
+          "7:5 8:5",
+          "the client's receives after its disconnect"
+        )
         yield* equal(yield* nextEvent(ep), "DISCONNECTED", "the client's own event")
         // Nothing posted after the disconnect: Soft-RoCE (6.1) never flushes a receive on a queue pair in error, so no driver is asked to.
         yield* ctx.channel.receive()

@@ -46,13 +46,17 @@ export const expectErrno = <A, E, R>(effect: Effect.Effect<A, E, R>, name: strin
 
 /** A listener, destroyed with the scope. */
 export const listen = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
-  Effect.flatMap(Driver.RdmaDriver, (d) =>
-    Effect.acquireRelease(d.cmListen(address, port, cfg), (l) => Effect.ignore(d.cmListenerDestroy(l.handle))))
+  Effect.flatMap(
+    Driver.RdmaDriver,
+    (d) => Effect.acquireRelease(d.cmListen(address, port, cfg), (l) => Effect.ignore(d.cmListenerDestroy(l.handle)))
+  )
 
 /** An active endpoint to `address:port`, destroyed with the scope. */
 export const endpoint = (address: string, port: number, cfg: Driver.Model.CmEpConfig = config) =>
-  Effect.flatMap(Driver.RdmaDriver, (d) =>
-    Effect.acquireRelease(d.cmEpCreate(address, port, cfg), (ep) => Effect.ignore(d.cmEpDestroy(ep))))
+  Effect.flatMap(
+    Driver.RdmaDriver,
+    (d) => Effect.acquireRelease(d.cmEpCreate(address, port, cfg), (ep) => Effect.ignore(d.cmEpDestroy(ep)))
+  )
 
 /**
  * The next request of a listener (within {@link WAIT}), destroyed with the scope. The
@@ -63,9 +67,11 @@ export const nextRequest = (listener: Driver.Model.CmListenerHandle) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.tap(
-        restore(d.cmGetRequest(listener).pipe(
-          Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no connection request came") })
-        )),
+        restore(
+          d.cmGetRequest(listener).pipe(
+            Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no connection request came") })
+          )
+        ),
         (ep) => Effect.addFinalizer(() => Effect.ignore(d.cmEpDestroy(ep)))
       )
     ))
@@ -81,7 +87,11 @@ export const region = (ep: Driver.Model.CmEpHandle, kind: Driver.Model.CmRegistr
     }))
 
 /** A region's whole range as one segment. */
-export const whole = (r: { readonly mr: Driver.Model.CmMrHandle; readonly memory: Uint8Array }, offset = 0, length?: number) => ({
+export const whole = (
+  r: { readonly mr: Driver.Model.CmMrHandle; readonly memory: Uint8Array },
+  offset = 0,
+  length?: number
+) => ({
   mr: r.mr,
   offset,
   length: length ?? r.memory.byteLength - offset
@@ -153,8 +163,13 @@ export const expectCompletion = (
 
 /** The next event of an endpoint, within {@link WAIT}. */
 export const nextEvent = (ep: Driver.Model.CmEpHandle) =>
-  Effect.flatMap(Driver.RdmaDriver, (d) =>
-    d.cmNextEvent(ep).pipe(Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no rdma_cm event came") })))
+  Effect.flatMap(
+    Driver.RdmaDriver,
+    (d) =>
+      d.cmNextEvent(ep).pipe(
+        Effect.timeoutFail({ duration: WAIT, onTimeout: () => new Error("no rdma_cm event came") })
+      )
+  )
 
 /** The leading bytes of a private data as text (what was sent, before rdma_cm's padding). */
 export const leading = (data: Uint8Array, length: number) => text(data.subarray(0, length))
@@ -167,7 +182,11 @@ export const leading = (data: Uint8Array, length: number) => text(data.subarray(
 export const serve = <A, E, R>(
   ctx: HalfContext,
   beforeAccept: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly ep: Driver.Model.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
+): Effect.Effect<
+  { readonly ep: Driver.Model.CmEpHandle; readonly before: A },
+  unknown,
+  R | Driver.RdmaDriver | Scope.Scope
+> =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     const listener = yield* listen(ctx.address, ctx.port)
@@ -185,7 +204,11 @@ export const serve = <A, E, R>(
 export const join = <A, E, R>(
   ctx: HalfContext,
   beforeConnect: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
-): Effect.Effect<{ readonly ep: Driver.Model.CmEpHandle; readonly before: A }, unknown, R | Driver.RdmaDriver | Scope.Scope> =>
+): Effect.Effect<
+  { readonly ep: Driver.Model.CmEpHandle; readonly before: A },
+  unknown,
+  R | Driver.RdmaDriver | Scope.Scope
+> =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     yield* ctx.channel.receive()
@@ -196,7 +219,11 @@ export const join = <A, E, R>(
   })
 
 /** A region's key as a message between the halves (bigints do not travel in JSON). */
-export const keyOf = (info: Driver.Model.CmMrInfo) => ({ address: String(info.address), rkey: info.rkey, length: info.length })
+export const keyOf = (info: Driver.Model.CmMrInfo) => ({
+  address: String(info.address),
+  rkey: info.rkey,
+  length: info.length
+})
 
 export const keyFrom = (m: { readonly address: string; readonly rkey: number; readonly length: number }) => ({
   address: BigInt(m.address),

@@ -54,8 +54,10 @@ const badConfigs: ReadonlyArray<readonly [string, () => unknown]> = [
 /** A live endpoint (not connected), destroyed with the scope, with a region of its own. */
 const anEndpoint = (driver: Driver.Driver, address: string, port: number) =>
   Effect.gen(function*() {
-    const ep = yield* Effect.acquireRelease(driver.cmEpCreate(address, port, config), (ep) => Effect.ignore(driver.cmEpDestroy(ep)))
-    const mr = yield* Effect.acquireRelease(driver.cmReg(ep, "msgs", new Uint8Array(4096)), (mr) => Effect.ignore(driver.cmDeregMr(mr)))
+    const ep = yield* Effect.acquireRelease(driver.cmEpCreate(address, port, config), (ep) =>
+      Effect.ignore(driver.cmEpDestroy(ep)))
+    const mr = yield* Effect.acquireRelease(driver.cmReg(ep, "msgs", new Uint8Array(4096)), (mr) =>
+      Effect.ignore(driver.cmDeregMr(mr)))
     return { ep, mr }
   })
 
@@ -72,7 +74,12 @@ const posting = (
     return outcome.error !== undefined ? yield* Effect.fail(outcome.error) : outcome.posted
   })
 
-const recv = (mr: Driver.Model.CmMrHandle, extra?: object) => ({ op: "recv", id: 1, segments: [{ mr, offset: 0, length: 64 }], ...extra })
+const recv = (mr: Driver.Model.CmMrHandle, extra?: object) => ({
+  op: "recv",
+  id: 1,
+  segments: [{ mr, offset: 0, length: 64 }],
+  ...extra
+})
 
 const table: ReadonlyArray<Row> = [
   ...[null, 42].map((address): Row => ({
@@ -105,18 +112,36 @@ const table: ReadonlyArray<Row> = [
     call: ({ driver, port }) => driver.cmListen(NOWHERE, port, config),
     tag: "RdmaCmError EADDRNOTAVAIL"
   },
-  ...([["null", () => null], ["an object", () => ({})], ["a number", () => 7]] as const).flatMap(([what, make]): ReadonlyArray<Row> => [
-    { input: `cmConnect handle: ${what}`, call: ({ driver }) => driver.cmConnect(make() as Bad, undefined, 1000), tag: EINVAL },
-    { input: `cmAccept handle: ${what}`, call: ({ driver }) => driver.cmAccept(make() as Bad, undefined, 1000), tag: EINVAL },
+  ...([["null", () => null], ["an object", () => ({})], ["a number", () => 7]] as const).flatMap((
+    [what, make]
+  ): ReadonlyArray<Row> => [
+    {
+      input: `cmConnect handle: ${what}`,
+      call: ({ driver }) => driver.cmConnect(make() as Bad, undefined, 1000),
+      tag: EINVAL
+    },
+    {
+      input: `cmAccept handle: ${what}`,
+      call: ({ driver }) => driver.cmAccept(make() as Bad, undefined, 1000),
+      tag: EINVAL
+    },
     { input: `cmReject handle: ${what}`, call: ({ driver }) => driver.cmReject(make() as Bad, undefined), tag: EINVAL },
     { input: `cmGetRequest handle: ${what}`, call: ({ driver }) => driver.cmGetRequest(make() as Bad), tag: EINVAL },
     { input: `cmNextEvent handle: ${what}`, call: ({ driver }) => driver.cmNextEvent(make() as Bad), tag: EINVAL },
     { input: `cmDisconnect handle: ${what}`, call: ({ driver }) => driver.cmDisconnect(make() as Bad), tag: EINVAL },
     { input: `cmEpDestroy handle: ${what}`, call: ({ driver }) => driver.cmEpDestroy(make() as Bad), tag: EINVAL },
-    { input: `cmListenerDestroy handle: ${what}`, call: ({ driver }) => driver.cmListenerDestroy(make() as Bad), tag: EINVAL },
+    {
+      input: `cmListenerDestroy handle: ${what}`,
+      call: ({ driver }) => driver.cmListenerDestroy(make() as Bad),
+      tag: EINVAL
+    },
     { input: `cmEpInfo handle: ${what}`, call: ({ driver }) => driver.cmEpInfo(make() as Bad), tag: EINVAL },
     { input: `cmPrivateData handle: ${what}`, call: ({ driver }) => driver.cmPrivateData(make() as Bad), tag: EINVAL },
-    { input: `cmPollCompletions handle: ${what}`, call: ({ driver }) => driver.cmPollCompletions(make() as Bad), tag: EINVAL },
+    {
+      input: `cmPollCompletions handle: ${what}`,
+      call: ({ driver }) => driver.cmPollCompletions(make() as Bad),
+      tag: EINVAL
+    },
     { input: `cmPostMany handle: ${what}`, call: posting((mr) => [recv(mr)], make), tag: EINVAL },
     {
       input: `cmArmCompletions handle: ${what}`,
@@ -132,39 +157,47 @@ const table: ReadonlyArray<Row> = [
     input: "cmConnect on a listener's handle",
     call: ({ address, driver, port }) =>
       Effect.flatMap(
-        Effect.acquireRelease(driver.cmListen(address, port, config), (l) => Effect.ignore(driver.cmListenerDestroy(l.handle))),
-        (l) => driver.cmConnect(l.handle as Bad, undefined, 1000)
+        Effect.acquireRelease(driver.cmListen(address, port, config), (l) =>
+          Effect.ignore(driver.cmListenerDestroy(l.handle))),
+        (l) =>
+          driver.cmConnect(l.handle as Bad, undefined, 1000)
       ),
     tag: EINVAL
   },
   {
     input: "cmGetRequest on an endpoint's handle",
-    call: ({ address, driver, port }) => Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmGetRequest(ep as Bad)),
+    call: ({ address, driver, port }) =>
+      Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmGetRequest(ep as Bad)),
     tag: EINVAL
   },
   {
     input: "cmConnect private data: 57 bytes",
-    call: ({ address, driver, port }) => Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmConnect(ep, new Uint8Array(57), 1000)),
+    call: ({ address, driver, port }) =>
+      Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmConnect(ep, new Uint8Array(57), 1000)),
     tag: EINVAL
   },
   {
     input: "cmConnect private data: a string",
-    call: ({ address, driver, port }) => Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmConnect(ep, "hello" as Bad, 1000)),
+    call: ({ address, driver, port }) =>
+      Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmConnect(ep, "hello" as Bad, 1000)),
     tag: EINVAL
   },
   {
     input: "cmConnect timeoutMs: -1",
-    call: ({ address, driver, port }) => Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmConnect(ep, undefined, -1)),
+    call: ({ address, driver, port }) =>
+      Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmConnect(ep, undefined, -1)),
     tag: EINVAL
   },
   {
     input: "cmAccept of an active endpoint",
-    call: ({ address, driver, port }) => Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmAccept(ep, undefined, 1000)),
+    call: ({ address, driver, port }) =>
+      Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmAccept(ep, undefined, 1000)),
     tag: EINVAL
   },
   {
     input: "cmReject of an active endpoint",
-    call: ({ address, driver, port }) => Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmReject(ep, undefined)),
+    call: ({ address, driver, port }) =>
+      Effect.flatMap(anEndpoint(driver, address, port), ({ ep }) => driver.cmReject(ep, undefined)),
     tag: EINVAL
   },
   {
@@ -180,29 +213,62 @@ const table: ReadonlyArray<Row> = [
   { input: "cmPostMany requests: not an array", call: posting((mr) => recv(mr)), tag: EINVAL },
   { input: "cmPostMany request: null", call: posting(() => [null]), tag: EINVAL },
   { input: "cmPostMany request: a throwing Proxy", call: posting(() => [throwing()]), tag: EINVAL },
-  { input: "cmPostMany request: op \"atomicWrite\"", call: posting((mr) => [recv(mr, { op: "atomicWrite" })]), tag: EINVAL },
+  {
+    input: "cmPostMany request: op \"atomicWrite\"",
+    call: posting((mr) => [recv(mr, { op: "atomicWrite" })]),
+    tag: EINVAL
+  },
   { input: "cmPostMany request: id \"1\"", call: posting((mr) => [recv(mr, { id: "1" })]), tag: EINVAL },
-  { input: "cmPostMany request: segments not an array", call: posting(() => [{ op: "recv", id: 1, segments: 3 }]), tag: EINVAL },
+  {
+    input: "cmPostMany request: segments not an array",
+    call: posting(() => [{ op: "recv", id: 1, segments: 3 }]),
+    tag: EINVAL
+  },
   // A request of one segment is read field by field where a driver does (the native driver's
   // cmPostOne): its shapes and hostile objects are refused as the general path refuses them.
-  { input: "cmPostMany request: no op, one segment", call: posting((mr) => [{ id: 1, segments: [{ mr, offset: 0, length: 8 }] }]), tag: EINVAL },
-  { input: "cmPostMany segment: length \"8\"", call: posting((mr) => [{ op: "recv", id: 1, segments: [{ mr, offset: 0, length: "8" }] }]), tag: EINVAL },
-  { input: "cmPostMany segment: a throwing Proxy", call: posting(() => [{ op: "recv", id: 1, segments: [throwing()] }]), tag: EINVAL },
+  {
+    input: "cmPostMany request: no op, one segment",
+    call: posting((mr) => [{ id: 1, segments: [{ mr, offset: 0, length: 8 }] }]),
+    tag: EINVAL
+  },
+  {
+    input: "cmPostMany segment: length \"8\"",
+    call: posting((mr) => [{ op: "recv", id: 1, segments: [{ mr, offset: 0, length: "8" }] }]),
+    tag: EINVAL
+  },
+  {
+    input: "cmPostMany segment: a throwing Proxy",
+    call: posting(() => [{ op: "recv", id: 1, segments: [throwing()] }]),
+    tag: EINVAL
+  },
   {
     input: "cmPostMany request: a segments getter that throws",
-    call: posting(() => [{ op: "recv", id: 1, get segments() {
-      throw new Error("hostile getter")
-    } }]),
+    call: posting(() => [{
+      op: "recv",
+      id: 1,
+      get segments() {
+        throw new Error("hostile getter")
+      }
+    }]),
     tag: EINVAL
   },
   {
     input: "cmPostMany request: an rkey getter that throws, one segment",
-    call: posting((mr) => [{ op: "recv", id: 1, segments: [{ mr, offset: 0, length: 8 }], get rkey() {
-      throw new Error("hostile getter")
-    } }]),
+    call: posting((mr) => [{
+      op: "recv",
+      id: 1,
+      segments: [{ mr, offset: 0, length: 8 }],
+      get rkey() {
+        throw new Error("hostile getter")
+      }
+    }]),
     tag: EINVAL
   },
-  { input: "cmPostMany segment: mr null", call: posting(() => [{ op: "recv", id: 1, segments: [{ mr: null, offset: 0, length: 8 }] }]), tag: EINVAL },
+  {
+    input: "cmPostMany segment: mr null",
+    call: posting(() => [{ op: "recv", id: 1, segments: [{ mr: null, offset: 0, length: 8 }] }]),
+    tag: EINVAL
+  },
   {
     input: "cmPostMany segment: a region of another endpoint",
     call: posting((_, other) => [recv(other)]),
@@ -221,12 +287,16 @@ const table: ReadonlyArray<Row> = [
   },
   {
     input: "cmPostMany write: remoteAddress 2^64",
-    call: posting((mr) => [{ op: "write", id: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 2n ** 64n, rkey: 1 }]),
+    call: posting((
+      mr
+    ) => [{ op: "write", id: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 2n ** 64n, rkey: 1 }]),
     tag: EINVAL
   },
   {
     input: "cmPostMany read: with immediate data",
-    call: posting((mr) => [{ op: "read", id: 1, imm: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 0n, rkey: 1 }]),
+    call: posting((
+      mr
+    ) => [{ op: "read", id: 1, imm: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 0n, rkey: 1 }]),
     tag: EINVAL
   },
   {
@@ -241,19 +311,28 @@ const table: ReadonlyArray<Row> = [
   },
   {
     input: "cmPostMany two sends before the connection",
-    call: posting((mr) => [{ op: "send", id: 1, segments: [{ mr, offset: 0, length: 8 }] }, { op: "send", id: 2, segments: [{ mr, offset: 8, length: 8 }] }]),
+    call: posting((
+      mr
+    ) => [{ op: "send", id: 1, segments: [{ mr, offset: 0, length: 8 }] }, {
+      op: "send",
+      id: 2,
+      segments: [{ mr, offset: 8, length: 8 }]
+    }]),
     tag: EINVAL
   },
   {
     input: "cmPostMany write before the connection",
-    call: posting((mr) => [{ op: "write", id: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 4096n, rkey: 1 }]),
+    call: posting((
+      mr
+    ) => [{ op: "write", id: 1, segments: [{ mr, offset: 0, length: 8 }], remoteAddress: 4096n, rkey: 1 }]),
     tag: EINVAL
   },
   {
     input: "cmPostMany segment: a deregistered region",
     call: ({ address, driver, port }) =>
       Effect.gen(function*() {
-        const ep = yield* Effect.acquireRelease(driver.cmEpCreate(address, port, config), (ep) => Effect.ignore(driver.cmEpDestroy(ep)))
+        const ep = yield* Effect.acquireRelease(driver.cmEpCreate(address, port, config), (ep) =>
+          Effect.ignore(driver.cmEpDestroy(ep)))
         const mr = yield* driver.cmReg(ep, "msgs", new Uint8Array(64))
         yield* driver.cmDeregMr(mr)
         const outcome = driver.cmPostMany(ep, [recv(mr) as Driver.Model.CmWorkRequest])
@@ -271,7 +350,10 @@ const table: ReadonlyArray<Row> = [
       }),
     tag: EINVAL
   }
-] 
+]
 
 /** The rows, their failures tagged with their errno. */
-export const cmEndpointRows: ReadonlyArray<Row> = table.map((row) => ({ ...row, call: (ctx) => withErrno(row.call(ctx)) }))
+export const cmEndpointRows: ReadonlyArray<Row> = table.map((row) => ({
+  ...row,
+  call: (ctx) => withErrno(row.call(ctx))
+}))

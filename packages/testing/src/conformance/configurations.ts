@@ -12,7 +12,6 @@ import type { Case } from "../Conformance.js"
 import { connectedPair } from "./pair.js"
 import { check, driverConfig, equal, messageOf, pattern, rawPeer, same, tagOf } from "./support.js"
 
-
 /** Sends `count` messages one at a time, each awaited on the receiving side before the next. */
 const pingOneAtATime = (
   count: number,
@@ -51,19 +50,30 @@ const pingPongOnQueue = (address: string, port: number, options: ReadonlyArray<C
     const reply = yield* LocalMr.allocate(serverPeer, 16, Usage.SEND)
     for (let round = 0; round < 2 * pairs.length; round++) {
       const { client, server } = pairs[round % pairs.length]!
-      const posted = round === 0 ? first : yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: (round % 4) * 64, length: 64 })
+      const posted = round === 0
+        ? first
+        : yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: (round % 4) * 64, length: 64 })
       const answer = yield* Connection.postRecv(client, { dst: out, offset: 32, length: 32 })
       out.memory.fill(round + 1, 0, 32)
       yield* Connection.send(client, { src: out, offset: 0, length: 8 + round })
       const got = yield* posted.completion
       const qpNum = yield* Connection.qpNum(server)
-      yield* check(got.byteLength === 8 + round && got.qpNum === qpNum, `round ${round}: ${got.byteLength} bytes from qp ${got.qpNum} (${qpNum})`)
+      yield* check(
+        got.byteLength === 8 + round && got.qpNum === qpNum,
+        `round ${round}: ${got.byteLength} bytes from qp ${got.qpNum} (${qpNum})`
+      )
       const at = (round % 4) * 64
-      yield* check(inbox.memory.subarray(at, at + 8 + round).every((b) => b === round + 1), `round ${round}: the bytes in the queue's region`)
+      yield* check(
+        inbox.memory.subarray(at, at + 8 + round).every((b) => b === round + 1),
+        `round ${round}: the bytes in the queue's region`
+      )
       reply.memory.fill(0x40 + round)
       yield* Connection.send(server, { src: reply, offset: 0, length: 16 })
       const back = yield* answer.completion
-      yield* check(back.byteLength === 16 && out.memory[32] === 0x40 + round, `round ${round}: the server's answer on that connection`)
+      yield* check(
+        back.byteLength === 16 && out.memory[32] === 0x40 + round,
+        `round ${round}: the server's answer on that connection`
+      )
     }
     return { ep, serverPeer, srq }
   })
@@ -77,11 +87,16 @@ export const configurationCases: ReadonlyArray<Case> = [
         const d = yield* Driver.RdmaDriver
         const peer = yield* rawPeer(address)
         const config = driverConfig(10_000)
-        const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
+        const ep = yield* Effect.acquireRelease(
+          d.epListen(peer, address, port),
+          (ep) => Effect.ignore(d.epShutdown(ep))
+        )
         const deleting = (conn: Driver.Model.ConnHandle) =>
           Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
-        const client = yield* Effect.flatMap(d.connReqNew(peer, address, port, config), (req) =>
-          Effect.flatMap(d.connReqConnect(req, undefined), deleting))
+        const client = yield* Effect.flatMap(
+          d.connReqNew(peer, address, port, config),
+          (req) => Effect.flatMap(d.connReqConnect(req, undefined), deleting)
+        )
         const req = yield* d.epNextConnReq(ep, config)
         const refused = yield* Effect.exit(d.connReqConnect(req, new Uint8Array(197)))
         yield* check(tagOf(refused) === "RpmaInvalidError", `accept with 197 bytes: ${tagOf(refused)}`)
@@ -96,7 +111,10 @@ export const configurationCases: ReadonlyArray<Case> = [
         })
         yield* equal(serverEvent, "ESTABLISHED", "the server's first event after the retry")
         yield* equal(clientEvent, "ESTABLISHED", "the client's first event")
-        yield* check(same(yield* d.connPrivateData(client), fromServer), "the client got the retried accept's 196 bytes")
+        yield* check(
+          same(yield* d.connPrivateData(client), fromServer),
+          "the client got the retried accept's 196 bytes"
+        )
       })
   },
   {
@@ -143,7 +161,10 @@ export const configurationCases: ReadonlyArray<Case> = [
           (n) => Connection.send(client, { src: out, offset: 0, length: 8 + n }),
           (n) => Effect.map(posted[n]!.completion, (c) => c.byteLength)
         )
-        yield* check(same(inbox.memory.subarray(7 * 64, 7 * 64 + 15), pattern(64, 7).subarray(0, 15)), "the last message's bytes")
+        yield* check(
+          same(inbox.memory.subarray(7 * 64, 7 * 64 + 15), pattern(64, 7).subarray(0, 15)),
+          "the last message's bytes"
+        )
 
         const srq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 8, completionQueueSize: 2 })
         const accepting = yield* Effect.fork(Listener.acceptNext(ep, { sharedReceiveQueue: srq }))
@@ -167,7 +188,9 @@ export const configurationCases: ReadonlyArray<Case> = [
     run: (address, port) =>
       Effect.gen(function*() {
         const { ep, srq } = yield* pingPongOnQueue(address, port, [{}, {}])
-        const small = yield* Effect.exit(Listener.next(ep, { sharedReceiveQueue: srq, sendQueueSize: 8, completionQueueSize: 8 }))
+        const small = yield* Effect.exit(
+          Listener.next(ep, { sharedReceiveQueue: srq, sendQueueSize: 8, completionQueueSize: 8 })
+        )
         yield* check(tagOf(small) === "RpmaInvalidError", `a CQ of only the send queue: ${tagOf(small)}`)
         yield* check(
           messageOf(small).includes("shared receive queue's receiveQueueSize"),
@@ -176,7 +199,8 @@ export const configurationCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "a shared receive queue without a receive CQ and connections with one (librpma's 08srq, mode r), one of them " +
+    name:
+      "a shared receive queue without a receive CQ and connections with one (librpma's 08srq, mode r), one of them " +
       "with a shared completion channel: each receive completes on its connection's receive CQ; a queue with a " +
       "receive CQ of its own refuses a connection's (librpma would ignore it), naming the way to mode r",
     run: (address, port) =>
@@ -186,9 +210,14 @@ export const configurationCases: ReadonlyArray<Case> = [
           { receiveCompletionQueueSize: 2, sharedCompletionChannel: true }
         ])
         const ownCq = yield* SharedReceiveQueue.make(serverPeer, { receiveQueueSize: 4 })
-        const ignored = yield* Effect.exit(Listener.next(ep, { sharedReceiveQueue: ownCq, receiveCompletionQueueSize: 2 }))
+        const ignored = yield* Effect.exit(
+          Listener.next(ep, { sharedReceiveQueue: ownCq, receiveCompletionQueueSize: 2 })
+        )
         yield* check(tagOf(ignored) === "RpmaInvalidError", `a receive CQ beside the queue's own: ${tagOf(ignored)}`)
-        yield* check(messageOf(ignored).includes("completionQueueSize 0"), `the refusal says what to use: ${messageOf(ignored)}`)
+        yield* check(
+          messageOf(ignored).includes("completionQueueSize 0"),
+          `the refusal says what to use: ${messageOf(ignored)}`
+        )
       })
   }
 ]

@@ -99,10 +99,18 @@ export const connectionPairCases: ReadonlyArray<PairCase> = [
         yield* equal(text(yield* peek(ctx, 1000, 9)), "record #1", "the server's memory after write+flush")
         yield* Connection.read(client, { dst, dstOffset: 100, src: remote, srcOffset: 1000, length: 9 })
         yield* equal(text(dst.memory.subarray(100, 109)), "record #1", "read back")
-        yield* Connection.atomicWrite(client, { dst: remote, offset: 2048, value: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8) })
+        yield* Connection.atomicWrite(client, {
+          dst: remote,
+          offset: 2048,
+          value: Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8)
+        })
         yield* Connection.flush(client, { dst: remote, dstOffset: 2048, length: 8 })
         yield* equal((yield* peek(ctx, 2048, 8)).join(","), "1,2,3,4,5,6,7,8", "atomic write")
-        yield* expectTag(Connection.atomicWrite(client, { dst: remote, offset: 2047, value: new Uint8Array(8) }), "OutOfRangeError", "misaligned")
+        yield* expectTag(
+          Connection.atomicWrite(client, { dst: remote, offset: 2047, value: new Uint8Array(8) }),
+          "OutOfRangeError",
+          "misaligned"
+        )
         yield* donePeeking(ctx)
       })
   },
@@ -140,7 +148,9 @@ export const connectionPairCases: ReadonlyArray<PairCase> = [
         const forged = yield* RemoteMr.fromDescriptor(
           Descriptor.encode({ ...d, address: d.address + 65536n, length: 4096n })
         ).pipe(Effect.flatMap(RemoteMr.require(Usage.WRITE_DST)))
-        const error = yield* Effect.flip(Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 }))
+        const error = yield* Effect.flip(
+          Connection.write(client, { dst: forged, dstOffset: 0, src, srcOffset: 0, length: 16 })
+        )
         yield* equal(error._tag, "CompletionError", "outcome of a write outside the region")
         yield* equal((error as { status?: number }).status, 10, "work completion status")
         yield* ctx.channel.send({ done: true })
@@ -170,13 +180,29 @@ export const connectionPairCases: ReadonlyArray<PairCase> = [
           Effect.flatMap(RemoteMr.require(exposed))
         )
         const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
-        yield* expectTag(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 4000, length: 200 }), "OutOfRangeError", "source range")
-        yield* expectTag(Connection.write(client, { dst: remote, dstOffset: 65530, src, srcOffset: 0, length: 16 }), "OutOfRangeError", "destination range")
-        yield* expectTag(Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 2 ** 32 }), "OutOfRangeError", "length ≥ 2^32")
+        yield* expectTag(
+          Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 4000, length: 200 }),
+          "OutOfRangeError",
+          "source range"
+        )
+        yield* expectTag(
+          Connection.write(client, { dst: remote, dstOffset: 65530, src, srcOffset: 0, length: 16 }),
+          "OutOfRangeError",
+          "destination range"
+        )
+        yield* expectTag(
+          Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 2 ** 32 }),
+          "OutOfRangeError",
+          "length ≥ 2^32"
+        )
         const persistent = yield* RemoteMr.fromDescriptor(Uint8Array.from(pmem)).pipe(
           Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
         )
-        yield* expectTag(Connection.flush(client, { type: "persistent", dst: persistent, dstOffset: 0, length: 64 }), "RpmaNoSupportError", "no pmem")
+        yield* expectTag(
+          Connection.flush(client, { type: "persistent", dst: persistent, dstOffset: 0, length: 64 }),
+          "RpmaNoSupportError",
+          "no pmem"
+        )
         yield* Connection.write(client, { dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 })
         yield* ctx.channel.send({ done: true })
       })
@@ -242,7 +268,8 @@ const driverPair = (address: string, port: number) =>
     const peer = yield* rawPeer(address)
     const config = driverConfig(10_000)
     const ep = yield* Effect.acquireRelease(d.epListen(peer, address, port), (ep) => Effect.ignore(d.epShutdown(ep)))
-    const deleting = (conn: Driver.Model.ConnHandle) => Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
+    const deleting = (conn: Driver.Model.ConnHandle) =>
+      Effect.acquireRelease(Effect.succeed(conn), (c) => Effect.ignore(d.connDelete(c)))
     const accepting = yield* Effect.fork(
       Effect.flatMap(d.epNextConnReq(ep, config), (req) => Effect.flatMap(d.connReqConnect(req, undefined), deleting))
     )
@@ -257,22 +284,28 @@ const driverPair = (address: string, port: number) =>
 export const connectionCases: ReadonlyArray<Case> = [
   ...connectionPairCases.map(inProcess),
   {
-    name: "rpma_conn_disconnect twice on one side: the second succeeds and sends nothing; the other side sees one CLOSED",
+    name:
+      "rpma_conn_disconnect twice on one side: the second succeeds and sends nothing; the other side sees one CLOSED",
     run: (address, port) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
         const { client, server } = yield* driverPair(address, port)
         const start = yield* Clock.currentTimeMillis
         yield* d.connDisconnect(client)
-        yield* equal(yield* Effect.exit(d.connDisconnect(client)).pipe(Effect.map((e) => e._tag)), "Success", "the second rpma_conn_disconnect")
+        yield* equal(
+          yield* Effect.exit(d.connDisconnect(client)).pipe(Effect.map((e) => e._tag)),
+          "Success",
+          "the second rpma_conn_disconnect"
+        )
         yield* equal(yield* d.connNextEvent(server), "CLOSED", "the server's event after the client's disconnect")
         // A second notification would travel as the first did: ten times the first one's delay
         // (at least 200 ms) is a generous bound. The server has not disconnected yet, so rdma_cm's
         // TIMEWAIT_EXIT (which librpma also reports as CLOSED) cannot come in between.
         const firstMs = (yield* Clock.currentTimeMillis) - start
-        const second = yield* Effect.timeout(d.connNextEvent(server), Duration.millis(Math.max(10 * firstMs, 200))).pipe(
-          Effect.option
-        )
+        const second = yield* Effect.timeout(d.connNextEvent(server), Duration.millis(Math.max(10 * firstMs, 200)))
+          .pipe(
+            Effect.option
+          )
         yield* check(Option.isNone(second), `a second event on the server: ${Option.getOrElse(second, () => "")}`)
         // The server answers; the client sees its own CLOSED.
         yield* d.connDisconnect(server)

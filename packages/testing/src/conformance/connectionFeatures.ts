@@ -15,7 +15,13 @@ import { check, messageOf, pattern, same, tagOf } from "./support.js"
 const remoteOf = (mr: LocalMr.LocalMr<any>) =>
   Effect.flatMap(
     LocalMr.descriptor(mr),
-    (d): Effect.Effect<RemoteMr.RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">, unknown, Driver.RdmaDriver | Scope.Scope> =>
+    (
+      d
+    ): Effect.Effect<
+      RemoteMr.RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">,
+      unknown,
+      Driver.RdmaDriver | Scope.Scope
+    > =>
       Effect.flatMap(
         RemoteMr.fromDescriptor(d),
         RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_VISIBILITY))
@@ -24,7 +30,8 @@ const remoteOf = (mr: LocalMr.LocalMr<any>) =>
 
 export const connectionFeatureCases: ReadonlyArray<Case> = [
   {
-    name: "rpma_conn_req_recv: a receive posted before accepting takes the client's first message; a rejected request fails it",
+    name:
+      "rpma_conn_req_recv: a receive posted before accepting takes the client's first message; a rejected request fails it",
     run: (address, port) =>
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
@@ -61,7 +68,8 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "unsignalled writes (completion onError) then one awaited flush: all arrive, their tickets succeed, the queue never jams",
+    name:
+      "unsignalled writes (completion onError) then one awaited flush: all arrive, their tickets succeed, the queue never jams",
     run: (address, port) =>
       Effect.gen(function*() {
         const { client, clientPeer, serverPeer } = yield* connectedPair(address, port, {
@@ -96,7 +104,8 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "posted without waiting: the region outlives its scope while the receive is posted; the connection's end fails it, then lets it go",
+    name:
+      "posted without waiting: the region outlives its scope while the receive is posted; the connection's end fails it, then lets it go",
     run: (address, port) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
@@ -118,11 +127,15 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
           tagOf(outcome) === "CompletionError" || tagOf(outcome) === "ConnectionClosedError",
           `the receive once the connection closed: ${tagOf(outcome)}`
         )
-        yield* check((yield* d.live).localRegions === before, "the region is deregistered once the connection is deleted")
+        yield* check(
+          (yield* d.live).localRegions === before,
+          "the region is deregistered once the connection is deleted"
+        )
       })
   },
   {
-    name: "immediate data: send and write with imm complete the receive with RECV / RECV_RDMA_WITH_IMM, length and value",
+    name:
+      "immediate data: send and write with imm complete the receive with RECV / RECV_RDMA_WITH_IMM, length and value",
     run: (address, port) =>
       Effect.gen(function*() {
         const { client, clientPeer, server, serverPeer } = yield* connectedPair(address, port)
@@ -137,13 +150,19 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         const sent = yield* first.completion
         yield* check(sent.operation === "RECV", `send with imm arrived as ${sent.operation}`)
         yield* check(sent.imm === 0xdeadbeef, `send with imm carried ${sent.imm}`)
-        yield* check(sent.byteLength === 16 && same(inbox.memory.subarray(0, 16), pattern(256, 5).subarray(0, 16)), "its bytes")
+        yield* check(
+          sent.byteLength === 16 && same(inbox.memory.subarray(0, 16), pattern(256, 5).subarray(0, 16)),
+          "its bytes"
+        )
 
         const second = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
         yield* Connection.write(client, { dst: remote, dstOffset: 0, src: out, srcOffset: 0, length: 256, imm: 7 })
         const written = yield* second.completion
         yield* check(written.operation === "RECV_RDMA_WITH_IMM", `write with imm arrived as ${written.operation}`)
-        yield* check(written.imm === 7 && written.byteLength === 256, `write with imm: ${written.imm}, ${written.byteLength}`)
+        yield* check(
+          written.imm === 7 && written.byteLength === 256,
+          `write with imm: ${written.imm}, ${written.byteLength}`
+        )
         yield* check(same(target.memory, pattern(256, 5)), "the written bytes")
 
         const plain = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
@@ -169,7 +188,9 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
           Effect.flatMap(RemoteMr.fromDescriptor),
           Effect.flatMap(RemoteMr.require(Usage.FLUSH_TYPE_PERSISTENT))
         )
-        const before = yield* Effect.exit(Connection.flush(client, { type: "persistent", dst: remote, dstOffset: 0, length: 64 }))
+        const before = yield* Effect.exit(
+          Connection.flush(client, { type: "persistent", dst: remote, dstOffset: 0, length: 64 })
+        )
         yield* check(tagOf(before) === "RpmaNoSupportError", `persistent flush before the descriptor: ${tagOf(before)}`)
         const descriptor = yield* Connection.peerConfigDescriptor({ directWriteToPmem: true })
         yield* check(descriptor.byteLength === 1 && descriptor[0] === 1, `the descriptor: ${Array.from(descriptor)}`)
@@ -212,15 +233,27 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
           yield* Connection.send(b.client, { src: out, offset: 0, length: 30, imm: 77 })
           const [one, two] = [yield* first.completion, yield* second.completion]
           const gotB = one.qpNum === gotA.qpNum ? two : one
-          yield* check(gotA.qpNum === qpA && gotB.qpNum === qpB, `qpNum ${gotA.qpNum}, ${gotB.qpNum} (expected ${qpA}, ${qpB})`)
+          yield* check(
+            gotA.qpNum === qpA && gotB.qpNum === qpB,
+            `qpNum ${gotA.qpNum}, ${gotB.qpNum} (expected ${qpA}, ${qpB})`
+          )
           yield* check(gotA.byteLength === 20 && gotA.imm === undefined, `A's message: ${gotA.byteLength} bytes`)
-          yield* check(gotB.byteLength === 30 && gotB.imm === 77 && gotB.operation === "RECV", `B's message: ${gotB.byteLength}, ${gotB.imm}`)
+          yield* check(
+            gotB.byteLength === 30 && gotB.imm === 77 && gotB.operation === "RECV",
+            `B's message: ${gotB.byteLength}, ${gotB.imm}`
+          )
           const atA = one.qpNum === gotA.qpNum ? 0 : 64
           yield* check(same(inbox.memory.subarray(atA, atA + 20), pattern(64, 1).subarray(0, 20)), "A's bytes")
-          yield* check(same(inbox.memory.subarray(64 - atA, 64 - atA + 30), pattern(64, 2).subarray(0, 30)), "B's bytes")
+          yield* check(
+            same(inbox.memory.subarray(64 - atA, 64 - atA + 30), pattern(64, 2).subarray(0, 30)),
+            "B's bytes"
+          )
 
           const own = yield* Effect.exit(Connection.recv(a.server, { dst: inbox, offset: 128, length: 64 }))
-          yield* check(tagOf(own) === "RpmaInvalidError", `recv on a connection with a shared receive queue: ${tagOf(own)}`)
+          yield* check(
+            tagOf(own) === "RpmaInvalidError",
+            `recv on a connection with a shared receive queue: ${tagOf(own)}`
+          )
           yield* check(messageOf(own).includes("shared receive queue"), `the refusal says why: ${messageOf(own)}`)
           // Still posted when the connections go: the queue outlives them.
           return yield* SharedReceiveQueue.postRecv(srq, { dst: inbox, offset: 128, length: 64 })
@@ -232,10 +265,16 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         Effect.flatMap(({ before, waiting }) =>
           Effect.gen(function*() {
             const ended = yield* Effect.exit(waiting.completion)
-            yield* check(tagOf(ended) === "ConnectionClosedError", `a receive still posted when the queue ends: ${tagOf(ended)}`)
+            yield* check(
+              tagOf(ended) === "ConnectionClosedError",
+              `a receive still posted when the queue ends: ${tagOf(ended)}`
+            )
             const live = yield* (yield* Driver.RdmaDriver).live
             yield* check(live.sharedReceiveQueues === before.sharedReceiveQueues, "the queue is deleted")
-            yield* check(live.localRegions === before.localRegions && live.peers === before.peers, "its regions and peer too")
+            yield* check(
+              live.localRegions === before.localRegions && live.peers === before.peers,
+              "its regions and peer too"
+            )
           })
         )
       )
@@ -257,7 +296,10 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         const arriving = yield* Connection.postRecv(server, { dst: inbox, offset: 0, length: 64 })
         yield* Connection.send(client, { src: out, offset: 0, length: 24, imm: 5 })
         const got = yield* arriving.completion
-        yield* check(got.operation === "RECV" && got.byteLength === 24 && got.imm === 5, `the server's receive: ${got.byteLength}`)
+        yield* check(
+          got.operation === "RECV" && got.byteLength === 24 && got.imm === 5,
+          `the server's receive: ${got.byteLength}`
+        )
         yield* check(same(inbox.memory.subarray(0, 24), pattern(256, 9).subarray(0, 24)), "the bytes sent")
         yield* Connection.write(client, { dst: remote, src: out, length: 256 })
         yield* check(same(target.memory, pattern(256, 9)), "the bytes written")
@@ -272,24 +314,37 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
 
         const srq = yield* SharedReceiveQueue.make(serverPeer)
         const shared = yield* Effect.exit(
-          Effect.scoped(Connection.connect(clientPeer, address, port, { sharedReceiveQueue: srq, sharedCompletionChannel: true }))
+          Effect.scoped(
+            Connection.connect(clientPeer, address, port, { sharedReceiveQueue: srq, sharedCompletionChannel: true })
+          )
         )
-        yield* check(tagOf(shared) === "RpmaInvalidError", `a shared channel with a shared receive queue: ${tagOf(shared)}`)
-        yield* check(messageOf(shared).includes("sharedCompletionChannel"), `the refusal names it: ${messageOf(shared)}`)
+        yield* check(
+          tagOf(shared) === "RpmaInvalidError",
+          `a shared channel with a shared receive queue: ${tagOf(shared)}`
+        )
+        yield* check(
+          messageOf(shared).includes("sharedCompletionChannel"),
+          `the refusal names it: ${messageOf(shared)}`
+        )
       })
   },
   {
-    name: "private data: 56 bytes on a connect and 196 on an accept pass, padded to that; one more is refused naming the limit",
+    name:
+      "private data: 56 bytes on a connect and 196 on an accept pass, padded to that; one more is refused naming the limit",
     run: (address, port) =>
       Effect.gen(function*() {
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
         const ep = yield* Listener.make(serverPeer, address, port)
-        const tooLong = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: new Uint8Array(57) })))
+        const tooLong = yield* Effect.exit(
+          Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: new Uint8Array(57) }))
+        )
         yield* check(tagOf(tooLong) === "RpmaInvalidError", `connect with 57 bytes: ${tagOf(tooLong)}`)
         yield* check(messageOf(tooLong).includes("56"), `the refusal names 56: ${messageOf(tooLong)}`)
 
-        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Listener.acceptNext(ep, { privateData: new Uint8Array(197) }))))
+        const accepting = yield* Effect.fork(
+          Effect.exit(Effect.scoped(Listener.acceptNext(ep, { privateData: new Uint8Array(197) })))
+        )
         yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { timeout: "3 seconds" })))
         const refused = yield* Fiber.join(accepting)
         yield* check(tagOf(refused) === "RpmaInvalidError", `accept with 197 bytes: ${tagOf(refused)}`)
@@ -300,10 +355,16 @@ export const connectionFeatureCases: ReadonlyArray<Case> = [
         const accepted = yield* Effect.fork(Listener.acceptNext(ep, { privateData: fromServer }))
         const client = yield* Connection.connect(clientPeer, address, port, { privateData: fromClient })
         const server = yield* Fiber.join(accepted)
-        yield* check(server.privateData.byteLength === 56, `the request's private data arrived as ${server.privateData.byteLength} bytes`)
+        yield* check(
+          server.privateData.byteLength === 56,
+          `the request's private data arrived as ${server.privateData.byteLength} bytes`
+        )
         yield* check(same(server.privateData.subarray(0, 14), fromClient), "the client's bytes")
         yield* check(server.privateData.subarray(14).every((b) => b === 0), "padded with zeros")
-        yield* check(client.privateData.byteLength === 196 && same(client.privateData, fromServer), "the server's 196 bytes")
+        yield* check(
+          client.privateData.byteLength === 196 && same(client.privateData, fromServer),
+          "the server's 196 bytes"
+        )
       })
   }
 ]

@@ -19,7 +19,8 @@ const pairWithSource = (address: string, port: number, sendQueueSize: number) =>
 
 export const dataPathCases: ReadonlyArray<Case> = [
   {
-    name: "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing; prepared writes",
+    name:
+      "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing; prepared writes",
     run: (address, port) =>
       Effect.gen(function*() {
         const { client, remote, src, target } = yield* pairWithSource(address, port, 16)
@@ -32,11 +33,14 @@ export const dataPathCases: ReadonlyArray<Case> = [
         yield* check(wrong === 0, `${wrong} of 256 writes did not arrive`)
         target.memory.fill(0)
         const refused = yield* Effect.exit(
-          Connection.writeMany(client, [{ dstOffset: 0, srcOffset: 0, length: 64 }, {
-            dstOffset: 65530,
-            srcOffset: 0,
-            length: 64
-          }].map((span) => ({ dst: remote, src, ...span })))
+          Connection.writeMany(
+            client,
+            [{ dstOffset: 0, srcOffset: 0, length: 64 }, {
+              dstOffset: 65530,
+              srcOffset: 0,
+              length: 64
+            }].map((span) => ({ dst: remote, src, ...span }))
+          )
         )
         yield* check(
           Exit.isFailure(refused) && refused.cause._tag === "Fail" && refused.cause.error._tag === "OutOfRangeError",
@@ -45,14 +49,22 @@ export const dataPathCases: ReadonlyArray<Case> = [
         yield* Connection.flush(client, { dst: remote, dstOffset: 0, length: 64 })
         yield* check(target.memory[0] === 0, "nothing of a refused batch was posted")
         // Prepared once, posted many times: the bytes of each run arrive.
-        const beat = yield* Connection.prepareWrite(client, { dst: remote, dstOffset: 512, src, srcOffset: 0, length: 8 })
+        const beat = yield* Connection.prepareWrite(client, {
+          dst: remote,
+          dstOffset: 512,
+          src,
+          srcOffset: 0,
+          length: 8
+        })
         for (let i = 1; i <= 32; i++) {
           src.memory[0] = i
           yield* beat
           yield* Connection.flush(client, { dst: remote, dstOffset: 512, length: 8 })
           yield* check(target.memory[512] === i, `prepared write run ${i}: ${target.memory[512]} arrived`)
         }
-        const misfit = yield* Effect.exit(Connection.prepareWrite(client, { dst: remote, dstOffset: 65536, src, length: 1 }))
+        const misfit = yield* Effect.exit(
+          Connection.prepareWrite(client, { dst: remote, dstOffset: 65536, src, length: 1 })
+        )
         yield* check(
           Exit.isFailure(misfit) && misfit.cause._tag === "Fail" && misfit.cause.error._tag === "OutOfRangeError",
           "a write that cannot fit is refused when it is prepared"
@@ -68,11 +80,18 @@ export const dataPathCases: ReadonlyArray<Case> = [
         for (let i = 0; i < 256; i++) src.memory[i * 256] = (i % 250) + 1
         // Batch b writes the spans i with i % 4 === b; single writes go beside them.
         const batches = [0, 1, 2, 3].map((b) =>
-          Connection.writeMany(client, Array.from({ length: 64 }, (_, k) => ({ dstOffset: (4 * k + b) * 256, srcOffset: (4 * k + b) * 256, length: 256 })).map((span) => ({ dst: remote, src, ...span })))
+          Connection.writeMany(
+            client,
+            Array.from(
+              { length: 64 },
+              (_, k) => ({ dstOffset: (4 * k + b) * 256, srcOffset: (4 * k + b) * 256, length: 256 })
+            ).map((span) => ({ dst: remote, src, ...span }))
+          )
         )
         const singles = Effect.forEach(
           [0, 1, 2, 3, 4, 5, 6, 7],
-          (i) => Connection.write(client, { dst: remote, dstOffset: 65536 - 8 * (i + 1), src, srcOffset: 0, length: 8 }),
+          (i) =>
+            Connection.write(client, { dst: remote, dstOffset: 65536 - 8 * (i + 1), src, srcOffset: 0, length: 8 }),
           { concurrency: 8, discard: true }
         )
         yield* Effect.all([...batches, singles], { concurrency: "unbounded", discard: true })
@@ -83,12 +102,17 @@ export const dataPathCases: ReadonlyArray<Case> = [
         // Interrupted mid-way, a batch posts nothing more; what it had in flight completes and gives
         // its entries back: a batch as long as the whole queue then fits.
         const long = Array.from({ length: 256 }, (_, i) => ({ dstOffset: i * 256, srcOffset: i * 256, length: 256 }))
-        const interrupted = yield* Effect.fork(Connection.writeMany(client, long.map((span) => ({ dst: remote, src, ...span }))))
+        const interrupted = yield* Effect.fork(
+          Connection.writeMany(client, long.map((span) => ({ dst: remote, src, ...span })))
+        )
         yield* Effect.yieldNow()
         yield* Fiber.interrupt(interrupted)
         const whole = Array.from({ length: 8 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
         const after = yield* Effect.exit(
-          Effect.timeout(Connection.writeMany(client, whole.map((span) => ({ dst: remote, src, ...span }))), "5 seconds")
+          Effect.timeout(
+            Connection.writeMany(client, whole.map((span) => ({ dst: remote, src, ...span }))),
+            "5 seconds"
+          )
         )
         yield* check(Exit.isSuccess(after), "a full-queue batch after an interrupted one completes")
       })
@@ -105,7 +129,9 @@ export const dataPathCases: ReadonlyArray<Case> = [
           Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
         )
         const spans = Array.from({ length: 40 }, (_, i) => ({ dstOffset: i * 64, srcOffset: i * 64, length: 64 }))
-        const failed = yield* Effect.exit(Effect.timeout(Connection.writeMany(client, spans.map((span) => ({ dst, src, ...span }))), "10 seconds"))
+        const failed = yield* Effect.exit(
+          Effect.timeout(Connection.writeMany(client, spans.map((span) => ({ dst, src, ...span }))), "10 seconds")
+        )
         const error = Exit.isFailure(failed) && failed.cause._tag === "Fail" ? failed.cause.error : undefined
         yield* check(
           error?._tag === "CompletionError" && error.status === 10,

@@ -16,7 +16,12 @@ import { check, equal, expectTag, messageOf, tagOf } from "./support.js"
  * The completion of request `id` posted on `conn` by the raw driver: from the post's own poll
  * (`ready`), else from the completion channel, within 10 s.
  */
-const completionOf = (d: Driver.Driver, conn: Driver.Model.ConnHandle, ready: ReadonlyArray<Driver.Model.Completion>, id: number) => {
+const completionOf = (
+  d: Driver.Driver,
+  conn: Driver.Model.ConnHandle,
+  ready: ReadonlyArray<Driver.Model.Completion>,
+  id: number
+) => {
   const next: Effect.Effect<ReadonlyArray<Driver.Model.Completion>, unknown> = Effect.async((resume) => {
     const disarm = d.armCompletions(conn, (exit) => resume(exit))
     return Effect.sync(disarm)
@@ -28,7 +33,10 @@ const completionOf = (d: Driver.Driver, conn: Driver.Model.ConnHandle, ready: Re
     return found !== undefined ? Effect.succeed(found) : Effect.flatMap(next, find)
   }
   return find(ready).pipe(
-    Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => `no completion for request ${id} within 10 s` })
+    Effect.timeoutFail({
+      duration: Duration.seconds(10),
+      onTimeout: () => `no completion for request ${id} within 10 s`
+    })
   )
 }
 
@@ -51,14 +59,22 @@ export const flushRangeCases: ReadonlyArray<Case> = [
         const { client, clientPeer, serverPeer } = yield* connectedPair(address, port)
         const { remote, target } = yield* exposedOf(serverPeer, 4096)
         for (const [offset, length] of [[4090, 6], [4095, 1], [4096, 0], [4088, 8], [0, 4096]] as const) {
-          yield* expectTag(Connection.flush(client, { dst: remote, dstOffset: offset, length }), "success", `flush(${offset}, ${length})`)
+          yield* expectTag(
+            Connection.flush(client, { dst: remote, dstOffset: offset, length }),
+            "success",
+            `flush(${offset}, ${length})`
+          )
         }
         // Still usable: a write of the region's last 8 bytes, flushed at its very end, and read back.
         const src = yield* LocalMr.allocate(clientPeer, 8, Usage.WRITE_SRC)
         const dst = yield* LocalMr.allocate(clientPeer, 8, Usage.READ_DST)
         src.memory.set([1, 2, 3, 4, 5, 6, 7, 8])
         yield* Connection.write(client, { dst: remote, dstOffset: 4088, src, length: 8 })
-        yield* expectTag(Connection.flush(client, { dst: remote, dstOffset: 4096, length: 0 }), "success", "flush(4096, 0) after a write")
+        yield* expectTag(
+          Connection.flush(client, { dst: remote, dstOffset: 4096, length: 0 }),
+          "success",
+          "flush(4096, 0) after a write"
+        )
         yield* equal(target.memory[4095], 8, "the region's last byte after the write and flush")
         yield* Connection.read(client, { dst, src: remote, srcOffset: 4088, length: 8 })
         yield* equal(dst.memory.join(","), "1,2,3,4,5,6,7,8", "the bytes read back")
@@ -90,7 +106,14 @@ export const flushRangeCases: ReadonlyArray<Case> = [
         const { remote } = yield* exposedOf(serverPeer, 4096)
         const flush = (id: number, dstOffset: number, length: number) =>
           Effect.suspend(() => {
-            const outcome = d.postMany(handle, [{ op: "flush", id, dst: remote.handle, dstOffset, length, type: "visibility" }])
+            const outcome = d.postMany(handle, [{
+              op: "flush",
+              id,
+              dst: remote.handle,
+              dstOffset,
+              length,
+              type: "visibility"
+            }])
             return outcome.posted === 1
               ? Effect.map(completionOf(d, handle, outcome.ready, id), (c) => c.status)
               : Effect.fail(`flush(${dstOffset}, ${length}) not posted: ${String(outcome.error)}`)
@@ -100,7 +123,9 @@ export const flushRangeCases: ReadonlyArray<Case> = [
         const past = yield* flush(3, 4095, 1)
         yield* check(
           past === RdmaError.WcStatus.REM_ACCESS_ERR,
-          `the status of flush(4095, 1), an 8-byte read past the end: ${RdmaError.wcStatusName(past)} (expected IBV_WC_REM_ACCESS_ERR)`
+          `the status of flush(4095, 1), an 8-byte read past the end: ${
+            RdmaError.wcStatusName(past)
+          } (expected IBV_WC_REM_ACCESS_ERR)`
         )
       })
   }

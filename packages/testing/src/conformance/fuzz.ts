@@ -73,7 +73,9 @@ const hostile: fc.Arbitrary<unknown> = fc.oneof(
   fc.string(),
   fc.uint8Array({ maxLength: 64 }),
   // Exotic values are made at call time: fast-check could not print them in a report.
-  fc.constantFrom("throwing proxy", "uint8 proxy", "shared", "resizable", "pooled", "detached", "symbol").map((exotic) => ({
+  fc.constantFrom("throwing proxy", "uint8 proxy", "shared", "resizable", "pooled", "detached", "symbol").map((
+    exotic
+  ) => ({
     exotic
   })),
   fc.record({
@@ -140,7 +142,14 @@ const METHODS: ReadonlyArray<readonly [keyof Driver.Driver, number]> = [
 ]
 
 /** An rdma_cm endpoint's settings, for the one the run makes. */
-const CM_CONFIG: Driver.Model.CmEpConfig = { timeoutMs: 2000, maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0 }
+const CM_CONFIG: Driver.Model.CmEpConfig = {
+  timeoutMs: 2000,
+  maxSendWr: 4,
+  maxRecvWr: 4,
+  maxSendSge: 1,
+  maxRecvSge: 1,
+  maxInlineData: 0
+}
 
 /** Methods that wait for the other side: on a real handle they may legitimately not end. */
 const WAITS = new Set<string>(["epNextConnReq", "connNextEvent", "getIbvContext", "cmEpCreate", "connReqNew"])
@@ -161,10 +170,13 @@ const RELEASE: Partial<Record<keyof Driver.Driver, keyof Driver.Driver>> = {
 /** A step: call a method with arguments, each a hostile value or one of the run's real handles. */
 const step = fc.record({
   method: fc.constantFrom(...METHODS),
-  args: fc.array(fc.oneof({ weight: 3, arbitrary: hostile }, { weight: 2, arbitrary: fc.nat(7).map((i) => ({ handle: i })) }), {
-    minLength: 4,
-    maxLength: 4
-  })
+  args: fc.array(
+    fc.oneof({ weight: 3, arbitrary: hostile }, { weight: 2, arbitrary: fc.nat(7).map((i) => ({ handle: i })) }),
+    {
+      minLength: 4,
+      maxLength: 4
+    }
+  )
 })
 
 const materialize = (value: unknown): unknown => {
@@ -225,17 +237,27 @@ const problem = (what: string, exit: Exit.Exit<unknown, unknown>): string | unde
  * endpoint and region, a librpma endpoint), then `steps` random calls, each bounded in time, then the scope
  * closes and the driver must hold nothing.
  */
-const run = (address: string, port: number, device: boolean, steps: ReadonlyArray<fc.RecordValue<{ method: readonly [keyof Driver.Driver, number]; args: Array<unknown> }>>, callMillis: number) =>
+const run = (
+  address: string,
+  port: number,
+  device: boolean,
+  steps: ReadonlyArray<fc.RecordValue<{ method: readonly [keyof Driver.Driver, number]; args: Array<unknown> }>>,
+  callMillis: number
+) =>
   Effect.gen(function*() {
     const driver = yield* Driver.RdmaDriver
     const made: Array<readonly [keyof Driver.Driver, unknown]> = []
     yield* Effect.addFinalizer(() =>
       Effect.forEach(made.slice().reverse(), ([method, handle]) =>
-        Effect.ignore((driver[RELEASE[method]!] as (h: unknown) => Effect.Effect<unknown, unknown>)(handle)), { discard: true })
+        Effect.ignore((driver[RELEASE[method]!] as (h: unknown) => Effect.Effect<unknown, unknown>)(handle)), {
+        discard: true
+      })
     )
     // What a call made, kept for its release: mrReg answers with the handle and the region's address.
     const keep = (method: keyof Driver.Driver) => (result: unknown) => {
-      if (RELEASE[method] !== undefined) made.push([method, method === "mrReg" ? (result as Driver.Model.MrRegistration).handle : result])
+      if (RELEASE[method] !== undefined) {
+        made.push([method, method === "mrReg" ? (result as Driver.Model.MrRegistration).handle : result])
+      }
       return result
     }
     const attempt = <A>(method: keyof Driver.Driver, effect: Effect.Effect<A, unknown>) =>
@@ -245,23 +267,31 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
     const handles: Array<unknown> = [Option.getOrUndefined(context), Option.getOrUndefined(peer)]
     if (Option.isSome(peer)) {
       const region = yield* attempt("mrReg", driver.mrReg(peer.value as Bad, new Uint8Array(4096), 0xff))
-      handles.push(Option.getOrUndefined(Option.map(region, (r) => (r as Driver.Model.MrRegistration).handle)))
+      handles.push(Option.getOrUndefined(Option.map(region, (r) =>
+        (r as Driver.Model.MrRegistration).handle)))
       handles.push(Option.getOrUndefined(yield* attempt("epListen", driver.epListen(peer.value as Bad, address, port))))
     }
     handles.push(Option.getOrUndefined(
-      yield* attempt("mrRemoteFromDescriptor", driver.mrRemoteFromDescriptor(
-        Descriptor.encode({ address: 0x10000n, length: 4096n, rkey: 1, usage: 0x11 })
-      ))
+      yield* attempt(
+        "mrRemoteFromDescriptor",
+        driver.mrRemoteFromDescriptor(
+          Descriptor.encode({ address: 0x10000n, length: 4096n, rkey: 1, usage: 0x11 })
+        )
+      )
     ))
     const cmEp = device ? yield* attempt("cmEpCreate", driver.cmEpCreate(address, port, CM_CONFIG)) : Option.none()
     handles.push(Option.getOrUndefined(cmEp))
     if (Option.isSome(cmEp)) {
-      handles.push(Option.getOrUndefined(yield* attempt("cmReg", driver.cmReg(cmEp.value as Bad, "msgs", new Uint8Array(256)))))
+      handles.push(
+        Option.getOrUndefined(yield* attempt("cmReg", driver.cmReg(cmEp.value as Bad, "msgs", new Uint8Array(256))))
+      )
     }
     const endpoint = device ? yield* Effect.option(CmEndpoint.make(address, port)) : Option.none()
     const problems: Array<string> = []
     for (const { args, method: [method, arity] } of steps) {
-      const values = args.slice(0, arity).map((a) => isHandleRef(a) ? handles[a.handle % handles.length] : materialize(a))
+      const values = args.slice(0, arity).map((a) =>
+        isHandleRef(a) ? handles[a.handle % handles.length] : materialize(a)
+      )
       if (method === "allocate" && costly(values[0])) continue
       try {
         total(values[0])
@@ -274,24 +304,46 @@ const run = (address: string, port: number, device: boolean, steps: ReadonlyArra
         return Effect.isEffect(result) ? result as Effect.Effect<unknown, unknown> : Effect.succeed(result)
       })
       const exit = yield* Effect.exit(
-        Effect.map(call, keep(method)).pipe(Effect.timeoutFail({ duration: callMillis, onTimeout: () => "timeout" as const }))
+        Effect.map(call, keep(method)).pipe(
+          Effect.timeoutFail({ duration: callMillis, onTimeout: () => "timeout" as const })
+        )
       )
       const defect = problem(method, exit)
       if (defect !== undefined) problems.push(defect)
-      if (Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.contains<unknown>("timeout")) && !WAITS.has(method)) {
+      if (
+        Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.contains<unknown>("timeout")) &&
+        !WAITS.has(method)
+      ) {
         problems.push(`${method} did not end within ${callMillis} ms`)
       }
     }
     // Core's effects over the same values.
     const value = materialize(steps[0]?.args[0])
-    for (const [what, effect] of [
-      ["LocalMr.register", Option.isSome(peer) ? LocalMr.register({ handle: peer.value, address } as Bad, value as Bad, 0x01 as Bad) : Effect.void],
-      ["LocalMr.register usage", Option.isSome(peer) ? LocalMr.register({ handle: peer.value, address } as Bad, new Uint8Array(64), value as Bad) : Effect.void],
-      ["RemoteMr.fromDescriptor", RemoteMr.fromDescriptor(value as Bad)],
-      ["Memory.allocate", costly(value) ? Effect.void : Memory.allocate(value as Bad)],
-      ["CmEndpoint.registerMessages", Option.isSome(endpoint) ? CmEndpoint.registerMessages(endpoint.value, value as Bad) : Effect.void]
-    ] as const) {
-      const exit = yield* Effect.exit(Effect.scoped(effect as Effect.Effect<unknown, unknown, Driver.RdmaDriver | Scope.Scope>))
+    for (
+      const [what, effect] of [
+        [
+          "LocalMr.register",
+          Option.isSome(peer)
+            ? LocalMr.register({ handle: peer.value, address } as Bad, value as Bad, 0x01 as Bad)
+            : Effect.void
+        ],
+        [
+          "LocalMr.register usage",
+          Option.isSome(peer)
+            ? LocalMr.register({ handle: peer.value, address } as Bad, new Uint8Array(64), value as Bad)
+            : Effect.void
+        ],
+        ["RemoteMr.fromDescriptor", RemoteMr.fromDescriptor(value as Bad)],
+        ["Memory.allocate", costly(value) ? Effect.void : Memory.allocate(value as Bad)],
+        [
+          "CmEndpoint.registerMessages",
+          Option.isSome(endpoint) ? CmEndpoint.registerMessages(endpoint.value, value as Bad) : Effect.void
+        ]
+      ] as const
+    ) {
+      const exit = yield* Effect.exit(
+        Effect.scoped(effect as Effect.Effect<unknown, unknown, Driver.RdmaDriver | Scope.Scope>)
+      )
       const defect = problem(what, exit)
       if (defect !== undefined) problems.push(defect)
     }

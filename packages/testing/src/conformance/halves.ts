@@ -52,7 +52,9 @@ const channelOver = (inbox: Queue.Queue<Message>, outbox: Queue.Queue<Message>):
         duration: Duration.seconds(seconds),
         onTimeout: () => new Error(`no message from the other half within ${seconds} s`)
       }),
-      Effect.flatMap((m) => m.abort !== undefined ? Effect.fail(new Error(`the other half failed: ${m.abort}`)) : Effect.succeed(m))
+      Effect.flatMap((m) =>
+        m.abort !== undefined ? Effect.fail(new Error(`the other half failed: ${m.abort}`)) : Effect.succeed(m)
+      )
     )
 })
 

@@ -76,7 +76,10 @@ export const interruptionCases: ReadonlyArray<Case> = [
         for (let padding = 0; padding < ATTEMPTS; padding++) {
           const attempt = yield* Effect.fork(
             Effect.withMaxOpsBeforeYield(
-              Effect.zipRight(Effect.forEach(Array.from({ length: padding }), () => Effect.void), Listener.postRecv(req, slot(padding))),
+              Effect.zipRight(
+                Effect.forEach(Array.from({ length: padding }), () => Effect.void),
+                Listener.postRecv(req, slot(padding))
+              ),
               OPS_PER_TURN
             )
           )
@@ -104,7 +107,9 @@ export const interruptionCases: ReadonlyArray<Case> = [
                 Effect.timeoutFail({
                   duration: "10 seconds",
                   onTimeout: () =>
-                    new Error(`${what}: send ${i + 1} of ${QUEUE} found no receive within 10 s (a receive slot was lost)`)
+                    new Error(
+                      `${what}: send ${i + 1} of ${QUEUE} found no receive within 10 s (a receive slot was lost)`
+                    )
                 })
               ),
             { discard: true }

@@ -11,11 +11,15 @@ import type { Case } from "../Conformance.js"
 import { check, pattern, same, tagOf } from "./support.js"
 
 const remoteOf = (mr: LocalMr.LocalMr<"READ_SRC">) =>
-  Effect.flatMap(LocalMr.descriptor(mr), (bytes) => Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.READ_SRC)))
+  Effect.flatMap(
+    LocalMr.descriptor(mr),
+    (bytes) => Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.READ_SRC))
+  )
 
 export const isolationCases: ReadonlyArray<Case> = [
   {
-    name: "isolated endpoint: its client reads its own region, not another client's by its exact descriptor; one connection, then nothing listens",
+    name:
+      "isolated endpoint: its client reads its own region, not another client's by its exact descriptor; one connection, then nothing listens",
     run: (address, port) =>
       Effect.gen(function*() {
         const isolated = yield* Admission.listenIsolated(address, port)
@@ -37,8 +41,14 @@ export const isolationCases: ReadonlyArray<Case> = [
         const [ms, second] = yield* Effect.timed(Effect.exit(Effect.scoped(
           Connection.connect(clientPeer, address, port, { privateData, timeout: "10 seconds" })
         )))
-        yield* check(tagOf(second) === "ConnectionFailedError", `a second connection to the isolated port: ${tagOf(second)}`)
-        yield* check(Duration.toMillis(ms) < 9000, `the second connection waited ${Duration.format(ms)} of its 10 s timeout`)
+        yield* check(
+          tagOf(second) === "ConnectionFailedError",
+          `a second connection to the isolated port: ${tagOf(second)}`
+        )
+        yield* check(
+          Duration.toMillis(ms) < 9000,
+          `the second connection waited ${Duration.format(ms)} of its 10 s timeout`
+        )
         dst.memory.fill(0)
         const blocked = yield* Effect.flip(Connection.read(conn, { dst, src: yield* remoteOf(notGiven), length: 4096 }))
         yield* check(
@@ -51,7 +61,8 @@ export const isolationCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "rendezvous: a client admitted on a well-known endpoint is sent to an isolated one of its own and reads what it was given there",
+    name:
+      "rendezvous: a client admitted on a well-known endpoint is sent to an isolated one of its own and reads what it was given there",
     run: (address, port) =>
       Effect.gen(function*() {
         const token = Uint8Array.of(6, 2, 8, 3)
@@ -63,7 +74,9 @@ export const isolationCases: ReadonlyArray<Case> = [
           const made = yield* Admission.rendezvous(wellKnown, gate, { from: isolatedPort, to: isolatedPort })
           const given = yield* LocalMr.allocate(made.peer, 4096, Usage.READ_SRC)
           given.memory.set(pattern(4096, 5))
-          return yield* Admission.acceptIsolated(made, made.admission, { privateData: yield* LocalMr.descriptor(given) })
+          return yield* Admission.acceptIsolated(made, made.admission, {
+            privateData: yield* LocalMr.descriptor(given)
+          })
         }))
         const clientPeer = yield* Peer.make(address)
         const conn = yield* Admission.connectIsolated(clientPeer, address, port, token, { timeout: "10 seconds" })

@@ -14,7 +14,6 @@ import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
 import { check, driverConfig, rawPeer, slowdown, tagOf } from "./support.js"
 
-
 const live = Effect.flatMap(Driver.RdmaDriver, (d) => d.live)
 
 /** How long `effect` took, in milliseconds. */
@@ -46,7 +45,8 @@ const silentServer = (address: string, port: number) =>
     )
     // Deleted when the case ends, without ever disconnecting or reading an event.
     yield* Effect.addFinalizer(() =>
-      Effect.flatMap(Fiber.await(accepted), (exit) => Exit.isSuccess(exit) ? Effect.ignore(d.connDelete(exit.value)) : Effect.void)
+      Effect.flatMap(Fiber.await(accepted), (exit) =>
+        Exit.isSuccess(exit) ? Effect.ignore(d.connDelete(exit.value)) : Effect.void)
     )
     return accepted
   })
@@ -76,14 +76,19 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const accepting = yield* Effect.fork(Listener.acceptNext(ep, { timeout: TIMEOUT }))
         const scope = yield* Scope.make()
         const inbox = yield* LocalMr.allocate(clientPeer, 256, Usage.RECV).pipe(Scope.extend(scope))
-        const conn = yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT }).pipe(Scope.extend(scope))
+        const conn = yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT }).pipe(
+          Scope.extend(scope)
+        )
         yield* Effect.forkIn(Connection.recv(conn, { dst: inbox, offset: 0, length: 256 }), scope)
         const server = yield* Fiber.join(accepting)
         const [, ms] = yield* timed(Scope.close(scope, Exit.void))
         yield* check(ms < TIMEOUT_MS + SLACK_MS, `closing took ${ms} ms with a ${TIMEOUT_MS} ms timeout`)
         yield* Connection.awaitClosed(server)
         const after = yield* live
-        yield* check(after.localRegions === 0, `the receive's region was released with its connection: ${after.localRegions}`)
+        yield* check(
+          after.localRegions === 0,
+          `the receive's region was released with its connection: ${after.localRegions}`
+        )
       })
   },
   {
@@ -118,11 +123,15 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const serverPeer = yield* Peer.make(address)
         const clientPeer = yield* Peer.make(address)
         const tooLong = new Uint8Array(300)
-        const refused = yield* Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: tooLong })))
+        const refused = yield* Effect.exit(
+          Effect.scoped(Connection.connect(clientPeer, address, port, { privateData: tooLong }))
+        )
         yield* check(tagOf(refused) === "RpmaInvalidError", `connect with 300 bytes: ${tagOf(refused)}`)
         yield* check((yield* live).connectionRequests === 0, "no request left after the refused connect")
         const ep = yield* Listener.make(serverPeer, address, port)
-        const accepting = yield* Effect.fork(Effect.exit(Effect.scoped(Listener.acceptNext(ep, { privateData: tooLong }))))
+        const accepting = yield* Effect.fork(
+          Effect.exit(Effect.scoped(Listener.acceptNext(ep, { privateData: tooLong })))
+        )
         const [client, ms] = yield* timed(
           Effect.exit(Effect.scoped(Connection.connect(clientPeer, address, port, { timeout: "10 seconds" })))
         )
@@ -142,7 +151,9 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const ep = yield* Listener.make(serverPeer, address, port)
         yield* Listener.requests(ep, { timeout: TIMEOUT }).pipe(
           Stream.runForEach((req) =>
-            Effect.forkDaemon(Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c)))))
+            Effect.forkDaemon(
+              Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))))
+            )
           ),
           Effect.forkScoped
         )
@@ -152,7 +163,7 @@ export const lifecycleCases: ReadonlyArray<Case> = [
             yield* Connection.connect(peer, address, port, { timeout: TIMEOUT })
             yield* Effect.never
           })))
-          if (i % 2 === 0) for (let y = 0; y < i; y++) yield* Effect.yieldNow()
+          if (i % 2 === 0) { for (let y = 0; y < i; y++) yield* Effect.yieldNow() }
           else yield* Effect.sleep(`${i} millis`)
           yield* Fiber.interrupt(fiber)
         }
@@ -164,7 +175,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "connect refuses settings under which operations would wait forever (no send queue, completions lost, no timeout)",
+    name:
+      "connect refuses settings under which operations would wait forever (no send queue, completions lost, no timeout)",
     run: (address, port) =>
       Effect.gen(function*() {
         const peer = yield* Peer.make(address)
@@ -201,19 +213,32 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const [wrong, ms] = yield* timed(Effect.exit(Effect.scoped(
           Connection.connect(clientPeer, address, port, { timeout: "10 seconds", privateData: prefix })
         )))
-        yield* check(tagOf(yield* Fiber.join(refusing)) === "AdmissionRefusedError", "the server refused the wrong token")
+        yield* check(
+          tagOf(yield* Fiber.join(refusing)) === "AdmissionRefusedError",
+          "the server refused the wrong token"
+        )
         yield* check(tagOf(wrong) === "ConnectionFailedError", `the client with a wrong token: ${tagOf(wrong)}`)
         yield* check(ms < 9000, `the refused client waited ${ms} ms of its 10 s timeout`)
-        const accepting = yield* Effect.fork(Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission })))
-        const conn = yield* Connection.connect(clientPeer, address, port, { privateData: yield* Admission.privateData(token) })
+        const accepting = yield* Effect.fork(
+          Effect.flatMap(Listener.next(ep), (req) => Listener.accept(req, { admission }))
+        )
+        const conn = yield* Connection.connect(clientPeer, address, port, {
+          privateData: yield* Admission.privateData(token)
+        })
         yield* Fiber.join(accepting)
         // A region of another peer, even with its exact descriptor, is not reachable over this connection.
-        const elsewhere = yield* LocalMr.allocate(otherClientsPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+        const elsewhere = yield* LocalMr.allocate(
+          otherClientsPeer,
+          4096,
+          Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
+        )
         const reachable = yield* LocalMr.allocate(serverPeer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
         const src = yield* LocalMr.allocate(clientPeer, 64, Usage.WRITE_SRC)
         const remoteOf = (mr: LocalMr.LocalMr<"WRITE_DST">) =>
-          Effect.flatMap(LocalMr.descriptor(mr), (bytes) =>
-            Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.WRITE_DST)))
+          Effect.flatMap(
+            LocalMr.descriptor(mr),
+            (bytes) => Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.WRITE_DST))
+          )
         yield* Connection.write(conn, { dst: yield* remoteOf(reachable), src, length: 64 })
         const blocked = yield* Effect.flip(Connection.write(conn, { dst: yield* remoteOf(elsewhere), src, length: 64 }))
         yield* check(
@@ -239,7 +264,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "peers whose scopes close while an endpoint, connections and regions made with them are open: all still work, and the peers go after the last of them",
+    name:
+      "peers whose scopes close while an endpoint, connections and regions made with them are open: all still work, and the peers go after the last of them",
     run: (address, port) =>
       Effect.gen(function*() {
         const peers = yield* Scope.make()
@@ -259,7 +285,12 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const dst = yield* Effect.flatMap(LocalMr.descriptor(inbox), (bytes) =>
           Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.WRITE_DST)))
         yield* Connection.write(conn, { dst, src, length: 64 })
-        yield* check(inbox.memory.every((b) => b === 0x5a), "the write arrived")
+        yield* check(
+          inbox.memory.every((b) =>
+            b === 0x5a
+          ),
+          "the write arrived"
+        )
         yield* Scope.close(users, Exit.void)
         const after = yield* live
         yield* check(
@@ -269,7 +300,8 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "a region with a receive in flight: its deregistration is refused by the driver (still alive), deferred by core",
+    name:
+      "a region with a receive in flight: its deregistration is refused by the driver (still alive), deferred by core",
     run: (address, port) =>
       Effect.gen(function*() {
         const d = yield* Driver.RdmaDriver
@@ -282,11 +314,16 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         const server = yield* Fiber.join(accepting)
         const regionScope = yield* Scope.make()
         const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV).pipe(Scope.extend(regionScope))
-        const receiving = yield* Effect.fork(Effect.exit(Connection.recv(server, { dst: inbox, offset: 0, length: 256 })))
+        const receiving = yield* Effect.fork(
+          Effect.exit(Connection.recv(server, { dst: inbox, offset: 0, length: 256 }))
+        )
         yield* Effect.yieldNow()
         yield* Effect.sleep("20 millis")
         const refused = yield* Effect.exit(d.mrDereg(inbox.handle))
-        yield* check(tagOf(refused) === "ResourceInUseError", `rpma_mr_dereg with a receive in flight: ${tagOf(refused)}`)
+        yield* check(
+          tagOf(refused) === "ResourceInUseError",
+          `rpma_mr_dereg with a receive in flight: ${tagOf(refused)}`
+        )
         yield* Scope.close(regionScope, Exit.void)
         yield* check((yield* live).localRegions === 1, "core defers the region's deregistration")
         yield* Scope.close(clientScope, Exit.void)
@@ -312,7 +349,12 @@ export const lifecycleCases: ReadonlyArray<Case> = [
             })))
             const client = yield* Connection.connect(clientPeer, address, port, { timeout: TIMEOUT })
             const sent = yield* Effect.exit(Connection.send(client, { src: out, offset: 0, length: 8 }))
-            yield* check(Exit.isSuccess(sent), `round ${round}: a delivered send reported ${Exit.isFailure(sent) ? String(Cause.squash(sent.cause)) : ""}`)
+            yield* check(
+              Exit.isSuccess(sent),
+              `round ${round}: a delivered send reported ${
+                Exit.isFailure(sent) ? String(Cause.squash(sent.cause)) : ""
+              }`
+            )
             yield* Fiber.join(accepting)
           }))
         }

@@ -53,8 +53,10 @@ export const mappingCases: ReadonlyArray<Case> = [
         yield* equal(memory.byteLength, 0, "an unmapped mapping is detached")
         const bytes = fs.readFileSync(file)
         yield* equal(bytes.byteLength, 8192, "the created file's size")
-        yield* check(bytes.subarray(0, 4096).every((b) => b === 1) && bytes.subarray(4096).every((b) => b === 2),
-          "the file holds what was written through the mapping")
+        yield* check(
+          bytes.subarray(0, 4096).every((b) => b === 1) && bytes.subarray(4096).every((b) => b === 2),
+          "the file holds what was written through the mapping"
+        )
         // The whole file, and its second page alone.
         yield* Effect.scoped(Effect.gen(function*() {
           const whole = yield* Memory.mapFile({ path: file })
@@ -88,7 +90,8 @@ export const mappingCases: ReadonlyArray<Case> = [
       })
   },
   {
-    name: "Memory.mapFile: missing, empty, unaligned, past the end, too large, a directory, not writable: tagged reasons, no file left by a refused create",
+    name:
+      "Memory.mapFile: missing, empty, unaligned, past the end, too large, a directory, not writable: tagged reasons, no file left by a refused create",
     run: () =>
       Effect.gen(function*() {
         const dir = yield* tempDir

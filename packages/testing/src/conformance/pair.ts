@@ -5,7 +5,16 @@
  * side by side ({@link connectedPair}); across two hosts (packages/native/test-pair) each runs on
  * its own host and the descriptor travels between them.
  */
-import { Connection, Descriptor, Listener, LocalMr, Peer, RdmaError, RemoteMr, Usage } from "@effect-rdma/core"
+import {
+  Connection,
+  type Descriptor,
+  Listener,
+  LocalMr,
+  Peer,
+  type RdmaError,
+  RemoteMr,
+  Usage
+} from "@effect-rdma/core"
 import type { RdmaDriver } from "@effect-rdma/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"

@@ -95,7 +95,9 @@ export const resourceCases: ReadonlyArray<Case> = [
         yield* equal(remote.usage, rwUsage, "remote usage")
         yield* equal(remote.flushType, Usage.FLUSH_TYPE_VISIBILITY, "rpma_mr_remote_get_flush_type")
         const rkeys = new Set<number>()
-        for (let i = 0; i < 8; i++) rkeys.add((yield* LocalMr.describe(yield* LocalMr.allocate(server, 64, rwUsage))).rkey)
+        for (let i = 0; i < 8; i++) {
+          rkeys.add((yield* LocalMr.describe(yield* LocalMr.allocate(server, 64, rwUsage))).rkey)
+        }
         yield* equal(rkeys.size, 8, "distinct rkeys for distinct regions")
       })
   },
@@ -113,7 +115,8 @@ export const resourceCases: ReadonlyArray<Case> = [
         yield* expectTag(d.mrRemoteFromDescriptor(noUsage), "RpmaInvalidError", "usage 0")
         const padded = new Uint8Array(196)
         padded.set(good)
-        const remote = yield* Effect.acquireRelease(d.mrRemoteFromDescriptor(padded), (r) => Effect.ignore(d.mrRemoteDelete(r)))
+        const remote = yield* Effect.acquireRelease(d.mrRemoteFromDescriptor(padded), (r) =>
+          Effect.ignore(d.mrRemoteDelete(r)))
         yield* equal(yield* d.mrRemoteGetSize(remote), 4096n, "size from a padded descriptor")
         yield* equal(yield* d.mrRemoteGetFlushType(remote), 0x10, "flush type from a padded descriptor")
       })
@@ -164,7 +167,10 @@ export const resourceCases: ReadonlyArray<Case> = [
           yield* equal(yield* outcome(Effect.suspend(() => regNow(p, m, u)!)), yield* outcome(d.mrReg(p, m, u)), what)
         }
         const registered = regNow(peer, memory, Usage.READ_SRC)
-        yield* check(registered !== undefined && registered._tag === "Success", "a 4 KiB region registered synchronously")
+        yield* check(
+          registered !== undefined && registered._tag === "Success",
+          "a 4 KiB region registered synchronously"
+        )
         const { address: at, handle } = (registered as Exit.Success<Driver.Model.MrRegistration, never>).value
         yield* equal(at, yield* d.mrGetPtr(handle), "the address against rpma_mr_get_ptr")
         yield* equal((yield* d.live).localRegions, 1, "regions alive after mrReg.now")
@@ -273,5 +279,5 @@ export const resourceCases: ReadonlyArray<Case> = [
         yield* equal(memory.byteLength, 0, "released memory is detached")
         yield* expectTag(LocalMr.register(peer, Buffer.allocUnsafe(100), Usage.SEND), "MemoryRefusedError", "pool")
       })
-  },
+  }
 ]

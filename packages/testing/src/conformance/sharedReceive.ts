@@ -26,7 +26,10 @@ const delivered = (
     yield* Connection.send(from.client, { src: out, offset: 0, length })
     const got = yield* posted.completion
     const qpNum = yield* Connection.qpNum(from.server)
-    yield* check(got.byteLength === length && got.qpNum === qpNum, `the queue's receive: ${got.byteLength} bytes, qp ${got.qpNum}`)
+    yield* check(
+      got.byteLength === length && got.qpNum === qpNum,
+      `the queue's receive: ${got.byteLength} bytes, qp ${got.qpNum}`
+    )
     yield* check(dst.memory.subarray(0, length).every((b) => b === fill), "the bytes landed in the queue's region")
   })
 
@@ -49,8 +52,14 @@ export const sharedReceiveCases: ReadonlyArray<Case> = [
         }))
         const client = yield* Connection.connect(clientPeer, address, port)
         const { conn, refused } = yield* Fiber.join(serving)
-        yield* check(tagOf(refused) === "RpmaInvalidError", `Listener.postRecv with a shared receive queue: ${tagOf(refused)}`)
-        yield* check(messageOf(refused).includes("shared receive queue"), `the refusal names the queue: ${messageOf(refused)}`)
+        yield* check(
+          tagOf(refused) === "RpmaInvalidError",
+          `Listener.postRecv with a shared receive queue: ${tagOf(refused)}`
+        )
+        yield* check(
+          messageOf(refused).includes("shared receive queue"),
+          `the refusal names the queue: ${messageOf(refused)}`
+        )
 
         yield* delivered({ peer: clientPeer, client, server: conn }, posted, inbox, 16, 0x5a)
       })

@@ -94,19 +94,24 @@ export const rows: ReadonlyArray<Row> = [
   })),
   ...memoryKinds.map(([input, make]): Row => ({
     input: `LocalMr.register memory: ${input}`,
-    call: ({ peer, address }) => LocalMr.register({ handle: peer, address } as Bad, make() as Bad, 0x01 as Bad),
+    call: ({ address, peer }) => LocalMr.register({ handle: peer, address } as Bad, make() as Bad, 0x01 as Bad),
     tag: input === "size 0" ? INVAL : "MemoryRefusedError"
   })),
   {
     input: "LocalMr.register memory: a pooled Buffer slice",
-    call: ({ peer, address }) => LocalMr.register({ handle: peer, address } as Bad, Buffer.allocUnsafe(100), 0x01 as Bad),
+    call: ({ address, peer }) =>
+      LocalMr.register({ handle: peer, address } as Bad, Buffer.allocUnsafe(100), 0x01 as Bad),
     tag: "MemoryRefusedError"
   },
   {
     input: "LocalMr.register memory: a plain Uint8Array view of pool bytes",
-    call: ({ peer, address }) => {
+    call: ({ address, peer }) => {
       const pooled = Buffer.allocUnsafe(100)
-      return LocalMr.register({ handle: peer, address } as Bad, new Uint8Array(pooled.buffer, pooled.byteOffset, 100), 0x01 as Bad)
+      return LocalMr.register(
+        { handle: peer, address } as Bad,
+        new Uint8Array(pooled.buffer, pooled.byteOffset, 100),
+        0x01 as Bad
+      )
     },
     tag: "MemoryRefusedError"
   },
@@ -122,12 +127,12 @@ export const rows: ReadonlyArray<Row> = [
   })),
   ...ports.map((port): Row => ({
     input: `rpma_ep_listen port: ${describe(port)}`,
-    call: ({ driver, peer, address }) => driver.epListen(peer, address, port as Bad),
+    call: ({ address, driver, peer }) => driver.epListen(peer, address, port as Bad),
     tag: INVAL
   })),
   ...ports.map((port): Row => ({
     input: `rpma_conn_req_new port: ${describe(port)}`,
-    call: ({ driver, peer, address }) => driver.connReqNew(peer, address, port as Bad, good),
+    call: ({ address, driver, peer }) => driver.connReqNew(peer, address, port as Bad, good),
     tag: INVAL
   })),
   ...[null, 42, {}].map((address): Row => ({
@@ -137,12 +142,12 @@ export const rows: ReadonlyArray<Row> = [
   })),
   ...configs.map(([input, make]): Row => ({
     input: `rpma_conn_req_new cfg: ${input}`,
-    call: ({ driver, peer, address, port }) => driver.connReqNew(peer, address, port, make() as Bad),
+    call: ({ address, driver, peer, port }) => driver.connReqNew(peer, address, port, make() as Bad),
     tag: INVAL
   })),
   ...configs.map(([input, make]): Row => ({
     input: `rpma_ep_next_conn_req cfg: ${input}`,
-    call: ({ driver, peer, address, port }) =>
+    call: ({ address, driver, peer, port }) =>
       Effect.flatMap(
         Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep))),
         (ep) => driver.epNextConnReq(ep, make() as Bad)
@@ -156,20 +161,28 @@ export const rows: ReadonlyArray<Row> = [
     call: ({ address, driver, peer, port }) =>
       Effect.gen(function*() {
         yield* Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep)))
-        const srq = yield* Effect.acquireRelease(driver.srqNew(peer, { rqSize: 4, rcqSize: 4 }), (q) => Effect.ignore(driver.srqDelete(q)))
+        const srq = yield* Effect.acquireRelease(driver.srqNew(peer, { rqSize: 4, rcqSize: 4 }), (q) =>
+          Effect.ignore(driver.srqDelete(q)))
         return yield* Effect.acquireRelease(
           driver.connReqNew(peer, address, port, { ...good, cqSize: 8, srq, sharedCompletionChannel: true }),
-          (req) => Effect.ignore(driver.connReqDelete(req))
+          (req) =>
+            Effect.ignore(driver.connReqDelete(req))
         )
       }),
     tag: INVAL
   },
-  ...[["256 bytes", new Uint8Array(256)], ["57 bytes (RoCE takes 56 with a request)", new Uint8Array(57)], ["a string", "hello"], ["a Proxy", new Proxy(new Uint8Array(8), {})], [
-    "a SharedArrayBuffer view of 300 bytes",
-    new Uint8Array(new SharedArrayBuffer(300))
-  ]].map(([input, data]): Row => ({
+  ...[
+    ["256 bytes", new Uint8Array(256)],
+    ["57 bytes (RoCE takes 56 with a request)", new Uint8Array(57)],
+    ["a string", "hello"],
+    ["a Proxy", new Proxy(new Uint8Array(8), {})],
+    [
+      "a SharedArrayBuffer view of 300 bytes",
+      new Uint8Array(new SharedArrayBuffer(300))
+    ]
+  ].map(([input, data]): Row => ({
     input: `rpma_conn_req_connect private data: ${String(input)}`,
-    call: ({ driver, peer, address, port }) =>
+    call: ({ address, driver, peer, port }) =>
       Effect.gen(function*() {
         yield* Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep)))
         const req = yield* Effect.acquireRelease(
@@ -186,7 +199,10 @@ export const rows: ReadonlyArray<Row> = [
   ]].map(([input, bytes]): Row => ({
     input: `rpma_mr_remote_from_descriptor: ${String(input)}`,
     call: ({ driver }) =>
-      Effect.acquireRelease(driver.mrRemoteFromDescriptor(bytes as Bad), (r) => Effect.ignore(driver.mrRemoteDelete(r))),
+      Effect.acquireRelease(
+        driver.mrRemoteFromDescriptor(bytes as Bad),
+        (r) => Effect.ignore(driver.mrRemoteDelete(r))
+      ),
     tag: INVAL
   })),
   ...[["a Proxy", new Proxy(descriptor, {})], ["a throwing Proxy", throwing()], ["a number", 21]].map((
@@ -218,10 +234,12 @@ export const rows: ReadonlyArray<Row> = [
           )
           : yield* Effect.zipRight(
             Effect.acquireRelease(driver.epListen(peer, address, port), (ep) => Effect.ignore(driver.epShutdown(ep))),
-            Effect.acquireRelease(driver.connReqNew(peer, address, port, good), (req) => Effect.ignore(driver.connReqDelete(req)))
+            Effect.acquireRelease(driver.connReqNew(peer, address, port, good), (req) =>
+              Effect.ignore(driver.connReqDelete(req)))
           )
         const src = yield* Effect.acquireRelease(
-          Effect.map(driver.mrReg(peer, new Uint8Array(64), 0x40), (r) => r.handle),
+          Effect.map(driver.mrReg(peer, new Uint8Array(64), 0x40), (r) =>
+            r.handle),
           (mr) => Effect.ignore(driver.mrDereg(mr))
         )
         return yield* posting(driver, target, { op: "send", id: 1, src, offset: 0, length: 8 })
@@ -274,7 +292,12 @@ export const cases = [
     name: `input validation: ${rows.length} bad inputs (memory kinds, usages, sizes, ports, configs, timeouts, ` +
       `private data, descriptors, work requests), the same tagged error on every driver`,
     run: (address: string, port: number) =>
-      Effect.flatMap(mismatches(address, port), (wrong) =>
-        wrong.length === 0 ? Effect.void : Effect.die(new Error(`inputs the driver handled differently:\n${wrong.join("\n")}`)))
+      Effect.flatMap(
+        mismatches(address, port),
+        (wrong) =>
+          wrong.length === 0
+            ? Effect.void
+            : Effect.die(new Error(`inputs the driver handled differently:\n${wrong.join("\n")}`))
+      )
   }
 ]

@@ -18,14 +18,15 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Queue from "effect/Queue"
-import * as CompletionQueue from "./completionQueue.js"
 import { cmPostCalls } from "./cmPosting.js"
 import * as QueuePair from "./cmQueuePair.js"
+import * as CompletionQueue from "./completionQueue.js"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
 import type * as wire from "./wire.js"
 
-const { EADDRINUSE, EADDRNOTAVAIL, ECANCELED, ECONNABORTED, ECONNREFUSED, EHOSTUNREACH, EINVAL, ETIMEDOUT } = RdmaError.Errno
+const { EADDRINUSE, EADDRNOTAVAIL, ECANCELED, ECONNABORTED, ECONNREFUSED, EHOSTUNREACH, EINVAL, ETIMEDOUT } =
+  RdmaError.Errno
 
 /** What rdma_cm carries as private data on RoCE: a request's, an acceptance's and a rejection's (the CM's REQ, REP and REJ less rdma_cm's header). */
 const PRIVATE_DATA = Arguments.PRIVATE_DATA_LIMIT
@@ -159,7 +160,11 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
     return problem !== undefined
       ? errno(operation, EINVAL, problem)
       : data !== undefined && data !== null && (data as Uint8Array).byteLength > limit
-      ? errno(operation, EINVAL, `private data is ${(data as Uint8Array).byteLength} bytes; rdma_cm on RoCE carries at most ${limit} here`)
+      ? errno(
+        operation,
+        EINVAL,
+        `private data is ${(data as Uint8Array).byteLength} bytes; rdma_cm on RoCE carries at most ${limit} here`
+      )
       : undefined
   }
   const badTimeout = (operation: string, timeoutMs: unknown) => {
@@ -307,7 +312,6 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
     if (far !== undefined) say(far, ep, { k: "lost" })
   }
 
-
   /** rdma_listen's listener, once its address is free. */
   const listen = (address: string, actual: number, config: Driver.Model.CmEpConfig) => {
     const listener: fabric.CmListener = {
@@ -346,7 +350,13 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
             return Effect.fail(errno("rdma_create_ep", EHOSTUNREACH, `rdma_resolve_addr: no route to ${address}`))
           }
           const ep = newEndpoint(
-            { localAddress: address, localPort: freePort(address), remoteAddress: address, remotePort: port, listener: undefined },
+            {
+              localAddress: address,
+              localPort: freePort(address),
+              remoteAddress: address,
+              remotePort: port,
+              listener: undefined
+            },
             copyConfig(config),
             new Uint8Array(0),
             undefined
@@ -390,11 +400,18 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
             if (listener === undefined) {
               s.stage = "failed"
               return Effect.fail(
-                errno("rdma_connect", EHOSTUNREACH, `nobody listens on ${ep.remoteAddress}:${ep.remotePort} (UNREACHABLE)`)
+                errno(
+                  "rdma_connect",
+                  EHOSTUNREACH,
+                  `nobody listens on ${ep.remoteAddress}:${ep.remotePort} (UNREACHABLE)`
+                )
               )
             }
             s.stage = "connecting"
-            Queue.unsafeOffer(incoming.get(listener)!, { client: ep, privateData: padded(privateData, PRIVATE_DATA.connect) })
+            Queue.unsafeOffer(incoming.get(listener)!, {
+              client: ep,
+              privateData: padded(privateData, PRIVATE_DATA.connect)
+            })
             return awaitAnswer(ep, timeoutMs)
           })
       ),
@@ -422,14 +439,20 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
           if (link === undefined) return listen(address, actual, config)
           // On a shared network the address is claimed from the router first: one listener in all.
           // Uninterruptible (the claim is bounded by the link's timeout), so a claim granted is never lost.
-          return Effect.uninterruptible(Effect.flatMap(Effect.promise(() => link.claim(claimKey(address, actual))), (claimed) =>
-            claimed === "ok"
-              ? listen(address, actual, config)
-              : Effect.fail(
-                claimed === "taken"
-                  ? errno("rdma_bind_addr", EADDRINUSE, `${address}:${actual} is in use (by another process on the simulated network)`)
-                  : errno("rdma_bind_addr", EADDRNOTAVAIL, `the simulated network at ${link.path} is gone`)
-              )))
+          return Effect.uninterruptible(
+            Effect.flatMap(Effect.promise(() => link.claim(claimKey(address, actual))), (claimed) =>
+              claimed === "ok"
+                ? listen(address, actual, config)
+                : Effect.fail(
+                  claimed === "taken"
+                    ? errno(
+                      "rdma_bind_addr",
+                      EADDRINUSE,
+                      `${address}:${actual} is in use (by another process on the simulated network)`
+                    )
+                    : errno("rdma_bind_addr", EADDRNOTAVAIL, `the simulated network at ${link.path} is gone`)
+                ))
+          )
         }
       ),
 
@@ -441,7 +464,11 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
           return listener === undefined
             ? errno("rdma_get_request", EINVAL, "expected a listener handle (from cmListen)")
             : !listener.alive
-            ? errno("rdma_get_request", EINVAL, "the listener was already destroyed; a handle is not usable after its release")
+            ? errno(
+              "rdma_get_request",
+              EINVAL,
+              "the listener was already destroyed; a handle is not usable after its release"
+            )
             : undefined
         },
         (code) => errno("rdma_get_request", code, "planned fault"),
@@ -481,7 +508,9 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
     cmPrivateData: (value) =>
       Effect.suspend(() => {
         const refused = deadEp("rdma_cm private data", value)
-        return refused !== undefined ? Effect.fail(refused) : Effect.succeed(Uint8Array.from(side(epOf(value)!).privateData))
+        return refused !== undefined
+          ? Effect.fail(refused)
+          : Effect.succeed(Uint8Array.from(side(epOf(value)!).privateData))
       }),
 
     cmAccept: (value, privateData, timeoutMs) =>
@@ -588,7 +617,9 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
           const n = epOf(value)!.regions.size
           return n === 0 ? undefined : inUse(
             "rdma_destroy_ep",
-            `${n} ${n === 1 ? "region is" : "regions are"} still registered on the endpoint: deregister them first (rdma_dereg_mr)`
+            `${n} ${
+              n === 1 ? "region is" : "regions are"
+            } still registered on the endpoint: deregister them first (rdma_dereg_mr)`
           )
         },
         (code) => {
@@ -613,7 +644,9 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         if (n > 0) {
           return Effect.fail(inUse(
             "rdma_destroy_ep",
-            `${n} ${n === 1 ? "endpoint it handed out is" : "endpoints it handed out are"} still alive: destroy them first`
+            `${n} ${
+              n === 1 ? "endpoint it handed out is" : "endpoints it handed out are"
+            } still alive: destroy them first`
           ))
         }
         listeners.delete(key(listener.address, listener.port))
@@ -704,7 +737,16 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
         if (s === undefined || s.stage !== "connecting") return
         s.stage = "failed"
         s.asked = undefined
-        return answer(ep!, Exit.fail(errno("rdma_connect", EHOSTUNREACH, `nobody listens on ${ep!.remoteAddress}:${ep!.remotePort} (UNREACHABLE)`)))
+        return answer(
+          ep!,
+          Exit.fail(
+            errno(
+              "rdma_connect",
+              EHOSTUNREACH,
+              `nobody listens on ${ep!.remoteAddress}:${ep!.remotePort} (UNREACHABLE)`
+            )
+          )
+        )
       case "rejected":
         if (s === undefined || s.stage !== "connecting") return
         s.stage = "failed"
@@ -768,7 +810,16 @@ export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.
       if (s.stage === "connecting" && s.asked !== undefined && (process === undefined || keys.includes(s.asked))) {
         s.stage = "failed"
         s.asked = undefined
-        answer(ep, Exit.fail(errno("rdma_connect", EHOSTUNREACH, `the process listening on ${ep.remoteAddress}:${ep.remotePort} left the network`)))
+        answer(
+          ep,
+          Exit.fail(
+            errno(
+              "rdma_connect",
+              EHOSTUNREACH,
+              `the process listening on ${ep.remoteAddress}:${ep.remotePort} left the network`
+            )
+          )
+        )
       } else if (s.stage === "connecting" && s.client !== undefined && gone(s.far)) {
         // An accept waiting for a client whose process left.
         s.stage = "failed"

@@ -65,9 +65,15 @@ const readRequest = (
       const mr = fabric.asHandle(mrValue, "CmMr")
       if (mr === undefined) return "a segment's mr must be a region (from cmReg)"
       if (!mr.alive) return "a segment's region was already deregistered"
-      if (mr.cmId !== ep) return "a segment's region is registered on another endpoint's protection domain: register it on this one"
-      if (!isIndex(offset, Number.MAX_SAFE_INTEGER)) return `a segment's offset ${Arguments.show(offset)} is not an integer from 0`
-      if (!isIndex(length, UINT32_MAX)) return `a segment's length ${Arguments.show(length)} is not an integer from 0 to ${UINT32_MAX}`
+      if (mr.cmId !== ep) {
+        return "a segment's region is registered on another endpoint's protection domain: register it on this one"
+      }
+      if (!isIndex(offset, Number.MAX_SAFE_INTEGER)) {
+        return `a segment's offset ${Arguments.show(offset)} is not an integer from 0`
+      }
+      if (!isIndex(length, UINT32_MAX)) {
+        return `a segment's length ${Arguments.show(length)} is not an integer from 0 to ${UINT32_MAX}`
+      }
       // As the native driver: refused before the device's lkey check would fail it (LOC_PROT_ERR).
       if (offset + length > mr.memory.byteLength) {
         return `a segment (offset ${offset}, length ${length}) passes its region's end (${mr.memory.byteLength} bytes)`
@@ -79,11 +85,17 @@ const readRequest = (
   }
   if (segments.length === 0) return "a request needs at least one segment"
   const maxSge = op === "recv" ? config.maxRecvSge : config.maxSendSge
-  if (segments.length > maxSge) return `${segments.length} segments; the queue pair takes at most ${maxSge} (${op === "recv" ? "maxRecvSge" : "maxSendSge"})`
+  if (segments.length > maxSge) {
+    return `${segments.length} segments; the queue pair takes at most ${maxSge} (${
+      op === "recv" ? "maxRecvSge" : "maxSendSge"
+    })`
+  }
   // A receive has no immediate data, inline flag or signal to read (the native driver ignores them too).
   if (op === "recv") return { op, id: raw.id, segments }
   if (raw.imm !== undefined && (op === "read" || !isIndex(raw.imm, UINT32_MAX))) {
-    return op === "read" ? "immediate data goes with a send or a write only" : `imm ${Arguments.show(raw.imm)} is not a 32-bit unsigned integer`
+    return op === "read"
+      ? "immediate data goes with a send or a write only"
+      : `imm ${Arguments.show(raw.imm)} is not a 32-bit unsigned integer`
   }
   if (raw.inline !== undefined && (op === "read" || typeof raw.inline !== "boolean")) {
     return op === "read" ? "a read cannot be inline" : "inline must be a boolean"
@@ -145,12 +157,20 @@ export const cmPostCalls = (
       )
     }
     if (wr.op !== "recv" && qp.state === "init") {
-      return errno(operation, EINVAL, "the endpoint is not connected yet: only receives may be posted before cmConnect or cmAccept")
+      return errno(
+        operation,
+        EINVAL,
+        "the endpoint is not connected yet: only receives may be posted before cmConnect or cmAccept"
+      )
     }
     const planned = fabric.countCall(world, operation)
     if (planned !== undefined && "code" in planned) return errno(operation, planned.code, "planned fault")
     if (planned !== undefined && "loseConnection" in planned) endpoints.lose(qp.ep)
-    QueuePair.post(qp, wr, planned !== undefined && "completionStatus" in planned ? planned.completionStatus : undefined)
+    QueuePair.post(
+      qp,
+      wr,
+      planned !== undefined && "completionStatus" in planned ? planned.completionStatus : undefined
+    )
     return undefined
   }
 

@@ -77,7 +77,10 @@ export interface QueuePair {
 }
 
 /** Which queue and request each completion belongs to, for the slot it frees when taken. */
-const origins = new WeakMap<Driver.Model.Completion, { readonly recv: true } | { readonly recv: false; readonly seq: number }>()
+const origins = new WeakMap<
+  Driver.Model.Completion,
+  { readonly recv: true } | { readonly recv: false; readonly seq: number }
+>()
 
 /** The completions taken: their slots are free, and those of the unsignalled requests before them. */
 const freeSlots = (qp: QueuePair, taken: ReadonlyArray<Driver.Model.Completion>) => {
@@ -120,7 +123,13 @@ export const hasRoom = (qp: QueuePair, op: Driver.Model.CmWorkRequest["op"]): bo
   op === "recv" ? qp.recvSlots < qp.config.maxRecvWr : qp.sendSlots.size < qp.config.maxSendWr
 
 /** An ibv_wc: no opcode on a failure; immediate data with its flag. */
-const completion = (id: number, status: number, opcode: number, byteLength = 0, imm?: number): Driver.Model.Completion =>
+const completion = (
+  id: number,
+  status: number,
+  opcode: number,
+  byteLength = 0,
+  imm?: number
+): Driver.Model.Completion =>
   imm === undefined || status !== RdmaError.WcStatus.SUCCESS
     ? { id, status, byteLength, opcode: status === RdmaError.WcStatus.SUCCESS ? opcode : -1, flags: 0 }
     : { id, status, byteLength, opcode, flags: Model.WcFlags.WITH_IMM, imm }
@@ -156,7 +165,9 @@ const flushSendQueue = (qp: QueuePair) => {
 export const toError = (qp: QueuePair): void => {
   if (qp.state === "error") return
   qp.state = "error"
-  for (const recv of qp.recvs.splice(0)) completeRecv(qp, completion(recv.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV))
+  for (const recv of qp.recvs.splice(0)) {
+    completeRecv(qp, completion(recv.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV))
+  }
   flushSendQueue(qp)
   if (qp.peer !== undefined) run(qp.peer)
   // The far side's requests waiting here fail there as they would against this queue pair in one process.
@@ -371,7 +382,9 @@ const run = (qp: QueuePair): void => {
 export const post = (qp: QueuePair, wr: Driver.Model.CmWorkRequest, planned?: number): void => {
   if (wr.op === "recv") {
     qp.recvSlots++
-    if (qp.state === "error") return completeRecv(qp, completion(wr.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV))
+    if (qp.state === "error") {
+      return completeRecv(qp, completion(wr.id, RdmaError.WcStatus.WR_FLUSH_ERR, Model.WcOpcode.RECV))
+    }
     if (planned !== undefined) {
       completeRecv(qp, completion(wr.id, planned, Model.WcOpcode.RECV))
       return toError(qp)
@@ -385,7 +398,13 @@ export const post = (qp: QueuePair, wr: Driver.Model.CmWorkRequest, planned?: nu
   const seq = qp.nextSeq++
   const signalled = wr.completion !== "onError"
   qp.sendSlots.set(seq, { signalled })
-  qp.sendQueue.push({ wr, seq, signalled, taken: wr.op !== "read" && wr.inline === true ? gather(wr.segments) : undefined, planned })
+  qp.sendQueue.push({
+    wr,
+    seq,
+    signalled,
+    taken: wr.op !== "read" && wr.inline === true ? gather(wr.segments) : undefined,
+    planned
+  })
   // Posted in the error state, it completes at once with WR_FLUSH_ERR.
   if (qp.state === "error") return flushSendQueue(qp)
   run(qp)

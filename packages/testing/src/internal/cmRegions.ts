@@ -22,7 +22,11 @@ export const makeCmRegionCalls = (world: fabric.Fabric, tools: Tools) => {
           // The endpoint's own protection domain.
           const id = fabric.asHandle(idValue, "CmEp")
           return id === undefined || !id.alive
-            ? errno(operation, EINVAL, id === undefined ? "expected an rdma_cm endpoint" : "the endpoint was already destroyed")
+            ? errno(
+              operation,
+              EINVAL,
+              id === undefined ? "expected an rdma_cm endpoint" : "the endpoint was already destroyed"
+            )
             : kind !== "msgs" && kind !== "read" && kind !== "write"
             ? errno(operation, EINVAL, `unknown registration kind ${Arguments.show(kind)}`)
             : Arguments.memory(memory) !== undefined

@@ -23,7 +23,13 @@ export interface ConnQueues {
 }
 
 /** A stand-in's configuration: it has no queues in this process, so nothing reads it. */
-const STAND_IN_CONFIG: Driver.Model.ConnConfig = { timeoutMs: 0, sqSize: 0, rqSize: 0, cqSize: 0, directWriteToPmem: false }
+const STAND_IN_CONFIG: Driver.Model.ConnConfig = {
+  timeoutMs: 0,
+  sqSize: 0,
+  rqSize: 0,
+  cqSize: 0,
+  directWriteToPmem: false
+}
 
 export const makeConnectionRegistry = (link: wire.Link | undefined) => {
   const listeners = new Map<string, fabric.Endpoint>()
@@ -46,7 +52,9 @@ export const makeConnectionRegistry = (link: wire.Link | undefined) => {
   const departed = new Set<number>()
   /** How another process addresses a connection of this one (or the stand-in's own address). */
   const farOf = (conn: fabric.Conn | undefined): wire.Far | undefined =>
-    conn === undefined ? undefined : conn.far ?? (link === undefined ? undefined : { process: link.self, conn: conn.id })
+    conn === undefined
+      ? undefined
+      : conn.far ?? (link === undefined ? undefined : { process: link.self, conn: conn.id })
   /** A stand-in for a connection of another process. */
   const standIn = (far: wire.Far, peer: fabric.Peer, state: fabric.Conn["state"]): fabric.Conn => ({
     kind: "Conn",

@@ -27,8 +27,21 @@ export const makeConnectionSetup = (
   srqs: SharedReceiveQueues
 ) => {
   const { acquire, call, deadOrWrong, invalid, peerOf, problem, refusedOr, releaseHandle, rpma } = tools
-  const { connecting, connOf, conns, departed, endpointOf, farOf, incoming, key, listeners, q, remotePmem, reqOf, unsafeQueue } =
-    registry
+  const {
+    connOf,
+    connecting,
+    conns,
+    departed,
+    endpointOf,
+    farOf,
+    incoming,
+    key,
+    listeners,
+    q,
+    remotePmem,
+    reqOf,
+    unsafeQueue
+  } = registry
   return {
     epListen: (peerValue, address, port) =>
       call(
@@ -40,13 +53,28 @@ export const makeConnectionSetup = (
         () => {
           const actual = port
           if (!world.devices.has(address)) {
-            return Effect.fail(rpma("rpma_ep_listen", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`))
+            return Effect.fail(
+              rpma("rpma_ep_listen", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: no RDMA device at ${address}`)
+            )
           }
           if (listeners.has(key(address, actual))) {
-            return Effect.fail(rpma("rpma_ep_listen", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_bind_addr: ${address}:${actual} is in use`))
+            return Effect.fail(
+              rpma(
+                "rpma_ep_listen",
+                RdmaError.RpmaCode.RPMA_E_PROVIDER,
+                `rdma_bind_addr: ${address}:${actual} is in use`
+              )
+            )
           }
           const listen = () => {
-            const ep: fabric.Endpoint = { kind: "Endpoint", id: world.nextId++, alive: true, peer: peerOf(peerValue)!, address, port: actual }
+            const ep: fabric.Endpoint = {
+              kind: "Endpoint",
+              id: world.nextId++,
+              alive: true,
+              peer: peerOf(peerValue)!,
+              address,
+              port: actual
+            }
             listeners.set(key(address, actual), ep)
             incoming.set(ep, unsafeQueue())
             return acquire(ep, "Endpoint", `endpoint listening on ${address}:${actual}`)
@@ -54,16 +82,18 @@ export const makeConnectionSetup = (
           if (link === undefined) return listen()
           // On a shared network the address is claimed for this process first: one listener in all.
           // Uninterruptible (the claim is bounded by the link's timeout), so a claim granted is never lost.
-          return Effect.uninterruptible(Effect.flatMap(Effect.promise(() => link.claim(key(address, actual))), (claimed) =>
-            claimed === "ok"
-              ? listen()
-              : Effect.fail(rpma(
-                "rpma_ep_listen",
-                RdmaError.RpmaCode.RPMA_E_PROVIDER,
-                claimed === "taken"
-                  ? `rdma_bind_addr: ${address}:${actual} is in use (by another process on the simulated network)`
-                  : `rdma_bind_addr: the simulated network at ${link.path} is gone`
-              ))))
+          return Effect.uninterruptible(
+            Effect.flatMap(Effect.promise(() => link.claim(key(address, actual))), (claimed) =>
+              claimed === "ok"
+                ? listen()
+                : Effect.fail(rpma(
+                  "rpma_ep_listen",
+                  RdmaError.RpmaCode.RPMA_E_PROVIDER,
+                  claimed === "taken"
+                    ? `rdma_bind_addr: ${address}:${actual} is in use (by another process on the simulated network)`
+                    : `rdma_bind_addr: the simulated network at ${link.path} is gone`
+                )))
+          )
         }
       ),
 
@@ -124,7 +154,9 @@ export const makeConnectionSetup = (
         (code) => rpma("rpma_conn_req_new", code, "planned fault"),
         () => {
           if (!world.devices.has(address)) {
-            return Effect.fail(rpma("rpma_conn_req_new", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`))
+            return Effect.fail(
+              rpma("rpma_conn_req_new", RdmaError.RpmaCode.RPMA_E_PROVIDER, `rdma_resolve_addr: no route to ${address}`)
+            )
           }
           const req: fabric.ConnReq = {
             kind: "ConnReq",
@@ -144,7 +176,8 @@ export const makeConnectionSetup = (
     connReqPrivateData: (value) =>
       Effect.suspend(() => {
         const req = reqOf(value)
-        return refusedOr(deadOrWrong("rpma_conn_req_get_private_data", "connection request", req), () => Effect.succeed(Uint8Array.from(req!.privateData)))
+        return refusedOr(deadOrWrong("rpma_conn_req_get_private_data", "connection request", req), () =>
+          Effect.succeed(Uint8Array.from(req!.privateData)))
       }),
 
     connReqConnect: (value, privateData) =>
@@ -171,20 +204,31 @@ export const makeConnectionSetup = (
           const sent = new Uint8Array(Arguments.PRIVATE_DATA_LIMIT[side])
           if (privateData !== undefined && privateData !== null) sent.set(privateData)
           if (req.client === undefined) {
-            return Effect.tap(newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`), (conn) => {
-              takeEarly(req, conn)
-              const ep = listeners.get(key(req.address, req.port))
-              if (ep !== undefined) return void Queue.unsafeOffer(incoming.get(ep)!, { client: conn, privateData: sent })
-              if (link === undefined) return void emit(conn, "REJECTED")
-              // Perhaps another process listens there: the network's router knows (REJECTED if none).
-              connecting.set(conn, key(req.address, req.port))
-              link.send({ t: "connect", key: key(req.address, req.port), from: farOf(conn)!, privateData: sent })
-            })
+            return Effect.tap(
+              newConn(req.peer, req.config, new Uint8Array(0), `${req.address}:${req.port}`),
+              (conn) => {
+                takeEarly(req, conn)
+                const ep = listeners.get(key(req.address, req.port))
+                if (ep !== undefined) {
+                  return void Queue.unsafeOffer(incoming.get(ep)!, {
+                    client: conn,
+                    privateData: sent
+                  })
+                }
+                if (link === undefined) return void emit(conn, "REJECTED")
+                // Perhaps another process listens there: the network's router knows (REJECTED if none).
+                connecting.set(conn, key(req.address, req.port))
+                link.send({ t: "connect", key: key(req.address, req.port), from: farOf(conn)!, privateData: sent })
+              }
+            )
           }
           const client = req.client
           return Effect.tap(newConn(req.peer, req.config, req.privateData, `${req.address}:${req.port}`), (server) => {
             takeEarly(req, server)
-            if (!client.alive || client.state !== "connecting" || (client.far !== undefined && departed.has(client.far.process))) {
+            if (
+              !client.alive || client.state !== "connecting" ||
+              (client.far !== undefined && departed.has(client.far.process))
+            ) {
               return void emit(server, "LOST")
             }
             server.other = client
@@ -233,7 +277,8 @@ export const makeConnectionSetup = (
     connPrivateData: (value) =>
       Effect.suspend(() => {
         const conn = connOf(value)
-        return refusedOr(deadOrWrong("rpma_conn_get_private_data", "connection", conn), () => Effect.succeed(Uint8Array.from(conn!.privateData)))
+        return refusedOr(deadOrWrong("rpma_conn_get_private_data", "connection", conn), () =>
+          Effect.succeed(Uint8Array.from(conn!.privateData)))
       }),
 
     connDisconnect: (value) =>
@@ -265,6 +310,6 @@ export const makeConnectionSetup = (
         const conn = connOf(value)
         // The simulated queue pair number: what this side's shared receive queue completions carry.
         return refusedOr(deadOrWrong("rpma_conn_get_qp_num", "connection", conn), () => Effect.succeed(conn!.id))
-      }),
+      })
   } satisfies Partial<Driver.Driver>
 }

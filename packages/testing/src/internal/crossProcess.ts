@@ -16,7 +16,7 @@ import { NO_BYTES } from "./workRequests.js"
 /** Listens on `link` for the rest of the world's life. */
 export const hearCrossProcess = (
   link: wire.Link,
-  { conns, connecting, departed, frozen, incoming, listeners, q, standIn }: ConnectionRegistry,
+  { connecting, conns, departed, frozen, incoming, listeners, q, standIn }: ConnectionRegistry,
   { emit, notify }: ConnectionEnds,
   { finish, landed, reach }: DataPath
 ): void => {
@@ -56,7 +56,12 @@ export const hearCrossProcess = (
         const from = owner?.other
         // Nothing reaches a connection that has ended, nor comes after a request of the sender that failed.
         if (owner === undefined || from?.far === undefined || owner.state !== "established" || from.state === "error") {
-          return link!.send({ t: "settle", to: message.from, id: message.reach.id, result: RdmaError.WcStatus.WR_FLUSH_ERR })
+          return link!.send({
+            t: "settle",
+            to: message.from,
+            id: message.reach.id,
+            result: RdmaError.WcStatus.WR_FLUSH_ERR
+          })
         }
         const result = reach(owner, from, message.reach)
         if (result === undefined) return // a send: answered by complete() once a receive takes it

@@ -59,7 +59,9 @@ export const makeDataPath = (
       if (c.other !== undefined && c.other.far === undefined) frozen.add(c.other)
     }
     const opcode = opcodeOf(wr)
-    if (c.state === "closed" || c.state === "error") return void complete(c, wr.id, RdmaError.WcStatus.WR_FLUSH_ERR, opcode)
+    if (c.state === "closed" || c.state === "error") {
+      return void complete(c, wr.id, RdmaError.WcStatus.WR_FLUSH_ERR, opcode)
+    }
     const status = planned !== undefined && "completionStatus" in planned ? planned.completionStatus : execute(c, wr)
     if (status !== undefined) finish(c, wr, status)
     return undefined
@@ -193,7 +195,9 @@ export const makeDataPath = (
     const completeRecv = (status: number, opcode: number, byteLength = 0, imm?: number) =>
       srq === undefined
         ? complete(to, recv.id, status, opcode, byteLength, imm)
-        : (srqs.completionsOf(srq) ?? q(to).completions).push(completion(recv.id, status, opcode, byteLength, imm, to.id))
+        : (srqs.completionsOf(srq) ?? q(to).completions).push(
+          completion(recv.id, status, opcode, byteLength, imm, to.id)
+        )
     const sentOpcode = send.written === undefined ? Model.WcOpcode.SEND : Model.WcOpcode.RDMA_WRITE
     if (send.bytes.byteLength > recv.length) {
       completeRecv(RdmaError.WcStatus.LOC_LEN_ERR, Model.WcOpcode.RECV)
@@ -225,7 +229,14 @@ export const makeDataPath = (
         dst.target.memory.set(r.bytes, dst.at)
         if (r.imm === undefined) return RdmaError.WcStatus.SUCCESS
         // The immediate data consumes a receive on the other side, which completes with it.
-        deliver(owner, { id: r.id, bytes: new Uint8Array(0), from, imm: r.imm, written: r.length, signalled: r.signalled })
+        deliver(owner, {
+          id: r.id,
+          bytes: new Uint8Array(0),
+          from,
+          imm: r.imm,
+          written: r.length,
+          signalled: r.signalled
+        })
         return undefined
       }
       case "read": {
@@ -295,7 +306,11 @@ export const makeDataPath = (
       case "flush":
         // Exactly as the device: 8 bytes at the offset, whatever the length (core places its
         // flushes so that they fit; a driver-level post past the end fails here as there).
-        return across(conn, wr, halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, FLUSH_READ_SIZE, NO_BYTES))
+        return across(
+          conn,
+          wr,
+          halfOf(wr, fabric.asHandle(wr.dst, "MrRemote"), wr.dstOffset, FLUSH_READ_SIZE, NO_BYTES)
+        )
       case "send": {
         const src = localRegion(conn, wr.src, 0)
         if (typeof src === "number") return RdmaError.WcStatus.LOC_PROT_ERR
@@ -329,9 +344,15 @@ export const makeDataPath = (
       : wr.op === "recv"
       ? [[wr.dst, "MrLocal"]]
       : []
-    if (handles.length === 0) return invalid("post", `unknown work request ${Arguments.show((wr as { op: unknown }).op)}`)
+    if (handles.length === 0) {
+      return invalid("post", `unknown work request ${Arguments.show((wr as { op: unknown }).op)}`)
+    }
     for (const [value, kind] of handles) {
-      const refused = deadOrWrong(operation, kind === "MrLocal" ? "local memory region" : "remote memory region", fabric.asHandle(value, kind))
+      const refused = deadOrWrong(
+        operation,
+        kind === "MrLocal" ? "local memory region" : "remote memory region",
+        fabric.asHandle(value, kind)
+      )
       if (refused !== undefined) return refused
     }
     if (wr.op === "recv" && srqs.ofConfig(conn.config) !== undefined) {
@@ -343,14 +364,24 @@ export const makeDataPath = (
     if (wr.op === "flush") {
       if (wr.type !== "visibility" && wr.type !== "persistent") return invalid(operation, "unknown flush type")
       if (wr.type === "persistent" && !(remotePmem.get(conn) ?? conn.config.directWriteToPmem)) {
-        return rpma(operation, RdmaError.RpmaCode.RPMA_E_NOSUPP, "the remote peer does not write directly to persistent memory")
+        return rpma(
+          operation,
+          RdmaError.RpmaCode.RPMA_E_NOSUPP,
+          "the remote peer does not write directly to persistent memory"
+        )
       }
       const flushBit = wr.type === "persistent" ? Usage.Flags.FLUSH_TYPE_PERSISTENT : Usage.Flags.FLUSH_TYPE_VISIBILITY
       if ((fabric.asHandle(wr.dst, "MrRemote")!.usage & flushBit) === 0) {
-        return rpma(operation, RdmaError.RpmaCode.RPMA_E_NOSUPP, `the remote region does not support ${wr.type} flushes`)
+        return rpma(
+          operation,
+          RdmaError.RpmaCode.RPMA_E_NOSUPP,
+          `the remote region does not support ${wr.type} flushes`
+        )
       }
     }
-    if (conn.state === "connecting") return rpma(operation, RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
+    if (conn.state === "connecting") {
+      return rpma(operation, RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_post_send: the connection is not established")
+    }
     return undefined
   }
 
@@ -368,8 +399,16 @@ export const makeDataPath = (
         posted++
       }
       // A connection request has no completion queue yet: its receives complete on its connection's.
-      const queue = posted === 0 || reqOf(value) !== undefined ? undefined : completionQueueOf("rpma_cq_get_wc", value).queue
-      return { posted, error, ready: queue === undefined ? NONE : queue.drain(), queueError: undefined, turnDue: turnDue() }
+      const queue = posted === 0 || reqOf(value) !== undefined
+        ? undefined
+        : completionQueueOf("rpma_cq_get_wc", value).queue
+      return {
+        posted,
+        error,
+        ready: queue === undefined ? NONE : queue.drain(),
+        queueError: undefined,
+        turnDue: turnDue()
+      }
     },
 
     armCompletions: (value, onReady) => {
@@ -381,7 +420,7 @@ export const makeDataPath = (
       Effect.suspend(() => {
         const { queue, refused } = completionQueueOf("rpma_cq_get_wc", value)
         return refusedOr(refused, () => Effect.succeed(queue!.drain()))
-      }),
+      })
   } satisfies Partial<Driver.Driver>
 
   return { calls, postOn, completionQueueOf, turnDue, deliver, reach, landed, finish }

@@ -21,7 +21,12 @@ export const makeFiles = () => {
 
   const fail = (path: string, operation: string, reason: string | undefined, errno: number, detail?: string) =>
     Effect.fail(RdmaError.mapFileError({ path, operation, reason, errno, detail }))
-  const failed = (path: string, operation: string, cause: unknown, reason?: string): Effect.Effect<never, RdmaError.MapFileError> => {
+  const failed = (
+    path: string,
+    operation: string,
+    cause: unknown,
+    reason?: string
+  ): Effect.Effect<never, RdmaError.MapFileError> => {
     const code = (cause as { readonly code?: unknown })?.code
     const errno = typeof code === "string" ? (constants.errno as Record<string, number>)[code] : undefined
     if (errno === undefined) return Effect.die(cause)
@@ -57,11 +62,22 @@ export const makeFiles = () => {
         try {
           fd ??= fs.openSync(path, fs.constants.O_RDWR)
         } catch (cause) {
-          return failed(path, "open", cause, (cause as { code?: unknown })?.code === "EISDIR" ? "NotMappable" : undefined)
+          return failed(
+            path,
+            "open",
+            cause,
+            (cause as { code?: unknown })?.code === "EISDIR" ? "NotMappable" : undefined
+          )
         }
         const stat = fs.fstatSync(fd)
         if (!stat.isFile()) {
-          return fail(path, "mmap", "NotMappable", constants.errno.ENODEV, "the simulated driver maps regular files only")
+          return fail(
+            path,
+            "mmap",
+            "NotMappable",
+            constants.errno.ENODEV,
+            "the simulated driver maps regular files only"
+          )
         }
         let length = size ?? 0
         if (created) {

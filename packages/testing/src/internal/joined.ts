@@ -14,7 +14,10 @@ import * as wire from "./wire.js"
  * them: nothing would move it past a router that never answers. What the device times (rdma_connect,
  * rdma_accept) is on Effect's Clock (cmEndpoints.ts).
  */
-export const join = (path: string, timeoutMs: number): Promise<{ readonly link: wire.Link; readonly leave: () => void }> =>
+export const join = (
+  path: string,
+  timeoutMs: number
+): Promise<{ readonly link: wire.Link; readonly leave: () => void }> =>
   new Promise((resolve, reject) => {
     const socket = net.connect(path)
     const asks = new Map<number, (answer: "ok" | "taken" | "down") => void>()

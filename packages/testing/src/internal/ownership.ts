@@ -70,7 +70,9 @@ export const makeOwnership = (): Ownership => {
       case "event":
         return notAsking(self, message.to) ??
           (message.event === "ESTABLISHED"
-            ? message.from === undefined ? "accepts a connection without naming its own side" : notOwn(self, message.from)
+            ? message.from === undefined
+              ? "accepts a connection without naming its own side"
+              : notOwn(self, message.from)
             : message.from !== undefined && message.from.process !== self
             ? `names ${show(message.from)} as its own`
             : undefined)

@@ -60,7 +60,10 @@ export const makePeerCalls = (world: fabric.Fabric, tools: Tools, usersOf: (peer
           // As the native driver: librpma would free the peer under its users' feet.
           if (peer!.regions.size > 0) {
             const n = peer!.regions.size
-            return inUse("rpma_peer_delete", `${n} ${n === 1 ? "region" : "regions"} still registered: deregister them first`)
+            return inUse(
+              "rpma_peer_delete",
+              `${n} ${n === 1 ? "region" : "regions"} still registered: deregister them first`
+            )
           }
           const users = usersOf(peer!)
           return users === 0 ? undefined : inUse(

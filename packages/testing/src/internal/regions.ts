@@ -21,7 +21,8 @@ export const makeRegionCalls = (
   maxRegionSize: number,
   index: { readonly registered: (mr: fabric.MrLocal) => void; readonly deregistered: (mr: fabric.MrLocal) => void }
 ) => {
-  const { acquire, acquireNow, call, callNow, deadOrWrong, getMr, getRemote, inUse, invalid, liveMr, mrOf, peerOf } = tools
+  const { acquire, acquireNow, call, callNow, deadOrWrong, getMr, getRemote, inUse, invalid, liveMr, mrOf, peerOf } =
+    tools
   const { releaseHandle, remoteOf, rpma } = tools
 
   const deregistered = (mr: fabric.MrLocal) => {
@@ -45,7 +46,9 @@ export const makeRegionCalls = (
           (code) => rpma("rpma_mr_reg", code, "planned fault"),
           () => {
             if (memory.byteLength > maxRegionSize) {
-              return Exit.fail(rpma("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory"))
+              return Exit.fail(
+                rpma("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory")
+              )
             }
             const peer = peerOf(peerValue)!
             const mr: fabric.MrLocal = {
@@ -76,7 +79,9 @@ export const makeRegionCalls = (
             if (refused !== undefined || mr.inFlight === 0) return refused
             return inUse(
               "rpma_mr_dereg",
-              `${mr.inFlight} ${mr.inFlight === 1 ? "request in flight uses" : "requests in flight use"} this region: ` +
+              `${mr.inFlight} ${
+                mr.inFlight === 1 ? "request in flight uses" : "requests in flight use"
+              } this region: ` +
                 "wait for their completions (or delete the connection) first"
             )
           },

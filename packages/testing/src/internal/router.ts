@@ -19,7 +19,9 @@ export interface Router {
 }
 
 /** Routes for whoever connects to `server` (listening is the caller's); `log` hears of each refusal. */
-export const makeRouter = (options: { readonly maxFrameSize: number; readonly log: (refusal: string) => void }): Router => {
+export const makeRouter = (
+  options: { readonly maxFrameSize: number; readonly log: (refusal: string) => void }
+): Router => {
   const processes = new Map<number, net.Socket>()
   const owners = new Map<string, number>()
   const ownership = makeOwnership()
@@ -59,7 +61,9 @@ export const makeRouter = (options: { readonly maxFrameSize: number; readonly lo
       }
       case "cmConnect": {
         const owner = owners.get(message.key)
-        if (owner === undefined) return to(self, { t: "cm", to: message.from, from: message.from, cm: { k: "unreachable" } })
+        if (owner === undefined) {
+          return to(self, { t: "cm", to: message.from, from: message.from, cm: { k: "unreachable" } })
+        }
         ownership.asking(message.from, owner)
         return to(owner, message)
       }
@@ -79,7 +83,9 @@ export const makeRouter = (options: { readonly maxFrameSize: number; readonly lo
   /** Why a well-formed message may not come from `self`, naming the message. */
   const refusalOf = (self: number, message: wire.Message): string | undefined => {
     const refusal = ownership.refusal(self, message)
-    return refusal === undefined ? undefined : `a "${message.t}${message.t === "cm" ? ` ${message.cm.k}` : ""}" message that ${refusal}`
+    return refusal === undefined
+      ? undefined
+      : `a "${message.t}${message.t === "cm" ? ` ${message.cm.k}` : ""}" message that ${refusal}`
   }
 
   const server = net.createServer((socket) => {
@@ -89,7 +95,9 @@ export const makeRouter = (options: { readonly maxFrameSize: number; readonly lo
     const drop = (why: string) => {
       if (dropped) return
       dropped = true
-      options.log(`simulated network: refused a frame from process ${self} (${why}); process ${self} is dropped from the network`)
+      options.log(
+        `simulated network: refused a frame from process ${self} (${why}); process ${self} is dropped from the network`
+      )
       socket.destroy()
     }
     const read = wire.reader({

@@ -90,7 +90,9 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
           return Effect.fail(inUse(
             "rpma_srq_delete",
             `${users} ${
-              users === 1 ? "connection or connection request still uses it" : "connections or connection requests still use it"
+              users === 1
+                ? "connection or connection request still uses it"
+                : "connections or connection requests still use it"
             }: delete them first`
           ))
         }
@@ -108,7 +110,10 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
    * rpma_srq_recv of a receive already read and checked (DriverArguments.workRequest): undefined
    * once posted, else the refusal.
    */
-  const post = (srq: fabric.Srq, recv: Extract<Driver.Model.WorkRequest, { op: "recv" }>): RdmaError.RpmaError | undefined => {
+  const post = (
+    srq: fabric.Srq,
+    recv: Extract<Driver.Model.WorkRequest, { op: "recv" }>
+  ): RdmaError.RpmaError | undefined => {
     const mr = fabric.asHandle(recv.dst, "MrLocal")
     const refused = deadOrWrong("rpma_srq_recv", "local memory region", mr)
     if (refused !== undefined) return refused
@@ -133,7 +138,10 @@ export const makeSharedReceiveQueues = (world: fabric.Fabric, tools: Tools, retr
       const srq = srqOf(cfg.srq)
       return deadOrWrong(operation, "shared receive queue", srq) ??
         (cfg.sharedCompletionChannel === true && srq!.config.rcqSize > 0
-          ? invalid(operation, "a shared completion channel cannot be used with a shared receive queue that has its own receive CQ")
+          ? invalid(
+            operation,
+            "a shared completion channel cannot be used with a shared receive queue that has its own receive CQ"
+          )
           : undefined)
     },
     /** The next posted receive of the queue, if any (which one is unspecified; the oldest here). */

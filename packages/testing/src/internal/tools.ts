@@ -18,7 +18,8 @@ const spanChain = (span: Option.Option<Tracer.AnySpan>): string => {
     if (current._tag === "Span") names.unshift(current.name)
     current = current._tag === "Span" ? Option.getOrUndefined(current.parent) : undefined
   }
-  return names.length === 0 ? "(no span: wrap the acquiring code in Effect.withSpan or Effect.fn to name it)" :
+  return names.length === 0 ?
+    "(no span: wrap the acquiring code in Effect.withSpan or Effect.fn to name it)" :
     names.join(" > ")
 }
 
@@ -90,7 +91,12 @@ export const makeTools = (world: fabric.Fabric) => {
 
   /** {@link acquire} from a synchronous call: the span is the running fiber's, if any. */
   const acquireNow = <H extends fabric.SimHandle>(handle: H, kind: fabric.LedgerEntry["kind"], description: string) =>
-    record(handle, kind, description, Option.flatMap(Fiber.getCurrentFiber(), (fiber) => Option.fromNullable(fiber.currentSpan)))
+    record(
+      handle,
+      kind,
+      description,
+      Option.flatMap(Fiber.getCurrentFiber(), (fiber) => Option.fromNullable(fiber.currentSpan))
+    )
 
   const releaseHandle = (handle: fabric.SimHandle) => {
     handle.alive = false

@@ -71,7 +71,8 @@ export type CmSays = typeof CmSays.Type
 
 const ConnEvent = Schema.Literal("ESTABLISHED", "CLOSED", "LOST", "REJECTED", "UNREACHABLE", "UNDEFINED")
 // Core's list, letter for letter: a value core adds makes this fail to compile.
-const sameEvents: [Driver.Model.ConnEvent, typeof ConnEvent.Type] extends [typeof ConnEvent.Type, Driver.Model.ConnEvent] ? true : never = true
+const sameEvents: [Driver.Model.ConnEvent, typeof ConnEvent.Type] extends
+  [typeof ConnEvent.Type, Driver.Model.ConnEvent] ? true : never = true
 void sameEvents
 
 /** Between two drivers (routed by `to`), or to and from the serving process (`t` says which). */
@@ -195,7 +196,10 @@ export const reader = (options: {
       } catch (error) {
         refused = true
         chunks = []
-        return options.onRefused({ reason: "undecodable", detail: error instanceof Error ? error.message : String(error) })
+        return options.onRefused({
+          reason: "undecodable",
+          detail: error instanceof Error ? error.message : String(error)
+        })
       }
       options.onFrame(decoded)
     }

@@ -88,7 +88,11 @@ export const LOOP_BUDGET_CALLS = 256
 
 /** The live local regions a request names: what it holds while posted. */
 export const localRegionsOf = (wr: Driver.Model.WorkRequest): Array<fabric.MrLocal> => {
-  const value = wr.op === "write" || wr.op === "send" ? wr.src : wr.op === "read" || wr.op === "recv" ? wr.dst : undefined
+  const value = wr.op === "write" || wr.op === "send"
+    ? wr.src
+    : wr.op === "read" || wr.op === "recv"
+    ? wr.dst
+    : undefined
   const mr = fabric.asHandle(value, "MrLocal")
   return mr === undefined || !mr.alive ? [] : [mr]
 }
@@ -125,4 +129,3 @@ export const opcodeOf = (wr: Driver.Model.WorkRequest): number =>
 /** The librpma call that posts a request (what errors and fault plans name). */
 export const operationOf = (wr: Driver.Model.WorkRequest): fabric.DataOperation =>
   wr.op === "atomicWrite" ? "rpma_atomic_write" : `rpma_${wr.op}`
-
