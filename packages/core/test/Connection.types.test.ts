@@ -17,10 +17,11 @@ declare const dst: RemoteMr.RemoteMr<"WRITE_DST">
 declare const visible: RemoteMr.RemoteMr<"FLUSH_TYPE_VISIBILITY">
 declare const persistent: RemoteMr.RemoteMr<"FLUSH_TYPE_PERSISTENT">
 
-// A write's arguments as a program writes them: its regions' usages are what the verb needs.
-const write: Connection.WriteArgs = { src, dst, length: 8 }
+declare const write: Connection.WriteArgs
 
 export const typeTests = () => [
+  // A write's arguments as a program writes them: its regions' usages are what the verb needs.
+  Connection.write(conn, { src, dst, length: 8 }) satisfies Effect.Effect<void, Connection.TransferError>,
   // Both forms of a dual operation have the same type.
   Connection.write(conn, write) satisfies Effect.Effect<void, Connection.TransferError>,
   conn.pipe(Connection.write(write)) satisfies Effect.Effect<void, Connection.TransferError>,
