@@ -5,10 +5,12 @@
  * the engine's own getters), and a request beyond them is refused before it is posted.
  */
 import { CmEndpoint, Connection, LocalMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import type { Case } from "../Conformance.js"
+import { endpoint } from "./cmEndpointSupport.js"
 import { connectedPair } from "./pair.js"
-import { equal, expectTag } from "./support.js"
+import { equal, expectTag, rawPeer } from "./support.js"
 
 const REAL = 64
 
@@ -34,6 +36,21 @@ export const realLengthCases: ReadonlyArray<Case> = [
       "1024-byte send from it is an OutOfRangeError, not posted",
     run: (address, port) =>
       Effect.gen(function*() {
+        // The drivers themselves, given the lying memory (core hands them its real view).
+        const driver = yield* Driver.RdmaDriver
+        const rawEndpoint = yield* endpoint(address, port)
+        const rawMessages = yield* Effect.acquireRelease(
+          driver.cmReg(rawEndpoint, "msgs", new Lying(REAL)),
+          (mr) => Effect.ignore(driver.cmDeregMr(mr))
+        )
+        yield* equal((yield* driver.cmMrInfo(rawMessages)).length, REAL, "rdma_reg_msgs's region (the driver's)")
+        const peer = yield* rawPeer(address)
+        const rawLocal = yield* Effect.acquireRelease(
+          driver.mrReg(peer, new Lying(REAL), Usage.SEND),
+          ({ handle }) => Effect.ignore(driver.mrDereg(handle))
+        )
+        yield* equal(yield* driver.mrGetSize(rawLocal.handle), REAL, "rpma_mr_reg's region (the driver's)")
+
         // librdmacm: rdma_reg_msgs on an endpoint of its own (the range check comes before the post).
         const ep = yield* CmEndpoint.make(address, port)
         const messages = yield* CmEndpoint.registerMessages(ep, new Lying(REAL))
