@@ -87,7 +87,7 @@ await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     }),
     "Memory.validate+flatMap": Effect.flatMap(Memory.validate(mem), () => Effect.void),
     "sync(Memory.validate)": Effect.sync(() => Memory.validate(mem)),
-    "sync(Memory.refusal)": Effect.sync(() => Memory.refusal(mem)),
+    "sync(Memory.admit)": Effect.sync(() => Memory.admit(mem)),
     "sync(regionUnsafe)": Effect.sync(() => instrument.regionUnsafe("rpma_mr_reg", "192.168.77.1", 4096, [])),
     "sync(Owner.of a new object)": Effect.sync(() => Owner.of({ size: 1 }, () => `a ${1}-byte region`)),
     "withFiberRuntime(labelsOf)": Effect.withFiberRuntime((fiber) => (instrument.labelsOf(fiber), Effect.void)),

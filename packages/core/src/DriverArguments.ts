@@ -9,11 +9,16 @@
  */
 import { types } from "node:util"
 
-const typedArrayTag = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), Symbol.toStringTag)!
-  .get as (this: unknown) => string | undefined
-const viewBuffer = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(Uint8Array.prototype), "buffer")!.get as (
-  this: unknown
-) => ArrayBufferLike
+// The engine's own getters, captured once: a subclass or an object in the prototype chain can
+// override `byteLength`, `byteOffset` and `buffer` on a real Uint8Array, these cannot lie.
+const typedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype) as object
+const intrinsic = <A>(owner: object, name: PropertyKey) =>
+  Object.getOwnPropertyDescriptor(owner, name)!.get as (this: unknown) => A
+const typedArrayTag = intrinsic<string | undefined>(typedArrayPrototype, Symbol.toStringTag)
+const viewBuffer = intrinsic<ArrayBufferLike>(typedArrayPrototype, "buffer")
+const viewByteLength = intrinsic<number>(typedArrayPrototype, "byteLength")
+const viewByteOffset = intrinsic<number>(typedArrayPrototype, "byteOffset")
+const bufferByteLength = intrinsic<number>(ArrayBuffer.prototype, "byteLength")
 const arrayBufferResizable = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "resizable")?.get as
   | ((this: unknown) => boolean)
   | undefined
@@ -72,14 +77,44 @@ export const isResizable = (memory: Uint8Array): boolean => {
  */
 export const isDetached = (memory: Uint8Array): boolean => {
   const buffer = viewBuffer.call(memory)
-  if (buffer.byteLength !== 0) return false
+  if (types.isSharedArrayBuffer(buffer) || bufferByteLength.call(buffer) !== 0) return false
   try {
-    // Node 20 has no ArrayBuffer.prototype.detached; slicing a detached buffer throws.
-    buffer.slice(0)
+    // Node 20 has no ArrayBuffer.prototype.detached; a view of a detached buffer cannot be made
+    // (and making one runs none of the buffer's own code, where `slice` would).
+    new Uint8Array(buffer)
     return false
   } catch {
     return true
   }
+}
+
+/**
+ * The view's length in bytes, read with the engine's own getter: what a subclass's `byteLength`
+ * says does not count. For a real Uint8Array ({@link isUint8Array}).
+ *
+ * @since 1.0.0
+ * @category validation
+ */
+export const byteLengthOf = (memory: Uint8Array): number => viewByteLength.call(memory)
+
+/**
+ * The view's real memory, whatever its getters say: the view itself when `buffer`, `byteOffset`,
+ * `byteLength` and `length` are the engine's own (a plain Uint8Array or a Buffer), otherwise a
+ * plain Uint8Array over the same bytes. Drivers and core register and bound-check this view, so a
+ * region's length is the real length of its memory (the addon reads the same values in C++).
+ * For a real Uint8Array over an attached buffer ({@link memory} accepted it).
+ *
+ * @since 1.0.0
+ * @category validation
+ */
+export const realView = (memory: Uint8Array): Uint8Array => {
+  const prototype = Object.getPrototypeOf(memory)
+  const plain = (prototype === Uint8Array.prototype || prototype === globalThis.Buffer?.prototype) &&
+    !Object.hasOwn(memory, "buffer") && !Object.hasOwn(memory, "byteOffset") &&
+    !Object.hasOwn(memory, "byteLength") && !Object.hasOwn(memory, "length")
+  return plain
+    ? memory
+    : new Uint8Array(viewBuffer.call(memory), viewByteOffset.call(memory), viewByteLength.call(memory))
 }
 
 /**
@@ -95,7 +130,7 @@ export const memory = (value: unknown): string | undefined => {
   if (isShared(value)) return "memory backed by a SharedArrayBuffer cannot be registered"
   if (isDetached(value)) return "memory's ArrayBuffer is detached"
   if (isResizable(value)) return "memory backed by a resizable ArrayBuffer cannot be registered"
-  if (value.byteLength === 0) return "size is 0"
+  if (byteLengthOf(value) === 0) return "size is 0"
   return undefined
 }
 
@@ -289,10 +324,10 @@ export const privateData = (value: unknown, side?: "connect" | "accept"): string
     ? undefined
     : !isUint8Array(value)
     ? "private data must be a Uint8Array"
-    : value.byteLength > 255
-    ? `private data is ${value.byteLength} bytes; rdma_cm carries at most 255 (56 with a connection request)`
-    : side !== undefined && value.byteLength > PRIVATE_DATA_LIMIT[side]
-    ? `private data is ${value.byteLength} bytes; rdma_cm on RoCE carries at most ${PRIVATE_DATA_LIMIT[side]} ` +
+    : byteLengthOf(value) > 255
+    ? `private data is ${byteLengthOf(value)} bytes; rdma_cm carries at most 255 (56 with a connection request)`
+    : side !== undefined && byteLengthOf(value) > PRIVATE_DATA_LIMIT[side]
+    ? `private data is ${byteLengthOf(value)} bytes; rdma_cm on RoCE carries at most ${PRIVATE_DATA_LIMIT[side]} ` +
       `with ${side === "connect" ? "a connection request (56)" : "an accept (196)"}`
     : undefined
 
@@ -305,8 +340,8 @@ export const privateData = (value: unknown, side?: "connect" | "accept"): string
 export const peerCfgDescriptor = (value: unknown): string | undefined =>
   !isUint8Array(value)
     ? "the peer configuration descriptor must be a Uint8Array"
-    : value.byteLength !== 1
-    ? `a peer configuration descriptor is 1 byte, not ${value.byteLength}`
+    : byteLengthOf(value) !== 1
+    ? `a peer configuration descriptor is 1 byte, not ${byteLengthOf(value)}`
     : undefined
 
 /**
@@ -378,7 +413,7 @@ export const workRequest = (
       (request.type !== "visibility" && request.type !== "persistent" ? "unknown flush type" : undefined)
     : op === "atomicWrite"
     ? integerIn(request.dstOffset, "dst_offset", 0, MAX_SAFE) ??
-      (!isUint8Array(request.value) || request.value.byteLength !== 8
+      (!isUint8Array(request.value) || byteLengthOf(request.value) !== 8
         ? "src must be a Uint8Array of 8 bytes"
         : undefined)
     : integerIn(request.offset, "offset", 0, MAX_SAFE) ?? integerIn(request.length, "len", 0, UINT32_MAX)
@@ -417,6 +452,6 @@ export const show = (value: unknown): string => {
     case "function":
       return "a function"
     default:
-      return value === null ? "null" : isUint8Array(value) ? `a ${value.byteLength}-byte Uint8Array` : "an object"
+      return value === null ? "null" : isUint8Array(value) ? `a ${byteLengthOf(value)}-byte Uint8Array` : "an object"
   }
 }

@@ -23,7 +23,7 @@ import { type Policy, releaseNowThen } from "./internal/release.js"
 import { PipeableBase } from "./internal/resource.js"
 import * as Memory from "./Memory.js"
 import type * as Peers from "./Peer.js"
-import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
+import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
 import * as Tracing from "./Tracing.js"
 import * as Usages from "./Usage.js"
 import type { Flag, Usage } from "./Usage.js"
@@ -169,14 +169,15 @@ class Region<F extends Flag> extends PipeableBase implements LocalMr<F> {
  */
 const acquire = <F extends Flag>(
   peer: Peers.Peer,
-  memory: Uint8Array,
+  given: Uint8Array,
   usage: Usage<F>
 ): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver> =>
   Effect.withFiberRuntime<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver>((fiber) => {
-    const refused = Memory.refusal(memory)
-    if (refused !== undefined) {
-      instrument.failedUnsafe(REG, refused._tag, instrument.labelsOf(fiber))
-      return Effect.fail(refused)
+    // From here on, the real view: its length is the region's, whatever the given one's getters say.
+    const memory = Memory.admit(given)
+    if (memory instanceof MemoryRefusedError) {
+      instrument.failedUnsafe(REG, memory._tag, instrument.labelsOf(fiber))
+      return Effect.fail(memory)
     }
     const raw = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), RdmaDriver)
     const traced = fiber.getFiberRef(Tracing.perOperation)

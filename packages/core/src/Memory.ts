@@ -19,28 +19,32 @@ import { type MapFileError, mapFileError, MemoryRefusedError, type RpmaError } f
  * Checks that a caller's bytes can be registered: a Uint8Array, not detached, and not a slice of
  * Node's shared Buffer pool (registering such a slice would let the remote peer reach whatever
  * else lives in the pool). A size of 0 is left to the driver, which refuses it as librpma does
- * (RPMA_E_INVAL).
+ * (RPMA_E_INVAL). Answers the memory's real view: the memory itself, or, when its `buffer`,
+ * `byteOffset` or `byteLength` are not the engine's own (a subclass's getters), a plain Uint8Array
+ * over the same bytes, so that what is registered is what the memory holds.
  *
  * @since 0.1.0
  * @category validation
  */
 export const validate = (memory: unknown): Either.Either<Uint8Array, MemoryRefusedError> => {
-  const refused = refusal(memory)
-  return refused === undefined ? Either.right(memory as Uint8Array) : Either.left(refused)
+  const admitted = admit(memory)
+  return admitted instanceof MemoryRefusedError ? Either.left(admitted) : Either.right(admitted)
 }
 
 /**
- * @internal {@link validate} as a plain value: the refusal, or undefined. Each check once (every
- * registration runs it).
+ * @internal {@link validate} as a plain value: the memory's real view, or the refusal. Each check
+ * once (every registration runs it), none through the memory's own getters.
  */
-export const refusal = (memory: unknown): MemoryRefusedError | undefined => {
+export const admit = (memory: unknown): Uint8Array | MemoryRefusedError => {
   // Not instanceof: a Proxy passes it and then throws from every getter.
   if (!checks.isUint8Array(memory)) return new MemoryRefusedError({ reason: "NotBytes", byteLength: 0 })
-  if (checks.isShared(memory)) return new MemoryRefusedError({ reason: "SharedMemory", byteLength: memory.byteLength })
+  const byteLength = checks.byteLengthOf(memory)
+  if (checks.isShared(memory)) return new MemoryRefusedError({ reason: "SharedMemory", byteLength })
   if (checks.isDetached(memory)) return new MemoryRefusedError({ reason: "Detached", byteLength: 0 })
-  if (checks.isResizable(memory)) return new MemoryRefusedError({ reason: "Resizable", byteLength: memory.byteLength })
-  if (inPool(memory)) return new MemoryRefusedError({ reason: "SharedBufferPool", byteLength: memory.byteLength })
-  return undefined
+  if (checks.isResizable(memory)) return new MemoryRefusedError({ reason: "Resizable", byteLength })
+  const view = checks.realView(memory)
+  if (inPool(view, memory)) return new MemoryRefusedError({ reason: "SharedBufferPool", byteLength })
+  return view
 }
 
 /**
@@ -59,10 +63,12 @@ export const isDetached = (memory: Uint8Array): boolean => checks.isUint8Array(m
  * @category predicates
  */
 export const isPoolSlice = (memory: Uint8Array): boolean =>
-  checks.isUint8Array(memory) && !checks.isShared(memory) && inPool(memory)
+  checks.isUint8Array(memory) && !checks.isShared(memory) && !checks.isDetached(memory) &&
+  inPool(checks.realView(memory), memory)
 
-// isPoolSlice of a real Uint8Array over a non-shared buffer.
-const inPool = (memory: Uint8Array): boolean => {
+// isPoolSlice of a real Uint8Array over a non-shared, attached buffer: `memory` is its real view,
+// `given` what the caller passed (a Buffer subclass's real view is a plain Uint8Array).
+const inPool = (memory: Uint8Array, given: Uint8Array): boolean => {
   const buffer = memory.buffer as ArrayBuffer
   // A pool is Buffer.poolSize bytes, or a pool's length seen (now or when it was made): no other
   // buffer needs the probe.
@@ -71,7 +77,17 @@ const inPool = (memory: Uint8Array): boolean => {
   // Any view, not only a Buffer: `new Uint8Array(buf.buffer, ...)` reaches the same pool bytes.
   if (pools.has(buffer)) return true
   // A pool made before this module saw it: a Buffer slice of a buffer of a pool's size.
-  return Buffer.isBuffer(memory) && memory.byteLength < buffer.byteLength && poolSizes.has(buffer.byteLength)
+  return isBuffer(given) && memory.byteLength < buffer.byteLength && poolSizes.has(buffer.byteLength)
+}
+
+// Buffer.isBuffer walks the prototype chain, where a Proxy may throw: such memory is taken for a
+// Buffer, and so refused when over a buffer of a pool's size.
+const isBuffer = (memory: Uint8Array): boolean => {
+  try {
+    return Buffer.isBuffer(memory)
+  } catch {
+    return true
+  }
 }
 
 // Node's pool is internal: learn each one by asking for a byte of it, and remember every

@@ -28,7 +28,7 @@ import * as LocalMr from "./LocalMr.js"
 import * as Memory from "./Memory.js"
 import type { Peer } from "./Peer.js"
 import * as RdmaError from "./RdmaError.js"
-import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
+import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
 import type { Flag, Usage } from "./Usage.js"
 
 /**
@@ -208,12 +208,12 @@ export const make = (
       )
 
     /** A user of the registration of `memory` for `usage`: a hit is plain JavaScript. */
-    const acquire = (memory: Uint8Array, usage: number): Effect.Effect<LocalMr.LocalMr<any>, Failure> =>
+    const acquire = (given: Uint8Array, usage: number): Effect.Effect<LocalMr.LocalMr<any>, Failure> =>
       Effect.suspend(() => {
         if (closed) return Effect.interrupt
-        // Refused before its getters are read (a Proxy's may throw).
-        const refused = Memory.refusal(memory)
-        if (refused !== undefined) return Effect.fail(refused)
+        // Refused before its getters are read (a Proxy's may throw); keyed by its real view.
+        const memory = Memory.admit(given)
+        if (memory instanceof MemoryRefusedError) return Effect.fail(memory)
         let byKey = entries.get(memory.buffer)
         if (byKey === undefined) entries.set(memory.buffer, byKey = new Map())
         const key = `${memory.byteOffset}:${memory.byteLength}:${usage}`

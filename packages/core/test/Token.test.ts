@@ -83,6 +83,63 @@ describe("admission tokens", () => {
       assert.deepStrictEqual(yield* Admission.privateData(Uint8Array.of(0, 4, 0)), Uint8Array.of(3, 0, 4, 0))
     }))
 
+  // Issue 31, item 15: a Proxy passed instanceof and then died with a TypeError from its getters.
+  it.effect("a token that is not a genuine, attached Uint8Array is an InvalidTokenError that says what it is, never a defect", () =>
+    Effect.gen(function*() {
+      const revocable = Proxy.revocable(Uint8Array.of(1, 2), {})
+      revocable.revoke()
+      const detached = Uint8Array.of(1, 2, 3)
+      structuredClone(detached.buffer, { transfer: [detached.buffer] })
+      const throwing = Object.defineProperty(Uint8Array.of(1, 2), "byteLength", {
+        get() {
+          throw new Error("a getter that throws")
+        }
+      })
+      const bad: ReadonlyArray<[unknown, string, string]> = [
+        [new Proxy(Uint8Array.of(1, 2), {}), "a Proxy", "a Proxy of a Uint8Array"],
+        [revocable.proxy, "a Proxy", "a revoked Proxy"],
+        [detached, "detached", "a Uint8Array over a transferred buffer"],
+        [Object.create(Uint8Array.prototype), "not object", "an object whose prototype is Uint8Array's"]
+      ]
+      for (const [token, says, what] of bad) {
+        const setting: ReadonlyArray<Effect.Effect<unknown, Admission.InvalidTokenError>> = [
+          Admission.make(token as Uint8Array),
+          Admission.privateData(token as Uint8Array)
+        ]
+        for (const set of setting) {
+          const exit = yield* Effect.exit(set)
+          const error = failureOf(exit)
+          assert.strictEqual(
+            error?._tag,
+            "InvalidTokenError",
+            `${what}: ${Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "set"}`
+          )
+          assert.include(error!.message, says, what)
+        }
+      }
+      // A real Uint8Array whose getters or methods lie or throw: its real bytes are the token.
+      class Liar extends Uint8Array {
+        override get byteLength() {
+          return 0
+        }
+        override every(): boolean {
+          throw new Error("a method that throws")
+        }
+      }
+      const liar = new Liar(2)
+      liar.set([7, 8])
+      assert.deepStrictEqual(yield* Admission.privateData(throwing), Uint8Array.of(2, 1, 2), "a throwing byteLength")
+      assert.deepStrictEqual(yield* Admission.privateData(liar), Uint8Array.of(2, 7, 8), "a lying byteLength")
+      // Options that throw as they are read are refused too.
+      const options = new Proxy({}, {
+        get() {
+          throw new Error("a trap that throws")
+        }
+      })
+      const error = yield* Effect.flip(Admission.make(Uint8Array.of(1), options))
+      assert.include(error.message, "reading the options threw")
+    }))
+
   it.effect("the padding completes no token: nothing, the token short of its trailing zeros, or with one more zero is refused", () =>
     inWorld(Effect.gen(function*() {
       const token = Uint8Array.of(5, 6, 7, 0, 0)

@@ -36,6 +36,7 @@ import { isolationCases } from "./conformance/isolation.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
 import { mappingCases } from "./conformance/mapping.js"
 import * as pair from "./conformance/pair.js"
+import { realLengthCases } from "./conformance/realLength.js"
 import { resourceCases } from "./conformance/resources.js"
 import { sharedReceiveCases } from "./conformance/sharedReceive.js"
 // Issue 19: a flush near a region's end, a close after unsignalled requests.
@@ -78,6 +79,7 @@ export const cases: ReadonlyArray<Case> = [
   ...sharedReceiveCases,
   ...configurationCases,
   ...validation.cases,
+  ...realLengthCases,
   ...interruptionCases,
   ...argumentCases,
   ...flushRangeCases,

@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { timingSafeEqual } from "node:crypto"
+import { types } from "node:util"
 import type * as Admission from "../Admission.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { PipeableBase } from "./resource.js"
@@ -61,22 +62,37 @@ export class AdmissionImpl extends PipeableBase implements Admission.Admission {
 
 export const isAdmission = (u: unknown): u is Admission.Admission => u instanceof AdmissionImpl
 
-const tokenProblem = (token: unknown): string | undefined =>
-  !(token instanceof Uint8Array)
-    ? `a token is a Uint8Array, not ${token === null ? "null" : typeof token}`
-    : token.byteLength === 0
+// The token's bytes (its real view: a subclass's getters and methods are not asked), or what is
+// wrong with it. Not instanceof: a Proxy of a Uint8Array passes it and then throws from its getters.
+const tokenBytes = (token: unknown): Uint8Array | string => {
+  if (!DriverArguments.isUint8Array(token)) {
+    return `a token is a Uint8Array, not ${
+      token === null ? "null" : types.isProxy(token) ? "a Proxy (pass the Uint8Array itself)" : typeof token
+    }`
+  }
+  if (DriverArguments.isDetached(token)) {
+    return "its ArrayBuffer is detached (transferred or released): pass a token whose memory is still attached"
+  }
+  const bytes = DriverArguments.realView(token)
+  return bytes.byteLength === 0
     ? "it is empty: use random bytes, e.g. randomBytes(16)"
-    : token.byteLength > MAX_TOKEN
-    ? `it is ${token.byteLength} bytes; a connection request carries at most ${MAX_TOKEN} with its length byte`
-    : token.every((byte) => byte === 0)
-    ? `its ${token.byteLength} bytes are all zero (an unfilled buffer?): use random bytes, e.g. randomBytes(16)`
-    : undefined
+    : bytes.byteLength > MAX_TOKEN
+    ? `it is ${bytes.byteLength} bytes; a connection request carries at most ${MAX_TOKEN} with its length byte`
+    : bytes.every((byte) => byte === 0)
+    ? `its ${bytes.byteLength} bytes are all zero (an unfilled buffer?): use random bytes, e.g. randomBytes(16)`
+    : bytes
+}
 
 // The budget the options give, or what is wrong with them.
 const budgetOf = (
   options: Admission.Options | undefined
 ): { readonly uses: number; readonly window: Duration.Duration | undefined } | string => {
-  const { singleUse, uses, window } = options ?? {}
+  let singleUse: boolean | undefined, uses: number | undefined, window: Duration.DurationInput | undefined
+  try {
+    ;({ singleUse, uses, window } = options ?? {})
+  } catch {
+    return "reading the options threw: pass a plain object, e.g. { uses: 10, window: \"1 minute\" }"
+  }
   if (singleUse === true && uses !== undefined && uses !== 1) return `singleUse admits 1 connection, not uses: ${uses}`
   if (uses === undefined && singleUse === false) {
     return "a token admits a bounded number of connections: with singleUse false give uses (and a window), e.g. { uses: 10, window: \"1 minute\" }"
@@ -97,11 +113,11 @@ const budgetOf = (
 
 export const privateData = (token: Uint8Array): Effect.Effect<Uint8Array, InvalidTokenError> =>
   Effect.suspend(() => {
-    const problem = tokenProblem(token)
-    if (problem !== undefined) return Effect.fail(new InvalidTokenError({ reason: problem }))
-    const wire = new Uint8Array(1 + token.byteLength)
-    wire[0] = token.byteLength
-    wire.set(token, 1)
+    const bytes = tokenBytes(token)
+    if (typeof bytes === "string") return Effect.fail(new InvalidTokenError({ reason: bytes }))
+    const wire = new Uint8Array(1 + bytes.byteLength)
+    wire[0] = bytes.byteLength
+    wire.set(bytes, 1)
     return Effect.succeed(wire)
   })
 

@@ -35,11 +35,11 @@ export const regionOwner = (mr: CmEndpoint.Region): Owner.Owner =>
 const register = <K extends CmRegistrationKind>(
   kind: K,
   endpoint: CmEndpoint.CmEndpoint,
-  memory: Uint8Array
+  given: Uint8Array
 ): Effect.Effect<CmEndpoint.Region<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const owner = endpointOwner(endpoint)
-    const deregister = (handle: CmMrHandle) =>
+    const deregister = (memory: Uint8Array, handle: CmMrHandle) =>
       release(
         "rdma_dereg_mr",
         () => `a ${memory.byteLength}-byte region from ${registrationCalls[kind]}`,
@@ -51,22 +51,26 @@ const register = <K extends CmRegistrationKind>(
         Effect.zipRight(Owner.drop(owner))
       )
     return Effect.acquireRelease(
-      Memory.validate(memory).pipe(
-        Effect.flatMap((bytes) => driver.cmReg(endpoint.handle, kind, bytes)),
-        Effect.tap(() => {
-          Owner.retain(owner)
-          return pins.pin(memory)
-        }),
-        Effect.tap(() => instrument.registered(endpoint.address, memory.byteLength)),
-        Effect.flatMap((handle) =>
-          driver.cmMrInfo(handle).pipe(
-            Effect.map((info): CmEndpoint.Region<K> => ({ ...info, handle, kind, endpoint, memory })),
-            Effect.tapError(() => deregister(handle))
+      // From here on, the real view: its length is the region's, whatever the given one's getters say.
+      Memory.validate(given).pipe(
+        Effect.flatMap((memory) =>
+          driver.cmReg(endpoint.handle, kind, memory).pipe(
+            Effect.tap(() => {
+              Owner.retain(owner)
+              return pins.pin(memory)
+            }),
+            Effect.tap(() => instrument.registered(endpoint.address, memory.byteLength)),
+            Effect.flatMap((handle) =>
+              driver.cmMrInfo(handle).pipe(
+                Effect.map((info): CmEndpoint.Region<K> => ({ ...info, handle, kind, endpoint, memory })),
+                Effect.tapError(() => deregister(memory, handle))
+              )
+            )
           )
         ),
         (registering) => instrument.registration(registrationCalls[kind], registering)
       ),
-      (mr) => Owner.releaseWhenUnused(regionOwner(mr), deregister(mr.handle))
+      (mr) => Owner.releaseWhenUnused(regionOwner(mr), deregister(mr.memory, mr.handle))
     )
   })
 

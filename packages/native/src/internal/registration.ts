@@ -2,7 +2,7 @@
  * The native driver's registration calls (mr.cc): local regions, registered synchronously or, when
  * large, on a worker thread; their descriptors; remote regions made from descriptors.
  */
-import { type Driver, Model } from "@effect-rdma/core/Driver"
+import { Arguments, type Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Binding } from "../RpmaBinding.js"
@@ -12,14 +12,12 @@ import { inUseExitOr, inUseOr, rpmaExit, rpmaFailure } from "./failures.js"
 /** Registrations of this many bytes or more run on a worker thread (about 10 ms of pinning). */
 const LARGE_REGISTRATION = 16 * 2 ** 20
 
-/** Whether `memory` is a large Uint8Array; false for anything else (a Proxy's getters may throw: the addon refuses it). */
-const isLarge = (memory: unknown): boolean => {
-  try {
-    return memory instanceof Uint8Array && memory.byteLength >= LARGE_REGISTRATION
-  } catch {
-    return false
-  }
-}
+/**
+ * Whether `memory` is a large Uint8Array by its real length (the addon registers that, whatever a
+ * subclass's getters say); false for anything else (a Proxy: the addon refuses it).
+ */
+const isLarge = (memory: unknown): boolean =>
+  Arguments.isUint8Array(memory) && Arguments.byteLengthOf(memory) >= LARGE_REGISTRATION
 
 export const registrationCalls = (binding: Binding): Pick<
   Driver,

@@ -14,7 +14,7 @@ const { EINVAL } = RdmaError.Errno
 export const makeCmRegionCalls = (world: fabric.Fabric, tools: Tools) => {
   const { acquire, call, cmMrOf, errno, releaseHandle } = tools
   return {
-    cmReg: (idValue, kind, memory) => {
+    cmReg: (idValue, kind, given) => {
       const operation = kind === "msgs" ? "rdma_reg_msgs" : kind === "read" ? "rdma_reg_read" : "rdma_reg_write"
       return call(
         operation,
@@ -29,13 +29,15 @@ export const makeCmRegionCalls = (world: fabric.Fabric, tools: Tools) => {
             )
             : kind !== "msgs" && kind !== "read" && kind !== "write"
             ? errno(operation, EINVAL, `unknown registration kind ${Arguments.show(kind)}`)
-            : Arguments.memory(memory) !== undefined
-            ? errno(operation, EINVAL, Arguments.memory(memory)!)
+            : Arguments.memory(given) !== undefined
+            ? errno(operation, EINVAL, Arguments.memory(given)!)
             : undefined
         },
         (code) => errno(operation, code, "planned fault"),
         () => {
           const id = fabric.asHandle(idValue, "CmEp")!
+          // The real view: the region is as long as its memory, whatever the given one's getters say.
+          const memory = Arguments.realView(given)
           const mr: fabric.CmMr = {
             kind: "CmMr",
             id: world.nextId++,

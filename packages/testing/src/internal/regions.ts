@@ -34,17 +34,19 @@ export const makeRegionCalls = (
   return {
     // Synchronous (`now`), as the native driver's below its worker threshold: core registers in one step.
     mrReg: Driver.Model.synchronousCall(
-      (peerValue, memory, usage) =>
+      (peerValue, given, usage) =>
         callNow<Driver.Model.MrRegistration, RdmaError.RpmaError>(
           "rpma_mr_reg",
           () => {
             const refused = deadOrWrong("rpma_mr_reg", "peer", peerOf(peerValue))
             if (refused !== undefined) return refused
-            const problem = Arguments.memory(memory) ?? Arguments.usage(usage)
+            const problem = Arguments.memory(given) ?? Arguments.usage(usage)
             return problem === undefined ? undefined : invalid("rpma_mr_reg", problem)
           },
           (code) => rpma("rpma_mr_reg", code, "planned fault"),
           () => {
+            // The real view: the region is as long as its memory, whatever the given one's getters say.
+            const memory = Arguments.realView(given)
             if (memory.byteLength > maxRegionSize) {
               return Exit.fail(
                 rpma("rpma_mr_reg", RdmaError.RpmaCode.RPMA_E_PROVIDER, "ibv_reg_mr() failed: Cannot allocate memory")
