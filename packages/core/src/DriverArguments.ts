@@ -102,7 +102,7 @@ export const byteLengthOf = (memory: Uint8Array): number => viewByteLength.call(
  * `byteLength` and `length` are the engine's own (a plain Uint8Array or a Buffer), otherwise a
  * plain Uint8Array over the same bytes. Drivers and core register and bound-check this view, so a
  * region's length is the real length of its memory (the addon reads the same values in C++).
- * For a real Uint8Array over an attached buffer ({@link memory} accepted it).
+ * For a real Uint8Array over an attached buffer (one that the `memory` check above accepted).
  *
  * @since 1.0.0
  * @category validation
