@@ -60,6 +60,9 @@ await esbuild.build({
   sourcemap: "external",
   logLevel: "warning",
   plugins: [examplesKeepTheirUrl],
+  // The effect guard reads core's package.json beside itself (the supported range is said once, as
+  // core's peer dependency): it stays a module of its own, found from packages/native/node_modules.
+  external: ["@effect-rdma/core/effect-guard"],
   // For the CommonJS inside dependencies.
   banner: {
     js: "import { createRequire as __vmRequire } from 'node:module'; const require = __vmRequire(import.meta.url);"
