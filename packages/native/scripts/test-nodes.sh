@@ -77,9 +77,11 @@ if [[ -n "$arm64" ]]; then
   esbuild=$(node -e 'const p = require.resolve("esbuild", { paths: [require.resolve("vitest")] });
     console.log(require("path").join(require.resolve("@esbuild/linux-x64/package.json", { paths: [p] }), "..", "bin", "esbuild"))')
 fi
-# Without binfmt_misc for aarch64 (a container cannot register it), a test that starts a child
-# Node.js (process.execPath, an arm64 program) cannot run it: the kernel hands it to /bin/sh.
-# Those files are left out there, and said so. Emulation is 10-30x slower: vitest's default
+# Without binfmt_misc for aarch64 (a container cannot register it), a child Node.js
+# (process.execPath, an arm64 program) cannot start on its own: the kernel hands it to /bin/sh. The
+# tests start theirs through CHILD_NODE_EMULATOR (test/fixtures/childNode.ts). Doctor, Hostile and
+# TestProcessDeath, which start many (TestProcessDeath a whole vitest in forks), are left out
+# there for time, and said so. Emulation is 10-30x slower: vitest's default
 # timeouts times 20, times TEST_SLOWDOWN when it is set (vitest.shared.ts; CI sets it for a loaded
 # machine: a fixed 60 s cut off a fuzz case that took 134 s there).
 arm64_slowdown=$(awk -v s="${TEST_SLOWDOWN:-1}" 'BEGIN { print s * 20 }')
@@ -91,7 +93,7 @@ fi
 for major in $arm64; do
   step "native host tests under arm64 Node $major (qemu-aarch64, user mode)"
   dir=$($prebuild --where "arm64@$major") || { failed+=("arm64 Node $major: not fetched"); continue; }
-  TEST_SLOWDOWN=$arm64_slowdown NODE_PATH="$tools/node_modules" ESBUILD_BINARY_PATH="$esbuild" timed qemu-aarch64 "$dir/bin/node" \
+  CHILD_NODE_EMULATOR=$(command -v qemu-aarch64) TEST_SLOWDOWN=$arm64_slowdown NODE_PATH="$tools/node_modules" ESBUILD_BINARY_PATH="$esbuild" timed qemu-aarch64 "$dir/bin/node" \
     node_modules/vitest/vitest.mjs run --project @effect-rdma/native "${arm64_args[@]}" || failed+=("host tests under arm64 Node $major")
 done
 

@@ -13,6 +13,7 @@ import * as Report from "../src/doctor/Report.js"
 import * as Size from "../src/doctor/Size.js"
 import * as System from "../src/doctor/System.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
+import { childNode } from "./fixtures/childNode.js"
 
 const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -366,7 +367,7 @@ describe("doctor", () => {
     // Not spawnSync: the three runs overlap (tests run concurrently).
     const doctor = (...args: Array<string>) =>
       new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, ["--import", "tsx", join(packageRoot, "bin", "doctor.ts"), ...args], {
+        const child = spawn(...childNode(["--import", "tsx", join(packageRoot, "bin", "doctor.ts"), ...args]), {
           cwd: packageRoot,
           stdio: ["ignore", "pipe", "pipe"],
           timeout: 60_000

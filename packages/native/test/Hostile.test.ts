@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as RpmaBinding from "../src/RpmaBinding.js"
+import { childNode } from "./fixtures/childNode.js"
 
 const script = fileURLToPath(new URL("./fixtures/worker-teardown.cjs", import.meta.url))
 const loopScript = fileURLToPath(new URL("./fixtures/worker-loop.cjs", import.meta.url))
@@ -16,7 +17,7 @@ const binding = Effect.runSync(RpmaBinding.load())
 // Asynchronous: a blocked test worker misses vitest's own heartbeats.
 const run = (args: ReadonlyArray<string>) =>
   new Promise<{ status: number | null; signal: string | null; out: string }>((resolve) => {
-    execFile(process.execPath, args, { timeout: 120_000 }, (error, stdout, stderr) => {
+    execFile(...childNode(args), { timeout: 120_000 }, (error, stdout, stderr) => {
       const failed = error as (Error & { code?: unknown; signal?: string | null }) | null
       resolve({
         status: failed === null ? 0 : typeof failed.code === "number" ? failed.code : null,

@@ -10,6 +10,7 @@ import { join } from "node:path"
 import * as Load from "../src/internal/load.js"
 import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
+import { childNode } from "./fixtures/childNode.js"
 
 describe("loading the addon", () => {
   it.effect("the addon is built and NativeDriver.layer builds", () =>
@@ -163,7 +164,7 @@ console.log(JSON.stringify({ reason: error.reason, message: error.message }))
       nodePaths: [join(Load.packageRoot, "node_modules")],
       logLevel: "error"
     })
-    const run = spawnSync(process.execPath, [join(dir, "bundle.mjs")], { encoding: "utf8", timeout: 60_000 })
+    const run = spawnSync(...childNode([join(dir, "bundle.mjs")]), { encoding: "utf8", timeout: 60_000 })
     assert.strictEqual(run.status, 0, run.stderr)
     const { message, reason } = JSON.parse(run.stdout) as { reason: string; message: string }
     assert.strictEqual(reason, "Bundled")

@@ -6,14 +6,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { childNode } from "./fixtures/childNode.js"
 
 const script = fileURLToPath(new URL("../../../scripts/repro-channel-closed.mjs", import.meta.url))
 
 const repro = (kase: string) =>
   new Promise<{ code: number | null; out: string }>((resolve) =>
     execFile(
-      process.execPath,
-      [script, "--case", kase, "--runs", "1", "--files", "3", "--expect", "failedWithReport"],
+      ...childNode([script, "--case", kase, "--runs", "1", "--files", "3", "--expect", "failedWithReport"]),
       { timeout: 240_000 },
       (error, stdout, stderr) =>
         resolve({ code: error === null ? 0 : (error.code as number | null), out: `${stdout}${stderr}` })
