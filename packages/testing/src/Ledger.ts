@@ -19,6 +19,7 @@
  * @since 0.1.0
  */
 import { type Model, RdmaDriver } from "@effect-rdma/core/Driver"
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -98,7 +99,8 @@ const grownKinds = (before: Model.LiveHandles, after: Model.LiveHandles): Readon
  * Runs `effect` on any driver and then fails with a {@link HandleLeakError}, whatever the outcome
  * of `effect`, if the driver holds more handles of some kind than it did before (peers, regions,
  * connections, ...; `Driver.live`). Handles released by another fiber a moment after `effect` ends
- * are waited for, up to `within` (default 2 seconds); a leak is reported only after it.
+ * are waited for, up to `within` (default 2 seconds) of real time, under a `TestClock` too (the
+ * releases it waits for come from real events); a leak is reported only after it.
  *
  * @example
  * ```ts
@@ -122,11 +124,14 @@ export const checkedOnAnyDriver = <A, E, R>(
     const exit = yield* Effect.exit(effect)
     const settled = (after: Model.LiveHandles) => grownKinds(before, after).length === 0
     // The counts as an error until they are back: retried until they are, or `within` has passed.
+    // On the live clock: what it waits for is a release that real events make (a native callback,
+    // another process), and under a TestClock (`it.effect`) nothing would move this wait at all.
     const leaked = yield* driver.live.pipe(
       Effect.filterOrFail(settled, (after) => after),
       Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo(options?.within ?? Duration.seconds(2)))),
       Effect.flip,
-      Effect.option
+      Effect.option,
+      Effect.withClock(Clock.make())
     )
     if (leaked._tag === "Some") {
       return yield* Effect.fail(new HandleLeakError({ driver: driver.name, before, after: leaked.value }))

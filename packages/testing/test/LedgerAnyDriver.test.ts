@@ -2,7 +2,8 @@
  * Ledger.checkedOnAnyDriver reads only the driver's own counts (Driver.live), so it checks the
  * native driver as it checks this one (it.live: the check waits on the real clock): a handle left
  * alive fails the check, one released by another fiber shortly after is waited for, and the
- * effect's own outcome comes through.
+ * effect's own outcome comes through. Under a TestClock (it.effect) that wait still ends: it is on
+ * the live clock, as the releases it waits for come from real events.
  */
 import { LocalMr, Peer, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -55,5 +56,31 @@ describe("Ledger.checkedOnAnyDriver", () => {
       )
       assert.strictEqual(value, "done")
       assert.strictEqual((yield* driver.live).localRegions, 0)
+    }).pipe(Effect.provide(Live)))
+
+  it.effect("under a TestClock, a release a real event makes later is still waited for, and the wait is bounded", () =>
+    Effect.gen(function*() {
+      const driver = yield* Driver.RdmaDriver
+      const peer = yield* Peer.Peer
+      // A timer of the host's, as a native completion callback would be: no TestClock moves it.
+      const later = (millis: number) =>
+        Effect.async<void>((resume) => {
+          const timer = setTimeout(() => resume(Effect.void), millis)
+          return Effect.sync(() => clearTimeout(timer))
+        })
+      const value = yield* Ledger.checkedOnAnyDriver(
+        Effect.gen(function*() {
+          const memory = yield* driver.allocate(4096)
+          const mr = yield* driver.mrReg(peer.handle, memory, Usage.READ_SRC)
+          yield* Effect.fork(Effect.zipRight(later(20), Effect.orDie(driver.mrDereg(mr.handle))))
+          return "done"
+        }),
+        { within: "10 seconds" }
+      )
+      assert.strictEqual(value, "done")
+      // Never released: a HandleLeakError once `within` has passed on the live clock, not a hang.
+      const leak = Effect.flatMap(driver.allocate(4096), (memory) => driver.mrReg(peer.handle, memory, Usage.READ_SRC))
+      const error = yield* Effect.flip(Ledger.checkedOnAnyDriver(leak, { within: "50 millis" }))
+      assert.strictEqual(error._tag, "HandleLeakError")
     }).pipe(Effect.provide(Live)))
 })
