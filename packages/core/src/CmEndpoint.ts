@@ -166,15 +166,43 @@ export interface Segment {
 }
 
 /**
- * rdma_post_send of one region's bytes; `imm`: with immediate data; `inline`: by default a message
- * of at most the granted inline size goes inline (copied when posted), `false` never, `true`
- * always (refused when larger).
+ * A part of what a send or a write sends: a message region's bytes, or plain bytes (any
+ * `Uint8Array`, registered or not), which go inline: copied when the request is posted
+ * (IBV_SEND_INLINE, as rdma_post_send takes unregistered memory for an inline send), so at most the
+ * granted inline size (`info.maxInlineData`) in all. `offset` default 0, `length` default the rest.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface SourceSegment {
+  readonly mr: MessageRegion | Uint8Array
+  readonly offset?: number | undefined
+  readonly length?: number | undefined
+}
+
+/**
+ * rdma_post_send of one region's bytes, or of plain bytes inline ({@link SourceSegment}); `imm`:
+ * with immediate data; `inline`: by default a message of at most the granted inline size goes
+ * inline (copied when posted), `false` never (refused for plain bytes), `true` always (refused when
+ * larger).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { CmEndpoint } from "@effect-rdma/core"
+ *
+ * // A short message straight from a string's bytes: no region, copied when posted.
+ * const hello = (ep: CmEndpoint.CmEndpoint) => {
+ *   const bytes = new TextEncoder().encode("hello")
+ *   return CmEndpoint.send(ep, { src: bytes, length: bytes.byteLength })
+ * }
+ * ```
  *
  * @since 1.0.0
  * @category models
  */
 export interface SendArgs {
-  readonly src: MessageRegion
+  readonly src: MessageRegion | Uint8Array
   readonly offset?: number | undefined
   readonly length: number
   readonly imm?: number | undefined
@@ -184,13 +212,13 @@ export interface SendArgs {
 }
 
 /**
- * rdma_post_sendv: one message gathered from several segments.
+ * rdma_post_sendv: one message gathered from several segments (plain bytes among them go inline).
  *
  * @since 1.0.0
  * @category models
  */
 export interface SendvArgs {
-  readonly segments: ReadonlyArray<Segment>
+  readonly segments: ReadonlyArray<SourceSegment>
   readonly imm?: number | undefined
   readonly inline?: boolean | undefined
   readonly completion?: Signal | undefined
@@ -219,14 +247,15 @@ export interface RecvvArgs {
 }
 
 /**
- * rdma_post_write of local bytes to the other side's region; `imm`: with immediate data (it
- * consumes a receive on the other side, which completes with it).
+ * rdma_post_write of local bytes (a message region's, or plain bytes inline: {@link SourceSegment})
+ * to the other side's region; `imm`: with immediate data (it consumes a receive on the other side,
+ * which completes with it).
  *
  * @since 1.0.0
  * @category models
  */
 export interface WriteArgs {
-  readonly src: MessageRegion
+  readonly src: MessageRegion | Uint8Array
   readonly srcOffset?: number | undefined
   readonly dst: RemoteKey.RemoteKey<"write">
   readonly dstOffset?: number | undefined

@@ -564,7 +564,11 @@ export type CmEvent = "DISCONNECTED" | "DEVICE_REMOVAL" | "TIMEWAIT_EXIT" | "OTH
  * @category models
  */
 export interface CmSegment {
-  readonly mr: CmMrHandle
+  /**
+   * The region; or, in an inline send or write only, plain bytes (IBV_SEND_INLINE copies them when
+   * the request is posted, so the device never reads them and they need no registration).
+   */
+  readonly mr: CmMrHandle | Uint8Array
   readonly offset: number
   readonly length: number
 }

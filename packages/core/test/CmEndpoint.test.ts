@@ -94,6 +94,51 @@ describe("CmEndpoint", () => {
       assert.strictEqual(refused._tag, "OutOfRangeError")
     })))
 
+  it.effect("plain bytes go inline with no region: sent, written and called; refused not inline, too long or as a receive", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      const message = bytesOf("plain")
+      yield* CmEndpoint.send(p.client, { src: message, length: message.byteLength })
+      message.fill(0) // copied when posted
+      assert.strictEqual((yield* p.serverFirst.completion).byteLength, 5)
+      assert.strictEqual(text(p.serverInbox.memory, 5), "plain")
+      yield* CmEndpoint.send(p.server, { src: bytesOf("back"), length: 4 })
+      assert.strictEqual((yield* p.clientFirst.completion).byteLength, 4)
+      // An inline write from plain bytes, and a call whose request is plain bytes.
+      const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+      const key = RemoteKey.make(target) as RemoteKey.RemoteKey<"write">
+      yield* CmEndpoint.write(p.client, { src: bytesOf("written"), dst: key, dstOffset: 4, length: 7 })
+      assert.strictEqual(text(target.memory.subarray(4), 7), "written")
+      const answering = yield* Effect.fork(Effect.gen(function*() {
+        const request = yield* CmEndpoint.recv(p.server, { dst: p.serverInbox })
+        yield* CmEndpoint.send(p.server, {
+          src: bytesOf(`re: ${text(p.serverInbox.memory, request.byteLength)}`),
+          length: 8
+        })
+      }))
+      const answer = yield* CmEndpoint.call(p.client, {
+        send: { src: bytesOf("ping"), length: 4 },
+        recv: { dst: p.clientInbox }
+      })
+      yield* Fiber.join(answering)
+      assert.strictEqual(text(p.clientInbox.memory, answer.byteLength), "re: ping")
+      // What plain bytes cannot do, refused before anything is posted, saying what to do instead.
+      const notInline = yield* Effect.flip(CmEndpoint.send(p.client, { src: bytesOf("x"), length: 1, inline: false }))
+      assert.strictEqual(notInline._tag, "CmRegionError")
+      assert.match(notInline.message, /go only inline.*registerMessages/)
+      const tooLong = p.client.info.maxInlineData + 1
+      const long = yield* Effect.flip(CmEndpoint.send(p.client, { src: new Uint8Array(tooLong), length: tooLong }))
+      assert.strictEqual(long._tag, "OutOfRangeError")
+      assert.match(long.message, new RegExp(`granted ${p.client.info.maxInlineData}.*registerMessages`))
+      const pastEnd = yield* Effect.flip(CmEndpoint.send(p.client, { src: new Uint8Array(2), length: 3 }))
+      assert.strictEqual(pastEnd._tag, "OutOfRangeError")
+      const intoPlain = yield* Effect.flip(
+        CmEndpoint.recvv(p.client, { segments: [{ mr: new Uint8Array(8) as unknown as CmEndpoint.MessageRegion }] })
+      )
+      assert.strictEqual(intoPlain._tag, "CmRegionError")
+      assert.match(intoPlain.message, /registered memory/)
+    })))
+
   it.effect("write and read the other side's regions by their remote keys; write with immediate data", () =>
     inWorld(Effect.gen(function*() {
       const p = yield* connectedPair()

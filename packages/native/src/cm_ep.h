@@ -39,6 +39,9 @@ struct CmPosted {
   bool recv = false;
   bool signalled = true;
   std::vector<std::shared_ptr<CmRegionState>> regions;
+  // Plain bytes of an inline request, copied when read: what the scatter/gather entries point at
+  // until the request is posted (a getter run later in the same call cannot free them).
+  std::vector<std::vector<uint8_t>> plain_bytes;
 };
 
 struct CmListenerState;

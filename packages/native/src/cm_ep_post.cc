@@ -181,10 +181,49 @@ std::string_view Word(Napi::Value value, char (&buffer)[N]) {
   return length < N - 1 ? std::string_view(buffer, length) : std::string_view();
 }
 
+// Plain bytes (a Uint8Array in place of a region) as a scatter/gather entry for an inline request:
+// IBV_SEND_INLINE copies them when the request is posted, so the device never reads them and the
+// lkey is not looked at. Bounded by the array's real length, whatever its getters say.
+bool ReadPlainBytes(const Call& call, const CmEpState& ep, uint32_t i, Napi::Value bytes, Napi::Value offset_value,
+                    Napi::Value length_value, std::vector<ibv_sge>* sges, CmPosted* entry) {
+  napi_typedarray_type type = napi_int8_array;
+  std::size_t size = 0;
+  void* data = nullptr;
+  if (napi_get_typedarray_info(call.Env(), bytes, &type, &size, &data, nullptr, nullptr) != napi_ok || type != napi_uint8_array) {
+    return call.Invalid("segment " + std::to_string(i) + "'s mr must be a region (from cmReg) or a Uint8Array"), false;
+  }
+  double offset, length;
+  if (!Integer(call, offset_value, "offset", kMaxSafe, &offset) || !Integer(call, length_value, "length", kMaxLength, &length)) {
+    return false;
+  }
+  if (offset + length > static_cast<double>(size)) {
+    return call.Invalid("segment " + std::to_string(i) + " (offset " + conn::NumberText(offset) + ", length " +
+                        conn::NumberText(length) + ") passes the bytes' end (" + std::to_string(size) + " bytes)"),
+           false;
+  }
+  if (length > ep.config.max_inline_data) {
+    return call.Invalid(conn::NumberText(length) + " plain bytes cannot go inline: the queue pair takes at most " +
+                        std::to_string(ep.config.max_inline_data) + " (maxInlineData); send more from a region"),
+           false;
+  }
+  const uint8_t* from = static_cast<const uint8_t*>(data) + static_cast<std::size_t>(offset);
+  std::vector<uint8_t>& copy = entry->plain_bytes.emplace_back(from, from + static_cast<std::size_t>(length));
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(copy.data());
+  sge.length = static_cast<uint32_t>(length);
+  sges->push_back(sge);
+  return true;
+}
+
 // Segment `i` of a request (its `mr`, `offset` and `length`) as a scatter/gather entry on a region
-// of `ep`; the region into `held`.
+// of `ep`, the region into `entry`; or plain bytes (copied into `entry`) (`*plain` set), which only an inline send or
+// write may carry (PostRequest checks).
 bool ReadSegment(const Call& call, CmEpState& ep, uint32_t i, Napi::Value mr_value, Napi::Value offset_value,
-                 Napi::Value length_value, std::vector<ibv_sge>* sges, std::vector<std::shared_ptr<CmRegionState>>* held) {
+                 Napi::Value length_value, std::vector<ibv_sge>* sges, CmPosted* entry, bool* plain) {
+  if (mr_value.IsTypedArray()) {
+    *plain = true;
+    return ReadPlainBytes(call, ep, i, mr_value, offset_value, length_value, sges, entry);
+  }
   CmMr* mr = Open<CmMr>(call, mr_value);
   if (mr == nullptr) return false;
   if (mr->state->ep.get() != &ep) {
@@ -207,13 +246,13 @@ bool ReadSegment(const Call& call, CmEpState& ep, uint32_t i, Napi::Value mr_val
   sge.length = static_cast<uint32_t>(length);
   sge.lkey = region->lkey;
   sges->push_back(sge);
-  held->push_back(mr->state);
+  entry->regions.push_back(mr->state);
   return true;
 }
 
-// A request's segments as scatter/gather entries on regions of `ep`; their regions into `held`.
+// A request's segments as scatter/gather entries on regions of `ep` (or plain bytes); their regions into `entry`.
 bool ReadSegments(const Call& call, Keys& keys, CmEpState& ep, Napi::Value value, std::vector<ibv_sge>* sges,
-                  std::vector<std::shared_ptr<CmRegionState>>* held) {
+                  CmPosted* entry, bool* plain) {
   if (!value.IsArray()) return call.Invalid("segments must be an array of { mr, offset, length }"), false;
   Napi::Array list = value.As<Napi::Array>();
   uint32_t size = list.Length();
@@ -226,7 +265,7 @@ bool ReadSegments(const Call& call, Keys& keys, CmEpState& ep, Napi::Value value
     Napi::Object segment = item.As<Napi::Object>();
     Napi::Value fields[3] = {segment.Get(keys[Key::Mr]), segment.Get(keys[Key::Offset]), segment.Get(keys[Key::Length])};
     if (call.Env().IsExceptionPending()) return call.Invalid("reading a segment threw"), false;
-    if (!ReadSegment(call, ep, i, fields[0], fields[1], fields[2], sges, held)) return false;
+    if (!ReadSegment(call, ep, i, fields[0], fields[1], fields[2], sges, entry, plain)) return false;
   }
   return true;
 }
@@ -257,9 +296,14 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
   double id = fields[kId].As<Napi::Number>().DoubleValue();
   std::vector<ibv_sge> sges;
   CmPosted entry;
-  bool read = from.list.IsEmpty() ? ReadSegment(call, state, 0, from.one[0], from.one[1], from.one[2], &sges, &entry.regions)
-                                  : ReadSegments(call, keys, state, from.list, &sges, &entry.regions);
+  bool plain = false;
+  bool read = from.list.IsEmpty()
+                  ? ReadSegment(call, state, 0, from.one[0], from.one[1], from.one[2], &sges, &entry, &plain)
+                  : ReadSegments(call, keys, state, from.list, &sges, &entry, &plain);
   if (!read) return env.Undefined();
+  if (plain && (op == "recv" || op == "read")) {
+    return call.Invalid("a receive or a read lands in registered memory: plain bytes go only in an inline send or write");
+  }
   uint32_t max_sge = op == "recv" ? state.config.max_recv_sge : state.config.max_send_sge;
   if (sges.size() > max_sge) {
     return call.Invalid(std::to_string(sges.size()) + " segments: the queue pair takes at most " + std::to_string(max_sge) +
@@ -303,6 +347,7 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
   if (!fields[kInline].IsUndefined() && !fields[kInline].IsBoolean()) return call.Invalid("inline must be a boolean");
   bool inline_data = fields[kInline].IsBoolean() && fields[kInline].As<Napi::Boolean>().Value();
   if (inline_data && op == "read") return call.Invalid("a read cannot be inline");
+  if (plain && !inline_data) return call.Invalid("plain bytes (a Uint8Array, not a region) go only inline: set inline");
   char signal_text[16];
   std::string_view signal = Word(fields[kCompletion], signal_text);
   if (!fields[kCompletion].IsUndefined() && signal != "always" && signal != "onError") {
@@ -343,6 +388,7 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
   if (errnum != 0) {
     return call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
   }
+  entry.plain_bytes = {};  // copied into the work request by the post
   state.posted.emplace(token, std::move(entry));
   state.sends_posted++;
   return env.Undefined();
@@ -415,7 +461,10 @@ Napi::Value CmPostChain(const Napi::CallbackInfo& info) {
   for (std::size_t i = 0; errnum != 0 && i < count; i++) {
     if (&chain[i].wr == bad) posted = i;
   }
-  for (std::size_t i = 0; i < posted; i++) state.posted.emplace(chain[i].token, std::move(chain[i].entry));
+  for (std::size_t i = 0; i < posted; i++) {
+    chain[i].entry.plain_bytes = {};  // copied into the work request by the post
+    state.posted.emplace(chain[i].token, std::move(chain[i].entry));
+  }
   state.sends_posted -= count - posted;
   if (errnum == 0) return Napi::Number::New(env, static_cast<double>(count));
   call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");

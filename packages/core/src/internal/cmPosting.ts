@@ -12,6 +12,7 @@ import type * as CmEndpoint from "../CmEndpoint.js"
 import { CmRegionError, RemoteKeyRefusedError } from "../CmEndpointError.js"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
+import * as Arguments from "../DriverArguments.js"
 import type { CmSegment, CmWorkRequest, Completion, Signal } from "../DriverModel.js"
 import { Errno, fromErrno } from "../RdmaError.js"
 import type * as RemoteKey from "../RemoteKey.js"
@@ -35,19 +36,27 @@ type Operation<Args, A> = {
 
 const IBV_WC_REM_ACCESS_ERR = 10
 
-/** What a request is made of, checked: its segments, the owners of their regions, its length. */
+/**
+ * What a request is made of, checked: its segments, the owners of their regions, its length, and
+ * whether a segment is plain bytes (which only an inline request can carry).
+ */
 interface Checked {
   readonly segments: ReadonlyArray<CmSegment>
   readonly owners: Array<Owner.Owner>
   readonly length: number
+  readonly plain: boolean
 }
 
-/** The local side of a request: "msgs" regions of this endpoint, in range, few enough. */
+/**
+ * The local side of a request: "msgs" regions of this endpoint, in range, few enough; or, where
+ * `plainAllowed` (a send's or a write's source), plain bytes, bounded by their real length.
+ */
 const checkSegments = (
   operation: string,
   ep: CmEndpoint.CmEndpoint,
-  parts: ReadonlyArray<CmEndpoint.Segment>,
-  maxSegments: number
+  parts: ReadonlyArray<CmEndpoint.Segment | CmEndpoint.SourceSegment>,
+  maxSegments: number,
+  plainAllowed = false
 ): Checked | TransferError => {
   if (!Array.isArray(parts) || parts.length === 0) {
     return new OutOfRangeError({ operation, detail: "a request needs at least one segment" })
@@ -64,8 +73,30 @@ const checkSegments = (
   const segments = new Array<CmSegment>(parts.length)
   const owners = new Array<Owner.Owner>(parts.length)
   let length = 0
+  let plain = 0
   for (let i = 0; i < parts.length; i++) {
     const part = parts[i]!
+    if (Arguments.isUint8Array(part?.mr)) {
+      if (!plainAllowed || Arguments.isDetached(part.mr)) {
+        return new CmRegionError({
+          operation,
+          reason: "Kind",
+          detail: plainAllowed
+            ? "the bytes' buffer is detached (transferred or freed): send bytes that are still there"
+            : "a receive or a read lands in registered memory: register it with CmEndpoint.registerMessages"
+        })
+      }
+      // Its real bytes, whatever its getters say: the addon reads the same.
+      const bytes = Arguments.realView(part.mr)
+      const offset = part.offset ?? 0
+      const partLength = part.length ?? Math.max(bytes.byteLength - offset, 0)
+      const refused = checkRange(operation, "local", offset, partLength, bytes.byteLength)
+      if (refused !== undefined) return refused
+      segments[i] = { mr: bytes, offset, length: partLength }
+      length += partLength
+      plain++
+      continue
+    }
     const mr = part?.mr as CmEndpoint.Region | undefined
     if (mr === undefined || mr === null || typeof mr !== "object" || !("kind" in mr)) {
       return new CmRegionError({
@@ -95,10 +126,12 @@ const checkSegments = (
     const refused = checkRange(operation, "local", offset, partLength, size)
     if (refused !== undefined) return refused
     segments[i] = { mr: mr.handle, offset, length: partLength }
-    owners[i] = regionOwner(mr)
+    owners[i - plain] = regionOwner(mr)
     length += partLength
   }
-  return { segments, owners, length }
+  // Plain bytes hold nothing: the owners are those of the regions alone.
+  if (plain > 0) owners.length = parts.length - plain
+  return { segments, owners, length, plain: plain > 0 }
 }
 
 /** The remote side: a key that allows `access`, and a range inside it. */
@@ -127,21 +160,36 @@ const checkRemote = (
   return checkRange(operation, "remote", offset, length, key.length)
 }
 
+/**
+ * Whether a send or a write goes inline (IBV_SEND_INLINE: its bytes copied when it is posted). Plain
+ * bytes always do, as rdma_post_send with IBV_SEND_INLINE takes any memory: the device never reads
+ * it, so it needs no registration, only to fit the inline size granted.
+ */
 const inlineOf = (
   operation: string,
   ep: CmEndpoint.CmEndpoint,
-  length: number,
+  checked: Checked,
   inline: boolean | undefined
-): boolean | OutOfRangeError => {
+): boolean | TransferError => {
   const max = ep.info.maxInlineData
-  if (inline === true && length > max) {
+  const { length } = checked
+  if (checked.plain && inline === false) {
+    return new CmRegionError({
+      operation,
+      reason: "Kind",
+      detail: "plain bytes (a Uint8Array, not a region) go only inline: drop `inline: false`, or register the " +
+        "memory with CmEndpoint.registerMessages"
+    })
+  }
+  if ((inline === true || checked.plain) && length > max) {
     return new OutOfRangeError({
       operation,
-      detail: `${length} bytes cannot go inline: the device granted ${max} (maxInlineData in the options)`
+      detail: `${length} bytes cannot go inline: the device granted ${max} (maxInlineData in the options)` +
+        (checked.plain ? "; send longer messages from a region of CmEndpoint.registerMessages" : "")
     })
   }
   // Small enough: copied at post time (no DMA read of the region later), unless asked not to.
-  return inline ?? (length > 0 && length <= max)
+  return checked.plain || (inline ?? (length > 0 && length <= max))
 }
 
 /** A request ready to post, or why not. */
@@ -157,11 +205,11 @@ const prepareSend = (
   single: boolean
 ): Prepared | TransferError => {
   const spec = args.imm !== undefined ? Operations.cmSendWithImm : single ? Operations.cmSend : Operations.cmSendv
-  const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxSendSge)
+  const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxSendSge, true)
   if (!("segments" in checked)) return checked
   const refused = checkImm(spec.name, args.imm)
   if (refused !== undefined) return refused
-  const inline = inlineOf(spec.name, ep, checked.length, args.inline)
+  const inline = inlineOf(spec.name, ep, checked, args.inline)
   if (typeof inline !== "boolean") return inline
   const { segments } = checked
   const imm = args.imm
@@ -192,11 +240,11 @@ const prepareRecv = (
 const prepareWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Prepared | TransferError => {
   const spec = args.imm !== undefined ? Operations.cmWriteWithImm : Operations.cmWrite
   const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
-  const checked = checkSegments(spec.name, ep, [{ mr: src, offset: srcOffset, length }], 1)
+  const checked = checkSegments(spec.name, ep, [{ mr: src, offset: srcOffset, length }], 1, true)
   if (!("segments" in checked)) return checked
   const refused = checkRemote(spec.name, dst, "write", dstOffset, length) ?? checkImm(spec.name, args.imm)
   if (refused !== undefined) return refused
-  const inline = inlineOf(spec.name, ep, length, args.inline)
+  const inline = inlineOf(spec.name, ep, checked, args.inline)
   if (typeof inline !== "boolean") return inline
   const { segments } = checked
   const remoteAddress = dst.address + BigInt(dstOffset)

@@ -33,7 +33,7 @@ import {
   whole
 } from "./cmEndpointSupport.js"
 import type { HalfContext, PairCase } from "./halves.js"
-import { check, equal, NOWHERE, pattern, same, text } from "./support.js"
+import { check, equal, Lying, NOWHERE, pattern, same, text } from "./support.js"
 
 /** The server half's last step: wait until the client half says it is done (its checks need this side alive). */
 const untilDone = (ctx: HalfContext) =>
@@ -146,6 +146,29 @@ const writeOf = (
   rkey: number,
   length: number
 ): Driver.Model.CmWorkRequest => ({ op: "write", id: 1, segments: [whole(local, 0, length)], remoteAddress, rkey })
+
+/** Serves the case's client with two 64-byte receives (ids 1 and 2) of a 4 KiB inbox posted before the accept. */
+const serveTwoReceives = (ctx: HalfContext) =>
+  serve(ctx, (ep) =>
+    Effect.gen(function*() {
+      const inbox = yield* region(ep, "msgs", 4096)
+      yield* post(ep, [
+        { op: "recv", id: 1, segments: [whole(inbox, 0, 64)] },
+        { op: "recv", id: 2, segments: [whole(inbox, 64, 64)] }
+      ])
+      return inbox
+    }))
+
+/** The client joined, the inline size its device granted (checked: 8 to 4095), and a 4 KiB message region. */
+const joinInline = (ctx: HalfContext) =>
+  Effect.gen(function*() {
+    const d = yield* Driver.RdmaDriver
+    const { ep } = yield* join(ctx, () => Effect.void)
+    const granted = (yield* d.cmEpInfo(ep)).maxInlineData
+    yield* check(granted >= 8 && granted < 4096, `a granted inline size from 8 to 4095, got ${granted}`)
+    const src = yield* region(ep, "msgs", 4096)
+    return { ep, granted, src }
+  })
 
 export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
   {
@@ -479,11 +502,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
       }),
     client: (ctx) =>
       Effect.gen(function*() {
-        const d = yield* Driver.RdmaDriver
-        const { ep } = yield* join(ctx, () => Effect.void)
-        const granted = (yield* d.cmEpInfo(ep)).maxInlineData
-        yield* check(granted >= 8 && granted < 4096, `a granted inline size from 8 to 4095, got ${granted}`)
-        const src = yield* region(ep, "msgs", 4096)
+        const { ep, granted, src } = yield* joinInline(ctx)
         yield* expectErrno(
           post(ep, [{ op: "send", id: 1, inline: true, segments: [whole(src, 0, granted + 1)] }]),
           "EINVAL",
@@ -501,18 +520,57 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
       })
   },
   {
+    name: "cm endpoint: an inline send from plain bytes (a Uint8Array, no region) takes them when posted, alone or " +
+      "beside a region; plain bytes are refused (EINVAL) in a receive, in a send not inline, beyond the inline " +
+      "size and past their real end",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        const { before: inbox, ep } = yield* serveTwoReceives(ctx)
+        const [first, second] = yield* completions(ep, 2)
+        yield* expectCompletion(first, { id: 1, status: 0, byteLength: 8 }, "the plain message")
+        yield* expectCompletion(second, { id: 2, status: 0, byteLength: 4 }, "plain bytes and a region's")
+        yield* equal(text(inbox.memory.subarray(0, 8)), "plain!!!", "the plain message's bytes")
+        yield* equal(text(inbox.memory.subarray(64, 68)), "abcd", "the gathered message's bytes")
+        yield* untilDone(ctx)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const { ep, granted, src } = yield* joinInline(ctx)
+        const plain = (b: Uint8Array, length = b.byteLength) => ({ mr: b, offset: 0, length }) as never
+        const refused: ReadonlyArray<readonly [string, Driver.Model.CmWorkRequest]> = [
+          ["plain bytes to receive into", { op: "recv", id: 9, segments: [plain(new Uint8Array(8))] }],
+          ["plain bytes not inline", { op: "send", id: 9, segments: [plain(bytes("12345678"))] }],
+          [`${granted + 1} plain bytes inline`, {
+            op: "send",
+            id: 9,
+            inline: true,
+            segments: [plain(new Uint8Array(granted + 1))]
+          }],
+          // A view that says it is 1 GiB and holds 4 bytes: its real length counts.
+          ["8 bytes of a 4-byte view that says it is longer", {
+            op: "send",
+            id: 9,
+            inline: true,
+            segments: [plain(new Lying(4), 8)]
+          }]
+        ]
+        for (const [what, request] of refused) yield* expectErrno(post(ep, [request]), "EINVAL", what)
+        const message = bytes("plain!!!")
+        yield* post(ep, [{ op: "send", id: 1, inline: true, segments: [plain(message)] }])
+        message.fill(0) // taken at post time: what arrives is still "plain!!!"
+        src.memory.set(bytes("cd"))
+        yield* post(ep, [{ op: "send", id: 2, inline: true, segments: [plain(bytes("ab")), whole(src, 0, 2)] }])
+        const sent = yield* completions(ep, 2)
+        yield* expectCompletion(sent[0], { id: 1, status: 0, opcode: Model.WcOpcode.SEND }, "the plain send")
+        yield* expectCompletion(sent[1], { id: 2, status: 0, opcode: Model.WcOpcode.SEND }, "the gathered send")
+        yield* done(ctx)
+      })
+  },
+  {
     name: "cm endpoint: immediate data on a send and on an RDMA write (RECV_RDMA_WITH_IMM with the written length)",
     server: (ctx) =>
       Effect.gen(function*() {
-        const { before: inbox, ep } = yield* serve(ctx, (ep) =>
-          Effect.gen(function*() {
-            const inbox = yield* region(ep, "msgs", 4096)
-            yield* post(ep, [
-              { op: "recv", id: 1, segments: [whole(inbox, 0, 64)] },
-              { op: "recv", id: 2, segments: [whole(inbox, 64, 64)] }
-            ])
-            return inbox
-          }))
+        const { before: inbox, ep } = yield* serveTwoReceives(ctx)
         const target = yield* region(ep, "write", 4096)
         yield* ctx.channel.send({ target: keyOf(target.info) })
         const [sent, written] = yield* completions(ep, 2)

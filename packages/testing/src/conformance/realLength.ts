@@ -10,25 +10,9 @@ import * as Effect from "effect/Effect"
 import type { Case } from "../Conformance.js"
 import { endpoint } from "./cmEndpointSupport.js"
 import { connectedPair } from "./pair.js"
-import { equal, expectTag, rawPeer } from "./support.js"
+import { equal, expectTag, Lying, rawPeer } from "./support.js"
 
 const REAL = 64
-
-/** 64 bytes that claim 1 GiB at offset 4096 of a 1 GiB buffer (the buffer is never allocated). */
-class Lying extends Uint8Array {
-  override get byteLength(): number {
-    return 2 ** 30
-  }
-  override get byteOffset(): number {
-    return 4096
-  }
-  override get length(): number {
-    return 2 ** 30
-  }
-  override get buffer(): ArrayBuffer {
-    return { byteLength: 2 ** 30 + 4096 } as ArrayBuffer
-  }
-}
 
 export const realLengthCases: ReadonlyArray<Case> = [
   {

@@ -74,3 +74,19 @@ export const driverConfig = (timeoutMs: number): Driver.Model.ConnConfig => ({
   sharedCompletionChannel: false,
   directWriteToPmem: false
 })
+
+/** Bytes whose getters claim 1 GiB at offset 4096 of a 1 GiB buffer (never allocated): only their real length may count. */
+export class Lying extends Uint8Array {
+  override get byteLength(): number {
+    return 2 ** 30
+  }
+  override get byteOffset(): number {
+    return 4096
+  }
+  override get length(): number {
+    return 2 ** 30
+  }
+  override get buffer(): ArrayBuffer {
+    return { byteLength: 2 ** 30 + 4096 } as ArrayBuffer
+  }
+}

@@ -22,7 +22,7 @@ const LOOP_BUDGET_CALLS = 256
 
 const operationOf = (op: Driver.Model.CmWorkRequest["op"]): fabric.CmPostOperation => `rdma_post_${op}`
 
-const isIndex = (value: unknown, max: number) =>
+const isIndex = (value: unknown, max: number): value is number =>
   typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= max
 
 /**
@@ -57,11 +57,19 @@ const readRequest = (
   }
   if (typeof raw.id !== "number") return "id must be a number"
   const segments: Array<Driver.Model.CmSegment> = []
+  let plain = false
   try {
     if (!Array.isArray(raw.segments)) return "segments must be an array of { mr, offset, length }"
     for (const s of Array.from(raw.segments as ReadonlyArray<unknown>)) {
       if (typeof s !== "object" || s === null) return "a segment must be an object { mr, offset, length }"
       const { length, mr: mrValue, offset } = s as Driver.Model.CmSegment
+      if (Arguments.isUint8Array(mrValue)) {
+        const bytes = plainBytes(mrValue, offset, length, config.maxInlineData)
+        if (typeof bytes === "string") return bytes
+        segments.push({ mr: bytes, offset: 0, length: bytes.byteLength })
+        plain = true
+        continue
+      }
       const mr = fabric.asHandle(mrValue, "CmMr")
       if (mr === undefined) return "a segment's mr must be a region (from cmReg)"
       if (!mr.alive) return "a segment's region was already deregistered"
@@ -90,6 +98,9 @@ const readRequest = (
       op === "recv" ? "maxRecvSge" : "maxSendSge"
     })`
   }
+  if (plain && (op === "recv" || op === "read")) {
+    return "a receive or a read lands in registered memory: plain bytes go only in an inline send or write"
+  }
   // A receive has no immediate data, inline flag or signal to read (the native driver ignores them too).
   if (op === "recv") return { op, id: raw.id, segments }
   if (raw.imm !== undefined && (op === "read" || !isIndex(raw.imm, UINT32_MAX))) {
@@ -100,6 +111,7 @@ const readRequest = (
   if (raw.inline !== undefined && (op === "read" || typeof raw.inline !== "boolean")) {
     return op === "read" ? "a read cannot be inline" : "inline must be a boolean"
   }
+  if (plain && raw.inline !== true) return "plain bytes (a Uint8Array, not a region) go only inline: set inline"
   const total = segments.reduce((n, s) => n + s.length, 0)
   if (raw.inline === true && total > config.maxInlineData) {
     return `an inline ${op} of ${total} bytes; the queue pair sends at most ${config.maxInlineData} inline`
@@ -119,6 +131,28 @@ const readRequest = (
   return op === "write"
     ? { op, id: raw.id, segments, ...remote, imm, inline, completion }
     : { op, id: raw.id, segments, ...remote, completion }
+}
+
+/**
+ * Plain bytes in place of a region (an inline send or write only), copied now as the native driver
+ * copies them: their real bytes, whatever the view's getters say; or what is wrong.
+ */
+const plainBytes = (bytes: Uint8Array, offset: unknown, length: unknown, maxInline: number): Uint8Array | string => {
+  if (!isIndex(offset, Number.MAX_SAFE_INTEGER)) {
+    return `a segment's offset ${Arguments.show(offset)} is not an integer from 0`
+  }
+  if (!isIndex(length, UINT32_MAX)) {
+    return `a segment's length ${Arguments.show(length)} is not an integer from 0 to ${UINT32_MAX}`
+  }
+  const size = Arguments.byteLengthOf(bytes)
+  if (offset + length > size) {
+    return `a segment (offset ${offset}, length ${length}) passes the bytes' end (${size} bytes)`
+  }
+  if (length > maxInline) {
+    return `${length} plain bytes cannot go inline: the queue pair takes at most ${maxInline} (maxInlineData); ` +
+      "send more from a region"
+  }
+  return Arguments.realView(bytes).slice(offset, offset + length)
 }
 
 export const cmPostCalls = (

@@ -206,6 +206,8 @@ export const destroy = (qp: QueuePair, error: RdmaError.RdmaCmError): void => {
  * native driver keeps it).
  */
 const bytesOf = (segment: Driver.Model.CmSegment): Uint8Array => {
+  // Plain bytes of an inline request: copied already when it was read.
+  if (segment.mr instanceof Uint8Array) return segment.mr.subarray(segment.offset, segment.offset + segment.length)
   const mr = fabric.asHandle(segment.mr, "CmMr")!
   return mr.memory.subarray(segment.offset, segment.offset + segment.length)
 }
