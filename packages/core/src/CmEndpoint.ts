@@ -107,6 +107,28 @@ export interface Options {
   readonly maxRecvSge?: number | undefined
   /** Inline bytes asked for; the device may grant more (`info.maxInlineData`). Default 64. */
   readonly maxInlineData?: number | undefined
+  /**
+   * How often the device resends an unacknowledged request before it fails with
+   * `IBV_WC_RETRY_EXC_ERR` (rdma_conn_param's `retry_count`), 0 to 7. Default 7.
+   */
+  readonly retryCount?: number | undefined
+  /**
+   * How often a send is retried while the other side has no receive posted before it fails with
+   * `IBV_WC_RNR_RETRY_EXC_ERR` (`rnr_retry_count`), 0 to 7; 7, the default, retries for ever. The
+   * simulated driver fails such a send as soon as it finds no receive (it has no RNR timer).
+   */
+  readonly rnrRetryCount?: number | undefined
+  /**
+   * Reads the other side may have in flight against this endpoint (`responder_resources`), 0 to
+   * 255. Default: the device's maximum; an accept takes at most what the request's initiator depth
+   * asked for (rping asks 1).
+   */
+  readonly responderResources?: number | undefined
+  /**
+   * Reads this endpoint may have in flight (`initiator_depth`), 0 to 255. Default: the device's
+   * maximum; an accept takes at most the request's responder resources.
+   */
+  readonly initiatorDepth?: number | undefined
 }
 
 /**

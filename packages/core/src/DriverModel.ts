@@ -516,6 +516,29 @@ export interface CmEpConfig {
    * device may grant more; {@link CmEpInfo.maxInlineData} says what it granted.
    */
   readonly maxInlineData: number
+  /**
+   * rdma_conn_param's `retry_count`: how often the device resends a request the other side does not
+   * acknowledge before it fails with IBV_WC_RETRY_EXC_ERR, 0 to 7. Not given: 7.
+   */
+  readonly retryCount?: number | undefined
+  /**
+   * rdma_conn_param's `rnr_retry_count`: how often a send is retried while the other side has no
+   * receive posted before it fails with IBV_WC_RNR_RETRY_EXC_ERR, 0 to 7, 7 meaning for ever. Not
+   * given: 7.
+   */
+  readonly rnrRetryCount?: number | undefined
+  /**
+   * rdma_conn_param's `responder_resources`: reads (and atomics) the other side may have in flight
+   * against this endpoint at once, 0 to 255, capped by the device and, on accept, by the request's
+   * initiator depth. Not given: the device's maximum.
+   */
+  readonly responderResources?: number | undefined
+  /**
+   * rdma_conn_param's `initiator_depth`: reads this endpoint may have in flight at once, 0 to 255,
+   * capped by the device and, on accept, by the request's responder resources. Not given: the
+   * device's maximum.
+   */
+  readonly initiatorDepth?: number | undefined
 }
 
 /**

@@ -302,6 +302,19 @@ describe("CmEndpoint", () => {
         assert.strictEqual(refused.errnoName, "EINVAL")
         assert.match(refused.message, /timeout is .*: it must be a duration/)
       }
+      for (
+        const [setting, most] of [[{ retryCount: 8 }, 7], [{ rnrRetryCount: -1 }, 7], [
+          { initiatorDepth: 256 },
+          255
+        ]] as const
+      ) {
+        const refused = yield* Effect.flip(CmEndpoint.make(address, 1, setting))
+        assert.strictEqual(refused.errnoName, "EINVAL")
+        assert.include(
+          refused.message,
+          `${Object.keys(setting)[0]} is ${Object.values(setting)[0]}: it must be an integer from 0 to ${most}`
+        )
+      }
     })))
 
   it.effect("a write the other side never completes (a cut link, a frozen host): the watchdog, on Effect's Clock, fails it after the timeout; nothing leaks", () => {

@@ -412,6 +412,22 @@ bool ParseEpConfig(const Call& call, Napi::Value value, CmEpConfig* out) {
   out->max_send_sge = static_cast<uint32_t>(numbers[3]);
   out->max_recv_sge = static_cast<uint32_t>(numbers[4]);
   out->max_inline_data = static_cast<uint32_t>(numbers[5]);
+  // rdma_conn_param's fields, each optional (undefined: the default).
+  const char* const params[4] = {"retryCount", "rnrRetryCount", "responderResources", "initiatorDepth"};
+  const double most[4] = {7, 7, 255, 255};
+  int values[4] = {out->retry_count, out->rnr_retry_count, out->responder_resources, out->initiator_depth};
+  for (int i = 0; i < 4; i++) {
+    Napi::Value field = object.Get(params[i]);
+    if (call.Env().IsExceptionPending()) return call.Invalid(std::string("reading config.") + params[i] + " threw"), false;
+    if (field.IsUndefined()) continue;
+    double number;
+    if (!Integer(call, field, params[i], most[i], &number)) return false;
+    values[i] = static_cast<int>(number);
+  }
+  out->retry_count = static_cast<uint8_t>(values[0]);
+  out->rnr_retry_count = static_cast<uint8_t>(values[1]);
+  out->responder_resources = values[2];
+  out->initiator_depth = values[3];
   return true;
 }
 
@@ -462,29 +478,31 @@ Napi::Value StartSetup(const Call& call, CmEpState& state, Napi::Value callback)
   return id;
 }
 
-// The responder resources and initiator depth the device allows (librdmacm's defaults when not given).
-void DeviceDepths(ibv_context* verbs, uint8_t* responder, uint8_t* initiator) {
+// The responder resources and initiator depth the endpoint offers: what its config asks, at most
+// what the device allows (the device's maximum when the config asks nothing: librdmacm's default).
+void Depths(const CmEpState& state, uint8_t* responder, uint8_t* initiator) {
   ibv_device_attr attr{};
-  if (verbs == nullptr || ibv_query_device(verbs, &attr) != 0) {
-    *responder = *initiator = 1;
-    return;
+  int device_responder = 1, device_initiator = 1;
+  if (state.id->verbs != nullptr && ibv_query_device(state.id->verbs, &attr) == 0) {
+    device_responder = std::min(attr.max_qp_rd_atom, 255);
+    device_initiator = std::min(attr.max_qp_init_rd_atom, 255);
   }
-  *responder = static_cast<uint8_t>(std::min(attr.max_qp_rd_atom, 255));
-  *initiator = static_cast<uint8_t>(std::min(attr.max_qp_init_rd_atom, 255));
+  int asked_responder = state.config.responder_resources, asked_initiator = state.config.initiator_depth;
+  *responder = static_cast<uint8_t>(asked_responder < 0 ? device_responder : std::min(asked_responder, device_responder));
+  *initiator = static_cast<uint8_t>(asked_initiator < 0 ? device_initiator : std::min(asked_initiator, device_initiator));
 }
 
-// What rdma_connect and rdma_accept send. retry_count 7 and rnr_retry_count 7 (retry forever while
-// the other side has no receive posted) are what librdmacm applies when given no parameters, and
-// what its users expect.
-rdma_conn_param ConnParam(const std::vector<uint8_t>& data, uint8_t responder, uint8_t initiator) {
+// What rdma_connect and rdma_accept send: the private data, the depths, and the config's retries
+// (7 and 7 unless asked: what librdmacm applies when given no parameters, and what its users expect).
+rdma_conn_param ConnParam(const CmEpConfig& config, const std::vector<uint8_t>& data, uint8_t responder, uint8_t initiator) {
   rdma_conn_param param{};
   param.private_data = data.empty() ? nullptr : data.data();
   param.private_data_len = static_cast<uint8_t>(data.size());
   param.responder_resources = responder;
   param.initiator_depth = initiator;
   param.flow_control = 1;
-  param.retry_count = 7;
-  param.rnr_retry_count = 7;
+  param.retry_count = config.retry_count;
+  param.rnr_retry_count = config.rnr_retry_count;
   return param;
 }
 
@@ -560,8 +578,8 @@ Napi::Value CmConnect(const Napi::CallbackInfo& info) {
                                        : "the endpoint is not ready to connect: it is connecting, connected or was refused");
   }
   uint8_t responder, initiator;
-  DeviceDepths(state.id->verbs, &responder, &initiator);
-  rdma_conn_param param = ConnParam(data, responder, initiator);
+  Depths(state, &responder, &initiator);
+  rdma_conn_param param = ConnParam(state.config, data, responder, initiator);
   errno = 0;
   if (rdma_connect(state.id, &param) != 0) return call.Fail(LastErrno(EINVAL));
   state.phase = CmEpState::Phase::Connecting;
@@ -641,9 +659,10 @@ Napi::Value CmAccept(const Napi::CallbackInfo& info) {
   CmEpState& state = *ep->state;
   if (!Unanswered(call, state)) return env.Undefined();
   uint8_t responder, initiator;
-  DeviceDepths(state.id->verbs, &responder, &initiator);
-  // As many reads as the request asked for and the device allows, each way.
-  rdma_conn_param param = ConnParam(data, std::min(responder, state.initiator_depth), std::min(initiator, state.responder_resources));
+  Depths(state, &responder, &initiator);
+  // As many reads as the request asked for, the config asks and the device allows, each way.
+  rdma_conn_param param =
+      ConnParam(state.config, data, std::min(responder, state.initiator_depth), std::min(initiator, state.responder_resources));
   errno = 0;
   if (rdma_accept(state.id, &param) != 0) {
     int errnum = LastErrno(EINVAL);

@@ -31,6 +31,12 @@ struct CmEpConfig {
   uint32_t max_send_sge = 1;
   uint32_t max_recv_sge = 1;
   uint32_t max_inline_data = 0;
+  // rdma_conn_param's: retries as librdmacm applies them when given no parameters; depths below 0
+  // mean the device's maximum.
+  uint8_t retry_count = 7;
+  uint8_t rnr_retry_count = 7;
+  int responder_resources = -1;
+  int initiator_depth = -1;
 };
 
 // A posted request until its completion is returned; its regions stay registered meanwhile.

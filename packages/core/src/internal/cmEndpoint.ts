@@ -63,8 +63,20 @@ export const toConfig = (options: CmEndpoint.Options | undefined): CmEpConfig =>
   maxRecvWr: options?.maxRecvWr ?? 64,
   maxSendSge: options?.maxSendSge ?? 4,
   maxRecvSge: options?.maxRecvSge ?? 4,
-  maxInlineData: options?.maxInlineData ?? 64
+  maxInlineData: options?.maxInlineData ?? 64,
+  retryCount: options?.retryCount,
+  rnrRetryCount: options?.rnrRetryCount,
+  responderResources: options?.responderResources,
+  initiatorDepth: options?.initiatorDepth
 })
+
+/** rdma_conn_param's fields and their largest values (the retries are 3 bits, the depths 8); absent: the defaults. */
+const CONN_PARAM_MAX: Partial<Record<string, number>> = {
+  retryCount: 7,
+  rnrRetryCount: 7,
+  responderResources: 255,
+  initiatorDepth: 255
+}
 
 /** A setting that is not a positive integer, or a timeout that is not a non-negative one. */
 const configProblem = (config: CmEpConfig): string | undefined => {
@@ -74,6 +86,13 @@ const configProblem = (config: CmEpConfig): string | undefined => {
         return `timeout is ${
           Number.isNaN(value) ? "not a duration" : `${value} ms`
         }: it must be a duration from 0 to about 24 days (a Duration or a string such as "5 seconds")`
+      }
+      continue
+    }
+    const most = CONN_PARAM_MAX[name]
+    if (most !== undefined) {
+      if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0 && value <= most)) {
+        return `${name} is ${String(value)}: it must be an integer from 0 to ${most} (rdma_conn_param)`
       }
       continue
     }

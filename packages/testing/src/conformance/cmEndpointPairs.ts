@@ -567,6 +567,52 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
       })
   },
   {
+    name: "cm endpoint: rdma_conn_param's settings: out of range refused (EINVAL); depths of 1 each way read; with " +
+      "rnrRetryCount 0 a send the other side has no receive for fails with RNR_RETRY_EXC_ERR",
+    server: (ctx) =>
+      Effect.gen(function*() {
+        // As rping asks: one read in flight each way. No receive is ever posted.
+        yield* serve(ctx, (ep) =>
+          Effect.gen(function*() {
+            const readable = yield* region(ep, "read", 64)
+            readable.memory.set(bytes("depth one"))
+            yield* ctx.channel.send({ readable: keyOf(readable.info) })
+          }), { ...config, responderResources: 1, initiatorDepth: 1 })
+        yield* untilDone(ctx)
+      }),
+    client: (ctx) =>
+      Effect.gen(function*() {
+        const bad: ReadonlyArray<Partial<Driver.Model.CmEpConfig>> = [
+          { retryCount: 8 },
+          { rnrRetryCount: -1 },
+          { responderResources: 256 },
+          { initiatorDepth: 1.5 }
+        ]
+        for (const setting of bad) {
+          yield* expectErrno(
+            endpoint(ctx.serverAddress, ctx.port, { ...config, ...setting }),
+            "EINVAL",
+            `an endpoint with ${JSON.stringify(setting)}`
+          )
+        }
+        const settings = { ...config, retryCount: 3, rnrRetryCount: 0, responderResources: 1, initiatorDepth: 1 }
+        const { ep } = yield* join(ctx, () => Effect.void, settings)
+        const readable = keyFrom((yield* ctx.channel.receive()).readable)
+        const into = yield* region(ep, "msgs", 64)
+        const { address, rkey } = readable
+        yield* post(ep, [{ op: "read", id: 1, segments: [whole(into, 0, 9)], remoteAddress: address, rkey }])
+        yield* expectCompletion((yield* completions(ep, 1))[0], { id: 1, status: 0 }, "a read at depth 1")
+        yield* equal(text(into.memory.subarray(0, 9)), "depth one", "the bytes read")
+        yield* post(ep, [{ op: "send", id: 2, segments: [whole(into, 0, 8)] }])
+        yield* expectCompletion(
+          (yield* completions(ep, 1))[0],
+          { id: 2, status: RdmaError.WcStatus.RNR_RETRY_EXC_ERR },
+          "a send with no receive there and no RNR retries"
+        )
+        yield* done(ctx)
+      })
+  },
+  {
     name: "cm endpoint: immediate data on a send and on an RDMA write (RECV_RDMA_WITH_IMM with the written length)",
     server: (ctx) =>
       Effect.gen(function*() {

@@ -177,11 +177,12 @@ export const leading = (data: Uint8Array, length: number) => text(data.subarray(
 /**
  * The server half's start: a listener, "listening" told to the client half, the next
  * request (private data checked); `beforeAccept` runs on the request before it is accepted with
- * "welcome".
+ * "welcome". `cfg`: the listener's settings.
  */
 export const serve = <A, E, R>(
   ctx: HalfContext,
-  beforeAccept: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
+  beforeAccept: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>,
+  cfg: Driver.Model.CmEpConfig = config
 ): Effect.Effect<
   { readonly ep: Driver.Model.CmEpHandle; readonly before: A },
   unknown,
@@ -189,7 +190,7 @@ export const serve = <A, E, R>(
 > =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
-    const listener = yield* listen(ctx.address, ctx.port)
+    const listener = yield* listen(ctx.address, ctx.port, cfg)
     yield* ctx.channel.send({ listening: true })
     const ep = yield* nextRequest(listener.handle)
     const before = yield* beforeAccept(ep)
@@ -199,11 +200,12 @@ export const serve = <A, E, R>(
 
 /**
  * The client half's start: waits for "listening", makes an endpoint to the server half;
- * `beforeConnect` runs on it before it connects with "hello".
+ * `beforeConnect` runs on it before it connects with "hello". `cfg`: the endpoint's settings.
  */
 export const join = <A, E, R>(
   ctx: HalfContext,
-  beforeConnect: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>
+  beforeConnect: (ep: Driver.Model.CmEpHandle) => Effect.Effect<A, E, R>,
+  cfg: Driver.Model.CmEpConfig = config
 ): Effect.Effect<
   { readonly ep: Driver.Model.CmEpHandle; readonly before: A },
   unknown,
@@ -212,7 +214,7 @@ export const join = <A, E, R>(
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     yield* ctx.channel.receive()
-    const ep = yield* endpoint(ctx.serverAddress, ctx.port)
+    const ep = yield* endpoint(ctx.serverAddress, ctx.port, cfg)
     const before = yield* beforeConnect(ep)
     yield* d.cmConnect(ep, bytes("hello"), config.timeoutMs)
     return { ep, before }

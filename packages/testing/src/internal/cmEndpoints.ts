@@ -95,7 +95,7 @@ const integerIn = (value: unknown, what: string, min: number, max: number): stri
 const configProblem = (value: unknown): string | undefined => {
   if (typeof value !== "object" || value === null) return "the endpoint's config must be an object"
   const read: Record<string, unknown> = {}
-  for (const key of ["timeoutMs", "maxSendWr", "maxRecvWr", "maxSendSge", "maxRecvSge", "maxInlineData"]) {
+  for (const key of [...CONFIG_SIZES, ...CONN_PARAMS]) {
     try {
       read[key] = (value as Record<string, unknown>)[key]
     } catch {
@@ -107,8 +107,19 @@ const configProblem = (value: unknown): string | undefined => {
     integerIn(read.maxRecvWr, "maxRecvWr", 1, MAX_WR) ??
     integerIn(read.maxSendSge, "maxSendSge", 1, MAX_SGE) ??
     integerIn(read.maxRecvSge, "maxRecvSge", 1, MAX_SGE) ??
-    integerIn(read.maxInlineData, "maxInlineData", 0, MAX_INLINE)
+    integerIn(read.maxInlineData, "maxInlineData", 0, MAX_INLINE) ??
+    optionalIn(read.retryCount, "retryCount", 7) ??
+    optionalIn(read.rnrRetryCount, "rnrRetryCount", 7) ??
+    optionalIn(read.responderResources, "responderResources", 255) ??
+    optionalIn(read.initiatorDepth, "initiatorDepth", 255)
 }
+
+/** rdma_conn_param's fields: absent, or an integer from 0 to `max` (retries are 3 bits, depths 8). */
+const optionalIn = (value: unknown, what: string, max: number) =>
+  value === undefined ? undefined : integerIn(value, what, 0, max)
+
+const CONFIG_SIZES = ["timeoutMs", "maxSendWr", "maxRecvWr", "maxSendSge", "maxRecvSge", "maxInlineData"] as const
+const CONN_PARAMS = ["retryCount", "rnrRetryCount", "responderResources", "initiatorDepth"] as const
 
 const copyConfig = (c: Driver.Model.CmEpConfig): Driver.Model.CmEpConfig => ({
   timeoutMs: c.timeoutMs,
@@ -116,7 +127,11 @@ const copyConfig = (c: Driver.Model.CmEpConfig): Driver.Model.CmEpConfig => ({
   maxRecvWr: c.maxRecvWr,
   maxSendSge: c.maxSendSge,
   maxRecvSge: c.maxRecvSge,
-  maxInlineData: c.maxInlineData
+  maxInlineData: c.maxInlineData,
+  retryCount: c.retryCount,
+  rnrRetryCount: c.rnrRetryCount,
+  responderResources: c.responderResources,
+  initiatorDepth: c.initiatorDepth
 })
 
 export const makeCmEndpoints = (world: fabric.Fabric, tools: Tools, link?: wire.Link) => {

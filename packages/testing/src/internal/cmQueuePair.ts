@@ -280,6 +280,13 @@ const deliver = (other: QueuePair, bytes: Uint8Array, imm: number | undefined, w
  * request arriving from another (`received`).
  */
 const reach = (other: QueuePair, r: Reach): Reached => {
+  const result = reachNow(other, r)
+  // No receive there: the requester's RNR retries wait for one, unless they are finite (no RNR timer
+  // here: they run out at once).
+  return result === undefined && r.rnrFinite ? RdmaError.WcStatus.RNR_RETRY_EXC_ERR : result
+}
+
+const reachNow = (other: QueuePair, r: Reach): Reached => {
   // The responder is gone: the requester's retries run out.
   if (other.state === "error") return RdmaError.WcStatus.RETRY_EXC_ERR
   if (r.op === "send") return deliver(other, r.bytes, r.imm, undefined)
@@ -297,7 +304,7 @@ const reach = (other: QueuePair, r: Reach): Reached => {
 }
 
 /** The requester's half: what the request asks of the other side. */
-const reachOf = (job: SendJob): Reach => {
+const reachOf = (qp: QueuePair, job: SendJob): Reach => {
   const wr = job.wr
   const length = wr.segments.reduce((n, s) => n + s.length, 0)
   return {
@@ -306,7 +313,8 @@ const reachOf = (job: SendJob): Reach => {
     remoteAddress: wr.op === "send" ? 0n : wr.remoteAddress,
     length,
     bytes: wr.op === "read" ? new Uint8Array(0) : job.taken ?? gather(wr.segments),
-    imm: wr.op === "read" ? undefined : wr.imm
+    imm: wr.op === "read" ? undefined : wr.imm,
+    rnrFinite: (qp.config.rnrRetryCount ?? 7) < 7
   }
 }
 
@@ -319,7 +327,7 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
   if (job.planned !== undefined) return job.planned
   if (qp.far !== undefined) {
     if (!qp.awaiting) {
-      const reach = reachOf(job)
+      const reach = reachOf(qp, job)
       // More than one frame of the network carries: refused here, as a device refuses more than its max_msg_sz.
       if (reach.length > qp.far.maxMessageSize) return RdmaError.WcStatus.LOC_LEN_ERR
       qp.awaiting = true
@@ -327,7 +335,7 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
     }
     return undefined
   }
-  const result = reach(qp.peer!, reachOf(job))
+  const result = reach(qp.peer!, reachOf(qp, job))
   return result === undefined ? undefined : landed(job, result)
 }
 
