@@ -7,17 +7,9 @@
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
-import { address, Counter, runner, settled } from "./fixtures/counter.js"
+import { address, Counter, runner, settled, tempDatabase } from "./fixtures/counter.js"
 
 const ids = Array.from({ length: 24 }, (_, i) => `counter-${i}`)
-
-const tempDatabase = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-rdma-cluster-"))),
-  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-).pipe(Effect.map((dir) => path.join(dir, "cluster.db")))
 
 describe("@effect/cluster over RDMA: two runners in one process", () => {
   it.live(
