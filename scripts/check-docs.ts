@@ -8,7 +8,7 @@ import { join } from "node:path"
 import ts from "typescript"
 
 const problems: Array<string> = []
-for (const pkg of ["core", "native", "testing", "rpc"]) {
+for (const pkg of ["core", "native", "testing", "rpc", "cluster"]) {
   const dir = join("packages", pkg, "src")
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
     const path = join(dir, file)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The packages as a user gets them, outside this workspace:
 #   1. from no prior build: build the prebuilt addons (x64 and arm64, Node 20 22 24 26:
-#      packages/native/scripts/prebuild.mjs), pack the four packages with pnpm (each
+#      packages/native/scripts/prebuild.mjs), pack the five packages with pnpm (each
 #      package's `prepack` compiles it to dist/ and writes its guarded Node.js entry, as on a
 #      publish from a clean clone; native's refuses to pack without every promised addon, which is
 #      checked first); the packed package.json files hold no scripts, native's has os/cpu/libc;
@@ -75,7 +75,7 @@ echo "  refused (exit $refused), naming the missing addon and: node scripts/preb
 
 step "pack (each package's prepack builds its dist/ and its guarded entry)"
 mkdir -p "$work/packs"
-for p in core testing native rpc; do
+for p in core testing native rpc cluster; do
   (cd "packages/$p" && pnpm pack --pack-destination "$work/packs" >/dev/null)
 done
 # packages/native/prebuilds stays: the loader prefers the workspace's own build for its Node.js,
@@ -83,13 +83,14 @@ done
 for t in "$work"/packs/*.tgz; do
   printf '  %-36s %6s KiB packed, %4s files\n' "$(basename "$t")" "$(($(stat -c %s "$t") / 1024))" "$(tar -tzf "$t" | wc -l)"
 done
-# One version for the four (changesets' fixed group): the tarballs are named after it.
+# One version for the five (changesets' fixed group): the tarballs are named after it.
 version=$(node -p 'require("./packages/core/package.json").version')
 core="$work/packs/effect-rdma-core-$version.tgz"
 testing="$work/packs/effect-rdma-testing-$version.tgz"
 native="$work/packs/effect-rdma-native-$version.tgz"
 rpc="$work/packs/effect-rdma-rpc-$version.tgz" # installed into the npm project only, with its peers, for README's RPC block and its @examples
-for t in "$core" "$testing" "$native" "$rpc"; do
+cluster="$work/packs/effect-rdma-cluster-$version.tgz" # the same, for its @examples
+for t in "$core" "$testing" "$native" "$rpc" "$cluster"; do
   tar -tzf "$t" >"$work/files"
   if grep -E '\.ts$' "$work/files" | grep -v '\.d\.ts$'; then fail "TypeScript sources in $(basename "$t")"; fi
   grep -qx 'package/dist/index.js' "$work/files" && grep -qx 'package/dist/index.d.ts' "$work/files" &&
@@ -118,7 +119,7 @@ done
 echo "  the native tarball carries prebuilt addons for linux-x64 and linux-arm64, ABI 115 127 137 147 (Node 20 22 24 26)"
 
 step "publint and arethetypeswrong"
-for t in "$core" "$testing" "$native" "$rpc"; do
+for t in "$core" "$testing" "$native" "$rpc" "$cluster"; do
   node_modules/.bin/publint run --strict "$t"
   # ESM only (Node >= 20.19 can also require() it): the CommonJS and node10 resolutions are not targets.
   node_modules/.bin/attw --profile esm-only --format table-flipped "$t"
@@ -133,7 +134,8 @@ EOF
 start=$(date +%s)
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=warn \
   "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3 \
-  "$rpc" "@effect/rpc@^0.76.2" "@effect/platform@^0.97.1") 2>&1 | tee "$work/npm.log"
+  "$rpc" "@effect/rpc@^0.76.2" "@effect/platform@^0.97.1" \
+  "$cluster" "@effect/cluster@^0.60.2" "@effect/sql@^0.52.1") 2>&1 | tee "$work/npm.log"
 no_peer_warnings "$work/npm.log" "npm install"
 # No install script: nothing of ours for npm 11's allowScripts review (or any build) to print
 # (@effect/rpc's msgpackr-extract, installed here for the rpc package, has one of its own).
@@ -316,7 +318,7 @@ cp "$app/main.mjs" "$app/addon.mjs" "$papp/"
 cat >"$papp/package.json" <<EOF
 {
   "name": "outside-user-pnpm", "version": "1.0.0", "private": true, "type": "module",
-  "pnpm": { "overrides": { "@effect-rdma/core": "file:$core", "@effect-rdma/testing": "file:$testing" } }
+  "pnpm": { "overrides": { "@effect-rdma/core": "file:$core", "@effect-rdma/testing": "file:$testing", "@effect-rdma/rpc": "file:$rpc" } }
 }
 EOF
 start=$(date +%s)
@@ -342,10 +344,10 @@ e4="$work/effect4-pnpm"
 mkdir -p "$e4"
 sed 's/"outside-user-pnpm"/"outside-user-effect4"/' "$papp/package.json" >"$e4/package.json"
 (cd "$e4" && pnpm add --ignore-workspace --config.confirmModulesPurge=false --reporter=append-only \
-  "$core" "$testing" "$native" "$rpc" effect@4) >"$work/e4-pnpm.log" 2>&1 || { cat "$work/e4-pnpm.log"; fail "pnpm add effect@4"; }
+  "$core" "$testing" "$native" "$rpc" "$cluster" effect@4) >"$work/e4-pnpm.log" 2>&1 || { cat "$work/e4-pnpm.log"; fail "pnpm add effect@4"; }
 found=$(node -p 'require(process.argv[1]).version' "$e4/node_modules/effect/package.json")
 [[ $found == 4.* ]] || fail "pnpm installed effect $found, not 4.x"
-for pkg in core testing native rpc; do
+for pkg in core testing native rpc cluster; do
   for how in import require; do
     if [[ $how == import ]]; then code="import(\"@effect-rdma/$pkg\").then(() => process.exit(3), (e) => { console.log(e._tag + \": \" + e.message); process.exit(e._tag === \"UnsupportedEffectVersion\" ? 0 : 4) })"
     else code="try { require(\"@effect-rdma/$pkg\"); process.exit(3) } catch (e) { console.log(e._tag + \": \" + e.message); process.exit(e._tag === \"UnsupportedEffectVersion\" ? 0 : 4) }"; fi
@@ -354,7 +356,7 @@ for pkg in core testing native rpc; do
   done
 done
 echo "  $(cat "$work/e4.out")"
-echo "  (each of core, testing, native, rpc, by import and by require)"
+echo "  (each of core, testing, native, rpc, cluster, by import and by require)"
 set +e
 (cd "$e4" && npx --no-install effect-rdma-doctor >"$work/e4-doctor.out" 2>&1)
 status=$?

@@ -1,0 +1,67 @@
+/**
+ * Bad input to an RDMA runner, on the simulated driver: a listen address that is no RDMA device's
+ * and a client-only runner without an address fail the Layer with a tagged error; a runner address
+ * where nothing listens, and an RDMA RPC server that is not a runner, are cluster's
+ * RunnerUnavailable to the runner that pings them, which serves on; nothing is left alive.
+ */
+import { RdmaCluster } from "@effect-rdma/cluster"
+import { Peer } from "@effect-rdma/core"
+import { RdmaRpcServer } from "@effect-rdma/rpc"
+import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
+import { RunnerAddress, Runners } from "@effect/cluster"
+import { Rpc, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import { address, Counter, runner, tempDatabase } from "./fixtures/counter.js"
+
+/** An RDMA RPC server that speaks another protocol than cluster's runners. */
+const Other = RpcGroup.make(Rpc.make("Other"))
+const notARunner = (port: number) =>
+  RpcServer.layer(Other).pipe(
+    Layer.provide(Other.toLayer({ Other: () => Effect.void })),
+    Layer.provide(RdmaRpcServer.layerProtocol({ address, port })),
+    Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+  )
+
+describe("@effect/cluster over RDMA: bad input", () => {
+  it.live("a listen address that is no RDMA device's fails the runner's Layer with RpmaProviderError", () =>
+    Effect.gen(function*() {
+      const error = yield* Layer.build(RdmaCluster.layer({
+        storage: "local",
+        shardingConfig: { runnerAddress: Option.some(RunnerAddress.make("192.0.2.1", 7620)) }
+      })).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "RpmaProviderError")
+      assert.include(error.message, "192.0.2.1")
+    }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
+  it.live("a client-only runner without peerAddress fails with RdmaClusterConfigError saying what to set", () =>
+    Effect.gen(function*() {
+      const error = yield* Layer.build(RdmaCluster.layer({ storage: "local", clientOnly: true })).pipe(Effect.flip)
+      assert.strictEqual(error._tag, "RdmaClusterConfigError")
+      assert.match(error.message, /peerAddress/)
+    }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
+  it.live(
+    "nothing listening, or a peer that is not a runner: RunnerUnavailable, and the runner serves on",
+    () =>
+      Effect.gen(function*() {
+        const filename = yield* tempDatabase
+        yield* Effect.gen(function*() {
+          yield* Layer.build(notARunner(7622))
+          const context = yield* Layer.build(runner(7621, filename))
+          const runners = yield* Effect.provide(Runners.Runners, context)
+          for (const port of [7699, 7622]) {
+            const error = yield* runners.ping(RunnerAddress.make(address, port)).pipe(
+              Effect.flip,
+              Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error(`no answer from port ${port}`) })
+            )
+            assert.strictEqual(error._tag, "RunnerUnavailable")
+          }
+          const counter = yield* Effect.provide(Counter.client, context)
+          const count = yield* counter("after-bad-peers").Increment({ amount: 5 }).pipe(Effect.timeout("60 seconds"))
+          assert.strictEqual(count.value, 5)
+        }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer))
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
