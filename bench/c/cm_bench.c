@@ -26,37 +26,15 @@
  *   cc -O2 -Wall -Wextra -o cm_bench cm_bench.c -lrdmacm -libverbs -lpthread
  *   ./cm_bench 192.168.77.1 7700 pingpong:64:2000 write:65536:2000
  */
+#include "bench_usage.h"
 #include "cm_common.h"
 #include <pthread.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #define WINDOW 16
 #define MAX_SIZE 65536
 #define WARMUP 50
 /* The inline size asked for (queue_pair_attributes), up to which the library sends inline by default. */
 #define INLINE 64
-
-static double now(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* The process's CPU seconds (user + system, both threads) and its voluntary context switches (its
- * threads' sleeps) so far: with the wall time, where a round's time goes. */
-struct usage {
-	double cpu;
-	long sleeps;
-};
-
-static struct usage usage_now(void) {
-	struct rusage r;
-	getrusage(RUSAGE_SELF, &r);
-	struct usage u = { r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 + r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6,
-			   r.ru_nvcsw };
-	return u;
-}
 
 /* ---- the server thread ---- */
 
@@ -66,7 +44,6 @@ static void completed(struct ibv_wc *wc, const char *what) {
 		exit(1);
 	}
 }
-
 
 struct server {
 	const char *address;

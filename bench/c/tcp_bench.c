@@ -17,6 +17,7 @@
  *   cc -O2 -Wall -Wextra -o tcp_bench tcp_bench.c -lpthread
  *   ./tcp_bench 127.0.0.1 7900 pingpong:64:2000 pingpong:65536:300
  */
+#include "bench_usage.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -25,9 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_SIZE 65536
@@ -38,24 +37,6 @@ static void fail(const char *what) {
 	exit(1);
 }
 
-static double now(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-struct usage {
-	double cpu;
-	long sleeps;
-};
-
-static struct usage usage_now(void) {
-	struct rusage r;
-	getrusage(RUSAGE_SELF, &r);
-	struct usage u = { r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 + r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6,
-			   r.ru_nvcsw };
-	return u;
-}
 
 /* Reads exactly n bytes; 0 when the other side closed first. */
 static int read_all(int fd, uint8_t *at, size_t n) {
