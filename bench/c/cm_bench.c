@@ -26,37 +26,15 @@
  *   cc -O2 -Wall -Wextra -o cm_bench cm_bench.c -lrdmacm -libverbs -lpthread
  *   ./cm_bench 192.168.77.1 7700 pingpong:64:2000 write:65536:2000
  */
+#include "bench_usage.h"
 #include "cm_common.h"
 #include <pthread.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #define WINDOW 16
 #define MAX_SIZE 65536
 #define WARMUP 50
 /* The inline size asked for (queue_pair_attributes), up to which the library sends inline by default. */
 #define INLINE 64
-
-static double now(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* The process's CPU seconds (user + system, both threads) and its voluntary context switches (its
- * threads' sleeps) so far: with the wall time, where a round's time goes. */
-struct usage {
-	double cpu;
-	long sleeps;
-};
-
-static struct usage usage_now(void) {
-	struct rusage r;
-	getrusage(RUSAGE_SELF, &r);
-	struct usage u = { r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 + r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6,
-			   r.ru_nvcsw };
-	return u;
-}
 
 /* ---- the server thread ---- */
 
@@ -66,7 +44,6 @@ static void completed(struct ibv_wc *wc, const char *what) {
 		exit(1);
 	}
 }
-
 
 struct server {
 	const char *address;
@@ -90,16 +67,16 @@ static void *serve(void *arg) {
 	pthread_mutex_unlock(&s->lock);
 
 	check("rdma_get_request", rdma_get_request(listener, &id));
-	uint8_t *echo = page_aligned(MAX_SIZE);
-	struct ibv_mr *echo_mr = rdma_reg_msgs(id, echo, MAX_SIZE);
+	uint8_t *echo = page_aligned(2 * MAX_SIZE);
+	struct ibv_mr *echo_mr = rdma_reg_msgs(id, echo, 2 * MAX_SIZE);
 	if (echo_mr == NULL) fail("rdma_reg_msgs (server)");
 	uint8_t *target = page_aligned((size_t)WINDOW * MAX_SIZE);
 	struct ibv_mr *target_mr = rdma_reg_write(id, target, (size_t)WINDOW * MAX_SIZE);
 	if (target_mr == NULL) fail("rdma_reg_write");
 	/* Two receive slots in turn: the next message's receive is posted before this one is echoed. */
-	uint8_t *slots[2] = { echo, echo + MAX_SIZE / 2 };
+	uint8_t *slots[2] = { echo, echo + MAX_SIZE };
 	int current = 0;
-	check("rdma_post_recv (server)", rdma_post_recv(id, NULL, slots[0], MAX_SIZE / 2, echo_mr));
+	check("rdma_post_recv (server)", rdma_post_recv(id, NULL, slots[0], MAX_SIZE, echo_mr));
 	uint8_t key[KEY_SIZE];
 	encode_key(key, target_mr, KEY_WRITE);
 	struct rdma_conn_param accept = connection_parameters(key, KEY_SIZE);
@@ -110,7 +87,7 @@ static void *serve(void *arg) {
 		if (rdma_get_recv_comp(id, &wc) <= 0) fail("rdma_get_recv_comp (server)");
 		completed(&wc, "a receive (server)");
 		if (wc.byte_len == 0) break; /* the client's stop: it disconnects next */
-		check("rdma_post_recv (server)", rdma_post_recv(id, NULL, slots[1 - current], MAX_SIZE / 2, echo_mr));
+		check("rdma_post_recv (server)", rdma_post_recv(id, NULL, slots[1 - current], MAX_SIZE, echo_mr));
 		check("rdma_post_send (echo)", rdma_post_send(id, NULL, slots[current], wc.byte_len, echo_mr,
 							     IBV_SEND_SIGNALED | (wc.byte_len <= INLINE ? IBV_SEND_INLINE : 0)));
 		if (rdma_get_send_comp(id, &wc) <= 0) fail("rdma_get_send_comp (server)");
@@ -207,9 +184,9 @@ int main(int argc, char **argv) {
 		int parsed = sscanf(argv[a], "%15[a-z]:%zu:%ld", what, &size, &count) == 3 && size > 0 && count > 0;
 		int is_pingpong = parsed && strcmp(what, "pingpong") == 0;
 		int is_write = parsed && strcmp(what, "write") == 0;
-		if (!(is_pingpong && size <= MAX_SIZE / 2) && !(is_write && size <= MAX_SIZE)) {
+		if (!(is_pingpong && size <= MAX_SIZE) && !(is_write && size <= MAX_SIZE)) {
 			fprintf(stderr, "cm_bench: bad argument %s: pingpong:<bytes up to %d>:<trips> or write:<bytes up to %d>:<writes>\n",
-				argv[a], MAX_SIZE / 2, MAX_SIZE);
+				argv[a], MAX_SIZE, MAX_SIZE);
 			return 2;
 		}
 		double best_latency = 1e9, best_bandwidth = 0;

@@ -1,15 +1,16 @@
 /**
  * A message channel over one connection: whole messages of any size, each way.
  *
- * Frames are sent (rpma_send) into the other side's pool of pre-posted receives
- * (`RdmaStream.messages`). A frame is an 8-byte header (kind u8, flags u8, 2 reserved bytes,
- * length u32 LE), then its payload:
+ * Frames are sent (rpma_send) into the other side's pool of pre-posted receives, which its
+ * receive loop takes in order and posts again. A frame is an 8-byte header (kind u8, flags u8,
+ * sequence u16 LE, length u32 LE), then its payload:
  *
  * - HELLO: the sender's landing region's 21-byte descriptor; each side sends it first.
  * - INLINE: a whole message that fits in a receive buffer after the header.
  * - LARGE: a piece of a larger message, `length` bytes already written (rpma_write) at the start of
  *   the receiver's landing region; flag FINAL on its last piece. The receiver copies the piece
- *   out and answers RELEASE; the sender writes its next piece only after that acknowledgement.
+ *   out and answers RELEASE; the sender writes its next piece (of this message or the next) only
+ *   after that acknowledgement.
  * - RELEASE: the landing region is free again.
  *
  * Every `keepAlive` each side reads 8 bytes of the other's landing region (which is why HELLO's
@@ -22,7 +23,7 @@
  * A sender that finds no posted receive is retried by the device without end (librpma's RNR
  * retry count is 7, "infinite"), so a slow reader slows its sender and no credits are needed.
  */
-import { Connection, LocalMr, type Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import { Connection, LocalMr, type Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
@@ -30,9 +31,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 
 export class ChannelError extends Data.TaggedError("RdmaChannelError")<{
   readonly reason: "Closed" | "Protocol" | "Transfer" | "Timeout"
@@ -108,6 +107,16 @@ const transfer = (what: string) => (cause: unknown) =>
     cause
   })
 
+/** Waits until the function `park` is given is called; `unpark` forgets it (woken or interrupted). */
+const parked = (park: (wake: () => void) => void, unpark: () => void): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    park(() => {
+      unpark()
+      resume(Effect.void)
+    })
+    return Effect.sync(unpark)
+  })
+
 const protocol = (detail: string) => new ChannelError({ reason: "Protocol", detail })
 
 /** Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is out of range. */
@@ -165,16 +174,44 @@ export const make = (
     const staging = yield* Effect.mapError(LocalMr.allocate(peer, landing, Usage.WRITE_SRC), setup)
     const landingDescriptor = yield* Effect.mapError(LocalMr.descriptor(landingMr), setup)
 
-    const freeSlots = yield* Queue.bounded<number>(sends)
-    yield* Queue.offerAll(freeSlots, Array.from({ length: sends }, (_, i) => i))
+    /** The send pool's free slots, and the sends waiting for one (each wakes the next when it finds none free). */
+    const freeSlots = Array.from({ length: sends }, (_, i) => sends - 1 - i)
+    const slotWaiters: Array<() => void> = []
+    const takeSlot: Effect.Effect<number> = Effect.suspend(() =>
+      freeSlots.length > 0
+        ? Effect.succeed(freeSlots.pop()!)
+        : Effect.zipRight(
+          Effect.async<void>((resume) => {
+            const wake = () => resume(Effect.void)
+            slotWaiters.push(wake)
+            return Effect.sync(() => {
+              const at = slotWaiters.indexOf(wake)
+              if (at >= 0) slotWaiters.splice(at, 1)
+              // Woken, then interrupted before taking the slot: the next waiter takes it.
+              else if (freeSlots.length > 0) slotWaiters.shift()?.()
+            })
+          }),
+          takeSlot
+        )
+    )
+    const releaseSlot = (slot: number) =>
+      Effect.sync(() => {
+        freeSlots.push(slot)
+        slotWaiters.shift()?.()
+      })
     const remoteLanding = yield* Deferred.make<RemoteMr.RemoteMr<"WRITE_DST" | "READ_SRC">, ChannelError>()
     const closed = yield* Deferred.make<void, ChannelError>()
     /** Fails when a message is refused: the receive loop ends with its error. */
     const refused = yield* Deferred.make<never, ChannelError>()
-    /** Whole messages on their way to `onMessage`, then `undefined` once the loop has ended. */
-    const inbox = yield* Queue.unbounded<Uint8Array | undefined>()
+    /**
+     * Whole messages on their way to `onMessage`, then `undefined` once the loop has ended; one
+     * producer (the receive loop) and one consumer, each woken by the other when it waits.
+     */
+    const inbox: Array<Uint8Array | undefined> = []
     /** The bytes of the messages in `inbox`: at most `maxMessageSize`, beyond which the loop waits. */
-    const inboxBytes = yield* Effect.makeSemaphore(maxMessageSize)
+    let inboxBytes = 0
+    let wakeConsumer: (() => void) | undefined
+    let wakeProducer: (() => void) | undefined
     /** Completes when `onMessage` has taken the last message, or stopped. */
     const drained = yield* Deferred.make<void>()
     let ended = false
@@ -183,12 +220,14 @@ export const make = (
     /** A large message failed half-way: the other side's state is unknown, nothing more is sent. */
     let broken = false
     let sent = 0
+    /** The other side's landing region, once its HELLO has come. */
+    let landingDst: RemoteMr.RemoteMr<"WRITE_DST" | "READ_SRC"> | undefined
     const largeLock = yield* Effect.makeSemaphore(1)
 
     /** Sends one frame from a free send slot. */
     const frame = (kind: number, flags: number, sequence: number, length: number, payload: Uint8Array | undefined) =>
       Effect.acquireUseRelease(
-        Queue.take(freeSlots),
+        takeSlot,
         (slot) =>
           Effect.suspend(() => {
             const at = slot * inline
@@ -200,7 +239,7 @@ export const make = (
             if (payload !== undefined) sendPool.memory.set(payload, at + HEADER)
             return Connection.send(conn, { src: sendPool, offset: at, length: HEADER + (payload?.length ?? 0) })
           }),
-        (slot) => Queue.offer(freeSlots, slot)
+        releaseSlot
       ).pipe(Effect.mapError(transfer("a send")))
 
     /**
@@ -218,11 +257,17 @@ export const make = (
       )
 
     // A large message is sent whole or fails the channel: one left half-way would leave the other
-    // side holding its first pieces, which it would take for the start of the next message.
+    // side holding its first pieces, which it would take for the start of the next message. Each
+    // piece waits for the last one's RELEASE (the landing region is free again), the first piece
+    // of a message included: a message's last RELEASE is not waited for by the message itself,
+    // so a call's answer and its RELEASE cross, and a later large message finds it there. The
+    // write is unsignalled: the LARGE frame's send after it completes only once the write has
+    // (one send queue, in order), and fails if the write did.
     const sendLarge = (message: Uint8Array) =>
       largeLock.withPermits(1)(Effect.gen(function*() {
-        const dst = yield* bounded("the other side's landing region (its HELLO)", remoteLanding)
+        const dst = landingDst ?? (yield* bounded("the other side's landing region (its HELLO)", remoteLanding))
         for (let done = 0; done < message.length;) {
+          if (released !== undefined) yield* bounded("the acknowledgement of a large message's piece", released.ack)
           const piece = message.subarray(done, Math.min(message.length, done + landing))
           done += piece.length
           staging.memory.set(piece, 0)
@@ -230,11 +275,10 @@ export const make = (
           sent = (sent + 1) & 0xffff
           released = { sequence: sent, ack }
           yield* Effect.mapError(
-            Connection.write(conn, { dst, src: staging, length: piece.length }),
+            Connection.postWrite(conn, { dst, src: staging, length: piece.length, completion: "onError" }),
             transfer("writing a large message")
           )
           yield* frame(LARGE, done >= message.length ? FINAL : 0, sent, piece.length, undefined)
-          yield* bounded("the acknowledgement of a large message's piece", ack)
         }
       })).pipe(
         Effect.tapError(() =>
@@ -265,8 +309,41 @@ export const make = (
     let assembledLength = 0
     let pendingReleases = 0
     let hello = false
-    const deliver = (message: Uint8Array) =>
-      Effect.zipRight(inboxBytes.take(message.length), Queue.offer(inbox, message))
+    const enqueue = (message: Uint8Array | undefined) => {
+      inbox.push(message)
+      inboxBytes += message?.length ?? 0
+      wakeConsumer?.()
+    }
+    const deliver = (message: Uint8Array): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (inboxBytes + message.length <= maxMessageSize) return Effect.sync(() => enqueue(message))
+        return Effect.zipRight(
+          parked((wake) => {
+            wakeProducer = wake
+          }, () => {
+            wakeProducer = undefined
+          }),
+          deliver(message)
+        )
+      })
+    /** The next message for `onMessage`, waiting for one. */
+    const nextMessage: Effect.Effect<Uint8Array | undefined> = Effect.suspend(() =>
+      inbox.length > 0
+        ? Effect.succeed(inbox.shift())
+        : Effect.zipRight(
+          parked((wake) => {
+            wakeConsumer = wake
+          }, () => {
+            wakeConsumer = undefined
+          }),
+          nextMessage
+        )
+    )
+    const taken = (bytes: number) =>
+      Effect.sync(() => {
+        inboxBytes -= bytes
+        wakeProducer?.()
+      })
     const onFrame = (bytes: Uint8Array): Effect.Effect<void, ChannelError> => {
       if (bytes.length < HEADER) {
         return Effect.fail(protocol(`a frame of ${bytes.length} bytes, shorter than its header`))
@@ -285,7 +362,10 @@ export const make = (
             Effect.mapError((cause) =>
               protocol(`a HELLO that holds no landing region's descriptor (${cause.message})`)
             ),
-            Effect.flatMap((remote) => Deferred.succeed(remoteLanding, remote)),
+            Effect.flatMap((remote) => {
+              landingDst = remote
+              return Deferred.succeed(remoteLanding, remote)
+            }),
             Effect.asVoid,
             // Released with the channel's scope.
             Effect.provide(context)
@@ -353,7 +433,7 @@ export const make = (
     // Whole messages go to `onMessage` from a fiber of their own, so that the loop never waits for
     // it: a handler that sends a large answer needs the loop to read the acknowledgement. A message
     // it refuses (or a defect in it) ends the channel.
-    yield* Queue.take(inbox).pipe(
+    yield* nextMessage.pipe(
       Effect.flatMap((message) =>
         message === undefined
           ? Effect.interrupt
@@ -363,7 +443,7 @@ export const make = (
                 Effect.fail(protocol(`a message could not be handled: ${String(defect)}`))
               )
             ),
-            inboxBytes.release(message.length)
+            taken(message.length)
           )
       ),
       Effect.forever,
@@ -381,17 +461,64 @@ export const make = (
         released === undefined ? Effect.void : Deferred.fail(released.ack, gone)
       )
     })
-    yield* RdmaStream.messages(peer, conn, { count: receives, size: inline }).pipe(
-      Stream.mapError(transfer("receiving")),
-      Stream.mapEffect(onFrame),
-      Stream.interruptWhen(Deferred.await(refused)),
-      Stream.runDrain,
+    // The receives, kept posted: the oldest holds the next frame (receives complete in the order
+    // they were posted). A frame is copied out and its receive posted again before it is handled.
+    // Plain memory, not Memory.allocate's: receives still posted when the channel ends keep the
+    // region registered until the connection is deleted, and the registration keeps it alive.
+    const receivePool = yield* Effect.mapError(
+      LocalMr.register(peer, new Uint8Array(receives * inline), Usage.RECV),
+      setup
+    )
+    const postReceive = (slot: number) =>
+      Connection.postRecv(conn, { dst: receivePool, offset: slot * inline, length: inline })
+    const posted: Array<Connection.Posted | undefined> = yield* Effect.mapError(
+      Effect.forEach(Array.from({ length: receives }, (_, slot) => slot), postReceive),
+      setup
+    )
+    /** The connection was closed (by either side): the frames before it were all taken. A lost one fails. */
+    const closedConnection = (e: unknown) =>
+      typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "ConnectionClosedError" &&
+      (e as { reason?: unknown }).reason === "CLOSED"
+    const receiving = transfer("receiving")
+    let slot = 0
+    /** Takes the next frame: false once the connection has closed. */
+    const receiveNext: Effect.Effect<boolean, ChannelError> = Effect.suspend(() => {
+      const receive = posted[slot]
+      // A receive could not be posted again (the connection closed): the frames before it were all taken.
+      if (receive === undefined) return Effect.succeed(false)
+      return Effect.matchEffect(receive.completion, {
+        onFailure: (e) => closedConnection(e) ? Effect.succeed(false) : Effect.fail(receiving(e)),
+        onSuccess: (completion) => {
+          const current = slot
+          const at = current * inline
+          const bytes = receivePool.memory.slice(at, at + completion.byteLength)
+          slot = (slot + 1) % receives
+          return Effect.matchEffect(postReceive(current), {
+            // The frame is handled even when its buffer cannot be posted again.
+            onFailure: (e) => {
+              if (!closedConnection(e)) return Effect.fail(receiving(e))
+              posted[current] = undefined
+              return Effect.as(onFrame(bytes), true)
+            },
+            onSuccess: (again) => {
+              posted[current] = again
+              return Effect.as(onFrame(bytes), true)
+            }
+          })
+        }
+      })
+    })
+    const receiveLoop: Effect.Effect<void, ChannelError> = Effect.flatMap(
+      receiveNext,
+      (more) => more ? receiveLoop : Effect.void
+    )
+    yield* Effect.raceFirst(receiveLoop, Deferred.await(refused)).pipe(
       Effect.exit,
       // The messages received before the end are delivered before it is announced, for at most
       // `ackTimeout`. An interruption (the scope closing) skips this: the close waits for nothing.
       Effect.flatMap((exit) =>
         stop.pipe(
-          Effect.zipRight(Queue.offer(inbox, undefined)),
+          Effect.zipRight(Effect.sync(() => enqueue(undefined))),
           Effect.zipRight(Effect.timeout(Deferred.await(drained), ackTimeout)),
           Effect.ignore,
           Effect.zipRight(Deferred.done(closed, exit))

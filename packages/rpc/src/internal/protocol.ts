@@ -82,7 +82,8 @@ const decodeEach = <A>(
       )
     }
   }
-  return Effect.forEach(items, (item) => f(item as A), { discard: true })
+  // Most messages hold one item: no loop of Effects for it.
+  return items.length === 1 ? f(items[0] as A) : Effect.forEach(items, (item) => f(item as A), { discard: true })
 }
 
 const clientError = (message: string, cause: unknown) => new RpcClientError({ reason: "Protocol", message, cause })
