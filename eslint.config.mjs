@@ -12,7 +12,17 @@ import sortDestructureKeys from "eslint-plugin-sort-destructure-keys"
 
 export default [
   {
-    ignores: ["**/dist", "**/build", "**/.vm-build", "**/.tsc", "**/.cache", "docs/api", "**/*.md", "**/node_modules", "vm/**"]
+    ignores: [
+      "**/dist",
+      "**/build",
+      "**/.vm-build",
+      "**/.tsc",
+      "**/.cache",
+      "docs/api",
+      "**/*.md",
+      "**/node_modules",
+      "vm/**"
+    ]
   },
   js.configs.recommended,
   ...tsPlugin.configs["flat/recommended"],
