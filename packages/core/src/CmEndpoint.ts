@@ -109,13 +109,16 @@ export interface Options {
   readonly maxInlineData?: number | undefined
   /**
    * How often the device resends an unacknowledged request before it fails with
-   * `IBV_WC_RETRY_EXC_ERR` (rdma_conn_param's `retry_count`), 0 to 7. Default 7.
+   * `IBV_WC_RETRY_EXC_ERR` (rdma_conn_param's `retry_count`), 0 to 7. Default 7. The connecting
+   * side's value holds for the whole connection: the CM sends it with the request, an accept's is
+   * not sent.
    */
   readonly retryCount?: number | undefined
   /**
-   * How often a send is retried while the other side has no receive posted before it fails with
-   * `IBV_WC_RNR_RETRY_EXC_ERR` (`rnr_retry_count`), 0 to 7; 7, the default, retries for ever. The
-   * simulated driver fails such a send as soon as it finds no receive (it has no RNR timer).
+   * How often the other side retries a send to this endpoint while this endpoint has no receive
+   * posted (`rnr_retry_count`, as rdma_cm defines it), before that send fails there with
+   * `IBV_WC_RNR_RETRY_EXC_ERR`; 0 to 7, and 7, the default, retries for ever. The simulated driver
+   * fails such a send as soon as it finds no receive (it has no RNR timer).
    */
   readonly rnrRetryCount?: number | undefined
   /**

@@ -518,13 +518,14 @@ export interface CmEpConfig {
   readonly maxInlineData: number
   /**
    * rdma_conn_param's `retry_count`: how often the device resends a request the other side does not
-   * acknowledge before it fails with IBV_WC_RETRY_EXC_ERR, 0 to 7. Not given: 7.
+   * acknowledge before it fails with IBV_WC_RETRY_EXC_ERR, 0 to 7. Not given: 7. The connecting
+   * side's value holds for both sides (the CM carries it in the request; an accept's is not sent).
    */
   readonly retryCount?: number | undefined
   /**
-   * rdma_conn_param's `rnr_retry_count`: how often a send is retried while the other side has no
-   * receive posted before it fails with IBV_WC_RNR_RETRY_EXC_ERR, 0 to 7, 7 meaning for ever. Not
-   * given: 7.
+   * rdma_conn_param's `rnr_retry_count`: how often the other side retries a send to this endpoint
+   * while this endpoint has no receive posted, before that send fails with
+   * IBV_WC_RNR_RETRY_EXC_ERR there, 0 to 7, 7 meaning for ever. Not given: 7.
    */
   readonly rnrRetryCount?: number | undefined
   /**

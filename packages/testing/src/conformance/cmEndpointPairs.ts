@@ -567,17 +567,18 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
       })
   },
   {
-    name: "cm endpoint: rdma_conn_param's settings: out of range refused (EINVAL); depths of 1 each way read; with " +
-      "rnrRetryCount 0 a send the other side has no receive for fails with RNR_RETRY_EXC_ERR",
+    name: "cm endpoint: rdma_conn_param's settings: out of range refused (EINVAL); depths of 1 each way read; a " +
+      "server with rnrRetryCount 0 and no receive posted: the client's send fails with RNR_RETRY_EXC_ERR",
     server: (ctx) =>
       Effect.gen(function*() {
-        // As rping asks: one read in flight each way. No receive is ever posted.
+        // As rping asks: one read in flight each way. No receive is ever posted, and the client's
+        // sends are not to retry on RNR (rnr_retry_count is what the other side's sends retry).
         yield* serve(ctx, (ep) =>
           Effect.gen(function*() {
             const readable = yield* region(ep, "read", 64)
             readable.memory.set(bytes("depth one"))
             yield* ctx.channel.send({ readable: keyOf(readable.info) })
-          }), { ...config, responderResources: 1, initiatorDepth: 1 })
+          }), { ...config, responderResources: 1, initiatorDepth: 1, rnrRetryCount: 0 })
         yield* untilDone(ctx)
       }),
     client: (ctx) =>
@@ -595,7 +596,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
             `an endpoint with ${JSON.stringify(setting)}`
           )
         }
-        const settings = { ...config, retryCount: 3, rnrRetryCount: 0, responderResources: 1, initiatorDepth: 1 }
+        const settings = { ...config, retryCount: 3, responderResources: 1, initiatorDepth: 1 }
         const { ep } = yield* join(ctx, () => Effect.void, settings)
         const readable = keyFrom((yield* ctx.channel.receive()).readable)
         const into = yield* region(ep, "msgs", 64)
@@ -607,7 +608,7 @@ export const cmEndpointPairCases: ReadonlyArray<PairCase> = [
         yield* expectCompletion(
           (yield* completions(ep, 1))[0],
           { id: 2, status: RdmaError.WcStatus.RNR_RETRY_EXC_ERR },
-          "a send with no receive there and no RNR retries"
+          "a send with no receive there, and the server asking no RNR retries"
         )
         yield* done(ctx)
       })

@@ -281,9 +281,10 @@ const deliver = (other: QueuePair, bytes: Uint8Array, imm: number | undefined, w
  */
 const reach = (other: QueuePair, r: Reach): Reached => {
   const result = reachNow(other, r)
-  // No receive there: the requester's RNR retries wait for one, unless they are finite (no RNR timer
-  // here: they run out at once).
-  return result === undefined && r.rnrFinite ? RdmaError.WcStatus.RNR_RETRY_EXC_ERR : result
+  // No receive there: the requester's RNR retries wait for one, unless the responder asked for finite
+  // ones (rdma_conn_param's rnr_retry_count is what the other side's sends retry; no RNR timer here:
+  // they run out at once).
+  return result === undefined && (other.config.rnrRetryCount ?? 7) < 7 ? RdmaError.WcStatus.RNR_RETRY_EXC_ERR : result
 }
 
 const reachNow = (other: QueuePair, r: Reach): Reached => {
@@ -304,7 +305,7 @@ const reachNow = (other: QueuePair, r: Reach): Reached => {
 }
 
 /** The requester's half: what the request asks of the other side. */
-const reachOf = (qp: QueuePair, job: SendJob): Reach => {
+const reachOf = (job: SendJob): Reach => {
   const wr = job.wr
   const length = wr.segments.reduce((n, s) => n + s.length, 0)
   return {
@@ -313,8 +314,7 @@ const reachOf = (qp: QueuePair, job: SendJob): Reach => {
     remoteAddress: wr.op === "send" ? 0n : wr.remoteAddress,
     length,
     bytes: wr.op === "read" ? new Uint8Array(0) : job.taken ?? gather(wr.segments),
-    imm: wr.op === "read" ? undefined : wr.imm,
-    rnrFinite: (qp.config.rnrRetryCount ?? 7) < 7
+    imm: wr.op === "read" ? undefined : wr.imm
   }
 }
 
@@ -327,7 +327,7 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
   if (job.planned !== undefined) return job.planned
   if (qp.far !== undefined) {
     if (!qp.awaiting) {
-      const reach = reachOf(qp, job)
+      const reach = reachOf(job)
       // More than one frame of the network carries: refused here, as a device refuses more than its max_msg_sz.
       if (reach.length > qp.far.maxMessageSize) return RdmaError.WcStatus.LOC_LEN_ERR
       qp.awaiting = true
@@ -335,7 +335,7 @@ const execute = (qp: QueuePair, job: SendJob): number | undefined => {
     }
     return undefined
   }
-  const result = reach(qp.peer!, reachOf(qp, job))
+  const result = reach(qp.peer!, reachOf(job))
   return result === undefined ? undefined : landed(job, result)
 }
 

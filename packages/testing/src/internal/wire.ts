@@ -49,9 +49,7 @@ export const CmReach = Schema.Struct({
   remoteAddress: Schema.BigIntFromSelf.pipe(Schema.nonNegativeBigInt()),
   length: Length,
   bytes: Bytes,
-  imm: Schema.UndefinedOr(Schema.Number),
-  // The requester's rnrRetryCount is below 7: no receive there fails it, where it would wait.
-  rnrFinite: Schema.Boolean
+  imm: Schema.UndefinedOr(Schema.Number)
 }).annotations({ identifier: "CmReach" }).pipe(Schema.filter(carriesItsLength))
 export type CmReach = typeof CmReach.Type
 
