@@ -95,12 +95,12 @@ describe("Listener.serve", () => {
       yield* Fiber.interrupt(server)
     })))
 
-  it.live("with an admission, a client without the token is rejected at once and the server goes on", () =>
+  it.live("with an admission, a client without the token is rejected at once and the server goes on; the token admits one client", () =>
     inWorld(Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const listener = yield* Listener.make(peer, address, 7603)
       const token = Uint8Array.of(7, 7, 7, 7, 7, 7, 7, 7)
-      const admission = yield* Admission.make(token, { uses: 5, window: "1 minute" })
+      const admission = yield* Admission.make(token) // one use: the rendezvous spends it once, not twice
       const server = yield* Effect.fork(Listener.serve(listener, shout, { admission }))
       const refused = yield* Effect.exit(ask(peer, listener.port, "nope", { privateData: Uint8Array.of(1, 1) }))
       assert.isTrue(
@@ -109,6 +109,8 @@ describe("Listener.serve", () => {
       )
       const privateData = yield* Admission.privateData(token)
       assert.strictEqual(yield* ask(peer, listener.port, "yes", { privateData }), "YES")
+      const spent = yield* Effect.exit(ask(peer, listener.port, "again", { privateData }))
+      assert.isTrue(Exit.isFailure(spent), `a client with the spent token: ${String(spent)}`)
       yield* connectionsSettle(0)
       yield* Fiber.interrupt(server)
     })))

@@ -148,7 +148,8 @@ const rendezvousFor = (
     const oneTime = yield* makeAdmission(token)
     const answer = rendezvousAnswer.encode(isolated.port, yield* privateData(token))
     // Accepted to carry the answer, closed at once: the client has it once it is connected.
-    yield* Effect.scoped(accept(req, { ...options, privateData: answer })).pipe(
+    // Admitted above already (options may carry the gate as `admission`: not a second time).
+    yield* Effect.scoped(accept(req, { ...options, admission: undefined, privateData: answer })).pipe(
       Effect.tapError(() => isolated.stopListening)
     )
     return new RendezvousImpl(isolated, oneTime)
