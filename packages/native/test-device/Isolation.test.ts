@@ -63,6 +63,23 @@ interface Tally {
   given: number
 }
 
+/** Prints what the guessing reached, and fails if it reached anything (every guess was refused or ended). */
+const reportGuesses = (what: string, start: number, tally: Tally, reachedRkeys: ReadonlyArray<number>) =>
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    console.log(
+      `${what}: ${tally.guesses} guesses in ${((now - start) / 1000).toFixed(0)} s over ${tally.given} connections: ` +
+        `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
+        `${tally.reached} reached another client's region`
+    )
+    assert.strictEqual(
+      tally.reached,
+      0,
+      `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
+    )
+    assert.isAbove(tally.guesses, 0)
+    assert.strictEqual(tally.refused + tally.ended, tally.guesses)
+  })
+
 /** One guess at `target` with `rkey` on `conn`, tallied: a guess the device refuses ends the connection. */
 const guessOnce = (
   conn: Connection.Connection,
@@ -174,19 +191,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
             }))
             round++
           }
-          const seconds = ((yield* Clock.currentTimeMillis) - start) / 1000
-          console.log(
-            `isolation: ${tally.guesses} guesses in ${seconds.toFixed(0)} s over ${round} connections: ` +
-              `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
-              `${tally.reached} reached another client's region; the given region read ${tally.given} times`
-          )
-          assert.strictEqual(
-            tally.reached,
-            0,
-            `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
-          )
-          assert.isAbove(tally.guesses, 0)
-          assert.strictEqual(tally.refused + tally.ended, tally.guesses)
+          yield* reportGuesses("isolation", start, tally, reachedRkeys)
           // The other client's bytes are unchanged, in memory and as it reads them over its connection.
           assert.isTrue(same(othersRegion.memory, pattern(2)), "the other client's region, in the server's memory")
           const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
@@ -222,19 +227,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
               yield* guessOnce(conn, dst, target, tally, reachedRkeys)
             }))
           }
-          const seconds = ((yield* Clock.currentTimeMillis) - start) / 1000
-          console.log(
-            `isolation (the default server): ${tally.guesses} guesses in ${seconds.toFixed(0)} s: ` +
-              `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
-              `${tally.reached} reached another client's region; the given region read ${tally.given} times`
-          )
-          assert.strictEqual(
-            tally.reached,
-            0,
-            `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
-          )
-          assert.isAbove(tally.guesses, 0)
-          assert.strictEqual(tally.refused + tally.ended, tally.guesses)
+          yield* reportGuesses("isolation (the default server)", start, tally, reachedRkeys)
           // The other client reads its own region unchanged.
           const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
           yield* Connection.read(other.conn, { dst: back, src: yield* remoteOf(other.descriptor), length: REGION })
