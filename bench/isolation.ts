@@ -26,9 +26,9 @@ const scale = Number(process.env.ISOLATION_SCALE ?? "1")
 const ROUNDS = 3
 const CONNECTS = Math.max(5, Math.round(20 * scale))
 const HELD = Math.max(4, Math.round(32 * scale))
-const modes = ["shared", "isolated"] as const
+const modes = ["shared", "perClient"] as const
 type Mode = typeof modes[number]
-const portOf: Record<Mode, number> = { shared: 7700, isolated: 7800 }
+const portOf: Record<Mode, number> = { shared: 7700, perClient: 7800 }
 
 /** The server's handler: a 4 KiB region of the client's Peer, held until the client leaves. */
 const hold = (conn: Connection.Connection) =>
@@ -81,7 +81,7 @@ const program = Effect.gen(function*() {
   for (const mode of modes) yield* round(mode, client)
   const best: Record<Mode, { connectMs: number; perClient: number; peers: number }> = {
     shared: { connectMs: Infinity, perClient: Infinity, peers: 0 },
-    isolated: { connectMs: Infinity, perClient: Infinity, peers: 0 }
+    perClient: { connectMs: Infinity, perClient: Infinity, peers: 0 }
   }
   for (let r = 0; r < ROUNDS; r++) {
     for (const mode of modes) {
@@ -98,17 +98,17 @@ const program = Effect.gen(function*() {
   const rows: Array<Row> = [
     {
       what: `Accept a client: its Connection.connect, one at a time (ms, best of ${ROUNDS} rounds of ${CONNECTS})`,
-      ours: `${best.isolated.connectMs.toFixed(1)} ms (isolated)`,
+      ours: `${best.perClient.connectMs.toFixed(1)} ms (perClient)`,
       baseline: `${best.shared.connectMs.toFixed(1)} ms (shared)`,
-      ratio: best.isolated.connectMs / best.shared.connectMs,
+      ratio: best.perClient.connectMs / best.shared.connectMs,
       target: "report",
       met: undefined
     },
     {
       what: `Memory per connected client, both sides in one process (RSS over ${HELD} clients)`,
-      ours: `${kib(best.isolated.perClient)} (isolated; ${best.isolated.peers} peers alive)`,
+      ours: `${kib(best.perClient.perClient)} (perClient; ${best.perClient.peers} peers alive)`,
       baseline: `${kib(best.shared.perClient)} (shared; ${best.shared.peers} peers alive)`,
-      ratio: best.shared.perClient > 0 ? best.isolated.perClient / best.shared.perClient : undefined,
+      ratio: best.shared.perClient > 0 ? best.perClient.perClient / best.shared.perClient : undefined,
       target: "report",
       met: undefined
     }

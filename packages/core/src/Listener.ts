@@ -273,10 +273,10 @@ export const postRecv: {
 } = dual(2, internal.postRecv)
 
 /**
- * Whether each client gets memory it alone can reach (`"isolated"`, the default) or every client
+ * Whether each client gets memory it alone can reach (`"perClient"`, the default) or every client
  * shares the listener's peer (`"shared"`).
  *
- * - `"isolated"`: a client's request on the listener is answered (a rendezvous,
+ * - `"perClient"`: a client's request on the listener is answered (a rendezvous,
  *   `Admission.rendezvous`) with the port of a listener of its own, on a new `Peer` (a protection
  *   domain of its own) on a free port of `ports`, and a one-time token; `Connection.connect`
  *   follows that answer, so clients change nothing. The client's connection lives in that
@@ -292,7 +292,7 @@ export const postRecv: {
  * @since 1.0.0
  * @category models
  */
-export type Isolation = "isolated" | "shared"
+export type Isolation = "perClient" | "shared"
 
 /**
  * How {@link acceptClient} accepts a client: the accept's settings, and how it is isolated.
@@ -301,7 +301,7 @@ export type Isolation = "isolated" | "shared"
  * @category models
  */
 export interface ClientOptions extends AcceptOptions {
-  /** A protection domain per client (`"isolated"`, the default), or the listener's for all (`"shared"`). See {@link Isolation}. */
+  /** A protection domain per client (`"perClient"`, the default), or the listener's for all (`"shared"`). See {@link Isolation}. */
   readonly isolation?: Isolation | undefined
   /**
    * The ports an isolated client's own listener may take, `{ from, to }` both included: each is
@@ -313,7 +313,7 @@ export interface ClientOptions extends AcceptOptions {
 }
 
 /**
- * A client accepted: its connection, and the peer it lives in (with `"isolated"`, a peer of its own,
+ * A client accepted: its connection, and the peer it lives in (with `"perClient"`, a peer of its own,
  * deleted after the connection with the scope; with `"shared"`, the listener's). Register what the
  * client may reach with `peer`.
  *

@@ -189,7 +189,7 @@ describe("Listener.serve", () => {
         Listener.serve(listener, shout, { isolation: "none" as unknown as Listener.Isolation })
       )
       assert.strictEqual(unknown._tag, "RpmaInvalidError")
-      assert.include(unknown.message, `isolation must be "isolated" (the default) or "shared"`)
+      assert.include(unknown.message, `isolation must be "perClient" (the default) or "shared"`)
       const last = yield* Listener.make(peer, address, 65535)
       const noPorts = yield* Effect.flip(Listener.serve(last, shout))
       assert.include(noPorts.message, "no port after it")

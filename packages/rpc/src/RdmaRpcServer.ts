@@ -33,7 +33,7 @@ export interface Options extends RdmaChannel.Options {
   readonly admission?: Admission.Admission | undefined
   /**
    * Whether each client's connection, channel and regions live in a protection domain of their own
-   * (`"isolated"`, the default: a `Peer` per client, which no other client reaches whatever rkeys
+   * (`"perClient"`, the default: a `Peer` per client, which no other client reaches whatever rkeys
    * it guesses; `RdmaRpcClient` follows the server's rendezvous answer by itself) or in the
    * listener's peer (`"shared"`: a connected client can then read and write another client's
    * landing region, and its messages with it, by guessing its rkey). See `Listener.Isolation`.

@@ -206,9 +206,9 @@ export const defaultPorts = (listener: Listener.Listener): Admission.PortRange =
 
 /** What is wrong with how a server isolates its clients, or undefined. */
 export const isolationProblem = (listener: Listener.Listener, options?: Listener.ClientOptions): string | undefined => {
-  const isolation: unknown = options?.isolation ?? "isolated"
-  if (isolation !== "isolated" && isolation !== "shared") {
-    return `isolation must be "isolated" (the default) or "shared", not ${String(JSON.stringify(isolation))}`
+  const isolation: unknown = options?.isolation ?? "perClient"
+  if (isolation !== "perClient" && isolation !== "shared") {
+    return `isolation must be "perClient" (the default) or "shared", not ${String(JSON.stringify(isolation))}`
   }
   if (isolation === "shared" || options?.ports !== undefined) return undefined
   return listener.port < 65535 ?
