@@ -180,6 +180,8 @@ export const requests: {
 /**
  * Accepts a request (rpma_conn_req_connect) and waits for the connection to be established; with
  * `admission`, only if the request carries its token (else rejected: the client hears so at once).
+ * The connection lives in the listener's peer, with every other connection accepted there: to give
+ * a client memory it alone can reach, accept it with {@link acceptClient} (or {@link serve}).
  * Private data longer than an accept carries (196 bytes), or options a connection cannot live
  * with, are refused (RpmaInvalidError) with the request left unanswered: accept it again with
  * other options, or reject it.
