@@ -4,20 +4,21 @@
 # bench/native.ts (registration), bench/write.ts (rpma_write latency and bandwidth), bench/cm.ts
 # (librdmacm's verbs API: ping-pong latency and write bandwidth, issue 20) and bench/rpc.ts (one
 # @effect/rpc call over RDMA against the same call over TCP on the VM's loopback, issue 21, with
-# C's ping-pong over each transport as floors, issue 31) in one VM boot, so that each compares
+# C's ping-pong over each transport as floors, issue 31) and bench/isolation.ts (accept time and
+# memory per client, isolated against shared, issue 34) in one VM boot, so that each compares
 # against its baseline on the same device in the same boot. All run even if one fails; the exit
 # code is the first non-zero one. Under TCG this takes several minutes: VM_TIMEOUT defaults to
 # 2400 s here.
 #
-#   bench/device.sh            all four
-#   bench/device.sh rpc        only those named (native, write, cm, rpc), in that order
+#   bench/device.sh            all five
+#   bench/device.sh rpc        only those named (native, write, cm, rpc, isolation), in that order
 #   RPC_SCALE=0.25 ...         passed into the VM (RPC_SCALE, CM_SCALE), as VM_PASS_ENV names them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 selected=("$@")
-[ ${#selected[@]} -eq 0 ] && selected=(native write cm rpc)
+[ ${#selected[@]} -eq 0 ] && selected=(native write cm rpc isolation)
 for name in "${selected[@]}"; do
-  case "$name" in native | write | cm | rpc) ;; *) echo "bench/device.sh: unknown benchmark $name (native, write, cm, rpc)" >&2; exit 2 ;; esac
+  case "$name" in native | write | cm | rpc | isolation) ;; *) echo "bench/device.sh: unknown benchmark $name (native, write, cm, rpc, isolation)" >&2; exit 2 ;; esac
 done
 wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
 mkdir -p bench/.build
@@ -27,11 +28,11 @@ cc -O2 -Wall -Wextra -o bench/.build/cm_bench bench/c/cm_bench.c -lrdmacm -libve
 cc -O2 -Wall -Wextra -o bench/.build/tcp_bench bench/c/tcp_bench.c -lpthread
 bundles=()
 command='status=0'
-for name in native write cm rpc; do
+for name in native write cm rpc isolation; do
   wants "$name" || continue
   bundles+=("$name-bench")
   flags=""
-  [ "$name" = native ] && flags="--expose-gc "
+  [ "$name" = native ] || [ "$name" = isolation ] && flags="--expose-gc "
   command+="
 node ${flags}packages/native/.vm-build/$name-bench.mjs; code=\$?; [ \$status -eq 0 ] && status=\$code"
 done

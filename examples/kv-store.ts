@@ -96,11 +96,13 @@ const server = Effect.gen(function*() {
   })
   const ended = yield* Ref.make<Array<string>>([])
   // Each client in a fiber of its own, until its connection ends however it ends; a refused
-  // request (a wrong token) is rejected and the server goes on.
+  // request (a wrong token) is rejected and the server goes on. The table is every client's, so
+  // the clients share its protection domain ("shared"): one admitted client reaches all of it,
+  // and any other region registered with this peer whose rkey it guesses.
   yield* Listener.serve(
     listener,
     (conn) => Effect.flatMap(Connection.awaitClosed(conn), (last) => Ref.update(ended, (all) => [...all, last])),
-    { admission }
+    { admission, isolation: "shared" }
   ).pipe(Effect.forkScoped)
   return { table, exchangePort: exchange.port, ended: Ref.get(ended) }
 })

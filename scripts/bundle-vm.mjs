@@ -24,6 +24,8 @@ const programs = {
   "cm-bench": join(root, "bench", "cm.ts"),
   // @effect/rpc over RDMA against the same call over TCP (issue 21).
   "rpc-bench": join(root, "bench", "rpc.ts"),
+  // What isolating clients costs: Listener.serve's default against isolation: "shared" (issue 34).
+  "isolation-bench": join(root, "bench", "isolation.ts"),
   // scripts/test's smoke tests: the examples as the README runs them, started without tsx.
   "replicated-log": join(root, "examples", "replicated-log.ts"),
   "message-service": join(root, "examples", "message-service.ts"),

@@ -437,6 +437,10 @@ export interface Posted {
 /**
  * Connects to a peer listening at `address`:`port` (rpma_conn_req_new + rpma_conn_req_connect)
  * and waits for the connection to be established. Disconnected and deleted when the scope closes.
+ * A server that isolates its clients (`Listener.serve`'s default) answers with the port of a
+ * listener of this client's own and a one-time token: that first connection is closed and the one
+ * made there (with the same options, the token as its private data) returned. It is followed once,
+ * and only to the same address. The returned connection's `privateData` is the accept's there.
  *
  * @example
  * ```ts

@@ -16,6 +16,7 @@ import type * as Stream from "effect/Stream"
 import type * as Admission from "./Admission.js"
 import type * as Connection from "./Connection.js"
 import type { RdmaDriver } from "./Driver.js"
+import * as isolation from "./internal/isolation.js"
 import * as internal from "./internal/listener.js"
 import * as serving from "./internal/listenerServe.js"
 import type { Peer } from "./Peer.js"
@@ -179,6 +180,8 @@ export const requests: {
 /**
  * Accepts a request (rpma_conn_req_connect) and waits for the connection to be established; with
  * `admission`, only if the request carries its token (else rejected: the client hears so at once).
+ * The connection lives in the listener's peer, with every other connection accepted there: to give
+ * a client memory it alone can reach, accept it with {@link acceptClient} (or {@link serve}).
  * Private data longer than an accept carries (196 bytes), or options a connection cannot live
  * with, are refused (RpmaInvalidError) with the request left unanswered: accept it again with
  * other options, or reject it.
@@ -272,12 +275,96 @@ export const postRecv: {
 } = dual(2, internal.postRecv)
 
 /**
+ * Whether each client gets memory it alone can reach (`"perClient"`, the default) or every client
+ * shares the listener's peer (`"shared"`).
+ *
+ * - `"perClient"`: a client's request on the listener is answered (a rendezvous,
+ *   `Admission.rendezvous`) with the port of a listener of its own, on a new `Peer` (a protection
+ *   domain of its own) on a free port of `ports`, and a one-time token; `Connection.connect`
+ *   follows that answer, so clients change nothing. The client's connection lives in that
+ *   protection domain: it reaches what is registered with its {@link Client} `peer` (the `Peer`
+ *   its handler is given) and nothing else, whatever rkeys it guesses (the device refuses them:
+ *   `IBV_WC_REM_ACCESS_ERR`). Register nothing a client may not reach on the listener's own peer.
+ * - `"shared"`: every connection lives in the listener's peer's protection domain. A connected peer
+ *   can then read and write every region registered with that peer, any other client's included,
+ *   within the usage it was registered for, by guessing its address and rkey (a few hundred tries
+ *   on Soft-RoCE). Choose it only for regions every client may reach (one table all clients
+ *   share), or for clients you trust alike.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type Isolation = "perClient" | "shared"
+
+/**
+ * How {@link acceptClient} accepts a client: the accept's settings, and how it is isolated.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface ClientOptions extends AcceptOptions {
+  /** A protection domain per client (`"perClient"`, the default), or the listener's for all (`"shared"`). See {@link Isolation}. */
+  readonly isolation?: Isolation | undefined
+  /**
+   * The ports an isolated client's own listener may take, `{ from, to }` both included: each is
+   * in use from the client's request until its connection is made, so the range bounds the
+   * handshakes under way at once (not the clients connected). Default: the 64 ports after the
+   * listener's own. A range with no free port rejects the request (its client may try again).
+   */
+  readonly ports?: Admission.PortRange | undefined
+}
+
+/**
+ * A client accepted: its connection, and the peer it lives in (with `"perClient"`, a peer of its own,
+ * deleted after the connection with the scope; with `"shared"`, the listener's). Register what the
+ * client may reach with `peer`.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface Client {
+  readonly connection: Connection.Connection
+  readonly peer: Peer
+}
+
+/**
+ * Accepts a request as {@link serve} does, isolated by default (see {@link Isolation}): with
+ * `admission`, only if the request carries its token; then, isolated, the request is answered with
+ * the port of a listener on a peer of the client's own and the client's second request there is
+ * accepted (waiting at most twice the connection's `timeout`), else the request is accepted on
+ * this listener. Fails as {@link accept} does; a bad `isolation` or `ports` is an RpmaInvalidError
+ * (and the request is rejected).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Listener, LocalMr, Usage } from "@effect-rdma/core"
+ *
+ * declare const listener: Listener.Listener
+ * const serveOne = Effect.gen(function*() {
+ *   const req = yield* Listener.next(listener)
+ *   const { connection, peer } = yield* Listener.acceptClient(req)
+ *   // Reachable by this client only: it lives in peer's protection domain.
+ *   const inbox = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_DST)
+ *   return { connection, inbox }
+ * })
+ * ```
+ *
+ * @since 1.0.0
+ * @category constructors
+ */
+export const acceptClient: (
+  request: ConnectionRequest,
+  options?: ClientOptions
+) => Effect.Effect<Client, AcceptError, RdmaDriver | Scope.Scope> = isolation.acceptClient
+
+/**
  * How {@link serve} takes and accepts its clients.
  *
  * @since 1.0.0
  * @category models
  */
-export interface ServeOptions extends AcceptOptions {
+export interface ServeOptions extends ClientOptions {
   /**
    * Clients handled at once; the next request is taken from the listener only when a handler is
    * done (the others wait in the listener's backlog). Default `"unbounded"`.
@@ -292,10 +379,13 @@ export interface ServeOptions extends AcceptOptions {
 }
 
 /**
- * Serves a listener: every incoming request is accepted (with `admission`, only if it carries the
- * token) and its connection goes to `handler` in a fiber and a scope of its own, which the handler
- * may use (regions, receives). When the handler ends, its scope closes and the connection with
- * it. At most `concurrency` clients are handled at once. A client refused by the admission, or
+ * Serves a listener: every incoming request is accepted as {@link acceptClient} accepts it (with
+ * `admission`, only if it carries the token; isolated by default: a protection domain of its own
+ * per client, see {@link Isolation}) and its connection goes to `handler` in a fiber and a scope of
+ * its own, which the handler may use (regions, receives). The handler's `Peer` is the client's:
+ * register there what the client may reach (a region of another peer is out of the connection's
+ * reach, its own sends and receives included). When the handler ends, its scope closes and the
+ * connection (and, isolated, its peer) with it. At most `concurrency` clients are handled at once. A client refused by the admission, or
  * gone (or too slow) before its connection was established, costs only its own request: logged
  * at debug level, and the server goes on.
  *
@@ -324,6 +414,7 @@ export interface ServeOptions extends AcceptOptions {
  *
  * export const server = Effect.scoped(Effect.gen(function*() {
  *   const listener = yield* Listener.make(yield* Peer.Peer, "192.168.77.1", 7471)
+ *   // Each client in a protection domain of its own (its Peer, above): none reaches another's inbox.
  *   return yield* Listener.serve(listener, answer, { concurrency: 8 })
  * }))
  * ```
@@ -336,11 +427,11 @@ export const serve: {
     listener: Listener,
     handler: (conn: Connection.Connection) => Effect.Effect<A, E, R>,
     options?: ServeOptions
-  ): Effect.Effect<never, RpmaError | Admission.InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope>>
+  ): Effect.Effect<never, RpmaError | Admission.InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope | Peer>>
   <A, E, R>(
     handler: (conn: Connection.Connection) => Effect.Effect<A, E, R>,
     options?: ServeOptions
   ): (
     listener: Listener
-  ) => Effect.Effect<never, RpmaError | Admission.InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope>>
+  ) => Effect.Effect<never, RpmaError | Admission.InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope | Peer>>
 } = dual((args) => internal.isListener(args[0]), serving.serve)

@@ -8,7 +8,7 @@ import { Admission, Connection, Listener, LocalMr, Peer, Usage } from "@effect-r
 import * as Driver from "@effect-rdma/core/Driver"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Data, Deferred, Effect, Exit, Fiber, Schedule } from "effect"
+import { Data, Deferred, Effect, Exit, Fiber, Schedule, type Scope } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const text = (bytes: Uint8Array, length = bytes.byteLength) => new TextDecoder().decode(bytes.subarray(0, length))
@@ -19,9 +19,13 @@ const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 class Boom extends Data.TaggedError("Boom")<{}> {}
 
-/** Receives one message and sends it back upper-cased (the receive posted with the answer: `reply`). */
-const shout = (peer: Peer.Peer) => (conn: Connection.Connection) =>
+/**
+ * Receives one message and sends it back upper-cased (the receive posted with the answer: `reply`),
+ * with regions of the handler's Peer: the client's own.
+ */
+const shout = (conn: Connection.Connection) =>
   Effect.gen(function*() {
+    const peer = yield* Peer.Peer
     const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
     const outbox = yield* LocalMr.allocate(peer, 64, Usage.SEND)
     const { byteLength } = yield* Connection.recv(conn, { dst: inbox })
@@ -53,7 +57,7 @@ describe("Listener.serve", () => {
     inWorld(Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const listener = yield* Listener.make(peer, address, 7601)
-      const server = yield* Effect.fork(Listener.serve(listener, shout(peer), { concurrency: 2 }))
+      const server = yield* Effect.fork(Listener.serve(listener, shout, { concurrency: 2 }))
       const answers = yield* Effect.all(["one", "two", "three", "four"].map((m) => ask(peer, listener.port, m)), {
         concurrency: "unbounded"
       })
@@ -91,13 +95,13 @@ describe("Listener.serve", () => {
       yield* Fiber.interrupt(server)
     })))
 
-  it.live("with an admission, a client without the token is rejected at once and the server goes on", () =>
+  it.live("with an admission, a client without the token is rejected at once and the server goes on; the token admits one client", () =>
     inWorld(Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const listener = yield* Listener.make(peer, address, 7603)
       const token = Uint8Array.of(7, 7, 7, 7, 7, 7, 7, 7)
-      const admission = yield* Admission.make(token, { uses: 5, window: "1 minute" })
-      const server = yield* Effect.fork(Listener.serve(listener, shout(peer), { admission }))
+      const admission = yield* Admission.make(token) // one use: the rendezvous spends it once, not twice
+      const server = yield* Effect.fork(Listener.serve(listener, shout, { admission }))
       const refused = yield* Effect.exit(ask(peer, listener.port, "nope", { privateData: Uint8Array.of(1, 1) }))
       assert.isTrue(
         Exit.isFailure(refused) && String(refused.cause).includes("ConnectionFailedError"),
@@ -105,6 +109,8 @@ describe("Listener.serve", () => {
       )
       const privateData = yield* Admission.privateData(token)
       assert.strictEqual(yield* ask(peer, listener.port, "yes", { privateData }), "YES")
+      const spent = yield* Effect.exit(ask(peer, listener.port, "again", { privateData }))
+      assert.isTrue(Exit.isFailure(spent), `a client with the spent token: ${String(spent)}`)
       yield* connectionsSettle(0)
       yield* Fiber.interrupt(server)
     })))
@@ -135,5 +141,65 @@ describe("Listener.serve", () => {
       }))
       assert.strictEqual(ended, "Closed")
       yield* connectionsSettle(0)
+    })))
+
+  /** A listener on `port` served with `handler` while `body` runs on it, then the connections settle. */
+  const whileServing = <A, E, R>(
+    port: number,
+    handler: (conn: Connection.Connection) => Effect.Effect<void, unknown, Peer.Peer | Scope.Scope | Driver.RdmaDriver>,
+    options: Listener.ServeOptions,
+    body: (peer: Peer.Peer) => Effect.Effect<A, E, R>
+  ) =>
+    Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const server = yield* Effect.fork(Listener.serve(yield* Listener.make(peer, address, port), handler, options))
+      yield* body(peer)
+      yield* connectionsSettle(0)
+      yield* Fiber.interrupt(server)
+    })
+
+  it.live("isolated by default: a client's handler is given a Peer of its own, deleted after its connection", () => {
+    const peers: Array<Peer.Peer> = []
+    const handler = (conn: Connection.Connection) =>
+      Effect.zipRight(Effect.map(Peer.Peer, (own) => peers.push(own)), shout(conn))
+    return inWorld(whileServing(7606, handler, {}, (peer) =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual(yield* Effect.all([ask(peer, 7606, "a"), ask(peer, 7606, "b")]), ["A", "B"])
+        assert.strictEqual(peers.length, 2)
+        assert.isTrue(peers[0] !== peer && peers[1] !== peer && peers[0] !== peers[1], "a peer per client")
+      })))
+  })
+
+  it.live("shared: every handler is given the listener's Peer", () => {
+    const peers: Array<Peer.Peer> = []
+    const handler = (conn: Connection.Connection) =>
+      Effect.zipRight(Effect.map(Peer.Peer, (own) => peers.push(own)), shout(conn))
+    return inWorld(whileServing(7607, handler, { isolation: "shared" }, (peer) =>
+      Effect.gen(function*() {
+        assert.strictEqual(yield* ask(peer, 7607, "c"), "C")
+        assert.deepStrictEqual(peers, [peer])
+      })))
+  })
+
+  it.live("an isolation it does not know, or no port to isolate clients on, fails the server at once", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7608)
+      const unknown = yield* Effect.flip(
+        Listener.serve(listener, shout, { isolation: "none" as unknown as Listener.Isolation })
+      )
+      assert.strictEqual(unknown._tag, "RpmaInvalidError")
+      assert.include(unknown.message, `isolation must be "perClient" (the default) or "shared"`)
+      const last = yield* Listener.make(peer, address, 65535)
+      const noPorts = yield* Effect.flip(Listener.serve(last, shout))
+      assert.include(noPorts.message, "no port after it")
+      const badRange = yield* Effect.flip(
+        Effect.scoped(Effect.gen(function*() {
+          const serving = yield* Effect.fork(Listener.serve(listener, shout, { ports: { from: 9, to: 3 } }))
+          yield* Effect.exit(Effect.scoped(Connection.connect(peer, address, listener.port)))
+          return yield* Fiber.join(serving)
+        }))
+      )
+      assert.include(badRange.message, "ports must be { from, to }")
     })))
 })

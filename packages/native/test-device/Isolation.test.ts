@@ -7,8 +7,12 @@
 // reconnects: one guess per connection, about as fast as rdma_cm connects. Soft-RoCE in the TCG
 // VM, host load average ~20, 2026-12-02: 458 guesses in 602 s (29 with the exact rkey), 458
 // refused with REM_ACCESS_ERR, 0 reached.
+// Issue 34: the same guesser against the default server (Listener.serve with no options), which
+// isolates every client by itself; the guesser's client code is Connection.connect as usual.
+// Soft-RoCE in the TCG VM, ISOLATION_GUESS_SECONDS=60, 2026-12-04: 52 guesses in 60 s over 52
+// connections, 52 refused with REM_ACCESS_ERR, 0 reached.
 //   RDMA_ADDRESS=... ISOLATION_GUESS_SECONDS=60 vitest run --config vitest.device.config.ts test-device/Isolation.test.ts
-import { Admission, Connection, Descriptor, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import { Admission, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -49,6 +53,90 @@ const guessAt = (rkey: number, n: number): number => {
 const remoteOf = (bytes: Uint8Array) =>
   Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.combine(Usage.READ_SRC, Usage.WRITE_DST)))
 
+/** The default server's port: its clients' own listeners take the 64 after it. */
+const SERVER_PORT = 21000
+
+/** What guessing reached, tallied: a guess refused by the device, one that ended otherwise, one that reached. */
+interface Tally {
+  guesses: number
+  refused: number
+  ended: number
+  reached: number
+  given: number
+}
+
+/** Prints what the guessing reached, and fails if it reached anything (every guess was refused or ended). */
+const reportGuesses = (what: string, start: number, tally: Tally, reachedRkeys: ReadonlyArray<number>) =>
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    console.log(
+      `${what}: ${tally.guesses} guesses in ${((now - start) / 1000).toFixed(0)} s over ${tally.given} connections: ` +
+        `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
+        `${tally.reached} reached another client's region`
+    )
+    assert.strictEqual(
+      tally.reached,
+      0,
+      `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
+    )
+    assert.isAbove(tally.guesses, 0)
+    assert.strictEqual(tally.refused + tally.ended, tally.guesses)
+  })
+
+/** One guess at `target` with `rkey` on `conn`, tallied: a guess the device refuses ends the connection. */
+const guessOnce = (
+  conn: Connection.Connection,
+  dst: LocalMr.LocalMr<"READ_DST" | "WRITE_SRC">,
+  target: Descriptor.Descriptor,
+  tally: Tally,
+  reachedRkeys: Array<number>
+) =>
+  Effect.gen(function*() {
+    const rkey = guessAt(target.rkey, tally.guesses)
+    const guessed = yield* remoteOf(Descriptor.encode({ ...target, rkey, usage: target.usage }))
+    const attempt = tally.guesses % 2 === 0
+      ? Connection.read(conn, { dst, src: guessed, length: 64 })
+      : Connection.write(conn, { dst: guessed, src: dst, length: 64 })
+    tally.guesses++
+    const failure = yield* Effect.option(Effect.flip(attempt))
+    if (Option.isNone(failure)) {
+      tally.reached++
+      reachedRkeys.push(rkey)
+    } else if (failure.value._tag === "CompletionError" && failure.value.status === 10) {
+      tally.refused++
+    } else {
+      tally.ended++
+    }
+  })
+
+/**
+ * The default server's handler: a region of the client's own Peer filled with the pattern whose
+ * seed the client sends, its descriptor sent back; held until the client leaves.
+ */
+const giveRegion = (conn: Connection.Connection) =>
+  Effect.gen(function*() {
+    const peer = yield* Peer.Peer
+    const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+    const outbox = yield* LocalMr.allocate(peer, Descriptor.SIZE, Usage.SEND)
+    yield* Connection.recv(conn, { dst: inbox })
+    const given = yield* LocalMr.allocate(peer, REGION, Usage.combine(Usage.READ_SRC, Usage.WRITE_DST))
+    given.memory.set(pattern(inbox.memory[0]!))
+    outbox.memory.set(yield* LocalMr.descriptor(given))
+    yield* Connection.send(conn, { src: outbox, length: Descriptor.SIZE })
+    yield* Connection.awaitClosed(conn)
+  }).pipe(Effect.catchAll(() => Effect.void)) // a guesser's connection ends in an error: the server goes on
+
+/** A client of the default server: connected as any client is, given its region (pattern `seed`). */
+const clientOf = (peer: Peer.Peer, seed: number) =>
+  Effect.gen(function*() {
+    const conn = yield* Connection.connect(peer, address, SERVER_PORT, { timeout: "20 seconds" })
+    const inbox = yield* LocalMr.allocate(peer, 64, Usage.RECV)
+    const outbox = yield* LocalMr.allocate(peer, 1, Usage.SEND)
+    outbox.memory[0] = seed
+    yield* Connection.call(conn, { send: { src: outbox, length: 1 }, recv: { dst: inbox } })
+    const descriptor = inbox.memory.slice(0, Descriptor.SIZE)
+    return { conn, descriptor }
+  })
+
 layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
   describe("curious peers", () => {
     // Live: the guessing runs for real seconds, and connections time out on the real clock.
@@ -74,7 +162,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
           const guesserPeer = yield* Peer.make(address)
           const dst = yield* LocalMr.allocate(guesserPeer, REGION, Usage.combine(Usage.READ_DST, Usage.WRITE_SRC))
           dst.memory.fill(0xee)
-          const tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
+          const tally: Tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
           const reachedRkeys: Array<number> = []
           const start = yield* Clock.currentTimeMillis
           let round = 0
@@ -101,41 +189,50 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
               tally.given++
               dst.memory.fill(0xee)
               // One guess per connection: the device ends the connection on the first it refuses.
-              const rkey = guessAt(target.rkey, tally.guesses)
-              const guessed = yield* remoteOf(Descriptor.encode({ ...target, rkey, usage: target.usage }))
-              const attempt = tally.guesses % 2 === 0
-                ? Connection.read(conn, { dst, src: guessed, length: 64 })
-                : Connection.write(conn, { dst: guessed, src: dst, length: 64 })
-              tally.guesses++
-              const failure = yield* Effect.option(Effect.flip(attempt))
-              if (Option.isNone(failure)) {
-                tally.reached++
-                reachedRkeys.push(rkey)
-              } else if (failure.value._tag === "CompletionError" && failure.value.status === 10) {
-                tally.refused++
-              } else {
-                tally.ended++
-              }
+              yield* guessOnce(conn, dst, target, tally, reachedRkeys)
             }))
             round++
           }
-          const seconds = ((yield* Clock.currentTimeMillis) - start) / 1000
-          console.log(
-            `isolation: ${tally.guesses} guesses in ${seconds.toFixed(0)} s over ${round} connections: ` +
-              `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
-              `${tally.reached} reached another client's region; the given region read ${tally.given} times`
-          )
-          assert.strictEqual(
-            tally.reached,
-            0,
-            `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
-          )
-          assert.isAbove(tally.guesses, 0)
-          assert.strictEqual(tally.refused + tally.ended, tally.guesses)
+          yield* reportGuesses("isolation", start, tally, reachedRkeys)
           // The other client's bytes are unchanged, in memory and as it reads them over its connection.
           assert.isTrue(same(othersRegion.memory, pattern(2)), "the other client's region, in the server's memory")
           const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
           yield* Connection.read(otherConn, { dst: back, src: yield* remoteOf(othersDescriptor), length: REGION })
+          assert.isTrue(same(back.memory, pattern(2)), "the other client's region, read by that client")
+        })),
+      { timeout: testTimeout }
+    )
+
+    it.scoped(
+      `the default server: a client guessing rkeys for ${guessSeconds} s reaches nothing it was not given`,
+      () =>
+        TestServices.provideLive(Effect.gen(function*() {
+          const listener = yield* Listener.make(yield* Peer.make(address), address, SERVER_PORT)
+          yield* Effect.forkScoped(Listener.serve(listener, giveRegion))
+          const otherClient = yield* Peer.make(address)
+          const other = yield* clientOf(otherClient, 2)
+          const target = yield* Descriptor.decode(other.descriptor)
+
+          const guesserPeer = yield* Peer.make(address)
+          const dst = yield* LocalMr.allocate(guesserPeer, REGION, Usage.combine(Usage.READ_DST, Usage.WRITE_SRC))
+          const tally: Tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
+          const reachedRkeys: Array<number> = []
+          const start = yield* Clock.currentTimeMillis
+          while ((yield* Clock.currentTimeMillis) - start < guessSeconds * 1000) {
+            yield* Effect.scoped(Effect.gen(function*() {
+              const { conn, descriptor } = yield* clientOf(guesserPeer, 1)
+              // It reaches what it was given: the guess below could succeed if isolation failed.
+              dst.memory.fill(0xee)
+              yield* Connection.read(conn, { dst, src: yield* remoteOf(descriptor), length: REGION })
+              assert.isTrue(same(dst.memory, pattern(1)), "the guesser read the region it was given")
+              tally.given++
+              yield* guessOnce(conn, dst, target, tally, reachedRkeys)
+            }))
+          }
+          yield* reportGuesses("isolation (the default server)", start, tally, reachedRkeys)
+          // The other client reads its own region unchanged.
+          const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
+          yield* Connection.read(other.conn, { dst: back, src: yield* remoteOf(other.descriptor), length: REGION })
           assert.isTrue(same(back.memory, pattern(2)), "the other client's region, read by that client")
         })),
       { timeout: testTimeout }

@@ -32,6 +32,23 @@ export interface Options extends RdmaChannel.Options {
    */
   readonly admission?: Admission.Admission | undefined
   /**
+   * Whether each client's connection, channel and regions live in a protection domain of their own
+   * (`"perClient"`, the default: a `Peer` per client, which no other client reaches whatever rkeys
+   * it guesses; `RdmaRpcClient` follows the server's rendezvous answer by itself) or in the
+   * listener's peer (`"shared"`: a connected client can then read and write another client's
+   * landing region, and its messages with it, by guessing its rkey). See `Listener.Isolation`.
+   *
+   * @since 1.0.0
+   */
+  readonly isolation?: Listener.Isolation | undefined
+  /**
+   * The ports isolated clients' listeners take, one per handshake under way: default the 64 after
+   * the server's own (`Listener.ClientOptions.ports`).
+   *
+   * @since 1.0.0
+   */
+  readonly ports?: Admission.PortRange | undefined
+  /**
    * How long a client has from its connection request to an open channel (accepted, the HELLOs
    * exchanged): one that posts no receive, or answers nothing, is dropped then, with a logged
    * warning. Clients are accepted concurrently, so a slow one keeps nobody else waiting. Measured
@@ -56,7 +73,7 @@ export interface LayerOptions extends Options {
 /**
  * A server protocol that accepts the connection requests on `endpoint` (those with the token of
  * `options.admission`, if given), one client each, each in a fiber of its own and within
- * `handshakeTimeout`. A client whose connection ends is reported in `disconnects`, and its
+ * `handshakeTimeout`, and in a protection domain of its own unless `isolation: "shared"`. A client whose connection ends is reported in `disconnects`, and its
  * connection and regions are released then. A request that cannot be accepted is logged.
  *
  * No client holds the server hostage: one that breaks the channel's rules (a malformed, truncated

@@ -17,6 +17,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as PubSub from "effect/PubSub"
@@ -37,6 +38,7 @@ import * as Owner from "./owner.js"
 import { ownerOf } from "./peer.js"
 import { afterPendingIo, Poster } from "./poster.js"
 import { release } from "./release.js"
+import * as rendezvousAnswer from "./rendezvousAnswer.js"
 import * as srq from "./srq.js"
 
 type State = Connection.State
@@ -452,12 +454,15 @@ const establish = (
     return { connection, close }
   })
 
-export const connect = (
+/** One connection to `address`:`port`, whatever the server answers with. */
+type Connect = (
   peer: Peer,
   address: string,
   port: number,
   options?: Connection.Options
-): Effect.Effect<Connection.Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope> =>
+) => Effect.Effect<Connection.Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope>
+
+export const connectDirect: Connect = (peer, address, port, options) =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
     // Refused before the request is made: the driver would refuse it and leave the request alive.
@@ -474,4 +479,19 @@ export const connect = (
         config
       )
     )
+  })
+
+/**
+ * Connects, and follows a rendezvous answer (an isolating server's: the port of a listener of this
+ * client's own and a one-time token) once: that first connection is closed and the one made there
+ * returned. Only once, and only to the same address, so a server can send a client nowhere else.
+ */
+export const connect: Connect = (peer, address, port, options) =>
+  Effect.gen(function*() {
+    const first = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const conn = yield* Scope.extend(connectDirect(peer, address, port, options), first)
+    const answer = rendezvousAnswer.decode(conn.privateData)
+    if (answer === undefined) return conn
+    yield* Scope.close(first, Exit.void)
+    return yield* connectDirect(peer, address, answer.port, { ...options, privateData: answer.privateData })
   })

@@ -4,6 +4,7 @@
  *
  * Declared and documented in Admission.ts.
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
@@ -11,6 +12,7 @@ import * as Scope from "effect/Scope"
 import { randomBytes } from "node:crypto"
 import type * as Admission from "../Admission.js"
 import type * as Connection from "../Connection.js"
+import { ConnectionFailedError } from "../ConnectionError.js"
 import type { RdmaDriver } from "../Driver.js"
 import type * as Listener from "../Listener.js"
 import { make as makePeer, type Peer } from "../Peer.js"
@@ -19,12 +21,13 @@ import {
   type AdmissionRefusedError,
   InvalidTokenError,
   make as makeAdmission,
-  MAX_TOKEN,
   privateData,
   refund
 } from "./admission.js"
 import * as internalConnection from "./connection.js"
-import { accept, admit, make as listen, next, reject } from "./listener.js"
+import { toConfig } from "./connectionConfig.js"
+import { accept, admit, make as listen, next, reject, type RequestImpl } from "./listener.js"
+import * as rendezvousAnswer from "./rendezvousAnswer.js"
 
 export class IsolatedImpl implements Admission.Isolated {
   /** Whether its one request was taken. */
@@ -81,24 +84,7 @@ export const acceptIsolated = (
     )
   })
 
-// The rendezvous answer, a well-known listener's accept private data: the port (2 bytes, big
-// endian), then the one-time token as privateData encodes it (its length, then its bytes).
 const ONE_TIME_TOKEN = 16
-
-const rendezvousAnswer = (port: number, wire: Uint8Array): Uint8Array => {
-  const answer = new Uint8Array(2 + wire.byteLength)
-  new DataView(answer.buffer).setUint16(0, port)
-  answer.set(wire, 2)
-  return answer
-}
-
-const readAnswer = (answer: Uint8Array): { readonly port: number; readonly token: Uint8Array } | undefined => {
-  if (answer.byteLength < 4) return undefined
-  const port = new DataView(answer.buffer, answer.byteOffset).getUint16(0)
-  const length = answer[2]!
-  if (port === 0 || length === 0 || length > MAX_TOKEN || answer.byteLength < 3 + length) return undefined
-  return { port, token: answer.slice(3, 3 + length) }
-}
 
 /** An isolated listener on the first free port of `ports`, in a scope of its own (closed if none is free). */
 const listenIsolatedIn = (
@@ -134,6 +120,41 @@ const listenIsolatedIn = (
     return attempt(from)
   })
 
+/**
+ * The rendezvous for a request taken from a well-known listener: admitted by `gate` (if any), an
+ * isolated listener made for it on a free port of `ports`, the request accepted with that port and
+ * a one-time token as its answer and closed at once.
+ */
+const rendezvousFor = (
+  req: Listener.ConnectionRequest,
+  gate: Admission.Admission | undefined,
+  ports: Admission.PortRange,
+  options?: Connection.Options
+): Effect.Effect<
+  RendezvousImpl,
+  RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
+  RdmaDriver | Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const { address } = (req as RequestImpl).listener
+    // Admitted before anything is made for it: a refused request costs no peer.
+    const spent = gate === undefined ? undefined : yield* admit(req, gate)
+    // No port free (or no range): the server's failure, so the client keeps its use to try again.
+    const isolated = yield* Effect.tapError(
+      listenIsolatedIn(address, ports),
+      () => Effect.zipRight(gate === undefined || spent === undefined ? Effect.void : refund(gate, spent), reject(req))
+    )
+    const token = new Uint8Array(randomBytes(ONE_TIME_TOKEN))
+    const oneTime = yield* makeAdmission(token)
+    const answer = rendezvousAnswer.encode(isolated.port, yield* privateData(token))
+    // Accepted to carry the answer, closed at once: the client has it once it is connected.
+    // Admitted above already (options may carry the gate as `admission`: not a second time).
+    yield* Effect.scoped(accept(req, { ...options, admission: undefined, privateData: answer })).pipe(
+      Effect.tapError(() => isolated.stopListening)
+    )
+    return new RendezvousImpl(isolated, oneTime)
+  })
+
 export const rendezvous = (
   listener: Listener.Listener,
   gate: Admission.Admission,
@@ -143,25 +164,7 @@ export const rendezvous = (
   Admission.Rendezvous,
   RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
   RdmaDriver | Scope.Scope
-> =>
-  Effect.gen(function*() {
-    const req = yield* next(listener, options)
-    // Admitted before anything is made for it: a refused request costs no peer.
-    const spent = yield* admit(req, gate)
-    // No port free (or no range): the server's failure, so the client keeps its use to try again.
-    const isolated = yield* Effect.tapError(
-      listenIsolatedIn(listener.address, ports),
-      () => Effect.zipRight(refund(gate, spent), reject(req))
-    )
-    const token = new Uint8Array(randomBytes(ONE_TIME_TOKEN))
-    const oneTime = yield* makeAdmission(token)
-    const answer = rendezvousAnswer(isolated.port, yield* privateData(token))
-    // Accepted to carry the answer, closed at once: the client has it once it is connected.
-    yield* Effect.scoped(accept(req, { ...options, privateData: answer })).pipe(
-      Effect.tapError(() => isolated.stopListening)
-    )
-    return new RendezvousImpl(isolated, oneTime)
-  })
+> => Effect.flatMap(next(listener, options), (req) => rendezvousFor(req, gate, ports, options))
 
 export const connectIsolated = (
   peer: Peer,
@@ -177,8 +180,8 @@ export const connectIsolated = (
   Effect.gen(function*() {
     const wire = yield* privateData(token)
     const answer = yield* Effect.scoped(Effect.map(
-      internalConnection.connect(peer, address, port, { ...options, privateData: wire }),
-      (conn) => readAnswer(conn.privateData)
+      internalConnection.connectDirect(peer, address, port, { ...options, privateData: wire }),
+      (conn) => rendezvousAnswer.decode(conn.privateData)
     ))
     if (answer === undefined) {
       return yield* new InvalidTokenError({
@@ -186,6 +189,59 @@ export const connectIsolated = (
           `the server on ${address}:${port} answered without a port and one-time token: is it a rendezvous listener?`
       })
     }
-    const own = yield* privateData(answer.token)
-    return yield* internalConnection.connect(peer, address, answer.port, { ...options, privateData: own })
+    return yield* internalConnection.connectDirect(peer, address, answer.port, {
+      ...options,
+      privateData: answer.privateData
+    })
+  })
+
+/** How many ports after its own a listener's clients are isolated on by default (one per handshake under way). */
+export const DEFAULT_PORTS = 64
+
+/** The ports a listener's isolated clients get by default: the {@link DEFAULT_PORTS} after its own. */
+export const defaultPorts = (listener: Listener.Listener): Admission.PortRange => ({
+  from: listener.port + 1,
+  to: Math.min(65535, listener.port + DEFAULT_PORTS)
+})
+
+/** What is wrong with how a server isolates its clients, or undefined. */
+export const isolationProblem = (listener: Listener.Listener, options?: Listener.ClientOptions): string | undefined => {
+  const isolation: unknown = options?.isolation ?? "perClient"
+  if (isolation !== "perClient" && isolation !== "shared") {
+    return `isolation must be "perClient" (the default) or "shared", not ${String(JSON.stringify(isolation))}`
+  }
+  if (isolation === "shared" || options?.ports !== undefined) return undefined
+  return listener.port < 65535 ?
+    undefined :
+    `a listener on port 65535 has no port after it to isolate clients on: give ports ({ from, to }), or isolation: "shared"`
+}
+
+export const acceptClient = (
+  request: Listener.ConnectionRequest,
+  options?: Listener.ClientOptions
+): Effect.Effect<Listener.Client, Listener.AcceptError, RdmaDriver | Scope.Scope> =>
+  Effect.suspend(() => {
+    const listener = (request as RequestImpl).listener
+    const problem = isolationProblem(listener, options)
+    if (problem !== undefined) {
+      return Effect.zipRight(
+        reject(request),
+        Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_ep_listen", problem))
+      )
+    }
+    if (options?.isolation === "shared") {
+      return Effect.map(accept(request, options), (connection) => ({ connection, peer: listener.peer }))
+    }
+    const ports = options?.ports ?? defaultPorts(listener)
+    return Effect.gen(function*() {
+      const made = yield* rendezvousFor(request, options?.admission, ports, options)
+      // The client connects again at once; one that does not is dropped after the time it had to
+      // connect and the time the accept has (the connection's timeout, each).
+      const bound = Duration.times(Duration.millis(toConfig(options).timeoutMs), 2)
+      const connection = yield* Effect.timeoutFail(acceptIsolated(made, made.admission, options), {
+        duration: bound,
+        onTimeout: () => new ConnectionFailedError({ address: made.address, port: made.port, event: "TIMEOUT" })
+      })
+      return { connection, peer: made.peer }
+    })
   })

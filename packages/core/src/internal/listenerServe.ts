@@ -18,9 +18,11 @@ import type * as Connection from "../Connection.js"
 import { ConnectionFailedError } from "../ConnectionError.js"
 import type { RdmaDriver } from "../Driver.js"
 import type * as Listener from "../Listener.js"
-import type { RpmaError } from "../RdmaError.js"
+import { Peer } from "../Peer.js"
+import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { AdmissionRefusedError, type InvalidTokenError } from "./admission.js"
-import { accept, next, reject } from "./listener.js"
+import { acceptClient, isolationProblem } from "./isolation.js"
+import { next, reject } from "./listener.js"
 
 /** What one client costs only its own request: it was refused, or it left before it was connected. */
 const isClientsFailure = (error: unknown): error is AdmissionRefusedError | ConnectionFailedError =>
@@ -30,17 +32,21 @@ export const serve = <A, E, R>(
   listener: Listener.Listener,
   handler: (conn: Connection.Connection) => Effect.Effect<A, E, R>,
   options?: Listener.ServeOptions
-): Effect.Effect<never, RpmaError | InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope>> =>
+): Effect.Effect<never, RpmaError | InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope | Peer>> =>
   Effect.scoped(Effect.gen(function*() {
+    // Refused before any client is taken: every one of them would be.
+    const problem = isolationProblem(listener, options)
+    if (problem !== undefined) return yield* Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_ep_listen", problem))
     const concurrency = options?.concurrency ?? "unbounded"
     const handshake = options?.handshakeTimeout === undefined ? undefined : Duration.decode(options.handshakeTimeout)
     const parent = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
     const handlers = yield* FiberSet.make<unknown, RpmaError | InvalidTokenError | E>()
     const permits = yield* Effect.makeSemaphore(concurrency === "unbounded" ? Number.MAX_SAFE_INTEGER : concurrency)
 
-    // The accept, bounded by the handshake timeout: a client that never completes it is dropped.
+    // The accept (isolated: the rendezvous and the client's own connection), bounded by the
+    // handshake timeout: a client that never completes it is dropped.
     const connect = (req: Listener.ConnectionRequest) => {
-      const accepting = Effect.tapError(accept(req, options), () => reject(req))
+      const accepting = Effect.tapError(acceptClient(req, options), () => reject(req))
       return handshake === undefined ? accepting : Effect.timeoutFail(accepting, {
         duration: handshake,
         onTimeout: () => new ConnectionFailedError({ address: listener.address, port: listener.port, event: "TIMEOUT" })
@@ -50,7 +56,10 @@ export const serve = <A, E, R>(
     // Forked uninterruptible (from takeOne), so that its scope's close is in place before the
     // accept and the handler run, interruptibly.
     const handle = (req: Listener.ConnectionRequest, scope: Scope.CloseableScope) =>
-      Effect.interruptible(Effect.flatMap(connect(req), handler)).pipe(
+      Effect.interruptible(Effect.flatMap(
+        connect(req),
+        ({ connection, peer }) => Effect.provideService(handler(connection), Peer, peer)
+      )).pipe(
         Scope.extend(scope),
         // A client refused, or gone before it was connected, spent only its own request: the server goes on.
         Effect.catchAll((error) => isClientsFailure(error) ? Effect.logDebug(error.message) : Effect.fail(error)),
@@ -79,4 +88,5 @@ export const serve = <A, E, R>(
 
     yield* FiberSet.run(handlers, Effect.forever(Effect.zipRight(permits.take(1), takeOne)))
     return yield* Effect.flatMap(FiberSet.join(handlers), () => Effect.never)
-  }))
+    // The handlers' Peer is provided (the client's): R less Peer is all that is still needed.
+  })) as Effect.Effect<never, RpmaError | InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope | Peer>>

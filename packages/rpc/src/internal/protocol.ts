@@ -277,6 +277,10 @@ export interface ServerOptions extends channel.ChannelOptions {
   readonly connection?: Connection.Options | undefined
   /** Accept only requests that carry its token (`Listener.accept` with `{ admission }`); others are rejected. */
   readonly admission?: Admission.Admission | undefined
+  /** A protection domain per client (the default) or the listener's for all (`Listener.Isolation`). */
+  readonly isolation?: Listener.Isolation | undefined
+  /** The ports isolated clients' listeners take (`Listener.ClientOptions.ports`). */
+  readonly ports?: Admission.PortRange | undefined
   /** How long a client has to connect and open its channel. Default 10 s. */
   readonly handshakeTimeout?: Duration.DurationInput | undefined
 }
@@ -304,11 +308,14 @@ export const makeServerProtocol = (
         /** Accepts `req` and opens its channel, within handshakeTimeout. */
         const open = (req: Listener.ConnectionRequest, id: number, clientScope: Scope.Scope) =>
           Effect.gen(function*() {
-            const admission = options?.admission
-            const conn = yield* Scope.extend(
-              admission === undefined
-                ? Listener.accept(req, options?.connection)
-                : Listener.accept(req, { ...options?.connection, admission }),
+            // Isolated by default: the client's channel and its regions live in a peer of its own.
+            const { connection: conn, peer } = yield* Scope.extend(
+              Listener.acceptClient(req, {
+                ...options?.connection,
+                admission: options?.admission,
+                isolation: options?.isolation,
+                ports: options?.ports
+              }),
               clientScope
             )
             const parser = serialization.unsafeMake()
@@ -318,7 +325,7 @@ export const makeServerProtocol = (
             const registered = yield* Deferred.make<void>()
             const ch = yield* Scope.extend(
               channel.make(
-                endpoint.peer,
+                peer,
                 conn,
                 (message) =>
                   Effect.zipRight(
