@@ -13,38 +13,16 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Option from "effect/Option"
 import * as TestServices from "effect/TestServices"
 import { randomBytes } from "node:crypto"
 import * as NativeDriver from "../src/NativeDriver.js"
+import { guessAt, guessSeconds, pattern, REGION, same, Tally, testTimeout } from "./guessing.js"
 import { address } from "./support.js"
 
-const setting = process.env.ISOLATION_GUESS_SECONDS ?? "600"
-const guessSeconds = Number(setting)
-if (!Number.isFinite(guessSeconds) || guessSeconds <= 0) {
-  throw new Error(
-    `ISOLATION_GUESS_SECONDS is how long the client guesses rkeys, a positive number of seconds, not '${setting}'`
-  )
-}
-const slowdown = Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")
-// A bound on a hang: the guessing time, plus what setting up and releasing take on a slow VM.
-const testTimeout = guessSeconds * 1000 + 120_000 * slowdown
-
-const REGION = 4096
 const OTHER_PORT = 18999
 // The guesser's endpoints cycle through these ports: each round's is gone before the port comes round again.
 const FIRST_GUESS_PORT = 19000
 const GUESS_PORTS = 500
-
-const pattern = (seed: number) => Uint8Array.from({ length: REGION }, (_, i) => (i * 13 + seed) % 251)
-const same = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i])
-
-/** The n-th guess at the rkey of a region whose rkey is `rkey`: the exact one every 16th, else one of its neighbours (an index near its own, any of the 256 keys). */
-const guessAt = (rkey: number, n: number): number => {
-  if (n % 16 === 0) return rkey
-  const index = (rkey >>> 8) + ((n >>> 8) % 17) - 8
-  return ((index << 8) | (n & 0xff)) >>> 0
-}
 
 const remoteOf = (bytes: Uint8Array) =>
   Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.combine(Usage.READ_SRC, Usage.WRITE_DST)))
@@ -74,8 +52,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
           const guesserPeer = yield* Peer.make(address)
           const dst = yield* LocalMr.allocate(guesserPeer, REGION, Usage.combine(Usage.READ_DST, Usage.WRITE_SRC))
           dst.memory.fill(0xee)
-          const tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
-          const reachedRkeys: Array<number> = []
+          const tally = new Tally()
           const start = yield* Clock.currentTimeMillis
           let round = 0
           while ((yield* Clock.currentTimeMillis) - start < guessSeconds * 1000) {
@@ -106,32 +83,11 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
               const attempt = tally.guesses % 2 === 0
                 ? Connection.read(conn, { dst, src: guessed, length: 64 })
                 : Connection.write(conn, { dst: guessed, src: dst, length: 64 })
-              tally.guesses++
-              const failure = yield* Effect.option(Effect.flip(attempt))
-              if (Option.isNone(failure)) {
-                tally.reached++
-                reachedRkeys.push(rkey)
-              } else if (failure.value._tag === "CompletionError" && failure.value.status === 10) {
-                tally.refused++
-              } else {
-                tally.ended++
-              }
+              tally.record(rkey, yield* Effect.option(Effect.flip(attempt)))
             }))
             round++
           }
-          const seconds = ((yield* Clock.currentTimeMillis) - start) / 1000
-          console.log(
-            `isolation: ${tally.guesses} guesses in ${seconds.toFixed(0)} s over ${round} connections: ` +
-              `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
-              `${tally.reached} reached another client's region; the given region read ${tally.given} times`
-          )
-          assert.strictEqual(
-            tally.reached,
-            0,
-            `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
-          )
-          assert.isAbove(tally.guesses, 0)
-          assert.strictEqual(tally.refused + tally.ended, tally.guesses)
+          tally.check("isolation", ((yield* Clock.currentTimeMillis) - start) / 1000, round)
           // The other client's bytes are unchanged, in memory and as it reads them over its connection.
           assert.isTrue(same(othersRegion.memory, pattern(2)), "the other client's region, in the server's memory")
           const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
