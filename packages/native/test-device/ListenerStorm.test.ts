@@ -1,7 +1,8 @@
 // Issue 34, item 2: a listener keeps accepting after any number of clients interrupted at any
 // stage. CLIENT_STORM_SESSIONS (default 500) client sessions are each interrupted at a stage drawn
 // at random: before their connect request, after it (the server has taken the request), during
-// the server's accept, after their first post; then a good client connects within its normal
+// the server's accept, after their first post, or their connect interrupted while their endpoint is
+// kept open (the server's accept then waits until its bound); then a good client connects within its normal
 // timeout and is answered, and the driver's live objects are back to the listener alone. Both
 // listeners: librdmacm's (CmListener.serve) and librpma's (Listener.serve).
 //   RDMA_ADDRESS=... CLIENT_STORM_SESSIONS=100 vitest run --config vitest.device.config.ts test-device/ListenerStorm.test.ts
@@ -11,9 +12,11 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Random from "effect/Random"
 import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
 import * as TestServices from "effect/TestServices"
 import * as NativeDriver from "../src/NativeDriver.js"
 import { address, nothingAlive } from "./support.js"
@@ -31,8 +34,18 @@ const TIMEOUT_MS = Number(process.env.STORM_TIMEOUT_MS ?? 3_000)
 /** A bound on a hang: each session takes at most its waits for a stage, and the good client its own. */
 const testTimeout = SESSIONS * 3 * TIMEOUT_MS + 120_000 * slowdown
 
-const STAGES = ["before the request", "after the request", "during the accept", "after the first post"] as const
+const STAGES = [
+  "before the request",
+  "after the request",
+  "during the accept",
+  "after the first post",
+  // Its connect interrupted once the server has its request, its endpoint kept open (in a scope of
+  // the caller's, as CmEndpoint.establish allows): the server's accept waits until its bound.
+  "connect interrupted, endpoint kept"
+] as const
 type Stage = typeof STAGES[number]
+/** librpma's connect is one step: interrupted, it keeps no endpoint. */
+const RPMA_STAGES = STAGES.filter((stage) => stage !== "connect interrupted, endpoint kept")
 
 /** Where a session has got to: the stages a client or its server handler signals. */
 interface Marks {
@@ -61,16 +74,20 @@ const awaitedMark: Record<Stage, keyof Marks | undefined> = {
   "before the request": undefined,
   "after the request": "requested",
   "during the accept": "accepting",
-  "after the first post": "posted"
+  "after the first post": "posted",
+  "connect interrupted, endpoint kept": "requested"
 }
 
 /**
  * The storm: each session forked, then interrupted once it reaches the stage drawn for it (or ends
  * on its own), after a random number of yields. Returns how many sessions each stage had.
  */
-const storm = <R>(session: (n: number) => Effect.Effect<unknown, unknown, R>) =>
+const storm = <R>(
+  stages: ReadonlyArray<Stage>,
+  session: (n: number, stage: Stage) => Effect.Effect<unknown, unknown, R>
+) =>
   Effect.gen(function*() {
-    const tally = new Map<Stage, number>(STAGES.map((stage) => [stage, 0]))
+    const tally = new Map<Stage, number>(stages.map((stage) => [stage, 0]))
     for (let n = 1; n <= SESSIONS; n++) {
       const marks: Marks = {
         requested: yield* Deferred.make<void>(),
@@ -78,9 +95,9 @@ const storm = <R>(session: (n: number) => Effect.Effect<unknown, unknown, R>) =>
         posted: yield* Deferred.make<void>()
       }
       sessions.set(n, marks)
-      const stage = STAGES[yield* Random.nextIntBetween(0, STAGES.length)]!
+      const stage = stages[yield* Random.nextIntBetween(0, stages.length)]!
       tally.set(stage, tally.get(stage)! + 1)
-      const fiber = yield* Effect.fork(session(n))
+      const fiber = yield* Effect.fork(session(n, stage))
       const waitFor = awaitedMark[stage]
       if (waitFor !== undefined) {
         // Bounded: a session that never gets there (refused, timed out) is interrupted all the same.
@@ -89,7 +106,8 @@ const storm = <R>(session: (n: number) => Effect.Effect<unknown, unknown, R>) =>
           Effect.ignore
         )
       }
-      const yields = yield* Random.nextIntBetween(0, 50)
+      // The kept endpoint's connect is interrupted at once: before the server's accept answers it.
+      const yields = stage === "connect interrupted, endpoint kept" ? 0 : yield* Random.nextIntBetween(0, 50)
       for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
       yield* Fiber.interrupt(fiber)
       sessions.delete(n)
@@ -160,10 +178,14 @@ const echo = (request: CmEndpoint.CmEndpoint) =>
     }
   }).pipe(Effect.catchTag("ConnectionClosedError", () => Effect.void))
 
-/** One client: connects, sends one message and waits for its echo; then stays, until interrupted. */
-const cmClient = (port: number, session: number, stay: boolean) =>
+/**
+ * One client: connects, sends one message and waits for its echo; then stays, until interrupted.
+ * Its endpoint lives in `kept` when given (closed after the storm), else in a scope of its own.
+ */
+const cmClient = (port: number, session: number, stay: boolean, kept?: Scope.Scope) =>
   Effect.scoped(Effect.gen(function*() {
-    const ep = yield* CmEndpoint.make(address, port, { timeout: TIMEOUT_MS })
+    const making = CmEndpoint.make(address, port, { timeout: TIMEOUT_MS })
+    const ep = yield* kept === undefined ? making : Scope.extend(making, kept)
     const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64))
     const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64))
     const answer = yield* CmEndpoint.postRecv(ep, { segments: [{ mr: inbox }] })
@@ -213,7 +235,12 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
           const listener = yield* CmListener.make(address, 0, { timeout: TIMEOUT_MS })
           const server = yield* Effect.forkScoped(CmListener.serve(listener, echo))
           const [, before] = yield* timed(cmClient(listener.port, 0, false))
-          const tally = yield* storm((n) => cmClient(listener.port, n, true))
+          const kept = yield* Scope.make()
+          const tally = yield* storm(
+            STAGES,
+            (n, stage) =>
+              cmClient(listener.port, n, true, stage === "connect interrupted, endpoint kept" ? kept : undefined)
+          )
           serving(server)
           const connectMs = yield* cmClient(listener.port, SESSIONS + 1, false)
           console.log(
@@ -221,6 +248,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
               [...tally].map(([stage, n]) => `${n} ${stage}`).join(", ")
             }); a good client then connected in ${connectMs} ms (a whole session before the storm: ${before} ms)`
           )
+          yield* Scope.close(kept, Exit.void)
           yield* settlesTo({ ...nothingAlive, cmListeners: 1 })
         })),
       { timeout: testTimeout }
@@ -239,7 +267,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
           )
           const clientPeer = yield* Peer.make(address)
           const [, before] = yield* timed(rpmaClient(clientPeer, listener.port, 0, false))
-          const tally = yield* storm((n) => rpmaClient(clientPeer, listener.port, n, true))
+          const tally = yield* storm(RPMA_STAGES, (n) => rpmaClient(clientPeer, listener.port, n, true))
           serving(server)
           const connectMs = yield* rpmaClient(clientPeer, listener.port, SESSIONS + 1, false)
           console.log(
