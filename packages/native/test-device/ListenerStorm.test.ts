@@ -44,6 +44,7 @@ const STAGES = [
   "connect interrupted, endpoint kept"
 ] as const
 type Stage = typeof STAGES[number]
+const RPMA_PORT = 18470
 /** librpma's connect is one step: interrupted, it keeps no endpoint. */
 const RPMA_STAGES = STAGES.filter((stage) => stage !== "connect interrupted, endpoint kept")
 
@@ -259,7 +260,8 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
       () =>
         TestServices.provideLive(Effect.gen(function*() {
           const serverPeer = yield* Peer.make(address)
-          const listener = yield* Listener.make(serverPeer, address, 0)
+          // librpma cannot report a port the system chose: a fixed one, no other device test's.
+          const listener = yield* Listener.make(serverPeer, address, RPMA_PORT)
           const server = yield* Effect.forkScoped(
             Listener.serve(listener, rpmaEcho, { timeout: TIMEOUT_MS }).pipe(
               Effect.provideService(Peer.Peer, serverPeer)

@@ -43,7 +43,11 @@ export class Tally {
     if (Option.isNone(failure)) {
       this.reached++
       this.reachedRkeys.push(rkey)
-    } else if (failure.value._tag === "CompletionError" && (failure.value as { status?: number }).status === 10) {
+    } else if (
+      // librpma's path reports IBV_WC_REM_ACCESS_ERR (10) as a CompletionError, librdmacm's as a RemoteKeyRefusedError.
+      failure.value._tag === "RemoteKeyRefusedError" ||
+      (failure.value._tag === "CompletionError" && (failure.value as { status?: number }).status === 10)
+    ) {
       this.refused++
     } else {
       this.ended++
