@@ -45,9 +45,11 @@ export class RemoteKeyRefusedError extends Data.TaggedError("RemoteKeyRefusedErr
 /**
  * An accept of a request whose client has gone: it gave up (its connect timed out or was
  * interrupted), destroyed its endpoint, or was killed, before the connection was established. The
- * device says so with the CM's rejection (rdma_accept's EINVAL, or a REJ ending the accept's wait);
- * `cause` is the driver's RdmaCmError (ECONNABORTED). The request is spent: nothing is to be done
- * with it but let its scope release it, and take the next one.
+ * device says so with the CM's rejection (rdma_accept's EINVAL, or a REJ ending the accept's wait):
+ * `cause` is the driver's RdmaCmError ECONNABORTED. A client that gave up but keeps its endpoint
+ * is unknown to the CM, so the accept waits until its timeout: `cause` is then ETIMEDOUT. The
+ * request is spent: nothing is to be done with it but let its scope release it, and take the next
+ * one.
  *
  * @since 1.0.0
  * @category errors
@@ -57,7 +59,7 @@ export class ClientGoneError extends Data.TaggedError("ClientGoneError")<{
   readonly cause: unknown
 }> {
   override get message(): string {
-    return `${this.operation}: the client that asked has gone (it gave up, closed its endpoint or was killed) ` +
+    return `${this.operation}: the client that asked has gone (it gave up, closed its endpoint, was killed, or did not finish the handshake within the timeout) ` +
       `before the connection was established; this request is spent (its scope releases it): call CmListener.next ` +
       `for the next one`
   }

@@ -174,8 +174,10 @@ export const requests: (
 
 /**
  * rdma_accept with `privateData` (at most 196 bytes), waiting at most the listener's timeout;
- * answers the request, now connected. A request whose client has gone meanwhile fails with
- * {@link ClientGoneError}: it is spent, take the next one.
+ * answers the request, now connected. A request whose client has gone meanwhile, or did not finish
+ * the handshake within the timeout (it gave up its connect but kept its endpoint, or is too slow),
+ * fails with {@link ClientGoneError} (`cause`: the driver's ECONNABORTED or ETIMEDOUT): it is
+ * spent, take the next one.
  *
  * @since 1.0.0
  * @category constructors
@@ -213,7 +215,12 @@ export const reject: {
  * of a handler (the others are interrupted, every request released), as @effect/platform's
  * `SocketServer.run` does. Catch in the handler what should not stop the server (a
  * `ConnectionClosedError` when the client leaves, say); a {@link ClientGoneError} from its accept
- * only ends that request. Interrupted, it leaves nothing alive.
+ * (the client gone, or not done with the handshake within the timeout) only ends that request.
+ * Interrupted, it leaves nothing alive.
+ *
+ * Every request is an endpoint with a protection domain of its own: what a handler registers on it
+ * is reachable over that client's connection only, so a client guessing rkeys reaches nothing of
+ * another's (test-device/CmIsolation.test.ts). There is no shared form.
  *
  * @example
  * ```ts

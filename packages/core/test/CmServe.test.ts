@@ -224,4 +224,37 @@ describe("CmListener.serve", () => {
       assert.strictEqual(yield* ask(listener.port, "still here"), "STILL HERE")
       yield* Fiber.interrupt(server)
     })))
+
+  // Issue 34: the accept of a client that gave up but kept its endpoint waits until its bound; its
+  // ETIMEDOUT used to fail the handler, so the server, while the listener stayed open: every later
+  // client's connect then timed out unanswered.
+  it.live("a client that gave up its connect but keeps its endpoint ends only its request (the accept's bound); the server goes on", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmListener.make(address, 0, { timeout: "200 millis" })
+      const taken = yield* Deferred.make<void>()
+      const gaveUp = yield* Deferred.make<void>()
+      const seen = yield* Deferred.make<CmListener.ClientGoneError | RdmaError.RdmaCmError>()
+      const server = yield* Effect.fork(CmListener.serve(listener, (request) =>
+        text(request.privateData, 4) === "gave"
+          ? Deferred.succeed(taken, undefined).pipe(
+            Effect.zipRight(Deferred.await(gaveUp)),
+            Effect.zipRight(Effect.tapError(CmListener.accept(request), (error) => Deferred.succeed(seen, error)))
+          )
+          : shout(request)))
+      // Interrupted while it connects, once the server has its request; its endpoint stays open.
+      const ep = yield* CmEndpoint.make(address, listener.port)
+      const connecting = yield* Effect.fork(CmEndpoint.establish(ep, { privateData: bytesOf("gave") }))
+      yield* Deferred.await(taken)
+      yield* Fiber.interrupt(connecting)
+      yield* Deferred.succeed(gaveUp, undefined)
+      const error = yield* Deferred.await(seen)
+      assert.strictEqual(error._tag, "ClientGoneError")
+      assert.strictEqual(
+        error._tag === "ClientGoneError" && (error.cause as RdmaError.RdmaCmError).errnoName,
+        "ETIMEDOUT"
+      )
+      assert.strictEqual(yield* ask(listener.port, "still here"), "STILL HERE")
+      assert.isNull(server.unsafePoll(), "the server ended")
+      yield* Fiber.interrupt(server)
+    })))
 })

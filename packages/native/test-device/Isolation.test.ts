@@ -17,38 +17,16 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Option from "effect/Option"
 import * as TestServices from "effect/TestServices"
 import { randomBytes } from "node:crypto"
 import * as NativeDriver from "../src/NativeDriver.js"
+import { guessAt, guessSeconds, pattern, REGION, same, Tally, testTimeout } from "./guessing.js"
 import { address } from "./support.js"
 
-const setting = process.env.ISOLATION_GUESS_SECONDS ?? "600"
-const guessSeconds = Number(setting)
-if (!Number.isFinite(guessSeconds) || guessSeconds <= 0) {
-  throw new Error(
-    `ISOLATION_GUESS_SECONDS is how long the client guesses rkeys, a positive number of seconds, not '${setting}'`
-  )
-}
-const slowdown = Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")
-// A bound on a hang: the guessing time, plus what setting up and releasing take on a slow VM.
-const testTimeout = guessSeconds * 1000 + 120_000 * slowdown
-
-const REGION = 4096
 const OTHER_PORT = 18999
 // The guesser's endpoints cycle through these ports: each round's is gone before the port comes round again.
 const FIRST_GUESS_PORT = 19000
 const GUESS_PORTS = 500
-
-const pattern = (seed: number) => Uint8Array.from({ length: REGION }, (_, i) => (i * 13 + seed) % 251)
-const same = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i])
-
-/** The n-th guess at the rkey of a region whose rkey is `rkey`: the exact one every 16th, else one of its neighbours (an index near its own, any of the 256 keys). */
-const guessAt = (rkey: number, n: number): number => {
-  if (n % 16 === 0) return rkey
-  const index = (rkey >>> 8) + ((n >>> 8) % 17) - 8
-  return ((index << 8) | (n & 0xff)) >>> 0
-}
 
 const remoteOf = (bytes: Uint8Array) =>
   Effect.flatMap(RemoteMr.fromDescriptor(bytes), RemoteMr.require(Usage.combine(Usage.READ_SRC, Usage.WRITE_DST)))
@@ -56,39 +34,12 @@ const remoteOf = (bytes: Uint8Array) =>
 /** The default server's port: its clients' own listeners take the 64 after it. */
 const SERVER_PORT = 21000
 
-/** What guessing reached, tallied: a guess refused by the device, one that ended otherwise, one that reached. */
-interface Tally {
-  guesses: number
-  refused: number
-  ended: number
-  reached: number
-  given: number
-}
-
-/** Prints what the guessing reached, and fails if it reached anything (every guess was refused or ended). */
-const reportGuesses = (what: string, start: number, tally: Tally, reachedRkeys: ReadonlyArray<number>) =>
-  Effect.map(Clock.currentTimeMillis, (now) => {
-    console.log(
-      `${what}: ${tally.guesses} guesses in ${((now - start) / 1000).toFixed(0)} s over ${tally.given} connections: ` +
-        `${tally.refused} refused (REM_ACCESS_ERR), ${tally.ended} ended the connection otherwise, ` +
-        `${tally.reached} reached another client's region`
-    )
-    assert.strictEqual(
-      tally.reached,
-      0,
-      `guesses that reached another client's region: rkeys ${reachedRkeys.slice(0, 10).join(", ")}`
-    )
-    assert.isAbove(tally.guesses, 0)
-    assert.strictEqual(tally.refused + tally.ended, tally.guesses)
-  })
-
 /** One guess at `target` with `rkey` on `conn`, tallied: a guess the device refuses ends the connection. */
 const guessOnce = (
   conn: Connection.Connection,
   dst: LocalMr.LocalMr<"READ_DST" | "WRITE_SRC">,
   target: Descriptor.Descriptor,
-  tally: Tally,
-  reachedRkeys: Array<number>
+  tally: Tally
 ) =>
   Effect.gen(function*() {
     const rkey = guessAt(target.rkey, tally.guesses)
@@ -96,16 +47,7 @@ const guessOnce = (
     const attempt = tally.guesses % 2 === 0
       ? Connection.read(conn, { dst, src: guessed, length: 64 })
       : Connection.write(conn, { dst: guessed, src: dst, length: 64 })
-    tally.guesses++
-    const failure = yield* Effect.option(Effect.flip(attempt))
-    if (Option.isNone(failure)) {
-      tally.reached++
-      reachedRkeys.push(rkey)
-    } else if (failure.value._tag === "CompletionError" && failure.value.status === 10) {
-      tally.refused++
-    } else {
-      tally.ended++
-    }
+    tally.record(rkey, yield* Effect.option(Effect.flip(attempt)))
   })
 
 /**
@@ -162,8 +104,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
           const guesserPeer = yield* Peer.make(address)
           const dst = yield* LocalMr.allocate(guesserPeer, REGION, Usage.combine(Usage.READ_DST, Usage.WRITE_SRC))
           dst.memory.fill(0xee)
-          const tally: Tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
-          const reachedRkeys: Array<number> = []
+          const tally = new Tally()
           const start = yield* Clock.currentTimeMillis
           let round = 0
           while ((yield* Clock.currentTimeMillis) - start < guessSeconds * 1000) {
@@ -189,11 +130,11 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
               tally.given++
               dst.memory.fill(0xee)
               // One guess per connection: the device ends the connection on the first it refuses.
-              yield* guessOnce(conn, dst, target, tally, reachedRkeys)
+              yield* guessOnce(conn, dst, target, tally)
             }))
             round++
           }
-          yield* reportGuesses("isolation", start, tally, reachedRkeys)
+          tally.check("isolation", ((yield* Clock.currentTimeMillis) - start) / 1000, round)
           // The other client's bytes are unchanged, in memory and as it reads them over its connection.
           assert.isTrue(same(othersRegion.memory, pattern(2)), "the other client's region, in the server's memory")
           const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
@@ -215,8 +156,7 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
 
           const guesserPeer = yield* Peer.make(address)
           const dst = yield* LocalMr.allocate(guesserPeer, REGION, Usage.combine(Usage.READ_DST, Usage.WRITE_SRC))
-          const tally: Tally = { guesses: 0, refused: 0, ended: 0, reached: 0, given: 0 }
-          const reachedRkeys: Array<number> = []
+          const tally = new Tally()
           const start = yield* Clock.currentTimeMillis
           while ((yield* Clock.currentTimeMillis) - start < guessSeconds * 1000) {
             yield* Effect.scoped(Effect.gen(function*() {
@@ -226,10 +166,10 @@ layer(NativeDriver.layer, { timeout: testTimeout })("on a device", (it) => {
               yield* Connection.read(conn, { dst, src: yield* remoteOf(descriptor), length: REGION })
               assert.isTrue(same(dst.memory, pattern(1)), "the guesser read the region it was given")
               tally.given++
-              yield* guessOnce(conn, dst, target, tally, reachedRkeys)
+              yield* guessOnce(conn, dst, target, tally)
             }))
           }
-          yield* reportGuesses("isolation (the default server)", start, tally, reachedRkeys)
+          tally.check("isolation (the default server)", ((yield* Clock.currentTimeMillis) - start) / 1000, tally.given)
           // The other client reads its own region unchanged.
           const back = yield* LocalMr.allocate(otherClient, REGION, Usage.READ_DST)
           yield* Connection.read(other.conn, { dst: back, src: yield* remoteOf(other.descriptor), length: REGION })

@@ -42,3 +42,17 @@ export const nextCompletions = (driver: Driver, queue: Model.CompletionQueue) =>
         const disarm = driver.armCompletions(queue, resume)
         return Effect.sync(disarm)
       }))
+
+/** The driver's live handles when nothing is alive: a test's expectation, with its own handles added. */
+export const nothingAlive: Model.LiveHandles = {
+  peers: 0,
+  localRegions: 0,
+  remoteRegions: 0,
+  cmRegions: 0,
+  cmEndpoints: 0,
+  cmListeners: 0,
+  endpoints: 0,
+  connectionRequests: 0,
+  connections: 0,
+  sharedReceiveQueues: 0
+}

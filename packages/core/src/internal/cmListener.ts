@@ -33,7 +33,15 @@ import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 
-const { ECONNABORTED } = Errno
+const { ECONNABORTED, ETIMEDOUT } = Errno
+
+/**
+ * How an accept sent to the client ends without a connection on the client's account: it has gone
+ * (the CM's rejection: ECONNABORTED), or it never finished the handshake within the bound (it gave
+ * up and kept its endpoint, or is too slow: ETIMEDOUT). Either way only this request is spent; as
+ * an RdmaCmError the ETIMEDOUT ended CmListener.serve while the listener stayed open (issue 34).
+ */
+const isClientsFailure = (error: RdmaCmError): boolean => error.errno === ECONNABORTED || error.errno === ETIMEDOUT
 
 export const TypeId: CmListener.TypeId = Symbol.for("@effect-rdma/core/CmListener") as CmListener.TypeId
 
@@ -149,7 +157,7 @@ export const accept: {
       ep.moveTo("connecting")
       return driver.cmAccept(ep.handle, privateData, ep.config.timeoutMs).pipe(
         Effect.catchIf(
-          (error) => error.errno === ECONNABORTED,
+          isClientsFailure,
           (cause) => Effect.fail(new ClientGoneError({ operation: "rdma_accept", cause }))
         ),
         Effect.zipRight(established(driver, ep, ep.privateData)),
