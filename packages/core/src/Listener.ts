@@ -387,7 +387,9 @@ export interface ServeOptions extends ClientOptions {
  * reach, its own sends and receives included). When the handler ends, its scope closes and the
  * connection (and, isolated, its peer) with it. At most `concurrency` clients are handled at once. A client refused by the admission, or
  * gone (or too slow) before its connection was established, costs only its own request: logged
- * at debug level, and the server goes on.
+ * at debug level, and the server goes on. So does a request the provider could not set up
+ * (`RpmaProviderError` from rpma_ep_next_conn_req, as when a client has just gone): logged as a
+ * warning; 64 of those in a row, with no request taken between, are the listener's failure.
  *
  * It runs until interrupted, or until it fails: with the listener's failure, or the first failure
  * of a handler (the others are interrupted, every connection closed), as @effect/platform's

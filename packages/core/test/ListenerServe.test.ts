@@ -66,6 +66,21 @@ describe("Listener.serve", () => {
       yield* Fiber.interrupt(server)
     })))
 
+  it.live("a request the provider could not set up costs only itself: logged, and the next client is served", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7609)
+      // The next two rpma_ep_next_conn_req calls fail as when the device refuses a request's queue
+      // pair (a client that has just gone): RPMA_E_PROVIDER, which ended the server before.
+      yield* SimulatedDriver.fail({ operation: "rpma_ep_next_conn_req", nth: 1, code: -100002 })
+      yield* SimulatedDriver.fail({ operation: "rpma_ep_next_conn_req", nth: 2, code: -100002 })
+      const server = yield* Effect.fork(Listener.serve(listener, shout))
+      assert.strictEqual(yield* ask(peer, listener.port, "still here"), "STILL HERE")
+      assert.isNull(server.unsafePoll())
+      yield* connectionsSettle(0)
+      yield* Fiber.interrupt(server)
+    })))
+
   it.live("at most `concurrency` clients at once: the next is accepted only when a handler is done", () =>
     inWorld(Effect.gen(function*() {
       const peer = yield* Peer.make(address)

@@ -28,6 +28,13 @@ import { next, reject } from "./listener.js"
 const isClientsFailure = (error: unknown): error is AdmissionRefusedError | ConnectionFailedError =>
   error instanceof AdmissionRefusedError || error instanceof ConnectionFailedError
 
+/**
+ * Requests in a row that the provider could not set up before the listener itself counts as failed.
+ * One such failure is that request's (rpma_ep_next_conn_req makes the request's queue pair, and a
+ * client that has just gone can leave the device refusing it); a listener that sets up none is broken.
+ */
+const MAX_FAILED_REQUESTS = 64
+
 export const serve = <A, E, R>(
   listener: Listener.Listener,
   handler: (conn: Connection.Connection) => Effect.Effect<A, E, R>,
@@ -86,7 +93,16 @@ export const serve = <A, E, R>(
       })
     )
 
-    yield* FiberSet.run(handlers, Effect.forever(Effect.zipRight(permits.take(1), takeOne)))
+    // A request the provider could not set up spent only itself: logged, and the next one taken.
+    let failedInARow = 0
+    const takeNext = Effect.zipRight(permits.take(1), takeOne).pipe(
+      Effect.zipRight(Effect.sync(() => (failedInARow = 0))),
+      Effect.catchIf(
+        (error) => error._tag === "RpmaProviderError" && ++failedInARow < MAX_FAILED_REQUESTS,
+        (error) => Effect.logWarning(`Listener.serve: a request could not be set up, the server goes on: ${error.message}`)
+      )
+    )
+    yield* FiberSet.run(handlers, Effect.forever(takeNext))
     return yield* Effect.flatMap(FiberSet.join(handlers), () => Effect.never)
     // The handlers' Peer is provided (the client's): R less Peer is all that is still needed.
   })) as Effect.Effect<never, RpmaError | InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope | Peer>>
