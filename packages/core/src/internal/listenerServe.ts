@@ -99,7 +99,8 @@ export const serve = <A, E, R>(
       Effect.zipRight(Effect.sync(() => (failedInARow = 0))),
       Effect.catchIf(
         (error) => error._tag === "RpmaProviderError" && ++failedInARow < MAX_FAILED_REQUESTS,
-        (error) => Effect.logWarning(`Listener.serve: a request could not be set up, the server goes on: ${error.message}`)
+        (error) =>
+          Effect.logWarning(`Listener.serve: a request could not be set up, the server goes on: ${error.message}`)
       )
     )
     yield* FiberSet.run(handlers, Effect.forever(takeNext))
