@@ -4,9 +4,13 @@
  * accepted on the listener's peer), on the same listener code in the same process, rounds
  * alternating between the two. Accept time: a client's Connection.connect, one client at a time,
  * from the request to the established connection it uses (isolated: two connections, the first
- * closed). Memory per client: the process's RSS with HELD clients connected at once (each server
- * handler holding a 4 KiB region of its Peer, as a server gives a client something), less the RSS
- * before, over HELD; client and server are both in this process, so each figure holds both sides.
+ * closed). Memory per client, with HELD clients connected at once (each server handler holding a
+ * 4 KiB region of its Peer, as a server gives a client something), less before, over HELD: the
+ * process's RSS; native memory in use from malloc (the addon, librpma, libibverbs: what a Peer and
+ * a connection cost in user space, without the V8 heap's noise); and, on the device, the kernel's
+ * unreclaimable slab (/proc/meminfo SUnreclaim: the protection domain, queue pair and completion
+ * queue objects the verbs driver allocates). Client and server are both in this process (and this
+ * kernel), so each figure holds both sides.
  *
  * In the Soft-RoCE VM (bench/device.sh) with RDMA_ADDRESS set: the native driver on rxe0. Without
  * it: the simulated driver, for a quick look on the host (not a device figure).
@@ -15,9 +19,10 @@
  */
 import { Connection, Listener, LocalMr, Peer, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
-import { NativeDriver } from "@effect-rdma/native"
+import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { Effect, Exit, Schedule, Scope } from "effect"
+import { readFileSync } from "node:fs"
 import { printTable, type Row } from "./table.js"
 
 const device = process.env.RDMA_ADDRESS
@@ -39,6 +44,29 @@ const hold = (conn: Connection.Connection) =>
 
 const gc = () => (globalThis as { gc?: () => void }).gc?.()
 
+/** Bytes in use from malloc (the addon's mallinfo2), or NaN where it cannot tell (the simulated driver). */
+const mallocInUse: () => number = device === undefined
+  ? () => Number.NaN
+  : ((binding) => () => binding.mallocInUse() ?? Number.NaN)(Effect.runSync(RpmaBinding.load()))
+
+/** The kernel's unreclaimable slab in bytes (SUnreclaim of /proc/meminfo), or NaN off the device. */
+const kernelSlab = (): number => {
+  if (device === undefined) return Number.NaN
+  const line = /^SUnreclaim:\s+(\d+) kB$/m.exec(readFileSync("/proc/meminfo", "utf8"))
+  return line === null ? Number.NaN : Number(line[1]) * 1024
+}
+
+interface Memory {
+  readonly rss: number
+  readonly malloc: number
+  readonly slab: number
+}
+
+const memoryNow = (): Memory => {
+  gc()
+  return { rss: process.memoryUsage().rss, malloc: mallocInUse(), slab: kernelSlab() }
+}
+
 /** Waits (bounded) until the driver holds `n` connections: the server's side of a closed client is gone. */
 const settle = (n: number) =>
   Effect.flatMap(Driver.RdmaDriver, (d) =>
@@ -48,7 +76,7 @@ const settle = (n: number) =>
       Effect.ignore
     ))
 
-/** One round of `mode`: ms per connect (CONNECTS, one at a time), then bytes of RSS per held client. */
+/** One round of `mode`: ms per connect (CONNECTS, one at a time), then bytes per held client. */
 const round = (mode: Mode, client: Peer.Peer) =>
   Effect.scoped(Effect.gen(function*() {
     const listener = yield* Listener.make(yield* Peer.make(address), address, portOf[mode])
@@ -60,15 +88,18 @@ const round = (mode: Mode, client: Peer.Peer) =>
     }
     const connectMs = (performance.now() - t0) / CONNECTS
     yield* settle(0)
-    gc()
-    const before = process.memoryUsage().rss
+    const before = memoryNow()
     const held = yield* Scope.make()
     t0 = performance.now()
     for (let i = 0; i < HELD; i++) {
       yield* Scope.extend(Connection.connect(client, address, listener.port, options), held)
     }
-    gc()
-    const perClient = (process.memoryUsage().rss - before) / HELD
+    const after = memoryNow()
+    const perClient: Memory = {
+      rss: (after.rss - before.rss) / HELD,
+      malloc: (after.malloc - before.malloc) / HELD,
+      slab: (after.slab - before.slab) / HELD
+    }
     const peers = (yield* Effect.flatMap(Driver.RdmaDriver, (d) => d.live)).peers
     yield* Scope.close(held, Exit.void)
     yield* settle(0)
@@ -79,23 +110,29 @@ const program = Effect.gen(function*() {
   const client = yield* Peer.make(address)
   // Warm-up: the JIT (slow under TCG) and the device's first connections.
   for (const mode of modes) yield* round(mode, client)
-  const best: Record<Mode, { connectMs: number; perClient: number; peers: number }> = {
-    shared: { connectMs: Infinity, perClient: Infinity, peers: 0 },
-    perClient: { connectMs: Infinity, perClient: Infinity, peers: 0 }
+  const zero: Memory = { rss: 0, malloc: 0, slab: 0 }
+  const best: Record<Mode, { connectMs: number; perClient: Memory; peers: number }> = {
+    shared: { connectMs: Infinity, perClient: zero, peers: 0 },
+    perClient: { connectMs: Infinity, perClient: zero, peers: 0 }
   }
   for (let r = 0; r < ROUNDS; r++) {
     for (const mode of modes) {
       const m = yield* round(mode, client)
+      const sum = best[mode].perClient
       best[mode] = {
         connectMs: Math.min(best[mode].connectMs, m.connectMs),
-        // Summed, then averaged below: freed memory is reused, so one round's growth may be 0.
-        perClient: (best[mode].perClient === Infinity ? 0 : best[mode].perClient) + m.perClient / ROUNDS,
+        // The mean of the rounds: freed memory is reused, so one round's growth may be 0.
+        perClient: {
+          rss: sum.rss + m.perClient.rss / ROUNDS,
+          malloc: sum.malloc + m.perClient.malloc / ROUNDS,
+          slab: sum.slab + m.perClient.slab / ROUNDS
+        },
         peers: m.peers
       }
     }
     process.stderr.write(`isolation: round ${r + 1}/${ROUNDS}\n`)
   }
-  const kib = (bytes: number) => `${(Math.max(0, bytes) / 1024).toFixed(0)} KiB`
+  const kib = (bytes: number) => Number.isNaN(bytes) ? "n/a" : `${(Math.max(0, bytes) / 1024).toFixed(1)} KiB`
   const rows: Array<Row> = [
     {
       what: `Accept a client: its Connection.connect, one at a time (ms, best of ${ROUNDS} rounds of ${CONNECTS})`,
@@ -105,15 +142,19 @@ const program = Effect.gen(function*() {
       target: "report",
       met: undefined
     },
-    {
+    ...([
+      ["rss", `RSS`],
+      ["malloc", "native memory from malloc"],
+      ["slab", "kernel slab (SUnreclaim)"]
+    ] as const).map(([key, name]): Row => ({
       what:
-        `Memory per connected client, both sides in one process (RSS over ${HELD} clients, mean of ${ROUNDS} rounds)`,
-      ours: `${kib(best.perClient.perClient)} (perClient; ${best.perClient.peers} peers alive)`,
-      baseline: `${kib(best.shared.perClient)} (shared; ${best.shared.peers} peers alive)`,
-      ratio: best.shared.perClient > 0 ? best.perClient.perClient / best.shared.perClient : undefined,
+        `Memory per connected client, both sides in one process: ${name} (over ${HELD} clients, mean of ${ROUNDS} rounds)`,
+      ours: `${kib(best.perClient.perClient[key])} (perClient; ${best.perClient.peers} peers alive)`,
+      baseline: `${kib(best.shared.perClient[key])} (shared; ${best.shared.peers} peers alive)`,
+      ratio: best.shared.perClient[key] > 0 ? best.perClient.perClient[key] / best.shared.perClient[key] : undefined,
       target: "report",
       met: undefined
-    }
+    }))
   ]
   console.log(
     `\nIsolating clients: Listener.serve's default against isolation: "shared" (${
