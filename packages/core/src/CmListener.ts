@@ -14,6 +14,7 @@ import type * as Effect from "effect/Effect"
 import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
+import type * as Admission from "./Admission.js"
 import type * as CmEndpoint from "./CmEndpoint.js"
 import * as errors from "./CmEndpointError.js"
 import type { RdmaDriver } from "./Driver.js"
@@ -66,7 +67,28 @@ export const isCmListener: (u: unknown) => u is CmListener = internal.isCmListen
 export interface AcceptOptions {
   /** Private data for the client (at most 196 bytes). */
   readonly privateData?: Uint8Array | undefined
+  /**
+   * Accept only a request whose private data carries this admission's token with a use left
+   * (`Admission.privateData(token)` on the client's side, as on the librpma path; compared in
+   * constant time); any other is rejected and the accept fails with
+   * {@link Admission.AdmissionRefusedError}. Without it, any host that reaches the port gets a
+   * connection.
+   */
+  readonly admission?: Admission.Admission | undefined
 }
+
+/**
+ * What an accept with options `O` can fail with: the admission's refusals only when it has one.
+ *
+ * @since 1.0.0
+ * @category errors
+ */
+export type AcceptErrorOf<O> =
+  | RdmaCmError
+  | ClientGoneError
+  | (O extends { readonly admission: Admission.Admission } ?
+    Admission.AdmissionRefusedError | Admission.InvalidTokenError
+    : never)
 
 /**
  * What rdma_reject sends.
@@ -91,6 +113,12 @@ export interface ServeOptions {
    * (the others wait in the CM's backlog). Default `"unbounded"`.
    */
   readonly concurrency?: number | "unbounded" | undefined
+  /**
+   * Hand the handler only requests whose private data carries this admission's token with a use
+   * left (see {@link AcceptOptions}); any other is rejected and logged at debug level, and the
+   * server goes on. The handler's accept need not check again.
+   */
+  readonly admission?: Admission.Admission | undefined
 }
 
 /**
@@ -177,20 +205,37 @@ export const requests: (
  * answers the request, now connected. A request whose client has gone meanwhile, or did not finish
  * the handshake within the timeout (it gave up its connect but kept its endpoint, or is too slow),
  * fails with {@link ClientGoneError} (`cause`: the driver's ECONNABORTED or ETIMEDOUT): it is
- * spent, take the next one.
+ * spent, take the next one. With `admission`, a request without its token is rejected first
+ * ({@link Admission.AdmissionRefusedError}).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Admission, CmEndpoint, CmListener } from "@effect-rdma/core"
+ * import { randomBytes } from "node:crypto"
+ *
+ * declare const listener: CmListener.CmListener
+ * const token = new Uint8Array(randomBytes(16)) // sent to the client over TLS
+ * const serveOne = Effect.gen(function*() {
+ *   const admission = yield* Admission.make(token) // one connection
+ *   const request = yield* CmListener.next(listener)
+ *   return yield* CmListener.accept(request, { admission })
+ * })
+ * // The client: CmEndpoint.connect(address, port, { privateData: yield* Admission.privateData(token) })
+ * ```
  *
  * @since 1.0.0
  * @category constructors
  */
 export const accept: {
   // Data-first first: an endpoint also matches the options (its privateData), so its overload goes first.
-  (
+  <O extends AcceptOptions = {}>(
     request: CmEndpoint.CmEndpoint,
-    options?: AcceptOptions
-  ): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver>
-  (
-    options?: AcceptOptions
-  ): (request: CmEndpoint.CmEndpoint) => Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver>
+    options?: O
+  ): Effect.Effect<CmEndpoint.CmEndpoint, AcceptErrorOf<O>, RdmaDriver>
+  <O extends AcceptOptions = {}>(
+    options?: O
+  ): (request: CmEndpoint.CmEndpoint) => Effect.Effect<CmEndpoint.CmEndpoint, AcceptErrorOf<O>, RdmaDriver>
 } = internal.accept
 
 /**
@@ -209,7 +254,9 @@ export const reject: {
  * Serves a listener: every incoming request ({@link next}) goes to `handler` in a fiber and a scope
  * of its own, which the handler may use (regions, receives posted before {@link accept}). When the
  * handler ends, its scope closes: the request is rejected if it was not answered, disconnected and
- * destroyed if it was. At most `concurrency` requests are handled at once.
+ * destroyed if it was. At most `concurrency` requests are handled at once. With `admission`, only
+ * requests that carry its token reach the handler: any other is rejected (its client hears so at
+ * once), logged at debug level, and the server goes on.
  *
  * It runs until interrupted, or until it fails: with the listener's failure, or the first failure
  * of a handler (the others are interrupted, every request released), as @effect/platform's
@@ -258,10 +305,18 @@ export const serve: {
     options?: ServeOptions
   ): (
     self: CmListener
-  ) => Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>>
+  ) => Effect.Effect<
+    never,
+    RdmaCmError | Admission.InvalidTokenError | Exclude<E, ClientGoneError>,
+    RdmaDriver | Exclude<R, Scope.Scope>
+  >
   <A, E, R>(
     self: CmListener,
     handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
     options?: ServeOptions
-  ): Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>>
+  ): Effect.Effect<
+    never,
+    RdmaCmError | Admission.InvalidTokenError | Exclude<E, ClientGoneError>,
+    RdmaDriver | Exclude<R, Scope.Scope>
+  >
 } = serving.serve

@@ -1,7 +1,7 @@
 /**
  * Type tests: compiled by `pnpm check`; each `@ts-expect-error` fails the build if the line compiles.
  */
-import { CmEndpoint, CmListener, type RdmaError, RemoteKey } from "@effect-rdma/core"
+import { type Admission, CmEndpoint, CmListener, type RdmaError, RemoteKey } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import { describe, expect, it } from "@effect/vitest"
 import type * as Effect from "effect/Effect"
@@ -15,6 +15,7 @@ declare const listener: CmListener.CmListener
 declare const request: CmEndpoint.CmEndpoint
 declare const memory: Uint8Array
 declare const handle: (request: CmEndpoint.CmEndpoint) => Effect.Effect<void>
+declare const admission: Admission.Admission
 type Registered<K extends "msgs" | "read" | "write"> = Effect.Effect<
   CmEndpoint.Region<K>,
   RdmaError.RdmaCmError | RdmaError.MemoryRefusedError,
@@ -64,12 +65,29 @@ export const typeTests = () => [
   >,
   CmListener.reject(request, { privateData: memory }),
   request.pipe(CmListener.reject()),
-  CmListener.serve(listener, handle, { concurrency: 2 }) satisfies Effect.Effect<
+  CmListener.serve(listener, handle, { concurrency: 2, admission }) satisfies Effect.Effect<
     never,
-    RdmaError.RdmaCmError,
+    RdmaError.RdmaCmError | Admission.InvalidTokenError,
     Driver.RdmaDriver
   >,
-  listener.pipe(CmListener.serve(handle)) satisfies Effect.Effect<never, RdmaError.RdmaCmError, Driver.RdmaDriver>,
+  listener.pipe(CmListener.serve(handle)) satisfies Effect.Effect<
+    never,
+    RdmaError.RdmaCmError | Admission.InvalidTokenError,
+    Driver.RdmaDriver
+  >,
+  // Without an admission an accept cannot be refused by one; with one it can.
+  CmListener.accept(request) satisfies Effect.Effect<CmEndpoint.CmEndpoint, CmListener.AcceptErrorOf<{}>, unknown>,
+  // @ts-expect-error with an admission, AdmissionRefusedError is among its errors
+  CmListener.accept(request, { admission }) satisfies Effect.Effect<
+    CmEndpoint.CmEndpoint,
+    CmListener.AcceptErrorOf<{}>,
+    unknown
+  >,
+  request.pipe(CmListener.accept({ admission })) satisfies Effect.Effect<
+    CmEndpoint.CmEndpoint,
+    RdmaError.RdmaCmError | CmListener.ClientGoneError | Admission.AdmissionRefusedError | Admission.InvalidTokenError,
+    unknown
+  >,
   // @ts-expect-error the data-last form checks its arguments as the data-first one does
   ep.pipe(CmEndpoint.send({ src: readable, length: 8 })),
   // @ts-expect-error an endpoint is not a listener

@@ -3,7 +3,7 @@
  * concurrency bound, unanswered requests rejected, a failing handler, interruption, and a client
  * gone before its accept; every resource accounted for by the leak ledger after each case.
  */
-import { CmEndpoint, CmListener, type RdmaError } from "@effect-rdma/core"
+import { Admission, CmEndpoint, CmListener, type RdmaError } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -30,14 +30,14 @@ const shout = (request: CmEndpoint.CmEndpoint) =>
     yield* CmEndpoint.send(request, { src: outbox, length: byteLength })
   })
 
-/** A client that sends `message` and returns the answer. */
-const ask = (port: number, message: string) =>
+/** A client that sends `message` (asking with `privateData`) and returns the answer. */
+const ask = (port: number, message: string, privateData?: Uint8Array) =>
   Effect.scoped(Effect.gen(function*() {
     const ep = yield* CmEndpoint.make(address, port)
     const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64))
     const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64))
     const answer = yield* CmEndpoint.postRecv(ep, { segments: [{ mr: inbox }] })
-    yield* CmEndpoint.establish(ep)
+    yield* CmEndpoint.establish(ep, { privateData })
     outbox.memory.set(bytesOf(message))
     yield* CmEndpoint.send(ep, { src: outbox, length: message.length })
     const { byteLength } = yield* answer.completion
@@ -256,5 +256,54 @@ describe("CmListener.serve", () => {
       assert.strictEqual(yield* ask(listener.port, "still here"), "STILL HERE")
       assert.isNull(server.unsafePoll(), "the server ended")
       yield* Fiber.interrupt(server)
+    })))
+
+  it.live("with an admission, only requests carrying its token reach the handler; others are rejected at once and the server goes on", () =>
+    inWorld(Effect.gen(function*() {
+      const token = bytesOf("sixteen byte key")
+      const admission = yield* Admission.make(token, { uses: 2 })
+      const listener = yield* CmListener.make(address, 0)
+      const server = yield* Effect.fork(CmListener.serve(listener, shout, { admission }))
+      const right = yield* Admission.privateData(token)
+      const wrong = yield* Admission.privateData(bytesOf("sixteen byte kez"))
+      const refused = (privateData?: Uint8Array) =>
+        Effect.map(
+          Effect.flip(ask(listener.port, "x", privateData)),
+          (error) => error._tag === "RdmaCmError" && error.errnoName
+        )
+      assert.strictEqual(yield* ask(listener.port, "first", right), "FIRST")
+      assert.strictEqual(yield* refused(wrong), "ECONNREFUSED", "a wrong token")
+      assert.strictEqual(yield* refused(), "ECONNREFUSED", "no token at all")
+      assert.strictEqual(yield* refused(right.subarray(0, 8)), "ECONNREFUSED", "a prefix of the token")
+      assert.strictEqual(yield* ask(listener.port, "second", right), "SECOND")
+      assert.strictEqual(yield* refused(right), "ECONNREFUSED", "the token again: its two uses are spent")
+      assert.isNull(server.unsafePoll(), "the server ended")
+      yield* endpointsSettle(0)
+      yield* Fiber.interrupt(server)
+    })))
+
+  it.live("accept with an admission: a request without the token is rejected and the accept fails saying why", () =>
+    inWorld(Effect.gen(function*() {
+      const admission = yield* Admission.make(bytesOf("token"))
+      const listener = yield* CmListener.make(address, 0)
+      const client = yield* Effect.fork(
+        Effect.flip(ask(listener.port, "x", yield* Admission.privateData(bytesOf("nope!"))))
+      )
+      const request = yield* CmListener.next(listener)
+      const error = yield* Effect.flip(CmListener.accept(request, { admission }))
+      assert.strictEqual(error._tag, "AdmissionRefusedError")
+      assert.strictEqual(error._tag === "AdmissionRefusedError" && error.reason, "WrongToken")
+      assert.match(error.message, new RegExp(`on ${address}:${listener.port} did not carry the expected token`))
+      const refused = yield* Fiber.join(client)
+      assert.strictEqual(refused._tag === "RdmaCmError" && refused.errnoName, "ECONNREFUSED")
+    })))
+
+  it.live("serve with an admission that is not one fails at once with InvalidTokenError", () =>
+    inWorld(Effect.gen(function*() {
+      const listener = yield* CmListener.make(address, 0)
+      const error = yield* Effect.flip(
+        CmListener.serve(listener, shout, { admission: new Uint8Array(16) as unknown as Admission.Admission })
+      )
+      assert.strictEqual(error._tag, "InvalidTokenError")
     })))
 })

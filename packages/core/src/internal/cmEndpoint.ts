@@ -144,6 +144,9 @@ const closedError = (reason: "CLOSED" | "LOST", cause?: unknown) => (operation: 
 /** What hands a request out and hears when it is answered (internal/cmListener.ts). */
 export interface RequestSource {
   readonly unanswered: Set<EndpointImpl>
+  /** Where it listens: what a refused request's error names. */
+  readonly address: string
+  readonly port: number
 }
 
 /** What an endpoint's operations reach: its kernel, its state, what was granted. */

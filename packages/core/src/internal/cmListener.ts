@@ -5,6 +5,7 @@
  *
  * Declared and documented in CmListener.ts.
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import { dual } from "effect/Function"
 import { pipeArguments } from "effect/Pipeable"
@@ -18,6 +19,7 @@ import type { Driver, RdmaDriver } from "../Driver.js"
 import type { CmEpConfig, CmListenerHandle } from "../DriverModel.js"
 import type { RdmaCmError } from "../RdmaError.js"
 import { Errno } from "../RdmaError.js"
+import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError } from "./admission.js"
 import {
   adopt,
   type EndpointImpl,
@@ -130,42 +132,87 @@ const answered = (ep: EndpointImpl): void => {
   ep.listener = undefined
 }
 
+/** Why `admission` refuses the request `ep` at `now`, or undefined (admitted: the use is counted). */
+const refusal = (
+  admission: unknown,
+  ep: EndpointImpl,
+  now: number
+): AdmissionRefusedError | InvalidTokenError | undefined => {
+  if (!(admission instanceof AdmissionImpl)) {
+    return new InvalidTokenError({ reason: "admission takes an Admission: make one with Admission.make(token)" })
+  }
+  // Answered already: the accept says so, and no use is spent.
+  if (ep.phase !== "request" || ep.listener === undefined) return undefined
+  const reason = decide(admission, ep.privateData, now)
+  return reason === undefined
+    ? undefined
+    : new AdmissionRefusedError({ address: ep.listener.address, port: ep.listener.port, reason })
+}
+
+/**
+ * The admission's decision on an unanswered request: admitted (the use counted), or rejected (its
+ * client hears so at once) and failed with why.
+ */
+export const admit = (
+  self: CmEndpoint.CmEndpoint,
+  admission: unknown
+): Effect.Effect<void, AdmissionRefusedError | InvalidTokenError, RdmaDriver> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const refused = refusal(admission, impl(self), now)
+    if (refused === undefined) return Effect.void
+    // A rejection that fails (the client has gone) changes nothing: the request is refused.
+    return Effect.flatMap(
+      instrument.driver,
+      (driver) => Effect.zipRight(Effect.ignore(rejectWith(driver, self)), Effect.fail(refused))
+    )
+  })
+
 /** rdma_accept, bounded by the listener's timeout; answers the request, connected. */
 export const accept: {
   (
     self: CmEndpoint.CmEndpoint,
     options?: CmListener.AcceptOptions
-  ): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver>
+  ): Effect.Effect<CmEndpoint.CmEndpoint, CmListener.AcceptErrorOf<{ admission: never }>, RdmaDriver>
   (
     options?: CmListener.AcceptOptions
-  ): (self: CmEndpoint.CmEndpoint) => Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver>
+  ): (
+    self: CmEndpoint.CmEndpoint
+  ) => Effect.Effect<CmEndpoint.CmEndpoint, CmListener.AcceptErrorOf<{ admission: never }>, RdmaDriver>
 } = dual(
   (args) => isCmEndpoint(args[0]),
   (
     self: CmEndpoint.CmEndpoint,
     options?: CmListener.AcceptOptions
-  ): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver> =>
-    Effect.flatMap(instrument.driver, (driver) => {
-      const ep = impl(self)
-      const privateData = options?.privateData
-      const refused = privateDataProblem("rdma_accept", privateData, "accept") ??
-        (ep.phase === "request"
-          ? undefined
-          : invalid("rdma_accept", `the endpoint is ${ep.phase}, not an unanswered request`))
-      if (refused !== undefined) return Effect.fail(refused)
-      answered(ep)
-      ep.moveTo("connecting")
-      return driver.cmAccept(ep.handle, privateData, ep.config.timeoutMs).pipe(
-        Effect.catchIf(
-          isClientsFailure,
-          (cause) => Effect.fail(new ClientGoneError({ operation: "rdma_accept", cause }))
-        ),
-        Effect.zipRight(established(driver, ep, ep.privateData)),
-        failedUnlessDone(ep),
-        Effect.as(self)
-      )
-    })
+  ): Effect.Effect<CmEndpoint.CmEndpoint, CmListener.AcceptErrorOf<{ admission: never }>, RdmaDriver> =>
+    options?.admission === undefined
+      ? acceptAdmitted(self, options)
+      : Effect.zipRight(admit(self, options.admission), acceptAdmitted(self, options))
 )
+
+const acceptAdmitted = (
+  self: CmEndpoint.CmEndpoint,
+  options?: CmListener.AcceptOptions
+): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError | ClientGoneError, RdmaDriver> =>
+  Effect.flatMap(instrument.driver, (driver) => {
+    const ep = impl(self)
+    const privateData = options?.privateData
+    const refused = privateDataProblem("rdma_accept", privateData, "accept") ??
+      (ep.phase === "request"
+        ? undefined
+        : invalid("rdma_accept", `the endpoint is ${ep.phase}, not an unanswered request`))
+    if (refused !== undefined) return Effect.fail(refused)
+    answered(ep)
+    ep.moveTo("connecting")
+    return driver.cmAccept(ep.handle, privateData, ep.config.timeoutMs).pipe(
+      Effect.catchIf(
+        isClientsFailure,
+        (cause) => Effect.fail(new ClientGoneError({ operation: "rdma_accept", cause }))
+      ),
+      Effect.zipRight(established(driver, ep, ep.privateData)),
+      failedUnlessDone(ep),
+      Effect.as(self)
+    )
+  })
 
 /** rdma_reject; a request answered already is refused. */
 export const reject: {

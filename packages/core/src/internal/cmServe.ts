@@ -21,9 +21,14 @@ import { ClientGoneError } from "../CmEndpointError.js"
 import type * as CmListener from "../CmListener.js"
 import type { RdmaDriver } from "../Driver.js"
 import type { RdmaCmError } from "../RdmaError.js"
-import { isCmListener, next } from "./cmListener.js"
+import { AdmissionImpl, AdmissionRefusedError, InvalidTokenError } from "./admission.js"
+import { admit, isCmListener, next } from "./cmListener.js"
 
-const isClientGone = (error: unknown): error is ClientGoneError => error instanceof ClientGoneError
+/** A client whose request is spent on its own account: gone before its accept, or refused admission. */
+const isClientsOwn = (error: unknown): error is ClientGoneError | AdmissionRefusedError =>
+  error instanceof ClientGoneError || error instanceof AdmissionRefusedError
+
+type ServeError<E> = RdmaCmError | InvalidTokenError | Exclude<E, ClientGoneError>
 
 export const serve: {
   <A, E, R>(
@@ -31,31 +36,40 @@ export const serve: {
     options?: CmListener.ServeOptions
   ): (
     self: CmListener.CmListener
-  ) => Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>>
+  ) => Effect.Effect<never, ServeError<E>, RdmaDriver | Exclude<R, Scope.Scope>>
   <A, E, R>(
     self: CmListener.CmListener,
     handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
     options?: CmListener.ServeOptions
-  ): Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>>
+  ): Effect.Effect<never, ServeError<E>, RdmaDriver | Exclude<R, Scope.Scope>>
 } = dual((args) => isCmListener(args[0]), <A, E, R>(
   listener: CmListener.CmListener,
   handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
   options?: CmListener.ServeOptions
-): Effect.Effect<never, RdmaCmError | Exclude<E, ClientGoneError>, RdmaDriver | Exclude<R, Scope.Scope>> =>
+): Effect.Effect<never, ServeError<E>, RdmaDriver | Exclude<R, Scope.Scope>> =>
   Effect.scoped(Effect.gen(function*() {
+    const admission = options?.admission
+    if (admission !== undefined && !(admission instanceof AdmissionImpl)) {
+      return yield* new InvalidTokenError({
+        reason: "admission takes an Admission: make one with Admission.make(token)"
+      })
+    }
     const concurrency = options?.concurrency ?? "unbounded"
     const parent = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    const handlers = yield* FiberSet.make<unknown, RdmaCmError | Exclude<E, ClientGoneError>>()
+    const handlers = yield* FiberSet.make<unknown, ServeError<E>>()
     const permits = yield* Effect.makeSemaphore(concurrency === "unbounded" ? Number.MAX_SAFE_INTEGER : concurrency)
 
     // Forked uninterruptible (from acceptOne), so that its scope's close is in place before the
     // handler runs, interruptibly.
     const handle = (request: CmEndpoint.CmEndpoint, scope: Scope.CloseableScope) =>
-      Effect.interruptible(handler(request)).pipe(
+      Effect.interruptible(
+        admission === undefined ? handler(request) : Effect.zipRight(admit(request, admission), handler(request))
+      ).pipe(
         Scope.extend(scope),
-        // A client gone before its accept spent only its own request: the server goes on.
+        // A client gone before its accept, or refused admission, spent only its own request: the
+        // server goes on.
         Effect.catchAll((error) =>
-          isClientGone(error) ? Effect.logDebug(error.message) : Effect.fail(error as Exclude<E, ClientGoneError>)
+          isClientsOwn(error) ? Effect.logDebug(error.message) : Effect.fail(error as Exclude<E, ClientGoneError>)
         ),
         Effect.onExit((exit) => Scope.close(scope, exit)),
         Effect.ensuring(permits.release(1))
