@@ -14,15 +14,24 @@ export interface Run {
 
 const root = join(import.meta.dirname, "..")
 
-/** Runs test-device/<name>.c (built into build/<name>) with `args`. */
-export const runC = (name: string, args: ReadonlyArray<string>): Run => {
+/** Runs test-device/<name>.c, or the C program at `source` (built into build/<name>), with `args`. */
+export const runC = (
+  name: string,
+  args: ReadonlyArray<string>,
+  source = join(root, "test-device", `${name}.c`)
+): Run => {
   const binary = join(root, "build", name)
   if (!existsSync(binary)) {
     const flags = execFileSync("pkg-config", ["--cflags", "--libs", "librpma"], { encoding: "utf8" }).trim().split(
       /\s+/
     )
-    execFileSync("cc", ["-O2", "-Wall", "-o", binary, join(root, "test-device", `${name}.c`), ...flags])
+    execFileSync("cc", ["-O2", "-Wall", "-o", binary, source, ...flags])
   }
+  return runBinary(binary, args)
+}
+
+/** Runs a program already built (a C peer, or one of librdmacm's own such as rping) with `args`. */
+export const runBinary = (binary: string, args: ReadonlyArray<string>): Run => {
   const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] })
   let output = ""
   let onReady: () => void = () => {}
