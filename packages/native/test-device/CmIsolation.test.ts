@@ -5,7 +5,9 @@
 // client's endpoint means nothing on another's queue pair. The guesser knows the other client's
 // regions' addresses and lengths exactly and guesses only their rkeys (the exact one every 16th
 // guess). A guess the device refuses (IBV_WC_REM_ACCESS_ERR) ends the guesser's connection, so it
-// reconnects: one guess per connection, after reading the region it was given.
+// reconnects: one guess per connection, after reading the region it was given. Soft-RoCE in the TCG
+// VM, 600 s, 2026-12-04: 3,286 guesses over 3,286 connections, all refused with REM_ACCESS_ERR, 0
+// reached.
 //   RDMA_ADDRESS=... ISOLATION_GUESS_SECONDS=60 vitest run --config vitest.device.config.ts test-device/CmIsolation.test.ts
 import { CmEndpoint, CmListener, RemoteKey } from "@effect-rdma/core"
 import { assert, describe, layer } from "@effect/vitest"
