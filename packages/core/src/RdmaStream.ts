@@ -87,14 +87,47 @@ export const RING_HEADER: number = internal.RING_HEADER
  * @since 1.0.0
  * @category models
  */
-export interface RangeOptions {
-  readonly dst: RemoteMr<"WRITE_DST">
+export type RangeOptions =
+  & RangeSettings
+  & (
+    | {
+      readonly dst: RemoteMr<"WRITE_DST">
+      readonly flush?: undefined
+    }
+    | {
+      readonly dst: RemoteMr<"WRITE_DST" | "FLUSH_TYPE_VISIBILITY">
+      /**
+       * After each chunk's writes complete, flush the range (rpma_flush): `"visibility"` makes them
+       * visible on the remote node, `"persistent"` persistent (the connection must allow it: see
+       * `Connection.flush`). The region must allow that flush type. Default: no flush.
+       */
+      readonly flush: "visibility"
+    }
+    | {
+      readonly dst: RemoteMr<"WRITE_DST" | "FLUSH_TYPE_PERSISTENT">
+      readonly flush: "persistent"
+    }
+  )
+
+/**
+ * What every {@link RangeOptions} may say.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface RangeSettings {
   /** Where the range starts in `dst`. Default 0. */
   readonly offset?: number | undefined
   /** The range's length. Default: the rest of `dst`. */
   readonly length?: number | undefined
   /** The registered staging region's size, the most bytes in flight. Default 64 KiB. */
   readonly stagingSize?: number | undefined
+  /**
+   * At the range's end, go on from its start, over what was written there (a circular log whose
+   * reader keeps up by its own means), instead of failing with {@link RegionFullError}. A chunk
+   * larger than the whole range still fails. Default false.
+   */
+  readonly wrap?: boolean | undefined
 }
 
 /**
@@ -126,7 +159,14 @@ export interface MessagesOptions {
 /**
  * A Sink that writes the chunks of a Stream one after another into a remote range, and ends with
  * the number of bytes written. A chunk that does not fit in what is left fails the Sink with
- * {@link RegionFullError}, after everything before it was written.
+ * {@link RegionFullError}, after everything before it was written; with `wrap`, the writing goes
+ * on from the range's start instead. With `flush`, each chunk is flushed once its writes complete,
+ * so the Sink pulls the next chunk only when the last one is visible (or persistent) there.
+ *
+ * Nothing is replayed: a Sink that fails (its connection lost, say) has written some prefix of
+ * what it consumed, and which is not known. A writer that must not lose records over a reconnect
+ * (`RdmaClient.withConnection`) frames them and resumes from what the reader acknowledged, as a
+ * log does; the Sink gives it the bytes written per run.
  *
  * @example
  * ```ts
@@ -148,7 +188,8 @@ export const writeRange: (
   peer: Peer,
   conn: Connection.Connection,
   options: RangeOptions
-) => Sink.Sink<number, Uint8Array, never, WriteError | RegionFullError, RdmaDriver> = internal.writeRange
+) => Sink.Sink<number, Uint8Array, never, WriteError | Connection.FlushError | RegionFullError, RdmaDriver> =
+  internal.writeRange
 
 /**
  * A Sink that writes the chunks of a Stream into a remote ring, wrapping at its end, and ends with

@@ -54,6 +54,54 @@ describe("RdmaStream.writeRange", () => {
       assert.strictEqual(target.memory[900], 0)
     })))
 
+  it.effect("with wrap, the writing goes on from the range's start; a chunk larger than the range still fails", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const input = concat(records(5, 300)) // 1500 bytes into a 1000-byte range at 100
+      const written = yield* Stream.make(input.subarray(0, 300), input.subarray(300, 900), input.subarray(900)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, offset: 100, length: 1000, wrap: true }))
+      )
+      assert.strictEqual(written, 1500)
+      // The last 500 bytes went round to the range's start; the bytes 500-999 stay where they went.
+      assert.deepStrictEqual(target.memory.slice(100, 600), input.subarray(1000, 1500))
+      assert.deepStrictEqual(target.memory.slice(600, 1100), input.subarray(500, 1000))
+      assert.strictEqual(target.memory[1100], 0, "nothing past the range")
+      const error = yield* Stream.make(new Uint8Array(1001)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, offset: 100, length: 1000, wrap: true })),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "RegionFullError")
+    })))
+
+  it.effect("with flush, each chunk is flushed once its writes complete: one rpma_flush per chunk, of the type asked", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, serverPeer, target } = yield* pair()
+      const flushes = SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_flush")))
+      const before = yield* flushes
+      const input = records(6, 100)
+      const written = yield* Stream.fromIterable(input).pipe(
+        Stream.rechunk(2),
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, flush: "visibility" }))
+      )
+      assert.strictEqual(written, 600)
+      assert.strictEqual((yield* flushes) - before, 3, "a flush per chunk of two records")
+      assert.deepStrictEqual(target.memory.slice(0, 600), concat(input))
+      // A persistent flush needs a connection that allows it: the Sink fails as the flush does.
+      const pmem = yield* LocalMr.allocate(
+        serverPeer,
+        4096,
+        Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT)
+      )
+      const durable = yield* RemoteMr.fromDescriptor(yield* LocalMr.descriptor(pmem)).pipe(
+        Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.FLUSH_TYPE_PERSISTENT)))
+      )
+      const error = yield* Stream.make(new Uint8Array(8)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: durable, flush: "persistent" })),
+        Effect.flip
+      )
+      assert.strictEqual(error._tag, "RpmaNoSupportError")
+    })))
+
   it.effect("backpressure: the next chunk is pulled only once the previous one is written", () =>
     inWorld(Effect.gen(function*() {
       const { client, clientPeer, remote, target } = yield* pair()
@@ -88,6 +136,16 @@ describe("RdmaStream.writeRange", () => {
         Effect.flip
       )
       assert.include(staging.message, "stagingSize must be a positive integer")
+      const flush = yield* Stream.make(new Uint8Array(1)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, flush: "sometimes" } as never)),
+        Effect.flip
+      )
+      assert.include(flush.message, `flush must be "visibility" or "persistent"`)
+      const wrap = yield* Stream.make(new Uint8Array(1)).pipe(
+        Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, wrap: "yes" } as never)),
+        Effect.flip
+      )
+      assert.include(wrap.message, "wrap must be a boolean")
     })))
 
   it.effect("interrupted while waiting for its next chunk: nothing stays registered once the scope closes", () =>

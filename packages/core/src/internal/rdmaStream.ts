@@ -18,6 +18,7 @@ import type { RdmaDriver } from "../Driver.js"
 import * as LocalMr from "../LocalMr.js"
 import type { Peer } from "../Peer.js"
 import type { MemoryRefusedError, RpmaError } from "../RdmaError.js"
+import type * as RdmaStream from "../RdmaStream.js"
 import type { RemoteMr } from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
 
@@ -100,14 +101,15 @@ const stager = (
 export const writeRange = (
   peer: Peer,
   conn: Connection.Connection,
-  options: {
-    readonly dst: RemoteMr<"WRITE_DST">
-    readonly offset?: number | undefined
-    readonly length?: number | undefined
-    readonly stagingSize?: number | undefined
-  }
-): Sink.Sink<number, Uint8Array, never, StageError | RegionFullError, RdmaDriver> =>
-  Sink.unwrapScoped<number, Uint8Array, never, StageError | RegionFullError, RdmaDriver | Scope.Scope>(
+  options: RdmaStream.RangeOptions
+): Sink.Sink<number, Uint8Array, never, StageError | Connection.FlushError | RegionFullError, RdmaDriver> =>
+  Sink.unwrapScoped<
+    number,
+    Uint8Array,
+    never,
+    StageError | Connection.FlushError | RegionFullError,
+    RdmaDriver | Scope.Scope
+  >(
     Effect.gen(function*() {
       const size = Number(options.dst.size)
       const start = options.offset ?? 0
@@ -120,27 +122,68 @@ export const writeRange = (
       }
       const staging = positiveInt("stagingSize", options.stagingSize, DEFAULT_STAGING)
       if (typeof staging !== "number") return yield* staging
+      const flushType = options.flush
+      if (flushType !== undefined && flushType !== "visibility" && flushType !== "persistent") {
+        return yield* new StreamOptionError({
+          option: "flush",
+          detail: `must be "visibility" or "persistent" (or left out), got ${String(flushType)}`
+        })
+      }
+      const wrap = options.wrap ?? false
+      if (typeof wrap !== "boolean") {
+        return yield* new StreamOptionError({ option: "wrap", detail: `must be a boolean, got ${String(wrap)}` })
+      }
       const src = yield* LocalMr.allocate(peer, staging, Usage.WRITE_SRC)
-      const { flush, stage } = stager(conn, options.dst, src)
+      const { flush: writeStaged, stage } = stager(conn, options.dst, src)
+      const capacity = end - start
       let at = start
+      let written = 0
+      /** Stages `bytes` from `at` on, going on from the range's start at its end when it wraps. */
+      const place = (bytes: Uint8Array) =>
+        Effect.suspend(() => {
+          const first = bytes.subarray(0, end - at)
+          const dstOffset = at
+          at += first.length
+          written += bytes.length
+          const rest = bytes.subarray(first.length)
+          if (at === end && wrap) at = start
+          return Effect.zipRight(
+            inPieces(first, src.size, (piece, from) => stage(piece, dstOffset + from)),
+            rest.length === 0 ? Effect.void : Effect.suspend(() => {
+              at = start + rest.length
+              return inPieces(rest, src.size, (piece, from) => stage(piece, start + from))
+            })
+          )
+        })
+      // After a chunk's writes completed: a flush of the range (librpma's is a fence, an 8-byte
+      // read, whatever the length: one per chunk).
+      const flushRange = options.flush === undefined
+        ? Effect.void
+        : options.flush === "persistent"
+        ? Connection.flush(conn, { dst: options.dst, dstOffset: start, length: capacity, type: "persistent" })
+        : Connection.flush(conn, { dst: options.dst, dstOffset: start, length: capacity })
       const writeChunk = (chunk: Chunk.Chunk<Uint8Array>) =>
         Effect.zipRight(
           Effect.forEach(chunk, (bytes) =>
             Effect.suspend(() => {
-              if (at + bytes.length > end) {
+              if (wrap ? bytes.length > capacity : at + bytes.length > end) {
                 // What was staged before it is written: the range holds every chunk that fitted.
                 return Effect.zipRight(
-                  flush,
-                  Effect.fail(new RegionFullError({ written: at - start, needed: bytes.length, capacity: end - start }))
+                  Effect.zipRight(writeStaged, flushRange),
+                  Effect.fail(
+                    new RegionFullError({
+                      written: wrap ? 0 : at - start,
+                      needed: bytes.length,
+                      capacity
+                    })
+                  )
                 )
               }
-              const dstOffset = at
-              at += bytes.length
-              return inPieces(bytes, src.size, (piece, at) => stage(piece, dstOffset + at))
+              return place(bytes)
             }), { discard: true }),
-          flush
+          Effect.zipRight(writeStaged, flushRange)
         )
-      return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => at - start))
+      return Sink.forEachChunk(writeChunk).pipe(Sink.map(() => written))
     })
   )
 
