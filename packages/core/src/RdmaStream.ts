@@ -123,6 +123,12 @@ export interface RangeSettings {
   /** The registered staging region's size, the most bytes in flight. Default 64 KiB. */
   readonly stagingSize?: number | undefined
   /**
+   * A staging region of your own (WRITE_SRC, of the Sink's peer) instead of one registered per
+   * Sink: reused across Sinks (a Sink per batch, per reconnect), one Sink at a time. Exclusive
+   * with `stagingSize`.
+   */
+  readonly staging?: LocalMr<"WRITE_SRC"> | undefined
+  /**
    * At the range's end, go on from its start, over what was written there (a circular log whose
    * reader keeps up by its own means), instead of failing with {@link RegionFullError}. A chunk
    * larger than the whole range still fails. Default false.
@@ -139,6 +145,8 @@ export interface RingOptions {
   readonly ring: RemoteMr<"WRITE_DST" | "READ_SRC">
   /** The registered staging region's size. Default 64 KiB, or the ring's data size if smaller. */
   readonly stagingSize?: number | undefined
+  /** A staging region of your own, as {@link RangeSettings}' `staging`. */
+  readonly staging?: LocalMr<"WRITE_SRC"> | undefined
   /** How often the writer reads the reader's head word while the ring is full. Default 1 ms. */
   readonly pollInterval?: Duration.DurationInput | undefined
   /** How long the ring may stay full before the Sink fails with {@link RingStalledError}. Default 30 s. */

@@ -3,6 +3,7 @@
  * messages, their backpressure, and what interruption leaves (nothing, once the scope closes).
  */
 import { Connection, Listener, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
+import { RdmaDriver } from "@effect-rdma/core/Driver"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Deferred, Effect, Exit, Fiber, Stream, TestClock, TestServices } from "effect"
@@ -100,6 +101,36 @@ describe("RdmaStream.writeRange", () => {
         Effect.flip
       )
       assert.strictEqual(error._tag, "RpmaNoSupportError")
+    })))
+
+  it.effect("a staging region of the caller's is reused by one Sink after another, and left registered", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, serverPeer, target } = yield* pair()
+      const staging = yield* LocalMr.allocate(clientPeer, 256, Usage.WRITE_SRC)
+      const live = Effect.map(RdmaDriver, (d) => d.live).pipe(Effect.flatten, Effect.map((l) => l.regions))
+      const regions = yield* live
+      for (const [i, offset] of [0, 1000].entries()) {
+        const written = yield* Stream.fromIterable(records(4, 100 + i)).pipe(
+          Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, offset, staging }))
+        )
+        assert.strictEqual(written, 4 * (100 + i))
+        assert.strictEqual(yield* live, regions, "no region registered or released by the Sink")
+      }
+      assert.deepStrictEqual(target.memory.slice(1000, 1404), concat(records(4, 101)))
+      const refusal = (options: Partial<RdmaStream.RangeSettings>) =>
+        Stream.make(new Uint8Array(1)).pipe(
+          Stream.run(RdmaStream.writeRange(clientPeer, client, { dst: remote, ...options })),
+          Effect.flip,
+          Effect.map((error) => error.message)
+        )
+      assert.include(yield* refusal({ staging, stagingSize: 64 }), "staging and stagingSize are exclusive")
+      const elsewhere = yield* LocalMr.allocate(serverPeer, 256, Usage.WRITE_SRC)
+      assert.include(yield* refusal({ staging: elsewhere }), "staging must be a region of the Sink's peer")
+      const readOnly = yield* LocalMr.allocate(clientPeer, 256, Usage.READ_DST)
+      assert.include(
+        yield* refusal({ staging: readOnly as never }),
+        "staging must be a LocalMr registered with Usage.WRITE_SRC"
+      )
     })))
 
   it.effect("backpressure: the next chunk is pulled only once the previous one is written", () =>

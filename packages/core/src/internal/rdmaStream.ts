@@ -65,6 +65,36 @@ const positiveInt = (option: string, value: number | undefined, fallback: number
     : new StreamOptionError({ option, detail: `must be a positive integer, got ${v}` })
 }
 
+/**
+ * The staging region: the caller's `staging` (a WRITE_SRC region of `peer`, reused across Sinks),
+ * or one of `stagingSize` (default `fallback`) registered for this Sink's life.
+ */
+const stagingOf = (
+  peer: Peer,
+  options: { readonly staging?: LocalMr.LocalMr<"WRITE_SRC"> | undefined; readonly stagingSize?: number | undefined },
+  fallback: number
+): Effect.Effect<
+  LocalMr.LocalMr<"WRITE_SRC">,
+  StreamOptionError | RpmaError | MemoryRefusedError,
+  RdmaDriver | Scope.Scope
+> => {
+  const given = options.staging
+  if (given === undefined) {
+    const size = positiveInt("stagingSize", options.stagingSize, fallback)
+    return typeof size === "number" ? LocalMr.allocate(peer, size, Usage.WRITE_SRC) : Effect.fail(size)
+  }
+  const problem = options.stagingSize !== undefined
+    ? "and stagingSize are exclusive: the staging region's size is its own"
+    : !LocalMr.isLocalMr(given) || !Usage.has(given.usage, "WRITE_SRC")
+    ? "must be a LocalMr registered with Usage.WRITE_SRC"
+    : given.peer !== peer
+    ? "must be a region of the Sink's peer (the connection's)"
+    : undefined
+  return problem === undefined
+    ? Effect.succeed(given)
+    : Effect.fail(new StreamOptionError({ option: "staging", detail: problem }))
+}
+
 type StageError = Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError
 
 /**
@@ -120,8 +150,6 @@ export const writeRange = (
           detail: `must name a range within the ${size}-byte region, got offset ${start} and end ${end}`
         })
       }
-      const staging = positiveInt("stagingSize", options.stagingSize, DEFAULT_STAGING)
-      if (typeof staging !== "number") return yield* staging
       const flushType = options.flush
       if (flushType !== undefined && flushType !== "visibility" && flushType !== "persistent") {
         return yield* new StreamOptionError({
@@ -133,7 +161,7 @@ export const writeRange = (
       if (typeof wrap !== "boolean") {
         return yield* new StreamOptionError({ option: "wrap", detail: `must be a boolean, got ${String(wrap)}` })
       }
-      const src = yield* LocalMr.allocate(peer, staging, Usage.WRITE_SRC)
+      const src = yield* stagingOf(peer, options, DEFAULT_STAGING)
       const { flush: writeStaged, stage } = stager(conn, options.dst, src)
       const capacity = end - start
       let at = start
@@ -214,6 +242,7 @@ export const writeRing = (
   conn: Connection.Connection,
   options: {
     readonly ring: RemoteMr<"WRITE_DST" | "READ_SRC">
+    readonly staging?: LocalMr.LocalMr<"WRITE_SRC"> | undefined
     readonly stagingSize?: number | undefined
     readonly pollInterval?: Duration.DurationInput | undefined
     readonly stallTimeout?: Duration.DurationInput | undefined
@@ -228,12 +257,11 @@ export const writeRing = (
           detail: `must be larger than its ${RING_HEADER}-byte header, got ${options.ring.size} bytes`
         })
       }
-      const stagingSize = positiveInt("stagingSize", options.stagingSize, Math.min(DEFAULT_STAGING, capacity))
-      if (typeof stagingSize !== "number") return yield* stagingSize
       const pollInterval = Duration.decode(options.pollInterval ?? "1 millis")
       const stallTimeout = Duration.decode(options.stallTimeout ?? "30 seconds")
       const dst = options.ring
-      const src = yield* LocalMr.allocate(peer, stagingSize, Usage.WRITE_SRC)
+      const src = yield* stagingOf(peer, options, Math.min(DEFAULT_STAGING, capacity))
+      const stagingSize = src.size
       // The tail word to publish, and the reader's head word read back.
       const words = yield* LocalMr.allocate(peer, 16, Usage.combine(Usage.WRITE_SRC, Usage.READ_DST))
       const { flush, stage } = stager(conn, dst, src)
