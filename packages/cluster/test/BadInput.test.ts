@@ -1,8 +1,10 @@
 /**
  * Bad input to an RDMA runner, on the simulated driver: a listen address that is no RDMA device's
  * and a client-only runner without an address fail the Layer with a tagged error; a runner address
- * where nothing listens, and an RDMA RPC server that is not a runner, are cluster's
- * RunnerUnavailable to the runner that pings them, which serves on; nothing is left alive.
+ * where nothing listens, an RDMA RPC server that is not a runner, and one whose bytes are garbage
+ * to a runner (another serialization: its frames do not decode, and it drops the runner's
+ * connection with a logged reason) are cluster's RunnerUnavailable to the runner that pings them,
+ * which serves on; nothing is left alive.
  */
 import { RdmaCluster } from "@effect-rdma/cluster"
 import { Peer } from "@effect-rdma/core"
@@ -21,6 +23,14 @@ const notARunner = (port: number) =>
     Layer.provide(Other.toLayer({ Other: () => Effect.void })),
     Layer.provide(RdmaRpcServer.layerProtocol({ address, port })),
     Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+  )
+
+/** A runner whose bytes are garbage to the others: cluster's runner protocol, serialized as ndjson. */
+const garbled = (port: number) =>
+  RpcServer.layer(Other).pipe(
+    Layer.provide(Other.toLayer({ Other: () => Effect.void })),
+    Layer.provide(RdmaRpcServer.layerProtocol({ address, port })),
+    Layer.provide([Peer.layer(address), RpcSerialization.layerNdjson])
   )
 
 describe("@effect/cluster over RDMA: bad input", () => {
@@ -42,15 +52,16 @@ describe("@effect/cluster over RDMA: bad input", () => {
     }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 
   it.live(
-    "nothing listening, or a peer that is not a runner: RunnerUnavailable, and the runner serves on",
+    "nothing listening, a peer that is not a runner, or one speaking garbage: RunnerUnavailable, and the runner serves on",
     () =>
       Effect.gen(function*() {
         const filename = yield* tempDatabase
         yield* Effect.gen(function*() {
           yield* Layer.build(notARunner(7622))
+          yield* Layer.build(garbled(7623))
           const context = yield* Layer.build(runner(7621, filename))
           const runners = yield* Effect.provide(Runners.Runners, context)
-          for (const port of [7699, 7622]) {
+          for (const port of [7699, 7622, 7623]) {
             const error = yield* runners.ping(RunnerAddress.make(address, port)).pipe(
               Effect.flip,
               Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => new Error(`no answer from port ${port}`) })
