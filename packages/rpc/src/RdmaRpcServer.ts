@@ -57,6 +57,15 @@ export interface Options extends RdmaChannel.Options {
    * @since 1.0.0
    */
   readonly handshakeTimeout?: Duration.DurationInput | undefined
+  /**
+   * Handshakes under way at once (requests taken and not yet an open channel): while that many are,
+   * the next request waits in the listener's backlog, so a flood of clients that connect and then
+   * say nothing holds at most this many connections (each until `handshakeTimeout`) and the server
+   * takes the next as soon as one ends. Clients with an open channel do not count. Default 64.
+   *
+   * @since 1.0.0
+   */
+  readonly maxHandshakes?: number | undefined
 }
 
 /**

@@ -80,10 +80,10 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
     })
 
   /** A raw connection to the server: `ended` completes when the connection does. */
-  const raw = (port: number) =>
+  const raw = (port: number, options?: Connection.Options) =>
     Effect.gen(function*() {
       const peer = yield* Peer.make(address)
-      const conn = yield* Connection.connect(peer, address, port)
+      const conn = yield* Connection.connect(peer, address, port, options)
       const inbox = yield* LocalMr.allocate(peer, 4096, Usage.RECV)
       const outbox = yield* LocalMr.allocate(peer, 4096, Usage.SEND)
       const landing = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
@@ -114,6 +114,33 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
             const dropped = yield* Effect.fork(silent.ended)
             yield* TestClock.adjust("2 seconds")
             yield* Fiber.join(dropped)
+            logged(/handshake/)
+            yield* Scope.close(serverScope, Exit.void)
+          })
+        )),
+      timeout
+    )
+
+    // Live: what is shown is a request left untaken while the only handshake permit is held. Under
+    // emulation (DEVICE_TEST_SLOWDOWN) the bounds grow, up to 4 times.
+    const slow = Math.min(4, Math.max(1, Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")))
+    it.live(
+      "handshakes are capped (maxHandshakes): a silent client holding the only one leaves the next request untaken until it is dropped",
+      () =>
+        world(withLogs((logged) =>
+          Effect.gen(function*() {
+            const port = nextPort++
+            const { call, serverScope } = yield* served(port, {
+              maxHandshakes: 1,
+              handshakeTimeout: `${3 * slow} seconds`
+            })
+            yield* raw(port) // connected, and silent: it holds the permit until handshakeTimeout
+            // Nobody takes the next request: its connect runs out of time, where uncapped it would
+            // be accepted at once.
+            const refused = yield* Effect.flip(raw(port, { timeout: `${slow} seconds` }))
+            assert.strictEqual(refused._tag, "ConnectionFailedError", String(refused))
+            // Once the silent one is dropped, requests are taken again.
+            assert.strictEqual(yield* call, 42)
             logged(/handshake/)
             yield* Scope.close(serverScope, Exit.void)
           })

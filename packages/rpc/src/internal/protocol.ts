@@ -283,6 +283,20 @@ export interface ServerOptions extends channel.ChannelOptions {
   readonly ports?: Admission.PortRange | undefined
   /** How long a client has to connect and open its channel. Default 10 s. */
   readonly handshakeTimeout?: Duration.DurationInput | undefined
+  /** Handshakes under way at once; the next request waits in the backlog. Default 64. */
+  readonly maxHandshakes?: number | undefined
+}
+
+const handshakesAtOnce = (value: number | undefined): Effect.Effect<number, channel.ChannelError> => {
+  const n = value ?? 64
+  return Number.isSafeInteger(n) && n > 0
+    ? Effect.succeed(n)
+    : Effect.fail(
+      new channel.ChannelError({
+        reason: "Protocol",
+        detail: `maxHandshakes must be a positive integer, got ${String(value)}`
+      })
+    )
 }
 
 export const makeServerProtocol = (
@@ -296,6 +310,7 @@ export const makeServerProtocol = (
   Effect.gen(function*() {
     yield* channel.settings(options)
     const handshake = yield* handshakeBound(options?.handshakeTimeout)
+    const handshakes = yield* Effect.makeSemaphore(yield* handshakesAtOnce(options?.maxHandshakes))
     return yield* RpcServer.Protocol.make((writeRequest) =>
       Effect.gen(function*() {
         const serialization = yield* RpcSerialization.RpcSerialization
@@ -352,7 +367,8 @@ export const makeServerProtocol = (
           Effect.gen(function*() {
             const id = nextId++
             const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-            const opened = yield* Effect.exit(open(req, id, clientScope))
+            // Its handshake's permit (taken with the request) is given back however the handshake ends.
+            const opened = yield* Effect.exit(open(req, id, clientScope)).pipe(Effect.ensuring(handshakes.release(1)))
             if (Exit.isFailure(opened)) {
               yield* Scope.close(clientScope, Exit.void)
               return yield* Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
@@ -387,7 +403,11 @@ export const makeServerProtocol = (
           })
 
         // Each request is served by a fiber of its own: a client slow to connect keeps nobody waiting.
-        yield* Listener.next(endpoint, options?.connection).pipe(
+        // A request is taken only with a handshake permit: at most maxHandshakes are under way.
+        yield* handshakes.take(1).pipe(
+          Effect.zipRight(
+            Listener.next(endpoint, options?.connection).pipe(Effect.onError(() => handshakes.release(1)))
+          ),
           Effect.flatMap((req) => Effect.forkIn(serve(req), scope)),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
