@@ -4,20 +4,32 @@
  * per operation and the event loop's delay while it runs (monitorEventLoopDelay, p99 and max):
  *
  *   librpma  Connection.write 64 B, one in flight (C: bench/c/write_bench.c, rpma_cq_wait)
- *   cm       CmEndpoint.call 64 B ping-pong against a CmEndpoint.reply echo in this process
- *            (C: bench/c/cm_bench.c, a server thread)
+ *   cm       CmEndpoint.call 64 B ping-pong against a CmEndpoint.reply echo, in another process
+ *            (waiting; this program run with POLLING_ROLE=echo) and in this one (C:
+ *            bench/c/cm_bench.c, a server thread)
  *
  * Settings: "off" (arm and wait), { budget: 100 µs } (a fixed spin), "adaptive". Rounds are
  * interleaved; each row is judged by the median over rounds of its ratio to C in the same round.
  *
  *   POLLING_SCALE=0.2 (scales every count), POLLING_ROUNDS=5
  */
-import { Connection, Listener, LocalMr, Peer, Polling, RemoteMr, Usage } from "@effect-rdma/core"
+import {
+  CmEndpoint,
+  CmListener,
+  Connection,
+  Listener,
+  LocalMr,
+  Memory,
+  Peer,
+  Polling,
+  RemoteMr,
+  Usage
+} from "@effect-rdma/core"
 import { NativeDriver, RpmaBinding } from "@effect-rdma/native"
 import { Cause, Effect, Layer, Stream } from "effect"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import { monitorEventLoopDelay } from "node:perf_hooks"
-import { oursCallPingPong, oursPair } from "./cmPairs.js"
+import { options as cmOptions, oursCallPingPong, oursPair } from "./cmPairs.js"
 
 const address = process.env.RDMA_ADDRESS
 if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this inside the VM (bench/device.sh)")
@@ -134,46 +146,124 @@ const print = (what: string, target: number, result: Effect.Effect.Success<Retur
   }
 }
 
-const program = Effect.gen(function*() {
-  const peer = yield* Peer.make(address)
-  const region = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
-  const listener = yield* Listener.make(peer, address, 7881)
-  yield* Listener.requests(listener).pipe(
-    Stream.runForEach((req) =>
-      Effect.scoped(Effect.zipRight(Listener.accept(req), Effect.never)).pipe(
-        Effect.catchAllCause((cause) => log(`server connection failed: ${Cause.pretty(cause)}`)),
-        Effect.fork
-      )
-    ),
-    Effect.forkScoped
-  )
-  const dst = yield* LocalMr.descriptor(region).pipe(
-    Effect.flatMap((bytes) => RemoteMr.fromDescriptor(bytes)),
-    Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
-  )
-  const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
-  const writers = yield* Effect.forEach(SETTINGS, ([name, polling]) =>
-    Effect.map(
-      Connection.connect(peer, address, 7881, { sendQueueSize: W, polling }),
-      (conn) =>
-        [name, (k: number) =>
-          Effect.gen(function*() {
-            for (let i = 0; i < k; i++) {
-              yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })
-            }
-          })] as const
-    ))
-  yield* log(`writes: ${writes} per round, ${ROUNDS} rounds`)
-  print("librpma Connection.write 64 B latency", 2, yield* rounds(writes, writers, cWrite))
+const program = (parts: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const peer = yield* Peer.make(address)
+    const region = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
+    const listener = yield* Listener.make(peer, address, 7881)
+    yield* Listener.requests(listener).pipe(
+      Stream.runForEach((req) =>
+        Effect.scoped(Effect.zipRight(Listener.accept(req), Effect.never)).pipe(
+          Effect.catchAllCause((cause) => log(`server connection failed: ${Cause.pretty(cause)}`)),
+          Effect.fork
+        )
+      ),
+      Effect.forkScoped
+    )
+    const dst = yield* LocalMr.descriptor(region).pipe(
+      Effect.flatMap((bytes) => RemoteMr.fromDescriptor(bytes)),
+      Effect.flatMap(RemoteMr.require(Usage.WRITE_DST))
+    )
+    const src = yield* LocalMr.allocate(peer, 4096, Usage.WRITE_SRC)
+    const writers = yield* Effect.forEach(SETTINGS, ([name, polling]) =>
+      Effect.map(
+        Connection.connect(peer, address, 7881, { sendQueueSize: W, polling }),
+        (conn) =>
+          [name, (k: number) =>
+            Effect.gen(function*() {
+              for (let i = 0; i < k; i++) {
+                yield* Connection.write(conn, { dst, dstOffset: 0, src, srcOffset: 0, length: 64 })
+              }
+            })] as const
+      ))
+    yield* log(`writes: ${writes} per round, ${ROUNDS} rounds`)
+    if (parts.includes("write")) {
+      print("librpma Connection.write 64 B latency", 2, yield* rounds(writes, writers, cWrite))
+    }
+    if (!parts.includes("pingpong")) return
 
-  const pairs = yield* Effect.forEach(SETTINGS, ([name, polling]) =>
-    Effect.map(
-      Effect.locally(oursPair(address), Polling.current, polling),
-      (pair) => [name, (k: number) => oursCallPingPong(pair, k)] as const
-    ))
-  yield* log(`round trips: ${trips} per round, ${ROUNDS} rounds`)
-  print("CmEndpoint.call 64 B ping-pong", 3, yield* rounds(trips, pairs, cPingPong))
+    const pairs = yield* Effect.forEach(SETTINGS, ([name, polling]) =>
+      Effect.map(
+        Effect.locally(oursPair(address), Polling.current, polling),
+        (pair) => [name, (k: number) => oursCallPingPong(pair, k)] as const
+      ))
+    yield* log(`round trips: ${trips} per round, ${ROUNDS} rounds`)
+    print("CmEndpoint.call 64 B ping-pong, echo in this process", 3, yield* rounds(trips, pairs, cPingPong))
+  })
+
+const ECHO_PORT = 7882
+
+/** The echo process: every request accepted, each message echoed with CmEndpoint.reply, waiting. */
+const echo = Effect.gen(function*() {
+  const listener = yield* CmListener.make(address, ECHO_PORT, cmOptions)
+  console.log("listening")
+  yield* CmListener.requests(listener).pipe(
+    Stream.runForEach((request) =>
+      Effect.scoped(Effect.gen(function*() {
+        const messages = yield* CmEndpoint.registerMessages(request, yield* Memory.allocate(128))
+        let posted = yield* CmEndpoint.postRecv(request, { segments: [{ mr: messages, offset: 0, length: 64 }] })
+        yield* CmListener.accept(request)
+        for (let slot = 0;; slot = 1 - slot) {
+          const message = yield* posted.completion
+          posted = yield* CmEndpoint.reply(request, {
+            recv: { dst: messages, offset: (1 - slot) * 64, length: 64 },
+            send: { src: messages, offset: slot * 64, length: message.byteLength }
+          })
+        }
+      })).pipe(Effect.catchAllCause(() => Effect.void), Effect.fork)
+    )
+  )
+})
+
+/** The echo process, started, and its "listening" awaited (bounded). */
+const startEcho = Effect.acquireRelease(
+  Effect.async<ReturnType<typeof spawn>, Error>((resume) => {
+    const child = spawn(process.execPath, [process.argv[1]!], {
+      env: { ...process.env, POLLING_ROLE: "echo" },
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    const timer = setTimeout(
+      () => resume(Effect.fail(new Error("the echo process did not listen within 60 s"))),
+      60_000
+    )
+    child.stdout!.on("data", (data: Buffer) => {
+      if (data.toString().includes("listening")) {
+        clearTimeout(timer)
+        resume(Effect.succeed(child))
+      }
+    })
+  }),
+  (child) => Effect.sync(() => child.kill())
+)
+
+/** A client endpoint to the echo process under `polling`. */
+const remotePair = (polling: Polling.Polling) =>
+  Effect.gen(function*() {
+    const client = yield* CmEndpoint.make(address, ECHO_PORT, { ...cmOptions, polling })
+    const local = yield* CmEndpoint.registerMessages(client, yield* Memory.allocate(64 + 16 * 65536 + 64))
+    yield* CmEndpoint.establish(client)
+    return { client, local }
+  })
+
+const crossProcess = Effect.gen(function*() {
+  yield* startEcho
+  const pairs = yield* Effect.forEach(
+    SETTINGS,
+    ([name, polling]) =>
+      Effect.map(remotePair(polling), (pair) => [name, (k: number) => oursCallPingPong(pair, k)] as const)
+  )
+  print("CmEndpoint.call 64 B ping-pong, echo in another process (waiting)", 3, yield* rounds(trips, pairs, cPingPong))
 })
 
 const layer = Layer.provideMerge(NativeDriver.layerWithBinding, RpmaBinding.layer)
-await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(layer)))
+if (process.env.POLLING_ROLE === "echo") {
+  await Effect.runPromise(Effect.scoped(echo).pipe(Effect.provide(layer)))
+} else {
+  const parts = process.env.POLLING_PARTS?.split(",") ?? ["write", "pingpong", "remote"]
+  await Effect.runPromise(
+    Effect.scoped(Effect.gen(function*() {
+      if (parts.includes("remote")) yield* crossProcess
+      if (parts.includes("write") || parts.includes("pingpong")) yield* program(parts)
+    })).pipe(Effect.provide(layer))
+  )
+}
