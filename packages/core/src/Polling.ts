@@ -9,7 +9,9 @@
  * - `{ budget }`: spin up to `budget` (at most 10 ms) before each wait.
  * - `"adaptive"`, or `{ budget, adaptive: true }`: the budget halves each time a spin finds nothing
  *   (down to 0: plain waiting, so an idle connection costs no CPU) and doubles back, up to the
- *   configured one, each time a spin or the channel finds a completion. `"adaptive"` starts at
+ *   configured one, each time a spin finds a completion; when the channel answers, the budget
+ *   becomes 1.5 times the wait it just took if that is within the configured budget (a spin that
+ *   long would have caught it), and halves otherwise. `"adaptive"` starts at
  *   {@link ADAPTIVE_BUDGET}.
  *
  * The event loop still turns: one wake-up (a post, a completion callback) spins at most `budget`

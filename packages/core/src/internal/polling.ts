@@ -51,7 +51,19 @@ export const spinner = (polling: Polling.Polling): Spinner | undefined => {
   return { budgetNs: maxNs, maxNs, adaptive: polling === "adaptive" || polling.adaptive === true }
 }
 
-/** A spin, or the channel, found a completion: an adaptive budget doubles back. */
+/**
+ * The channel answered `waitedNs` after it was armed: a spin that long would have caught the
+ * completion without the channel and the loop. An adaptive budget becomes half as long again as
+ * that wait when it is within the configured budget, and halves when it is not (a peer slower
+ * than any allowed spin: spinning would only burn CPU).
+ */
+export const waited = (s: Spinner, waitedNs: number): void => {
+  if (!s.adaptive) return
+  if (waitedNs <= s.maxNs) s.budgetNs = Math.min(s.maxNs, Math.max(MIN_NS, Math.round(waitedNs * 1.5)))
+  else missed(s)
+}
+
+/** A spin found a completion: an adaptive budget doubles back. */
 export const found = (s: Spinner): void => {
   if (s.adaptive) s.budgetNs = Math.min(s.maxNs, Math.max(MIN_NS, s.budgetNs * 2))
 }

@@ -211,9 +211,15 @@ export class Poster<R = WorkRequest> {
     if (!this.outstanding()) return
     // Completions dispatched by a spin come back here: the spin decides once it is over.
     if (this.spinning) return
-    if (this.link.polling !== undefined && this.spin(completions, this.link.polling)) return
+    if (this.link.polling !== undefined) {
+      if (this.spin(completions, this.link.polling)) return
+      this.armedAt = performance.now()
+    }
     this.disarm = this.link.driver.armCompletions(completions, this.onReady)
   }
+
+  /** When the channel was last armed (polling only): what {@link polling.waited} learns from. */
+  private armedAt = 0
 
   private outstanding(): boolean {
     return this.link.table.size > 0 || (this.link.shared !== undefined && this.link.shared.link.table.size > 0)
@@ -272,8 +278,8 @@ export class Poster<R = WorkRequest> {
       this.stopped = true
       return this.link.lost(Cause.squash(ready.cause))
     }
-    // Traffic: an adaptive spin budget grows back.
-    if (this.link.polling !== undefined) polling.found(this.link.polling)
+    // How long the channel took tells an adaptive budget what a spin would have caught.
+    if (this.link.polling !== undefined) polling.waited(this.link.polling, (performance.now() - this.armedAt) * 1e6)
     const deferred = this.dispatch(ready.value, this.link.flushed())
     if (deferred.length > 0) this.link.run(runAll(deferred))
   }
