@@ -10,15 +10,15 @@
 # code is the first non-zero one. Under TCG this takes several minutes: VM_TIMEOUT defaults to
 # 2400 s here.
 #
-#   bench/device.sh            all five
-#   bench/device.sh rpc        only those named (native, write, cm, rpc, isolation), in that order
+#   bench/device.sh            all six (polling: issue 35's latency rows, waiting against polling)
+#   bench/device.sh rpc        only those named (native, write, cm, rpc, isolation, polling), in that order
 #   RPC_SCALE=0.25 ...         passed into the VM (RPC_SCALE, CM_SCALE), as VM_PASS_ENV names them
 set -euo pipefail
 cd "$(dirname "$0")/.."
 selected=("$@")
-[ ${#selected[@]} -eq 0 ] && selected=(native write cm rpc isolation)
+[ ${#selected[@]} -eq 0 ] && selected=(native write cm rpc isolation polling)
 for name in "${selected[@]}"; do
-  case "$name" in native | write | cm | rpc | isolation) ;; *) echo "bench/device.sh: unknown benchmark $name (native, write, cm, rpc, isolation)" >&2; exit 2 ;; esac
+  case "$name" in native | write | cm | rpc | isolation | polling) ;; *) echo "bench/device.sh: unknown benchmark $name (native, write, cm, rpc, isolation, polling)" >&2; exit 2 ;; esac
 done
 wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
 mkdir -p bench/.build
@@ -28,7 +28,7 @@ cc -O2 -Wall -Wextra -o bench/.build/cm_bench bench/c/cm_bench.c -lrdmacm -libve
 cc -O2 -Wall -Wextra -o bench/.build/tcp_bench bench/c/tcp_bench.c -lpthread
 bundles=()
 command='status=0'
-for name in native write cm rpc isolation; do
+for name in native write cm rpc isolation polling; do
   wants "$name" || continue
   bundles+=("$name-bench")
   flags=""
@@ -40,5 +40,5 @@ command+='
 exit $status'
 node scripts/bundle-vm.mjs "${bundles[@]}"
 export VM_TIMEOUT="${VM_TIMEOUT:-2400}"
-export VM_PASS_ENV="${VM_PASS_ENV:-} RPC_SCALE CM_SCALE"
+export VM_PASS_ENV="${VM_PASS_ENV:-} RPC_SCALE CM_SCALE POLLING_SCALE POLLING_ROUNDS"
 exec vm/run "$command"

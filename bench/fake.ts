@@ -122,6 +122,7 @@ export const make = (): Fake => {
     cmPostOne: unsupported,
     cmPostChain: unsupported,
     cmPollPacked: unsupported,
+    cmSpinPacked: unsupported,
     cmWaitCompletions: unsupported,
     cmCancel: () => false,
     epListen: () => ({ kind: "ep" }),
@@ -188,6 +189,8 @@ export const make = (): Fake => {
       conn.queue = []
       return ready
     },
+    // A fake device completes on its own schedule (the loop's): nothing to spin for.
+    spinCompletions: () => EMPTY,
     waitCompletions: (handle, callback) => {
       const conn = handle as FakeConn
       conn.waiter = callback

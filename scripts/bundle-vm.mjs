@@ -26,6 +26,8 @@ const programs = {
   "rpc-bench": join(root, "bench", "rpc.ts"),
   // What isolating clients costs: Listener.serve's default against isolation: "shared" (issue 34).
   "isolation-bench": join(root, "bench", "isolation.ts"),
+  // Polling against waiting, latency rows against C (issue 35).
+  "polling-bench": join(root, "bench", "polling.ts"),
   // scripts/test's smoke tests: the examples as the README runs them, started without tsx.
   "replicated-log": join(root, "examples", "replicated-log.ts"),
   "message-service": join(root, "examples", "message-service.ts"),

@@ -27,6 +27,7 @@ import type { CmEpHandle, CmEpInfo, CmMrHandle, CmMrInfo, CmRegistrationKind, Si
 import * as internal from "./internal/cmEndpoint.js"
 import * as posting from "./internal/cmPosting.js"
 import * as registration from "./internal/cmRegistration.js"
+import type * as Polling from "./Polling.js"
 import type { CompletionError, MemoryRefusedError, RdmaCmError } from "./RdmaError.js"
 import type * as RemoteKey from "./RemoteKey.js"
 
@@ -132,6 +133,14 @@ export interface Options {
    * maximum; an accept takes at most the request's responder resources.
    */
   readonly initiatorDepth?: number | undefined
+  /**
+   * How it waits for completions: `"off"` (arm the completion channel and wait), `{ budget }`
+   * (busy-poll up to `budget`, at most 10 ms, before each wait) or `"adaptive"` / `{ budget,
+   * adaptive: true }` (the budget shrinks to 0 while polls find nothing, so an idle one costs no
+   * CPU). One wake-up holds the event loop at most `budget`. Default: `Polling.layer`'s, else
+   * `"off"` (see the Polling module).
+   */
+  readonly polling?: Polling.Polling | undefined
 }
 
 /**

@@ -38,6 +38,7 @@ import * as ops from "./internal/operations.js"
 import * as posting from "./internal/posting.js"
 import type { LocalMr } from "./LocalMr.js"
 import type { Peer } from "./Peer.js"
+import type * as Polling from "./Polling.js"
 import type {
   CompletionError,
   RpmaError,
@@ -141,6 +142,14 @@ export interface Options {
    * receive CQ of its own (librpma refuses it). Default false.
    */
   readonly sharedCompletionChannel?: boolean | undefined
+  /**
+   * How it waits for completions: `"off"` (arm the completion channel and wait), `{ budget }`
+   * (busy-poll up to `budget`, at most 10 ms, before each wait) or `"adaptive"` / `{ budget,
+   * adaptive: true }` (the budget shrinks to 0 while polls find nothing, so an idle one costs no
+   * CPU). One wake-up holds the event loop at most `budget`. Default: `Polling.layer`'s, else
+   * `"off"` (see the Polling module).
+   */
+  readonly polling?: Polling.Polling | undefined
 }
 
 /**

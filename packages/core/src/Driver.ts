@@ -47,6 +47,7 @@ import type {
   PostOutcome,
   PostQueue,
   RemoteMrHandle,
+  SpinOutcome,
   SrqConfig,
   SrqHandle,
   SynchronousCall,
@@ -246,6 +247,13 @@ export interface Driver {
    * returned disarm stops the watch.
    */
   readonly cmArmCompletions: (ep: CmEpHandle, onReady: CompletionsReady<RdmaCmError>) => () => void
+  /**
+   * {@link spinCompletions} on an endpoint's two CQs (ibv_poll_cq in a loop), the same budget and
+   * refusal (EINVAL). Optional: without it, a polling endpoint waits as a waiting one does.
+   *
+   * @since 1.1.0
+   */
+  readonly cmSpinCompletions?: (ep: CmEpHandle, budgetNs: number) => SpinOutcome<RdmaCmError>
 
   /** Page-aligned memory owned by the driver (posix_memalign for the native one). */
   readonly allocate: (size: number) => Effect.Effect<Uint8Array, RpmaError>
@@ -353,6 +361,16 @@ export interface Driver {
    * active) and `onReady` is then never called. It never throws and may be called more than once.
    */
   readonly armCompletions: (queue: CompletionQueue, onReady: CompletionsReady) => () => void
+  /**
+   * A bounded busy-poll, synchronous: {@link pollCompletions} again and again until something is
+   * queued or `budgetNs` nanoseconds (a whole number from 0 to {@link Model.MAX_SPIN_NS}) have
+   * passed on a monotonic clock; none then. A driver that cannot spin on real time (the simulated
+   * one) answers what is queued. Another budget is refused with RPMA_E_INVAL, never thrown.
+   * Optional: without it, a polling connection waits as a waiting one does.
+   *
+   * @since 1.1.0
+   */
+  readonly spinCompletions?: (queue: CompletionQueue, budgetNs: number) => SpinOutcome
 
   /**
    * rpma_srq_new with an rpma_srq_cfg of these sizes. The peer is in use (its delete refused) until

@@ -345,6 +345,18 @@ export const peerCfgDescriptor = (value: unknown): string | undefined =>
     : undefined
 
 /**
+ * A busy-poll's budget (spin.cc ReadDeadline): whole nanoseconds from 0 to 10 ms
+ * (Model.MAX_SPIN_NS).
+ *
+ * @since 1.1.0
+ * @category validation
+ */
+export const spinBudget = (value: unknown): string | undefined =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 && value <= 10_000_000
+    ? undefined
+    : "the spin budget must be a whole number of nanoseconds from 0 to 10000000 (10 ms)"
+
+/**
  * A size to allocate: a positive integer within a Uint8Array's limit (memory.cc Allocate).
  *
  * @since 0.1.0

@@ -349,6 +349,24 @@ export interface PostOutcome<E = RpmaError> {
 export type CompletionsReady<E = RpmaError> = (ready: Exit.Exit<ReadonlyArray<Completion>, E>) => void
 
 /**
+ * The longest busy-poll a driver takes ({@link Driver.Driver.spinCompletions}), in nanoseconds:
+ * 10 ms. A spin holds the event loop for its whole budget when nothing arrives.
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export const MAX_SPIN_NS = 10_000_000
+
+/**
+ * What a busy-poll found ({@link Driver.Driver.spinCompletions}): the completions (none when the
+ * budget ran out first), or the failure (a bad budget, a failed completion queue).
+ *
+ * @since 1.1.0
+ * @category models
+ */
+export type SpinOutcome<E = RpmaError> = Exit.Exit<ReadonlyArray<Completion>, E>
+
+/**
  * Which side of a connection an address is (librpma's `enum rpma_util_ibv_context_type`).
  *
  * @since 0.1.0
@@ -664,4 +682,5 @@ export type CmEndpointCalls = Pick<
   | "cmPostMany"
   | "cmPollCompletions"
   | "cmArmCompletions"
+  | "cmSpinCompletions"
 >

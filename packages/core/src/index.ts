@@ -319,6 +319,15 @@ export * as RdmaStream from "./RdmaStream.js"
  * @since 1.0.0
  */
 export * as Tracing from "./Tracing.js"
+
+/**
+ * Polling where it pays: a connection or an endpoint busy-polls its completion queues for a
+ * bounded budget before it waits on the event loop (`polling` option, or `Polling.layer` for a
+ * default), adaptive so that an idle one costs no CPU.
+ *
+ * @since 1.1.0
+ */
+export * as Polling from "./Polling.js"
 /**
  * Usage flags of a memory registration (librpma's `RPMA_MR_USAGE_*`), as a branded bitmask whose
  * type also records which flags it holds. A region registered with `Usage<"WRITE_SRC">` can be

@@ -16,6 +16,7 @@
         "../src/conn.cc",
         "../src/post.cc",
         "../src/completions.cc",
+        "../src/spin.cc",
         "../src/srq.cc",
         "../src/cm_ep.cc",
         "../src/cm_ep_post.cc"

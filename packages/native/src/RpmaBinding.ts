@@ -99,6 +99,11 @@ export interface Binding {
    * returns the wait's id for {@link Binding.cancelWait}.
    */
   readonly waitCompletions: (queue: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
+  /**
+   * {@link Binding.pollCompletions}, polling again until something is queued or `budgetNs`
+   * nanoseconds (0 to 10 ms, whole) have passed on the monotonic clock: none then.
+   */
+  readonly spinCompletions: (queue: unknown, budgetNs: unknown) => Array<WaitedCompletion>
   /** rpma_conn_get_qp_num. */
   readonly connQpNum: (conn: unknown) => number
   /**
@@ -165,6 +170,8 @@ export interface Binding {
    * IBV_WC_WITH_IMM), as many as it holds; returns how many. What did not fit stays in the CQs.
    */
   readonly cmPollPacked: (ep: unknown, into: Float64Array) => number
+  /** {@link Binding.cmPollPacked}, polling again until something is queued or `budgetNs` (0 to 10 ms) have passed. */
+  readonly cmSpinPacked: (ep: unknown, into: Float64Array, budgetNs: unknown) => number
   /** Waits for completions (at least one) on the endpoint's completion channel (both CQs'). Returns the wait's id. */
   readonly cmWaitCompletions: (ep: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
   /** Stops a wait of an endpoint or a listener; false if it had already ended. Never throws. */

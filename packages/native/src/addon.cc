@@ -142,6 +142,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   RegisterConn(env, exports);
   RegisterSrq(env, exports);
   RegisterCmEp(env, exports);
+  RegisterSpin(env, exports);
   return exports;
 }
 

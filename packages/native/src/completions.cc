@@ -183,9 +183,6 @@ void CompletionQueues::OnReadable(Napi::Env env, int status, rpma_cq* fired) {
   if (cq_channel_.waiters.empty()) rcq_channel_.Pause();
 }
 
-namespace {
-
-// A connection's or a shared receive queue's completion queues, or nullptr after a refusal.
 CompletionQueues* OpenQueues(const Call& call, Napi::Value value) {
   if (Conn* conn = Opened<Conn>(value)) return conn->state.get();
   Kind kind;
@@ -199,6 +196,8 @@ CompletionQueues* OpenQueues(const Call& call, Napi::Value value) {
   Conn* conn = Open<Conn>(call, value);
   return conn != nullptr ? conn->state.get() : nullptr;
 }
+
+namespace {
 
 // pollCompletions(queue): the completions already queued, possibly none. A connection request
 // has no completion queue yet (its receives complete on the connection it becomes): none.

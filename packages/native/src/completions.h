@@ -78,4 +78,7 @@ struct CompletionQueues : std::enable_shared_from_this<CompletionQueues> {
   Poller rcq_channel_;  // the receive CQ's own channel, when it has one
 };
 
+// A connection's or a shared receive queue's completion queues, or nullptr after a refusal.
+CompletionQueues* OpenQueues(const Call& call, Napi::Value value);
+
 }  // namespace rdma

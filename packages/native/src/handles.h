@@ -357,5 +357,6 @@ void RegisterConn(Napi::Env env, Napi::Object exports);
 void RegisterSrq(Napi::Env env, Napi::Object exports);
 void RegisterCompletions(Napi::Env env, Napi::Object exports);
 void RegisterCmEp(Napi::Env env, Napi::Object exports);
+void RegisterSpin(Napi::Env env, Napi::Object exports);
 
 }  // namespace rdma

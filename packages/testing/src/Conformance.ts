@@ -42,6 +42,7 @@ import { sharedReceiveCases } from "./conformance/sharedReceive.js"
 // Issue 19: a flush near a region's end, a close after unsignalled requests.
 import { closingCases } from "./conformance/closing.js"
 import { flushRangeCases } from "./conformance/flushRange.js"
+import { pollingCases } from "./conformance/polling.js"
 import { check } from "./conformance/support.js"
 import * as validation from "./conformance/validation.js"
 // Issue 20: librdmacm's verbs API (endpoints, posting, completions).
@@ -84,6 +85,7 @@ export const cases: ReadonlyArray<Case> = [
   ...argumentCases,
   ...flushRangeCases,
   ...closingCases,
+  ...pollingCases,
   ...cmEndpointPairCases.map(inProcess),
   ...cmEndpointCases,
   ...isolationCases

@@ -29,6 +29,7 @@ import { ConnectionClosedError, type OperationError } from "../ConnectionError.j
 import { type Driver, type RdmaDriver } from "../Driver.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { type CmEpConfig, type CmEpHandle, type CmWorkRequest } from "../DriverModel.js"
+import type * as Polling from "../Polling.js"
 import { Errno, fromErrno, type RdmaCmError } from "../RdmaError.js"
 import { boundedWait } from "./connection.js"
 import { timeoutMillis } from "./connectionConfig.js"
@@ -36,6 +37,7 @@ import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
+import * as polling from "./polling.js"
 import { Poster } from "./poster.js"
 import { release } from "./release.js"
 
@@ -108,12 +110,15 @@ const configProblem = (config: CmEpConfig): string | undefined => {
 export const withConfig = <A>(
   operation: string,
   options: CmEndpoint.Options | undefined,
-  use: (driver: Driver, config: CmEpConfig) => Effect.Effect<A, RdmaCmError, Scope.Scope>
+  use: (driver: Driver, config: CmEpConfig, polling: Polling.Polling) => Effect.Effect<A, RdmaCmError, Scope.Scope>
 ): Effect.Effect<A, RdmaCmError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const config = toConfig(options)
     const refused = configProblem(config)
-    return refused !== undefined ? Effect.fail(invalid(operation, refused)) : use(driver, config)
+    if (refused !== undefined) return Effect.fail(invalid(operation, refused))
+    return polling.resolve(options?.polling, (detail) =>
+      invalid(operation, detail), (setting) =>
+      use(driver, config, setting))
   })
 
 export const invalid = (operation: string, detail: string): RdmaCmError => fromErrno(EINVAL, operation, detail)
@@ -128,7 +133,8 @@ export const privateDataProblem = (operation: string, privateData: unknown, side
 const queueCalls = (driver: Driver) => ({
   name: driver.name,
   postMany: (ep: CmEpHandle, requests: ReadonlyArray<CmWorkRequest>) => driver.cmPostMany(ep, requests),
-  armCompletions: driver.cmArmCompletions
+  armCompletions: driver.cmArmCompletions,
+  spinCompletions: driver.cmSpinCompletions
 })
 
 /** The owner of an endpoint: its regions. */
@@ -242,7 +248,8 @@ export const adopt = (
   config: CmEpConfig,
   phase: Phase,
   onClose: (ep: EndpointImpl) => Effect.Effect<void>,
-  onGone: Effect.Effect<void>
+  onGone: Effect.Effect<void>,
+  pollingSetting: Polling.Polling
 ): Effect.Effect<EndpointImpl, RdmaCmError, Scope.Scope> =>
   Effect.gen(function*() {
     const destroy = release("rdma_destroy_ep", "an rdma_cm endpoint", driver.cmEpDestroy(handle)).pipe(
@@ -258,6 +265,7 @@ export const adopt = (
       driver: queueCalls(driver),
       queue: handle,
       completions: handle,
+      polling: polling.spinner(pollingSetting),
       table,
       sendSlots,
       recvSlots,
@@ -335,11 +343,11 @@ export const make = (
   port: number,
   options?: CmEndpoint.Options
 ): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> =>
-  withConfig("rdma_create_ep", options, (driver, config) =>
+  withConfig("rdma_create_ep", options, (driver, config, setting) =>
     Effect.uninterruptible(
       Effect.flatMap(
         driver.cmEpCreate(address, port, config),
-        (handle) => adopt(driver, handle, config, "created", () => Effect.void, Effect.void)
+        (handle) => adopt(driver, handle, config, "created", () => Effect.void, Effect.void, setting)
       )
     ))
 

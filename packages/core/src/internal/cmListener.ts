@@ -17,6 +17,7 @@ import { ClientGoneError } from "../CmEndpointError.js"
 import type * as CmListener from "../CmListener.js"
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { CmEpConfig, CmListenerHandle } from "../DriverModel.js"
+import type * as Polling from "../Polling.js"
 import type { RdmaCmError } from "../RdmaError.js"
 import { Errno } from "../RdmaError.js"
 import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError } from "./admission.js"
@@ -56,7 +57,8 @@ export class ListenerImpl implements CmListener.CmListener {
     readonly handle: CmListenerHandle,
     readonly address: string,
     readonly port: number,
-    readonly config: CmEpConfig
+    readonly config: CmEpConfig,
+    readonly polling: Polling.Polling
   ) {}
   pipe() {
     return pipeArguments(this, arguments)
@@ -77,10 +79,10 @@ export const make = (
   port: number,
   options?: CmEndpoint.Options
 ): Effect.Effect<CmListener.CmListener, RdmaCmError, RdmaDriver | Scope.Scope> =>
-  withConfig("rdma_listen", options, (driver, config) =>
+  withConfig("rdma_listen", options, (driver, config, polling) =>
     Effect.acquireRelease(
       Effect.map(driver.cmListen(address, port, config), (listening) =>
-        new ListenerImpl(listening.handle, address, listening.port, config)),
+        new ListenerImpl(listening.handle, address, listening.port, config, polling)),
       (listener) =>
         Effect.gen(function*() {
           // Unanswered requests are rejected first: their clients learn now, not at their timeout.
@@ -114,7 +116,8 @@ export const next = (
           listener.config,
           "request",
           (ep) => ep.phase === "request" ? rejectOnClose(driver, ep) : Effect.void,
-          Owner.drop(owner)
+          Owner.drop(owner),
+          listener.polling
         )
         ep.privateData = yield* Effect.orElseSucceed(driver.cmPrivateData(handle), () => new Uint8Array(0))
         listener.unanswered.add(ep)

@@ -29,6 +29,7 @@ import { ConnectionClosedError, ConnectionFailedError, type OperationError } fro
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle } from "../DriverModel.js"
 import type { Peer } from "../Peer.js"
+import type * as Polling from "../Polling.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
 import { ConnectionImpl } from "./connectionImpl.js"
@@ -36,6 +37,7 @@ import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import { ownerOf } from "./peer.js"
+import * as polling from "./polling.js"
 import { afterPendingIo, Poster } from "./poster.js"
 import { release } from "./release.js"
 import * as rendezvousAnswer from "./rendezvousAnswer.js"
@@ -206,6 +208,7 @@ export const open = (
   privateData: Uint8Array | undefined,
   where: Where,
   config: ConnConfig,
+  pollingSetting: Polling.Polling,
   prepared?: Prepared
 ): Effect.Effect<Connection.Connection, RpmaError | ConnectionFailedError, Scope.Scope> =>
   Effect.uninterruptibleMask((restore) =>
@@ -234,7 +237,7 @@ export const open = (
           return yield* Effect.fail(new ConnectionFailedError({ ...where, event: event ?? "TIMEOUT" }))
         }
         attempt.established = true
-        const connection = yield* establish(driver, attempt.handle, config, prepared)
+        const connection = yield* establish(driver, attempt.handle, config, pollingSetting, prepared)
         attempt.close = connection.close
         return connection.connection
       }).pipe(Effect.onError(() => close))
@@ -250,6 +253,7 @@ const establish = (
   driver: Driver,
   handle: ConnHandle,
   config: ConnConfig,
+  pollingSetting: Polling.Polling,
   prepared: Prepared | undefined
 ): Effect.Effect<{ readonly connection: Connection.Connection; readonly close: Effect.Effect<void> }, RpmaError> =>
   Effect.gen(function*() {
@@ -298,6 +302,7 @@ const establish = (
     const shared = srq.completingOn(config.srq)
     const poster: Poster = new Poster({
       driver,
+      polling: polling.spinner(pollingSetting),
       queue: handle,
       completions: handle,
       shared,
@@ -454,6 +459,10 @@ const establish = (
     return { connection, close }
   })
 
+/** A polling setting refused as the driver refuses its budget, before anything opens. */
+export const pollingRefusal = (detail: string): RpmaError =>
+  fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_conn_cfg", detail)
+
 /** One connection to `address`:`port`, whatever the server answers with. */
 type Connect = (
   peer: Peer,
@@ -468,17 +477,19 @@ export const connectDirect: Connect = (peer, address, port, options) =>
     // Refused before the request is made: the driver would refuse it and leave the request alive.
     const refused = privateDataRefusal(options?.privateData, "connect")
     if (refused !== undefined) return Effect.fail(refused)
-    return Effect.zipRight(
-      srq.usedBy(options?.sharedReceiveQueue),
-      open(
-        driver,
-        peer,
-        driver.connReqNew(peer.handle, address, port, config),
-        options?.privateData,
-        { address, port },
-        config
-      )
-    )
+    return polling.resolve(options?.polling, pollingRefusal, (setting) =>
+      Effect.zipRight(
+        srq.usedBy(options?.sharedReceiveQueue),
+        open(
+          driver,
+          peer,
+          driver.connReqNew(peer.handle, address, port, config),
+          options?.privateData,
+          { address, port },
+          config,
+          setting
+        )
+      ))
   })
 
 /**

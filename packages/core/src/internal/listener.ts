@@ -23,6 +23,7 @@ import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
 import { ownerOf } from "./peer.js"
+import * as polling from "./polling.js"
 import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
 import { PipeableBase } from "./resource.js"
@@ -189,18 +190,20 @@ const acceptChecked = (
         )
       )
       const { address, peer, port } = req.listener
-      return Effect.zipRight(
-        srq.usedBy(req.sharedReceiveQueue),
-        internalConnection.open(
-          driver,
-          peer,
-          answer,
-          options?.privateData,
-          { address, port },
-          toConfig(options),
-          req.prepared
-        )
-      )
+      return polling.resolve(options?.polling, internalConnection.pollingRefusal, (setting) =>
+        Effect.zipRight(
+          srq.usedBy(req.sharedReceiveQueue),
+          internalConnection.open(
+            driver,
+            peer,
+            answer,
+            options?.privateData,
+            { address, port },
+            toConfig(options),
+            setting,
+            req.prepared
+          )
+        ))
     }))
 
 export const accept = (

@@ -32,6 +32,7 @@ import type {
   PostOutcome,
   PostQueue,
   Signal,
+  SpinOutcome,
   WorkRequest
 } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
@@ -49,6 +50,7 @@ import {
 import * as instrument from "./instrument.js"
 import type { OperationSpec } from "./operationTable.js"
 import type { Owner } from "./owner.js"
+import * as polling from "./polling.js"
 
 /** The queue requests `R` are posted on: librpma's, or an endpoint of librdmacm's verbs API. */
 export type QueueOf<R> = R extends CmWorkRequest ? CmEpHandle : PostQueue
@@ -64,6 +66,8 @@ export interface QueueCalls<R> {
   readonly name: string
   readonly postMany: (queue: QueueOf<R>, requests: ReadonlyArray<R>) => PostOutcome<OperationError>
   readonly armCompletions: (queue: CompletionsOf<R>, onReady: CompletionsReady<OperationError>) => () => void
+  /** The driver's bounded busy-poll, if it has one (a polling queue without it waits). */
+  readonly spinCompletions?: ((queue: CompletionsOf<R>, budgetNs: number) => SpinOutcome<OperationError>) | undefined
 }
 
 /** What the kernel needs of the queue it posts on (librpma's by default). */
@@ -94,6 +98,8 @@ export interface Link<R = WorkRequest> {
    * pair are its, and this queue's channel stays armed while it has receives outstanding.
    */
   readonly shared?: Poster<R> | undefined
+  /** Busy-polls before arming the channel (Polling.ts); undefined: arms at once. */
+  readonly polling?: polling.Spinner | undefined
 }
 
 /**
@@ -195,15 +201,65 @@ export class Poster<R = WorkRequest> {
 
   /** Arms the completion channel if requests are outstanding and it is not armed. */
   ensureArmed(): void {
-    const { completions, table } = this.link
+    const { completions } = this.link
     if (completions === undefined) {
       // Its requests complete on other queues: theirs are armed.
       for (const reader of this.readers) reader.ensureArmed()
       return
     }
     if (this.disarm !== undefined || this.stopped) return
-    if (table.size === 0 && (this.link.shared === undefined || this.link.shared.link.table.size === 0)) return
+    if (!this.outstanding()) return
+    // Completions dispatched by a spin come back here: the spin decides once it is over.
+    if (this.spinning) return
+    if (this.link.polling !== undefined) {
+      if (this.spin(completions, this.link.polling)) return
+      this.armedAt = performance.now()
+    }
     this.disarm = this.link.driver.armCompletions(completions, this.onReady)
+  }
+
+  /** When the channel was last armed (polling only): what {@link polling.waited} learns from. */
+  private armedAt = 0
+
+  private outstanding(): boolean {
+    return this.link.table.size > 0 || (this.link.shared !== undefined && this.link.shared.link.table.size > 0)
+  }
+
+  private spinning = false
+
+  /**
+   * Busy-polls before the channel is armed, for the spinner's budget in all (one wake-up never
+   * holds the event loop longer): each spin that finds completions dispatches them, and the next
+   * spins for what is left of the budget. True when nothing is left to arm for (everything
+   * completed, the queue failed or was stopped).
+   */
+  private spin(completions: CompletionsOf<R>, spinner: polling.Spinner): boolean {
+    const spinCompletions = this.link.driver.spinCompletions
+    if (spinCompletions === undefined || spinner.budgetNs === 0) return false
+    const deadline = performance.now() + spinner.budgetNs / 1e6
+    this.spinning = true
+    try {
+      for (let budgetNs = spinner.budgetNs; budgetNs > 0;) {
+        const outcome = spinCompletions(completions, budgetNs)
+        if (Exit.isFailure(outcome)) {
+          this.stopped = true
+          this.link.lost(Cause.squash(outcome.cause))
+          return true
+        }
+        if (outcome.value.length === 0) {
+          polling.missed(spinner)
+          return false
+        }
+        polling.found(spinner)
+        const deferred = this.dispatch(outcome.value, this.link.flushed())
+        if (deferred.length > 0) this.link.run(runAll(deferred))
+        if (this.stopped || this.disarm !== undefined || !this.outstanding()) return true
+        budgetNs = Math.min(spinner.budgetNs, Math.floor((deadline - performance.now()) * 1e6))
+      }
+      return false
+    } finally {
+      this.spinning = false
+    }
   }
 
   /** The queue is about to be deleted: the channel is disarmed and stays so. */
@@ -222,6 +278,8 @@ export class Poster<R = WorkRequest> {
       this.stopped = true
       return this.link.lost(Cause.squash(ready.cause))
     }
+    // How long the channel took tells an adaptive budget what a spin would have caught.
+    if (this.link.polling !== undefined) polling.waited(this.link.polling, (performance.now() - this.armedAt) * 1e6)
     const deferred = this.dispatch(ready.value, this.link.flushed())
     if (deferred.length > 0) this.link.run(runAll(deferred))
   }

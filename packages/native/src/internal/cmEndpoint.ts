@@ -8,6 +8,7 @@ import { RdmaError } from "@effect-rdma/core"
 import { Arguments, Model } from "@effect-rdma/core/Driver"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { promises as dns } from "node:dns"
 import { isIP } from "node:net"
 import type { Binding, WaitCallback } from "../RpmaBinding.js"
@@ -121,12 +122,17 @@ const FIELDS = 6
  * the addon's property writes (six napi_set_property a completion). `into` is the driver's one
  * array, read out before anything else can poll.
  */
-const pollPacked = (binding: Binding, ep: Model.CmEpHandle, into: Float64Array): ReadonlyArray<Model.Completion> => {
+const pollPacked = (
+  binding: Binding,
+  ep: Model.CmEpHandle,
+  into: Float64Array,
+  first: (into: Float64Array) => number = (array) => binding.cmPollPacked(ep, array)
+): ReadonlyArray<Model.Completion> => {
   let ready: Array<Model.Completion> | undefined
-  for (;;) {
+  for (let read = first;; read = (array) => binding.cmPollPacked(ep, array)) {
     let count: number
     try {
-      count = binding.cmPollPacked(ep, into)
+      count = read(into)
     } catch (cause) {
       // As the addon does within one call: what was read is returned, the failure comes back on
       // the next poll (a completion read from the CQ is never read again).
@@ -409,6 +415,16 @@ export const cmEndpointCalls = (
         loop.fair,
         cm("ibv_poll_cq", (): ReadonlyArray<Model.Completion> => pollPacked(binding, ep, completions))
       ),
+    // The spin's first read waits up to the budget; a full array's rest is read without waiting.
+    cmSpinCompletions: (ep, budgetNs) => {
+      try {
+        return Exit.succeed(
+          pollPacked(binding, ep, completions, (array) => binding.cmSpinPacked(ep, array, budgetNs))
+        )
+      } catch (cause) {
+        return cmExit("ibv_poll_cq", cause)
+      }
+    },
     cmArmCompletions: (ep, onReady: Model.CompletionsReady<RdmaError.RdmaCmError>) =>
       armOnce(
         (callback) => binding.cmWaitCompletions(ep, callback),

@@ -8,6 +8,7 @@
 import type { RdmaError } from "@effect-rdma/core"
 import type { Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type { Binding } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
@@ -45,7 +46,7 @@ const notAList = (): RdmaError.RpmaError =>
 export const queueCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
-): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions"> => ({
+): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions" | "spinCompletions"> => ({
   postMany: (queue, requests): Model.PostOutcome =>
     postInOrder<Model.WorkRequest, RdmaError.RpmaError>(requests, {
       post: (request) => binding.post(queue, request),
@@ -62,6 +63,13 @@ export const queueCalls = (
       loop.fair,
       rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => binding.pollCompletions(queue))
     ),
+  spinCompletions: (queue, budgetNs) => {
+    try {
+      return Exit.succeed<ReadonlyArray<Model.Completion>>(binding.spinCompletions(queue, budgetNs))
+    } catch (cause) {
+      return rpmaExit("rpma_cq_get_wc", cause)
+    }
+  },
   // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
   armCompletions: (queue, onReady: Model.CompletionsReady) =>
     armOnce(

@@ -262,7 +262,7 @@ export const connectionPairCases: ReadonlyArray<PairCase> = [
  * Two connections of the raw driver, both ESTABLISHED, deleted with the scope: for the cases that
  * look at what the driver's own calls do, below core's handling of them.
  */
-const driverPair = (address: string, port: number) =>
+export const driverPair = (address: string, port: number) =>
   Effect.gen(function*() {
     const d = yield* Driver.RdmaDriver
     const peer = yield* rawPeer(address)

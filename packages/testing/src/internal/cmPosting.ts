@@ -9,6 +9,7 @@ import { RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import { Arguments } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as QueuePair from "./cmQueuePair.js"
 import * as fabric from "./fabric.js"
 import type { Tools } from "./tools.js"
@@ -237,6 +238,15 @@ export const cmPostCalls = (
       Effect.suspend(() => {
         const qp = endpoints.queuePairOf(value)
         return qp === undefined ? Effect.fail(refusedHandle("ibv_poll_cq")) : Effect.succeed(qp.completions.drain())
-      })
+      }),
+
+    // No real time to spin on: what is queued, as a spin that found it at once (or none).
+    cmSpinCompletions: (value, budgetNs): Driver.Model.SpinOutcome<RdmaError.RdmaCmError> => {
+      const qp = endpoints.queuePairOf(value)
+      if (qp === undefined) return Exit.fail(refusedHandle("ibv_poll_cq"))
+      const badBudget = Arguments.spinBudget(budgetNs)
+      if (badBudget !== undefined) return Exit.fail(errno("ibv_poll_cq", EINVAL, badBudget))
+      return Exit.succeed(qp.completions.drain())
+    }
   } satisfies Partial<Driver.Driver>
 }

@@ -8,6 +8,7 @@ import { RdmaError, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import { Arguments, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as CompletionQueue from "./completionQueue.js"
 import type { ConnectionEnds } from "./connectionEnds.js"
 import type { ConnectionRegistry } from "./connectionRegistry.js"
@@ -420,7 +421,15 @@ export const makeDataPath = (
       Effect.suspend(() => {
         const { queue, refused } = completionQueueOf("rpma_cq_get_wc", value)
         return refusedOr(refused, () => Effect.succeed(queue!.drain()))
-      })
+      }),
+    // No real time to spin on: what is queued, as a spin that found it at once (or none).
+    spinCompletions: (value, budgetNs): Model.SpinOutcome => {
+      const { queue, refused } = completionQueueOf("rpma_cq_get_wc", value)
+      if (refused !== undefined) return Exit.fail(refused)
+      const badBudget = Arguments.spinBudget(budgetNs)
+      if (badBudget !== undefined) return Exit.fail(invalid("rpma_cq_get_wc", badBudget))
+      return Exit.succeed(queue === undefined ? NONE : queue.drain())
+    }
   } satisfies Partial<Driver.Driver>
 
   return { calls, postOn, completionQueueOf, turnDue, deliver, reach, landed, finish }

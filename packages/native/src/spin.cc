@@ -1,0 +1,101 @@
+// Busy-polling a completion queue for a bounded time: what core's polling mode asks before it arms
+// the completion channel and yields to the event loop (a completion that arrives within the budget
+// costs no trip through the channel, epoll and the loop). The budget is in nanoseconds on the
+// monotonic clock, at most kMaxSpinNs: it bounds how long one call holds the event loop.
+//
+//   spinCompletions(queue, budgetNs): pollCompletions' answer, spinning until it is not empty or
+//     the budget has run out (then: none).
+//   cmSpinPacked(ep, into, budgetNs): cmPollPacked's, the same way.
+#include <napi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "cm_ep.h"
+#include "completions.h"
+#include "conn_common.h"
+#include "errors.h"
+#include "handles.h"
+
+namespace rdma {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// 10 ms: a longer spin would hold the event loop past what any timer or socket tolerates.
+constexpr double kMaxSpinNs = 10'000'000;
+
+// The budget as a deadline, or false after the refusal (what was wrong and what to pass).
+bool ReadDeadline(const Call& call, Napi::Value value, Clock::time_point* deadline) {
+  double ns = value.IsNumber() ? value.As<Napi::Number>().DoubleValue() : -1;
+  if (!std::isfinite(ns) || ns < 0 || ns > kMaxSpinNs || std::floor(ns) != ns) {
+    call.Invalid("the spin budget must be a whole number of nanoseconds from 0 to 10000000 (10 ms)");
+    return false;
+  }
+  *deadline = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(ns));
+  return true;
+}
+
+Napi::Value SpinCompletions(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_cq_get_wc", Domain::Rpma);
+  CompletionQueues* queues = nullptr;
+  Kind kind;
+  bool request = KindOf(info[0], &kind) && kind == Kind::ConnReq;
+  if (request) {
+    if (Open<ConnReq>(call, info[0]) == nullptr) return env.Undefined();
+  } else if ((queues = OpenQueues(call, info[0])) == nullptr) {
+    return env.Undefined();
+  }
+  Clock::time_point deadline;
+  if (!ReadDeadline(call, info[1], &deadline)) return env.Undefined();
+  Napi::Array out = Napi::Array::New(env);
+  // A connection request has no completion queue yet: nothing can arrive to spin for.
+  if (request) return out;
+  uint32_t count = 0;
+  ClearLog();
+  int code = 0;
+  do {
+    code = queues->Drain(env, out, &count);
+  } while (code == 0 && count == 0 && Clock::now() < deadline);
+  std::string log = TakeLog();
+  if (code != 0 && count == 0) return call.Fail(code, log);
+  return out;
+}
+
+Napi::Value CmSpinPacked(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "ibv_poll_cq", Domain::Errno);
+  CmEp* ep = Open<CmEp>(call, info[0]);
+  if (ep == nullptr) return env.Undefined();
+  napi_typedarray_type type = napi_uint8_array;
+  std::size_t length = 0;
+  void* data = nullptr;
+  if (napi_get_typedarray_info(env, info[1], &type, &length, &data, nullptr, nullptr) != napi_ok ||
+      type != napi_float64_array || data == nullptr || length < CmEpState::kCompletionFields) {
+    return call.Invalid("the completions' array must be a Float64Array of at least one completion (6 numbers)");
+  }
+  Clock::time_point deadline;
+  if (!ReadDeadline(call, info[2], &deadline)) return env.Undefined();
+  auto capacity = static_cast<uint32_t>(std::min<std::size_t>(length / CmEpState::kCompletionFields, UINT32_MAX));
+  uint32_t count = 0;
+  int errnum = 0;
+  do {
+    errnum = ep->state->DrainPacked(static_cast<double*>(data), capacity, &count);
+  } while (errnum == 0 && count == 0 && Clock::now() < deadline);
+  if (errnum != 0 && count == 0) return call.Fail(errnum);
+  return Napi::Number::New(env, count);
+}
+
+}  // namespace
+
+void RegisterSpin(Napi::Env env, Napi::Object exports) {
+  exports.Set("spinCompletions", Napi::Function::New(env, SpinCompletions, "spinCompletions"));
+  exports.Set("cmSpinPacked", Napi::Function::New(env, CmSpinPacked, "cmSpinPacked"));
+}
+
+}  // namespace rdma
