@@ -16,6 +16,7 @@ export default [
       "**/dist",
       "**/build",
       "**/.vm-build",
+      "bench/.build",
       "**/.tsc",
       "**/.cache",
       "docs/api",
