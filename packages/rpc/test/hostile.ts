@@ -139,8 +139,10 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
             // be accepted at once.
             const refused = yield* Effect.flip(raw(port, { timeout: `${slow} seconds` }))
             assert.strictEqual(refused._tag, "ConnectionFailedError", String(refused))
-            // Once the silent one is dropped, requests are taken again.
-            assert.strictEqual(yield* call, 42)
+            // Once the silent one is dropped, requests are taken again: first the stale request of the
+            // client that gave up (on the device its accept holds the permit until its own bound, so a
+            // call in that time may run out of time too), then the call's.
+            assert.strictEqual(yield* Effect.retry(call, { times: 3 }), 42)
             logged(/handshake/)
             yield* Scope.close(serverScope, Exit.void)
           })
