@@ -218,7 +218,13 @@ export class Poster<R = WorkRequest> {
     this.disarm = this.link.driver.armCompletions(completions, this.onReady)
   }
 
-  /** When the channel was last armed (polling only): what {@link polling.waited} learns from. */
+  /**
+   * When the channel was last armed (polling only): what {@link polling.waited} learns from.
+   * Polling reads the monotonic clock, not Effect's Clock, on purpose: it bounds a synchronous
+   * busy-poll (how long one wake-up holds the event loop) and learns how long the device took,
+   * both real time that no TestClock can advance during a synchronous loop; no wait, timeout or
+   * retry depends on it.
+   */
   private armedAt = 0
 
   private outstanding(): boolean {
