@@ -68,9 +68,9 @@ const benchesWith = (fake: Fake.Fake) =>
     const request = (id: number, slot: number) => ({
       op: "write" as const,
       id,
-      dst: dst.handle,
+      dst: Driver.handleOf(dst),
       dstOffset: slot * 64,
-      src: src.handle,
+      src: Driver.handleOf(src),
       srcOffset: slot * 64,
       length: 64
     })
@@ -102,14 +102,14 @@ const benchesWith = (fake: Fake.Fake) =>
       // Registration
       "reg.bare": {
         perRun: 1,
-        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), (mr) =>
+        run: loop(Effect.scoped(Effect.acquireRelease(driver.mrReg(Driver.handleOf(peer), memory, usage), (mr) =>
           Effect.orDie(driver.mrDereg(mr.handle)))))
       },
       "reg.scoped": { perRun: 1, run: loop(Effect.scoped(LocalMr.register(peer, memory, usage))) },
       "use.bare": {
         perRun: 1,
         run: loop(
-          Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () =>
+          Effect.acquireUseRelease(driver.mrReg(Driver.handleOf(peer), memory, usage), () =>
             Effect.void, (mr) =>
             Effect.orDie(driver.mrDereg(mr.handle)))
         )
@@ -120,7 +120,7 @@ const benchesWith = (fake: Fake.Fake) =>
         run: loop(
           Effect.acquireUseRelease(
             Effect.suspend(() =>
-              driver.mrReg.now!(peer.handle, memory, usage)!
+              driver.mrReg.now!(Driver.handleOf(peer), memory, usage)!
             ),
             () =>
               Effect.void,

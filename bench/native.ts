@@ -80,15 +80,18 @@ const floors = (peer: Peer.Peer, memory: Uint8Array, iterations: number) =>
     const binding = yield* RpmaBinding.RpmaBinding
     const driver = yield* Driver.RdmaDriver
     const usage = Usage.WRITE_DST
-    const addon = () => binding.mrDereg(binding.mrReg(peer.handle, memory, usage).handle)
+    const addon = () => binding.mrDereg(binding.mrReg(Driver.handleOf(peer), memory, usage).handle)
     const release = (mr: Driver.Model.MrRegistration) => Effect.orDie(driver.mrDereg(mr.handle))
-    const bareUse = Effect.acquireUseRelease(driver.mrReg(peer.handle, memory, usage), () => Effect.void, release)
+    const bareUse = Effect.acquireUseRelease(driver.mrReg(Driver.handleOf(peer), memory, usage), () =>
+      Effect.void, release)
     const bareNow = Effect.acquireUseRelease(
-      Effect.suspend(() => driver.mrReg.now!(peer.handle, memory, usage)!),
+      Effect.suspend(() =>
+        driver.mrReg.now!(Driver.handleOf(peer), memory, usage)!
+      ),
       () => Effect.void,
       (mr) => Effect.orDie(Effect.suspend(() => driver.mrDereg.now!(mr.handle)!))
     )
-    const bareScoped = Effect.scoped(Effect.acquireRelease(driver.mrReg(peer.handle, memory, usage), release))
+    const bareScoped = Effect.scoped(Effect.acquireRelease(driver.mrReg(Driver.handleOf(peer), memory, usage), release))
     return [
       ["the addon's mrReg + mrDereg from plain JavaScript (no Effect)", yield* jsPairsPerSecond(iterations, addon)],
       ["the driver's mrReg + mrDereg Effects in a bare acquireUseRelease", yield* pairsPerSecond(iterations, bareUse)],

@@ -3,7 +3,7 @@
  * Connection adds. A client connected to a server in the same process, torn down with the scope.
  */
 import type { Peer } from "@effect-rdma/core"
-import type * as Driver from "@effect-rdma/core/Driver"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Effect, Fiber } from "effect"
 import { anyError } from "./anyError.js"
 
@@ -21,7 +21,7 @@ export const rawConnection = (
   config: Driver.Model.ConnConfig
 ) =>
   anyError(Effect.gen(function*() {
-    const ep = yield* Effect.acquireRelease(driver.epListen(peer.handle, address, port), (ep) =>
+    const ep = yield* Effect.acquireRelease(driver.epListen(Driver.handleOf(peer), address, port), (ep) =>
       Effect.ignore(driver.epShutdown(ep)))
     const server = yield* driver.epNextConnReq(ep, config).pipe(
       Effect.flatMap((req) =>
@@ -31,7 +31,7 @@ export const rawConnection = (
       Effect.fork
     )
     const client = yield* Effect.flatMap(
-      driver.connReqNew(peer.handle, address, port, config),
+      driver.connReqNew(Driver.handleOf(peer), address, port, config),
       (req) => driver.connReqConnect(req, undefined)
     )
     yield* expectEvent(driver, client, "ESTABLISHED")

@@ -54,7 +54,7 @@ const program = Effect.gen(function*() {
     100_000,
     Effect.scoped(
       Effect.acquireRelease(
-        driver.mrReg(peer.handle, memory, Usage.WRITE_DST),
+        driver.mrReg(Driver.handleOf(peer), memory, Usage.WRITE_DST),
         (mr) => Effect.orDie(driver.mrDereg(mr.handle))
       )
     )
@@ -102,9 +102,9 @@ const program = Effect.gen(function*() {
     postOne(driver, rawConn, {
       op: "write",
       id: id++,
-      dst: dst.handle,
+      dst: Driver.handleOf(dst),
       dstOffset: 0,
-      src: src.handle,
+      src: Driver.handleOf(src),
       srcOffset: 0,
       length: 64
     })

@@ -133,9 +133,9 @@ const writeRequest = (
 ): Driver.Model.WorkRequest => ({
   op: "write",
   id,
-  dst: dst.handle,
+  dst: Driver.handleOf(dst),
   dstOffset: slot * size,
-  src: src.handle,
+  src: Driver.handleOf(src),
   srcOffset: slot * size,
   length: size
 })

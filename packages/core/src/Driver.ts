@@ -18,6 +18,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
+import type { Connection } from "./Connection.js"
 import type {
   AddressKind,
   CmEpConfig,
@@ -53,7 +54,12 @@ import type {
   SynchronousCall,
   WorkRequest
 } from "./DriverModel.js"
+import * as handles from "./internal/handles.js"
+import type { LocalMr } from "./LocalMr.js"
+import type { Peer } from "./Peer.js"
 import type { MapFileError, RdmaCmError, ResourceInUseError, RpmaError } from "./RdmaError.js"
+import type { RemoteMr } from "./RemoteMr.js"
+import type { SharedReceiveQueue } from "./SharedReceiveQueue.js"
 
 /**
  * What the driver's calls take and give: handles, configurations, work requests, completions,
@@ -397,3 +403,34 @@ export interface Driver {
  * @category tags
  */
 export class RdmaDriver extends Context.Tag("@effect-rdma/core/Driver")<RdmaDriver, Driver>() {}
+
+/**
+ * The driver's handle of a resource core made, as the driver answered it: a peer's (from
+ * {@link Driver.peerNew}), a region's ({@link Driver.mrReg}), a remote region's
+ * ({@link Driver.mrRemoteFromDescriptor}), a shared receive queue's ({@link Driver.srqNew}) or a
+ * connection's ({@link Driver.connReqConnect}, on either side).
+ * For driver authors and conformance cases that call the driver directly on resources made through
+ * the user modules; the resources themselves do not show it. A plain read of the field: no call to
+ * the driver and no allocation. The handle stays the resource's: releasing it through the driver
+ * behind core's back leaves the resource's own release to fail.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { LocalMr } from "@effect-rdma/core"
+ * import { handleOf, RdmaDriver } from "@effect-rdma/core/Driver"
+ *
+ * // The size the driver registered, asked of the driver itself (rpma_mr_get_size).
+ * const registeredSize = (mr: LocalMr.LocalMr) => Effect.flatMap(RdmaDriver, (driver) => driver.mrGetSize(handleOf(mr)))
+ * ```
+ *
+ * @since 1.0.0
+ * @category getters
+ */
+export const handleOf: {
+  (peer: Peer): PeerHandle
+  (mr: LocalMr<any>): MrHandle
+  (mr: RemoteMr<any>): RemoteMrHandle
+  (queue: SharedReceiveQueue): SrqHandle
+  (conn: Connection): ConnHandle
+} = handles.any as never

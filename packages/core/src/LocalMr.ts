@@ -15,6 +15,7 @@ import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import { type Driver, RdmaDriver } from "./Driver.js"
 import { type MrHandle, type MrRegistration } from "./DriverModel.js"
+import * as handles from "./internal/handles.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
 import { ownerOf as peerOwner } from "./internal/peer.js"
@@ -57,8 +58,6 @@ export const isLocalMr = (u: unknown): u is LocalMr => u instanceof Region
  */
 export interface LocalMr<F extends Flag = Flag> extends Pipeable {
   readonly [TypeId]: TypeId
-  /** The driver's handle, for driver authors. */
-  readonly handle: MrHandle
   readonly peer: Peers.Peer
   /** The registered bytes. Kept alive by the registration, not by this reference alone. */
   readonly memory: Uint8Array
@@ -184,14 +183,14 @@ const acquire = <F extends Flag>(
     // The instrumented driver's calls have no `now`: traced, the call is the span's Effect.
     const driver = traced ? instrument.instrumented(raw) : raw
     const labels = instrument.labelsOf(fiber)
-    const exit = driver.mrReg.now?.(peer.handle, memory, usage)
+    const exit = driver.mrReg.now?.(handles.peer(peer), memory, usage)
     if (exit !== undefined) {
       if (exit._tag === "Success") return Effect.succeed(registered(driver, labels, peer, memory, usage, exit.value))
       if (exit.cause._tag !== "Fail") return Effect.failCause(exit.cause)
       instrument.failedUnsafe(REG, exit.cause.error._tag, labels)
       return Effect.fail(exit.cause.error)
     }
-    const call = driver.mrReg(peer.handle, memory, usage)
+    const call = driver.mrReg(handles.peer(peer), memory, usage)
     const registering = traced ? instrument.timed(REG, call) : call
     return Effect.matchEffect(registering, {
       onFailure: (error) => {
@@ -223,7 +222,7 @@ export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a 
 /** The release: now, or once the requests in flight that use the region have completed. */
 const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
   const region = mr as Region<any>
-  const dereg = releaseNowThen(deregistration, Region.registrationOf(region).driver.mrDereg, mr.handle, region)
+  const dereg = releaseNowThen(deregistration, Region.registrationOf(region).driver.mrDereg, region.handle, region)
   // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
   const owner = Owner.peek(mr)
   return owner === undefined ? dereg : Owner.releaseWhenUnused(owner, dereg)
@@ -294,7 +293,7 @@ export const allocate = <F extends Flag>(
  * @category getters
  */
 export const descriptor = (mr: LocalMr<any>): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.mrGetDescriptor(mr.handle))
+  Effect.flatMap(instrument.driver, (driver) => driver.mrGetDescriptor(handles.localMr(mr)))
 
 /**
  * The region's descriptor, decoded.

@@ -11,7 +11,8 @@ import * as Layer from "effect/Layer"
 import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
-import type { AddressKind, PeerHandle } from "./DriverModel.js"
+import type { AddressKind } from "./DriverModel.js"
+import * as handles from "./internal/handles.js"
 import * as instrument from "./internal/instrument.js"
 import * as Owner from "./internal/owner.js"
 import { isPeer as isPeerImpl, ownerOf, PeerImpl, TypeId as typeId } from "./internal/peer.js"
@@ -44,8 +45,6 @@ export const isPeer: (u: unknown) => u is Peer = isPeerImpl
  */
 export interface Peer extends Pipeable {
   readonly [TypeId]: TypeId
-  /** The driver's handle, for driver authors. */
-  readonly handle: PeerHandle
   /** The address the device was looked up by. */
   readonly address: string
 }
@@ -88,7 +87,7 @@ export const make = (
       (peer) =>
         Owner.releaseWhenUnused(
           ownerOf(peer),
-          Effect.asVoid(release("rpma_peer_delete", ownerOf(peer).what, driver.peerDelete(peer.handle)))
+          Effect.asVoid(release("rpma_peer_delete", ownerOf(peer).what, driver.peerDelete(handles.peer(peer))))
         )
     ))
 

@@ -13,6 +13,7 @@ import * as Descriptors from "./Descriptor.js"
 import type { Descriptor, InvalidDescriptorError } from "./Descriptor.js"
 import type { RdmaDriver } from "./Driver.js"
 import type { RemoteMrHandle } from "./DriverModel.js"
+import * as handles from "./internal/handles.js"
 import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
 import { PipeableBase } from "./internal/resource.js"
@@ -59,8 +60,6 @@ export const isRemoteMr = (u: unknown): u is RemoteMr<Flag> => u instanceof Remo
  */
 export interface RemoteMr<F extends Flag = never> extends Pipeable {
   readonly [TypeId]: TypeId
-  /** The driver's handle, for driver authors. */
-  readonly handle: RemoteMrHandle
   /** The decoded descriptor: address, length, rkey and usage, as the remote peer described them. */
   readonly descriptor: Descriptor
   readonly usage: Usage<F>
@@ -126,7 +125,7 @@ export const fromDescriptor = (
               ),
               Effect.tapError(() => deleteRemote(driver.mrRemoteDelete, handle))
             )),
-          (mr) => deleteRemote(driver.mrRemoteDelete, mr.handle)
+          (mr) => deleteRemote(driver.mrRemoteDelete, handles.remoteMr(mr))
         ))
   )
 

@@ -19,7 +19,6 @@ import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "./Connection.js"
 import type { RdmaDriver } from "./Driver.js"
-import type { SrqHandle } from "./DriverModel.js"
 import * as internal from "./internal/srq.js"
 import type { Peer } from "./Peer.js"
 import type { RpmaError } from "./RdmaError.js"
@@ -39,15 +38,14 @@ export const TypeId: unique symbol = internal.TypeId
 export type TypeId = typeof TypeId
 
 /**
- * A shared receive queue: its handle and the peer whose regions its receives use; its machinery
- * (the kernel its receives are posted through) is its own.
+ * A shared receive queue: the peer whose regions its receives use; its machinery (the driver's
+ * handle, the kernel its receives are posted through) is its own.
  *
  * @since 1.0.0
  * @category models
  */
 export interface SharedReceiveQueue extends Pipeable {
   readonly [TypeId]: TypeId
-  readonly handle: SrqHandle
   readonly peer: Peer
 }
 

@@ -1,6 +1,7 @@
 // Issue 19, item 7: an isolated endpoint answers one request, the first, and then stops listening,
 // so no one who reaches its port later (a stranger first, or the client again) joins its peer.
 import { Admission, Connection, Descriptor, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Option } from "effect"
@@ -38,7 +39,7 @@ describe("isolated endpoints", () => {
       const token = Uint8Array.of(8, 1)
       const shared = yield* Peer.make(address)
       const isolated = yield* Admission.listenIsolated(address, 7472)
-      assert.notStrictEqual(isolated.peer.handle, shared.handle)
+      assert.notStrictEqual(Driver.handleOf(isolated.peer), Driver.handleOf(shared))
       assert.strictEqual(isolated.port, 7472)
       const answering = yield* Effect.fork(Admission.acceptIsolated(isolated, yield* Admission.make(token)))
       const conn = yield* Connection.connect(shared, address, 7472, {
@@ -90,7 +91,7 @@ describe("rendezvous", () => {
         const dst = yield* LocalMr.allocate(clientPeer, 64, Usage.READ_DST)
         yield* Connection.read(conn, { dst, src, length: 64 })
         assert.isTrue(dst.memory.every((b) => b === made.port % 251), "the client read the region it was given")
-        assert.notStrictEqual(made.peer.handle, wellKnown.peer.handle, "its own peer")
+        assert.notStrictEqual(Driver.handleOf(made.peer), Driver.handleOf(wellKnown.peer), "its own peer")
         return made.port
       })
       const first = yield* session

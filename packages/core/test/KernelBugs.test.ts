@@ -9,10 +9,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Layer, ScopedRef, Stream, TestClock } from "effect"
 import { ById } from "../../core/src/internal/byId.js"
 
-// A Connection shows no handle; the driver-level checks read the one its implementation keeps.
-const handleOf = (conn: Connection.Connection) =>
-  (conn as unknown as { readonly handle: Driver.Model.ConnHandle }).handle
-
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const serverUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
 
@@ -101,7 +97,7 @@ describe("kernel: the bugs of issue 18", () => {
         // its event fiber saw CLOSED (the client's answer) and must not disconnect again.
         assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Stream.runCollect(Connection.changes(client))), ["Closed"])
         assert.strictEqual(yield* Connection.state(server), "Closed")
-        assert.deepStrictEqual([calls.get(handleOf(client)), calls.get(handleOf(server))], [1, 1])
+        assert.deepStrictEqual([calls.get(Driver.handleOf(client)), calls.get(Driver.handleOf(server))], [1, 1])
       }),
       counting
     )

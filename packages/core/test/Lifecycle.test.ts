@@ -187,7 +187,7 @@ describe("a failing release", () => {
       const memory = new Uint8Array(4096)
       const { peer, raw } = yield* Effect.scoped(Effect.gen(function*() {
         const peer = yield* Peer.make(address)
-        const raw = yield* d.mrReg(peer.handle, memory, Usage.RECV)
+        const raw = yield* d.mrReg(Driver.handleOf(peer), memory, Usage.RECV)
         return { peer, raw }
       }))
       assert.isTrue(
@@ -201,7 +201,7 @@ describe("a failing release", () => {
       // Core does not retry once the unknown user is gone: the peer stays until its owner deletes it.
       yield* d.mrDereg(raw.handle)
       assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind), ["Peer"])
-      yield* d.peerDelete(peer.handle)
+      yield* d.peerDelete(Driver.handleOf(peer))
       yield* Ledger.assertEmpty
     }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
   })
@@ -217,10 +217,10 @@ describe("a failing release", () => {
         const regionScope = yield* Scope.make()
         const inbox = yield* LocalMr.allocate(serverPeer, 256, Usage.RECV).pipe(Scope.extend(regionScope))
         // A receive core does not know of, posted through the raw driver.
-        d.postMany((server as unknown as { readonly handle: Driver.Model.ConnHandle }).handle, [{
+        d.postMany(Driver.handleOf(server), [{
           op: "recv",
           id: 1 << 20,
-          dst: inbox.handle,
+          dst: Driver.handleOf(inbox),
           offset: 0,
           length: 256
         }])
@@ -243,11 +243,11 @@ describe("a failing release", () => {
       // again: the region (and so its peer) stays until whoever made the raw user releases it.
       assert.strictEqual(yield* Connection.state(server), "Closed")
       assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind).sort(), ["MrLocal", "Peer"])
-      yield* d.mrDereg(inbox.handle)
+      yield* d.mrDereg(Driver.handleOf(inbox))
       assert.strictEqual(inbox.memory.byteLength, 256, "the memory was not freed under the registration")
       // Its peer's deletion waits for the region core still counts as a user: it never comes.
       assert.deepStrictEqual((yield* Ledger.live).map((r) => r.kind), ["Peer"])
-      yield* d.peerDelete(serverPeer.handle)
+      yield* d.peerDelete(Driver.handleOf(serverPeer))
       yield* Ledger.assertEmpty
     }).pipe(Effect.provide(SimulatedDriver.layer), Effect.provide(logged))
   })

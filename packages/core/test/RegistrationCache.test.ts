@@ -1,4 +1,5 @@
 import { Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Scope, TestClock } from "effect"
@@ -20,12 +21,12 @@ describe("RegistrationCache", () => {
         cache.register(memory, Usage.WRITE_DST),
         cache.register(memory, Usage.WRITE_DST)
       ])
-      assert.strictEqual(a.handle, b.handle)
+      assert.strictEqual(Driver.handleOf(a), Driver.handleOf(b))
       assert.strictEqual(yield* registrations, 1)
       const other = yield* cache.register(memory, Usage.READ_SRC)
-      assert.notStrictEqual(other.handle, a.handle)
+      assert.notStrictEqual(Driver.handleOf(other), Driver.handleOf(a))
       const slice = yield* cache.register(memory.subarray(0, 4096), Usage.WRITE_DST)
-      assert.notStrictEqual(slice.handle, a.handle)
+      assert.notStrictEqual(Driver.handleOf(slice), Driver.handleOf(a))
       assert.strictEqual(yield* registrations, 3)
     })))
 
@@ -62,7 +63,7 @@ describe("RegistrationCache", () => {
         const memory = yield* Memory.allocate(4096)
         return yield* Effect.scoped(cache.register(memory, Usage.RECV))
       }))
-      assert.notStrictEqual(second.handle, first.mr.handle)
+      assert.notStrictEqual(Driver.handleOf(second), Driver.handleOf(first.mr))
       assert.strictEqual(yield* registrations, 2)
     })))
 
@@ -95,7 +96,10 @@ describe("RegistrationCache", () => {
       const cache = yield* RegistrationCache.make(peer, { idleTimeToLive: "10 seconds" })
       const memory = new Uint8Array(4096)
       const handles = yield* Effect.all(
-        Array.from({ length: 4 }, () => cache.use(memory, Usage.WRITE_DST, (mr) => Effect.succeed(mr.handle))),
+        Array.from(
+          { length: 4 },
+          () => cache.use(memory, Usage.WRITE_DST, (mr) => Effect.succeed(Driver.handleOf(mr)))
+        ),
         { concurrency: "unbounded" }
       )
       assert.strictEqual(new Set(handles).size, 1, "concurrent first uses share one registration")

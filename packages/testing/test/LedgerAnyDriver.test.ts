@@ -28,7 +28,10 @@ describe("Ledger.checkedOnAnyDriver", () => {
     Effect.gen(function*() {
       const driver = yield* Driver.RdmaDriver
       const peer = yield* Peer.Peer
-      const leak = Effect.flatMap(driver.allocate(4096), (memory) => driver.mrReg(peer.handle, memory, Usage.READ_SRC))
+      const leak = Effect.flatMap(
+        driver.allocate(4096),
+        (memory) => driver.mrReg(Driver.handleOf(peer), memory, Usage.READ_SRC)
+      )
       const error = yield* Effect.flip(Ledger.checkedOnAnyDriver(leak, { within: "50 millis" }))
       assert.strictEqual(error._tag, "HandleLeakError")
       assert.include(error.message, "the simulated driver holds more handles than before")
@@ -48,7 +51,10 @@ describe("Ledger.checkedOnAnyDriver", () => {
       const value = yield* Ledger.checkedOnAnyDriver(
         Effect.gen(function*() {
           const memory = yield* driver.allocate(4096)
-          yield* Deferred.succeed(registered, (yield* driver.mrReg(peer.handle, memory, Usage.READ_SRC)).handle)
+          yield* Deferred.succeed(
+            registered,
+            (yield* driver.mrReg(Driver.handleOf(peer), memory, Usage.READ_SRC)).handle
+          )
           yield* Effect.fork(Effect.zipRight(Effect.sleep("20 millis"), release))
           return "done"
         }),
@@ -71,7 +77,7 @@ describe("Ledger.checkedOnAnyDriver", () => {
       const value = yield* Ledger.checkedOnAnyDriver(
         Effect.gen(function*() {
           const memory = yield* driver.allocate(4096)
-          const mr = yield* driver.mrReg(peer.handle, memory, Usage.READ_SRC)
+          const mr = yield* driver.mrReg(Driver.handleOf(peer), memory, Usage.READ_SRC)
           yield* Effect.fork(Effect.zipRight(later(20), Effect.orDie(driver.mrDereg(mr.handle))))
           return "done"
         }),
@@ -79,7 +85,10 @@ describe("Ledger.checkedOnAnyDriver", () => {
       )
       assert.strictEqual(value, "done")
       // Never released: a HandleLeakError once `within` has passed on the live clock, not a hang.
-      const leak = Effect.flatMap(driver.allocate(4096), (memory) => driver.mrReg(peer.handle, memory, Usage.READ_SRC))
+      const leak = Effect.flatMap(
+        driver.allocate(4096),
+        (memory) => driver.mrReg(Driver.handleOf(peer), memory, Usage.READ_SRC)
+      )
       const error = yield* Effect.flip(Ledger.checkedOnAnyDriver(leak, { within: "50 millis" }))
       assert.strictEqual(error._tag, "HandleLeakError")
     }).pipe(Effect.provide(Live)))

@@ -29,7 +29,7 @@ describe("rpma_mr_reg", () => {
       const d = yield* driver
       const peer = yield* Peer.Peer
       assert.strictEqual(yield* tagOf(d.mrReg(null as any, new Uint8Array(8), Usage.READ_SRC)), "RpmaInvalidError")
-      assert.strictEqual(yield* tagOf(d.mrReg(peer.handle, null as any, Usage.READ_SRC)), "RpmaInvalidError")
+      assert.strictEqual(yield* tagOf(d.mrReg(Driver.handleOf(peer), null as any, Usage.READ_SRC)), "RpmaInvalidError")
       const empty = yield* Effect.flip(LocalMr.register(peer, new Uint8Array(0), Usage.READ_SRC))
       assert.strictEqual(empty._tag, "RpmaInvalidError")
       assert.match(empty.message, /rpma_mr_reg failed with RPMA_E_INVAL \(-100004\).*size is 0/)
@@ -40,7 +40,7 @@ describe("rpma_mr_reg", () => {
       const d = yield* driver
       const peer = yield* Peer.Peer
       for (const usage of [0, 0x100, -1, 1.5]) {
-        assert.strictEqual(yield* tagOf(d.mrReg(peer.handle, new Uint8Array(8), usage)), "RpmaInvalidError")
+        assert.strictEqual(yield* tagOf(d.mrReg(Driver.handleOf(peer), new Uint8Array(8), usage)), "RpmaInvalidError")
       }
     })))
 
@@ -86,7 +86,7 @@ describe("handles", () => {
     inWorld(Effect.gen(function*() {
       const d = yield* driver
       const peer = yield* Peer.Peer
-      const mr = (yield* d.mrReg(peer.handle, new Uint8Array(64), Usage.READ_SRC)).handle
+      const mr = (yield* d.mrReg(Driver.handleOf(peer), new Uint8Array(64), Usage.READ_SRC)).handle
       yield* d.mrDereg(mr)
       const again = yield* Effect.flip(d.mrDereg(mr))
       assert.strictEqual(again._tag, "RpmaInvalidError")
@@ -234,13 +234,13 @@ describe("the completion queue and its channel, as librpma has them", () => {
   ) =>
     Effect.gen(function*() {
       const serverConfig = options?.srq === undefined ? config : { ...config, srq: options.srq }
-      const ep = yield* Effect.acquireRelease(d.epListen(peer.handle, address, 7601), (ep) =>
+      const ep = yield* Effect.acquireRelease(d.epListen(Driver.handleOf(peer), address, 7601), (ep) =>
         Effect.orDie(d.epShutdown(ep)))
       const server = yield* Effect.fork(Effect.flatMap(d.epNextConnReq(ep, serverConfig), (req) => {
         options?.early?.(req)
         return d.connReqConnect(req, undefined)
       }))
-      const client = yield* Effect.flatMap(d.connReqNew(peer.handle, address, 7601, config), (req) =>
+      const client = yield* Effect.flatMap(d.connReqNew(Driver.handleOf(peer), address, 7601, config), (req) =>
         d.connReqConnect(req, undefined))
       const other = yield* Fiber.join(server)
       yield* Effect.addFinalizer(() =>
@@ -251,7 +251,10 @@ describe("the completion queue and its channel, as librpma has them", () => {
     })
 
   const sharedReceiveQueue = (d: Driver.Driver, peer: Peer.Peer) =>
-    Effect.acquireRelease(d.srqNew(peer.handle, { rqSize: 4, rcqSize: 4 }), (srq) => Effect.orDie(d.srqDelete(srq)))
+    Effect.acquireRelease(
+      d.srqNew(Driver.handleOf(peer), { rqSize: 4, rcqSize: 4 }),
+      (srq) => Effect.orDie(d.srqDelete(srq))
+    )
 
   const turn = Effect.async<void>((resume) => void setImmediate(() => setImmediate(() => resume(Effect.void))))
 
@@ -266,14 +269,14 @@ describe("the completion queue and its channel, as librpma has them", () => {
       const write = (id: number) => ({
         op: "write" as const,
         id,
-        dst: dst.handle,
+        dst: Driver.handleOf(dst),
         dstOffset: 0,
-        src: src.handle,
+        src: Driver.handleOf(src),
         srcOffset: 0,
         length: 8
       })
-      const send = (id: number) => ({ op: "send" as const, id, src: src.handle, offset: 0, length: 8 })
-      const recv = (id: number) => ({ op: "recv" as const, id, dst: target.handle, offset: 0, length: 8 })
+      const send = (id: number) => ({ op: "send" as const, id, src: Driver.handleOf(src), offset: 0, length: 8 })
+      const recv = (id: number) => ({ op: "recv" as const, id, dst: Driver.handleOf(target), offset: 0, length: 8 })
       const heard: Array<ReadonlyArray<Driver.Model.Completion>> = []
       const arm = (conn: Driver.Model.ConnHandle) =>
         d.armCompletions(conn, (ready) => Exit.isSuccess(ready) && heard.push(ready.value))
@@ -311,10 +314,11 @@ describe("the completion queue and its channel, as librpma has them", () => {
       const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
       const early: Array<Driver.Model.PostOutcome> = []
       const { client, server } = yield* connected(d, peer, {
-        early: (req) => early.push(d.postMany(req, [{ op: "recv", id: 7, dst: target.handle, offset: 0, length: 8 }]))
+        early: (req) =>
+          early.push(d.postMany(req, [{ op: "recv", id: 7, dst: Driver.handleOf(target), offset: 0, length: 8 }]))
       })
       assert.deepStrictEqual(early.map((o) => [o.posted, o.error, o.ready.length]), [[1, undefined, 0]])
-      d.postMany(client, [{ op: "send", id: 1, src: src.handle, offset: 0, length: 8 }])
+      d.postMany(client, [{ op: "send", id: 1, src: Driver.handleOf(src), offset: 0, length: 8 }])
       assert.deepStrictEqual((yield* d.pollCompletions(server)).map((c) => [c.id, c.status]), [[7, 0]])
     })))
 
@@ -327,8 +331,8 @@ describe("the completion queue and its channel, as librpma has them", () => {
       const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
       const { client, server } = yield* connected(d, peer, { srq })
       const qpNum = yield* d.connQpNum(server)
-      const recv = (id: number) => ({ op: "recv" as const, id, dst: target.handle, offset: 0, length: 8 })
-      const send = (id: number) => ({ op: "send" as const, id, src: src.handle, offset: 0, length: 8 })
+      const recv = (id: number) => ({ op: "recv" as const, id, dst: Driver.handleOf(target), offset: 0, length: 8 })
+      const send = (id: number) => ({ op: "send" as const, id, src: Driver.handleOf(src), offset: 0, length: 8 })
       // The receive is consumed at once when a message waits for it: the post's own poll finds it.
       d.postMany(client, [send(1)])
       assert.deepStrictEqual(d.postMany(srq, [recv(11)]).ready.map((c) => [c.id, c.qpNum]), [[11, qpNum]])
@@ -348,11 +352,11 @@ describe("the completion queue and its channel, as librpma has them", () => {
       const peer = yield* Peer.Peer
       const srq = yield* sharedReceiveQueue(d, peer)
       const req = yield* Effect.acquireRelease(
-        d.connReqNew(peer.handle, address, 7602, config),
+        d.connReqNew(Driver.handleOf(peer), address, 7602, config),
         (req) => Effect.orDie(d.connReqDelete(req))
       )
       const src = yield* LocalMr.allocate(peer, 64, Usage.SEND)
-      const send = { op: "send" as const, id: 1, src: src.handle, offset: 0, length: 8 }
+      const send = { op: "send" as const, id: 1, src: Driver.handleOf(src), offset: 0, length: 8 }
       for (const queue of [srq, req, {} as Driver.Model.ConnHandle]) {
         const outcome = d.postMany(queue, [send])
         assert.strictEqual(outcome.posted, 0)

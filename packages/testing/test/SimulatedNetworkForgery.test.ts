@@ -18,6 +18,7 @@ import {
   RemoteMr,
   Usage
 } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
 import { SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, Option } from "effect"
@@ -124,10 +125,10 @@ const setup = (serveOptions?: SimulatedNetwork.ServeOptions, regionSize = 64) =>
       target,
       /** How the network names the two sides and the region (the simulator's handles carry it). */
       far: {
-        client: { process: 1, conn: handle((clientConn as unknown as { readonly handle: unknown }).handle).id },
-        server: { process: 2, conn: handle((serverConn as unknown as { readonly handle: unknown }).handle).id }
+        client: { process: 1, conn: handle(Driver.handleOf(clientConn)).id },
+        server: { process: 2, conn: handle(Driver.handleOf(serverConn)).id }
       },
-      region: { rkey: handle(target.handle).rkey, address: handle(target.handle).address },
+      region: { rkey: handle(Driver.handleOf(target)).rkey, address: handle(Driver.handleOf(target)).address },
       write: (length: number) => Connection.write(clientConn, { dst: remote, src: local, length }),
       /** A write and a read back across the connection: both succeed while it is whole. */
       roundTrip: (seed: number) =>

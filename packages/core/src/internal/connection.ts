@@ -34,6 +34,7 @@ import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
 import { ConnectionImpl } from "./connectionImpl.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
+import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import { ownerOf } from "./peer.js"
@@ -483,7 +484,7 @@ export const connectDirect: Connect = (peer, address, port, options) =>
         open(
           driver,
           peer,
-          driver.connReqNew(peer.handle, address, port, config),
+          driver.connReqNew(handles.peer(peer), address, port, config),
           options?.privateData,
           { address, port },
           config,

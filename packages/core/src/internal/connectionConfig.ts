@@ -6,6 +6,7 @@ import type { Options } from "../Connection.js"
 import * as DriverArguments from "../DriverArguments.js"
 import type { ConnConfig } from "../DriverModel.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
+import * as handles from "./handles.js"
 import * as srq from "./srq.js"
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
@@ -22,12 +23,14 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
   const sqSize = options?.sendQueueSize ?? 64
   const rqSize = options?.receiveQueueSize ?? 64
   const rcqSize = options?.receiveCompletionQueueSize ?? 0
-  const srqSizes = srq.sizesOf(options?.sharedReceiveQueue?.handle)
+  const queue = options?.sharedReceiveQueue
+  const srqHandle = queue === undefined ? undefined : handles.srq(queue)
+  const srqSizes = srq.sizesOf(srqHandle)
   // The receives completing on the CQ: the connection's own, or its shared receive queue's when that
   // has no receive CQ; none with a receive CQ (the queue's or the connection's).
   const receivesOnCq = rcqSize > 0
     ? 0
-    : options?.sharedReceiveQueue === undefined
+    : queue === undefined
     ? rqSize
     : srqSizes?.rcqSize === 0
     ? srqSizes.rqSize
@@ -40,7 +43,7 @@ export const toConfig = (options: Options | undefined): ConnConfig => {
     rcqSize,
     sharedCompletionChannel: options?.sharedCompletionChannel ?? false,
     directWriteToPmem: options?.directWriteToPmem ?? false,
-    srq: options?.sharedReceiveQueue?.handle
+    srq: srqHandle
   }
 }
 

@@ -19,6 +19,7 @@ import { fromRpmaCode, RpmaCode, type RpmaError, RpmaInvalidError } from "../Rdm
 import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError } from "./admission.js"
 import * as internalConnection from "./connection.js"
 import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
+import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
@@ -79,7 +80,7 @@ export const make = (
 ): Effect.Effect<Listener.Listener, RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.acquireRelease(
-      Effect.map(driver.epListen(peer.handle, address, port), (handle) => {
+      Effect.map(driver.epListen(handles.peer(peer), address, port), (handle) => {
         Owner.retain(ownerOf(peer))
         return new ListenerImpl(handle, peer, address, port)
       }),

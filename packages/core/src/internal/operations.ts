@@ -13,8 +13,10 @@ import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
 import type { Completion, WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
+import type { RemoteMr } from "../RemoteMr.js"
 import { impl } from "./connectionImpl.js"
 import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
+import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import { AWAIT, AWAIT_VOID } from "./poster.js"
@@ -70,9 +72,9 @@ export const recvLength = (args: Connection.RecvArgs): number =>
 const NO_REGIONS: ReadonlyArray<LocalMr<any>> = []
 
 interface TransferArgs {
-  readonly dst: { readonly handle: any; readonly size: number | bigint }
+  readonly dst: LocalMr<any> | RemoteMr<any>
   readonly dstOffset?: number | undefined
-  readonly src: { readonly handle: any; readonly size: number | bigint }
+  readonly src: LocalMr<any> | RemoteMr<any>
   readonly srcOffset?: number | undefined
   readonly length: number
 }
@@ -93,8 +95,8 @@ const prepareTransfer = (
   const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
     checkRange(operation, "source", srcOffset, length, src.size)
   if (refused !== undefined) return refused
-  const dstHandle = dst.handle
-  const srcHandle = src.handle
+  const dstHandle = handles.region(dst)
+  const srcHandle = handles.region(src)
   const op = spec.op
   const build = (id: number) =>
     ({ op, id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }) as WorkRequest
@@ -182,13 +184,13 @@ export const writeMany = (
         const next = args.dst
         dst = next
         dstSize = next.size
-        dstHandle = next.handle
+        dstHandle = handles.remoteMr(next)
       }
       if (args.src !== src) {
         const next = args.src
         src = next
         srcSize = next.size
-        srcHandle = next.handle
+        srcHandle = handles.localMr(next)
         if (!sources.includes(next)) sources.push(next)
       }
       const refused = imm !== undefined
@@ -269,7 +271,7 @@ export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): 
     if (typeof at !== "number") return instrument.refused(at)
     // From the read's start to the flush's end: the range asked for, or one that contains it.
     const posted = at === offset ? length : offset + length - at
-    const dstHandle = dst.handle
+    const dstHandle = handles.remoteMr(dst)
     return impl(conn).kernel.start<FlushError>(
       fiber,
       Operations.flush,
@@ -301,7 +303,7 @@ export const atomicWrite = (
       : checkRange(operation, "destination", offset, 8, dst.size)
     if (refused !== undefined) return instrument.refused(refused)
     const bytes = Uint8Array.from(value)
-    const dstHandle = dst.handle
+    const dstHandle = handles.remoteMr(dst)
     return impl(conn).kernel.start<TransferError>(
       fiber,
       Operations.atomicWrite,
@@ -325,7 +327,7 @@ export const send = (conn: Connection.Connection, args: Connection.SendArgs): Ef
     const { length, offset = 0, src } = args
     const refused = checkRange(Operations.send.name, "source", offset, length, src.size)
     if (refused !== undefined) return instrument.refused(refused)
-    const srcHandle = src.handle
+    const srcHandle = handles.localMr(src)
     return impl(conn).kernel.start<TransferError>(
       fiber,
       Operations.send,
@@ -348,7 +350,7 @@ export const awaitRecv = <A>(
     const length = recvLength(args)
     const refused = checkRange(Operations.recv.name, "destination", offset, length, dst.size)
     if (refused !== undefined) return instrument.refused(refused)
-    const dstHandle = dst.handle
+    const dstHandle = handles.localMr(dst)
     return impl(conn).kernel.start<TransferError>(
       fiber,
       Operations.recv,

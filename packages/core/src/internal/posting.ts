@@ -18,6 +18,7 @@ import type { LocalMr } from "../LocalMr.js"
 import type { RpmaError } from "../RdmaError.js"
 import { impl } from "./connectionImpl.js"
 import type { Pending } from "./dataPath.js"
+import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { awaitPosted, awaitRecv, checkImm, checkRange, recvLength, withImm } from "./operations.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
@@ -81,8 +82,8 @@ export const postWrite = (
     const { completion, dst, dstOffset = 0, imm, length, src, srcOffset = 0 } = args
     const spec = imm === undefined ? Operations.write : Operations.writeWithImm
     const operation = spec.name
-    const dstHandle = dst.handle
-    const srcHandle = src.handle
+    const dstHandle = handles.remoteMr(dst)
+    const srcHandle = handles.localMr(src)
     return submit(
       impl(conn).kernel,
       fiber,
@@ -103,8 +104,8 @@ export const postRead = (
   Effect.withFiberRuntime((fiber) => {
     const { completion, dst, dstOffset = 0, length, src, srcOffset = 0 } = args
     const operation = Operations.read.name
-    const dstHandle = dst.handle
-    const srcHandle = src.handle
+    const dstHandle = handles.localMr(dst)
+    const srcHandle = handles.remoteMr(src)
     return submit(
       impl(conn).kernel,
       fiber,
@@ -125,7 +126,7 @@ export const postSend = (
   Effect.withFiberRuntime((fiber) => {
     const { completion, imm, length, offset = 0, src } = args
     const spec = imm === undefined ? Operations.send : Operations.sendWithImm
-    const srcHandle = src.handle
+    const srcHandle = handles.localMr(src)
     return submit(
       impl(conn).kernel,
       fiber,
@@ -157,7 +158,7 @@ export const submitRecv = <C>(
   Effect.withFiberRuntime((fiber) => {
     const { dst, offset = 0 } = args
     const length = recvLength(args)
-    const dstHandle = dst.handle
+    const dstHandle = handles.localMr(dst)
     return submit(
       kernel,
       fiber,
@@ -199,8 +200,8 @@ const exchanged = (
   const spec = imm === undefined ? Operations.send : Operations.sendWithImm
   const sendRefused = checkImm(spec.name, imm) ?? checkRange(spec.name, "source", offset, length, src.size)
   if (sendRefused !== undefined) return sendRefused
-  const dstHandle = dst.handle
-  const srcHandle = src.handle
+  const dstHandle = handles.localMr(dst)
+  const srcHandle = handles.localMr(src)
   return [
     {
       spec: Operations.recv,

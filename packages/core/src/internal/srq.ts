@@ -20,6 +20,7 @@ import type { Peer } from "../Peer.js"
 import { type RpmaError, RpmaInvalidError } from "../RdmaError.js"
 import type * as SharedReceiveQueue from "../SharedReceiveQueue.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
+import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
@@ -98,7 +99,7 @@ const open = (
 ): Effect.Effect<SharedReceiveQueueImpl, RpmaError, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.gen(function*() {
-      const handle = yield* driver.srqNew(peer.handle, config)
+      const handle = yield* driver.srqNew(handles.peer(peer), config)
       Owner.retain(peerOwner(peer))
       const table = new PendingTable<OperationError>()
       const slots = new Slots(config.rqSize)
@@ -174,7 +175,7 @@ export const postRecv = (
   submitRecv(impl(srq).kernel, Operations.srqRecv, args, ({ dst }) =>
     // Another protection domain: the device would take the receive and fail it only when a
     // message arrives for it, and that message would be lost.
-    dst.peer.handle === srq.peer.handle ? undefined : new RpmaInvalidError({
+    handles.peer(dst.peer) === handles.peer(srq.peer) ? undefined : new RpmaInvalidError({
       operation: Operations.srqRecv.name,
       detail:
         `the destination region is registered on another peer than the queue's (the peer at ${srq.peer.address}): register it there`

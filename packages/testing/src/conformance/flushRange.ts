@@ -101,15 +101,14 @@ export const flushRangeCases: ReadonlyArray<Case> = [
         // The driver's own posts on a connection core made: core has nothing posted on it, so
         // nothing of core's reads its completions meanwhile. The failed read ends the queue pair.
         const { client, serverPeer } = yield* connectedPair(address, port)
-        // A Connection shows no handle; the driver's own calls read the one its implementation keeps.
-        const handle = (client as unknown as { readonly handle: Driver.Model.ConnHandle }).handle
+        const handle = Driver.handleOf(client)
         const { remote } = yield* exposedOf(serverPeer, 4096)
         const flush = (id: number, dstOffset: number, length: number) =>
           Effect.suspend(() => {
             const outcome = d.postMany(handle, [{
               op: "flush",
               id,
-              dst: remote.handle,
+              dst: Driver.handleOf(remote),
               dstOffset,
               length,
               type: "visibility"

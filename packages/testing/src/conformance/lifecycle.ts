@@ -319,7 +319,7 @@ export const lifecycleCases: ReadonlyArray<Case> = [
         )
         yield* Effect.yieldNow()
         yield* Effect.sleep("20 millis")
-        const refused = yield* Effect.exit(d.mrDereg(inbox.handle))
+        const refused = yield* Effect.exit(d.mrDereg(Driver.handleOf(inbox)))
         yield* check(
           tagOf(refused) === "ResourceInUseError",
           `rpma_mr_dereg with a receive in flight: ${tagOf(refused)}`

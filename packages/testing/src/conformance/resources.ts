@@ -35,7 +35,7 @@ export const resourceCases: ReadonlyArray<Case> = [
       Effect.gen(function*() {
         const d = yield* driver
         const a = yield* Effect.scoped(Effect.zip(Peer.make(address), Peer.make(address)))
-        yield* check(a[0].handle !== a[1].handle, "two peers are distinct")
+        yield* check(Driver.handleOf(a[0]) !== Driver.handleOf(a[1]), "two peers are distinct")
         yield* equal((yield* d.live).peers, 0, "peers alive after the scope")
       })
   },
@@ -62,8 +62,12 @@ export const resourceCases: ReadonlyArray<Case> = [
         const peer = yield* Peer.make(address)
         for (const size of [1, 4096, 65536 + 17, 1 << 20]) {
           const mr = yield* LocalMr.allocate(peer, size, rwUsage)
-          yield* equal(yield* d.mrGetSize(mr.handle), size, "rpma_mr_get_size")
-          yield* equal(yield* d.mrGetDescriptorSize(mr.handle), Descriptor.SIZE, "rpma_mr_get_descriptor_size")
+          yield* equal(yield* d.mrGetSize(Driver.handleOf(mr)), size, "rpma_mr_get_size")
+          yield* equal(
+            yield* d.mrGetDescriptorSize(Driver.handleOf(mr)),
+            Descriptor.SIZE,
+            "rpma_mr_get_descriptor_size"
+          )
           yield* equal(mr.address % 4096n, 0n, "Memory.allocate is page-aligned")
           const desc = yield* LocalMr.describe(mr)
           yield* equal(desc.address, mr.address, "descriptor address = rpma_mr_get_ptr")
@@ -73,7 +77,7 @@ export const resourceCases: ReadonlyArray<Case> = [
         // A caller's memory, at an offset into its buffer.
         const slice = new Uint8Array(8192).subarray(100, 300)
         const mr = yield* LocalMr.register(peer, slice, Usage.SEND)
-        yield* equal(yield* d.mrGetSize(mr.handle), 200, "size of a sub-array registration")
+        yield* equal(yield* d.mrGetSize(Driver.handleOf(mr)), 200, "size of a sub-array registration")
         const desc = yield* LocalMr.describe(mr)
         yield* equal(desc.usage, Usage.SEND, "usage of a sub-array registration")
       })

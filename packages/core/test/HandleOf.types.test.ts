@@ -1,0 +1,44 @@
+/**
+ * Type tests: compiled by `pnpm check`; each `@ts-expect-error` fails the build if the line compiles.
+ * Resources are opaque: the driver's handle is not on their public types; `Driver.handleOf` reads
+ * it, typed by the kind of resource.
+ */
+import type { Connection, LocalMr, Peer, RemoteMr, SharedReceiveQueue } from "@effect-rdma/core"
+import * as Driver from "@effect-rdma/core/Driver"
+import { describe, expect, it } from "@effect/vitest"
+
+declare const peer: Peer.Peer
+declare const mr: LocalMr.LocalMr<"WRITE_SRC">
+declare const remote: RemoteMr.RemoteMr<"WRITE_DST">
+declare const srq: SharedReceiveQueue.SharedReceiveQueue
+declare const conn: Connection.Connection
+
+export const typeTests = () => [
+  // @ts-expect-error a Peer shows no handle
+  peer.handle,
+  // @ts-expect-error a LocalMr shows no handle
+  mr.handle,
+  // @ts-expect-error a RemoteMr shows no handle
+  remote.handle,
+  // @ts-expect-error a SharedReceiveQueue shows no handle
+  srq.handle,
+  // @ts-expect-error a Connection shows no handle
+  conn.handle,
+  Driver.handleOf(peer) satisfies Driver.Model.PeerHandle,
+  Driver.handleOf(mr) satisfies Driver.Model.MrHandle,
+  Driver.handleOf(remote) satisfies Driver.Model.RemoteMrHandle,
+  Driver.handleOf(srq) satisfies Driver.Model.SrqHandle,
+  Driver.handleOf(conn) satisfies Driver.Model.ConnHandle,
+  // @ts-expect-error a region's handle is not a peer's
+  Driver.handleOf(mr) satisfies Driver.Model.PeerHandle,
+  // @ts-expect-error a remote region's handle is not a local region's
+  Driver.handleOf(remote) satisfies Driver.Model.MrHandle,
+  // @ts-expect-error only resources have a handle
+  Driver.handleOf({ handle: 1 })
+]
+
+describe("handleOf types", () => {
+  it("compiles (the checks are the @ts-expect-error lines)", () => {
+    expect(typeof typeTests).toBe("function")
+  })
+})
