@@ -2,8 +2,9 @@
  * The driver's handle of each resource. It is a field of the resource's implementation class
  * (internal/peer.ts, LocalMr.ts's Region, RemoteMr.ts's RemoteRegion, internal/srq.ts,
  * internal/connectionImpl.ts), not of its public interface. There is one accessor for each kind, and
- * each is a plain property read, so each read site still sees one class of object (one map). The
- * public `Driver.handleOf` covers every kind in one function, for driver authors.
+ * each is a plain property read of the classes its callers read before (one, or both regions' for
+ * `region`), so the data path's reads stay as they were. The public `Driver.handleOf` covers every
+ * kind in one function, for driver authors.
  *
  * Only type imports: Driver.ts re-exports from here, and the resources' modules import Driver.ts.
  */
