@@ -21,6 +21,23 @@ const conformance = (report, title) => {
   return `${cases.filter((t) => t.status === "passed").length}/${cases.length}`
 }
 const count = (report, status) => tests(report).filter((t) => t.status === status).length
+// Each failed test by file and name, with its message's first line: CI keeps only the log's tail,
+// so the summary is where a failure must be named.
+const failures = (report, where) =>
+  (report?.testResults ?? []).flatMap((file) => {
+    const name = file.name.replace(process.cwd() + "/", "")
+    const firstLine = (text) => String(text ?? "").split("\n")[0].slice(0, 300)
+    const failed = file.assertionResults.filter((t) => t.status === "failed")
+    // A file that failed with no failed test (it did not load, or its worker died) says why in its message.
+    if (failed.length === 0) {
+      return file.status === "failed"
+        ? [`    failed (${where}): ${name}\n      ${firstLine(file.message)}`]
+        : []
+    }
+    return failed.map((t) =>
+      `    failed (${where}): ${name} > ${t.fullName}\n      ${firstLine(t.failureMessages?.[0])}`
+    )
+  })
 
 const lines = [
   "",
@@ -30,10 +47,12 @@ const lines = [
   } cases passed on the simulated driver (host)` +
   (device ? `, ${conformance(device, "conformance: native driver")} on the native driver (Soft-RoCE VM)` : ""),
   `  host:   ${count(host, "passed")} passed, ${count(host, "failed")} failed`,
+  ...failures(host, "host"),
   deviceStatus === "not-run"
     ? `  device: NOT RUN: ${reason}`
     : `  device: ${count(device, "passed")} passed, ${count(device, "failed")} failed in the VM` +
       (deviceStatus === "0" ? "" : ` (vm/run exited ${deviceStatus}: a test, the example smoke test or the VM failed)`),
+  ...failures(device, "device"),
   pairStatus === "not-run"
     ? `  two hosts: NOT RUN${deviceStatus === "not-run" ? "" : `: ${reason}`}`
     : `  two hosts: ${pairGroup("conformance across two hosts")} connection cases across the wire, ` +
