@@ -38,7 +38,8 @@ const stop = (runners: ReadonlyArray<ServerProcess>) =>
   Effect.gen(function*() {
     for (const runner of runners) runner.signal("SIGTERM")
     for (const runner of runners) {
-      assert.strictEqual((yield* runner.line(/^live (\d+)$/))[1], "0", "nothing left alive in a runner process")
+      const live = (yield* runner.line(/^live (\d+)$/))[1]
+      assert.strictEqual(live, "0", `nothing left alive in a runner process; its stderr: ${runner.stderr()}`)
       assert.strictEqual(yield* runner.exited, 0)
     }
   })
