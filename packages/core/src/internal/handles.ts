@@ -1,10 +1,10 @@
 /**
  * The driver's handle of each resource. It is a field of the resource's implementation class
- * (internal/peer.ts, LocalMr.ts's Region, RemoteMr.ts's RemoteRegion, internal/srq.ts,
- * internal/connectionImpl.ts; on the librdmacm path internal/cmEndpoint.ts's EndpointImpl,
- * internal/cmListener.ts's ListenerImpl, and the object internal/cmRegistration.ts makes for a
- * region), not of its public interface. There is one accessor for each kind, and
- * each is a plain property read of the classes its callers read before (one, or both regions' for
+ * (internal/peer.ts, internal/localMr.ts's Region, internal/remoteMr.ts's RemoteRegion,
+ * internal/srq.ts, internal/connectionImpl.ts; on the librdmacm path internal/cmEndpoint.ts's
+ * EndpointImpl, internal/cmListener.ts's ListenerImpl, and the object internal/cmRegistration.ts
+ * makes for a region), not of its public interface. There is one accessor for each kind, and each
+ * is a plain property read of the classes its callers read before (one, or both regions' for
  * `region`), so the data path's reads stay as they were. The public `Driver.handleOf` covers every
  * kind in one function, for driver authors.
  *
