@@ -23,7 +23,7 @@ import * as errors from "./CmEndpointError.js"
 import type * as Connection from "./Connection.js"
 import type { ConnectionClosedError, OutOfRangeError } from "./ConnectionError.js"
 import type { RdmaDriver } from "./Driver.js"
-import type { CmEpHandle, CmEpInfo, CmMrHandle, CmMrInfo, CmRegistrationKind, Signal } from "./DriverModel.js"
+import type { CmEpInfo, CmMrInfo, CmRegistrationKind, Signal } from "./DriverModel.js"
 import * as internal from "./internal/cmEndpoint.js"
 import * as posting from "./internal/cmPosting.js"
 import * as registration from "./internal/cmRegistration.js"
@@ -65,8 +65,6 @@ export type State = "Connecting" | "Connected" | "Closing" | "Closed" | "Lost"
  */
 export interface CmEndpoint extends Pipeable {
   readonly [TypeId]: TypeId
-  /** The driver's handle, for the driver's own calls. */
-  readonly handle: CmEpHandle
   /** Its local address (for regions' metrics and logs). */
   readonly address: string
   /** Its queue pair number, the inline size granted, and the addresses of both sides. */
@@ -171,7 +169,6 @@ export interface ConnectOptions extends Options, EstablishOptions {}
  * @category models
  */
 export interface Region<K extends CmRegistrationKind = CmRegistrationKind> extends CmMrInfo {
-  readonly handle: CmMrHandle
   /** Which call made it: rdma_reg_msgs, rdma_reg_read or rdma_reg_write. */
   readonly kind: K
   /** The endpoint whose protection domain it is registered on: the only one that can post it. */

@@ -18,7 +18,6 @@ import type * as Admission from "./Admission.js"
 import type * as CmEndpoint from "./CmEndpoint.js"
 import * as errors from "./CmEndpointError.js"
 import type { RdmaDriver } from "./Driver.js"
-import type { CmListenerHandle } from "./DriverModel.js"
 import * as internal from "./internal/cmListener.js"
 import * as serving from "./internal/cmServe.js"
 import type { RdmaCmError } from "./RdmaError.js"
@@ -43,8 +42,6 @@ export type TypeId = typeof TypeId
  */
 export interface CmListener extends Pipeable {
   readonly [TypeId]: TypeId
-  /** The driver's handle, for the driver's own calls. */
-  readonly handle: CmListenerHandle
   readonly address: string
   /** The port it listens on: the system's choice when 0 was asked for. */
   readonly port: number

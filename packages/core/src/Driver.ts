@@ -18,6 +18,8 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
+import type { CmEndpoint, Region } from "./CmEndpoint.js"
+import type { CmListener } from "./CmListener.js"
 import type { Connection } from "./Connection.js"
 import type {
   AddressKind,
@@ -408,7 +410,9 @@ export class RdmaDriver extends Context.Tag("@effect-rdma/core/Driver")<RdmaDriv
  * The driver's handle of a resource core made, as the driver answered it: a peer's (from
  * {@link Driver.peerNew}), a region's ({@link Driver.mrReg}), a remote region's
  * ({@link Driver.mrRemoteFromDescriptor}), a shared receive queue's ({@link Driver.srqNew}) or a
- * connection's ({@link Driver.connReqConnect}, on either side).
+ * connection's ({@link Driver.connReqConnect}, on either side); on the librdmacm path, an endpoint's
+ * ({@link Driver.cmEpCreate}, or {@link Driver.cmGetRequest} for a request), a region's on an
+ * endpoint ({@link Driver.cmReg}) or a listener's ({@link Driver.cmListen}).
  * For driver authors and conformance cases that call the driver directly on resources made through
  * the user modules; the resources themselves do not show it. A plain read of the field: no call to
  * the driver and no allocation. The handle stays the resource's: releasing it through the driver
@@ -433,4 +437,7 @@ export const handleOf: {
   (mr: RemoteMr<any>): RemoteMrHandle
   (queue: SharedReceiveQueue): SrqHandle
   (conn: Connection): ConnHandle
+  (ep: CmEndpoint): CmEpHandle
+  (mr: Region): CmMrHandle
+  (listener: CmListener): CmListenerHandle
 } = handles.any as never

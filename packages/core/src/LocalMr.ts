@@ -14,14 +14,14 @@ import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
 import * as Descriptors from "./Descriptor.js"
 import { type Driver, RdmaDriver } from "./Driver.js"
-import { type MrHandle, type MrRegistration } from "./DriverModel.js"
+import { type MrRegistration } from "./DriverModel.js"
 import * as handles from "./internal/handles.js"
 import * as instrument from "./internal/instrument.js"
+import { isLocalMr as isLocalMrImpl, Region, TypeId as typeId } from "./internal/localMr.js"
 import * as Owner from "./internal/owner.js"
 import { ownerOf as peerOwner } from "./internal/peer.js"
 import * as pins from "./internal/pins.js"
 import { type Policy, releaseNowThen } from "./internal/release.js"
-import { PipeableBase } from "./internal/resource.js"
 import * as Memory from "./Memory.js"
 import type * as Peers from "./Peer.js"
 import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
@@ -35,7 +35,7 @@ import type { Flag, Usage } from "./Usage.js"
  * @since 1.0.0
  * @category symbols
  */
-export const TypeId: unique symbol = Symbol.for("@effect-rdma/core/LocalMr") as never
+export const TypeId: unique symbol = typeId
 
 /**
  * @since 1.0.0
@@ -47,7 +47,7 @@ export type TypeId = typeof TypeId
  * @since 1.0.0
  * @category guards
  */
-export const isLocalMr = (u: unknown): u is LocalMr => u instanceof Region
+export const isLocalMr: (u: unknown) => u is LocalMr = isLocalMrImpl
 
 /**
  * A registered region. `F` is the set of usage flags it was registered with: a function that needs
@@ -126,38 +126,6 @@ export const register = <F extends Flag>(
 
 const REG = "rpma_mr_reg"
 const DEREG = "rpma_mr_dereg"
-
-// How each region was registered: its release goes to the same driver, traced or not as the
-// registration was, with the same metric labels; read here, not from the releasing fiber.
-interface Registration {
-  readonly driver: Driver
-  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
-}
-
-/**
- * A region as {@link acquire} makes it. Its registration is a private field, not an entry in a
- * WeakMap: a WeakMap entry per registration cost more than the rest of the bookkeeping (its
- * ephemeron table grows with every short-lived region until a GC clears it).
- */
-class Region<F extends Flag> extends PipeableBase implements LocalMr<F> {
-  readonly [TypeId]: TypeId = TypeId
-  readonly #registration: Registration
-  constructor(
-    readonly handle: MrHandle,
-    readonly peer: Peers.Peer,
-    readonly memory: Uint8Array,
-    readonly usage: Usage<F>,
-    readonly address: bigint,
-    readonly size: number,
-    registration: Registration
-  ) {
-    super()
-    this.#registration = registration
-  }
-  static registrationOf(mr: Region<any>): Registration {
-    return mr.#registration
-  }
-}
 
 /**
  * rpma_mr_reg (which also gives the address), then the bookkeeping (pin, retain, counters,

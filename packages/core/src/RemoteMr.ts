@@ -16,7 +16,7 @@ import type { RemoteMrHandle } from "./DriverModel.js"
 import * as handles from "./internal/handles.js"
 import * as instrument from "./internal/instrument.js"
 import { release } from "./internal/release.js"
-import { PipeableBase } from "./internal/resource.js"
+import * as internal from "./internal/remoteMr.js"
 import type { RpmaError } from "./RdmaError.js"
 import * as Usages from "./Usage.js"
 import type { Flag, Usage } from "./Usage.js"
@@ -27,7 +27,7 @@ import type { Flag, Usage } from "./Usage.js"
  * @since 1.0.0
  * @category symbols
  */
-export const TypeId: unique symbol = Symbol.for("@effect-rdma/core/RemoteMr") as never
+export const TypeId: unique symbol = internal.TypeId
 
 /**
  * @since 1.0.0
@@ -35,24 +35,11 @@ export const TypeId: unique symbol = Symbol.for("@effect-rdma/core/RemoteMr") as
  */
 export type TypeId = typeof TypeId
 
-class RemoteRegion<F extends Flag> extends PipeableBase implements RemoteMr<F> {
-  readonly [TypeId]: TypeId = TypeId
-  constructor(
-    readonly handle: RemoteMrHandle,
-    readonly descriptor: Descriptor,
-    readonly usage: Usage<F>,
-    readonly size: bigint,
-    readonly flushType: number
-  ) {
-    super()
-  }
-}
-
 /**
  * @since 1.0.0
  * @category guards
  */
-export const isRemoteMr = (u: unknown): u is RemoteMr<Flag> => u instanceof RemoteRegion
+export const isRemoteMr: (u: unknown) => u is RemoteMr<Flag> = internal.isRemoteMr
 
 /**
  * @since 0.1.0
@@ -121,7 +108,7 @@ export const fromDescriptor = (
           Effect.flatMap(driver.mrRemoteFromDescriptor(bytes), (handle) =>
             Effect.all({ size: driver.mrRemoteGetSize(handle), flushType: driver.mrRemoteGetFlushType(handle) }).pipe(
               Effect.map(({ flushType, size }): RemoteMr =>
-                new RemoteRegion(handle, descriptor, descriptor.usage, size, flushType)
+                new internal.RemoteRegion(handle, descriptor, descriptor.usage, size, flushType)
               ),
               Effect.tapError(() => deleteRemote(driver.mrRemoteDelete, handle))
             )),

@@ -521,7 +521,7 @@ describe("CmEndpoint's state", () => {
       assert.isFalse(CmEndpoint.isCmEndpoint(listener))
       assert.isTrue(CmListener.isCmListener(listener))
       assert.isFalse(CmListener.isCmListener(ep))
-      for (const other of [null, undefined, 0, "ep", {}, { handle: ep.handle, info: ep.info }]) {
+      for (const other of [null, undefined, 0, "ep", {}, { handle: Driver.handleOf(ep), info: ep.info }]) {
         assert.isFalse(CmEndpoint.isCmEndpoint(other))
         assert.isFalse(CmListener.isCmListener(other))
       }

@@ -7,7 +7,7 @@
 // all of them arrived). The C programs are first proved against each other.
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/CmInterop.test.ts
 import { CmEndpoint, CmListener, RdmaError, RemoteKey } from "@effect-rdma/core"
-import { RdmaDriver } from "@effect-rdma/core/Driver"
+import { handleOf, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -159,7 +159,7 @@ const connect = (mode: Mode, port: number, exchange = false) =>
       const refused = yield* Effect.flip(CmEndpoint.establish(ep, { privateData: HELLO }))
       assert.strictEqual(refused._tag, "RdmaCmError")
       assert.strictEqual(refused.errno, ECONNREFUSED, refused.message)
-      const why = yield* Effect.flatMap(RdmaDriver, (driver) => driver.cmPrivateData(ep.handle))
+      const why = yield* Effect.flatMap(RdmaDriver, (driver) => driver.cmPrivateData(handleOf(ep)))
       assert.isTrue(same(why.subarray(0, 16), REJECTION), "the rejection's private data")
       return
     }

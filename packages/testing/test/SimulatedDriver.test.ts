@@ -176,7 +176,7 @@ describe("rdma_reg_msgs", () => {
       const nomem = yield* Effect.flip(Effect.scoped(CmEndpoint.registerMessages(ep, new Uint8Array(8))))
       assert.strictEqual(nomem.message, "rdma_reg_msgs failed with ENOMEM (errno 12): planned fault")
       const d = yield* driver
-      assert.strictEqual(yield* tagOf(d.cmReg(msgs.handle as any, "msgs", new Uint8Array(8))), "RdmaCmError")
+      assert.strictEqual(yield* tagOf(d.cmReg(Driver.handleOf(msgs) as any, "msgs", new Uint8Array(8))), "RdmaCmError")
     })))
 
   it.effect("an endpoint with live regions is not destroyed", () =>

@@ -257,8 +257,8 @@ describe("SimulatedNetwork refuses forged and malformed frames", () => {
       const ep = yield* Fiber.join(opening)
       const src = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64)).pipe(Effect.provide(client))
       const idOf = (handle: unknown) => (handle as { readonly id: number }).id
-      const clientFar = { process: 1, conn: idOf(ep.handle) }
-      const serverFar = { process: 2, conn: idOf(request.handle) }
+      const clientFar = { process: 1, conn: idOf(Driver.handleOf(ep)) }
+      const serverFar = { process: 2, conn: idOf(Driver.handleOf(request)) }
       const key = RemoteKey.make(target)
 
       const f = yield* forger(path)

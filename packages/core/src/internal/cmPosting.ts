@@ -19,6 +19,7 @@ import type * as RemoteKey from "../RemoteKey.js"
 import { impl } from "./cmEndpoint.js"
 import { regionOwner } from "./cmRegistration.js"
 import type { Owners, Pending } from "./dataPath.js"
+import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { checkImm, checkRange } from "./operations.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
@@ -125,7 +126,7 @@ const checkSegments = (
     const partLength = part.length ?? Math.max(size - offset, 0)
     const refused = checkRange(operation, "local", offset, partLength, size)
     if (refused !== undefined) return refused
-    segments[i] = { mr: mr.handle, offset, length: partLength }
+    segments[i] = { mr: handles.cmRegion(mr), offset, length: partLength }
     owners[i - plain] = regionOwner(mr)
     length += partLength
   }

@@ -12,6 +12,7 @@ import { type CmMrHandle, type CmRegistrationKind } from "../DriverModel.js"
 import * as Memory from "../Memory.js"
 import type { MemoryRefusedError, RdmaCmError } from "../RdmaError.js"
 import { endpointOwner } from "./cmEndpoint.js"
+import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import * as pins from "./pins.js"
@@ -54,7 +55,7 @@ const register = <K extends CmRegistrationKind>(
       // From here on, the real view: its length is the region's, whatever the given one's getters say.
       Memory.validate(given).pipe(
         Effect.flatMap((memory) =>
-          driver.cmReg(endpoint.handle, kind, memory).pipe(
+          driver.cmReg(handles.cmEndpoint(endpoint), kind, memory).pipe(
             Effect.tap(() => {
               Owner.retain(owner)
               return pins.pin(memory)
@@ -62,7 +63,17 @@ const register = <K extends CmRegistrationKind>(
             Effect.tap(() => instrument.registered(endpoint.address, memory.byteLength)),
             Effect.flatMap((handle) =>
               driver.cmMrInfo(handle).pipe(
-                Effect.map((info): CmEndpoint.Region<K> => ({ ...info, handle, kind, endpoint, memory })),
+                Effect.map((info): CmEndpoint.Region<K> => {
+                  // The handle is the region's own, not on its public type (handles.cmRegion reads it).
+                  const region: CmEndpoint.Region<K> & handles.Handled<CmMrHandle> = {
+                    ...info,
+                    handle,
+                    kind,
+                    endpoint,
+                    memory
+                  }
+                  return region
+                }),
                 Effect.tapError(() => deregister(memory, handle))
               )
             )
@@ -70,7 +81,7 @@ const register = <K extends CmRegistrationKind>(
         ),
         (registering) => instrument.registration(registrationCalls[kind], registering)
       ),
-      (mr) => Owner.releaseWhenUnused(regionOwner(mr), deregister(mr.memory, mr.handle))
+      (mr) => Owner.releaseWhenUnused(regionOwner(mr), deregister(mr.memory, handles.cmRegion(mr)))
     )
   })
 

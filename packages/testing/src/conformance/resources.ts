@@ -213,10 +213,18 @@ export const resourceCases: ReadonlyArray<Case> = [
         yield* equal(write.length, 16384, "rdma_reg_write length")
         yield* check(read.rkey !== write.rkey, "distinct rkeys")
         yield* equal((yield* d.live).cmRegions, 3, "rdma_cm regions alive")
-        yield* expectTag(d.cmEpDestroy(ep.handle), "ResourceInUseError", "destroy an endpoint with live regions")
-        yield* expectTag(d.cmReg(msgs.handle as any, "msgs", new Uint8Array(64)), "RdmaCmError", "region as endpoint")
-        yield* expectTag(d.cmReg(ep.handle, "msgs", null as any), "RdmaCmError", "NULL addr")
-        const raw = yield* d.cmReg(ep.handle, "msgs", new Uint8Array(64))
+        yield* expectTag(
+          d.cmEpDestroy(Driver.handleOf(ep)),
+          "ResourceInUseError",
+          "destroy an endpoint with live regions"
+        )
+        yield* expectTag(
+          d.cmReg(Driver.handleOf(msgs) as any, "msgs", new Uint8Array(64)),
+          "RdmaCmError",
+          "region as endpoint"
+        )
+        yield* expectTag(d.cmReg(Driver.handleOf(ep), "msgs", null as any), "RdmaCmError", "NULL addr")
+        const raw = yield* d.cmReg(Driver.handleOf(ep), "msgs", new Uint8Array(64))
         yield* d.cmDeregMr(raw)
         yield* expectTag(d.cmDeregMr(raw), "RdmaCmError", "double rdma_dereg_mr")
       })
