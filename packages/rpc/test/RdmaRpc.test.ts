@@ -14,11 +14,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Queue, Ref, Schedule, Schema, Scope } from "effect"
 import { cases } from "./cases.js"
 
-cases(
-  SimulatedDriver.DEFAULT_ADDRESS,
-  7480,
-  (effect) => Ledger.checked(Effect.scoped(effect)).pipe(Effect.asVoid, Effect.provide(SimulatedDriver.layer))
-)
+for (const transport of ["rpma", "cm"] as const) {
+  cases(
+    SimulatedDriver.DEFAULT_ADDRESS,
+    transport === "rpma" ? 7480 : 7580,
+    (effect) => Ledger.checked(Effect.scoped(effect)).pipe(Effect.asVoid, Effect.provide(SimulatedDriver.layer)),
+    undefined,
+    transport
+  )
+}
 
 describe("@effect/rpc over RDMA: admission", () => {
   const Group = RpcGroup.make(Rpc.make("Ping", { success: Schema.String }))
