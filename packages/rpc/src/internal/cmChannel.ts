@@ -101,6 +101,9 @@ export const prepare = (
       CmEndpoint.registerMessages(ep, new Uint8Array(receives * inline)),
       setup
     )
+    // Closed before the regions are released: a region is deregistered once no request names it,
+    // and the receives posted on it end only when the endpoint does.
+    yield* Effect.addFinalizer(() => CmEndpoint.close(ep))
     const slots = framing.sendSlots(sends)
     const closed = yield* Deferred.make<void, ChannelError>()
     /** The other side's receive buffer size, from its HELLO. */
@@ -237,9 +240,8 @@ export const prepare = (
       }),
       setup
     )
-    const stop = Effect.suspend(() => {
+    const stop = Effect.sync(() => {
       ended = true
-      return Deferred.fail(peerHello, new ChannelError({ reason: "Closed", detail: "the connection closed" }))
     })
     yield* framing.runToEnd({ scope, loop, inbox: messages, stop, closed, drainTimeout: ackTimeout })
 
@@ -247,7 +249,14 @@ export const prepare = (
     new DataView(helloPayload.buffer).setUint32(0, inline, true)
     const open = Effect.gen(function*() {
       yield* frame(HELLO, 0, 0, helloPayload)
-      yield* Deferred.await(peerHello)
+      // The channel's end before the other side's HELLO fails the handshake with why it ended.
+      yield* Effect.raceFirst(
+        Deferred.await(peerHello),
+        Effect.flatMap(
+          Deferred.await(closed),
+          () => Effect.fail(new ChannelError({ reason: "Closed", detail: "the connection closed before its HELLO" }))
+        )
+      )
       // A failed keepalive closes the endpoint: the receives fail with it, which closes the channel.
       if (Duration.isFinite(keepAlive)) {
         yield* frame(KEEPALIVE, 0, 0, undefined).pipe(

@@ -435,8 +435,9 @@ export const serving = <Req>(
             // Its handshake's permit (taken with the request) is given back however the handshake ends.
             const opened = yield* Effect.exit(open(req, id, clientScope)).pipe(Effect.ensuring(handshakes.release(1)))
             if (Exit.isFailure(opened)) {
-              yield* Scope.close(clientScope, Exit.void)
-              return yield* Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
+              // Logged first: the reason is known now, and the close may wait for the endpoint's drain.
+              yield* Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
+              return yield* Effect.uninterruptible(Scope.close(clientScope, Exit.void))
             }
             const { ch, parser, registered } = opened.value
             clients.set(id, {
@@ -464,7 +465,11 @@ export const serving = <Req>(
                 (error.reason === "Protocol" || error.reason === "Timeout")
               yield* (dropped ? Effect.logWarning : Effect.logDebug)(`RDMA RPC: client ${id} dropped`, ended.cause)
             }
-            yield* Effect.zipRight(disconnects.offer(id), Scope.close(clientScope, Exit.void))
+            // Uninterruptible: a server closing meanwhile waits for this close (a close interrupted
+            // here would leave the client's endpoint to finish after the server's listener).
+            yield* Effect.zipRight(disconnects.offer(id), Scope.close(clientScope, Exit.void)).pipe(
+              Effect.uninterruptible
+            )
           })
 
         // Each request is served by a fiber of its own: a client slow to connect keeps nobody waiting.

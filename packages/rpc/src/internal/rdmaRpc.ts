@@ -63,8 +63,9 @@ export const makeCmServerProtocol = (
           yield* CmListener.accept(request, admission === undefined ? {} : { admission })
           return yield* half.open
         }),
-      // An accepted request is not rejected: its scope's close disconnects it.
-      reject: (request) => Effect.ignore(CmListener.reject(request))
+      // The client's scope, closed next, rejects the request if it is still unanswered and
+      // disconnects it if it was accepted (an accept refused by the admission rejected it already).
+      reject: () => Effect.void
     }, options)
   })
 
