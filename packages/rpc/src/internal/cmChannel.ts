@@ -158,7 +158,9 @@ export const prepare = (
             })
           )
         }
+        // Known once open has returned the channel: the other side's HELLO came first.
         const room = Math.min(inline, peerInline) - HEADER
+        if (room <= 0) return Effect.fail(protocol("a send before the other side's HELLO"))
         return message.length <= room ? frame(INLINE, 0, 0, message) : sendLarge(message, room)
       })
 
