@@ -129,16 +129,54 @@ export const prepare = (
         slots.release
       ).pipe(Effect.mapError(transfer("a send")))
 
+    /** Posts one frame from `slot` without waiting: its completion gives the slot back. */
+    const postFrame = (slot: number, kind: number, flags: number, sequence: number, payload: Uint8Array) =>
+      Effect.suspend(() => {
+        const at = slot * inline
+        framing.writeHeader(sendPool.memory, at, { kind, flags, sequence, length: payload.length })
+        sendPool.memory.set(payload, at + HEADER)
+        return CmEndpoint.postSend(ep, { segments: [{ mr: sendPool, offset: at, length: HEADER + payload.length }] })
+      })
+
     // A large message is sent whole or breaks the channel: one left half-way would leave the other
-    // side holding its first pieces, which it would take for the start of the next message.
+    // side holding its first pieces, which it would take for the start of the next message. Its
+    // pieces are posted in order by this one fiber, up to half the send slots in flight (the rest
+    // stay for inline messages; holding them all could leave it waiting for a slot it holds).
+    const window = Math.max(1, sends >> 1)
     const sendLarge = (message: Uint8Array, room: number) =>
-      largeLock.withPermits(1)(Effect.gen(function*() {
+      largeLock.withPermits(1)(Effect.suspend(() => {
         sent = (sent + 1) & 0xffff
-        for (let done = 0; done < message.length;) {
-          const piece = message.subarray(done, Math.min(message.length, done + room))
-          done += piece.length
-          yield* frame(LARGE, done >= message.length ? FINAL : 0, sent, piece)
-        }
+        const inFlight: Array<{ readonly slot: number; readonly posted: CmEndpoint.Posted }> = []
+        const oldest = Effect.suspend(() => {
+          const { posted, slot } = inFlight.shift()!
+          return Effect.ensuring(posted.completion, slots.release(slot))
+        })
+        const pieces = Effect.gen(function*() {
+          for (let done = 0; done < message.length;) {
+            if (inFlight.length >= window) yield* oldest
+            const piece = message.subarray(done, Math.min(message.length, done + room))
+            done += piece.length
+            const slot = yield* slots.take
+            const posted = yield* Effect.onError(
+              postFrame(slot, LARGE, done >= message.length ? FINAL : 0, sent, piece),
+              () => slots.release(slot)
+            )
+            inFlight.push({ slot, posted })
+          }
+          while (inFlight.length > 0) yield* oldest
+        })
+        // A failure still waits for what was posted (each completes or is flushed), so that every
+        // slot is given back with its send done.
+        return pieces.pipe(
+          Effect.onError(() =>
+            Effect.forEach(
+              inFlight.splice(0),
+              ({ posted, slot }) => Effect.ensuring(Effect.ignore(posted.completion), slots.release(slot)),
+              { discard: true }
+            )
+          ),
+          Effect.mapError(transfer("a send"))
+        )
       })).pipe(
         Effect.tapError(() =>
           Effect.sync(() => {
