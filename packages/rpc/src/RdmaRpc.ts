@@ -9,8 +9,9 @@
  * flags, sequence, length) and go by rdma_post_send into the other side's posted receives, which
  * its receive loop takes in order and posts again. Each side sends HELLO first (its receive
  * buffer size); a message that fits the other side's buffer after the header goes in one frame, a
- * larger one in pieces that fit, one after another, the last one flagged. No region is ever named
- * to the other side (no rkeys), so a client reaches nothing of the server's memory. Flow control is
+ * larger one in pieces that fit, posted in order (up to half the send slots in flight), the last
+ * one flagged. No region is ever named to the other side (no rkeys), so a client reaches nothing
+ * of the server's memory. Flow control is
  * the device's: a send that finds no receive posted is retried until the reader posts one (the
  * endpoint's `rnrRetryCount`, 7 by default: for ever), so at most `receives` frames wait at a
  * reader. A KEEPALIVE frame every `keepAlive` finds a dead path while a side only waits.

@@ -15,8 +15,9 @@
  *   open once the other side's has come (the handshake, bounded by the caller).
  * - INLINE: a whole message that fits in the other side's receive buffer after the header.
  * - LARGE: a piece of a larger message, carried in the frame itself, as large as the other side's
- *   buffer allows; flag FINAL on its last piece. A message's pieces are sent one after another
- *   (one large message at a time; inline messages may pass between them).
+ *   buffer allows; flag FINAL on its last piece. A message's pieces are posted in order by one
+ *   fiber, up to half the send slots in flight (one large message at a time; inline messages may
+ *   pass between its pieces).
  * - KEEPALIVE: nothing; sent every `keepAlive` so that a side that only waits learns of a dead
  *   path (a send is retried by the device within the endpoint's retry count, then fails, and the
  *   endpoint is closed).
