@@ -3,6 +3,10 @@
  * effect-rdma connection, small ones by send into the server's pre-posted receives, large ones
  * written into the server's registered landing region and acknowledged (see {@link RdmaChannel}).
  *
+ * `RdmaRpc` is the new entry point: `RdmaRpc.layerProtocolClient({ transport: "rpma", ... })` takes these
+ * same options and delegates here, and `transport: "cm"` runs over librdmacm instead. This module
+ * stays (packages/cluster builds on it) until the move, then goes with a migration note.
+ *
  * @since 1.0.0
  */
 import type { Connection, DescriptorExchange, Peer } from "@effect-rdma/core"

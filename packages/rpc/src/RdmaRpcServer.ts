@@ -3,6 +3,10 @@
  * effect-rdma endpoint, one client per connection, and carries its messages over them (see
  * {@link RdmaChannel}).
  *
+ * `RdmaRpc` is the new entry point: `RdmaRpc.layerProtocolServer({ transport: "rpma", ... })` takes these
+ * same options and delegates here, and `transport: "cm"` runs over librdmacm instead. This module
+ * stays (packages/cluster builds on it) until the move, then goes with a migration note.
+ *
  * @since 1.0.0
  */
 import type { Admission, Connection, Listener, Peer, RdmaError } from "@effect-rdma/core"

@@ -6,7 +6,7 @@
  * ledger).
  */
 import { Admission, type Connection, type DescriptorExchange, Peer } from "@effect-rdma/core"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc, RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
@@ -14,11 +14,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Queue, Ref, Schedule, Schema, Scope } from "effect"
 import { cases } from "./cases.js"
 
-cases(
-  SimulatedDriver.DEFAULT_ADDRESS,
-  7480,
-  (effect) => Ledger.checked(Effect.scoped(effect)).pipe(Effect.asVoid, Effect.provide(SimulatedDriver.layer))
-)
+for (const transport of ["rpma", "cm"] as const) {
+  cases(
+    SimulatedDriver.DEFAULT_ADDRESS,
+    transport === "rpma" ? 7480 : 7580,
+    (effect) => Ledger.checked(Effect.scoped(effect)).pipe(Effect.asVoid, Effect.provide(SimulatedDriver.layer)),
+    undefined,
+    transport
+  )
+}
 
 describe("@effect/rpc over RDMA: admission", () => {
   const Group = RpcGroup.make(Rpc.make("Ping", { success: Schema.String }))
@@ -189,6 +193,51 @@ describe("@effect/rpc over RDMA: recovery", () => {
       const second = yield* serve(7486, started, { admission: yield* Admission.make(token) })
       yield* Ref.set(current, { rdma: { address, port: 7486 }, regions: {}, config: {}, token })
       assert.strictEqual(yield* retried(client.Add({ a: 2, b: 3 })), 5)
+      yield* Scope.close(second, Exit.void)
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
+  it.live("cm: a server scope closed ends the calls in flight and fails later ones with RpcClientError; the client re-dials and the reopened server serves it", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const started = yield* Queue.unbounded<void>()
+      const port = 7587
+      const serveCm = Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        yield* Layer.buildWithScope(
+          RpcServer.layer(Group).pipe(
+            Layer.provide(Group.toLayer({
+              Add: ({ a, b }) => Effect.succeed(a + b),
+              Hang: () => Effect.zipRight(Queue.offer(started, undefined), Effect.never)
+            })),
+            Layer.provide(RdmaRpc.layerProtocolServer({ transport: "cm", address, port })),
+            Layer.provide(RpcSerialization.layerMsgPack)
+          ),
+          scope
+        )
+        return scope
+      })
+      const first = yield* serveCm
+      const protocol = yield* Layer.build(
+        RdmaRpc.layerProtocolClient({ transport: "cm", address, port, retrySchedule: Schedule.spaced("20 millis") })
+          .pipe(Layer.provide(RpcSerialization.layerMsgPack))
+      )
+      const client = yield* Effect.provide(RpcClient.make(Group), protocol)
+      assert.strictEqual(yield* client.Add({ a: 1, b: 1 }), 2)
+      const inFlight = yield* Effect.fork(
+        Effect.forEach(callers, () => Effect.exit(client.Hang()), { concurrency: "unbounded" })
+      )
+      yield* Queue.takeN(started, callers.length)
+      yield* Scope.close(first, Exit.void)
+      // The server interrupts its handlers as it closes (the call ends interrupted) or the connection
+      // ends first (RpcClientError): either way no call waits on.
+      const ends = yield* Fiber.join(inFlight).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(ends.map(Exit.isFailure), callers.map(() => true))
+      const refused = yield* Effect.flip(client.Add({ a: 1, b: 2 }).pipe(Effect.timeout("10 seconds")))
+      assert.strictEqual(refused._tag, "RpcClientError")
+      const second = yield* serveCm
+      const again = yield* Effect.forEach(callers, (i) => retried(client.Add({ a: i, b: 1 })), {
+        concurrency: "unbounded"
+      })
+      assert.deepStrictEqual(again, callers.map((i) => i + 1))
       yield* Scope.close(second, Exit.void)
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })

@@ -5,7 +5,7 @@
  */
 import { Peer } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Layer, Schema, Scope, Stream } from "effect"
@@ -26,18 +26,44 @@ const Handlers = Group.toLayer({
   Count: ({ to }) => Stream.range(1, to)
 })
 
+/** Small buffers, so that the payload sizes below take every path: inline, pieces, beyond the landing region. */
 const channel = { inlineSize: 1024, landingSize: 64 * 1024 }
 
 export type World = <A, E>(effect: Effect.Effect<A, E, Driver.RdmaDriver | Scope.Scope>) => Effect.Effect<void, unknown>
 
-export const cases = (address: string, port: number, world: World, timeout?: number) => {
+export type Transport = "rpma" | "cm"
+
+/** The server and client protocol Layers of `transport` (librpma's with a Peer of `address`). */
+export const protocols = (
+  transport: Transport,
+  address: string,
+  port: number,
+  options: { readonly inlineSize?: number; readonly landingSize?: number } = {}
+): {
+  readonly server: Layer.Layer<RpcServer.Protocol, unknown, RpcSerialization.RpcSerialization | Driver.RdmaDriver>
+  readonly client: Layer.Layer<RpcClient.Protocol, unknown, RpcSerialization.RpcSerialization | Driver.RdmaDriver>
+} => {
+  const { landingSize, ...cm } = options
+  return transport === "cm"
+    ? {
+      server: RdmaRpc.layerProtocolServer({ transport, address, port, ...cm }),
+      client: RdmaRpc.layerProtocolClient({ transport, address, port, ...cm })
+    }
+    : {
+      server: RdmaRpc.layerProtocolServer({ transport, address, port, ...cm, landingSize }).pipe(
+        Layer.provide(Peer.layer(address))
+      ),
+      client: RdmaRpc.layerProtocolClient({ transport, address, port, ...cm, landingSize }).pipe(
+        Layer.provide(Peer.layer(address))
+      )
+    }
+}
+
+export const cases = (address: string, port: number, world: World, timeout?: number, transport: Transport = "rpma") => {
+  const { client: ClientProtocolLive, server: ServerProtocolLive } = protocols(transport, address, port, channel)
   const ServerLive = RpcServer.layer(Group).pipe(
     Layer.provide(Handlers),
-    Layer.provide(RdmaRpcServer.layerProtocol({ address, port, ...channel })),
-    Layer.provide(Peer.layer(address))
-  )
-  const ClientProtocolLive = RdmaRpcClient.layerProtocol({ address, port, ...channel }).pipe(
-    Layer.provide(Peer.layer(address))
+    Layer.provide(ServerProtocolLive)
   )
   /** A server, and a client of it, in the caller's scope; `serverScope` closes the server alone. */
   const served = (serialization: Layer.Layer<RpcSerialization.RpcSerialization>) =>
@@ -54,7 +80,7 @@ export const cases = (address: string, port: number, world: World, timeout?: num
       RpcSerialization.layerJson
     ]] as const
   ) {
-    describe(`@effect/rpc over RDMA (${name})`, () => {
+    describe(`@effect/rpc over RDMA (${transport}, ${name})`, () => {
       it.effect("calls, typed errors and streams", () =>
         world(Effect.gen(function*() {
           const { client, serverScope } = yield* served(serialization)
@@ -98,7 +124,7 @@ export const cases = (address: string, port: number, world: World, timeout?: num
     })
   }
 
-  describe("@effect/rpc over RDMA: endings", () => {
+  describe(`@effect/rpc over RDMA (${transport}): endings`, () => {
     it.effect(
       "a server that goes away fails the calls with RpcClientError, and nothing stays registered",
       () =>

@@ -6,13 +6,18 @@
  * of the wrong type, or sends pieces of a large message that never ends. Each must be dropped
  * with a logged reason, release what it held, and leave the other clients served; closing the
  * server's scope ends within its bound with them attached.
+ *
+ * On the `"cm"` transport the raw client is a CmEndpoint speaking that channel's frames (the same
+ * header; HELLO carries the receive buffer size, LARGE pieces carry their bytes): it sends its HELLO
+ * before the frames of a case (the server's handshake waits for it), except where the case is
+ * about HELLO.
  */
-import { Connection, LocalMr, Peer, Usage } from "@effect-rdma/core"
+import { CmEndpoint, Connection, LocalMr, Peer, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Schema, Scope, TestClock } from "effect"
+import { type Duration, Effect, ExecutionStrategy, Exit, Fiber, Layer, Logger, Schema, Scope, TestClock } from "effect"
 
 const Group = RpcGroup.make(
   Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number })
@@ -33,11 +38,20 @@ const header = (kind: number, flags: number, length: number): Array<number> => [
   length >>> 24
 ]
 
+type ProtocolNeeds = Driver.RdmaDriver | RpcSerialization.RpcSerialization
+
 export type World = <A, E>(
   effect: Effect.Effect<A, E, Driver.RdmaDriver | Scope.Scope>
 ) => Effect.Effect<void, unknown>
 
-export const hostileCases = (address: string, firstPort: number, world: World, timeout?: number) => {
+export const hostileCases = (
+  address: string,
+  firstPort: number,
+  world: World,
+  timeout?: number,
+  transport: "rpma" | "cm" = "rpma"
+) => {
+  const cm = transport === "cm"
   let nextPort = firstPort
   /** Runs `f` with the log lines written meanwhile (the server's warnings: each drop's reason). */
   const withLogs = <A, E, R>(f: (logged: (reason: RegExp) => void) => Effect.Effect<A, E, R>) =>
@@ -55,32 +69,59 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
     })
 
   /** A server in a scope of its own, and a well-behaved client of it. */
-  const served = (port: number, options: Omit<RdmaRpcServer.LayerOptions, "address" | "port">) =>
+  const served = (
+    port: number,
+    options: {
+      readonly handshakeTimeout?: Duration.DurationInput
+      readonly maxHandshakes?: number
+      readonly maxMessageSize?: number
+      readonly landingSize?: number
+      readonly ackTimeout?: Duration.DurationInput
+    }
+  ) =>
     Effect.gen(function*() {
+      const { ackTimeout, landingSize, ...common } = options
+      const serverProtocol: Layer.Layer<RpcServer.Protocol, unknown, ProtocolNeeds> = cm
+        ? RdmaRpc.layerProtocolServer({ transport, address, port, ...common })
+        : RdmaRpc.layerProtocolServer({ transport: "rpma", address, port, ...common, ackTimeout, landingSize }).pipe(
+          Layer.provide(Peer.layer(address))
+        )
+      const clientProtocol: Layer.Layer<RpcClient.Protocol, unknown, ProtocolNeeds> = cm
+        ? RdmaRpc.layerProtocolClient({ transport, address, port })
+        : RdmaRpc.layerProtocolClient({ transport: "rpma", address, port }).pipe(Layer.provide(Peer.layer(address)))
       // A child of the test's scope: closed by the test, or with it if the test fails first.
       const serverScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
       yield* Layer.buildWithScope(
         RpcServer.layer(Group).pipe(
           Layer.provide(Handlers),
-          Layer.provide(RdmaRpcServer.layerProtocol({ address, port, ...options })),
-          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+          Layer.provide(serverProtocol),
+          Layer.provide(RpcSerialization.layerMsgPack)
         ),
         serverScope
       )
       const call = Effect.gen(function*() {
-        const protocol = yield* Layer.build(
-          RdmaRpcClient.layerProtocol({ address, port }).pipe(
-            Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
-          )
-        )
+        const protocol = yield* Layer.build(clientProtocol.pipe(Layer.provide(RpcSerialization.layerMsgPack)))
         const client = yield* Effect.provide(RpcClient.make(Group), protocol)
         return yield* client.Add({ a: 40, b: 2 })
       }).pipe(Effect.scoped)
       return { serverScope, call }
     })
 
+  /** A raw client of the server, as {@link rawRpma} or {@link rawCm}. */
+  interface Raw {
+    /** A well-formed HELLO, as the channel's first frame. */
+    readonly hello: ReadonlyArray<number>
+    /** The frames a case sends first: cm's HELLO (the server's handshake waits for it), nothing on rpma. */
+    readonly opening: ReadonlyArray<ReadonlyArray<number>>
+    readonly recv: Effect.Effect<unknown, unknown>
+    readonly send: (bytes: ReadonlyArray<number>) => Effect.Effect<void, unknown>
+    /** One piece of 512 bytes of a large message that never ends, and what the sender waits for after it. */
+    readonly piece: Effect.Effect<unknown, unknown>
+    readonly ended: Effect.Effect<unknown>
+  }
+
   /** A raw connection to the server: `ended` completes when the connection does. */
-  const raw = (port: number, options?: Connection.Options) =>
+  const rawRpma = (port: number, options?: Connection.Options) =>
     Effect.gen(function*() {
       const peer = yield* Peer.make(address)
       const conn = yield* Connection.connect(peer, address, port, options)
@@ -88,20 +129,52 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
       const outbox = yield* LocalMr.allocate(peer, 4096, Usage.SEND)
       const landing = yield* LocalMr.allocate(peer, 4096, Usage.combine(Usage.WRITE_DST, Usage.READ_SRC))
       const descriptor = yield* LocalMr.descriptor(landing)
+      const recv = Connection.recv(conn, { dst: inbox })
+      const send = (bytes: ReadonlyArray<number>) =>
+        Effect.suspend(() => {
+          outbox.memory.set(bytes)
+          return Connection.send(conn, { src: outbox, length: bytes.length })
+        })
       return {
-        /** A well-formed HELLO, as the channel's first frame. */
         hello: [...header(HELLO, 0, descriptor.length), ...descriptor],
-        recv: Connection.recv(conn, { dst: inbox }),
-        send: (bytes: ReadonlyArray<number>) =>
-          Effect.suspend(() => {
-            outbox.memory.set(bytes)
-            return Connection.send(conn, { src: outbox, length: bytes.length })
-          }),
+        opening: [],
+        recv,
+        send,
+        // Announced, never written: each piece waits for the last one's RELEASE.
+        piece: Effect.zipRight(send(header(LARGE, 0, 512)), recv),
         ended: Connection.awaitClosed(conn)
-      }
+      } satisfies Raw
     })
 
-  describe("@effect/rpc over RDMA: hostile clients", () => {
+  /** A raw endpoint connected to the server; it posts a receive only in `recv`. */
+  const rawCm = (port: number, options?: CmEndpoint.Options) =>
+    Effect.gen(function*() {
+      const ep = yield* CmEndpoint.make(address, port, options)
+      const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4096))
+      const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4096))
+      yield* CmEndpoint.establish(ep)
+      const send = (bytes: ReadonlyArray<number>) =>
+        Effect.suspend(() => {
+          outbox.memory.set(bytes)
+          return CmEndpoint.send(ep, { src: outbox, length: bytes.length })
+        })
+      const hello = [...header(HELLO, 0, 4), 0, 16, 0, 0] // a 4096-byte receive buffer
+      return {
+        hello,
+        opening: [hello],
+        recv: CmEndpoint.recv(ep, { dst: inbox }),
+        send,
+        piece: send([...header(LARGE, 0, 512), ...new Uint8Array(512)]),
+        ended: CmEndpoint.awaitClosed(ep)
+      } satisfies Raw
+    })
+
+  const raw = (
+    port: number,
+    options?: { readonly timeout?: Duration.DurationInput }
+  ): Effect.Effect<Raw, unknown, any> => cm ? rawCm(port, options) : rawRpma(port, options)
+
+  describe(`@effect/rpc over RDMA (${transport}): hostile clients`, () => {
     it.effect(
       "a client that posts no receive keeps nobody waiting, and is dropped after handshakeTimeout",
       () =>
@@ -138,7 +211,11 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
             // Nobody takes the next request: its connect runs out of time, where uncapped it would
             // be accepted at once.
             const refused = yield* Effect.flip(raw(port, { timeout: `${slow} seconds` }))
-            assert.strictEqual(refused._tag, "ConnectionFailedError", String(refused))
+            assert.strictEqual(
+              (refused as { _tag?: string })._tag,
+              cm ? "RdmaCmError" : "ConnectionFailedError",
+              String(refused)
+            )
             // Once the silent one is dropped, requests are taken again: first the stale request of the
             // client that gave up (on the device its accept holds the permit until its own bound, so a
             // call in that time may run out of time too), then the call's.
@@ -152,7 +229,7 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
 
     /** Each case's frames, given a well-formed HELLO, and the reason its drop is logged with. */
     const frames: ReadonlyArray<
-      readonly [string, (hello: ReadonlyArray<number>) => ReadonlyArray<ReadonlyArray<number>>, RegExp]
+      readonly [string, (hello: ReadonlyArray<number>) => ReadonlyArray<ReadonlyArray<number>>, RegExp, "own HELLO"?]
     > = [
       ["an inline message of msgpack nil", () => [[...header(INLINE, 0, 1), 0xc0]], /not an RPC message/],
       ["an inline message of a number", () => [[...header(INLINE, 0, 1), 0x2a]], /not an RPC message/],
@@ -163,10 +240,10 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
       ["a frame shorter than its header", () => [[INLINE, 0, 0]], /shorter than its header/],
       ["a frame of unknown kind", () => [header(99, 0, 0)], /unknown kind/],
       ["a large piece beyond the landing region", () => [header(LARGE, 0, 1 << 30)], /beyond the/],
-      ["a HELLO that holds no descriptor", () => [[...header(HELLO, 0, 3), 1, 2, 3]], /HELLO/],
-      ["a second HELLO", (hello) => [hello, hello], /a second HELLO/]
+      ["a HELLO that holds no descriptor", () => [[...header(HELLO, 0, 3), 1, 2, 3]], /HELLO/, "own HELLO"],
+      ["a second HELLO", (hello) => [hello, hello], /a second HELLO/, "own HELLO"]
     ]
-    for (const [name, bytes, reason] of frames) {
+    for (const [name, bytes, reason, own] of frames) {
       it.effect(
         `${name} drops that client with a logged reason; the others are served`,
         () =>
@@ -176,7 +253,8 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
               const { call, serverScope } = yield* served(port, {})
               const hostile = yield* raw(port)
               yield* hostile.recv // the server's HELLO
-              yield* Effect.forEach(bytes(hostile.hello), hostile.send, { discard: true })
+              const sent = own === undefined ? [...hostile.opening, ...bytes(hostile.hello)] : bytes(hostile.hello)
+              yield* Effect.forEach(sent, hostile.send, { discard: true })
               yield* hostile.ended
               logged(reason)
               assert.strictEqual(yield* call, 42)
@@ -196,10 +274,9 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
             const { call, serverScope } = yield* served(port, { maxMessageSize: 4096, landingSize: 1024 })
             const hostile = yield* raw(port)
             yield* hostile.recv // the server's HELLO
-            // Pieces of 512 bytes that never end, each sent after the last one's RELEASE: the ninth is beyond 4096 bytes.
-            const sent = yield* Effect.fork(
-              Effect.forever(Effect.zipRight(hostile.send(header(LARGE, 0, 512)), hostile.recv))
-            )
+            yield* Effect.forEach(hostile.opening, hostile.send, { discard: true })
+            // Pieces of 512 bytes that never end (on rpma each sent after the last one's RELEASE): the ninth is beyond 4096 bytes.
+            const sent = yield* Effect.fork(Effect.forever(hostile.piece))
             yield* hostile.ended
             yield* Fiber.interrupt(sent)
             logged(/maxMessageSize/)
@@ -220,10 +297,11 @@ export const hostileCases = (address: string, firstPort: number, world: World, t
           yield* raw(port) // posts no receive
           const midway = yield* raw(port)
           yield* midway.recv
-          yield* midway.send(header(LARGE, 0, 512))
+          yield* Effect.forEach(midway.opening, midway.send, { discard: true })
+          yield* Effect.fork(midway.piece)
           const nil = yield* raw(port)
           yield* nil.recv
-          yield* nil.send([...header(INLINE, 0, 1), 0xc0])
+          yield* Effect.forEach([...nil.opening, [...header(INLINE, 0, 1), 0xc0]], nil.send, { discard: true })
           assert.strictEqual(yield* call, 42)
           yield* Scope.close(serverScope, Exit.void).pipe(
             Effect.timeoutFail({

@@ -25,23 +25,15 @@
  */
 import { Connection, LocalMr, type Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
-import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import * as framing from "./framing.js"
+import { type Channel, ChannelError, HEADER, protocol, transfer } from "./framing.js"
 
-export class ChannelError extends Data.TaggedError("RdmaChannelError")<{
-  readonly reason: "Closed" | "Protocol" | "Transfer" | "Timeout"
-  readonly detail: string
-  readonly cause?: unknown
-}> {
-  override get message(): string {
-    return `RDMA RPC channel: ${this.detail}`
-  }
-}
+export { type Channel, ChannelError } from "./framing.js"
 
 export interface ChannelOptions {
   /** Each receive buffer's size; messages that fit after an 8-byte header go inline. Default 4096. */
@@ -60,16 +52,6 @@ export interface ChannelOptions {
   readonly keepAlive?: Duration.DurationInput | undefined
 }
 
-export interface Channel {
-  readonly send: (message: Uint8Array) => Effect.Effect<void, ChannelError>
-  /**
-   * Completes when the channel has ended and the messages received before its end are delivered:
-   * with success when the other side closed the connection, else with why (a `"Protocol"` reason:
-   * the other side broke the channel's rules, or `onMessage` refused a message).
-   */
-  readonly closed: Deferred.Deferred<void, ChannelError>
-}
-
 /** The channel's settings, checked: what {@link make} takes, and what a layer checks before it connects. */
 export interface Settings {
   readonly inlineSize: number
@@ -81,7 +63,6 @@ export interface Settings {
   readonly keepAlive: Duration.Duration
 }
 
-const HEADER = 8
 const HELLO = 1
 const INLINE = 2
 const LARGE = 3
@@ -96,58 +77,16 @@ const MAX_PENDING_RELEASES = 2
 /** What HELLO's region allows: the other side writes large messages into it and reads it to keep alive. */
 const landingUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
 
-const transfer = (what: string) => (cause: unknown) =>
-  new ChannelError({
-    reason: "Transfer",
-    detail: `${what} failed: ${
-      cause instanceof Error || (typeof cause === "object" && cause !== null && "message" in cause)
-        ? String((cause as Error).message)
-        : String(cause)
-    }`,
-    cause
-  })
-
-/** Waits until the function `park` is given is called; `unpark` forgets it (woken or interrupted). */
-const parked = (park: (wake: () => void) => void, unpark: () => void): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    park(() => {
-      unpark()
-      resume(Effect.void)
-    })
-    return Effect.sync(unpark)
-  })
-
-const protocol = (detail: string) => new ChannelError({ reason: "Protocol", detail })
-
 /** Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is out of range. */
 export const settings = (options?: ChannelOptions): Effect.Effect<Settings, ChannelError> =>
-  Effect.suspend(() => {
-    const integers = {
-      inlineSize: [options?.inlineSize, 4096, HEADER + 64],
-      receives: [options?.receives, 16, 2],
-      sends: [options?.sends, 8, 1],
-      landingSize: [options?.landingSize, 1 << 20, 1],
-      maxMessageSize: [options?.maxMessageSize, 64 << 20, 1]
-    } as const
-    const checked: Record<string, number> = {}
-    for (const [name, [value, fallback, least]] of Object.entries(integers)) {
-      const v = value ?? fallback
-      if (!(Number.isSafeInteger(v) && v >= least)) {
-        return Effect.fail(protocol(`${name} must be an integer of at least ${least}, got ${v}`))
-      }
-      checked[name] = v
-    }
-    const ackTimeout = Duration.decodeUnknown(options?.ackTimeout ?? "30 seconds")
-    if (Option.isNone(ackTimeout) || !Duration.isFinite(ackTimeout.value) || Duration.toMillis(ackTimeout.value) <= 0) {
-      return Effect.fail(protocol(`ackTimeout must be a positive, finite duration, got ${String(options?.ackTimeout)}`))
-    }
-    const keepAlive = Duration.decodeUnknown(options?.keepAlive ?? "5 seconds")
-    if (Option.isNone(keepAlive) || Duration.toMillis(keepAlive.value) <= 0) {
-      return Effect.fail(
-        protocol(`keepAlive must be a positive duration (Duration.infinity: never), got ${String(options?.keepAlive)}`)
-      )
-    }
-    return Effect.succeed({ ...checked, ackTimeout: ackTimeout.value, keepAlive: keepAlive.value } as Settings)
+  Effect.all({
+    inlineSize: framing.integer("inlineSize", options?.inlineSize, 4096, HEADER + 64),
+    receives: framing.integer("receives", options?.receives, 16, 2),
+    sends: framing.integer("sends", options?.sends, 8, 1),
+    landingSize: framing.integer("landingSize", options?.landingSize, 1 << 20, 1),
+    maxMessageSize: framing.integer("maxMessageSize", options?.maxMessageSize, 64 << 20, 1),
+    ackTimeout: framing.finiteDuration("ackTimeout", options?.ackTimeout, "30 seconds"),
+    keepAlive: framing.keepAliveDuration(options?.keepAlive)
   })
 
 /**
@@ -174,46 +113,9 @@ export const make = (
     const staging = yield* Effect.mapError(LocalMr.allocate(peer, landing, Usage.WRITE_SRC), setup)
     const landingDescriptor = yield* Effect.mapError(LocalMr.descriptor(landingMr), setup)
 
-    /** The send pool's free slots, and the sends waiting for one (each wakes the next when it finds none free). */
-    const freeSlots = Array.from({ length: sends }, (_, i) => sends - 1 - i)
-    const slotWaiters: Array<() => void> = []
-    const takeSlot: Effect.Effect<number> = Effect.suspend(() =>
-      freeSlots.length > 0
-        ? Effect.succeed(freeSlots.pop()!)
-        : Effect.zipRight(
-          Effect.async<void>((resume) => {
-            const wake = () => resume(Effect.void)
-            slotWaiters.push(wake)
-            return Effect.sync(() => {
-              const at = slotWaiters.indexOf(wake)
-              if (at >= 0) slotWaiters.splice(at, 1)
-              // Woken, then interrupted before taking the slot: the next waiter takes it.
-              else if (freeSlots.length > 0) slotWaiters.shift()?.()
-            })
-          }),
-          takeSlot
-        )
-    )
-    const releaseSlot = (slot: number) =>
-      Effect.sync(() => {
-        freeSlots.push(slot)
-        slotWaiters.shift()?.()
-      })
+    const slots = framing.sendSlots(sends)
     const remoteLanding = yield* Deferred.make<RemoteMr.RemoteMr<"WRITE_DST" | "READ_SRC">, ChannelError>()
     const closed = yield* Deferred.make<void, ChannelError>()
-    /** Fails when a message is refused: the receive loop ends with its error. */
-    const refused = yield* Deferred.make<never, ChannelError>()
-    /**
-     * Whole messages on their way to `onMessage`, then `undefined` once the loop has ended; one
-     * producer (the receive loop) and one consumer, each woken by the other when it waits.
-     */
-    const inbox: Array<Uint8Array | undefined> = []
-    /** The bytes of the messages in `inbox`: at most `maxMessageSize`, beyond which the loop waits. */
-    let inboxBytes = 0
-    let wakeConsumer: (() => void) | undefined
-    let wakeProducer: (() => void) | undefined
-    /** Completes when `onMessage` has taken the last message, or stopped. */
-    const drained = yield* Deferred.make<void>()
     let ended = false
     /** The piece in flight: its sequence number, which its RELEASE repeats (an interrupted send's late RELEASE is ignored). */
     let released: { readonly sequence: number; readonly ack: Deferred.Deferred<void, ChannelError> } | undefined
@@ -227,19 +129,15 @@ export const make = (
     /** Sends one frame from a free send slot. */
     const frame = (kind: number, flags: number, sequence: number, length: number, payload: Uint8Array | undefined) =>
       Effect.acquireUseRelease(
-        takeSlot,
+        slots.take,
         (slot) =>
           Effect.suspend(() => {
             const at = slot * inline
-            const view = new DataView(sendPool.memory.buffer, sendPool.memory.byteOffset + at, HEADER)
-            view.setUint8(0, kind)
-            view.setUint8(1, flags)
-            view.setUint16(2, sequence, true)
-            view.setUint32(4, length, true)
+            framing.writeHeader(sendPool.memory, at, { kind, flags, sequence, length })
             if (payload !== undefined) sendPool.memory.set(payload, at + HEADER)
             return Connection.send(conn, { src: sendPool, offset: at, length: HEADER + (payload?.length ?? 0) })
           }),
-        releaseSlot
+        slots.release
       ).pipe(Effect.mapError(transfer("a send")))
 
     /**
@@ -309,50 +207,15 @@ export const make = (
     let assembledLength = 0
     let pendingReleases = 0
     let hello = false
-    const enqueue = (message: Uint8Array | undefined) => {
-      inbox.push(message)
-      inboxBytes += message?.length ?? 0
-      wakeConsumer?.()
-    }
-    const deliver = (message: Uint8Array): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        if (inboxBytes + message.length <= maxMessageSize) return Effect.sync(() => enqueue(message))
-        return Effect.zipRight(
-          parked((wake) => {
-            wakeProducer = wake
-          }, () => {
-            wakeProducer = undefined
-          }),
-          deliver(message)
-        )
-      })
-    /** The next message for `onMessage`, waiting for one. */
-    const nextMessage: Effect.Effect<Uint8Array | undefined> = Effect.suspend(() =>
-      inbox.length > 0
-        ? Effect.succeed(inbox.shift())
-        : Effect.zipRight(
-          parked((wake) => {
-            wakeConsumer = wake
-          }, () => {
-            wakeConsumer = undefined
-          }),
-          nextMessage
-        )
-    )
-    const taken = (bytes: number) =>
-      Effect.sync(() => {
-        inboxBytes -= bytes
-        wakeProducer?.()
-      })
+    // Whole messages go to `onMessage` from a fiber of their own, so that the loop never waits for
+    // it: a handler that sends a large answer needs the loop to read the acknowledgement.
+    const messages = yield* framing.inbox(scope, maxMessageSize, onMessage)
+    const deliver = messages.deliver
     const onFrame = (bytes: Uint8Array): Effect.Effect<void, ChannelError> => {
       if (bytes.length < HEADER) {
         return Effect.fail(protocol(`a frame of ${bytes.length} bytes, shorter than its header`))
       }
-      const view = new DataView(bytes.buffer, bytes.byteOffset, HEADER)
-      const kind = view.getUint8(0)
-      const flags = view.getUint8(1)
-      const sequence = view.getUint16(2, true)
-      const length = view.getUint32(4, true)
+      const { flags, kind, length, sequence } = framing.readHeader(bytes)
       switch (kind) {
         case HELLO:
           if (hello) return Effect.fail(protocol("a second HELLO"))
@@ -430,28 +293,6 @@ export const make = (
       }
     }
 
-    // Whole messages go to `onMessage` from a fiber of their own, so that the loop never waits for
-    // it: a handler that sends a large answer needs the loop to read the acknowledgement. A message
-    // it refuses (or a defect in it) ends the channel.
-    yield* nextMessage.pipe(
-      Effect.flatMap((message) =>
-        message === undefined
-          ? Effect.interrupt
-          : Effect.zipRight(
-            onMessage(message).pipe(
-              Effect.catchAllDefect((defect) =>
-                Effect.fail(protocol(`a message could not be handled: ${String(defect)}`))
-              )
-            ),
-            taken(message.length)
-          )
-      ),
-      Effect.forever,
-      Effect.tapError((error) => Deferred.fail(refused, error)),
-      Effect.ensuring(Deferred.succeed(drained, undefined)),
-      Effect.interruptible,
-      Effect.forkIn(scope)
-    )
     // The channel's end: what waits for the other side stops at once.
     const stop = Effect.suspend(() => {
       ended = true
@@ -469,70 +310,25 @@ export const make = (
       LocalMr.register(peer, new Uint8Array(receives * inline), Usage.RECV),
       setup
     )
-    const postReceive = (slot: number) =>
-      Connection.postRecv(conn, { dst: receivePool, offset: slot * inline, length: inline })
-    const posted: Array<Connection.Posted | undefined> = yield* Effect.mapError(
-      Effect.forEach(Array.from({ length: receives }, (_, slot) => slot), postReceive),
+    const receiveLoop = yield* Effect.mapError(
+      framing.receiving({
+        receives,
+        inline,
+        memory: receivePool.memory,
+        post: (slot) => Connection.postRecv(conn, { dst: receivePool, offset: slot * inline, length: inline }),
+        onFrame
+      }),
       setup
     )
-    /** The connection was closed (by either side): the frames before it were all taken. A lost one fails. */
-    const closedConnection = (e: unknown) =>
-      typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "ConnectionClosedError" &&
-      (e as { reason?: unknown }).reason === "CLOSED"
-    const receiving = transfer("receiving")
-    let slot = 0
-    /** Takes the next frame: false once the connection has closed. */
-    const receiveNext: Effect.Effect<boolean, ChannelError> = Effect.suspend(() => {
-      const receive = posted[slot]
-      // A receive could not be posted again (the connection closed): the frames before it were all taken.
-      if (receive === undefined) return Effect.succeed(false)
-      return Effect.matchEffect(receive.completion, {
-        onFailure: (e) => closedConnection(e) ? Effect.succeed(false) : Effect.fail(receiving(e)),
-        onSuccess: (completion) => {
-          const current = slot
-          const at = current * inline
-          const bytes = receivePool.memory.slice(at, at + completion.byteLength)
-          slot = (slot + 1) % receives
-          return Effect.matchEffect(postReceive(current), {
-            // The frame is handled even when its buffer cannot be posted again.
-            onFailure: (e) => {
-              if (!closedConnection(e)) return Effect.fail(receiving(e))
-              posted[current] = undefined
-              return Effect.as(onFrame(bytes), true)
-            },
-            onSuccess: (again) => {
-              posted[current] = again
-              return Effect.as(onFrame(bytes), true)
-            }
-          })
-        }
-      })
+    yield* framing.runToEnd({
+      scope,
+      loop: receiveLoop,
+      inbox: messages,
+      stop,
+      closed,
+      // The messages received before the end are delivered before it is announced, for at most `ackTimeout`.
+      drainTimeout: ackTimeout
     })
-    const receiveLoop: Effect.Effect<void, ChannelError> = Effect.flatMap(
-      receiveNext,
-      (more) => more ? receiveLoop : Effect.void
-    )
-    yield* Effect.raceFirst(receiveLoop, Deferred.await(refused)).pipe(
-      Effect.exit,
-      // The messages received before the end are delivered before it is announced, for at most
-      // `ackTimeout`. An interruption (the scope closing) skips this: the close waits for nothing.
-      Effect.flatMap((exit) =>
-        stop.pipe(
-          Effect.zipRight(Effect.sync(() => enqueue(undefined))),
-          Effect.zipRight(Effect.timeout(Deferred.await(drained), ackTimeout)),
-          Effect.ignore,
-          Effect.zipRight(Deferred.done(closed, exit))
-        )
-      ),
-      Effect.onInterrupt(() =>
-        Effect.zipRight(
-          stop,
-          Deferred.fail(closed, new ChannelError({ reason: "Closed", detail: "the channel was closed" }))
-        )
-      ),
-      Effect.interruptible,
-      Effect.forkIn(scope)
-    )
     yield* frame(HELLO, 0, 0, landingDescriptor.length, landingDescriptor)
     // A failed read needs nothing more: the connection's end fails the receives, which closes the channel.
     if (Duration.isFinite(keepAlive)) {

@@ -151,7 +151,7 @@ const sendEncoded = (ch: channel.Channel, parser: RpcSerialization.Parser, reque
 /** @effect/rpc's socket protocol's default: 500 ms, growing by half each time, at most 5 s apart. */
 const defaultRetrySchedule = Schedule.exponential("500 millis", 1.5).pipe(Schedule.union(Schedule.spaced("5 seconds")))
 
-const handshakeBound = (
+export const handshakeBound = (
   value: Duration.DurationInput | undefined
 ): Effect.Effect<Duration.Duration, channel.ChannelError> => {
   const bound = Duration.decodeUnknown(value ?? "10 seconds")
@@ -166,7 +166,7 @@ const handshakeBound = (
 }
 
 /** Bounds a handshake by the Clock, failing with a `"Timeout"` ChannelError that says what did not finish. */
-const withinHandshake = (bound: Duration.Duration, what: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+export const withinHandshake = (bound: Duration.Duration, what: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.timeoutFail(effect, {
     duration: bound,
     onTimeout: () =>
@@ -194,71 +194,105 @@ export const makeReconnectingClientProtocol = <R>(
   Effect.gen(function*() {
     yield* channel.settings(options)
     const handshake = yield* handshakeBound(options.handshakeTimeout)
-    return yield* RpcClient.Protocol.make((writeResponse) =>
-      Effect.gen(function*() {
-        const serialization = yield* RpcSerialization.RpcSerialization
-        let current: { readonly ch: channel.Channel; readonly parser: RpcSerialization.Parser } | undefined
-        let lastError: RpcClientError | undefined
-        const firstAttempt = yield* Deferred.make<void>()
-
-        const target = "offer" in options
-          ? Effect.map(options.offer, (offer) => ({ ...offer.rdma, token: offer.token }))
-          : Effect.succeed(options)
-        /** One connection, from dial to end: fails with why it ended (or could not start). */
-        const session = Effect.gen(function*() {
+    const target = "offer" in options
+      ? Effect.map(options.offer, (offer) => ({ ...offer.rdma, token: offer.token }))
+      : Effect.succeed(options)
+    return yield* reconnecting(
+      (onMessage) =>
+        Effect.gen(function*() {
           const { address, port, token } = yield* target
           const privateData = token === undefined ? undefined : yield* Admission.privateData(token)
           const conn = yield* Connection.connect(peer, address, port, {
             ...(privateData === undefined ? {} : { privateData }),
             ...options.connection
           })
-          const parser = serialization.unsafeMake()
-          const ch = yield* openClientChannel(peer, conn, parser, writeResponse, options).pipe(
+          return yield* channel.make(peer, conn, onMessage, options).pipe(
             withinHandshake(handshake, `the channel to ${address}:${port}`)
           )
-          current = { ch, parser }
-          lastError = undefined
-          yield* Deferred.succeed(firstAttempt, undefined)
-          const exit = yield* Effect.exit(Deferred.await(ch.closed))
-          return yield* Effect.fail(endCause(exit))
-        }).pipe(
-          // Before the connection's close: the calls waiting learn at once.
-          Effect.tapErrorCause((cause) =>
-            Effect.suspend(() => {
-              if (Cause.isInterruptedOnly(cause)) return Effect.void
-              // Cleared first: a request sent from now on cannot be one of those failed below.
-              current = undefined
-              lastError = clientError("The RDMA connection ended or could not be made", Cause.squash(cause))
-              return Effect.zipRight(
-                writeResponse({ _tag: "ClientProtocolError", error: lastError }),
-                Deferred.succeed(firstAttempt, undefined)
-              )
-            })
-          ),
-          Effect.scoped
-        )
-        yield* session.pipe(
-          Effect.retry(options.retrySchedule ?? defaultRetrySchedule),
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
-              ? Effect.void
-              : Effect.logWarning("RDMA RPC: the client stopped reconnecting", cause)
-          ),
-          Effect.interruptible,
-          Effect.forkScoped
-        )
-
-        const send = (request: FromClientEncoded): Effect.Effect<void, RpcClientError> =>
-          Effect.suspend(() => {
-            if (current !== undefined) return sendEncoded(current.ch, current.parser, request)
-            if (lastError !== undefined) return Effect.fail(lastError)
-            // The first connect has not finished: bounded by the connection's timeout and handshakeTimeout.
-            return Effect.zipRight(Deferred.await(firstAttempt), send(request))
-          })
-        return { send, supportsAck: true, supportsTransferables: false }
-      })
+        }),
+      options.retrySchedule
     )
   })
+
+/**
+ * One connection of a client, from dial to open channel, whose messages go to `onMessage`: what
+ * each transport does in its own way (librpma's connect and channel, librdmacm's endpoint and
+ * channel). The rest of the client protocol is {@link reconnecting}'s.
+ */
+export type Dial<R> = (
+  onMessage: (message: Uint8Array) => Effect.Effect<void, channel.ChannelError>
+) => Effect.Effect<channel.Channel, unknown, Scope.Scope | Driver.RdmaDriver | R>
+
+/**
+ * A client protocol that dials, and dials again after every failed dial or lost connection,
+ * waiting as `retrySchedule` says (fed the failure; it starts over after each connection). A lost
+ * connection fails the requests still waiting with an `RpcClientError`, as @effect/rpc's socket
+ * protocol does; while there is no connection, a request fails at once with the last failure,
+ * except before the first dial has finished, when it waits for it.
+ */
+export const reconnecting = <R>(
+  dial: Dial<R>,
+  retrySchedule: Schedule.Schedule<unknown, unknown> | undefined
+): Effect.Effect<
+  RpcClient.Protocol["Type"],
+  never,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
+> =>
+  RpcClient.Protocol.make((writeResponse) =>
+    Effect.gen(function*() {
+      const serialization = yield* RpcSerialization.RpcSerialization
+      let current: { readonly ch: channel.Channel; readonly parser: RpcSerialization.Parser } | undefined
+      let lastError: RpcClientError | undefined
+      const firstAttempt = yield* Deferred.make<void>()
+
+      /** One connection, from dial to end: fails with why it ended (or could not start). */
+      const session = Effect.gen(function*() {
+        const parser = serialization.unsafeMake()
+        const ch = yield* dial((message) =>
+          decodeEach<FromServerEncoded>(parser, fromServerTags, message, writeResponse)
+        )
+        current = { ch, parser }
+        lastError = undefined
+        yield* Deferred.succeed(firstAttempt, undefined)
+        const exit = yield* Effect.exit(Deferred.await(ch.closed))
+        return yield* Effect.fail(endCause(exit))
+      }).pipe(
+        // Before the connection's close: the calls waiting learn at once.
+        Effect.tapErrorCause((cause) =>
+          Effect.suspend(() => {
+            if (Cause.isInterruptedOnly(cause)) return Effect.void
+            // Cleared first: a request sent from now on cannot be one of those failed below.
+            current = undefined
+            lastError = clientError("The RDMA connection ended or could not be made", Cause.squash(cause))
+            return Effect.zipRight(
+              writeResponse({ _tag: "ClientProtocolError", error: lastError }),
+              Deferred.succeed(firstAttempt, undefined)
+            )
+          })
+        ),
+        Effect.scoped
+      )
+      yield* session.pipe(
+        Effect.retry(retrySchedule ?? defaultRetrySchedule),
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.void
+            : Effect.logWarning("RDMA RPC: the client stopped reconnecting", cause)
+        ),
+        Effect.interruptible,
+        Effect.forkScoped
+      )
+
+      const send = (request: FromClientEncoded): Effect.Effect<void, RpcClientError> =>
+        Effect.suspend(() => {
+          if (current !== undefined) return sendEncoded(current.ch, current.parser, request)
+          if (lastError !== undefined) return Effect.fail(lastError)
+          // The first connect has not finished: bounded by the connection's timeout and handshakeTimeout.
+          return Effect.zipRight(Deferred.await(firstAttempt), send(request))
+        })
+      return { send, supportsAck: true, supportsTransferables: false }
+    })
+  )
 
 export const layerClientProtocol = <R = never>(
   options: RdmaRpcClient.LayerOptions<R>
@@ -309,6 +343,50 @@ export const makeServerProtocol = (
 > =>
   Effect.gen(function*() {
     yield* channel.settings(options)
+    return yield* serving<Listener.ConnectionRequest>({
+      next: Listener.next(endpoint, options?.connection),
+      // Isolated by default: the client's channel and its regions live in a peer of its own.
+      open: (req, onMessage) =>
+        Effect.flatMap(
+          Listener.acceptClient(req, {
+            ...options?.connection,
+            admission: options?.admission,
+            isolation: options?.isolation,
+            ports: options?.ports
+          }),
+          ({ connection: conn, peer }) => channel.make(peer, conn, onMessage, options)
+        ),
+      reject: Listener.reject
+    }, options)
+  })
+
+/**
+ * What a server takes its clients with, in each transport's own way: the next request (in the
+ * client's scope), its accept and open channel (in the client's scope, within handshakeTimeout),
+ * and its rejection when that fails. The rest of the server protocol is {@link serving}'s.
+ */
+export interface Accepting<Req> {
+  readonly next: Effect.Effect<Req, unknown, Driver.RdmaDriver | Scope.Scope>
+  readonly open: (
+    req: Req,
+    onMessage: (message: Uint8Array) => Effect.Effect<void, channel.ChannelError>
+  ) => Effect.Effect<channel.Channel, unknown, Driver.RdmaDriver | Scope.Scope>
+  readonly reject: (req: Req) => Effect.Effect<void, never, Driver.RdmaDriver>
+}
+
+/** The server protocol over `transport`: one client per request, each in a fiber and a scope of its own. */
+export const serving = <Req>(
+  transport: Accepting<Req>,
+  options: {
+    readonly handshakeTimeout?: Duration.DurationInput | undefined
+    readonly maxHandshakes?: number | undefined
+  } | undefined
+): Effect.Effect<
+  RpcServer.Protocol["Type"],
+  channel.ChannelError,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+> =>
+  Effect.gen(function*() {
     const handshake = yield* handshakeBound(options?.handshakeTimeout)
     const handshakes = yield* Effect.makeSemaphore(yield* handshakesAtOnce(options?.maxHandshakes))
     return yield* RpcServer.Protocol.make((writeRequest) =>
@@ -321,27 +399,16 @@ export const makeServerProtocol = (
         let nextId = 0
 
         /** Accepts `req` and opens its channel, within handshakeTimeout. */
-        const open = (req: Listener.ConnectionRequest, id: number, clientScope: Scope.Scope) =>
+        const open = (req: Req, id: number, clientScope: Scope.CloseableScope) =>
           Effect.gen(function*() {
-            // Isolated by default: the client's channel and its regions live in a peer of its own.
-            const { connection: conn, peer } = yield* Scope.extend(
-              Listener.acceptClient(req, {
-                ...options?.connection,
-                admission: options?.admission,
-                isolation: options?.isolation,
-                ports: options?.ports
-              }),
-              clientScope
-            )
             const parser = serialization.unsafeMake()
             // The client may call as soon as its channel is open, before this side's own HELLO has
-            // completed and `make` returned: its requests wait until it is registered below, or their
+            // completed and `open` returned: its requests wait until it is registered below, or their
             // answers would find no client to go to and be dropped (the call waiting on for ever).
             const registered = yield* Deferred.make<void>()
             const ch = yield* Scope.extend(
-              channel.make(
-                peer,
-                conn,
+              transport.open(
+                req,
                 (message) =>
                   Effect.zipRight(
                     Deferred.await(registered),
@@ -351,27 +418,26 @@ export const makeServerProtocol = (
                       message,
                       (request) => writeRequest(id, request)
                     )
-                  ),
-                options
+                  )
               ),
               clientScope
             )
             return { ch, parser, registered }
           }).pipe(
             withinHandshake(handshake, `client ${id}'s handshake`),
-            Effect.tapError(() => Listener.reject(req))
+            Effect.tapError(() => transport.reject(req))
           )
 
-        /** One client, from its connection request to its end, in a scope of its own. */
-        const serve = (req: Listener.ConnectionRequest) =>
+        /** One client, from its connection request to its end, in its scope. */
+        const serve = (req: Req, clientScope: Scope.CloseableScope) =>
           Effect.gen(function*() {
             const id = nextId++
-            const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
             // Its handshake's permit (taken with the request) is given back however the handshake ends.
             const opened = yield* Effect.exit(open(req, id, clientScope)).pipe(Effect.ensuring(handshakes.release(1)))
             if (Exit.isFailure(opened)) {
-              yield* Scope.close(clientScope, Exit.void)
-              return yield* Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
+              // Logged first: the reason is known now, and the close may wait for the endpoint's drain.
+              yield* Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
+              return yield* Effect.uninterruptible(Scope.close(clientScope, Exit.void))
             }
             const { ch, parser, registered } = opened.value
             clients.set(id, {
@@ -399,16 +465,25 @@ export const makeServerProtocol = (
                 (error.reason === "Protocol" || error.reason === "Timeout")
               yield* (dropped ? Effect.logWarning : Effect.logDebug)(`RDMA RPC: client ${id} dropped`, ended.cause)
             }
-            yield* Effect.zipRight(disconnects.offer(id), Scope.close(clientScope, Exit.void))
+            // Uninterruptible: a server closing meanwhile waits for this close (a close interrupted
+            // here would leave the client's endpoint to finish after the server's listener).
+            yield* Effect.zipRight(disconnects.offer(id), Scope.close(clientScope, Exit.void)).pipe(
+              Effect.uninterruptible
+            )
           })
 
         // Each request is served by a fiber of its own: a client slow to connect keeps nobody waiting.
-        // A request is taken only with a handshake permit: at most maxHandshakes are under way.
+        // A request is taken only with a handshake permit: at most maxHandshakes are under way. The
+        // request lives in its client's scope, made before it is taken.
+        const take = Effect.gen(function*() {
+          const clientScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+          const req = yield* Scope.extend(transport.next, clientScope).pipe(
+            Effect.onError(() => Effect.zipRight(handshakes.release(1), Scope.close(clientScope, Exit.void)))
+          )
+          yield* Effect.forkIn(serve(req, clientScope), scope)
+        })
         yield* handshakes.take(1).pipe(
-          Effect.zipRight(
-            Listener.next(endpoint, options?.connection).pipe(Effect.onError(() => handshakes.release(1)))
-          ),
-          Effect.flatMap((req) => Effect.forkIn(serve(req), scope)),
+          Effect.zipRight(take),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
               ? Effect.failCause(cause)

@@ -1,0 +1,262 @@
+/**
+ * @effect/rpc's client and server protocols over RDMA, on either path: `transport: "rpma"` (a
+ * librpma connection, {@link RdmaRpcClient} / {@link RdmaRpcServer}'s protocols) or `transport:
+ * "cm"` (a librdmacm endpoint, send and receive only).
+ *
+ * The `"cm"` transport's channel, kept small: each side registers a pool of `sends` send slots and
+ * one of `receives` receive buffers (`inlineSize` bytes each) on its endpoint, and posts every
+ * receive before it connects or accepts. Frames have the librpma channel's 8-byte header (kind,
+ * flags, sequence, length) and go by rdma_post_send into the other side's posted receives, which
+ * its receive loop takes in order and posts again. Each side sends HELLO first (its receive
+ * buffer size); a message that fits the other side's buffer after the header goes in one frame, a
+ * larger one in pieces that fit, posted in order (up to half the send slots in flight), the last
+ * one flagged. No region is ever named to the other side (no rkeys), so a client reaches nothing
+ * of the server's memory. Flow control is
+ * the device's: a send that finds no receive posted is retried until the reader posts one (the
+ * endpoint's `rnrRetryCount`, 7 by default: for ever), so at most `receives` frames wait at a
+ * reader. A KEEPALIVE frame every `keepAlive` finds a dead path while a side only waits.
+ *
+ * The safety rules are the librpma transport's: a handshake (accept and both HELLOs) bounded by
+ * `handshakeTimeout` and at most `maxHandshakes` at once; a message beyond `maxMessageSize`, or a
+ * malformed, truncated or unknown frame, drops that client with a logged reason and releases its
+ * endpoint and regions; closing the server's scope ends every client at once; the client re-dials
+ * as `retrySchedule` says and fails the calls in flight with `RpcClientError` when its connection
+ * ends.
+ *
+ * @since 1.0.0
+ */
+import type { Admission, CmEndpoint, CmListener, Peer, RdmaError } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
+import type * as RpcClient from "@effect/rpc/RpcClient"
+import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import type * as RpcServer from "@effect/rpc/RpcServer"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import type * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
+import * as internal from "./internal/rdmaRpc.js"
+import type * as RdmaChannel from "./RdmaChannel.js"
+import type * as RdmaRpcClient from "./RdmaRpcClient.js"
+import type * as RdmaRpcServer from "./RdmaRpcServer.js"
+
+/**
+ * The `"cm"` transport's channel settings.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface CmChannelOptions {
+  /** Each receive buffer's (and send slot's) size: a message up to this less 8 bytes goes in one frame. Default 4096. */
+  readonly inlineSize?: number | undefined
+  /** Receives kept posted: the frames the other side can send ahead. Default 16. */
+  readonly receives?: number | undefined
+  /** Sends in flight at once. Default 8. */
+  readonly sends?: number | undefined
+  /**
+   * The largest message taken from the other side, assembled: a larger one ends the channel (on the
+   * server, drops that client). It bounds what the other side can make this side hold, as
+   * {@link RdmaChannel.Options.maxMessageSize} does. Default 64 MiB.
+   */
+  readonly maxMessageSize?: number | undefined
+  /** How often a KEEPALIVE frame is sent, so a side that only waits finds a dead path. Default 5 seconds; `Duration.infinity`: never. */
+  readonly keepAlive?: Duration.DurationInput | undefined
+  /** The endpoint's settings (timeout, queue sizes, RNR retries, polling): the listener's on the server. */
+  readonly endpoint?: CmEndpoint.Options | undefined
+}
+
+/**
+ * A client over librpma: {@link RdmaRpcClient.LayerOptions} with `transport: "rpma"`.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type RpmaClientOptions<R = never> = { readonly transport: "rpma" } & RdmaRpcClient.LayerOptions<R>
+
+/**
+ * A client over librdmacm.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface CmClientOptions extends CmChannelOptions {
+  readonly transport: "cm"
+  readonly address: string
+  readonly port: number
+  /** The server's admission token, sent with every connect as `Admission.privateData(token)`. */
+  readonly token?: Uint8Array | undefined
+  /**
+   * When to dial again after a failed dial or a lost connection, fed the failure. Default as
+   * @effect/rpc's socket protocol: 500 ms growing by half each time, at most 5 seconds apart, for ever.
+   */
+  readonly retrySchedule?: Schedule.Schedule<unknown, unknown> | undefined
+  /** How long opening the channel may take once connected (both HELLOs). Default 10 seconds. */
+  readonly handshakeTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Where and how a client connects, on either transport.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type ClientOptions<R = never> = RpmaClientOptions<R> | CmClientOptions
+
+/**
+ * A server over librpma: {@link RdmaRpcServer.LayerOptions} with `transport: "rpma"`.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface RpmaServerOptions extends RdmaRpcServer.LayerOptions {
+  readonly transport: "rpma"
+}
+
+/**
+ * A server over librdmacm: every client's endpoint has a protection domain of its own (as
+ * `CmListener`'s requests all do).
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface CmServerOptions extends CmChannelOptions {
+  readonly transport: "cm"
+  readonly address: string
+  readonly port: number
+  /** Accept only the requests that carry this admission's token; the others are rejected. */
+  readonly admission?: Admission.Admission | undefined
+  /** How long a client has from its request to an open channel (accepted, both HELLOs). Default 10 seconds. */
+  readonly handshakeTimeout?: Duration.DurationInput | undefined
+  /** Handshakes under way at once; the next request waits in the backlog. Default 64. */
+  readonly maxHandshakes?: number | undefined
+}
+
+/**
+ * Where and how a server listens, on either transport.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type ServerOptions = RpmaServerOptions | CmServerOptions
+
+/**
+ * A client protocol that dials the server, and dials again as `retrySchedule` says after a failed
+ * dial or a lost connection (the calls waiting then fail with `RpcClientError`, as over a socket).
+ * The `"rpma"` transport connects with the context's `Peer`. Fails only for options out of range
+ * (`RdmaChannelError`, `reason: "Protocol"`).
+ *
+ * @since 1.0.0
+ * @category constructors
+ */
+export const makeProtocolClient: {
+  (options: CmClientOptions): Effect.Effect<
+    RpcClient.Protocol["Type"],
+    RdmaChannel.ChannelError,
+    Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+  <R = never>(options: RpmaClientOptions<R>): Effect.Effect<
+    RpcClient.Protocol["Type"],
+    RdmaChannel.ChannelError,
+    Scope.Scope | Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
+  >
+} = internal.makeProtocolClient as any
+
+/**
+ * A server protocol listening on `address`:`port` until the scope closes, one client per
+ * connection, each in a fiber and a scope of its own. The `"rpma"` transport listens with the
+ * context's `Peer`.
+ *
+ * @since 1.0.0
+ * @category constructors
+ */
+export const makeProtocolServer: {
+  (options: CmServerOptions): Effect.Effect<
+    RpcServer.Protocol["Type"],
+    RdmaError.RdmaCmError | RdmaChannel.ChannelError,
+    Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+  (options: RpmaServerOptions): Effect.Effect<
+    RpcServer.Protocol["Type"],
+    RdmaError.RpmaError | RdmaChannel.ChannelError,
+    Scope.Scope | Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+} = internal.makeProtocolServer as any
+
+/**
+ * {@link makeProtocolClient} as a Layer, as @effect/rpc's `RpcClient.layerProtocolSocket`.
+ *
+ * @example
+ * ```ts
+ * import { RdmaRpc } from "@effect-rdma/rpc"
+ * import { RpcSerialization } from "@effect/rpc"
+ * import { Layer, Schedule } from "effect"
+ *
+ * const ProtocolLive = RdmaRpc.layerProtocolClient({
+ *   transport: "cm",
+ *   address: "192.168.77.1",
+ *   port: 7480,
+ *   retrySchedule: Schedule.spaced("1 second")
+ * }).pipe(Layer.provide(RpcSerialization.layerMsgPack))
+ * ```
+ *
+ * @since 1.0.0
+ * @category layers
+ */
+export const layerProtocolClient: {
+  (options: CmClientOptions): Layer.Layer<
+    RpcClient.Protocol,
+    RdmaChannel.ChannelError,
+    RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+  <R = never>(options: RpmaClientOptions<R>): Layer.Layer<
+    RpcClient.Protocol,
+    RdmaChannel.ChannelError,
+    Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
+  >
+} = internal.layerProtocolClient as any
+
+/**
+ * {@link makeProtocolServer} as a Layer, as @effect/rpc's `RpcServer.layerProtocolSocketServer`.
+ *
+ * @example
+ * ```ts
+ * import { RdmaRpc } from "@effect-rdma/rpc"
+ * import { RpcSerialization } from "@effect/rpc"
+ * import { Layer } from "effect"
+ *
+ * const ProtocolLive = RdmaRpc.layerProtocolServer({ transport: "cm", address: "192.168.77.1", port: 7480 }).pipe(
+ *   Layer.provide(RpcSerialization.layerMsgPack)
+ * )
+ * ```
+ *
+ * @since 1.0.0
+ * @category layers
+ */
+export const layerProtocolServer: {
+  (options: CmServerOptions): Layer.Layer<
+    RpcServer.Protocol,
+    RdmaError.RdmaCmError | RdmaChannel.ChannelError,
+    RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+  (options: RpmaServerOptions): Layer.Layer<
+    RpcServer.Protocol,
+    RdmaError.RpmaError | RdmaChannel.ChannelError,
+    Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+} = internal.layerProtocolServer as any
+
+/**
+ * The listener a `"cm"` server takes its clients from, made by the caller: for a port chosen by
+ * the system (`CmListener.make(address, 0)`), or a listener shared with other uses.
+ *
+ * @since 1.0.0
+ * @category constructors
+ */
+export const makeCmProtocolServer: (
+  listener: CmListener.CmListener,
+  options?: Omit<CmServerOptions, "transport" | "address" | "port" | "endpoint">
+) => Effect.Effect<
+  RpcServer.Protocol["Type"],
+  RdmaChannel.ChannelError,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+> = internal.makeCmServerProtocol

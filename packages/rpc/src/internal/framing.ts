@@ -1,0 +1,338 @@
+/**
+ * What the RPC channels of both paths share (internal/channel.ts over a librpma connection,
+ * internal/cmChannel.ts over a librdmacm endpoint): the frame header, the error, the settings'
+ * checks, the send slots, the inbox that hands whole messages to the RPC layer, and the receive
+ * loop over a pool of posted receives with the channel's end.
+ *
+ * A frame is an 8-byte header (kind u8, flags u8, sequence u16 LE, length u32 LE), then its
+ * payload. The kinds each path uses are listed in its module.
+ */
+import type { Connection } from "@effect-rdma/core"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+
+export class ChannelError extends Data.TaggedError("RdmaChannelError")<{
+  readonly reason: "Closed" | "Protocol" | "Transfer" | "Timeout"
+  readonly detail: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `RDMA RPC channel: ${this.detail}`
+  }
+}
+
+export interface Channel {
+  readonly send: (message: Uint8Array) => Effect.Effect<void, ChannelError>
+  /**
+   * Completes when the channel has ended and the messages received before its end are delivered:
+   * with success when the other side closed the connection, else with why (a `"Protocol"` reason:
+   * the other side broke the channel's rules, or `onMessage` refused a message).
+   */
+  readonly closed: Deferred.Deferred<void, ChannelError>
+}
+
+export const HEADER = 8
+
+export interface Header {
+  readonly kind: number
+  readonly flags: number
+  readonly sequence: number
+  readonly length: number
+}
+
+export const writeHeader = (memory: Uint8Array, at: number, header: Header): void => {
+  const view = new DataView(memory.buffer, memory.byteOffset + at, HEADER)
+  view.setUint8(0, header.kind)
+  view.setUint8(1, header.flags)
+  view.setUint16(2, header.sequence, true)
+  view.setUint32(4, header.length, true)
+}
+
+/** The header of a frame of at least {@link HEADER} bytes. */
+export const readHeader = (bytes: Uint8Array): Header => {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, HEADER)
+  return {
+    kind: view.getUint8(0),
+    flags: view.getUint8(1),
+    sequence: view.getUint16(2, true),
+    length: view.getUint32(4, true)
+  }
+}
+
+export const transfer = (what: string) => (cause: unknown) =>
+  new ChannelError({
+    reason: "Transfer",
+    detail: `${what} failed: ${
+      cause instanceof Error || (typeof cause === "object" && cause !== null && "message" in cause)
+        ? String((cause as Error).message)
+        : String(cause)
+    }`,
+    cause
+  })
+
+export const protocol = (detail: string) => new ChannelError({ reason: "Protocol", detail })
+
+/** Waits until the function `park` is given is called; `unpark` forgets it (woken or interrupted). */
+const parked = (park: (wake: () => void) => void, unpark: () => void): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    park(() => {
+      unpark()
+      resume(Effect.void)
+    })
+    return Effect.sync(unpark)
+  })
+
+/** A positive integer option with its default, or a `"Protocol"` ChannelError naming it. */
+export const integer = (name: string, value: number | undefined, fallback: number, least: number) =>
+  Effect.suspend(() => {
+    const v = value ?? fallback
+    return Number.isSafeInteger(v) && v >= least
+      ? Effect.succeed(v)
+      : Effect.fail(protocol(`${name} must be an integer of at least ${least}, got ${v}`))
+  })
+
+/** A positive, finite duration option with its default. */
+export const finiteDuration = (name: string, value: Duration.DurationInput | undefined, fallback: string) =>
+  Effect.suspend(() => {
+    const d = Duration.decodeUnknown(value ?? fallback)
+    return Option.isSome(d) && Duration.isFinite(d.value) && Duration.toMillis(d.value) > 0
+      ? Effect.succeed(d.value)
+      : Effect.fail(protocol(`${name} must be a positive, finite duration, got ${String(value)}`))
+  })
+
+/** A positive duration option (`Duration.infinity`: never) with its default. */
+export const keepAliveDuration = (value: Duration.DurationInput | undefined) =>
+  Effect.suspend(() => {
+    const d = Duration.decodeUnknown(value ?? "5 seconds")
+    return Option.isSome(d) && Duration.toMillis(d.value) > 0
+      ? Effect.succeed(d.value)
+      : Effect.fail(
+        protocol(`keepAlive must be a positive duration (Duration.infinity: never), got ${String(value)}`)
+      )
+  })
+
+/**
+ * `n` send slots: `take` waits for a free one (each release wakes the next waiter), `release`
+ * gives one back.
+ */
+export const sendSlots = (n: number) => {
+  const freeSlots = Array.from({ length: n }, (_, i) => n - 1 - i)
+  const slotWaiters: Array<() => void> = []
+  const take: Effect.Effect<number> = Effect.suspend(() =>
+    freeSlots.length > 0
+      ? Effect.succeed(freeSlots.pop()!)
+      : Effect.zipRight(
+        Effect.async<void>((resume) => {
+          const wake = () => resume(Effect.void)
+          slotWaiters.push(wake)
+          return Effect.sync(() => {
+            const at = slotWaiters.indexOf(wake)
+            if (at >= 0) slotWaiters.splice(at, 1)
+            // Woken, then interrupted before taking the slot: the next waiter takes it.
+            else if (freeSlots.length > 0) slotWaiters.shift()?.()
+          })
+        }),
+        take
+      )
+  )
+  const release = (slot: number) =>
+    Effect.sync(() => {
+      freeSlots.push(slot)
+      slotWaiters.shift()?.()
+    })
+  return { take, release }
+}
+
+export interface Inbox {
+  /** Queues a whole message for `onMessage`, waiting while the queue holds `maxMessageSize` bytes. */
+  readonly deliver: (message: Uint8Array) => Effect.Effect<void>
+  /** No more messages: `onMessage`'s fiber stops once it has taken the ones queued. */
+  readonly end: () => void
+  /** Fails when a message is refused: the receive loop ends with its error. */
+  readonly refused: Deferred.Deferred<never, ChannelError>
+  /** Completes when `onMessage` has taken the last message, or stopped. */
+  readonly drained: Deferred.Deferred<void>
+}
+
+/**
+ * Whole messages on their way to `onMessage`, from a fiber of its own (in `scope`), so that the
+ * receive loop never waits for it: a handler that sends a large answer may need the loop (the
+ * acknowledgements of the librpma path). A message it refuses (or a defect in it) ends the channel.
+ * One producer (the receive loop) and one consumer, each woken by the other when it waits; the
+ * bytes queued are at most `maxMessageSize`.
+ */
+export const inbox = (
+  scope: Scope.Scope,
+  maxMessageSize: number,
+  onMessage: (message: Uint8Array) => Effect.Effect<void, ChannelError>
+): Effect.Effect<Inbox> =>
+  Effect.gen(function*() {
+    const refused = yield* Deferred.make<never, ChannelError>()
+    const drained = yield* Deferred.make<void>()
+    const queue: Array<Uint8Array | undefined> = []
+    let queuedBytes = 0
+    let wakeConsumer: (() => void) | undefined
+    let wakeProducer: (() => void) | undefined
+    const enqueue = (message: Uint8Array | undefined) => {
+      queue.push(message)
+      queuedBytes += message?.length ?? 0
+      wakeConsumer?.()
+    }
+    const deliver = (message: Uint8Array): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (queuedBytes + message.length <= maxMessageSize) return Effect.sync(() => enqueue(message))
+        return Effect.zipRight(
+          parked((wake) => {
+            wakeProducer = wake
+          }, () => {
+            wakeProducer = undefined
+          }),
+          deliver(message)
+        )
+      })
+    /** The next message for `onMessage`, waiting for one. */
+    const nextMessage: Effect.Effect<Uint8Array | undefined> = Effect.suspend(() =>
+      queue.length > 0
+        ? Effect.succeed(queue.shift())
+        : Effect.zipRight(
+          parked((wake) => {
+            wakeConsumer = wake
+          }, () => {
+            wakeConsumer = undefined
+          }),
+          nextMessage
+        )
+    )
+    const taken = (bytes: number) =>
+      Effect.sync(() => {
+        queuedBytes -= bytes
+        wakeProducer?.()
+      })
+    yield* nextMessage.pipe(
+      Effect.flatMap((message) =>
+        message === undefined
+          ? Effect.interrupt
+          : Effect.zipRight(
+            onMessage(message).pipe(
+              Effect.catchAllDefect((defect) =>
+                Effect.fail(protocol(`a message could not be handled: ${String(defect)}`))
+              )
+            ),
+            taken(message.length)
+          )
+      ),
+      Effect.forever,
+      Effect.tapError((error) => Deferred.fail(refused, error)),
+      Effect.ensuring(Deferred.succeed(drained, undefined)),
+      Effect.interruptible,
+      Effect.forkIn(scope)
+    )
+    return { deliver, end: () => enqueue(undefined), refused, drained }
+  })
+
+/** A receive posted on either path: its completion says how many bytes came. */
+export interface PostedReceive<E> {
+  readonly completion: Effect.Effect<Connection.Completion, E>
+}
+
+/** The connection was closed (by either side): the frames before it were all taken. A lost one fails. */
+const closedConnection = (e: unknown) =>
+  typeof e === "object" && e !== null && (e as { _tag?: unknown })._tag === "ConnectionClosedError" &&
+  (e as { reason?: unknown }).reason === "CLOSED"
+
+/**
+ * Posts `receives` receives of `inline` bytes each into `memory` (slot i at i * inline), and
+ * answers the receive loop: the oldest receive holds the next frame (receives complete in the
+ * order they were posted); a frame is copied out and its receive posted again before `onFrame`
+ * handles it. The loop ends when the connection has closed, and fails when it is lost, a receive
+ * fails otherwise, or `onFrame` fails.
+ */
+export const receiving = <E, E2>(options: {
+  readonly receives: number
+  readonly inline: number
+  readonly memory: Uint8Array
+  readonly post: (slot: number) => Effect.Effect<PostedReceive<E2>, E>
+  readonly onFrame: (bytes: Uint8Array) => Effect.Effect<void, ChannelError>
+}): Effect.Effect<Effect.Effect<void, ChannelError>, E> =>
+  Effect.gen(function*() {
+    const { inline, memory, onFrame, post, receives } = options
+    const posted: Array<PostedReceive<E2> | undefined> = yield* Effect.forEach(
+      Array.from({ length: receives }, (_, slot) => slot),
+      post
+    )
+    const failed = transfer("receiving")
+    let slot = 0
+    /** Takes the next frame: false once the connection has closed. */
+    const receiveNext: Effect.Effect<boolean, ChannelError> = Effect.suspend(() => {
+      const receive = posted[slot]
+      // A receive could not be posted again (the connection closed): the frames before it were all taken.
+      if (receive === undefined) return Effect.succeed(false)
+      return Effect.matchEffect(receive.completion, {
+        onFailure: (e) => closedConnection(e) ? Effect.succeed(false) : Effect.fail(failed(e)),
+        onSuccess: (completion) => {
+          const current = slot
+          const at = current * inline
+          const bytes = memory.slice(at, at + completion.byteLength)
+          slot = (slot + 1) % receives
+          return Effect.matchEffect(post(current), {
+            // The frame is handled even when its buffer cannot be posted again.
+            onFailure: (e) => {
+              if (!closedConnection(e)) return Effect.fail(failed(e))
+              posted[current] = undefined
+              return Effect.as(onFrame(bytes), true)
+            },
+            onSuccess: (again) => {
+              posted[current] = again
+              return Effect.as(onFrame(bytes), true)
+            }
+          })
+        }
+      })
+    })
+    const loop: Effect.Effect<void, ChannelError> = Effect.flatMap(
+      receiveNext,
+      (more) => more ? loop : Effect.void
+    )
+    return loop
+  })
+
+/**
+ * Runs the receive loop (in `scope`) until it ends or a message is refused, then ends the channel:
+ * `stop` fails what waits for the other side, the messages received before the end are delivered
+ * (for at most `drainTimeout`), and `closed` completes with how it ended. An interruption (the
+ * scope closing) skips the drain: the close waits for nothing.
+ */
+export const runToEnd = (options: {
+  readonly scope: Scope.Scope
+  readonly loop: Effect.Effect<void, ChannelError>
+  readonly inbox: Inbox
+  readonly stop: Effect.Effect<void>
+  readonly closed: Deferred.Deferred<void, ChannelError>
+  readonly drainTimeout: Duration.Duration
+}): Effect.Effect<void> => {
+  const { closed, drainTimeout, inbox, loop, scope, stop } = options
+  return Effect.raceFirst(loop, Deferred.await(inbox.refused)).pipe(
+    Effect.exit,
+    Effect.flatMap((exit) =>
+      stop.pipe(
+        Effect.zipRight(Effect.sync(() => inbox.end())),
+        Effect.zipRight(Effect.timeout(Deferred.await(inbox.drained), drainTimeout)),
+        Effect.ignore,
+        Effect.zipRight(Deferred.done(closed, exit))
+      )
+    ),
+    Effect.onInterrupt(() =>
+      Effect.zipRight(
+        stop,
+        Deferred.fail(closed, new ChannelError({ reason: "Closed", detail: "the channel was closed" }))
+      )
+    ),
+    Effect.interruptible,
+    Effect.forkIn(scope),
+    Effect.asVoid
+  )
+}
