@@ -59,7 +59,8 @@ const shardsPerGroup = 30
 
 /**
  * Intervals for a runner under qemu's emulation (node 10-30x slower than on the host): a lock is
- * refreshed every 2 s and expires after 20 s, so a slow refresh does not lose it; assignments are
+ * refreshed every 5 s and expires after 30 s (a refresh that overruns its interval makes cluster
+ * force-release every shard the runner holds: at 2 s it did under emulation); assignments are
  * re-read and stored messages polled every second.
  */
 const Runner = CounterLive.pipe(
@@ -69,8 +70,8 @@ const Runner = CounterLive.pipe(
       shardsPerGroup,
       refreshAssignmentsInterval: "1 second",
       entityMessagePollInterval: "1 second",
-      shardLockRefreshInterval: "2 seconds",
-      shardLockExpiration: "20 seconds",
+      shardLockRefreshInterval: "5 seconds",
+      shardLockExpiration: "30 seconds",
       runnerHealthCheckInterval: "5 seconds"
     }
   })),

@@ -11,9 +11,9 @@
  *    of the repair, each counter incremented exactly once per call;
  * 3. the runner on a SIGKILLed while b calls, and restarted: every call of b answered within
  *    KILL_BOUND_S of the kill, a holding its shards again within SETTLE_BOUND_S, no increment lost;
- *    a counter counts an increment twice only if its shard was a's (a persisted message in flight
- *    to the killed runner, redelivered: cluster's at-least-once rule), and at most once per move of
- *    its shard (away from the killed runner, back to the restarted one);
+ *    a counter counts an increment twice only as cluster's at-least-once rule allows: at most once
+ *    per time its shard left a runner mid-handler (a's shards: the kill, the restarted a taking them
+ *    back; any runner's: a force release when its lock storage turned unhealthy, which it logs);
  * 4. both runners stopped (SIGTERM): Driver.live zero in each process.
  */
 import * as Duration from "effect/Duration"
@@ -45,9 +45,10 @@ const CUT_S = 12
  */
 const RESUME_BOUND_S = 90
 /**
- * After the kill: the restarted runner serves (START_S at most, ~30-60 s measured), takes back its
+ * After the kill: the restarted runner serves (START_S at most; 14 s measured), takes back its
  * shards (its locks are its address's), and delivers the messages b stored for them meanwhile; b's
- * rounds then end. Cluster's own bound without a restart is shardLockExpiration (20 s) + a refresh.
+ * rounds then end (measured: 56 s). Without a restart b would take the shards over once a's locks
+ * expired (shardLockExpiration, 30 s) and a's next assignment refresh.
  */
 const KILL_BOUND_S = 240
 /** Both runners holding their share of the shards (15 of 30 each). */
@@ -66,6 +67,12 @@ interface RunnerProcess {
   readonly line: (pattern: RegExp, seconds: number) => Effect.Effect<RegExpExecArray, PairFailure>
   readonly send: (line: string) => void
   readonly exited: Promise<number | string>
+  /**
+   * How often it logged "Shard lock storage is unhealthy": a shard lock refresh that did not finish
+   * within shardLockRefreshInterval, after which cluster force-releases every shard the runner
+   * holds, interrupting the handlers running there (their persisted messages are delivered again).
+   */
+  readonly unhealthy: () => number
 }
 
 const startRunner = (name: string, args: ReadonlyArray<string>): RunnerProcess => {
@@ -76,7 +83,9 @@ const startRunner = (name: string, args: ReadonlyArray<string>): RunnerProcess =
   const lines: Array<string> = []
   let wake = () => {}
   let stderr = ""
+  let unhealthy = 0
   createLines(child.stdout!, (line) => {
+    if (line.includes("Shard lock storage is unhealthy")) unhealthy++
     console.log(`${name}| ${line.length > 200 ? line.slice(0, 200) + "..." : line}`)
     lines.push(line)
     wake()
@@ -116,7 +125,7 @@ const startRunner = (name: string, args: ReadonlyArray<string>): RunnerProcess =
         onTimeout: () => new PairFailure({ message: `runner ${name}: no ${pattern} within ${seconds} s` })
       })
     )
-  return { name, child, line, send: (text) => void child.stdin!.write(text + "\n"), exited }
+  return { name, child, line, send: (text) => void child.stdin!.write(text + "\n"), exited, unhealthy: () => unhealthy }
 }
 
 const createLines = (stream: NodeJS.ReadableStream, onLine: (line: string) => void) => {
@@ -186,7 +195,8 @@ let runnerA: RunnerProcess | undefined
 /** Answers the runner's `{ cluster: ... }` requests, one answer each (`{ clusterDone: true, ok, ... }`). */
 export const clusterRequest = (channel: Channel, address: string, m: Message): Effect.Effect<void> =>
   Effect.gen(function*() {
-    const answer = (fields: Message) => channel.send({ clusterDone: m.cluster, ok: true, ...fields })
+    const answer = (fields: Message) =>
+      channel.send({ clusterDone: m.cluster, ok: true, unhealthy: runnerA?.unhealthy() ?? 0, ...fields })
     const request: Effect.Effect<Message, PairFailure> = Effect.gen(function*() {
       switch (m.cluster) {
         case "postgres":
@@ -338,40 +348,46 @@ const scenario = (ctx: FaultContext) =>
     const before = yield* call(b, `call 0 ${COUNTERS} 0`, 60)
     yield* check(before.every((c) => c.value === 15), `before the kill, counters at ${before.map((c) => c.value)}`)
     const ownedByA = before.map((c) => c.runner === addressA)
+    const unhealthyB = b.unhealthy()
     b.send(`call 0 ${COUNTERS} 1 ${KILL_ROUNDS}`)
     yield* b.line(/^round 2$/, 120)
     const exited = yield* ask(channel, { cluster: "kill" }, 30)
     const killedAt = performance.now()
     yield* log(`cluster: runner a killed (${exited.exited}) while b calls`)
     yield* check(exited.exited === "SIGKILL", `the runner on a ended with ${exited.exited}, not SIGKILL`)
-    const restart = yield* ask(channel, { cluster: "start" }, START_S)
+    yield* ask(channel, { cluster: "start" }, START_S)
     yield* ctx.note(`runner a restarted: serving ${seconds(killedAt).toFixed(1)} s after the kill`)
     const m = yield* b.line(/^(called|failed) (.*)$/, KILL_BOUND_S)
     const roundsS = seconds(killedAt)
     if (m[1] === "failed") return yield* fail(`b's calls across the kill: ${m[2]}`)
     yield* ctx.note(`every call of b answered ${roundsS.toFixed(1)} s after the kill (bound ${KILL_BOUND_S} s)`)
     yield* check(roundsS <= KILL_BOUND_S, `b's calls answered ${roundsS.toFixed(1)} s after the kill`)
-    void restart
     const backS = yield* settle
     yield* ctx.note(`a holds its shards again ${seconds(killedAt).toFixed(1)} s after the kill`)
     yield* check(backS <= SETTLE_BOUND_S, `the shards split again ${backS.toFixed(1)} s after b's calls`)
-    const after = yield* callA(`call 0 ${COUNTERS} 0`, 120)
+    const afterAnswer = yield* ask(channel, { cluster: "call", command: `call 0 ${COUNTERS} 0`, seconds: 120 }, 120)
+    const after = afterAnswer.counts as ReadonlyArray<Count>
     const expected = 15 + KILL_ROUNDS
     const excess = after.map((c) => c.value - expected)
+    // Cluster's at-least-once rule: a persisted message is delivered again when its handler did not
+    // save its reply, which happens where a runner stops holding the shard mid-handler: a's shards at
+    // the kill and when the restarted a takes them back (a move each), and any runner's shards each
+    // time its lock storage turned unhealthy (under emulation a refresh can overrun its interval).
+    const forceReleasesA = Number(afterAnswer.unhealthy)
+    const forceReleasesB = b.unhealthy() - unhealthyB
+    const allowed = ownedByA.map((ofA) => ofA ? 2 + forceReleasesA : forceReleasesB)
     yield* ctx.note(
-      `after the kill: ${excess.filter((e) => e > 0).length} of ${
+      `after the kill: ${excess.filter((e) => e > 0).length} of ${COUNTERS} counters (${
         ownedByA.filter(Boolean).length
-      } counters of a's shards counted an increment twice (excess ${excess})`
+      } of a's shards) counted an increment twice: excess ${excess}; lock storage unhealthy on the restarted a ${forceReleasesA}x, on b ${forceReleasesB}x`
     )
     yield* check(
       excess.every((e) => e >= 0),
       `increments lost: counters at ${after.map((c) => c.value)}, ${expected} sent`
     )
     yield* check(
-      excess.every((e, i) => ownedByA[i] ? e <= 2 : e === 0),
-      `duplicates beyond cluster's rule: excess ${excess}, a's counters ${
-        ownedByA.map((o, i) => o ? i : -1).filter((i) => i >= 0)
-      }`
+      excess.every((e, i) => e <= allowed[i]!),
+      `duplicates beyond cluster's rule: excess ${excess}, allowed ${allowed} (a's shards: 2 moves + ${forceReleasesA} force releases; b's: ${forceReleasesB})`
     )
     yield* check(
       after.every((c, i) => (c.runner === addressA) === ownedByA[i]),
