@@ -60,7 +60,7 @@ const lines = [
       `librdmacm endpoint faults ${pairGroup("faults on librdmacm's endpoints across the wire")}, ` +
       `RdmaClient under faults ${pairGroup("RdmaClient across the wire")}, @effect/rpc ${
         pairGroup("@effect/rpc across the wire")
-      }, ` +
+      }, @effect/cluster ${pairGroup("@effect/cluster across the wire")}, ` +
       `long run ${pairGroup("long run")} (vm/pair)` +
       (pairStatus === "0"
         ? ""

@@ -1,7 +1,8 @@
 /**
  * VM a of the two-host suite (vm/pair): the server side. Waits for the runner on VM b, then does
  * what it asks, one request at a time: the server half of a conformance case, the C peer of a
- * fault test (started, killed), the server of the long run. Exits when the runner says so.
+ * fault test (started, killed), the server of the long run, PostgreSQL and the cluster runner on a
+ * (cluster.ts). Exits when the runner says so.
  *
  *   node --import tsx packages/native/test-pair/agent.ts     (RDMA_ADDRESS set by vm/pair)
  */
@@ -14,6 +15,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { createInterface } from "node:readline"
 import * as NativeDriver from "../src/NativeDriver.js"
 import { clientServerRequest } from "./client.js"
+import { clusterCleanup, clusterRequest } from "./cluster.js"
 import { type Channel, describeCause, fail, listen, log, type Message } from "./harness.js"
 import { longServer } from "./long.js"
 import { rpcRequest } from "./rpc.js"
@@ -125,11 +127,14 @@ const main = Effect.gen(function*() {
       yield* clientServerRequest(channel, address, m)
     } else if (m.rpc !== undefined) {
       yield* rpcRequest(channel, address, m)
+    } else if (m.cluster !== undefined) {
+      yield* clusterRequest(channel, address, m)
     } else {
       yield* log(`unexpected message: ${JSON.stringify(m)}`)
     }
   }
   for (const c of children.values()) c.kill("SIGKILL")
+  yield* clusterCleanup
   yield* log("agent done")
 })
 

@@ -32,6 +32,8 @@ async function bundle(entryPoints, outdir) {
     target: "node20",
     sourcemap: "external",
     logLevel: "warning",
+    // pg (@effect/sql-pg, packages/cluster/test-pair/node.ts) requires its optional native binding lazily.
+    external: ["pg-native"],
     // For the CommonJS inside dependencies.
     banner: {
       js:

@@ -2,8 +2,8 @@
  * VM b of the two-host suite (vm/pair): the client side, which drives the run. Connects to the
  * agent on VM a, then runs the connection cases of the conformance suite across the wire (server
  * half on a, client half here), the fault tests (faults.ts: a C peer on a, this side survives),
- * RdmaClient under the same faults (client.ts), @effect/rpc across the wire (rpc.ts), and the
- * long single-connection run. Writes the results to PAIR_REPORT (JSON) for
+ * RdmaClient under the same faults (client.ts), @effect/rpc across the wire (rpc.ts), two
+ * @effect/cluster runners across the wire (cluster.ts), and the long single-connection run. Writes the results to PAIR_REPORT (JSON) for
  * scripts/test-summary.mjs; exits 0 only if everything passed.
  *
  *   PAIR_ONLY=<substring>   run only the tests whose name contains it (`a|b`: either)
@@ -16,6 +16,7 @@ import * as Exit from "effect/Exit"
 import * as fs from "node:fs"
 import * as NativeDriver from "../src/NativeDriver.js"
 import { clientTests } from "./client.js"
+import { clusterTests } from "./cluster.js"
 import { cmFaultTests } from "./cmFaults.js"
 import { faultTests } from "./faults.js"
 import { type Channel, describeCause, dial, log, type Result } from "./harness.js"
@@ -100,7 +101,8 @@ const main = Effect.gen(function*() {
     ["faults across the wire", faultTests],
     ["faults on librdmacm's endpoints across the wire", cmFaultTests],
     ["RdmaClient across the wire", clientTests],
-    ["@effect/rpc across the wire", rpcTests]
+    ["@effect/rpc across the wire", rpcTests],
+    ["@effect/cluster across the wire", clusterTests]
   ] as const
   for (const [group, test] of groups.flatMap(([group, tests]) => tests.map((test) => [group, test] as const))) {
     if (!selected(test.name)) continue
@@ -109,7 +111,7 @@ const main = Effect.gen(function*() {
     const exit = yield* Effect.exit(
       test.run({ address, serverAddress, channel, note: (line) => Effect.sync(() => void notes.push(line)) }).pipe(
         Effect.disconnect,
-        Effect.timeout("300 seconds")
+        Effect.timeout(`${"seconds" in test ? test.seconds : 300} seconds`)
       )
     )
     yield* record({
