@@ -13,7 +13,8 @@ import { type ServerProcess, startProcess } from "../../testing/test/fixtures/se
 import { address, Count, tempDatabase } from "./fixtures/counter.js"
 
 const fixture = fileURLToPath(new URL("./fixtures/runner-process.ts", import.meta.url))
-const ports = [7611, 7612, 7613]
+// 100 apart: a runner isolates its clients on the 64 ports after its own (Listener.serve's default).
+const ports = [7611, 7711, 7811]
 const counters = 30
 const rounds = 10
 const decodeCounts = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Count)))

@@ -18,7 +18,7 @@ describe("@effect/cluster over RDMA: two runners in one process", () => {
       Effect.gen(function*() {
         const filename = yield* tempDatabase
         yield* Effect.gen(function*() {
-          const runners = [yield* Layer.build(runner(7601, filename)), yield* Layer.build(runner(7602, filename))]
+          const runners = [yield* Layer.build(runner(7601, filename)), yield* Layer.build(runner(7701, filename))]
           for (const context of runners) yield* Effect.provide(settled(runners.length), context)
           for (const [i, context] of runners.entries()) {
             const counters = yield* Effect.provide(Counter.client, context)
@@ -30,7 +30,7 @@ describe("@effect/cluster over RDMA: two runners in one process", () => {
             // Each runner's calls were served by both: half of them crossed to the other over RDMA.
             assert.deepStrictEqual([...new Set(counts.map((c) => c.runner))].sort(), [
               `${address}:7601`,
-              `${address}:7602`
+              `${address}:7701`
             ])
           }
         }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer))
