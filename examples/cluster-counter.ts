@@ -52,7 +52,8 @@ const CounterLive = Counter.toLayer(Effect.gen(function*() {
 }))
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
-const ports = [7700, 7701]
+// 100 apart: each runner isolates its clients on the 64 ports after its own.
+const ports = [7700, 7800]
 const counters = ["apples", "pears", "plums", "figs", "limes", "kiwis", "dates", "grapes"]
 
 /** One runner: Counter's handlers on cluster's runner over RDMA, with the runner's own SQLite client. */
