@@ -16,6 +16,8 @@ const fixture = fileURLToPath(new URL("./fixtures/runner-process.ts", import.met
 // 100 apart: a runner isolates its clients on the 64 ports after its own (Listener.serve's default).
 const ports = [7611, 7711, 7811]
 const counters = 30
+/** Bounds on a hang, scaled as vitest's own timeouts are (vitest.shared.ts sets TEST_SLOWDOWN). */
+const slowdown = Math.max(1, Number(process.env.TEST_SLOWDOWN ?? 1) || 1)
 const rounds = 10
 const decodeCounts = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Count)))
 
@@ -65,7 +67,7 @@ describe("@effect/cluster over RDMA: one runner per process", () => {
 
         yield* stop(runners)
       }).pipe(Effect.scoped),
-    180_000
+    180_000 * slowdown
   )
 
   it.live(
@@ -95,6 +97,6 @@ describe("@effect/cluster over RDMA: one runner per process", () => {
         for (const c of counts) assert.isAtLeast(c.value, sent)
         yield* stop([a, b])
       }).pipe(Effect.scoped),
-    240_000
+    240_000 * slowdown
   )
 })
