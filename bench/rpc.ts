@@ -9,9 +9,9 @@
  * In the Soft-RoCE VM (bench/device.sh) with RDMA_ADDRESS set: the native driver on rxe0. Without
  * it: the simulated driver, for a quick look on the host (not a device figure).
  *
- * Floors, in the same run (issue 31): C's bare ping-pong of the same sizes over each transport,
- * bench/c/cm_bench.c over the RDMA device (librdmacm send/receive) and bench/c/tcp_bench.c over
- * the TCP loopback. Where the emulated device's floor is slower than TCP's, an RPC over RDMA cannot
+ * Floors, in the same run (issue 31; bench/floors.ts, shared with bench/cluster.ts): C's bare
+ * ping-pong of the same sizes over each transport, bench/c/cm_bench.c over the RDMA device
+ * (librdmacm send/receive) and bench/c/tcp_bench.c over the TCP loopback. Where the emulated device's floor is slower than TCP's, an RPC over RDMA cannot
  * beat one over TCP; the floor rows compare what each RPC costs over its own transport's floor.
  * Run when the programs are built (bench/device.sh builds them; RPC_FLOORS=0 skips them) and, for
  * the RDMA floor, on a device. A throughput row's floor is the ping-pong's one-at-a-time rate.
@@ -27,8 +27,7 @@ import { SimulatedDriver } from "@effect-rdma/testing"
 import { NodeSocket, NodeSocketServer } from "@effect/platform-node"
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Effect, Layer, Schema } from "effect"
-import { execFileSync } from "node:child_process"
-import { existsSync } from "node:fs"
+import { cFloors, floorRows } from "./floors.js"
 import { printTable, type Row } from "./table.js"
 
 const device = process.env.RDMA_ADDRESS
@@ -51,24 +50,6 @@ const sizes: ReadonlyArray<readonly [bytes: number, label: string, calls: number
     [bytes as number, label as string, Math.max(20, Math.round((n as number) * scale))] as const
   )
 const only = process.env.RPC_ONLY
-
-/** C's ping-pong µs per round trip for each size, over RDMA and over TCP, where it can be run. */
-const floors = (): { readonly rdma?: Map<number, number>; readonly tcp?: Map<number, number> } => {
-  if (process.env.RPC_FLOORS === "0") return {}
-  const run = (program: string, host: string, port: number) => {
-    if (!existsSync(program)) return undefined
-    const args = sizes.map(([bytes, , calls]) => `pingpong:${bytes}:${calls}`)
-    const lines = execFileSync(program, [host, String(port), ...args], { encoding: "utf8" }).trim().split("\n")
-    process.stderr.write(`rpc floor ${program}: ${lines.join("; ")}\n`)
-    return new Map(lines.map((line) => {
-      const words = line.split(" ")
-      return [Number(words[1]), Number(words[3])] as const
-    }))
-  }
-  const rdma = device === undefined ? undefined : run("bench/.build/cm_bench", device, 7497)
-  const tcp = run("bench/.build/tcp_bench", "127.0.0.1", 7498)
-  return { ...(rdma === undefined ? {} : { rdma }), ...(tcp === undefined ? {} : { tcp }) }
-}
 
 type Client = RpcClient.FromGroup<typeof Group, RpcClientError.RpcClientError>
 
@@ -112,7 +93,9 @@ const program = Effect.gen(function*() {
     yield* Layer.build(tcpServer)
     clients.push(["tcp", yield* Effect.provide(RpcClient.make(Group), yield* Layer.build(tcpClient))])
   }
-  const floor = floors()
+  const floors = process.env.RPC_FLOORS === "0"
+    ? {}
+    : cFloors("rpc", device, sizes.map(([bytes, , calls]) => [bytes, calls] as const))
   const rows: Array<Row> = []
   for (const [bytes, label, calls] of sizes) {
     const data = new Uint8Array(bytes).fill(7)
@@ -145,35 +128,17 @@ const program = Effect.gen(function*() {
       target: "≤ 1× (report)",
       met: best.rdma.callsPerSecond >= best.tcp.callsPerSecond
     })
-    const rdmaFloor = floor.rdma?.get(bytes)
-    const tcpFloor = floor.tcp?.get(bytes)
-    if (rdmaFloor !== undefined && tcpFloor !== undefined) {
-      rows.push({
-        what: `  floors, ${label}: C ping-pong over RDMA against over TCP (µs per round trip)`,
-        ours: `${rdmaFloor.toFixed(1)} µs`,
-        baseline: `${tcpFloor.toFixed(1)} µs (C over TCP)`,
-        ratio: rdmaFloor / tcpFloor,
-        target: "informative",
-        met: undefined
+    for (
+      const row of floorRows({
+        what: "RPC",
+        label,
+        concurrency: CONCURRENCY,
+        floors,
+        bytes,
+        rdma: best.rdma,
+        tcp: best.tcp
       })
-      for (
-        const [what, rdmaUs, tcpUs] of [
-          ["round trip", best.rdma.latencyUs, best.tcp.latencyUs],
-          [`${CONCURRENCY} in flight`, 1e6 / best.rdma.callsPerSecond, 1e6 / best.tcp.callsPerSecond]
-        ] as const
-      ) {
-        const overRdma = rdmaUs / rdmaFloor
-        const overTcp = tcpUs / tcpFloor
-        rows.push({
-          what: `  RPC ${what}, ${label}, over its transport's C floor`,
-          ours: `${overRdma.toFixed(2)}× (RDMA)`,
-          baseline: `${overTcp.toFixed(2)}× (TCP)`,
-          ratio: overRdma / overTcp,
-          target: rdmaFloor > tcpFloor ? "≤ 1×" : "informative (RDMA's floor is not slower)",
-          met: rdmaFloor > tcpFloor ? overRdma <= overTcp : undefined
-        })
-      }
-    }
+    ) rows.push(row)
   }
   console.log(
     `\n@effect/rpc over RDMA against the TCP socket protocol (${

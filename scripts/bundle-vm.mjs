@@ -28,6 +28,8 @@ const programs = {
   "isolation-bench": join(root, "bench", "isolation.ts"),
   // Polling against waiting, latency rows against C (issue 35).
   "polling-bench": join(root, "bench", "polling.ts"),
+  // An @effect/cluster entity call over RdmaCluster against cluster's socket runner over TCP (issue 33).
+  "cluster-bench": join(root, "bench", "cluster.ts"),
   // scripts/test's smoke tests: the examples as the README runs them, started without tsx.
   "replicated-log": join(root, "examples", "replicated-log.ts"),
   "message-service": join(root, "examples", "message-service.ts"),
@@ -48,6 +50,17 @@ const examplesKeepTheirUrl = {
     }))
   }
 }
+// better-sqlite3 finds its addon from its own file (through `bindings`, which reads __filename):
+// it stays a module of its own, imported by its absolute path, where the checkout installed it.
+const betterSqliteOutside = {
+  name: "better-sqlite3-outside",
+  setup(build) {
+    build.onResolve({ filter: /^better-sqlite3$/ }, (args) => ({
+      path: createRequire(join(args.resolveDir, "index.js")).resolve("better-sqlite3"),
+      external: true
+    }))
+  }
+}
 const names = process.argv.slice(2)
 for (const name of names) {
   if (!(name in programs)) throw new Error(`no program ${name}: one of ${Object.keys(programs).join(", ")}`)
@@ -63,7 +76,7 @@ await esbuild.build({
   target: "node20",
   sourcemap: "external",
   logLevel: "warning",
-  plugins: [examplesKeepTheirUrl],
+  plugins: [examplesKeepTheirUrl, betterSqliteOutside],
   // The effect guard reads core's package.json beside itself (the supported range is said once, as
   // core's peer dependency): it stays a module of its own, found from packages/native/node_modules.
   external: ["@effect-rdma/core/effect-guard"],
