@@ -9,11 +9,13 @@
  * 1. counters called from each runner, served by both (calls cross the wire both ways);
  * 2. the link cut for CUT_S and repaired: calls from both runners answered within RESUME_BOUND_S
  *    of the repair, each counter incremented exactly once per call;
- * 3. the runner on a SIGKILLed while b calls, and restarted: every call of b answered within
- *    KILL_BOUND_S of the kill, a holding its shards again within SETTLE_BOUND_S, no increment lost;
- *    a counter counts an increment twice only as cluster's at-least-once rule allows: at most once
- *    per time its shard left a runner mid-handler (a's shards: the kill, the restarted a taking them
- *    back; any runner's: a force release when its lock storage turned unhealthy, which it logs);
+ * 3. the runner on a SIGKILLed while b calls, left down: b takes over a's shards and every call of
+ *    b is answered, by b, within TAKEOVER_BOUND_S of the kill (the messages b stored for a's shards
+ *    meanwhile are delivered there); then a restarted: a holding its shards again within
+ *    SETTLE_BOUND_S, no increment lost; a counter counts an increment twice only as cluster's
+ *    at-least-once rule allows: at most once per time its shard left a runner mid-handler (a's
+ *    shards: the kill, b handing them back to the restarted a; any runner's: a force release when
+ *    its lock storage turned unhealthy, which it logs);
  * 4. both runners stopped (SIGTERM): Driver.live zero in each process.
  */
 import * as Duration from "effect/Duration"
@@ -46,12 +48,11 @@ const CUT_S = 12
  */
 const RESUME_BOUND_S = 90
 /**
- * After the kill: the restarted runner serves (START_S at most; 10-14 s measured), takes back its
- * shards (its locks are its address's), and delivers the messages b stored for them meanwhile; b's
- * rounds then end (measured: 49-57 s). Without a restart b would take the shards over once a's locks
- * expired (shardLockExpiration, 30 s) and its next assignment refresh.
+ * After the kill, a left down: b's health check finds a gone, b's share becomes every shard, and it
+ * acquires a's once a's locks expire (shardLockExpiration, 30 s), then delivers the messages it
+ * stored for them meanwhile; b's rounds then end.
  */
-const KILL_BOUND_S = 240
+const TAKEOVER_BOUND_S = 240
 /** Both runners holding their share of the shards (15 of 30 each). */
 const SETTLE_BOUND_S = 90
 
@@ -345,7 +346,7 @@ const scenario = (ctx: FaultContext) =>
     yield* check(latest.every((v) => v === 15), `after the cut, counters at ${latest}, not 15 (lost or repeated)`)
     yield* ctx.note(`shards split again ${(yield* settle).toFixed(1)} s after the calls`)
 
-    // 3. The runner on a killed mid-traffic and restarted.
+    // 3. The runner on a killed mid-traffic: b takes over its shards; then a restarted.
     const before = yield* call(b, `call 0 ${COUNTERS} 0`, 60)
     yield* check(before.every((c) => c.value === 15), `before the kill, counters at ${before.map((c) => c.value)}`)
     const ownedByA = before.map((c) => c.runner === addressA)
@@ -356,27 +357,41 @@ const scenario = (ctx: FaultContext) =>
     const killedAt = performance.now()
     yield* log(`cluster: runner a killed (${exited.exited}) while b calls`)
     yield* check(exited.exited === "SIGKILL", `the runner on a ended with ${exited.exited}, not SIGKILL`)
-    yield* ask(channel, { cluster: "start" }, START_S)
-    yield* ctx.note(`runner a restarted: serving ${seconds(killedAt).toFixed(1)} s after the kill`)
-    const m = yield* b.line(/^(called|failed) (.*)$/, KILL_BOUND_S)
-    const roundsS = seconds(killedAt)
+    const m = yield* b.line(/^(called|failed) (.*)$/, TAKEOVER_BOUND_S)
+    const takeoverS = seconds(killedAt)
     if (m[1] === "failed") return yield* fail(`b's calls across the kill: ${m[2]}`)
-    yield* ctx.note(`every call of b answered ${roundsS.toFixed(1)} s after the kill (bound ${KILL_BOUND_S} s)`)
-    yield* check(roundsS <= KILL_BOUND_S, `b's calls answered ${roundsS.toFixed(1)} s after the kill`)
+    const lastRound = yield* Effect.mapError(
+      decodeCounts(m[2]),
+      (e) => new PairFailure({ message: `runner b: answers not understood: ${e.message}` })
+    )
+    yield* ctx.note(
+      `a down: every call of b answered ${
+        takeoverS.toFixed(1)
+      } s after the kill (bound ${TAKEOVER_BOUND_S} s), the last round served by ${runnersOf(lastRound)}`
+    )
+    yield* check(takeoverS <= TAKEOVER_BOUND_S, `b's calls answered ${takeoverS.toFixed(1)} s after the kill`)
+    yield* check(
+      JSON.stringify(runnersOf(lastRound)) === JSON.stringify([addressB]),
+      `with a down, b's last round was served by ${runnersOf(lastRound)}, not by b alone: a's shards not taken over`
+    )
+    const restartedAt = performance.now()
+    yield* ask(channel, { cluster: "start" }, START_S)
+    yield* ctx.note(`runner a restarted: serving after ${seconds(restartedAt).toFixed(1)} s`)
     const backS = yield* settle
-    yield* ctx.note(`a holds its shards again ${seconds(killedAt).toFixed(1)} s after the kill`)
-    yield* check(backS <= SETTLE_BOUND_S, `the shards split again ${backS.toFixed(1)} s after b's calls`)
+    yield* ctx.note(`a holds its shards again ${seconds(restartedAt).toFixed(1)} s after its restart began`)
+    yield* check(backS <= SETTLE_BOUND_S, `the shards split again ${backS.toFixed(1)} s after a served`)
     const afterAnswer = yield* ask(channel, { cluster: "call", command: `call 0 ${COUNTERS} 0`, seconds: 120 }, 120)
     const after = afterAnswer.counts as ReadonlyArray<Count>
     const expected = 15 + KILL_ROUNDS
     const excess = after.map((c) => c.value - expected)
     // Cluster's at-least-once rule: a persisted message is delivered again when its handler did not
     // save its reply, which happens where a runner stops holding the shard mid-handler: a's shards at
-    // the kill and when the restarted a takes them back (a move each), and any runner's shards each
-    // time its lock storage turned unhealthy (under emulation a refresh can overrun its interval).
+    // the kill and when b hands them back to the restarted a (a move each), and any runner's shards
+    // each time its holder's lock storage turned unhealthy (under emulation a refresh can overrun its
+    // interval; b held a's shards for a while).
     const forceReleasesA = Number(afterAnswer.unhealthy)
     const forceReleasesB = b.unhealthy() - unhealthyB
-    const allowed = ownedByA.map((ofA) => ofA ? 2 + forceReleasesA : forceReleasesB)
+    const allowed = ownedByA.map((ofA) => ofA ? 2 + forceReleasesA + forceReleasesB : forceReleasesB)
     yield* ctx.note(
       `after the kill: ${excess.filter((e) => e > 0).length} of ${COUNTERS} counters (${
         ownedByA.filter(Boolean).length
@@ -388,7 +403,7 @@ const scenario = (ctx: FaultContext) =>
     )
     yield* check(
       excess.every((e, i) => e <= allowed[i]!),
-      `duplicates beyond cluster's rule: excess ${excess}, allowed ${allowed} (a's shards: 2 moves + ${forceReleasesA} force releases; b's: ${forceReleasesB})`
+      `duplicates beyond cluster's rule: excess ${excess}, allowed ${allowed} (a's shards: 2 moves + ${forceReleasesA} + ${forceReleasesB} force releases; b's: ${forceReleasesB})`
     )
     yield* check(
       after.every((c, i) => (c.runner === addressA) === ownedByA[i]),
@@ -421,7 +436,7 @@ export const clusterTests: ReadonlyArray<{
 }> = [
   {
     name:
-      "@effect/cluster: two runners over RDMA, storage in PostgreSQL on a: calls both ways, the link cut and repaired, a runner killed and restarted",
+      "@effect/cluster: two runners over RDMA, storage in PostgreSQL on a: calls both ways, the link cut and repaired, a runner killed, its shards taken over, and restarted",
     run: scenario,
     seconds: 900
   }
