@@ -184,9 +184,6 @@ const registered = <F extends Flag>(
   return new Region(handle, peer, memory, usage, address, memory.byteLength, { driver, labels })
 }
 
-/** @internal The requests in flight that use it: it is deregistered after the last completes. */
-export const ownerOf = (mr: LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)
-
 /** The release: now, or once the requests in flight that use the region have completed. */
 const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
   const region = mr as Region<any>

@@ -12,10 +12,11 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { type Completion, WcOpcode, type WorkRequest } from "../DriverModel.js"
-import { type LocalMr, ownerOf } from "../LocalMr.js"
+import type { LocalMr } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import { ById } from "./byId.js"
 import * as instrument from "./instrument.js"
+import { ownerOf } from "./localMr.js"
 import * as Owner from "./owner.js"
 
 /** What an operation ends with: its completion, or why it failed. */

@@ -8,6 +8,7 @@ import type { MrHandle } from "../DriverModel.js"
 import type * as LocalMr from "../LocalMr.js"
 import type * as Peer from "../Peer.js"
 import type { Flag, Usage } from "../Usage.js"
+import * as Owner from "./owner.js"
 import { PipeableBase } from "./resource.js"
 
 export const TypeId: LocalMr.TypeId = Symbol.for("@effect-rdma/core/LocalMr") as LocalMr.TypeId
@@ -47,3 +48,6 @@ export class Region<F extends Flag> extends PipeableBase implements LocalMr.Loca
 }
 
 export const isLocalMr = (u: unknown): u is LocalMr.LocalMr => u instanceof Region
+
+/** The requests in flight that use a region: it is deregistered after the last completes. */
+export const ownerOf = (mr: LocalMr.LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)
