@@ -159,10 +159,9 @@ const started = (runner: RunnerProcess) =>
     return seconds(from)
   })
 
-/** Sends a command, and waits for its answer: `called <json>` (decoded) or `failed <cause>` (a failure). */
-const call = (runner: RunnerProcess, command: string, bound: number) =>
+/** Waits for the answer to a command sent earlier: `called <json>` (decoded) or `failed <cause>` (a failure). */
+const answered = (runner: RunnerProcess, command: string, bound: number) =>
   Effect.gen(function*() {
-    runner.send(command)
     const m = yield* runner.line(/^(called|failed) (.*)$/, bound)
     if (m[1] === "failed") return yield* fail(`runner ${runner.name}: "${command}" failed: ${m[2]}`)
     return yield* Effect.mapError(
@@ -170,6 +169,10 @@ const call = (runner: RunnerProcess, command: string, bound: number) =>
       (e) => new PairFailure({ message: `runner ${runner.name}: answers not understood: ${e.message}` })
     )
   })
+
+/** Sends a command, and waits for its answer. */
+const call = (runner: RunnerProcess, command: string, bound: number) =>
+  Effect.zipRight(Effect.sync(() => runner.send(command)), answered(runner, command, bound))
 
 /** SIGTERM; the runner prints what its driver still holds and exits. */
 const stopped = (runner: RunnerProcess) =>
@@ -351,19 +354,15 @@ const scenario = (ctx: FaultContext) =>
     yield* check(before.every((c) => c.value === 15), `before the kill, counters at ${before.map((c) => c.value)}`)
     const ownedByA = before.map((c) => c.runner === addressA)
     const unhealthyB = b.unhealthy()
-    b.send(`call 0 ${COUNTERS} 1 ${KILL_ROUNDS}`)
+    const rounds = `call 0 ${COUNTERS} 1 ${KILL_ROUNDS}`
+    b.send(rounds)
     yield* b.line(/^round 2$/, 120)
     const exited = yield* ask(channel, { cluster: "kill" }, 30)
     const killedAt = performance.now()
     yield* log(`cluster: runner a killed (${exited.exited}) while b calls`)
     yield* check(exited.exited === "SIGKILL", `the runner on a ended with ${exited.exited}, not SIGKILL`)
-    const m = yield* b.line(/^(called|failed) (.*)$/, TAKEOVER_BOUND_S)
+    const lastRound = yield* answered(b, rounds, TAKEOVER_BOUND_S)
     const takeoverS = seconds(killedAt)
-    if (m[1] === "failed") return yield* fail(`b's calls across the kill: ${m[2]}`)
-    const lastRound = yield* Effect.mapError(
-      decodeCounts(m[2]),
-      (e) => new PairFailure({ message: `runner b: answers not understood: ${e.message}` })
-    )
     yield* ctx.note(
       `a down: every call of b answered ${
         takeoverS.toFixed(1)
