@@ -22,7 +22,7 @@
  */
 import { Peer } from "@effect-rdma/core"
 import { NativeDriver } from "@effect-rdma/native"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { NodeSocket, NodeSocketServer } from "@effect/platform-node"
 import { Rpc, RpcClient, type RpcClientError, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
@@ -55,10 +55,12 @@ type Client = RpcClient.FromGroup<typeof Group, RpcClientError.RpcClientError>
 
 const rdmaServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
-  Layer.provide(RdmaRpcServer.layerProtocol({ address, port: rdmaPort })),
+  Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port: rdmaPort })),
   Layer.provide(Peer.layer(address))
 )
-const rdmaClient = RdmaRpcClient.layerProtocol({ address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
+const rdmaClient = RdmaRpc.layerProtocolClient({ transport: "rpma", address, port: rdmaPort }).pipe(
+  Layer.provide(Peer.layer(address))
+)
 const tcpServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
   Layer.provide(RpcServer.layerProtocolSocketServer),

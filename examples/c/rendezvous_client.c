@@ -1,6 +1,6 @@
 /*
  * A client written in C on librpma for an effect-rdma server that isolates its clients (the
- * default of Listener.serve, Listener.acceptClient and RdmaRpcServer): it follows the server's
+ * default of Listener.serve, Listener.acceptClient and RdmaRpc's "rpma" server): it follows the server's
  * rendezvous, then talks to README's first `Listener.serve` example, whose handler echoes each
  * message back to its client.
  *

@@ -58,7 +58,7 @@ export interface ProtocolOptions extends RdmaChannel.Options {
   readonly connection?: Connection.Options | undefined
   /**
    * When a client to another runner connects again after a failed connect or a lost connection
-   * (`RdmaRpcClient.LayerOptions.retrySchedule`). Cluster drops a client whose runner is unavailable
+   * (`RdmaRpc.RpmaClientOptions`' `retrySchedule`). Cluster drops a client whose runner is unavailable
    * and dials anew on the next message, so this matters only for a connection lost between calls.
    */
   readonly retrySchedule?: Schedule.Schedule<unknown, unknown> | undefined

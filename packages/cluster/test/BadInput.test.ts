@@ -8,7 +8,7 @@
  */
 import { RdmaCluster } from "@effect-rdma/cluster"
 import { Peer } from "@effect-rdma/core"
-import { RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { RunnerAddress, Runners } from "@effect/cluster"
 import { Rpc, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
@@ -21,7 +21,7 @@ const Other = RpcGroup.make(Rpc.make("Other"))
 const notARunner = (port: number) =>
   RpcServer.layer(Other).pipe(
     Layer.provide(Other.toLayer({ Other: () => Effect.void })),
-    Layer.provide(RdmaRpcServer.layerProtocol({ address, port })),
+    Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port })),
     Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
   )
 
@@ -29,7 +29,7 @@ const notARunner = (port: number) =>
 const garbled = (port: number) =>
   RpcServer.layer(Other).pipe(
     Layer.provide(Other.toLayer({ Other: () => Effect.void })),
-    Layer.provide(RdmaRpcServer.layerProtocol({ address, port })),
+    Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port })),
     Layer.provide([Peer.layer(address), RpcSerialization.layerNdjson])
   )
 

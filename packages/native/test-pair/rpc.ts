@@ -9,7 +9,7 @@
  */
 import { Peer } from "@effect-rdma/core"
 import { RdmaDriver } from "@effect-rdma/core/Driver"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import * as Rpc from "@effect/rpc/Rpc"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import * as RpcGroup from "@effect/rpc/RpcGroup"
@@ -82,7 +82,7 @@ export const rpcRequest = (channel: Channel, address: string, m: Message): Effec
       const scope = yield* Scope.make()
       const ServerLive = RpcServer.layer(Group).pipe(
         Layer.provide(Handlers),
-        Layer.provide(RdmaRpcServer.layerProtocol({ address, port: m.port, ...channelOptions })),
+        Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port: m.port, ...channelOptions })),
         Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
       )
       const built = yield* Effect.exit(Layer.buildWithScope(ServerLive, scope))
@@ -145,7 +145,7 @@ const withServer = <A>(ctx: FaultContext, port: number, use: Effect.Effect<A, un
 const client = (ctx: FaultContext, port: number) =>
   Effect.gen(function*() {
     const protocol = yield* Layer.build(
-      RdmaRpcClient.layerProtocol({ address: ctx.serverAddress, port, ...channelOptions }).pipe(
+      RdmaRpc.layerProtocolClient({ transport: "rpma", address: ctx.serverAddress, port, ...channelOptions }).pipe(
         Layer.provide([Peer.layer(ctx.address), RpcSerialization.layerMsgPack])
       )
     )

@@ -1,7 +1,7 @@
 /**
  * @effect/rpc's client and server protocols over RDMA, on either path: `transport: "rpma"` (a
- * librpma connection, {@link RdmaRpcClient} / {@link RdmaRpcServer}'s protocols) or `transport:
- * "cm"` (a librdmacm endpoint, send and receive only).
+ * librpma connection: small messages sent, large ones written into the receiver's landing region,
+ * see {@link RdmaChannel}) or `transport: "cm"` (a librdmacm endpoint, send and receive only).
  *
  * The `"cm"` transport's channel, kept small: each side registers a pool of `sends` send slots and
  * one of `receives` receive buffers (`inlineSize` bytes each) on its endpoint, and posts every
@@ -25,7 +25,16 @@
  *
  * @since 1.0.0
  */
-import type { Admission, CmEndpoint, CmListener, Peer, RdmaError } from "@effect-rdma/core"
+import type {
+  Admission,
+  CmEndpoint,
+  CmListener,
+  Connection,
+  DescriptorExchange,
+  Listener,
+  Peer,
+  RdmaError
+} from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import type * as RpcClient from "@effect/rpc/RpcClient"
 import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
@@ -37,8 +46,6 @@ import type * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/rdmaRpc.js"
 import type * as RdmaChannel from "./RdmaChannel.js"
-import type * as RdmaRpcClient from "./RdmaRpcClient.js"
-import type * as RdmaRpcServer from "./RdmaRpcServer.js"
 
 /**
  * The `"cm"` transport's channel settings.
@@ -66,12 +73,54 @@ export interface CmChannelOptions {
 }
 
 /**
- * A client over librpma: {@link RdmaRpcClient.LayerOptions} with `transport: "rpma"`.
+ * Where a `"rpma"` client connects: an address and port (with the server's admission token, if it
+ * has one), or an offer fetched on every connect.
  *
  * @since 1.0.0
  * @category models
  */
-export type RpmaClientOptions<R = never> = { readonly transport: "rpma" } & RdmaRpcClient.LayerOptions<R>
+export type RpmaTarget<R = never> =
+  | {
+    readonly address: string
+    readonly port: number
+    /**
+     * The server's admission token ({@link RpmaServerOptions.admission}), sent with every connect as
+     * `Admission.privateData(token)`. `connection.privateData`, if given, is sent instead.
+     */
+    readonly token?: Uint8Array | undefined
+  }
+  | {
+    /**
+     * Fetches the offer on every connect: its `rdma` address and its `token` are used, its regions
+     * and config ignored. Bound it (`DescriptorExchange.fetch` has a timeout): a failure is a
+     * failed connect, after which `retrySchedule` decides.
+     */
+    readonly offer: Effect.Effect<DescriptorExchange.Offer, unknown, R>
+  }
+
+/**
+ * A client over librpma: a connection of the context's `Peer`, its channel's messages sent or
+ * written into the server's landing region.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type RpmaClientOptions<R = never> = { readonly transport: "rpma" } & RdmaChannel.Options & RpmaTarget<R> & {
+  /** The connection's settings (timeout, queue sizes, private data). */
+  readonly connection?: Connection.Options | undefined
+  /**
+   * When to connect again after a failed connect or a lost connection, fed the failure; its delays
+   * are the waits between attempts, and its end stops the client (every call then fails with the
+   * last failure). Default as @effect/rpc's socket protocol: 500 ms growing by half each time, at
+   * most 5 seconds apart, for ever.
+   */
+  readonly retrySchedule?: Schedule.Schedule<unknown, unknown> | undefined
+  /**
+   * How long opening the channel may take once connected (the server's HELLO, the first send):
+   * beyond it the connect has failed. Default 10 seconds.
+   */
+  readonly handshakeTimeout?: Duration.DurationInput | undefined
+}
 
 /**
  * A client over librdmacm.
@@ -103,13 +152,60 @@ export interface CmClientOptions extends CmChannelOptions {
 export type ClientOptions<R = never> = RpmaClientOptions<R> | CmClientOptions
 
 /**
- * A server over librpma: {@link RdmaRpcServer.LayerOptions} with `transport: "rpma"`.
+ * How a `"rpma"` server takes its clients, whether it listens itself ({@link RpmaServerOptions})
+ * or serves a listener the caller made ({@link makeRpmaProtocolServer}).
  *
  * @since 1.0.0
  * @category models
  */
-export interface RpmaServerOptions extends RdmaRpcServer.LayerOptions {
+export interface RpmaServingOptions extends RdmaChannel.Options {
+  /** The settings of each accepted connection. */
+  readonly connection?: Connection.Options | undefined
+  /**
+   * Accept only the connection requests that carry this admission's token (`Listener.accept` with
+   * `{ admission }`; the client gives the token as {@link RpmaTarget}'s `token`); the others are
+   * rejected. Without it, every request is accepted.
+   */
+  readonly admission?: Admission.Admission | undefined
+  /**
+   * Whether each client's connection, channel and regions live in a protection domain of their own
+   * (`"perClient"`, the default: a `Peer` per client, which no other client reaches whatever rkeys
+   * it guesses; the client follows the server's rendezvous answer by itself) or in the listener's
+   * peer (`"shared"`: a connected client can then read and write another client's landing region,
+   * and its messages with it, by guessing its rkey). See `Listener.Isolation`.
+   */
+  readonly isolation?: Listener.Isolation | undefined
+  /**
+   * The ports isolated clients' listeners take, one per handshake under way: default the 64 after
+   * the server's own (`Listener.ClientOptions.ports`).
+   */
+  readonly ports?: Admission.PortRange | undefined
+  /**
+   * How long a client has from its connection request to an open channel (accepted, the HELLOs
+   * exchanged): one that posts no receive, or answers nothing, is dropped then, with a logged
+   * warning. Clients are accepted concurrently, so a slow one keeps nobody else waiting. Measured
+   * by the Clock. Default 10 seconds.
+   */
+  readonly handshakeTimeout?: Duration.DurationInput | undefined
+  /**
+   * Handshakes under way at once (requests taken and not yet an open channel): while that many are,
+   * the next request waits in the listener's backlog, so a flood of clients that connect and then
+   * say nothing holds at most this many connections (each until `handshakeTimeout`) and the server
+   * takes the next as soon as one ends. Clients with an open channel do not count. Default 64.
+   */
+  readonly maxHandshakes?: number | undefined
+}
+
+/**
+ * A server over librpma: a `Listener` of the context's `Peer` on `address:port`.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface RpmaServerOptions extends RpmaServingOptions {
   readonly transport: "rpma"
+  readonly address: string
+  readonly port: number
 }
 
 /**
@@ -260,3 +356,20 @@ export const makeCmProtocolServer: (
   RdmaChannel.ChannelError,
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
 > = internal.makeCmServerProtocol
+
+/**
+ * The listener a `"rpma"` server takes its clients from, made by the caller: for a port chosen by
+ * the system, or a listener shared with other uses. Its clients are isolated as
+ * {@link RpmaServingOptions.isolation} says.
+ *
+ * @since 1.0.0
+ * @category constructors
+ */
+export const makeRpmaProtocolServer: (
+  listener: Listener.Listener,
+  options?: RpmaServingOptions
+) => Effect.Effect<
+  RpcServer.Protocol["Type"],
+  RdmaChannel.ChannelError,
+  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+> = internal.makeRpmaServerProtocol

@@ -19,17 +19,3 @@ export * as RdmaRpc from "./RdmaRpc.js"
  * @since 1.0.0
  */
 export * as RdmaChannel from "./RdmaChannel.js"
-
-/**
- * @effect/rpc's client protocol over RDMA.
- *
- * @since 1.0.0
- */
-export * as RdmaRpcClient from "./RdmaRpcClient.js"
-
-/**
- * @effect/rpc's server protocol over RDMA.
- *
- * @since 1.0.0
- */
-export * as RdmaRpcServer from "./RdmaRpcServer.js"

@@ -6,7 +6,7 @@
  * ledger).
  */
 import { Admission, type Connection, type DescriptorExchange, Peer } from "@effect-rdma/core"
-import { RdmaRpc, RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
@@ -35,16 +35,17 @@ describe("@effect/rpc over RDMA: admission", () => {
       yield* Layer.build(
         RpcServer.layer(Group).pipe(
           Layer.provide(Group.toLayer({ Ping: () => Effect.succeed("pong") })),
-          Layer.provide(RdmaRpcServer.layerProtocol({ address, port: 7481, admission })),
+          Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port: 7481, admission })),
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         )
       )
       const client = (target: { readonly connection?: Connection.Options; readonly token?: Uint8Array }) =>
-        RdmaRpcClient.layerProtocol({ address, port: 7481, retrySchedule: Schedule.stop, ...target }).pipe(
-          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack]),
-          Layer.build,
-          Effect.flatMap((protocol) => Effect.provide(RpcClient.make(Group), protocol))
-        )
+        RdmaRpc.layerProtocolClient({ transport: "rpma", address, port: 7481, retrySchedule: Schedule.stop, ...target })
+          .pipe(
+            Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack]),
+            Layer.build,
+            Effect.flatMap((protocol) => Effect.provide(RpcClient.make(Group), protocol))
+          )
       const outsider = yield* client({ connection: { privateData: new Uint8Array([16, ...new Uint8Array(16)]) } })
       const refused = yield* Effect.flip(outsider.Ping())
       assert.strictEqual(refused._tag, "RpcClientError")
@@ -64,12 +65,12 @@ describe("@effect/rpc over RDMA: keepalive", () => {
       yield* Layer.build(
         RpcServer.layer(Group).pipe(
           Layer.provide(Group.toLayer({ Hang: () => Effect.never })),
-          Layer.provide(RdmaRpcServer.layerProtocol({ address, port: 7482, ...channel })),
+          Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port: 7482, ...channel })),
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         )
       )
       const protocol = yield* Layer.build(
-        RdmaRpcClient.layerProtocol({ address, port: 7482, ...channel }).pipe(
+        RdmaRpc.layerProtocolClient({ transport: "rpma", address, port: 7482, ...channel }).pipe(
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         )
       )
@@ -89,12 +90,12 @@ describe("@effect/rpc over RDMA: keepalive", () => {
       yield* Layer.build(
         RpcServer.layer(Group).pipe(
           Layer.provide(Group.toLayer({ Hang: () => Effect.never })),
-          Layer.provide(RdmaRpcServer.layerProtocol({ address, port: 7483 })),
+          Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port: 7483 })),
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         )
       )
       const error = yield* Effect.flip(Layer.build(
-        RdmaRpcClient.layerProtocol({ address, port: 7483, keepAlive: "0 millis" }).pipe(
+        RdmaRpc.layerProtocolClient({ transport: "rpma", address, port: 7483, keepAlive: "0 millis" }).pipe(
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         )
       ))
@@ -111,7 +112,7 @@ describe("@effect/rpc over RDMA: recovery", () => {
   const address = SimulatedDriver.DEFAULT_ADDRESS
   const callers = Array.from({ length: 16 }, (_, i) => i)
   /** A server in a scope of its own; each Hang that starts is announced on `started`. */
-  const serve = (port: number, started: Queue.Queue<void>, options?: Partial<RdmaRpcServer.LayerOptions>) =>
+  const serve = (port: number, started: Queue.Queue<void>, options?: Partial<RdmaRpc.RpmaServingOptions>) =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
       yield* Layer.buildWithScope(
@@ -120,7 +121,7 @@ describe("@effect/rpc over RDMA: recovery", () => {
             Add: ({ a, b }) => Effect.succeed(a + b),
             Hang: () => Effect.zipRight(Queue.offer(started, undefined), Effect.never)
           })),
-          Layer.provide(RdmaRpcServer.layerProtocol({ address, port, ...options })),
+          Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port, ...options })),
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         ),
         scope
@@ -138,7 +139,8 @@ describe("@effect/rpc over RDMA: recovery", () => {
       const started = yield* Queue.unbounded<void>()
       const first = yield* serve(7484, started)
       const protocol = yield* Layer.build(
-        RdmaRpcClient.layerProtocol({
+        RdmaRpc.layerProtocolClient({
+          transport: "rpma",
           address,
           port: 7484,
           keepAlive: "50 millis",
@@ -181,7 +183,11 @@ describe("@effect/rpc over RDMA: recovery", () => {
       })
       const first = yield* serve(7485, started, { admission: yield* Admission.make(new Uint8Array(16).fill(1)) })
       const protocol = yield* Layer.build(
-        RdmaRpcClient.layerProtocol({ offer: Ref.get(current), retrySchedule: Schedule.spaced("20 millis") }).pipe(
+        RdmaRpc.layerProtocolClient({
+          transport: "rpma",
+          offer: Ref.get(current),
+          retrySchedule: Schedule.spaced("20 millis")
+        }).pipe(
           Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
         )
       )

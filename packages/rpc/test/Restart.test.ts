@@ -5,7 +5,7 @@
  * is left alive in either process.
  */
 import { Peer } from "@effect-rdma/core"
-import { RdmaRpcClient } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver, SimulatedNetwork } from "@effect-rdma/testing"
 import { RpcClient, RpcSerialization } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
@@ -85,9 +85,10 @@ const restarted = (path: string) =>
     const first = yield* startServer(path)
     const client = yield* Effect.gen(function*() {
       const protocol = yield* Layer.build(
-        RdmaRpcClient.layerProtocol({ address, port, retrySchedule: Schedule.spaced("50 millis") }).pipe(
-          Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
-        )
+        RdmaRpc.layerProtocolClient({ transport: "rpma", address, port, retrySchedule: Schedule.spaced("50 millis") })
+          .pipe(
+            Layer.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+          )
       )
       return yield* Effect.provide(RpcClient.make(Group), protocol)
     })

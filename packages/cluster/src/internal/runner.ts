@@ -2,7 +2,7 @@ import type * as Driver from "@effect-rdma/core/Driver"
 import type * as Peer from "@effect-rdma/core/Peer"
 import type * as RdmaError from "@effect-rdma/core/RdmaError"
 import type { RdmaChannel } from "@effect-rdma/rpc"
-import { RdmaRpcClient, RdmaRpcServer } from "@effect-rdma/rpc"
+import { RdmaRpc } from "@effect-rdma/rpc"
 import type { RunnerAddress } from "@effect/cluster/RunnerAddress"
 import * as Runners from "@effect/cluster/Runners"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
@@ -60,6 +60,7 @@ export const peerAddress = (
 
 const clientOptions = (options: RdmaCluster.ProtocolOptions | undefined, address: RunnerAddress) => ({
   ...options,
+  transport: "rpma" as const,
   address: address.host,
   port: address.port
 })
@@ -78,7 +79,7 @@ export const layerClientProtocol = (
       // Options out of range are a defect here, as in cluster's socket client: the server side's
       // Layer, built from the same options, has already failed on them with an RdmaChannelError.
       return (address: RunnerAddress) =>
-        Layer.build(RdmaRpcClient.layerProtocol(clientOptions(options, address))).pipe(
+        Layer.build(RdmaRpc.layerProtocolClient(clientOptions(options, address))).pipe(
           Effect.map(Context.get(RpcClient.Protocol)),
           Effect.provide(context),
           Effect.orDie
@@ -97,5 +98,7 @@ export const layerServerProtocol = (
     Layer.effectDiscard(
       Effect.annotateLogs(Effect.logInfo(`Listening on: ${address.host}:${address.port} (RDMA)`), annotations)
     ).pipe(
-      Layer.provideMerge(RdmaRpcServer.layerProtocol({ ...options, address: address.host, port: address.port }))
+      Layer.provideMerge(
+        RdmaRpc.layerProtocolServer({ ...options, transport: "rpma", address: address.host, port: address.port })
+      )
     )))

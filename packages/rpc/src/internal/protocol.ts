@@ -2,9 +2,10 @@
  * @effect/rpc's client and server protocols over RDMA channels: messages are encoded with the
  * layer's RpcSerialization and carried whole by a channel per connection.
  *
- * Declared and documented in RdmaRpcClient.ts and RdmaRpcServer.ts.
+ * Declared and documented in RdmaRpc.ts (the `"rpma"` transport's; the shared client and server
+ * loops serve the `"cm"` transport too).
  */
-import { Admission, Connection, Listener, Peer, type RdmaError } from "@effect-rdma/core"
+import { Admission, Connection, Listener, type Peer } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
@@ -17,12 +18,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
-import * as Layer from "effect/Layer"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
-import type * as RdmaRpcClient from "../RdmaRpcClient.js"
+import type * as RdmaRpc from "../RdmaRpc.js"
 import * as channel from "./channel.js"
 
 const encoder = new TextEncoder()
@@ -88,56 +88,6 @@ const decodeEach = <A>(
 
 const clientError = (message: string, cause: unknown) => new RpcClientError({ reason: "Protocol", message, cause })
 
-export interface ClientOptions extends channel.ChannelOptions {}
-
-export const makeClientProtocol = (
-  peer: Peer.Peer,
-  conn: Connection.Connection,
-  options?: ClientOptions
-): Effect.Effect<
-  RpcClient.Protocol["Type"],
-  channel.ChannelError,
-  Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
-> =>
-  RpcClient.Protocol.make((writeResponse) =>
-    Effect.gen(function*() {
-      const serialization = yield* RpcSerialization.RpcSerialization
-      const parser = serialization.unsafeMake()
-      const ch = yield* openClientChannel(peer, conn, parser, writeResponse, options)
-      // The connection's end fails every request still waiting, as a closed socket does.
-      yield* Deferred.await(ch.closed).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          writeResponse({
-            _tag: "ClientProtocolError",
-            error: clientError("The RDMA connection ended", endCause(exit))
-          })
-        ),
-        Effect.forkScoped
-      )
-      return {
-        send: (request: FromClientEncoded) => sendEncoded(ch, parser, request),
-        supportsAck: true,
-        supportsTransferables: false
-      }
-    })
-  )
-
-/** A client's channel on `conn`: each message from the server decoded and handed to `writeResponse`. */
-const openClientChannel = (
-  peer: Peer.Peer,
-  conn: Connection.Connection,
-  parser: RpcSerialization.Parser,
-  writeResponse: (response: FromServerEncoded) => Effect.Effect<void>,
-  options: channel.ChannelOptions | undefined
-) =>
-  channel.make(
-    peer,
-    conn,
-    (message) => decodeEach<FromServerEncoded>(parser, fromServerTags, message, writeResponse),
-    options
-  )
-
 const endCause = (exit: Exit.Exit<void, channel.ChannelError>): unknown =>
   Exit.isFailure(exit) ? Cause.squash(exit.cause) : new Error("the server closed the connection")
 
@@ -185,7 +135,7 @@ export const withinHandshake = (bound: Duration.Duration, what: string) => <A, E
  */
 export const makeReconnectingClientProtocol = <R>(
   peer: Peer.Peer,
-  options: RdmaRpcClient.LayerOptions<R>
+  options: RdmaRpc.RpmaClientOptions<R>
 ): Effect.Effect<
   RpcClient.Protocol["Type"],
   channel.ChannelError,
@@ -294,33 +244,6 @@ export const reconnecting = <R>(
     })
   )
 
-export const layerClientProtocol = <R = never>(
-  options: RdmaRpcClient.LayerOptions<R>
-): Layer.Layer<
-  RpcClient.Protocol,
-  channel.ChannelError,
-  Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
-> =>
-  Layer.scoped(
-    RpcClient.Protocol,
-    Effect.flatMap(Peer.Peer, (peer) => makeReconnectingClientProtocol(peer, options))
-  )
-
-export interface ServerOptions extends channel.ChannelOptions {
-  /** Options of each accepted connection. */
-  readonly connection?: Connection.Options | undefined
-  /** Accept only requests that carry its token (`Listener.accept` with `{ admission }`); others are rejected. */
-  readonly admission?: Admission.Admission | undefined
-  /** A protection domain per client (the default) or the listener's for all (`Listener.Isolation`). */
-  readonly isolation?: Listener.Isolation | undefined
-  /** The ports isolated clients' listeners take (`Listener.ClientOptions.ports`). */
-  readonly ports?: Admission.PortRange | undefined
-  /** How long a client has to connect and open its channel. Default 10 s. */
-  readonly handshakeTimeout?: Duration.DurationInput | undefined
-  /** Handshakes under way at once; the next request waits in the backlog. Default 64. */
-  readonly maxHandshakes?: number | undefined
-}
-
 const handshakesAtOnce = (value: number | undefined): Effect.Effect<number, channel.ChannelError> => {
   const n = value ?? 64
   return Number.isSafeInteger(n) && n > 0
@@ -335,7 +258,7 @@ const handshakesAtOnce = (value: number | undefined): Effect.Effect<number, chan
 
 export const makeServerProtocol = (
   endpoint: Listener.Listener,
-  options?: ServerOptions
+  options?: RdmaRpc.RpmaServingOptions
 ): Effect.Effect<
   RpcServer.Protocol["Type"],
   channel.ChannelError,
@@ -510,24 +433,3 @@ export const serving = <Req>(
       })
     )
   })
-
-export interface ServerLayerOptions extends ServerOptions {
-  readonly address: string
-  readonly port: number
-}
-
-export const layerServerProtocol = (
-  options: ServerLayerOptions
-): Layer.Layer<
-  RpcServer.Protocol,
-  RdmaError.RpmaError | channel.ChannelError,
-  Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
-> =>
-  Layer.scoped(
-    RpcServer.Protocol,
-    Effect.gen(function*() {
-      const peer = yield* Peer.Peer
-      const endpoint = yield* Listener.make(peer, options.address, options.port)
-      return yield* makeServerProtocol(endpoint, options)
-    })
-  )

@@ -1,7 +1,6 @@
 /**
- * The RdmaRpc module's protocols: the librpma transport is internal/protocol.ts's (RdmaRpcClient
- * and RdmaRpcServer), the librdmacm one is built here from internal/cmChannel.ts on the same
- * reconnecting client and accepting server.
+ * The RdmaRpc module's protocols: the librpma transport is internal/protocol.ts's, the librdmacm
+ * one is built here from internal/cmChannel.ts on the same reconnecting client and accepting server.
  *
  * Declared and documented in RdmaRpc.ts.
  */
@@ -81,6 +80,8 @@ export const makeProtocolClient = <R>(
   options.transport === "cm"
     ? makeCmClientProtocol(options)
     : Effect.flatMap(Peer.Peer, (peer) => protocol.makeReconnectingClientProtocol(peer, options))
+
+export const makeRpmaServerProtocol = protocol.makeServerProtocol
 
 export const makeProtocolServer = (
   options: RdmaRpc.ServerOptions
