@@ -2,17 +2,52 @@
  * Every public export of every package carries a doc comment with `@since`, checked with the
  * TypeScript compiler API. (TypeDoc 0.28's own `validation.notDocumented` reports nothing:
  * TypeStrong/typedoc#3046.) Internal modules (src/internal/) and `@internal` exports are exempt.
+ *
+ * Every `@since` names a version the package has (its package.json version or an older one) or
+ * the one its pending changesets release next (`changeset status`; a prerelease counts as its
+ * release, so `1.0.0-rc.0` allows `@since 1.0.0`): a name cannot claim a version that never was.
  */
-import { readdirSync, readFileSync } from "node:fs"
+import { execFileSync } from "node:child_process"
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import ts from "typescript"
+
+// With no changeset pending there is no next release (and `changeset status` may say so by failing).
+const pendingReleases = (): Array<{ name: string; newVersion: string }> => {
+  const status = join(mkdtempSync(join(tmpdir(), "changeset-status-")), "status.json")
+  try {
+    execFileSync("node_modules/.bin/changeset", ["status", `--output=${status}`], { stdio: "ignore" })
+    return JSON.parse(readFileSync(status, "utf8")).releases
+  } catch {
+    return []
+  }
+}
+const nextRelease = new Map(pendingReleases().map((r) => [r.name, r.newVersion.replace(/-.*$/, "")]))
+const parts = (version: string) => version.split(".").map(Number)
+const atMost = (a: string, b: string) => {
+  const [x, y] = [parts(a), parts(b)]
+  const differs = x.findIndex((n, i) => n !== y[i])
+  return differs === -1 || x[differs] < y[differs]
+}
 
 const problems: Array<string> = []
 for (const pkg of ["core", "native", "testing", "rpc", "cluster"]) {
   const dir = join("packages", pkg, "src")
+  const manifest = JSON.parse(readFileSync(join("packages", pkg, "package.json"), "utf8"))
+  const next = nextRelease.get(manifest.name)
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
     const path = join(dir, file)
-    const source = ts.createSourceFile(path, readFileSync(path, "utf8"), ts.ScriptTarget.ES2022, true)
+    const text = readFileSync(path, "utf8")
+    for (const [index, line] of text.split("\n").entries()) {
+      const since = /@since\s+(\S+)/.exec(line)?.[1]
+      if (since === undefined || atMost(since, manifest.version) || since === next) continue
+      problems.push(
+        `${path}:${index + 1}: @since ${since}, a version ${manifest.name} never had: ` +
+          `it is at ${manifest.version} and its pending changesets release ${next ?? "nothing"} next`
+      )
+    }
+    const source = ts.createSourceFile(path, text, ts.ScriptTarget.ES2022, true)
     for (const statement of source.statements) {
       const exported = ts.canHaveModifiers(statement) &&
         ts.getModifiers(statement)?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword)

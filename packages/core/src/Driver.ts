@@ -259,7 +259,7 @@ export interface Driver {
    * {@link spinCompletions} on an endpoint's two CQs (ibv_poll_cq in a loop), the same budget and
    * refusal (EINVAL). Optional: without it, a polling endpoint waits as a waiting one does.
    *
-   * @since 1.1.0
+   * @since 1.0.0
    */
   readonly cmSpinCompletions?: (ep: CmEpHandle, budgetNs: number) => SpinOutcome<RdmaCmError>
 
@@ -376,7 +376,7 @@ export interface Driver {
    * one) answers what is queued. Another budget is refused with RPMA_E_INVAL, never thrown.
    * Optional: without it, a polling connection waits as a waiting one does.
    *
-   * @since 1.1.0
+   * @since 1.0.0
    */
   readonly spinCompletions?: (queue: CompletionQueue, budgetNs: number) => SpinOutcome
 

@@ -348,7 +348,7 @@ export const peerCfgDescriptor = (value: unknown): string | undefined =>
  * A busy-poll's budget (spin.cc ReadDeadline): whole nanoseconds from 0 to 10 ms
  * (Model.MAX_SPIN_NS).
  *
- * @since 1.1.0
+ * @since 1.0.0
  * @category validation
  */
 export const spinBudget = (value: unknown): string | undefined =>

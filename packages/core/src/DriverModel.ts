@@ -352,7 +352,7 @@ export type CompletionsReady<E = RpmaError> = (ready: Exit.Exit<ReadonlyArray<Co
  * The longest busy-poll a driver takes ({@link Driver.Driver.spinCompletions}), in nanoseconds:
  * 10 ms. A spin holds the event loop for its whole budget when nothing arrives.
  *
- * @since 1.1.0
+ * @since 1.0.0
  * @category models
  */
 export const MAX_SPIN_NS = 10_000_000
@@ -361,7 +361,7 @@ export const MAX_SPIN_NS = 10_000_000
  * What a busy-poll found ({@link Driver.Driver.spinCompletions}): the completions (none when the
  * budget ran out first), or the failure (a bad budget, a failed completion queue).
  *
- * @since 1.1.0
+ * @since 1.0.0
  * @category models
  */
 export type SpinOutcome<E = RpmaError> = Exit.Exit<ReadonlyArray<Completion>, E>

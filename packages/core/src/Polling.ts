@@ -19,7 +19,7 @@
  * than that for polling's sake. A driver without the spin call ({@link Driver.Driver.spinCompletions})
  * waits as `"off"` does.
  *
- * @since 1.1.0
+ * @since 1.0.0
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -30,7 +30,7 @@ import * as Layer from "effect/Layer"
 /**
  * How a connection or an endpoint waits for its completions.
  *
- * @since 1.1.0
+ * @since 1.0.0
  * @category models
  */
 export type Polling =
@@ -42,7 +42,7 @@ export type Polling =
  * The budget `"adaptive"` starts from and grows back to: 100 µs, about one round trip on a
  * software device.
  *
- * @since 1.1.0
+ * @since 1.0.0
  * @category constants
  */
 export const ADAPTIVE_BUDGET: Duration.Duration = Duration.decode("100 micros")
@@ -51,7 +51,7 @@ export const ADAPTIVE_BUDGET: Duration.Duration = Duration.decode("100 micros")
  * The default of every connection and endpoint that names no `polling` of its own: `"off"`
  * unless a {@link layer} says otherwise (BENCHMARKS.md, "Polling", says why).
  *
- * @since 1.1.0
+ * @since 1.0.0
  * @category fiber refs
  */
 export const current: FiberRef.FiberRef<Polling> = globalValue(
@@ -71,7 +71,7 @@ export const current: FiberRef.FiberRef<Polling> = globalValue(
  * program.pipe(Effect.provide(Polling.layer("adaptive")))
  * ```
  *
- * @since 1.1.0
+ * @since 1.0.0
  * @category layers
  */
 export const layer = (polling: Polling): Layer.Layer<never> =>

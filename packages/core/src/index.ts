@@ -325,7 +325,7 @@ export * as Tracing from "./Tracing.js"
  * bounded budget before it waits on the event loop (`polling` option, or `Polling.layer` for a
  * default), adaptive so that an idle one costs no CPU.
  *
- * @since 1.1.0
+ * @since 1.0.0
  */
 export * as Polling from "./Polling.js"
 /**
