@@ -4,8 +4,8 @@
  * TypeStrong/typedoc#3046.) Internal modules (src/internal/) and `@internal` exports are exempt.
  *
  * Every `@since` names a version the package has (its package.json version or an older one) or
- * the one its pending changesets release next (`changeset status`; a prerelease counts as its
- * release, so `1.0.0-rc.0` allows `@since 1.0.0`): a name cannot claim a version that never was.
+ * the one its pending changesets release next (`changeset status`): a name cannot claim a version
+ * that never was. A prerelease counts as its release (`1.0.0-rc.0` is `@since 1.0.0`).
  */
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
@@ -23,8 +23,9 @@ const pendingReleases = (): Array<{ name: string; newVersion: string }> => {
     return []
   }
 }
-const nextRelease = new Map(pendingReleases().map((r) => [r.name, r.newVersion.replace(/-.*$/, "")]))
-const parts = (version: string) => version.split(".").map(Number)
+const release = (version: string) => version.replace(/-.*$/, "")
+const nextRelease = new Map(pendingReleases().map((r) => [r.name, release(r.newVersion)]))
+const parts = (version: string) => release(version).split(".").map(Number)
 const atMost = (a: string, b: string) => {
   const [x, y] = [parts(a), parts(b)]
   const differs = x.findIndex((n, i) => n !== y[i])
@@ -36,12 +37,13 @@ for (const pkg of ["core", "native", "testing", "rpc", "cluster"]) {
   const dir = join("packages", pkg, "src")
   const manifest = JSON.parse(readFileSync(join("packages", pkg, "package.json"), "utf8"))
   const next = nextRelease.get(manifest.name)
+  const current = release(manifest.version)
   for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
     const path = join(dir, file)
     const text = readFileSync(path, "utf8")
     for (const [index, line] of text.split("\n").entries()) {
       const since = /@since\s+(\S+)/.exec(line)?.[1]
-      if (since === undefined || atMost(since, manifest.version) || since === next) continue
+      if (since === undefined || atMost(since, current) || since === next) continue
       problems.push(
         `${path}:${index + 1}: @since ${since}, a version ${manifest.name} never had: ` +
           `it is at ${manifest.version} and its pending changesets release ${next ?? "nothing"} next`
