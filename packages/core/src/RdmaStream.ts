@@ -3,6 +3,12 @@
  * memory (a range that fills up, or a ring its reader frees), and a Stream of the messages the
  * other side sends, over a pool of pre-posted receives.
  *
+ * Each runs on both paths: over a librpma `Connection` (`writeRange(peer, conn, options)`, the
+ * other side's memory a `RemoteMr`) or over a librdmacm `CmEndpoint` (`writeRange(endpoint,
+ * options)`, the other side's memory a `RemoteKey`, the staging region a message region of the
+ * endpoint's). Only `writeRange`'s `flush` is librpma's alone (rpma_flush has no librdmacm
+ * counterpart).
+ *
  * Backpressure comes from the send queue: a Sink copies the chunks it is given into a registered
  * staging region and writes them with one `Connection.writeMany` (posted as the send queue has
  * room, one wait for the batch) when the staging region is full or the chunk ends; it takes the
@@ -14,12 +20,14 @@
 import type * as Duration from "effect/Duration"
 import type * as Sink from "effect/Sink"
 import type * as Stream from "effect/Stream"
+import type * as CmEndpoint from "./CmEndpoint.js"
 import type * as Connection from "./Connection.js"
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/rdmaStream.js"
 import type { LocalMr } from "./LocalMr.js"
 import type { Peer } from "./Peer.js"
 import type { MemoryRefusedError, RpmaError } from "./RdmaError.js"
+import type * as RemoteKey from "./RemoteKey.js"
 import type { RemoteMr } from "./RemoteMr.js"
 
 /**
@@ -137,21 +145,73 @@ export interface RangeSettings {
 }
 
 /**
+ * {@link writeRange}'s options on a librdmacm endpoint: the other side's region is a write key
+ * (`RemoteKey.make` of an `rdma_reg_write` region), the staging region a message region of the
+ * endpoint's. There is no `flush`: it is librpma's (rpma_flush), and librdmacm has no counterpart.
+ * A write's completion says the other side's device took it; to tell the reader the bytes are
+ * there, send it a message after the writes (a reliable connection delivers it after them).
+ *
  * @since 1.0.0
  * @category models
  */
-export interface RingOptions {
-  /** The reader's ring (a region registered WRITE_DST and READ_SRC), read with {@link readRing}. */
-  readonly ring: RemoteMr<"WRITE_DST" | "READ_SRC">
+export interface CmRangeOptions extends Omit<RangeSettings, "staging"> {
+  readonly dst: RemoteKey.RemoteKey<"write">
+  /** A staging region of your own (`CmEndpoint.registerMessages` on the Sink's endpoint). */
+  readonly staging?: CmEndpoint.MessageRegion | undefined
+}
+
+/**
+ * What a ring writer may say on either path.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface RingSettings {
   /** The registered staging region's size. Default 64 KiB, or the ring's data size if smaller. */
   readonly stagingSize?: number | undefined
-  /** A staging region of your own, as {@link RangeSettings}' `staging`. */
-  readonly staging?: LocalMr<"WRITE_SRC"> | undefined
   /** How often the writer reads the reader's head word while the ring is full. Default 1 ms. */
   readonly pollInterval?: Duration.DurationInput | undefined
   /** How long the ring may stay full before the Sink fails with {@link RingStalledError}. Default 30 s. */
   readonly stallTimeout?: Duration.DurationInput | undefined
 }
+
+/**
+ * @since 1.0.0
+ * @category models
+ */
+export interface RingOptions extends RingSettings {
+  /** The reader's ring (a region registered WRITE_DST and READ_SRC), read with {@link readRing}. */
+  readonly ring: RemoteMr<"WRITE_DST" | "READ_SRC">
+  /** A staging region of your own, as {@link RangeSettings}' `staging`. */
+  readonly staging?: LocalMr<"WRITE_SRC"> | undefined
+}
+
+/**
+ * {@link writeRing}'s options on a librdmacm endpoint. librdmacm registers memory for the other
+ * side's writes (`rdma_reg_write`) or reads (`rdma_reg_read`), not both: the reader registers its
+ * ring memory once each way and sends both keys; the writer writes the data and its tail word
+ * through `ring` and reads the reader's head word through `head`.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface CmRingOptions extends RingSettings {
+  /** The write key of the reader's ring memory. */
+  readonly ring: RemoteKey.RemoteKey<"write">
+  /** The read key of the same memory (at least its {@link RING_HEADER}-byte header, from its start). */
+  readonly head: RemoteKey.RemoteKey<"read">
+  /** A staging region of your own (`CmEndpoint.registerMessages` on the Sink's endpoint). */
+  readonly staging?: CmEndpoint.MessageRegion | undefined
+}
+
+/**
+ * What a Sink on a librdmacm endpoint fails with, besides its own errors: a write's, the staging
+ * region's registration, or a bad option.
+ *
+ * @since 1.0.0
+ * @category errors
+ */
+export type CmWriteError = CmEndpoint.TransferError | MemoryRefusedError | StreamOptionError
 
 /**
  * @since 1.0.0
@@ -192,12 +252,17 @@ export interface MessagesOptions {
  * @since 1.0.0
  * @category sinks
  */
-export const writeRange: (
-  peer: Peer,
-  conn: Connection.Connection,
-  options: RangeOptions
-) => Sink.Sink<number, Uint8Array, never, WriteError | Connection.FlushError | RegionFullError, RdmaDriver> =
-  internal.writeRange
+export const writeRange: {
+  (
+    endpoint: CmEndpoint.CmEndpoint,
+    options: CmRangeOptions
+  ): Sink.Sink<number, Uint8Array, never, CmWriteError | RegionFullError, RdmaDriver>
+  (
+    peer: Peer,
+    conn: Connection.Connection,
+    options: RangeOptions
+  ): Sink.Sink<number, Uint8Array, never, WriteError | Connection.FlushError | RegionFullError, RdmaDriver>
+} = internal.writeRange
 
 /**
  * A Sink that writes the chunks of a Stream into a remote ring, wrapping at its end, and ends with
@@ -212,11 +277,17 @@ export const writeRange: (
  * @since 1.0.0
  * @category sinks
  */
-export const writeRing: (
-  peer: Peer,
-  conn: Connection.Connection,
-  options: RingOptions
-) => Sink.Sink<number, Uint8Array, never, WriteError | RingStalledError, RdmaDriver> = internal.writeRing
+export const writeRing: {
+  (
+    endpoint: CmEndpoint.CmEndpoint,
+    options: CmRingOptions
+  ): Sink.Sink<number, Uint8Array, never, CmWriteError | RingStalledError, RdmaDriver>
+  (
+    peer: Peer,
+    conn: Connection.Connection,
+    options: RingOptions
+  ): Sink.Sink<number, Uint8Array, never, WriteError | RingStalledError, RdmaDriver>
+} = internal.writeRing
 
 /**
  * The reader's side of {@link writeRing}: a Stream of the bytes written into `ring` (copies, in the
@@ -228,7 +299,7 @@ export const writeRing: (
  * @category streams
  */
 export const readRing: (
-  ring: LocalMr<"WRITE_DST" | "READ_SRC">,
+  ring: LocalMr<"WRITE_DST" | "READ_SRC"> | CmEndpoint.Region<"write" | "read">,
   options?: { readonly pollInterval?: Duration.DurationInput | undefined }
 ) => Stream.Stream<Uint8Array, StreamOptionError> = internal.readRing
 
@@ -245,12 +316,18 @@ export const readRing: (
  * @since 1.0.0
  * @category streams
  */
-export const messages: (
-  peer: Peer,
-  conn: Connection.Connection,
-  options?: MessagesOptions
-) => Stream.Stream<
-  Uint8Array,
-  Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError,
-  RdmaDriver
-> = internal.messages
+export const messages: {
+  (
+    endpoint: CmEndpoint.CmEndpoint,
+    options?: MessagesOptions
+  ): Stream.Stream<Uint8Array, CmEndpoint.TransferError | MemoryRefusedError | StreamOptionError, RdmaDriver>
+  (
+    peer: Peer,
+    conn: Connection.Connection,
+    options?: MessagesOptions
+  ): Stream.Stream<
+    Uint8Array,
+    Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError,
+    RdmaDriver
+  >
+} = internal.messages

@@ -6,26 +6,13 @@ import { Connection, Listener, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Clock, Deferred, Effect, Exit, Fiber, Stream, TestClock, TestServices } from "effect"
+import { concat, records } from "./streamData.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const pair = () => Conformance.connectedPair(address, 7471)
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
-
-/** `n` records of `size` bytes, record i filled with the byte i + 1. */
-const records = (n: number, size: number) =>
-  Array.from({ length: n }, (_, i) => new Uint8Array(size).fill((i % 250) + 1))
-
-const concat = (parts: ReadonlyArray<Uint8Array>) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
 
 describe("RdmaStream.writeRange", () => {
   it.effect("writes a Stream's chunks one after another and ends with the bytes written", () =>
