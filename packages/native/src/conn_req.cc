@@ -44,7 +44,7 @@ int ConnConfig::Make(rpma_conn_cfg** out) const {
 
 int ConnReqState::Delete() {
   // Its queue pair goes with it: the device no longer reaches the regions of its receives.
-  ReleaseAll(posted);
+  posted.clear();
   if (req == nullptr) return 0;
   // Sets req to NULL even when it fails.
   int code = rpma_conn_req_delete(&req);
@@ -192,7 +192,7 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   // Consumed, success or not (unless librpma refused its arguments before looking at it).
   if (req->req == nullptr) req->Consumed();
   if (code != 0) {
-    if (req->req == nullptr) ReleaseAll(req->posted);
+    if (req->req == nullptr) req->posted.clear();
     return call.Fail(code, log);
   }
 
@@ -200,7 +200,7 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   Napi::Object object = Conn::New(env, &wrapper);
   if (wrapper == nullptr) {
     rpma_conn_delete(&conn);
-    ReleaseAll(req->posted);
+    req->posted.clear();
     return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the connection; it is deleted");
   }
   auto state = std::make_shared<ConnState>();
