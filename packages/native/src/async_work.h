@@ -83,7 +83,10 @@ void Complete(napi_env env, napi_status status, void* data) {
   // Cancelled (never ran), or the environment is torn down: nobody would hear the answer.
   if (status != napi_ok || !CanRunJs(env)) return;
   Outcome outcome = work->job.Settle(Napi::Env(env));
-  if (outcome.value == nullptr) {
+  // A value half made (a property could not be set) leaves an exception pending, and a promise is
+  // not settled while one is: counted as unmade.
+  bool pending = false;
+  if (outcome.value == nullptr || (napi_is_exception_pending(env, &pending) == napi_ok && pending)) {
     RejectForLackOfMemory(env, work->settler, work->operation,
                           outcome.unmade != nullptr ? outcome.unmade : "cannot make the result");
     return;
