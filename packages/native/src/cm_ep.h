@@ -19,6 +19,7 @@
 
 #include "handles.h"
 #include "poll.h"
+#include "posted.h"
 
 namespace rdma {
 
@@ -39,16 +40,14 @@ struct CmEpConfig {
   int initiator_depth = -1;
 };
 
-// A posted request until its completion is returned; its regions stay registered meanwhile.
-struct CmPosted {
-  double id = 0;
-  bool recv = false;
-  bool signalled = true;
+// The verbs path's hold on a posted request (see posted.h): its regions stay registered meanwhile.
+struct CmHold {
   std::vector<std::shared_ptr<CmRegionState>> regions;
   // Plain bytes of an inline request, copied when read: what the scatter/gather entries point at
   // until the request is posted (a getter run later in the same call cannot free them).
   std::vector<std::vector<uint8_t>> plain_bytes;
 };
+using CmPosted = PostedRequest<CmHold>;
 
 struct CmListenerState;
 
@@ -94,7 +93,7 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   std::shared_ptr<CmListenerState> listener;  // the passive side's
   std::size_t regions = 0;       // open region handles registered on the endpoint
   uint64_t next_token = 1;
-  std::map<uint64_t, CmPosted> posted;
+  PostedRequests<CmHold> posted;
   // Send-queue requests checked and built, waiting for one ibv_post_send of them all (cmPostOne's
   // `chain`, then cmPostChain): counted in sends_posted already, entered in `posted` when posted.
   struct Chained {
@@ -109,7 +108,8 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   // whatever the device rounded the queues up to.
   std::size_t recvs_posted = 0;
   std::size_t sends_posted = 0;
-  void Forget(std::map<uint64_t, CmPosted>::iterator entry);
+  // Erases the entry, uncounted; the one after it.
+  PostedRequests<CmHold>::iterator Forget(PostedRequests<CmHold>::iterator entry);
   // Polls both CQs until `*count` (the completions of ours taken so far) reaches `max`, each given
   // to `take` with its request (the unsignalled send-queue requests it covers forgotten first).
   // 0 or an errno.

@@ -26,9 +26,9 @@ using conn::Integer;
 using conn::kMaxLength;
 using conn::kMaxSafe;
 
-void CmEpState::Forget(std::map<uint64_t, CmPosted>::iterator entry) {
+PostedRequests<CmHold>::iterator CmEpState::Forget(PostedRequests<CmHold>::iterator entry) {
   (entry->second.recv ? recvs_posted : sends_posted)--;
-  posted.erase(entry);
+  return posted.erase(entry);
 }
 
 template <typename Take>
@@ -45,17 +45,8 @@ int CmEpState::DrainWith(uint32_t max, uint32_t* count, Take take) {
       for (int i = 0; i < got; i++) {
         auto found = posted.find(wc[i].wr_id);
         if (found == posted.end()) continue;  // not a request of ours
-        if (!found->second.recv) {
-          // A send-queue request completed: the unsignalled ones posted before it have succeeded.
-          for (auto it = posted.begin(); it != found;) {
-            if (it->second.recv || it->second.signalled) {
-              ++it;
-              continue;
-            }
-            auto covered = it++;
-            Forget(covered);
-          }
-        }
+        // A send-queue request's completion covers the unsignalled ones posted before it.
+        if (!found->second.recv) ForgetCovered(posted, found, [this](PostedRequests<CmHold>::iterator it) { return Forget(it); });
         CmPosted request = std::move(found->second);
         Forget(found);
         take(request, wc[i]);
@@ -207,7 +198,7 @@ bool ReadPlainBytes(const Call& call, const CmEpState& ep, uint32_t i, Napi::Val
            false;
   }
   const uint8_t* from = static_cast<const uint8_t*>(data) + static_cast<std::size_t>(offset);
-  std::vector<uint8_t>& copy = entry->plain_bytes.emplace_back(from, from + static_cast<std::size_t>(length));
+  std::vector<uint8_t>& copy = entry->hold.plain_bytes.emplace_back(from, from + static_cast<std::size_t>(length));
   ibv_sge sge{};
   sge.addr = reinterpret_cast<uintptr_t>(copy.data());
   sge.length = static_cast<uint32_t>(length);
@@ -246,7 +237,7 @@ bool ReadSegment(const Call& call, CmEpState& ep, uint32_t i, Napi::Value mr_val
   sge.length = static_cast<uint32_t>(length);
   sge.lkey = region->lkey;
   sges->push_back(sge);
-  entry->regions.push_back(mr->state);
+  entry->hold.regions.push_back(mr->state);
   return true;
 }
 
@@ -376,7 +367,7 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
                           std::to_string(state.config.max_inline_data) + " (maxInlineData)");
     }
     wr.send_flags |= IBV_SEND_INLINE;
-    entry.regions.clear();  // the bytes are copied now: the region is not read later
+    entry.hold.regions.clear();  // the bytes are copied now: the region is not read later
   }
   if (chained) {
     // Posted by cmPostChain with the others: counted now, so that the queue's bound holds.
@@ -388,7 +379,7 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
   if (errnum != 0) {
     return call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
   }
-  entry.plain_bytes = {};  // copied into the work request by the post
+  entry.hold.plain_bytes = {};  // copied into the work request by the post
   state.posted.emplace(token, std::move(entry));
   state.sends_posted++;
   return env.Undefined();
@@ -462,7 +453,7 @@ Napi::Value CmPostChain(const Napi::CallbackInfo& info) {
     if (&chain[i].wr == bad) posted = i;
   }
   for (std::size_t i = 0; i < posted; i++) {
-    chain[i].entry.plain_bytes = {};  // copied into the work request by the post
+    chain[i].entry.hold.plain_bytes = {};  // copied into the work request by the post
     state.posted.emplace(chain[i].token, std::move(chain[i].entry));
   }
   state.sends_posted -= count - posted;

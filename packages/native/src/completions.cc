@@ -21,17 +21,22 @@ namespace rdma {
 
 using namespace conn;
 
-void ReleaseAll(PostedMap& posted) {
-  for (auto& entry : posted) {
-    if (entry.second.region) entry.second.region->in_flight--;
-  }
-  posted.clear();
+InFlight::InFlight(std::shared_ptr<MrLocalState> region) : region_(std::move(region)) {
+  // The region stays registered (its dereg refused) until this request's record is erased.
+  if (region_) region_->in_flight++;
 }
 
-void Hold(PostedMap& posted, uint64_t token, Posted entry) {
-  // The region stays registered (its dereg refused) until this request's completion is returned.
-  if (entry.region) entry.region->in_flight++;
-  posted.emplace(token, std::move(entry));
+InFlight& InFlight::operator=(InFlight&& other) noexcept {
+  if (this != &other) {
+    Release();
+    region_ = std::move(other.region_);
+  }
+  return *this;
+}
+
+void InFlight::Release() {
+  if (region_) region_->in_flight--;
+  region_.reset();
 }
 
 CompletionQueues::CompletionQueues()
@@ -86,20 +91,10 @@ int CompletionQueues::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, ui
         found = owner->find(wc[i].wr_id);
       }
       if (found == owner->end()) continue;  // not a request of ours
-      if (!found->second.recv) {
-        // A send-queue request completed: the unsignalled ones posted before it have succeeded.
-        for (auto it = posted.begin(); it != found;) {
-          if (it->second.recv || it->second.signalled) {
-            ++it;
-            continue;
-          }
-          if (it->second.region) it->second.region->in_flight--;
-          it = posted.erase(it);
-        }
-      }
+      // A send-queue request's completion covers the unsignalled ones posted before it.
+      if (!found->second.recv) ForgetCovered(posted, found, [this](PostedMap::iterator it) { return posted.erase(it); });
       Posted request = std::move(found->second);
       owner->erase(found);
-      if (request.region) request.region->in_flight--;
       Napi::Object completion = Napi::Object::New(env);
       completion.Set("id", Napi::Number::New(env, request.id));
       completion.Set("status", Napi::Number::New(env, static_cast<double>(wc[i].status)));

@@ -16,32 +16,20 @@
 #include <memory>
 
 #include "poll.h"
+#include "posted.h"
 
 namespace rdma {
 
 class Call;
 struct MrLocalState;
 
-// A posted work request until its completion is returned (for an unsignalled one: until a later
-// send-queue request completes, the send queue of a reliable connection completing in order).
-struct Posted {
-  double id = 0;
-  bool recv = false;
-  bool signalled = true;
-  std::shared_ptr<MrLocalState> region;  // the local region the device reads or writes, if any
-};
-
-// Posted requests by token; tokens grow with each post, so the map is in posting order.
-using PostedMap = std::map<uint64_t, Posted>;
+// librpma's posted requests (see posted.h).
+using Posted = PostedRequest<InFlight>;
+using PostedMap = PostedRequests<InFlight>;
 
 // Where a shared receive queue's tokens start: apart from every connection's (which start at 1), so
 // that a connection's CQ can tell the queue's receives completing there from its own requests.
 constexpr uint64_t kSharedReceiveTokens = uint64_t{1} << 63;
-
-// Lets go of every request's region (the queue pair is gone).
-void ReleaseAll(PostedMap& posted);
-// Holds `entry` under `token` until its completion; its region stays registered meanwhile.
-void Hold(PostedMap& posted, uint64_t token, Posted entry);
 
 struct CompletionQueues : std::enable_shared_from_this<CompletionQueues> {
   CompletionQueues();

@@ -64,7 +64,7 @@ int ConnState::Delete() {
   if (peer) peer->users--;
   if (srq) srq->users--;
   // The queue pair is gone: the device no longer touches the regions of requests in flight.
-  ReleaseAll(posted);
+  posted.clear();
   return code;
 }
 

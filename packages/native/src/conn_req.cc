@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "async_work.h"
 #include "conn_common.h"
 #include "errors.h"
 #include "handles.h"
@@ -43,7 +44,7 @@ int ConnConfig::Make(rpma_conn_cfg** out) const {
 
 int ConnReqState::Delete() {
   // Its queue pair goes with it: the device no longer reaches the regions of its receives.
-  ReleaseAll(posted);
+  posted.clear();
   if (req == nullptr) return 0;
   // Sets req to NULL even when it fails.
   int code = rpma_conn_req_delete(&req);
@@ -64,59 +65,45 @@ void ConnReqState::Consumed() {
 namespace {
 
 // rpma_conn_req_new resolves the address and the route: up to the timeout, off the event loop.
-class ConnReqNewWorker : public Napi::AsyncWorker {
+class ConnReqNewJob {
  public:
-  ConnReqNewWorker(Napi::Env env, std::shared_ptr<PeerState> peer, std::string address, std::string service,
-                   const ConnConfig& config, rpma_conn_cfg* cfg)
-      : Napi::AsyncWorker(env, "rpma_conn_req_new"),
-        deferred_(env),
-        peer_(std::move(peer)),
-        address_(std::move(address)),
-        service_(std::move(service)),
-        config_(config),
-        cfg_(cfg) {
+  ConnReqNewJob(std::shared_ptr<PeerState> peer, std::string address, std::string service, const ConnConfig& config,
+                rpma_conn_cfg* cfg)
+      : peer_(std::move(peer)), address_(std::move(address)), service_(std::move(service)), config_(config), cfg_(cfg) {
     peer_->users++;  // the worker thread uses the peer
     if (config_.srq) config_.srq->users++;  // and librpma puts the shared receive queue in the new queue pair
   }
+  ConnReqNewJob(const ConnReqNewJob&) = delete;
+  ConnReqNewJob& operator=(const ConnReqNewJob&) = delete;
 
-  ~ConnReqNewWorker() override {
+  ~ConnReqNewJob() {
     if (req_ != nullptr) rpma_conn_req_delete(&req_);
     if (cfg_ != nullptr) rpma_conn_cfg_delete(&cfg_);
     peer_->users--;
     if (config_.srq) config_.srq->users--;
   }
 
-  Napi::Value Promise() const { return deferred_.Promise(); }
-
-  void Execute() override {
+  void Run() {
     ClearLog();
     code_ = rpma_conn_req_new(peer_->peer, address_.c_str(), service_.c_str(), cfg_, &req_);
     log_ = TakeLog();
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!CanRunJs(env)) return;  // the destructor deletes the request
+  Outcome Settle(Napi::Env env) {
     if (code_ != 0) {
       std::string detail = code_ != RPMA_E_PROVIDER
                                ? std::string()
                                : SetupFailure(log_, config_, peer_->context, address_ + ":" + service_);
-      deferred_.Reject(RpmaErrorValue(env, code_, "rpma_conn_req_new", Join(detail, log_)));
-      return;
+      return Outcome::Reject(RpmaErrorValue(env, code_, "rpma_conn_req_new", Join(detail, log_)));
     }
     rpma_conn_req* req = req_;
     req_ = nullptr;
-    Napi::Object object = NewConnReq(env, req, peer_, nullptr, config_);
-    if (object.IsEmpty()) {
-      if (env.IsExceptionPending()) env.GetAndClearPendingException();
-      if (CanRunJs(env)) deferred_.Reject(RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_conn_req_new", "cannot make a handle"));
-      return;
-    }
-    deferred_.Resolve(object);
+    Napi::Object object = NewConnReq(env, req, peer_, nullptr, config_);  // deletes the request if it fails
+    if (object.IsEmpty()) return Outcome::Unmade("cannot make a handle for the connection request; it is deleted");
+    return Outcome::Resolve(object);
   }
 
  private:
-  Settler deferred_;
   std::shared_ptr<PeerState> peer_;
   std::string address_;
   std::string service_;
@@ -158,15 +145,8 @@ Napi::Value ConnReqNew(const Napi::CallbackInfo& info) {
     call.Fail(code, "rpma_conn_cfg");
     return reject();
   }
-  auto* worker = new ConnReqNewWorker(env, peer->state, info[1].As<Napi::String>().Utf8Value(),
-                                      std::to_string(static_cast<int>(port)), config, cfg);
-  Napi::Value promise = worker->Promise();
-  if (promise.IsEmpty()) {
-    delete worker;  // JavaScript cannot run: nobody would hear the answer
-    return promise;
-  }
-  worker->Queue();  // deletes itself when done
-  return promise;
+  return QueueWork<ConnReqNewJob>(env, "rpma_conn_req_new", peer->state, info[1].As<Napi::String>().Utf8Value(),
+                                  std::to_string(static_cast<int>(port)), config, cfg);
 }
 
 Napi::Value ConnReqPrivateData(const Napi::CallbackInfo& info) {
@@ -212,7 +192,7 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   // Consumed, success or not (unless librpma refused its arguments before looking at it).
   if (req->req == nullptr) req->Consumed();
   if (code != 0) {
-    if (req->req == nullptr) ReleaseAll(req->posted);
+    if (req->req == nullptr) req->posted.clear();
     return call.Fail(code, log);
   }
 
@@ -220,7 +200,7 @@ Napi::Value ConnReqConnect(const Napi::CallbackInfo& info) {
   Napi::Object object = Conn::New(env, &wrapper);
   if (wrapper == nullptr) {
     rpma_conn_delete(&conn);
-    ReleaseAll(req->posted);
+    req->posted.clear();
     return call.Fail(RPMA_E_NOMEM, "cannot make a handle for the connection; it is deleted");
   }
   auto state = std::make_shared<ConnState>();

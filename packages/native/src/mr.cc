@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "async_work.h"
 #include "errors.h"
 #include "handles.h"
 #include "conn_common.h"
@@ -136,13 +137,13 @@ Napi::Value MrReg(const Napi::CallbackInfo& info) {
 // rpma_mr_reg on a worker thread: pinning hundreds of megabytes takes hundreds of milliseconds,
 // which the event loop must not wait out. The peer counts it as a user and the memory's backing
 // store is held until it ends, whatever JavaScript does meanwhile.
-class MrRegWorker : public Napi::AsyncWorker {
+class MrRegJob {
  public:
-  MrRegWorker(Napi::Env env, RegArgs args) : Napi::AsyncWorker(env, "rpma_mr_reg"), deferred_(env), args_(std::move(args)) {
-    args_.peer->users++;
-  }
+  explicit MrRegJob(RegArgs args) : args_(std::move(args)) { args_.peer->users++; }
+  MrRegJob(const MrRegJob&) = delete;
+  MrRegJob& operator=(const MrRegJob&) = delete;
 
-  ~MrRegWorker() override {
+  ~MrRegJob() {
     if (mr_ != nullptr) {  // never handed over (the environment went away)
       std::lock_guard<std::mutex> lock(registration_mutex);
       rpma_mr_dereg(&mr_);
@@ -150,30 +151,20 @@ class MrRegWorker : public Napi::AsyncWorker {
     args_.peer->users--;
   }
 
-  Napi::Value Promise() const { return deferred_.Promise(); }
+  void Run() { code_ = Register(args_, &mr_, &log_); }
 
-  void Execute() override { code_ = Register(args_, &mr_, &log_); }
-
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!CanRunJs(env)) return;  // the destructor deregisters
+  Outcome Settle(Napi::Env env) {
     if (code_ != 0) {
-      deferred_.Reject(conn::RpmaErrorValue(env, code_, "rpma_mr_reg", RegFailure(code_, args_, log_)));
-      return;
+      return Outcome::Reject(conn::RpmaErrorValue(env, code_, "rpma_mr_reg", RegFailure(code_, args_, log_)));
     }
     rpma_mr_local* mr = mr_;
     mr_ = nullptr;
-    Napi::Object object = Wrap(env, args_, mr);
-    if (object.IsEmpty()) {
-      if (env.IsExceptionPending()) env.GetAndClearPendingException();
-      deferred_.Reject(conn::RpmaErrorValue(env, RPMA_E_NOMEM, "rpma_mr_reg", "cannot make a handle for the region; it is deregistered"));
-      return;
-    }
-    deferred_.Resolve(Registered(env, object, mr));
+    Napi::Object object = Wrap(env, args_, mr);  // deregisters if it fails
+    if (object.IsEmpty()) return Outcome::Unmade("cannot make a handle for the region; it is deregistered");
+    return Outcome::Resolve(Registered(env, object, mr));
   }
 
  private:
-  Settler deferred_;
   RegArgs args_;
   rpma_mr_local* mr_ = nullptr;
   int code_ = 0;
@@ -185,10 +176,7 @@ Napi::Value MrRegAsync(const Napi::CallbackInfo& info) {
   Call call(env, "rpma_mr_reg", Domain::Rpma);
   RegArgs args;
   if (!ReadRegArgs(call, info, &args)) return env.Undefined();
-  auto* worker = new MrRegWorker(env, std::move(args));
-  Napi::Value promise = worker->Promise();
-  worker->Queue();  // deletes itself when done
-  return promise;
+  return QueueWork<MrRegJob>(env, "rpma_mr_reg", std::move(args));
 }
 
 constexpr const char* kDeregFailed = "the handle is gone; its memory is kept for the life of the process";
@@ -224,37 +212,32 @@ Napi::Value MrDereg(const Napi::CallbackInfo& info) {
 // rpma_mr_dereg on a worker thread: unpinning hundreds of megabytes takes as long as pinning them.
 // The handle reads as deregistered at once (no new request can name it); the peer counts the
 // region until the worker is done, and the bookkeeping runs back on the JavaScript thread.
-class MrDeregWorker : public Napi::AsyncWorker {
+class MrDeregJob {
  public:
-  MrDeregWorker(Napi::Env env, std::shared_ptr<MrLocalState> state)
-      : Napi::AsyncWorker(env, "rpma_mr_dereg"), deferred_(env), state_(std::move(state)), mr_(state_->mr) {
+  explicit MrDeregJob(std::shared_ptr<MrLocalState> state) : state_(std::move(state)), mr_(state_->mr) {
     state_->mr = nullptr;
   }
+  MrDeregJob(const MrDeregJob&) = delete;
+  MrDeregJob& operator=(const MrDeregJob&) = delete;
 
-  ~MrDeregWorker() override {
-    if (settled_) return;  // never settled (the environment went away): finish here
+  ~MrDeregJob() {
+    if (settled_) return;  // never settled (the environment went away, or it never ran): finish here
     if (mr_ != nullptr) code_ = Deregister(&mr_, &log_);
     state_->Released(code_);
   }
 
-  Napi::Value Promise() const { return deferred_.Promise(); }
+  void Run() { code_ = Deregister(&mr_, &log_); }
 
-  void Execute() override { code_ = Deregister(&mr_, &log_); }
-
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!CanRunJs(env)) return;  // the destructor finishes
+  Outcome Settle(Napi::Env env) {
     settled_ = true;
     state_->Released(code_);
     if (code_ != 0) {
-      deferred_.Reject(conn::RpmaErrorValue(env, code_, "rpma_mr_dereg", Join(log_, kDeregFailed)));
-      return;
+      return Outcome::Reject(conn::RpmaErrorValue(env, code_, "rpma_mr_dereg", Join(log_, kDeregFailed)));
     }
-    deferred_.Resolve(env.Undefined());
+    return Outcome::Resolve(env.Undefined());
   }
 
  private:
-  Settler deferred_;
   std::shared_ptr<MrLocalState> state_;
   rpma_mr_local* mr_;
   int code_ = 0;
@@ -266,10 +249,7 @@ Napi::Value MrDeregAsync(const Napi::CallbackInfo& info) {
   Call call(info.Env(), "rpma_mr_dereg", Domain::Rpma);
   MrLocal* handle = OpenForDereg(call, info);
   if (handle == nullptr) return info.Env().Undefined();
-  auto* worker = new MrDeregWorker(info.Env(), std::move(handle->state));
-  Napi::Value promise = worker->Promise();
-  worker->Queue();  // deletes itself when done
-  return promise;
+  return QueueWork<MrDeregJob>(info.Env(), "rpma_mr_dereg", std::move(handle->state));
 }
 
 Napi::Value MrGetDescriptorSize(const Napi::CallbackInfo& info) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "async_work.h"
 #include "errors.h"
 #include "handles.h"
 
@@ -25,26 +26,18 @@ PeerState::~PeerState() {
 namespace {
 
 // Address resolution can take seconds: off the event loop, answered through a Promise.
-class GetIbvContextWorker : public Napi::AsyncWorker {
+class GetIbvContextJob {
  public:
-  GetIbvContextWorker(Napi::Env env, std::string address, rpma_util_ibv_context_type type, std::string kind)
-      : Napi::AsyncWorker(env, "rpma_utils_get_ibv_context"),
-        deferred_(env),
-        address_(std::move(address)),
-        kind_(std::move(kind)),
-        type_(type) {}
+  GetIbvContextJob(std::string address, rpma_util_ibv_context_type type, std::string kind)
+      : address_(std::move(address)), kind_(std::move(kind)), type_(type) {}
 
-  Napi::Value Promise() const { return deferred_.Promise(); }
-
-  void Execute() override {
+  void Run() {
     ClearLog();
     code_ = rpma_utils_get_ibv_context(address_.c_str(), type_, &context_);
     log_ = TakeLog();
   }
 
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!CanRunJs(env)) return;
+  Outcome Settle(Napi::Env env) {
     // rdma_cm binds a loopback address without a device: librpma then "succeeds" with a NULL
     // context. No device answers there, which is what RPMA_E_PROVIDER says everywhere else.
     if (code_ == 0 && context_ == nullptr) code_ = RPMA_E_PROVIDER;
@@ -53,19 +46,18 @@ class GetIbvContextWorker : public Napi::AsyncWorker {
                                ? "no RDMA device answers at " + kind_ + " address " + address_ +
                                      " (is an RDMA device, e.g. Soft-RoCE via `rdma link add`, bound to it?)"
                                : std::string();
-      deferred_.Reject(
+      return Outcome::Reject(
           MakeError(env, Domain::Rpma, code_, "rpma_utils_get_ibv_context", Join(detail, log_)).Value());
-      return;
     }
     IbvContext* handle;
     Napi::Object object = IbvContext::New(env, &handle);
-    if (handle == nullptr) return;
+    // The context belongs to librdmacm's device list: nothing to release.
+    if (handle == nullptr) return Outcome::Unmade("cannot make a handle for the device context");
     handle->context = context_;
-    deferred_.Resolve(object);
+    return Outcome::Resolve(object);
   }
 
  private:
-  Settler deferred_;
   std::string address_;
   std::string kind_;
   rpma_util_ibv_context_type type_;
@@ -85,16 +77,8 @@ Napi::Value GetIbvContext(const Napi::CallbackInfo& info) {
   if (!info[0].IsString()) return reject(info[0].IsNull() || info[0].IsUndefined() ? "addr is NULL" : "addr must be a string");
   std::string kind = info[1].IsString() ? info[1].As<Napi::String>().Utf8Value() : "";
   if (kind != "local" && kind != "remote") return reject("type must be \"local\" or \"remote\"");
-  auto* worker = new GetIbvContextWorker(env, info[0].As<Napi::String>().Utf8Value(),
-                                         kind == "local" ? RPMA_UTIL_IBV_CONTEXT_LOCAL : RPMA_UTIL_IBV_CONTEXT_REMOTE,
-                                         kind);
-  Napi::Value promise = worker->Promise();
-  if (promise.IsEmpty()) {
-    delete worker;  // JavaScript cannot run: nobody would hear the answer
-    return promise;
-  }
-  worker->Queue();  // deletes itself when done
-  return promise;
+  return QueueWork<GetIbvContextJob>(env, "rpma_utils_get_ibv_context", info[0].As<Napi::String>().Utf8Value(),
+                                     kind == "local" ? RPMA_UTIL_IBV_CONTEXT_LOCAL : RPMA_UTIL_IBV_CONTEXT_REMOTE, kind);
 }
 
 Napi::Value PeerNew(const Napi::CallbackInfo& info) {

@@ -111,8 +111,8 @@ Napi::Value PostReceive(Napi::Env env, Napi::Value queue, Kind kind, const std::
                                       static_cast<size_t>(length), context);
   std::string log = TakeLog();
   if (code != 0) return call.Fail(code, log);
-  posted.region = dst->state;
-  Hold(held, token, std::move(posted));
+  posted.hold = InFlight(dst->state);
+  held.emplace(token, std::move(posted));
   return env.Undefined();
 }
 
@@ -183,7 +183,7 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
                                 static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context)
                  : rpma_read(conn.conn, local->state->mr, static_cast<size_t>(dst_offset), remote->mr,
                              static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context);
-    posted.region = local->state;
+    posted.hold = InFlight(local->state);
   } else if (op == "flush") {
     MrRemote* remote = Open<MrRemote>(call, f.dst);
     if (remote == nullptr || !Integer(call, f.dst_offset, "dst_offset", kMaxSafe, &dst_offset) ||
@@ -222,11 +222,11 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
                             flags, context)
                 : rpma_recv(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),
                             context);
-    posted.region = local->state;
+    posted.hold = InFlight(local->state);
   }
   std::string log = TakeLog();
   if (code != 0) return call.Fail(code, log);
-  Hold(conn.posted, token, std::move(posted));
+  conn.posted.emplace(token, std::move(posted));
   return env.Undefined();
 }
 

@@ -28,7 +28,7 @@ int SrqState::Delete() {
   Count(Kind::Srq, -1);
   if (peer) peer->users--;
   // The queue is gone: the device no longer writes the regions of receives still posted.
-  ReleaseAll(posted);
+  posted.clear();
   return code;
 }
 
