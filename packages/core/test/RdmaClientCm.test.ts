@@ -112,6 +112,32 @@ describe("RdmaClient over librdmacm", () => {
       assert.strictEqual(wrongConn._tag, "WrongTransportError")
     })))
 
+  it.live("a lost link under an operation retires the session at once: the operation fails with its error, the next with NotConnectedError, a retry reaches the next session", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7605)
+      yield* server.start
+      const client = yield* RdmaClient.make({
+        transport: "cm",
+        offer: server.offer,
+        regions,
+        reconnect: Schedule.spaced("20 millis"),
+        pollMillis: 1000
+      })
+      yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
+      yield* SimulatedDriver.fail({ operation: "rdma_post_write", nth: 1, loseConnection: true })
+      const lost = yield* Effect.flip(put(client, 3, 1))
+      assert.include(["ConnectionClosedError", "CompletionError"], lost._tag)
+      // Retired before the operation returned: not left for the 1 s poll to find.
+      assert.strictEqual((yield* client.state)._tag, "Reconnecting")
+      const next = yield* Effect.flip(put(client, 3, 2))
+      assert.strictEqual(next._tag, "NotConnectedError")
+      yield* put(client, 3, 3).pipe(
+        Effect.retry({ while: (e) => e._tag === "NotConnectedError", schedule: Schedule.spaced("10 millis") }),
+        Effect.timeout("5 seconds")
+      )
+      assert.strictEqual(server.store()![3], 3)
+    })))
+
   it.effect("under TestClock: a lost server fails operations at once; the client reconnects on its schedule to the restarted one", () =>
     inWorld(Effect.gen(function*() {
       const server = yield* makeServer(7602)
