@@ -73,11 +73,12 @@ const notConnected = (operation: string, state: RdmaClient.State, waitedMs: numb
  * read, and the Deferred operations wait on while there is no session. Each transition is one
  * synchronous step, so that no operation sees a session the state no longer calls connected.
  */
-export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
-  implements RdmaClient.RdmaClient<Regions, Config>
-{
+export class ClientImpl<
+  Regions extends RdmaClient.RegionUsages,
+  Config,
+  T extends RdmaClient.Transport = RdmaClient.Transport
+> implements RdmaClient.RdmaClient<Regions, Config, T> {
   readonly [ClientTypeId]: RdmaClient.TypeId = ClientTypeId
-  readonly transport: any
   session: Session | undefined = undefined
   /** Completed with the next session, or failed once closed; replaced when a session ends. */
   ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError> = Deferred.unsafeMake(FiberId.none)
@@ -90,10 +91,8 @@ export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
     readonly peer: Peer.Peer,
     /** The driver it was made with, for the user's code in withConnection. */
     readonly driver: Context.Context<RdmaDriver>,
-    transport: RdmaClient.Transport
-  ) {
-    this.transport = transport
-  }
+    readonly transport: T
+  ) {}
   get state(): Effect.Effect<RdmaClient.State> {
     return SubscriptionRef.get(this.stateRef)
   }
@@ -552,7 +551,7 @@ export const supervised = <
   Effect.gen(function*() {
     const waitMillis = checkOptions(options)
     if (typeof waitMillis !== "number") return yield* Effect.fail(waitMillis)
-    const client = new ClientImpl<Regions, Config>(
+    const client = new ClientImpl<Regions, Config, T>(
       yield* SubscriptionRef.make<RdmaClient.State>({ _tag: "Connecting" }),
       options.regions,
       waitMillis,
@@ -596,5 +595,5 @@ export const supervised = <
       Effect.flatMap(client.state, (state) => state._tag === "Closed" ? Effect.void : client.closed(undefined))
     )
     yield* Effect.forkScoped(Effect.interruptible(supervise))
-    return client as RdmaClient.RdmaClient<Regions, Config, T>
+    return client
   })
