@@ -8,7 +8,7 @@
 import { Admission, CmEndpoint, CmListener, Peer, RdmaClient, RemoteKey, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Clock, Effect, Exit, Schedule, Scope, Stream, TestClock, TestServices } from "effect"
+import { Chunk, Clock, Context, Effect, Exit, Schedule, Scope, Stream, TestClock, TestServices } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const regions = { store: Usage.WRITE_DST, snap: Usage.READ_SRC }
@@ -136,6 +136,26 @@ describe("RdmaClient over librdmacm", () => {
         Effect.timeout("5 seconds")
       )
       assert.strictEqual(server.store()![3], 3)
+    })))
+
+  it.live("RdmaClient.layer with transport \"cm\": the client as a Layer of the user's Tag, no Peer needed", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7606)
+      yield* server.start
+      class Store extends Context.Tag("Store")<Store, RdmaClient.RdmaClient<typeof regions, any, "cm">>() {}
+      const StoreLive = RdmaClient.layer(Store, {
+        transport: "cm",
+        offer: server.offer,
+        regions,
+        reconnect: Schedule.spaced("5 millis")
+      })
+      yield* Effect.gen(function*() {
+        const store = yield* Store
+        assert.strictEqual(store.transport, "cm")
+        yield* RdmaClient.awaitConnected(store).pipe(Effect.timeout("5 seconds"))
+        yield* put(store, 5, 55)
+      }).pipe(Effect.provide(StoreLive))
+      assert.strictEqual(server.store()![5], 55)
     })))
 
   it.effect("under TestClock: a lost server fails operations at once; the client reconnects on its schedule to the restarted one", () =>
