@@ -68,8 +68,10 @@ export interface AcceptOptions {
    * Accept only a request whose private data carries this admission's token with a use left
    * (`Admission.privateData(token)` on the client's side, as on the librpma path; compared in
    * constant time); any other is rejected and the accept fails with
-   * {@link Admission.AdmissionRefusedError}. Without it, any host that reaches the port gets a
-   * connection.
+   * {@link Admission.AdmissionRefusedError}. The rejection's private data says why, for the client
+   * (`RdmaClient`'s `AdmissionRejectedError` reads it): the bytes `0x52 0x44 0x41 0x01`, then 0
+   * (`WrongToken`), 1 (`TokenUsed`) or 2 (`TooSoon`). Without it, any host that reaches the port
+   * gets a connection.
    */
   readonly admission?: Admission.Admission | undefined
 }
@@ -112,8 +114,8 @@ export interface ServeOptions {
   readonly concurrency?: number | "unbounded" | undefined
   /**
    * Hand the handler only requests whose private data carries this admission's token with a use
-   * left (see {@link AcceptOptions}); any other is rejected and logged at debug level, and the
-   * server goes on. The handler's accept need not check again.
+   * left (see {@link AcceptOptions}); any other is rejected (saying why, as there) and logged at
+   * debug level, and the server goes on. The handler's accept need not check again.
    */
   readonly admission?: Admission.Admission | undefined
 }

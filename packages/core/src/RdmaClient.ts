@@ -27,6 +27,20 @@
  * session the same way. Every delay and deadline (the schedule's, `whileDisconnected.wait`,
  * `pollMillis`) is the Effect Clock's: a `TestClock` drives them.
  *
+ * Two transports, one supervision: `transport: "rpma"` (the default) connects a librpma
+ * `Connection` from your `Peer`, the server's regions described in the offer; `transport: "cm"`
+ * ({@link CmMakeOptions}) dials a librdmacm `CmEndpoint` to a `CmListener`, the offer's token as the
+ * connect's private data (what `CmListener`'s admission reads), and takes the server's region keys
+ * from its acceptance's private data ({@link acceptData} on the server's side: the server registers
+ * its regions for each endpoint, so the keys exist only once the request has come). The state,
+ * `changes`, {@link awaitConnected}, `offer`, the schedule, the disconnected policy and the
+ * admission errors are the same on both; a cm server's admission says why it refused, so its
+ * {@link AdmissionRejectedError} does too. On a cm client the operations are the endpoint's, run
+ * with {@link withEndpoint}; `write`, `writeMany`, `read`, `flush`, `send`, `recv` and
+ * {@link withConnection} are librpma's (they take `LocalMr`s of a `Peer`, and `RdmaStream`'s Sinks
+ * a `Connection`) and fail on a cm client with {@link WrongTransportError} (a type error from typed
+ * code); {@link withEndpoint} on an rpma client likewise.
+ *
  * @since 1.0.0
  */
 import type * as Context from "effect/Context"
@@ -38,14 +52,17 @@ import type * as Schedule from "effect/Schedule"
 import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
+import type * as CmEndpoint from "./CmEndpoint.js"
 import * as Connection from "./Connection.js"
 import type * as DescriptorExchange from "./DescriptorExchange.js"
 import type { RdmaDriver } from "./Driver.js"
 import * as internal from "./internal/client.js"
 import * as errors from "./internal/clientErrors.js"
+import * as cmClient from "./internal/cmClient.js"
 import type { LocalMr } from "./LocalMr.js"
 import { type Peer, Peer as PeerTag } from "./Peer.js"
 import * as RdmaError from "./RdmaError.js"
+import type { RemoteKey } from "./RemoteKey.js"
 import type { RemoteMr } from "./RemoteMr.js"
 import type { Flag, FlagsOf, Usage } from "./Usage.js"
 
@@ -133,13 +150,24 @@ export const TypeId: unique symbol = internal.ClientTypeId
 export type TypeId = typeof TypeId
 
 /**
- * A reconnecting client: the regions it names, and its state, read-only.
+ * What a client connects over: librpma's connections (`"rpma"`) or librdmacm's endpoints (`"cm"`).
  *
  * @since 1.0.0
  * @category models
  */
-export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config"]> extends Pipeable {
+export type Transport = "rpma" | "cm"
+
+/**
+ * A reconnecting client: its transport, the regions it names, and its state, read-only.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config"], T extends Transport = "rpma">
+  extends Pipeable
+{
   readonly [TypeId]: TypeId
+  readonly transport: T
   readonly regions: Regions
   /**
    * Its state now.
@@ -196,12 +224,15 @@ export const InvalidOfferError: typeof errors.InvalidOfferError = errors.Invalid
 export type InvalidOfferError = errors.InvalidOfferError
 
 /**
- * The server rejected the connection that carried the offer's token. librpma's rejection carries no
- * reason (rpma_conn_req_delete sends no private data), so the `reason` is what the client knows:
- * `"Spent"`, the offer gave again a token this client was admitted with before (a token admits a
- * bounded number of connections, one by default: the client closes with this error, since every
- * attempt would be refused the same way), or `"Unexplained"` (nobody listens, the token is wrong
- * or expired, or another client spent it: retried on the schedule).
+ * The server rejected the connection that carried the offer's token. `"Spent"`: the offer gave
+ * again a token this client was admitted with before (a token admits a bounded number of
+ * connections, one by default: the client closes with this error, since every attempt would be
+ * refused the same way). On the `"cm"` transport the server's admission says why it refused (its
+ * rejection's private data): `"WrongToken"`, `"TokenUsed"` (by another client: a token this client
+ * spent is `"Spent"`) or `"TooSoon"` (its window's uses are spent), each retried on the schedule.
+ * librpma's rejection carries no reason (rpma_conn_req_delete sends no private data), nor does a
+ * cm server's that is not an admission's: `"Unexplained"` (nobody listens, the token is wrong or
+ * expired, or another client spent it: retried on the schedule).
  *
  * @since 1.0.0
  * @category errors
@@ -215,7 +246,23 @@ export const AdmissionRejectedError: typeof errors.AdmissionRejectedError = erro
 export type AdmissionRejectedError = errors.AdmissionRejectedError
 
 /**
- * An option of {@link make} that is not what it takes (from untyped code): which one, and what it
+ * An operation of one transport called on a client of the other (from untyped code: typed code
+ * cannot pass a cm client to `write`, nor an rpma client to {@link withEndpoint}): which operation,
+ * and the client's transport.
+ *
+ * @since 1.0.0
+ * @category errors
+ */
+export const WrongTransportError: typeof errors.WrongTransportError = errors.WrongTransportError
+
+/**
+ * @since 1.0.0
+ * @category errors
+ */
+export type WrongTransportError = errors.WrongTransportError
+
+/**
+ * An option of {@link make} (or a key of {@link acceptData}) that is not what it takes (from untyped code): which one, and what it
  * takes.
  *
  * @since 1.0.0
@@ -236,6 +283,8 @@ export type InvalidOptionsError = RdmaError.InvalidOptionsError
  * @category models
  */
 export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]> {
+  /** librpma's connections, the default; `"cm"` is {@link CmMakeOptions}. */
+  readonly transport?: "rpma" | undefined
   /** Fetches the offer, on every connect: bound it (`DescriptorExchange.fetch` has a timeout). */
   readonly offer: Effect.Effect<Offer, E, R>
   readonly regions: Regions
@@ -268,6 +317,33 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config
 }
 
 /**
+ * The regions of a `"cm"` client: each a key of one access, writes (`Usage.WRITE_DST`) or reads
+ * (`Usage.READ_SRC`), as a librdmacm region is registered for one (rdma_reg_write, rdma_reg_read).
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type CmRegionUsages = Readonly<Record<string, Usage<"WRITE_DST"> | Usage<"READ_SRC">>>
+
+/**
+ * How a `"cm"` client connects and reconnects: {@link MakeOptions}' offer, config, schedule and
+ * disconnected policy, over librdmacm endpoints. The offer gives the address, port, token and
+ * config (its `regions` may be empty: nothing there is read); the server's keys for `regions` come
+ * with each acceptance ({@link acceptData}), and one it lacks, or of the wrong access, is an
+ * {@link InvalidOfferError}. There is no `peer`: each endpoint has a protection domain of its own.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export interface CmMakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>
+  extends Omit<MakeOptions<Regions, E, R, Out, RS, Config>, "transport" | "peer" | "connection">
+{
+  readonly transport: "cm"
+  /** The endpoint's settings (its `timeout` bounds the connect and the close); the token is the offer's. */
+  readonly endpoint?: CmEndpoint.Options | undefined
+}
+
+/**
  * A client whose supervisor runs until the scope closes.
  *
  * @example
@@ -292,9 +368,17 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config
  * @since 1.0.0
  * @category constructors
  */
-export const make: <Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
-  options: MakeOptions<Regions, E, R, Out, RS, Config>
-) => Effect.Effect<RdmaClient<Regions, Config>, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope> = internal.make
+export const make: {
+  <Regions extends CmRegionUsages, E, R, Out, RS, Config = Offer["config"]>(
+    options: CmMakeOptions<Regions, E, R, Out, RS, Config>
+  ): Effect.Effect<RdmaClient<Regions, Config, "cm">, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope>
+  <Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
+    options: MakeOptions<Regions, E, R, Out, RS, Config>
+  ): Effect.Effect<RdmaClient<Regions, Config>, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope>
+} = (options: any): any =>
+  typeof options === "object" && options !== null && options.transport === "cm"
+    ? cmClient.make(options)
+    : internal.make(options)
 
 /**
  * Waits until the client is connected (at once if it is), and gives where to. Fails with
@@ -314,7 +398,7 @@ export const make: <Regions extends RegionUsages, E, R, Out, RS, Config = Offer[
  * @category operations
  */
 export const awaitConnected: <Regions extends RegionUsages>(
-  client: RdmaClient<Regions, any>
+  client: RdmaClient<Regions, any, Transport>
 ) => Effect.Effect<Connected, NotConnectedError> = internal.awaitConnected
 
 /**
@@ -334,11 +418,22 @@ export const awaitConnected: <Regions extends RegionUsages>(
  * @since 1.0.0
  * @category layers
  */
-export const layer = <Id, Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
-  tag: Context.Tag<Id, RdmaClient<Regions, Config>>,
-  options: Omit<MakeOptions<Regions, E, R, Out, RS, Config>, "peer">
-): Layer.Layer<Id, InvalidOptionsError, R | RS | RdmaDriver | Peer> =>
-  Layer.scoped(tag, Effect.flatMap(PeerTag, (peer) => make({ ...options, peer })))
+export const layer: {
+  <Id, Regions extends CmRegionUsages, E, R, Out, RS, Config = Offer["config"]>(
+    tag: Context.Tag<Id, RdmaClient<Regions, Config, "cm">>,
+    options: CmMakeOptions<Regions, E, R, Out, RS, Config>
+  ): Layer.Layer<Id, InvalidOptionsError, R | RS | RdmaDriver>
+  <Id, Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
+    tag: Context.Tag<Id, RdmaClient<Regions, Config>>,
+    options: Omit<MakeOptions<Regions, E, R, Out, RS, Config>, "peer">
+  ): Layer.Layer<Id, InvalidOptionsError, R | RS | RdmaDriver | Peer>
+} = (tag: Context.Tag<any, any>, options: any): Layer.Layer<any, InvalidOptionsError, any> =>
+  Layer.scoped(
+    tag,
+    typeof options === "object" && options !== null && options.transport === "cm"
+      ? cmClient.make(options)
+      : Effect.flatMap(PeerTag, (peer) => internal.make({ ...options, peer }))
+  )
 
 /**
  * @since 1.0.0
@@ -387,7 +482,7 @@ export interface FlushArgs<K extends string> {
 export const write = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: WriteArgs<RegionsWith<Regions, "WRITE_DST">>
-): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
+): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
   internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
     // The fields named, not spread: a spread followed by another property builds a new hidden
     // class on every call, and the write's every later read of it misses V8's inline caches.
@@ -408,7 +503,7 @@ export const write = <Regions extends RegionUsages>(
 export const writeMany = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
-): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
+): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
   internal.useRegion(
     client,
     "rpma_write",
@@ -425,7 +520,7 @@ export const writeMany = <Regions extends RegionUsages>(
 export const read = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: ReadArgs<RegionsWith<Regions, "READ_SRC">>
-): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
+): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
   internal.useRegion(
     client,
     "rpma_read",
@@ -449,7 +544,7 @@ export const read = <Regions extends RegionUsages>(
 export const flush = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
-): Effect.Effect<void, Connection.FlushError | NotConnectedError> =>
+): Effect.Effect<void, Connection.FlushError | NotConnectedError | WrongTransportError> =>
   internal.useRegion(
     client,
     "rpma_flush",
@@ -466,7 +561,7 @@ export const flush = <Regions extends RegionUsages>(
 export const send = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: Connection.SendArgs
-): Effect.Effect<void, Connection.TransferError | NotConnectedError> =>
+): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
   internal.use(client, "rpma_send", (s) => Connection.send(s.connection, args))
 
 /**
@@ -478,7 +573,7 @@ export const send = <Regions extends RegionUsages>(
 export const recv = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: Connection.RecvArgs
-): Effect.Effect<number, Connection.TransferError | NotConnectedError> =>
+): Effect.Effect<number, Connection.TransferError | NotConnectedError | WrongTransportError> =>
   internal.use(client, "rpma_recv", (s) => Effect.map(Connection.recv(s.connection, args), (c) => c.byteLength))
 
 /**
@@ -522,4 +617,81 @@ export type SessionRegions<Regions extends RegionUsages> = {
 export const withConnection: <Regions extends RegionUsages, A, E extends { readonly _tag: string }, R>(
   client: RdmaClient<Regions, any>,
   f: (connection: Connection.Connection, regions: SessionRegions<Regions>, peer: Peer) => Effect.Effect<A, E, R>
-) => Effect.Effect<A, E | NotConnectedError, Exclude<R, RdmaDriver>> = internal.withConnection
+) => Effect.Effect<A, E | NotConnectedError | WrongTransportError, Exclude<R, RdmaDriver>> = internal.withConnection
+
+/**
+ * The key access a `"cm"` client's region usage asks for: `"write"` for `Usage.WRITE_DST`, else `"read"`.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type AccessOf<U> = "WRITE_DST" extends FlagsOf<U> ? "write" : "read"
+
+/**
+ * A `"cm"` session's keys of the server's regions, by the client's names, each of the access its
+ * usage asks for (checked on connect).
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type SessionKeys<Regions extends RegionUsages> = {
+  readonly [K in keyof Regions]: RemoteKey<AccessOf<Regions[K]>>
+}
+
+/**
+ * {@link withConnection} for a `"cm"` client: runs `f` with the current session's `CmEndpoint` and
+ * the server's keys (typed by the client's usages); the driver the client was made with is
+ * provided. Its operations are the endpoint's (`CmEndpoint.write`, `read`, `send`, `recv`, `call`,
+ * ...): local regions are registered on the endpoint (`CmEndpoint.registerMessages`), which lives
+ * as long as the session, so register them in `f` (`Effect.scoped`), or send plain bytes inline. An
+ * error that means the connection ended ends the session at once and the client reconnects;
+ * nothing is replayed, as with {@link withConnection}.
+ *
+ * @example
+ * ```ts
+ * import { CmEndpoint, RdmaClient, Usage } from "@effect-rdma/core"
+ * import { Effect } from "effect"
+ *
+ * declare const client: RdmaClient.RdmaClient<{ log: Usage.Usage<"WRITE_DST"> }, any, "cm">
+ * // Eight bytes into the server's region, inline (no local region needed).
+ * export const stamp = (bytes: Uint8Array) =>
+ *   RdmaClient.withEndpoint(client, (ep, keys) => CmEndpoint.write(ep, { dst: keys.log, src: bytes, length: 8 }))
+ * ```
+ *
+ * @since 1.0.0
+ * @category operations
+ */
+export const withEndpoint: <Regions extends RegionUsages, A, E extends { readonly _tag: string }, R>(
+  client: RdmaClient<Regions, any, "cm">,
+  f: (endpoint: CmEndpoint.CmEndpoint, keys: SessionKeys<Regions>) => Effect.Effect<A, E, R>
+) => Effect.Effect<A, E | NotConnectedError | WrongTransportError, Exclude<R, RdmaDriver>> = cmClient.withEndpoint
+
+/**
+ * The server's side of a `"cm"` client: the private data of `CmListener.accept` that carries the
+ * keys of its regions, by the names the client's `regions` use (each `RemoteKey.make(region)`: a
+ * region of rdma_reg_write for a client's `Usage.WRITE_DST`, of rdma_reg_read for `Usage.READ_SRC`).
+ * An acceptance carries at most 196 bytes: each key takes 25 and its name's UTF-8 bytes, after 5;
+ * keys that do not fit, or that are not keys, are an {@link InvalidOptionsError}.
+ *
+ * @example
+ * ```ts
+ * import { Admission, CmEndpoint, CmListener, RdmaClient, RemoteKey } from "@effect-rdma/core"
+ * import { Effect } from "effect"
+ *
+ * declare const admission: Admission.Admission
+ * // Each client's own region, its key sent with the acceptance.
+ * export const serveOne = (request: CmEndpoint.CmEndpoint) =>
+ *   Effect.gen(function*() {
+ *     const log = yield* CmEndpoint.registerWrite(request, new Uint8Array(4096))
+ *     const privateData = yield* RdmaClient.acceptData({ log: RemoteKey.make(log) })
+ *     const ep = yield* CmListener.accept(request, { admission, privateData })
+ *     yield* CmEndpoint.awaitClosed(ep)
+ *   })
+ * ```
+ *
+ * @since 1.0.0
+ * @category constructors
+ */
+export const acceptData: (
+  keys: Readonly<Record<string, RemoteKey>>
+) => Effect.Effect<Uint8Array, InvalidOptionsError> = cmClient.acceptData

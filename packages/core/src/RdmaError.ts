@@ -319,11 +319,13 @@ export const fromErrno = (errno: number, operation: string, detail?: string, cau
  */
 export class InvalidOptionsError extends Data.TaggedError("InvalidOptionsError")<{
   readonly module: "RegistrationCache" | "RdmaClient"
+  /** The function that refused it: `make` when absent. */
+  readonly operation?: string | undefined
   readonly option: string
   readonly detail: string
 }> {
   override get message(): string {
-    return `${this.module}.make: the option ${this.option} ${this.detail}`
+    return `${this.module}.${this.operation ?? "make"}: the option ${this.option} ${this.detail}`
   }
 }
 

@@ -164,3 +164,19 @@ export const refund = (admission: Admission.Admission, at: number): Effect.Effec
     const index = admittedAt.lastIndexOf(at)
     if (index >= 0) admittedAt.splice(index, 1)
   })
+
+// What a librdmacm listener's admission sends with its rejection (rdma_reject's private data, which
+// rdma_cm pads with zeros): a mark, then the reason's code. A rejection without it (a listener's
+// close, librpma's) says nothing. A client reads it with {@link refusalOf}.
+const REFUSAL_MARK = [0x52, 0x44, 0x41, 0x01] // "RDA", version 1
+const REFUSAL_REASONS: ReadonlyArray<AdmissionRefusedError["reason"]> = ["WrongToken", "TokenUsed", "TooSoon"]
+
+/** The private data of a rejection for `reason`. */
+export const refusalData = (reason: AdmissionRefusedError["reason"]): Uint8Array =>
+  new Uint8Array([...REFUSAL_MARK, REFUSAL_REASONS.indexOf(reason)])
+
+/** The reason a rejection's private data gives, or undefined when it gives none. */
+export const refusalOf = (data: Uint8Array): AdmissionRefusedError["reason"] | undefined =>
+  data.byteLength > REFUSAL_MARK.length && REFUSAL_MARK.every((byte, i) => data[i] === byte)
+    ? REFUSAL_REASONS[data[REFUSAL_MARK.length]!]
+    : undefined

@@ -1,6 +1,8 @@
 /**
  * The reconnecting client: one supervisor fiber keeps a session (the offer, its remote regions, a
- * connection) up, and operations run on whatever session is current.
+ * connection) up, and operations run on whatever session is current. The supervision (the state
+ * machine, the schedule, the session's serving) is the transports' one; how a session connects is
+ * the transport's: librpma's here, librdmacm's in cmClient.ts.
  */
 import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -18,31 +20,50 @@ import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Admission from "../Admission.js"
+import * as CmEndpoint from "../CmEndpoint.js"
 import * as Connection from "../Connection.js"
 import type { RdmaDriver } from "../Driver.js"
 import type * as Peer from "../Peer.js"
 import type * as RdmaClient from "../RdmaClient.js"
 import { InvalidOptionsError } from "../RdmaError.js"
+import type * as RemoteKey from "../RemoteKey.js"
 import * as RemoteMr from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
 import {
   AdmissionRejectedError as AdmissionRejectedErrorImpl,
   describe,
   InvalidOfferError as InvalidOfferErrorImpl,
-  NotConnectedError as NotConnectedErrorImpl
+  NotConnectedError as NotConnectedErrorImpl,
+  WrongTransportError as WrongTransportErrorImpl
 } from "./clientErrors.js"
 import * as instrument from "./instrument.js"
 
 export const ClientTypeId: RdmaClient.TypeId = Symbol.for("@effect-rdma/core/RdmaClient") as RdmaClient.TypeId
 
-/** What one connected session holds: released with the session's scope. */
-export interface Session {
-  readonly connection: Connection.Connection
-  readonly regions: Readonly<Record<string, RemoteMr.RemoteMr<any>>>
+/** What one connected session holds, whatever its transport: released with the session's scope. */
+interface SessionOf<T extends RdmaClient.Transport> {
+  readonly transport: T
   readonly offer: RdmaClient.ClientOffer<any>
   /** An operation saw the connection end: the supervisor reconnects. */
   readonly broken: Deferred.Deferred<Connection.ConnectionClosedError>
 }
+
+/** A librpma session: a connection of the client's peer, and the server's regions from the offer. */
+export interface RpmaSession extends SessionOf<"rpma"> {
+  readonly connection: Connection.Connection
+  readonly regions: Readonly<Record<string, RemoteMr.RemoteMr<any>>>
+}
+
+/** A librdmacm session: an endpoint, and the server's keys from its acceptance. */
+export interface CmSession extends SessionOf<"cm"> {
+  readonly endpoint: CmEndpoint.CmEndpoint
+  readonly keys: Readonly<Record<string, RemoteKey.RemoteKey>>
+}
+
+export type Session = RpmaSession | CmSession
+
+/** A session's link as its transport made it, before the client serves it. */
+export type Link = Omit<RpmaSession, "offer" | "broken"> | Omit<CmSession, "offer" | "broken">
 
 const notConnected = (operation: string, state: RdmaClient.State, waitedMs: number) =>
   new NotConnectedErrorImpl({ operation, state, waitedMs })
@@ -52,9 +73,11 @@ const notConnected = (operation: string, state: RdmaClient.State, waitedMs: numb
  * read, and the Deferred operations wait on while there is no session. Each transition is one
  * synchronous step, so that no operation sees a session the state no longer calls connected.
  */
-export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
-  implements RdmaClient.RdmaClient<Regions, Config>
-{
+export class ClientImpl<
+  Regions extends RdmaClient.RegionUsages,
+  Config,
+  T extends RdmaClient.Transport = RdmaClient.Transport
+> implements RdmaClient.RdmaClient<Regions, Config, T> {
   readonly [ClientTypeId]: RdmaClient.TypeId = ClientTypeId
   session: Session | undefined = undefined
   /** Completed with the next session, or failed once closed; replaced when a session ends. */
@@ -67,7 +90,8 @@ export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
     readonly waitMillis: number,
     readonly peer: Peer.Peer,
     /** The driver it was made with, for the user's code in withConnection. */
-    readonly driver: Context.Context<RdmaDriver>
+    readonly driver: Context.Context<RdmaDriver>,
+    readonly transport: T
   ) {}
   get state(): Effect.Effect<RdmaClient.State> {
     return SubscriptionRef.get(this.stateRef)
@@ -76,7 +100,7 @@ export class ClientImpl<Regions extends RdmaClient.RegionUsages, Config>
     return this.stateRef.changes
   }
   get offer(): Effect.Effect<RdmaClient.ClientOffer<Config>, RdmaClient.NotConnectedError> {
-    return use(this, "RdmaClient.offer", (session) => Effect.succeed(session.offer))
+    return useSession(this, "RdmaClient.offer", (session) => Effect.succeed(session.offer))
   }
   pipe() {
     return pipeArguments(this, arguments)
@@ -135,18 +159,24 @@ const endsConnection = (error: { readonly _tag: string }): boolean =>
   error._tag === "ConnectionClosedError" || error._tag === "CompletionError"
 
 /**
- * Runs `f` on the current session; while there is none, fails at once or waits the
- * client's bound for one. An error that means the connection ended retires the session at once
- * (the next operation does not run on it) and tells the supervisor.
+ * Runs `f` on the current session, whatever its transport; while there is none, fails at once or
+ * waits the client's bound for one. An error that means the connection ended retires the session at
+ * once (the next operation does not run on it) and tells the supervisor.
  */
-export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R = never>(
-  client: RdmaClient.RdmaClient<Regions, any>,
+export const useSession = <
+  Regions extends RdmaClient.RegionUsages,
+  A,
+  E extends { readonly _tag: string },
+  R = never,
+  S extends Session = Session
+>(
+  client: RdmaClient.RdmaClient<Regions, any, any>,
   operation: string,
-  f: (session: Session) => Effect.Effect<A, E, R>
+  f: (session: S) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | RdmaClient.NotConnectedError, R> => {
   const impl = client as unknown as ClientImpl<Regions, unknown>
   const run = (session: Session): Effect.Effect<A, E, R> =>
-    Effect.tapError(f(session), (error) =>
+    Effect.tapError(f(session as S), (error) =>
       endsConnection(error)
         ? impl.lost(
           session,
@@ -173,6 +203,29 @@ export const use = <Regions extends RdmaClient.RegionUsages, A, E extends { read
   })
 }
 
+/** A transport's operation called on a client of the other (from untyped code). */
+export const wrongTransport = (operation: string, transport: RdmaClient.Transport) =>
+  instrument.refused(new WrongTransportErrorImpl({ operation, transport }))
+
+/** {@link useSession} for the operations of one transport: on a client of the other, refused. */
+export const useOn =
+  <T extends RdmaClient.Transport>(transport: T) =>
+  <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R = never>(
+    client: RdmaClient.RdmaClient<Regions, any, any>,
+    operation: string,
+    f: (session: Extract<Session, { readonly transport: T }>) => Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E | RdmaClient.NotConnectedError | RdmaClient.WrongTransportError, R> => {
+    const actual = (client as unknown as ClientImpl<Regions, unknown>).transport as RdmaClient.Transport
+    return actual === transport ? useSession(client, operation, f) : wrongTransport(operation, actual)
+  }
+
+/** {@link useSession} for librpma's operations. */
+export const use: <Regions extends RdmaClient.RegionUsages, A, E extends { readonly _tag: string }, R = never>(
+  client: RdmaClient.RdmaClient<Regions, any, any>,
+  operation: string,
+  f: (session: RpmaSession) => Effect.Effect<A, E, R>
+) => Effect.Effect<A, E | RdmaClient.NotConnectedError | RdmaClient.WrongTransportError, R> = useOn("rpma")
+
 /**
  * {@link use} for code of the user's: given the session's connection, its regions (typed
  * by the client's usages) and the client's peer, with the driver the client was made with (a Sink
@@ -185,7 +238,11 @@ export const withConnection = <Regions extends RdmaClient.RegionUsages, A, E ext
     regions: RdmaClient.SessionRegions<Regions>,
     peer: Peer.Peer
   ) => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | RdmaClient.NotConnectedError, Exclude<R, RdmaDriver>> => {
+): Effect.Effect<
+  A,
+  E | RdmaClient.NotConnectedError | RdmaClient.WrongTransportError,
+  Exclude<R, RdmaDriver>
+> => {
   const impl = client as unknown as ClientImpl<Regions, unknown>
   return use(
     client,
@@ -196,7 +253,7 @@ export const withConnection = <Regions extends RdmaClient.RegionUsages, A, E ext
 
 /** Waits for the client to be connected: fails once it is closed. */
 export const awaitConnected = <Regions extends RdmaClient.RegionUsages>(
-  client: RdmaClient.RdmaClient<Regions, any>
+  client: RdmaClient.RdmaClient<Regions, any, any>
 ): Effect.Effect<RdmaClient.Connected, RdmaClient.NotConnectedError> =>
   Effect.suspend(() => (client as unknown as ClientImpl<Regions, unknown>).awaitSession).pipe(
     Effect.map((session): RdmaClient.Connected => ({ _tag: "Connected", ...session.offer.rdma })),
@@ -211,8 +268,11 @@ export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends 
   client: RdmaClient.RdmaClient<Regions>,
   operation: string,
   name: string,
-  f: (session: Session, region: RemoteMr.RemoteMr<any>) => Effect.Effect<A, E>
-): Effect.Effect<A, E | Connection.OutOfRangeError | RdmaClient.NotConnectedError> =>
+  f: (session: RpmaSession, region: RemoteMr.RemoteMr<any>) => Effect.Effect<A, E>
+): Effect.Effect<
+  A,
+  E | Connection.OutOfRangeError | RdmaClient.NotConnectedError | RdmaClient.WrongTransportError
+> =>
   Object.hasOwn(client.regions, name)
     ? use(client, operation, (session) => f(session, session.regions[name]!))
     : instrument.refused(
@@ -225,29 +285,32 @@ export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends 
     )
 
 // The connection's end: its last event (CLOSED, LOST), or its state where it ended without one
-// (its watchdog, a failed completion queue), polled.
-const lostBy = (connection: Connection.Connection, poll: Duration.Duration) =>
+// (its watchdog, a failed completion queue), polled. Both transports say it in the same words.
+const lostBy = (
+  link: { readonly awaitClosed: Effect.Effect<unknown>; readonly state: Effect.Effect<string> },
+  poll: Duration.Duration
+) =>
   Effect.raceFirst(
-    Connection.awaitClosed(connection),
-    Effect.repeat(Connection.state(connection), {
+    link.awaitClosed,
+    Effect.repeat(link.state, {
       schedule: Schedule.spaced(poll),
       until: (state) => state !== "Connected"
     })
   ).pipe(
-    Effect.zipRight(Connection.state(connection)),
+    Effect.zipRight(link.state),
     Effect.map((state) =>
       new Connection.ConnectionClosedError({ operation: "RdmaClient", reason: state === "Lost" ? "LOST" : "CLOSED" })
     )
   )
 
-const invalidOffer = (detail: string) => Effect.fail(new InvalidOfferErrorImpl({ detail }))
+export const invalidOffer = (detail: string) => Effect.fail(new InvalidOfferErrorImpl({ detail }))
 
 /**
  * The offer as the client uses it, read once into plain values (a getter or Proxy read later could
  * say something else): its shape checked, the client's regions picked, its config decoded. Whatever
  * does not fit, or throws while read, is an {@link RdmaClient.InvalidOfferError}: a failed attempt.
  */
-const readOffer = <Config>(
+export const readOffer = <Config>(
   offer: unknown,
   names: ReadonlyArray<string>,
   decodeConfig: ((config: unknown) => Either.Either<Config, ParseResult.ParseError>) | undefined
@@ -298,23 +361,75 @@ const readOffer = <Config>(
   }
 }
 
+/**
+ * What a rejection of the offer's `token` means to the client: the reason the server said (a
+ * librdmacm admission's), or none (librpma's rejection carries none: rpma_conn_req_delete sends no
+ * private data). Either way a token it was admitted with before is spent: no attempt can succeed.
+ */
+export const admissionRejected = (
+  offer: RdmaClient.ClientOffer<unknown>,
+  token: Uint8Array,
+  admittedWith: Uint8Array | undefined,
+  said: Admission.AdmissionRefusedError["reason"] | undefined,
+  cause: unknown
+): RdmaClient.AdmissionRejectedError => {
+  const again = admittedWith !== undefined && admittedWith.byteLength === token.byteLength &&
+    admittedWith.every((byte, i) => byte === token[i])
+  const reason = said === "WrongToken" || said === "TooSoon"
+    ? said
+    : again
+    ? "Spent"
+    : said ?? "Unexplained"
+  return new AdmissionRejectedErrorImpl({ ...offer.rdma, reason, cause })
+}
+
 /** What a rejected connect means to the client: with a token, an admission refusal. */
 const rejection = (offer: RdmaClient.ClientOffer<unknown>, admittedWith: Uint8Array | undefined) =>
 (
   error: Connection.ConnectionFailedError
-): Effect.Effect<never, Connection.ConnectionFailedError | RdmaClient.AdmissionRejectedError> => {
-  const token = offer.token
-  if (error.event !== "REJECTED" || token === undefined) return Effect.fail(error)
-  // librpma's rejection carries no reason (rpma_conn_req_delete sends no private data): the one
-  // the client can know is its own, a token it was admitted with before.
-  const spent = admittedWith !== undefined && admittedWith.byteLength === token.byteLength &&
-    admittedWith.every((byte, i) => byte === token[i])
-  return Effect.fail(
-    new AdmissionRejectedErrorImpl({ ...offer.rdma, reason: spent ? "Spent" : "Unexplained", cause: error })
-  )
-}
+): Effect.Effect<never, Connection.ConnectionFailedError | RdmaClient.AdmissionRejectedError> =>
+  error.event !== "REJECTED" || offer.token === undefined
+    ? Effect.fail(error)
+    : Effect.fail(admissionRejected(offer, offer.token, admittedWith, undefined, error))
 
-/** One session: fetch the offer, rebuild its regions, connect, serve until the connection ends. */
+/** The offer, fetched and read ({@link readOffer}); `names`: the regions it must describe. */
+export const fetchOffer = <Config, E, R>(
+  offer: Effect.Effect<RdmaClient.Offer, E, R>,
+  names: ReadonlyArray<string>,
+  decodeConfig: ((config: unknown) => Either.Either<Config, ParseResult.ParseError>) | undefined
+) =>
+  Effect.flatMap(
+    offer.pipe(Effect.catchAllDefect((defect) => invalidOffer(`fetching it died: ${describe(defect)}`))),
+    (fetched) => readOffer(fetched, names, decodeConfig)
+  )
+
+/**
+ * Serves a session its transport connected: it is the current one until its connection ends (or
+ * an operation sees it end), then retired; the supervisor is given why.
+ */
+export const serve = <Regions extends RdmaClient.RegionUsages, Config>(
+  client: ClientImpl<Regions, Config>,
+  offer: RdmaClient.ClientOffer<Config>,
+  link: Link,
+  pollMillis: number
+): Effect.Effect<Connection.ConnectionClosedError, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const broken = yield* Deferred.make<Connection.ConnectionClosedError>()
+    const current = { ...link, offer, broken } as Session
+    // Its end, before the connection's close (which may wait out its timeout on a dead link):
+    // operations from here on wait for the next session (or fail at once), never for this one, and
+    // the state says so at once.
+    yield* Effect.acquireRelease(
+      client.established(current),
+      (_, exit) => client.retire(current, Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none())
+    )
+    const ends = link.transport === "rpma"
+      ? { awaitClosed: Connection.awaitClosed(link.connection), state: Connection.state(link.connection) }
+      : { awaitClosed: CmEndpoint.awaitClosed(link.endpoint), state: CmEndpoint.state(link.endpoint) }
+    return yield* Effect.raceFirst(Deferred.await(broken), lostBy(ends, Duration.millis(pollMillis)))
+  })
+
+/** One librpma session: fetch the offer, rebuild its regions, connect, serve until the connection ends. */
 const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
   client: ClientImpl<Regions, Config>,
   options: Pick<RdmaClient.MakeOptions<Regions, E, R, unknown, never, Config>, "offer" | "connection" | "peer">,
@@ -322,10 +437,7 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
   pollMillis: number
 ) =>
   Effect.gen(function*() {
-    const fetched = yield* options.offer.pipe(
-      Effect.catchAllDefect((defect) => invalidOffer(`fetching it died: ${describe(defect)}`))
-    )
-    const offer = yield* readOffer(fetched, Object.keys(client.regions), decodeConfig)
+    const offer = yield* fetchOffer(options.offer, Object.keys(client.regions), decodeConfig)
     const regions: Record<string, RemoteMr.RemoteMr<any>> = {}
     for (const [name, usage] of Object.entries(client.regions)) {
       regions[name] = yield* RemoteMr.fromDescriptor(offer.regions[name]!).pipe(Effect.flatMap(RemoteMr.require(usage)))
@@ -335,27 +447,31 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
       ...options.connection,
       ...(privateData === undefined ? {} : { privateData })
     }).pipe(Effect.catchTag("ConnectionFailedError", rejection(offer, client.admittedWith)))
-    const broken = yield* Deferred.make<Connection.ConnectionClosedError>()
-    const current: Session = { connection, regions, offer, broken }
-    // Its end, before the connection's close (which may wait out its timeout on a dead link):
-    // operations from here on wait for the next session (or fail at once), never for this one, and
-    // the state says so at once.
-    yield* Effect.acquireRelease(
-      client.established(current),
-      (_, exit) => client.retire(current, Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none())
-    )
-    return yield* Effect.raceFirst(Deferred.await(broken), lostBy(connection, Duration.millis(pollMillis)))
+    return yield* serve(client, offer, { transport: "rpma", connection, regions }, pollMillis)
   })
 
-/** The options' checks, for untyped callers: what is wrong, and what the option takes. */
-const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any, any>): InvalidOptionsError | number => {
-  const invalid = (option: string, detail: string) => new InvalidOptionsError({ module: "RdmaClient", option, detail })
+/** The options both transports take. */
+export type SharedOptions<Regions extends RdmaClient.RegionUsages, E, R, Out, RS, Config> = Omit<
+  RdmaClient.MakeOptions<Regions, E, R, Out, RS, Config>,
+  "peer" | "transport" | "connection"
+>
+
+export const invalidOption = (option: string, detail: string) =>
+  new InvalidOptionsError({ module: "RdmaClient", option, detail })
+
+/**
+ * The options' checks both transports share, for untyped callers: what is wrong, and what the
+ * option takes; else how long an operation waits for a connection.
+ */
+export const checkOptions = (
+  options: SharedOptions<any, any, any, any, any, any>
+): InvalidOptionsError | number => {
+  const invalid = invalidOption
   if (typeof options !== "object" || options === null) return invalid("object", "must be an object of options")
   if (!Effect.isEffect(options.offer)) return invalid("offer", "must be an Effect that fetches the offer")
   if (!Schedule.isSchedule(options.reconnect)) {
     return invalid("reconnect", "must be a Schedule (e.g. Schedule.spaced(\"1 second\"))")
   }
-  if (typeof options.peer !== "object" || options.peer === null) return invalid("peer", "must be a Peer (Peer.make)")
   if (typeof options.regions !== "object" || options.regions === null) {
     return invalid("regions", "must be an object of region names and usages")
   }
@@ -384,6 +500,7 @@ const checkOptions = (options: RdmaClient.MakeOptions<any, any, any, any, any, a
   return Duration.toMillis(wait.value)
 }
 
+/** The librpma client: its own checks, then the shared supervision. */
 export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS, Config>(
   options: RdmaClient.MakeOptions<Regions, E, R, Out, RS, Config>
 ): Effect.Effect<
@@ -391,18 +508,59 @@ export const make = <Regions extends RdmaClient.RegionUsages, E, R, Out, RS, Con
   RdmaClient.InvalidOptionsError,
   R | RS | RdmaDriver | Scope.Scope
 > =>
+  Effect.suspend(() => {
+    if (
+      typeof options === "object" && options !== null && (typeof options.peer !== "object" || options.peer === null)
+    ) {
+      return Effect.fail(invalidOption("peer", "must be a Peer (Peer.make)"))
+    }
+    return supervised(
+      options,
+      "rpma",
+      options?.peer,
+      (client, decodeConfig, pollMillis) => session(client, options, decodeConfig, pollMillis)
+    )
+  })
+
+/**
+ * A client of either transport: `connect` makes and serves one session (fails: a failed attempt;
+ * succeeds with why the connection ended), which the supervisor runs again on the schedule.
+ */
+export const supervised = <
+  Regions extends RdmaClient.RegionUsages,
+  E,
+  R,
+  Out,
+  RS,
+  Config,
+  T extends RdmaClient.Transport
+>(
+  options: SharedOptions<Regions, E, R, Out, RS, Config>,
+  transport: T,
+  peer: Peer.Peer | undefined,
+  connect: (
+    client: ClientImpl<Regions, Config>,
+    decodeConfig: ((config: unknown) => Either.Either<Config, ParseResult.ParseError>) | undefined,
+    pollMillis: number
+  ) => Effect.Effect<Connection.ConnectionClosedError, unknown, R | RdmaDriver | Scope.Scope>
+): Effect.Effect<
+  RdmaClient.RdmaClient<Regions, Config, T>,
+  RdmaClient.InvalidOptionsError,
+  R | RS | RdmaDriver | Scope.Scope
+> =>
   Effect.gen(function*() {
     const waitMillis = checkOptions(options)
     if (typeof waitMillis !== "number") return yield* Effect.fail(waitMillis)
-    const client = new ClientImpl<Regions, Config>(
+    const client = new ClientImpl<Regions, Config, T>(
       yield* SubscriptionRef.make<RdmaClient.State>({ _tag: "Connecting" }),
       options.regions,
       waitMillis,
-      options.peer,
-      yield* Effect.context<RdmaDriver>()
+      peer as Peer.Peer,
+      yield* Effect.context<RdmaDriver>(),
+      transport
     )
     const decodeConfig = options.config === undefined ? undefined : Schema.decodeUnknownEither(options.config)
-    const attempt = Effect.scoped(session(client, options, decodeConfig, options.pollMillis ?? 1000)).pipe(
+    const attempt = Effect.scoped(connect(client, decodeConfig, options.pollMillis ?? 1000)).pipe(
       // A defect (in code the client runs for you) is a failed attempt too, never the supervisor's end.
       Effect.catchAllDefect(Effect.fail),
       Effect.either

@@ -55,13 +55,39 @@ export class InvalidOfferError extends Data.TaggedError("InvalidOfferError")<{
 export class AdmissionRejectedError extends Data.TaggedError("AdmissionRejectedError")<{
   readonly address: string
   readonly port: number
-  readonly reason: "Spent" | "Unexplained"
+  /**
+   * `"Spent"`: a token this client was admitted with before (ends the client); `"WrongToken"`,
+   * `"TokenUsed"`, `"TooSoon"`: what a librdmacm server's admission said (`"cm"` transport);
+   * `"Unexplained"`: the rejection said nothing (librpma's never does).
+   */
+  readonly reason: "Spent" | "WrongToken" | "TokenUsed" | "TooSoon" | "Unexplained"
   readonly cause: unknown
 }> {
   override get message(): string {
     const head = `the server at ${this.address}:${this.port} rejected the connection carrying the offer's token`
-    return this.reason === "Spent"
-      ? `${head}, a token this client was admitted with before: it is spent (Admission.make admits one connection unless given more uses), and a spent token is not retried; the server's offer must carry a new token for each connection, or admit more uses`
-      : `${head}; librpma's rejection carries no reason: nobody listens there, the token is wrong or expired, or another client spent it (retried on the reconnect schedule)`
+    switch (this.reason) {
+      case "Spent":
+        return `${head}, a token this client was admitted with before: it is spent (Admission.make admits one connection unless given more uses), and a spent token is not retried; the server's offer must carry a new token for each connection, or admit more uses`
+      case "WrongToken":
+        return `${head}: the server says it is not the token it expects (retried on the reconnect schedule, with the offer fetched again)`
+      case "TokenUsed":
+        return `${head}: the server says its uses are spent, by another client (retried on the reconnect schedule, with the offer fetched again)`
+      case "TooSoon":
+        return `${head}: the server says its uses in its window are spent (retried on the reconnect schedule)`
+      case "Unexplained":
+        return `${head}; the rejection carries no reason: nobody listens there, the token is wrong or expired, or another client spent it (librpma's rejection never says which; retried on the reconnect schedule)`
+    }
+  }
+}
+
+export class WrongTransportError extends Data.TaggedError("WrongTransportError")<{
+  readonly operation: string
+  /** The client's transport. */
+  readonly transport: "rpma" | "cm"
+}> {
+  override get message(): string {
+    return this.transport === "cm"
+      ? `${this.operation} runs on a librpma connection, and this client's transport is "cm" (librdmacm endpoints): use RdmaClient.withEndpoint`
+      : `${this.operation} runs on a librdmacm endpoint, and this client's transport is "rpma" (librpma connections): make the client with transport: "cm", or use RdmaClient.withConnection`
   }
 }

@@ -20,7 +20,7 @@ import type { CmEpConfig, CmListenerHandle } from "../DriverModel.js"
 import type * as Polling from "../Polling.js"
 import type { RdmaCmError } from "../RdmaError.js"
 import { Errno } from "../RdmaError.js"
-import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError } from "./admission.js"
+import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError, refusalData } from "./admission.js"
 import {
   adopt,
   type EndpointImpl,
@@ -163,10 +163,12 @@ export const admit = (
   Effect.flatMap(Clock.currentTimeMillis, (now) => {
     const refused = refusal(admission, impl(self), now)
     if (refused === undefined) return Effect.void
-    // A rejection that fails (the client has gone) changes nothing: the request is refused.
+    // A rejection that fails (the client has gone) changes nothing: the request is refused. It
+    // says why (refusalData), for the client's error (RdmaClient's AdmissionRejectedError).
+    const privateData = refused._tag === "AdmissionRefusedError" ? refusalData(refused.reason) : undefined
     return Effect.flatMap(
       instrument.driver,
-      (driver) => Effect.zipRight(Effect.ignore(rejectWith(driver, self)), Effect.fail(refused))
+      (driver) => Effect.zipRight(Effect.ignore(rejectWith(driver, self, privateData)), Effect.fail(refused))
     )
   })
 
