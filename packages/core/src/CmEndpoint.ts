@@ -44,6 +44,20 @@ export const TypeId: unique symbol = internal.TypeId
 export type TypeId = typeof TypeId
 
 /**
+ * What marks a {@link Region}.
+ *
+ * @since 1.0.0
+ * @category type ids
+ */
+export const RegionTypeId: unique symbol = registration.RegionTypeId
+
+/**
+ * @since 1.0.0
+ * @category type ids
+ */
+export type RegionTypeId = typeof RegionTypeId
+
+/**
  * Where an endpoint is in its life, as `RdmaClient.State` and librpma's `Connection` say it:
  * made, an incoming request not yet answered, or connecting (`Connecting`); `Connected`; ending
  * (`Closing`: disconnected, its requests draining); ended by either side's disconnect, a rejection
@@ -84,6 +98,15 @@ export interface CmEndpoint extends Pipeable {
  * @category refinements
  */
 export const isCmEndpoint: (u: unknown) => u is CmEndpoint = internal.isCmEndpoint
+
+/**
+ * Whether a value is a region registered on an endpoint ({@link registerMessages},
+ * {@link registerRead}, {@link registerWrite}).
+ *
+ * @since 1.0.0
+ * @category refinements
+ */
+export const isRegion: (u: unknown) => u is Region = registration.isRegion
 
 /**
  * An endpoint's settings: the queue pair's sizes (`struct ibv_qp_init_attr`'s `cap`) and the bound
@@ -168,7 +191,8 @@ export interface ConnectOptions extends Options, EstablishOptions {}
  * @since 1.0.0
  * @category models
  */
-export interface Region<K extends CmRegistrationKind = CmRegistrationKind> extends CmMrInfo {
+export interface Region<K extends CmRegistrationKind = CmRegistrationKind> extends CmMrInfo, Pipeable {
+  readonly [RegionTypeId]: RegionTypeId
   /** Which call made it: rdma_reg_msgs, rdma_reg_read or rdma_reg_write. */
   readonly kind: K
   /** The endpoint whose protection domain it is registered on: the only one that can post it. */

@@ -47,6 +47,25 @@ const connectedPair = (options?: CmEndpoint.Options) =>
   })
 
 describe("CmEndpoint", () => {
+  it.effect("a region is marked as one (isRegion) and pipes, as every other resource", () =>
+    inWorld(Effect.gen(function*() {
+      const ep = yield* CmEndpoint.make(address, 7471)
+      const memory = new Uint8Array(64)
+      const region = yield* CmEndpoint.registerMessages(ep, memory)
+      assert.isTrue(CmEndpoint.isRegion(region))
+      assert.strictEqual(region[CmEndpoint.RegionTypeId], CmEndpoint.RegionTypeId)
+      assert.strictEqual(region.kind, "msgs")
+      assert.strictEqual(region.memory, memory)
+      assert.strictEqual(region.length, 64)
+      assert.strictEqual(region.pipe((r) => r.endpoint), ep)
+      // Not a region: its memory, its endpoint, nor a copy of its fields.
+      assert.isFalse(CmEndpoint.isRegion(memory))
+      assert.isFalse(CmEndpoint.isRegion(ep))
+      assert.isFalse(CmEndpoint.isRegion({ ...region }))
+      assert.isFalse(CmEndpoint.isRegion(undefined))
+      assert.isFalse(CmEndpoint.isCmEndpoint(region))
+    })))
+
   it.effect("messages both ways, into receives posted before connect and before accept; immediate data", () =>
     inWorld(Effect.gen(function*() {
       const p = yield* connectedPair()

@@ -12,7 +12,6 @@
  * Declared and documented in CmEndpoint.ts.
  */
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -21,24 +20,23 @@ import { dual } from "effect/Function"
 import { pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
 import * as PubSub from "effect/PubSub"
-import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as CmEndpoint from "../CmEndpoint.js"
-import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
+import type { ConnectionClosedError, OperationError } from "../ConnectionError.js"
 import { type Driver, type RdmaDriver } from "../Driver.js"
 import * as DriverArguments from "../DriverArguments.js"
 import { type CmEpConfig, type CmEpHandle, type CmWorkRequest } from "../DriverModel.js"
 import type * as Polling from "../Polling.js"
 import { Errno, fromErrno, type RdmaCmError } from "../RdmaError.js"
-import { boundedWait } from "./connection.js"
 import { timeoutMillis } from "./connectionConfig.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
 import * as polling from "./polling.js"
-import { Poster } from "./poster.js"
+import type { Poster } from "./poster.js"
+import { closedError, settle, startPoster, watchdog, watchEvents } from "./queueLife.js"
 import { release } from "./release.js"
 
 const { EINVAL } = Errno
@@ -140,12 +138,6 @@ const queueCalls = (driver: Driver) => ({
 /** The owner of an endpoint: its regions. */
 export const endpointOwner = (ep: CmEndpoint.CmEndpoint): Owner.Owner =>
   Owner.of(ep, () => `the rdma_cm endpoint ${ep.info.localAddress}:${ep.info.localPort}`)
-
-/** How requests fail once the endpoint has ended: closed, or lost (with why). */
-const closedError = (reason: "CLOSED" | "LOST", cause?: unknown) => (operation: string, unsignalled?: boolean) =>
-  new ConnectionClosedError(
-    unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
-  )
 
 /** What hands a request out and hears when it is answered (internal/cmListener.ts). */
 export interface RequestSource {
@@ -256,12 +248,11 @@ export const adopt = (
       Effect.zipRight(onGone)
     )
     const info = yield* Effect.tapError(driver.cmEpInfo(handle), () => destroy)
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const table = new PendingTable<OperationError>()
     const sendSlots = new Slots(config.maxSendWr)
     const recvSlots = new Slots(config.maxRecvWr)
     let ep: EndpointImpl | undefined = undefined
-    const kernel = new Poster<CmWorkRequest>({
+    const kernel = yield* startPoster<CmWorkRequest>((fork) => ({
       driver: queueCalls(driver),
       queue: handle,
       completions: handle,
@@ -281,12 +272,9 @@ export const adopt = (
           ),
       flushed: () => ep === undefined || !ep.isEnded ? undefined : ep.endedAs,
       lost: (cause) => {
-        runFork(end(driver, ep!, cause))
-      },
-      run: (effect) => {
-        runFork(effect)
+        fork(end(driver, ep!, cause))
       }
-    })
+    }))
     const states = yield* PubSub.unbounded<CmEndpoint.State>()
     const final = Deferred.unsafeMake<CmEndpoint.State>(FiberId.none)
     ep = new EndpointImpl(handle, info, config, kernel, table, sendSlots, recvSlots, phase, states, final)
@@ -322,17 +310,17 @@ const end = (d: Driver, ep: EndpointImpl, cause: unknown): Effect.Effect<void> =
     ep.endedAs = closedError(cause === undefined ? "CLOSED" : "LOST", cause)
     ep.sendSlots.close()
     ep.recvSlots.close()
-    return Effect.all([
+    return Effect.zipRight(
       wasConnected ? release("rdma_disconnect", "an rdma_cm endpoint", d.cmDisconnect(ep.handle)) : Effect.void,
-      d.cmPollCompletions(ep.handle).pipe(
-        Effect.map((ready) => ep.kernel.dispatch(ready, ep.endedAs)),
-        Effect.orElseSucceed(() => []),
-        Effect.flatMap(runAll)
-      ),
-      // A queue pair never connected flushes nothing: its receives have no outcome to wait for.
-      wasConnected ? boundedWait(ep.table.drained, ep.config.timeoutMs) : Effect.void,
-      Effect.sync(() => ep.table.failAll(ep.endedAs))
-    ], { discard: true }).pipe(
+      settle({
+        poster: ep.kernel,
+        table: ep.table,
+        poll: d.cmPollCompletions(ep.handle),
+        failedAs: ep.endedAs,
+        // A queue pair never connected flushes nothing: its receives have no outcome to wait for.
+        drainMs: wasConnected ? ep.config.timeoutMs : undefined
+      })
+    ).pipe(
       Effect.ensuring(Effect.zipRight(Effect.sync(() => ep.moveTo("closed")), Deferred.succeed(ended, undefined)))
     )
   })
@@ -405,41 +393,22 @@ export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8
     if (ep.isEnded) return
     ep.moveTo("connected")
     ep.kernel.ensureArmed()
-    const watcher = yield* driver.cmNextEvent(ep.handle).pipe(
-      Effect.repeat({ until: (event) => event === "DISCONNECTED" || event === "DEVICE_REMOVAL" }),
-      Effect.matchEffect({
-        onSuccess: (event) =>
-          end(driver, ep, event === "DISCONNECTED" ? undefined : new Error(`the device went away (${event})`)),
-        // ECANCELED: destroyed; anything else: the event channel failed, and the endpoint with it.
-        onFailure: (cause) => end(driver, ep, cause)
-      }),
-      Effect.interruptible,
-      Effect.forkDaemon
-    )
-    // A read or a write with no completion within the timeout means the other side, or the path
-    // to it, is gone (a cut link, a frozen host: the transport may retry far longer): the endpoint
-    // is lost, and what waits fails now. Sends and receives wait on the other side's application.
-    // Requests carry the watchdog's tick (stamped by the kernel), so the data path reads no clock.
-    const period = Math.max(ep.config.timeoutMs / 10, 1)
-    const watchdog = yield* Effect.sleep(Duration.millis(period)).pipe(
-      Effect.zipRight(Effect.suspend(() => {
-        ep.table.tick++
-        const waited = (ep.table.oldestWait() - 1) * period
-        return waited <= ep.config.timeoutMs ? Effect.void : end(
-          driver,
-          ep,
-          new Error(
-            `no completion for over ${
-              Math.round(waited)
-            } ms (timeout ${ep.config.timeoutMs} ms): the other side does not answer`
-          )
-        )
-      })),
-      Effect.repeat({ until: () => ep.phase !== "connected" }),
-      Effect.interruptible,
-      Effect.forkDaemon
-    )
-    ep.stopWatching = Fiber.interruptAll([watcher, watchdog])
+    const watcher = yield* watchEvents({
+      next: driver.cmNextEvent(ep.handle),
+      isLast: (event) => event === "DISCONNECTED" || event === "DEVICE_REMOVAL",
+      onLast: (event) =>
+        end(driver, ep, event === "DISCONNECTED" ? undefined : new Error(`the device went away (${event})`)),
+      // ECANCELED: destroyed; anything else: the event channel failed, and the endpoint with it.
+      onFailure: (cause) => end(driver, ep, cause)
+    })
+    // Lost once a read or a write waits past the timeout: what waits fails now.
+    const timer = yield* watchdog({
+      table: ep.table,
+      timeoutMs: ep.config.timeoutMs,
+      watching: () => ep.phase === "connected",
+      lost: (cause) => end(driver, ep, cause)
+    })
+    ep.stopWatching = Fiber.interruptAll([watcher, timer])
   }))
 
 export const state = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> =>

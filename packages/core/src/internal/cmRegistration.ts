@@ -8,7 +8,7 @@ import { dual } from "effect/Function"
 import type * as Scope from "effect/Scope"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import { type RdmaDriver } from "../Driver.js"
-import { type CmMrHandle, type CmRegistrationKind } from "../DriverModel.js"
+import { type CmMrHandle, type CmMrInfo, type CmRegistrationKind } from "../DriverModel.js"
 import * as Memory from "../Memory.js"
 import type { MemoryRefusedError, RdmaCmError } from "../RdmaError.js"
 import { endpointOwner } from "./cmEndpoint.js"
@@ -17,6 +17,37 @@ import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import * as pins from "./pins.js"
 import { release } from "./release.js"
+import { PipeableBase } from "./resource.js"
+
+export const RegionTypeId: CmEndpoint.RegionTypeId = Symbol.for(
+  "@effect-rdma/core/CmEndpoint/Region"
+) as CmEndpoint.RegionTypeId
+
+/** A region behind its public face, with its handle (not on its public type: handles.cmRegion reads it). */
+export class RegionImpl<K extends CmRegistrationKind> extends PipeableBase
+  implements CmEndpoint.Region<K>, handles.Handled<CmMrHandle>
+{
+  readonly [RegionTypeId]: CmEndpoint.RegionTypeId = RegionTypeId
+  readonly address: bigint
+  readonly length: number
+  readonly lkey: number
+  readonly rkey: number
+  constructor(
+    info: CmMrInfo,
+    readonly handle: CmMrHandle,
+    readonly kind: K,
+    readonly endpoint: CmEndpoint.CmEndpoint,
+    readonly memory: Uint8Array
+  ) {
+    super()
+    this.address = info.address
+    this.length = info.length
+    this.lkey = info.lkey
+    this.rkey = info.rkey
+  }
+}
+
+export const isRegion = (u: unknown): u is CmEndpoint.Region => u instanceof RegionImpl
 
 /** The C call of each kind. */
 export const registrationCalls: Record<CmRegistrationKind, string> = {
@@ -63,17 +94,7 @@ const register = <K extends CmRegistrationKind>(
             Effect.tap(() => instrument.registered(endpoint.address, memory.byteLength)),
             Effect.flatMap((handle) =>
               driver.cmMrInfo(handle).pipe(
-                Effect.map((info): CmEndpoint.Region<K> => {
-                  // The handle is the region's own, not on its public type (handles.cmRegion reads it).
-                  const region: CmEndpoint.Region<K> & handles.Handled<CmMrHandle> = {
-                    ...info,
-                    handle,
-                    kind,
-                    endpoint,
-                    memory
-                  }
-                  return region
-                }),
+                Effect.map((info): CmEndpoint.Region<K> => new RegionImpl(info, handle, kind, endpoint, memory)),
                 Effect.tapError(() => deregister(memory, handle))
               )
             )

@@ -21,7 +21,6 @@ import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as PubSub from "effect/PubSub"
-import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
@@ -39,7 +38,8 @@ import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import { ownerOf } from "./peer.js"
 import * as polling from "./polling.js"
-import { afterPendingIo, Poster } from "./poster.js"
+import { afterPendingIo, type Poster } from "./poster.js"
+import { boundedWait, closedError, deadline, settle, startPoster, watchdog, watchEvents } from "./queueLife.js"
 import { release } from "./release.js"
 import * as rendezvousAnswer from "./rendezvousAnswer.js"
 import * as srq from "./srq.js"
@@ -69,19 +69,6 @@ const nextEventWithin = (
       Effect.sleep(Duration.millis(timeoutMs)).pipe(Effect.zipRight(afterPendingIo), Effect.as(undefined))
     )
   )
-
-/**
- * A wait inside a finalizer, really bounded. `Effect.timeout` cannot end what it times in
- * an uninterruptible region, and making that part interruptible is no better when the finalizer
- * runs because its fiber was interrupted: the pending interruption would end the finalizer there
- * and skip the rest of it. So the wait runs in a fiber of its own, interruptible, and this one
- * (still uninterruptible) awaits it.
- */
-export const boundedWait = <A, E>(wait: Effect.Effect<A, E>, timeoutMs: number): Effect.Effect<void> =>
-  Effect.flatMap(
-    Effect.forkDaemon(Effect.interruptible(Effect.timeout(wait, Duration.millis(timeoutMs)))),
-    Fiber.await
-  ).pipe(Effect.asVoid)
 
 /**
  * How long a connection the other side closed waits for its signalled send-queue requests to
@@ -166,26 +153,24 @@ export const prepare = (
   config: ConnConfig,
   refusal: (operation: string) => OperationError | undefined
 ): Effect.Effect<Prepared> =>
-  Effect.map(Effect.runtime<never>(), (runtime) => {
+  Effect.suspend(() => {
     const table = new PendingTable<OperationError>()
     const recvSlots = new Slots(config.rqSize)
-    const runFork = Runtime.runFork(runtime)
-    const kernel = new Poster({
-      driver,
-      queue: req,
-      completions: undefined,
-      table,
-      sendSlots: NO_SEND_SLOTS,
-      recvSlots,
-      refusal,
-      flushed: () => undefined,
-      // A request has no completion queue to fail.
-      lost: () => {},
-      run: (effect) => {
-        runFork(effect)
-      }
-    })
-    return { table, recvSlots, kernel }
+    return Effect.map(
+      startPoster(() => ({
+        driver,
+        queue: req,
+        completions: undefined,
+        table,
+        sendSlots: NO_SEND_SLOTS,
+        recvSlots,
+        refusal,
+        flushed: () => undefined,
+        // A request has no completion queue to fail.
+        lost: () => {}
+      })),
+      (kernel) => ({ table, recvSlots, kernel })
+    )
   })
 
 /**
@@ -274,8 +259,7 @@ const establish = (
     }
     enter("Connected")
     const ended = yield* Deferred.make<void>()
-    // Callbacks (the completion channel's) run what they cannot return in fibers of their own.
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    // What the completion channel's callbacks forked: interrupted by the close.
     const forked: Array<Fiber.RuntimeFiber<void>> = []
 
     let ending = false
@@ -289,10 +273,6 @@ const establish = (
         disconnected = true
         return Effect.asVoid(how(driver.connDisconnect(handle)))
       })
-    const closedError = (reason: "CLOSED" | "LOST", cause: unknown) => (operation: string, unsignalled?: boolean) =>
-      new ConnectionClosedError(
-        unsignalled === true ? { operation, reason, cause, unsignalled } : { operation, reason, cause }
-      )
     const flushedAs = (operation: string, unsignalled?: boolean) =>
       closedError(state === "Lost" ? "LOST" : "CLOSED", endCause)(operation, unsignalled)
     // Posting goes on while the close is under way, as before it.
@@ -301,7 +281,7 @@ const establish = (
     // A shared receive queue without a receive CQ: its receives that this connection's messages
     // consume complete on this connection's CQs, and this kernel reads them for it.
     const shared = srq.completingOn(config.srq)
-    const poster: Poster = new Poster({
+    const poster: Poster = yield* startPoster((fork) => ({
       driver,
       polling: polling.spinner(pollingSetting),
       queue: handle,
@@ -310,18 +290,12 @@ const establish = (
       table,
       sendSlots,
       recvSlots,
-      refusal: (operation) =>
-        open()
-          ? undefined
-          : new ConnectionClosedError({ operation, reason: state === "Lost" ? "LOST" : "CLOSED", cause: endCause }),
+      refusal: (operation) => open() ? undefined : flushedAs(operation),
       flushed: () => open() ? undefined : flushedAs,
       lost: (cause) => {
-        forked.push(runFork(end("LOST", cause, { disconnect: true, drainMs: 0 })))
-      },
-      run: (effect) => {
-        runFork(effect)
+        forked.push(fork(end("LOST", cause, { disconnect: true, drainMs: 0 })))
       }
-    })
+    }))
 
     /**
      * The end, once. No new request is posted from here on. In the error state a queue pair flushes
@@ -338,6 +312,7 @@ const establish = (
       cause: unknown,
       options: {
         readonly disconnect: boolean
+        /** How long to wait for what reports by itself; 0: not at all. */
         readonly drainMs: number
         /** How long to let send-queue requests complete by themselves before the disconnect flushes them. */
         readonly graceMs?: number | undefined
@@ -358,61 +333,39 @@ const establish = (
             ? boundedWait(table.sendQueueDrained, options.graceMs)
             : Effect.void,
           options.disconnect ? disconnectOnce(Effect.ignore) : Effect.void,
-          driver.pollCompletions(handle).pipe(
-            Effect.map((ready) => poster.dispatch(ready, closedError(reason, cause))),
-            Effect.orElseSucceed(() => []),
-            Effect.flatMap(runAll)
-          ),
-          options.drainMs > 0 ? boundedWait(table.drained, options.drainMs) : Effect.void,
-          Effect.sync(() => table.failAll(closedError(reason, cause)))
+          settle({
+            poster,
+            table,
+            poll: driver.pollCompletions(handle),
+            failedAs: closedError(reason, cause),
+            drainMs: options.drainMs > 0 ? options.drainMs : undefined
+          })
         ], { discard: true })
       })
 
-    const eventFiber = yield* driver.connNextEvent(handle).pipe(
-      Effect.map((event) => ({ event, cause: undefined as unknown })),
-      Effect.catchAll((cause) => Effect.succeed({ event: "LOST" as const, cause: cause as unknown })),
-      Effect.repeat({ until: ({ event }) => event === "CLOSED" || event === "LOST" }),
-      // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
-      // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
-      Effect.flatMap(({ cause, event }) =>
-        end(event === "LOST" ? "LOST" : "CLOSED", cause, {
+    // rdma_cm: the side that started the disconnect sees CLOSED only once this side answers
+    // (rdma_disconnect sends the reply); librpma's own examples disconnect after CLOSED too.
+    const eventFiber = yield* watchEvents({
+      next: driver.connNextEvent(handle),
+      isLast: (event) => event === "CLOSED" || event === "LOST",
+      onLast: (event) =>
+        end(event === "LOST" ? "LOST" : "CLOSED", undefined, {
           disconnect: true,
           drainMs: config.timeoutMs,
           graceMs: event === "LOST" ? 0 : Math.min(config.timeoutMs, GRACE_MS)
-        })
-      ),
-      Effect.ensuring(Deferred.succeed(ended, undefined)),
-      Effect.interruptible,
-      Effect.forkDaemon
-    )
+        }),
+      onFailure: (cause) => end("LOST", cause, { disconnect: true, drainMs: config.timeoutMs, graceMs: 0 }),
+      andThen: Deferred.succeed(ended, undefined)
+    })
 
-    // A one-sided request (write, read, flush, atomic write) with no completion within the timeout
-    // means the other side, or the path to it, is gone (a cut link, a frozen host: the transport
-    // may keep retrying for far longer). Sends and receives wait on the other side's application. The
-    // connection is then lost: what waits fails now, and the regions stay held until it is deleted.
-    // Requests are stamped with the watchdog's tick, not a clock read per post: a request is seen
-    // late by at most one period.
-    const period = Math.max(config.timeoutMs / 10, 1)
-    const watchdogFiber = yield* Effect.sleep(Duration.millis(period)).pipe(
-      Effect.zipRight(Effect.suspend(() => {
-        table.tick++
-        const waited = (table.oldestWait() - 1) * period
-        return waited > config.timeoutMs
-          ? end(
-            "LOST",
-            new Error(
-              `no completion for over ${
-                Math.round(waited)
-              } ms (timeout ${config.timeoutMs} ms): the other side does not answer`
-            ),
-            { disconnect: true, drainMs: config.timeoutMs }
-          )
-          : Effect.void
-      })),
-      Effect.repeat({ until: () => !open() }),
-      Effect.interruptible,
-      Effect.forkDaemon
-    )
+    // Lost once a one-sided request waits past the timeout: what waits fails now, and the regions
+    // stay held until the connection is deleted.
+    const watchdogFiber = yield* watchdog({
+      table,
+      timeoutMs: config.timeoutMs,
+      watching: open,
+      lost: (cause) => end("LOST", cause, { disconnect: true, drainMs: config.timeoutMs })
+    })
 
     shared?.readBy(poster)
     // Receives posted before the connection was accepted (or on its shared receive queue) wait on its channel too.
@@ -424,8 +377,7 @@ const establish = (
     const close: Effect.Effect<void> = Effect.gen(function*() {
       if (closing) return
       closing = true
-      const clock = yield* Effect.clock
-      const deadline = clock.unsafeCurrentTimeMillis() + config.timeoutMs
+      const bound = yield* deadline(config.timeoutMs)
       if (state === "Connected") {
         enter("Closing")
         yield* disconnectOnce((call) => release("rpma_conn_disconnect", "a connection", call))
@@ -434,7 +386,7 @@ const establish = (
       // If the other side never answered, this side's disconnect has flushed the queue pair all the same.
       yield* end("CLOSED", undefined, {
         disconnect: false,
-        drainMs: Math.max(deadline - clock.unsafeCurrentTimeMillis(), 1)
+        drainMs: yield* bound.remainingMs
       })
       yield* Fiber.interrupt(watchdogFiber)
       yield* Fiber.interrupt(eventFiber)

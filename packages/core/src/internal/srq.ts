@@ -10,10 +10,9 @@
  * Declared and documented in SharedReceiveQueue.ts.
  */
 import * as Effect from "effect/Effect"
-import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type * as Connection from "../Connection.js"
-import { ConnectionClosedError, type OperationError } from "../ConnectionError.js"
+import type { OperationError } from "../ConnectionError.js"
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { Completion as DriverCompletion, SrqHandle } from "../DriverModel.js"
 import type { Peer } from "../Peer.js"
@@ -25,8 +24,9 @@ import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
 import * as Owner from "./owner.js"
 import { ownerOf as peerOwner } from "./peer.js"
-import { Poster } from "./poster.js"
+import type { Poster } from "./poster.js"
 import { submitRecv, toCompletion } from "./posting.js"
+import { closedError, settle, startPoster } from "./queueLife.js"
 import { release } from "./release.js"
 import { PipeableBase } from "./resource.js"
 
@@ -105,10 +105,9 @@ const open = (
       const slots = new Slots(config.rqSize)
       let open = true
       let lostCause: unknown = undefined
-      const closed = (operation: string) =>
-        new ConnectionClosedError({ operation, reason: lostCause === undefined ? "CLOSED" : "LOST", cause: lostCause })
-      const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-      const kernel = new Poster({
+      const closed = (operation: string, unsignalled?: boolean) =>
+        closedError(lostCause === undefined ? "CLOSED" : "LOST", lostCause)(operation, unsignalled)
+      const kernel = yield* startPoster(() => ({
         driver,
         queue: handle,
         // Without a receive CQ, each receive completes on its connection's CQ, read by that connection's kernel.
@@ -124,20 +123,21 @@ const open = (
           lostCause = cause
           slots.close()
           table.failAll(closed)
-        },
-        run: (effect) => {
-          runFork(effect)
         }
-      })
+      }))
 
       const close = Effect.gen(function*() {
         open = false
         slots.close()
         kernel.stop()
         // What completed already is delivered; what still waits for a message fails.
-        const ready = yield* Effect.orElseSucceed(driver.pollCompletions(handle), () => [])
-        yield* runAll(kernel.dispatch(ready, closed))
-        table.failAll(closed)
+        yield* settle({
+          poster: kernel,
+          table,
+          poll: driver.pollCompletions(handle),
+          failedAs: closed,
+          drainMs: undefined
+        })
         const gone = yield* release("rpma_srq_delete", "a shared receive queue", driver.srqDelete(handle))
         // Refused (a queue pair core does not know of still points at it): it stays, with what it holds.
         if (!gone) return
