@@ -133,7 +133,7 @@ const cmStaging = (
   }
   const problem = options.stagingSize !== undefined
     ? "and stagingSize are exclusive: the staging region's size is its own"
-    : typeof given !== "object" || given === null || given.kind !== "msgs"
+    : !CmEndpoint.isRegion(given) || given.kind !== "msgs"
     ? "must be a region of CmEndpoint.registerMessages"
     : given.endpoint !== endpoint
     ? "must be a region of the Sink's endpoint (registered on it)"
