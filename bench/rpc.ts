@@ -17,6 +17,7 @@
  * the RDMA floor, on a device. A throughput row's floor is the ping-pong's one-at-a-time rate.
  *
  *   RPC_SCALE=0.1 scales every call count
+ *   RPC_TRANSPORT=cm (default rpma) measures @effect-rdma/rpc's librdmacm transport instead
  *   RPC_ONLY=rdma (or tcp) measures one side only, RPC_SIZES=64 one size only: for a profile
  *   (node --cpu-prof) or an instruction count of one path
  */
@@ -50,17 +51,26 @@ const sizes: ReadonlyArray<readonly [bytes: number, label: string, calls: number
     [bytes as number, label as string, Math.max(20, Math.round((n as number) * scale))] as const
   )
 const only = process.env.RPC_ONLY
+const transportName = process.env.RPC_TRANSPORT ?? "rpma"
+if (transportName !== "rpma" && transportName !== "cm") {
+  console.error(`RPC_TRANSPORT must be rpma or cm, got ${transportName}`)
+  process.exit(2)
+}
+const transport: "rpma" | "cm" = transportName
 
 type Client = RpcClient.FromGroup<typeof Group, RpcClientError.RpcClientError>
 
 const rdmaServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
-  Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port: rdmaPort })),
-  Layer.provide(Peer.layer(address))
+  Layer.provide(
+    transport === "cm"
+      ? RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort })
+      : RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
+  )
 )
-const rdmaClient = RdmaRpc.layerProtocolClient({ transport: "rpma", address, port: rdmaPort }).pipe(
-  Layer.provide(Peer.layer(address))
-)
+const rdmaClient = transport === "cm"
+  ? RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort })
+  : RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
 const tcpServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
   Layer.provide(RpcServer.layerProtocolSocketServer),
@@ -143,7 +153,7 @@ const program = Effect.gen(function*() {
     ) rows.push(row)
   }
   console.log(
-    `\n@effect/rpc over RDMA against the TCP socket protocol (${
+    `\n@effect/rpc over RDMA (${transport} transport) against the TCP socket protocol (${
       device === undefined ? "simulated driver" : `native driver, ${device}`
     }, msgpack, best of ${ROUNDS} rounds)\n`
   )
