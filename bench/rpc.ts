@@ -22,6 +22,7 @@
  *   (node --cpu-prof) or an instruction count of one path
  */
 import { Peer } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { NativeDriver } from "@effect-rdma/native"
 import { RdmaRpc } from "@effect-rdma/rpc"
 import { SimulatedDriver } from "@effect-rdma/testing"
@@ -60,17 +61,21 @@ const transport: "rpma" | "cm" = transportName
 
 type Client = RpcClient.FromGroup<typeof Group, RpcClientError.RpcClientError>
 
+const rdmaProtocolServer: Layer.Layer<
+  RpcServer.Protocol,
+  unknown,
+  Driver.RdmaDriver | RpcSerialization.RpcSerialization
+> = transport === "cm"
+  ? RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort })
+  : RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
 const rdmaServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
-  Layer.provide(
-    transport === "cm"
-      ? RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort })
-      : RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
-  )
+  Layer.provide(rdmaProtocolServer)
 )
-const rdmaClient = transport === "cm"
-  ? RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort })
-  : RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
+const rdmaClient: Layer.Layer<RpcClient.Protocol, unknown, Driver.RdmaDriver | RpcSerialization.RpcSerialization> =
+  transport === "cm"
+    ? RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort })
+    : RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
 const tcpServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
   Layer.provide(RpcServer.layerProtocolSocketServer),
