@@ -190,7 +190,13 @@ export const prepare = (
         const waiting: { wake?: (() => void) | undefined; late: boolean } = { late: false }
         const timer = Effect.sync(() => {
           waiting.late = true
-          waiting.wake?.()
+          const wake = waiting.wake
+          const at = wake === undefined ? -1 : watchers.indexOf(wake)
+          // Still waiting (not yet woken by a change): woken once, here.
+          if (at >= 0) {
+            watchers.splice(at, 1)
+            wake!()
+          }
         }).pipe(Effect.delay(ackTimeout), Effect.interruptible, Effect.forkIn(scope))
         const wait: Effect.Effect<number | undefined, ChannelError> = Effect.suspend(() => {
           if (ended || broken) return Effect.fail(closedError())
