@@ -14,7 +14,8 @@
 #
 #   bench/device.sh            all seven (polling: issue 35's latency rows, waiting against polling)
 #   bench/device.sh rpc        only those named (native, write, cm, rpc, isolation, polling, cluster), in that order
-#   RPC_SCALE=0.25 ...         passed into the VM (RPC_SCALE, CM_SCALE, CLUSTER_SCALE), as VM_PASS_ENV names them
+#   RPC_SCALE=0.25 ...         passed into the VM (RPC_SCALE, RPC_TRANSPORT, CM_SCALE, CLUSTER_SCALE), as VM_PASS_ENV names them
+#   RPC_TRANSPORT=cm ...       bench/rpc.ts over @effect-rdma/rpc's librdmacm transport (default rpma)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 selected=("$@")
@@ -42,5 +43,5 @@ command+='
 exit $status'
 node scripts/bundle-vm.mjs "${bundles[@]}"
 export VM_TIMEOUT="${VM_TIMEOUT:-2400}"
-export VM_PASS_ENV="${VM_PASS_ENV:-} RPC_SCALE CM_SCALE POLLING_SCALE POLLING_ROUNDS CLUSTER_SCALE"
+export VM_PASS_ENV="${VM_PASS_ENV:-} RPC_SCALE RPC_TRANSPORT CM_SCALE POLLING_SCALE POLLING_ROUNDS CLUSTER_SCALE"
 exec vm/run "$command"

@@ -17,10 +17,12 @@
  * the RDMA floor, on a device. A throughput row's floor is the ping-pong's one-at-a-time rate.
  *
  *   RPC_SCALE=0.1 scales every call count
+ *   RPC_TRANSPORT=cm (default rpma) measures @effect-rdma/rpc's librdmacm transport instead
  *   RPC_ONLY=rdma (or tcp) measures one side only, RPC_SIZES=64 one size only: for a profile
  *   (node --cpu-prof) or an instruction count of one path
  */
 import { Peer } from "@effect-rdma/core"
+import type * as Driver from "@effect-rdma/core/Driver"
 import { NativeDriver } from "@effect-rdma/native"
 import { RdmaRpc } from "@effect-rdma/rpc"
 import { SimulatedDriver } from "@effect-rdma/testing"
@@ -50,17 +52,30 @@ const sizes: ReadonlyArray<readonly [bytes: number, label: string, calls: number
     [bytes as number, label as string, Math.max(20, Math.round((n as number) * scale))] as const
   )
 const only = process.env.RPC_ONLY
+const transportName = process.env.RPC_TRANSPORT ?? "rpma"
+if (transportName !== "rpma" && transportName !== "cm") {
+  console.error(`RPC_TRANSPORT must be rpma or cm, got ${transportName}`)
+  process.exit(2)
+}
+const transport: "rpma" | "cm" = transportName
 
 type Client = RpcClient.FromGroup<typeof Group, RpcClientError.RpcClientError>
 
+const rdmaProtocolServer: Layer.Layer<
+  RpcServer.Protocol,
+  unknown,
+  Driver.RdmaDriver | RpcSerialization.RpcSerialization
+> = transport === "cm"
+  ? RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort })
+  : RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
 const rdmaServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
-  Layer.provide(RdmaRpc.layerProtocolServer({ transport: "rpma", address, port: rdmaPort })),
-  Layer.provide(Peer.layer(address))
+  Layer.provide(rdmaProtocolServer)
 )
-const rdmaClient = RdmaRpc.layerProtocolClient({ transport: "rpma", address, port: rdmaPort }).pipe(
-  Layer.provide(Peer.layer(address))
-)
+const rdmaClient: Layer.Layer<RpcClient.Protocol, unknown, Driver.RdmaDriver | RpcSerialization.RpcSerialization> =
+  transport === "cm"
+    ? RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort })
+    : RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
 const tcpServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
   Layer.provide(RpcServer.layerProtocolSocketServer),
@@ -143,7 +158,7 @@ const program = Effect.gen(function*() {
     ) rows.push(row)
   }
   console.log(
-    `\n@effect/rpc over RDMA against the TCP socket protocol (${
+    `\n@effect/rpc over RDMA (${transport} transport) against the TCP socket protocol (${
       device === undefined ? "simulated driver" : `native driver, ${device}`
     }, msgpack, best of ${ROUNDS} rounds)\n`
   )

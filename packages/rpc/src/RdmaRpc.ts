@@ -8,13 +8,18 @@
  * receive before it connects or accepts. Frames have the librpma channel's 8-byte header (kind,
  * flags, sequence, length) and go by rdma_post_send into the other side's posted receives, which
  * its receive loop takes in order and posts again. Each side sends HELLO first (its receive
- * buffer size); a message that fits the other side's buffer after the header goes in one frame, a
+ * buffer size and count); a message that fits the other side's buffer after the header goes in one frame, a
  * larger one in pieces that fit, posted in order (up to half the send slots in flight), the last
  * one flagged. No region is ever named to the other side (no rkeys), so a client reaches nothing
- * of the server's memory. Flow control is
- * the device's: a send that finds no receive posted is retried until the reader posts one (the
- * endpoint's `rnrRetryCount`, 7 by default: for ever), so at most `receives` frames wait at a
- * reader. A KEEPALIVE frame every `keepAlive` finds a dead path while a side only waits.
+ * of the server's memory. Flow control is by credits: a side sends a frame only into a receive
+ * the other side has posted (one credit per frame, from the other side's receive count), and the
+ * reader returns credits for the receives it posts again in the header of its next frame, or in a
+ * CREDIT frame once it owes half its receives; the last credit is kept for a frame that returns
+ * some, so neither side is left waiting on the other. No frame meets a receiver-not-ready retry
+ * (hundreds of milliseconds each on Soft-RoCE), and the channel works with `rnrRetryCount: 0`. A
+ * sender that gets no credit back within 30 seconds fails and closes the connection. Both sides
+ * must run the same version of this package: a HELLO of an earlier one is refused. A KEEPALIVE frame
+ * every `keepAlive` finds a dead path while a side only waits.
  *
  * The safety rules are the librpma transport's: a handshake (accept and both HELLOs) bounded by
  * `handshakeTimeout` and at most `maxHandshakes` at once; a message beyond `maxMessageSize`, or a
@@ -56,7 +61,7 @@ import type * as RdmaChannel from "./RdmaChannel.js"
 export interface CmChannelOptions {
   /** Each receive buffer's (and send slot's) size: a message up to this less 8 bytes goes in one frame. Default 4096. */
   readonly inlineSize?: number | undefined
-  /** Receives kept posted: the frames the other side can send ahead. Default 16. */
+  /** Receives kept posted: the frames the other side can send ahead (its credits). At least 3; default 16. */
   readonly receives?: number | undefined
   /** Sends in flight at once. Default 8. */
   readonly sends?: number | undefined

@@ -8,7 +8,7 @@
  * server's scope ends within its bound with them attached.
  *
  * On the `"cm"` transport the raw client is a CmEndpoint speaking that channel's frames (the same
- * header; HELLO carries the receive buffer size, LARGE pieces carry their bytes): it sends its HELLO
+ * header; HELLO carries the receive buffer size and count, LARGE pieces carry their bytes): it sends its HELLO
  * before the frames of a case (the server's handshake waits for it), except where the case is
  * about HELLO.
  */
@@ -158,7 +158,7 @@ export const hostileCases = (
           outbox.memory.set(bytes)
           return CmEndpoint.send(ep, { src: outbox, length: bytes.length })
         })
-      const hello = [...header(HELLO, 0, 4), 0, 16, 0, 0] // a 4096-byte receive buffer
+      const hello = [...header(HELLO, 0, 8), 0, 16, 0, 0, 16, 0, 0, 0] // 16 receive buffers of 4096 bytes
       return {
         hello,
         opening: [hello],
@@ -241,7 +241,17 @@ export const hostileCases = (
       ["a frame of unknown kind", () => [header(99, 0, 0)], /unknown kind/],
       ["a large piece beyond the landing region", () => [header(LARGE, 0, 1 << 30)], /beyond the/],
       ["a HELLO that holds no descriptor", () => [[...header(HELLO, 0, 3), 1, 2, 3]], /HELLO/, "own HELLO"],
-      ["a second HELLO", (hello) => [hello, hello], /a second HELLO/, "own HELLO"]
+      ["a second HELLO", (hello) => [hello, hello], /a second HELLO/, "own HELLO"],
+      // cm only: a frame's sequence field returns credits, at most as many as were spent.
+      ...(cm ?
+        [
+          [
+            "a frame that returns more credits than it was given",
+            () => [[5, 0, 0xff, 0xff, 0, 0, 0, 0]],
+            /credits returned/
+          ] as const
+        ] :
+        [])
     ]
     for (const [name, bytes, reason, own] of frames) {
       it.effect(

@@ -9,10 +9,12 @@
  * other side's first frame always has a buffer. The receive loop (internal/framing.ts, shared with
  * the librpma channel) takes frames in order and posts each buffer again once its frame is copied
  * out. Frames have the librpma channel's 8-byte header (kind u8, flags u8, sequence u16 LE, length
- * u32 LE), then their payload:
+ * u32 LE), then their payload; here the sequence field of every frame carries the credits its
+ * sender returns (see below):
  *
- * - HELLO: the sender's receive buffer size (u32 LE); each side sends it first, and the channel is
- *   open once the other side's has come (the handshake, bounded by the caller).
+ * - HELLO: the sender's receive buffer size and its receive count (u32 LE each); each side sends it
+ *   first, and the channel is open once the other side's has come (the handshake, bounded by the
+ *   caller).
  * - INLINE: a whole message that fits in the other side's receive buffer after the header.
  * - LARGE: a piece of a larger message, carried in the frame itself, as large as the other side's
  *   buffer allows; flag FINAL on its last piece. A message's pieces are posted in order by one
@@ -21,18 +23,30 @@
  * - KEEPALIVE: nothing; sent every `keepAlive` so that a side that only waits learns of a dead
  *   path (a send is retried by the device within the endpoint's retry count, then fails, and the
  *   endpoint is closed).
+ * - CREDIT: nothing but the credits in its header; sent when a side owes at least half its
+ *   receives and has sent nothing that carried them.
  *
- * Flow control is the device's: a send that finds no posted receive is retried until the reader
- * posts one (rnr_retry_count 7, librdmacm's default, retries for ever), so a slow reader slows its
- * sender, and at most `receives` frames wait at the reader. What the other side can make this
- * side hold is bounded as on the librpma path: the pieces of one message and the whole messages
- * not yet handed on (at most `maxMessageSize` bytes each), and the receive pool.
+ * Flow control is by credits, so that no frame is ever sent into a receive not posted (the device's
+ * receiver-not-ready retries cost hundreds of milliseconds each on Soft-RoCE, and fail the send
+ * where the endpoint asks for none): a side starts with the other side's receive count from its
+ * HELLO, less one for its own HELLO, and spends one credit per frame. The reader returns a credit
+ * for each receive it has posted again, in the header of the next frame it sends (any kind), or in
+ * a CREDIT frame once it owes at least half its receives. The last credit is kept for a frame that
+ * returns credits: a frame that returns none waits while one credit is left, so that both sides can
+ * never be left without a credit each, owing the other. A sender without a credit waits (the reader
+ * is slow: its inbox is full, or it has not been scheduled) for at most `ackTimeout`, after which
+ * the send fails and the endpoint is closed. Both sides must run this version: the HELLO of an
+ * earlier one (4 bytes) is refused. What the other side can make this side hold is bounded as on
+ * the librpma path: the pieces of one message and the whole messages not yet handed on (at most
+ * `maxMessageSize` bytes each), and the receive pool; a side that returns more credits than it
+ * was given breaks the channel's rules.
  */
 import { CmEndpoint } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import * as framing from "./framing.js"
 import { type Channel, ChannelError, HEADER, protocol, transfer } from "./framing.js"
@@ -65,13 +79,18 @@ const HELLO = 1
 const INLINE = 2
 const LARGE = 3
 const KEEPALIVE = 5
+const CREDIT = 6
 const FINAL = 1
+/** Credits one frame can return (its sequence field): the rest wait for the next frame. */
+const MOST_RETURNED = 0xffff
 const LEAST_INLINE = HEADER + 64
 
 export const settings = (options?: CmChannelOptions): Effect.Effect<CmSettings, ChannelError> =>
   Effect.all({
     inlineSize: framing.integer("inlineSize", options?.inlineSize, 4096, LEAST_INLINE),
-    receives: framing.integer("receives", options?.receives, 16, 2),
+    // At least 3: half of them (the most owed before a CREDIT frame) is then at least 2, so a CREDIT
+    // frame alone never makes the other side owe enough to send one back.
+    receives: framing.integer("receives", options?.receives, 16, 3),
     sends: framing.integer("sends", options?.sends, 8, 1),
     maxMessageSize: framing.integer("maxMessageSize", options?.maxMessageSize, 64 << 20, 1),
     ackTimeout: framing.finiteDuration("ackTimeout", options?.ackTimeout, "30 seconds"),
@@ -110,43 +129,163 @@ export const prepare = (
     /** The other side's receive buffer size, from its HELLO. */
     const peerHello = yield* Deferred.make<number, ChannelError>()
     let peerInline = 0
+    /** The other side's receive count, from its HELLO. */
+    let peerReceives = 0
     let ended = false
     /** A large message failed half-way: the other side's state is unknown, nothing more is sent. */
     let broken = false
-    let sent = 0
     const largeLock = yield* Effect.makeSemaphore(1)
 
-    const frame = (kind: number, flags: number, sequence: number, payload: Uint8Array | undefined) =>
-      Effect.acquireUseRelease(
-        slots.take,
-        (slot) =>
-          Effect.suspend(() => {
-            const at = slot * inline
-            const length = payload?.length ?? 0
-            framing.writeHeader(sendPool.memory, at, { kind, flags, sequence, length })
-            if (payload !== undefined) sendPool.memory.set(payload, at + HEADER)
-            return CmEndpoint.send(ep, { src: sendPool, offset: at, length: HEADER + length })
-          }),
-        slots.release
-      ).pipe(Effect.mapError(transfer("a send")))
+    /** Frames this side may still send: receives the other side has posted and this side not yet filled. */
+    let credits = 0
+    /** Receives this side has posted again and not yet told the other side of. */
+    let owed = 0
+    /** Owed credits that make a CREDIT frame worth sending when nothing else carries them. */
+    const enough = Math.ceil(receives / 2)
+    /** The fibers waiting for a change of `credits` or `owed` (or for the channel's end): woken all at once. */
+    let watchers: Array<() => void> = []
+    const changed = () => {
+      const woken = watchers
+      watchers = []
+      for (const wake of woken) wake()
+    }
+    const nextChange = (waiting: { wake?: (() => void) | undefined }) =>
+      Effect.async<void>((resume) => {
+        const wake = () => resume(Effect.void)
+        waiting.wake = wake
+        watchers.push(wake)
+        return Effect.sync(() => {
+          const at = watchers.indexOf(wake)
+          if (at >= 0) watchers.splice(at, 1)
+        })
+      })
+    const closedError = () =>
+      new ChannelError({
+        reason: "Closed",
+        detail: ended ? "the connection is closed" : "a large message failed half-way: open a new connection"
+      })
+
+    /**
+     * Takes one credit and the owed credits the frame is to return, at once (the last credit only
+     * for a frame that returns some), waiting for a credit while there is none to spend: at most
+     * `ackTimeout`, by a timer fiber of its own, so that the wait ends even where the caller is
+     * uninterruptible (@effect/rpc's server sends so). `undefined` for a frame that only returns
+     * credits (`onlyReturns`) when another frame has taken them meanwhile.
+     */
+    const takeCredit = (onlyReturns: boolean): Effect.Effect<number | undefined, ChannelError> => {
+      const now = (): number | undefined | "wait" => {
+        if (onlyReturns && owed === 0) return undefined
+        if (credits >= 2 || (credits === 1 && owed > 0)) {
+          credits -= 1
+          const returned = Math.min(owed, MOST_RETURNED)
+          owed -= returned
+          return returned
+        }
+        return "wait"
+      }
+      return Effect.suspend(() => {
+        if (ended || broken) return Effect.fail(closedError())
+        const taken = now()
+        if (taken !== "wait") return Effect.succeed(taken)
+        const waiting: { wake?: (() => void) | undefined; late: boolean } = { late: false }
+        const timer = Effect.sync(() => {
+          waiting.late = true
+          const wake = waiting.wake
+          const at = wake === undefined ? -1 : watchers.indexOf(wake)
+          // Still waiting (not yet woken by a change): woken once, here.
+          if (at >= 0) {
+            watchers.splice(at, 1)
+            wake!()
+          }
+        }).pipe(Effect.delay(ackTimeout), Effect.interruptible, Effect.forkIn(scope))
+        const wait: Effect.Effect<number | undefined, ChannelError> = Effect.suspend(() => {
+          if (ended || broken) return Effect.fail(closedError())
+          const taken = now()
+          if (taken !== "wait") return Effect.succeed(taken)
+          if (waiting.late) {
+            return Effect.zipRight(
+              CmEndpoint.close(ep),
+              Effect.fail(
+                new ChannelError({
+                  reason: "Timeout",
+                  detail: `the other side returned no credit within ${Duration.format(ackTimeout)}`
+                })
+              )
+            )
+          }
+          return Effect.zipRight(nextChange(waiting), wait)
+        })
+        return Effect.flatMap(timer, (fiber) => Effect.ensuring(wait, Fiber.interrupt(fiber)))
+      })
+    }
+    /** A credit taken for a frame that was not sent: it, and the credits the frame was to return, come back. */
+    const giveBack = (returned: number) =>
+      Effect.sync(() => {
+        credits += 1
+        owed += returned
+        changed()
+      })
+
+    const writeFrame = (slot: number, header: framing.Header, payload: Uint8Array | undefined) => {
+      const at = slot * inline
+      framing.writeHeader(sendPool.memory, at, header)
+      if (payload !== undefined) sendPool.memory.set(payload, at + HEADER)
+      return { mr: sendPool, offset: at, length: HEADER + header.length }
+    }
+
+    /**
+     * One frame from a send slot, awaited. Its credit is taken first (HELLO takes none: every
+     * receive is posted before the connection), then a slot; waiting for either can be interrupted
+     * (the credit then comes back), and so can waiting for the send's completion.
+     */
+    const frame = (kind: number, flags: number, payload: Uint8Array | undefined) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(
+          kind === HELLO ?
+            Effect.sync(() => {
+              const returned = Math.min(owed, MOST_RETURNED)
+              owed -= returned
+              return returned
+            }) :
+            restore(takeCredit(kind === CREDIT)),
+          (returned) =>
+            returned === undefined ? Effect.void : Effect.acquireUseRelease(
+              Effect.onInterrupt(restore(slots.take), () => giveBack(returned)),
+              (slot) =>
+                Effect.suspend(() => {
+                  const length = payload?.length ?? 0
+                  const { length: bytes, mr, offset } = writeFrame(
+                    slot,
+                    { kind, flags, sequence: returned, length },
+                    payload
+                  )
+                  // Posted at once; its completion is waited for interruptibly (a peer that never
+                  // receives must not hold the scope's close).
+                  return restore(CmEndpoint.send(ep, { src: mr, offset, length: bytes })).pipe(
+                    Effect.mapError(transfer("a send"))
+                  )
+                }),
+              slots.release
+            )
+        )
+      )
 
     /** Posts one frame from `slot` without waiting: its completion gives the slot back. */
-    const postFrame = (slot: number, kind: number, flags: number, sequence: number, payload: Uint8Array) =>
-      Effect.suspend(() => {
-        const at = slot * inline
-        framing.writeHeader(sendPool.memory, at, { kind, flags, sequence, length: payload.length })
-        sendPool.memory.set(payload, at + HEADER)
-        return CmEndpoint.postSend(ep, { segments: [{ mr: sendPool, offset: at, length: HEADER + payload.length }] })
-      })
+    const postFrame = (slot: number, kind: number, flags: number, returned: number, payload: Uint8Array) =>
+      Effect.suspend(() =>
+        CmEndpoint.postSend(ep, {
+          segments: [writeFrame(slot, { kind, flags, sequence: returned, length: payload.length }, payload)]
+        })
+      )
 
     // A large message is sent whole or breaks the channel: one left half-way would leave the other
     // side holding its first pieces, which it would take for the start of the next message. Its
     // pieces are posted in order by this one fiber, up to half the send slots in flight (the rest
-    // stay for inline messages; holding them all could leave it waiting for a slot it holds).
+    // stay for inline messages; holding them all could leave it waiting for a slot it holds), each
+    // with a credit (waited for within `ackTimeout`).
     const window = Math.max(1, sends >> 1)
     const sendLarge = (message: Uint8Array, room: number) =>
       largeLock.withPermits(1)(Effect.suspend(() => {
-        sent = (sent + 1) & 0xffff
         const inFlight: Array<{ readonly slot: number; readonly posted: CmEndpoint.Posted }> = []
         const oldest = Effect.suspend(() => {
           const { posted, slot } = inFlight.shift()!
@@ -155,11 +294,12 @@ export const prepare = (
         const pieces = Effect.gen(function*() {
           for (let done = 0; done < message.length;) {
             if (inFlight.length >= window) yield* oldest
+            const returned = (yield* takeCredit(false))!
+            const slot = yield* slots.take
             const piece = message.subarray(done, Math.min(message.length, done + room))
             done += piece.length
-            const slot = yield* slots.take
             const posted = yield* Effect.onError(
-              postFrame(slot, LARGE, done >= message.length ? FINAL : 0, sent, piece),
+              postFrame(slot, LARGE, done >= message.length ? FINAL : 0, returned, piece),
               () => slots.release(slot)
             )
             inFlight.push({ slot, posted })
@@ -176,12 +316,13 @@ export const prepare = (
               { discard: true }
             )
           ),
-          Effect.mapError(transfer("a send"))
+          Effect.mapError((e) => e instanceof ChannelError ? e : transfer("a send")(e))
         )
       })).pipe(
         Effect.tapError(() =>
           Effect.sync(() => {
             broken = true
+            changed()
           })
         ),
         Effect.uninterruptible
@@ -189,18 +330,11 @@ export const prepare = (
 
     const send = (message: Uint8Array): Effect.Effect<void, ChannelError> =>
       Effect.suspend(() => {
-        if (ended || broken) {
-          return Effect.fail(
-            new ChannelError({
-              reason: "Closed",
-              detail: ended ? "the connection is closed" : "a large message failed half-way: open a new connection"
-            })
-          )
-        }
+        if (ended || broken) return Effect.fail(closedError())
         // Known once open has returned the channel: the other side's HELLO came first.
         const room = Math.min(inline, peerInline) - HEADER
         if (room <= 0) return Effect.fail(protocol("a send before the other side's HELLO"))
-        return message.length <= room ? frame(INLINE, 0, 0, message) : sendLarge(message, room)
+        return message.length <= room ? frame(INLINE, 0, message) : sendLarge(message, room)
       })
 
     const messages = yield* framing.inbox(scope, maxMessageSize, onMessage)
@@ -211,19 +345,42 @@ export const prepare = (
       if (bytes.length < HEADER) {
         return Effect.fail(protocol(`a frame of ${bytes.length} bytes, shorter than its header`))
       }
-      const { flags, kind, length } = framing.readHeader(bytes)
+      const { flags, kind, length, sequence: returned } = framing.readHeader(bytes)
       const carried = bytes.length - HEADER
+      // Its receive was posted again before this frame is handled: one more credit owed.
+      owed += 1
+      if (owed >= enough) changed()
+      if (kind !== HELLO && returned > 0) {
+        if (!hello || credits + returned > peerReceives) {
+          return Effect.fail(
+            protocol(`${returned} credits returned, more than the ${peerReceives - credits} frames not yet returned`)
+          )
+        }
+        credits += returned
+        changed()
+      }
       switch (kind) {
         case HELLO: {
           if (hello) return Effect.fail(protocol("a second HELLO"))
           hello = true
-          const size = length === 4 && carried === 4 ?
-            new DataView(bytes.buffer, bytes.byteOffset + HEADER, 4).getUint32(0, true) :
-            0
-          if (size < LEAST_INLINE) {
-            return Effect.fail(protocol(`a HELLO that holds no receive buffer size of at least ${LEAST_INLINE}`))
+          const view = length === 8 && carried === 8
+            ? new DataView(bytes.buffer, bytes.byteOffset + HEADER, 8)
+            : undefined
+          const size = view?.getUint32(0, true) ?? 0
+          const count = view?.getUint32(4, true) ?? 0
+          if (size < LEAST_INLINE || count < 3) {
+            return Effect.fail(
+              protocol(
+                `a HELLO that holds no receive buffer size of at least ${LEAST_INLINE} and receive count of at least 3 (both sides must run the same version)`
+              )
+            )
           }
+          // Its receives were all posted before the connection; this side's HELLO took one.
+          if (returned > 1) return Effect.fail(protocol(`a HELLO that returns ${returned} credits, more than 1`))
           peerInline = size
+          peerReceives = count
+          credits = count - 1 + returned
+          changed()
           return Deferred.succeed(peerHello, size)
         }
         case INLINE:
@@ -264,6 +421,7 @@ export const prepare = (
           return messages.deliver(whole)
         }
         case KEEPALIVE:
+        case CREDIT:
           return Effect.void
         default:
           return Effect.fail(protocol(`a frame of unknown kind ${kind}`))
@@ -283,13 +441,15 @@ export const prepare = (
     )
     const stop = Effect.sync(() => {
       ended = true
+      changed()
     })
     yield* framing.runToEnd({ scope, loop, inbox: messages, stop, closed, drainTimeout: ackTimeout })
 
-    const helloPayload = new Uint8Array(4)
+    const helloPayload = new Uint8Array(8)
     new DataView(helloPayload.buffer).setUint32(0, inline, true)
+    new DataView(helloPayload.buffer).setUint32(4, receives, true)
     const open = Effect.gen(function*() {
-      yield* frame(HELLO, 0, 0, helloPayload)
+      yield* frame(HELLO, 0, helloPayload)
       // The channel's end before the other side's HELLO fails the handshake with why it ended.
       yield* Effect.raceFirst(
         Deferred.await(peerHello),
@@ -298,9 +458,26 @@ export const prepare = (
           () => Effect.fail(new ChannelError({ reason: "Closed", detail: "the connection closed before its HELLO" }))
         )
       )
+      // The owed credits go back in a CREDIT frame once they are `enough` and no other frame has
+      // taken them (the fibers sending one run first). A failed one closes the endpoint.
+      yield* Effect.gen(function*() {
+        const waiting: { wake?: (() => void) | undefined } = {}
+        while (!ended && !broken) {
+          if (owed < enough) {
+            yield* nextChange(waiting)
+            continue
+          }
+          yield* Effect.yieldNow()
+          if (owed >= enough) yield* frame(CREDIT, 0, undefined)
+        }
+      }).pipe(
+        Effect.catchAll(() => CmEndpoint.close(ep)),
+        Effect.interruptible,
+        Effect.forkIn(scope)
+      )
       // A failed keepalive closes the endpoint: the receives fail with it, which closes the channel.
       if (Duration.isFinite(keepAlive)) {
-        yield* frame(KEEPALIVE, 0, 0, undefined).pipe(
+        yield* frame(KEEPALIVE, 0, undefined).pipe(
           Effect.delay(keepAlive),
           Effect.repeat({ while: () => !ended }),
           Effect.catchAll(() => CmEndpoint.close(ep)),
