@@ -128,17 +128,13 @@ export const make = (
 
     /** Sends one frame from a free send slot. */
     const frame = (kind: number, flags: number, sequence: number, length: number, payload: Uint8Array | undefined) =>
-      Effect.acquireUseRelease(
-        slots.take,
-        (slot) =>
-          Effect.suspend(() => {
-            const at = slot * inline
-            framing.writeHeader(sendPool.memory, at, { kind, flags, sequence, length })
-            if (payload !== undefined) sendPool.memory.set(payload, at + HEADER)
-            return Connection.send(conn, { src: sendPool, offset: at, length: HEADER + (payload?.length ?? 0) })
-          }),
-        slots.release
-      ).pipe(Effect.mapError(transfer("a send")))
+      framing.sendFromSlot(slots, (slot) =>
+        Effect.suspend(() => {
+          const at = slot * inline
+          framing.writeHeader(sendPool.memory, at, { kind, flags, sequence, length })
+          if (payload !== undefined) sendPool.memory.set(payload, at + HEADER)
+          return Connection.postSend(conn, { src: sendPool, offset: at, length: HEADER + (payload?.length ?? 0) })
+        })).pipe(Effect.mapError(transfer("a send")))
 
     /**
      * Waits for `deferred`, which the receive loop completes (or fails when the channel ends), at

@@ -249,23 +249,22 @@ export const prepare = (
             }) :
             restore(takeCredit(kind === CREDIT)),
           (returned) =>
-            returned === undefined ? Effect.void : Effect.acquireUseRelease(
-              Effect.onInterrupt(restore(slots.take), () => giveBack(returned)),
-              (slot) =>
-                Effect.suspend(() => {
-                  const length = payload?.length ?? 0
-                  const { length: bytes, mr, offset } = writeFrame(
-                    slot,
-                    { kind, flags, sequence: returned, length },
-                    payload
-                  )
-                  // Posted at once; its completion is waited for interruptibly (a peer that never
-                  // receives must not hold the scope's close).
-                  return restore(CmEndpoint.send(ep, { src: mr, offset, length: bytes })).pipe(
-                    Effect.mapError(transfer("a send"))
-                  )
-                }),
-              slots.release
+            returned === undefined ? Effect.void : restore(
+              // Posted at once; its completion is waited for interruptibly (a peer that never
+              // receives must not hold the scope's close). Interrupted before it has a slot, the
+              // frame gives its credit back.
+              framing.sendFromSlot(
+                slots,
+                (slot) =>
+                  Effect.suspend(() =>
+                    CmEndpoint.postSend(ep, {
+                      segments: [
+                        writeFrame(slot, { kind, flags, sequence: returned, length: payload?.length ?? 0 }, payload)
+                      ]
+                    })
+                  ),
+                Effect.onInterrupt(slots.take, () => giveBack(returned))
+              ).pipe(Effect.mapError(transfer("a send")))
             )
         )
       )

@@ -12,6 +12,7 @@ import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 
@@ -146,6 +147,35 @@ export const sendSlots = (n: number) => {
     })
   return { take, release }
 }
+
+/**
+ * A frame sent from a free slot: the slot taken (`take`, by default the slots' own; waiting for it
+ * can be interrupted), the send posted (`post` writes the frame into the slot), its completion
+ * awaited (interruptibly). The slot goes back once the device is done reading it: at the
+ * completion, or, when the wait is interrupted, when the completion arrives later (a fiber of its
+ * own waits for it; it arrives or is flushed when the connection ends). Given back at the
+ * interruption, the next frame written into the slot would go out in the posted send's place.
+ */
+export const sendFromSlot = <E1, E2>(
+  slots: ReturnType<typeof sendSlots>,
+  post: (slot: number) => Effect.Effect<{ readonly completion: Effect.Effect<unknown, E2> }, E1>,
+  take: Effect.Effect<number> = slots.take
+): Effect.Effect<void, E1 | E2> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(restore(take), (slot) =>
+      Effect.matchCauseEffect(post(slot), {
+        onFailure: (cause) => Effect.zipRight(slots.release(slot), Effect.failCause(cause)),
+        onSuccess: (posted) =>
+          restore(posted.completion).pipe(
+            Effect.onExit((exit) =>
+              Exit.isInterrupted(exit)
+                ? Effect.forkDaemon(Effect.ensuring(Effect.ignore(posted.completion), slots.release(slot)))
+                : slots.release(slot)
+            ),
+            Effect.asVoid
+          )
+      }))
+  )
 
 export interface Inbox {
   /** Queues a whole message for `onMessage`, waiting while the queue holds `maxMessageSize` bytes. */
