@@ -20,10 +20,13 @@ import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import { dual } from "effect/Function"
 import * as Option from "effect/Option"
+import type { Pipeable } from "effect/Pipeable"
 import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
+import { PipeableBase } from "./internal/resource.js"
 import * as LocalMr from "./LocalMr.js"
 import * as Memory from "./Memory.js"
 import type { Peer } from "./Peer.js"
@@ -32,10 +35,26 @@ import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
 import type { Flag, Usage } from "./Usage.js"
 
 /**
+ * @since 1.0.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-rdma/core/RegistrationCache") as never
+
+/**
+ * @since 1.0.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * A cache of registrations of one peer. Its operations are also module functions
+ * ({@link register}, {@link use}, {@link size}), data-first or data-last.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface RegistrationCache {
+export interface RegistrationCache extends Pipeable {
+  readonly [TypeId]: TypeId
   readonly peer: Peer
   /** Like {@link LocalMr.register}, reusing a live registration of the same memory and usage. */
   readonly register: <F extends Flag>(
@@ -138,6 +157,25 @@ interface Entry {
   /** Out of the map (expired, memory released or the cache closed): closed when its last user goes. */
   gone: boolean
 }
+
+/** The cache's implementation: its operations are closures over its state; `pipe` on the prototype. */
+class RegistrationCacheImpl extends PipeableBase implements RegistrationCache {
+  readonly [TypeId]: TypeId = TypeId
+  constructor(
+    readonly peer: Peer,
+    readonly register: RegistrationCache["register"],
+    readonly use: RegistrationCache["use"],
+    readonly size: Effect.Effect<number>
+  ) {
+    super()
+  }
+}
+
+/**
+ * @since 1.0.0
+ * @category guards
+ */
+export const isRegistrationCache = (u: unknown): u is RegistrationCache => u instanceof RegistrationCacheImpl
 
 /**
  * A cache of registrations with `peer`, emptied when the scope closes. Fails with
@@ -309,15 +347,15 @@ export const make = (
       })
     )
 
-    return {
+    return new RegistrationCacheImpl(
       peer,
-      register: <F extends Flag>(memory: Uint8Array, usage: Usage<F>) =>
+      <F extends Flag>(memory: Uint8Array, usage: Usage<F>) =>
         Effect.acquireRelease(acquire(memory, usage), release) as Effect.Effect<
           LocalMr.LocalMr<F>,
           Failure,
           Scope.Scope
         >,
-      use: <F extends Flag, A, E, R>(
+      <F extends Flag, A, E, R>(
         memory: Uint8Array,
         usage: Usage<F>,
         f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
@@ -327,10 +365,68 @@ export const make = (
           f as (mr: LocalMr.LocalMr<any>) => Effect.Effect<A, E, R>,
           release
         ),
-      size: Effect.sync(() => {
+      Effect.sync(() => {
         let n = 0
         for (const byKey of entries.values()) n += byKey.size
         return n
       })
-    }
+    )
   })
+
+/**
+ * `cache.register` as a function: like `LocalMr.register`, reusing a live registration of the
+ * same memory and usage.
+ *
+ * @since 1.0.0
+ * @category operations
+ */
+export const register: {
+  <F extends Flag>(
+    memory: Uint8Array,
+    usage: Usage<F>
+  ): (self: RegistrationCache) => Effect.Effect<LocalMr.LocalMr<F>, RpmaError | MemoryRefusedError, Scope.Scope>
+  <F extends Flag>(
+    self: RegistrationCache,
+    memory: Uint8Array,
+    usage: Usage<F>
+  ): Effect.Effect<LocalMr.LocalMr<F>, RpmaError | MemoryRefusedError, Scope.Scope>
+} = dual(
+  3,
+  <F extends Flag>(self: RegistrationCache, memory: Uint8Array, usage: Usage<F>) => self.register(memory, usage)
+)
+
+/**
+ * `cache.use` as a function: runs `f` with a cached registration of `memory`, without a Scope.
+ *
+ * @since 1.0.0
+ * @category operations
+ */
+export const use: {
+  <F extends Flag, A, E, R>(
+    memory: Uint8Array,
+    usage: Usage<F>,
+    f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
+  ): (self: RegistrationCache) => Effect.Effect<A, E | RpmaError | MemoryRefusedError, R>
+  <F extends Flag, A, E, R>(
+    self: RegistrationCache,
+    memory: Uint8Array,
+    usage: Usage<F>,
+    f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E | RpmaError | MemoryRefusedError, R>
+} = dual(
+  4,
+  <F extends Flag, A, E, R>(
+    self: RegistrationCache,
+    memory: Uint8Array,
+    usage: Usage<F>,
+    f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
+  ) => self.use(memory, usage, f)
+)
+
+/**
+ * How many registrations the cache holds now (in use, idle or being made).
+ *
+ * @since 1.0.0
+ * @category getters
+ */
+export const size = (self: RegistrationCache): Effect.Effect<number> => self.size

@@ -12,6 +12,25 @@ const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 describe("RegistrationCache", () => {
+  it.effect("is a resource like the others: a TypeId, a guard, pipe, and its operations data-first and data-last", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const cache = yield* RegistrationCache.make(peer)
+      assert.isTrue(RegistrationCache.isRegistrationCache(cache))
+      assert.isFalse(RegistrationCache.isRegistrationCache({ ...cache }))
+      assert.isFalse(RegistrationCache.isRegistrationCache(peer))
+      const memory = new Uint8Array(4096)
+      const a = yield* RegistrationCache.register(cache, memory, Usage.WRITE_DST)
+      const b = yield* cache.pipe(RegistrationCache.register(memory, Usage.WRITE_DST))
+      assert.strictEqual(Driver.handleOf(a), Driver.handleOf(b))
+      const used = yield* cache.pipe(
+        RegistrationCache.use(memory, Usage.WRITE_DST, (mr) => Effect.succeed(Driver.handleOf(mr)))
+      )
+      assert.strictEqual(used, Driver.handleOf(a))
+      assert.strictEqual(yield* RegistrationCache.size(cache), 1)
+      assert.strictEqual(yield* registrations, 1)
+    })))
+
   it.effect("a second registration of the same memory and usage is a hit", () =>
     inWorld(Effect.gen(function*() {
       const peer = yield* Peer.make(address)
