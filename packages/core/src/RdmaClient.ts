@@ -326,6 +326,20 @@ export interface MakeOptions<Regions extends RegionUsages, E, R, Out, RS, Config
 export type CmRegionUsages = Readonly<Record<string, Usage<"WRITE_DST"> | Usage<"READ_SRC">>>
 
 /**
+ * `Regions` where each region's usage is exactly one access: one of both, or with a flush type
+ * (which a `Usage<"WRITE_DST">` also accepts, being a usage of more flags), is `never`, so such a
+ * `regions` option does not compile.
+ *
+ * @since 1.0.0
+ * @category models
+ */
+export type OneAccess<Regions> = {
+  readonly [K in keyof Regions]: [FlagsOf<Regions[K]>] extends ["WRITE_DST"] ? Regions[K]
+    : [FlagsOf<Regions[K]>] extends ["READ_SRC"] ? Regions[K]
+    : never
+}
+
+/**
  * How a `"cm"` client connects and reconnects: {@link MakeOptions}' offer, config, schedule and
  * disconnected policy, over librdmacm endpoints. The offer gives the address, port, token and
  * config (its `regions` may be empty: nothing there is read); the server's keys for `regions` come
@@ -370,7 +384,7 @@ export interface CmMakeOptions<Regions extends RegionUsages, E, R, Out, RS, Conf
  */
 export const make: {
   <Regions extends CmRegionUsages, E, R, Out, RS, Config = Offer["config"]>(
-    options: CmMakeOptions<Regions, E, R, Out, RS, Config>
+    options: CmMakeOptions<Regions, E, R, Out, RS, Config> & { readonly regions: OneAccess<Regions> }
   ): Effect.Effect<RdmaClient<Regions, Config, "cm">, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope>
   <Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
     options: MakeOptions<Regions, E, R, Out, RS, Config>
@@ -421,7 +435,7 @@ export const awaitConnected: <Regions extends RegionUsages>(
 export const layer: {
   <Id, Regions extends CmRegionUsages, E, R, Out, RS, Config = Offer["config"]>(
     tag: Context.Tag<Id, RdmaClient<Regions, Config, "cm">>,
-    options: CmMakeOptions<Regions, E, R, Out, RS, Config>
+    options: CmMakeOptions<Regions, E, R, Out, RS, Config> & { readonly regions: OneAccess<Regions> }
   ): Layer.Layer<Id, InvalidOptionsError, R | RS | RdmaDriver>
   <Id, Regions extends RegionUsages, E, R, Out, RS, Config = Offer["config"]>(
     tag: Context.Tag<Id, RdmaClient<Regions, Config>>,

@@ -255,6 +255,39 @@ describe("RdmaClient over librdmacm", () => {
       assert.match(used.message, /its uses are spent, by another client/)
     })))
 
+  it.live("a rejection that gives no reason (not an admission's) is a failed attempt, retried, even with a token admitted before", () =>
+    inWorld(Effect.gen(function*() {
+      const token = new Uint8Array([2, 7, 1, 8, 2, 8, 1, 8])
+      const server = yield* makeServer(7605, {
+        admission: yield* Admission.make(token, { singleUse: false, uses: 100 })
+      })
+      yield* server.start
+      const client = yield* RdmaClient.make({
+        transport: "cm",
+        offer: server.offerWith(token),
+        regions,
+        reconnect: Schedule.spaced("5 millis"),
+        pollMillis: 20
+      })
+      yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
+      yield* server.stop
+      // In the server's place, a listener that rejects every request and says nothing.
+      const silent = yield* CmListener.make(address, 7605)
+      yield* Effect.forkScoped(
+        Effect.forever(Effect.flatMap(CmListener.next(silent), (request) => CmListener.reject(request)))
+      )
+      const retried = yield* client.changes.pipe(
+        Stream.filter((s) => s._tag === "Reconnecting" && s.attempt >= 3),
+        Stream.runHead,
+        Effect.timeout("5 seconds")
+      )
+      assert.strictEqual(retried._tag, "Some")
+      const lastError = (retried as { value: { lastError: { _tag: string; errnoName?: string } } }).value.lastError
+      assert.strictEqual(lastError._tag, "RdmaCmError")
+      assert.strictEqual(lastError.errnoName, "ECONNREFUSED")
+      assert.notStrictEqual((yield* client.state)._tag, "Closed")
+    })))
+
   it.live("an acceptance without the keys, bad options, and keys that do not fit are tagged errors that say what to give", () =>
     inWorld(Effect.gen(function*() {
       const server = yield* makeServer(7604, { keys: false })

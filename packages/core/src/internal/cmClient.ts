@@ -119,10 +119,14 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
     const privateData = token === undefined ? undefined : yield* Admission.privateData(token)
     const endpoint = yield* CmEndpoint.make(offer.rdma.address, offer.rdma.port, options.endpoint)
     yield* CmEndpoint.establish(endpoint, { privateData }).pipe(
-      Effect.catchTag("RdmaCmError", (error): Effect.Effect<never, RdmaCmError | RdmaClient.AdmissionRejectedError> =>
-        error.errnoName === "ECONNREFUSED" && token !== undefined
-          ? Effect.fail(admissionRejected(offer, token, client.admittedWith, refusalOf(endpoint.privateData), error))
-          : Effect.fail(error))
+      Effect.catchTag("RdmaCmError", (error): Effect.Effect<never, RdmaCmError | RdmaClient.AdmissionRejectedError> => {
+        // A CmListener's admission says why it refuses; a rejection that says nothing is not one
+        // (a listener closing with requests pending, a port nobody listens on): a failed attempt.
+        const said = error.errnoName === "ECONNREFUSED" ? refusalOf(endpoint.privateData) : undefined
+        return said !== undefined && token !== undefined
+          ? Effect.fail(admissionRejected(offer, token, client.admittedWith, said, error))
+          : Effect.fail(error)
+      })
     )
     const offered = readAcceptData(endpoint.privateData)
     if (typeof offered === "string") {
@@ -140,8 +144,7 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
       }
       keys[name] = yield* RemoteKey.decode(bytes).pipe(
         Effect.flatMap(RemoteKey.require(access)),
-        Effect.catchTag("InvalidRemoteKeyError", (error) =>
-          invalidOffer(`its key "${name}": ${error.message}`))
+        Effect.catchTag("InvalidRemoteKeyError", (error) => invalidOffer(`its key "${name}": ${error.message}`))
       )
     }
     return yield* serve(client, offer, { transport: "cm", endpoint, keys }, pollMillis)

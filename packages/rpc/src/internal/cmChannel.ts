@@ -46,6 +46,7 @@ import type * as Driver from "@effect-rdma/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Scope from "effect/Scope"
 import * as framing from "./framing.js"
@@ -172,13 +173,18 @@ export const prepare = (
      * uninterruptible (@effect/rpc's server sends so). `undefined` for a frame that only returns
      * credits (`onlyReturns`) when another frame has taken them meanwhile.
      */
-    const takeCredit = (onlyReturns: boolean): Effect.Effect<number | undefined, ChannelError> => {
+    const takeCredit = (
+      onlyReturns: boolean,
+      ticket: Ticket = { credit: false, returned: 0, posted: false }
+    ): Effect.Effect<number | undefined, ChannelError> => {
       const now = (): number | undefined | "wait" => {
         if (onlyReturns && owed === 0) return undefined
         if (credits >= 2 || (credits === 1 && owed > 0)) {
           credits -= 1
           const returned = Math.min(owed, MOST_RETURNED)
           owed -= returned
+          ticket.credit = true
+          ticket.returned = returned
           return returned
         }
         return "wait"
@@ -218,11 +224,23 @@ export const prepare = (
         return Effect.flatMap(timer, (fiber) => Effect.ensuring(wait, Fiber.interrupt(fiber)))
       })
     }
-    /** A credit taken for a frame that was not sent: it, and the credits the frame was to return, come back. */
-    const giveBack = (returned: number) =>
+    /**
+     * What a frame has taken, recorded where it is taken: a credit (HELLO takes none) and the owed
+     * credits it is to return. A frame that ends unposted, however it ends (interrupted while it
+     * waits for its credit or its slot, or between the two), gives them back.
+     */
+    interface Ticket {
+      credit: boolean
+      returned: number
+      posted: boolean
+    }
+    const refund = (ticket: Ticket) =>
       Effect.sync(() => {
-        credits += 1
-        owed += returned
+        if (ticket.posted || (!ticket.credit && ticket.returned === 0)) return
+        if (ticket.credit) credits += 1
+        owed += ticket.returned
+        ticket.credit = false
+        ticket.returned = 0
         changed()
       })
 
@@ -236,38 +254,35 @@ export const prepare = (
     /**
      * One frame from a send slot, awaited. Its credit is taken first (HELLO takes none: every
      * receive is posted before the connection), then a slot; waiting for either can be interrupted
-     * (the credit then comes back), and so can waiting for the send's completion.
+     * (what the frame took then comes back: its ticket), and so can waiting for the send's
+     * completion (its credit is spent: the frame is on its way).
      */
     const frame = (kind: number, flags: number, payload: Uint8Array | undefined) =>
-      Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(
-          kind === HELLO ?
-            Effect.sync(() => {
-              const returned = Math.min(owed, MOST_RETURNED)
-              owed -= returned
-              return returned
-            }) :
-            restore(takeCredit(kind === CREDIT)),
-          (returned) =>
+      Effect.suspend(() => {
+        const ticket: Ticket = { credit: false, returned: 0, posted: false }
+        const take = kind === HELLO ?
+          Effect.sync(() => {
+            ticket.returned = Math.min(owed, MOST_RETURNED)
+            owed -= ticket.returned
+            return ticket.returned
+          }) :
+          takeCredit(kind === CREDIT, ticket)
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(restore(take), (returned) =>
             returned === undefined ? Effect.void : restore(
               // Posted at once; its completion is waited for interruptibly (a peer that never
-              // receives must not hold the scope's close). Interrupted before it has a slot, the
-              // frame gives its credit back.
-              framing.sendFromSlot(
-                slots,
-                (slot) =>
-                  Effect.suspend(() =>
-                    CmEndpoint.postSend(ep, {
-                      segments: [
-                        writeFrame(slot, { kind, flags, sequence: returned, length: payload?.length ?? 0 }, payload)
-                      ]
-                    })
-                  ),
-                Effect.onInterrupt(slots.take, () => giveBack(returned))
-              ).pipe(Effect.mapError(transfer("a send")))
-            )
+              // receives must not hold the scope's close).
+              framing.sendFromSlot(slots, (slot) =>
+                CmEndpoint.postSend(ep, {
+                  segments: [
+                    writeFrame(slot, { kind, flags, sequence: returned, length: payload?.length ?? 0 }, payload)
+                  ]
+                }).pipe(Effect.tap(() => {
+                  ticket.posted = true
+                }))).pipe(Effect.mapError(transfer("a send")))
+            )).pipe(Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : refund(ticket)))
         )
-      )
+      })
 
     /** Posts one frame from `slot` without waiting: its completion gives the slot back. */
     const postFrame = (slot: number, kind: number, flags: number, returned: number, payload: Uint8Array) =>
