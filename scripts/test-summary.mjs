@@ -58,7 +58,8 @@ const lines = [
     : `  two hosts: ${pairGroup("conformance across two hosts")} connection cases across the wire, ` +
       `${pairGroup("faults across the wire")} fault tests, ` +
       `librdmacm endpoint faults ${pairGroup("faults on librdmacm's endpoints across the wire")}, ` +
-      `RdmaClient under faults ${pairGroup("RdmaClient across the wire")}, @effect/rpc ${
+      `RdmaClient under faults ${pairGroup("RdmaClient across the wire")}, ` +
+      `RdmaClient over librdmacm ${pairGroup("RdmaClient over librdmacm across the wire")}, @effect/rpc ${
         pairGroup("@effect/rpc across the wire")
       }, @effect/cluster ${pairGroup("@effect/cluster across the wire")}, ` +
       `long run ${pairGroup("long run")} (vm/pair)` +

@@ -1,7 +1,8 @@
 /**
  * VM a of the two-host suite (vm/pair): the server side. Waits for the runner on VM b, then does
  * what it asks, one request at a time: the server half of a conformance case, the C peer of a
- * fault test (started, killed), the server of the long run, PostgreSQL and the cluster runner on a
+ * fault test (started, killed), the server of the long run, the CmListener of
+ * cmClient.ts, PostgreSQL and the cluster runner on a
  * (cluster.ts). Exits when the runner says so.
  *
  *   node --import tsx packages/native/test-pair/agent.ts     (RDMA_ADDRESS set by vm/pair)
@@ -16,6 +17,7 @@ import { createInterface } from "node:readline"
 import * as NativeDriver from "../src/NativeDriver.js"
 import { clientServerRequest } from "./client.js"
 import { clusterCleanup, clusterRequest } from "./cluster.js"
+import { cmClientRequest } from "./cmClient.js"
 import { type Channel, describeCause, fail, listen, log, type Message } from "./harness.js"
 import { longServer } from "./long.js"
 import { rpcRequest } from "./rpc.js"
@@ -125,6 +127,8 @@ const main = Effect.gen(function*() {
       yield* runHalf(channel, "long run", longServer(address, m.port, channel), m.seconds ?? 3600)
     } else if (m.clientServer !== undefined) {
       yield* clientServerRequest(channel, address, m)
+    } else if (m.cmClient !== undefined) {
+      yield* cmClientRequest(channel, address, m)
     } else if (m.rpc !== undefined) {
       yield* rpcRequest(channel, address, m)
     } else if (m.cluster !== undefined) {

@@ -2,7 +2,8 @@
  * VM b of the two-host suite (vm/pair): the client side, which drives the run. Connects to the
  * agent on VM a, then runs the connection cases of the conformance suite across the wire (server
  * half on a, client half here), the fault tests (faults.ts: a C peer on a, this side survives),
- * RdmaClient under the same faults (client.ts), @effect/rpc across the wire (rpc.ts), two
+ * RdmaClient under the same faults (client.ts), RdmaClient over librdmacm with RdmaStream
+ * on its endpoint, its server restarted (cmClient.ts), @effect/rpc across the wire (rpc.ts), two
  * @effect/cluster runners across the wire (cluster.ts), and the long single-connection run. Writes the results to PAIR_REPORT (JSON) for
  * scripts/test-summary.mjs; exits 0 only if everything passed.
  *
@@ -17,6 +18,7 @@ import * as fs from "node:fs"
 import * as NativeDriver from "../src/NativeDriver.js"
 import { clientTests } from "./client.js"
 import { clusterTests } from "./cluster.js"
+import { cmClientTests } from "./cmClient.js"
 import { cmFaultTests } from "./cmFaults.js"
 import { faultTests } from "./faults.js"
 import { type Channel, describeCause, dial, log, type Result } from "./harness.js"
@@ -101,6 +103,7 @@ const main = Effect.gen(function*() {
     ["faults across the wire", faultTests],
     ["faults on librdmacm's endpoints across the wire", cmFaultTests],
     ["RdmaClient across the wire", clientTests],
+    ["RdmaClient over librdmacm across the wire", cmClientTests],
     ["@effect/rpc across the wire", rpcTests],
     ["@effect/cluster across the wire", clusterTests]
   ] as const
