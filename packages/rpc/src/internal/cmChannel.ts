@@ -19,7 +19,7 @@
  * - LARGE: a piece of a larger message, carried in the frame itself, as large as the other side's
  *   buffer allows; flag FINAL on its last piece. A message's pieces are posted in order by one
  *   fiber, up to half the send slots in flight (one large message at a time; inline messages may
- *   pass between its pieces).
+ *   pass between its pieces), only every (half the send slots)-th piece and the last signalled.
  * - KEEPALIVE: nothing; sent every `keepAlive` so that a side that only waits learns of a dead
  *   path (a send is retried by the device within the endpoint's retry count, then fails, and the
  *   endpoint is closed).
@@ -53,7 +53,7 @@ import * as framing from "./framing.js"
 import { type Channel, ChannelError, HEADER, protocol, transfer } from "./framing.js"
 
 export interface CmChannelOptions {
-  /** Each receive buffer's and send slot's size. Default 4096. */
+  /** Each receive buffer's and send slot's size. Default 32768. */
   readonly inlineSize?: number | undefined
   /** Receives kept posted. Default 16. */
   readonly receives?: number | undefined
@@ -88,7 +88,7 @@ const LEAST_INLINE = HEADER + 64
 
 export const settings = (options?: CmChannelOptions): Effect.Effect<CmSettings, ChannelError> =>
   Effect.all({
-    inlineSize: framing.integer("inlineSize", options?.inlineSize, 4096, LEAST_INLINE),
+    inlineSize: framing.integer("inlineSize", options?.inlineSize, 32768, LEAST_INLINE),
     // At least 3: half of them (the most owed before a CREDIT frame) is then at least 2, so a CREDIT
     // frame alone never makes the other side owe enough to send one back.
     receives: framing.integer("receives", options?.receives, 16, 3),
@@ -284,11 +284,23 @@ export const prepare = (
         )
       })
 
-    /** Posts one frame from `slot` without waiting: its completion gives the slot back. */
-    const postFrame = (slot: number, kind: number, flags: number, returned: number, payload: Uint8Array) =>
+    /**
+     * Posts one frame from `slot` without waiting: its completion gives the slot back. Unsignalled
+     * (`signalled` false), its completion is known when a later signalled send's is (the send queue
+     * completes in order), or when it fails.
+     */
+    const postFrame = (
+      slot: number,
+      kind: number,
+      flags: number,
+      returned: number,
+      payload: Uint8Array,
+      signalled: boolean
+    ) =>
       Effect.suspend(() =>
         CmEndpoint.postSend(ep, {
-          segments: [writeFrame(slot, { kind, flags, sequence: returned, length: payload.length }, payload)]
+          segments: [writeFrame(slot, { kind, flags, sequence: returned, length: payload.length }, payload)],
+          completion: signalled ? "always" : "onError"
         })
       )
 
@@ -296,7 +308,10 @@ export const prepare = (
     // side holding its first pieces, which it would take for the start of the next message. Its
     // pieces are posted in order by this one fiber, up to half the send slots in flight (the rest
     // stay for inline messages; holding them all could leave it waiting for a slot it holds), each
-    // with a credit (waited for within `ackTimeout`).
+    // with a credit (waited for within `ackTimeout`). Only every `window`-th piece and the last are
+    // signalled: any `window` pieces in a row hold a signalled one, whose completion settles the
+    // pieces before it, so the oldest in flight always completes (one completion to handle per
+    // `window` pieces, not one per piece).
     const window = Math.max(1, sends >> 1)
     const sendLarge = (message: Uint8Array, room: number) =>
       largeLock.withPermits(1)(Effect.suspend(() => {
@@ -306,14 +321,15 @@ export const prepare = (
           return Effect.ensuring(posted.completion, slots.release(slot))
         })
         const pieces = Effect.gen(function*() {
-          for (let done = 0; done < message.length;) {
+          for (let done = 0, index = 0; done < message.length; index++) {
             if (inFlight.length >= window) yield* oldest
             const returned = (yield* takeCredit(false))!
             const slot = yield* slots.take
             const piece = message.subarray(done, Math.min(message.length, done + room))
             done += piece.length
+            const last = done >= message.length
             const posted = yield* Effect.onError(
-              postFrame(slot, LARGE, done >= message.length ? FINAL : 0, returned, piece),
+              postFrame(slot, LARGE, last ? FINAL : 0, returned, piece, last || index % window === window - 1),
               () => slots.release(slot)
             )
             inFlight.push({ slot, posted })
