@@ -415,7 +415,11 @@ export const prepare = (
       })
 
     const messages = yield* framing.inbox(scope, maxMessageSize, onMessage)
-    let assembled = new Uint8Array(0)
+    /**
+     * The pieces of the large message being received (each its frame's own copy, taken out of its
+     * receive buffer), joined once at the last: one copy of the message, not one per growth.
+     */
+    let pieces: Array<Uint8Array> = []
     let assembledLength = 0
     let hello = false
     const onFrame = (bytes: Uint8Array): Effect.Effect<void, ChannelError> => {
@@ -482,18 +486,16 @@ export const prepare = (
               )
             )
           }
-          if (assembled.length < assembledLength + length) {
-            const grown = new Uint8Array(
-              Math.min(maxMessageSize, Math.max(assembledLength + length, 2 * assembled.length))
-            )
-            grown.set(assembled.subarray(0, assembledLength))
-            assembled = grown
-          }
-          assembled.set(bytes.subarray(HEADER), assembledLength)
+          pieces.push(bytes.subarray(HEADER))
           assembledLength += length
           if ((flags & FINAL) === 0) return Effect.void
-          const whole = assembled.subarray(0, assembledLength)
-          assembled = new Uint8Array(0)
+          const whole = new Uint8Array(assembledLength)
+          let at = 0
+          for (const piece of pieces) {
+            whole.set(piece, at)
+            at += piece.length
+          }
+          pieces = []
           assembledLength = 0
           return messages.deliver(whole)
         }
