@@ -20,6 +20,8 @@
  *   RPC_TRANSPORT=cm (default rpma) measures @effect-rdma/rpc's librdmacm transport instead
  *   RPC_ONLY=rdma (or tcp) measures one side only, RPC_SIZES=64 one size only: for a profile
  *   (node --cpu-prof) or an instruction count of one path
+ *   RPC_CM_INLINE=4096, RPC_CM_RECEIVES=16 set the cm channel's inlineSize / receives on both
+ *   sides (default: the channel's defaults; host only: bench/device.sh does not pass them)
  */
 import { Peer } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
