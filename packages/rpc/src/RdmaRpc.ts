@@ -10,10 +10,9 @@
  * by rdma_post_send into the other side's posted receives, which its receive loop takes in order
  * and posts again. Each side sends HELLO first (its receive buffer size and count); a message that
  * fits the other side's buffer after the header goes in one frame, a larger one in pieces that
- * fit, posted in order (up to half the send slots in flight, one completion to handle per that
- * many pieces), the last one flagged. No region is ever named to the other side (no rkeys), so a
- * client reaches nothing of the server's memory. Flow control is by credits: a side sends a frame only into a receive
- * the other side has posted (one credit per frame, from the other side's receive count), and the
+ * fit, posted in order (up to half the send slots in flight), the last one flagged. No region is
+ * ever named to the other side (no rkeys), so a client reaches nothing of the server's memory.
+ * Flow control is by credits: a side sends a frame only into a receive the other side has posted (one credit per frame, from the other side's receive count), and the
  * reader returns credits for the receives it posts again in the header of its next frame, or in a
  * CREDIT frame once it owes half its receives; the last credit is kept for a frame that returns
  * some, so neither side is left waiting on the other. No frame meets a receiver-not-ready retry

@@ -8,12 +8,9 @@
  * connects (the client, before rdma_connect) or accepts (the server, before rdma_accept), so the
  * other side's first frame always has a buffer. The receive loop (internal/framing.ts, shared with
  * the librpma channel) takes frames in order and posts each buffer again once its frame is copied
- * out. Most sends are unsignalled (a KEEPALIVE, the last piece of a large message and one frame in
- * every few are not), and a send slot comes back with the completion of the next signalled send
- * after it: fewer completions to handle, each a wake-up of the JavaScript side. An unsignalled send
- * that fails fails the connection, which ends the channel. Frames have the librpma channel's
- * 8-byte header (kind u8, flags u8, sequence u16 LE, length u32 LE), then their payload; here the
- * sequence field of every frame carries the credits its sender returns (see below):
+ * out. Frames have the librpma channel's 8-byte header (kind u8, flags u8, sequence u16 LE, length
+ * u32 LE), then their payload; here the sequence field of every frame carries the credits its
+ * sender returns (see below):
  *
  * - HELLO: the sender's receive buffer size and its receive count (u32 LE each); each side sends it
  *   first, and the channel is open once the other side's has come (the handshake, bounded by the
@@ -22,7 +19,7 @@
  * - LARGE: a piece of a larger message, carried in the frame itself, as large as the other side's
  *   buffer allows; flag FINAL on its last piece. A message's pieces are posted in order by one
  *   fiber, up to half the send slots in flight (one large message at a time; inline messages may
- *   pass between its pieces), only every (half the send slots)-th piece and the last signalled.
+ *   pass between its pieces).
  * - KEEPALIVE: nothing; sent every `keepAlive` so that a side that only waits learns of a dead
  *   path (a send is retried by the device within the endpoint's retry count, then fails, and the
  *   endpoint is closed).
@@ -254,26 +251,11 @@ export const prepare = (
       return { mr: sendPool, offset: at, length: HEADER + header.length }
     }
 
-    /** A large message's pieces in flight at most; see `sendLarge`. */
-    const window = Math.max(1, sends >> 1)
     /**
-     * Frames of `frame` in flight unsignalled at most, plus one: every `unsignalledRun`-th is
-     * signalled. The slots of unsignalled frames wait for the next signalled one (`uncovered`),
-     * whose completion settles them (the send queue completes in order) and gives them back with
-     * its own. Fewer than `sends - window` are ever left uncovered, so a large message's `window`
-     * pieces in flight and the uncovered frames never hold every slot: whoever waits for a slot
-     * waits for a completion that comes.
-     */
-    const unsignalledRun = sends - window
-    let uncovered: Array<number> = []
-
-    /**
-     * One frame from a send slot. Its credit is taken first (HELLO takes none: every receive is
-     * posted before the connection), then a slot; waiting for either can be interrupted (what the
-     * frame took then comes back: its ticket). A signalled frame's completion is awaited
-     * (interruptibly: its credit is spent, the frame is on its way), with it the slots of the
-     * unsignalled frames before it come back; an unsignalled frame returns once posted (a failed
-     * send fails the connection, which ends the channel).
+     * One frame from a send slot, awaited. Its credit is taken first (HELLO takes none: every
+     * receive is posted before the connection), then a slot; waiting for either can be interrupted
+     * (what the frame took then comes back: its ticket), and so can waiting for the send's
+     * completion (its credit is spent: the frame is on its way).
      */
     const frame = (kind: number, flags: number, payload: Uint8Array | undefined) =>
       Effect.suspend(() => {
@@ -285,70 +267,28 @@ export const prepare = (
             return ticket.returned
           }) :
           takeCredit(kind === CREDIT, ticket)
-        const header = (returned: number): framing.Header => ({
-          kind,
-          flags,
-          sequence: returned,
-          length: payload?.length ?? 0
-        })
         return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(restore(take), (returned) =>
-            returned === undefined ? Effect.void : Effect.flatMap(restore(slots.take), (slot) => {
-              // A KEEPALIVE is always signalled: its failure, awaited, closes the endpoint.
-              const signalled = kind === KEEPALIVE || uncovered.length + 1 >= unsignalledRun
-              return Effect.matchEffect(
+            returned === undefined ? Effect.void : restore(
+              // Posted at once; its completion is waited for interruptibly (a peer that never
+              // receives must not hold the scope's close).
+              framing.sendFromSlot(slots, (slot) =>
                 CmEndpoint.postSend(ep, {
-                  segments: [writeFrame(slot, header(returned), payload)],
-                  completion: signalled ? "always" : "onError"
-                }),
-                {
-                  onFailure: (e) => Effect.zipRight(slots.release(slot), Effect.fail(transfer("a send")(e))),
-                  onSuccess: (posted) => {
-                    ticket.posted = true
-                    if (!signalled) {
-                      uncovered.push(slot)
-                      return Effect.void
-                    }
-                    const covered = uncovered
-                    uncovered = []
-                    covered.push(slot)
-                    const giveBack = Effect.forEach(covered, slots.release, { discard: true })
-                    // Interrupted: the slots come back when the completion arrives (or is flushed).
-                    return restore(posted.completion).pipe(
-                      Effect.onExit((exit) =>
-                        Exit.isInterrupted(exit)
-                          ? Effect.forkDaemon(Effect.ensuring(Effect.ignore(posted.completion), giveBack))
-                          : giveBack
-                      ),
-                      Effect.mapError(transfer("a send")),
-                      Effect.asVoid
-                    )
-                  }
-                }
-              )
-            })).pipe(Effect.onExit((exit) =>
-              Exit.isSuccess(exit) ? Effect.void : refund(ticket)
-            ))
+                  segments: [
+                    writeFrame(slot, { kind, flags, sequence: returned, length: payload?.length ?? 0 }, payload)
+                  ]
+                }).pipe(Effect.tap(() => {
+                  ticket.posted = true
+                }))).pipe(Effect.mapError(transfer("a send")))
+            )).pipe(Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : refund(ticket)))
         )
       })
 
-    /**
-     * Posts one frame from `slot` without waiting: its completion gives the slot back. Unsignalled
-     * (`signalled` false), its completion is known when a later signalled send's is (the send queue
-     * completes in order), or when it fails.
-     */
-    const postFrame = (
-      slot: number,
-      kind: number,
-      flags: number,
-      returned: number,
-      payload: Uint8Array,
-      signalled: boolean
-    ) =>
+    /** Posts one frame from `slot` without waiting: its completion gives the slot back. */
+    const postFrame = (slot: number, kind: number, flags: number, returned: number, payload: Uint8Array) =>
       Effect.suspend(() =>
         CmEndpoint.postSend(ep, {
-          segments: [writeFrame(slot, { kind, flags, sequence: returned, length: payload.length }, payload)],
-          completion: signalled ? "always" : "onError"
+          segments: [writeFrame(slot, { kind, flags, sequence: returned, length: payload.length }, payload)]
         })
       )
 
@@ -356,10 +296,8 @@ export const prepare = (
     // side holding its first pieces, which it would take for the start of the next message. Its
     // pieces are posted in order by this one fiber, up to half the send slots in flight (the rest
     // stay for inline messages; holding them all could leave it waiting for a slot it holds), each
-    // with a credit (waited for within `ackTimeout`). Only every `window`-th piece and the last are
-    // signalled: any `window` pieces in a row hold a signalled one, whose completion settles the
-    // pieces before it, so the oldest in flight always completes (one completion to handle per
-    // `window` pieces, not one per piece).
+    // with a credit (waited for within `ackTimeout`).
+    const window = Math.max(1, sends >> 1)
     const sendLarge = (message: Uint8Array, room: number) =>
       largeLock.withPermits(1)(Effect.suspend(() => {
         const inFlight: Array<{ readonly slot: number; readonly posted: CmEndpoint.Posted }> = []
@@ -368,15 +306,14 @@ export const prepare = (
           return Effect.ensuring(posted.completion, slots.release(slot))
         })
         const pieces = Effect.gen(function*() {
-          for (let done = 0, index = 0; done < message.length; index++) {
+          for (let done = 0; done < message.length;) {
             if (inFlight.length >= window) yield* oldest
             const returned = (yield* takeCredit(false))!
             const slot = yield* slots.take
             const piece = message.subarray(done, Math.min(message.length, done + room))
             done += piece.length
-            const last = done >= message.length
             const posted = yield* Effect.onError(
-              postFrame(slot, LARGE, last ? FINAL : 0, returned, piece, last || index % window === window - 1),
+              postFrame(slot, LARGE, done >= message.length ? FINAL : 0, returned, piece),
               () => slots.release(slot)
             )
             inFlight.push({ slot, posted })
