@@ -12,10 +12,11 @@
  * fits the other side's buffer after the header goes in one frame, a larger one in pieces that
  * fit, posted in order (up to half the send slots in flight), the last one flagged. No region is
  * ever named to the other side (no rkeys), so a client reaches nothing of the server's memory.
- * Flow control is by credits: a side sends a frame only into a receive the other side has posted (one credit per frame, from the other side's receive count), and the
- * reader returns credits for the receives it posts again in the header of its next frame, or in a
- * CREDIT frame once it owes half its receives; the last credit is kept for a frame that returns
- * some, so neither side is left waiting on the other. No frame meets a receiver-not-ready retry
+ * Flow control is by credits: a side sends a frame only into a receive the other side has posted
+ * (one credit per frame, from the other side's receive count), and the reader returns credits
+ * for the receives it posts again in the header of its next frame, or in a CREDIT frame once it
+ * owes half its receives; the last credit is kept for a frame that returns some, so neither side
+ * is left waiting on the other. No frame meets a receiver-not-ready retry
  * (hundreds of milliseconds each on Soft-RoCE), and the channel works with `rnrRetryCount: 0`. A
  * sender that gets no credit back within 30 seconds fails and closes the connection. Both sides
  * must run the same version of this package: a HELLO of an earlier one is refused. A KEEPALIVE frame
