@@ -20,6 +20,8 @@
  *   RPC_TRANSPORT=cm (default rpma) measures @effect-rdma/rpc's librdmacm transport instead
  *   RPC_ONLY=rdma (or tcp) measures one side only, RPC_SIZES=64 one size only: for a profile
  *   (node --cpu-prof) or an instruction count of one path
+ *   RPC_CM_INLINE=4096, RPC_CM_RECEIVES=16 set the cm channel's inlineSize / receives on both
+ *   sides (default: the channel's defaults; host only: bench/device.sh does not pass them)
  */
 import { Peer } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -58,6 +60,11 @@ if (transportName !== "rpma" && transportName !== "cm") {
   process.exit(2)
 }
 const transport: "rpma" | "cm" = transportName
+/** RPC_CM_INLINE / RPC_CM_RECEIVES: the cm channel's inlineSize / receives (default: the channel's defaults). */
+const cmOptions = {
+  ...(process.env.RPC_CM_INLINE === undefined ? {} : { inlineSize: Number(process.env.RPC_CM_INLINE) }),
+  ...(process.env.RPC_CM_RECEIVES === undefined ? {} : { receives: Number(process.env.RPC_CM_RECEIVES) })
+}
 
 type Client = RpcClient.FromGroup<typeof Group, RpcClientError.RpcClientError>
 
@@ -66,7 +73,7 @@ const rdmaProtocolServer: Layer.Layer<
   unknown,
   Driver.RdmaDriver | RpcSerialization.RpcSerialization
 > = transport === "cm"
-  ? RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort })
+  ? RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort, ...cmOptions })
   : RdmaRpc.layerProtocolServer({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
 const rdmaServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),
@@ -74,7 +81,7 @@ const rdmaServer = RpcServer.layer(Group).pipe(
 )
 const rdmaClient: Layer.Layer<RpcClient.Protocol, unknown, Driver.RdmaDriver | RpcSerialization.RpcSerialization> =
   transport === "cm"
-    ? RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort })
+    ? RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort, ...cmOptions })
     : RdmaRpc.layerProtocolClient({ transport, address, port: rdmaPort }).pipe(Layer.provide(Peer.layer(address)))
 const tcpServer = RpcServer.layer(Group).pipe(
   Layer.provide(Handlers),

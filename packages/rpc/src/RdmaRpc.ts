@@ -4,18 +4,19 @@
  * see {@link RdmaChannel}) or `transport: "cm"` (a librdmacm endpoint, send and receive only).
  *
  * The `"cm"` transport's channel, kept small: each side registers a pool of `sends` send slots and
- * one of `receives` receive buffers (`inlineSize` bytes each) on its endpoint, and posts every
- * receive before it connects or accepts. Frames have the librpma channel's 8-byte header (kind,
- * flags, sequence, length) and go by rdma_post_send into the other side's posted receives, which
- * its receive loop takes in order and posts again. Each side sends HELLO first (its receive
- * buffer size and count); a message that fits the other side's buffer after the header goes in one frame, a
- * larger one in pieces that fit, posted in order (up to half the send slots in flight), the last
- * one flagged. No region is ever named to the other side (no rkeys), so a client reaches nothing
- * of the server's memory. Flow control is by credits: a side sends a frame only into a receive
- * the other side has posted (one credit per frame, from the other side's receive count), and the
- * reader returns credits for the receives it posts again in the header of its next frame, or in a
- * CREDIT frame once it owes half its receives; the last credit is kept for a frame that returns
- * some, so neither side is left waiting on the other. No frame meets a receiver-not-ready retry
+ * one of `receives` receive buffers (`inlineSize` bytes each: by default 8 + 16 of 32 KiB, 768
+ * KiB per channel on each side) on its endpoint, and posts every receive before it connects or
+ * accepts. Frames have the librpma channel's 8-byte header (kind, flags, sequence, length) and go
+ * by rdma_post_send into the other side's posted receives, which its receive loop takes in order
+ * and posts again. Each side sends HELLO first (its receive buffer size and count); a message that
+ * fits the other side's buffer after the header goes in one frame, a larger one in pieces that
+ * fit, posted in order (up to half the send slots in flight), the last one flagged. No region is
+ * ever named to the other side (no rkeys), so a client reaches nothing of the server's memory.
+ * Flow control is by credits: a side sends a frame only into a receive the other side has posted
+ * (one credit per frame, from the other side's receive count), and the reader returns credits
+ * for the receives it posts again in the header of its next frame, or in a CREDIT frame once it
+ * owes half its receives; the last credit is kept for a frame that returns some, so neither side
+ * is left waiting on the other. No frame meets a receiver-not-ready retry
  * (hundreds of milliseconds each on Soft-RoCE), and the channel works with `rnrRetryCount: 0`. A
  * sender that gets no credit back within 30 seconds fails and closes the connection. Both sides
  * must run the same version of this package: a HELLO of an earlier one is refused. A KEEPALIVE frame
@@ -59,7 +60,13 @@ import type * as RdmaChannel from "./RdmaChannel.js"
  * @category models
  */
 export interface CmChannelOptions {
-  /** Each receive buffer's (and send slot's) size: a message up to this less 8 bytes goes in one frame. Default 4096. */
+  /**
+   * Each receive buffer's (and send slot's) size: a message up to this less 8 bytes goes in one
+   * frame, a larger one in pieces of this size. Default 32768 (32 KiB): with the default `receives`
+   * and `sends`, (16 + 8) × 32 KiB = 768 KiB registered per channel on each side (the librpma
+   * transport's landing region alone is 1 MiB); each frame is a send, a receive and its repost,
+   * which cost far more than the bytes on an emulated device, so fewer, larger frames are faster.
+   */
   readonly inlineSize?: number | undefined
   /** Receives kept posted: the frames the other side can send ahead (its credits). At least 3; default 16. */
   readonly receives?: number | undefined

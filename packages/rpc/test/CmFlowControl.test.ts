@@ -127,7 +127,7 @@ describe("cm channel credits, against a raw peer", () => {
         const channel = yield* half.open
         const hello = yield* raw.frame(0)
         assert.strictEqual(hello.kind, HELLO)
-        assert.deepStrictEqual([...hello.payload], [0, 16, 0, 0, 16, 0, 0, 0], "4096-byte buffers, 16 receives")
+        assert.deepStrictEqual([...hello.payload], [0, 128, 0, 0, 16, 0, 0, 0], "32768-byte buffers, 16 receives")
 
         // 3 receives, less the HELLO: 2 credits. The first message spends one, returning the
         // credit for the peer's HELLO.

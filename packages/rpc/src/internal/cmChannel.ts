@@ -53,7 +53,7 @@ import * as framing from "./framing.js"
 import { type Channel, ChannelError, HEADER, protocol, transfer } from "./framing.js"
 
 export interface CmChannelOptions {
-  /** Each receive buffer's and send slot's size. Default 4096. */
+  /** Each receive buffer's and send slot's size. Default 32768. */
   readonly inlineSize?: number | undefined
   /** Receives kept posted. Default 16. */
   readonly receives?: number | undefined
@@ -88,7 +88,7 @@ const LEAST_INLINE = HEADER + 64
 
 export const settings = (options?: CmChannelOptions): Effect.Effect<CmSettings, ChannelError> =>
   Effect.all({
-    inlineSize: framing.integer("inlineSize", options?.inlineSize, 4096, LEAST_INLINE),
+    inlineSize: framing.integer("inlineSize", options?.inlineSize, 32768, LEAST_INLINE),
     // At least 3: half of them (the most owed before a CREDIT frame) is then at least 2, so a CREDIT
     // frame alone never makes the other side owe enough to send one back.
     receives: framing.integer("receives", options?.receives, 16, 3),
@@ -352,7 +352,11 @@ export const prepare = (
       })
 
     const messages = yield* framing.inbox(scope, maxMessageSize, onMessage)
-    let assembled = new Uint8Array(0)
+    /**
+     * The pieces of the large message being received (each its frame's own copy, taken out of its
+     * receive buffer), joined once at the last: one copy of the message, not one per growth.
+     */
+    let pieces: Array<Uint8Array> = []
     let assembledLength = 0
     let hello = false
     const onFrame = (bytes: Uint8Array): Effect.Effect<void, ChannelError> => {
@@ -419,18 +423,16 @@ export const prepare = (
               )
             )
           }
-          if (assembled.length < assembledLength + length) {
-            const grown = new Uint8Array(
-              Math.min(maxMessageSize, Math.max(assembledLength + length, 2 * assembled.length))
-            )
-            grown.set(assembled.subarray(0, assembledLength))
-            assembled = grown
-          }
-          assembled.set(bytes.subarray(HEADER), assembledLength)
+          pieces.push(bytes.subarray(HEADER))
           assembledLength += length
           if ((flags & FINAL) === 0) return Effect.void
-          const whole = assembled.subarray(0, assembledLength)
-          assembled = new Uint8Array(0)
+          const whole = new Uint8Array(assembledLength)
+          let at = 0
+          for (const piece of pieces) {
+            whole.set(piece, at)
+            at += piece.length
+          }
+          pieces = []
           assembledLength = 0
           return messages.deliver(whole)
         }
