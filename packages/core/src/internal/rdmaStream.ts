@@ -19,7 +19,7 @@ import * as Connection from "../Connection.js"
 import type { RdmaDriver } from "../Driver.js"
 import * as LocalMr from "../LocalMr.js"
 import type { Peer } from "../Peer.js"
-import type { MemoryRefusedError, RdmaCmError, RpmaError } from "../RdmaError.js"
+import type { MemoryRefusedError, RpmaError } from "../RdmaError.js"
 import type * as RdmaStream from "../RdmaStream.js"
 import type * as RemoteKey from "../RemoteKey.js"
 import type { RemoteMr } from "../RemoteMr.js"
@@ -89,57 +89,62 @@ interface RingPath<A, E> extends WritePath<A, E> {
 }
 
 /**
- * The staging region on the librpma path: the caller's `staging` (a WRITE_SRC region of `peer`,
- * reused across Sinks), or one of `stagingSize` (default `fallback`) registered for this Sink's life.
+ * A Sink's staging region: the caller's `staging` (reused across Sinks) once `problemOf` finds
+ * nothing wrong with it, or one of `stagingSize` (default `fallback`) made by `register` for this
+ * Sink's life. The two paths differ only in those two.
  */
+const staging = <M, E>(
+  options: { readonly staging?: M | undefined; readonly stagingSize?: number | undefined },
+  fallback: number,
+  register: (size: number) => Effect.Effect<M, E, RdmaDriver | Scope.Scope>,
+  problemOf: (given: M) => string | undefined
+): Effect.Effect<M, StreamOptionError | E, RdmaDriver | Scope.Scope> => {
+  const given = options.staging
+  if (given === undefined) {
+    const size = positiveInt("stagingSize", options.stagingSize, fallback)
+    return typeof size === "number" ? register(size) : Effect.fail(size)
+  }
+  const problem = options.stagingSize !== undefined
+    ? "and stagingSize are exclusive: the staging region's size is its own"
+    : problemOf(given)
+  return problem === undefined ? Effect.succeed(given) : optionError("staging", problem)
+}
+
+/** On the librpma path: a WRITE_SRC region of the Sink's peer. */
 const rpmaStaging = (
   peer: Peer,
   options: { readonly staging?: LocalMr.LocalMr<"WRITE_SRC"> | undefined; readonly stagingSize?: number | undefined },
   fallback: number
-): Effect.Effect<
-  LocalMr.LocalMr<"WRITE_SRC">,
-  StreamOptionError | RpmaError | MemoryRefusedError,
-  RdmaDriver | Scope.Scope
-> => {
-  const given = options.staging
-  if (given === undefined) {
-    const size = positiveInt("stagingSize", options.stagingSize, fallback)
-    return typeof size === "number" ? LocalMr.allocate(peer, size, Usage.WRITE_SRC) : Effect.fail(size)
-  }
-  const problem = options.stagingSize !== undefined
-    ? "and stagingSize are exclusive: the staging region's size is its own"
-    : !LocalMr.isLocalMr(given) || !Usage.has(given.usage, "WRITE_SRC")
-    ? "must be a LocalMr registered with Usage.WRITE_SRC"
-    : given.peer !== peer
-    ? "must be a region of the Sink's peer (the connection's)"
-    : undefined
-  return problem === undefined ? Effect.succeed(given) : optionError("staging", problem)
-}
+) =>
+  staging(
+    options,
+    fallback,
+    (size) => LocalMr.allocate(peer, size, Usage.WRITE_SRC),
+    (given) =>
+      !LocalMr.isLocalMr(given) || !Usage.has(given.usage, "WRITE_SRC")
+        ? "must be a LocalMr registered with Usage.WRITE_SRC"
+        : given.peer !== peer
+        ? "must be a region of the Sink's peer (the connection's)"
+        : undefined
+  )
 
-/** The same on the librdmacm path: a message region of the endpoint's (rdma_reg_msgs). */
+/** On the librdmacm path: a message region of the Sink's endpoint (rdma_reg_msgs). */
 const cmStaging = (
   endpoint: CmEndpoint.CmEndpoint,
   options: { readonly staging?: CmEndpoint.MessageRegion | undefined; readonly stagingSize?: number | undefined },
   fallback: number
-): Effect.Effect<
-  CmEndpoint.MessageRegion,
-  StreamOptionError | RdmaCmError | MemoryRefusedError,
-  RdmaDriver | Scope.Scope
-> => {
-  const given = options.staging
-  if (given === undefined) {
-    const size = positiveInt("stagingSize", options.stagingSize, fallback)
-    return typeof size === "number" ? CmEndpoint.registerMessages(endpoint, new Uint8Array(size)) : Effect.fail(size)
-  }
-  const problem = options.stagingSize !== undefined
-    ? "and stagingSize are exclusive: the staging region's size is its own"
-    : !CmEndpoint.isRegion(given) || given.kind !== "msgs"
-    ? "must be a region of CmEndpoint.registerMessages"
-    : given.endpoint !== endpoint
-    ? "must be a region of the Sink's endpoint (registered on it)"
-    : undefined
-  return problem === undefined ? Effect.succeed(given) : optionError("staging", problem)
-}
+) =>
+  staging(
+    options,
+    fallback,
+    (size) => CmEndpoint.registerMessages(endpoint, new Uint8Array(size)),
+    (given) =>
+      !CmEndpoint.isRegion(given) || given.kind !== "msgs"
+        ? "must be a region of CmEndpoint.registerMessages"
+        : given.endpoint !== endpoint
+        ? "must be a region of the Sink's endpoint (registered on it)"
+        : undefined
+  )
 
 const rpmaPath = (
   conn: Connection.Connection,
