@@ -18,9 +18,9 @@
  * owes half its receives; the last credit is kept for a frame that returns some, so neither side
  * is left waiting on the other. No frame meets a receiver-not-ready retry
  * (hundreds of milliseconds each on Soft-RoCE), and the channel works with `rnrRetryCount: 0`. A
- * sender that gets no credit back within 30 seconds fails and closes the connection. Both sides
- * must run the same version of this package: a HELLO of an earlier one is refused. A KEEPALIVE frame
- * every `keepAlive` finds a dead path while a side only waits.
+ * sender that gets no credit back within `ackTimeout` (default 30 seconds) fails and closes the
+ * connection. Both sides must run the same version of this package: a HELLO of an earlier one is
+ * refused. A KEEPALIVE frame every `keepAlive` finds a dead path while a side only waits.
  *
  * The safety rules are the librpma transport's: a handshake (accept and both HELLOs) bounded by
  * `handshakeTimeout` and at most `maxHandshakes` at once; a message beyond `maxMessageSize`, or a
@@ -78,6 +78,17 @@ export interface CmChannelOptions {
    * {@link RdmaChannel.Options.maxMessageSize} does. Default 64 MiB.
    */
   readonly maxMessageSize?: number | undefined
+  /**
+   * How long a frame waits for a credit: a side that has spent the credits the other side gave it
+   * (one per receive posted) waits for it to return some, as it posts its receives again. When none
+   * comes within `ackTimeout`, the send fails, the connection is closed and the channel ends, all
+   * with a `"Timeout"` ChannelError: on the client, the calls in flight fail with `RpcClientError`
+   * (its `cause`) and it dials again as `retrySchedule` says; on the server, that client is dropped
+   * with a logged warning. It also bounds how long the messages received before the channel's end
+   * may take to be handed on. Measured by the Clock; a positive, finite duration (otherwise the
+   * protocol fails with a `"Protocol"` ChannelError). Default 30 seconds.
+   */
+  readonly ackTimeout?: Duration.DurationInput | undefined
   /** How often a KEEPALIVE frame is sent, so a side that only waits finds a dead path. Default 5 seconds; `Duration.infinity`: never. */
   readonly keepAlive?: Duration.DurationInput | undefined
   /** The endpoint's settings (timeout, queue sizes, RNR retries, polling): the listener's on the server. */

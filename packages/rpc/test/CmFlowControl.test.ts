@@ -5,14 +5,14 @@
  * one at a time and 16 in flight each way, must then all arrive whole: the sender spends a credit
  * per frame and waits for the reader to return them, never sending into a receive not posted.
  * Against a raw peer: the credits each frame spends and returns, the last one kept, and the wait's
- * bound (`ackTimeout`, by the TestClock).
+ * bound (`ackTimeout`, by the TestClock), given as the public option to a client and to a server.
  */
 import { CmEndpoint, CmListener } from "@effect-rdma/core"
-import { RdmaRpc } from "@effect-rdma/rpc"
+import { RdmaChannel, RdmaRpc } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer, Option, Schedule, Schema, TestClock } from "effect"
+import { Cause, Duration, Effect, Fiber, Layer, Logger, Option, Schedule, Schema, TestClock } from "effect"
 import * as cmChannel from "../src/internal/cmChannel.js"
 
 const Group = RpcGroup.make(
@@ -155,6 +155,110 @@ describe("cm channel credits, against a raw peer", () => {
         assert.strictEqual(failed.reason, "Timeout")
         assert.match(failed.detail, /returned no credit within/)
       }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)),
+    30_000
+  )
+})
+
+describe("RdmaRpc cm transport: ackTimeout", () => {
+  const header = (kind: number, length: number) => [kind, 0, 0, 0, length & 0xff, (length >> 8) & 0xff, 0, 0]
+  const HELLO = 1
+  /**
+   * Posts 3 receives of 4096 bytes on `ep` and never again, returning no credit: the other side
+   * gets 2 credits (less its HELLO). What it returns sends the HELLO that says so.
+   */
+  const stingy = (ep: CmEndpoint.CmEndpoint) =>
+    Effect.gen(function*() {
+      const inbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(3 * 4096))
+      const outbox = yield* CmEndpoint.registerMessages(ep, new Uint8Array(4096))
+      for (let slot = 0; slot < 3; slot++) {
+        yield* CmEndpoint.postRecv(ep, { segments: [{ mr: inbox, offset: slot * 4096, length: 4096 }] })
+      }
+      return Effect.suspend(() => {
+        outbox.memory.set([...header(HELLO, 8), 0, 16, 0, 0, 3, 0, 0, 0])
+        return CmEndpoint.send(ep, { src: outbox, length: 16 })
+      })
+    })
+
+  it.effect(
+    "a client whose server never returns credits fails the send waiting for one with Timeout at ackTimeout, not before",
+    () =>
+      Effect.gen(function*() {
+        const port = 7598
+        const ackTimeout = Duration.seconds(5)
+        const listener = yield* CmListener.make(address, port)
+        const peer = yield* Effect.gen(function*() {
+          const request = yield* CmListener.next(listener)
+          const hello = yield* stingy(request)
+          yield* CmListener.accept(request)
+          yield* hello
+        }).pipe(Effect.fork)
+        const protocol = yield* RdmaRpc.makeProtocolClient({
+          transport: "cm",
+          address,
+          port,
+          ackTimeout,
+          keepAlive: Duration.infinity,
+          retrySchedule: Schedule.stop
+        }).pipe(Effect.provide(RpcSerialization.layerMsgPack))
+        yield* Fiber.join(peer)
+        // 3 receives less the client's HELLO: 2 credits; the first request spends one, the second
+        // has only the last credit (kept for a frame that returns some) and waits.
+        yield* protocol.send({ _tag: "Ping" })
+        const waiting = yield* Effect.fork(protocol.send({ _tag: "Ping" }))
+        yield* TestClock.adjust(Duration.subtract(ackTimeout, Duration.millis(1)))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)), "the send waits until ackTimeout")
+        yield* TestClock.adjust(Duration.millis(1))
+        const failed = yield* Effect.flip(Fiber.join(waiting))
+        assert.strictEqual(failed._tag, "RpcClientError")
+        assert.instanceOf(failed.cause, RdmaChannel.ChannelError)
+        assert.strictEqual(failed.cause.reason, "Timeout")
+        assert.match(failed.cause.detail, /returned no credit within 5s/)
+      }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)),
+    30_000
+  )
+
+  it.effect(
+    "a server whose client never returns credits drops it with Timeout at ackTimeout, not before",
+    () => {
+      const logged: Array<{ readonly line: string; readonly level: string; readonly error: unknown }> = []
+      const logger = Logger.make(({ cause, logLevel, message }) => {
+        logged.push({ line: [message].flat().join(" "), level: logLevel.label, error: Cause.squash(cause) })
+      })
+      return Effect.gen(function*() {
+        const port = 7599
+        const ackTimeout = Duration.seconds(5)
+        const protocol = yield* RdmaRpc.makeProtocolServer({
+          transport: "cm",
+          address,
+          port,
+          ackTimeout,
+          keepAlive: Duration.infinity
+        }).pipe(Effect.provide(RpcSerialization.layerMsgPack))
+        const ep = yield* CmEndpoint.make(address, port)
+        const hello = yield* stingy(ep)
+        yield* CmEndpoint.establish(ep)
+        yield* hello
+        // The server registers the client once both HELLOs are in.
+        yield* Effect.zipLeft(protocol.clientIds, Effect.yieldNow()).pipe(Effect.repeat({ until: (ids) => ids.has(0) }))
+        // 3 receives less the server's HELLO: 2 credits; the first answer spends one, the second
+        // has only the last credit (kept for a frame that returns some) and waits.
+        yield* protocol.send(0, { _tag: "Pong" })
+        const waiting = yield* Effect.fork(protocol.send(0, { _tag: "Pong" }))
+        const disconnected = yield* Effect.fork(protocol.disconnects.take)
+        yield* TestClock.adjust(Duration.subtract(ackTimeout, Duration.millis(1)))
+        assert.isTrue(Option.isNone(yield* Fiber.poll(disconnected)), "the client is kept until ackTimeout")
+        assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)), "the answer waits until ackTimeout")
+        yield* TestClock.adjust(Duration.millis(1))
+        assert.strictEqual(yield* Fiber.join(disconnected), 0)
+        yield* Fiber.join(waiting)
+        // The channel ends with the wait's Timeout: a drop worth a warning.
+        const dropped = logged.find(({ line }) => /client 0 dropped/.test(line))
+        assert.strictEqual(dropped?.level, "WARN")
+        assert.instanceOf(dropped?.error, RdmaChannel.ChannelError)
+        assert.strictEqual(dropped.error.reason, "Timeout")
+        assert.match(dropped.error.detail, /returned no credit within 5s/)
+      }).pipe(Effect.scoped, Ledger.checked, Effect.provide(Logger.add(logger)), Effect.provide(SimulatedDriver.layer))
+    },
     30_000
   )
 })

@@ -80,10 +80,10 @@ export const hostileCases = (
     }
   ) =>
     Effect.gen(function*() {
-      const { ackTimeout, landingSize, ...common } = options
+      const { landingSize, ...common } = options
       const serverProtocol: Layer.Layer<RpcServer.Protocol, unknown, ProtocolNeeds> = cm
         ? RdmaRpc.layerProtocolServer({ transport, address, port, ...common })
-        : RdmaRpc.layerProtocolServer({ transport: "rpma", address, port, ...common, ackTimeout, landingSize }).pipe(
+        : RdmaRpc.layerProtocolServer({ transport: "rpma", address, port, ...common, landingSize }).pipe(
           Layer.provide(Peer.layer(address))
         )
       const clientProtocol: Layer.Layer<RpcClient.Protocol, unknown, ProtocolNeeds> = cm

@@ -35,11 +35,11 @@
  * returns credits: a frame that returns none waits while one credit is left, so that both sides can
  * never be left without a credit each, owing the other. A sender without a credit waits (the reader
  * is slow: its inbox is full, or it has not been scheduled) for at most `ackTimeout`, after which
- * the send fails and the endpoint is closed. Both sides must run this version: the HELLO of an
- * earlier one (4 bytes) is refused. What the other side can make this side hold is bounded as on
- * the librpma path: the pieces of one message and the whole messages not yet handed on (at most
- * `maxMessageSize` bytes each), and the receive pool; a side that returns more credits than it
- * was given breaks the channel's rules.
+ * the send fails, the endpoint is closed and the channel ends, all with a "Timeout" ChannelError.
+ * Both sides must run this version: the HELLO of an earlier one (4 bytes) is refused. What the
+ * other side can make this side hold is bounded as on the librpma path: the pieces of one message
+ * and the whole messages not yet handed on (at most `maxMessageSize` bytes each), and the receive
+ * pool; a side that returns more credits than it was given breaks the channel's rules.
  */
 import { CmEndpoint } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
@@ -61,7 +61,7 @@ export interface CmChannelOptions {
   readonly sends?: number | undefined
   /** The largest message taken from the other side: a larger one ends the channel. Default 64 MiB. */
   readonly maxMessageSize?: number | undefined
-  /** How long the messages received before the channel's end may take to be handed on. Default 30 s. */
+  /** How long a frame waits for a credit, and the messages received before the end for being handed on. Default 30 s. */
   readonly ackTimeout?: Duration.DurationInput | undefined
   /** How often a KEEPALIVE frame is sent. Default 5 s; `Duration.infinity`: never. */
   readonly keepAlive?: Duration.DurationInput | undefined
@@ -133,6 +133,8 @@ export const prepare = (
     /** The other side's receive count, from its HELLO. */
     let peerReceives = 0
     let ended = false
+    /** A send waited `ackTimeout` for a credit and closed the endpoint: the channel ends with this, not the loop's end. */
+    let timedOut: ChannelError | undefined
     /** A large message failed half-way: the other side's state is unknown, nothing more is sent. */
     let broken = false
     const largeLock = yield* Effect.makeSemaphore(1)
@@ -209,15 +211,11 @@ export const prepare = (
           const taken = now()
           if (taken !== "wait") return Effect.succeed(taken)
           if (waiting.late) {
-            return Effect.zipRight(
-              CmEndpoint.close(ep),
-              Effect.fail(
-                new ChannelError({
-                  reason: "Timeout",
-                  detail: `the other side returned no credit within ${Duration.format(ackTimeout)}`
-                })
-              )
-            )
+            timedOut ??= new ChannelError({
+              reason: "Timeout",
+              detail: `the other side returned no credit within ${Duration.format(ackTimeout)}`
+            })
+            return Effect.zipRight(CmEndpoint.close(ep), Effect.fail(timedOut))
           }
           return Effect.zipRight(nextChange(waiting), wait)
         })
@@ -459,7 +457,14 @@ export const prepare = (
       ended = true
       changed()
     })
-    yield* framing.runToEnd({ scope, loop, inbox: messages, stop, closed, drainTimeout: ackTimeout })
+    yield* framing.runToEnd({
+      scope,
+      loop: Effect.flatMap(Effect.exit(loop), (exit) => timedOut === undefined ? exit : Effect.fail(timedOut)),
+      inbox: messages,
+      stop,
+      closed,
+      drainTimeout: ackTimeout
+    })
 
     const helloPayload = new Uint8Array(8)
     new DataView(helloPayload.buffer).setUint32(0, inline, true)
