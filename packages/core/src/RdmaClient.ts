@@ -227,7 +227,9 @@ export type InvalidOfferError = errors.InvalidOfferError
  * The server rejected the connection that carried the offer's token. `"Spent"`: the offer gave
  * again a token this client was admitted with before (a token admits a bounded number of
  * connections, one by default: the client closes with this error, since every attempt would be
- * refused the same way). On the `"cm"` transport the server's admission says why it refused (its
+ * refused the same way). Admitted means the server accepted the connection, whatever came after:
+ * an attempt that then failed (on `"cm"`, an acceptance without the keys the client needs) spent
+ * its token too. On the `"cm"` transport the server's admission says why it refused (its
  * rejection's private data): `"WrongToken"`, `"TokenUsed"` (by another client: a token this client
  * spent is `"Spent"`) or `"TooSoon"` (its window's uses are spent), each retried on the schedule.
  * librpma's rejection carries no reason (rpma_conn_req_delete sends no private data), nor does a

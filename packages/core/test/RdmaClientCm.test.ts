@@ -1,9 +1,10 @@
 /**
  * RdmaClient over librdmacm (`transport: "cm"`) on the simulated driver: the same supervision as
  * the librpma client (Connected, reconnect on loss on its schedule, NotConnectedError while down,
- * Closed on a spent token), the server's keys from its acceptance (RdmaClient.acceptData), the
- * admission's reason in the client's error, and the other transport's operations refused. Every
- * resource is accounted for by the leak ledger after each case.
+ * Closed on a spent token, spent once admitted even if the client refuses its acceptance), the
+ * server's keys from its acceptance (RdmaClient.acceptData), the admission's reason in the
+ * client's error, and the other transport's operations refused. Every resource is accounted for by
+ * the leak ledger after each case.
  */
 import { Admission, CmEndpoint, CmListener, Peer, RdmaClient, RemoteKey, Usage } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
@@ -253,6 +254,41 @@ describe("RdmaClient over librdmacm", () => {
       const used = (failed as { value: { lastError: RdmaClient.AdmissionRejectedError } }).value.lastError
       assert.strictEqual(used.reason, "TokenUsed")
       assert.match(used.message, /its uses are spent, by another client/)
+    })))
+
+  it.effect("under TestClock: a token the server admitted is spent even when the client refuses the acceptance: offered again, it ends the client in Closed", () =>
+    inWorld(Effect.gen(function*() {
+      const token = new Uint8Array([1, 6, 1, 8, 0, 3, 3, 9])
+      // One connection, accepted without the keys the client needs.
+      const server = yield* makeServer(7607, { admission: yield* Admission.make(token), keys: false })
+      yield* server.start
+      const client = yield* RdmaClient.make({
+        transport: "cm",
+        offer: server.offerWith(token),
+        regions,
+        reconnect: Schedule.spaced("1 minute")
+      })
+      const refused = yield* live(waitFor(client, "Reconnecting"))
+      const invalid = (refused as { value: { lastError: RdmaClient.InvalidOfferError } }).value.lastError
+      assert.strictEqual(invalid._tag, "InvalidOfferError")
+      assert.match(invalid.message, /carries no region keys/)
+      // The next attempt, on the schedule's minute, offers the token its acceptance spent.
+      const start = yield* Clock.currentTimeMillis
+      yield* live(Effect.repeat(
+        Effect.zipLeft(TestClock.sleeps(), TestServices.provideLive(Effect.sleep("2 millis"))),
+        { until: (sleeps) => Chunk.toReadonlyArray(sleeps).some((at) => at >= start + 59_000) }
+      ))
+      yield* TestClock.adjust("1 minute")
+      const next = yield* live(client.changes.pipe(
+        Stream.filter((s) => s._tag === "Closed" || (s._tag === "Reconnecting" && s.attempt >= 2)),
+        Stream.runHead
+      ))
+      assert.strictEqual(next._tag, "Some")
+      const state = (next as { value: RdmaClient.State }).value
+      assert.strictEqual(state._tag, "Closed", `a spent token ends the client, not ${JSON.stringify(state)}`)
+      const spent = (state as { lastError: RdmaClient.AdmissionRejectedError }).lastError
+      assert.strictEqual(spent._tag, "AdmissionRejectedError")
+      assert.strictEqual(spent.reason, "Spent")
     })))
 
   it.live("a rejection that gives no reason (not an admission's) is a failed attempt, retried, even with a token admitted before", () =>

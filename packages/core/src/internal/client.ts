@@ -82,7 +82,7 @@ export class ClientImpl<
   session: Session | undefined = undefined
   /** Completed with the next session, or failed once closed; replaced when a session ends. */
   ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError> = Deferred.unsafeMake(FiberId.none)
-  /** The token the last session was admitted with: offered again and rejected, it is spent. */
+  /** The token the server last admitted (see {@link admitted}): offered again and rejected, it is spent. */
   admittedWith: Uint8Array | undefined = undefined
   constructor(
     readonly stateRef: SubscriptionRef.SubscriptionRef<RdmaClient.State>,
@@ -113,10 +113,18 @@ export class ClientImpl<
         : Effect.zipRight(Deferred.await(this.ready), this.awaitSession)
     )
   }
+  /**
+   * The server admitted the attempt with `offer`'s token: it is spent from here on, whatever becomes
+   * of the attempt (an acceptance the client then refuses spent it too).
+   */
+  admitted(offer: RdmaClient.ClientOffer<unknown>): Effect.Effect<void> {
+    return Effect.sync(() => {
+      this.admittedWith = offer.token
+    })
+  }
   established(current: Session): Effect.Effect<void> {
     return Effect.suspend(() => {
       this.session = current
-      this.admittedWith = current.offer.token
       const { address, port } = current.offer.rdma
       return Effect.zipRight(Deferred.succeed(this.ready, current), this.setState({ _tag: "Connected", address, port }))
     })
@@ -447,6 +455,7 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
       ...options.connection,
       ...(privateData === undefined ? {} : { privateData })
     }).pipe(Effect.catchTag("ConnectionFailedError", rejection(offer, client.admittedWith)))
+    yield* client.admitted(offer)
     return yield* serve(client, offer, { transport: "rpma", connection, regions }, pollMillis)
   })
 

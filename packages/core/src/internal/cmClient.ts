@@ -128,6 +128,7 @@ const session = <Regions extends RdmaClient.RegionUsages, Config, E, R>(
           : Effect.fail(error)
       })
     )
+    yield* client.admitted(offer)
     const offered = readAcceptData(endpoint.privateData)
     if (typeof offered === "string") {
       return yield* invalidOffer(offered)
