@@ -249,11 +249,12 @@ export const prepare = (
       return { mr: sendPool, offset: at, length: HEADER + header.length }
     }
 
+    const held = framing.heldSlots(slots, transfer("a send"))
     /**
-     * One frame from a send slot, awaited. Its credit is taken first (HELLO takes none: every
-     * receive is posted before the connection), then a slot; waiting for either can be interrupted
-     * (what the frame took then comes back: its ticket), and so can waiting for the send's
-     * completion (its credit is spent: the frame is on its way).
+     * One frame from a send slot, posted (not awaited: see framing.heldSlots). Its credit is taken
+     * first (HELLO takes none: every receive is posted before the connection), then a slot; waiting
+     * for either can be interrupted (what the frame took then comes back: its ticket). Once
+     * posted, its credit is spent.
      */
     const frame = (kind: number, flags: number, payload: Uint8Array | undefined) =>
       Effect.suspend(() => {
@@ -268,25 +269,26 @@ export const prepare = (
         return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(restore(take), (returned) =>
             returned === undefined ? Effect.void : restore(
-              // Posted at once; its completion is waited for interruptibly (a peer that never
-              // receives must not hold the scope's close).
-              framing.sendFromSlot(slots, (slot) =>
-                CmEndpoint.postSend(ep, {
-                  segments: [
-                    writeFrame(slot, { kind, flags, sequence: returned, length: payload?.length ?? 0 }, payload)
-                  ]
-                }).pipe(Effect.tap(() => {
+              held.send((slot) =>
+                postFrame(slot, kind, flags, returned, payload).pipe(Effect.tap(() => {
                   ticket.posted = true
-                }))).pipe(Effect.mapError(transfer("a send")))
+                }))
+              ).pipe(Effect.mapError((e) => e instanceof ChannelError ? e : transfer("a send")(e)))
             )).pipe(Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : refund(ticket)))
         )
       })
 
-    /** Posts one frame from `slot` without waiting: its completion gives the slot back. */
-    const postFrame = (slot: number, kind: number, flags: number, returned: number, payload: Uint8Array) =>
+    /** Posts one frame from `slot` without waiting. */
+    const postFrame = (
+      slot: number,
+      kind: number,
+      flags: number,
+      returned: number,
+      payload: Uint8Array | undefined
+    ) =>
       Effect.suspend(() =>
         CmEndpoint.postSend(ep, {
-          segments: [writeFrame(slot, { kind, flags, sequence: returned, length: payload.length }, payload)]
+          segments: [writeFrame(slot, { kind, flags, sequence: returned, length: payload?.length ?? 0 }, payload)]
         })
       )
 
@@ -307,7 +309,7 @@ export const prepare = (
           for (let done = 0; done < message.length;) {
             if (inFlight.length >= window) yield* oldest
             const returned = (yield* takeCredit(false))!
-            const slot = yield* slots.take
+            const slot = yield* held.take
             const piece = message.subarray(done, Math.min(message.length, done + room))
             done += piece.length
             const posted = yield* Effect.onError(

@@ -117,35 +117,35 @@ export const keepAliveDuration = (value: Duration.DurationInput | undefined) =>
   })
 
 /**
- * `n` send slots: `take` waits for a free one (each release wakes the next waiter), `release`
- * gives one back.
+ * `n` send slots: `take` waits for a free one, `release` gives one back. `changed` waits for the
+ * next release (or `wake`): each wakes one waiter, which looks again.
  */
 export const sendSlots = (n: number) => {
   const freeSlots = Array.from({ length: n }, (_, i) => n - 1 - i)
-  const slotWaiters: Array<() => void> = []
+  const waiters: Array<() => void> = []
+  const wake = (): void => {
+    waiters.shift()?.()
+  }
+  const changed: Effect.Effect<void> = Effect.async<void>((resume) => {
+    const woken = () => resume(Effect.void)
+    waiters.push(woken)
+    return Effect.sync(() => {
+      const at = waiters.indexOf(woken)
+      if (at >= 0) waiters.splice(at, 1)
+      // Woken, then interrupted before looking: the next waiter looks in its place.
+      else wake()
+    })
+  })
   const take: Effect.Effect<number> = Effect.suspend(() =>
-    freeSlots.length > 0
-      ? Effect.succeed(freeSlots.pop()!)
-      : Effect.zipRight(
-        Effect.async<void>((resume) => {
-          const wake = () => resume(Effect.void)
-          slotWaiters.push(wake)
-          return Effect.sync(() => {
-            const at = slotWaiters.indexOf(wake)
-            if (at >= 0) slotWaiters.splice(at, 1)
-            // Woken, then interrupted before taking the slot: the next waiter takes it.
-            else if (freeSlots.length > 0) slotWaiters.shift()?.()
-          })
-        }),
-        take
-      )
+    freeSlots.length > 0 ? Effect.succeed(freeSlots.pop()!) : Effect.zipRight(changed, take)
   )
   const release = (slot: number) =>
     Effect.sync(() => {
       freeSlots.push(slot)
-      slotWaiters.shift()?.()
+      wake()
     })
-  return { take, release }
+  const free = (): number => freeSlots.length
+  return { take, release, free, changed, wake }
 }
 
 /**
@@ -165,17 +165,76 @@ export const sendFromSlot = <E1, E2>(
     Effect.flatMap(restore(take), (slot) =>
       Effect.matchCauseEffect(post(slot), {
         onFailure: (cause) => Effect.zipRight(slots.release(slot), Effect.failCause(cause)),
-        onSuccess: (posted) =>
-          restore(posted.completion).pipe(
-            Effect.onExit((exit) =>
-              Exit.isInterrupted(exit)
-                ? Effect.forkDaemon(Effect.ensuring(Effect.ignore(posted.completion), slots.release(slot)))
-                : slots.release(slot)
-            ),
-            Effect.asVoid
-          )
+        onSuccess: (posted) => releaseAfter(slots, slot, restore(posted.completion), posted.completion)
       }))
   )
+
+/**
+ * `slot` given back once `awaited` (a send's completion, awaited interruptibly) ends; when it is
+ * interrupted, once `completion` comes (a fiber of its own waits for it; it comes, or is flushed
+ * when the connection ends), not before: the device may still read the slot.
+ */
+const releaseAfter = <E>(
+  slots: ReturnType<typeof sendSlots>,
+  slot: number,
+  awaited: Effect.Effect<unknown, E>,
+  completion: Effect.Effect<unknown, unknown>
+): Effect.Effect<void, E> =>
+  awaited.pipe(
+    Effect.onExit((exit) =>
+      Exit.isInterrupted(exit)
+        ? Effect.forkDaemon(Effect.ensuring(Effect.ignore(completion), slots.release(slot)))
+        : slots.release(slot)
+    ),
+    Effect.asVoid
+  )
+
+/**
+ * Frames sent from `slots` without waiting for their sends, as the librdmacm channel sends them
+ * (a completion would wake the sender's fiber for nothing: a failed send fails the queue pair,
+ * and with it the receives and the channel), where {@link sendFromSlot} awaits each. A posted send
+ * holds its slot with its completion, and the slot comes back once that completion is taken, by a
+ * later `take` that finds no free slot (oldest first: a queue pair completes its sends in order).
+ * A reap interrupted before its completion comes gives the slot back when it does; a failed one
+ * fails that `take` (`failed`), its slot given back.
+ */
+export const heldSlots = <E>(slots: ReturnType<typeof sendSlots>, failed: (cause: unknown) => E) => {
+  const held: Array<{ readonly slot: number; readonly completion: Effect.Effect<unknown, unknown> }> = []
+  const reap = (send: (typeof held)[number]): Effect.Effect<void, E> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.mapError(releaseAfter(slots, send.slot, restore(send.completion), send.completion), failed)
+    )
+  /**
+   * A free slot: reaps the oldest held send while there is none, else waits for a release or a
+   * send to reap (one that another fiber takes the slot of, or a large message's piece, which
+   * its sender awaits), and looks again.
+   */
+  const take: Effect.Effect<number, E> = Effect.suspend(() =>
+    slots.free() > 0
+      ? slots.take
+      : Effect.zipRight(held.length > 0 ? reap(held.shift()!) : slots.changed, take)
+  )
+  /**
+   * A frame posted from a free slot (`post` writes it there and posts it), the slot held until its
+   * completion is reaped. Waiting for the slot can be interrupted; a refused post gives it back.
+   */
+  const send = <E1>(
+    post: (slot: number) => Effect.Effect<{ readonly completion: Effect.Effect<unknown, unknown> }, E1>
+  ): Effect.Effect<void, E | E1> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(take), (slot) =>
+        Effect.matchCauseEffect(post(slot), {
+          onFailure: (cause) => Effect.zipRight(slots.release(slot), Effect.failCause(cause)),
+          onSuccess: (posted) =>
+            Effect.sync(() => {
+              held.push({ slot, completion: posted.completion })
+              // A fiber waiting for a slot may reap it.
+              slots.wake()
+            })
+        }))
+    )
+  return { take, send }
+}
 
 export interface Inbox {
   /** Queues a whole message for `onMessage`, waiting while the queue holds `maxMessageSize` bytes. */
