@@ -270,10 +270,13 @@ export const prepare = (
           Effect.flatMap(restore(take), (returned) =>
             returned === undefined ? Effect.void : restore(
               held.send((slot) =>
-                postFrame(slot, kind, flags, returned, payload).pipe(Effect.tap(() => {
-                  ticket.posted = true
-                }))
-              ).pipe(Effect.mapError((e) => e instanceof ChannelError ? e : transfer("a send")(e)))
+                postFrame(slot, kind, flags, returned, payload).pipe(
+                  Effect.tap(() => {
+                    ticket.posted = true
+                  }),
+                  Effect.mapError(transfer("a send"))
+                )
+              )
             )).pipe(Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : refund(ticket)))
         )
       })
