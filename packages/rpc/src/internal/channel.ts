@@ -136,10 +136,15 @@ export const make = (
           return Connection.postSend(conn, { src: sendPool, offset: at, length: HEADER + (payload?.length ?? 0) })
         })).pipe(Effect.mapError(transfer("a send")))
 
+    /** Fails with the first wait for the other side that timed out: the channel ends with it. */
+    const timedOut = yield* Deferred.make<never, ChannelError>()
     /**
      * Waits for `deferred`, which the receive loop completes (or fails when the channel ends), at
      * most `ackTimeout` by the Clock: a timer fiber of its own fails it then, so the wait ends as
-     * bounded even where the caller is uninterruptible (@effect/rpc's server sends so).
+     * bounded even where the caller is uninterruptible (@effect/rpc's server sends so). A wait
+     * that times out ends the channel with its Timeout (as the cm channel's does), and the
+     * connection's owner closes it: a side that does not answer is dropped (a client connects
+     * again), not kept with a channel that refuses every send.
      */
     const bounded = <A>(what: string, deferred: Deferred.Deferred<A, ChannelError>) =>
       Effect.flatMap(
@@ -148,6 +153,8 @@ export const make = (
           new ChannelError({ reason: "Timeout", detail: `${what} did not come within ${Duration.format(ackTimeout)}` })
         ).pipe(Effect.delay(ackTimeout), Effect.interruptible, Effect.forkIn(scope)),
         (timer) => Effect.ensuring(Deferred.await(deferred), Fiber.interrupt(timer))
+      ).pipe(
+        Effect.tapError((error) => error.reason === "Timeout" ? Deferred.fail(timedOut, error) : Effect.void)
       )
 
     // A large message is sent whole or fails the channel: one left half-way would leave the other
@@ -318,7 +325,7 @@ export const make = (
     )
     yield* framing.runToEnd({
       scope,
-      loop: receiveLoop,
+      loop: Effect.raceFirst(receiveLoop, Deferred.await(timedOut)),
       inbox: messages,
       stop,
       closed,
