@@ -182,6 +182,17 @@ export const make = (): Fake => {
         schedule(conn)
       }
     },
+    // Each request as post takes it: a window costs what its posts do, and no more. An id comes
+    // back as the addon's napi_create_double makes it: a small integer, not a boxed double.
+    postWindow: (handle, _regions, fields, count) => {
+      const request = { id: 0 }
+      for (let i = 0; i < (count as number); i++) {
+        const id = (fields as Float64Array)[i * 9 + 1]!
+        request.id = (id | 0) === id ? id | 0 : id
+        binding.post(handle, request)
+      }
+      return count as number
+    },
     pollCompletions: (handle) => {
       const conn = handle as FakeConn
       if (conn.queue.length === 0) return EMPTY
