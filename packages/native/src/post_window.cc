@@ -29,7 +29,7 @@ namespace {
 enum Field { kOp, kId, kDst, kDstOffset, kSrc, kSrcOffset, kLength, kFlags, kImm, kFields };
 constexpr double kOnError = 1;  // completion "onError"
 constexpr double kWithImm = 2;  // imm given
-// More is refused: the driver posts at most this many in one call.
+// A bound on one call's requests (the driver's windows hold 32): a count past it is refused.
 constexpr double kMaxWindow = 1024;
 
 constexpr post::Op kOps[] = {post::Op::Write, post::Op::Read, post::Op::Send, post::Op::Recv};
