@@ -62,6 +62,17 @@ export const make = (): Fake => {
     conn.deliveryScheduled = true
     setImmediate(deliver, conn)
   }
+  // A posted request's completion: queued now, or delivered a turn later.
+  const enqueue = (conn: FakeConn, id: number) => {
+    const completion: Completion = { id, status: 0, byteLength: 0, opcode: 1, flags: 0 }
+    if (fake.mode === "queued") {
+      conn.queue.push(completion)
+      if (conn.waiter !== undefined) schedule(conn)
+    } else {
+      conn.inflight.push(completion)
+      schedule(conn)
+    }
+  }
   const sendEvent = (conn: FakeConn, event: string) => {
     const waiter = conn.eventWaiter
     if (waiter === undefined) return
@@ -165,22 +176,16 @@ export const make = (): Fake => {
       sendEvent(conn, "CLOSED")
     },
     connDelete: () => {},
-    post: (handle, request) => {
-      const conn = handle as FakeConn
-      const completion: Completion = {
-        id: (request as { id: number }).id,
-        status: 0,
-        byteLength: 0,
-        opcode: 1,
-        flags: 0
+    post: (handle, request) => enqueue(handle as FakeConn, (request as { id: number }).id),
+    // Each request as post takes it, read from the numbers as the addon does: no object a
+    // request. An id comes back as the addon's napi_create_double makes it (a small integer).
+    postWindow: (handle, _regions, fields, count) => {
+      const numbers = fields as Float64Array
+      for (let i = 0; i < (count as number); i++) {
+        const id = numbers[i * 9 + 1]!
+        enqueue(handle as FakeConn, (id | 0) === id ? id | 0 : id)
       }
-      if (fake.mode === "queued") {
-        conn.queue.push(completion)
-        if (conn.waiter !== undefined) schedule(conn)
-      } else {
-        conn.inflight.push(completion)
-        schedule(conn)
-      }
+      return count as number
     },
     pollCompletions: (handle) => {
       const conn = handle as FakeConn

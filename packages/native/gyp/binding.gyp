@@ -15,6 +15,7 @@
         "../src/conn_req.cc",
         "../src/conn.cc",
         "../src/post.cc",
+        "../src/post_window.cc",
         "../src/completions.cc",
         "../src/spin.cc",
         "../src/srq.cc",

@@ -89,6 +89,16 @@ export interface Binding {
    */
   readonly post: (queue: unknown, request: unknown) => void
   /**
+   * Plain writes, reads, sends and receives on a connection in one call: `count` requests of nine
+   * numbers each in `fields` (op 0 write, 1 read, 2 send, 3 recv; id; dst, an index into
+   * `regions`; dstOffset; src, an index; srcOffset; length; flags, 1 onError + 2 imm given; imm). A
+   * send's region and offset are src and srcOffset, a receive's dst and dstOffset. Post's checks
+   * and refusals, in order up to the first refusal, which is thrown with `posted` (how many before it
+   * were posted). Returns `count`, or -1 with nothing posted on a shared receive queue or a
+   * connection request.
+   */
+  readonly postWindow: (conn: unknown, regions: unknown, fields: unknown, count: unknown) => number
+  /**
    * The completions already queued (possibly none), without waiting: a connection's CQ and receive
    * CQ, a shared receive queue's receive CQ (each completion with `qpNum`); none on a connection
    * request, whose receives complete on the connection it becomes.

@@ -199,6 +199,7 @@ void RegisterConn(Napi::Env env, Napi::Object exports) {
   exports.Set("connApplyRemotePeerCfg", Napi::Function::New(env, ConnApplyRemotePeerCfg, "connApplyRemotePeerCfg"));
   exports.Set("connDelete", Napi::Function::New(env, ConnDelete, "connDelete"));
   RegisterPost(env, exports);
+  RegisterPostWindow(env, exports);
   RegisterCompletions(env, exports);
 }
 

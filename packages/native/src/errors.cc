@@ -11,6 +11,15 @@
 
 namespace rdma {
 
+void SetPosted(Napi::Env env, std::size_t posted) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return;
+  napi_value thrown = nullptr;
+  napi_get_and_clear_last_exception(env, &thrown);
+  Napi::Object(env, thrown).Set("posted", Napi::Number::New(env, static_cast<double>(posted)));
+  napi_throw(env, thrown);
+}
+
 Napi::Error MakeError(Napi::Env env, Domain domain, int code, const char* operation, const std::string& detail) {
   std::string message = std::string(operation) + ": " +
                         (domain == Domain::Rpma ? rpma_err_2str(code) : std::strerror(code));

@@ -42,6 +42,10 @@ class Call {
   Domain domain_;
 };
 
+// A call that posts a list refused one of it: sets `posted` (how many before it were posted) on
+// the pending exception, the refusal, which stays thrown. Does nothing when none is pending.
+void SetPosted(Napi::Env env, std::size_t posted);
+
 // Whether JavaScript can run in `env`: false while the environment is torn down (a worker
 // terminated, process.exit), when completions of async work and libuv callbacks still arrive but
 // every call into JavaScript is refused. node-addon-api turns such a refusal into a fatal error, so

@@ -1,7 +1,8 @@
 // Work requests: rpma_write / read / flush / atomic_write / send / recv on a connection,
 // rpma_srq_recv on a shared receive queue, rpma_conn_req_recv on a connection request. Each is
 // held (its region registered) until completions.cc returns its completion. The TypeScript
-// driver's postMany calls post once per request and pollCompletions once after them.
+// driver's postMany calls post once per request (post_window.cc's postWindow takes a window of
+// plain writes, reads, sends and receives in one call) and pollCompletions once after them.
 #include <infiniband/verbs.h>
 #include <librpma.h>
 #include <napi.h>
@@ -18,6 +19,7 @@
 #include "errors.h"
 #include "handles.h"
 #include "poll.h"
+#include "post.h"
 
 namespace rdma {
 
@@ -54,12 +56,10 @@ bool ReadCommon(const Call& call, const std::string& op, const RequestFields& f,
                 bool* with_imm, double* imm) {
   if (!f.id.IsNumber()) return call.Invalid("id must be a number"), false;
   std::string signal = f.completion.IsString() ? f.completion.As<Napi::String>().Utf8Value() : "";
-  if (!f.completion.IsUndefined() && signal != "always" && !(signal == "onError" && op != "recv")) {
-    return call.Invalid("completion must be \"always\" or \"onError\" (a receive always completes)"), false;
-  }
-  *flags = signal == "onError" ? RPMA_F_COMPLETION_ON_ERROR : RPMA_F_COMPLETION_ALWAYS;
+  bool valid = f.completion.IsUndefined() || signal == "always" || signal == "onError";
+  if (!post::SignalFlags(call, valid, signal == "onError", op == "recv", flags)) return false;
   *with_imm = !f.imm.IsUndefined();
-  if (*with_imm && op != "write" && op != "send") return call.Invalid("immediate data goes with a write or a send only"), false;
+  if (*with_imm && !post::ImmediateAllowed(call, op == "write" || op == "send")) return false;
   if (*with_imm && !Integer(call, f.imm, "imm", UINT32_MAX, imm)) return false;
   posted->id = f.id.As<Napi::Number>().DoubleValue();
   posted->signalled = *flags == RPMA_F_COMPLETION_ALWAYS;
@@ -175,14 +175,8 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
         !Integer(call, f.length, "len", kMaxLength, &length)) {
       return env.Undefined();
     }
-    code = write && with_imm
-               ? rpma_write_with_imm(conn.conn, remote->mr, static_cast<size_t>(dst_offset), local->state->mr,
-                                     static_cast<size_t>(src_offset), static_cast<size_t>(length), flags,
-                                     static_cast<uint32_t>(imm), context)
-           : write ? rpma_write(conn.conn, remote->mr, static_cast<size_t>(dst_offset), local->state->mr,
-                                static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context)
-                 : rpma_read(conn.conn, local->state->mr, static_cast<size_t>(dst_offset), remote->mr,
-                             static_cast<size_t>(src_offset), static_cast<size_t>(length), flags, context);
+    code = post::PostData(conn.conn, write ? post::Op::Write : post::Op::Read, remote->mr, local->state->mr, dst_offset,
+                          src_offset, length, flags, with_imm, imm, context);
     posted.hold = InFlight(local->state);
   } else if (op == "flush") {
     MrRemote* remote = Open<MrRemote>(call, f.dst);
@@ -215,13 +209,8 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
         !Integer(call, f.length, "len", kMaxLength, &length)) {
       return env.Undefined();
     }
-    code = send && with_imm
-               ? rpma_send_with_imm(conn.conn, local->state->mr, static_cast<size_t>(src_offset),
-                                    static_cast<size_t>(length), flags, static_cast<uint32_t>(imm), context)
-           : send ? rpma_send(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),
-                            flags, context)
-                : rpma_recv(conn.conn, local->state->mr, static_cast<size_t>(src_offset), static_cast<size_t>(length),
-                            context);
+    code = post::PostData(conn.conn, send ? post::Op::Send : post::Op::Recv, nullptr, local->state->mr, 0, src_offset,
+                          length, flags, with_imm, imm, context);
     posted.hold = InFlight(local->state);
   }
   std::string log = TakeLog();
@@ -231,6 +220,51 @@ Napi::Value Post(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+namespace post {
+
+const char* OperationName(Op op) {
+  switch (op) {
+    case Op::Write: return "rpma_write";
+    case Op::Read: return "rpma_read";
+    case Op::Send: return "rpma_send";
+    case Op::Recv: return "rpma_recv";
+  }
+  return "rpma_write";
+}
+
+bool SignalFlags(const Call& call, bool valid, bool on_error, bool recv, int* flags) {
+  if (!valid || (on_error && recv)) {
+    return call.Invalid("completion must be \"always\" or \"onError\" (a receive always completes)"), false;
+  }
+  *flags = on_error ? RPMA_F_COMPLETION_ON_ERROR : RPMA_F_COMPLETION_ALWAYS;
+  return true;
+}
+
+bool ImmediateAllowed(const Call& call, bool write_or_send) {
+  return write_or_send || (call.Invalid("immediate data goes with a write or a send only"), false);
+}
+
+int PostData(rpma_conn* conn, Op op, rpma_mr_remote* remote, rpma_mr_local* local, double dst_offset,
+             double src_offset, double length, int flags, bool with_imm, double imm, const void* context) {
+  auto dst = static_cast<size_t>(dst_offset);
+  auto src = static_cast<size_t>(src_offset);
+  auto len = static_cast<size_t>(length);
+  auto value = static_cast<uint32_t>(imm);
+  switch (op) {
+    case Op::Write:
+      return with_imm ? rpma_write_with_imm(conn, remote, dst, local, src, len, flags, value, context)
+                      : rpma_write(conn, remote, dst, local, src, len, flags, context);
+    case Op::Read: return rpma_read(conn, local, dst, remote, src, len, flags, context);
+    case Op::Send:
+      return with_imm ? rpma_send_with_imm(conn, local, src, len, flags, value, context)
+                      : rpma_send(conn, local, src, len, flags, context);
+    case Op::Recv: return rpma_recv(conn, local, src, len, context);
+  }
+  return RPMA_E_INVAL;
+}
+
+}  // namespace post
 
 void RegisterPost(Napi::Env env, Napi::Object exports) {
   exports.Set("post", Napi::Function::New(env, Post, "post"));

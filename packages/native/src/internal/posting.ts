@@ -31,14 +31,27 @@ export const postInOrder = <R, E>(requests: unknown, poster: Poster<R, E>, loop:
   if (!Array.isArray(requests)) {
     return { posted: 0, error: poster.notAList(), ready: NONE, queueError: undefined, turnDue: false }
   }
-  let posted = 0
+  const { error, posted } = postFrom(requests, 0, poster)
+  return afterPosting(posted, error, poster, loop)
+}
+
+/**
+ * Posts `requests` from index `from` in order, stopping at the first refusal: how many of the list
+ * are posted then (those before `from` counted), and the refusal.
+ */
+export const postFrom = <R, E>(
+  requests: ReadonlyArray<unknown>,
+  from: number,
+  poster: Poster<R, E>
+): { readonly posted: number; readonly error: E | undefined } => {
+  let posted = from
   let error: E | undefined
   for (;;) {
     // A hostile array (a Proxy, a getter) may throw when read: refused as not a list of requests.
     let request: R
     try {
       if (posted >= requests.length) break
-      request = requests[posted]
+      request = requests[posted] as R
     } catch {
       error = poster.notAList()
       break
@@ -51,7 +64,7 @@ export const postInOrder = <R, E>(requests: unknown, poster: Poster<R, E>, loop:
     }
     posted++
   }
-  return afterPosting(posted, error, poster, loop)
+  return { posted, error }
 }
 
 /**

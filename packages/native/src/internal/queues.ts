@@ -13,7 +13,8 @@ import type { Binding } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
-import { armOnce, postInOrder } from "./posting.js"
+import { afterPosting, armOnce, type Poster, postInOrder } from "./posting.js"
+import { makeWindows } from "./window.js"
 
 const postOperations = {
   write: "rpma_write",
@@ -46,36 +47,50 @@ const notAList = (): RdmaError.RpmaError =>
 export const queueCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
-): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions" | "spinCompletions"> => ({
-  postMany: (queue, requests): Model.PostOutcome =>
-    postInOrder<Model.WorkRequest, RdmaError.RpmaError>(requests, {
-      post: (request) => binding.post(queue, request),
-      // A connection request has no completion queue yet: the addon answers none.
-      poll: () => binding.pollCompletions(queue),
-      refused: (request, cause) => rpmaErrorOrThrow(operationOf(request), cause),
-      pollFailed: (cause) => rpmaErrorOrThrow("rpma_cq_get_wc", cause),
-      notAList
-    }, loop),
-  // Core polls right after each post: the event loop gets a turn first when the queue has kept
-  // answering synchronously for too long (see LOOP_BUDGET_MS).
-  pollCompletions: (queue) =>
-    Effect.zipRight(
-      loop.fair,
-      rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => binding.pollCompletions(queue))
-    ),
-  spinCompletions: (queue, budgetNs) => {
-    try {
-      return Exit.succeed<ReadonlyArray<Model.Completion>>(binding.spinCompletions(queue, budgetNs))
-    } catch (cause) {
-      return rpmaExit("rpma_cq_get_wc", cause)
-    }
-  },
-  // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
-  armCompletions: (queue, onReady: Model.CompletionsReady) =>
-    armOnce(
-      (callback) => binding.waitCompletions(queue, callback),
-      (id) => binding.cancelWait(queue, id),
-      (cause) => rpmaExit("rpma_cq_wait", cause),
-      onReady
-    )
-})
+): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions" | "spinCompletions"> => {
+  const windows = makeWindows(binding)
+  return {
+    postMany: (queue, requests): Model.PostOutcome => {
+      const poster: Poster<Model.WorkRequest, RdmaError.RpmaError> = {
+        post: (request) => binding.post(queue, request),
+        // A connection request has no completion queue yet: the addon answers none.
+        poll: () => binding.pollCompletions(queue),
+        refused: (request, cause) => rpmaErrorOrThrow(operationOf(request), cause),
+        pollFailed: (cause) => rpmaErrorOrThrow("rpma_cq_get_wc", cause),
+        notAList
+      }
+      // One request keeps the one call it takes; a list goes in windows.
+      let many = false
+      try {
+        many = Array.isArray(requests) && requests.length >= 2
+      } catch {
+        // A Proxy's length threw: postInOrder refuses the list.
+      }
+      if (!many) return postInOrder(requests, poster, loop)
+      const { error, posted } = windows.post(queue, requests, poster)
+      return afterPosting(posted, error, poster, loop)
+    },
+    // Core polls right after each post: the event loop gets a turn first when the queue has kept
+    // answering synchronously for too long (see LOOP_BUDGET_MS).
+    pollCompletions: (queue) =>
+      Effect.zipRight(
+        loop.fair,
+        rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => binding.pollCompletions(queue))
+      ),
+    spinCompletions: (queue, budgetNs) => {
+      try {
+        return Exit.succeed<ReadonlyArray<Model.Completion>>(binding.spinCompletions(queue, budgetNs))
+      } catch (cause) {
+        return rpmaExit("rpma_cq_get_wc", cause)
+      }
+    },
+    // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
+    armCompletions: (queue, onReady: Model.CompletionsReady) =>
+      armOnce(
+        (callback) => binding.waitCompletions(queue, callback),
+        (id) => binding.cancelWait(queue, id),
+        (cause) => rpmaExit("rpma_cq_wait", cause),
+        onReady
+      )
+  }
+}
