@@ -33,7 +33,10 @@ Napi::Value RpmaErrorValue(Napi::Env env, int code, const char* operation, const
 
 bool Integer(const Call& call, Napi::Value value, const char* what, double max, double* out) {
   if (!value.IsNumber()) return call.Invalid(std::string(what) + " must be a number"), false;
-  double number = value.As<Napi::Number>().DoubleValue();
+  return Integer(call, value.As<Napi::Number>().DoubleValue(), what, max, out);
+}
+
+bool Integer(const Call& call, double number, const char* what, double max, double* out) {
   if (!(number >= 0 && number <= max && number == std::floor(number))) {
     return call.Invalid(std::string(what) + " " + NumberText(number) + " is not an integer from 0 to " + NumberText(max)),
            false;

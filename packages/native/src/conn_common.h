@@ -24,6 +24,8 @@ std::string NumberText(double value);
 Napi::Value RpmaErrorValue(Napi::Env env, int code, const char* operation, const std::string& detail);
 // A JavaScript number that is an integer in [0, max], or a refusal through `call`.
 bool Integer(const Call& call, Napi::Value value, const char* what, double max, double* out);
+// The same for a number read already (from a packed array).
+bool Integer(const Call& call, double number, const char* what, double max, double* out);
 // core's ConnConfig: { timeoutMs, sqSize, rqSize, cqSize, directWriteToPmem, srq }.
 bool ParseConfig(const Call& call, Napi::Value value, ConnConfig* out);
 Napi::Uint8Array CopyBytes(Napi::Env env, const void* data, std::size_t size);
