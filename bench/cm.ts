@@ -23,7 +23,7 @@
  * row's best round, and judges the targets by the median over rounds of the ratio of the two rows'
  * figures in the same round (steadier on a noisy host than best over best, which it also prints).
  *
- *   CM_SCALE=0.1 (scales every count), CM_ROUNDS=9, CM_WARMUP_MS=15000 (each contender's warm-up), CM_BENCH (the
+ *   CM_WRITE=64 (the bandwidth part's write size, default 65536), CM_SCALE=0.1 (scales every count), CM_ROUNDS=9, CM_WARMUP_MS=15000 (each contender's warm-up), CM_BENCH (the
  *   C program's path), CM_ONLY=ours,write:c (run only these contenders, of both parts or of
  *   `pingpong:` / `write:` alone; no table: to profile one row at a time)
  */
@@ -320,6 +320,7 @@ const program = Effect.gen(function*() {
   const latencyRatio = pairedRatio(latencyRounds, "ours", "addon")
   const bandwidthRatio = pairedRatio(bandwidthRounds, "ours", "c")
   const us = (x: number) => `${x.toFixed(1)} µs`
+  const size = WRITE % 1024 === 0 ? `${WRITE / 1024} KiB` : `${WRITE} B`
   const mbps = (usPerWrite: number) => `${(WRITE / usPerWrite).toFixed(2)} MB/s`
   const rows: Array<Row> = [
     {
@@ -371,7 +372,7 @@ const program = Effect.gen(function*() {
       met: undefined
     },
     {
-      what: `CmEndpoint.writeMany bandwidth 64 KiB, ${W} in flight`,
+      what: `CmEndpoint.writeMany bandwidth ${size}, ${W} in flight`,
       ours: mbps(bandwidth.ours!),
       baseline: `${mbps(bandwidth.c!)} (C: rdma_post_write, window of ${W})`,
       ratio: bandwidthRatio,
@@ -387,7 +388,7 @@ const program = Effect.gen(function*() {
       met: undefined
     },
     {
-      what: `  breakdown: bandwidth 64 KiB, driver calls from callbacks`,
+      what: `  breakdown: bandwidth ${size}, driver calls from callbacks`,
       ours: mbps(bandwidth.addon!),
       baseline: mbps(bandwidth.c!),
       ratio: bandwidth.addon! / bandwidth.c!,

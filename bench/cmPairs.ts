@@ -11,7 +11,8 @@ import { Cause, Effect, Exit, Fiber } from "effect"
 /** Writes in flight: the send queue size, on every side (cm_bench.c's WINDOW). */
 export const W = 16
 export const MESSAGE = 64
-export const WRITE = 65536
+/** Bytes a write of the bandwidth part (CM_WRITE, default 64 KiB; 64 B shows the per-request cost). */
+export const WRITE = Number(process.env.CM_WRITE ?? 65536)
 
 /**
  * The endpoints' settings: queues of W, one segment a request, 64 B inline (as cm_bench.c's). Every

@@ -131,7 +131,7 @@ export const make = (): Fake => {
     cmEpInfo: unsupported,
     cmPost: unsupported,
     cmPostOne: unsupported,
-    cmPostChain: unsupported,
+    cmPostWindow: unsupported,
     cmPollPacked: unsupported,
     cmSpinPacked: unsupported,
     cmWaitCompletions: unsupported,

@@ -135,6 +135,9 @@ for (const value of bogus) {
   ) {
     expectThrow("cmPost", () => binding.cmPost(value, request), "errno", 22)
   }
+  for (const fields of [new Float64Array(8), new Float64Array(0), [0, 1, 0, 0, 8, 1, 0, 0], undefined]) {
+    expectThrow("cmPostWindow", () => binding.cmPostWindow(value, [value], fields, 1), "errno", 22)
+  }
   for (const cfg of [null, {}, { ...epConfig, maxSendWr: 0 }, { ...epConfig, timeoutMs: -1 }]) {
     expectThrow("cmEpCreate", () => binding.cmEpCreate("127.0.0.1", 7000, cfg, () => failures++), "errno", 22)
     expectThrow("cmListen", () => binding.cmListen(typeof value === "string" ? null : value, 7000, cfg), "errno", 22)
@@ -218,7 +221,14 @@ async function deviceRound(address) {
   })
   binding.cmPost(server, { op: "recv", id: 3, segments: [{ mr: serverMsgs, offset: 0, length: 64 }] })
   binding.cmPost(server, { op: "send", id: 4, inline: true, segments: [{ mr: serverMsgs, offset: 0, length: 8 }] })
-  const want = { client: new Set([1, 2]), server: new Set([3, 4]) }
+  // A window in one call (cmPostWindow): two writes, the first unsignalled; then one refused at its
+  // first request (a NaN offset), nothing posted.
+  const rows = new Float64Array([3, 6, 0, 0, 8, 0, 0, info.rkey, 3, 7, 0, 8, 8, 1, 0, info.rkey])
+  const remotes = new BigUint64Array([info.address, info.address + 8n])
+  if (binding.cmPostWindow(client, [clientMr], rows, 2, remotes) !== 2) failures++
+  rows[3] = NaN
+  expectThrow("cmPostWindow", () => binding.cmPostWindow(client, [clientMr], rows, 2, remotes), "posted", 0)
+  const want = { client: new Set([1, 2, 7]), server: new Set([3, 4]) }
   const packed = new Float64Array(6)
   for (const [side, ep] of [["client", client], ["server", server]]) {
     while (want[side].size > 0) {

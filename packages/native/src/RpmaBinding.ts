@@ -169,11 +169,22 @@ export interface Binding {
     inline: unknown,
     completion: unknown,
     remoteAddress: unknown,
-    rkey: unknown,
-    chain?: boolean
+    rkey: unknown
   ) => void
-  /** The send-queue requests cmPostOne chained, in one ibv_post_send: how many were posted (a refusal carries `posted`). */
-  readonly cmPostChain: (ep: unknown) => number
+  /**
+   * `count` requests of one segment in one call (cmPostOne's checks and refusals, in order), eight
+   * numbers each in `fields`: op (0 send, 1 recv, 2 read, 3 write), id, index of its region in
+   * `regions`, offset, length, flags (1 signalled, 2 inline, 4 imm), imm, rkey; a read's or a write's
+   * remote address at its index in `remotes`. Each run of one queue's requests goes in one post.
+   * Returns how many were posted; a refusal ends the window and carries `posted`.
+   */
+  readonly cmPostWindow: (
+    ep: unknown,
+    regions: ReadonlyArray<unknown>,
+    fields: Float64Array,
+    count: number,
+    remotes?: BigUint64Array
+  ) => number
   /**
    * ibv_poll_cq on the endpoint's send and receive CQs, without waiting, into `into`: six numbers
    * a completion (id, status, byteLength, opcode, flags, imm: 0 unless flags has

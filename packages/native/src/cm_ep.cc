@@ -119,7 +119,6 @@ int CmEpState::Destroy(napi_env env) {
   if (has_qp) rdma_destroy_qp(id);  // ibv_destroy_qp: the device reads and writes no region after it
   has_qp = false;
   posted.clear();  // the regions it held, deregistered now if their handles are closed
-  chain.clear();
   recvs_posted = sends_posted = 0;
   if (send_cq != nullptr) note(ibv_destroy_cq(send_cq));
   if (recv_cq != nullptr) note(ibv_destroy_cq(recv_cq));

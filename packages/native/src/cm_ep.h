@@ -94,15 +94,14 @@ struct CmEpState : std::enable_shared_from_this<CmEpState> {
   std::size_t regions = 0;       // open region handles registered on the endpoint
   uint64_t next_token = 1;
   PostedRequests<CmHold> posted;
-  // Send-queue requests checked and built, waiting for one ibv_post_send of them all (cmPostOne's
-  // `chain`, then cmPostChain): counted in sends_posted already, entered in `posted` when posted.
-  struct Chained {
+  // A request checked and built (cm_ep_post.cc's BuildRequest), not yet posted: its work request
+  // (a send-queue request's; a receive's is made when posted), scatter/gather entries and token.
+  struct Built {
     ibv_send_wr wr;
     std::vector<ibv_sge> sges;
     uint64_t token;
     CmPosted entry;
   };
-  std::vector<Chained> chain;
   // Of `posted`: receives, and send-queue requests (the unsignalled ones until a later request's
   // completion covers them). A post past config's maxRecvWr / maxSendWr is refused with ENOMEM,
   // whatever the device rounded the queues up to.
@@ -156,7 +155,7 @@ class CmListener : public Handle<CmListener> {
   std::shared_ptr<CmListenerState> state;
 };
 
-// cm_ep_post.cc's exports: cmPost, cmPostOne, cmPostChain, cmPollPacked, cmWaitCompletions.
+// cm_ep_post.cc's exports: cmPost, cmPostOne, cmPostWindow, cmPollPacked, cmWaitCompletions.
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports);
 // An errno failure as a JavaScript value (MakeError, Domain::Errno).
 Napi::Value ErrnoValue(Napi::Env env, int errnum, const char* operation, const std::string& detail);

@@ -206,24 +206,16 @@ bool ReadPlainBytes(const Call& call, const CmEpState& ep, uint32_t i, Napi::Val
   return true;
 }
 
-// Segment `i` of a request (its `mr`, `offset` and `length`) as a scatter/gather entry on a region
-// of `ep`, the region into `entry`; or plain bytes (copied into `entry`) (`*plain` set), which only an inline send or
-// write may carry (PostRequest checks).
-bool ReadSegment(const Call& call, CmEpState& ep, uint32_t i, Napi::Value mr_value, Napi::Value offset_value,
-                 Napi::Value length_value, std::vector<ibv_sge>* sges, CmPosted* entry, bool* plain) {
-  if (mr_value.IsTypedArray()) {
-    *plain = true;
-    return ReadPlainBytes(call, ep, i, mr_value, offset_value, length_value, sges, entry);
-  }
-  CmMr* mr = Open<CmMr>(call, mr_value);
-  if (mr == nullptr) return false;
+// Segment `i` on the open region `mr`, its offset and length read already, as a scatter/gather
+// entry; the region into `entry`.
+bool SegmentOn(const Call& call, CmEpState& ep, uint32_t i, CmMr* mr, double offset, double length,
+               std::vector<ibv_sge>* sges, CmPosted* entry) {
   if (mr->state->ep.get() != &ep) {
     return call.Invalid("segment " + std::to_string(i) +
                         "'s region is registered on another endpoint's protection domain: register it on this one"),
            false;
   }
-  double offset, length;
-  if (!Integer(call, offset_value, "offset", kMaxSafe, &offset) || !Integer(call, length_value, "length", kMaxLength, &length)) {
+  if (!Integer(call, offset, "offset", kMaxSafe, &offset) || !Integer(call, length, "length", kMaxLength, &length)) {
     return false;
   }
   ibv_mr* region = mr->state->mr;
@@ -239,6 +231,25 @@ bool ReadSegment(const Call& call, CmEpState& ep, uint32_t i, Napi::Value mr_val
   sges->push_back(sge);
   entry->hold.regions.push_back(mr->state);
   return true;
+}
+
+// Segment `i` of a request (its `mr`, `offset` and `length`) as a scatter/gather entry on a region
+// of `ep`, the region into `entry`; or plain bytes (copied into `entry`) (`*plain` set), which only an inline send or
+// write may carry (BuildRequest checks).
+bool ReadSegment(const Call& call, CmEpState& ep, uint32_t i, Napi::Value mr_value, Napi::Value offset_value,
+                 Napi::Value length_value, std::vector<ibv_sge>* sges, CmPosted* entry, bool* plain) {
+  if (mr_value.IsTypedArray()) {
+    *plain = true;
+    return ReadPlainBytes(call, ep, i, mr_value, offset_value, length_value, sges, entry);
+  }
+  CmMr* mr = Open<CmMr>(call, mr_value);
+  if (mr == nullptr) return false;
+  if (mr->state->ep.get() == &ep && (!offset_value.IsNumber() || !length_value.IsNumber())) {
+    double unused;
+    return Integer(call, offset_value, "offset", kMaxSafe, &unused) && Integer(call, length_value, "length", kMaxLength, &unused);
+  }
+  return SegmentOn(call, ep, i, mr, offset_value.IsNumber() ? offset_value.As<Napi::Number>().DoubleValue() : 0,
+                   length_value.IsNumber() ? length_value.As<Napi::Number>().DoubleValue() : 0, sges, entry);
 }
 
 // A request's segments as scatter/gather entries on regions of `ep` (or plain bytes); their regions into `entry`.
@@ -273,86 +284,106 @@ struct Segments {
   Napi::Value one[3];  // mr, offset, length, when `list` is empty
 };
 
-// Posts one request of `op`, its fields read already: the same checks, in the same order, whichever
-// way they were read.
-Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_value, const Napi::Value (&fields)[kFields],
-                        const Segments& from, bool chained = false) {
-  char op_text[16];
-  std::string_view op = Word(op_value, op_text);
-  Call call(env, OperationOf(op), Domain::Errno);
-  if (!IsOp(op)) return call.Invalid(kOpRefused);
-  CmEpState& state = *ep->state;
-  if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
-  if (!fields[kId].IsNumber()) return call.Invalid("id must be a number");
-  double id = fields[kId].As<Napi::Number>().DoubleValue();
-  std::vector<ibv_sge> sges;
-  CmPosted entry;
+// A request's fields as JavaScript values (cmPost, cmPostOne). Each read checks its field: a
+// refusal is thrown through `call` and the read returns false.
+struct ValueFields {
+  const Napi::Value (&fields)[kFields];
+  const Segments& from;
+  Keys& keys;
+
+  bool Id(const Call& call, double* id) const {
+    if (!fields[kId].IsNumber()) return call.Invalid("id must be a number"), false;
+    *id = fields[kId].As<Napi::Number>().DoubleValue();
+    return true;
+  }
+  bool SegmentsOf(const Call& call, CmEpState& state, std::vector<ibv_sge>* sges, CmPosted* entry, bool* plain) const {
+    return from.list.IsEmpty() ? ReadSegment(call, state, 0, from.one[0], from.one[1], from.one[2], sges, entry, plain)
+                               : ReadSegments(call, keys, state, from.list, sges, entry, plain);
+  }
+  // Immediate data, when there is any (`*has`); a read's is refused by the caller.
+  bool Imm(const Call& call, bool* has, double* imm) const {
+    *has = ImmPresent();
+    return !*has || Integer(call, fields[kImm], "imm", 4294967295.0, imm);
+  }
+  bool ImmPresent() const { return !fields[kImm].IsUndefined(); }
+  bool Inline(const Call& call, bool* inline_data) const {
+    if (!fields[kInline].IsUndefined() && !fields[kInline].IsBoolean()) return call.Invalid("inline must be a boolean"), false;
+    *inline_data = fields[kInline].IsBoolean() && fields[kInline].As<Napi::Boolean>().Value();
+    return true;
+  }
+  bool Signalled(const Call& call, bool* signalled) const {
+    char signal_text[16];
+    std::string_view signal = Word(fields[kCompletion], signal_text);
+    if (!fields[kCompletion].IsUndefined() && signal != "always" && signal != "onError") {
+      return call.Invalid("completion must be \"always\" or \"onError\""), false;
+    }
+    *signalled = signal != "onError";
+    return true;
+  }
+  bool RemoteAddress(const Call& call, uint64_t* address) const {
+    bool lossless = false;
+    *address = fields[kRemoteAddress].IsBigInt() ? fields[kRemoteAddress].As<Napi::BigInt>().Uint64Value(&lossless) : 0;
+    if (!lossless) return call.Invalid("remoteAddress must be a bigint from 0 to 2^64 - 1"), false;
+    return true;
+  }
+  bool Rkey(const Call& call, double* rkey) const { return Integer(call, fields[kRkey], "rkey", 4294967295.0, rkey); }
+};
+
+// Checks a request of `op` and builds its work request into `out` (not posted, not counted): the
+// same checks in the same order whichever way its fields come (ValueFields, PackedFields). A
+// refusal is thrown through `call`.
+template <typename Fields>
+bool BuildRequest(const Call& call, CmEpState& state, std::string_view op, const Fields& source, CmEpState::Built* out) {
+  double id;
+  if (!source.Id(call, &id)) return false;
+  std::vector<ibv_sge>& sges = out->sges;
+  CmPosted& entry = out->entry;
   bool plain = false;
-  bool read = from.list.IsEmpty()
-                  ? ReadSegment(call, state, 0, from.one[0], from.one[1], from.one[2], &sges, &entry, &plain)
-                  : ReadSegments(call, keys, state, from.list, &sges, &entry, &plain);
-  if (!read) return env.Undefined();
+  if (!source.SegmentsOf(call, state, &sges, &entry, &plain)) return false;
   if (plain && (op == "recv" || op == "read")) {
-    return call.Invalid("a receive or a read lands in registered memory: plain bytes go only in an inline send or write");
+    return call.Invalid("a receive or a read lands in registered memory: plain bytes go only in an inline send or write"), false;
   }
   uint32_t max_sge = op == "recv" ? state.config.max_recv_sge : state.config.max_send_sge;
   if (sges.size() > max_sge) {
     return call.Invalid(std::to_string(sges.size()) + " segments: the queue pair takes at most " + std::to_string(max_sge) +
-                        (op == "recv" ? " (maxRecvSge)" : " (maxSendSge)"));
+                        (op == "recv" ? " (maxRecvSge)" : " (maxSendSge)")),
+           false;
   }
   entry.id = id;
   if (op == "recv" ? state.recvs_posted >= state.config.max_recv_wr : state.sends_posted >= state.config.max_send_wr) {
     return call.Fail(ENOMEM, op == "recv" ? "the receive queue is full (maxRecvWr " + std::to_string(state.config.max_recv_wr) +
                                                 ") until a receive completes"
                                           : "the send queue is full (maxSendWr " + std::to_string(state.config.max_send_wr) +
-                                                ") until a request completes");
+                                                ") until a request completes"),
+           false;
   }
-  if (chained && op == "recv") return call.Invalid("a receive cannot be chained: post it alone");
   if (op != "recv" && state.phase != CmEpState::Phase::Established) {
-    return call.Invalid("the endpoint is not connected: post sends, writes and reads once cmConnect or cmAccept succeeded");
+    return call.Invalid("the endpoint is not connected: post sends, writes and reads once cmConnect or cmAccept succeeded"),
+           false;
   }
-  uint64_t token = state.next_token++;
+  out->token = state.next_token++;
   if (op == "recv") {
-    ibv_recv_wr wr{};
-    ibv_recv_wr* bad = nullptr;
-    wr.wr_id = token;
-    wr.sg_list = sges.data();
-    wr.num_sge = static_cast<int>(sges.size());
     entry.recv = true;
-    int errnum = ibv_post_recv(state.id->qp, &wr, &bad);
-    if (errnum != 0) return call.Fail(errnum, errnum == ENOMEM ? "the receive queue is full" : "");
-    state.posted.emplace(token, std::move(entry));
-    state.recvs_posted++;
-    return env.Undefined();
+    return true;
   }
-  ibv_send_wr wr{};
-  ibv_send_wr* bad = nullptr;
-  wr.wr_id = token;
-  wr.sg_list = sges.data();
-  wr.num_sge = static_cast<int>(sges.size());
-  bool has_imm = !fields[kImm].IsUndefined();
+  ibv_send_wr& wr = out->wr;
+  wr = ibv_send_wr{};
+  wr.wr_id = out->token;
+  bool has_imm = false;
   double imm = 0;
-  if (has_imm && (op == "read" || !Integer(call, fields[kImm], "imm", 4294967295.0, &imm))) {
-    return op == "read" ? call.Invalid("a read carries no immediate data") : env.Undefined();
-  }
-  if (!fields[kInline].IsUndefined() && !fields[kInline].IsBoolean()) return call.Invalid("inline must be a boolean");
-  bool inline_data = fields[kInline].IsBoolean() && fields[kInline].As<Napi::Boolean>().Value();
-  if (inline_data && op == "read") return call.Invalid("a read cannot be inline");
-  if (plain && !inline_data) return call.Invalid("plain bytes (a Uint8Array, not a region) go only inline: set inline");
-  char signal_text[16];
-  std::string_view signal = Word(fields[kCompletion], signal_text);
-  if (!fields[kCompletion].IsUndefined() && signal != "always" && signal != "onError") {
-    return call.Invalid("completion must be \"always\" or \"onError\"");
-  }
-  entry.signalled = signal != "onError";
+  if (op == "read" && source.ImmPresent()) return call.Invalid("a read carries no immediate data"), false;
+  if (!source.Imm(call, &has_imm, &imm)) return false;
+  bool inline_data = false;
+  if (!source.Inline(call, &inline_data)) return false;
+  if (inline_data && op == "read") return call.Invalid("a read cannot be inline"), false;
+  if (plain && !inline_data) return call.Invalid("plain bytes (a Uint8Array, not a region) go only inline: set inline"), false;
+  if (!source.Signalled(call, &entry.signalled)) return false;
   if (op == "send") {
     wr.opcode = has_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
   } else {
-    bool lossless = false;
-    uint64_t address = fields[kRemoteAddress].IsBigInt() ? fields[kRemoteAddress].As<Napi::BigInt>().Uint64Value(&lossless) : 0;
-    if (!lossless) return call.Invalid("remoteAddress must be a bigint from 0 to 2^64 - 1");
+    uint64_t address = 0;
     double rkey;
-    if (!Integer(call, fields[kRkey], "rkey", 4294967295.0, &rkey)) return env.Undefined();
+    if (!source.RemoteAddress(call, &address) || !source.Rkey(call, &rkey)) return false;
     wr.opcode = op == "read" ? IBV_WR_RDMA_READ : has_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
     wr.wr.rdma.remote_addr = address;
     wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
@@ -364,24 +395,99 @@ Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_valu
     for (const ibv_sge& sge : sges) total += sge.length;
     if (total > state.config.max_inline_data) {
       return call.Invalid(std::to_string(total) + " bytes cannot go inline: the queue pair takes at most " +
-                          std::to_string(state.config.max_inline_data) + " (maxInlineData)");
+                          std::to_string(state.config.max_inline_data) + " (maxInlineData)"),
+             false;
     }
     wr.send_flags |= IBV_SEND_INLINE;
     entry.hold.regions.clear();  // the bytes are copied now: the region is not read later
   }
-  if (chained) {
-    // Posted by cmPostChain with the others: counted now, so that the queue's bound holds.
-    state.chain.push_back(CmEpState::Chained{wr, std::move(sges), token, std::move(entry)});
-    state.sends_posted++;
+  return true;
+}
+
+// Posts `count` built send-queue requests (counted already) in one ibv_post_send; those posted are
+// entered in `posted`, the rest uncounted. Returns how many were posted; `*errnum` the refusal.
+std::size_t PostSends(CmEpState& state, CmEpState::Built* built, std::size_t count, int* errnum) {
+  for (std::size_t i = 0; i < count; i++) {
+    built[i].wr.sg_list = built[i].sges.data();
+    built[i].wr.num_sge = static_cast<int>(built[i].sges.size());
+    built[i].wr.next = i + 1 < count ? &built[i + 1].wr : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  *errnum = count == 0 ? 0 : state.has_qp ? ibv_post_send(state.id->qp, &built[0].wr, &bad) : EINVAL;
+  // The refused request and those after it were not posted; `bad` points into `built`.
+  std::size_t posted = *errnum == 0 ? count : 0;
+  for (std::size_t i = 0; *errnum != 0 && i < count; i++) {
+    if (&built[i].wr == bad) posted = i;
+  }
+  for (std::size_t i = 0; i < posted; i++) {
+    built[i].entry.hold.plain_bytes = {};  // copied into the work request by the post
+    state.posted.emplace(built[i].token, std::move(built[i].entry));
+  }
+  state.sends_posted -= count - posted;
+  return posted;
+}
+
+// The same for built receives, in one ibv_post_recv.
+std::size_t PostRecvs(CmEpState& state, CmEpState::Built* built, std::size_t count, int* errnum) {
+  ibv_recv_wr few[16];
+  std::vector<ibv_recv_wr> more;
+  ibv_recv_wr* wrs = count <= 16 ? few : (more.resize(count), more.data());
+  for (std::size_t i = 0; i < count; i++) {
+    wrs[i] = ibv_recv_wr{};
+    wrs[i].wr_id = built[i].token;
+    wrs[i].sg_list = built[i].sges.data();
+    wrs[i].num_sge = static_cast<int>(built[i].sges.size());
+    wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  *errnum = count == 0 ? 0 : state.has_qp ? ibv_post_recv(state.id->qp, wrs, &bad) : EINVAL;
+  std::size_t posted = *errnum == 0 ? count : 0;
+  for (std::size_t i = 0; *errnum != 0 && i < count; i++) {
+    if (&wrs[i] == bad) posted = i;
+  }
+  for (std::size_t i = 0; i < posted; i++) state.posted.emplace(built[i].token, std::move(built[i].entry));
+  state.recvs_posted -= count - posted;
+  return posted;
+}
+
+// The device's refusal of a post: the same failure whichever call posted.
+Napi::Value DeviceRefused(const Call& call, bool recv, int errnum) {
+  return call.Fail(errnum, errnum == ENOMEM ? (recv ? "the receive queue is full" : "the send queue is full")
+                                            : recv ? ""
+                                                   : "the device refused the request");
+}
+
+// The pending exception (a refusal) rethrown with `posted`: how many requests before it were posted.
+void ThrowWithPosted(napi_env env, std::size_t posted) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return;
+  napi_value thrown = nullptr;
+  napi_get_and_clear_last_exception(env, &thrown);
+  Napi::Value value(env, thrown);
+  if (value.IsObject()) value.As<Napi::Object>().Set("posted", Napi::Number::New(env, static_cast<double>(posted)));
+  napi_throw(env, thrown);
+}
+
+// Posts one request of `op`, its fields read already: the same checks, in the same order, whichever
+// way they were read.
+Napi::Value PostRequest(Napi::Env env, CmEp* ep, Keys& keys, Napi::Value op_value, const Napi::Value (&fields)[kFields],
+                        const Segments& from) {
+  char op_text[16];
+  std::string_view op = Word(op_value, op_text);
+  Call call(env, OperationOf(op), Domain::Errno);
+  if (!IsOp(op)) return call.Invalid(kOpRefused);
+  CmEpState& state = *ep->state;
+  if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
+  CmEpState::Built built{};
+  if (!BuildRequest(call, state, op, ValueFields{fields, from, keys}, &built)) return env.Undefined();
+  int errnum = 0;
+  if (built.entry.recv) {
+    state.recvs_posted++;
+    if (PostRecvs(state, &built, 1, &errnum) == 0) return DeviceRefused(call, true, errnum);
     return env.Undefined();
   }
-  int errnum = ibv_post_send(state.id->qp, &wr, &bad);
-  if (errnum != 0) {
-    return call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
-  }
-  entry.hold.plain_bytes = {};  // copied into the work request by the post
-  state.posted.emplace(token, std::move(entry));
   state.sends_posted++;
+  if (PostSends(state, &built, 1, &errnum) == 0) return DeviceRefused(call, false, errnum);
   return env.Undefined();
 }
 
@@ -412,10 +518,9 @@ Napi::Value CmPost(const Napi::CallbackInfo& info) {
   return PostRequest(env, ep, keys, op, fields, Segments{segments, {}});
 }
 
-// cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey, chain): a
+// cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey): a
 // request of one segment, its fields read by the caller (JavaScript reads them through its inline
 // caches, where each napi_get_property here takes a lookup of its own); the same checks as cmPost's.
-// `chain` true: a send-queue request is checked and built but not posted: cmPostChain posts it.
 Napi::Value CmPostOne(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Call guard(env, "rdma_post_send", Domain::Errno);
@@ -423,49 +528,169 @@ Napi::Value CmPostOne(const Napi::CallbackInfo& info) {
   if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
   Keys keys = CallKeys(env);
   const Napi::Value fields[kFields] = {info[2], info[6], info[7], info[8], info[9], info[10]};
-  bool chained = info[11].IsBoolean() && info[11].As<Napi::Boolean>().Value();
-  return PostRequest(env, ep, keys, info[1], fields, Segments{Napi::Value(), {info[3], info[4], info[5]}}, chained);
+  return PostRequest(env, ep, keys, info[1], fields, Segments{Napi::Value(), {info[3], info[4], info[5]}});
 }
 
-// cmPostChain(ep): the send-queue requests cmPostOne chained, in one ibv_post_send (one doorbell,
-// one system call on Soft-RoCE, where each would take its own). Returns how many were posted; when
-// the device refuses one, those before it are posted, it and those after are not, and the refusal
-// is thrown with `posted` set to their count.
-Napi::Value CmPostChain(const Napi::CallbackInfo& info) {
+// cmPostWindow's numbers a request: op (0 send, 1 recv, 2 read, 3 write), id, the index of its
+// region in `regions`, offset, length, flags (kFlagSignalled, kFlagInline, kFlagHasImm), imm, rkey; a read's
+// or a write's remote address is in `remotes`, at the request's index.
+constexpr std::size_t kWindowFields = 8;
+enum WindowFlag : unsigned { kFlagSignalled = 1, kFlagInline = 2, kFlagHasImm = 4 };
+constexpr const char* kWindowOps[4] = {"send", "recv", "read", "write"};
+
+// cmPostWindow's regions: each handle opened (and its endpoint checked, by SegmentOn) when a
+// request first names it; a refusal is its request's.
+struct WindowRegions {
+  std::vector<Napi::Value> values;
+  std::vector<CmMr*> opened;
+};
+
+// A request's fields as cmPostWindow's numbers (`at`, kWindowFields of them), checked as
+// ValueFields checks the values they stand for; `remote` is its remote address, when given.
+struct PackedFields {
+  const double* at;
+  WindowRegions& regions;
+  const uint64_t* remote;
+
+  unsigned Flags() const { return static_cast<unsigned>(at[5]); }
+  bool Id(const Call& call, double* id) const {
+    double flags;
+    if (!Integer(call, at[5], "flags", 7, &flags)) return false;
+    *id = at[1];
+    return true;
+  }
+  bool SegmentsOf(const Call& call, CmEpState& state, std::vector<ibv_sge>* sges, CmPosted* entry, bool* plain) const {
+    *plain = false;
+    double index;
+    if (!Integer(call, at[2], "region index", static_cast<double>(regions.values.size()) - 1, &index)) return false;
+    auto i = static_cast<std::size_t>(index);
+    CmMr*& mr = regions.opened[i];
+    if (mr == nullptr && (mr = Open<CmMr>(call, regions.values[i])) == nullptr) return false;
+    return SegmentOn(call, state, 0, mr, at[3], at[4], sges, entry);
+  }
+  bool ImmPresent() const { return (Flags() & kFlagHasImm) != 0; }
+  bool Imm(const Call& call, bool* has, double* imm) const {
+    *has = ImmPresent();
+    return !*has || Integer(call, at[6], "imm", 4294967295.0, imm);
+  }
+  bool Inline(const Call&, bool* inline_data) const {
+    *inline_data = (Flags() & kFlagInline) != 0;
+    return true;
+  }
+  bool Signalled(const Call&, bool* signalled) const {
+    *signalled = (Flags() & kFlagSignalled) != 0;
+    return true;
+  }
+  bool RemoteAddress(const Call& call, uint64_t* address) const {
+    if (remote == nullptr) return call.Invalid("remoteAddress must be a bigint from 0 to 2^64 - 1"), false;
+    *address = *remote;
+    return true;
+  }
+  bool Rkey(const Call& call, double* rkey) const { return Integer(call, at[7], "rkey", 4294967295.0, rkey); }
+};
+
+// cmPostWindow(ep, regions, fields, count, remotes?): `count` requests of one segment on regions
+// (kWindowFields numbers each in the Float64Array `fields`, `regions` the handles they name by
+// index, `remotes` a BigUint64Array of the reads' and writes' remote addresses), in one call: each
+// checked as cmPostOne checks it, in order; each run of send-queue requests in one ibv_post_send,
+// each run of receives in one ibv_post_recv. Returns how many were posted; the first refusal ends
+// the window (those before it are posted, none after) and is thrown with `posted` set to their count.
+Napi::Value CmPostWindow(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Call call(env, "rdma_post_send", Domain::Errno);
-  CmEp* ep = Open<CmEp>(call, info[0]);
-  if (ep == nullptr) return env.Undefined();
+  Call guard(env, "rdma_post_send", Domain::Errno);
+  // Every handle read before any typed array's bytes are taken: a getter on a hostile array cannot
+  // run after that (it could detach the bytes).
+  if (!info[1].IsArray()) return guard.Invalid("regions must be an array of region handles");
+  Napi::Array list = info[1].As<Napi::Array>();
+  WindowRegions regions;
+  uint32_t region_count = list.Length();
+  if (region_count > 4096) return guard.Invalid("a window names at most 4096 regions");
+  regions.values.reserve(region_count);
+  for (uint32_t i = 0; i < region_count; i++) {
+    regions.values.push_back(list.Get(i));
+    if (env.IsExceptionPending()) return guard.Invalid("reading the regions threw");
+  }
+  regions.opened.assign(region_count, nullptr);
+  napi_typedarray_type type = napi_uint8_array;
+  std::size_t length = 0;
+  void* data = nullptr;
+  if (napi_get_typedarray_info(env, info[2], &type, &length, &data, nullptr, nullptr) != napi_ok || type != napi_float64_array) {
+    return guard.Invalid("the requests' fields must be a Float64Array");
+  }
+  double count_value;
+  if (!info[3].IsNumber()) return guard.Invalid("count must be a number");
+  if (!Integer(guard, info[3].As<Napi::Number>().DoubleValue(), "count", static_cast<double>(length / kWindowFields),
+               &count_value)) {
+    return env.Undefined();
+  }
+  auto count = static_cast<std::size_t>(count_value);
+  const uint64_t* remotes = nullptr;
+  std::size_t remote_count = 0;
+  if (!info[4].IsUndefined()) {
+    void* remote_data = nullptr;
+    if (napi_get_typedarray_info(env, info[4], &type, &remote_count, &remote_data, nullptr, nullptr) != napi_ok ||
+        type != napi_biguint64_array) {
+      return guard.Invalid("the remote addresses must be a BigUint64Array");
+    }
+    remotes = static_cast<const uint64_t*>(remote_data);
+  }
+  CmEp* ep = Opened<CmEp>(info[0]);
+  if (ep == nullptr && (ep = Open<CmEp>(guard, info[0])) == nullptr) return env.Undefined();
   CmEpState& state = *ep->state;
-  std::vector<CmEpState::Chained> chain = std::move(state.chain);
-  state.chain.clear();
-  std::size_t count = chain.size();
-  if (count == 0) return Napi::Number::New(env, 0);
+  const auto* fields = static_cast<const double*>(data);
+  std::vector<CmEpState::Built> built;
+  built.reserve(std::min<std::size_t>(count, std::size_t{state.config.max_send_wr} + state.config.max_recv_wr + 1));
+  // Built and counted in order up to the first refusal, which is taken (cleared) until the runs
+  // before it are posted.
+  napi_value refusal = nullptr;
   for (std::size_t i = 0; i < count; i++) {
-    chain[i].wr.sg_list = chain[i].sges.data();
-    chain[i].wr.next = i + 1 < count ? &chain[i + 1].wr : nullptr;
+    // Copied first: each number is read once, whatever another thread does to a shared buffer.
+    double at[kWindowFields];
+    std::copy_n(fields + i * kWindowFields, kWindowFields, at);
+    double op_index = at[0];
+    std::string_view op = op_index == 0 ? kWindowOps[0] : op_index == 1 ? kWindowOps[1] : op_index == 2 ? kWindowOps[2]
+                                        : op_index == 3                 ? kWindowOps[3]
+                                                                        : std::string_view();
+    Call call(env, OperationOf(op), Domain::Errno);
+    CmEpState::Built request{};
+    bool ok = !op.empty() || (call.Invalid(kOpRefused), false);
+    ok = ok && (state.has_qp || (call.Invalid("the endpoint has no queue pair yet (its address is being resolved)"), false));
+    ok = ok && BuildRequest(call, state, op, PackedFields{at, regions, i < remote_count ? remotes + i : nullptr}, &request);
+    if (!ok) {
+      napi_get_and_clear_last_exception(env, &refusal);
+      break;
+    }
+    (request.entry.recv ? state.recvs_posted : state.sends_posted)++;
+    built.push_back(std::move(request));
   }
-  ibv_send_wr* bad = nullptr;
-  int errnum = state.has_qp ? ibv_post_send(state.id->qp, &chain[0].wr, &bad) : EINVAL;
-  // The refused request and those after it were not posted; `bad` points into `chain`.
-  std::size_t posted = errnum == 0 ? count : 0;
-  for (std::size_t i = 0; errnum != 0 && i < count; i++) {
-    if (&chain[i].wr == bad) posted = i;
+  // Each run of one queue's requests in one post, in order; after a refusal, the rest uncounted.
+  std::size_t posted = 0;
+  for (std::size_t start = 0; start < built.size();) {
+    bool recv = built[start].entry.recv;
+    std::size_t end = start;
+    while (end < built.size() && built[end].entry.recv == recv) end++;
+    int errnum = 0;
+    std::size_t run = recv ? PostRecvs(state, &built[start], end - start, &errnum)
+                           : PostSends(state, &built[start], end - start, &errnum);
+    posted += run;
+    if (errnum != 0) {
+      for (std::size_t i = end; i < built.size(); i++) (built[i].entry.recv ? state.recvs_posted : state.sends_posted)--;
+      ibv_wr_opcode opcode = built[posted].wr.opcode;
+      Call call(env,
+                recv                                ? "rdma_post_recv"
+                : opcode == IBV_WR_RDMA_READ        ? "rdma_post_read"
+                : opcode == IBV_WR_SEND_WITH_IMM || opcode == IBV_WR_SEND ? "rdma_post_send"
+                                                    : "rdma_post_write",
+                Domain::Errno);
+      DeviceRefused(call, recv, errnum);
+      ThrowWithPosted(env, posted);
+      return env.Undefined();
+    }
+    start = end;
   }
-  for (std::size_t i = 0; i < posted; i++) {
-    chain[i].entry.hold.plain_bytes = {};  // copied into the work request by the post
-    state.posted.emplace(chain[i].token, std::move(chain[i].entry));
-  }
-  state.sends_posted -= count - posted;
-  if (errnum == 0) return Napi::Number::New(env, static_cast<double>(count));
-  call.Fail(errnum, errnum == ENOMEM ? "the send queue is full" : "the device refused the request");
-  bool pending = false;
-  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-    napi_value thrown = nullptr;
-    napi_get_and_clear_last_exception(env, &thrown);
-    Napi::Object(env, thrown).Set("posted", Napi::Number::New(env, static_cast<double>(posted)));
-    napi_throw(env, thrown);
-  }
+  if (refusal == nullptr) return Napi::Number::New(env, static_cast<double>(posted));
+  napi_throw(env, refusal);
+  ThrowWithPosted(env, posted);
   return env.Undefined();
 }
 
@@ -509,7 +734,7 @@ Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports) {
   exports.Set("cmPost", Napi::Function::New(env, CmPost, "cmPost"));
   exports.Set("cmPostOne", Napi::Function::New(env, CmPostOne, "cmPostOne"));
-  exports.Set("cmPostChain", Napi::Function::New(env, CmPostChain, "cmPostChain"));
+  exports.Set("cmPostWindow", Napi::Function::New(env, CmPostWindow, "cmPostWindow"));
   exports.Set("cmPollPacked", Napi::Function::New(env, CmPollPacked, "cmPollPacked"));
   exports.Set("cmWaitCompletions", Napi::Function::New(env, CmWaitCompletions, "cmWaitCompletions"));
 }

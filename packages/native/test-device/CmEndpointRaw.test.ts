@@ -424,6 +424,196 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
         }), 30_000 * slowdown)
     })
 
+    // Issue 35: a window of requests in one addon call (cmPostWindow), as cmPostMany posts a list.
+    describe("a window in one crossing", () => {
+      const binding = Effect.runSync(RpmaBinding.load())
+      type Row = readonly [op: number, id: number, region: number, offset: number, length: number, flags?: number]
+      /** cmPostWindow's numbers for `rows` (flags 1, signalled, unless given); imm 0, rkey `rkey`. */
+      const packed = (rows: ReadonlyArray<Row>, rkey = 0) =>
+        Float64Array.from(
+          rows.flatMap((
+            [op, id, region, offset, length, flags = 1]
+          ) => [op, id, region, offset, length, flags, 0, rkey])
+        )
+      const SEND = 0, RECV = 1, WRITE = 3
+      /** The refusal a window threw, with its `posted`. */
+      const refusal = (call: () => unknown) => {
+        try {
+          call()
+        } catch (cause) {
+          const error = cause as { readonly errno: number; readonly detail?: string; readonly posted: unknown }
+          return { errno: error.errno, detail: error.detail ?? "", posted: error.posted }
+        }
+        throw new Error("expected a refusal")
+      }
+
+      it.scoped(
+        "receives, sends and writes posted in one call land every byte, in order",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const rx = yield* region(driver, server, "msgs", 4096)
+            const target = yield* region(driver, server, "write", 4096)
+            const local = yield* region(driver, client, "msgs", 4096)
+            const t = yield* driver.cmMrInfo(target.mr)
+            const recvs = [0, 1, 2, 3].map((i): Row => [RECV, 10 + i, 0, i * 64, 64])
+            assert.strictEqual(binding.cmPostWindow(server, [rx.mr], packed(recvs), 4), 4)
+            for (let i = 0; i < 4; i++) local.memory.set(text(`message ${i}`), i * 64)
+            for (let i = 0; i < 768; i++) local.memory[1024 + i] = (i * 7) % 251
+            // Writes and sends interleaved: four runs of the send queue, each in one post.
+            const rows: Array<Row> = [
+              [WRITE, 1, 0, 1024, 256],
+              [SEND, 2, 0, 0, 64],
+              [WRITE, 3, 0, 1280, 256],
+              [SEND, 4, 0, 64, 64],
+              [SEND, 5, 0, 128, 64],
+              [WRITE, 6, 0, 1536, 256],
+              [SEND, 7, 0, 192, 64, 3] // inline
+            ]
+            const remotes = new BigUint64Array(rows.length)
+            remotes[0] = t.address
+            remotes[2] = t.address + 256n
+            remotes[5] = t.address + 512n
+            assert.strictEqual(binding.cmPostWindow(client, [local.mr], packed(rows, t.rkey), rows.length, remotes), 7)
+            for (let id = 1; id <= 7; id++) {
+              assert.strictEqual((yield* completion(driver, client, id)).status, IBV_WC_SUCCESS)
+            }
+            for (let i = 0; i < 4; i++) {
+              const received = yield* completion(driver, server, 10 + i)
+              assert.strictEqual(received.status, IBV_WC_SUCCESS)
+              assert.strictEqual(received.byteLength, 64)
+              assert.strictEqual(head(rx.memory.subarray(i * 64), 9), `message ${i}`)
+            }
+            assert.deepStrictEqual(target.memory.subarray(0, 768), local.memory.subarray(1024, 1792))
+          }),
+        30_000 * slowdown
+      )
+
+      it.scoped(
+        "a refusal mid-window: those before it are posted, and `posted` says how many",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const rx = yield* region(driver, server, "msgs", 4096)
+            const target = yield* region(driver, server, "write", 4096)
+            const local = yield* region(driver, client, "msgs", 4096)
+            const t = yield* driver.cmMrInfo(target.mr)
+            // Through the driver: a list of receives goes in one window.
+            const listed = driver.cmPostMany(
+              server,
+              [0, 1].map((i) => ({
+                op: "recv" as const,
+                id: 10 + i,
+                segments: [{ mr: rx.mr, offset: i * 64, length: 64 }]
+              }))
+            )
+            assert.strictEqual(listed.posted, 2)
+            assert.isUndefined(listed.error)
+            for (const c of listed.ready) bufferOf(server).push(c)
+            const rows: Array<Row> = [
+              [SEND, 1, 0, 0, 64],
+              [SEND, 2, 0, 64, 64],
+              [SEND, 3, 0, 4090, 64],
+              [SEND, 4, 0, 0, 8]
+            ]
+            const past = refusal(() => binding.cmPostWindow(client, [local.mr], packed(rows), 4))
+            assert.deepStrictEqual([past.errno, past.posted], [22, 2])
+            assert.include(past.detail, "passes the region's end")
+            for (const id of [1, 2]) assert.strictEqual((yield* completion(driver, client, id)).status, IBV_WC_SUCCESS)
+            for (const id of [10, 11]) {
+              assert.strictEqual((yield* completion(driver, server, id)).status, IBV_WC_SUCCESS)
+            }
+            // The same through cmPostMany: a read with immediate data is refused after two writes.
+            const write = (id: number, offset: number) => ({
+              op: "write" as const,
+              id,
+              remoteAddress: t.address + BigInt(offset),
+              rkey: t.rkey,
+              segments: [{ mr: local.mr, offset, length: 64 }]
+            })
+            const outcome = driver.cmPostMany(client, [write(5, 0), write(6, 64), {
+              op: "read",
+              id: 7,
+              imm: 1,
+              remoteAddress: t.address,
+              rkey: t.rkey,
+              segments: [{ mr: local.mr, offset: 0, length: 8 }]
+            } as Model.CmWorkRequest, write(8, 128)])
+            assert.strictEqual(outcome.posted, 2)
+            for (const c of outcome.ready) bufferOf(client).push(c) // the poll after the post may have read them
+            assert.strictEqual(outcome.error?.operation, "rdma_post_read")
+            assert.include(outcome.error?.detail, "a read carries no immediate data")
+            for (const id of [5, 6]) {
+              assert.strictEqual((yield* completion(driver, client, id)).status, IBV_WC_SUCCESS)
+            }
+            // The queue's bound: 16 writes posted, the 17th refused (ENOMEM), as one by one.
+            const many = Array.from({ length: 17 }, (_, i): Row => [WRITE, 100 + i, 0, i * 8, 8])
+            const full = refusal(() =>
+              binding.cmPostWindow(client, [local.mr], packed(many, t.rkey), 17, new BigUint64Array(17).fill(t.address))
+            )
+            assert.deepStrictEqual([full.errno, full.posted], [12, 16])
+            for (let i = 0; i < 16; i++) {
+              assert.strictEqual((yield* completion(driver, client, 100 + i)).status, IBV_WC_SUCCESS)
+            }
+          }),
+        30_000 * slowdown
+      )
+
+      it.scoped(
+        "hostile numbers and handles are refused with EINVAL before anything is posted; the endpoint works on",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const rx = yield* region(driver, server, "msgs", 64)
+            const local = yield* region(driver, client, "msgs", 256)
+            const closed = yield* driver.cmReg(client, "msgs", new Uint8Array(64))
+            yield* driver.cmDeregMr(closed)
+            const cases: ReadonlyArray<readonly [string, ReadonlyArray<unknown>, Row]> = [
+              ["region index", [local.mr], [SEND, 1, -1, 0, 8]],
+              ["region index", [local.mr], [SEND, 1, 1, 0, 8]],
+              ["region index", [local.mr], [SEND, 1, 0.5, 0, 8]],
+              ["region index", [local.mr], [SEND, 1, NaN, 0, 8]],
+              ["region index", [], [SEND, 1, 0, 0, 8]],
+              ["offset", [local.mr], [SEND, 1, 0, NaN, 8]],
+              ["offset", [local.mr], [SEND, 1, 0, -1, 8]],
+              ["offset", [local.mr], [SEND, 1, 0, 2 ** 60, 8]],
+              ["length", [local.mr], [SEND, 1, 0, 0, -8]],
+              ["length", [local.mr], [SEND, 1, 0, 0, Infinity]],
+              ["length", [local.mr], [SEND, 1, 0, 0, 2 ** 40]],
+              ["passes the region's end", [local.mr], [SEND, 1, 0, 250, 8]],
+              ["op must be", [local.mr], [4, 1, 0, 0, 8]],
+              ["op must be", [local.mr], [NaN, 1, 0, 0, 8]],
+              ["flags", [local.mr], [SEND, 1, 0, 0, 8, 8]],
+              ["flags", [local.mr], [SEND, 1, 0, 0, 8, -1]],
+              ["remoteAddress", [local.mr], [WRITE, 1, 0, 0, 8]],
+              ["another endpoint", [rx.mr], [SEND, 1, 0, 0, 8]],
+              ["already deregistered", [closed], [SEND, 1, 0, 0, 8]],
+              ["expected a cm_mr", [client], [SEND, 1, 0, 0, 8]],
+              ["cm_mr is NULL", [null], [SEND, 1, 0, 0, 8]],
+              ["expected a cm_mr handle", [new Uint8Array(64)], [SEND, 1, 0, 0, 8]],
+              ["cannot go inline", [local.mr], [SEND, 1, 0, 0, 128, 3]]
+            ]
+            for (const [expected, regions, row] of cases) {
+              const refused = refusal(() => binding.cmPostWindow(client, regions, packed([row]), 1))
+              assert.deepStrictEqual([refused.errno, refused.posted], [22, 0], expected)
+              assert.include(refused.detail, expected)
+            }
+            const imm = packed([[SEND, 1, 0, 0, 8, 5]])
+            imm[6] = -1
+            assert.include(refusal(() => binding.cmPostWindow(client, [local.mr], imm, 1)).detail, "imm")
+            // Nothing was posted: the endpoint posts on.
+            assert.strictEqual(binding.cmPostWindow(server, [rx.mr], packed([[RECV, 50, 0, 0, 64]]), 1), 1)
+            assert.strictEqual(binding.cmPostWindow(client, [local.mr], packed([[SEND, 60, 0, 0, 8]]), 1), 1)
+            assert.strictEqual((yield* completion(driver, client, 60)).status, IBV_WC_SUCCESS)
+            assert.strictEqual((yield* completion(driver, server, 50)).byteLength, 8)
+          }),
+        30_000 * slowdown
+      )
+    })
+
     describe("disconnect and release", () => {
       it.scoped(
         "disconnect: the peer's next event is DISCONNECTED and its receives flush",

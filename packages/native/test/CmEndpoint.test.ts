@@ -6,7 +6,9 @@ import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import { cmErrorOrThrow } from "../src/internal/failures.js"
 import * as NativeDriver from "../src/NativeDriver.js"
+import * as RpmaBinding from "../src/RpmaBinding.js"
 
 type Bad = never
 const config: Model.CmEpConfig = {
@@ -155,4 +157,60 @@ layer(NativeDriver.layer)("librdmacm endpoints without a device", (it) => {
       assert.strictEqual(live.cmEndpoints, 0)
       assert.strictEqual(live.cmListeners, 0)
     }))
+
+  // cmPostWindow called directly, as a hostile caller may: its arrays and count are checked before
+  // the endpoint (what needs an open endpoint is in test-device/CmEndpointRaw.test.ts).
+  describe("cmPostWindow's arguments", () => {
+    const binding = Effect.runSync(RpmaBinding.load())
+    const fields = new Float64Array(16)
+    /** The tagged error of a call that must be refused with EINVAL, and its `posted` (none). */
+    const refused = (call: () => unknown) => {
+      let thrown: unknown
+      try {
+        call()
+      } catch (cause) {
+        thrown = cause
+      }
+      assert.isDefined(thrown, "refused")
+      assert.isUndefined((thrown as { readonly posted?: unknown }).posted)
+      const error = cmErrorOrThrow("rdma_post_send", thrown)
+      assert.strictEqual(error._tag, "RdmaCmError")
+      assert.strictEqual(error.errnoName, "EINVAL")
+      return error.detail ?? ""
+    }
+
+    it("arrays of the wrong kind, counts past the array and hostile regions → EINVAL, no crash", () => {
+      const post = (...args: Array<unknown>) => () =>
+        (binding.cmPostWindow as (...a: Array<unknown>) => number)(...args)
+      assert.include(refused(post({}, "regions", fields, 1)), "regions must be an array")
+      assert.include(refused(post({}, [], [0, 0, 0, 0, 0, 0, 0, 0], 1)), "must be a Float64Array")
+      assert.include(refused(post({}, [], new Float32Array(16), 1)), "must be a Float64Array")
+      assert.include(refused(post({}, [], undefined, 1)), "must be a Float64Array")
+      for (const count of [3, -1, 1.5, NaN, Infinity, 2 ** 53]) {
+        assert.include(refused(post({}, [], fields, count)), "count", String(count))
+      }
+      assert.include(refused(post({}, [], fields, "1")), "count must be a number")
+      assert.include(refused(post({}, [], fields, 1, new BigInt64Array(2))), "must be a BigUint64Array")
+      assert.include(refused(post({}, [], fields, 1, [1n])), "must be a BigUint64Array")
+      assert.include(refused(post({}, new Proxy([{}], {}), fields, 1)), "regions must be an array")
+      const hostile: Array<unknown> = [{}]
+      Object.defineProperty(hostile, 0, {
+        get() {
+          throw new Error("hostile region")
+        }
+      })
+      assert.include(refused(post({}, hostile, fields, 1)), "reading the regions threw")
+      assert.include(refused(post({}, Array.from({ length: 5000 }), fields, 1)), "at most 4096 regions")
+    })
+
+    it("something that is not an open endpoint → EINVAL naming it", () => {
+      for (const ep of [null, undefined, {}, 7, new Float64Array(8)]) {
+        refused(() => binding.cmPostWindow(ep, [], fields, 1))
+      }
+      assert.include(refused(() => binding.cmPostWindow(null, [], fields, 0)), "cm_ep is NULL")
+      const remote = binding.mrRemoteFromDescriptor(descriptor)
+      assert.include(refused(() => binding.cmPostWindow(remote, [], fields, 1)), "got a mr_remote")
+      binding.mrRemoteDelete(remote)
+    })
+  })
 })

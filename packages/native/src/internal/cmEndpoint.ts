@@ -186,11 +186,9 @@ const operationOf = (request: Model.CmWorkRequest): string => {
  * Posts one request: one of a single segment field by field (cmPostOne), since JavaScript reads the
  * fields through its inline caches where the addon would look each one up (napi_get_property);
  * any other shape, or one whose fields cannot be read, through cmPost, whose checks, order and
- * messages are the same. A refusal is thrown, as cmPost's. `chain`: a send-queue request of one
- * segment is checked and built, and posted by the next cmPostChain; anything else is left alone
- * (false).
+ * messages are the same. A refusal is thrown, as cmPost's.
  */
-const postOne = (binding: Binding, ep: Model.CmEpHandle, request: Model.CmWorkRequest, chain = false): boolean => {
+const postOne = (binding: Binding, ep: Model.CmEpHandle, request: Model.CmWorkRequest): void => {
   let op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey: unknown
   let single = false
   try {
@@ -201,89 +199,140 @@ const postOne = (binding: Binding, ep: Model.CmEpHandle, request: Model.CmWorkRe
     if (typeof one === "object" && one !== null) {
       ;({ length, mr, offset } = one)
       ;({ completion, id, imm, inline, op, remoteAddress, rkey } = request as Partial<Record<string, unknown>>)
-      single = !chain || op !== "recv"
+      single = true
     }
   } catch {
     // A getter or a Proxy that throws: cmPost reads the request again and refuses it.
     single = false
   }
-  if (!single) {
-    if (chain) return false
-    binding.cmPost(ep, request)
-    return true
+  if (single) binding.cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey)
+  else binding.cmPost(ep, request)
+}
+
+/** Requests a cmPostWindow call takes at most (a longer list goes in several). */
+const WINDOW = 64
+/** Numbers a request in cmPostWindow's fields. */
+const WINDOW_FIELDS = 8
+const MAX_ADDRESS = 2n ** 64n - 1n
+const opCodes: Readonly<Record<string, number>> = { send: 0, recv: 1, read: 2, write: 3 }
+const opNames = ["rdma_post_send", "rdma_post_recv", "rdma_post_read", "rdma_post_write"] as const
+
+/** One driver's arrays for cmPostWindow, filled anew by each call (nothing allocated per call). */
+interface Window {
+  readonly fields: Float64Array
+  readonly remotes: BigUint64Array
+  /** The regions the packed requests name, each once; emptied after each call. */
+  readonly regions: Array<unknown>
+}
+
+const makeWindow = (): Window => ({
+  fields: new Float64Array(WINDOW * WINDOW_FIELDS),
+  remotes: new BigUint64Array(WINDOW),
+  regions: []
+})
+
+/**
+ * Packs requests `from`.. of `requests` into `w`, up to WINDOW and the list's `end`: those of one
+ * segment on a region whose fields have the types the addon takes (whose refusals the addon words
+ * as cmPostOne's: a NaN offset is packed, a string is not). Stops at the first it cannot pack (a
+ * throwing getter, several segments, plain bytes, other types): it and the rest go one by one.
+ * Returns how many it packed; never throws.
+ */
+const pack = (w: Window, requests: ReadonlyArray<Model.CmWorkRequest>, from: number, end: number): number => {
+  const { fields, regions, remotes } = w
+  let n = 0
+  for (const last = Math.min(end, from + WINDOW); from + n < last; n++) {
+    let op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey: unknown
+    try {
+      const request = requests[from + n] as Partial<Record<string, unknown>>
+      const segments = request.segments
+      if (!Array.isArray(segments) || segments.length !== 1) break
+      ;({ length, mr, offset } = segments[0] as Partial<Record<string, unknown>>)
+      ;({ completion, id, imm, inline, op, remoteAddress, rkey } = request)
+    } catch {
+      break
+    }
+    const code = typeof op === "string" && Object.hasOwn(opCodes, op) ? opCodes[op]! : -1
+    if (
+      code < 0 || typeof id !== "number" || typeof mr !== "object" || mr === null || ArrayBuffer.isView(mr) ||
+      typeof offset !== "number" || typeof length !== "number" || (imm !== undefined && typeof imm !== "number") ||
+      (inline !== undefined && typeof inline !== "boolean") ||
+      (completion !== undefined && completion !== "always" && completion !== "onError")
+    ) break
+    if (code >= 2) {
+      if (typeof remoteAddress !== "bigint" || remoteAddress < 0n || remoteAddress > MAX_ADDRESS) break
+      if (typeof rkey !== "number") break
+      remotes[n] = remoteAddress
+    }
+    let region = 0
+    while (region < regions.length && regions[region] !== mr) region++
+    if (region === regions.length) regions.push(mr)
+    const at = n * WINDOW_FIELDS
+    fields[at] = code
+    fields[at + 1] = id
+    fields[at + 2] = region
+    fields[at + 3] = offset
+    fields[at + 4] = length
+    fields[at + 5] = (completion === "onError" ? 0 : 1) | (inline === true ? 2 : 0) | (imm === undefined ? 0 : 4)
+    fields[at + 6] = imm === undefined ? 0 : imm as number
+    fields[at + 7] = code >= 2 ? rkey as number : 0
   }
-  binding.cmPostOne(ep, op, id, mr, offset, length, imm, inline, completion, remoteAddress, rkey, chain)
-  return true
+  return n
 }
 
 /**
  * cmPostMany: in order, each request posted or refused as {@link postOne} does, the first refusal
- * ending the list. A run of send-queue requests of one segment at the list's head goes in one
- * ibv_post_send (cmPostChain: one doorbell and, on Soft-RoCE, one system call for the run where
- * each request took its own); what follows the run, from its first request of another kind, is
- * posted one by one.
+ * ending the list. A list of two or more goes in windows (cmPostWindow: one addon call for up to
+ * WINDOW requests, each run of one queue's requests in one post, where each request took a call and,
+ * on Soft-RoCE, a system call of its own) from its head up to its first request that cannot be
+ * packed; that one and the rest are posted one by one. One request keeps its one call (cmPostOne).
  */
 const postList = (
   binding: Binding,
   ep: Model.CmEpHandle,
   requests: ReadonlyArray<Model.CmWorkRequest>,
   loop: LoopTurns,
-  completions: Float64Array
+  completions: Float64Array,
+  w: Window
 ): Model.PostOutcome<RdmaError.RdmaCmError> => {
   const poster = {
-    post: (request: Model.CmWorkRequest) => void postOne(binding, ep, request),
+    post: (request: Model.CmWorkRequest) => postOne(binding, ep, request),
     poll: () => pollPacked(binding, ep, completions),
     refused: (request: Model.CmWorkRequest, cause: unknown) => cmErrorOrThrow(operationOf(request), cause),
     pollFailed: (cause: unknown) => cmErrorOrThrow("ibv_poll_cq", cause),
     notAList
   }
-  // Only a list that starts with a send-queue request has a run to chain (CmEndpoint.call's and
-  // reply's [receive, send] go one by one, each read once).
   let count: number
   try {
-    count = Array.isArray(requests) && requests.length >= 2 && requests[0]?.op !== "recv" ? requests.length : 0
+    count = Array.isArray(requests) ? requests.length : 0
   } catch {
     count = 0
   }
   if (count < 2) return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
-  const run: Array<Model.CmWorkRequest> = []
-  let error: RdmaError.RdmaCmError | undefined
   let posted = 0
-  try {
-    for (; run.length < count;) {
-      let request: Model.CmWorkRequest
-      try {
-        request = requests[run.length]!
-      } catch {
-        break // read again by postInOrder, which refuses the list
-      }
-      try {
-        if (!postOne(binding, ep, request, true)) break
-      } catch (cause) {
-        error = poster.refused(request, cause)
-        break
-      }
-      run.push(request)
-    }
-  } finally {
-    // Always, whatever was thrown: a chained request is counted against the queue until posted.
+  let error: RdmaError.RdmaCmError | undefined
+  for (let packed = WINDOW; packed === WINDOW && posted < count && error === undefined;) {
+    packed = pack(w, requests, posted, count)
+    if (packed === 0) break
     try {
-      posted = run.length === 0 ? 0 : binding.cmPostChain(ep)
+      posted += binding.cmPostWindow(ep, w.regions, w.fields, packed, w.remotes)
     } catch (cause) {
-      // The device refused one of the run: those before it are posted, it and the rest are not.
-      const before = (cause as { readonly posted?: unknown }).posted
-      posted = typeof before === "number" ? before : 0
-      error = cmErrorOrThrow(operationOf(run[posted]!), cause)
+      // The first refusal: those before it are posted, it and the rest are not.
+      const before = (cause as { readonly posted?: unknown } | null)?.posted
+      const n = typeof before === "number" && before >= 0 && before < packed ? before : 0
+      error = cmErrorOrThrow(opNames[w.fields[n * WINDOW_FIELDS]!] ?? "rdma_post_send", cause)
+      posted += n
+    } finally {
+      w.regions.length = 0 // holds no handle past the call
     }
   }
-  const chained = run.length
-  if (chained === 0 && error === undefined) {
+  if (posted === 0 && error === undefined) {
     return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
   }
-  if (error === undefined && chained < count) {
+  if (error === undefined && posted < count) {
     let rest: ReadonlyArray<Model.CmWorkRequest> | undefined
     try {
-      rest = requests.slice(chained)
+      rest = requests.slice(posted)
     } catch {
       error = notAList()
     }
@@ -298,7 +347,7 @@ const postList = (
           turnDue: outcome.turnDue
         }
       }
-      // Nothing of the rest was posted, and so nothing polled: the run's completions are polled below.
+      // Nothing of the rest was posted, and so nothing polled: the windows' completions are polled below.
       error = outcome.error
     }
   }
@@ -347,6 +396,7 @@ export const cmEndpointCalls = (
   loop: LoopTurns = makeLoopTurns()
 ): Model.CmEndpointCalls => {
   const completions = new Float64Array(PACKED_COMPLETIONS * FIELDS)
+  const packing = makeWindow()
   return {
     // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a
     // backstop in case an event never comes.
@@ -409,7 +459,7 @@ export const cmEndpointCalls = (
       attempt(() => binding.cmListenerDestroy(listener), inUseOr("rdma_destroy_ep", cmFailure("rdma_destroy_ep"))),
     cmEpInfo: (ep) => cm("rdma_cm endpoint", () => binding.cmEpInfo(ep)),
     cmPostMany: (ep, requests): Model.PostOutcome<RdmaError.RdmaCmError> =>
-      postList(binding, ep, requests, loop, completions),
+      postList(binding, ep, requests, loop, completions, packing),
     cmPollCompletions: (ep) =>
       Effect.zipRight(
         loop.fair,
