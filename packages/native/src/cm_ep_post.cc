@@ -398,8 +398,9 @@ bool BuildRequest(const Call& call, CmEpState& state, std::string_view op, const
                           std::to_string(state.config.max_inline_data) + " (maxInlineData)"),
              false;
     }
+    // The region is held until the post has copied the bytes (PostSends): cmPostWindow can run
+    // JavaScript (a later request's refusal, made an Error) between building a request and posting it.
     wr.send_flags |= IBV_SEND_INLINE;
-    entry.hold.regions.clear();  // the bytes are copied now: the region is not read later
   }
   return true;
 }
@@ -420,7 +421,10 @@ std::size_t PostSends(CmEpState& state, CmEpState::Built* built, std::size_t cou
     if (&built[i].wr == bad) posted = i;
   }
   for (std::size_t i = 0; i < posted; i++) {
-    built[i].entry.hold.plain_bytes = {};  // copied into the work request by the post
+    // Copied into the work request by the post: neither the plain bytes nor an inline request's
+    // region is read later.
+    built[i].entry.hold.plain_bytes = {};
+    if ((built[i].wr.send_flags & IBV_SEND_INLINE) != 0) built[i].entry.hold.regions.clear();
     state.posted.emplace(built[i].token, std::move(built[i].entry));
   }
   state.sends_posted -= count - posted;
@@ -455,17 +459,6 @@ Napi::Value DeviceRefused(const Call& call, bool recv, int errnum) {
   return call.Fail(errnum, errnum == ENOMEM ? (recv ? "the receive queue is full" : "the send queue is full")
                                             : recv ? ""
                                                    : "the device refused the request");
-}
-
-// The pending exception (a refusal) rethrown with `posted`: how many requests before it were posted.
-void ThrowWithPosted(napi_env env, std::size_t posted) {
-  bool pending = false;
-  if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return;
-  napi_value thrown = nullptr;
-  napi_get_and_clear_last_exception(env, &thrown);
-  Napi::Value value(env, thrown);
-  if (value.IsObject()) value.As<Napi::Object>().Set("posted", Napi::Number::New(env, static_cast<double>(posted)));
-  napi_throw(env, thrown);
 }
 
 // Posts one request of `op`, its fields read already: the same checks, in the same order, whichever
@@ -658,6 +651,9 @@ Napi::Value CmPostWindow(const Napi::CallbackInfo& info) {
     ok = ok && BuildRequest(call, state, op, PackedFields{at, regions, i < remote_count ? remotes + i : nullptr}, &request);
     if (!ok) {
       napi_get_and_clear_last_exception(env, &refusal);
+      // Making the refusal ran JavaScript (a setter on Object.prototype sees an Error's properties
+      // set), which may have destroyed the endpoint: its counts are zeroed, nothing is posted.
+      if (!state.has_qp) built.clear();
       break;
     }
     (request.entry.recv ? state.recvs_posted : state.sends_posted)++;
@@ -683,14 +679,14 @@ Napi::Value CmPostWindow(const Napi::CallbackInfo& info) {
                                                     : "rdma_post_write",
                 Domain::Errno);
       DeviceRefused(call, recv, errnum);
-      ThrowWithPosted(env, posted);
+      SetPosted(env, posted);
       return env.Undefined();
     }
     start = end;
   }
   if (refusal == nullptr) return Napi::Number::New(env, static_cast<double>(posted));
   napi_throw(env, refusal);
-  ThrowWithPosted(env, posted);
+  SetPosted(env, posted);
   return env.Undefined();
 }
 

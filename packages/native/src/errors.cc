@@ -16,8 +16,25 @@ void SetPosted(Napi::Env env, std::size_t posted) {
   if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return;
   napi_value thrown = nullptr;
   napi_get_and_clear_last_exception(env, &thrown);
-  Napi::Object(env, thrown).Set("posted", Napi::Number::New(env, static_cast<double>(posted)));
+  Napi::Value value(env, thrown);
+  if (value.IsObject()) Own(value.As<Napi::Object>(), "posted", Napi::Number::New(env, static_cast<double>(posted)));
   napi_throw(env, thrown);
+}
+
+void Own(Napi::Object object, const char* key, Napi::Value value) {
+  napi_property_descriptor property{};
+  property.utf8name = key;
+  property.value = value;
+  property.attributes = static_cast<napi_property_attributes>(napi_writable | napi_enumerable | napi_configurable);
+  napi_define_properties(object.Env(), object, 1, &property);
+}
+
+void Throw(const Napi::Error& error) {
+  // node-addon-api's ThrowAsJavaScriptException aborts the process when an exception is pending
+  // (one JavaScript threw while the error was made, or an exhausted stack): that one stands.
+  bool pending = false;
+  if (error.IsEmpty() || napi_is_exception_pending(error.Env(), &pending) != napi_ok || pending) return;
+  napi_throw(error.Env(), error.Value());
 }
 
 Napi::Error MakeError(Napi::Env env, Domain domain, int code, const char* operation, const std::string& detail) {
@@ -25,9 +42,12 @@ Napi::Error MakeError(Napi::Env env, Domain domain, int code, const char* operat
                         (domain == Domain::Rpma ? rpma_err_2str(code) : std::strerror(code));
   if (!detail.empty()) message += ": " + detail;
   Napi::Error error = Napi::Error::New(env, message);
-  error.Set("operation", Napi::String::New(env, operation));
-  error.Set(domain == Domain::Rpma ? "code" : "errno", Napi::Number::New(env, code));
-  if (!detail.empty()) error.Set("detail", Napi::String::New(env, detail));
+  if (error.IsEmpty()) return error;
+  // Own properties, defined: assigned, they would run a setter on Object.prototype (JavaScript, in
+  // the middle of a call that has checked its handles already).
+  Own(error.Value(), "operation", Napi::String::New(env, operation));
+  Own(error.Value(), domain == Domain::Rpma ? "code" : "errno", Napi::Number::New(env, code));
+  if (!detail.empty()) Own(error.Value(), "detail", Napi::String::New(env, detail));
   return error;
 }
 
@@ -42,8 +62,8 @@ Napi::Value Call::Fail(int code, const std::string& detail) const {
   std::string full =
       thrown != nullptr ? Join(detail, "JavaScript threw while the arguments were read (see cause)") : detail;
   Napi::Error error = MakeError(env_, domain_, code, operation_, full);
-  if (thrown != nullptr) error.Set("cause", Napi::Value(env_, thrown));
-  error.ThrowAsJavaScriptException();
+  if (thrown != nullptr && !error.IsEmpty()) Own(error.Value(), "cause", Napi::Value(env_, thrown));
+  Throw(error);
   return env_.Undefined();
 }
 
@@ -72,8 +92,8 @@ Napi::Value Call::Invalid(const std::string& detail) const {
 
 Napi::Value Call::InUse(const std::string& detail) const {
   Napi::Error error = MakeError(env_, domain_, domain_ == Domain::Rpma ? RPMA_E_INVAL : EBUSY, operation_, detail);
-  error.Set("inUse", Napi::Boolean::New(env_, true));
-  error.ThrowAsJavaScriptException();
+  if (!error.IsEmpty()) Own(error.Value(), "inUse", Napi::Boolean::New(env_, true));
+  Throw(error);
   return env_.Undefined();
 }
 

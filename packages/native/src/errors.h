@@ -45,6 +45,11 @@ class Call {
 // A call that posts a list refused one of it: sets `posted` (how many before it were posted) on
 // the pending exception, the refusal, which stays thrown. Does nothing when none is pending.
 void SetPosted(Napi::Env env, std::size_t posted);
+// `value` as an own, writable, enumerable, configurable property `key` of `object`, defined: no
+// setter runs (an assignment would run one on its prototype chain).
+void Own(Napi::Object object, const char* key, Napi::Value value);
+// Throws `error`, unless an exception is pending already (that one stands) or it is empty.
+void Throw(const Napi::Error& error);
 
 // Whether JavaScript can run in `env`: false while the environment is torn down (a worker
 // terminated, process.exit), when completions of async work and libuv callbacks still arrive but

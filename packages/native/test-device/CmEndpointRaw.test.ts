@@ -491,6 +491,53 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
       )
 
       it.scoped(
+        "no JavaScript runs while a window's refusal is made: a setter on Object.prototype neither runs nor frees the requests built before it",
+        () =>
+          Effect.gen(function*() {
+            const driver = yield* RdmaDriver
+            const { client, server } = yield* connectedPair(driver)
+            const rx = yield* region(driver, server, "msgs", 4096)
+            const local = yield* region(driver, client, "msgs", 4096)
+            local.memory.set(text("inline bytes"))
+            assert.strictEqual(binding.cmPostWindow(server, [rx.mr], packed([[RECV, 30, 0, 0, 64]]), 1), 1)
+            // Were it to run, the setter would deregister the inline send's region and destroy the
+            // endpoint between the send's checks and its post.
+            let ran = 0
+            const before = Object.getOwnPropertyDescriptor(Object.prototype, "detail")
+            Object.defineProperty(Object.prototype, "detail", {
+              configurable: true,
+              set(this: object, value: unknown) {
+                Object.defineProperty(this, "detail", { value, writable: true, enumerable: true, configurable: true })
+                if (ran++ > 0) return
+                for (const undo of [() => binding.cmDeregMr(local.mr), () => binding.cmEpDestroy(client)]) {
+                  try {
+                    undo()
+                  } catch {
+                    // Refused: the test's assertions say what happened.
+                  }
+                }
+              }
+            })
+            let refused: ReturnType<typeof refusal>
+            try {
+              refused = refusal(() =>
+                binding.cmPostWindow(client, [local.mr], packed([[SEND, 1, 0, 0, 12, 3], [9, 2, 0, 0, 8]]), 2)
+              )
+            } finally {
+              if (before === undefined) delete (Object.prototype as { detail?: unknown }).detail
+              else Object.defineProperty(Object.prototype, "detail", before)
+            }
+            assert.strictEqual(ran, 0)
+            assert.deepStrictEqual([refused.errno, refused.posted], [22, 1])
+            assert.include(refused.detail, "op must be send, recv, read or write")
+            assert.strictEqual((yield* completion(driver, client, 1)).status, IBV_WC_SUCCESS)
+            assert.strictEqual((yield* completion(driver, server, 30)).status, IBV_WC_SUCCESS)
+            assert.strictEqual(head(rx.memory, 12), "inline bytes")
+          }),
+        30_000 * slowdown
+      )
+
+      it.scoped(
         "a refusal mid-window: those before it are posted, and `posted` says how many",
         () =>
           Effect.gen(function*() {

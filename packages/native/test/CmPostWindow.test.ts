@@ -160,6 +160,26 @@ describe("cmPostMany over cmPostWindow", () => {
     assert.deepStrictEqual(none.calls, ["window 2"])
   })
 
+  it("a post that a getter starts while a window is packed goes one by one, and the window keeps its own requests", () => {
+    const { calls, driver, windows } = recording()
+    let nested: { readonly posted: number } | undefined
+    const reentrant = {
+      op: "send",
+      get id() {
+        nested ??= driver.cmPostMany({} as Bad, [send(21, other), send(22, other)])
+        return 11
+      },
+      segments: [{ mr: mr as Bad, offset: 88, length: 8 }]
+    } as unknown as Model.CmWorkRequest
+    const outcome = driver.cmPostMany({} as Bad, [send(10), reentrant, send(12)])
+    assert.strictEqual(outcome.posted, 3)
+    assert.strictEqual(nested?.posted, 2)
+    // The nested list went request by request; the window holds the outer list's three, in order.
+    assert.deepStrictEqual(calls.filter((call) => call !== "poll"), ["one send", "one send", "window 3"])
+    assert.deepStrictEqual(windows[0]!.rows.map((row) => row[1]), [10, 11, 12])
+    assert.deepStrictEqual(windows[0]!.regions, [mr])
+  })
+
   it("a list longer than a window goes in several", () => {
     const { calls, driver } = recording()
     const outcome = driver.cmPostMany({} as Bad, Array.from({ length: 130 }, (_, i) => send(i)))

@@ -97,6 +97,57 @@ describe("postWindow's own checks", () => {
 const write = (id: number, dst: unknown, src: unknown, extra: Record<string, unknown> = {}) =>
   ({ op: "write", id, dst, dstOffset: 8 * id, src, srcOffset: 16 * id, length: 8, ...extra }) as Model.WorkRequest
 
+describe("the addon's refusals and the prototype chain", () => {
+  // An error's properties are defined on it: a setter on Object.prototype never runs while the
+  // addon makes a refusal (it would run JavaScript in the middle of a call that has checked its
+  // handles already), and a setter that throws there cannot leave an exception pending under the
+  // refusal's throw, which node-addon-api answers by aborting the process.
+  it("a setter on Object.prototype for an error's properties never runs, whatever it does", () => {
+    const keys = ["operation", "code", "errno", "detail", "cause", "posted"] as const
+    let ran = 0
+    const before = keys.map((key) => Object.getOwnPropertyDescriptor(Object.prototype, key))
+    for (const key of keys) {
+      Object.defineProperty(Object.prototype, key, {
+        configurable: true,
+        set() {
+          ran++
+          throw new Error(`the setter of ${key} ran`)
+        }
+      })
+    }
+    const refusals: Array<{ readonly detail?: unknown; readonly posted?: unknown; readonly own: boolean }> = []
+    try {
+      for (
+        const call of [
+          () => real.postWindow({}, [], new Float64Array(9), -1),
+          () => real.cmPostWindow({}, [], new Float64Array(8), 1),
+          () => real.mrRemoteFromDescriptor(new Uint8Array(3))
+        ]
+      ) {
+        try {
+          call()
+        } catch (e) {
+          const error = e as { readonly detail?: unknown; readonly posted?: unknown }
+          refusals.push({ detail: error.detail, posted: error.posted, own: Object.hasOwn(error, "detail") })
+        }
+      }
+    } finally {
+      keys.forEach((key, i) => {
+        const was = before[i]
+        if (was === undefined) delete (Object.prototype as Record<string, unknown>)[key]
+        else Object.defineProperty(Object.prototype, key, was)
+      })
+    }
+    assert.strictEqual(ran, 0)
+    assert.strictEqual(refusals.length, 3)
+    for (const refusal of refusals) {
+      assert.isTrue(refusal.own)
+      assert.isString(refusal.detail)
+    }
+    assert.strictEqual(refusals[0]!.posted, 0)
+  })
+})
+
 describe("the driver's refusals, with windows and without", () => {
   const remote = real.mrRemoteFromDescriptor(descriptor)
   const { postWindow: _, ...perRequest } = real
@@ -210,6 +261,22 @@ describe("how the driver splits a list", () => {
     // A null where a region goes is post's to refuse ("is NULL"), in the window's first place too.
     driver.postMany(dst as Bad, [write(1, null, src), write(2, dst, src)])
     assert.deepStrictEqual(log, ["post 1", "post 2", "poll"])
+  })
+
+  it("a post that runs while the addon holds a window (a refusal's setter, say) goes one by one", () => {
+    let seen: Array<number> = []
+    const inner: { driver?: Driver } = {}
+    const recorded = record((count, fields) => {
+      inner.driver!.postMany(dst as Bad, [write(21, dst, src), write(22, dst, src)])
+      seen = Array.from({ length: count }, (_, i) => fields[i * 9 + 1]!)
+      return count
+    })
+    inner.driver = recorded.driver
+    const outcome = recorded.driver.postMany(dst as Bad, [write(1, dst, src), write(2, dst, src)])
+    assert.strictEqual(outcome.posted, 2)
+    // The window's numbers are still its own after the nested post.
+    assert.deepStrictEqual(seen, [1, 2])
+    assert.deepStrictEqual(recorded.log.filter((line) => line !== "poll"), ["window 2", "post 21", "post 22"])
   })
 
   it("a long list in windows of 32", () => {

@@ -223,12 +223,19 @@ interface Window {
   readonly remotes: BigUint64Array
   /** The regions the packed requests name, each once; emptied after each call. */
   readonly regions: Array<unknown>
+  /**
+   * A window is being packed or posted: a post that a getter (or a refusal's error, whose
+   * properties a setter on Object.prototype sees) starts meanwhile goes one by one, leaving these
+   * arrays to the window under way.
+   */
+  busy: boolean
 }
 
 const makeWindow = (): Window => ({
   fields: new Float64Array(WINDOW * WINDOW_FIELDS),
   remotes: new BigUint64Array(WINDOW),
-  regions: []
+  regions: [],
+  busy: false
 })
 
 /**
@@ -308,23 +315,28 @@ const postList = (
   } catch {
     count = 0
   }
-  if (count < 2) return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
+  if (count < 2 || w.busy) return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)
   let posted = 0
   let error: RdmaError.RdmaCmError | undefined
-  for (let packed = WINDOW; packed === WINDOW && posted < count && error === undefined;) {
-    packed = pack(w, requests, posted, count)
-    if (packed === 0) break
-    try {
-      posted += binding.cmPostWindow(ep, w.regions, w.fields, packed, w.remotes)
-    } catch (cause) {
-      // The first refusal: those before it are posted, it and the rest are not.
-      const before = (cause as { readonly posted?: unknown } | null)?.posted
-      const n = typeof before === "number" && before >= 0 && before < packed ? before : 0
-      error = cmErrorOrThrow(opNames[w.fields[n * WINDOW_FIELDS]!] ?? "rdma_post_send", cause)
-      posted += n
-    } finally {
-      w.regions.length = 0 // holds no handle past the call
+  w.busy = true
+  try {
+    for (let packed = WINDOW; packed === WINDOW && posted < count && error === undefined;) {
+      packed = pack(w, requests, posted, count)
+      if (packed === 0) break
+      try {
+        posted += binding.cmPostWindow(ep, w.regions, w.fields, packed, w.remotes)
+      } catch (cause) {
+        // The first refusal: those before it are posted, it and the rest are not.
+        const before = (cause as { readonly posted?: unknown } | null)?.posted
+        const n = typeof before === "number" && Number.isInteger(before) && before >= 0 && before < packed ? before : 0
+        error = cmErrorOrThrow(opNames[w.fields[n * WINDOW_FIELDS]!] ?? "rdma_post_send", cause)
+        posted += n
+      } finally {
+        w.regions.length = 0 // holds no handle past the call
+      }
     }
+  } finally {
+    w.busy = false
   }
   if (posted === 0 && error === undefined) {
     return postInOrder<Model.CmWorkRequest, RdmaError.RdmaCmError>(requests, poster, loop)

@@ -33,8 +33,8 @@ export const makeWindows = (binding: Binding): Windows => {
   const fields = new Float64Array(WINDOW * FIELDS)
   // A window's regions (usually one or two), new for each: emptying one kept array costs more.
   let regions: Array<object> = []
-  // A getter run while a window is packed may post on this driver: that post goes one by one,
-  // leaving the arrays to the window being packed.
+  // A getter run while a window is packed (or a setter while the addon makes a refusal) may post
+  // on this driver: that post goes one by one, leaving the arrays to the window under way.
   let packing = false
 
   // Its first two, where most of its requests find theirs without a call; `none` matches no request's.
@@ -102,12 +102,13 @@ export const makeWindows = (binding: Binding): Windows => {
         packing = false
       }
       if (n === 0) break
+      let answer: number
+      packing = true // a refusal's error may run JavaScript (a setter) that posts on this driver
       try {
-        // -1: not a connection (a shared receive queue, a connection request): post each.
-        if (binding.postWindow(queue, regions, fields, n) < 0) break
+        answer = binding.postWindow(queue, regions, fields, n)
       } catch (cause) {
         const before = (cause as { readonly posted?: unknown } | null)?.posted
-        posted += typeof before === "number" ? before : 0
+        posted += typeof before === "number" && Number.isInteger(before) && before >= 0 && before < n ? before : 0
         let refused: R
         try {
           refused = requests[posted] as R
@@ -115,7 +116,11 @@ export const makeWindows = (binding: Binding): Windows => {
           return { posted, error: poster.notAList() }
         }
         return { posted, error: poster.refused(refused, cause) }
+      } finally {
+        packing = false
       }
+      // -1: not a connection (a shared receive queue, a connection request): post each.
+      if (answer < 0) break
       posted += n
       if (n < WINDOW) break
     }
