@@ -203,6 +203,8 @@ const median = (values: ReadonlyArray<number>): number => {
  */
 interface Rounds {
   readonly best: Record<string, number>
+  /** The process's CPU µs per unit in each contender's best round. */
+  readonly cpu: Record<string, number>
   readonly rounds: Record<string, Array<number>>
 }
 
@@ -259,6 +261,7 @@ const interleaved = (
     }`)
     return {
       best: Object.fromEntries(Object.entries(best).map(([name, m]) => [name, m.value])),
+      cpu: Object.fromEntries(Object.entries(best).map(([name, m]) => [name, m.cpu])),
       rounds
     } satisfies Rounds
   })
@@ -322,13 +325,17 @@ const program = Effect.gen(function*() {
   const us = (x: number) => `${x.toFixed(1)} µs`
   const size = WRITE % 1024 === 0 ? `${WRITE / 1024} KiB` : `${WRITE} B`
   const mbps = (usPerWrite: number) => `${(WRITE / usPerWrite).toFixed(2)} MB/s`
+  // The process's CPU per round trip or write in the best round (C's: its own getrusage).
+  const cpu = (found: Rounds, name: string, unit: string) => `CPU ${found.cpu[name]!.toFixed(1)} µs/${unit}`
   // Issue 35: at least 0.95x C's bandwidth at 64 KiB, 0.6x for smaller writes (CM_WRITE=64).
   const bandwidthTarget = WRITE >= 65536 ? 0.95 : 0.6
   const rows: Array<Row> = [
     {
       what: `CmEndpoint.call / .reply ping-pong ${MESSAGE} B, round trip`,
-      ours: us(latency.ours!),
-      baseline: `${us(latency.addon!)} (the driver's cm calls from plain callbacks)`,
+      ours: `${us(latency.ours!)} (${cpu(latencyRounds, "ours", "trip")})`,
+      baseline: `${us(latency.addon!)} (the driver's cm calls from plain callbacks; ${
+        cpu(latencyRounds, "addon", "trip")
+      })`,
       ratio: latencyRatio,
       target: "≤ 1.5× (median of rounds)",
       met: latencyRatio <= 1.5
@@ -352,7 +359,9 @@ const program = Effect.gen(function*() {
     {
       what: `  against C: ping-pong ${MESSAGE} B`,
       ours: us(latency.ours!),
-      baseline: `${us(latency.c!)} (C: rdma_post_send/recv + rdma_get_send/recv_comp)`,
+      baseline: `${us(latency.c!)} (C: rdma_post_send/recv + rdma_get_send/recv_comp; ${
+        cpu(latencyRounds, "c", "trip")
+      })`,
       ratio: latency.ours! / latency.c!,
       target: "informative",
       met: undefined
@@ -367,7 +376,7 @@ const program = Effect.gen(function*() {
     },
     {
       what: `  breakdown: ping-pong ${MESSAGE} B, driver calls polling without waiting, against C`,
-      ours: us(latency.spin!),
+      ours: `${us(latency.spin!)} (${cpu(latencyRounds, "spin", "trip")})`,
       baseline: us(latency.c!),
       ratio: latency.spin! / latency.c!,
       target: "",
@@ -375,8 +384,8 @@ const program = Effect.gen(function*() {
     },
     {
       what: `CmEndpoint.writeMany bandwidth ${size}, ${W} in flight`,
-      ours: mbps(bandwidth.ours!),
-      baseline: `${mbps(bandwidth.c!)} (C: rdma_post_write, window of ${W})`,
+      ours: `${mbps(bandwidth.ours!)} (${cpu(bandwidthRounds, "ours", "write")})`,
+      baseline: `${mbps(bandwidth.c!)} (C: rdma_post_write, window of ${W}; ${cpu(bandwidthRounds, "c", "write")})`,
       ratio: bandwidthRatio,
       target: `≥ ${bandwidthTarget}× of C (ratio ≤ ${(1 / bandwidthTarget).toFixed(2)}×, median of rounds)`,
       met: 1 / bandwidthRatio >= bandwidthTarget
@@ -391,7 +400,7 @@ const program = Effect.gen(function*() {
     },
     {
       what: `  breakdown: bandwidth ${size}, driver calls from callbacks`,
-      ours: mbps(bandwidth.addon!),
+      ours: `${mbps(bandwidth.addon!)} (${cpu(bandwidthRounds, "addon", "write")})`,
       baseline: mbps(bandwidth.c!),
       ratio: bandwidth.addon! / bandwidth.c!,
       target: "",

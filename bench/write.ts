@@ -12,7 +12,13 @@
  * this addon), the driver's own calls (postMany + armCompletions, without Connection's
  * bookkeeping). Bandwidth goes through the batch path, Connection.writeMany (issue 12).
  *
- *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path)
+ * Beside each row, the CPU the process spent per write in its best round (process.cpuUsage; the C
+ * program reports its own, getrusage over its rounds): under TCG a JavaScript row's CPU per write is
+ * about its time per write, where C's is what the device leaves it.
+ *
+ *   WRITE_SCALE=0.1 (scales every write count), WRITE_BENCH (the C program's path),
+ *   WRITE_ONLY=bandwidth:ours,latency (run only these contenders, of one part or of both: a
+ *   profile of one row), WRITE_SIZES=64 (only these sizes)
  */
 import { Connection, Listener, LocalMr, Peer, RemoteMr, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
@@ -28,6 +34,13 @@ if (address === undefined) throw new Error("RDMA_ADDRESS is not set: run this in
 const cProgram = process.env.WRITE_BENCH ?? "bench/.build/write_bench"
 /** Scales every write count (WRITE_SCALE=0.1 for a quick look). */
 const scale = Number(process.env.WRITE_SCALE ?? "1")
+/** The contenders to run (all when unset): `part` (latency, bandwidth), `name`, or `part:name`. */
+const only = process.env.WRITE_ONLY?.split(",")
+const runs = (part: string, name: string) =>
+  only === undefined || only.includes(name) || only.includes(part) || only.includes(`${part}:${name}`)
+const pick = <K extends string, V>(part: string, contenders: Record<K, V>): Record<K, V> =>
+  Object.fromEntries(Object.entries(contenders).filter(([name]) => runs(part, name))) as Record<K, V>
+const onlySizes = process.env.WRITE_SIZES?.split(",").map(Number)
 
 /** Writes in flight for the bandwidth runs: the send queue size, on both sides. */
 const W = 16
@@ -53,13 +66,16 @@ const sizes: ReadonlyArray<readonly [bytes: number, label: string, latencyWrites
     Math.max(10, Math.round((n as number) * scale)),
     Math.max(1, Math.round(((m as number) * scale) / W)) * W
   ] as const
-)
+).filter(([bytes]) => onlySizes === undefined || onlySizes.includes(bytes))
 
 interface Figures {
   /** Mean µs per write, one in flight. */
   readonly latencyUs: number
   /** 10^6 bytes per second, W in flight. */
   readonly bandwidthMBps: number
+  /** The process's CPU per write (user + system µs), one in flight and W in flight. */
+  readonly latencyCpuUs: number
+  readonly bandwidthCpuUs: number
 }
 
 // ---- timing ----
@@ -71,34 +87,48 @@ const warmUp = (n: number, run: (n: number) => Effect.Effect<void, unknown>) =>
     for (let done = 0; done < WARMUP || performance.now() - t0 < WARMUP_MS; done += n) yield* run(n)
   })
 
+/** A contender's best round: µs per write, and the process's CPU per write in that round. */
+interface Best {
+  readonly us: number
+  readonly cpuUs: number
+}
+
 /**
  * Every contender warmed up, then ROUNDS rounds of `n` writes each, in turn: the best µs per write
- * of each. Interleaved, so that a change of load on the shared host (the VM's one vCPU is a host
- * thread) reaches all of them alike instead of whichever ran during it. `selfTimed` contenders
- * (the C program, which warms itself up) report their own µs per write.
+ * of each, with its CPU per write. Interleaved, so that a change of load on the shared host (the
+ * VM's one vCPU is a host thread) reaches all of them alike instead of whichever ran during it.
+ * `selfTimed` contenders (the C program, which warms itself up) report their own figures.
  */
 const interleaved = <K extends string, S extends string>(
   n: number,
   contenders: Record<K, (n: number) => Effect.Effect<void, unknown>>,
-  selfTimed: Record<S, (n: number) => number>
+  selfTimed: Record<S, (n: number) => Best>
 ) =>
   Effect.gen(function*() {
     const names = Object.keys(contenders) as Array<K>
     for (const name of names) yield* warmUp(Math.min(n, WARMUP), contenders[name])
-    const best = Object.fromEntries([...names, ...Object.keys(selfTimed)].map((name) => [name, Infinity])) as Record<
-      K | S,
-      number
-    >
+    const best: Partial<Record<K | S, Best>> = {}
+    const keep = (name: K | S, round: Best) => {
+      const kept = best[name]
+      if (kept === undefined || round.us < kept.us) best[name] = round
+    }
     for (let round = 0; round < ROUNDS; round++) {
       for (const name of names) {
+        const cpu = process.cpuUsage()
         const t0 = performance.now()
         yield* contenders[name](n)
-        best[name] = Math.min(best[name], ((performance.now() - t0) * 1000) / n)
+        const us = ((performance.now() - t0) * 1000) / n
+        const used = process.cpuUsage(cpu)
+        keep(name, { us, cpuUs: (used.user + used.system) / n })
       }
-      for (const name of Object.keys(selfTimed) as Array<S>) best[name] = Math.min(best[name], selfTimed[name](n))
+      for (const name of Object.keys(selfTimed) as Array<S>) keep(name, selfTimed[name](n))
     }
     return best
   })
+
+/** A best round's figure, NaN for a contender not run (WRITE_ONLY). */
+const usOf = (best: Best | undefined) => best?.us ?? NaN
+const cpuOf = (best: Best | undefined) => best?.cpuUs ?? NaN
 
 // ---- the C baseline ----
 
@@ -110,8 +140,13 @@ const cRun = (bytes: number, latencyWrites: number, bandwidthWrites: number): Fi
   const out = execFileSync(cProgram, [address, String(cPort++), `${bytes}:${latencyWrites}:${bandwidthWrites}`], {
     encoding: "utf8"
   })
-  const [, , , latencyUs, , bandwidthMBps] = out.trim().split(" ")
-  return { latencyUs: Number(latencyUs), bandwidthMBps: Number(bandwidthMBps) }
+  const [, , , latencyUs, , bandwidthMBps, , latencyCpuUs, , bandwidthCpuUs] = out.trim().split(" ")
+  return {
+    latencyUs: Number(latencyUs),
+    bandwidthMBps: Number(bandwidthMBps),
+    latencyCpuUs: Number(latencyCpuUs),
+    bandwidthCpuUs: Number(bandwidthCpuUs)
+  }
 }
 
 // ---- a connection through the driver alone, for the breakdown ----
@@ -324,7 +359,11 @@ const program = Effect.gen(function*() {
   // A first pass over everything, unmeasured: the first size measured still came out slowest
   // (2-4x the addon at 64 B against 1.1-1.9x at 4 KiB in the same runs) while the JIT settled.
   for (const [bytes] of sizes) {
-    for (const run of [...Object.values(latencyContenders(bytes)), ...Object.values(bandwidthContenders(bytes))]) {
+    const all = [
+      ...Object.values(pick("latency", latencyContenders(bytes))),
+      ...Object.values(pick("bandwidth", bandwidthContenders(bytes)))
+    ]
+    for (const run of all) {
       yield* warmUp(WARMUP, run)
     }
   }
@@ -332,7 +371,16 @@ const program = Effect.gen(function*() {
   pollFirst.queued = pollFirst.waited = 0
 
   for (const [bytes, , n, m] of sizes) {
-    const latency = yield* interleaved(n, latencyContenders(bytes), { c: (k) => cRun(bytes, k, W).latencyUs })
+    const latency = yield* interleaved(
+      n,
+      pick("latency", latencyContenders(bytes)),
+      pick("latency", {
+        c: (k: number) => {
+          const f = cRun(bytes, k, W)
+          return { us: f.latencyUs, cpuUs: f.latencyCpuUs }
+        }
+      })
+    )
     yield* log(`latency ${bytes} B, µs per write: ${JSON.stringify(latency)}`)
     yield* log(
       `completion queued at the poll right after the post in ${pollFirst.queued} of ${
@@ -340,25 +388,39 @@ const program = Effect.gen(function*() {
       } writes`
     )
     pollFirst.queued = pollFirst.waited = 0
-    const bandwidth = yield* interleaved(m, bandwidthContenders(bytes), {
-      c: (k) => bytes / cRun(bytes, 10, k).bandwidthMBps
-    })
+    const bandwidth = yield* interleaved(
+      m,
+      pick("bandwidth", bandwidthContenders(bytes)),
+      pick("bandwidth", {
+        c: (k: number) => {
+          const f = cRun(bytes, 10, k)
+          return { us: bytes / f.bandwidthMBps, cpuUs: f.bandwidthCpuUs }
+        }
+      })
+    )
     yield* log(`bandwidth ${bytes} B, µs per write: ${JSON.stringify(bandwidth)}`)
     // µs per write to 10^6 bytes per second.
-    ours.set(bytes, { latencyUs: latency.ours, bandwidthMBps: bytes / bandwidth.ours })
-    addon.set(bytes, { latencyUs: latency.addon, bandwidthMBps: bytes / bandwidth.addon })
-    driverLatency.set(bytes, latency.driver)
-    asyncLatency.set(bytes, latency.async)
-    c.set(bytes, { latencyUs: latency.c, bandwidthMBps: bytes / bandwidth.c })
+    const figures = (name: "ours" | "addon" | "c"): Figures => ({
+      latencyUs: usOf(latency[name]),
+      bandwidthMBps: bytes / usOf(bandwidth[name]),
+      latencyCpuUs: cpuOf(latency[name]),
+      bandwidthCpuUs: cpuOf(bandwidth[name])
+    })
+    ours.set(bytes, figures("ours"))
+    addon.set(bytes, figures("addon"))
+    driverLatency.set(bytes, usOf(latency.driver))
+    asyncLatency.set(bytes, usOf(latency.async))
+    c.set(bytes, figures("c"))
   }
 
   const rows: Array<Row> = []
   const us = (x: number) => `${x.toFixed(1)} µs`
   const mbps = (x: number) => `${x.toFixed(2)} MB/s`
+  const cpu = (x: number) => `CPU ${x.toFixed(1)} µs/write`
   for (const [bytes, label] of sizes) {
     const o = ours.get(bytes)!
     const b = c.get(bytes)!
-    const a = addon.get(bytes) ?? { latencyUs: NaN, bandwidthMBps: NaN }
+    const a = addon.get(bytes)!
     const d = driverLatency.get(bytes) ?? NaN
     // Issue 12: 64 B latency <= 1.5x the addon called from JS callbacks (under TCG the addon's own
     // floor is already ~2x C, so C is printed as a second baseline, informative).
@@ -367,8 +429,8 @@ const program = Effect.gen(function*() {
     const bandwidthTarget = bytes === 65536 ? 0.95 : bytes === 64 ? 0.6 : undefined
     rows.push({
       what: `Connection.write latency ${label}`,
-      ours: us(o.latencyUs),
-      baseline: `${us(a.latencyUs)} (the addon from JS callbacks, no Effect)`,
+      ours: `${us(o.latencyUs)} (${cpu(o.latencyCpuUs)})`,
+      baseline: `${us(a.latencyUs)} (the addon from JS callbacks, no Effect; ${cpu(a.latencyCpuUs)})`,
       ratio: o.latencyUs / a.latencyUs,
       target: latencyTarget === undefined ? "informative" : `≤ ${latencyTarget}×`,
       met: latencyTarget === undefined ? undefined : o.latencyUs / a.latencyUs <= latencyTarget
@@ -376,7 +438,7 @@ const program = Effect.gen(function*() {
     rows.push({
       what: `  against C: Connection.write latency ${label}`,
       ours: us(o.latencyUs),
-      baseline: `${us(b.latencyUs)} (C: rpma_write + rpma_cq_wait + rpma_cq_get_wc)`,
+      baseline: `${us(b.latencyUs)} (C: rpma_write + rpma_cq_wait + rpma_cq_get_wc; ${cpu(b.latencyCpuUs)})`,
       ratio: o.latencyUs / b.latencyUs,
       target: "",
       met: undefined
@@ -408,8 +470,8 @@ const program = Effect.gen(function*() {
     })
     rows.push({
       what: `Connection.writeMany bandwidth ${label}, ${W} in flight`,
-      ours: mbps(o.bandwidthMBps),
-      baseline: `${mbps(b.bandwidthMBps)} (C: window of ${W})`,
+      ours: `${mbps(o.bandwidthMBps)} (${cpu(o.bandwidthCpuUs)})`,
+      baseline: `${mbps(b.bandwidthMBps)} (C: window of ${W}; ${cpu(b.bandwidthCpuUs)})`,
       ratio: b.bandwidthMBps / o.bandwidthMBps,
       target: bandwidthTarget === undefined
         ? "informative"
@@ -418,7 +480,7 @@ const program = Effect.gen(function*() {
     })
     rows.push({
       what: `  breakdown: bandwidth ${label}, addon from JS callbacks (no Effect)`,
-      ours: mbps(a.bandwidthMBps),
+      ours: `${mbps(a.bandwidthMBps)} (${cpu(a.bandwidthCpuUs)})`,
       baseline: mbps(b.bandwidthMBps),
       ratio: b.bandwidthMBps / a.bandwidthMBps,
       target: "",
