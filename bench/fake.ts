@@ -22,8 +22,9 @@ const unsupported = (): never => {
 }
 
 interface FakeConn {
-  queue: Array<Completion>
-  inflight: Array<Completion>
+  /** The ids of completed requests, made completions as the addon makes them (objects or numbers). */
+  queue: Array<number>
+  inflight: Array<number>
   waiter: Callback<Array<Completion>> | undefined
   waiterId: number
   eventWaiter: Callback<string> | undefined
@@ -39,6 +40,8 @@ export interface Fake {
 }
 
 const EMPTY: Array<Completion> = []
+const completionOf = (id: number): Completion => ({ id, status: 0, byteLength: 0, opcode: 1, flags: 0 })
+const PACKED_FIELDS = 7
 
 export const make = (): Fake => {
   let nextId = 1
@@ -53,7 +56,7 @@ export const make = (): Fake => {
     const waiter = conn.waiter
     if (waiter === undefined || conn.queue.length === 0) return
     conn.waiter = undefined
-    const ready = conn.queue
+    const ready = conn.queue.map(completionOf)
     conn.queue = []
     waiter(null, ready)
   }
@@ -64,14 +67,31 @@ export const make = (): Fake => {
   }
   // A posted request's completion: queued now, or delivered a turn later.
   const enqueue = (conn: FakeConn, id: number) => {
-    const completion: Completion = { id, status: 0, byteLength: 0, opcode: 1, flags: 0 }
     if (fake.mode === "queued") {
-      conn.queue.push(completion)
+      conn.queue.push(id)
       if (conn.waiter !== undefined) schedule(conn)
     } else {
-      conn.inflight.push(completion)
+      conn.inflight.push(id)
       schedule(conn)
     }
+  }
+  // The addon's pollPacked: as many as fit, as numbers, the rest left queued.
+  const pollPacked = (handle: unknown, into: Float64Array): number => {
+    const conn = handle as FakeConn
+    const count = Math.min(conn.queue.length, Math.floor(into.length / PACKED_FIELDS))
+    for (let i = 0; i < count; i++) {
+      const at = i * PACKED_FIELDS
+      into[at] = conn.queue[i]!
+      into[at + 1] = 0
+      into[at + 2] = 0
+      into[at + 3] = 1
+      into[at + 4] = 0
+      into[at + 5] = 0
+      into[at + 6] = -1
+    }
+    if (count === conn.queue.length) conn.queue = []
+    else conn.queue.splice(0, count)
+    return count
   }
   const sendEvent = (conn: FakeConn, event: string) => {
     const waiter = conn.eventWaiter
@@ -190,12 +210,14 @@ export const make = (): Fake => {
     pollCompletions: (handle) => {
       const conn = handle as FakeConn
       if (conn.queue.length === 0) return EMPTY
-      const ready = conn.queue
+      const ready = conn.queue.map(completionOf)
       conn.queue = []
       return ready
     },
+    pollPacked,
     // A fake device completes on its own schedule (the loop's): nothing to spin for.
     spinCompletions: () => EMPTY,
+    spinPacked: () => 0,
     waitCompletions: (handle, callback) => {
       const conn = handle as FakeConn
       conn.waiter = callback

@@ -98,6 +98,11 @@ for (const value of bogus) {
   }
   expectThrow("connNextEvent", () => binding.connNextEvent(value, () => failures++), "code", -100004)
   expectThrow("waitCompletions", () => binding.waitCompletions(value, undefined), "code", -100004)
+  for (const into of [new Float64Array(7), new Float64Array(6), new Uint8Array(56), undefined]) {
+    expectThrow("pollPacked", () => binding.pollPacked(value, into), "code", -100004)
+    expectThrow("spinPacked", () => binding.spinPacked(value, into, 1000), "code", -100004)
+  }
+  expectThrow("spinCompletions", () => binding.spinCompletions(value, -1), "code", -100004)
   for (
     const request of [
       null,

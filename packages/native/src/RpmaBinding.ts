@@ -114,6 +114,14 @@ export interface Binding {
    * nanoseconds (0 to 10 ms, whole) have passed on the monotonic clock: none then.
    */
   readonly spinCompletions: (queue: unknown, budgetNs: unknown) => Array<WaitedCompletion>
+  /**
+   * {@link Binding.pollCompletions} as numbers in `into`, seven a completion (id, status,
+   * byteLength, opcode, flags, imm, qpNum or -1), as many as fit; returns how many. A full array
+   * may leave completions in the CQs: call again.
+   */
+  readonly pollPacked: (queue: unknown, into: Float64Array) => number
+  /** {@link Binding.pollPacked}, polling again until something is queued or `budgetNs` (0 to 10 ms) have passed. */
+  readonly spinPacked: (queue: unknown, into: Float64Array, budgetNs: unknown) => number
   /** rpma_conn_get_qp_num. */
   readonly connQpNum: (conn: unknown) => number
   /**

@@ -9,12 +9,14 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "conn_common.h"
 #include "errors.h"
 #include "handles.h"
+#include "keys.h"
 #include "poll.h"
 
 namespace rdma {
@@ -67,20 +69,24 @@ bool CompletionQueues::Cancel(double id) {
   return true;
 }
 
-int CompletionQueues::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
+template <typename Take>
+int CompletionQueues::DrainWith(uint32_t max, uint32_t* count, Take take) {
   // A shared receive queue without a receive CQ: its receives complete on its connections' CQs.
   if (cq == nullptr) return 0;
-  int code = DrainOne(env, cq, out, count);
-  if (code == 0 && rcq != nullptr) code = DrainOne(env, rcq, out, count);
+  int code = DrainOne(cq, max, count, take);
+  if (code == 0 && rcq != nullptr) code = DrainOne(rcq, max, count, take);
   return code;
 }
 
-int CompletionQueues::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, uint32_t* count) {
-  constexpr int kBatch = 32;
+template <typename Take>
+int CompletionQueues::DrainOne(rpma_cq* from, uint32_t max, uint32_t* count, Take& take) {
+  constexpr uint32_t kBatch = 32;
   ibv_wc wc[kBatch];
-  for (;;) {
+  while (*count < max) {
+    // Never more than the caller can take: a completion read is gone from the CQ.
+    int want = static_cast<int>(std::min(kBatch, max - *count));
     int got = 0;
-    int code = rpma_cq_get_wc(from, kBatch, wc, &got);
+    int code = rpma_cq_get_wc(from, want, wc, &got);
     if (code == RPMA_E_NO_COMPLETION) return 0;
     if (code != 0) return code;
     for (int i = 0; i < got; i++) {
@@ -95,24 +101,64 @@ int CompletionQueues::DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, ui
       if (!found->second.recv) ForgetCovered(posted, found, [this](PostedMap::iterator it) { return posted.erase(it); });
       Posted request = std::move(found->second);
       owner->erase(found);
-      Napi::Object completion = Napi::Object::New(env);
-      completion.Set("id", Napi::Number::New(env, request.id));
-      completion.Set("status", Napi::Number::New(env, static_cast<double>(wc[i].status)));
       // byte_len, opcode and flags mean something only for a successful completion (byte_len: of a receive).
       bool ok = wc[i].status == IBV_WC_SUCCESS;
-      double length = request.recv && ok ? static_cast<double>(wc[i].byte_len) : 0;
-      completion.Set("byteLength", Napi::Number::New(env, length));
-      completion.Set("opcode", Napi::Number::New(env, ok ? static_cast<double>(wc[i].opcode) : -1));
       unsigned flags = ok ? wc[i].wc_flags : 0;
-      completion.Set("flags", Napi::Number::New(env, static_cast<double>(flags)));
-      // librpma puts the immediate data on the wire in network byte order (htonl).
-      if ((flags & IBV_WC_WITH_IMM) != 0) completion.Set("imm", Napi::Number::New(env, ntohl(wc[i].imm_data)));
-      // Valid whatever the status: which connection's message this was.
-      if (names_queue_pair || owner != &posted) completion.Set("qpNum", Napi::Number::New(env, static_cast<double>(wc[i].qp_num)));
-      out.Set((*count)++, completion);
+      take(Fields{request.id, static_cast<double>(wc[i].status),
+                  request.recv && ok ? static_cast<double>(wc[i].byte_len) : 0,
+                  ok ? static_cast<double>(wc[i].opcode) : -1, flags,
+                  // librpma puts the immediate data on the wire in network byte order (htonl).
+                  (flags & IBV_WC_WITH_IMM) != 0 ? static_cast<double>(ntohl(wc[i].imm_data)) : 0,
+                  // Valid whatever the status: which connection's message this was.
+                  names_queue_pair || owner != &posted ? static_cast<double>(wc[i].qp_num) : -1});
+      (*count)++;
     }
-    if (got < kBatch) return 0;
+    if (got < want) return 0;
   }
+  return 0;
+}
+
+int CompletionQueues::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
+  Keys keys = CallKeys(env);
+  constexpr auto kOwn = static_cast<napi_property_attributes>(napi_writable | napi_enumerable | napi_configurable);
+  return DrainWith(UINT32_MAX, count, [&](const Fields& f) {
+    // Defined, not assigned: an assignment would run a setter on Object.prototype or
+    // Array.prototype (JavaScript, which could delete this queue) in the middle of the drain.
+    napi_property_descriptor fields[7] = {};
+    std::size_t n = 0;
+    auto own = [&](Key key, double value) {
+      fields[n].name = keys[key];
+      fields[n].value = Napi::Number::New(env, value);
+      fields[n++].attributes = kOwn;
+    };
+    own(Key::Id, f.id);
+    own(Key::Status, f.status);
+    own(Key::ByteLength, f.byte_length);
+    own(Key::Opcode, f.opcode);
+    own(Key::Flags, static_cast<double>(f.flags));
+    if ((f.flags & IBV_WC_WITH_IMM) != 0) own(Key::Imm, f.imm);
+    if (f.qp_num >= 0) own(Key::QpNum, f.qp_num);
+    Napi::Object completion = Napi::Object::New(env);
+    napi_define_properties(env, completion, n, fields);
+    napi_property_descriptor element{};
+    element.name = Napi::String::New(env, std::to_string(*count));  // an index: the array's element
+    element.value = completion;
+    element.attributes = kOwn;
+    napi_define_properties(env, out, 1, &element);
+  });
+}
+
+int CompletionQueues::DrainPacked(double* out, uint32_t capacity, uint32_t* count) {
+  return DrainWith(capacity, count, [&](const Fields& f) {
+    double* at = out + static_cast<std::size_t>(*count) * kCompletionFields;
+    at[0] = f.id;
+    at[1] = f.status;
+    at[2] = f.byte_length;
+    at[3] = f.opcode;
+    at[4] = static_cast<double>(f.flags);
+    at[5] = f.imm;
+    at[6] = f.qp_num;
+  });
 }
 
 Napi::Value CompletionQueues::Wait(const Call& call, Napi::Value callback) {
@@ -192,33 +238,71 @@ CompletionQueues* OpenQueues(const Call& call, Napi::Value value) {
   return conn != nullptr ? conn->state.get() : nullptr;
 }
 
-namespace {
+bool PackedArray(const Call& call, Napi::Value value, double** data, uint32_t* capacity) {
+  // One call reads the array's kind, length and bytes (it refuses anything but a typed array).
+  napi_typedarray_type type = napi_uint8_array;
+  std::size_t length = 0;
+  void* bytes = nullptr;
+  if (napi_get_typedarray_info(call.Env(), value, &type, &length, &bytes, nullptr, nullptr) != napi_ok ||
+      type != napi_float64_array) {
+    return call.Invalid("the completions' array must be a Float64Array"), false;
+  }
+  *capacity = static_cast<uint32_t>(std::min<std::size_t>(length / CompletionQueues::kCompletionFields, UINT32_MAX));
+  *data = static_cast<double*>(bytes);
+  if (*capacity == 0 || bytes == nullptr) {
+    return call.Invalid("the completions' array must hold at least one completion (" +
+                        std::to_string(CompletionQueues::kCompletionFields) + " numbers)"),
+           false;
+  }
+  return true;
+}
 
-// pollCompletions(queue): the completions already queued, possibly none. A connection request
-// has no completion queue yet (its receives complete on the connection it becomes): none.
-Napi::Value PollCompletions(const Napi::CallbackInfo& info) {
+CompletionQueues* PolledQueues(const Call& call, Napi::Value value, bool* none) {
+  if (Conn* conn = Opened<Conn>(value)) return conn->state.get();  // the hot path: one type-tag check
+  Kind kind;
+  if (KindOf(value, &kind) && kind == Kind::ConnReq) {
+    *none = Open<ConnReq>(call, value) != nullptr;
+    return nullptr;
+  }
+  return OpenQueues(call, value);
+}
+
+Napi::Value DrainCall(const Napi::CallbackInfo& info, bool packed, const DeadlineReader& read_deadline) {
   Napi::Env env = info.Env();
   Call call(env, "rpma_cq_get_wc", Domain::Rpma);
-  CompletionQueues* queues = nullptr;
-  if (Conn* conn = Opened<Conn>(info[0])) {
-    queues = conn->state.get();  // the hot path: one type-tag check
-  } else {
-    Kind kind;
-    if (KindOf(info[0], &kind) && kind == Kind::ConnReq) {
-      if (Open<ConnReq>(call, info[0]) == nullptr) return env.Undefined();
-      return Napi::Array::New(env);
-    }
-    queues = OpenQueues(call, info[0]);
-    if (queues == nullptr) return env.Undefined();
-  }
-  Napi::Array out = Napi::Array::New(env);
+  bool none = false;
+  CompletionQueues* queues = PolledQueues(call, info[0], &none);
+  if (queues == nullptr && !none) return env.Undefined();
+  double* into = nullptr;
+  uint32_t capacity = 0;
+  if (packed && !PackedArray(call, info[1], &into, &capacity)) return env.Undefined();
+  auto deadline = SpinClock::time_point::min();  // one drain
+  if (read_deadline && !read_deadline(call, &deadline)) return env.Undefined();
+  Napi::Array out = packed ? Napi::Array() : Napi::Array::New(env);
   uint32_t count = 0;
-  ClearLog();
-  int code = queues->Drain(env, out, &count);
-  std::string log = TakeLog();
+  int code = 0;
+  std::string log;
+  // A connection request has no completion queue yet: none, and nothing can arrive to spin for.
+  if (queues != nullptr) {
+    ClearLog();
+    do {
+      code = packed ? queues->DrainPacked(into, capacity, &count) : queues->Drain(env, out, &count);
+    } while (code == 0 && count == 0 && SpinClock::now() < deadline);
+    log = TakeLog();
+  }
   if (code != 0 && count == 0) return call.Fail(code, log);
-  return out;
+  return packed ? Napi::Value(Napi::Number::New(env, count)) : Napi::Value(out);
 }
+
+namespace {
+
+// pollCompletions(queue): the completions already queued, possibly none (a connection request: none).
+Napi::Value PollCompletions(const Napi::CallbackInfo& info) { return DrainCall(info, false, nullptr); }
+
+// pollPacked(queue, into): pollCompletions' completions as numbers in a Float64Array,
+// kCompletionFields a completion (no object made per completion: JavaScript makes them through its
+// inline caches); returns how many. A full array may leave completions in the CQs: poll again.
+Napi::Value PollPacked(const Napi::CallbackInfo& info) { return DrainCall(info, true, nullptr); }
 
 // waitCompletions(queue, callback): returns the wait's id for cancelWait.
 Napi::Value WaitCompletions(const Napi::CallbackInfo& info) {
@@ -253,6 +337,7 @@ Napi::Value CancelWait(const Napi::CallbackInfo& info) {
 
 void RegisterCompletions(Napi::Env env, Napi::Object exports) {
   exports.Set("pollCompletions", Napi::Function::New(env, PollCompletions, "pollCompletions"));
+  exports.Set("pollPacked", Napi::Function::New(env, PollPacked, "pollPacked"));
   exports.Set("waitCompletions", Napi::Function::New(env, WaitCompletions, "waitCompletions"));
   exports.Set("cancelWait", Napi::Function::New(env, CancelWait, "cancelWait"));
 }

@@ -10,7 +10,9 @@
 #include <librpma.h>
 #include <napi.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <map>
 #include <memory>
@@ -37,6 +39,11 @@ struct CompletionQueues : std::enable_shared_from_this<CompletionQueues> {
 
   // rpma_cq_get_wc until RPMA_E_NO_COMPLETION, from `cq` then `rcq`, into `out`; 0 or a code.
   int Drain(Napi::Env env, Napi::Array out, uint32_t* count);
+  // The same into `out`, kCompletionFields numbers a completion (id, status, byteLength, opcode,
+  // flags, imm, qpNum or -1), at most `capacity` completions: what is left stays in the CQs for
+  // the next call (a completion read from a CQ is gone from it). 0 or a code.
+  int DrainPacked(double* out, uint32_t capacity, uint32_t* count);
+  static constexpr uint32_t kCompletionFields = 7;
   // Starts waiting for completions (at least one) with a callback; returns its id, or throws.
   Napi::Value Wait(const Call& call, Napi::Value callback);
   // Takes the wait with this id out; false if none.
@@ -59,7 +66,18 @@ struct CompletionQueues : std::enable_shared_from_this<CompletionQueues> {
   PostedMap posted;
 
  private:
-  int DrainOne(Napi::Env env, rpma_cq* from, Napi::Array out, uint32_t* count);
+  // What a completion says, for the drain's `take`.
+  struct Fields {
+    double id, status, byte_length, opcode;
+    unsigned flags;
+    double imm;     // meaningful when flags has IBV_WC_WITH_IMM
+    double qp_num;  // -1 unless the completion names its queue pair (a shared receive queue's)
+  };
+  // rpma_cq_get_wc from `cq`, then `rcq`, handing each of our completions to `take` until `max`.
+  template <typename Take>
+  int DrainWith(uint32_t max, uint32_t* count, Take take);
+  template <typename Take>
+  int DrainOne(rpma_cq* from, uint32_t max, uint32_t* count, Take& take);
   // `fired`: the CQ whose channel is readable.
   void OnReadable(Napi::Env env, int status, rpma_cq* fired);
   Poller cq_channel_;
@@ -68,5 +86,24 @@ struct CompletionQueues : std::enable_shared_from_this<CompletionQueues> {
 
 // A connection's or a shared receive queue's completion queues, or nullptr after a refusal.
 CompletionQueues* OpenQueues(const Call& call, Napi::Value value);
+
+// The queues a poll of `value` drains, or nullptr: after a refusal (thrown), or with `*none` set for
+// a connection request, which has no completion queue yet (its receives complete on the connection
+// it becomes).
+CompletionQueues* PolledQueues(const Call& call, Napi::Value value, bool* none);
+
+using SpinClock = std::chrono::steady_clock;
+// Reads a spin's deadline from the call's arguments; false after the refusal.
+using DeadlineReader = std::function<bool(const Call&, SpinClock::time_point*)>;
+
+// What the polls of a connection or a shared receive queue share (pollCompletions and pollPacked,
+// spinCompletions and spinPacked): the queue in info[0] drained into objects, or into the
+// Float64Array in info[1] when `packed` (answering the count); with `read_deadline`, drained
+// again until something is read or the deadline it reads passes.
+Napi::Value DrainCall(const Napi::CallbackInfo& info, bool packed, const DeadlineReader& read_deadline);
+
+// A Float64Array to drain into (DrainPacked): its numbers and how many completions it holds, or
+// false after the refusal (anything else, or too short for one completion).
+bool PackedArray(const Call& call, Napi::Value value, double** data, uint32_t* capacity);
 
 }  // namespace rdma

@@ -14,14 +14,14 @@ namespace rdma {
 enum class Key : uint32_t {
   Op, Id, Segments, Imm, Inline, Completion, RemoteAddress, Rkey,  // a work request
   Mr, Offset, Length,                                              // a segment
-  Status, ByteLength, Opcode, Flags,                               // a completion (with Id, Imm)
+  Status, ByteLength, Opcode, Flags, QpNum,                        // a completion (with Id, Imm)
   Count
 };
 
 inline const char* KeyName(Key key) {
   static const char* const names[] = {"op",     "id",     "segments", "imm",        "inline", "completion", "remoteAddress",
                                       "rkey",   "mr",     "offset",   "length",     "status", "byteLength", "opcode",
-                                      "flags"};
+                                      "flags",  "qpNum"};
   static_assert(sizeof names / sizeof names[0] == static_cast<uint32_t>(Key::Count), "a name for every key");
   return names[static_cast<uint32_t>(key)];
 }

@@ -5,6 +5,7 @@
 //
 //   spinCompletions(queue, budgetNs): pollCompletions' answer, spinning until it is not empty or
 //     the budget has run out (then: none).
+//   spinPacked(queue, into, budgetNs): pollPacked's, the same way.
 //   cmSpinPacked(ep, into, budgetNs): cmPollPacked's, the same way.
 #include <napi.h>
 
@@ -24,7 +25,7 @@ namespace rdma {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SpinClock;
 
 // 10 ms: a longer spin would hold the event loop past what any timer or socket tolerates.
 constexpr double kMaxSpinNs = 10'000'000;
@@ -41,30 +42,11 @@ bool ReadDeadline(const Call& call, Napi::Value value, Clock::time_point* deadli
 }
 
 Napi::Value SpinCompletions(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Call call(env, "rpma_cq_get_wc", Domain::Rpma);
-  CompletionQueues* queues = nullptr;
-  Kind kind;
-  bool request = KindOf(info[0], &kind) && kind == Kind::ConnReq;
-  if (request) {
-    if (Open<ConnReq>(call, info[0]) == nullptr) return env.Undefined();
-  } else if ((queues = OpenQueues(call, info[0])) == nullptr) {
-    return env.Undefined();
-  }
-  Clock::time_point deadline;
-  if (!ReadDeadline(call, info[1], &deadline)) return env.Undefined();
-  Napi::Array out = Napi::Array::New(env);
-  // A connection request has no completion queue yet: nothing can arrive to spin for.
-  if (request) return out;
-  uint32_t count = 0;
-  ClearLog();
-  int code = 0;
-  do {
-    code = queues->Drain(env, out, &count);
-  } while (code == 0 && count == 0 && Clock::now() < deadline);
-  std::string log = TakeLog();
-  if (code != 0 && count == 0) return call.Fail(code, log);
-  return out;
+  return DrainCall(info, false, [&](const Call& call, Clock::time_point* deadline) { return ReadDeadline(call, info[1], deadline); });
+}
+
+Napi::Value SpinPacked(const Napi::CallbackInfo& info) {
+  return DrainCall(info, true, [&](const Call& call, Clock::time_point* deadline) { return ReadDeadline(call, info[2], deadline); });
 }
 
 Napi::Value CmSpinPacked(const Napi::CallbackInfo& info) {
@@ -95,6 +77,7 @@ Napi::Value CmSpinPacked(const Napi::CallbackInfo& info) {
 
 void RegisterSpin(Napi::Env env, Napi::Object exports) {
   exports.Set("spinCompletions", Napi::Function::New(env, SpinCompletions, "spinCompletions"));
+  exports.Set("spinPacked", Napi::Function::New(env, SpinPacked, "spinPacked"));
   exports.Set("cmSpinPacked", Napi::Function::New(env, CmSpinPacked, "cmSpinPacked"));
 }
 

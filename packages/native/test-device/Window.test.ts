@@ -271,4 +271,90 @@ layer(driverLayer, { timeout: "120 seconds" })("a window of requests in one addo
         })),
     60_000
   )
+
+  it.effect(
+    "completions read packed, one at a time when the array holds one; refusals of the packed calls; objects defined, whatever Object.prototype says",
+    () =>
+      withPair(18993, (pair) =>
+        Effect.gen(function*() {
+          const conn = pair.client as unknown
+          // A bounded spin (10 ms a call, 2,000 calls at most) until `wanted` completions are read, `into` at a time.
+          const spinFor = (wanted: number, into: Float64Array) => {
+            const read: Array<Array<number>> = []
+            for (let calls = 0; read.length < wanted && calls < 2000; calls++) {
+              const count = real.spinPacked(conn, into, 10_000_000)
+              for (let i = 0; i < count; i++) read.push(Array.from(into.subarray(i * 7, i * 7 + 7)))
+            }
+            return read
+          }
+          const outcome = pair.driver.postMany(
+            pair.client,
+            [1, 2, 3, 4, 5].map((id) => write(pair, id, id * 8, 8, true))
+          )
+          assert.strictEqual(outcome.posted, 5)
+          const early = outcome.ready.map((c) => c.id)
+          const one = new Float64Array(7) // room for one completion
+          const read = spinFor(5 - early.length, one)
+          // In posting order: id, status 0, byteLength 0 (a write), IBV_WC_RDMA_WRITE, no flags, no imm, no qpNum.
+          assert.deepStrictEqual(
+            read,
+            [1, 2, 3, 4, 5].filter((id) => !early.includes(id)).map((id) => [id, 0, 0, 1, 0, 0, -1])
+          )
+
+          const refused = (f: () => unknown) => {
+            try {
+              f()
+            } catch (e) {
+              const error = e as { code?: number; detail?: string }
+              return `${error.code} ${error.detail}`
+            }
+            return assert.fail("expected a refusal")
+          }
+          assert.match(
+            refused(() => real.pollPacked(conn, new Float64Array(6))),
+            /-100004 .*at least one completion \(7 numbers\)/
+          )
+          assert.match(
+            refused(() => real.pollPacked(conn, new Uint8Array(7) as never)),
+            /-100004 .*must be a Float64Array/
+          )
+          assert.match(refused(() => real.pollPacked(conn, undefined as never)), /-100004 .*must be a Float64Array/)
+          assert.match(
+            refused(() => real.pollPacked(pair.remote, one)),
+            /-100004 .*expected a conn or an srq, got a mr_remote/
+          )
+          assert.match(refused(() => real.spinPacked(conn, one, -1)), /-100004 .*spin budget/)
+          assert.match(refused(() => real.spinPacked(conn, one, 2e7)), /-100004 .*spin budget/)
+
+          // The addon's objects (the wait's and pollCompletions') get their properties defined: a
+          // throwing setter on Object.prototype or Array.prototype runs for none of them.
+          const hostile = (what: object, key: string) =>
+            Object.defineProperty(what, key, {
+              configurable: true,
+              set() {
+                throw new Error(`${key} assigned`)
+              }
+            })
+          const keys: Array<[object, string]> = [[Object.prototype, "status"], [Object.prototype, "id"], [
+            Array.prototype,
+            "0"
+          ]]
+          // Posted with the addon's post alone (the driver would poll it, in JavaScript, itself
+          // subject to the setters): only the addon runs between the setters' install and removal.
+          real.post(conn, write(pair, 6, 0, 8, true))
+          for (const [what, key] of keys) hostile(what, key)
+          let objects: ReadonlyArray<object> = []
+          try {
+            for (let calls = 0; objects.length === 0 && calls < 2000; calls++) {
+              objects = real.spinCompletions(conn, 10_000_000)
+            }
+          } finally {
+            for (const [what, key] of keys) delete (what as Record<string, unknown>)[key]
+          }
+          assert.strictEqual(objects.length, 1)
+          assert.isTrue(Object.hasOwn(objects, "0"))
+          assert.deepStrictEqual({ ...objects[0] }, { id: 6, status: 0, byteLength: 0, opcode: 1, flags: 0 })
+        })),
+    60_000
+  )
 })

@@ -1,11 +1,14 @@
-// The driver's side of the addon's packed poll (cmPollPacked): completions read as numbers, six a
-// completion, made objects in JavaScript; a full array is read again; a failure after some were
-// read returns those (they are gone from the CQ), a failure before any is the poll's failure.
-// A scripted binding stands for the addon: no device needed.
+// The driver's side of the addon's packed polls (cmPollPacked: six numbers a completion; librpma's
+// pollPacked and spinPacked: seven, qpNum last): completions made objects in JavaScript, of the
+// shapes the addon made; a full array is read again; a failure after some were read returns those
+// (they are gone from the CQ), a failure before any is the poll's failure. A scripted binding
+// stands for the addon: no device needed.
 import type { Model } from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { cmEndpointCalls } from "../src/internal/cmEndpoint.js"
+import { queueCalls } from "../src/internal/queues.js"
 import type { Binding } from "../src/RpmaBinding.js"
 
 const WITH_IMM = 2
@@ -69,5 +72,93 @@ describe("completions read packed from the addon", () => {
       const error = yield* Effect.flip(cmEndpointCalls(early.binding).cmPollCompletions(ep))
       assert.strictEqual(error._tag, "RdmaCmError")
       assert.strictEqual(error.operation, "ibv_poll_cq")
+    }))
+})
+
+/** librpma's layout: seven numbers, imm where flagged, qpNum on every third (-1 elsewhere). */
+const scriptedRpma = (script: Array<number | Error>) => {
+  let next = 0
+  const calls: Array<string> = []
+  const fill = (name: string) => (_queue: unknown, into: Float64Array, ..._rest: Array<unknown>) => {
+    calls.push(`${name}:${into.length / 7}`)
+    const step = script.shift() ?? 0
+    if (step instanceof Error) throw step
+    for (let i = 0; i < step; i++, next++) {
+      const odd = next % 2 === 1
+      into.set([
+        next,
+        next === 5 ? 12 : 0,
+        next * 10,
+        2,
+        odd ? WITH_IMM : 0,
+        odd ? next + 7 : 0,
+        next % 3 === 0 ? 40 + next : -1
+      ], i * 7)
+    }
+    return step
+  }
+  const binding = {
+    pollPacked: fill("poll"),
+    spinPacked: fill("spin"),
+    pollCompletions: () => assert.fail("objects asked of an addon that packs"),
+    spinCompletions: () => assert.fail("objects asked of an addon that packs")
+  }
+  return { binding: binding as unknown as Binding, calls }
+}
+
+const queue = {} as Model.ConnHandle
+const rpmaFailure = Object.assign(new Error("rpma_cq_get_wc failed"), {
+  code: -1,
+  operation: "rpma_cq_get_wc",
+  detail: ""
+})
+
+describe("librpma's completions read packed", () => {
+  it.effect("every field as the addon's objects had it: imm only where flagged, qpNum only where named", () =>
+    Effect.gen(function*() {
+      const { binding, calls } = scriptedRpma([64, 6])
+      const ready = yield* queueCalls(binding).pollCompletions(queue)
+      assert.deepStrictEqual(calls, ["poll:64", "poll:64"])
+      assert.strictEqual(ready.length, 70)
+      ready.forEach((c, i) => {
+        const expected: Record<string, number> = {
+          id: i,
+          status: i === 5 ? 12 : 0,
+          byteLength: i * 10,
+          opcode: 2,
+          flags: i % 2 === 1 ? WITH_IMM : 0
+        }
+        if (i % 2 === 1) expected.imm = i + 7
+        if (i % 3 === 0) expected.qpNum = 40 + i
+        assert.deepStrictEqual({ ...c } as Record<string, unknown>, expected)
+      })
+    }))
+
+  it.effect("a spin reads packed, then polls while the array comes back full; nothing ready is an empty list", () =>
+    Effect.gen(function*() {
+      const spun = scriptedRpma([64, 1])
+      const spin = queueCalls(spun.binding).spinCompletions!(queue, 1000)
+      assert.isTrue(Exit.isSuccess(spin) && spin.value.length === 65)
+      assert.deepStrictEqual(spun.calls, ["spin:64", "poll:64"])
+      const idle = scriptedRpma([0])
+      assert.deepStrictEqual(yield* queueCalls(idle.binding).pollCompletions(queue), [])
+    }))
+
+  it.effect("a failure after a full array returns what was read; a failure first fails the poll with the addon's words", () =>
+    Effect.gen(function*() {
+      const late = scriptedRpma([64, rpmaFailure])
+      assert.strictEqual((yield* queueCalls(late.binding).pollCompletions(queue)).length, 64)
+      const early = scriptedRpma([rpmaFailure])
+      const error = yield* Effect.flip(queueCalls(early.binding).pollCompletions(queue))
+      assert.strictEqual(error.operation, "rpma_cq_get_wc")
+    }))
+
+  it.effect("a binding without the packed calls is polled for objects", () =>
+    Effect.gen(function*() {
+      const objects = [{ id: 1, status: 0, byteLength: 0, opcode: 0, flags: 0 }]
+      const binding = { pollCompletions: () => objects, spinCompletions: () => objects } as unknown as Binding
+      assert.strictEqual(yield* queueCalls(binding).pollCompletions(queue), objects)
+      const spin = queueCalls(binding).spinCompletions!(queue, 10)
+      assert.isTrue(Exit.isSuccess(spin) && spin.value === objects)
     }))
 })

@@ -5,7 +5,7 @@
  * channel), stopped by cmCancel when its fiber is interrupted.
  */
 import { RdmaError } from "@effect-rdma/core"
-import { Arguments, Model } from "@effect-rdma/core/Driver"
+import { Arguments, type Model } from "@effect-rdma/core/Driver"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -15,6 +15,7 @@ import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { as, attempt, cm } from "./addon.js"
 import { cmErrorOrThrow, cmExit, cmFailure, inUseOr } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
+import { CM_FIELDS, packedArray, readPacked } from "./packedCompletions.js"
 import { afterPosting, armOnce, postInOrder } from "./posting.js"
 
 const { EADDRNOTAVAIL, EINVAL, ETIMEDOUT } = RdmaError.Errno
@@ -111,55 +112,17 @@ const createEndpoint = (binding: Binding, address: unknown, port: unknown, confi
     })
   })
 
-/** Completions read per addon call (cmPollPacked); more are read by calling again. */
-const PACKED_COMPLETIONS = 64
-/** Numbers a completion in the packed read: the addon's CmEpState::kCompletionFields. */
-const FIELDS = 6
-
 /**
  * ibv_poll_cq on both of the endpoint's CQs, the completions read as numbers (cmPollPacked) and
- * made objects here: an object literal, through JavaScript's inline caches, costs a fraction of
- * the addon's property writes (six napi_set_property a completion). `into` is the driver's one
- * array, read out before anything else can poll.
+ * made objects in JavaScript (packedCompletions.ts). `into` is the driver's one array.
  */
 const pollPacked = (
   binding: Binding,
   ep: Model.CmEpHandle,
   into: Float64Array,
   first: (into: Float64Array) => number = (array) => binding.cmPollPacked(ep, array)
-): ReadonlyArray<Model.Completion> => {
-  let ready: Array<Model.Completion> | undefined
-  for (let read = first;; read = (array) => binding.cmPollPacked(ep, array)) {
-    let count: number
-    try {
-      count = read(into)
-    } catch (cause) {
-      // As the addon does within one call: what was read is returned, the failure comes back on
-      // the next poll (a completion read from the CQ is never read again).
-      if (ready === undefined) throw cause
-      break
-    }
-    if (count === 0) break
-    ready ??= []
-    for (let i = 0, at = 0; i < count; i++, at += FIELDS) {
-      const flags = into[at + 4]!
-      ready.push(
-        (flags & Model.WcFlags.WITH_IMM) !== 0
-          ? {
-            id: into[at]!,
-            status: into[at + 1]!,
-            byteLength: into[at + 2]!,
-            opcode: into[at + 3]!,
-            flags,
-            imm: into[at + 5]!
-          }
-          : { id: into[at]!, status: into[at + 1]!, byteLength: into[at + 2]!, opcode: into[at + 3]!, flags }
-      )
-    }
-    if (count < PACKED_COMPLETIONS) break
-  }
-  return ready ?? NONE
-}
+): ReadonlyArray<Model.Completion> =>
+  readPacked(into, CM_FIELDS, first, (array) => binding.cmPollPacked(ep, array)) ?? NONE
 
 const NONE: ReadonlyArray<Model.Completion> = []
 
@@ -407,7 +370,7 @@ export const cmEndpointCalls = (
   binding: Binding,
   loop: LoopTurns = makeLoopTurns()
 ): Model.CmEndpointCalls => {
-  const completions = new Float64Array(PACKED_COMPLETIONS * FIELDS)
+  const completions = packedArray(CM_FIELDS)
   const packing = makeWindow()
   return {
     // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a

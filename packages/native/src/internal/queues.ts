@@ -13,6 +13,7 @@ import type { Binding } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
+import { packedArray, readPacked, RPMA_FIELDS } from "./packedCompletions.js"
 import { afterPosting, armOnce, type Poster, postInOrder } from "./posting.js"
 import { makeWindows } from "./window.js"
 
@@ -40,6 +41,8 @@ const operationOf = (request: Model.WorkRequest): string => {
   }
 }
 
+const NONE: ReadonlyArray<Model.Completion> = []
+
 /** What postMany answers when it is not given an array, as the simulated driver does. */
 const notAList = (): RdmaError.RpmaError =>
   rpmaErrorOrThrow("rpma_post", invalidArgument("rpma_post", "the requests must be an array of work requests"))
@@ -49,12 +52,30 @@ export const queueCalls = (
   loop: LoopTurns = makeLoopTurns()
 ): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions" | "spinCompletions"> => {
   const windows = makeWindows(binding)
+  // Completions come back as numbers where the addon can (pollPacked): one array per driver, read
+  // out before anything else polls. A binding without it (an older addon, a test's) gives objects.
+  const packed = typeof binding.pollPacked === "function" ? packedArray(RPMA_FIELDS) : undefined
+  const poll = (queue: unknown): ReadonlyArray<Model.Completion> =>
+    packed === undefined
+      ? binding.pollCompletions(queue)
+      : readPacked(packed, RPMA_FIELDS, (into) =>
+        binding.pollPacked(queue, into), (into) =>
+        binding.pollPacked(queue, into)) ?? NONE
+  const spin = (queue: unknown, budgetNs: number): ReadonlyArray<Model.Completion> =>
+    packed === undefined || typeof binding.spinPacked !== "function"
+      ? binding.spinCompletions(queue, budgetNs)
+      : readPacked(
+        packed,
+        RPMA_FIELDS,
+        (into) => binding.spinPacked(queue, into, budgetNs),
+        (into) => binding.pollPacked(queue, into)
+      ) ?? NONE
   return {
     postMany: (queue, requests): Model.PostOutcome => {
       const poster: Poster<Model.WorkRequest, RdmaError.RpmaError> = {
         post: (request) => binding.post(queue, request),
         // A connection request has no completion queue yet: the addon answers none.
-        poll: () => binding.pollCompletions(queue),
+        poll: () => poll(queue),
         refused: (request, cause) => rpmaErrorOrThrow(operationOf(request), cause),
         pollFailed: (cause) => rpmaErrorOrThrow("rpma_cq_get_wc", cause),
         notAList
@@ -75,11 +96,11 @@ export const queueCalls = (
     pollCompletions: (queue) =>
       Effect.zipRight(
         loop.fair,
-        rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => binding.pollCompletions(queue))
+        rpma("rpma_cq_get_wc", (): ReadonlyArray<Model.Completion> => poll(queue))
       ),
     spinCompletions: (queue, budgetNs) => {
       try {
-        return Exit.succeed<ReadonlyArray<Model.Completion>>(binding.spinCompletions(queue, budgetNs))
+        return Exit.succeed(spin(queue, budgetNs))
       } catch (cause) {
         return rpmaExit("rpma_cq_get_wc", cause)
       }
