@@ -82,14 +82,9 @@ int CmEpState::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
   Keys keys = CallKeys(env);
   return DrainWith(UINT32_MAX, count, [&](const CmPosted& request, const ibv_wc& wc) {
     CompletionFields f = FieldsOf(request, wc);
-    Napi::Object completion = Napi::Object::New(env);
-    completion.Set(keys[Key::Id], Napi::Number::New(env, request.id));
-    completion.Set(keys[Key::Status], Napi::Number::New(env, f.status));
-    completion.Set(keys[Key::ByteLength], Napi::Number::New(env, f.byte_length));
-    completion.Set(keys[Key::Opcode], Napi::Number::New(env, f.opcode));
-    completion.Set(keys[Key::Flags], Napi::Number::New(env, static_cast<double>(f.flags)));
-    if (f.has_imm) completion.Set(keys[Key::Imm], Napi::Number::New(env, f.imm));
-    out.Set(*count, completion);
+    DefineElement(env, out, *count,
+                  CompletionObject(env, keys, request.id, f.status, f.byte_length, f.opcode, static_cast<double>(f.flags),
+                                   f.has_imm ? &f.imm : nullptr, nullptr));
   });
 }
 

@@ -120,31 +120,11 @@ int CompletionQueues::DrainOne(rpma_cq* from, uint32_t max, uint32_t* count, Tak
 
 int CompletionQueues::Drain(Napi::Env env, Napi::Array out, uint32_t* count) {
   Keys keys = CallKeys(env);
-  constexpr auto kOwn = static_cast<napi_property_attributes>(napi_writable | napi_enumerable | napi_configurable);
   return DrainWith(UINT32_MAX, count, [&](const Fields& f) {
-    // Defined, not assigned: an assignment would run a setter on Object.prototype or
-    // Array.prototype (JavaScript, which could delete this queue) in the middle of the drain.
-    napi_property_descriptor fields[7] = {};
-    std::size_t n = 0;
-    auto own = [&](Key key, double value) {
-      fields[n].name = keys[key];
-      fields[n].value = Napi::Number::New(env, value);
-      fields[n++].attributes = kOwn;
-    };
-    own(Key::Id, f.id);
-    own(Key::Status, f.status);
-    own(Key::ByteLength, f.byte_length);
-    own(Key::Opcode, f.opcode);
-    own(Key::Flags, static_cast<double>(f.flags));
-    if ((f.flags & IBV_WC_WITH_IMM) != 0) own(Key::Imm, f.imm);
-    if (f.qp_num >= 0) own(Key::QpNum, f.qp_num);
-    Napi::Object completion = Napi::Object::New(env);
-    napi_define_properties(env, completion, n, fields);
-    napi_property_descriptor element{};
-    element.name = Napi::String::New(env, std::to_string(*count));  // an index: the array's element
-    element.value = completion;
-    element.attributes = kOwn;
-    napi_define_properties(env, out, 1, &element);
+    bool with_imm = (f.flags & IBV_WC_WITH_IMM) != 0;
+    DefineElement(env, out, *count,
+                  CompletionObject(env, keys, f.id, f.status, f.byte_length, f.opcode, static_cast<double>(f.flags),
+                                   with_imm ? &f.imm : nullptr, f.qp_num >= 0 ? &f.qp_num : nullptr));
   });
 }
 

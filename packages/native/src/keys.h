@@ -7,7 +7,9 @@
 
 #include <napi.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace rdma {
 
@@ -55,5 +57,40 @@ class Keys {
   Napi::Array array_;
   napi_value cache_[static_cast<uint32_t>(Key::Count)] = {};
 };
+
+// A completion as an object whose properties are defined, not assigned: an assignment would run a
+// setter on Object.prototype (JavaScript, which could delete the queue being drained). `imm` and
+// `qp_num` only when given.
+inline Napi::Object CompletionObject(Napi::Env env, Keys& keys, double id, double status, double byte_length, double opcode,
+                                     double flags, const double* imm, const double* qp_num) {
+  constexpr auto kOwn = static_cast<napi_property_attributes>(napi_writable | napi_enumerable | napi_configurable);
+  napi_property_descriptor fields[7] = {};
+  std::size_t n = 0;
+  auto own = [&](Key key, double value) {
+    fields[n].name = keys[key];
+    fields[n].value = Napi::Number::New(env, value);
+    fields[n++].attributes = kOwn;
+  };
+  own(Key::Id, id);
+  own(Key::Status, status);
+  own(Key::ByteLength, byte_length);
+  own(Key::Opcode, opcode);
+  own(Key::Flags, flags);
+  if (imm != nullptr) own(Key::Imm, *imm);
+  if (qp_num != nullptr) own(Key::QpNum, *qp_num);
+  Napi::Object completion = Napi::Object::New(env);
+  napi_define_properties(env, completion, n, fields);
+  return completion;
+}
+
+// out[index] = value, defined (an assignment would run a setter on Array.prototype).
+inline void DefineElement(Napi::Env env, Napi::Array out, uint32_t index, Napi::Value value) {
+  napi_property_descriptor element{};
+  Napi::String name = Napi::String::New(env, std::to_string(index));  // an index: the array's element
+  element.name = name;
+  element.value = value;
+  element.attributes = static_cast<napi_property_attributes>(napi_writable | napi_enumerable | napi_configurable);
+  napi_define_properties(env, out, 1, &element);
+}
 
 }  // namespace rdma
