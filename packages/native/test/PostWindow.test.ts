@@ -248,10 +248,10 @@ describe("how the driver splits a list", () => {
     ])
   })
 
-  it("one request keeps post; a request that is not plain and those after it go through post", () => {
+  it("one request goes in a window too; a request that is not plain and those after it go through post", () => {
     const { driver, log } = record()
     driver.postMany(dst as Bad, [write(1, dst, src)])
-    assert.deepStrictEqual(log, ["post 1", "poll"])
+    assert.deepStrictEqual(log, ["window 1", "poll"])
     log.length = 0
     const flush: Model.WorkRequest = { op: "flush", id: 3, dst, dstOffset: 0, length: 8, type: "visibility" }
     const outcome = driver.postMany(dst as Bad, [write(1, dst, src), write(2, dst, src), flush, write(4, dst, src)])

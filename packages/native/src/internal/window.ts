@@ -20,7 +20,7 @@ const opCode = (op: unknown): number =>
   op === "write" ? 0 : op === "read" ? 1 : op === "send" ? 2 : op === "recv" ? 3 : -1
 
 export interface Windows {
-  /** Posts `requests` (two or more) on `queue` in order up to the first refusal. */
+  /** Posts `requests` on `queue` in order up to the first refusal. */
   readonly post: <R, E>(
     queue: unknown,
     requests: ReadonlyArray<unknown>,
