@@ -26,6 +26,8 @@ interface FakeConn {
   queue: Array<number>
   inflight: Array<number>
   waiter: Callback<Array<Completion>> | undefined
+  /** The waiter's array, when it waits packed (waitPacked): it is told a count. */
+  waiterInto: Float64Array | undefined
   waiterId: number
   eventWaiter: Callback<string> | undefined
   eventId: number
@@ -56,6 +58,9 @@ export const make = (): Fake => {
     const waiter = conn.waiter
     if (waiter === undefined || conn.queue.length === 0) return
     conn.waiter = undefined
+    const into = conn.waiterInto
+    conn.waiterInto = undefined
+    if (into !== undefined) return (waiter as unknown as Callback<number>)(null, pollPacked(conn, into))
     const ready = conn.queue.map(completionOf)
     conn.queue = []
     waiter(null, ready)
@@ -166,6 +171,7 @@ export const make = (): Fake => {
         queue: [],
         inflight: [],
         waiter: undefined,
+        waiterInto: undefined,
         waiterId: 0,
         eventWaiter: undefined,
         eventId: 0,
@@ -218,9 +224,15 @@ export const make = (): Fake => {
     // A fake device completes on its own schedule (the loop's): nothing to spin for.
     spinCompletions: () => EMPTY,
     spinPacked: () => 0,
+    waitPacked: (handle, into, callback) => {
+      const id = binding.waitCompletions(handle, callback as unknown as Callback<Array<Completion>>)
+      ;(handle as FakeConn).waiterInto = into
+      return id
+    },
     waitCompletions: (handle, callback) => {
       const conn = handle as FakeConn
       conn.waiter = callback
+      conn.waiterInto = undefined
       conn.waiterId = nextId++
       if (conn.queue.length > 0 || conn.inflight.length > 0) schedule(conn)
       return conn.waiterId

@@ -101,6 +101,7 @@ for (const value of bogus) {
   for (const into of [new Float64Array(7), new Float64Array(6), new Uint8Array(56), undefined]) {
     expectThrow("pollPacked", () => binding.pollPacked(value, into), "code", -100004)
     expectThrow("spinPacked", () => binding.spinPacked(value, into, 1000), "code", -100004)
+    expectThrow("waitPacked", () => binding.waitPacked(value, into, () => failures++), "code", -100004)
   }
   expectThrow("spinCompletions", () => binding.spinCompletions(value, -1), "code", -100004)
   for (

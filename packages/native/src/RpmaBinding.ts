@@ -122,6 +122,11 @@ export interface Binding {
   readonly pollPacked: (queue: unknown, into: Float64Array) => number
   /** {@link Binding.pollPacked}, polling again until something is queued or `budgetNs` (0 to 10 ms) have passed. */
   readonly spinPacked: (queue: unknown, into: Float64Array, budgetNs: unknown) => number
+  /**
+   * {@link Binding.waitCompletions}, the completions drained into `into` as {@link Binding.pollPacked}
+   * does and the callback told how many (at least one; a full array may leave more queued).
+   */
+  readonly waitPacked: (queue: unknown, into: Float64Array, callback: WaitCallback<number>) => number
   /** rpma_conn_get_qp_num. */
   readonly connQpNum: (conn: unknown) => number
   /**

@@ -141,7 +141,7 @@ int CompletionQueues::DrainPacked(double* out, uint32_t capacity, uint32_t* coun
   });
 }
 
-Napi::Value CompletionQueues::Wait(const Call& call, Napi::Value callback) {
+Napi::Value CompletionQueues::Wait(const Call& call, Napi::Value callback, Napi::Value into) {
   if (cq == nullptr) {
     return call.Invalid(
         "the shared receive queue has no receive CQ (rcqSize 0): its receives complete on its connections' CQs; "
@@ -156,6 +156,7 @@ Napi::Value CompletionQueues::Wait(const Call& call, Napi::Value callback) {
     return call.Fail(code, "rpma_cq_get_fd");
   }
   Napi::Value id = StartWait(call, cq_channel_, fd, callback, nullptr, false);
+  if (!into.IsEmpty() && id.IsNumber()) cq_channel_.waiters.back().into = Napi::Persistent(into);
   if (rfd >= 0 && id.IsNumber()) {
     int errnum = rcq_channel_.Watch(call.Env(), rfd);
     if (errnum != 0) {
@@ -183,19 +184,33 @@ void CompletionQueues::OnReadable(Napi::Env env, int status, rpma_cq* fired) {
     rpma_cq* which = nullptr;
     int code = channel_conn != nullptr ? rpma_conn_wait(channel_conn, 0, &which, nullptr) : rpma_cq_wait(fired);
     if (code == RPMA_E_NO_COMPLETION) break;  // nothing to read after all
-    Napi::Array out = Napi::Array::New(env);
+    // A packed wait's completions go into its array (no object made here), the count answered.
+    Waiter& front = cq_channel_.waiters.front();
+    bool packed = !front.into.IsEmpty();
+    Napi::Array out = packed ? Napi::Array() : Napi::Array::New(env);
     uint32_t count = 0;
     const char* operation = "rpma_cq_wait";
+    std::string detail;
     if (code == 0) {
       operation = "rpma_cq_get_wc";
-      code = Drain(env, out, &count);
+      double* into = nullptr;
+      uint32_t capacity = 0;
+      if (!packed) {
+        code = Drain(env, out, &count);
+      } else if (PackedArrayOf(env, front.into.Value(), &into, &capacity)) {
+        code = DrainPacked(into, capacity, &count);
+      } else {
+        code = RPMA_E_INVAL;  // detached since the wait began: nothing read, the completions stay queued
+        detail = "the completions' array is no longer a Float64Array that holds one";
+      }
       if (code == 0 && count == 0) continue;  // already taken by an earlier drain: wait on
     }
     std::string log = TakeLog();
-    Waiter waiter = std::move(cq_channel_.waiters.front());
+    if (!detail.empty()) log = detail;
+    Waiter waiter = std::move(front);
     cq_channel_.waiters.pop_front();
     if (count != 0) {
-      Deliver(env, waiter, nullptr, out, true);
+      Deliver(env, waiter, nullptr, packed ? Napi::Value(Napi::Number::New(env, count)) : Napi::Value(out), true);
     } else {
       Deliver(env, waiter, RpmaErrorValue(env, code, operation, log), nullptr, true);
     }
@@ -218,23 +233,25 @@ CompletionQueues* OpenQueues(const Call& call, Napi::Value value) {
   return conn != nullptr ? conn->state.get() : nullptr;
 }
 
-bool PackedArray(const Call& call, Napi::Value value, double** data, uint32_t* capacity) {
+bool PackedArrayOf(napi_env env, napi_value value, double** data, uint32_t* capacity) {
   // One call reads the array's kind, length and bytes (it refuses anything but a typed array).
   napi_typedarray_type type = napi_uint8_array;
   std::size_t length = 0;
   void* bytes = nullptr;
-  if (napi_get_typedarray_info(call.Env(), value, &type, &length, &bytes, nullptr, nullptr) != napi_ok ||
+  if (napi_get_typedarray_info(env, value, &type, &length, &bytes, nullptr, nullptr) != napi_ok ||
       type != napi_float64_array) {
-    return call.Invalid("the completions' array must be a Float64Array"), false;
+    return false;
   }
   *capacity = static_cast<uint32_t>(std::min<std::size_t>(length / CompletionQueues::kCompletionFields, UINT32_MAX));
   *data = static_cast<double*>(bytes);
-  if (*capacity == 0 || bytes == nullptr) {
-    return call.Invalid("the completions' array must hold at least one completion (" +
-                        std::to_string(CompletionQueues::kCompletionFields) + " numbers)"),
-           false;
-  }
-  return true;
+  return *capacity != 0 && bytes != nullptr;
+}
+
+bool PackedArray(const Call& call, Napi::Value value, double** data, uint32_t* capacity) {
+  if (PackedArrayOf(call.Env(), value, data, capacity)) return true;
+  call.Invalid("the completions' array must be a Float64Array that holds at least one completion (" +
+               std::to_string(CompletionQueues::kCompletionFields) + " numbers)");
+  return false;
 }
 
 CompletionQueues* PolledQueues(const Call& call, Napi::Value value, bool* none) {
@@ -284,6 +301,20 @@ Napi::Value PollCompletions(const Napi::CallbackInfo& info) { return DrainCall(i
 // inline caches); returns how many. A full array may leave completions in the CQs: poll again.
 Napi::Value PollPacked(const Napi::CallbackInfo& info) { return DrainCall(info, true, nullptr); }
 
+// waitPacked(queue, into, callback): waitCompletions', the completions drained into `into` as
+// pollPacked does and the callback told how many (at least one; a full array may leave more).
+Napi::Value WaitPacked(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "rpma_cq_wait", Domain::Rpma);
+  CompletionQueues* queues = OpenQueues(call, info[0]);
+  double* into = nullptr;
+  uint32_t capacity = 0;
+  if (queues == nullptr || !PackedArray(call, info[1], &into, &capacity) || !IsCallback(call, info[2])) {
+    return env.Undefined();
+  }
+  return queues->Wait(call, info[2], info[1]);
+}
+
 // waitCompletions(queue, callback): returns the wait's id for cancelWait.
 Napi::Value WaitCompletions(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -319,6 +350,7 @@ void RegisterCompletions(Napi::Env env, Napi::Object exports) {
   exports.Set("pollCompletions", Napi::Function::New(env, PollCompletions, "pollCompletions"));
   exports.Set("pollPacked", Napi::Function::New(env, PollPacked, "pollPacked"));
   exports.Set("waitCompletions", Napi::Function::New(env, WaitCompletions, "waitCompletions"));
+  exports.Set("waitPacked", Napi::Function::New(env, WaitPacked, "waitPacked"));
   exports.Set("cancelWait", Napi::Function::New(env, CancelWait, "cancelWait"));
 }
 

@@ -44,8 +44,10 @@ struct CompletionQueues : std::enable_shared_from_this<CompletionQueues> {
   // the next call (a completion read from a CQ is gone from it). 0 or a code.
   int DrainPacked(double* out, uint32_t capacity, uint32_t* count);
   static constexpr uint32_t kCompletionFields = 7;
-  // Starts waiting for completions (at least one) with a callback; returns its id, or throws.
-  Napi::Value Wait(const Call& call, Napi::Value callback);
+  // Starts waiting for completions (at least one) with a callback; returns its id, or throws. With
+  // `into` (a Float64Array, checked by the caller), they are drained there and the callback told
+  // how many (DrainPacked's layout) instead of given objects.
+  Napi::Value Wait(const Call& call, Napi::Value callback, Napi::Value into = Napi::Value());
   // Takes the wait with this id out; false if none.
   bool Cancel(double id);
   // Out of epoll before librpma closes the channels; no completion is read from here on.
@@ -105,5 +107,7 @@ Napi::Value DrainCall(const Napi::CallbackInfo& info, bool packed, const Deadlin
 // A Float64Array to drain into (DrainPacked): its numbers and how many completions it holds, or
 // false after the refusal (anything else, or too short for one completion).
 bool PackedArray(const Call& call, Napi::Value value, double** data, uint32_t* capacity);
+// The same without a refusal: false for anything that is not (or no longer, detached) such an array.
+bool PackedArrayOf(napi_env env, napi_value value, double** data, uint32_t* capacity);
 
 }  // namespace rdma

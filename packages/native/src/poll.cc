@@ -21,6 +21,7 @@ Waiter& Waiter::operator=(Waiter&& other) noexcept {
   other.cfg = nullptr;
   direct_write_to_pmem = other.direct_write_to_pmem;
   srq = std::move(other.srq);
+  into = std::move(other.into);
   return *this;
 }
 

@@ -38,6 +38,7 @@ struct Waiter {
   rpma_conn_cfg* cfg = nullptr;  // an endpoint's wait: the configuration of the request to come
   bool direct_write_to_pmem = false;  // and what to apply once it is connected
   std::shared_ptr<void> srq;          // and the shared receive queue its cfg names, kept alive
+  Napi::Reference<Napi::Value> into;  // a completions wait's Float64Array (waitPacked): the count is answered
 };
 
 class PollSet {

@@ -5,6 +5,7 @@
 //   cd packages/native && ../../vm/run ../../node_modules/.bin/vitest run --config vitest.device.config.ts test-device/Window.test.ts
 import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, layer } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -354,6 +355,63 @@ layer(driverLayer, { timeout: "120 seconds" })("a window of requests in one addo
           assert.strictEqual(objects.length, 1)
           assert.isTrue(Object.hasOwn(objects, "0"))
           assert.deepStrictEqual({ ...objects[0] }, { id: 6, status: 0, byteLength: 0, opcode: 1, flags: 0 })
+        })),
+    60_000
+  )
+
+  it.effect(
+    "a wait answered with a count (waitPacked): the completions in the array; a detached array is a tagged error and loses none",
+    () =>
+      withPair(18994, (pair) =>
+        Effect.gen(function*() {
+          const conn = pair.client as unknown
+          const waitPacked = (into: Float64Array) =>
+            Effect.async<number, { code?: number; detail?: string }>((resume) => {
+              real.waitPacked(conn, into, (error, count) =>
+                resume(error !== undefined && error !== null ? Effect.fail(error as never) : Effect.succeed(count)))
+            })
+          const into = new Float64Array(64 * 7)
+          real.post(conn, write(pair, 7, 0, 8, true))
+          const count = yield* waitPacked(into)
+          assert.strictEqual(count, 1)
+          assert.deepStrictEqual(Array.from(into.subarray(0, 7)), [7, 0, 0, 1, 0, 0, -1])
+
+          // The array detached while the wait is on: the wait fails, the completion stays queued.
+          const doomed = new Float64Array(7)
+          const answered = yield* Deferred.make<{ readonly error: unknown; readonly count: number }>()
+          real.waitPacked(conn, doomed, (error, count) =>
+            Effect.runSync(Deferred.succeed(answered, { error, count })))
+          structuredClone(doomed.buffer, { transfer: [doomed.buffer] })
+          assert.strictEqual(doomed.length, 0)
+          real.post(conn, write(pair, 8, 8, 8, true))
+          const failed = (yield* Deferred.await(answered)).error as { code?: number; detail?: string } | null
+          assert.strictEqual(failed?.code, -100004)
+          assert.match(String(failed?.detail), /no longer a Float64Array/)
+          let kept: ReadonlyArray<Model.Completion> = []
+          for (let calls = 0; kept.length === 0 && calls < 2000; calls++) {
+            kept = real.spinCompletions(conn, 10_000_000)
+          }
+          assert.deepStrictEqual(
+            kept.map((c) =>
+              c.id
+            ),
+            [8]
+          )
+
+          const refused = (f: () => unknown) => {
+            try {
+              f()
+            } catch (e) {
+              return String((e as { detail?: string }).detail)
+            }
+            return assert.fail("expected a refusal")
+          }
+          assert.match(
+            refused(() => real.waitPacked(conn, new Float64Array(3), () => {})),
+            /Float64Array that holds/
+          )
+          assert.match(refused(() => real.waitPacked(conn, into, "nope" as never)), /callback must be a function/)
+          assert.match(refused(() => real.waitPacked(pair.remote, into, () => {})), /expected a conn or an srq/)
         })),
     60_000
   )

@@ -5,6 +5,7 @@
 // stands for the addon: no device needed.
 import type { Model } from "@effect-rdma/core/Driver"
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import { cmEndpointCalls } from "../src/internal/cmEndpoint.js"
@@ -160,5 +161,55 @@ describe("librpma's completions read packed", () => {
       assert.strictEqual(yield* queueCalls(binding).pollCompletions(queue), objects)
       const spin = queueCalls(binding).spinCompletions!(queue, 10)
       assert.isTrue(Exit.isSuccess(spin) && spin.value === objects)
+    }))
+})
+
+describe("librpma's completion wait, answered with a count", () => {
+  it.effect("the callback's count is read from the array; a full one is polled again; a failure fails the wait", () =>
+    Effect.gen(function*() {
+      const { binding, calls } = scriptedRpma([1])
+      let answer: ((error: unknown, count: number) => void) | undefined
+      let array: Float64Array | undefined
+      const withWait = {
+        ...binding,
+        waitPacked: (_queue: unknown, into: Float64Array, callback: (error: unknown, count: number) => void) => {
+          array = into
+          answer = callback
+          return 1
+        },
+        waitCompletions: () => assert.fail("objects asked of an addon that packs"),
+        cancelWait: () => true
+      } as unknown as Binding
+      // What the addon does before it calls back: `count` completions (ids from `first`) in the wait's array.
+      const drain = (first: number, count: number) => {
+        for (let i = 0; i < count; i++) array!.set([first + i, 0, 0, 1, 0, 0, -1], i * 7)
+        return count
+      }
+      const driver = queueCalls(withWait)
+      const ready: Array<ReadonlyArray<Model.Completion>> = []
+      const failed: Array<string> = []
+      const onReady = (exit: Exit.Exit<ReadonlyArray<Model.Completion>, unknown>) => {
+        if (Exit.isSuccess(exit)) ready.push(exit.value)
+        else failed.push(String((Cause.squash(exit.cause) as { operation?: string }).operation))
+      }
+      driver.armCompletions(queue, onReady)
+      assert.strictEqual(array?.length, 64 * 7)
+      answer!(null, drain(100, 2))
+      assert.deepStrictEqual(ready[0]!.map((c) => ({ ...c })), [
+        { id: 100, status: 0, byteLength: 0, opcode: 1, flags: 0 },
+        { id: 101, status: 0, byteLength: 0, opcode: 1, flags: 0 }
+      ])
+      assert.deepStrictEqual(calls, [])
+
+      // A full array: the rest is polled (the scripted poll gives one more).
+      driver.armCompletions(queue, onReady)
+      answer!(null, drain(200, 64))
+      assert.strictEqual(ready[1]!.length, 65)
+      assert.deepStrictEqual(calls, ["poll:64"])
+
+      // A failure: the wait fails with the addon's error (its operation kept).
+      driver.armCompletions(queue, onReady)
+      answer!(rpmaFailure, 0)
+      assert.deepStrictEqual(failed, ["rpma_cq_get_wc"])
     }))
 })

@@ -9,7 +9,7 @@ import type { RdmaError } from "@effect-rdma/core"
 import type { Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type { Binding } from "../RpmaBinding.js"
+import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
@@ -107,9 +107,19 @@ export const queueCalls = (
       }
     },
     // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
+    // Packed, the callback reads the driver's array at once: nothing else runs in between.
     armCompletions: (queue, onReady: Model.CompletionsReady) =>
       armOnce(
-        (callback) => binding.waitCompletions(queue, callback),
+        (callback: WaitCallback<ReadonlyArray<Model.Completion>>) =>
+          packed === undefined || typeof binding.waitPacked !== "function"
+            ? binding.waitCompletions(queue, callback)
+            : binding.waitPacked(queue, packed, (error, count) =>
+              error !== undefined && error !== null
+                ? callback(error, NONE)
+                : callback(
+                  null,
+                  readPacked(packed, RPMA_FIELDS, () => count!, (into) => binding.pollPacked(queue, into)) ?? NONE
+                )),
         (id) => binding.cancelWait(queue, id),
         (cause) => rpmaExit("rpma_cq_wait", cause),
         onReady
