@@ -38,26 +38,16 @@ export const makeWindows = (binding: Binding): Windows => {
   // on this driver: that post goes one by one, leaving the arrays to the window under way.
   let packing = false
 
-  // A window's regions: its first two (most windows name no other), where its requests find theirs
-  // without a call, and any more in `more`; `none` matches no request's. The two are handed over
+  // A window's regions: its first two (most windows name no other), kept in the packing loop's
+  // own variables where its requests find theirs, and any more in `more`. The two are handed over
   // in one of two kept arrays, filled for the call and emptied after it (they hold no region
   // between calls): a new array a window cost more.
   const none = {}
-  let first: unknown = none
-  let second: unknown = none
   let more: Array<unknown> | undefined
   const one: Array<unknown> = [none]
   const two: Array<unknown> = [none, none]
-  const regionOf = (handle: unknown): number => {
-    if (typeof handle !== "object" || handle === null) return -1
-    if (first === none) {
-      first = handle
-      return 0
-    }
-    if (second === none) {
-      second = handle
-      return 1
-    }
+  /** The index of a window's third or later region, added if new. */
+  const moreAt = (handle: unknown, first: unknown, second: unknown): number => {
     if (more === undefined) more = [first, second]
     for (let at = 2; at < more.length; at++) if (more[at] === handle) return at
     return more.push(handle) - 1
@@ -71,19 +61,22 @@ export const makeWindows = (binding: Binding): Windows => {
     if (packing || typeof binding.postWindow !== "function") return postFrom(requests, 0, posterOf(queue))
     let posted = 0
     const f = fields
+    // `unset` matches no request's region.
+    const unset = none
+    let first: unknown = unset
+    let second: unknown = unset
     for (;;) {
       let n = 0
       // The list ended inside this window (read as the loop went): nothing is left after it.
       let ended = false
       packing = true
       try {
-        first = none
-        second = none
+        first = unset
+        second = unset
         more = undefined
         // Each request packed here, not in a function of its own: V8 does not inline one this
         // large, and its call cost about as much as the packing.
-        for (;;) {
-          if (n === WINDOW) break
+        for (; n < WINDOW; n++) {
           if (posted + n >= requests.length) {
             ended = true
             break
@@ -103,8 +96,27 @@ export const makeWindows = (binding: Binding): Windows => {
           if (flags < 0 || typeof id !== "number" || typeof length !== "number") break
           // A write's and a read's regions are dst and src; a send's is src, a receive's dst, each at `offset`.
           const plain = op <= 1
-          const dstAt = op === 2 ? 0 : dst === first ? 0 : dst === second ? 1 : regionOf(dst)
-          const srcAt = op === 3 ? 0 : src === first ? 0 : src === second ? 1 : regionOf(src)
+          // Each region's index, a new one added (even for a request then not packed, as before).
+          let dstAt = 0
+          if (op !== 2 && dst !== first) {
+            if (dst === second) dstAt = 1
+            else if (typeof dst !== "object" || dst === null) dstAt = -1
+            else if (first === unset) first = dst
+            else if (second === unset) {
+              second = dst
+              dstAt = 1
+            } else dstAt = moreAt(dst, first, second)
+          }
+          let srcAt = 0
+          if (op !== 3 && src !== first) {
+            if (src === second) srcAt = 1
+            else if (typeof src !== "object" || src === null) srcAt = -1
+            else if (first === unset) first = src
+            else if (second === unset) {
+              second = src
+              srcAt = 1
+            } else srcAt = moreAt(src, first, second)
+          }
           const dstAtOffset = plain ? dstOffset : op === 3 ? offset : 0
           const srcAtOffset = plain ? srcOffset : op === 2 ? offset : 0
           if (dstAt < 0 || srcAt < 0 || typeof dstAtOffset !== "number" || typeof srcAtOffset !== "number") break
@@ -118,7 +130,6 @@ export const makeWindows = (binding: Binding): Windows => {
           f[at + 6] = length
           f[at + 7] = flags
           f[at + 8] = typeof imm === "number" ? imm : 0
-          n++
         }
       } catch {
         // A getter or a Proxy trap threw: post reads the request again and refuses it.
@@ -128,7 +139,7 @@ export const makeWindows = (binding: Binding): Windows => {
       if (n === 0) break
       let answer: number
       packing = true // a refusal's error may run JavaScript (a setter) that posts on this driver
-      const regions = more ?? (second === none ? (one[0] = first, one) : (two[0] = first, two[1] = second, two))
+      const regions = more ?? (second === unset ? (one[0] = first, one) : (two[0] = first, two[1] = second, two))
       try {
         answer = binding.postWindow(queue, regions, f, n)
       } catch (cause) {
