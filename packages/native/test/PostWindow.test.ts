@@ -248,6 +248,29 @@ describe("how the driver splits a list", () => {
     ])
   })
 
+  it("regions past the first two, and a window naming one: each once, in the order first named", () => {
+    const { driver, windows } = record()
+    const third = { kind: "third" }
+    const fourth = { kind: "fourth" }
+    const outcome = driver.postMany(dst as Bad, [
+      write(1, dst, src),
+      write(2, third, src),
+      write(3, dst, fourth),
+      write(4, third, fourth),
+      // A region named by a request that is not packed (its src is no region) is in the list too.
+      write(5, { kind: "fifth" }, null)
+    ])
+    assert.strictEqual(outcome.posted, 5)
+    assert.strictEqual(windows.length, 1)
+    assert.deepStrictEqual(windows[0]!.regions, [dst, src, third, fourth, { kind: "fifth" }])
+    assert.deepStrictEqual(windows[0]!.fields.filter((_, i) => i % 9 === 2 || i % 9 === 4), [0, 1, 2, 1, 0, 3, 2, 3])
+    driver.postMany(dst as Bad, [
+      { op: "send", id: 6, src, offset: 0, length: 1 },
+      { op: "send", id: 7, src, offset: 1, length: 1 }
+    ])
+    assert.deepStrictEqual(windows[1]!.regions, [src])
+  })
+
   it("one request goes in a window too; a request that is not plain and those after it go through post", () => {
     const { driver, log } = record()
     driver.postMany(dst as Bad, [write(1, dst, src)])

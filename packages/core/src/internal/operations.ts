@@ -11,7 +11,7 @@ import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
-import type { Completion, WorkRequest } from "../DriverModel.js"
+import type { Completion, Signal, WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
 import type { RemoteMr } from "../RemoteMr.js"
 import { impl } from "./connectionImpl.js"
@@ -151,12 +151,16 @@ export const prepareWrite = (
   Effect.suspend(() => prepared(prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)))
 
 /** One write of a batch, read once and checked: its getters cannot change what was checked. */
-interface FixedWrite {
+/** A batch's write, made once its checks pass: its id and signal are set when it is posted. */
+interface BatchWrite {
+  readonly op: "write"
+  id: number
   readonly dst: unknown
   readonly dstOffset: number
   readonly src: unknown
   readonly srcOffset: number
   readonly length: number
+  completion: Signal
 }
 
 export const writeMany = (
@@ -168,7 +172,7 @@ export const writeMany = (
     if (!Array.isArray(writes)) {
       return instrument.refused(new OutOfRangeError({ operation, detail: "the writes must be an array of WriteArgs" }))
     }
-    const fixed: Array<FixedWrite> = new Array(writes.length)
+    const fixed: Array<BatchWrite> = new Array(writes.length)
     const sources: Array<LocalMr<any>> = []
     // Consecutive writes of the same regions (the common batch) read their sizes and handles once.
     let dst: Connection.WriteArgs["dst"] | undefined
@@ -201,15 +205,28 @@ export const writeMany = (
         : checkRange(operation, "destination", dstOffset, length, dstSize) ??
           checkRange(operation, "source", srcOffset, length, srcSize)
       if (refused !== undefined) return instrument.refused(refused)
-      fixed[i] = { dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }
+      fixed[i] = {
+        op: "write",
+        id: 0,
+        dst: dstHandle,
+        dstOffset,
+        src: srcHandle,
+        srcOffset,
+        length,
+        completion: "always"
+      }
     }
     return impl(conn).kernel.postBatch<TransferError>({
       spec: Operations.write,
       count: fixed.length,
       regions: sources,
+      // The request made above, its id and signal set: each is posted once (a traced batch builds
+      // every one first for its size, with id 0, before any is posted).
       build: (i, id, completion) => {
-        const { dst, dstOffset, length, src, srcOffset } = fixed[i]!
-        return { op: "write", id, dst, dstOffset, src, srcOffset, length, completion } as WorkRequest
+        const request = fixed[i]!
+        request.id = id
+        request.completion = completion
+        return request as WorkRequest
       }
     })
   })

@@ -14,7 +14,7 @@ import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 import { packedArray, readPacked, RPMA_FIELDS } from "./packedCompletions.js"
-import { afterPosting, armOnce, type Poster, postInOrder } from "./posting.js"
+import { armOnce, type Poster, postInOrder } from "./posting.js"
 import { makeWindows } from "./window.js"
 
 const postOperations = {
@@ -70,16 +70,17 @@ export const queueCalls = (
         (into) => binding.spinPacked(queue, into, budgetNs),
         (into) => binding.pollPacked(queue, into)
       ) ?? NONE
+  // Made for a post one by one, or a window's refusal: a list posted whole in windows needs none.
+  const posterOf = (queue: unknown): Poster<Model.WorkRequest, RdmaError.RpmaError> => ({
+    post: (request) => binding.post(queue, request),
+    // A connection request has no completion queue yet: the addon answers none.
+    poll: () => poll(queue),
+    refused: (request, cause) => rpmaErrorOrThrow(operationOf(request), cause),
+    pollFailed: (cause) => rpmaErrorOrThrow("rpma_cq_get_wc", cause),
+    notAList
+  })
   return {
     postMany: (queue, requests): Model.PostOutcome => {
-      const poster: Poster<Model.WorkRequest, RdmaError.RpmaError> = {
-        post: (request) => binding.post(queue, request),
-        // A connection request has no completion queue yet: the addon answers none.
-        poll: () => poll(queue),
-        refused: (request, cause) => rpmaErrorOrThrow(operationOf(request), cause),
-        pollFailed: (cause) => rpmaErrorOrThrow("rpma_cq_get_wc", cause),
-        notAList
-      }
       // Every list goes in windows, one request too: packed in JavaScript it costs less than
       // post's eleven napi reads (a 64 B write's latency on the device: 2.5-2.8x C to 2.1-2.2x).
       let list = false
@@ -88,9 +89,18 @@ export const queueCalls = (
       } catch {
         // A Proxy's length threw: postInOrder refuses the list.
       }
-      if (!list) return postInOrder(requests, poster, loop)
-      const { error, posted } = windows.post(queue, requests, poster)
-      return afterPosting(posted, error, poster, loop)
+      if (!list) return postInOrder(requests, posterOf(queue), loop)
+      const { error, posted } = windows.post(queue, requests, posterOf)
+      // What afterPosting does, with the poster's poll inline.
+      if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
+      let ready: ReadonlyArray<Model.Completion> = NONE
+      let queueError: RdmaError.RpmaError | undefined
+      try {
+        ready = poll(queue)
+      } catch (cause) {
+        queueError = rpmaErrorOrThrow("rpma_cq_get_wc", cause)
+      }
+      return { posted, error, ready, queueError, turnDue: loop.due() }
     },
     // Core polls right after each post: the event loop gets a turn first when the queue has kept
     // answering synchronously for too long (see LOOP_BUDGET_MS).

@@ -20,82 +20,117 @@ const opCode = (op: unknown): number =>
   op === "write" ? 0 : op === "read" ? 1 : op === "send" ? 2 : op === "recv" ? 3 : -1
 
 export interface Windows {
-  /** Posts `requests` on `queue` in order up to the first refusal. */
+  /**
+   * Posts `requests` on `queue` in order up to the first refusal; `posterOf` is
+   * called only when a request goes one by one or is refused (a list the windows post whole needs none).
+   */
   readonly post: <R, E>(
     queue: unknown,
     requests: ReadonlyArray<unknown>,
-    poster: Poster<R, E>
+    posterOf: (queue: unknown) => Poster<R, E>
   ) => { readonly posted: number; readonly error: E | undefined }
 }
 
-/** One driver's windows: one array of numbers and one of regions, reused by every call. */
+/** One driver's windows: one array of numbers, reused by every call. */
 export const makeWindows = (binding: Binding): Windows => {
   const fields = new Float64Array(WINDOW * FIELDS)
-  // A window's regions (usually one or two), new for each: emptying one kept array costs more.
-  let regions: Array<object> = []
   // A getter run while a window is packed (or a setter while the addon makes a refusal) may post
   // on this driver: that post goes one by one, leaving the arrays to the window under way.
   let packing = false
 
-  // Its first two, where most of its requests find theirs without a call; `none` matches no request's.
+  // A window's regions: its first two (most windows name no other), kept in the packing loop's
+  // own variables where its requests find theirs, and any more in `more`. The two are handed over
+  // in one of two kept arrays, filled for the call and emptied after it (they hold no region
+  // between calls): a new array a window cost more.
   const none = {}
-  let first: unknown = none
-  let second: unknown = none
-  const regionOf = (handle: unknown): number => {
-    if (typeof handle !== "object" || handle === null) return -1
-    for (let at = 0; at < regions.length; at++) if (regions[at] === handle) return at
-    if (regions.length === 0) first = handle
-    else if (regions.length === 1) second = handle
-    return regions.push(handle) - 1
-  }
-
-  /** Packs `request` at slot `n`: false if it is not a plain request of one of the four ops. */
-  const pack = (request: unknown, n: number): boolean => {
-    if (typeof request !== "object" || request === null) return false
-    const r = request as Record<string, unknown>
-    const op = opCode(r.op)
-    if (op < 0) return false
-    // Every field post reads, in its order: a throwing getter leaves the request to post.
-    const { completion, dst, dstOffset, id, imm, length, offset, src, srcOffset } = r
-    if (r.type !== undefined || r.value !== undefined) return false
-    const flags = (completion === "onError" ? ON_ERROR : completion === undefined || completion === "always" ? 0 : -1) +
-      (imm === undefined ? 0 : typeof imm === "number" ? WITH_IMM : -4)
-    if (flags < 0 || typeof id !== "number" || typeof length !== "number") return false
-    // A write's and a read's regions are dst and src; a send's is src, a receive's dst, each at `offset`.
-    const plain = op <= 1
-    const dstAt = op === 2 ? 0 : dst === first ? 0 : dst === second ? 1 : regionOf(dst)
-    const srcAt = op === 3 ? 0 : src === first ? 0 : src === second ? 1 : regionOf(src)
-    const dstAtOffset = plain ? dstOffset : op === 3 ? offset : 0
-    const srcAtOffset = plain ? srcOffset : op === 2 ? offset : 0
-    if (dstAt < 0 || srcAt < 0 || typeof dstAtOffset !== "number" || typeof srcAtOffset !== "number") return false
-    const at = n * FIELDS
-    fields[at] = op
-    fields[at + 1] = id
-    fields[at + 2] = dstAt
-    fields[at + 3] = dstAtOffset
-    fields[at + 4] = srcAt
-    fields[at + 5] = srcAtOffset
-    fields[at + 6] = length
-    fields[at + 7] = flags
-    fields[at + 8] = typeof imm === "number" ? imm : 0
-    return true
+  let more: Array<unknown> | undefined
+  const one: Array<unknown> = [none]
+  const two: Array<unknown> = [none, none]
+  /** The index of a window's third or later region, added if new. */
+  const moreAt = (handle: unknown, first: unknown, second: unknown): number => {
+    if (more === undefined) more = [first, second]
+    for (let at = 2; at < more.length; at++) if (more[at] === handle) return at
+    return more.push(handle) - 1
   }
 
   const post = <R, E>(
     queue: unknown,
     requests: ReadonlyArray<unknown>,
-    poster: Poster<R, E>
+    posterOf: (queue: unknown) => Poster<R, E>
   ): { readonly posted: number; readonly error: E | undefined } => {
-    if (packing || typeof binding.postWindow !== "function") return postFrom(requests, 0, poster)
+    if (packing || typeof binding.postWindow !== "function") return postFrom(requests, 0, posterOf(queue))
     let posted = 0
+    const f = fields
+    // `unset` matches no request's region.
+    const unset = none
+    let first: unknown = unset
+    let second: unknown = unset
     for (;;) {
       let n = 0
+      // The list ended inside this window (read as the loop went): nothing is left after it.
+      let ended = false
       packing = true
       try {
-        regions = []
-        first = none
-        second = none
-        while (n < WINDOW && posted + n < requests.length && pack(requests[posted + n], n)) n++
+        first = unset
+        second = unset
+        more = undefined
+        // Each request packed here, not in a function of its own: V8 does not inline one this
+        // large, and its call cost about as much as the packing.
+        for (; n < WINDOW; n++) {
+          if (posted + n >= requests.length) {
+            ended = true
+            break
+          }
+          const request: unknown = requests[posted + n]
+          // A plain request of one of the four ops, else it and those after it go through post.
+          if (typeof request !== "object" || request === null) break
+          const r = request as Record<string, unknown>
+          const op = opCode(r.op)
+          if (op < 0) break
+          // Every field post reads, in its order: a throwing getter leaves the request to post.
+          const { completion, dst, dstOffset, id, imm, length, offset, src, srcOffset } = r
+          if (r.type !== undefined || r.value !== undefined) break
+          const flags =
+            (completion === "onError" ? ON_ERROR : completion === undefined || completion === "always" ? 0 : -1) +
+            (imm === undefined ? 0 : typeof imm === "number" ? WITH_IMM : -4)
+          if (flags < 0 || typeof id !== "number" || typeof length !== "number") break
+          // A write's and a read's regions are dst and src; a send's is src, a receive's dst, each at `offset`.
+          const plain = op <= 1
+          // Each region's index, a new one added (even for a request then not packed, as before).
+          let dstAt = 0
+          if (op !== 2 && dst !== first) {
+            if (dst === second) dstAt = 1
+            else if (typeof dst !== "object" || dst === null) dstAt = -1
+            else if (first === unset) first = dst
+            else if (second === unset) {
+              second = dst
+              dstAt = 1
+            } else dstAt = moreAt(dst, first, second)
+          }
+          let srcAt = 0
+          if (op !== 3 && src !== first) {
+            if (src === second) srcAt = 1
+            else if (typeof src !== "object" || src === null) srcAt = -1
+            else if (first === unset) first = src
+            else if (second === unset) {
+              second = src
+              srcAt = 1
+            } else srcAt = moreAt(src, first, second)
+          }
+          const dstAtOffset = plain ? dstOffset : op === 3 ? offset : 0
+          const srcAtOffset = plain ? srcOffset : op === 2 ? offset : 0
+          if (dstAt < 0 || srcAt < 0 || typeof dstAtOffset !== "number" || typeof srcAtOffset !== "number") break
+          const at = n * FIELDS
+          f[at] = op
+          f[at + 1] = id
+          f[at + 2] = dstAt
+          f[at + 3] = dstAtOffset
+          f[at + 4] = srcAt
+          f[at + 5] = srcAtOffset
+          f[at + 6] = length
+          f[at + 7] = flags
+          f[at + 8] = typeof imm === "number" ? imm : 0
+        }
       } catch {
         // A getter or a Proxy trap threw: post reads the request again and refuses it.
       } finally {
@@ -104,8 +139,9 @@ export const makeWindows = (binding: Binding): Windows => {
       if (n === 0) break
       let answer: number
       packing = true // a refusal's error may run JavaScript (a setter) that posts on this driver
+      const regions = more ?? (second === unset ? (one[0] = first, one) : (two[0] = first, two[1] = second, two))
       try {
-        answer = binding.postWindow(queue, regions, fields, n)
+        answer = binding.postWindow(queue, regions, f, n)
       } catch (cause) {
         const before = (cause as { readonly posted?: unknown } | null)?.posted
         posted += typeof before === "number" && Number.isInteger(before) && before >= 0 && before < n ? before : 0
@@ -113,18 +149,20 @@ export const makeWindows = (binding: Binding): Windows => {
         try {
           refused = requests[posted] as R
         } catch {
-          return { posted, error: poster.notAList() }
+          return { posted, error: posterOf(queue).notAList() }
         }
-        return { posted, error: poster.refused(refused, cause) }
+        return { posted, error: posterOf(queue).refused(refused, cause) }
       } finally {
         packing = false
+        one[0] = two[0] = two[1] = none
       }
       // -1: not a connection (a shared receive queue, a connection request): post each.
       if (answer < 0) break
       posted += n
+      if (ended) return { posted, error: undefined }
       if (n < WINDOW) break
     }
-    return postFrom(requests, posted, poster)
+    return postFrom(requests, posted, posterOf(queue))
   }
   return { post }
 }
