@@ -694,17 +694,11 @@ Napi::Value CmPollPacked(const Napi::CallbackInfo& info) {
   Call call(env, "ibv_poll_cq", Domain::Errno);
   CmEp* ep = Opened<CmEp>(info[0]);
   if (ep == nullptr && (ep = Open<CmEp>(call, info[0])) == nullptr) return env.Undefined();
-  // One call reads the array's kind, length and bytes (it refuses anything but a typed array).
-  napi_typedarray_type type = napi_uint8_array;
-  std::size_t length = 0;
-  void* data = nullptr;
-  if (napi_get_typedarray_info(env, info[1], &type, &length, &data, nullptr, nullptr) != napi_ok || type != napi_float64_array) {
-    return call.Invalid("the completions' array must be a Float64Array");
-  }
-  auto capacity = static_cast<uint32_t>(std::min<std::size_t>(length / CmEpState::kCompletionFields, UINT32_MAX));
-  if (capacity == 0 || data == nullptr) return call.Invalid("the completions' array must hold at least one completion (6 numbers)");
+  double* into = nullptr;
+  uint32_t capacity = 0;
+  if (!conn::CompletionRows(call, info[1], CmEpState::kCompletionFields, &into, &capacity)) return env.Undefined();
   uint32_t count = 0;
-  int errnum = ep->state->DrainPacked(static_cast<double*>(data), capacity, &count);
+  int errnum = ep->state->DrainPacked(into, capacity, &count);
   if (errnum != 0 && count == 0) return call.Fail(errnum);
   return Napi::Number::New(env, count);
 }

@@ -197,7 +197,7 @@ void CompletionQueues::OnReadable(Napi::Env env, int status, rpma_cq* fired) {
       uint32_t capacity = 0;
       if (!packed) {
         code = Drain(env, out, &count);
-      } else if (PackedArrayOf(env, front.into.Value(), &into, &capacity)) {
+      } else if (CompletionRowsOf(env, front.into.Value(), kCompletionFields, &into, &capacity)) {
         code = DrainPacked(into, capacity, &count);
       } else {
         code = RPMA_E_INVAL;  // detached since the wait began: nothing read, the completions stay queued
@@ -233,27 +233,6 @@ CompletionQueues* OpenQueues(const Call& call, Napi::Value value) {
   return conn != nullptr ? conn->state.get() : nullptr;
 }
 
-bool PackedArrayOf(napi_env env, napi_value value, double** data, uint32_t* capacity) {
-  // One call reads the array's kind, length and bytes (it refuses anything but a typed array).
-  napi_typedarray_type type = napi_uint8_array;
-  std::size_t length = 0;
-  void* bytes = nullptr;
-  if (napi_get_typedarray_info(env, value, &type, &length, &bytes, nullptr, nullptr) != napi_ok ||
-      type != napi_float64_array) {
-    return false;
-  }
-  *capacity = static_cast<uint32_t>(std::min<std::size_t>(length / CompletionQueues::kCompletionFields, UINT32_MAX));
-  *data = static_cast<double*>(bytes);
-  return *capacity != 0 && bytes != nullptr;
-}
-
-bool PackedArray(const Call& call, Napi::Value value, double** data, uint32_t* capacity) {
-  if (PackedArrayOf(call.Env(), value, data, capacity)) return true;
-  call.Invalid("the completions' array must be a Float64Array that holds at least one completion (" +
-               std::to_string(CompletionQueues::kCompletionFields) + " numbers)");
-  return false;
-}
-
 CompletionQueues* PolledQueues(const Call& call, Napi::Value value, bool* none) {
   if (Conn* conn = Opened<Conn>(value)) return conn->state.get();  // the hot path: one type-tag check
   Kind kind;
@@ -272,7 +251,7 @@ Napi::Value DrainCall(const Napi::CallbackInfo& info, bool packed, const Deadlin
   if (queues == nullptr && !none) return env.Undefined();
   double* into = nullptr;
   uint32_t capacity = 0;
-  if (packed && !PackedArray(call, info[1], &into, &capacity)) return env.Undefined();
+  if (packed && !CompletionRows(call, info[1], CompletionQueues::kCompletionFields, &into, &capacity)) return env.Undefined();
   auto deadline = SpinClock::time_point::min();  // one drain
   if (read_deadline && !read_deadline(call, &deadline)) return env.Undefined();
   Napi::Array out = packed ? Napi::Array() : Napi::Array::New(env);
@@ -309,7 +288,8 @@ Napi::Value WaitPacked(const Napi::CallbackInfo& info) {
   CompletionQueues* queues = OpenQueues(call, info[0]);
   double* into = nullptr;
   uint32_t capacity = 0;
-  if (queues == nullptr || !PackedArray(call, info[1], &into, &capacity) || !IsCallback(call, info[2])) {
+  if (queues == nullptr || !CompletionRows(call, info[1], CompletionQueues::kCompletionFields, &into, &capacity) ||
+      !IsCallback(call, info[2])) {
     return env.Undefined();
   }
   return queues->Wait(call, info[2], info[1]);

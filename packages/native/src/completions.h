@@ -104,10 +104,4 @@ using DeadlineReader = std::function<bool(const Call&, SpinClock::time_point*)>;
 // again until something is read or the deadline it reads passes.
 Napi::Value DrainCall(const Napi::CallbackInfo& info, bool packed, const DeadlineReader& read_deadline);
 
-// A Float64Array to drain into (DrainPacked): its numbers and how many completions it holds, or
-// false after the refusal (anything else, or too short for one completion).
-bool PackedArray(const Call& call, Napi::Value value, double** data, uint32_t* capacity);
-// The same without a refusal: false for anything that is not (or no longer, detached) such an array.
-bool PackedArrayOf(napi_env env, napi_value value, double** data, uint32_t* capacity);
-
 }  // namespace rdma

@@ -198,6 +198,27 @@ Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value call
   return Napi::Number::New(call.Env(), id);
 }
 
+bool CompletionRowsOf(napi_env env, napi_value value, uint32_t fields, double** data, uint32_t* capacity) {
+  // One call reads the array's kind, length and bytes (it refuses anything but a typed array).
+  napi_typedarray_type type = napi_uint8_array;
+  std::size_t length = 0;
+  void* bytes = nullptr;
+  if (napi_get_typedarray_info(env, value, &type, &length, &bytes, nullptr, nullptr) != napi_ok ||
+      type != napi_float64_array) {
+    return false;
+  }
+  *capacity = static_cast<uint32_t>(std::min<std::size_t>(length / fields, UINT32_MAX));
+  *data = static_cast<double*>(bytes);
+  return *capacity != 0 && bytes != nullptr;
+}
+
+bool CompletionRows(const Call& call, Napi::Value value, uint32_t fields, double** data, uint32_t* capacity) {
+  if (CompletionRowsOf(call.Env(), value, fields, data, capacity)) return true;
+  call.Invalid("the completions' array must be a Float64Array that holds at least one completion (" +
+               std::to_string(fields) + " numbers)");
+  return false;
+}
+
 bool IsCallback(const Call& call, Napi::Value value) {
   if (value.IsFunction()) return true;
   call.Invalid("callback must be a function");

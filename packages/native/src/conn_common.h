@@ -7,6 +7,7 @@
 #include <napi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,12 @@ Napi::Object NewConnReq(Napi::Env env, rpma_conn_req* req, const std::shared_ptr
 Napi::Value StartWait(const Call& call, Poller& poller, int fd, Napi::Value callback, rpma_conn_cfg* cfg = nullptr,
                       bool direct_write_to_pmem = false, std::shared_ptr<void> srq = nullptr);
 bool IsCallback(const Call& call, Napi::Value value);
+
+// A Float64Array of completions, `fields` numbers each, to drain into: its numbers and how many
+// completions it holds, or false after the refusal (anything else, or too short for one).
+bool CompletionRows(const Call& call, Napi::Value value, uint32_t fields, double** data, uint32_t* capacity);
+// The same without a refusal: false for anything that is not (or no longer, detached) such an array.
+bool CompletionRowsOf(napi_env env, napi_value value, uint32_t fields, double** data, uint32_t* capacity);
 
 }  // namespace conn
 

@@ -54,20 +54,15 @@ Napi::Value CmSpinPacked(const Napi::CallbackInfo& info) {
   Call call(env, "ibv_poll_cq", Domain::Errno);
   CmEp* ep = Open<CmEp>(call, info[0]);
   if (ep == nullptr) return env.Undefined();
-  napi_typedarray_type type = napi_uint8_array;
-  std::size_t length = 0;
-  void* data = nullptr;
-  if (napi_get_typedarray_info(env, info[1], &type, &length, &data, nullptr, nullptr) != napi_ok ||
-      type != napi_float64_array || data == nullptr || length < CmEpState::kCompletionFields) {
-    return call.Invalid("the completions' array must be a Float64Array of at least one completion (6 numbers)");
-  }
+  double* into = nullptr;
+  uint32_t capacity = 0;
+  if (!conn::CompletionRows(call, info[1], CmEpState::kCompletionFields, &into, &capacity)) return env.Undefined();
   Clock::time_point deadline;
   if (!ReadDeadline(call, info[2], &deadline)) return env.Undefined();
-  auto capacity = static_cast<uint32_t>(std::min<std::size_t>(length / CmEpState::kCompletionFields, UINT32_MAX));
   uint32_t count = 0;
   int errnum = 0;
   do {
-    errnum = ep->state->DrainPacked(static_cast<double*>(data), capacity, &count);
+    errnum = ep->state->DrainPacked(into, capacity, &count);
   } while (errnum == 0 && count == 0 && Clock::now() < deadline);
   if (errnum != 0 && count == 0) return call.Fail(errnum);
   return Napi::Number::New(env, count);

@@ -76,14 +76,29 @@ export const afterPosting = <R, E>(
   error: E | undefined,
   poster: Poster<R, E>,
   loop: LoopTurns
+): Model.PostOutcome<E> => pollAfterPost(posted, error, poster, pollPoster, poster.pollFailed, loop)
+
+const pollPoster = (poster: Poster<any, any>) => poster.poll()
+
+/**
+ * {@link afterPosting} with the poll as `poll(queue)` and its failure as `pollFailed`: a caller that
+ * posted without making a {@link Poster} (a list the windows took whole) needs none for the poll.
+ */
+export const pollAfterPost = <Q, E>(
+  posted: number,
+  error: E | undefined,
+  queue: Q,
+  poll: (queue: Q) => ReadonlyArray<Model.Completion>,
+  pollFailed: (cause: unknown) => E,
+  loop: LoopTurns
 ): Model.PostOutcome<E> => {
   if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
   let ready: ReadonlyArray<Model.Completion> = NONE
   let queueError: E | undefined
   try {
-    ready = poster.poll()
+    ready = poll(queue)
   } catch (cause) {
-    queueError = poster.pollFailed(cause)
+    queueError = pollFailed(cause)
   }
   return { posted, error, ready, queueError, turnDue: loop.due() }
 }

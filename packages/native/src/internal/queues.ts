@@ -14,7 +14,7 @@ import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 import { packedArray, readPacked, RPMA_FIELDS } from "./packedCompletions.js"
-import { armOnce, type Poster, postInOrder } from "./posting.js"
+import { armOnce, pollAfterPost, type Poster, postInOrder } from "./posting.js"
 import { makeWindows } from "./window.js"
 
 const postOperations = {
@@ -42,6 +42,8 @@ const operationOf = (request: Model.WorkRequest): string => {
 }
 
 const NONE: ReadonlyArray<Model.Completion> = []
+
+const pollFailed = (cause: unknown): RdmaError.RpmaError => rpmaErrorOrThrow("rpma_cq_get_wc", cause)
 
 /** What postMany answers when it is not given an array, as the simulated driver does. */
 const notAList = (): RdmaError.RpmaError =>
@@ -76,7 +78,7 @@ export const queueCalls = (
     // A connection request has no completion queue yet: the addon answers none.
     poll: () => poll(queue),
     refused: (request, cause) => rpmaErrorOrThrow(operationOf(request), cause),
-    pollFailed: (cause) => rpmaErrorOrThrow("rpma_cq_get_wc", cause),
+    pollFailed,
     notAList
   })
   return {
@@ -91,16 +93,7 @@ export const queueCalls = (
       }
       if (!list) return postInOrder(requests, posterOf(queue), loop)
       const { error, posted } = windows.post(queue, requests, posterOf)
-      // What afterPosting does, with the poster's poll inline.
-      if (posted === 0) return { posted, error, ready: NONE, queueError: undefined, turnDue: false }
-      let ready: ReadonlyArray<Model.Completion> = NONE
-      let queueError: RdmaError.RpmaError | undefined
-      try {
-        ready = poll(queue)
-      } catch (cause) {
-        queueError = rpmaErrorOrThrow("rpma_cq_get_wc", cause)
-      }
-      return { posted, error, ready, queueError, turnDue: loop.due() }
+      return pollAfterPost(posted, error, queue, poll, pollFailed, loop)
     },
     // Core polls right after each post: the event loop gets a turn first when the queue has kept
     // answering synchronously for too long (see LOOP_BUDGET_MS).
