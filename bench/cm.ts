@@ -72,7 +72,7 @@ const ROUNDS = Number(process.env.CM_ROUNDS ?? "9")
  * Warm-up of each contender: at least this long, so that the rounds measure the steady state. Under
  * TCG, V8's optimizing compiler (sharing the one vCPU) still took 10-20% of the measured rounds' CPU
  * after a 3 s warm-up, 1-3.6% after 15 s; 30 s saved only ~0.13 s more of it over five rounds
- * (BENCHMARKS.md, issue 20: "Profiled in the guest", "Steady state").
+ * (docs/benchmarks-notebook.md, issue 20: "Profiled in the guest", "Steady state").
  */
 const WARMUP_MS = Number(process.env.CM_WARMUP_MS ?? "15000")
 const trips = Math.max(10, Math.round(500 * scale))

@@ -1,8 +1,9 @@
 // The property names that the data path reads and writes on every call, made once per Node
 // environment. napi_get_named_property and napi_set_named_property take a C string, which V8
 // measures, decodes and looks up in its string table on every call: profiled in the Soft-RoCE
-// guest, that was a tenth of a ping-pong's CPU (BENCHMARKS.md, issue 20). N-API 8 cannot
-// reference a string, so the names live in an array the module keeps.
+// guest, that was a tenth of a ping-pong's CPU (docs/benchmarks-notebook.md, issue 20: "Profiled
+// in the guest"). N-API 8 cannot reference a string, so the names live in an array the module
+// keeps.
 #pragma once
 
 #include <napi.h>
