@@ -160,6 +160,7 @@ export const make = (): Fake => {
     cmPollPacked: unsupported,
     cmSpinPacked: unsupported,
     cmWaitCompletions: unsupported,
+    cmWaitPacked: unsupported,
     cmCancel: () => false,
     epListen: () => ({ kind: "ep" }),
     epShutdown: () => {},

@@ -136,6 +136,7 @@ for (const value of bogus) {
   for (const name of ["cmGetRequest", "cmNextEvent", "cmWaitCompletions"]) {
     expectThrow(name, () => binding[name](value, () => failures++), "errno", 22)
   }
+  expectThrow("cmWaitPacked", () => binding.cmWaitPacked(value, new Float64Array(6), () => failures++), "errno", 22)
   for (
     const request of [null, { op: "nope" }, { op: "send", id: 1, segments: [{ mr: value, offset: 0, length: 8 }] }]
   ) {

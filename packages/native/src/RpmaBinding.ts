@@ -208,6 +208,11 @@ export interface Binding {
   readonly cmSpinPacked: (ep: unknown, into: Float64Array, budgetNs: unknown) => number
   /** Waits for completions (at least one) on the endpoint's completion channel (both CQs'). Returns the wait's id. */
   readonly cmWaitCompletions: (ep: unknown, callback: WaitCallback<Array<WaitedCompletion>>) => number
+  /**
+   * {@link Binding.cmWaitCompletions}, the completions drained into `into` as {@link Binding.cmPollPacked}
+   * does and the callback told how many (at least one; a full array may leave more queued).
+   */
+  readonly cmWaitPacked: (ep: unknown, into: Float64Array, callback: WaitCallback<number>) => number
   /** Stops a wait of an endpoint or a listener; false if it had already ended. Never throws. */
   readonly cmCancel: (handle: unknown, id: unknown) => boolean
   /** Live native objects by kind, process-wide. */

@@ -133,20 +133,33 @@ void CmEpState::OnCompletion(Napi::Env env, int status) {
       }
     }
     if (errnum == 0 && !any) break;  // nothing more on the channel: wait on
-    Napi::Array out = Napi::Array::New(env);
+    // A packed wait's completions go into its array (no object made here), the count answered.
+    Waiter& front = completions.waiters.front();
+    bool packed = !front.into.IsEmpty();
+    Napi::Array out = packed ? Napi::Array() : Napi::Array::New(env);
     uint32_t count = 0;
+    std::string detail;
     if (errnum == 0) {
       operation = "ibv_poll_cq";
-      errnum = Drain(env, out, &count);
+      double* into = nullptr;
+      uint32_t capacity = 0;
+      if (!packed) {
+        errnum = Drain(env, out, &count);
+      } else if (conn::CompletionRowsOf(env, front.into.Value(), kCompletionFields, &into, &capacity)) {
+        errnum = DrainPacked(into, capacity, &count);
+      } else {
+        errnum = EINVAL;  // detached since the wait began: nothing read, the completions stay queued
+        detail = "the completions' array is no longer a Float64Array that holds one";
+      }
       if (errnum == 0 && count == 0) continue;  // already taken by an earlier poll: wait on
     }
-    Waiter waiter = std::move(completions.waiters.front());
+    Waiter waiter = std::move(front);
     completions.waiters.pop_front();
     waiting--;
     if (count != 0) {
-      Deliver(env, waiter, nullptr, out, true);
+      Deliver(env, waiter, nullptr, packed ? Napi::Value(Napi::Number::New(env, count)) : Napi::Value(out), true);
     } else {
-      Deliver(env, waiter, ErrnoValue(env, errnum, operation, ""), nullptr, true);
+      Deliver(env, waiter, ErrnoValue(env, errnum, operation, detail), nullptr, true);
     }
   }
   completions.PauseIfIdle();
@@ -714,6 +727,25 @@ Napi::Value CmWaitCompletions(const Napi::CallbackInfo& info) {
   return conn::StartWait(call, state.completions, state.comp_channel->fd, info[1]);
 }
 
+// cmWaitPacked(ep, into, callback): cmWaitCompletions', the completions drained into `into` as
+// cmPollPacked does and the callback told how many (at least one; a full array may leave more).
+Napi::Value CmWaitPacked(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call(env, "ibv_get_cq_event", Domain::Errno);
+  CmEp* ep = Open<CmEp>(call, info[0]);
+  double* into = nullptr;
+  uint32_t capacity = 0;
+  if (ep == nullptr || !conn::CompletionRows(call, info[1], CmEpState::kCompletionFields, &into, &capacity) ||
+      !conn::IsCallback(call, info[2])) {
+    return env.Undefined();
+  }
+  CmEpState& state = *ep->state;
+  if (!state.has_qp) return call.Invalid("the endpoint has no queue pair yet (its address is being resolved)");
+  Napi::Value id = conn::StartWait(call, state.completions, state.comp_channel->fd, info[2]);
+  if (id.IsNumber()) state.completions.waiters.back().into = Napi::Persistent(info[1]);
+  return id;
+}
+
 }  // namespace
 
 void RegisterCmEpPost(Napi::Env env, Napi::Object exports) {
@@ -722,6 +754,7 @@ void RegisterCmEpPost(Napi::Env env, Napi::Object exports) {
   exports.Set("cmPostWindow", Napi::Function::New(env, CmPostWindow, "cmPostWindow"));
   exports.Set("cmPollPacked", Napi::Function::New(env, CmPollPacked, "cmPollPacked"));
   exports.Set("cmWaitCompletions", Napi::Function::New(env, CmWaitCompletions, "cmWaitCompletions"));
+  exports.Set("cmWaitPacked", Napi::Function::New(env, CmWaitPacked, "cmWaitPacked"));
 }
 
 }  // namespace rdma

@@ -6,11 +6,12 @@
 import type { RdmaError } from "@effect-rdma/core"
 import { type Driver, type Model, RdmaDriver } from "@effect-rdma/core/Driver"
 import { assert, describe, layer } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
-import { address } from "./support.js"
+import { address, refusalOf } from "./support.js"
 
 const slowdown = Number(process.env.DEVICE_TEST_SLOWDOWN ?? "1")
 const WAIT_MS = 10_000 * slowdown
@@ -27,6 +28,8 @@ const IBV_WC_WR_FLUSH_ERR = 5
 const IBV_WC_REM_ACCESS_ERR = 10
 const IBV_WC_WITH_IMM = 2
 const RECV_RDMA_WITH_IMM = 129
+const IBV_WC_RECV = 128
+const EINVAL = 22
 
 const text = (value: string) => new TextEncoder().encode(value)
 const head = (bytes: Uint8Array, length: number) => new TextDecoder().decode(bytes.subarray(0, length))
@@ -267,6 +270,16 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
     })
 
     describe("completions read from the addon", () => {
+      /** A connected pair, the addon, and a 64-byte message region on each side. */
+      const messagePair = Effect.gen(function*() {
+        const driver = yield* RdmaDriver
+        const binding = yield* RpmaBinding.load()
+        const { client, server } = yield* connectedPair(driver)
+        const into = yield* region(driver, server, "msgs", 64)
+        const from = yield* region(driver, client, "msgs", 64)
+        return { binding, client, driver, from, into, server }
+      })
+
       it.scoped(
         "more completions than one packed read holds: one poll returns them all, in order, immediate data included",
         () =>
@@ -321,11 +334,7 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
         "the addon's packed poll refuses an array it cannot fill, and leaves the completions where they are",
         () =>
           Effect.gen(function*() {
-            const driver = yield* RdmaDriver
-            const binding = yield* RpmaBinding.load()
-            const { client, server } = yield* connectedPair(driver)
-            const into = yield* region(driver, server, "msgs", 64)
-            const from = yield* region(driver, client, "msgs", 64)
+            const { binding, client, driver, from, into, server } = yield* messagePair
             yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 64 }] })
             yield* post(driver, client, { op: "send", id: 2, segments: [{ mr: from.mr, offset: 0, length: 5 }] })
             assert.strictEqual((yield* completion(driver, client, 2)).status, IBV_WC_SUCCESS)
@@ -338,6 +347,66 @@ layer(NativeDriver.layer, { excludeTestServices: true, timeout: "60 seconds" })(
             assert.strictEqual(received.byteLength, 5)
           }),
         30_000 * slowdown
+      )
+
+      it.scoped(
+        "a wait answered with a count (cmWaitPacked): the completions in the array; a detached array is a tagged error and loses none",
+        () =>
+          Effect.gen(function*() {
+            const { binding, client, driver, from, into, server } = yield* messagePair
+            /** The server's next wait, registered now; its answer awaited within WAIT_MS. */
+            const wait = (rows: Float64Array) =>
+              Effect.gen(function*() {
+                const answered = yield* Deferred.make<{ readonly error: unknown; readonly count: unknown }>()
+                binding.cmWaitPacked(
+                  server,
+                  rows,
+                  (error, count) => Effect.runSync(Deferred.succeed(answered, { error, count }))
+                )
+                return Deferred.await(answered).pipe(Effect.timeoutFail({
+                  duration: WAIT_MS,
+                  onTimeout: () => new Error("the packed wait did not answer")
+                }))
+              })
+            const rows = new Float64Array(64 * 6)
+            yield* post(driver, server, { op: "recv", id: 1, segments: [{ mr: into.mr, offset: 0, length: 32 }] })
+            const answer = yield* wait(rows)
+            yield* post(driver, client, {
+              op: "send",
+              id: 2,
+              imm: 0x1234,
+              segments: [{ mr: from.mr, offset: 0, length: 5 }]
+            })
+            const { count, error } = yield* answer
+            assert.isUndefined(error ?? undefined)
+            assert.strictEqual(count, 1)
+            const [id, status, byteLength, opcode, flags, imm] = rows.subarray(0, 6)
+            assert.deepStrictEqual([id, status, byteLength, opcode, imm], [1, IBV_WC_SUCCESS, 5, IBV_WC_RECV, 0x1234])
+            assert.strictEqual(flags! & IBV_WC_WITH_IMM, IBV_WC_WITH_IMM)
+
+            // The array detached while the wait is on: the wait fails, the completion stays queued.
+            const doomed = new Float64Array(6)
+            const failing = yield* wait(doomed)
+            structuredClone(doomed.buffer, { transfer: [doomed.buffer] })
+            assert.strictEqual(doomed.length, 0)
+            yield* post(driver, server, { op: "recv", id: 3, segments: [{ mr: into.mr, offset: 32, length: 32 }] })
+            yield* post(driver, client, { op: "send", id: 4, segments: [{ mr: from.mr, offset: 8, length: 7 }] })
+            const failed = (yield* failing).error as { errno?: number; detail?: string } | null
+            assert.strictEqual(failed?.errno, EINVAL)
+            assert.match(String(failed?.detail), /no longer a Float64Array/)
+            assert.strictEqual((yield* completion(driver, server, 3)).byteLength, 7)
+
+            assert.match(
+              refusalOf(() => binding.cmWaitPacked(server, new Float64Array(5), () => {})),
+              /holds at least one/
+            )
+            assert.match(
+              refusalOf(() => binding.cmWaitPacked(server, rows, "nope" as never)),
+              /callback must be a function/
+            )
+            assert.throws(() => binding.cmWaitPacked(into.mr, rows, () => {}))
+          }),
+        60_000 * slowdown
       )
     })
 

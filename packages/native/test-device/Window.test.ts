@@ -11,7 +11,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as NativeDriver from "../src/NativeDriver.js"
 import * as RpmaBinding from "../src/RpmaBinding.js"
-import { address, nextCompletions } from "./support.js"
+import { address, nextCompletions, refusalOf } from "./support.js"
 
 const WRITE_SRC = 0x04
 const WRITE_DST = 0x08
@@ -398,20 +398,12 @@ layer(driverLayer, { timeout: "120 seconds" })("a window of requests in one addo
             [8]
           )
 
-          const refused = (f: () => unknown) => {
-            try {
-              f()
-            } catch (e) {
-              return String((e as { detail?: string }).detail)
-            }
-            return assert.fail("expected a refusal")
-          }
           assert.match(
-            refused(() => real.waitPacked(conn, new Float64Array(3), () => {})),
+            refusalOf(() => real.waitPacked(conn, new Float64Array(3), () => {})),
             /Float64Array that holds/
           )
-          assert.match(refused(() => real.waitPacked(conn, into, "nope" as never)), /callback must be a function/)
-          assert.match(refused(() => real.waitPacked(pair.remote, into, () => {})), /expected a conn or an srq/)
+          assert.match(refusalOf(() => real.waitPacked(conn, into, "nope" as never)), /callback must be a function/)
+          assert.match(refusalOf(() => real.waitPacked(pair.remote, into, () => {})), /expected a conn or an srq/)
         })),
     60_000
   )

@@ -56,3 +56,13 @@ export const nothingAlive: Model.LiveHandles = {
   connections: 0,
   sharedReceiveQueues: 0
 }
+
+/** The `detail` of what `call` throws; fails the test if it returns instead. */
+export const refusalOf = (call: () => unknown): string => {
+  try {
+    call()
+  } catch (e) {
+    return String((e as { detail?: string }).detail)
+  }
+  throw new Error("expected a refusal, and the call returned")
+}

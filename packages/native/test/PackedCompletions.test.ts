@@ -213,3 +213,70 @@ describe("librpma's completion wait, answered with a count", () => {
       assert.deepStrictEqual(failed, ["rpma_cq_get_wc"])
     }))
 })
+
+describe("librdmacm's completion wait, answered with a count", () => {
+  it.effect("the callback's count is read from the array; a full one is polled again; a failure fails the wait", () =>
+    Effect.gen(function*() {
+      const { binding, calls } = scripted([1])
+      let answer: ((error: unknown, count: number) => void) | undefined
+      let array: Float64Array | undefined
+      const withWait = {
+        ...binding,
+        cmWaitPacked: (_ep: unknown, into: Float64Array, callback: (error: unknown, count: number) => void) => {
+          array = into
+          answer = callback
+          return 1
+        },
+        cmWaitCompletions: () => assert.fail("objects asked of an addon that packs"),
+        cmCancel: () => true
+      } as unknown as Binding
+      // What the addon does before it calls back: `count` completions (ids from `first`) in the wait's array.
+      const drain = (first: number, count: number) => {
+        for (let i = 0; i < count; i++) array!.set([first + i, 0, 16, 128, WITH_IMM, 7], i * 6)
+        return count
+      }
+      const driver = cmEndpointCalls(withWait)
+      const ready: Array<ReadonlyArray<Model.Completion>> = []
+      const failed: Array<string> = []
+      const onReady = (exit: Exit.Exit<ReadonlyArray<Model.Completion>, unknown>) => {
+        if (Exit.isSuccess(exit)) ready.push(exit.value)
+        else failed.push(String((Cause.squash(exit.cause) as { operation?: string }).operation))
+      }
+      driver.cmArmCompletions(ep, onReady)
+      assert.strictEqual(array?.length, 64 * 6)
+      answer!(null, drain(100, 2))
+      assert.deepStrictEqual(ready[0]!.map((c) => ({ ...c })), [
+        { id: 100, status: 0, byteLength: 16, opcode: 128, flags: WITH_IMM, imm: 7 },
+        { id: 101, status: 0, byteLength: 16, opcode: 128, flags: WITH_IMM, imm: 7 }
+      ])
+      assert.deepStrictEqual(calls, [])
+
+      // A full array: the rest is polled (the scripted poll gives one more).
+      driver.cmArmCompletions(ep, onReady)
+      answer!(null, drain(200, 64))
+      assert.strictEqual(ready[1]!.length, 65)
+      assert.deepStrictEqual(calls, [64])
+
+      // A failure: the wait fails with the addon's error (its operation kept).
+      driver.cmArmCompletions(ep, onReady)
+      answer!(failure, 0)
+      assert.deepStrictEqual(failed, ["ibv_poll_cq"])
+    }))
+
+  it.effect("a binding without the packed wait is waited on for objects, as before", () =>
+    Effect.gen(function*() {
+      const objects = [{ id: 1, status: 0, byteLength: 0, opcode: 0, flags: 0 }]
+      const binding = {
+        cmWaitCompletions: (_ep: unknown, callback: (error: unknown, value: unknown) => void) => {
+          callback(null, objects)
+          return 1
+        },
+        cmCancel: () => true
+      } as unknown as Binding
+      const ready: Array<ReadonlyArray<Model.Completion>> = []
+      cmEndpointCalls(binding).cmArmCompletions(ep, (exit) => {
+        if (Exit.isSuccess(exit)) ready.push(exit.value)
+      })
+      assert.strictEqual(ready[0], objects)
+    }))
+})

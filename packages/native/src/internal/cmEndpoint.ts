@@ -450,9 +450,16 @@ export const cmEndpointCalls = (
         return cmExit("ibv_poll_cq", cause)
       }
     },
+    // Packed, the callback reads the driver's array at once: nothing else runs in between.
     cmArmCompletions: (ep, onReady: Model.CompletionsReady<RdmaError.RdmaCmError>) =>
       armOnce(
-        (callback) => binding.cmWaitCompletions(ep, callback),
+        (callback: WaitCallback<ReadonlyArray<Model.Completion>>) =>
+          typeof binding.cmWaitPacked !== "function"
+            ? binding.cmWaitCompletions(ep, callback)
+            : binding.cmWaitPacked(ep, completions, (error, count) =>
+              error !== undefined && error !== null
+                ? callback(error, NONE)
+                : callback(null, pollPacked(binding, ep, completions, () => count!))),
         (id) => binding.cmCancel(ep, id),
         (cause) => cmExit("ibv_get_cq_event", cause),
         onReady
