@@ -111,12 +111,15 @@ void CmEpState::OnCompletion(Napi::Env env, int status) {
   // readable (epoll reports it level-triggered), without a read here that would find nothing.
   std::size_t waiting = completions.waiters.size();
   while (waiting > 0 && comp_channel != nullptr && id != nullptr && !completions.waiters.empty()) {
-    // Takes every event on the channel (either CQ's), acknowledging each and re-arming its CQ;
-    // only then drains both, so that a completion arriving after the drain raises a new event.
+    // Takes the events on the channel, acknowledging each, then re-arms the CQs they came from;
+    // only then drains both, so that a completion arriving after the drain raises a new event. A
+    // CQ raises one event per arming and is re-armed only here: once both CQs' events are read the
+    // channel holds no more, and the read that would find nothing is saved.
     int errnum = 0;
     const char* operation = "ibv_get_cq_event";
-    bool any = false;
-    for (;;) {
+    ibv_cq* fired[2] = {nullptr, nullptr};
+    int events = 0;
+    while (events < 2) {
       ibv_cq* cq = nullptr;
       void* context = nullptr;
       errno = 0;
@@ -125,14 +128,14 @@ void CmEpState::OnCompletion(Napi::Env env, int status) {
         if (failed != EAGAIN && failed != EWOULDBLOCK) errnum = failed;
         break;
       }
-      any = true;
       ibv_ack_cq_events(cq, 1);
-      if ((errnum = ibv_req_notify_cq(cq, 0)) != 0) {
-        operation = "ibv_req_notify_cq";
-        break;
-      }
+      if (events == 0 || cq != fired[0]) fired[events] = cq;
+      events++;
     }
-    if (errnum == 0 && !any) break;  // nothing more on the channel: wait on
+    for (int i = 0; i < events && errnum == 0; i++) {
+      if (fired[i] != nullptr && (errnum = ibv_req_notify_cq(fired[i], 0)) != 0) operation = "ibv_req_notify_cq";
+    }
+    if (errnum == 0 && events == 0) break;  // nothing more on the channel: wait on
     // A packed wait's completions go into its array (no object made here), the count answered.
     Waiter& front = completions.waiters.front();
     bool packed = !front.into.IsEmpty();
