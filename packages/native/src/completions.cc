@@ -174,9 +174,10 @@ void CompletionQueues::OnReadable(Napi::Env env, int status, rpma_cq* fired) {
     rcq_channel_.Pause();
     return;
   }
-  while (cq != nullptr && fired != nullptr && !cq_channel_.waiters.empty()) {
+  // libuv reported the descriptor readable: the first pass reads it without asking again.
+  for (bool first = true; cq != nullptr && fired != nullptr && !cq_channel_.waiters.empty(); first = false) {
     int fd = -1;
-    if (rpma_cq_get_fd(fired, &fd) != 0 || !Readable(fd)) break;
+    if (!first && (rpma_cq_get_fd(fired, &fd) != 0 || !Readable(fd))) break;
     // Takes the channel's event, acknowledges it and re-arms the queue; only then drain, so that a
     // completion arriving after the drain raises a new event. A shared channel is read through the
     // connection (rpma_cq_wait refuses it); both queues are drained either way.
