@@ -5,13 +5,14 @@
  *
  *   librpma  Connection.write 64 B, one in flight (C: bench/c/write_bench.c, rpma_cq_wait)
  *   cm       CmEndpoint.call 64 B ping-pong against a CmEndpoint.reply echo, in another process
- *            (waiting; this program run with POLLING_ROLE=echo) and in this one (C:
- *            bench/c/cm_bench.c, a server thread)
+ *            (waiting; this program run with POLLING_ROLE=echo) and in this one, and against C's
+ *            echo in another process (bench/c/cm_bench.c `serve`: a peer that answers in C's time)
+ *            (C: bench/c/cm_bench.c, a server thread)
  *
  * Settings: "off" (arm and wait), { budget: 100 µs } (a fixed spin), "adaptive". Rounds are
  * interleaved; each row is judged by the median over rounds of its ratio to C in the same round.
  *
- *   POLLING_SCALE=0.2 (scales every count), POLLING_ROUNDS=5
+ *   POLLING_SCALE=0.2 (scales every count), POLLING_ROUNDS=5, POLLING_PARTS=write,pingpong,remote,fast
  */
 import {
   CmEndpoint,
@@ -215,38 +216,36 @@ const echo = Effect.gen(function*() {
   )
 })
 
-/** The echo process, started, and its "listening" awaited (bounded). */
-const startEcho = Effect.acquireRelease(
-  Effect.async<ReturnType<typeof spawn>, Error>((resume) => {
-    const child = spawn(process.execPath, [process.argv[1]!], {
-      env: { ...process.env, POLLING_ROLE: "echo" },
-      stdio: ["ignore", "pipe", "inherit"]
-    })
-    const timer = setTimeout(
-      () => resume(Effect.fail(new Error("the echo process did not listen within 60 s"))),
-      60_000
-    )
-    child.stdout!.on("data", (data: Buffer) => {
-      if (data.toString().includes("listening")) {
-        clearTimeout(timer)
-        resume(Effect.succeed(child))
-      }
-    })
-  }),
-  (child) => Effect.sync(() => child.kill())
-)
+/** An echo process (`command` with `args`), started, and its "listening" awaited (bounded). */
+const startEcho = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) =>
+  Effect.acquireRelease(
+    Effect.async<ReturnType<typeof spawn>, Error>((resume) => {
+      const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "inherit"] })
+      const timer = setTimeout(
+        () => resume(Effect.fail(new Error(`the echo process (${command}) did not listen within 60 s`))),
+        60_000
+      )
+      child.stdout!.on("data", (data: Buffer) => {
+        if (data.toString().includes("listening")) {
+          clearTimeout(timer)
+          resume(Effect.succeed(child))
+        }
+      })
+    }),
+    (child) => Effect.sync(() => child.kill())
+  )
 
-/** A client endpoint to the echo process under `polling`. */
-const remotePair = (polling: Polling.Polling) =>
+/** A client endpoint to the echo process at `port` under `polling`. */
+const remotePair = (polling: Polling.Polling, port = ECHO_PORT) =>
   Effect.gen(function*() {
-    const client = yield* CmEndpoint.make(address, ECHO_PORT, { ...cmOptions, polling })
+    const client = yield* CmEndpoint.make(address, port, { ...cmOptions, polling })
     const local = yield* CmEndpoint.registerMessages(client, yield* Memory.allocate(64 + 16 * 65536 + 64))
     yield* CmEndpoint.establish(client)
     return { client, local }
   })
 
 const crossProcess = Effect.gen(function*() {
-  yield* startEcho
+  yield* startEcho(process.execPath, [process.argv[1]!], { ...process.env, POLLING_ROLE: "echo" })
   const pairs = yield* Effect.forEach(
     SETTINGS,
     ([name, polling]) =>
@@ -255,13 +254,34 @@ const crossProcess = Effect.gen(function*() {
   print("CmEndpoint.call 64 B ping-pong, echo in another process (waiting)", 3, yield* rounds(trips, pairs, cPingPong))
 })
 
+/**
+ * The same client against C's echo (cm_bench.c's server alone, blocking in rdma_get_recv_comp) in
+ * another process, one per setting (it serves one client): a peer that answers in C's time, where
+ * a spin can catch the answer. What polling buys our side of a round trip.
+ */
+const againstC = Effect.gen(function*() {
+  const pairs = yield* Effect.forEach(SETTINGS, ([name, polling], i) =>
+    Effect.gen(function*() {
+      const port = ECHO_PORT + 10 + i
+      yield* startEcho(process.env.CM_BENCH ?? "bench/.build/cm_bench", [address, String(port), "serve"])
+      const pair = yield* remotePair(polling, port)
+      return [name, (k: number) => oursCallPingPong(pair, k)] as const
+    }))
+  print(
+    "CmEndpoint.call 64 B ping-pong, C's echo in another process (blocking waits)",
+    3,
+    yield* rounds(trips, pairs, cPingPong)
+  )
+})
+
 const layer = Layer.provideMerge(NativeDriver.layerWithBinding, RpmaBinding.layer)
 if (process.env.POLLING_ROLE === "echo") {
   await Effect.runPromise(Effect.scoped(echo).pipe(Effect.provide(layer)))
 } else {
-  const parts = process.env.POLLING_PARTS?.split(",") ?? ["write", "pingpong", "remote"]
+  const parts = process.env.POLLING_PARTS?.split(",") ?? ["write", "pingpong", "remote", "fast"]
   await Effect.runPromise(
     Effect.scoped(Effect.gen(function*() {
+      if (parts.includes("fast")) yield* Effect.scoped(againstC)
       if (parts.includes("remote")) yield* crossProcess
       if (parts.includes("write") || parts.includes("pingpong")) yield* program(parts)
     })).pipe(Effect.provide(layer))

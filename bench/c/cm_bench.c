@@ -23,8 +23,13 @@
  * <MB/s> ...", then, for the best round, "cpu_us <µs> sleeps <n>": the process's CPU time (user +
  * system, both threads) and voluntary context switches per round trip or per write.
  *
+ * With `serve` in place of the measurements, the server alone: it prints "listening", echoes the
+ * messages of one client in another program (bench/polling.ts's fast peer) and ends when that client
+ * disconnects.
+ *
  *   cc -O2 -Wall -Wextra -o cm_bench cm_bench.c -lrdmacm -libverbs -lpthread
  *   ./cm_bench 192.168.77.1 7700 pingpong:64:2000 write:65536:2000
+ *   ./cm_bench 192.168.77.1 7701 serve
  */
 #include "bench_usage.h"
 #include "cm_common.h"
@@ -51,6 +56,8 @@ struct server {
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
 	int listening;
+	/* Serving another program's client (the `serve` argument): its disconnect ends the echo. */
+	int alone;
 };
 
 static void *serve(void *arg) {
@@ -85,6 +92,7 @@ static void *serve(void *arg) {
 	for (;;) {
 		struct ibv_wc wc;
 		if (rdma_get_recv_comp(id, &wc) <= 0) fail("rdma_get_recv_comp (server)");
+		if (s->alone && wc.status == IBV_WC_WR_FLUSH_ERR) break; /* another program's client disconnected */
 		completed(&wc, "a receive (server)");
 		if (wc.byte_len == 0) break; /* the client's stop: it disconnects next */
 		check("rdma_post_recv (server)", rdma_post_recv(id, NULL, slots[1 - current], MAX_SIZE, echo_mr));
@@ -151,15 +159,23 @@ static double bandwidth(struct rdma_cm_id *id, uint8_t *buffer, struct ibv_mr *m
 int main(int argc, char **argv) {
 	program_name = "cm_bench";
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s <address> <port> (pingpong|write):<bytes>:<count>...\n", argv[0]);
+		fprintf(stderr, "usage: %s <address> <port> (pingpong|write):<bytes>:<count>... | serve\n", argv[0]);
 		return 2;
 	}
-	struct server s = { argv[1], argv[2], PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	int alone = strcmp(argv[3], "serve") == 0;
+	struct server s = { argv[1], argv[2], PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, alone };
 	pthread_t server_thread;
 	if (pthread_create(&server_thread, NULL, serve, &s)) fail("pthread_create");
 	pthread_mutex_lock(&s.lock);
 	while (!s.listening) pthread_cond_wait(&s.changed, &s.lock);
 	pthread_mutex_unlock(&s.lock);
+	if (alone) {
+		/* The echo alone, for a client in another process (bench/polling.ts): until it disconnects. */
+		printf("listening\n");
+		fflush(stdout);
+		pthread_join(server_thread, NULL);
+		return 0;
+	}
 
 	struct rdma_addrinfo *res = address_info(argv[1], argv[2], 0);
 	struct ibv_qp_init_attr attr = queue_pair_attributes();
