@@ -48,6 +48,8 @@ describe("RdmaRpc rpma transport: ackTimeout", () => {
         }).pipe(Effect.provide(RpcSerialization.layerMsgPack), Effect.provide(Peer.layer(address)))
         // A raw client: its HELLO, then it reads what comes and never answers RELEASE.
         const peer = yield* Peer.make(address)
+        const peers = Effect.map(Ledger.live, (entries) => entries.filter((e) => e.kind === "Peer").length)
+        const peersBefore = yield* peers
         const conn = yield* Connection.connect(peer, address, port)
         const inbox = yield* LocalMr.allocate(peer, 4 * 4096, Usage.RECV)
         const outbox = yield* LocalMr.allocate(peer, 4096, Usage.SEND)
@@ -64,6 +66,7 @@ describe("RdmaRpc rpma transport: ackTimeout", () => {
         yield* Connection.send(conn, { src: outbox, length: HEADER + descriptor.length })
         // The server registers the client once both HELLOs are in.
         yield* Effect.zipLeft(protocol.clientIds, Effect.yieldNow()).pipe(Effect.repeat({ until: (ids) => ids.has(0) }))
+        assert.strictEqual(yield* peers, peersBefore + 1, "the server isolates the client in a peer of its own")
         // An answer of three pieces of the 4096-byte landing size: the second waits for the first's RELEASE.
         const answer = yield* Effect.fork(
           protocol.send(0, { _tag: "Chunk", requestId: "1", values: [new Uint8Array(10_000).fill(3)] })
@@ -77,6 +80,12 @@ describe("RdmaRpc rpma transport: ackTimeout", () => {
         assert.strictEqual(yield* Fiber.join(disconnected), 0)
         yield* Fiber.join(answer)
         yield* Connection.awaitClosed(conn)
+        // The protection domain the server gave this client (isolated by default) goes with it,
+        // not with the server: its scope closes right after the drop is announced.
+        const peersAfter = yield* Effect.zipLeft(peers, Effect.yieldNow()).pipe(
+          Effect.repeat({ until: (n) => n === peersBefore, times: 1000 })
+        )
+        assert.strictEqual(peersAfter, peersBefore, "the dropped client's peer is released")
         yield* Fiber.interrupt(receiving)
         // The channel ends with the wait's Timeout: a drop worth a warning.
         const dropped = logged.find(({ line }) => /client 0 dropped/.test(line))
