@@ -15,6 +15,7 @@ import { type Completion, WcOpcode, type WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
 import { CompletionError } from "../RdmaError.js"
 import { ById } from "./byId.js"
+import { IdQueue } from "./idQueue.js"
 import * as instrument from "./instrument.js"
 import { ownerOf } from "./localMr.js"
 import * as Owner from "./owner.js"
@@ -201,7 +202,7 @@ export class PendingTable<E> {
    * send queue in order: when a request completes, every unsignalled one posted before it has
    * succeeded (a failed one would have produced a completion, and flushed what follows).
    */
-  private sendOrder: Array<Pending<E>> = []
+  private readonly sendOrder = new IdQueue()
   /**
    * Advanced by the connection's watchdog once a period: a request is stamped with it when posted,
    * so the hot path reads no clock.
@@ -282,13 +283,13 @@ export class PendingTable<E> {
       outcome: undefined
     }
     this.pending.add(entry)
-    if (sendQueue) this.sendOrder.push(entry)
+    if (sendQueue) this.sendOrder.push(id)
     return entry
   }
 
   /** The post itself failed: nothing was posted. Returns the releases that were waiting for it. */
   unpost(entry: Pending<E>): Array<Effect.Effect<void>> {
-    if (entry.sendQueue && this.sendOrder[this.sendOrder.length - 1] === entry) this.sendOrder.pop()
+    if (entry.sendQueue && this.sendOrder.last() === entry.id) this.sendOrder.pop()
     this.pending.delete(entry)
     entry.slots.give()
     const deferred: Array<Effect.Effect<void>> = []
@@ -422,16 +423,18 @@ export class PendingTable<E> {
   /** `entry` completed: the send-queue requests posted before it (unsignalled ones) succeeded. */
   private settleEarlier(entry: Pending<E>, deferred: Array<Effect.Effect<void>>): void {
     // The common case: nothing unsignalled before it.
-    if (this.sendOrder[0] === entry) {
-      this.sendOrder.shift()
+    if (this.sendOrder.first() === entry.id) {
+      this.sendOrder.dropFirst(1)
       return
     }
-    const at = this.sendOrder.indexOf(entry)
+    const at = this.sendOrder.indexOf(entry.id)
     if (at < 0) return
-    const earlier = this.sendOrder.slice(0, at)
-    this.sendOrder = this.sendOrder.slice(at + 1)
-    for (const before of earlier) {
-      if (this.pending.get(before.id) !== before) continue
+    // Taken out before any is settled: settling one may post, which pushes onto the queue.
+    const earlier = this.sendOrder.firstOnes(at)
+    this.sendOrder.dropFirst(at + 1)
+    for (const id of earlier) {
+      const before = this.pending.get(id)
+      if (before === undefined) continue
       // Only an operation that answers its completion sees one: a batch's request (settled) or a
       // void one succeeds without it, so those share one instead of one made a request.
       const c = before.settled !== undefined || before.voided
@@ -453,7 +456,7 @@ export class PendingTable<E> {
       this.settle(entry, undefined, error)
     }
     this.pending.clear()
-    this.sendOrder = []
+    this.sendOrder.clear()
     this.oldestTimed = undefined
     this.notifyIfDrained()
   }
@@ -479,8 +482,9 @@ export class PendingTable<E> {
       // is the oldest, and what comes before it (sends, unsignalled requests) leaves the order
       // when it completes, so each is skipped once while a timed request waits behind it.
       oldest = undefined
-      for (const entry of this.sendOrder) {
-        if (entry.postedAt !== undefined && entry.opcode !== WcOpcode.SEND) {
+      for (let i = 0; i < this.sendOrder.length; i++) {
+        const entry = this.pending.get(this.sendOrder.at(i))
+        if (entry !== undefined && entry.postedAt !== undefined && entry.opcode !== WcOpcode.SEND) {
           oldest = entry
           break
         }

@@ -58,6 +58,16 @@ export const checkRange = (
   return undefined
 }
 
+/**
+ * A size as {@link checkRange} compares it fastest: a number where that is exact. V8 compares a
+ * number with a bigint in a runtime call (about 90 instructions); a batch converts its remote
+ * region's size once.
+ */
+export const comparableSize = (size: number | bigint): number | bigint =>
+  typeof size === "bigint" && size <= MAX_SAFE_BIGINT ? Number(size) : size
+
+const MAX_SAFE_BIGINT = BigInt(Number.MAX_SAFE_INTEGER)
+
 /** Immediate data: a 32-bit unsigned integer, or none. */
 export const checkImm = (operation: string, imm: number | undefined): OutOfRangeError | undefined =>
   imm === undefined || (Number.isInteger(imm) && imm >= 0 && imm <= MAX_LENGTH)
@@ -187,7 +197,7 @@ export const writeMany = (
       if (args.dst !== dst) {
         const next = args.dst
         dst = next
-        dstSize = next.size
+        dstSize = comparableSize(next.size)
         dstHandle = handles.remoteMr(next)
       }
       if (args.src !== src) {
