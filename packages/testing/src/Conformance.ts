@@ -46,6 +46,7 @@ import { pollingCases } from "./conformance/polling.js"
 import { check } from "./conformance/support.js"
 import * as validation from "./conformance/validation.js"
 // Issue 20: librdmacm's verbs API (endpoints, posting, completions).
+import { cmBatchCases } from "./conformance/cmBatches.js"
 import { cmEndpointCases } from "./conformance/cmEndpoint.js"
 import { cmEndpointPairCases } from "./conformance/cmEndpointPairs.js"
 import { inProcess } from "./conformance/halves.js"
@@ -88,6 +89,7 @@ export const cases: ReadonlyArray<Case> = [
   ...pollingCases,
   ...cmEndpointPairCases.map(inProcess),
   ...cmEndpointCases,
+  ...cmBatchCases,
   ...isolationCases
 ]
 

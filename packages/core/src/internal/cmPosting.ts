@@ -21,7 +21,7 @@ import { regionOwner } from "./cmRegistration.js"
 import type { Owners, Pending } from "./dataPath.js"
 import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
-import { checkImm, checkRange } from "./operations.js"
+import { checkImm, checkRange, comparableSize } from "./operations.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import type * as Owner from "./owner.js"
 import { AWAIT, AWAIT_VOID, SUBMIT } from "./poster.js"
@@ -523,5 +523,94 @@ export const recvMany: Operation<ReadonlyArray<CmEndpoint.RecvArgs>, void> = dua
 export const writeMany: Operation<ReadonlyArray<CmEndpoint.WriteArgs>, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.WriteArgs>) =>
-    keyRefused(batch(ep, list, (args) => prepareWrite(ep, args)))
+    keyRefused(Effect.suspend(() => plainWrites(ep, list) ?? batch(ep, list, (args) => prepareWrite(ep, args))))
 )
+
+/** A batch's write, made once its checks pass: its id and signal are set when it is posted. */
+interface BatchWrite {
+  readonly op: "write"
+  id: number
+  readonly segments: ReadonlyArray<CmSegment>
+  readonly remoteAddress: bigint
+  readonly rkey: number
+  readonly imm: undefined
+  readonly inline: boolean
+  completion: Signal | undefined
+}
+
+/**
+ * The common batch of writes (each from a message region of this endpoint to a remote key, no
+ * immediate data), checked and made in one pass: one request object a write, each region and key
+ * checked once while consecutive writes share it, where the general path made a checked form, a
+ * prepared form and a closure a write (about a tenth of a 64 B write's CPU on the device). Any
+ * other batch, or one that a check refuses, is left to the general path (undefined), which makes
+ * the same checks in the same order and so refuses with the same error.
+ */
+const plainWrites = (
+  ep: CmEndpoint.CmEndpoint,
+  list: ReadonlyArray<CmEndpoint.WriteArgs>
+): Effect.Effect<void, TransferError> | undefined => {
+  if (!Array.isArray(list) || list.length === 0) return undefined
+  const operation = Operations.cmWrite.name
+  const max = ep.info.maxInlineData
+  const fixed = new Array<BatchWrite>(list.length)
+  const owners: Array<Owner.Owner> = []
+  let src: unknown
+  let srcSize = 0
+  let srcHandle: CmSegment["mr"] | undefined
+  let dst: unknown
+  let dstSize: number | bigint = 0
+  for (let i = 0; i < list.length; i++) {
+    const args = list[i]
+    if (args === null || typeof args !== "object") return undefined
+    const { dstOffset = 0, imm, inline, length, srcOffset = 0 } = args
+    if (imm !== undefined || (inline !== undefined && typeof inline !== "boolean")) return undefined
+    if (args.src !== src) {
+      const mr = args.src as CmEndpoint.Region | Uint8Array
+      if (
+        mr === null || typeof mr !== "object" || Arguments.isUint8Array(mr) || !("kind" in mr) ||
+        mr.kind !== "msgs" || mr.endpoint !== ep
+      ) return undefined
+      src = mr
+      srcSize = mr.memory.byteLength
+      srcHandle = handles.cmRegion(mr)
+      const owner = regionOwner(mr)
+      if (!owners.includes(owner)) owners.push(owner)
+    }
+    const key = args.dst
+    if (key !== dst) {
+      if (
+        key === null || typeof key !== "object" || typeof key.rkey !== "number" || typeof key.address !== "bigint" ||
+        key.access !== "write"
+      ) return undefined
+      dst = key
+      dstSize = comparableSize(key.length)
+    }
+    if (
+      checkRange(operation, "local", srcOffset, length, srcSize) !== undefined ||
+      checkRange(operation, "remote", dstOffset, length, dstSize) !== undefined ||
+      (inline === true && length > max)
+    ) return undefined
+    fixed[i] = {
+      op: "write",
+      id: 0,
+      segments: [{ mr: srcHandle!, offset: srcOffset, length }],
+      remoteAddress: key.address + BigInt(dstOffset),
+      rkey: key.rkey,
+      imm: undefined,
+      inline: inline ?? (length > 0 && length <= max),
+      completion: undefined
+    }
+  }
+  return impl(ep).kernel.postBatch<TransferError>({
+    spec: Operations.cmWrite,
+    count: fixed.length,
+    regions: { owners },
+    build: (i, id, completion) => {
+      const request = fixed[i]!
+      request.id = id
+      request.completion = completion
+      return request as CmWorkRequest
+    }
+  })
+}

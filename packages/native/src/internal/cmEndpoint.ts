@@ -177,7 +177,9 @@ const WINDOW = 64
 /** Numbers a request in cmPostWindow's fields. */
 const WINDOW_FIELDS = 8
 const MAX_ADDRESS = 2n ** 64n - 1n
-const opCodes: Readonly<Record<string, number>> = { send: 0, recv: 1, read: 2, write: 3 }
+/** cmPostWindow's op codes (send 0, recv 1, read 2, write 3); -1 for anything else. Compared, not looked up by name. */
+const opCodeOf = (op: unknown): number =>
+  op === "write" ? 3 : op === "send" ? 0 : op === "recv" ? 1 : op === "read" ? 2 : -1
 const opNames = ["rdma_post_send", "rdma_post_recv", "rdma_post_read", "rdma_post_write"] as const
 
 /** One driver's arrays for cmPostWindow, filled anew by each call (nothing allocated per call). */
@@ -222,7 +224,7 @@ const pack = (w: Window, requests: ReadonlyArray<Model.CmWorkRequest>, from: num
     } catch {
       break
     }
-    const code = typeof op === "string" && Object.hasOwn(opCodes, op) ? opCodes[op]! : -1
+    const code = opCodeOf(op)
     if (
       code < 0 || typeof id !== "number" || typeof mr !== "object" || mr === null || ArrayBuffer.isView(mr) ||
       typeof offset !== "number" || typeof length !== "number" || (imm !== undefined && typeof imm !== "number") ||
