@@ -11,8 +11,13 @@ import { Cause, Effect, Exit, Fiber } from "effect"
 /** Writes in flight: the send queue size, on every side (cm_bench.c's WINDOW). */
 export const W = 16
 export const MESSAGE = 64
-/** Bytes a write of the bandwidth part (CM_WRITE, default 64 KiB; 64 B shows the per-request cost). */
-export const WRITE = Number(process.env.CM_WRITE ?? 65536)
+/**
+ * Bytes a write of each bandwidth part (CM_WRITE, a comma-separated list; default 64 KiB, where the
+ * kernel's copy dominates, and 64 B, which shows the per-request cost).
+ */
+export const WRITES: ReadonlyArray<number> = (process.env.CM_WRITE ?? "65536,64").split(",").map(Number)
+/** The largest of them: what each side's regions are sized for. */
+export const WRITE = Math.max(...WRITES)
 
 /**
  * The endpoints' settings: queues of W, one segment a request, 64 B inline (as cm_bench.c's). Every
