@@ -185,6 +185,38 @@ describe("CmEndpoint", () => {
       assert.strictEqual(outside._tag, "OutOfRangeError")
     })))
 
+  it.effect("writeMany of a list that changes as it is read: each write read once, no defect, nothing out of range", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
+      const key = RemoteKey.make(target) as RemoteKey.RemoteKey<"write">
+      p.clientOutbox.memory.set(bytesOf("abcdefgh"))
+      const writes = [0, 8, 16, 24].map((dstOffset) => ({ src: p.clientOutbox, dst: key, dstOffset, length: 8 }))
+      // Its length says 4, then 2: the batch is read to the first answer, the holes are no writes.
+      let lengthReads = 0
+      const shrinking = new Proxy(writes, {
+        get: (array, property, receiver) =>
+          property === "length" ? (lengthReads++ === 0 ? 4 : 2) : Reflect.get(array, property, receiver)
+      })
+      const first = yield* Effect.exit(CmEndpoint.writeMany(p.client, shrinking))
+      assert.isTrue(Exit.isSuccess(first), String(first))
+      assert.strictEqual(text(target.memory.subarray(24), 8), "abcdefgh")
+      // A write whose offset getter answers in range for the check and out of range after: read once.
+      let offsetReads = 0
+      const shifty = {
+        src: p.clientOutbox,
+        dst: key,
+        get dstOffset() {
+          return offsetReads++ === 0 ? 56 : 4096
+        },
+        length: 8
+      }
+      const second = yield* Effect.exit(CmEndpoint.writeMany(p.client, [shifty]))
+      assert.isTrue(Exit.isSuccess(second), String(second))
+      assert.strictEqual(offsetReads, 1)
+      assert.strictEqual(text(target.memory.subarray(56), 8), "abcdefgh")
+    })))
+
   it.effect("a forged remote key reaches nothing: the other side refuses it, and the error says so", () =>
     inWorld(Effect.gen(function*() {
       const p = yield* connectedPair()

@@ -550,23 +550,27 @@ const plainWrites = (
   ep: CmEndpoint.CmEndpoint,
   list: ReadonlyArray<CmEndpoint.WriteArgs>
 ): Effect.Effect<void, TransferError> | undefined => {
-  if (!Array.isArray(list) || list.length === 0) return undefined
+  if (!Array.isArray(list)) return undefined
+  // Read once: a list whose length changes as it is read (a Proxy) is read to this length.
+  const count = list.length
+  if (count === 0) return undefined
   const operation = Operations.cmWrite.name
   const max = ep.info.maxInlineData
-  const fixed = new Array<BatchWrite>(list.length)
+  const fixed = new Array<BatchWrite>(count)
   const owners: Array<Owner.Owner> = []
   let src: unknown
   let srcSize = 0
   let srcHandle: CmSegment["mr"] | undefined
   let dst: unknown
   let dstSize: number | bigint = 0
-  for (let i = 0; i < list.length; i++) {
+  for (let i = 0; i < count; i++) {
     const args = list[i]
     if (args === null || typeof args !== "object") return undefined
     const { dstOffset = 0, imm, inline, length, srcOffset = 0 } = args
     if (imm !== undefined || (inline !== undefined && typeof inline !== "boolean")) return undefined
-    if (args.src !== src) {
-      const mr = args.src as CmEndpoint.Region | Uint8Array
+    // Each field read once: a getter cannot hand the checks one value and the request another.
+    const mr = args.src as CmEndpoint.Region | Uint8Array
+    if (mr !== src) {
       if (
         mr === null || typeof mr !== "object" || Arguments.isUint8Array(mr) || !("kind" in mr) ||
         mr.kind !== "msgs" || mr.endpoint !== ep
@@ -604,7 +608,7 @@ const plainWrites = (
   }
   return impl(ep).kernel.postBatch<TransferError>({
     spec: Operations.cmWrite,
-    count: fixed.length,
+    count,
     regions: { owners },
     build: (i, id, completion) => {
       const request = fixed[i]!
