@@ -217,6 +217,43 @@ describe("operations", () => {
       for (let i = 0; i < 512; i++) assert.strictEqual(target.memory[i * 128], i % 251)
     })))
 
+  it.effect("writeMany of a list that changes as it is read: each write read once; a hole is a tagged refusal, not a defect", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const src = yield* LocalMr.allocate(clientPeer, 64, Usage.WRITE_SRC)
+      src.memory.set(new TextEncoder().encode("abcdefgh"))
+      const writes = [0, 8, 16, 24].map((dstOffset) => ({ dst: remote, dstOffset, src, srcOffset: 0, length: 8 }))
+      // Its length says 4, then 2: the batch is read to the first answer.
+      let lengthReads = 0
+      const shrinking = new Proxy(writes, {
+        get: (array, property, receiver) =>
+          property === "length" ? (lengthReads++ === 0 ? 4 : 2) : Reflect.get(array, property, receiver)
+      })
+      const first = yield* Effect.exit(Connection.writeMany(client, shrinking))
+      assert.isTrue(Exit.isSuccess(first), String(first))
+      assert.strictEqual(new TextDecoder().decode(target.memory.subarray(24, 32)), "abcdefgh")
+      // A region getter that answers once with a region and then with nothing: read once.
+      let srcReads = 0
+      const shifty = {
+        dst: remote,
+        dstOffset: 40,
+        get src() {
+          return srcReads++ === 0 ? src : undefined
+        },
+        srcOffset: 0,
+        length: 8
+      } as unknown as Connection.WriteArgs
+      const second = yield* Effect.exit(Connection.writeMany(client, [shifty]))
+      assert.isTrue(Exit.isSuccess(second), String(second))
+      assert.strictEqual(srcReads, 1)
+      // A hole in the list: refused with the write's index, nothing posted.
+      const holed = yield* Effect.flip(
+        Connection.writeMany(client, [writes[0]!, undefined as unknown as Connection.WriteArgs])
+      )
+      assert.strictEqual(holed._tag, "OutOfRangeError")
+      assert.match(holed.message, /write 1 of the batch is not a WriteArgs/)
+    })))
+
   it.effect("writeMany asks a completion of one request per half queue and of the last of each post; every write arrives", () =>
     inWorld(Effect.gen(function*() {
       const driver = yield* Driver.RdmaDriver

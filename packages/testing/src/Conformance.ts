@@ -34,6 +34,7 @@ import type * as halves from "./conformance/halves.js"
 import { interruptionCases } from "./conformance/interruption.js"
 import { isolationCases } from "./conformance/isolation.js"
 import { lifecycleCases } from "./conformance/lifecycle.js"
+import { malformedArgumentCases } from "./conformance/malformedArguments.js"
 import { mappingCases } from "./conformance/mapping.js"
 import * as pair from "./conformance/pair.js"
 import { realLengthCases } from "./conformance/realLength.js"
@@ -84,6 +85,7 @@ export const cases: ReadonlyArray<Case> = [
   ...realLengthCases,
   ...interruptionCases,
   ...argumentCases,
+  ...malformedArgumentCases,
   ...flushRangeCases,
   ...closingCases,
   ...pollingCases,

@@ -286,6 +286,12 @@ const keyRefused = <A>(effect: Effect.Effect<A, TransferError>): Effect.Effect<A
 
 const isPrepared = (p: Prepared | TransferError): p is Prepared => "build" in p
 
+/** An operation's arguments that are no object at all (null, a number): refused before any is read. */
+const notAnObject = (spec: OperationSpec, args: unknown): TransferError | undefined =>
+  args !== null && typeof args === "object"
+    ? undefined
+    : fromErrno(Errno.EINVAL, spec.name, `the arguments must be an object, not ${args === null ? "null" : typeof args}`)
+
 /** Posts one prepared request and waits as `then` says; `complete` makes the completion what is returned. */
 const run = (
   ep: CmEndpoint.CmEndpoint,
@@ -322,42 +328,45 @@ const recvOne = (args: CmEndpoint.RecvArgs): CmEndpoint.RecvvArgs => ({
 export const send: Operation<CmEndpoint.SendArgs, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs) =>
-    run(ep, () => prepareSend(ep, sendOne(args), true), AWAIT_VOID)
+    run(ep, () => notAnObject(Operations.cmSend, args) ?? prepareSend(ep, sendOne(args), true), AWAIT_VOID)
 )
 
 export const sendv: Operation<CmEndpoint.SendvArgs, void> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) => run(ep, () => prepareSend(ep, args, false), AWAIT_VOID)
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
+    run(ep, () => notAnObject(Operations.cmSendv, args) ?? prepareSend(ep, args, false), AWAIT_VOID)
 )
 
 export const recv: Operation<CmEndpoint.RecvArgs, Connection.Completion> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs) =>
-    run(ep, () => prepareRecv(ep, recvOne(args), true), AWAIT, toCompletion)
+    run(ep, () => notAnObject(Operations.cmRecv, args) ?? prepareRecv(ep, recvOne(args), true), AWAIT, toCompletion)
 )
 
 export const recvv: Operation<CmEndpoint.RecvvArgs, Connection.Completion> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
-    run(ep, () => prepareRecv(ep, args, false), AWAIT, toCompletion)
+    run(ep, () => notAnObject(Operations.cmRecvv, args) ?? prepareRecv(ep, args, false), AWAIT, toCompletion)
 )
 
 export const write: Operation<CmEndpoint.WriteArgs, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
-    keyRefused(run(ep, () => prepareWrite(ep, args), AWAIT_VOID))
+    keyRefused(run(ep, () => notAnObject(Operations.cmWrite, args) ?? prepareWrite(ep, args), AWAIT_VOID))
 )
 
 export const read: Operation<CmEndpoint.ReadArgs, void> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) => keyRefused(run(ep, () => prepareRead(ep, args), AWAIT_VOID))
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
+    keyRefused(run(ep, () => notAnObject(Operations.cmRead, args) ?? prepareRead(ep, args), AWAIT_VOID))
 )
 
 /** Posts without waiting: a ticket whose completion may be awaited any number of times. */
 const submit = (
   ep: CmEndpoint.CmEndpoint,
   prepare: () => Prepared | TransferError,
-  signal: Signal | undefined
+  /** Read once the arguments are known to be an object. */
+  signal: () => Signal | undefined
 ): Effect.Effect<CmEndpoint.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const prepared = prepare()
@@ -368,7 +377,7 @@ const submit = (
       prepared.spec,
       prepared.owners,
       prepared.build,
-      signal,
+      signal(),
       SUBMIT,
       ticket(ep, prepared.spec)
     )
@@ -386,34 +395,44 @@ const ticket = (ep: CmEndpoint.CmEndpoint, spec: OperationSpec) => (entry: Pendi
 export const postSend: Operation<CmEndpoint.SendvArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
-    submit(ep, () => prepareSend(ep, args, args.segments?.length === 1), args.completion ?? "always")
+    submit(
+      ep,
+      () => notAnObject(Operations.cmSendv, args) ?? prepareSend(ep, args, args.segments?.length === 1),
+      () => args.completion ?? "always"
+    )
 )
 
 export const postRecv: Operation<CmEndpoint.RecvvArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
-    submit(ep, () => prepareRecv(ep, args, args.segments?.length === 1), undefined)
+    submit(
+      ep,
+      () => notAnObject(Operations.cmRecvv, args) ?? prepareRecv(ep, args, args.segments?.length === 1),
+      () => undefined
+    )
 )
 
 export const postWrite: Operation<CmEndpoint.WriteArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs) =>
-    submit(ep, () => prepareWrite(ep, args), args.completion ?? "always")
+    submit(ep, () => notAnObject(Operations.cmWrite, args) ?? prepareWrite(ep, args), () => args.completion ?? "always")
 )
 
 export const postRead: Operation<CmEndpoint.ReadArgs, CmEndpoint.Posted> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs) =>
-    submit(ep, () => prepareRead(ep, args), args.completion ?? "always")
+    submit(ep, () => notAnObject(Operations.cmRead, args) ?? prepareRead(ep, args), () => args.completion ?? "always")
 )
 
 /** A send's arguments, one segment or several. */
 const prepareAnySend = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs | CmEndpoint.SendvArgs) =>
-  isVectored(args) ? prepareSend(ep, args, false) : prepareSend(ep, sendOne(args), true)
+  notAnObject(Operations.cmSend, args) ??
+    (isVectored(args) ? prepareSend(ep, args, false) : prepareSend(ep, sendOne(args), true))
 
 /** A receive's arguments, one segment or several. */
 const prepareAnyRecv = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs | CmEndpoint.RecvvArgs) =>
-  isVectored(args) ? prepareRecv(ep, args, false) : prepareRecv(ep, recvOne(args), true)
+  notAnObject(Operations.cmRecv, args) ??
+    (isVectored(args) ? prepareRecv(ep, args, false) : prepareRecv(ep, recvOne(args), true))
 
 const isVectored = <V extends { readonly segments: unknown }>(args: object | V): args is V =>
   args !== null && typeof args === "object" && "segments" in args
@@ -511,19 +530,24 @@ const batch = <A>(
 export const sendMany: Operation<ReadonlyArray<CmEndpoint.SendArgs>, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.SendArgs>) =>
-    batch(ep, list, (args) => prepareSend(ep, sendOne(args), true))
+    batch(ep, list, (args) => notAnObject(Operations.cmSend, args) ?? prepareSend(ep, sendOne(args), true))
 )
 
 export const recvMany: Operation<ReadonlyArray<CmEndpoint.RecvArgs>, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.RecvArgs>) =>
-    batch(ep, list, (args) => prepareRecv(ep, recvOne(args), true))
+    batch(ep, list, (args) => notAnObject(Operations.cmRecv, args) ?? prepareRecv(ep, recvOne(args), true))
 )
 
 export const writeMany: Operation<ReadonlyArray<CmEndpoint.WriteArgs>, void> = dual(
   2,
   (ep: CmEndpoint.CmEndpoint, list: ReadonlyArray<CmEndpoint.WriteArgs>) =>
-    keyRefused(Effect.suspend(() => plainWrites(ep, list) ?? batch(ep, list, (args) => prepareWrite(ep, args))))
+    keyRefused(
+      Effect.suspend(() =>
+        plainWrites(ep, list) ??
+          batch(ep, list, (args) => notAnObject(Operations.cmWrite, args) ?? prepareWrite(ep, args))
+      )
+    )
 )
 
 /** A batch's write, made once its checks pass: its id and signal are set when it is posted. */

@@ -68,6 +68,33 @@ export const comparableSize = (size: number | bigint): number | bigint =>
 
 const MAX_SAFE_BIGINT = BigInt(Number.MAX_SAFE_INTEGER)
 
+/**
+ * Arguments that are no object, or whose `regions` are no objects (null, a number, missing):
+ * refused before anything else is read from them, where reading a region's size would throw.
+ */
+export const malformed = (
+  operation: string,
+  args: unknown,
+  regions: ReadonlyArray<string>
+): OutOfRangeError | undefined => {
+  if (args === null || typeof args !== "object") {
+    return new OutOfRangeError({ operation, detail: `the arguments must be an object, not ${kindOf(args)}` })
+  }
+  for (const name of regions) {
+    const region: unknown = (args as Record<string, unknown>)[name]
+    if (region === null || typeof region !== "object") {
+      return new OutOfRangeError({ operation, detail: `${name} must be a region, not ${kindOf(region)}` })
+    }
+  }
+  return undefined
+}
+
+const kindOf = (value: unknown): string => value === null ? "null" : typeof value
+
+const TRANSFER_REGIONS = ["dst", "src"] as const
+const DST = ["dst"] as const
+const SRC = ["src"] as const
+
 /** Immediate data: a 32-bit unsigned integer, or none. */
 export const checkImm = (operation: string, imm: number | undefined): OutOfRangeError | undefined =>
   imm === undefined || (Number.isInteger(imm) && imm >= 0 && imm <= MAX_LENGTH)
@@ -147,18 +174,25 @@ export const withImm = (
 
 export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
-  return Effect.withFiberRuntime((fiber) =>
-    args.imm !== undefined
+  return Effect.withFiberRuntime((fiber) => {
+    const refused = malformed(Operations.write.name, args, TRANSFER_REGIONS)
+    if (refused !== undefined) return instrument.refused(refused)
+    return args.imm !== undefined
       ? writeWithImm(conn, args)
       : orFail(prepareTransfer(conn, Operations.write, owners(args.src), args, fiber))
-  )
+  })
 }
 
 export const prepareWrite = (
   conn: Connection.Connection,
   args: Connection.WriteArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  Effect.suspend(() => prepared(prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)))
+  Effect.suspend(() =>
+    prepared(
+      malformed(Operations.write.name, args, TRANSFER_REGIONS) ??
+        prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)
+    )
+  )
 
 /** One write of a batch, read once and checked: its getters cannot change what was checked. */
 /** A batch's write, made once its checks pass: its id and signal are set when it is posted. */
@@ -182,7 +216,9 @@ export const writeMany = (
     if (!Array.isArray(writes)) {
       return instrument.refused(new OutOfRangeError({ operation, detail: "the writes must be an array of WriteArgs" }))
     }
-    const fixed: Array<BatchWrite> = new Array(writes.length)
+    // Read once: a list whose length changes as it is read (a Proxy) is read to this length.
+    const count = writes.length
+    const fixed: Array<BatchWrite> = new Array(count)
     const sources: Array<LocalMr<any>> = []
     // Consecutive writes of the same regions (the common batch) read their sizes and handles once.
     let dst: Connection.WriteArgs["dst"] | undefined
@@ -191,17 +227,39 @@ export const writeMany = (
     let src: Connection.WriteArgs["src"] | undefined
     let srcSize: number | bigint = 0
     let srcHandle: unknown
-    for (let i = 0; i < writes.length; i++) {
-      const args = writes[i]!
-      const { dstOffset = 0, imm, length, srcOffset = 0 } = args
-      if (args.dst !== dst) {
-        const next = args.dst
+    for (let i = 0; i < count; i++) {
+      const args = writes[i]
+      if (args === null || typeof args !== "object") {
+        return instrument.refused(
+          new OutOfRangeError({ operation, detail: `write ${i} of the batch is not a WriteArgs` })
+        )
+      }
+      // Each field read once: a getter cannot hand the checks one value and the request another.
+      const { dst: nextDst, dstOffset = 0, imm, length, src: nextSrc, srcOffset = 0 } = args
+      if (nextDst !== dst || i === 0) {
+        const next = nextDst
+        if (next === null || typeof next !== "object") {
+          return instrument.refused(
+            new OutOfRangeError({
+              operation,
+              detail: `write ${i} of the batch: dst must be a region, not ${kindOf(next)}`
+            })
+          )
+        }
         dst = next
         dstSize = comparableSize(next.size)
         dstHandle = handles.remoteMr(next)
       }
-      if (args.src !== src) {
-        const next = args.src
+      if (nextSrc !== src || i === 0) {
+        const next = nextSrc
+        if (next === null || typeof next !== "object") {
+          return instrument.refused(
+            new OutOfRangeError({
+              operation,
+              detail: `write ${i} of the batch: src must be a region, not ${kindOf(next)}`
+            })
+          )
+        }
         src = next
         srcSize = next.size
         srcHandle = handles.localMr(next)
@@ -228,7 +286,7 @@ export const writeMany = (
     }
     return impl(conn).kernel.postBatch<TransferError>({
       spec: Operations.write,
-      count: fixed.length,
+      count,
       regions: sources,
       // The request made above, its id and signal set: each is posted once (a traced batch builds
       // every one first for its size, with id 0, before any is posted).
@@ -244,7 +302,10 @@ export const writeMany = (
 export const read = (conn: Connection.Connection, args: Connection.ReadArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) =>
-    orFail(prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber))
+    orFail(
+      malformed(Operations.read.name, args, TRANSFER_REGIONS) ??
+        prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber)
+    )
   )
 }
 
@@ -252,7 +313,12 @@ export const prepareRead = (
   conn: Connection.Connection,
   args: Connection.ReadArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  Effect.suspend(() => prepared(prepareTransfer(conn, Operations.read, { owners: ownersOf([args.dst]) }, args)))
+  Effect.suspend(() =>
+    prepared(
+      malformed(Operations.read.name, args, TRANSFER_REGIONS) ??
+        prepareTransfer(conn, Operations.read, { owners: ownersOf([args.dst]) }, args)
+    )
+  )
 
 /** librpma's flush reads this many bytes of the region at its offset (RAW_SIZE in librpma's flush.c). */
 const FLUSH_READ_SIZE = 8
@@ -282,6 +348,8 @@ const flushReadAt = (offset: number, length: number, size: number | bigint): num
 
 export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): Effect.Effect<void, FlushError> =>
   Effect.withFiberRuntime((fiber) => {
+    const malformedArgs = malformed(Operations.flush.name, args, DST)
+    if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, dstOffset: offset = 0, length } = args
     const type = args.type ?? "visibility"
     if (type !== "visibility" && type !== "persistent") {
@@ -321,8 +389,10 @@ export const atomicWrite = (
   args: Connection.AtomicWriteArgs
 ): Effect.Effect<void, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const { dst, offset, value } = args
     const operation = Operations.atomicWrite.name
+    const malformedArgs = malformed(operation, args, DST)
+    if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
+    const { dst, offset, value } = args
     const refused = !(value instanceof Uint8Array) || value.byteLength !== 8
       ? new OutOfRangeError({ operation, detail: "the value must be exactly 8 bytes" })
       : offset % 8 !== 0
@@ -350,6 +420,8 @@ export const atomicWrite = (
 export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
+    const malformedArgs = malformed(Operations.send.name, args, SRC)
+    if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     if (args.imm !== undefined) return sendWithImm(conn, args)
     const { length, offset = 0, src } = args
     const refused = checkRange(Operations.send.name, "source", offset, length, src.size)
@@ -373,6 +445,8 @@ export const awaitRecv = <A>(
   complete: (c: Completion) => A
 ): Effect.Effect<A, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
+    const malformedArgs = malformed(Operations.recv.name, args, DST)
+    if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, offset = 0 } = args
     const length = recvLength(args)
     const refused = checkRange(Operations.recv.name, "destination", offset, length, dst.size)

@@ -20,11 +20,13 @@ import { impl } from "./connectionImpl.js"
 import type { Pending } from "./dataPath.js"
 import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
-import { awaitPosted, awaitRecv, checkImm, checkRange, recvLength, withImm } from "./operations.js"
+import { awaitPosted, awaitRecv, checkImm, checkRange, malformed, recvLength, withImm } from "./operations.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import { AWAIT, type Exchanged, type Poster, SUBMIT } from "./poster.js"
 
 type TransferError = Connection.TransferError
+
+const TRANSFER = ["dst", "src"] as const
 
 const operationNames: Record<number, Connection.CompletedOperation> = {
   [WcOpcode.SEND]: "SEND",
@@ -79,6 +81,8 @@ export const postWrite = (
   args: Connection.PostWriteArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
+    const malformedArgs = malformed(Operations.write.name, args, TRANSFER)
+    if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, dst, dstOffset = 0, imm, length, src, srcOffset = 0 } = args
     const spec = imm === undefined ? Operations.write : Operations.writeWithImm
     const operation = spec.name
@@ -102,6 +106,8 @@ export const postRead = (
   args: Connection.PostReadArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
+    const malformedArgs = malformed(Operations.read.name, args, TRANSFER)
+    if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, dst, dstOffset = 0, length, src, srcOffset = 0 } = args
     const operation = Operations.read.name
     const dstHandle = handles.localMr(dst)
@@ -124,6 +130,8 @@ export const postSend = (
   args: Connection.PostSendArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
+    const malformedArgs = malformed(Operations.send.name, args, ["src"])
+    if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, imm, length, offset = 0, src } = args
     const spec = imm === undefined ? Operations.send : Operations.sendWithImm
     const srcHandle = handles.localMr(src)
@@ -156,6 +164,8 @@ export const submitRecv = <C>(
   complete: (c: DriverCompletion) => C
 ): Effect.Effect<{ readonly operation: string; readonly completion: Effect.Effect<C, TransferError> }, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
+    const malformedArgs = malformed(spec.name, args, ["dst"])
+    if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { dst, offset = 0 } = args
     const length = recvLength(args)
     const dstHandle = handles.localMr(dst)
@@ -192,6 +202,8 @@ const exchanged = (
     return new OutOfRangeError({ operation: Operations.send.name, detail: "the arguments must name a send and a recv" })
   }
   const { recv, send } = args
+  const malformedArgs = malformed(Operations.recv.name, recv, ["dst"]) ?? malformed(Operations.send.name, send, ["src"])
+  if (malformedArgs !== undefined) return malformedArgs
   const { dst, offset: recvOffset = 0 } = recv
   const recvLengthOf = recvLength(recv)
   const refused = checkRange(Operations.recv.name, "destination", recvOffset, recvLengthOf, dst.size)
