@@ -81,15 +81,23 @@ export const malformed = (
     return new OutOfRangeError({ operation, detail: `the arguments must be an object, not ${kindOf(args)}` })
   }
   for (const name of regions) {
-    const region: unknown = (args as Record<string, unknown>)[name]
-    if (region === null || typeof region !== "object") {
-      return new OutOfRangeError({ operation, detail: `${name} must be a region, not ${kindOf(region)}` })
-    }
+    const refused = notRegion(operation, name, (args as Record<string, unknown>)[name])
+    if (refused !== undefined) return refused
   }
   return undefined
 }
 
+/** `value`, given as the region `name`, is no object. */
+const notRegion = (operation: string, name: string, value: unknown): OutOfRangeError | undefined =>
+  value === null || typeof value !== "object"
+    ? new OutOfRangeError({ operation, detail: `${name} must be a region, not ${kindOf(value)}` })
+    : undefined
+
 const kindOf = (value: unknown): string => value === null ? "null" : typeof value
+
+/** A refusal of a batch's `index`-th request, named as such. */
+const inBatch = (refused: OutOfRangeError, index: number): OutOfRangeError =>
+  new OutOfRangeError({ operation: refused.operation, detail: `write ${index} of the batch: ${refused.detail}` })
 
 const TRANSFER_REGIONS = ["dst", "src"] as const
 const DST = ["dst"] as const
@@ -238,28 +246,16 @@ export const writeMany = (
       const { dst: nextDst, dstOffset = 0, imm, length, src: nextSrc, srcOffset = 0 } = args
       if (nextDst !== dst || i === 0) {
         const next = nextDst
-        if (next === null || typeof next !== "object") {
-          return instrument.refused(
-            new OutOfRangeError({
-              operation,
-              detail: `write ${i} of the batch: dst must be a region, not ${kindOf(next)}`
-            })
-          )
-        }
+        const refused = notRegion(operation, "dst", next)
+        if (refused !== undefined) return instrument.refused(inBatch(refused, i))
         dst = next
         dstSize = comparableSize(next.size)
         dstHandle = handles.remoteMr(next)
       }
       if (nextSrc !== src || i === 0) {
         const next = nextSrc
-        if (next === null || typeof next !== "object") {
-          return instrument.refused(
-            new OutOfRangeError({
-              operation,
-              detail: `write ${i} of the batch: src must be a region, not ${kindOf(next)}`
-            })
-          )
-        }
+        const refused = notRegion(operation, "src", next)
+        if (refused !== undefined) return instrument.refused(inBatch(refused, i))
         src = next
         srcSize = next.size
         srcHandle = handles.localMr(next)
