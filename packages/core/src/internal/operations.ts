@@ -69,39 +69,29 @@ export const comparableSize = (size: number | bigint): number | bigint =>
 const MAX_SAFE_BIGINT = BigInt(Number.MAX_SAFE_INTEGER)
 
 /**
- * Arguments that are no object, or whose `regions` are no objects (null, a number, missing):
- * refused before anything else is read from them, where reading a region's size would throw.
+ * Arguments that are no object (null, a number, missing): refused before anything is read from
+ * them. With {@link notRegion} for each region they name, where reading a region's size would throw.
  */
-export const malformed = (
-  operation: string,
-  args: unknown,
-  regions: ReadonlyArray<string>
-): OutOfRangeError | undefined => {
-  if (args === null || typeof args !== "object") {
-    return new OutOfRangeError({ operation, detail: `the arguments must be an object, not ${kindOf(args)}` })
-  }
-  for (const name of regions) {
-    const refused = notRegion(operation, name, (args as Record<string, unknown>)[name])
-    if (refused !== undefined) return refused
-  }
-  return undefined
-}
+export const malformed = (operation: string, args: unknown): OutOfRangeError | undefined =>
+  args === null || typeof args !== "object"
+    ? new OutOfRangeError({ operation, detail: `the arguments must be an object, not ${kindOf(args)}` })
+    : undefined
 
 /** `value`, given as the region `name`, is no object. */
-const notRegion = (operation: string, name: string, value: unknown): OutOfRangeError | undefined =>
+export const notRegion = (operation: string, name: string, value: unknown): OutOfRangeError | undefined =>
   value === null || typeof value !== "object"
     ? new OutOfRangeError({ operation, detail: `${name} must be a region, not ${kindOf(value)}` })
     : undefined
+
+/** A transfer's arguments (a write's or a read's): an object naming both regions. Read by name, not by a list of names. */
+const malformedTransfer = (operation: string, args: TransferArgs): OutOfRangeError | undefined =>
+  malformed(operation, args) ?? notRegion(operation, "dst", args.dst) ?? notRegion(operation, "src", args.src)
 
 const kindOf = (value: unknown): string => value === null ? "null" : typeof value
 
 /** A refusal of a batch's `index`-th request, named as such. */
 const inBatch = (refused: OutOfRangeError, index: number): OutOfRangeError =>
   new OutOfRangeError({ operation: refused.operation, detail: `write ${index} of the batch: ${refused.detail}` })
-
-const TRANSFER_REGIONS = ["dst", "src"] as const
-const DST = ["dst"] as const
-const SRC = ["src"] as const
 
 /** Immediate data: a 32-bit unsigned integer, or none. */
 export const checkImm = (operation: string, imm: number | undefined): OutOfRangeError | undefined =>
@@ -183,7 +173,7 @@ export const withImm = (
 export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
-    const refused = malformed(Operations.write.name, args, TRANSFER_REGIONS)
+    const refused = malformedTransfer(Operations.write.name, args)
     if (refused !== undefined) return instrument.refused(refused)
     return args.imm !== undefined
       ? writeWithImm(conn, args)
@@ -197,12 +187,11 @@ export const prepareWrite = (
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() =>
     prepared(
-      malformed(Operations.write.name, args, TRANSFER_REGIONS) ??
+      malformedTransfer(Operations.write.name, args) ??
         prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)
     )
   )
 
-/** One write of a batch, read once and checked: its getters cannot change what was checked. */
 /** A batch's write, made once its checks pass: its id and signal are set when it is posted. */
 interface BatchWrite {
   readonly op: "write"
@@ -245,12 +234,11 @@ export const writeMany = (
       // Each field read once: a getter cannot hand the checks one value and the request another.
       const { dst: nextDst, dstOffset = 0, imm, length, src: nextSrc, srcOffset = 0 } = args
       if (nextDst !== dst || i === 0) {
-        const next = nextDst
-        const refused = notRegion(operation, "dst", next)
+        const refused = notRegion(operation, "dst", nextDst)
         if (refused !== undefined) return instrument.refused(inBatch(refused, i))
-        dst = next
-        dstSize = comparableSize(next.size)
-        dstHandle = handles.remoteMr(next)
+        dst = nextDst
+        dstSize = comparableSize(nextDst.size)
+        dstHandle = handles.remoteMr(nextDst)
       }
       if (nextSrc !== src || i === 0) {
         const next = nextSrc
@@ -299,7 +287,7 @@ export const read = (conn: Connection.Connection, args: Connection.ReadArgs): Ef
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) =>
     orFail(
-      malformed(Operations.read.name, args, TRANSFER_REGIONS) ??
+      malformedTransfer(Operations.read.name, args) ??
         prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber)
     )
   )
@@ -311,7 +299,7 @@ export const prepareRead = (
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() =>
     prepared(
-      malformed(Operations.read.name, args, TRANSFER_REGIONS) ??
+      malformedTransfer(Operations.read.name, args) ??
         prepareTransfer(conn, Operations.read, { owners: ownersOf([args.dst]) }, args)
     )
   )
@@ -344,7 +332,7 @@ const flushReadAt = (offset: number, length: number, size: number | bigint): num
 
 export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): Effect.Effect<void, FlushError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.flush.name, args, DST)
+    const malformedArgs = malformed(Operations.flush.name, args) ?? notRegion(Operations.flush.name, "dst", args.dst)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, dstOffset: offset = 0, length } = args
     const type = args.type ?? "visibility"
@@ -386,7 +374,7 @@ export const atomicWrite = (
 ): Effect.Effect<void, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const operation = Operations.atomicWrite.name
-    const malformedArgs = malformed(operation, args, DST)
+    const malformedArgs = malformed(operation, args) ?? notRegion(operation, "dst", args.dst)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, offset, value } = args
     const refused = !(value instanceof Uint8Array) || value.byteLength !== 8
@@ -416,7 +404,7 @@ export const atomicWrite = (
 export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.send.name, args, SRC)
+    const malformedArgs = malformed(Operations.send.name, args) ?? notRegion(Operations.send.name, "src", args.src)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     if (args.imm !== undefined) return sendWithImm(conn, args)
     const { length, offset = 0, src } = args
@@ -441,7 +429,7 @@ export const awaitRecv = <A>(
   complete: (c: Completion) => A
 ): Effect.Effect<A, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.recv.name, args, DST)
+    const malformedArgs = malformed(Operations.recv.name, args) ?? notRegion(Operations.recv.name, "dst", args.dst)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, offset = 0 } = args
     const length = recvLength(args)

@@ -20,13 +20,20 @@ import { impl } from "./connectionImpl.js"
 import type { Pending } from "./dataPath.js"
 import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
-import { awaitPosted, awaitRecv, checkImm, checkRange, malformed, recvLength, withImm } from "./operations.js"
+import {
+  awaitPosted,
+  awaitRecv,
+  checkImm,
+  checkRange,
+  malformed,
+  notRegion,
+  recvLength,
+  withImm
+} from "./operations.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import { AWAIT, type Exchanged, type Poster, SUBMIT } from "./poster.js"
 
 type TransferError = Connection.TransferError
-
-const TRANSFER = ["dst", "src"] as const
 
 const operationNames: Record<number, Connection.CompletedOperation> = {
   [WcOpcode.SEND]: "SEND",
@@ -81,7 +88,8 @@ export const postWrite = (
   args: Connection.PostWriteArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.write.name, args, TRANSFER)
+    const malformedArgs = malformed(Operations.write.name, args) ??
+      notRegion(Operations.write.name, "dst", args.dst) ?? notRegion(Operations.write.name, "src", args.src)
     if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, dst, dstOffset = 0, imm, length, src, srcOffset = 0 } = args
     const spec = imm === undefined ? Operations.write : Operations.writeWithImm
@@ -106,7 +114,8 @@ export const postRead = (
   args: Connection.PostReadArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.read.name, args, TRANSFER)
+    const malformedArgs = malformed(Operations.read.name, args) ??
+      notRegion(Operations.read.name, "dst", args.dst) ?? notRegion(Operations.read.name, "src", args.src)
     if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, dst, dstOffset = 0, length, src, srcOffset = 0 } = args
     const operation = Operations.read.name
@@ -130,7 +139,7 @@ export const postSend = (
   args: Connection.PostSendArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.send.name, args, ["src"])
+    const malformedArgs = malformed(Operations.send.name, args) ?? notRegion(Operations.send.name, "src", args.src)
     if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, imm, length, offset = 0, src } = args
     const spec = imm === undefined ? Operations.send : Operations.sendWithImm
@@ -164,7 +173,7 @@ export const submitRecv = <C>(
   complete: (c: DriverCompletion) => C
 ): Effect.Effect<{ readonly operation: string; readonly completion: Effect.Effect<C, TransferError> }, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(spec.name, args, ["dst"])
+    const malformedArgs = malformed(spec.name, args) ?? notRegion(spec.name, "dst", args.dst)
     if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { dst, offset = 0 } = args
     const length = recvLength(args)
@@ -202,7 +211,8 @@ const exchanged = (
     return new OutOfRangeError({ operation: Operations.send.name, detail: "the arguments must name a send and a recv" })
   }
   const { recv, send } = args
-  const malformedArgs = malformed(Operations.recv.name, recv, ["dst"]) ?? malformed(Operations.send.name, send, ["src"])
+  const malformedArgs = malformed(Operations.recv.name, recv) ?? notRegion(Operations.recv.name, "dst", recv.dst) ??
+    malformed(Operations.send.name, send) ?? notRegion(Operations.send.name, "src", send.src)
   if (malformedArgs !== undefined) return malformedArgs
   const { dst, offset: recvOffset = 0 } = recv
   const recvLengthOf = recvLength(recv)
