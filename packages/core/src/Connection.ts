@@ -794,7 +794,7 @@ export const applyRemotePeerConfig: {
  * @since 1.0.0
  * @category lifecycle
  */
-export const close = (conn: Connection): Effect.Effect<void> => connectionImpl.impl(conn).close
+export const close: (conn: Connection) => Effect.Effect<void> = internal.close
 
 /**
  * Waits until the connection ends, closed by either side (`"Closed"`) or lost (`"Lost"`), and
@@ -804,7 +804,7 @@ export const close = (conn: Connection): Effect.Effect<void> => connectionImpl.i
  * @since 1.0.0
  * @category lifecycle
  */
-export const awaitClosed = (conn: Connection): Effect.Effect<State> => connectionImpl.impl(conn).awaitClosed
+export const awaitClosed: (conn: Connection) => Effect.Effect<State> = internal.awaitClosed
 
 /**
  * The connection's state now.
@@ -812,7 +812,7 @@ export const awaitClosed = (conn: Connection): Effect.Effect<State> => connectio
  * @since 1.0.0
  * @category getters
  */
-export const state = (conn: Connection): Effect.Effect<State> => connectionImpl.impl(conn).state
+export const state: (conn: Connection) => Effect.Effect<State> = internal.state
 
 /**
  * The connection's state now, then each change: the stream ends with `"Closed"` or `"Lost"`.
@@ -820,4 +820,4 @@ export const state = (conn: Connection): Effect.Effect<State> => connectionImpl.
  * @since 1.0.0
  * @category getters
  */
-export const changes = (conn: Connection): Stream.Stream<State> => connectionImpl.impl(conn).changes
+export const changes: (conn: Connection) => Stream.Stream<State> = internal.changes

@@ -217,6 +217,15 @@ describe("operations", () => {
       for (let i = 0; i < 512; i++) assert.strictEqual(target.memory[i * 128], i % 251)
     })))
 
+  it.effect("close, state, awaitClosed and changes read the connection when they run, not when they are made", () =>
+    Effect.gen(function*() {
+      const notOne = null as unknown as Connection.Connection
+      // Made without throwing; run, each fails (as a defect: the value is no connection at all).
+      const made = [Connection.close(notOne), Connection.state(notOne), Connection.awaitClosed(notOne)]
+      for (const effect of made) assert.isTrue(Exit.isFailure(yield* Effect.exit(effect)))
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(Stream.runDrain(Connection.changes(notOne)))))
+    }))
+
   it.effect("writeMany of a list that changes as it is read: each write read once; a hole is a tagged refusal, not a defect", () =>
     inWorld(Effect.gen(function*() {
       const { client, clientPeer, remote, target } = yield* pair()

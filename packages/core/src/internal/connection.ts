@@ -31,7 +31,7 @@ import type { Peer } from "../Peer.js"
 import type * as Polling from "../Polling.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
-import { ConnectionImpl } from "./connectionImpl.js"
+import { ConnectionImpl, impl as implOf } from "./connectionImpl.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
@@ -459,3 +459,16 @@ export const connect: Connect = (peer, address, port, options) =>
     yield* Scope.close(first, Exit.void)
     return yield* connectDirect(peer, address, answer.port, { ...options, privateData: answer.privateData })
   })
+
+// The connection's own Effects, read from it when they run: given something that is not a
+// connection, they fail as they run, never while they are being made.
+export const close = (conn: Connection.Connection): Effect.Effect<void> => Effect.suspend(() => implOf(conn).close)
+
+export const awaitClosed = (conn: Connection.Connection): Effect.Effect<Connection.State> =>
+  Effect.suspend(() => implOf(conn).awaitClosed)
+
+export const state = (conn: Connection.Connection): Effect.Effect<Connection.State> =>
+  Effect.suspend(() => implOf(conn).state)
+
+export const changes = (conn: Connection.Connection): Stream.Stream<Connection.State> =>
+  Stream.suspend(() => implOf(conn).changes)
