@@ -22,6 +22,7 @@ import * as Owner from "./internal/owner.js"
 import { ownerOf as peerOwner } from "./internal/peer.js"
 import * as pins from "./internal/pins.js"
 import { type Policy, releaseNowThen } from "./internal/release.js"
+import { notAPeer } from "./internal/resourceGuard.js"
 import * as Memory from "./Memory.js"
 import type * as Peers from "./Peer.js"
 import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
@@ -140,6 +141,11 @@ const acquire = <F extends Flag>(
   usage: Usage<F>
 ): Effect.Effect<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver> =>
   Effect.withFiberRuntime<LocalMr<F>, RpmaError | MemoryRefusedError, RdmaDriver>((fiber) => {
+    const notPeer = notAPeer(REG, peer)
+    if (notPeer !== undefined) {
+      instrument.failedUnsafe(REG, notPeer._tag, instrument.labelsOf(fiber))
+      return Effect.fail(notPeer)
+    }
     // From here on, the real view: its length is the region's, whatever the given one's getters say.
     const memory = Memory.admit(given)
     if (memory instanceof MemoryRefusedError) {

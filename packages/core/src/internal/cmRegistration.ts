@@ -18,6 +18,7 @@ import * as Owner from "./owner.js"
 import * as pins from "./pins.js"
 import { release } from "./release.js"
 import { PipeableBase } from "./resource.js"
+import { notAnEndpoint } from "./resourceGuard.js"
 
 export const RegionTypeId: CmEndpoint.RegionTypeId = Symbol.for(
   "@effect-rdma/core/CmEndpoint/Region"
@@ -70,6 +71,8 @@ const register = <K extends CmRegistrationKind>(
   given: Uint8Array
 ): Effect.Effect<CmEndpoint.Region<K>, RdmaCmError | MemoryRefusedError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
+    const refused = notAnEndpoint(registrationCalls[kind], endpoint)
+    if (refused !== undefined) return Effect.fail(refused)
     const owner = endpointOwner(endpoint)
     const deregister = (memory: Uint8Array, handle: CmMrHandle) =>
       release(

@@ -42,6 +42,7 @@ import { afterPendingIo, type Poster } from "./poster.js"
 import { boundedWait, closedError, deadline, settle, startPoster, watchdog, watchEvents } from "./queueLife.js"
 import { release } from "./release.js"
 import * as rendezvousAnswer from "./rendezvousAnswer.js"
+import { notAPeer } from "./resourceGuard.js"
 import * as srq from "./srq.js"
 
 type State = Connection.State
@@ -426,6 +427,8 @@ type Connect = (
 
 export const connectDirect: Connect = (peer, address, port, options) =>
   Effect.flatMap(instrument.driver, (driver) => {
+    const notPeer = notAPeer("rpma_conn_req_new", peer)
+    if (notPeer !== undefined) return Effect.fail(notPeer)
     const config = toConfig(options)
     // Refused before the request is made: the driver would refuse it and leave the request alive.
     const refused = privateDataRefusal(options?.privateData, "connect")

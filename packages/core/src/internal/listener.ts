@@ -28,6 +28,7 @@ import * as polling from "./polling.js"
 import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
 import { PipeableBase } from "./resource.js"
+import { notAPeer } from "./resourceGuard.js"
 import * as srq from "./srq.js"
 
 export const TypeId: Listener.TypeId = Symbol.for("@effect-rdma/core/Listener") as Listener.TypeId
@@ -78,8 +79,10 @@ export const make = (
   address: string,
   port: number
 ): Effect.Effect<Listener.Listener, RpmaError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) =>
-    Effect.acquireRelease(
+  Effect.flatMap(instrument.driver, (driver) => {
+    const notPeer = notAPeer("rpma_ep_listen", peer)
+    if (notPeer !== undefined) return Effect.fail(notPeer)
+    return Effect.acquireRelease(
       Effect.map(driver.epListen(handles.peer(peer), address, port), (handle) => {
         Owner.retain(ownerOf(peer))
         return new ListenerImpl(handle, peer, address, port)
@@ -96,7 +99,8 @@ export const make = (
           Effect.zipRight(Owner.drop(ownerOf(peer))),
           Effect.provideService(RdmaDriver, driver)
         )
-    ))
+    )
+  })
 
 export const next = (
   listener: Listener.Listener,

@@ -3,7 +3,7 @@
  * that names no region. Every operation of both paths refuses them with a tagged error when its
  * Effect runs (never a defect, never when the Effect is made), and posts nothing.
  */
-import { CmEndpoint, Connection } from "@effect-rdma/core"
+import { CmEndpoint, Connection, Listener, LocalMr, Usage } from "@effect-rdma/core"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Case } from "../Conformance.js"
@@ -78,6 +78,45 @@ export const malformedArgumentCases: ReadonlyArray<Case> = [
           }
         }
         yield* check(wrong.length === 0, `not refused with a tagged error:\n${wrong.join("\n")}`)
+      })
+  },
+  {
+    name: "no peer, or no endpoint, where one goes is refused as a NULL one is: RPMA_E_INVAL (register, use, " +
+      "connect, listen), EINVAL (an endpoint's registrations)",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const memory = new Uint8Array(64)
+        const entries: ReadonlyArray<
+          readonly [string, string, (bad: unknown) => Effect.Effect<unknown, unknown, any>]
+        > = [
+          ["LocalMr.register", "RpmaInvalidError", (b) => LocalMr.register(b as never, memory, Usage.SEND)],
+          ["LocalMr.allocate", "RpmaInvalidError", (b) => LocalMr.allocate(b as never, 64, Usage.SEND)],
+          ["LocalMr.use", "RpmaInvalidError", (b) => LocalMr.use(b as never, memory, Usage.SEND, () => Effect.void)],
+          ["Connection.connect", "RpmaInvalidError", (b) => Connection.connect(b as never, address, port)],
+          ["Listener.make", "RpmaInvalidError", (b) => Listener.make(b as never, address, port)],
+          ["CmEndpoint.registerMessages", "RdmaCmError", (b) => CmEndpoint.registerMessages(b as never, memory)],
+          ["CmEndpoint.registerWrite", "RdmaCmError", (b) => CmEndpoint.registerWrite(b as never, memory)]
+        ]
+        const wrong: Array<string> = []
+        for (const [name, tag, entry] of entries) {
+          // An object where a peer goes is the driver's to refuse (a handle it does not know: the
+          // validation cases); an endpoint is core's, so any object that is not one is refused too.
+          for (const bad of tag === "RdmaCmError" ? [null, undefined, 5, {}] : [null, undefined, 5]) {
+            let made: Effect.Effect<unknown, unknown, any>
+            try {
+              made = entry(bad)
+            } catch (cause) {
+              wrong.push(`${name}(${describe(bad)}) threw when made: ${String(cause)}`)
+              continue
+            }
+            const exit = yield* Effect.exit(Effect.scoped(made))
+            const got = Exit.isFailure(exit) && exit.cause._tag === "Fail"
+              ? String((exit.cause.error as { _tag?: unknown })._tag)
+              : verdict(exit)
+            if (got !== tag) wrong.push(`${name}(${describe(bad)}): ${got}, not ${tag}`)
+          }
+        }
+        yield* check(wrong.length === 0, `not refused as a NULL resource is:\n${wrong.join("\n")}`)
       })
   }
 ]
