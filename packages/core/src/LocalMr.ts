@@ -22,7 +22,7 @@ import * as Owner from "./internal/owner.js"
 import { ownerOf as peerOwner } from "./internal/peer.js"
 import * as pins from "./internal/pins.js"
 import { type Policy, releaseNowThen } from "./internal/release.js"
-import { notAPeer } from "./internal/resourceGuard.js"
+import { notALocalMr, notAPeer } from "./internal/resourceGuard.js"
 import * as Memory from "./Memory.js"
 import type * as Peers from "./Peer.js"
 import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
@@ -264,7 +264,10 @@ export const allocate = <F extends Flag>(
  * @category getters
  */
 export const descriptor = (mr: LocalMr<any>): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.mrGetDescriptor(handles.localMr(mr)))
+  Effect.flatMap(instrument.driver, (driver) => {
+    const refused = notALocalMr("rpma_mr_get_descriptor", mr)
+    return refused === undefined ? driver.mrGetDescriptor(handles.localMr(mr)) : instrument.refused(refused)
+  })
 
 /**
  * The region's descriptor, decoded.

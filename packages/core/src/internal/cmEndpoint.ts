@@ -18,7 +18,6 @@ import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import { dual } from "effect/Function"
 import { pipeArguments } from "effect/Pipeable"
-import * as Predicate from "effect/Predicate"
 import * as PubSub from "effect/PubSub"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -29,6 +28,7 @@ import * as DriverArguments from "../DriverArguments.js"
 import { type CmEpConfig, type CmEpHandle, type CmWorkRequest } from "../DriverModel.js"
 import type * as Polling from "../Polling.js"
 import { Errno, fromErrno, type RdmaCmError } from "../RdmaError.js"
+import { isCmEndpoint, TypeId } from "./cmEndpointId.js"
 import { timeoutMillis } from "./connectionConfig.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
@@ -38,10 +38,11 @@ import * as polling from "./polling.js"
 import type { Poster } from "./poster.js"
 import { closedError, settle, startPoster, watchdog, watchEvents } from "./queueLife.js"
 import { release } from "./release.js"
+import { ownEffect } from "./resourceGuard.js"
+
+export { isCmEndpoint, TypeId }
 
 const { EINVAL } = Errno
-
-export const TypeId: CmEndpoint.TypeId = Symbol.for("@effect-rdma/core/CmEndpoint") as CmEndpoint.TypeId
 
 /** What may be posted before the endpoint is connected or accepted. */
 const RECEIVES: ReadonlySet<string> = new Set([Operations.cmRecv.name, Operations.cmRecvv.name])
@@ -225,8 +226,6 @@ const publicState = (phase: Phase, outcome: "Closed" | "Lost"): CmEndpoint.State
 
 /** The implementation behind a public endpoint. */
 export const impl = (ep: CmEndpoint.CmEndpoint): EndpointImpl => ep as EndpointImpl
-
-export const isCmEndpoint = (u: unknown): u is CmEndpoint.CmEndpoint => Predicate.hasProperty(u, TypeId)
 
 /**
  * Makes the endpoint of `handle` (created, or taken from a listener) and its kernel,
@@ -412,10 +411,15 @@ export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8
   }))
 
 export const state = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> =>
-  Effect.sync(() => impl(self).current)
+  Effect.suspend(() => ownEffect("CmEndpoint.state", "endpoint", self, (ep) => Effect.succeed(impl(ep).current)))
 
 /** The current state, then each change, ending with the final one. */
 export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.State> =>
+  Stream.unwrap(
+    Effect.suspend(() => ownEffect("CmEndpoint.changes", "endpoint", self, (ep) => Effect.succeed(stateChanges(ep))))
+  )
+
+const stateChanges = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.State> =>
   Stream.unwrapScoped(Effect.map(PubSub.subscribe(impl(self).states), (later) => {
     const now = impl(self).current
     return isFinal(now) ? Stream.make(now) : Stream.make(now).pipe(
@@ -427,6 +431,7 @@ export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.S
   }))
 
 export const awaitClosed = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> =>
-  Deferred.await(impl(self).final)
+  Effect.suspend(() => ownEffect("CmEndpoint.awaitClosed", "endpoint", self, (ep) => Deferred.await(impl(ep).final)))
 
-export const close = (self: CmEndpoint.CmEndpoint): Effect.Effect<void> => Effect.suspend(() => impl(self).shutdown)
+export const close = (self: CmEndpoint.CmEndpoint): Effect.Effect<void> =>
+  Effect.suspend(() => ownEffect("CmEndpoint.close", "endpoint", self, (ep) => impl(ep).shutdown))

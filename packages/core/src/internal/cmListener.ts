@@ -19,7 +19,7 @@ import type { Driver, RdmaDriver } from "../Driver.js"
 import type { CmEpConfig, CmListenerHandle } from "../DriverModel.js"
 import type * as Polling from "../Polling.js"
 import type { RdmaCmError } from "../RdmaError.js"
-import { Errno } from "../RdmaError.js"
+import { Errno, fromErrno } from "../RdmaError.js"
 import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError, refusalData } from "./admission.js"
 import {
   adopt,
@@ -106,6 +106,15 @@ export const next = (
   Effect.flatMap(instrument.driver, (driver) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.gen(function*() {
+        if (!isCmListener(self)) {
+          return yield* instrument.refused(
+            fromErrno(
+              Errno.EINVAL,
+              "rdma_get_request",
+              `the listener must be a CmListener (CmListener.make), not ${self === null ? "null" : typeof self}`
+            )
+          )
+        }
         const listener = listenerImpl(self)
         const handle = yield* restore(driver.cmGetRequest(listener.handle))
         const owner = listenerOwner(listener)

@@ -16,7 +16,7 @@ import * as Arguments from "../DriverArguments.js"
 import type { CmSegment, CmWorkRequest, Completion, Signal } from "../DriverModel.js"
 import { Errno, fromErrno } from "../RdmaError.js"
 import type * as RemoteKey from "../RemoteKey.js"
-import { impl } from "./cmEndpoint.js"
+import { impl, isCmEndpoint } from "./cmEndpoint.js"
 import { regionOwner } from "./cmRegistration.js"
 import type { Owners, Pending } from "./dataPath.js"
 import * as handles from "./handles.js"
@@ -26,6 +26,7 @@ import { Operations, type OperationSpec } from "./operationTable.js"
 import type * as Owner from "./owner.js"
 import { AWAIT, AWAIT_VOID, SUBMIT } from "./poster.js"
 import { toCompletion } from "./posting.js"
+import { notAnEndpoint } from "./resourceGuard.js"
 
 type TransferError = CmEndpoint.TransferError
 
@@ -206,6 +207,8 @@ const prepareSend = (
   single: boolean
 ): Prepared | TransferError => {
   const spec = args.imm !== undefined ? Operations.cmSendWithImm : single ? Operations.cmSend : Operations.cmSendv
+  const notEndpoint = notAnEndpoint(spec.name, ep)
+  if (notEndpoint !== undefined) return notEndpoint
   const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxSendSge, true)
   if (!("segments" in checked)) return checked
   const refused = checkImm(spec.name, args.imm)
@@ -228,6 +231,8 @@ const prepareRecv = (
   single: boolean
 ): Prepared | TransferError => {
   const spec = single ? Operations.cmRecv : Operations.cmRecvv
+  const notEndpoint = notAnEndpoint(spec.name, ep)
+  if (notEndpoint !== undefined) return notEndpoint
   const checked = checkSegments(spec.name, ep, args.segments, impl(ep).config.maxRecvSge)
   if (!("segments" in checked)) return checked
   const { segments } = checked
@@ -240,6 +245,8 @@ const prepareRecv = (
 
 const prepareWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Prepared | TransferError => {
   const spec = args.imm !== undefined ? Operations.cmWriteWithImm : Operations.cmWrite
+  const notEndpoint = notAnEndpoint(spec.name, ep)
+  if (notEndpoint !== undefined) return notEndpoint
   const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
   const checked = checkSegments(spec.name, ep, [{ mr: src, offset: srcOffset, length }], 1, true)
   if (!("segments" in checked)) return checked
@@ -260,6 +267,8 @@ const prepareWrite = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.WriteArgs): Pr
 
 const prepareRead = (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.ReadArgs): Prepared | TransferError => {
   const spec = Operations.cmRead
+  const notEndpoint = notAnEndpoint(spec.name, ep)
+  if (notEndpoint !== undefined) return notEndpoint
   const { dst, dstOffset = 0, length, src, srcOffset = 0 } = args
   const checked = checkSegments(spec.name, ep, [{ mr: dst, offset: dstOffset, length }], 1)
   if (!("segments" in checked)) return checked
@@ -493,6 +502,8 @@ const batch = <A>(
   prepare: (args: A) => Prepared | TransferError
 ): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
+    const notEndpoint = notAnEndpoint("rdma_post", ep)
+    if (notEndpoint !== undefined) return instrument.refused(notEndpoint)
     if (!Array.isArray(list)) {
       return instrument.refused(fromErrno(Errno.EINVAL, "rdma_post", "the requests must be an array"))
     }
@@ -574,7 +585,7 @@ const plainWrites = (
   ep: CmEndpoint.CmEndpoint,
   list: ReadonlyArray<CmEndpoint.WriteArgs>
 ): Effect.Effect<void, TransferError> | undefined => {
-  if (!Array.isArray(list)) return undefined
+  if (!isCmEndpoint(ep) || !Array.isArray(list)) return undefined
   // Read once: a list whose length changes as it is read (a Proxy) is read to this length.
   const count = list.length
   if (count === 0) return undefined

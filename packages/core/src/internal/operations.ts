@@ -20,6 +20,7 @@ import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import { AWAIT, AWAIT_VOID } from "./poster.js"
+import { notAConnection } from "./resourceGuard.js"
 
 type TransferError = Connection.TransferError
 type FlushError = Connection.FlushError
@@ -146,10 +147,21 @@ const prepareTransfer = (
 const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError): Effect.Effect<A, TransferError> =>
   prepared instanceof OutOfRangeError ? instrument.refused(prepared) : prepared
 
+/**
+ * A prepared request on `conn`: what `prepare` made, or its refusal. On anything but a connection,
+ * prepared all the same: an Effect that fails as the operation fails on it (RPMA_E_INVAL).
+ */
 const prepared = (
-  prepared: Effect.Effect<void, TransferError> | OutOfRangeError
+  conn: Connection.Connection,
+  operation: string,
+  prepare: () => Effect.Effect<void, TransferError> | OutOfRangeError
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  prepared instanceof OutOfRangeError ? instrument.refused(prepared) : Effect.succeed(prepared)
+  Effect.suspend(() => {
+    const notConnection = notAConnection(operation, conn)
+    if (notConnection !== undefined) return Effect.succeed(Effect.suspend(() => instrument.refused(notConnection)))
+    const made = prepare()
+    return made instanceof OutOfRangeError ? instrument.refused(made) : Effect.succeed(made)
+  })
 
 /** The awaited form of a request posted without waiting (a write or send with immediate data). */
 export const awaitPosted = (
@@ -173,7 +185,7 @@ export const withImm = (
 export const write = (conn: Connection.Connection, args: Connection.WriteArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
-    const refused = malformedTransfer(Operations.write.name, args)
+    const refused = notAConnection(Operations.write.name, conn) ?? malformedTransfer(Operations.write.name, args)
     if (refused !== undefined) return instrument.refused(refused)
     return args.imm !== undefined
       ? writeWithImm(conn, args)
@@ -185,11 +197,12 @@ export const prepareWrite = (
   conn: Connection.Connection,
   args: Connection.WriteArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  Effect.suspend(() =>
-    prepared(
+  prepared(
+    conn,
+    Operations.write.name,
+    () =>
       malformedTransfer(Operations.write.name, args) ??
         prepareTransfer(conn, Operations.write, { owners: ownersOf([args.src]) }, args)
-    )
   )
 
 /** A batch's write, made once its checks pass: its id and signal are set when it is posted. */
@@ -210,6 +223,8 @@ export const writeMany = (
 ): Effect.Effect<void, TransferError> =>
   Effect.suspend(() => {
     const operation = Operations.write.name
+    const notConnection = notAConnection(operation, conn)
+    if (notConnection !== undefined) return instrument.refused(notConnection)
     if (!Array.isArray(writes)) {
       return instrument.refused(new OutOfRangeError({ operation, detail: "the writes must be an array of WriteArgs" }))
     }
@@ -285,23 +300,26 @@ export const writeMany = (
 
 export const read = (conn: Connection.Connection, args: Connection.ReadArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
-  return Effect.withFiberRuntime((fiber) =>
-    orFail(
+  return Effect.withFiberRuntime((fiber) => {
+    const notConnection = notAConnection(Operations.read.name, conn)
+    if (notConnection !== undefined) return instrument.refused(notConnection)
+    return orFail(
       malformedTransfer(Operations.read.name, args) ??
         prepareTransfer(conn, Operations.read, owners(args.dst), args, fiber)
     )
-  )
+  })
 }
 
 export const prepareRead = (
   conn: Connection.Connection,
   args: Connection.ReadArgs
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
-  Effect.suspend(() =>
-    prepared(
+  prepared(
+    conn,
+    Operations.read.name,
+    () =>
       malformedTransfer(Operations.read.name, args) ??
         prepareTransfer(conn, Operations.read, { owners: ownersOf([args.dst]) }, args)
-    )
   )
 
 /** librpma's flush reads this many bytes of the region at its offset (RAW_SIZE in librpma's flush.c). */
@@ -332,7 +350,8 @@ const flushReadAt = (offset: number, length: number, size: number | bigint): num
 
 export const flush = (conn: Connection.Connection, args: Connection.FlushArgs): Effect.Effect<void, FlushError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.flush.name, args) ?? notRegion(Operations.flush.name, "dst", args.dst)
+    const malformedArgs = notAConnection(Operations.flush.name, conn) ?? malformed(Operations.flush.name, args) ??
+      notRegion(Operations.flush.name, "dst", args.dst)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, dstOffset: offset = 0, length } = args
     const type = args.type ?? "visibility"
@@ -374,7 +393,8 @@ export const atomicWrite = (
 ): Effect.Effect<void, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
     const operation = Operations.atomicWrite.name
-    const malformedArgs = malformed(operation, args) ?? notRegion(operation, "dst", args.dst)
+    const malformedArgs = notAConnection(operation, conn) ?? malformed(operation, args) ??
+      notRegion(operation, "dst", args.dst)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, offset, value } = args
     const refused = !(value instanceof Uint8Array) || value.byteLength !== 8
@@ -404,7 +424,8 @@ export const atomicWrite = (
 export const send = (conn: Connection.Connection, args: Connection.SendArgs): Effect.Effect<void, TransferError> => {
   const owners = ownersOfOne()
   return Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.send.name, args) ?? notRegion(Operations.send.name, "src", args.src)
+    const malformedArgs = notAConnection(Operations.send.name, conn) ?? malformed(Operations.send.name, args) ??
+      notRegion(Operations.send.name, "src", args.src)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     if (args.imm !== undefined) return sendWithImm(conn, args)
     const { length, offset = 0, src } = args
@@ -429,7 +450,8 @@ export const awaitRecv = <A>(
   complete: (c: Completion) => A
 ): Effect.Effect<A, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.recv.name, args) ?? notRegion(Operations.recv.name, "dst", args.dst)
+    const malformedArgs = notAConnection(Operations.recv.name, conn) ?? malformed(Operations.recv.name, args) ??
+      notRegion(Operations.recv.name, "dst", args.dst)
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, offset = 0 } = args
     const length = recvLength(args)

@@ -32,6 +32,7 @@ import {
 } from "./operations.js"
 import { Operations, type OperationSpec } from "./operationTable.js"
 import { AWAIT, type Exchanged, type Poster, SUBMIT } from "./poster.js"
+import { notAConnection } from "./resourceGuard.js"
 
 type TransferError = Connection.TransferError
 
@@ -88,7 +89,7 @@ export const postWrite = (
   args: Connection.PostWriteArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.write.name, args) ??
+    const malformedArgs = notAConnection(Operations.write.name, conn) ?? malformed(Operations.write.name, args) ??
       notRegion(Operations.write.name, "dst", args.dst) ?? notRegion(Operations.write.name, "src", args.src)
     if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, dst, dstOffset = 0, imm, length, src, srcOffset = 0 } = args
@@ -114,7 +115,7 @@ export const postRead = (
   args: Connection.PostReadArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.read.name, args) ??
+    const malformedArgs = notAConnection(Operations.read.name, conn) ?? malformed(Operations.read.name, args) ??
       notRegion(Operations.read.name, "dst", args.dst) ?? notRegion(Operations.read.name, "src", args.src)
     if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, dst, dstOffset = 0, length, src, srcOffset = 0 } = args
@@ -139,7 +140,8 @@ export const postSend = (
   args: Connection.PostSendArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const malformedArgs = malformed(Operations.send.name, args) ?? notRegion(Operations.send.name, "src", args.src)
+    const malformedArgs = notAConnection(Operations.send.name, conn) ?? malformed(Operations.send.name, args) ??
+      notRegion(Operations.send.name, "src", args.src)
     if (malformedArgs !== undefined) return Effect.fail(malformedArgs)
     const { completion, imm, length, offset = 0, src } = args
     const spec = imm === undefined ? Operations.send : Operations.sendWithImm
@@ -196,7 +198,12 @@ export const postRecv = (
   conn: Connection.Connection,
   args: Connection.RecvArgs
 ): Effect.Effect<Connection.Posted, TransferError> =>
-  submitRecv(impl(conn).kernel, Operations.recv, args, noRefusal, toCompletion)
+  Effect.suspend(() => {
+    const notConnection = notAConnection(Operations.recv.name, conn)
+    return notConnection === undefined
+      ? submitRecv(impl(conn).kernel, Operations.recv, args, noRefusal, toCompletion)
+      : instrument.refused(notConnection)
+  })
 
 export const recv = (
   conn: Connection.Connection,
@@ -241,7 +248,7 @@ const exchange = (
   then: typeof AWAIT | typeof SUBMIT
 ): Effect.Effect<any, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const prepared = exchanged(args)
+    const prepared = notAConnection(Operations.send.name, conn) ?? exchanged(args)
     if (!Array.isArray(prepared)) return instrument.refused(prepared as TransferError)
     const [recv, send] = prepared
     const kernel = impl(conn).kernel
@@ -276,7 +283,15 @@ export const applyRemotePeerConfig = (
   conn: Connection.Connection,
   descriptor: Uint8Array
 ): Effect.Effect<void, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.connApplyRemotePeerCfg(impl(conn).handle, descriptor))
+  Effect.flatMap(instrument.driver, (driver) => {
+    const refused = notAConnection("rpma_conn_apply_remote_peer_cfg", conn)
+    return refused === undefined
+      ? driver.connApplyRemotePeerCfg(impl(conn).handle, descriptor)
+      : instrument.refused(refused)
+  })
 
 export const qpNum = (conn: Connection.Connection): Effect.Effect<number, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.connQpNum(impl(conn).handle))
+  Effect.flatMap(instrument.driver, (driver) => {
+    const refused = notAConnection("rpma_conn_get_qp_num", conn)
+    return refused === undefined ? driver.connQpNum(impl(conn).handle) : instrument.refused(refused)
+  })

@@ -3,30 +3,89 @@
  * undefined, a number; a type error in TypeScript, a real mistake in JavaScript): the refusal of a
  * NULL handle, tagged, where reading the resource's fields would throw. Where a peer goes, any
  * object is let through: one that is not a peer carries no handle the driver knows, and the driver
- * refuses it (the conformance suite's validation cases hand core bare handles this way). An
- * endpoint is read for more than its handle, so anything but an endpoint is refused.
+ * refuses it (the conformance suite's validation cases hand core bare handles this way). A
+ * connection or an endpoint is read for more than its handle, so anything but one is refused.
+ * An Effect that cannot fail (a resource's state, its close) dies instead, saying what it was given.
  */
-import { Errno, fromErrno, fromRpmaCode, type RdmaCmError, RpmaCode, type RpmaError } from "../RdmaError.js"
-import { isCmEndpoint } from "./cmEndpoint.js"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import type * as CmEndpoint from "../CmEndpoint.js"
+import type * as Connection from "../Connection.js"
+import {
+  Errno,
+  fromErrno,
+  fromRpmaCode,
+  type RdmaCmError,
+  RpmaCode,
+  type RpmaError,
+  RpmaInvalidError
+} from "../RdmaError.js"
+import { isCmEndpoint } from "./cmEndpointId.js"
+import { isConnection } from "./connectionImpl.js"
 
 const isObject = (value: unknown): boolean => value !== null && typeof value === "object"
 
-const kindOf = (value: unknown): string => value === null ? "null" : typeof value
+const kindOf = (value: unknown): string => value === null ? "null" : isObject(value) ? "another object" : typeof value
 
-/** librpma's answer to a NULL peer: RPMA_E_INVAL. */
-export const notAPeer = (operation: string, peer: unknown): RpmaError | undefined =>
-  isObject(peer)
+/** librpma's answer to a NULL handle: RPMA_E_INVAL, saying which resource goes there. */
+const nullHandle = (operation: string, what: string, value: unknown): RpmaError | undefined =>
+  isObject(value)
     ? undefined
-    : fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, `the peer must be a Peer (Peer.make), not ${kindOf(peer)}`)
+    : fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, `the ${what}, not ${kindOf(value)}`)
+
+/** librpma's answer to a NULL peer. */
+export const notAPeer = (operation: string, peer: unknown): RpmaError | undefined =>
+  nullHandle(operation, "peer must be a Peer (Peer.make)", peer)
+
+/** librpma's answer to a NULL region. */
+export const notALocalMr = (operation: string, mr: unknown): RpmaError | undefined =>
+  nullHandle(operation, "region must be a LocalMr (LocalMr.register, LocalMr.allocate)", mr)
+
+const CONNECTION = "a Connection (Connection.connect, Listener.accept)"
+const ENDPOINT = "a CmEndpoint (CmEndpoint.make, CmListener.next)"
 
 /** librdmacm's answer to a NULL endpoint: EINVAL. */
 export const notAnEndpoint = (operation: string, endpoint: unknown): RdmaCmError | undefined =>
   isCmEndpoint(endpoint)
     ? undefined
-    : fromErrno(
-      Errno.EINVAL,
-      operation,
-      `the endpoint must be a CmEndpoint (CmEndpoint.make, CmListener.next), not ${
-        isObject(endpoint) ? "another object" : kindOf(endpoint)
-      }`
-    )
+    : fromErrno(Errno.EINVAL, operation, `the endpoint must be ${ENDPOINT}, not ${kindOf(endpoint)}`)
+
+/**
+ * librpma's answer to a NULL resource of a kind read for more than its handle (RPMA_E_INVAL):
+ * anything that `is` does not recognize is refused, saying what `what` should have been.
+ */
+export const notTheResource = (
+  operation: string,
+  what: string,
+  is: (u: unknown) => boolean,
+  value: unknown
+): RpmaInvalidError | undefined =>
+  is(value) ? undefined : new RpmaInvalidError({ operation, detail: `the ${what}, not ${kindOf(value)}` })
+
+/** librpma's answer to a NULL connection. */
+export const notAConnection = (operation: string, conn: unknown): RpmaInvalidError | undefined =>
+  isConnection(conn) ? undefined : notTheResource(operation, `connection must be ${CONNECTION}`, isConnection, conn)
+
+const kinds = {
+  connection: { is: isConnection, what: CONNECTION },
+  endpoint: { is: isCmEndpoint, what: ENDPOINT }
+} as const
+
+interface Resources {
+  readonly connection: Connection.Connection
+  readonly endpoint: CmEndpoint.CmEndpoint
+}
+
+/**
+ * A resource's own Effect that cannot fail (its state, its close; a Stream's, unwrapped): on
+ * anything else, a defect that names the call and what it was given.
+ */
+export const ownEffect = <K extends keyof Resources, A>(
+  call: string,
+  kind: K,
+  value: unknown,
+  f: (resource: Resources[K]) => Effect.Effect<A>
+): Effect.Effect<A> =>
+  kinds[kind].is(value)
+    ? f(value as Resources[K])
+    : Effect.die(new Cause.IllegalArgumentException(`${call} takes ${kinds[kind].what}, not ${kindOf(value)}`))

@@ -29,6 +29,7 @@ import { submitRecv, toCompletion } from "./posting.js"
 import { closedError, settle, startPoster } from "./queueLife.js"
 import { release } from "./release.js"
 import { PipeableBase } from "./resource.js"
+import { notAPeer, notTheResource } from "./resourceGuard.js"
 
 export const TypeId: SharedReceiveQueue.TypeId = Symbol.for(
   "@effect-rdma/core/SharedReceiveQueue"
@@ -157,6 +158,8 @@ export const make = (
   options?: SharedReceiveQueue.Options
 ): Effect.Effect<SharedReceiveQueue.SharedReceiveQueue, RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
+    const notPeer = notAPeer("rpma_srq_new", peer)
+    if (notPeer !== undefined) return instrument.refused(notPeer)
     const rqSize = options?.receiveQueueSize ?? 64
     return open(driver, peer, { rqSize, rcqSize: options?.completionQueueSize ?? rqSize })
   })
@@ -169,6 +172,20 @@ const withQpNum = (c: DriverCompletion): SharedReceiveQueue.Completion => {
 }
 
 export const postRecv = (
+  srq: SharedReceiveQueue.SharedReceiveQueue,
+  args: Connection.RecvArgs
+): Effect.Effect<SharedReceiveQueue.Posted, Connection.TransferError> =>
+  Effect.suspend(() => {
+    const refused = notTheResource(
+      Operations.srqRecv.name,
+      "queue must be a SharedReceiveQueue (SharedReceiveQueue.make)",
+      isSharedReceiveQueue,
+      srq
+    )
+    return refused === undefined ? postOn(srq, args) : instrument.refused(refused)
+  })
+
+const postOn = (
   srq: SharedReceiveQueue.SharedReceiveQueue,
   args: Connection.RecvArgs
 ): Effect.Effect<SharedReceiveQueue.Posted, Connection.TransferError> =>

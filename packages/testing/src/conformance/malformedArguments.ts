@@ -3,12 +3,17 @@
  * that names no region. Every operation of both paths refuses them with a tagged error when its
  * Effect runs (never a defect, never when the Effect is made), and posts nothing.
  */
-import { CmEndpoint, Connection, Listener, LocalMr, Usage } from "@effect-rdma/core"
+import { CmEndpoint, CmListener, Connection, Listener, LocalMr, SharedReceiveQueue, Usage } from "@effect-rdma/core"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Stream from "effect/Stream"
 import type { Case } from "../Conformance.js"
 import { connectedPair } from "./pair.js"
 import { check } from "./support.js"
+
+/** What is passed where a connection, an endpoint, a region or a queue goes. */
+const NOT_ONE: ReadonlyArray<unknown> = [null, undefined, 5, {}]
 
 /** What is passed where an operation's arguments go (or a batch's element). */
 const BAD: ReadonlyArray<unknown> = [null, undefined, 5, "write", {}]
@@ -114,6 +119,100 @@ export const malformedArgumentCases: ReadonlyArray<Case> = [
               ? String((exit.cause.error as { _tag?: unknown })._tag)
               : verdict(exit)
             if (got !== tag) wrong.push(`${name}(${describe(bad)}): ${got}, not ${tag}`)
+          }
+        }
+        yield* check(wrong.length === 0, `not refused as a NULL resource is:\n${wrong.join("\n")}`)
+      })
+  },
+  {
+    name: "anything but a connection, an endpoint, a region or a queue where one goes is refused as a NULL one " +
+      "is, when the Effect runs: RPMA_E_INVAL on librpma's path, EINVAL on librdmacm's; a state or a close, " +
+      "which cannot fail, dies saying what it was given",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { clientPeer, remote } = yield* connectedPair(address, port)
+        const ep = yield* CmEndpoint.make(address, port + 1)
+        const messages = yield* CmEndpoint.registerMessages(ep, new Uint8Array(64))
+        const local = yield* LocalMr.allocate(clientPeer, 64, Usage.combine(Usage.WRITE_SRC, Usage.RECV))
+        const write = { src: local, srcOffset: 0, dst: remote, dstOffset: 0, length: 8 }
+        const recv = { dst: local, offset: 0, length: 8 }
+        const message = { src: messages, offset: 0, length: 8 }
+        type Bad = never
+        const refusals: ReadonlyArray<
+          readonly [string, string, (bad: unknown) => Effect.Effect<unknown, unknown, any>]
+        > = [
+          ["Connection.write", "RpmaInvalidError", (b) => Connection.write(b as Bad, write)],
+          ["Connection.writeMany", "RpmaInvalidError", (b) => Connection.writeMany(b as Bad, [write])],
+          ["Connection.prepareWrite's Effect", "RpmaInvalidError", (b) =>
+            Effect.flatten(Connection.prepareWrite(b as Bad, write))],
+          ["Connection.recv", "RpmaInvalidError", (b) =>
+            Connection.recv(b as Bad, recv)],
+          ["Connection.postRecv", "RpmaInvalidError", (b) =>
+            Connection.postRecv(b as Bad, recv)],
+          ["Connection.call", "RpmaInvalidError", (b) =>
+            Connection.call(b as Bad, { send: { src: local, length: 8 } as Bad, recv })],
+          ["Connection.qpNum", "RpmaInvalidError", (b) =>
+            Connection.qpNum(b as Bad)],
+          ["LocalMr.descriptor", "RpmaInvalidError", (b) =>
+            LocalMr.descriptor(b as Bad)],
+          ["SharedReceiveQueue.make", "RpmaInvalidError", (b) =>
+            SharedReceiveQueue.make(b as Bad)],
+          ["SharedReceiveQueue.recv", "RpmaInvalidError", (b) => SharedReceiveQueue.recv(b as Bad, recv)],
+          ["CmEndpoint.send", "RdmaCmError", (b) => CmEndpoint.send(b as Bad, message)],
+          ["CmEndpoint.postRecv", "RdmaCmError", (b) =>
+            CmEndpoint.postRecv(b as Bad, { segments: [{ mr: messages, offset: 0, length: 8 }] })],
+          ["CmEndpoint.writeMany", "RdmaCmError", (b) =>
+            CmEndpoint.writeMany(b as Bad, [])],
+          ["CmEndpoint.call", "RdmaCmError", (b) =>
+            CmEndpoint.call(b as Bad, { send: message, recv: { dst: messages, offset: 0, length: 8 } })],
+          ["CmListener.next", "RdmaCmError", (b) =>
+            CmListener.next(b as Bad)]
+        ]
+        const dying: ReadonlyArray<readonly [string, (bad: unknown) => Effect.Effect<unknown>]> = [
+          ["Connection.state", (b) =>
+            Connection.state(b as Bad)],
+          ["Connection.close", (b) =>
+            Connection.close(b as Bad)],
+          ["CmEndpoint.state", (b) =>
+            CmEndpoint.state(b as Bad)],
+          ["CmEndpoint.awaitClosed", (b) =>
+            CmEndpoint.awaitClosed(b as Bad)],
+          ["CmEndpoint.close", (b) => CmEndpoint.close(b as Bad)],
+          ["Connection.changes", (b) => Stream.runDrain(Connection.changes(b as Bad))],
+          ["CmEndpoint.changes", (b) => Stream.runDrain(CmEndpoint.changes(b as Bad))]
+        ]
+        const wrong: Array<string> = []
+        const made = <A>(name: string, bad: unknown, make: () => A): A | undefined => {
+          try {
+            return make()
+          } catch (cause) {
+            wrong.push(`${name}(${describe(bad)}) threw when made: ${String(cause)}`)
+            return undefined
+          }
+        }
+        for (const bad of NOT_ONE) {
+          for (const [name, tag, operation] of refusals) {
+            // A region or a queue that is an object is the driver's to refuse (an unknown handle).
+            if (bad !== null && typeof bad === "object" && name.startsWith("LocalMr")) continue
+            const effect = made(name, bad, () => operation(bad))
+            if (effect === undefined) continue
+            const exit = yield* Effect.exit(Effect.scoped(effect))
+            const got = Exit.isFailure(exit) && exit.cause._tag === "Fail"
+              ? String((exit.cause.error as { _tag?: unknown })._tag)
+              : verdict(exit)
+            if (got !== tag) wrong.push(`${name}(${describe(bad)}): ${got}, not ${tag}`)
+          }
+          for (const [name, operation] of dying) {
+            const effect = made(name, bad, () => operation(bad))
+            if (effect === undefined) continue
+            const exit = yield* Effect.exit(effect)
+            const defect = Exit.isFailure(exit) ? Cause.dieOption(exit.cause) : undefined
+            const said = defect?._tag === "Some" && Cause.isIllegalArgumentException(defect.value)
+              ? defect.value.message
+              : undefined
+            if (said === undefined || !said.startsWith(`${name} takes`)) {
+              wrong.push(`${name}(${describe(bad)}): ${Exit.isSuccess(exit) ? "success" : String(exit.cause)}`)
+            }
           }
         }
         yield* check(wrong.length === 0, `not refused as a NULL resource is:\n${wrong.join("\n")}`)
