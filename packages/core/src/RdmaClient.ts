@@ -499,16 +499,17 @@ export const write = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: WriteArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
-  internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
-    // The fields named, not spread: a spread followed by another property builds a new hidden
-    // class on every call, and the write's every later read of it misses V8's inline caches.
-    Connection.write(s.connection, {
-      dst,
-      dstOffset: args.dstOffset,
-      src: args.src,
-      srcOffset: args.srcOffset,
-      length: args.length
-    }))
+  internal.withArgs("rpma_write", args, (args) =>
+    internal.useRegion(client, "rpma_write", args.dst, (s, dst) =>
+      // The fields named, not spread: a spread followed by another property builds a new hidden
+      // class on every call, and the write's every later read of it misses V8's inline caches.
+      Connection.write(s.connection, {
+        dst,
+        dstOffset: args.dstOffset,
+        src: args.src,
+        srcOffset: args.srcOffset,
+        length: args.length
+      })))
 
 /**
  * `Connection.writeMany` into the region named `dst`, on the current connection.
@@ -520,12 +521,18 @@ export const writeMany = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
-  internal.useRegion(
-    client,
-    "rpma_write",
-    args.dst,
-    (s, dst) => Connection.writeMany(s.connection, Array.from(args.spans, (span) => ({ dst, src: args.src, ...span })))
-  )
+  internal.withArgs("rpma_write", args, (args) =>
+    internal.useRegion(
+      client,
+      "rpma_write",
+      args.dst,
+      (s, dst) =>
+        Array.isArray(args.spans)
+          ? Connection.writeMany(s.connection, args.spans.map((span) => ({ dst, src: args.src, ...span })))
+          : Effect.fail(
+            new Connection.OutOfRangeError({ operation: "rpma_write", detail: "the spans must be an array" })
+          )
+    ))
 
 /**
  * `Connection.read` from the region named `src`, on the current connection.
@@ -537,19 +544,20 @@ export const read = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: ReadArgs<RegionsWith<Regions, "READ_SRC">>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
-  internal.useRegion(
-    client,
-    "rpma_read",
-    args.src,
-    (s, src) =>
-      Connection.read(s.connection, {
-        dst: args.dst,
-        dstOffset: args.dstOffset,
-        src,
-        srcOffset: args.srcOffset,
-        length: args.length
-      })
-  )
+  internal.withArgs("rpma_read", args, (args) =>
+    internal.useRegion(
+      client,
+      "rpma_read",
+      args.src,
+      (s, src) =>
+        Connection.read(s.connection, {
+          dst: args.dst,
+          dstOffset: args.dstOffset,
+          src,
+          srcOffset: args.srcOffset,
+          length: args.length
+        })
+    ))
 
 /**
  * `Connection.flush` of the region named `dst`, on the current connection.
@@ -561,12 +569,13 @@ export const flush = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
   args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
 ): Effect.Effect<void, Connection.FlushError | NotConnectedError | WrongTransportError> =>
-  internal.useRegion(
-    client,
-    "rpma_flush",
-    args.dst,
-    (s, dst) => Connection.flush(s.connection, { dst, dstOffset: args.offset, length: args.length })
-  )
+  internal.withArgs("rpma_flush", args, (args) =>
+    internal.useRegion(
+      client,
+      "rpma_flush",
+      args.dst,
+      (s, dst) => Connection.flush(s.connection, { dst, dstOffset: args.offset, length: args.length })
+    ))
 
 /**
  * `Connection.send`, on the current connection.

@@ -543,4 +543,43 @@ describe("RdmaClient", () => {
       assert.strictEqual(yield* log, 200)
       assert.deepStrictEqual(server.memory()!.slice(1000, 1200), new Uint8Array([...records[0]!, ...records[1]!]))
     })))
+
+  it.live("arguments that are no object are refused when the operation runs, and anything but a client dies naming the call", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7497)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server)
+      yield* waitFor(client, "Connected")
+      type Bad = never
+      for (const bad of [null, undefined, 5]) {
+        // Made outside a run: making the Effect reads nothing.
+        const made = [
+          RdmaClient.write(client, bad as Bad),
+          RdmaClient.read(client, bad as Bad),
+          RdmaClient.flush(client, bad as Bad),
+          RdmaClient.writeMany(client, bad as Bad),
+          RdmaClient.send(client, bad as Bad),
+          RdmaClient.recv(client, bad as Bad),
+          RdmaClient.writeMany(client, { dst: "store", src, spans: bad as Bad })
+        ]
+        for (const operation of made) {
+          const error = yield* Effect.flip(operation)
+          assert.strictEqual(error._tag, "OutOfRangeError")
+        }
+        const notClient = [
+          RdmaClient.write(bad as Bad, { dst: "store", dstOffset: 0, src, srcOffset: 0, length: 1 }),
+          RdmaClient.send(bad as Bad, { src: src as Bad, length: 1 }),
+          RdmaClient.awaitConnected(bad as Bad),
+          RdmaClient.withConnection(bad as Bad, () => Effect.void)
+        ]
+        for (const operation of notClient) {
+          const exit = yield* Effect.exit(operation)
+          assert.isTrue(Exit.isFailure(exit))
+          assert.match(String(Exit.isFailure(exit) && exit.cause), /takes an RdmaClient/)
+        }
+      }
+      // Still connected, and still working.
+      yield* put(client, src, 3, 9)
+      assert.strictEqual(server.memory()![3], 9)
+    })))
 })

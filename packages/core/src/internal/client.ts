@@ -4,6 +4,7 @@
  * machine, the schedule, the session's serving) is the transports' one; how a session connects is
  * the transport's: librpma's here, librdmacm's in cmClient.ts.
  */
+import * as Cause from "effect/Cause"
 import type * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -14,6 +15,7 @@ import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import { pipeArguments } from "effect/Pipeable"
+import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -37,6 +39,7 @@ import {
   WrongTransportError as WrongTransportErrorImpl
 } from "./clientErrors.js"
 import * as instrument from "./instrument.js"
+import { malformed } from "./operations.js"
 
 export const ClientTypeId: RdmaClient.TypeId = Symbol.for("@effect-rdma/core/RdmaClient") as RdmaClient.TypeId
 
@@ -215,6 +218,35 @@ export const useSession = <
 export const wrongTransport = (operation: string, transport: RdmaClient.Transport) =>
   instrument.refused(new WrongTransportErrorImpl({ operation, transport }))
 
+const isClient = (u: unknown): boolean => Predicate.hasProperty(u, ClientTypeId)
+
+/**
+ * Anything but a client where one goes (a type error in TypeScript): a defect that names the call.
+ * Not a NotConnectedError, which says "wait or retry": a retry policy would spin on it for good.
+ */
+const notAClient = (operation: string, client: unknown): Effect.Effect<never> =>
+  Effect.die(
+    new Cause.IllegalArgumentException(
+      `${operation} takes an RdmaClient (RdmaClient.make, RdmaClient.layer), not ${
+        client === null ? "null" : typeof client === "object" ? "another object" : typeof client
+      }`
+    )
+  )
+
+/**
+ * A client operation's arguments, read when it runs: anything but an object is refused as the
+ * connection's operations refuse it (OutOfRangeError), never thrown while the Effect is made.
+ */
+export const withArgs = <Args, A, E>(
+  operation: string,
+  args: Args,
+  f: (args: Args) => Effect.Effect<A, E>
+): Effect.Effect<A, E | Connection.OutOfRangeError> =>
+  Effect.suspend((): Effect.Effect<A, E | Connection.OutOfRangeError> => {
+    const refused = malformed(operation, args)
+    return refused === undefined ? f(args) : instrument.refused(refused)
+  })
+
 /** {@link useSession} for the operations of one transport: on a client of the other, refused. */
 export const useOn =
   <T extends RdmaClient.Transport>(transport: T) =>
@@ -223,6 +255,7 @@ export const useOn =
     operation: string,
     f: (session: Extract<Session, { readonly transport: T }>) => Effect.Effect<A, E, R>
   ): Effect.Effect<A, E | RdmaClient.NotConnectedError | RdmaClient.WrongTransportError, R> => {
+    if (!isClient(client)) return notAClient(operation, client)
     const actual = (client as unknown as ClientImpl<Regions, unknown>).transport as RdmaClient.Transport
     return actual === transport ? useSession(client, operation, f) : wrongTransport(operation, actual)
   }
@@ -263,7 +296,11 @@ export const withConnection = <Regions extends RdmaClient.RegionUsages, A, E ext
 export const awaitConnected = <Regions extends RdmaClient.RegionUsages>(
   client: RdmaClient.RdmaClient<Regions, any, any>
 ): Effect.Effect<RdmaClient.Connected, RdmaClient.NotConnectedError> =>
-  Effect.suspend(() => (client as unknown as ClientImpl<Regions, unknown>).awaitSession).pipe(
+  Effect.suspend(() =>
+    isClient(client)
+      ? (client as unknown as ClientImpl<Regions, unknown>).awaitSession
+      : notAClient("RdmaClient.awaitConnected", client)
+  ).pipe(
     Effect.map((session): RdmaClient.Connected => ({ _tag: "Connected", ...session.offer.rdma })),
     Effect.mapError((error) => notConnected("RdmaClient.awaitConnected", error.state, 0))
   )
@@ -281,7 +318,9 @@ export const useRegion = <Regions extends RdmaClient.RegionUsages, A, E extends 
   A,
   E | Connection.OutOfRangeError | RdmaClient.NotConnectedError | RdmaClient.WrongTransportError
 > =>
-  Object.hasOwn(client.regions, name)
+  !isClient(client)
+    ? notAClient(operation, client)
+    : Object.hasOwn(client.regions, name)
     ? use(client, operation, (session) => f(session, session.regions[name]!))
     : instrument.refused(
       new Connection.OutOfRangeError({
