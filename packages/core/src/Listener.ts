@@ -19,6 +19,7 @@ import type { RdmaDriver } from "./Driver.js"
 import * as isolation from "./internal/isolation.js"
 import * as internal from "./internal/listener.js"
 import * as serving from "./internal/listenerServe.js"
+import { dataFirst } from "./internal/resourceGuard.js"
 import type { Peer } from "./Peer.js"
 import type { RpmaError } from "./RdmaError.js"
 
@@ -164,7 +165,7 @@ export const make: (
 export const next: {
   (listener: Listener, options?: Connection.Options): Effect.Effect<ConnectionRequest, RpmaError, RdmaDriver>
   (options?: Connection.Options): (listener: Listener) => Effect.Effect<ConnectionRequest, RpmaError, RdmaDriver>
-} = dual((args) => internal.isListener(args[0]), internal.next)
+} = dual(dataFirst(internal.isListener), internal.next)
 
 /**
  * The incoming connection requests, as they arrive.
@@ -175,7 +176,7 @@ export const next: {
 export const requests: {
   (listener: Listener, options?: Connection.Options): Stream.Stream<ConnectionRequest, RpmaError, RdmaDriver>
   (options?: Connection.Options): (listener: Listener) => Stream.Stream<ConnectionRequest, RpmaError, RdmaDriver>
-} = dual((args) => internal.isListener(args[0]), internal.requests)
+} = dual(dataFirst(internal.isListener), internal.requests)
 
 /**
  * Accepts a request (rpma_conn_req_connect) and waits for the connection to be established; with
@@ -213,7 +214,7 @@ export const accept: {
   <O extends AcceptOptions = {}>(
     options?: O
   ): (request: ConnectionRequest) => Effect.Effect<Connection.Connection, AcceptErrorOf<O>, RdmaDriver | Scope.Scope>
-} = dual((args) => internal.isConnectionRequest(args[0]), internal.accept)
+} = dual(dataFirst(internal.isConnectionRequest), internal.accept)
 
 /**
  * Waits for the next incoming request and accepts it: the common case of a client at a time. If
@@ -231,7 +232,7 @@ export const acceptNext: {
   <O extends AcceptOptions = {}>(
     options?: O
   ): (listener: Listener) => Effect.Effect<Connection.Connection, AcceptErrorOf<O>, RdmaDriver | Scope.Scope>
-} = dual((args) => internal.isListener(args[0]), internal.acceptNext)
+} = dual(dataFirst(internal.isListener), internal.acceptNext)
 
 /**
  * Rejects a request (rpma_conn_req_delete); a no-op once it is answered.
@@ -436,4 +437,4 @@ export const serve: {
   ): (
     listener: Listener
   ) => Effect.Effect<never, RpmaError | Admission.InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope | Peer>>
-} = dual((args) => internal.isListener(args[0]), serving.serve)
+} = dual(dataFirst(internal.isListener), serving.serve)

@@ -575,7 +575,7 @@ describe("RdmaClient", () => {
         for (const operation of notClient) {
           const exit = yield* Effect.exit(operation)
           assert.isTrue(Exit.isFailure(exit))
-          assert.match(String(Exit.isFailure(exit) && exit.cause), /takes an RdmaClient/)
+          assert.match(String(Exit.isFailure(exit) && exit.cause), /must be an RdmaClient/)
         }
       }
       // Still connected, and still working.

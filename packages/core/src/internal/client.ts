@@ -227,7 +227,7 @@ const isClient = (u: unknown): boolean => Predicate.hasProperty(u, ClientTypeId)
 const notAClient = (operation: string, client: unknown): Effect.Effect<never> =>
   Effect.die(
     new Cause.IllegalArgumentException(
-      `${operation} takes an RdmaClient (RdmaClient.make, RdmaClient.layer), not ${
+      `the client of ${operation} must be an RdmaClient (RdmaClient.make, RdmaClient.layer), not ${
         client === null ? "null" : typeof client === "object" ? "another object" : typeof client
       }`
     )

@@ -38,7 +38,7 @@ import * as polling from "./polling.js"
 import type { Poster } from "./poster.js"
 import { closedError, settle, startPoster, watchdog, watchEvents } from "./queueLife.js"
 import { release } from "./release.js"
-import { ownEffect } from "./resourceGuard.js"
+import { dataFirst, endpointKind, notAnEndpoint, ownEffect } from "./resourceGuard.js"
 
 export { isCmEndpoint, TypeId }
 
@@ -343,9 +343,11 @@ export const establish: {
   (self: CmEndpoint.CmEndpoint, options?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
   (options?: CmEndpoint.EstablishOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
 } = dual(
-  (args) => isCmEndpoint(args[0]),
+  dataFirst(isCmEndpoint),
   (self: CmEndpoint.CmEndpoint, options?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
     Effect.flatMap(instrument.driver, (driver) => {
+      const notEndpoint = notAnEndpoint("rdma_connect", self)
+      if (notEndpoint !== undefined) return instrument.refused(notEndpoint)
       const ep = impl(self)
       const privateData = options?.privateData
       const refused = privateDataProblem("rdma_connect", privateData, "connect") ??
@@ -411,12 +413,12 @@ export const established = (driver: Driver, ep: EndpointImpl, privateData: Uint8
   }))
 
 export const state = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> =>
-  Effect.suspend(() => ownEffect("CmEndpoint.state", "endpoint", self, (ep) => Effect.succeed(impl(ep).current)))
+  Effect.suspend(() => ownEffect("CmEndpoint.state", endpointKind, self, (ep) => Effect.succeed(impl(ep).current)))
 
 /** The current state, then each change, ending with the final one. */
 export const changes = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.State> =>
   Stream.unwrap(
-    Effect.suspend(() => ownEffect("CmEndpoint.changes", "endpoint", self, (ep) => Effect.succeed(stateChanges(ep))))
+    Effect.suspend(() => ownEffect("CmEndpoint.changes", endpointKind, self, (ep) => Effect.succeed(stateChanges(ep))))
   )
 
 const stateChanges = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.State> =>
@@ -431,7 +433,7 @@ const stateChanges = (self: CmEndpoint.CmEndpoint): Stream.Stream<CmEndpoint.Sta
   }))
 
 export const awaitClosed = (self: CmEndpoint.CmEndpoint): Effect.Effect<CmEndpoint.State> =>
-  Effect.suspend(() => ownEffect("CmEndpoint.awaitClosed", "endpoint", self, (ep) => Deferred.await(impl(ep).final)))
+  Effect.suspend(() => ownEffect("CmEndpoint.awaitClosed", endpointKind, self, (ep) => Deferred.await(impl(ep).final)))
 
 export const close = (self: CmEndpoint.CmEndpoint): Effect.Effect<void> =>
-  Effect.suspend(() => ownEffect("CmEndpoint.close", "endpoint", self, (ep) => impl(ep).shutdown))
+  Effect.suspend(() => ownEffect("CmEndpoint.close", endpointKind, self, (ep) => impl(ep).shutdown))

@@ -35,6 +35,7 @@ import {
 import * as instrument from "./instrument.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
+import { dataFirst, notAnEndpoint } from "./resourceGuard.js"
 
 const { ECONNABORTED, ETIMEDOUT } = Errno
 
@@ -193,12 +194,14 @@ export const accept: {
     self: CmEndpoint.CmEndpoint
   ) => Effect.Effect<CmEndpoint.CmEndpoint, CmListener.AcceptErrorOf<{ admission: never }>, RdmaDriver>
 } = dual(
-  (args) => isCmEndpoint(args[0]),
+  dataFirst(isCmEndpoint),
   (
     self: CmEndpoint.CmEndpoint,
     options?: CmListener.AcceptOptions
   ): Effect.Effect<CmEndpoint.CmEndpoint, CmListener.AcceptErrorOf<{ admission: never }>, RdmaDriver> =>
-    options?.admission === undefined
+    !isCmEndpoint(self)
+      ? Effect.suspend(() => instrument.refused(notAnEndpoint("rdma_accept", self)!))
+      : options?.admission === undefined
       ? acceptAdmitted(self, options)
       : Effect.zipRight(admit(self, options.admission), acceptAdmitted(self, options))
 )
@@ -233,7 +236,7 @@ export const reject: {
   (self: CmEndpoint.CmEndpoint, options?: CmListener.RejectOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
   (options?: CmListener.RejectOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
 } = dual(
-  (args) => isCmEndpoint(args[0]),
+  dataFirst(isCmEndpoint),
   (self: CmEndpoint.CmEndpoint, options?: CmListener.RejectOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
     Effect.flatMap(instrument.driver, (driver) => rejectWith(driver, self, options?.privateData))
 )
@@ -244,6 +247,8 @@ const rejectWith = (
   privateData?: Uint8Array
 ): Effect.Effect<void, RdmaCmError> =>
   Effect.suspend(() => {
+    const notEndpoint = notAnEndpoint("rdma_reject", request)
+    if (notEndpoint !== undefined) return instrument.refused(notEndpoint)
     const ep = impl(request)
     const refused = privateDataProblem("rdma_reject", privateData) ??
       (privateData !== undefined && privateData.byteLength > 148

@@ -23,6 +23,7 @@ import type { RdmaDriver } from "../Driver.js"
 import type { RdmaCmError } from "../RdmaError.js"
 import { AdmissionImpl, AdmissionRefusedError, InvalidTokenError } from "./admission.js"
 import { admit, isCmListener, next } from "./cmListener.js"
+import { dataFirst } from "./resourceGuard.js"
 
 /** A client whose request is spent on its own account: gone before its accept, or refused admission. */
 const isClientsOwn = (error: unknown): error is ClientGoneError | AdmissionRefusedError =>
@@ -42,7 +43,7 @@ export const serve: {
     handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
     options?: CmListener.ServeOptions
   ): Effect.Effect<never, ServeError<E>, RdmaDriver | Exclude<R, Scope.Scope>>
-} = dual((args) => isCmListener(args[0]), <A, E, R>(
+} = dual(dataFirst(isCmListener), <A, E, R>(
   listener: CmListener.CmListener,
   handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
   options?: CmListener.ServeOptions

@@ -42,7 +42,7 @@ import { afterPendingIo, type Poster } from "./poster.js"
 import { boundedWait, closedError, deadline, settle, startPoster, watchdog, watchEvents } from "./queueLife.js"
 import { release } from "./release.js"
 import * as rendezvousAnswer from "./rendezvousAnswer.js"
-import { notAPeer, ownEffect } from "./resourceGuard.js"
+import { connectionKind, notAPeer, ownEffect } from "./resourceGuard.js"
 import * as srq from "./srq.js"
 
 type State = Connection.State
@@ -466,15 +466,17 @@ export const connect: Connect = (peer, address, port, options) =>
 // The connection's own Effects, read from it when they run: given something that is not a
 // connection, they die saying so, when they run, never while they are being made.
 export const close = (conn: Connection.Connection): Effect.Effect<void> =>
-  Effect.suspend(() => ownEffect("Connection.close", "connection", conn, (c) => implOf(c).close))
+  Effect.suspend(() => ownEffect("Connection.close", connectionKind, conn, (c) => implOf(c).close))
 
 export const awaitClosed = (conn: Connection.Connection): Effect.Effect<Connection.State> =>
-  Effect.suspend(() => ownEffect("Connection.awaitClosed", "connection", conn, (c) => implOf(c).awaitClosed))
+  Effect.suspend(() => ownEffect("Connection.awaitClosed", connectionKind, conn, (c) => implOf(c).awaitClosed))
 
 export const state = (conn: Connection.Connection): Effect.Effect<Connection.State> =>
-  Effect.suspend(() => ownEffect("Connection.state", "connection", conn, (c) => implOf(c).state))
+  Effect.suspend(() => ownEffect("Connection.state", connectionKind, conn, (c) => implOf(c).state))
 
 export const changes = (conn: Connection.Connection): Stream.Stream<Connection.State> =>
   Stream.unwrap(
-    Effect.suspend(() => ownEffect("Connection.changes", "connection", conn, (c) => Effect.succeed(implOf(c).changes)))
+    Effect.suspend(() =>
+      ownEffect("Connection.changes", connectionKind, conn, (c) => Effect.succeed(implOf(c).changes))
+    )
   )

@@ -26,7 +26,8 @@ import {
 } from "./admission.js"
 import * as internalConnection from "./connection.js"
 import { toConfig } from "./connectionConfig.js"
-import { accept, admit, make as listen, next, reject, type RequestImpl } from "./listener.js"
+import * as instrument from "./instrument.js"
+import { accept, admit, make as listen, next, notARequest, reject, type RequestImpl } from "./listener.js"
 import * as rendezvousAnswer from "./rendezvousAnswer.js"
 
 export class IsolatedImpl implements Admission.Isolated {
@@ -221,6 +222,8 @@ export const acceptClient = (
   options?: Listener.ClientOptions
 ): Effect.Effect<Listener.Client, Listener.AcceptError, RdmaDriver | Scope.Scope> =>
   Effect.suspend(() => {
+    const notRequest = notARequest("rpma_conn_req_connect", request)
+    if (notRequest !== undefined) return instrument.refused(notRequest)
     const listener = (request as RequestImpl).listener
     const problem = isolationProblem(listener, options)
     if (problem !== undefined) {

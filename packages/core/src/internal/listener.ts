@@ -28,7 +28,7 @@ import * as polling from "./polling.js"
 import { submitRecv, toCompletion } from "./posting.js"
 import { release } from "./release.js"
 import { PipeableBase } from "./resource.js"
-import { notAPeer } from "./resourceGuard.js"
+import { type Kind, notAPeer, notTheResource, ownEffect } from "./resourceGuard.js"
 import * as srq from "./srq.js"
 
 export const TypeId: Listener.TypeId = Symbol.for("@effect-rdma/core/Listener") as Listener.TypeId
@@ -72,6 +72,18 @@ export const isListener = (u: unknown): u is Listener.Listener => u instanceof L
 export const isConnectionRequest = (u: unknown): u is Listener.ConnectionRequest => u instanceof RequestImpl
 
 const implOf = (listener: Listener.Listener) => listener as ListenerImpl
+
+/** librpma's answer to a NULL listener (an endpoint): RPMA_E_INVAL. */
+export const notAListener = (operation: string, value: unknown) =>
+  notTheResource(operation, "listener must be a Listener (Listener.make)", isListener, value)
+
+/** librpma's answer to a NULL connection request: RPMA_E_INVAL. */
+export const notARequest = (operation: string, value: unknown) =>
+  notTheResource(operation, "request must be a ConnectionRequest (Listener.next)", isConnectionRequest, value)
+const requestKind: Kind<Listener.ConnectionRequest> = {
+  is: isConnectionRequest,
+  what: "a ConnectionRequest (Listener.next)"
+}
 const requestOf = (req: Listener.ConnectionRequest) => req as RequestImpl
 
 export const make = (
@@ -107,6 +119,8 @@ export const next = (
   options?: Connection.Options
 ): Effect.Effect<Listener.ConnectionRequest, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => {
+    const notListener = notAListener("rpma_ep_next_conn_req", listener)
+    if (notListener !== undefined) return instrument.refused(notListener)
     const ep = implOf(listener)
     const config = toConfig(options)
     // The queue pair is made with the request: what its connection could not live with is refused now.
@@ -141,7 +155,7 @@ export const requests = (
 
 export const reject = (request: Listener.ConnectionRequest): Effect.Effect<void, never, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) =>
-    Effect.suspend(() => {
+    ownEffect("Listener.reject", requestKind, request, (request) => {
       const req = requestOf(request)
       return req.listener.unanswered.delete(req)
         ? Effect.zipRight(
@@ -219,7 +233,9 @@ export const accept = (
   Listener.AcceptError,
   RdmaDriver | Scope.Scope
 > =>
-  options?.admission === undefined
+  !isConnectionRequest(request)
+    ? Effect.suspend(() => instrument.refused(notARequest("rpma_conn_req_connect", request)!))
+    : options?.admission === undefined
     ? acceptChecked(request, options)
     : Effect.zipRight(admit(request, options.admission), acceptChecked(request, options))
 
@@ -236,6 +252,8 @@ export const postRecv = (
   request: Listener.ConnectionRequest,
   args: Connection.RecvArgs
 ): Effect.Effect<Connection.Posted, Connection.TransferError> => {
+  const notRequest = notARequest(Operations.connReqRecv.name, request)
+  if (notRequest !== undefined) return Effect.suspend(() => instrument.refused(notRequest))
   const { prepared } = requestOf(request)
   return submitRecv(prepared.kernel, Operations.connReqRecv, args, () =>
     // Nothing completes before the request is accepted: a full queue would wait for good.

@@ -15,7 +15,7 @@ import type { RdmaDriver } from "../Driver.js"
 import type { Completion as DriverCompletion, Signal, WorkRequest } from "../DriverModel.js"
 import { WcFlags, WcOpcode } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
-import type { RpmaError } from "../RdmaError.js"
+import { type RpmaError, RpmaInvalidError } from "../RdmaError.js"
 import { impl } from "./connectionImpl.js"
 import type { Pending } from "./dataPath.js"
 import * as handles from "./handles.js"
@@ -277,7 +277,15 @@ export const reply = (
 export const peerConfigDescriptor = (options: {
   readonly directWriteToPmem: boolean
 }): Effect.Effect<Uint8Array, RpmaError, RdmaDriver> =>
-  Effect.flatMap(instrument.driver, (driver) => driver.peerCfgDescriptor(options.directWriteToPmem))
+  Effect.flatMap(instrument.driver, (driver) =>
+    options !== null && typeof options === "object"
+      ? driver.peerCfgDescriptor(options.directWriteToPmem)
+      : instrument.refused(
+        new RpmaInvalidError({
+          operation: "rpma_peer_cfg_get_descriptor",
+          detail: "the options must be an object: { directWriteToPmem: boolean }"
+        })
+      ))
 
 export const applyRemotePeerConfig = (
   conn: Connection.Connection,

@@ -66,26 +66,37 @@ export const notTheResource = (
 export const notAConnection = (operation: string, conn: unknown): RpmaInvalidError | undefined =>
   isConnection(conn) ? undefined : notTheResource(operation, `connection must be ${CONNECTION}`, isConnection, conn)
 
-const kinds = {
-  connection: { is: isConnection, what: CONNECTION },
-  endpoint: { is: isCmEndpoint, what: ENDPOINT }
-} as const
-
-interface Resources {
-  readonly connection: Connection.Connection
-  readonly endpoint: CmEndpoint.CmEndpoint
+/** A kind of resource: how one is told, and what the refusal says should have been given. */
+export interface Kind<R> {
+  readonly is: (u: unknown) => u is R
+  readonly what: string
 }
+
+export const connectionKind: Kind<Connection.Connection> = { is: isConnection, what: CONNECTION }
+export const endpointKind: Kind<CmEndpoint.CmEndpoint> = { is: isCmEndpoint, what: ENDPOINT }
 
 /**
  * A resource's own Effect that cannot fail (its state, its close; a Stream's, unwrapped): on
  * anything else, a defect that names the call and what it was given.
  */
-export const ownEffect = <K extends keyof Resources, A>(
+export const ownEffect = <R, A>(
   call: string,
-  kind: K,
+  kind: Kind<R>,
   value: unknown,
-  f: (resource: Resources[K]) => Effect.Effect<A>
+  f: (resource: R) => Effect.Effect<A>
 ): Effect.Effect<A> =>
-  kinds[kind].is(value)
-    ? f(value as Resources[K])
-    : Effect.die(new Cause.IllegalArgumentException(`${call} takes ${kinds[kind].what}, not ${kindOf(value)}`))
+  kind.is(value)
+    ? f(value)
+    : Effect.die(new Cause.IllegalArgumentException(`${call} takes ${kind.what}, not ${kindOf(value)}`))
+
+/**
+ * `dual`'s test for a call whose data-last form starts with options or a handler: data-first when
+ * the first argument is the resource, or is something neither could be (null, a number, a string),
+ * which the data-first form then refuses as the resource it stands in for (a function returned
+ * instead would fail far from the mistake).
+ */
+export const dataFirst = (is: (u: unknown) => boolean) => (args: IArguments): boolean => {
+  const first = args[0]
+  return is(first) || first === null ||
+    (first !== undefined && typeof first !== "object" && typeof first !== "function")
+}

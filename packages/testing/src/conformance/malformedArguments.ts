@@ -153,11 +153,17 @@ export const malformedArgumentCases: ReadonlyArray<Case> = [
             Connection.call(b as Bad, { send: { src: local, length: 8 } as Bad, recv })],
           ["Connection.qpNum", "RpmaInvalidError", (b) =>
             Connection.qpNum(b as Bad)],
+          ["Connection.peerConfigDescriptor", "RpmaInvalidError", (b) =>
+            Connection.peerConfigDescriptor(b as Bad)],
           ["LocalMr.descriptor", "RpmaInvalidError", (b) =>
             LocalMr.descriptor(b as Bad)],
-          ["SharedReceiveQueue.make", "RpmaInvalidError", (b) =>
-            SharedReceiveQueue.make(b as Bad)],
+          ["SharedReceiveQueue.make", "RpmaInvalidError", (b) => SharedReceiveQueue.make(b as Bad)],
           ["SharedReceiveQueue.recv", "RpmaInvalidError", (b) => SharedReceiveQueue.recv(b as Bad, recv)],
+          ["Listener.next", "RpmaInvalidError", (b) => Listener.next(b as Bad)],
+          ["Listener.accept", "RpmaInvalidError", (b) => Listener.accept(b as Bad)],
+          ["Listener.acceptClient", "RpmaInvalidError", (b) => Listener.acceptClient(b as Bad)],
+          ["Listener.postRecv", "RpmaInvalidError", (b) => Listener.postRecv(b as Bad, recv)],
+          ["Listener.serve", "RpmaInvalidError", (b) => Listener.serve(b as Bad, () => Effect.void)],
           ["CmEndpoint.send", "RdmaCmError", (b) => CmEndpoint.send(b as Bad, message)],
           ["CmEndpoint.postRecv", "RdmaCmError", (b) =>
             CmEndpoint.postRecv(b as Bad, { segments: [{ mr: messages, offset: 0, length: 8 }] })],
@@ -165,20 +171,34 @@ export const malformedArgumentCases: ReadonlyArray<Case> = [
             CmEndpoint.writeMany(b as Bad, [])],
           ["CmEndpoint.call", "RdmaCmError", (b) =>
             CmEndpoint.call(b as Bad, { send: message, recv: { dst: messages, offset: 0, length: 8 } })],
+          ["CmEndpoint.establish", "RdmaCmError", (b) =>
+            CmEndpoint.establish(b as Bad)],
           ["CmListener.next", "RdmaCmError", (b) =>
-            CmListener.next(b as Bad)]
+            CmListener.next(b as Bad)],
+          ["CmListener.accept", "RdmaCmError", (b) =>
+            CmListener.accept(b as Bad)],
+          ["CmListener.reject", "RdmaCmError", (b) =>
+            CmListener.reject(b as Bad)]
         ]
-        const dying: ReadonlyArray<readonly [string, (bad: unknown) => Effect.Effect<unknown>]> = [
+        // Calls whose data-last form starts with options or a handler: there, undefined or an
+        // object is that form (it returns a function, as the call's type says), not a mistake.
+        const dataLast = new Set([
+          "Listener.next",
+          "Listener.accept",
+          "Listener.serve",
+          "CmEndpoint.establish",
+          "CmListener.accept",
+          "CmListener.reject"
+        ])
+        const dying: ReadonlyArray<readonly [string, (bad: unknown) => Effect.Effect<unknown, never, any>]> = [
           ["Connection.state", (b) =>
             Connection.state(b as Bad)],
-          ["Connection.close", (b) =>
-            Connection.close(b as Bad)],
-          ["CmEndpoint.state", (b) =>
-            CmEndpoint.state(b as Bad)],
-          ["CmEndpoint.awaitClosed", (b) =>
-            CmEndpoint.awaitClosed(b as Bad)],
-          ["CmEndpoint.close", (b) => CmEndpoint.close(b as Bad)],
+          ["Connection.close", (b) => Connection.close(b as Bad)],
           ["Connection.changes", (b) => Stream.runDrain(Connection.changes(b as Bad))],
+          ["Listener.reject", (b) => Listener.reject(b as Bad)],
+          ["CmEndpoint.state", (b) => CmEndpoint.state(b as Bad)],
+          ["CmEndpoint.awaitClosed", (b) => CmEndpoint.awaitClosed(b as Bad)],
+          ["CmEndpoint.close", (b) => CmEndpoint.close(b as Bad)],
           ["CmEndpoint.changes", (b) => Stream.runDrain(CmEndpoint.changes(b as Bad))]
         ]
         const wrong: Array<string> = []
@@ -192,8 +212,9 @@ export const malformedArgumentCases: ReadonlyArray<Case> = [
         }
         for (const bad of NOT_ONE) {
           for (const [name, tag, operation] of refusals) {
-            // A region or a queue that is an object is the driver's to refuse (an unknown handle).
+            // A region that is an object is the driver's to refuse (an unknown handle).
             if (bad !== null && typeof bad === "object" && name.startsWith("LocalMr")) continue
+            if ((bad === undefined || typeof bad === "object") && bad !== null && dataLast.has(name)) continue
             const effect = made(name, bad, () => operation(bad))
             if (effect === undefined) continue
             const exit = yield* Effect.exit(Effect.scoped(effect))
