@@ -217,4 +217,15 @@ describe("Listener.serve", () => {
       )
       assert.include(badRange.message, "ports must be { from, to }")
     })))
+
+  it.live("a handshakeTimeout that is no duration is refused before any client is taken: RPMA_E_INVAL naming it", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7610)
+      for (const handshakeTimeout of ["soon", "10 parsecs", {}]) {
+        const error = yield* Effect.flip(Listener.serve(listener, shout, { handshakeTimeout } as never))
+        assert.strictEqual(error._tag, "RpmaInvalidError")
+        assert.include(error.message, "handshakeTimeout must be a duration")
+      }
+    })))
 })

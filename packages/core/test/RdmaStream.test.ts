@@ -5,7 +5,7 @@
 import { Connection, Listener, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Clock, Deferred, Effect, Exit, Fiber, Stream, TestClock, TestServices } from "effect"
+import { Chunk, Clock, Deferred, Duration, Effect, Exit, Fiber, Stream, TestClock, TestServices } from "effect"
 import { concat, records } from "./streamData.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
@@ -240,6 +240,37 @@ describe("RdmaStream.writeRing / readRing", () => {
       })),
     30_000
   )
+})
+
+describe("RdmaStream.writeRing / readRing: bad options", () => {
+  it.effect("a duration that is none, or no ring, fails with StreamOptionError naming it, never thrown", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remoteRing, ring } = yield* ringPair(1024)
+      type Bad = never
+      for (
+        const [option, settings] of [
+          ["pollInterval", { pollInterval: "soon" as Bad }],
+          ["pollInterval", { pollInterval: Duration.infinity }],
+          ["stallTimeout", { stallTimeout: -5 }]
+        ] as const
+      ) {
+        const error = yield* Stream.make(new Uint8Array(8)).pipe(
+          Stream.run(RdmaStream.writeRing(clientPeer, client, { ring: remoteRing, ...settings })),
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "StreamOptionError")
+        assert.match(error.message, new RegExp(`${option} must be a (finite )?duration`))
+      }
+      const reading = [
+        RdmaStream.readRing(ring, { pollInterval: "soon" as Bad }),
+        RdmaStream.readRing(null as Bad),
+        RdmaStream.readRing(5 as Bad)
+      ]
+      for (const stream of reading) {
+        const error = yield* Effect.flip(Stream.runDrain(stream))
+        assert.strictEqual(error._tag, "StreamOptionError")
+      }
+    })))
 })
 
 describe("RdmaStream.writeRing: time", () => {

@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import type * as Connection from "../Connection.js"
 import { ConnectionFailedError } from "../ConnectionError.js"
@@ -48,7 +49,18 @@ export const serve = <A, E, R>(
     const problem = isolationProblem(listener, options)
     if (problem !== undefined) return yield* Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_ep_listen", problem))
     const concurrency = options?.concurrency ?? "unbounded"
-    const handshake = options?.handshakeTimeout === undefined ? undefined : Duration.decode(options.handshakeTimeout)
+    const handshake = options?.handshakeTimeout === undefined
+      ? undefined
+      : Option.getOrUndefined(Duration.decodeUnknown(options.handshakeTimeout))
+    if (options?.handshakeTimeout !== undefined && handshake === undefined) {
+      return yield* Effect.fail(
+        fromRpmaCode(
+          RpmaCode.RPMA_E_INVAL,
+          "Listener.serve",
+          `handshakeTimeout must be a duration (e.g. "10 seconds"), got ${String(options.handshakeTimeout)}`
+        )
+      )
+    }
     const parent = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
     const handlers = yield* FiberSet.make<unknown, RpmaError | InvalidTokenError | E>()
     const permits = yield* Effect.makeSemaphore(concurrency === "unbounded" ? Number.MAX_SAFE_INTEGER : concurrency)

@@ -72,6 +72,34 @@ type StageError = Connection.TransferError | RpmaError | MemoryRefusedError | St
 
 const optionError = (option: string, detail: string) => Effect.fail(new StreamOptionError({ option, detail }))
 
+/** A duration option (`fallback` when absent; infinite only where `finite` is false), or why not: never thrown. */
+const durationOption = (
+  option: string,
+  value: Duration.DurationInput | undefined,
+  fallback: Duration.DurationInput,
+  finite: boolean
+): Effect.Effect<Duration.Duration, StreamOptionError> => {
+  const decoded = typeof value === "number" && !(value >= 0) ? Option.none() : Duration.decodeUnknown(value ?? fallback)
+  return Option.isSome(decoded) && (!finite || Duration.isFinite(decoded.value))
+    ? Effect.succeed(decoded.value)
+    : optionError(
+      option,
+      `must be a ${finite ? "finite " : ""}duration (e.g. "1 millis", or milliseconds), got ${String(value)}`
+    )
+}
+
+/** How a ring's writer polls its reader's head, and how long it waits for room before it gives up. */
+interface RingTiming {
+  readonly pollInterval: Duration.Duration
+  readonly stallTimeout: Duration.Duration
+}
+
+const ringTiming = (options: RdmaStream.RingSettings): Effect.Effect<RingTiming, StreamOptionError> =>
+  Effect.all({
+    pollInterval: durationOption("pollInterval", options.pollInterval, "1 millis", true),
+    stallTimeout: durationOption("stallTimeout", options.stallTimeout, "30 seconds", false)
+  })
+
 /**
  * What a Sink writes through, on either path: the staging region's bytes, the request that writes
  * `length` of them from `srcOffset` to `dstOffset` of the destination, and the batch call.
@@ -349,11 +377,9 @@ const writeU64 = (memory: Uint8Array, at: number, value: number): void =>
 /** The ring Sink over a path, into a ring of `capacity` data bytes after its header. */
 const ringSink = <A, E>(
   capacity: number,
-  options: RdmaStream.RingSettings,
+  { pollInterval, stallTimeout }: RingTiming,
   path: RingPath<A, E>
 ): Sink.Sink<number, Uint8Array, never, E | RingStalledError> => {
-  const pollInterval = Duration.decode(options.pollInterval ?? "1 millis")
-  const stallTimeout = Duration.decode(options.stallTimeout ?? "30 seconds")
   const { flush, stage } = stager(path)
   let tail = 0
   let head = 0
@@ -418,10 +444,11 @@ const rpmaRing = (
   Sink.unwrapScoped<number, Uint8Array, never, RpmaRingError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
     const dst = options.ring
     const capacity = yield* ringCapacity(Number(dst.size))
+    const timing = yield* ringTiming(options)
     const src = yield* rpmaStaging(peer, options, Math.min(DEFAULT_STAGING, capacity))
     // The tail word to publish, and the reader's head word read back.
     const words = yield* LocalMr.allocate(peer, 16, Usage.combine(Usage.WRITE_SRC, Usage.READ_DST))
-    return ringSink(capacity, options, {
+    return ringSink(capacity, timing, {
       ...rpmaPath(conn, dst, src),
       writeTail: (tail) => {
         writeU64(words.memory, 0, tail)
@@ -441,6 +468,7 @@ const cmRing = (
   Sink.unwrapScoped<number, Uint8Array, never, CmRingError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
     const { head, ring } = options
     const capacity = yield* ringCapacity(Number(ring.length))
+    const timing = yield* ringTiming(options)
     if (head?.access !== "read" || head.address !== ring.address || Number(head.length) < RING_HEADER) {
       return yield* optionError(
         "head",
@@ -449,7 +477,7 @@ const cmRing = (
     }
     const src = yield* cmStaging(endpoint, options, Math.min(DEFAULT_STAGING, capacity))
     const words = yield* CmEndpoint.registerMessages(endpoint, new Uint8Array(16))
-    return ringSink(capacity, options, {
+    return ringSink(capacity, timing, {
       ...cmPath(endpoint, ring, src),
       writeTail: (tail) => {
         writeU64(words.memory, 0, tail)
@@ -488,31 +516,36 @@ export const writeRing: WriteRing =
 export const readRing = (
   ring: LocalMr.LocalMr<"WRITE_DST" | "READ_SRC"> | CmEndpoint.Region<"write" | "read">,
   options?: { readonly pollInterval?: Duration.DurationInput | undefined }
-): Stream.Stream<Uint8Array, StreamOptionError> => {
-  const memory = ring.memory
-  const capacity = memory.byteLength - RING_HEADER
-  if (capacity <= 0) {
-    return Stream.fail(
-      new StreamOptionError({
-        option: "ring",
-        detail: `must be larger than its ${RING_HEADER}-byte header, got ${memory.byteLength} bytes`
+): Stream.Stream<Uint8Array, StreamOptionError> =>
+  Stream.unwrap(Effect.suspend(() => {
+    const memory = ring !== null && typeof ring === "object" ? ring.memory : undefined
+    if (!(memory instanceof Uint8Array)) {
+      return optionError(
+        "ring",
+        `must be a region (a LocalMr, or a CmEndpoint.Region) holding the ring, not ${
+          ring === null ? "null" : typeof ring
+        }`
+      )
+    }
+    const capacity = memory.byteLength - RING_HEADER
+    if (capacity <= 0) {
+      return optionError("ring", `must be larger than its ${RING_HEADER}-byte header, got ${memory.byteLength} bytes`)
+    }
+    return Effect.map(durationOption("pollInterval", options?.pollInterval, "1 millis", true), (pollInterval) => {
+      const next: Effect.Effect<Uint8Array> = Effect.suspend(() => {
+        const head = readU64(memory, HEAD_AT)
+        const tail = readU64(memory, TAIL_AT)
+        if (tail === head) return Effect.zipRight(Effect.sleep(pollInterval), next)
+        const at = head % capacity
+        const length = Math.min(tail - head, capacity - at)
+        const bytes = memory.slice(RING_HEADER + at, RING_HEADER + at + length)
+        // Copied out, so the writer may reuse the space at once.
+        writeU64(memory, HEAD_AT, head + length)
+        return Effect.succeed(bytes)
       })
-    )
-  }
-  const pollInterval = Duration.decode(options?.pollInterval ?? "1 millis")
-  const next: Effect.Effect<Uint8Array> = Effect.suspend(() => {
-    const head = readU64(memory, HEAD_AT)
-    const tail = readU64(memory, TAIL_AT)
-    if (tail === head) return Effect.zipRight(Effect.sleep(pollInterval), next)
-    const at = head % capacity
-    const length = Math.min(tail - head, capacity - at)
-    const bytes = memory.slice(RING_HEADER + at, RING_HEADER + at + length)
-    // Copied out, so the writer may reuse the space at once.
-    writeU64(memory, HEAD_AT, head + length)
-    return Effect.succeed(bytes)
-  })
-  return Stream.repeatEffect(next)
-}
+      return Stream.repeatEffect(next)
+    })
+  }))
 
 type MessagesError = Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError
 type CmMessagesError = CmEndpoint.TransferError | MemoryRefusedError | StreamOptionError
