@@ -15,6 +15,7 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -343,7 +344,17 @@ export const fetch = (options: {
   readonly timeout?: Duration.DurationInput | undefined
 }): Effect.Effect<Offer, ExchangeError> =>
   Effect.suspend(() => {
-    const timeout = Duration.decode(options.timeout ?? DEFAULT_TIMEOUT)
+    // A bad option of the fetch is refused as the connect it would have bounded, as serve's are as its listen.
+    const decoded = Duration.decodeUnknown(options.timeout ?? DEFAULT_TIMEOUT)
+    if (Option.isNone(decoded)) {
+      return Effect.fail(
+        new ExchangeError({
+          reason: "Connect",
+          detail: `timeout is not a duration (${String(options.timeout)}): give e.g. "10 seconds" or milliseconds`
+        })
+      )
+    }
+    const timeout = decoded.value
     // On Effect's Clock, so that a TestClock drives it; timed out, the socket goes with the interruption.
     return received(options).pipe(
       Effect.timeoutFail({

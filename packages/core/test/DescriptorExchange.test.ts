@@ -95,6 +95,17 @@ describe("DescriptorExchange", () => {
       assert.include(error.message, `clients is all, not "verified" or "any"`)
     }))
 
+  it.live("a fetch timeout that is no duration is refused as its connect, never thrown", () =>
+    Effect.gen(function*() {
+      for (const timeout of ["soon", {}]) {
+        const error = yield* Effect.flip(
+          DescriptorExchange.fetch({ host: "127.0.0.1", port: 1, tls: client, timeout: timeout as never })
+        )
+        assert.strictEqual(error.reason, "Connect")
+        assert.include(error.message, "timeout is not a duration")
+      }
+    }))
+
   it.live("refuses an offer whose descriptors do not decode strictly", () =>
     Effect.gen(function*() {
       const padded = new Uint8Array(32)
