@@ -104,6 +104,40 @@ describe("@effect/rpc over RDMA: keepalive", () => {
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })
 
+describe("@effect/rpc over RDMA: options that are no options", () => {
+  it.effect("are refused with RdmaChannelError saying what is wrong, when the protocol is made, never thrown", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const address = SimulatedDriver.DEFAULT_ADDRESS
+      type Bad = never
+      const clients: ReadonlyArray<readonly [unknown, RegExp]> = [
+        [null, /the options must be an object/],
+        [5, /the options must be an object/],
+        [{ transport: "tcp", address, port: 7484 }, /transport must be "rpma" or "cm", not "tcp"/],
+        [{ transport: "cm", address, port: -1 }, /port must be an integer from 0 to 65535/],
+        [{ transport: "cm", address: 5, port: 7484 }, /address must be a string/],
+        [{ transport: "rpma", offer: "later" }, /offer must be an Effect/],
+        [{ transport: "cm", address, port: 7484, retrySchedule: 5 }, /retrySchedule must be a Schedule/]
+      ]
+      for (const [options, said] of clients) {
+        const error = yield* Effect.flip(
+          RdmaRpc.makeProtocolClient(options as Bad).pipe(
+            Effect.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+          )
+        )
+        assert.strictEqual(error._tag, "RdmaChannelError")
+        assert.match(error.message, said)
+      }
+      for (const options of [undefined, { transport: "tcp", address, port: 7484 }]) {
+        const error = yield* Effect.flip(
+          RdmaRpc.makeProtocolServer(options as Bad).pipe(
+            Effect.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+          )
+        )
+        assert.strictEqual(error._tag, "RdmaChannelError")
+      }
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+})
+
 describe("@effect/rpc over RDMA: recovery", () => {
   const Group = RpcGroup.make(
     Rpc.make("Add", { payload: { a: Schema.Number, b: Schema.Number }, success: Schema.Number }),

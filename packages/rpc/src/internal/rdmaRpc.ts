@@ -11,9 +11,11 @@ import type * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type * as RdmaRpc from "../RdmaRpc.js"
 import * as cmChannel from "./cmChannel.js"
+import * as framing from "./framing.js"
 import type { ChannelError } from "./framing.js"
 import * as protocol from "./protocol.js"
 
@@ -70,6 +72,55 @@ export const makeCmServerProtocol = (
 
 // The public overloads (RdmaRpc.ts) give each transport its own requirements: only librpma's needs a Peer.
 
+const describe = (value: unknown): string =>
+  value === null ? "null" : typeof value === "string" ? JSON.stringify(value) : typeof value
+
+/**
+ * What makes options no options at all (not an object, no transport of the two, a retry schedule
+ * that is no Schedule), refused as every other option out of range is: `RdmaChannelError` with
+ * reason "Protocol", when the Effect runs, never thrown while it is made.
+ */
+const optionsProblem = (options: unknown, side: "client" | "server"): ChannelError | undefined => {
+  if (options === null || typeof options !== "object") {
+    return framing.protocol(`the options must be an object with a transport ("rpma" or "cm"), not ${describe(options)}`)
+  }
+  const { retrySchedule, transport } = options as { readonly transport?: unknown; readonly retrySchedule?: unknown }
+  if (transport !== "rpma" && transport !== "cm") {
+    return framing.protocol(`transport must be "rpma" or "cm", not ${describe(transport)}`)
+  }
+  if (retrySchedule !== undefined && !Schedule.isSchedule(retrySchedule)) {
+    return framing.protocol(
+      `retrySchedule must be a Schedule (e.g. Schedule.spaced("1 second")), not ${describe(retrySchedule)}`
+    )
+  }
+  // A server's address and port are its listen's to refuse; a client's would only fail every dial.
+  if (side === "client") {
+    const target = options as { readonly address?: unknown; readonly port?: unknown; readonly offer?: unknown }
+    if (transport === "rpma" && "offer" in target) {
+      return Effect.isEffect(target.offer)
+        ? undefined
+        : framing.protocol(`offer must be an Effect that fetches the offer, not ${describe(target.offer)}`)
+    }
+    if (typeof target.address !== "string") {
+      return framing.protocol(`address must be a string, not ${describe(target.address)}`)
+    }
+    if (!Number.isInteger(target.port) || (target.port as number) < 0 || (target.port as number) > 65535) {
+      return framing.protocol(`port must be an integer from 0 to 65535, not ${String(target.port)}`)
+    }
+  }
+  return undefined
+}
+
+const checked = <A, E, R>(
+  options: unknown,
+  side: "client" | "server",
+  make: () => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | ChannelError, R> =>
+  Effect.suspend((): Effect.Effect<A, E | ChannelError, R> => {
+    const problem = optionsProblem(options, side)
+    return problem === undefined ? make() : Effect.fail(problem)
+  })
+
 export const makeProtocolClient = <R>(
   options: RdmaRpc.ClientOptions<R>
 ): Effect.Effect<
@@ -77,29 +128,31 @@ export const makeProtocolClient = <R>(
   ChannelError,
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver | Peer.Peer | R
 > =>
-  options.transport === "cm"
-    ? makeCmClientProtocol(options)
-    : Effect.flatMap(Peer.Peer, (peer) => protocol.makeReconnectingClientProtocol(peer, options))
+  checked(options, "client", () =>
+    options.transport === "cm"
+      ? makeCmClientProtocol(options)
+      : Effect.flatMap(Peer.Peer, (peer) => protocol.makeReconnectingClientProtocol(peer, options)))
 
 export const makeRpmaServerProtocol = protocol.makeServerProtocol
 
-export const makeProtocolServer = (
-  options: RdmaRpc.ServerOptions
-): Effect.Effect<
+type ServerMade = Effect.Effect<
   RpcServer.Protocol["Type"],
   RdmaError.RdmaCmError | RdmaError.RpmaError | ChannelError,
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver | Peer.Peer
-> =>
-  options.transport === "cm"
-    ? Effect.flatMap(
-      CmListener.make(options.address, options.port, options.endpoint),
-      (listener) => makeCmServerProtocol(listener, options)
-    )
-    : Effect.gen(function*() {
-      const peer = yield* Peer.Peer
-      const endpoint = yield* Listener.make(peer, options.address, options.port)
-      return yield* protocol.makeServerProtocol(endpoint, options)
-    })
+>
+
+export const makeProtocolServer = (options: RdmaRpc.ServerOptions): ServerMade =>
+  checked(options, "server", (): ServerMade =>
+    options.transport === "cm"
+      ? Effect.flatMap(
+        CmListener.make(options.address, options.port, options.endpoint),
+        (listener) => makeCmServerProtocol(listener, options)
+      )
+      : Effect.gen(function*() {
+        const peer = yield* Peer.Peer
+        const endpoint = yield* Listener.make(peer, options.address, options.port)
+        return yield* protocol.makeServerProtocol(endpoint, options)
+      }))
 
 export const layerProtocolClient = <R>(options: RdmaRpc.ClientOptions<R>) =>
   Layer.scoped(RpcClient.Protocol, makeProtocolClient(options))
