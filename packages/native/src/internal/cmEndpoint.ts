@@ -120,11 +120,13 @@ const pollPacked = (
   binding: Binding,
   ep: Model.CmEpHandle,
   into: Float64Array,
-  first: (into: Float64Array) => number = (array) => binding.cmPollPacked(ep, array)
-): ReadonlyArray<Model.Completion> =>
-  readPacked(into, CM_FIELDS, first, (array) => binding.cmPollPacked(ep, array)) ?? NONE
+  first: number = binding.cmPollPacked(ep, into)
+): ReadonlyArray<Model.Completion> => readPacked(into, CM_FIELDS, first, binding, ep, pollAgain) ?? NONE
 
 const NONE: ReadonlyArray<Model.Completion> = []
+
+/** A full array's rest, read without waiting. */
+const pollAgain = (binding: Binding, ep: unknown, into: Float64Array): number => binding.cmPollPacked(ep, into)
 
 const postOperations = {
   send: "rdma_post_send",
@@ -446,7 +448,7 @@ export const cmEndpointCalls = (
     cmSpinCompletions: (ep, budgetNs) => {
       try {
         return Exit.succeed(
-          pollPacked(binding, ep, completions, (array) => binding.cmSpinPacked(ep, array, budgetNs))
+          pollPacked(binding, ep, completions, binding.cmSpinPacked(ep, completions, budgetNs))
         )
       } catch (cause) {
         return cmExit("ibv_poll_cq", cause)
@@ -461,7 +463,7 @@ export const cmEndpointCalls = (
             : binding.cmWaitPacked(ep, completions, (error, count) =>
               error !== undefined && error !== null
                 ? callback(error, NONE)
-                : callback(null, pollPacked(binding, ep, completions, () => count!))),
+                : callback(null, pollPacked(binding, ep, completions, count!))),
         (id) => binding.cmCancel(ep, id),
         (cause) => cmExit("ibv_get_cq_event", cause),
         onReady

@@ -23,31 +23,33 @@ export const RPMA_FIELDS = 7
 export const packedArray = (fields: Layout): Float64Array => new Float64Array(PACKED_COMPLETIONS * fields)
 
 /**
- * Reads completions with `first`, then with `again` while the array comes back full, into `into`;
- * their objects, or undefined when none were read (the callers' common case, with no array made).
- * A read that throws after some were read ends the reading: what was read is returned and the
- * failure comes back on the next poll, as the addon does within one call (a completion read from a
- * CQ is never read again).
+ * The completions of a read that found `count` into `into` (the caller's first read of `queue`),
+ * then of `again(binding, queue, into)` while the array comes back full; their objects, or undefined when
+ * none were read (the callers' common case, with no array made). A read that throws after some
+ * were read ends the reading: what was read is returned and the failure comes back on the next
+ * poll, as the addon does within one call (a completion read from a CQ is never read again).
+ * `again` is given what it reads from (no closure made a read), and the array is made with its
+ * first completion (a push onto an empty one grows it).
  */
-export const readPacked = (
+export const readPacked = <B, Q>(
   into: Float64Array,
   fields: Layout,
-  first: (into: Float64Array) => number,
-  again: (into: Float64Array) => number
+  count: number,
+  binding: B,
+  queue: Q,
+  again: (binding: B, queue: Q, into: Float64Array) => number
 ): Array<Model.Completion> | undefined => {
-  let ready: Array<Model.Completion> | undefined
-  for (let read = first;; read = again) {
-    let count: number
+  if (count === 0) return undefined
+  const ready = [completionAt(into, 0, fields)]
+  for (let from = 1;; from = 0) {
+    for (let i = from, at = from * fields; i < count; i++, at += fields) ready.push(completionAt(into, at, fields))
+    if (count < PACKED_COMPLETIONS) break
     try {
-      count = read(into)
-    } catch (cause) {
-      if (ready === undefined) throw cause
+      count = again(binding, queue, into)
+    } catch {
       break
     }
     if (count === 0) break
-    ready ??= []
-    for (let i = 0, at = 0; i < count; i++, at += fields) ready.push(completionAt(into, at, fields))
-    if (count < PACKED_COMPLETIONS) break
   }
   return ready
 }

@@ -43,6 +43,9 @@ const operationOf = (request: Model.WorkRequest): string => {
 
 const NONE: ReadonlyArray<Model.Completion> = []
 
+/** A full array's rest, read without waiting. */
+const pollAgain = (binding: Binding, queue: unknown, into: Float64Array): number => binding.pollPacked(queue, into)
+
 const pollFailed = (cause: unknown): RdmaError.RpmaError => rpmaErrorOrThrow("rpma_cq_get_wc", cause)
 
 /** What postMany answers when it is not given an array, as the simulated driver does. */
@@ -60,18 +63,11 @@ export const queueCalls = (
   const poll = (queue: unknown): ReadonlyArray<Model.Completion> =>
     packed === undefined
       ? binding.pollCompletions(queue)
-      : readPacked(packed, RPMA_FIELDS, (into) =>
-        binding.pollPacked(queue, into), (into) =>
-        binding.pollPacked(queue, into)) ?? NONE
+      : readPacked(packed, RPMA_FIELDS, binding.pollPacked(queue, packed), binding, queue, pollAgain) ?? NONE
   const spin = (queue: unknown, budgetNs: number): ReadonlyArray<Model.Completion> =>
     packed === undefined || typeof binding.spinPacked !== "function"
       ? binding.spinCompletions(queue, budgetNs)
-      : readPacked(
-        packed,
-        RPMA_FIELDS,
-        (into) => binding.spinPacked(queue, into, budgetNs),
-        (into) => binding.pollPacked(queue, into)
-      ) ?? NONE
+      : readPacked(packed, RPMA_FIELDS, binding.spinPacked(queue, packed, budgetNs), binding, queue, pollAgain) ?? NONE
   // Made for a post one by one, or a window's refusal: a list posted whole in windows needs none.
   const posterOf = (queue: unknown): Poster<Model.WorkRequest, RdmaError.RpmaError> => ({
     post: (request) => binding.post(queue, request),
@@ -121,7 +117,7 @@ export const queueCalls = (
                 ? callback(error, NONE)
                 : callback(
                   null,
-                  readPacked(packed, RPMA_FIELDS, () => count!, (into) => binding.pollPacked(queue, into)) ?? NONE
+                  readPacked(packed, RPMA_FIELDS, count!, binding, queue, pollAgain) ?? NONE
                 )),
         (id) => binding.cancelWait(queue, id),
         (cause) => rpmaExit("rpma_cq_wait", cause),
