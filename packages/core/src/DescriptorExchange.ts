@@ -23,6 +23,7 @@ import { isIP } from "node:net"
 import * as tls from "node:tls"
 import * as Admission from "./Admission.js"
 import * as Descriptors from "./Descriptor.js"
+import { fetchProblem, serveProblem } from "./internal/exchangeOptions.js"
 
 /**
  * What a server offers: where to connect over RDMA, its regions' descriptors by name, any
@@ -85,8 +86,10 @@ const MAX_FRAME = 1 << 20
 const caList = (ca: TlsOptions["ca"]): string | Buffer | Array<string | Buffer> =>
   typeof ca === "string" || Buffer.isBuffer(ca) ? ca : [...ca]
 
-const frame = (value: unknown): Buffer => {
-  const body = Buffer.from(JSON.stringify(value), "utf8")
+const frame = (value: unknown): Buffer => frameOf(JSON.stringify(value))
+
+const frameOf = (json: string): Buffer => {
+  const body = Buffer.from(json, "utf8")
   const head = Buffer.alloc(4)
   head.writeUInt32BE(body.length)
   return Buffer.concat([head, body])
@@ -136,6 +139,51 @@ const encodeOffer = (offer: Offer) => ({
   config: offer.config,
   ...(offer.token === undefined ? {} : { token: Buffer.from(offer.token).toString("hex") })
 })
+
+/**
+ * The frame that carries `offer`, or what a client would answer it with: serve refuses an offer
+ * that every client's fetch would refuse, in fetch's words, and one that cannot be written at all
+ * (a region that is no bytes, a config value JSON cannot carry). The frame is made once, from what
+ * was checked.
+ */
+const sendable = (offer: Offer): Either.Either<Buffer, ExchangeError> => {
+  let wire: string
+  try {
+    const token = offer.token
+    if (
+      token !== undefined && !(token instanceof Uint8Array && token.byteLength >= 1 && token.byteLength <= MAX_TOKEN)
+    ) {
+      const size = token instanceof Uint8Array ? `${token.byteLength} bytes` : typeof token
+      return Either.left(
+        new ExchangeError({
+          reason: "Protocol",
+          detail: `the offer's token is ${size}, not 1 to ${MAX_TOKEN} bytes (a connection request's private data)`
+        })
+      )
+    }
+    wire = JSON.stringify(encodeOffer(offer))
+  } catch (cause) {
+    return Either.left(
+      new ExchangeError({
+        reason: "Protocol",
+        detail: `the offer cannot be written (${messageOf(cause)}): give { rdma: { address, port }, regions: ` +
+          `{ [name]: descriptor bytes }, config: { [name]: string, number or boolean }, token? }`,
+        cause
+      })
+    )
+  }
+  const decoded = decodeOffer(JSON.parse(wire))
+  return Either.isLeft(decoded)
+    ? Either.left(
+      new ExchangeError({
+        reason: decoded.left.reason,
+        detail: `no client would take this offer: ${decoded.left.detail}`
+      })
+    )
+    : Either.right(frameOf(wire))
+}
+
+const messageOf = (cause: unknown): string => cause instanceof Error ? cause.message : String(cause)
 
 /** Names that would reach an object's prototype machinery if used as keys. */
 const RESERVED_NAMES = new Set(["__proto__", "constructor", "prototype", "hasOwnProperty", "toString", "valueOf"])
@@ -241,7 +289,11 @@ export type Clients = "verified" | "any"
  * that present a certificate signed by `tls.ca`, unless `clients: "any"` says otherwise
  * ({@link Clients}). A client presents one with `fetch`'s `tls.key` and `tls.cert`. Returns the
  * port. An offer whose token is empty or longer than {@link MAX_TOKEN} bytes is refused
- * (`Protocol`): no client could send it.
+ * (`Protocol`): no client could send it; so is any offer that every client's `fetch` would refuse,
+ * with fetch's reason and words (`Protocol`, `InvalidDescriptor`: a region that holds no valid
+ * descriptor, a config value that is no string, finite number or boolean). Options that are not
+ * what they say (no host, a port out of range, `tls` without its `ca`, `key` and `cert`, a key
+ * node:tls cannot read) fail with `Listen`, as `fetch`'s fail with `Connect`.
  *
  * @example
  * ```ts
@@ -265,17 +317,17 @@ export const serve = (options: {
   readonly offer: Offer
   /** @since 1.0.0 */
   readonly clients?: Clients | undefined
-}): Effect.Effect<{ readonly port: number }, ExchangeError, Scope.Scope> => {
-  const token = options.offer.token
-  if (token !== undefined && !(token instanceof Uint8Array && token.byteLength >= 1 && token.byteLength <= MAX_TOKEN)) {
-    const size = token instanceof Uint8Array ? `${token.byteLength} bytes` : typeof token
-    return Effect.fail(
-      new ExchangeError({
-        reason: "Protocol",
-        detail: `the offer's token is ${size}, not 1 to ${MAX_TOKEN} bytes (a connection request's private data)`
-      })
-    )
-  }
+}): Effect.Effect<{ readonly port: number }, ExchangeError, Scope.Scope> =>
+  Effect.suspend(() => {
+    const problem = serveProblem(options)
+    if (problem !== undefined) return Effect.fail(new ExchangeError({ reason: "Listen", detail: problem }))
+    return served(options)
+  })
+
+/** {@link serve} once its options are read as what they say they are. */
+const served = (
+  options: Parameters<typeof serve>[0]
+): Effect.Effect<{ readonly port: number }, ExchangeError, Scope.Scope> => {
   const clients = options.clients ?? "verified"
   if (clients !== "verified" && clients !== "any") {
     return Effect.fail(
@@ -283,24 +335,34 @@ export const serve = (options: {
     )
   }
   const verified = clients === "verified"
+  const payload = sendable(options.offer)
+  if (Either.isLeft(payload)) return Effect.fail(payload.left)
   return Effect.acquireRelease(
     Effect.async<tls.Server & { readonly port: number }, ExchangeError>((resume) => {
-      const payload = frame(encodeOffer(options.offer))
-      const server = tls.createServer({
-        key: options.tls.key,
-        cert: options.tls.cert,
-        ca: caList(options.tls.ca),
-        // The handshake completes either way; the handler below decides (see WireRefusal).
-        requestCert: verified,
-        rejectUnauthorized: false
-      }, (socket) => {
+      const serveOne = (socket: tls.TLSSocket) => {
         socket.on("error", () => socket.destroy())
         if (verified && !socket.authorized) {
           socket.end(frame({ version: 1, refused: String(socket.authorizationError ?? "no certificate") }))
         } else {
-          socket.end(payload)
+          socket.end(payload.right)
         }
-      })
+      }
+      let server: tls.Server
+      try {
+        server = tls.createServer({
+          key: options.tls.key,
+          cert: options.tls.cert,
+          ca: caList(options.tls.ca),
+          // The handshake completes either way; the handler below decides (see WireRefusal).
+          requestCert: verified,
+          rejectUnauthorized: false
+        }, serveOne)
+      } catch (cause) {
+        // node:tls refuses a key or certificate it cannot read here (not PEM, not a pair).
+        const detail = `node:tls cannot use tls.key and tls.cert (${messageOf(cause)}): give the server's private ` +
+          `key and its certificate, both PEM`
+        return resume(Effect.fail(new ExchangeError({ reason: "Listen", detail, cause })))
+      }
       server.once(
         "error",
         (cause) => resume(Effect.fail(new ExchangeError({ reason: "Listen", detail: cause.message, cause })))
@@ -345,6 +407,8 @@ export const fetch = (options: {
 }): Effect.Effect<Offer, ExchangeError> =>
   Effect.suspend(() => {
     // A bad option of the fetch is refused as the connect it would have bounded, as serve's are as its listen.
+    const problem = fetchProblem(options)
+    if (problem !== undefined) return Effect.fail(new ExchangeError({ reason: "Connect", detail: problem }))
     const decoded = Duration.decodeUnknown(options.timeout ?? DEFAULT_TIMEOUT)
     if (Option.isNone(decoded)) {
       return Effect.fail(

@@ -36,6 +36,30 @@ const exchange = (
     return yield* DescriptorExchange.fetch({ host: "127.0.0.1", port, tls: clientTls })
   }))
 
+/** What `fetch` answers a server that sends `body` as its one frame, as no `serve` would. */
+const fetchFrom = (body: string) =>
+  Effect.acquireRelease(
+    Effect.async<tls.Server & { port: number }>((resume) => {
+      const raw = tls.createServer({ key: server.key, cert: server.cert }, (socket) => {
+        const bytes = Buffer.from(body)
+        const head = Buffer.alloc(4)
+        head.writeUInt32BE(bytes.length)
+        socket.end(Buffer.concat([head, bytes]))
+      })
+      raw.listen(
+        0,
+        "127.0.0.1",
+        () => resume(Effect.succeed(Object.assign(raw, { port: (raw.address() as any).port })))
+      )
+    }),
+    (raw) => Effect.sync(() => raw.close())
+  ).pipe(
+    Effect.flatMap((raw) =>
+      Effect.flip(DescriptorExchange.fetch({ host: "127.0.0.1", port: raw.port, tls: { ca: pem("ca") } }))
+    ),
+    Effect.scoped
+  )
+
 describe("DescriptorExchange", () => {
   it.live("carries descriptors, byte for byte, and configuration to a client that trusts the server", () =>
     Effect.gen(function*() {
@@ -106,35 +130,76 @@ describe("DescriptorExchange", () => {
       }
     }))
 
-  it.live("refuses an offer whose descriptors do not decode strictly", () =>
+  it.live("a client refuses an offer whose descriptors do not decode strictly; serve refuses to send one", () =>
     Effect.gen(function*() {
       const padded = new Uint8Array(32)
       padded.set(log)
-      const error = yield* Effect.flip(exchange(server, client, { ...offer, regions: { log: padded } }))
-      assert.strictEqual(error.reason, "InvalidDescriptor")
-      assert.match(error.message, /region log: descriptor has 32 bytes, not exactly 21/)
+      const regions = [{ name: "log", length: 32, descriptor: Buffer.from(padded).toString("hex") }]
+      const fetched = yield* fetchFrom(JSON.stringify({ version: 1, rdma: offer.rdma, regions, config: {} }))
+      assert.strictEqual(fetched.reason, "InvalidDescriptor")
+      assert.match(fetched.message, /region log: descriptor has 32 bytes, not exactly 21/)
+      const served = yield* Effect.flip(exchange(server, client, { ...offer, regions: { log: padded } }))
+      assert.strictEqual(served.reason, "InvalidDescriptor")
+      assert.match(served.message, /no client would take this offer: region log: descriptor has 32 bytes/)
     }))
 
   it.live("refuses a frame that is not an offer", () =>
-    Effect.acquireRelease(
-      Effect.async<tls.Server & { port: number }>((resume) => {
-        const raw = tls.createServer({ key: server.key, cert: server.cert }, (socket) => {
-          socket.end(Buffer.concat([Buffer.from([0, 0, 0, 5]), Buffer.from("hello")]))
-        })
-        raw.listen(0, "127.0.0.1", () =>
-          resume(Effect.succeed(Object.assign(raw, { port: (raw.address() as any).port }))))
-      }),
-      (raw) =>
-        Effect.sync(() =>
-          raw.close()
-        )
-    ).pipe(
-      Effect.flatMap((raw) =>
-        Effect.flip(DescriptorExchange.fetch({ host: "127.0.0.1", port: raw.port, tls: { ca: pem("ca") } }))
-      ),
-      Effect.map((error) => assert.strictEqual(error.reason, "Protocol")),
-      Effect.scoped
-    ))
+    Effect.map(fetchFrom("hello"), (error) => assert.strictEqual(error.reason, "Protocol")))
+
+  it.live("options that are no options fail, serve's as its listen and fetch's as its connect; an offer no client would take is not served", () =>
+    Effect.gen(function*() {
+      const serveWith = (options: Record<string, unknown> | null) =>
+        Effect.flip(Effect.scoped(DescriptorExchange.serve(options as never)))
+      const listening = { host: "127.0.0.1", port: 0, tls: server, offer }
+      const refusedOptions: Array<[Record<string, unknown> | null, string]> = [
+        [null, "serve takes { host, port, tls, offer }, not null"],
+        [{ ...listening, host: undefined }, "host is undefined"],
+        [{ ...listening, port: -1 }, "port is -1: give an integer from 0 to 65535"],
+        [{ ...listening, port: "7000" }, "port is string"],
+        [{ ...listening, tls: { key: server.key, cert: server.cert } }, "tls.ca is undefined"],
+        [{ ...listening, tls: { ...server, cert: 5 } }, "tls.cert is 5: give the server's certificate"],
+        [{ ...listening, tls: { ...server, key: "not a key" } }, "node:tls cannot use tls.key and tls.cert"],
+        [{ ...listening, offer: null }, "offer is null"],
+        [
+          new Proxy({}, {
+            get: () => {
+              throw new Error("a trap")
+            }
+          }),
+          "the options cannot be read (a trap)"
+        ]
+      ]
+      for (const [options, words] of refusedOptions) {
+        const error = yield* serveWith(options)
+        assert.strictEqual(error.reason, "Listen", words)
+        assert.include(error.message, words)
+      }
+      const cyclic: Record<string, unknown> = {}
+      cyclic.self = cyclic
+      const refusedOffers: Array<[Record<string, unknown>, string]> = [
+        [{ ...offer, regions: { log: 5 } }, "the offer cannot be written"],
+        [{ ...offer, config: cyclic }, "the offer cannot be written"],
+        [{ ...offer, config: { records: Number.NaN } }, "no client would take this offer: config records"],
+        [{ ...offer, rdma: { address: "192.168.77.1", port: 0 } }, "no client would take this offer"]
+      ]
+      for (const [refused, words] of refusedOffers) {
+        const error = yield* serveWith({ ...listening, offer: refused })
+        assert.strictEqual(error.reason, "Protocol", words)
+        assert.include(error.message, words)
+      }
+      const fetching = { host: "127.0.0.1", port: 7000, tls: client }
+      const refusedFetches: Array<[Record<string, unknown> | null, string]> = [
+        [null, "fetch takes { host, port, tls, timeout? }, not null"],
+        [{ ...fetching, port: 0 }, "port is 0: give an integer from 1 to 65535"],
+        [{ ...fetching, tls: {} }, "tls.ca is undefined"],
+        [{ ...fetching, tls: { ca: client.ca, servername: 5 } }, "tls.servername is 5"]
+      ]
+      for (const [options, words] of refusedFetches) {
+        const error = yield* Effect.flip(DescriptorExchange.fetch(options as never))
+        assert.strictEqual(error.reason, "Connect", words)
+        assert.include(error.message, words)
+      }
+    }))
 
   it.live("a corrupted TLS record right after the offer: no uncaught error, the offer or an ExchangeError", () =>
     Effect.scoped(Effect.gen(function*() {
