@@ -27,6 +27,7 @@ import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import { PipeableBase } from "./internal/resource.js"
+import { notTheResource, ownEffect } from "./internal/resourceGuard.js"
 import * as LocalMr from "./LocalMr.js"
 import * as Memory from "./Memory.js"
 import type { Peer } from "./Peer.js"
@@ -392,7 +393,10 @@ export const register: {
   ): Effect.Effect<LocalMr.LocalMr<F>, RpmaError | MemoryRefusedError, Scope.Scope>
 } = dual(
   3,
-  <F extends Flag>(self: RegistrationCache, memory: Uint8Array, usage: Usage<F>) => self.register(memory, usage)
+  <F extends Flag>(self: RegistrationCache, memory: Uint8Array, usage: Usage<F>) => {
+    const refused = notACache(self)
+    return refused === undefined ? self.register(memory, usage) : Effect.fail(refused)
+  }
 )
 
 /**
@@ -420,7 +424,10 @@ export const use: {
     memory: Uint8Array,
     usage: Usage<F>,
     f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
-  ) => self.use(memory, usage, f)
+  ) => {
+    const refused = notACache(self)
+    return refused === undefined ? self.use(memory, usage, f) : Effect.fail(refused)
+  }
 )
 
 /**
@@ -429,4 +436,11 @@ export const use: {
  * @since 1.0.0
  * @category getters
  */
-export const size = (self: RegistrationCache): Effect.Effect<number> => self.size
+export const size = (self: RegistrationCache): Effect.Effect<number> =>
+  ownEffect("RegistrationCache.size", cacheKind, self, (cache) => cache.size)
+
+const cacheKind = { is: isRegistrationCache, what: "a RegistrationCache (RegistrationCache.make)" }
+
+/** Anything but a cache where one goes: refused as the registration it would have made. */
+const notACache = (value: unknown) =>
+  notTheResource("rpma_mr_reg", `cache must be ${cacheKind.what}`, cacheKind.is, value)

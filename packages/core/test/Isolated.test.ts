@@ -50,6 +50,30 @@ describe("isolated endpoints", () => {
       assert.strictEqual(yield* Connection.state(conn), "Connected")
     })))
 
+  it.effect("acceptIsolated given no isolated listener, or no admission, fails at once; the listener still answers its one request", () =>
+    inWorld(Effect.gen(function*() {
+      const token = Uint8Array.of(6, 2)
+      const admission = yield* Admission.make(token)
+      for (const notIsolated of [null, 5, "listener", {}]) {
+        const error = yield* Effect.flip(Effect.scoped(Admission.acceptIsolated(notIsolated as never, admission)))
+        assert.strictEqual(error._tag, "RpmaInvalidError")
+        assert.include(error.message, "the isolated listener must be one Admission.listenIsolated")
+      }
+      const isolated = yield* Admission.listenIsolated(address, 7472)
+      for (const notAdmission of [null, 5, {}, token]) {
+        // No client is waiting: the refusal comes before any request would.
+        const error = yield* Effect.flip(Effect.scoped(Admission.acceptIsolated(isolated, notAdmission as never)))
+        assert.strictEqual(error._tag, "InvalidTokenError")
+        assert.include(error.message, "admission takes an Admission")
+      }
+      const answering = yield* Effect.fork(Effect.scoped(Admission.acceptIsolated(isolated, admission)))
+      const client = yield* Peer.make(address)
+      const privateData = yield* Admission.privateData(token)
+      const connected = yield* Effect.exit(Effect.scoped(Connection.connect(client, address, 7472, { privateData })))
+      assert.strictEqual(tagOf(connected), "success")
+      assert.strictEqual(tagOf(yield* Fiber.await(answering)), "success")
+    })))
+
   it.effect("listenIsolated on a port in use or port 0 fails with the listen's error and leaves nothing", () =>
     inWorld(Effect.gen(function*() {
       yield* Listener.make(yield* Peer.make(address), address, 7473)

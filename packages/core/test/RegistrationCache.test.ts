@@ -2,7 +2,7 @@ import { Memory, Peer, RegistrationCache, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Scope, TestClock } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Scope, TestClock } from "effect"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 const registrations = SimulatedDriver.SimulationControl.pipe(Effect.flatMap((s) => s.calls("rpma_mr_reg")))
@@ -29,6 +29,32 @@ describe("RegistrationCache", () => {
       assert.strictEqual(used, Driver.handleOf(a))
       assert.strictEqual(yield* RegistrationCache.size(cache), 1)
       assert.strictEqual(yield* registrations, 1)
+    })))
+
+  it.effect("anything but a cache: register and use refused as a registration (RPMA_E_INVAL), size dies naming the call; nothing registered", () =>
+    inWorld(Effect.gen(function*() {
+      const memory = new Uint8Array(4096)
+      for (const notACache of [null, undefined, 5, {}]) {
+        const cache = notACache as never as RegistrationCache.RegistrationCache
+        const refusals: ReadonlyArray<
+          Effect.Effect<unknown, { readonly _tag: string; readonly message: string }, Scope.Scope>
+        > = [
+          RegistrationCache.register(cache, memory, Usage.WRITE_DST),
+          RegistrationCache.use(cache, memory, Usage.WRITE_DST, () => Effect.void)
+        ]
+        for (const refused of refusals) {
+          const error = yield* Effect.flip(Effect.scoped(refused))
+          assert.strictEqual(error._tag, "RpmaInvalidError")
+          assert.include(error.message, "the cache must be a RegistrationCache (RegistrationCache.make)")
+        }
+        const died = yield* Effect.exit(RegistrationCache.size(cache))
+        assert.isTrue(Exit.isFailure(died) && Cause.isDie(died.cause))
+        assert.include(
+          String(Exit.isFailure(died) && Cause.squash(died.cause)),
+          "RegistrationCache.size takes a RegistrationCache"
+        )
+      }
+      assert.strictEqual(yield* registrations, 0)
     })))
 
   it.effect("a second registration of the same memory and usage is a hit", () =>

@@ -27,8 +27,18 @@ import {
 import * as internalConnection from "./connection.js"
 import { toConfig } from "./connectionConfig.js"
 import * as instrument from "./instrument.js"
-import { accept, admit, make as listen, next, notARequest, reject, type RequestImpl } from "./listener.js"
+import {
+  accept,
+  admit,
+  make as listen,
+  next,
+  notAnAdmission,
+  notARequest,
+  reject,
+  type RequestImpl
+} from "./listener.js"
 import * as rendezvousAnswer from "./rendezvousAnswer.js"
+import { notTheResource } from "./resourceGuard.js"
 
 export class IsolatedImpl implements Admission.Isolated {
   /** Whether its one request was taken. */
@@ -42,6 +52,8 @@ export class IsolatedImpl implements Admission.Isolated {
     readonly stopListening: Effect.Effect<void>
   ) {}
 }
+
+const isIsolated = (u: unknown): u is IsolatedImpl => u instanceof IsolatedImpl
 
 export class RendezvousImpl extends IsolatedImpl implements Admission.Rendezvous {
   constructor(isolated: IsolatedImpl, readonly admission: Admission.Admission) {
@@ -71,6 +83,15 @@ export const acceptIsolated = (
   RdmaDriver | Scope.Scope
 > =>
   Effect.suspend(() => {
+    const notIsolated = notTheResource(
+      "rpma_ep_next_conn_req",
+      "isolated listener must be one Admission.listenIsolated or Admission.rendezvous made",
+      isIsolated,
+      isolated
+    )
+    // Refused before a client comes, whom it would otherwise reject.
+    const refused = notIsolated ?? notAnAdmission(admission)
+    if (refused !== undefined) return Effect.fail(refused)
     const own = isolated as IsolatedImpl
     if (own.taken) {
       return Effect.fail(fromRpmaCode(

@@ -165,6 +165,12 @@ export const reject = (request: Listener.ConnectionRequest): Effect.Effect<void,
         : Effect.void
     }))
 
+/** What an admission that is none is refused with, before or instead of any decision. */
+export const notAnAdmission = (admission: unknown): InvalidTokenError | undefined =>
+  admission instanceof AdmissionImpl
+    ? undefined
+    : new InvalidTokenError({ reason: "admission takes an Admission: make one with Admission.make(token)" })
+
 /**
  * The admission decision on `req` (see {@link decide}): the time its use was spent at,
  * or the request is rejected and this fails saying why.
@@ -176,12 +182,9 @@ export const admit = (request: Listener.ConnectionRequest, admission: unknown) =
       const req = requestOf(request)
       const refuse = (error: AdmissionRefusedError | InvalidTokenError) =>
         Effect.zipRight(reject(req), Effect.fail(error))
-      if (!(admission instanceof AdmissionImpl)) {
-        return refuse(
-          new InvalidTokenError({ reason: "admission takes an Admission: make one with Admission.make(token)" })
-        )
-      }
-      const reason = decide(admission, req.privateData, now)
+      const notOne = notAnAdmission(admission)
+      if (notOne !== undefined) return refuse(notOne)
+      const reason = decide(admission as AdmissionImpl, req.privateData, now)
       return reason === undefined
         ? Effect.succeed(now)
         : refuse(new AdmissionRefusedError({ address: req.listener.address, port: req.listener.port, reason }))
