@@ -110,6 +110,15 @@ const writeU64 = (b: Uint8Array, at: number, v: bigint): void => {
 
 const U64_MAX = (1n << 64n) - 1n
 
+/** Whether `options` ask for lenient decoding; options that cannot be read ask for nothing (strict). */
+const isLenient = (options: DecodeOptions | undefined): boolean => {
+  try {
+    return options?.lenient === true
+  } catch {
+    return false
+  }
+}
+
 /**
  * Decodes and validates a descriptor. Never throws, whatever the bytes.
  *
@@ -124,7 +133,7 @@ export const validate = (
   if (!checks.isUint8Array(bytes)) return Either.left(new InvalidDescriptorError({ reason: "NotBytes", size: 0 }))
   const size = bytes.byteLength
   if (size < SIZE) return Either.left(new InvalidDescriptorError({ reason: "TooShort", size }))
-  const lenient = options?.lenient === true
+  const lenient = isLenient(options)
   if (size !== SIZE && !lenient) return Either.left(new InvalidDescriptorError({ reason: "WrongSize", size }))
   const usage = bytes[20]!
   if (usage === 0) return Either.left(new InvalidDescriptorError({ reason: "UsageZero", size }))

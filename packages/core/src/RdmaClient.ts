@@ -392,9 +392,18 @@ export const make: {
     options: MakeOptions<Regions, E, R, Out, RS, Config>
   ): Effect.Effect<RdmaClient<Regions, Config>, InvalidOptionsError, R | RS | RdmaDriver | Scope.Scope>
 } = (options: any): any =>
-  typeof options === "object" && options !== null && options.transport === "cm"
-    ? cmClient.make(options)
-    : internal.make(options)
+  Effect.suspend((): Effect.Effect<unknown, InvalidOptionsError, any> => {
+    let transport: unknown
+    try {
+      transport = typeof options === "object" && options !== null ? options.transport : undefined
+    } catch (cause) {
+      // A getter or Proxy trap that throws: refused, not thrown as the Effect is made.
+      return Effect.fail(
+        internal.invalidOption("transport", `could not be read (${String(cause)}): give plain options`)
+      )
+    }
+    return transport === "cm" ? cmClient.make(options) : internal.make(options)
+  })
 
 /**
  * Waits until the client is connected (at once if it is), and gives where to. Fails with

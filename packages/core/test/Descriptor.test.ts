@@ -60,6 +60,13 @@ describe("Descriptor", () => {
     assert.strictEqual(reason(wraps), "AddressOverflow")
     const error = Either.getLeft(Descriptor.validate(wraps))
     assert.isTrue(error._tag === "Some" && !error.value.refusedByLibrpma)
+    // Options that cannot be read ask for nothing: strict, and no throw.
+    const trapped = new Proxy({}, {
+      get: () => {
+        throw new Error("a trap")
+      }
+    })
+    assert.strictEqual(reason(padded, trapped), "WrongSize")
   })
 
   it.prop("random bytes never throw and decode only when valid", [fc.uint8Array({ maxLength: 64 })], ([bytes]) => {

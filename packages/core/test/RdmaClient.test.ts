@@ -296,6 +296,16 @@ describe("RdmaClient", () => {
         RdmaClient.make({ ...options, reconnect: "1 second" } as unknown as typeof options)
       )
       assert.match(badSchedule.message, /reconnect must be a Schedule/)
+      // Options whose getters throw: refused, never thrown as the Effect is made.
+      const trapped = new Proxy({}, {
+        get: () => {
+          throw new Error("a trap")
+        }
+      }) as typeof options
+      const made = RdmaClient.make(trapped)
+      const badRead = yield* Effect.flip(made)
+      assert.strictEqual(badRead._tag, "InvalidOptionsError")
+      assert.match(badRead.message, /the option transport could not be read \(Error: a trap\)/)
       yield* server.start()
       const { client, src } = yield* clientOf(server)
       yield* waitFor(client, "Connected")
