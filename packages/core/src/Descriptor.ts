@@ -8,6 +8,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -110,6 +111,33 @@ const writeU64 = (b: Uint8Array, at: number, v: bigint): void => {
 
 const U64_MAX = (1n << 64n) - 1n
 
+const kindOf = (value: unknown): string =>
+  value === null ? "null" : typeof value === "object" ? "another object" : typeof value
+
+/**
+ * What keeps `d` from being written as rpma_mr_get_descriptor writes a descriptor (each field in
+ * its width: a wider one would be cut, and a peer would reach another address), or undefined. A
+ * zero length or usage is written: they are what the decoder's checks are tested with.
+ */
+const fieldsProblem = (d: unknown): string | undefined => {
+  if (typeof d !== "object" || d === null) return `takes { address, length, rkey, usage }, not ${kindOf(d)}`
+  const { address, length, rkey, usage } = d as Record<string, unknown>
+  for (const [name, value] of [["address", address], ["length", length]] as const) {
+    if (typeof value !== "bigint" || value < 0n || value > U64_MAX) {
+      return `its ${name} must be a bigint from 0 to 2^64 - 1, not ${typeof value === "bigint" ? value : kindOf(value)}`
+    }
+  }
+  if (typeof rkey !== "number" || !Number.isInteger(rkey) || rkey < 0 || rkey > 0xffffffff) {
+    return `its rkey must be a 32-bit unsigned integer, not ${typeof rkey === "number" ? rkey : kindOf(rkey)}`
+  }
+  if (typeof usage !== "number" || !Number.isInteger(usage) || usage < 0 || usage > 0xff) {
+    return `its usage must be usage flags (an integer from 0 to 255), not ${
+      typeof usage === "number" ? usage : kindOf(usage)
+    }`
+  }
+  return undefined
+}
+
 /** Whether `options` ask for lenient decoding; options that cannot be read ask for nothing (strict). */
 const isLenient = (options: DecodeOptions | undefined): boolean => {
   try {
@@ -158,7 +186,10 @@ export const decode = (bytes: Uint8Array, options?: DecodeOptions): Effect.Effec
   validate(bytes, options)
 
 /**
- * Encodes a descriptor exactly as rpma_mr_get_descriptor writes it.
+ * Encodes a descriptor exactly as rpma_mr_get_descriptor writes it. A field that does not fit
+ * its width (address and length 64 bits, rkey 32, usage 8) or is of another type throws an
+ * `IllegalArgumentException` (effect's `Cause`) saying which: cut to fit, it would name another
+ * address.
  *
  * @example
  * ```ts
@@ -176,6 +207,8 @@ export const encode = (descriptor: {
   readonly rkey: number
   readonly usage: number
 }): Uint8Array => {
+  const problem = fieldsProblem(descriptor)
+  if (problem !== undefined) throw new Cause.IllegalArgumentException(`Descriptor.encode: ${problem}`)
   const bytes = new Uint8Array(SIZE)
   writeU64(bytes, 0, descriptor.address)
   writeU64(bytes, 8, descriptor.length)
@@ -185,10 +218,16 @@ export const encode = (descriptor: {
 }
 
 /**
- * A one-line description for logs: `raddr=0x7f0000001000 len=4096 rkey=0x1234 usage=READ_SRC|... (0x11)`.
+ * A one-line description for logs: `raddr=0x7f0000001000 len=4096 rkey=0x1234 usage=READ_SRC|... (0x11)`;
+ * for anything that is no descriptor, `not a descriptor: ` and why (it never throws).
  *
  * @since 0.1.0
  * @category formatting
  */
-export const format = (d: Descriptor): string =>
-  `raddr=0x${d.address.toString(16)} len=${d.length} rkey=0x${d.rkey.toString(16)} usage=${Usages.format(d.usage)}`
+export const format = (d: Descriptor): string => {
+  // For logs: what is no descriptor is said so, never thrown.
+  const problem = fieldsProblem(d)
+  return problem !== undefined
+    ? `not a descriptor: ${problem}`
+    : `raddr=0x${d.address.toString(16)} len=${d.length} rkey=0x${d.rkey.toString(16)} usage=${Usages.format(d.usage)}`
+}

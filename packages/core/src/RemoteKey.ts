@@ -71,6 +71,8 @@ export type InvalidRemoteKeyError = errors.InvalidRemoteKeyError
 
 /**
  * The key the other side needs to read (or write) a region of rdma_reg_read (rdma_reg_write).
+ * Anything else (a region of rdma_reg_msgs, which has none; no region) throws an
+ * `IllegalArgumentException` (effect's `Cause`).
  *
  * @since 1.0.0
  * @category constructors
@@ -78,7 +80,9 @@ export type InvalidRemoteKeyError = errors.InvalidRemoteKeyError
 export const make: <A extends Access>(region: CmEndpoint.Region<A>) => RemoteKey<A> = internal.make
 
 /**
- * A remote key's bytes (24, versioned) to send to the other side.
+ * A remote key's bytes (24, versioned) to send to the other side. A key whose fields do not fit
+ * (an access other than "read" or "write", an rkey wider than 32 bits, an address or length that is
+ * no 64-bit bigint) throws an `IllegalArgumentException` saying which.
  *
  * @since 1.0.0
  * @category encoding

@@ -126,6 +126,8 @@ describe("CmEndpoint", () => {
       // An inline write from plain bytes, and a call whose request is plain bytes.
       const target = yield* CmEndpoint.registerWrite(p.server, new Uint8Array(64))
       const key = RemoteKey.make(target) as RemoteKey.RemoteKey<"write">
+      // A message region has no remote key: refused, not encoded with no access.
+      assert.throws(() => RemoteKey.make(p.serverInbox as never), "one of rdma_reg_msgs has no remote key")
       yield* CmEndpoint.write(p.client, { src: bytesOf("written"), dst: key, dstOffset: 4, length: 7 })
       assert.strictEqual(text(target.memory.subarray(4), 7), "written")
       const answering = yield* Effect.fork(Effect.gen(function*() {

@@ -48,6 +48,25 @@ describe("Descriptor", () => {
     assert.match(error ? error.message : "", /3 bytes, fewer than the 21/)
   })
 
+  it("refuses to encode a field that does not fit its width, or anything but a descriptor; format says so and never throws", () => {
+    const good = { address: 0x1000n, length: 4096n, rkey: 1, usage: 1 }
+    const refused: Array<[unknown, string]> = [
+      [null, "takes { address, length, rkey, usage }, not null"],
+      [{ ...good, address: 2n ** 64n }, "its address must be a bigint from 0 to 2^64 - 1, not 18446744073709551616"],
+      [{ ...good, address: -1n }, "its address must be a bigint from 0 to 2^64 - 1, not -1"],
+      [{ ...good, length: 4096 }, "its length must be a bigint from 0 to 2^64 - 1, not number"],
+      [{ ...good, rkey: -1 }, "its rkey must be a 32-bit unsigned integer, not -1"],
+      [{ ...good, rkey: 1.5 }, "its rkey must be a 32-bit unsigned integer, not 1.5"],
+      [{ ...good, usage: 0x100 }, "its usage must be usage flags (an integer from 0 to 255), not 256"]
+    ]
+    for (const [bad, words] of refused) {
+      assert.throws(() => Descriptor.encode(bad as never), `Descriptor.encode: ${words}`)
+      assert.strictEqual(Descriptor.format(bad as never), `not a descriptor: ${words}`)
+    }
+    // What the decoder's checks are tested with still encodes.
+    assert.strictEqual(Descriptor.encode({ ...good, length: 0n, usage: 0 }).byteLength, Descriptor.SIZE)
+  })
+
   it("is stricter than librpma unless asked to be lenient", () => {
     const padded = new Uint8Array(196)
     padded.set(fromHex(example))

@@ -21,6 +21,31 @@ describe("RemoteKey", () => {
     assert.strictEqual(hex(RemoteKey.encode(key)), example)
   })
 
+  it("refuses to encode a key whose fields do not fit, or anything but a key, saying which; require fails on no key", () => {
+    const refused: Array<[unknown, string]> = [
+      [null, "takes a RemoteKey (RemoteKey.make, RemoteKey.decode), not null"],
+      [{ ...key, access: "msgs" }, `its access must be "read" or "write"`],
+      [{ ...key, rkey: 2 ** 32 }, "its rkey must be a 32-bit unsigned integer, not 4294967296"],
+      [{ ...key, rkey: -1 }, "its rkey must be a 32-bit unsigned integer, not -1"],
+      [{ ...key, address: 2n ** 64n }, "its address must be a bigint from 0 to 2^64 - 1"],
+      [{ ...key, length: 4096 }, "its length must be a bigint from 0 to 2^64 - 1, not number"]
+    ]
+    for (const [bad, words] of refused) {
+      assert.throws(() => RemoteKey.encode(bad as never), `RemoteKey.encode: ${words}`)
+      assert.throws(() => RemoteKey.encode(bad as never), /IllegalArgumentException|RemoteKey.encode/)
+    }
+    for (const notARegion of [null, 5, {}]) {
+      assert.throws(
+        () => RemoteKey.make(notARegion as never),
+        "RemoteKey.make: takes a region of CmEndpoint.registerRead"
+      )
+    }
+    const exit = Effect.runSyncExit(RemoteKey.require("write")(null as never))
+    assert.isTrue(
+      Exit.isFailure(exit) && exit.cause._tag === "Fail" && exit.cause.error._tag === "InvalidRemoteKeyError"
+    )
+  })
+
   it("decodes what it encodes, for every key", () => {
     fc.assert(fc.property(
       fc.bigInt({ min: 0n, max: 2n ** 63n }),

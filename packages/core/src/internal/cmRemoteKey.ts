@@ -6,10 +6,12 @@
  *
  * Declared and documented in RemoteKey.ts.
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import type * as CmEndpoint from "../CmEndpoint.js"
 import { InvalidRemoteKeyError } from "../CmEndpointError.js"
 import type * as RemoteKey from "../RemoteKey.js"
+import { isRegion } from "./cmRegistration.js"
 
 export const VERSION = 1
 export const SIZE = 24
@@ -17,7 +19,37 @@ export const SIZE = 24
 const accessCodes = { read: 1, write: 2 } as const
 const accessOf: Record<number, "read" | "write"> = { 1: "read", 2: "write" }
 
+const U64_LIMIT = 1n << 64n
+
+const kindOf = (value: unknown): string =>
+  value === null ? "null" : typeof value === "object" ? "another object" : typeof value
+
+/** What makes `key` no key to encode (a field out of its range would be cut on the wire), or undefined. */
+const keyProblem = (key: unknown): string | undefined => {
+  if (typeof key !== "object" || key === null) {
+    return `takes a RemoteKey (RemoteKey.make, RemoteKey.decode), not ${kindOf(key)}`
+  }
+  const { access, address, length, rkey } = key as Record<string, unknown>
+  if (access !== "read" && access !== "write") return `its access must be "read" or "write", not ${kindOf(access)}`
+  if (typeof rkey !== "number" || !Number.isInteger(rkey) || rkey < 0 || rkey > 0xffffffff) {
+    return `its rkey must be a 32-bit unsigned integer, not ${typeof rkey === "number" ? rkey : kindOf(rkey)}`
+  }
+  for (const [name, value] of [["address", address], ["length", length]] as const) {
+    if (typeof value !== "bigint" || value < 0n || value >= U64_LIMIT) {
+      return `its ${name} must be a bigint from 0 to 2^64 - 1, not ${typeof value === "bigint" ? value : kindOf(value)}`
+    }
+  }
+  return undefined
+}
+
+/** Refuses what `call` cannot make a key of: its caller's mistake, said as such. */
+const refuse = (call: string, problem: string): never => {
+  throw new Cause.IllegalArgumentException(`${call} ${problem}`)
+}
+
 export const encode = (key: RemoteKey.RemoteKey): Uint8Array => {
+  const problem = keyProblem(key)
+  if (problem !== undefined) refuse("RemoteKey.encode:", problem)
   const bytes = new Uint8Array(SIZE)
   const view = new DataView(bytes.buffer)
   view.setUint8(0, VERSION)
@@ -66,17 +98,30 @@ export const decode = (bytes: Uint8Array): Effect.Effect<RemoteKey.RemoteKey, In
     return "field" in decoded ? Effect.fail(new InvalidRemoteKeyError(decoded)) : Effect.succeed(decoded)
   })
 
-export const make = <A extends RemoteKey.Access>(region: CmEndpoint.Region<A>): RemoteKey.RemoteKey<A> => ({
-  address: region.address,
-  length: BigInt(region.length),
-  rkey: region.rkey,
-  access: region.kind
-})
+export const make = <A extends RemoteKey.Access>(region: CmEndpoint.Region<A>): RemoteKey.RemoteKey<A> => {
+  if (!isRegion(region)) {
+    refuse("RemoteKey.make:", `takes a region of CmEndpoint.registerRead or registerWrite, not ${kindOf(region)}`)
+  }
+  if (region.kind !== "read" && region.kind !== "write") {
+    refuse(
+      "RemoteKey.make:",
+      `takes a region of registerRead or registerWrite: one of rdma_reg_${region.kind} has no remote key`
+    )
+  }
+  return { address: region.address, length: BigInt(region.length), rkey: region.rkey, access: region.kind }
+}
 
 export const require =
   <A extends RemoteKey.Access>(access: A) =>
   (key: RemoteKey.RemoteKey): Effect.Effect<RemoteKey.RemoteKey<A>, InvalidRemoteKeyError> =>
-    key.access === access
+    typeof key !== "object" || key === null
+      ? Effect.fail(
+        new InvalidRemoteKeyError({
+          field: "access",
+          detail: `${kindOf(key)} is no key: decode one with RemoteKey.decode`
+        })
+      )
+      : key.access === access
       ? Effect.succeed(key as RemoteKey.RemoteKey<A>)
       : Effect.fail(
         new InvalidRemoteKeyError({
