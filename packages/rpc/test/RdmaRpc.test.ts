@@ -5,7 +5,7 @@
  * that waits for its answer (found by the keepalive), and nothing left registered afterwards (the
  * ledger).
  */
-import { Admission, type Connection, type DescriptorExchange, Peer } from "@effect-rdma/core"
+import { Admission, CmListener, type Connection, type DescriptorExchange, Listener, Peer } from "@effect-rdma/core"
 import { RdmaRpc } from "@effect-rdma/rpc"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { Rpc, RpcClient, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
@@ -134,6 +134,34 @@ describe("@effect/rpc over RDMA: options that are no options", () => {
           )
         )
         assert.strictEqual(error._tag, "RdmaChannelError")
+      }
+      const trapped = new Proxy({}, {
+        get: () => {
+          throw new Error("a trap")
+        }
+      })
+      const unread = yield* Effect.flip(
+        RdmaRpc.makeProtocolClient(trapped as Bad).pipe(
+          Effect.provide([Peer.layer(address), RpcSerialization.layerMsgPack])
+        )
+      )
+      assert.match(unread.message, /the options cannot be read \(Error: a trap\)/)
+      // Over the caller's listener: anything but one, or options that are no object, are refused
+      // as the protocol is made, not left to its accept loop.
+      const peer = yield* Peer.make(address)
+      const listener = yield* Listener.make(peer, address, 7485)
+      const cmListener = yield* CmListener.make(address, 7486)
+      const overListeners: ReadonlyArray<readonly [Effect.Effect<unknown, { readonly message: string }, any>, RegExp]> =
+        [
+          [RdmaRpc.makeRpmaProtocolServer(null as Bad), /the listener must be a Listener \(Listener.make\), not null/],
+          [RdmaRpc.makeRpmaProtocolServer(cmListener as Bad), /the listener must be a Listener/],
+          [RdmaRpc.makeRpmaProtocolServer(listener, 5 as Bad), /the options must be an object, not number/],
+          [RdmaRpc.makeCmProtocolServer(listener as Bad), /the listener must be a CmListener \(CmListener.make\)/],
+          [RdmaRpc.makeCmProtocolServer(cmListener, null as Bad), /the options must be an object, not null/]
+        ]
+      for (const [made, said] of overListeners) {
+        const error = yield* Effect.flip(made.pipe(Effect.provide(RpcSerialization.layerMsgPack)))
+        assert.match(error.message, said)
       }
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })

@@ -52,6 +52,16 @@ export const makeCmServerProtocol = (
   ChannelError,
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
 > =>
+  overListener(
+    listener,
+    CmListener.isCmListener,
+    "a CmListener (CmListener.make)",
+    options,
+    () => cmServing(listener, options)
+  )
+
+/** {@link makeCmServerProtocol} once its listener and options are checked. */
+const cmServing: typeof makeCmServerProtocol = (listener, options) =>
   Effect.gen(function*() {
     const settings = yield* cmChannel.settings(options)
     const admission = options?.admission
@@ -117,7 +127,13 @@ const checked = <A, E, R>(
   make: () => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | ChannelError, R> =>
   Effect.suspend((): Effect.Effect<A, E | ChannelError, R> => {
-    const problem = optionsProblem(options, side)
+    let problem: ChannelError | undefined
+    try {
+      problem = optionsProblem(options, side)
+    } catch (cause) {
+      // A getter or Proxy trap that throws: refused as options that are none.
+      problem = framing.protocol(`the options cannot be read (${String(cause)}): give plain options`)
+    }
     return problem === undefined ? make() : Effect.fail(problem)
   })
 
@@ -133,7 +149,35 @@ export const makeProtocolClient = <R>(
       ? makeCmClientProtocol(options)
       : Effect.flatMap(Peer.Peer, (peer) => protocol.makeReconnectingClientProtocol(peer, options)))
 
-export const makeRpmaServerProtocol = protocol.makeServerProtocol
+export const makeRpmaServerProtocol: typeof protocol.makeServerProtocol = (listener, options) =>
+  overListener(
+    listener,
+    Listener.isListener,
+    "a Listener (Listener.make)",
+    options,
+    () => protocol.makeServerProtocol(listener, options)
+  )
+
+/**
+ * A server over the caller's listener: anything but one, or options that are no object, are
+ * refused as a protocol that cannot be made, not left to its accept loop.
+ */
+const overListener = <A, E, R>(
+  listener: unknown,
+  isListener: (u: unknown) => boolean,
+  what: string,
+  options: unknown,
+  make: () => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | ChannelError, R> =>
+  Effect.suspend((): Effect.Effect<A, E | ChannelError, R> => {
+    if (!isListener(listener)) {
+      return Effect.fail(framing.protocol(`the listener must be ${what}, not ${describe(listener)}`))
+    }
+    if (options !== undefined && (options === null || typeof options !== "object")) {
+      return Effect.fail(framing.protocol(`the options must be an object, not ${describe(options)}`))
+    }
+    return make()
+  })
 
 type ServerMade = Effect.Effect<
   RpcServer.Protocol["Type"],
