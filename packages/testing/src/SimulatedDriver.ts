@@ -294,7 +294,11 @@ export const layerWith = (options: Options): Layer.Layer<RdmaDriver | Simulation
 export const layer: Layer.Layer<RdmaDriver | SimulationControl> = layerWith({})
 
 /**
- * Plans a fault in the current simulation.
+ * Plans a fault in the current simulation. A fault that could never fire as written (an operation
+ * the driver does not count, an `nth` that is no positive integer, no kind of failure or two, a
+ * completion status, lost connection or frozen peer on a call that posts no request) dies with an
+ * `IllegalArgumentException` saying what to write, as does one in {@link Options.faults} when the
+ * driver is made: planned silently, it would leave the test passing for the wrong reason.
  *
  * @since 0.1.0
  * @category faults

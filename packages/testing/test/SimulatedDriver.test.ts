@@ -6,7 +6,7 @@ import { CmEndpoint, Descriptor, LocalMr, Memory, Peer, RdmaError, RemoteMr, Usa
 import * as Driver from "@effect-rdma/core/Driver"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, type Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, type Scope } from "effect"
 
 const World = Layer.provideMerge(Peer.layer(SimulatedDriver.DEFAULT_ADDRESS), SimulatedDriver.layer)
 
@@ -366,4 +366,50 @@ describe("the completion queue and its channel, as librpma has them", () => {
       assert.match(d.postMany(req, [send]).error!.message, /rpma_conn_req_recv.*takes receives only/)
       assert.strictEqual(yield* tagOf(d.pollCompletions(req as never)), "RpmaInvalidError")
     })))
+})
+
+describe("planned faults", () => {
+  it.effect("a fault that could never fire is the test's mistake: planning it dies saying what to write", () =>
+    Effect.gen(function*() {
+      const never: ReadonlyArray<readonly [unknown, string]> = [
+        [null, "takes a fault { operation, nth, and one of code, completionStatus, loseConnection, freezePeer }"],
+        [
+          { operation: "rpma_wirte", nth: 1, code: -100002 },
+          `operation "rpma_wirte" is no call the simulated driver counts`
+        ],
+        [
+          { operation: "rpma_write", nth: 0, code: -100002 },
+          "nth must be a positive integer (1: the next call of rpma_write), not 0"
+        ],
+        [{ operation: "rpma_write", nth: 1 }, "this one has none"],
+        [
+          { operation: "rpma_write", nth: 1, code: -100002, loseConnection: true },
+          "this one has code and loseConnection"
+        ],
+        [{ operation: "rpma_write", nth: 1, code: "EINVAL" }, "code must be a librpma code"],
+        [
+          { operation: "rpma_mr_reg", nth: 1, completionStatus: 10 },
+          "completionStatus is a fault of a request's operation"
+        ],
+        [{ operation: "rpma_write", nth: 1, completionStatus: 0 }, "completionStatus must be a failed ibv_wc_status"],
+        [{ operation: "rpma_write", nth: 1, loseConnection: "yes" }, "loseConnection must be true"],
+        [{ operation: "rdma_post_send", nth: 1, freezePeer: true }, "freezePeer is a fault of librpma's operations"]
+      ]
+      for (const [fault, said] of never) {
+        const planned = yield* Effect.exit(SimulatedDriver.fail(fault as never))
+        assert.isTrue(Exit.isFailure(planned) && Cause.isDie(planned.cause), said)
+        const defect = String(Exit.isFailure(planned) && Cause.squash(planned.cause))
+        assert.include(defect, "IllegalArgumentException: SimulatedDriver.fail: ")
+        assert.include(defect, said)
+      }
+      // The same in the options, as the driver is made; a fault that can fire is planned as before.
+      const made = yield* Effect.exit(Layer.build(SimulatedDriver.layerWith({ faults: [never[1]![0] as never] })))
+      assert.isTrue(Exit.isFailure(made) && Cause.isDie(made.cause))
+      yield* SimulatedDriver.fail({ operation: "rpma_mr_reg", nth: 1, code: -100002 })
+      const d = yield* driver
+      const peer = yield* d.peerNew(yield* d.getIbvContext(SimulatedDriver.DEFAULT_ADDRESS, "local"))
+      const refused = yield* Effect.flip(d.mrReg(peer, new Uint8Array(64), Usage.WRITE_SRC))
+      assert.strictEqual(refused._tag, "RpmaProviderError")
+      yield* d.peerDelete(peer)
+    }).pipe(Effect.scoped, Effect.provide(SimulatedDriver.layer)))
 })

@@ -9,6 +9,7 @@ import type { Options, Simulation } from "../SimulatedDriver.js"
 import { makeCmEndpoints } from "./cmEndpoints.js"
 import { makeCmRegionCalls } from "./cmRegions.js"
 import * as fabric from "./fabric.js"
+import { checked } from "./faults.js"
 import { makeMemoryCalls } from "./hostMemory.js"
 import { makeNetwork } from "./network.js"
 import { makePeerCalls } from "./peers.js"
@@ -51,7 +52,7 @@ export const makeLinked = (
   link: Link | undefined
 ): { readonly driver: Driver.Driver; readonly control: Simulation } => {
   const world = fabric.makeFabric(options?.devices ?? [fabric.DEFAULT_ADDRESS])
-  for (const fault of options?.faults ?? []) fabric.planFault(world, fault)
+  for (const fault of options?.faults ?? []) fabric.planFault(world, checked("SimulatedDriver options.faults", fault))
   const maxRegionSize = options?.maxRegionSize ?? 2 ** 32
   const tools = makeTools(world)
   // Both the connections and librdmacm's endpoints hear the network (started once the driver is made).
@@ -70,7 +71,8 @@ export const makeLinked = (
   }
 
   const control: Simulation = {
-    fail: (fault) => Effect.sync(() => fabric.planFault(world, fault)),
+    // A fault that could never fire is the test's mistake: a defect that says so, not a silent plan.
+    fail: (fault) => Effect.sync(() => fabric.planFault(world, checked("SimulatedDriver.fail", fault))),
     live: Effect.sync(() => Array.from(world.ledger.values())),
     calls: (operation) => Effect.sync(() => world.calls.get(operation) ?? 0)
   }
