@@ -203,6 +203,12 @@ export const layer = (
   options: JoinOptions
 ): Layer.Layer<RdmaDriver | SimulatedDriver.SimulationControl, SimulatedNetworkError> =>
   Layer.scopedContext(Effect.gen(function*() {
+    if (typeof options !== "object" || options === null) {
+      return yield* new SimulatedNetworkError({
+        path: "",
+        detail: `layer takes { path } (what SimulatedNetwork.serve returned), not ${String(options)}`
+      })
+    }
     const path = String(options.path)
     const refuse = (detail: string) => new SimulatedNetworkError({ path, detail })
     if (typeof options.path !== "string" || options.path.length === 0) {

@@ -292,6 +292,10 @@ describe("a simulated network shared by two processes", () => {
         Effect.provide(Effect.void, SimulatedNetwork.layer({ path: 42 as unknown as string }))
       )
       assert.match(badPath.message, /path must be the non-empty string/)
+      const noOptions = yield* Effect.flip(
+        Effect.provide(Effect.void, SimulatedNetwork.layer(null as unknown as SimulatedNetwork.JoinOptions))
+      )
+      assert.match(noOptions.message, /layer takes \{ path \}/)
       // Serving where no socket can be made: the same tagged error.
       const unserved = yield* Effect.flip(
         Effect.scoped(SimulatedNetwork.serve({ path: "/nonexistent/dir/network.sock" }))
