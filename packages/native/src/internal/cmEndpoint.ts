@@ -16,7 +16,7 @@ import { as, attempt, cm } from "./addon.js"
 import { cmErrorOrThrow, cmExit, cmFailure, inUseOr } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 import { CM_FIELDS, packedArray, readPacked } from "./packedCompletions.js"
-import { afterPosting, armOnce, postInOrder, type Waits } from "./posting.js"
+import { afterPosting, armOnce, postInOrder } from "./posting.js"
 
 const { EADDRNOTAVAIL, EINVAL, ETIMEDOUT } = RdmaError.Errno
 /** How long a name's resolution may take (the addon takes numeric addresses only). */
@@ -124,8 +124,6 @@ const pollPacked = (
 ): ReadonlyArray<Model.Completion> => readPacked(into, CM_FIELDS, first, binding, ep, pollAgain) ?? NONE
 
 const NONE: ReadonlyArray<Model.Completion> = []
-
-const waitFailed = (cause: unknown): Exit.Exit<never, RdmaError.RdmaCmError> => cmExit("ibv_get_cq_event", cause)
 
 /** A full array's rest, read without waiting. */
 const pollAgain = (binding: Binding, ep: unknown, into: Float64Array): number => binding.cmPollPacked(ep, into)
@@ -378,20 +376,6 @@ export const cmEndpointCalls = (
 ): Model.CmEndpointCalls => {
   const completions = packedArray(CM_FIELDS)
   const packing = makeWindow()
-  // Packed, the callback reads the driver's array at once: nothing else runs in between.
-  const waits: Waits<Model.CmEpHandle, any, RdmaError.RdmaCmError> = typeof binding.cmWaitPacked !== "function"
-    ? {
-      start: (ep, callback) => binding.cmWaitCompletions(ep, callback),
-      cancel: (ep, id) => void binding.cmCancel(ep, id),
-      completions: (_ep, ready: ReadonlyArray<Model.Completion>) => ready,
-      failure: waitFailed
-    }
-    : {
-      start: (ep, callback) => binding.cmWaitPacked(ep, completions, callback),
-      cancel: (ep, id) => void binding.cmCancel(ep, id),
-      completions: (ep, count: number) => pollPacked(binding, ep, completions, count),
-      failure: waitFailed
-    }
   return {
     // Two resolutions, each bounded by the kernel with the config's timeout; the overall bound is a
     // backstop in case an event never comes.
@@ -470,6 +454,19 @@ export const cmEndpointCalls = (
         return cmExit("ibv_poll_cq", cause)
       }
     },
-    cmArmCompletions: (ep, onReady: Model.CompletionsReady<RdmaError.RdmaCmError>) => armOnce(waits, ep, onReady)
+    // Packed, the callback reads the driver's array at once: nothing else runs in between.
+    cmArmCompletions: (ep, onReady: Model.CompletionsReady<RdmaError.RdmaCmError>) =>
+      armOnce(
+        (callback: WaitCallback<ReadonlyArray<Model.Completion>>) =>
+          typeof binding.cmWaitPacked !== "function"
+            ? binding.cmWaitCompletions(ep, callback)
+            : binding.cmWaitPacked(ep, completions, (error, count) =>
+              error !== undefined && error !== null
+                ? callback(error, NONE)
+                : callback(null, pollPacked(binding, ep, completions, count!))),
+        (id) => binding.cmCancel(ep, id),
+        (cause) => cmExit("ibv_get_cq_event", cause),
+        onReady
+      )
   }
 }

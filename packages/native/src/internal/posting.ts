@@ -104,53 +104,40 @@ export const pollAfterPost = <Q, E>(
 }
 
 /**
- * How a driver waits on its queues' completions, made once a driver: {@link armOnce} makes no
- * function of its own beyond the addon's callback and the disarm.
+ * A completion wait in the addon (`start` returns its id, `cancel` stops it): `onReady` once,
+ * never during this call (a refusal is reported from the event loop, like an answer); the
+ * returned disarm stops the wait.
  */
-export interface Waits<Q, V, E> {
-  /** Starts a wait on `queue` in the addon, answered by one call of `callback`; returns its id. */
-  readonly start: (queue: Q, callback: WaitCallback<V>) => number
-  /** Stops the wait `id` on `queue`. */
-  readonly cancel: (queue: Q, id: number) => void
-  /** The completions a successful answer carries (read from the driver's array when packed); never throws. */
-  readonly completions: (queue: Q, value: V) => ReadonlyArray<Model.Completion>
-  /** The wait's failure, or a refusal to start it. */
-  readonly failure: (cause: unknown) => Exit.Exit<never, E>
-}
-
-/**
- * A completion wait on `queue` in the addon: `onReady` once, never during this call (a refusal is
- * reported from the event loop, like an answer); the returned disarm stops the wait.
- */
-export const armOnce = <Q, V, E>(
-  waits: Waits<Q, V, E>,
-  queue: Q,
+export const armOnce = <A, E>(
+  start: (callback: WaitCallback<A>) => number,
+  cancel: (id: number) => void,
+  failure: (cause: unknown) => Exit.Exit<never, E>,
   onReady: Model.CompletionsReady<E>
 ): () => void => {
   let done = false
   let id: number | undefined
   let refused: ReturnType<typeof setImmediate> | undefined
   try {
-    id = waits.start(queue, (error, value) => {
+    id = start((error, value) => {
       if (done) return
       done = true
       onReady(
         error === undefined || error === null
-          ? ExitValue.succeed(waits.completions(queue, value))
-          : waits.failure(error)
+          ? ExitValue.succeed(value as ReadonlyArray<Model.Completion>)
+          : failure(error)
       )
     })
   } catch (cause) {
     refused = setImmediate(() => {
       if (done) return
       done = true
-      onReady(waits.failure(cause))
+      onReady(failure(cause))
     })
   }
   return () => {
     if (done) return
     done = true
     if (refused !== undefined) clearImmediate(refused)
-    if (id !== undefined) waits.cancel(queue, id)
+    if (id !== undefined) cancel(id)
   }
 }

@@ -9,12 +9,12 @@ import type { RdmaError } from "@effect-rdma/core"
 import type { Driver, Model } from "@effect-rdma/core/Driver"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import type { Binding } from "../RpmaBinding.js"
+import type { Binding, WaitCallback } from "../RpmaBinding.js"
 import { rpma } from "./addon.js"
 import { invalidArgument, rpmaErrorOrThrow, rpmaExit } from "./failures.js"
 import { type LoopTurns, makeLoopTurns } from "./loopTurns.js"
 import { packedArray, readPacked, RPMA_FIELDS } from "./packedCompletions.js"
-import { armOnce, pollAfterPost, type Poster, postInOrder, type Waits } from "./posting.js"
+import { armOnce, pollAfterPost, type Poster, postInOrder } from "./posting.js"
 import { makeWindows } from "./window.js"
 
 const postOperations = {
@@ -46,8 +46,6 @@ const NONE: ReadonlyArray<Model.Completion> = []
 /** A full array's rest, read without waiting. */
 const pollAgain = (binding: Binding, queue: unknown, into: Float64Array): number => binding.pollPacked(queue, into)
 
-const waitFailed = (cause: unknown): Exit.Exit<never, RdmaError.RpmaError> => rpmaExit("rpma_cq_wait", cause)
-
 const pollFailed = (cause: unknown): RdmaError.RpmaError => rpmaErrorOrThrow("rpma_cq_get_wc", cause)
 
 /** What postMany answers when it is not given an array, as the simulated driver does. */
@@ -59,7 +57,6 @@ export const queueCalls = (
   loop: LoopTurns = makeLoopTurns()
 ): Pick<Driver, "postMany" | "pollCompletions" | "armCompletions" | "spinCompletions"> => {
   const windows = makeWindows(binding)
-  const waitCancel = (queue: unknown, id: number) => void binding.cancelWait(queue, id)
   // Completions come back as numbers where the addon can (pollPacked): one array per driver, read
   // out before anything else polls. A binding without it (an older addon, a test's) gives objects.
   const packed = typeof binding.pollPacked === "function" ? packedArray(RPMA_FIELDS) : undefined
@@ -71,21 +68,6 @@ export const queueCalls = (
     packed === undefined || typeof binding.spinPacked !== "function"
       ? binding.spinCompletions(queue, budgetNs)
       : readPacked(packed, RPMA_FIELDS, binding.spinPacked(queue, packed, budgetNs), binding, queue, pollAgain) ?? NONE
-  // Packed, the callback reads the driver's array at once: nothing else runs in between.
-  const waits: Waits<unknown, any, RdmaError.RpmaError> = packed === undefined ||
-      typeof binding.waitPacked !== "function"
-    ? {
-      start: (queue, callback) => binding.waitCompletions(queue, callback),
-      cancel: waitCancel,
-      completions: (_queue, completions: ReadonlyArray<Model.Completion>) => completions,
-      failure: waitFailed
-    }
-    : {
-      start: (queue, callback) => binding.waitPacked(queue, packed, callback),
-      cancel: waitCancel,
-      completions: (queue, count: number) => readPacked(packed, RPMA_FIELDS, count, binding, queue, pollAgain) ?? NONE,
-      failure: waitFailed
-    }
   // Made for a post one by one, or a window's refusal: a list posted whole in windows needs none.
   const posterOf = (queue: unknown): Poster<Model.WorkRequest, RdmaError.RpmaError> => ({
     post: (request) => binding.post(queue, request),
@@ -124,6 +106,22 @@ export const queueCalls = (
       }
     },
     // The addon's wait (uv_poll on the channel's descriptor) answers one callback; core re-arms.
-    armCompletions: (queue, onReady: Model.CompletionsReady) => armOnce(waits, queue, onReady)
+    // Packed, the callback reads the driver's array at once: nothing else runs in between.
+    armCompletions: (queue, onReady: Model.CompletionsReady) =>
+      armOnce(
+        (callback: WaitCallback<ReadonlyArray<Model.Completion>>) =>
+          packed === undefined || typeof binding.waitPacked !== "function"
+            ? binding.waitCompletions(queue, callback)
+            : binding.waitPacked(queue, packed, (error, count) =>
+              error !== undefined && error !== null
+                ? callback(error, NONE)
+                : callback(
+                  null,
+                  readPacked(packed, RPMA_FIELDS, count!, binding, queue, pollAgain) ?? NONE
+                )),
+        (id) => binding.cancelWait(queue, id),
+        (cause) => rpmaExit("rpma_cq_wait", cause),
+        onReady
+      )
   }
 }
