@@ -13,6 +13,7 @@ import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as checks from "./DriverArguments.js"
+import * as widths from "./internal/fieldWidths.js"
 import type { Usage } from "./Usage.js"
 import * as Usages from "./Usage.js"
 
@@ -111,31 +112,18 @@ const writeU64 = (b: Uint8Array, at: number, v: bigint): void => {
 
 const U64_MAX = (1n << 64n) - 1n
 
-const kindOf = (value: unknown): string =>
-  value === null ? "null" : typeof value === "object" ? "another object" : typeof value
-
 /**
- * What keeps `d` from being written as rpma_mr_get_descriptor writes a descriptor (each field in
- * its width: a wider one would be cut, and a peer would reach another address), or undefined. A
+ * What keeps `d` from being written as rpma_mr_get_descriptor writes a descriptor, or undefined. A
  * zero length or usage is written: they are what the decoder's checks are tested with.
  */
 const fieldsProblem = (d: unknown): string | undefined => {
-  if (typeof d !== "object" || d === null) return `takes { address, length, rkey, usage }, not ${kindOf(d)}`
+  if (typeof d !== "object" || d === null) return `takes { address, length, rkey, usage }, not ${widths.shown(d)}`
   const { address, length, rkey, usage } = d as Record<string, unknown>
-  for (const [name, value] of [["address", address], ["length", length]] as const) {
-    if (typeof value !== "bigint" || value < 0n || value > U64_MAX) {
-      return `its ${name} must be a bigint from 0 to 2^64 - 1, not ${typeof value === "bigint" ? value : kindOf(value)}`
-    }
-  }
-  if (typeof rkey !== "number" || !Number.isInteger(rkey) || rkey < 0 || rkey > 0xffffffff) {
-    return `its rkey must be a 32-bit unsigned integer, not ${typeof rkey === "number" ? rkey : kindOf(rkey)}`
-  }
-  if (typeof usage !== "number" || !Number.isInteger(usage) || usage < 0 || usage > 0xff) {
-    return `its usage must be usage flags (an integer from 0 to 255), not ${
-      typeof usage === "number" ? usage : kindOf(usage)
-    }`
-  }
-  return undefined
+  return widths.u64Problem("address", address) ?? widths.u64Problem("length", length) ??
+    widths.u32Problem("rkey", rkey) ??
+    (typeof usage === "number" && Number.isInteger(usage) && usage >= 0 && usage <= 0xff
+      ? undefined
+      : `its usage must be usage flags (an integer from 0 to 255), not ${widths.shown(usage)}`)
 }
 
 /** Whether `options` ask for lenient decoding; options that cannot be read ask for nothing (strict). */

@@ -54,7 +54,7 @@ describe("Descriptor", () => {
       [null, "takes { address, length, rkey, usage }, not null"],
       [{ ...good, address: 2n ** 64n }, "its address must be a bigint from 0 to 2^64 - 1, not 18446744073709551616"],
       [{ ...good, address: -1n }, "its address must be a bigint from 0 to 2^64 - 1, not -1"],
-      [{ ...good, length: 4096 }, "its length must be a bigint from 0 to 2^64 - 1, not number"],
+      [{ ...good, length: 4096 }, "its length must be a bigint from 0 to 2^64 - 1, not a number"],
       [{ ...good, rkey: -1 }, "its rkey must be a 32-bit unsigned integer, not -1"],
       [{ ...good, rkey: 1.5 }, "its rkey must be a 32-bit unsigned integer, not 1.5"],
       [{ ...good, usage: 0x100 }, "its usage must be usage flags (an integer from 0 to 255), not 256"]

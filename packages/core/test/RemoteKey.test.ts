@@ -28,7 +28,7 @@ describe("RemoteKey", () => {
       [{ ...key, rkey: 2 ** 32 }, "its rkey must be a 32-bit unsigned integer, not 4294967296"],
       [{ ...key, rkey: -1 }, "its rkey must be a 32-bit unsigned integer, not -1"],
       [{ ...key, address: 2n ** 64n }, "its address must be a bigint from 0 to 2^64 - 1"],
-      [{ ...key, length: 4096 }, "its length must be a bigint from 0 to 2^64 - 1, not number"]
+      [{ ...key, length: 4096 }, "its length must be a bigint from 0 to 2^64 - 1, not a number"]
     ]
     for (const [bad, words] of refused) {
       assert.throws(() => RemoteKey.encode(bad as never), `RemoteKey.encode: ${words}`)

@@ -12,6 +12,7 @@ import type * as CmEndpoint from "../CmEndpoint.js"
 import { InvalidRemoteKeyError } from "../CmEndpointError.js"
 import type * as RemoteKey from "../RemoteKey.js"
 import { isRegion } from "./cmRegistration.js"
+import * as widths from "./fieldWidths.js"
 
 export const VERSION = 1
 export const SIZE = 24
@@ -19,27 +20,17 @@ export const SIZE = 24
 const accessCodes = { read: 1, write: 2 } as const
 const accessOf: Record<number, "read" | "write"> = { 1: "read", 2: "write" }
 
-const U64_LIMIT = 1n << 64n
-
-const kindOf = (value: unknown): string =>
-  value === null ? "null" : typeof value === "object" ? "another object" : typeof value
-
-/** What makes `key` no key to encode (a field out of its range would be cut on the wire), or undefined. */
+/** What makes `key` no key to encode, or undefined. */
 const keyProblem = (key: unknown): string | undefined => {
   if (typeof key !== "object" || key === null) {
-    return `takes a RemoteKey (RemoteKey.make, RemoteKey.decode), not ${kindOf(key)}`
+    return `takes a RemoteKey (RemoteKey.make, RemoteKey.decode), not ${widths.shown(key)}`
   }
   const { access, address, length, rkey } = key as Record<string, unknown>
-  if (access !== "read" && access !== "write") return `its access must be "read" or "write", not ${kindOf(access)}`
-  if (typeof rkey !== "number" || !Number.isInteger(rkey) || rkey < 0 || rkey > 0xffffffff) {
-    return `its rkey must be a 32-bit unsigned integer, not ${typeof rkey === "number" ? rkey : kindOf(rkey)}`
+  if (access !== "read" && access !== "write") {
+    return `its access must be "read" or "write", not ${widths.shown(access)}`
   }
-  for (const [name, value] of [["address", address], ["length", length]] as const) {
-    if (typeof value !== "bigint" || value < 0n || value >= U64_LIMIT) {
-      return `its ${name} must be a bigint from 0 to 2^64 - 1, not ${typeof value === "bigint" ? value : kindOf(value)}`
-    }
-  }
-  return undefined
+  return widths.u32Problem("rkey", rkey) ?? widths.u64Problem("address", address) ??
+    widths.u64Problem("length", length)
 }
 
 /** Refuses what `call` cannot make a key of: its caller's mistake, said as such. */
@@ -100,7 +91,7 @@ export const decode = (bytes: Uint8Array): Effect.Effect<RemoteKey.RemoteKey, In
 
 export const make = <A extends RemoteKey.Access>(region: CmEndpoint.Region<A>): RemoteKey.RemoteKey<A> => {
   if (!isRegion(region)) {
-    refuse("RemoteKey.make:", `takes a region of CmEndpoint.registerRead or registerWrite, not ${kindOf(region)}`)
+    refuse("RemoteKey.make:", `takes a region of CmEndpoint.registerRead or registerWrite, not ${widths.shown(region)}`)
   }
   if (region.kind !== "read" && region.kind !== "write") {
     refuse(
@@ -118,7 +109,7 @@ export const require =
       ? Effect.fail(
         new InvalidRemoteKeyError({
           field: "access",
-          detail: `${kindOf(key)} is no key: decode one with RemoteKey.decode`
+          detail: `${widths.shown(key)} is no key: decode one with RemoteKey.decode`
         })
       )
       : key.access === access
