@@ -213,6 +213,8 @@ export class Poster<R = WorkRequest> {
     if (this.spinning) return
     if (this.link.polling !== undefined) {
       if (this.spin(completions, this.link.polling)) return
+      // Real time, not Effect's Clock: a spin bounds how long the event loop is held, and a
+      // TestClock stands still through it (docs/api-1.0.md, "the one exception is polling").
       this.armedAt = performance.now()
     }
     this.disarm = this.link.driver.armCompletions(completions, this.onReady)
