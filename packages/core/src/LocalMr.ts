@@ -22,7 +22,7 @@ import * as Owner from "./internal/owner.js"
 import { ownerOf as peerOwner } from "./internal/peer.js"
 import * as pins from "./internal/pins.js"
 import { type Policy, releaseNowThen } from "./internal/release.js"
-import { notALocalMr, notAPeer } from "./internal/resourceGuard.js"
+import { notALocalMr, notAPeer, notAUse } from "./internal/resourceGuard.js"
 import * as Memory from "./Memory.js"
 import type * as Peers from "./Peer.js"
 import { MemoryRefusedError, type RpmaError } from "./RdmaError.js"
@@ -220,7 +220,8 @@ const deregistration: Policy<Region<any>> = {
 
 /**
  * Registers `memory`, runs `f` with the region, and deregisters it when `f` ends, however it ends:
- * the scope-free form for short-lived registrations (no Scope to open, no finalizer to add).
+ * the scope-free form for short-lived registrations (no Scope to open, no finalizer to add). An `f`
+ * that is no function is refused (RPMA_E_INVAL) before anything is registered.
  *
  * @example
  * ```ts
@@ -239,8 +240,12 @@ export const use = <F extends Flag, A, E, R>(
   memory: Uint8Array,
   usage: Usage<F>,
   f: (mr: LocalMr<F>) => Effect.Effect<A, E, R>
-): Effect.Effect<A, E | RpmaError | MemoryRefusedError, R | RdmaDriver> =>
-  Effect.acquireUseRelease(acquire(peer, memory, usage), f, releaser)
+): Effect.Effect<A, E | RpmaError | MemoryRefusedError, R | RdmaDriver> => {
+  const refused = notAUse("rpma_mr_reg", f)
+  return refused === undefined
+    ? Effect.acquireUseRelease(acquire(peer, memory, usage), f, releaser)
+    : Effect.fail(refused)
+}
 
 /**
  * Allocates `size` page-aligned bytes and registers them; both are released with the scope,

@@ -27,7 +27,7 @@ import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
 import * as pins from "./internal/pins.js"
 import { PipeableBase } from "./internal/resource.js"
-import { notTheResource, ownEffect } from "./internal/resourceGuard.js"
+import { notAUse, notTheResource, ownEffect } from "./internal/resourceGuard.js"
 import * as LocalMr from "./LocalMr.js"
 import * as Memory from "./Memory.js"
 import type { Peer } from "./Peer.js"
@@ -360,12 +360,16 @@ export const make = (
         memory: Uint8Array,
         usage: Usage<F>,
         f: (mr: LocalMr.LocalMr<F>) => Effect.Effect<A, E, R>
-      ) =>
-        Effect.acquireUseRelease(
-          acquire(memory, usage),
-          f as (mr: LocalMr.LocalMr<any>) => Effect.Effect<A, E, R>,
-          release
-        ),
+      ) => {
+        const refused = notAUse("rpma_mr_reg", f)
+        return refused === undefined
+          ? Effect.acquireUseRelease(
+            acquire(memory, usage),
+            f as (mr: LocalMr.LocalMr<any>) => Effect.Effect<A, E, R>,
+            release
+          )
+          : Effect.fail(refused)
+      },
       Effect.sync(() => {
         let n = 0
         for (const byKey of entries.values()) n += byKey.size

@@ -1,7 +1,7 @@
 /**
  * LocalMr.use: the scope-free registration, released however its body ends.
  */
-import { LocalMr, Peer, RdmaError, Tracing, Usage } from "@effect-rdma/core"
+import { LocalMr, Peer, RdmaError, RegistrationCache, Tracing, Usage } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
 import { SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -111,5 +111,27 @@ describe("LocalMr.use", () => {
       // Gone either way (librpma frees the handle): nothing left registered, nothing retried.
       assert.strictEqual((yield* live).localRegions, 0)
       assert.strictEqual(yield* simulation.calls("rpma_mr_dereg"), 1)
+    })).pipe(Effect.provide(SimulatedDriver.layer)))
+
+  it.effect("a use that is no function is refused before anything is registered (LocalMr.use and a cache's)", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const peer = yield* Peer.make(SimulatedDriver.DEFAULT_ADDRESS)
+      const cache = yield* RegistrationCache.make(peer)
+      const simulation = yield* SimulatedDriver.SimulationControl
+      for (const value of [42, null, undefined, {}]) {
+        const f = value as unknown as () => Effect.Effect<void>
+        for (
+          const refused of [
+            yield* Effect.flip(LocalMr.use(peer, new Uint8Array(4096), Usage.SEND, f)),
+            yield* Effect.flip(cache.use(new Uint8Array(4096), Usage.SEND, f)),
+            yield* Effect.flip(RegistrationCache.use(cache, new Uint8Array(4096), Usage.SEND, f))
+          ]
+        ) {
+          assert.strictEqual(refused._tag, "RpmaInvalidError")
+          assert.include(refused.message, "the use must be a function of the region")
+        }
+      }
+      assert.strictEqual(yield* simulation.calls("rpma_mr_reg"), 0)
+      assert.strictEqual((yield* live).localRegions, 0)
     })).pipe(Effect.provide(SimulatedDriver.layer)))
 })

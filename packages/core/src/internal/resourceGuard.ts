@@ -41,6 +41,12 @@ export const notAPeer = (operation: string, peer: unknown): RpmaError | undefine
 export const notALocalMr = (operation: string, mr: unknown): RpmaError | undefined =>
   nullHandle(operation, "region must be a LocalMr (LocalMr.register, LocalMr.allocate)", mr)
 
+/** What a `use` answers when it is given no function to run with the region: refused before registering. */
+export const notAUse = (operation: string, f: unknown): RpmaError | undefined =>
+  typeof f === "function"
+    ? undefined
+    : fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, `the use must be a function of the region, not ${kindOf(f)}`)
+
 const CONNECTION = "a Connection (Connection.connect, Listener.accept)"
 const ENDPOINT = "a CmEndpoint (CmEndpoint.make, CmListener.next)"
 
