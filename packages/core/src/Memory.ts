@@ -11,6 +11,7 @@ import type { RdmaDriver } from "./Driver.js"
 import * as checks from "./DriverArguments.js"
 import type { MapFileRequest } from "./DriverModel.js"
 import * as instrument from "./internal/instrument.js"
+import { type Keys, readOnce, unreadableWords } from "./internal/optionsOnce.js"
 import * as pins from "./internal/pins.js"
 import { release } from "./internal/release.js"
 import { type MapFileError, mapFileError, MemoryRefusedError, type RpmaError } from "./RdmaError.js"
@@ -176,7 +177,16 @@ export interface MapFileOptions {
 /** The page size of the Linux targets this library runs on (x86-64, arm64 with 4 KiB pages). */
 const pageSize = 4096
 
-const mapFileRequest = (options: MapFileOptions): Either.Either<MapFileRequest, MapFileError> => {
+const mapFileKeys: Keys<MapFileOptions> = { path: true, size: true, offset: true, create: true }
+
+const mapFileRequest = (given: MapFileOptions): Either.Either<MapFileRequest, MapFileError> => {
+  const read = readOnce(given, mapFileKeys)
+  if (Either.isLeft(read)) {
+    return Either.left(
+      mapFileError({ path: "(no path)", operation: "mapFile", reason: "Invalid", detail: unreadableWords(read.left) })
+    )
+  }
+  const options = read.right as MapFileOptions
   const path = typeof options?.path === "string" ? options.path : ""
   const refuse = (reason: "SizeZero" | "Unaligned" | "Invalid", detail: string) =>
     Either.left(mapFileError({ path: path === "" ? "(no path)" : path, operation: "mapFile", reason, detail }))

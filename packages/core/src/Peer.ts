@@ -7,6 +7,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import type { Pipeable } from "effect/Pipeable"
 import type * as Scope from "effect/Scope"
@@ -14,10 +15,11 @@ import type { RdmaDriver } from "./Driver.js"
 import type { AddressKind } from "./DriverModel.js"
 import * as handles from "./internal/handles.js"
 import * as instrument from "./internal/instrument.js"
+import { readOnce, unreadableWords } from "./internal/optionsOnce.js"
 import * as Owner from "./internal/owner.js"
 import { isPeer as isPeerImpl, ownerOf, PeerImpl, TypeId as typeId } from "./internal/peer.js"
 import { release } from "./internal/release.js"
-import type { RpmaError } from "./RdmaError.js"
+import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
 
 /**
  * What marks a {@link Peer}.
@@ -78,9 +80,15 @@ export const make = (
   address: string,
   options?: MakeOptions
 ): Effect.Effect<Peer, RpmaError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(instrument.driver, (driver) =>
-    Effect.acquireRelease(
-      driver.getIbvContext(address, options?.kind ?? "local").pipe(
+  Effect.flatMap(instrument.driver, (driver) => {
+    const read = readOnce(options, { kind: true })
+    if (Either.isLeft(read)) {
+      return Effect.fail(
+        fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_utils_get_ibv_context", unreadableWords(read.left))
+      )
+    }
+    return Effect.acquireRelease(
+      driver.getIbvContext(address, read.right?.kind ?? "local").pipe(
         Effect.flatMap(driver.peerNew),
         Effect.map((handle): Peer => new PeerImpl(handle, address))
       ),
@@ -89,7 +97,8 @@ export const make = (
           ownerOf(peer),
           Effect.asVoid(release("rpma_peer_delete", ownerOf(peer).what, driver.peerDelete(handles.peer(peer))))
         )
-    ))
+    )
+  })
 
 /**
  * A Layer with one peer for the device at `address`, deleted when the layer is released.

@@ -16,6 +16,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -25,6 +26,7 @@ import * as Option from "effect/Option"
 import type { Pipeable } from "effect/Pipeable"
 import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
+import { readOnce } from "./internal/optionsOnce.js"
 import * as pins from "./internal/pins.js"
 import { PipeableBase } from "./internal/resource.js"
 import { notAUse, notTheResource, ownEffect } from "./internal/resourceGuard.js"
@@ -187,9 +189,18 @@ export const isRegistrationCache = (u: unknown): u is RegistrationCache => u ins
  */
 export const make = (
   peer: Peer,
-  options?: Options
+  given?: Options
 ): Effect.Effect<RegistrationCache, InvalidOptionsError, RdmaDriver | Scope.Scope> =>
   Effect.gen(function*() {
+    const read = readOnce(given, { idleTimeToLive: true, closeTimeout: true })
+    if (Either.isLeft(read)) {
+      return yield* new InvalidOptionsError({
+        module: "RegistrationCache",
+        option: read.left.key,
+        detail: `could not be read (it threw: ${read.left.thrown}): pass plain values`
+      })
+    }
+    const options = read.right
     const ttl = Duration.toMillis(
       yield* durationOption("idleTimeToLive", options?.idleTimeToLive ?? "30 seconds", false)
     )

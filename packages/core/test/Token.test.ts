@@ -137,7 +137,7 @@ describe("admission tokens", () => {
         }
       })
       const error = yield* Effect.flip(Admission.make(Uint8Array.of(1), options))
-      assert.include(error.message, "reading the options threw")
+      assert.include(error.message, "its options could not be read (singleUse threw: a trap that throws)")
     }))
 
   it.effect("the padding completes no token: nothing, the token short of its trailing zeros, or with one more zero is refused", () =>

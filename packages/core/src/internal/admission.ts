@@ -7,11 +7,13 @@
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { timingSafeEqual } from "node:crypto"
 import { types } from "node:util"
 import type * as Admission from "../Admission.js"
 import * as DriverArguments from "../DriverArguments.js"
+import { readOnce, unreadableWords } from "./optionsOnce.js"
 import { PipeableBase } from "./resource.js"
 
 export const TypeId: Admission.TypeId = Symbol.for("@effect-rdma/core/Admission") as Admission.TypeId
@@ -87,12 +89,8 @@ const tokenBytes = (token: unknown): Uint8Array | string => {
 const budgetOf = (
   options: Admission.Options | undefined
 ): { readonly uses: number; readonly window: Duration.Duration | undefined } | string => {
-  let singleUse: boolean | undefined, uses: number | undefined, window: Duration.DurationInput | undefined
-  try {
-    ;({ singleUse, uses, window } = options ?? {})
-  } catch {
-    return "reading the options threw: pass a plain object, e.g. { uses: 10, window: \"1 minute\" }"
-  }
+  // Read once already (optionsOnce): plain values.
+  const { singleUse, uses, window } = options ?? {}
   if (singleUse === true && uses !== undefined && uses !== 1) return `singleUse admits 1 connection, not uses: ${uses}`
   if (uses === undefined && singleUse === false) {
     return "a token admits a bounded number of connections: with singleUse false give uses (and a window), e.g. { uses: 10, window: \"1 minute\" }"
@@ -126,7 +124,9 @@ export const make = (
   options?: Admission.Options
 ): Effect.Effect<Admission.Admission, InvalidTokenError> =>
   Effect.flatMap(privateData(token), (expected) => {
-    const budget = budgetOf(options)
+    const read = readOnce(options, { singleUse: true, uses: true, window: true })
+    if (Either.isLeft(read)) return Effect.fail(new InvalidTokenError({ reason: unreadableWords(read.left) }))
+    const budget = budgetOf(read.right)
     if (typeof budget === "string") return Effect.fail(new InvalidTokenError({ reason: budget }))
     return Effect.succeed(new AdmissionImpl(budget.uses, budget.window, expected))
   })

@@ -13,6 +13,7 @@
  */
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
@@ -33,6 +34,7 @@ import { timeoutMillis } from "./connectionConfig.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
+import { type Keys, readOnce, unreadableWords } from "./optionsOnce.js"
 import * as Owner from "./owner.js"
 import * as polling from "./polling.js"
 import type { Poster } from "./poster.js"
@@ -105,13 +107,39 @@ const configProblem = (config: CmEpConfig): string | undefined => {
   return undefined
 }
 
+/** Every endpoint setting, read once where an endpoint is made. */
+export const endpointKeys: Keys<CmEndpoint.Options> = {
+  timeout: true,
+  maxSendWr: true,
+  maxRecvWr: true,
+  maxSendSge: true,
+  maxRecvSge: true,
+  maxInlineData: true,
+  retryCount: true,
+  rnrRetryCount: true,
+  responderResources: true,
+  initiatorDepth: true,
+  polling: true
+}
+
+/** Settings read once (optionsOnce), or EINVAL of `operation` when reading them throws. */
+export const readCmSettings = <O extends object>(
+  options: O | undefined,
+  operation: string,
+  keys: Keys<O>
+): Either.Either<O | undefined, RdmaCmError> =>
+  Either.mapLeft(readOnce(options, keys), (unreadable) => invalid(operation, unreadableWords(unreadable)))
+
 /** The settings made and checked, then `use`d; refused with EINVAL before the driver is called. */
 export const withConfig = <A>(
   operation: string,
-  options: CmEndpoint.Options | undefined,
+  given: CmEndpoint.Options | undefined,
   use: (driver: Driver, config: CmEpConfig, polling: Polling.Polling) => Effect.Effect<A, RdmaCmError, Scope.Scope>
 ): Effect.Effect<A, RdmaCmError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
+    const read = readCmSettings(given, operation, endpointKeys)
+    if (Either.isLeft(read)) return Effect.fail(read.left)
+    const options = read.right
     const config = toConfig(options)
     const refused = configProblem(config)
     if (refused !== undefined) return Effect.fail(invalid(operation, refused))
@@ -338,18 +366,22 @@ export const make = (
       )
     ))
 
+const establishKeys: Keys<CmEndpoint.EstablishOptions> = { privateData: true }
+
 /** rdma_connect: bounded by the endpoint's timeout; interrupted, the endpoint stays to be closed. */
 export const establish: {
   (self: CmEndpoint.CmEndpoint, options?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver>
   (options?: CmEndpoint.EstablishOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
 } = dual(
   dataFirst(isCmEndpoint),
-  (self: CmEndpoint.CmEndpoint, options?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
+  (self: CmEndpoint.CmEndpoint, given?: CmEndpoint.EstablishOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
     Effect.flatMap(instrument.driver, (driver) => {
       const notEndpoint = notAnEndpoint("rdma_connect", self)
       if (notEndpoint !== undefined) return instrument.refused(notEndpoint)
+      const read = readCmSettings(given, "rdma_connect", establishKeys)
+      if (Either.isLeft(read)) return Effect.fail(read.left)
       const ep = impl(self)
-      const privateData = options?.privateData
+      const privateData = read.right?.privateData
       const refused = privateDataProblem("rdma_connect", privateData, "connect") ??
         (ep.phase === "created" ? undefined : invalid("rdma_connect", `the endpoint is ${ep.phase}: connect a new one`))
       if (refused !== undefined) return Effect.fail(refused)
@@ -379,9 +411,13 @@ export const failedUnlessDone = (ep: EndpointImpl) => <A, E, R>(effect: Effect.E
 export const connect = (
   address: string,
   port: number,
-  options?: CmEndpoint.ConnectOptions
+  given?: CmEndpoint.ConnectOptions
 ): Effect.Effect<CmEndpoint.CmEndpoint, RdmaCmError, RdmaDriver | Scope.Scope> =>
-  Effect.tap(make(address, port, options), (ep) => establish(ep, options))
+  // Read once for both: the endpoint is made and connected with the same settings.
+  Effect.flatMap(
+    readCmSettings(given, "rdma_create_ep", { ...endpointKeys, ...establishKeys }),
+    (options) => Effect.tap(make(address, port, options), (ep) => establish(ep, options))
+  )
 
 /**
  * Connected: receives posted before wait on its channel, and the peer's disconnect ends

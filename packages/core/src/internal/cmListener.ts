@@ -7,6 +7,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import { dual } from "effect/Function"
 import { pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
@@ -30,9 +31,11 @@ import {
   invalid,
   isCmEndpoint,
   privateDataProblem,
+  readCmSettings,
   withConfig
 } from "./cmEndpoint.js"
 import * as instrument from "./instrument.js"
+import type { Keys } from "./optionsOnce.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 import { dataFirst, notAnEndpoint } from "./resourceGuard.js"
@@ -197,14 +200,20 @@ export const accept: {
   dataFirst(isCmEndpoint),
   (
     self: CmEndpoint.CmEndpoint,
-    options?: CmListener.AcceptOptions
+    given?: CmListener.AcceptOptions
   ): Effect.Effect<CmEndpoint.CmEndpoint, CmListener.AcceptErrorOf<{ admission: never }>, RdmaDriver> =>
-    !isCmEndpoint(self)
-      ? Effect.suspend(() => instrument.refused(notAnEndpoint("rdma_accept", self)!))
-      : options?.admission === undefined
-      ? acceptAdmitted(self, options)
-      : Effect.zipRight(admit(self, options.admission), acceptAdmitted(self, options))
+    Effect.suspend(() => {
+      if (!isCmEndpoint(self)) return instrument.refused(notAnEndpoint("rdma_accept", self)!)
+      const read = readCmSettings(given, "rdma_accept", acceptKeys)
+      if (Either.isLeft(read)) return Effect.fail(read.left)
+      const options = read.right
+      return options?.admission === undefined
+        ? acceptAdmitted(self, options)
+        : Effect.zipRight(admit(self, options.admission), acceptAdmitted(self, options))
+    })
 )
+
+const acceptKeys: Keys<CmListener.AcceptOptions> = { privateData: true, admission: true }
 
 const acceptAdmitted = (
   self: CmEndpoint.CmEndpoint,
@@ -237,9 +246,14 @@ export const reject: {
   (options?: CmListener.RejectOptions): (self: CmEndpoint.CmEndpoint) => Effect.Effect<void, RdmaCmError, RdmaDriver>
 } = dual(
   dataFirst(isCmEndpoint),
-  (self: CmEndpoint.CmEndpoint, options?: CmListener.RejectOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
-    Effect.flatMap(instrument.driver, (driver) => rejectWith(driver, self, options?.privateData))
+  (self: CmEndpoint.CmEndpoint, given?: CmListener.RejectOptions): Effect.Effect<void, RdmaCmError, RdmaDriver> =>
+    Effect.flatMap(instrument.driver, (driver) => {
+      const read = readCmSettings(given, "rdma_reject", rejectKeys)
+      return Either.isLeft(read) ? Effect.fail(read.left) : rejectWith(driver, self, read.right?.privateData)
+    })
 )
+
+const rejectKeys: Keys<CmListener.RejectOptions> = { privateData: true }
 
 const rejectWith = (
   driver: Driver,

@@ -22,6 +22,7 @@ import type * as CmListener from "../CmListener.js"
 import type { RdmaDriver } from "../Driver.js"
 import type { RdmaCmError } from "../RdmaError.js"
 import { AdmissionImpl, AdmissionRefusedError, InvalidTokenError } from "./admission.js"
+import { readCmSettings } from "./cmEndpoint.js"
 import { admit, isCmListener, next } from "./cmListener.js"
 import { dataFirst } from "./resourceGuard.js"
 
@@ -46,9 +47,10 @@ export const serve: {
 } = dual(dataFirst(isCmListener), <A, E, R>(
   listener: CmListener.CmListener,
   handler: (request: CmEndpoint.CmEndpoint) => Effect.Effect<A, E, R>,
-  options?: CmListener.ServeOptions
+  given?: CmListener.ServeOptions
 ): Effect.Effect<never, ServeError<E>, RdmaDriver | Exclude<R, Scope.Scope>> =>
   Effect.scoped(Effect.gen(function*() {
+    const options = yield* readCmSettings(given, "rdma_listen", { concurrency: true, admission: true })
     const admission = options?.admission
     if (admission !== undefined && !(admission instanceof AdmissionImpl)) {
       return yield* new InvalidTokenError({

@@ -17,6 +17,7 @@
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -30,7 +31,7 @@ import type { ConnConfig, ConnEvent, ConnHandle, ConnReqHandle } from "../Driver
 import type { Peer } from "../Peer.js"
 import type * as Polling from "../Polling.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
-import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
+import { privateDataRefusal, queueSizesProblem, readSettings, toConfig } from "./connectionConfig.js"
 import { ConnectionImpl, impl as implOf } from "./connectionImpl.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as handles from "./handles.js"
@@ -425,10 +426,13 @@ type Connect = (
   options?: Connection.Options
 ) => Effect.Effect<Connection.Connection, RpmaError | ConnectionFailedError, RdmaDriver | Scope.Scope>
 
-export const connectDirect: Connect = (peer, address, port, options) =>
+export const connectDirect: Connect = (peer, address, port, given) =>
   Effect.flatMap(instrument.driver, (driver) => {
     const notPeer = notAPeer("rpma_conn_req_new", peer)
     if (notPeer !== undefined) return Effect.fail(notPeer)
+    const read = readSettings(given, "rpma_conn_req_new")
+    if (Either.isLeft(read)) return Effect.fail(read.left)
+    const options = read.right
     const config = toConfig(options)
     // Refused before the request is made: the driver would refuse it and leave the request alive.
     const refused = privateDataRefusal(options?.privateData, "connect")
@@ -453,8 +457,9 @@ export const connectDirect: Connect = (peer, address, port, options) =>
  * client's own and a one-time token) once: that first connection is closed and the one made there
  * returned. Only once, and only to the same address, so a server can send a client nowhere else.
  */
-export const connect: Connect = (peer, address, port, options) =>
+export const connect: Connect = (peer, address, port, given) =>
   Effect.gen(function*() {
+    const options = yield* readSettings(given, "rpma_conn_req_new")
     const first = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
     const conn = yield* Scope.extend(connectDirect(peer, address, port, options), first)
     const answer = rendezvousAnswer.decode(conn.privateData)

@@ -2,11 +2,13 @@
  * Connection settings as a user gives them, and the driver's configuration they make.
  */
 import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 import type { Options } from "../Connection.js"
 import * as DriverArguments from "../DriverArguments.js"
 import type { ConnConfig } from "../DriverModel.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import * as handles from "./handles.js"
+import { type Keys, readOnce, unreadableWords } from "./optionsOnce.js"
 import * as srq from "./srq.js"
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
@@ -17,6 +19,34 @@ export const timeoutMillis = (timeout: Duration.DurationInput | undefined): numb
     return Number.NaN
   }
 }
+
+/** Every connection setting, read once where a connect or an accept starts. */
+export const connectionKeys: Keys<Options> = {
+  timeout: true,
+  sendQueueSize: true,
+  receiveQueueSize: true,
+  completionQueueSize: true,
+  directWriteToPmem: true,
+  privateData: true,
+  sharedReceiveQueue: true,
+  receiveCompletionQueueSize: true,
+  sharedCompletionChannel: true,
+  polling: true
+}
+
+/**
+ * Connection settings read once (optionsOnce), or RPMA_E_INVAL of `operation` when reading them
+ * throws. `keys`: the call's own, when it takes more than the connection's.
+ */
+export const readSettings = <O extends Options>(
+  options: O | undefined,
+  operation: string,
+  keys: Keys<O> = connectionKeys as Keys<O>
+): Either.Either<O | undefined, RpmaError> =>
+  Either.mapLeft(
+    readOnce(options, keys),
+    (unreadable) => fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, unreadableWords(unreadable))
+  )
 
 /** The driver's configuration that connection settings make (every default filled in). */
 export const toConfig = (options: Options | undefined): ConnConfig => {

@@ -6,6 +6,7 @@
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
@@ -25,10 +26,11 @@ import {
   refund
 } from "./admission.js"
 import * as internalConnection from "./connection.js"
-import { toConfig } from "./connectionConfig.js"
+import { readSettings, toConfig } from "./connectionConfig.js"
 import * as instrument from "./instrument.js"
 import {
   accept,
+  acceptKeys,
   admit,
   make as listen,
   next,
@@ -37,6 +39,7 @@ import {
   reject,
   type RequestImpl
 } from "./listener.js"
+import type { Keys } from "./optionsOnce.js"
 import * as rendezvousAnswer from "./rendezvousAnswer.js"
 import { notTheResource } from "./resourceGuard.js"
 
@@ -76,7 +79,7 @@ export const listenIsolated = (
 export const acceptIsolated = (
   isolated: Admission.Isolated,
   admission: Admission.Admission,
-  options?: Connection.Options
+  given?: Connection.Options
 ): Effect.Effect<
   Connection.Connection,
   Listener.AcceptError,
@@ -92,6 +95,9 @@ export const acceptIsolated = (
     // Refused before a client comes, whom it would otherwise reject.
     const refused = notIsolated ?? notAnAdmission(admission)
     if (refused !== undefined) return Effect.fail(refused)
+    const read = readSettings(given, "rpma_ep_next_conn_req")
+    if (Either.isLeft(read)) return Effect.fail(read.left)
+    const options = read.right
     const own = isolated as IsolatedImpl
     if (own.taken) {
       return Effect.fail(fromRpmaCode(
@@ -181,25 +187,30 @@ export const rendezvous = (
   listener: Listener.Listener,
   gate: Admission.Admission,
   ports: Admission.PortRange,
-  options?: Connection.Options
+  given?: Connection.Options
 ): Effect.Effect<
   Admission.Rendezvous,
   RpmaError | Connection.ConnectionFailedError | AdmissionRefusedError | InvalidTokenError,
   RdmaDriver | Scope.Scope
-> => Effect.flatMap(next(listener, options), (req) => rendezvousFor(req, gate, ports, options))
+> =>
+  Effect.flatMap(
+    readSettings(given, "rpma_ep_next_conn_req"),
+    (options) => Effect.flatMap(next(listener, options), (req) => rendezvousFor(req, gate, ports, options))
+  )
 
 export const connectIsolated = (
   peer: Peer,
   address: string,
   port: number,
   token: Uint8Array,
-  options?: Connection.Options
+  given?: Connection.Options
 ): Effect.Effect<
   Connection.Connection,
   RpmaError | Connection.ConnectionFailedError | InvalidTokenError,
   RdmaDriver | Scope.Scope
 > =>
   Effect.gen(function*() {
+    const options = yield* readSettings(given, "rpma_conn_req_new")
     const wire = yield* privateData(token)
     const answer = yield* Effect.scoped(Effect.map(
       internalConnection.connectDirect(peer, address, port, { ...options, privateData: wire }),
@@ -238,13 +249,19 @@ export const isolationProblem = (listener: Listener.Listener, options?: Listener
     `a listener on port 65535 has no port after it to isolate clients on: give ports ({ from, to }), or isolation: "shared"`
 }
 
+/** A client's settings: an accept's and how it is isolated. */
+export const clientKeys: Keys<Listener.ClientOptions> = { ...acceptKeys, isolation: true, ports: true }
+
 export const acceptClient = (
   request: Listener.ConnectionRequest,
-  options?: Listener.ClientOptions
+  given?: Listener.ClientOptions
 ): Effect.Effect<Listener.Client, Listener.AcceptError, RdmaDriver | Scope.Scope> =>
   Effect.suspend(() => {
     const notRequest = notARequest("rpma_conn_req_connect", request)
     if (notRequest !== undefined) return instrument.refused(notRequest)
+    const read = readSettings(given, "rpma_conn_req_connect", clientKeys)
+    if (Either.isLeft(read)) return Effect.fail(read.left)
+    const options = read.right
     const listener = (request as RequestImpl).listener
     const problem = isolationProblem(listener, options)
     if (problem !== undefined) {

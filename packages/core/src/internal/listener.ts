@@ -6,6 +6,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import * as StreamM from "effect/Stream"
@@ -18,10 +19,11 @@ import type { Peer } from "../Peer.js"
 import { fromRpmaCode, RpmaCode, type RpmaError, RpmaInvalidError } from "../RdmaError.js"
 import { AdmissionImpl, AdmissionRefusedError, decide, InvalidTokenError } from "./admission.js"
 import * as internalConnection from "./connection.js"
-import { privateDataRefusal, queueSizesProblem, toConfig } from "./connectionConfig.js"
+import { connectionKeys, privateDataRefusal, queueSizesProblem, readSettings, toConfig } from "./connectionConfig.js"
 import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
+import type { Keys } from "./optionsOnce.js"
 import * as Owner from "./owner.js"
 import { ownerOf } from "./peer.js"
 import * as polling from "./polling.js"
@@ -116,11 +118,14 @@ export const make = (
 
 export const next = (
   listener: Listener.Listener,
-  options?: Connection.Options
+  given?: Connection.Options
 ): Effect.Effect<Listener.ConnectionRequest, RpmaError, RdmaDriver> =>
   Effect.flatMap(instrument.driver, (driver) => {
     const notListener = notAListener("rpma_ep_next_conn_req", listener)
     if (notListener !== undefined) return instrument.refused(notListener)
+    const read = readSettings(given, "rpma_ep_next_conn_req")
+    if (Either.isLeft(read)) return Effect.fail(read.left)
+    const options = read.right
     const ep = implOf(listener)
     const config = toConfig(options)
     // The queue pair is made with the request: what its connection could not live with is refused now.
@@ -228,28 +233,37 @@ const acceptChecked = (
         ))
     }))
 
+/** An accept's settings: the connection's and its admission. */
+export const acceptKeys: Keys<Listener.AcceptOptions> = { ...connectionKeys, admission: true }
+
 export const accept = (
   request: Listener.ConnectionRequest,
-  options?: Listener.AcceptOptions
+  given?: Listener.AcceptOptions
 ): Effect.Effect<
   Connection.Connection,
   Listener.AcceptError,
   RdmaDriver | Scope.Scope
 > =>
-  !isConnectionRequest(request)
-    ? Effect.suspend(() => instrument.refused(notARequest("rpma_conn_req_connect", request)!))
-    : options?.admission === undefined
-    ? acceptChecked(request, options)
-    : Effect.zipRight(admit(request, options.admission), acceptChecked(request, options))
+  Effect.suspend(() => {
+    if (!isConnectionRequest(request)) return instrument.refused(notARequest("rpma_conn_req_connect", request)!)
+    const read = readSettings(given, "rpma_conn_req_connect", acceptKeys)
+    if (Either.isLeft(read)) return Effect.fail(read.left)
+    const options = read.right
+    return options?.admission === undefined
+      ? acceptChecked(request, options)
+      : Effect.zipRight(admit(request, options.admission), acceptChecked(request, options))
+  })
 
 export const acceptNext = (
   listener: Listener.Listener,
-  options?: Listener.AcceptOptions
+  given?: Listener.AcceptOptions
 ): Effect.Effect<Connection.Connection, Listener.AcceptError, RdmaDriver | Scope.Scope> =>
-  Effect.flatMap(
-    next(listener, options),
-    (req) => Effect.tapError(accept(req, options), () => reject(req)) // reject: a no-op once answered
-  )
+  // Read once for both: the request is made with the same settings it is accepted with.
+  Effect.flatMap(readSettings(given, "rpma_ep_next_conn_req", acceptKeys), (options) =>
+    Effect.flatMap(
+      next(listener, options),
+      (req) => Effect.tapError(accept(req, options), () => reject(req)) // reject: a no-op once answered
+    ))
 
 export const postRecv = (
   request: Listener.ConnectionRequest,

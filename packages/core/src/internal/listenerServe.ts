@@ -22,9 +22,11 @@ import type * as Listener from "../Listener.js"
 import { Peer } from "../Peer.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import { AdmissionRefusedError, type InvalidTokenError } from "./admission.js"
+import { readSettings } from "./connectionConfig.js"
 import * as instrument from "./instrument.js"
-import { acceptClient, isolationProblem } from "./isolation.js"
+import { acceptClient, clientKeys, isolationProblem } from "./isolation.js"
 import { next, notAListener, reject } from "./listener.js"
+import type { Keys } from "./optionsOnce.js"
 
 /** What one client costs only its own request: it was refused, or it left before it was connected. */
 const isClientsFailure = (error: unknown): error is AdmissionRefusedError | ConnectionFailedError =>
@@ -37,14 +39,17 @@ const isClientsFailure = (error: unknown): error is AdmissionRefusedError | Conn
  */
 const MAX_FAILED_REQUESTS = 64
 
+const serveKeys: Keys<Listener.ServeOptions> = { ...clientKeys, concurrency: true, handshakeTimeout: true }
+
 export const serve = <A, E, R>(
   listener: Listener.Listener,
   handler: (conn: Connection.Connection) => Effect.Effect<A, E, R>,
-  options?: Listener.ServeOptions
+  given?: Listener.ServeOptions
 ): Effect.Effect<never, RpmaError | InvalidTokenError | E, RdmaDriver | Exclude<R, Scope.Scope | Peer>> =>
   Effect.scoped(Effect.gen(function*() {
     const notListener = notAListener("rpma_ep_next_conn_req", listener)
     if (notListener !== undefined) return yield* instrument.refused(notListener)
+    const options = yield* readSettings(given, "rpma_ep_next_conn_req", serveKeys)
     // Refused before any client is taken: every one of them would be.
     const problem = isolationProblem(listener, options)
     if (problem !== undefined) return yield* Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_ep_listen", problem))
