@@ -26,7 +26,7 @@ import * as Option from "effect/Option"
 import type { Pipeable } from "effect/Pipeable"
 import * as Scope from "effect/Scope"
 import type { RdmaDriver } from "./Driver.js"
-import { readOnce } from "./internal/optionsOnce.js"
+import { readOnce, unreadableDetail } from "./internal/optionsOnce.js"
 import * as pins from "./internal/pins.js"
 import { PipeableBase } from "./internal/resource.js"
 import { notAUse, notTheResource, ownEffect } from "./internal/resourceGuard.js"
@@ -197,7 +197,7 @@ export const make = (
       return yield* new InvalidOptionsError({
         module: "RegistrationCache",
         option: read.left.key,
-        detail: `could not be read (it threw: ${read.left.thrown}): pass plain values`
+        detail: unreadableDetail(read.left)
       })
     }
     const options = read.right

@@ -5,7 +5,19 @@
 import { Connection, Listener, LocalMr, Peer, RdmaStream, RemoteMr, Usage } from "@effect-rdma/core"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Clock, Deferred, Duration, Effect, Exit, Fiber, Stream, TestClock, TestServices } from "effect"
+import {
+  Chunk,
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  type Sink,
+  Stream,
+  TestClock,
+  TestServices
+} from "effect"
 import { concat, records } from "./streamData.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
@@ -13,6 +25,10 @@ const pair = () => Conformance.connectedPair(address, 7471)
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+/** How a Sink that refuses to start fails: it is run on one chunk. */
+const sinkFailure = <E, R>(sink: Sink.Sink<number, Uint8Array, never, E, R>) =>
+  Effect.flip(Stream.run(Stream.make(new Uint8Array(8)), sink))
 
 describe("RdmaStream.writeRange", () => {
   it.effect("writes a Stream's chunks one after another and ends with the bytes written", () =>
@@ -269,6 +285,48 @@ describe("RdmaStream.writeRing / readRing: bad options", () => {
       for (const stream of reading) {
         const error = yield* Effect.flip(Stream.runDrain(stream))
         assert.strictEqual(error._tag, "StreamOptionError")
+      }
+    })))
+})
+
+describe("RdmaStream's Sinks and readRing given no options, no region, or options that cannot be read", () => {
+  it.effect("each fails with StreamOptionError saying what to give, never a defect; nothing is left", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer } = yield* pair()
+      type Bad = never
+      const trap = new Proxy({}, {
+        get: (_, key) => {
+          throw new Error(`no ${String(key)} here`)
+        }
+      }) as Bad
+      const failures = [
+        [
+          "options must be an object naming dst",
+          sinkFailure(RdmaStream.writeRange(clientPeer, client, undefined as Bad))
+        ],
+        ["options must be an object naming dst", sinkFailure(RdmaStream.writeRange(clientPeer, client, null as Bad))],
+        ["dst must be a RemoteMr", sinkFailure(RdmaStream.writeRange(clientPeer, client, {} as Bad))],
+        [
+          "offset could not be read (it threw: no offset here)",
+          sinkFailure(RdmaStream.writeRange(clientPeer, client, trap))
+        ],
+        ["options must be an object naming ring", sinkFailure(RdmaStream.writeRing(clientPeer, client, 5 as Bad))],
+        ["ring must be a RemoteMr", sinkFailure(RdmaStream.writeRing(clientPeer, client, { ring: {} } as Bad))],
+        ["stagingSize could not be read", sinkFailure(RdmaStream.writeRing(clientPeer, client, trap))]
+      ] as const
+      for (const [words, failure] of failures) {
+        const error = yield* failure
+        assert.strictEqual(error._tag, "StreamOptionError", words)
+        assert.include(error.message, words)
+      }
+      const streams = [
+        ["ring must be a region", RdmaStream.readRing(trap)],
+        ["count could not be read", RdmaStream.messages(clientPeer, client, trap)]
+      ] as const
+      for (const [words, stream] of streams) {
+        const error = yield* Effect.flip(Stream.runDrain(stream))
+        assert.strictEqual(error._tag, "StreamOptionError", words)
+        assert.include(error.message, words)
       }
     })))
 })

@@ -6,13 +6,17 @@
 import { CmEndpoint, CmListener, RdmaStream, RemoteKey } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, type Duration, Effect, Fiber, Stream, TestClock } from "effect"
+import { Chunk, type Duration, Effect, Fiber, type Sink, Stream, TestClock } from "effect"
 import { concat, records } from "./streamData.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
 
 const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
+
+/** How a Sink that refuses to start fails: it is run on one chunk. */
+const sinkFailure = <E, R>(sink: Sink.Sink<number, Uint8Array, never, E, R>) =>
+  Effect.flip(Stream.run(Stream.make(new Uint8Array(8)), sink))
 
 /** One turn of the event loop, where the simulated fabric completes what was posted. */
 const turn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
@@ -163,6 +167,25 @@ describe("RdmaStream.writeRing / readRing on CmEndpoints", () => {
       )
       assert.strictEqual(refused._tag, "StreamOptionError")
       assert.include(refused.message, "read key of the ring's own memory")
+    })))
+})
+
+describe("RdmaStream's Sinks on a CmEndpoint given no options or no key", () => {
+  it.effect("each fails with StreamOptionError saying what to give, never a defect", () =>
+    inWorld(Effect.gen(function*() {
+      const { client } = yield* connectedPair
+      type Bad = never
+      const failures = [
+        ["options must be an object naming dst", sinkFailure(RdmaStream.writeRange(client, undefined as Bad))],
+        ["dst must be a RemoteKey", sinkFailure(RdmaStream.writeRange(client, { dst: 7 } as Bad))],
+        ["options must be an object naming ring", sinkFailure(RdmaStream.writeRing(client, null as Bad))],
+        ["ring must be a RemoteKey", sinkFailure(RdmaStream.writeRing(client, {} as Bad))]
+      ] as const
+      for (const [words, failure] of failures) {
+        const error = yield* failure
+        assert.strictEqual(error._tag, "StreamOptionError", words)
+        assert.include(error.message, words)
+      }
     })))
 })
 

@@ -25,6 +25,10 @@ export interface Unreadable {
   readonly thrown: string
 }
 
+/** An unreadable option in a refusal's words, for an error that names the option itself. */
+export const unreadableDetail = ({ thrown }: Unreadable): string =>
+  `could not be read (it threw: ${thrown}): pass plain values`
+
 /** An unreadable option in a refusal's words. */
 export const unreadableWords = ({ key, thrown }: Unreadable): string =>
   `its options could not be read (${key} threw: ${thrown}): pass plain values`

@@ -10,6 +10,7 @@ import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Sink from "effect/Sink"
@@ -22,8 +23,9 @@ import type { Peer } from "../Peer.js"
 import type { MemoryRefusedError, RpmaError } from "../RdmaError.js"
 import type * as RdmaStream from "../RdmaStream.js"
 import type * as RemoteKey from "../RemoteKey.js"
-import type { RemoteMr } from "../RemoteMr.js"
+import { isRemoteMr, type RemoteMr } from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
+import { type Keys, readOnce, unreadableDetail } from "./optionsOnce.js"
 
 export class RegionFullError extends Data.TaggedError("RegionFullError")<{
   readonly written: number
@@ -71,6 +73,42 @@ const positiveInt = (option: string, value: number | undefined, fallback: number
 type StageError = Connection.TransferError | RpmaError | MemoryRefusedError | StreamOptionError
 
 const optionError = (option: string, detail: string) => Effect.fail(new StreamOptionError({ option, detail }))
+
+const kindOf = (value: unknown): string => value === null ? "null" : typeof value
+
+/**
+ * A Sink's options, read once (optionsOnce), with the region they write to: or the
+ * StreamOptionError that says what to give, never a defect, whatever is given.
+ */
+const sinkOptions = <O extends object>(
+  given: O | undefined,
+  keys: Keys<O>,
+  region: keyof O & string,
+  isRegion: (u: unknown) => boolean,
+  what: string
+): Effect.Effect<O, StreamOptionError> => {
+  if (typeof given !== "object" || given === null) {
+    return optionError("options", `must be an object naming ${region}, ${what}, got ${kindOf(given)}`)
+  }
+  const read = readOnce(given, keys)
+  if (Either.isLeft(read)) {
+    return optionError(read.left.key, unreadableDetail(read.left))
+  }
+  const options = read.right as O
+  return isRegion(options[region])
+    ? Effect.succeed(options)
+    : optionError(region, `must be ${what}, got ${kindOf(options[region])}`)
+}
+
+/** A remote key as RemoteKey.make and decode make it (a plain object: checked by its fields). */
+const isRemoteKey = (u: unknown): boolean =>
+  typeof u === "object" && u !== null && typeof (u as RemoteKey.RemoteKey).address === "bigint" &&
+  typeof (u as RemoteKey.RemoteKey).length === "bigint"
+
+const rangeKeys = { offset: true, length: true, stagingSize: true, staging: true, wrap: true, dst: true } as const
+const ringKeys = { stagingSize: true, pollInterval: true, stallTimeout: true, staging: true, ring: true } as const
+const REMOTE_MR = "a RemoteMr (RemoteMr.fromDescriptor)"
+const REMOTE_KEY = "a RemoteKey (RemoteKey.decode of the other side's key)"
 
 /** A duration option (`fallback` when absent; infinite only where `finite` is false), or why not: never thrown. */
 const durationOption = (
@@ -292,9 +330,10 @@ type CmRangeError = RdmaStream.CmWriteError | RegionFullError
 const rpmaRange = (
   peer: Peer,
   conn: Connection.Connection,
-  options: RdmaStream.RangeOptions
+  given: RdmaStream.RangeOptions
 ): Sink.Sink<number, Uint8Array, never, RpmaRangeError, RdmaDriver> =>
   Sink.unwrapScoped<number, Uint8Array, never, RpmaRangeError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
+    const options = yield* sinkOptions(given, { ...rangeKeys, flush: true }, "dst", isRemoteMr, REMOTE_MR)
     const range = yield* rangeOf(Number(options.dst.size), options)
     const flushType = options.flush
     if (flushType !== undefined && flushType !== "visibility" && flushType !== "persistent") {
@@ -315,10 +354,18 @@ const rpmaRange = (
 
 const cmRange = (
   endpoint: CmEndpoint.CmEndpoint,
-  options: RdmaStream.CmRangeOptions
+  given: RdmaStream.CmRangeOptions
 ): Sink.Sink<number, Uint8Array, never, CmRangeError, RdmaDriver> =>
   Sink.unwrapScoped<number, Uint8Array, never, CmRangeError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
-    if ((options as { readonly flush?: unknown }).flush !== undefined) {
+    // flush is read to be refused: librdmacm has none.
+    const options = yield* sinkOptions(
+      given as RdmaStream.CmRangeOptions & { readonly flush?: unknown },
+      { ...rangeKeys, flush: true },
+      "dst",
+      isRemoteKey,
+      REMOTE_KEY
+    )
+    if (options.flush !== undefined) {
       return yield* optionError(
         "flush",
         "is librpma's (rpma_flush), which librdmacm has no counterpart for: on a CmEndpoint a write's completion says the other side's device took it; tell the reader with a send after the writes (a reliable connection delivers it after them)"
@@ -439,9 +486,10 @@ type CmRingError = RdmaStream.CmWriteError | RingStalledError
 const rpmaRing = (
   peer: Peer,
   conn: Connection.Connection,
-  options: RdmaStream.RingOptions
+  given: RdmaStream.RingOptions
 ): Sink.Sink<number, Uint8Array, never, RpmaRingError, RdmaDriver> =>
   Sink.unwrapScoped<number, Uint8Array, never, RpmaRingError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
+    const options = yield* sinkOptions(given, ringKeys, "ring", isRemoteMr, REMOTE_MR)
     const dst = options.ring
     const capacity = yield* ringCapacity(Number(dst.size))
     const timing = yield* ringTiming(options)
@@ -463,9 +511,10 @@ const rpmaRing = (
 
 const cmRing = (
   endpoint: CmEndpoint.CmEndpoint,
-  options: RdmaStream.CmRingOptions
+  given: RdmaStream.CmRingOptions
 ): Sink.Sink<number, Uint8Array, never, CmRingError, RdmaDriver> =>
   Sink.unwrapScoped<number, Uint8Array, never, CmRingError, RdmaDriver | Scope.Scope>(Effect.gen(function*() {
+    const options = yield* sinkOptions(given, { ...ringKeys, head: true }, "ring", isRemoteKey, REMOTE_KEY)
     const { head, ring } = options
     const capacity = yield* ringCapacity(Number(ring.length))
     const timing = yield* ringTiming(options)
@@ -515,18 +564,22 @@ export const writeRing: WriteRing =
 
 export const readRing = (
   ring: LocalMr.LocalMr<"WRITE_DST" | "READ_SRC"> | CmEndpoint.Region<"write" | "read">,
-  options?: { readonly pollInterval?: Duration.DurationInput | undefined }
+  given?: { readonly pollInterval?: Duration.DurationInput | undefined }
 ): Stream.Stream<Uint8Array, StreamOptionError> =>
   Stream.unwrap(Effect.suspend(() => {
-    const memory = ring !== null && typeof ring === "object" ? ring.memory : undefined
-    if (!(memory instanceof Uint8Array)) {
+    // Told by what made it, not by reading fields of whatever was given.
+    if (!LocalMr.isLocalMr(ring) && !CmEndpoint.isRegion(ring)) {
       return optionError(
         "ring",
         `must be a region (a LocalMr, or a CmEndpoint.Region) holding the ring, not ${
-          ring === null ? "null" : typeof ring
+          ring === null ? "null" : typeof ring === "object" ? "another object" : typeof ring
         }`
       )
     }
+    const read = readOnce(given, { pollInterval: true })
+    if (Either.isLeft(read)) return optionError(read.left.key, unreadableDetail(read.left))
+    const options = read.right
+    const memory = ring.memory
     const capacity = memory.byteLength - RING_HEADER
     if (capacity <= 0) {
       return optionError("ring", `must be larger than its ${RING_HEADER}-byte header, got ${memory.byteLength} bytes`)
@@ -604,8 +657,13 @@ const messageStream = <E>(
   })
 
 /** The pool's shape, checked. */
-const poolOf = (options: RdmaStream.MessagesOptions | undefined) =>
+const poolOf = (given: RdmaStream.MessagesOptions | undefined) =>
   Effect.gen(function*() {
+    const read = readOnce(given, { count: true, size: true })
+    if (Either.isLeft(read)) {
+      return yield* optionError(read.left.key, unreadableDetail(read.left))
+    }
+    const options = read.right
     const count = positiveInt("count", options?.count, 16)
     if (typeof count !== "number") return yield* count
     const size = positiveInt("size", options?.size, 4096)
