@@ -11,7 +11,8 @@ import {
   Listener,
   Memory,
   Peer,
-  RegistrationCache
+  RegistrationCache,
+  SharedReceiveQueue
 } from "@effect-rdma/core"
 import * as Driver from "@effect-rdma/core/Driver"
 import { SimulatedDriver } from "@effect-rdma/testing"
@@ -73,6 +74,12 @@ describe("options read once", () => {
         ["CmEndpoint.connect", refusal(CmEndpoint.connect(address, 7621, trapped())), "RdmaCmError", "timeout threw"],
         ["CmListener.make", refusal(CmListener.make(address, 7621, trapped())), "RdmaCmError", "timeout threw"],
         ["Memory.mapFile", refusal(Memory.mapFile(trapped())), "MapFileError", "path threw"],
+        [
+          "SharedReceiveQueue.make",
+          refusal(SharedReceiveQueue.make(peer, trapped())),
+          "RpmaInvalidError",
+          "receiveQueueSize threw"
+        ],
         [
           "RegistrationCache.make",
           refusal(RegistrationCache.make(peer, trapped())),
