@@ -135,7 +135,8 @@ describe("@effect/rpc over RDMA: options that are no options", () => {
         )
         assert.strictEqual(error._tag, "RdmaChannelError")
       }
-      const trapped = new Proxy({}, {
+      // Options read once: a getter that throws as they are copied is refused, whichever it is.
+      const trapped = new Proxy({ transport: "cm", address, port: 7484 }, {
         get: () => {
           throw new Error("a trap")
         }
@@ -157,7 +158,9 @@ describe("@effect/rpc over RDMA: options that are no options", () => {
           [RdmaRpc.makeRpmaProtocolServer(cmListener as Bad), /the listener must be a Listener/],
           [RdmaRpc.makeRpmaProtocolServer(listener, 5 as Bad), /the options must be an object, not number/],
           [RdmaRpc.makeCmProtocolServer(listener as Bad), /the listener must be a CmListener \(CmListener.make\)/],
-          [RdmaRpc.makeCmProtocolServer(cmListener, null as Bad), /the options must be an object, not null/]
+          [RdmaRpc.makeCmProtocolServer(cmListener, null as Bad), /the options must be an object, not null/],
+          [RdmaRpc.makeRpmaProtocolServer(listener, trapped as Bad), /the options cannot be read \(Error: a trap\)/],
+          [RdmaRpc.makeCmProtocolServer(cmListener, trapped as Bad), /the options cannot be read \(Error: a trap\)/]
         ]
       for (const [made, said] of overListeners) {
         const error = yield* Effect.flip(made.pipe(Effect.provide(RpcSerialization.layerMsgPack)))

@@ -57,7 +57,7 @@ export const makeCmServerProtocol = (
     CmListener.isCmListener,
     "a CmListener (CmListener.make)",
     options,
-    () => cmServing(listener, options)
+    (copy) => cmServing(listener, copy)
   )
 
 /** {@link makeCmServerProtocol} once its listener and options are checked. */
@@ -121,20 +121,17 @@ const optionsProblem = (options: unknown, side: "client" | "server"): ChannelErr
   return undefined
 }
 
-const checked = <A, E, R>(
-  options: unknown,
+const checked = <O, A, E, R>(
+  options: O,
   side: "client" | "server",
-  make: () => Effect.Effect<A, E, R>
+  make: (copy: O) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | ChannelError, R> =>
   Effect.suspend((): Effect.Effect<A, E | ChannelError, R> => {
-    let problem: ChannelError | undefined
-    try {
-      problem = optionsProblem(options, side)
-    } catch (cause) {
-      // A getter or Proxy trap that throws: refused as options that are none.
-      problem = framing.protocol(`the options cannot be read (${String(cause)}): give plain options`)
-    }
-    return problem === undefined ? make() : Effect.fail(problem)
+    // Read once, checked and used as that copy (a getter or Proxy trap that throws: refused).
+    const copy = options !== null && typeof options === "object" ? readOnce(options) : options
+    if (typeof copy === "string") return Effect.fail(framing.protocol(copy))
+    const problem = optionsProblem(copy, side)
+    return problem === undefined ? make(copy) : Effect.fail(problem)
   })
 
 export const makeProtocolClient = <R>(
@@ -144,7 +141,7 @@ export const makeProtocolClient = <R>(
   ChannelError,
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver | Peer.Peer | R
 > =>
-  checked(options, "client", () =>
+  checked(options, "client", (options) =>
     options.transport === "cm"
       ? makeCmClientProtocol(options)
       : Effect.flatMap(Peer.Peer, (peer) => protocol.makeReconnectingClientProtocol(peer, options)))
@@ -155,19 +152,19 @@ export const makeRpmaServerProtocol: typeof protocol.makeServerProtocol = (liste
     Listener.isListener,
     "a Listener (Listener.make)",
     options,
-    () => protocol.makeServerProtocol(listener, options)
+    (copy) => protocol.makeServerProtocol(listener, copy)
   )
 
 /**
  * A server over the caller's listener: anything but one, or options that are no object, are
  * refused as a protocol that cannot be made, not left to its accept loop.
  */
-const overListener = <A, E, R>(
+const overListener = <O extends object, A, E, R>(
   listener: unknown,
   isListener: (u: unknown) => boolean,
   what: string,
-  options: unknown,
-  make: () => Effect.Effect<A, E, R>
+  options: O | undefined,
+  make: (copy: O | undefined) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | ChannelError, R> =>
   Effect.suspend((): Effect.Effect<A, E | ChannelError, R> => {
     if (!isListener(listener)) {
@@ -176,8 +173,25 @@ const overListener = <A, E, R>(
     if (options !== undefined && (options === null || typeof options !== "object")) {
       return Effect.fail(framing.protocol(`the options must be an object, not ${describe(options)}`))
     }
-    return make()
+    if (options === undefined) return make(undefined)
+    const copy = readOnce(options)
+    return typeof copy === "string" ? Effect.fail(framing.protocol(copy)) : make(copy)
   })
+
+/**
+ * The options' values, read once into a plain object that the protocol uses from then on:
+ * a getter or Proxy trap that throws is refused here, not met as a defect inside the accept loop.
+ */
+const readOnce = <O extends object>(options: O): O | string => {
+  try {
+    const copy: Record<string, unknown> = {}
+    // for-in: inherited values too (options made with Object.create, say), as reading them would.
+    for (const key in options) copy[key] = options[key]
+    return copy as O
+  } catch (cause) {
+    return `the options cannot be read (${String(cause)}): give plain options`
+  }
+}
 
 type ServerMade = Effect.Effect<
   RpcServer.Protocol["Type"],
@@ -186,7 +200,7 @@ type ServerMade = Effect.Effect<
 >
 
 export const makeProtocolServer = (options: RdmaRpc.ServerOptions): ServerMade =>
-  checked(options, "server", (): ServerMade =>
+  checked(options, "server", (options): ServerMade =>
     options.transport === "cm"
       ? Effect.flatMap(
         CmListener.make(options.address, options.port, options.endpoint),
