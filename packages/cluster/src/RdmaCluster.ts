@@ -168,7 +168,7 @@ export const layer = <
   const ClientOnly extends boolean = false,
   const Storage extends "local" | "sql" | "byo" = never
 >(
-  options?: Options<ClientOnly, Storage>
+  given?: Options<ClientOnly, Storage>
 ): Layer.Layer<
   Sharding | Runners.Runners | ("byo" extends Storage ? never : MessageStorage.MessageStorage),
   | ConfigError
@@ -180,6 +180,8 @@ export const layer = <
     : "byo" extends Storage ? MessageStorage.MessageStorage | RunnerStorage.RunnerStorage
     : SqlClient)
 > => {
+  const options = internal.readOptions(given)
+  if (options instanceof internal.RdmaClusterConfigError) return Layer.fail(options)
   const client = layerClientProtocol(options)
   const runner: Layer.Layer<any, any, any> = options?.clientOnly
     ? Layer.provide(RunnerServer.layerClientOnly, client)

@@ -51,6 +51,22 @@ describe("@effect/cluster over RDMA: bad input", () => {
       assert.match(error.message, /peerAddress/)
     }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 
+  it.live("options that cannot be read fail the runner's Layer with RdmaClusterConfigError, never a throw as it is made", () =>
+    Effect.gen(function*() {
+      const trapped = new Proxy({ storage: "local" }, {
+        get: (_, key) => {
+          throw new Error(`no ${String(key)} here`)
+        }
+      }) as RdmaCluster.Options<false, "local">
+      for (const made of [RdmaCluster.layer(trapped), RdmaCluster.layerServerProtocol(trapped)]) {
+        const error = yield* Layer.build(made as Layer.Layer<unknown, RdmaCluster.RdmaClusterConfigError>).pipe(
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "RdmaClusterConfigError")
+        assert.include(error.message, "the options cannot be read (Error: no storage here)")
+      }
+    }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
   it.live(
     "nothing listening, a peer that is not a runner, or one speaking garbage: RunnerUnavailable, and the runner serves on",
     () =>

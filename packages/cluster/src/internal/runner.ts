@@ -26,6 +26,21 @@ export class RdmaClusterConfigError extends Data.TaggedError("RdmaClusterConfigE
 
 const annotations = { package: "@effect-rdma/cluster", service: "Runner" }
 
+/**
+ * The options' values, read once into a plain object the layers are built from: a getter or Proxy
+ * trap that throws is the layer's RdmaClusterConfigError, not a throw as the layer is made.
+ */
+export const readOptions = <O extends object>(options: O | undefined): O | undefined | RdmaClusterConfigError => {
+  if (options === null || typeof options !== "object") return options
+  try {
+    const copy: Record<string, unknown> = {}
+    for (const key in options) copy[key] = options[key]
+    return copy as O
+  } catch (cause) {
+    return new RdmaClusterConfigError({ detail: `the options cannot be read (${String(cause)}): give plain options` })
+  }
+}
+
 /** Where the runner's server listens: the listen address, else the advertised one, as cluster's socket runner. */
 const listenAddress = Effect.flatMap(
   ShardingConfig.ShardingConfig,
@@ -66,13 +81,16 @@ const clientOptions = (options: RdmaCluster.ProtocolOptions | undefined, address
 })
 
 export const layerClientProtocol = (
-  options?: RdmaCluster.ProtocolOptions
+  given?: RdmaCluster.ProtocolOptions
 ): Layer.Layer<
   Runners.RpcClientProtocol,
   never,
   Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
-> =>
-  Layer.effect(
+> => {
+  const options = readOptions(given)
+  // Unreadable options are a defect here too, as options out of range are (below).
+  if (options instanceof RdmaClusterConfigError) return Layer.die(options)
+  return Layer.effect(
     Runners.RpcClientProtocol,
     Effect.gen(function*() {
       const context = yield* Effect.context<Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver>()
@@ -86,15 +104,18 @@ export const layerClientProtocol = (
         )
     })
   )
+}
 
 export const layerServerProtocol = (
-  options?: RdmaCluster.ProtocolOptions
+  given?: RdmaCluster.ProtocolOptions
 ): Layer.Layer<
   RpcServer.Protocol,
   RdmaClusterConfigError | RdmaError.RpmaError | RdmaChannel.ChannelError,
   ShardingConfig.ShardingConfig | Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
-> =>
-  Layer.unwrapEffect(Effect.map(listenAddress, (address) =>
+> => {
+  const options = readOptions(given)
+  if (options instanceof RdmaClusterConfigError) return Layer.fail(options)
+  return Layer.unwrapEffect(Effect.map(listenAddress, (address) =>
     Layer.effectDiscard(
       Effect.annotateLogs(Effect.logInfo(`Listening on: ${address.host}:${address.port} (RDMA)`), annotations)
     ).pipe(
@@ -102,3 +123,4 @@ export const layerServerProtocol = (
         RdmaRpc.layerProtocolServer({ ...options, transport: "rpma", address: address.host, port: address.port })
       )
     )))
+}
