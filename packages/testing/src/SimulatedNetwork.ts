@@ -124,7 +124,31 @@ export interface JoinOptions extends SimulatedDriver.Options {
  * @since 1.0.0
  * @category constructors
  */
-export const serve = (options?: ServeOptions): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> => {
+export const serve = (given?: ServeOptions): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> =>
+  Effect.suspend(() => {
+    const options = readOnce(given)
+    return options instanceof SimulatedNetworkError ? Effect.fail(options) : serveWith(options)
+  })
+
+/**
+ * The options' values, read once into a plain object used from then on: a getter or Proxy trap
+ * that throws is a SimulatedNetworkError, not a throw or a defect.
+ */
+const readOnce = <O extends object>(options: O | undefined): O | undefined | SimulatedNetworkError => {
+  if (typeof options !== "object" || options === null) return options
+  try {
+    const copy: Record<string, unknown> = {}
+    for (const key in options) copy[key] = options[key]
+    return copy as O
+  } catch (cause) {
+    return new SimulatedNetworkError({
+      path: "",
+      detail: `the options cannot be read (${String(cause)}): give plain options`
+    })
+  }
+}
+
+const serveWith = (options: ServeOptions | undefined): Effect.Effect<string, SimulatedNetworkError, Scope.Scope> => {
   const maxFrameSize = options?.maxFrameSize ?? DEFAULT_MAX_FRAME_SIZE
   if (options?.path !== undefined && (typeof options.path !== "string" || options.path.length === 0)) {
     return Effect.fail(
@@ -200,9 +224,11 @@ const serveAt = (
  * @category layers
  */
 export const layer = (
-  options: JoinOptions
+  given: JoinOptions
 ): Layer.Layer<RdmaDriver | SimulatedDriver.SimulationControl, SimulatedNetworkError> =>
   Layer.scopedContext(Effect.gen(function*() {
+    const options = readOnce(given)
+    if (options instanceof SimulatedNetworkError) return yield* options
     if (typeof options !== "object" || options === null) {
       return yield* new SimulatedNetworkError({
         path: "",

@@ -303,5 +303,21 @@ describe("a simulated network shared by two processes", () => {
       assert.strictEqual(unserved._tag, "SimulatedNetworkError")
       const notAPath = yield* Effect.flip(Effect.scoped(SimulatedNetwork.serve({ path: 42 as unknown as string })))
       assert.match(notAPath.message, /path must be a non-empty string/)
+      // Options whose getters throw: the same tagged error, from serve's Effect (never thrown as it is called).
+      const trapped = new Proxy({ path: "/tmp/x.sock" }, {
+        get: () => {
+          throw new Error("a trap")
+        }
+      })
+      for (
+        const made of [
+          Effect.scoped(SimulatedNetwork.serve(trapped)),
+          Effect.provide(Effect.void, SimulatedNetwork.layer(trapped))
+        ]
+      ) {
+        const unread = yield* Effect.flip(made)
+        assert.strictEqual(unread._tag, "SimulatedNetworkError")
+        assert.include(unread.message, "the options cannot be read (Error: a trap)")
+      }
     }))
 })
