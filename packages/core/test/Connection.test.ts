@@ -5,7 +5,7 @@ import { Connection, Descriptor, Listener, LocalMr, Peer, RdmaError, RemoteMr, U
 import * as Driver from "@effect-rdma/core/Driver"
 import { Conformance, Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Clock, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Cause, Chunk, Clock, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { asleepUntil, endsAfter } from "./clock.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
@@ -92,6 +92,43 @@ describe("operations", () => {
       assert.strictEqual(new TextDecoder().decode(target.memory.subarray(1000, 1009)), "record #1")
       yield* Connection.read(client, { dst, dstOffset: 100, src: remote, srcOffset: 1000, length: 9 })
       assert.strictEqual(new TextDecoder().decode(dst.memory.subarray(100, 109)), "record #1")
+    })))
+
+  it.effect("arguments whose getter throws, at any read: the operation dies with the caller's error, and the connection works on", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, target } = yield* pair()
+      const src = yield* LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC)
+      // Arguments are read as given on the data path (a copy would cost every operation): the n-th
+      // read throws, wherever in the checks, the packing or the post it falls.
+      const throwingAt = (n: number): Connection.WriteArgs => {
+        let reads = 0
+        return new Proxy({ dst: remote, dstOffset: 0, src, srcOffset: 0, length: 64 }, {
+          get: (values, key, receiver) => {
+            if (typeof key === "string" && ++reads === n) throw new Error(`read ${n} threw`)
+            return Reflect.get(values, key, receiver)
+          }
+        })
+      }
+      let died = 0
+      for (let n = 1; n <= 12; n++) {
+        for (
+          const operation of [
+            Connection.write(client, throwingAt(n)),
+            Connection.writeMany(client, [throwingAt(n), { dst: remote, src, length: 64 }])
+          ]
+        ) {
+          const exit = yield* Effect.exit(operation)
+          if (Exit.isFailure(exit)) {
+            assert.isTrue(Cause.isDie(exit.cause), "a defect: the caller's own error, not a tagged failure")
+            assert.include(String(Cause.squash(exit.cause)), "threw")
+            died++
+          }
+        }
+      }
+      assert.isAbove(died, 0)
+      src.memory.fill(7, 0, 64)
+      yield* Connection.writeMany(client, Array.from({ length: 100 }, () => ({ dst: remote, src, length: 64 })))
+      assert.deepStrictEqual(Array.from(target.memory.subarray(0, 64)), new Array(64).fill(7))
     })))
 
   it.effect("atomic write of 8 aligned bytes; misaligned or wrong size refused before posting", () =>
