@@ -142,7 +142,7 @@ const readOnce = <O extends object>(options: O | undefined): O | undefined | Sim
     return copy as O
   } catch (cause) {
     return new SimulatedNetworkError({
-      path: "",
+      path: "(unread)",
       detail: `the options cannot be read (${String(cause)}): give plain options`
     })
   }

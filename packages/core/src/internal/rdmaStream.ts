@@ -25,7 +25,8 @@ import type * as RdmaStream from "../RdmaStream.js"
 import type * as RemoteKey from "../RemoteKey.js"
 import { isRemoteMr, type RemoteMr } from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
-import { type Keys, readOnce, unreadableDetail } from "./optionsOnce.js"
+import { type Keys, readOnce, type Unreadable, unreadableDetail } from "./optionsOnce.js"
+import { kindOf } from "./resourceGuard.js"
 
 export class RegionFullError extends Data.TaggedError("RegionFullError")<{
   readonly written: number
@@ -74,7 +75,8 @@ type StageError = Connection.TransferError | RpmaError | MemoryRefusedError | St
 
 const optionError = (option: string, detail: string) => Effect.fail(new StreamOptionError({ option, detail }))
 
-const kindOf = (value: unknown): string => value === null ? "null" : typeof value
+/** An option whose read threw, refused naming it. */
+const unreadable = (option: Unreadable) => optionError(option.key, unreadableDetail(option))
 
 /**
  * A Sink's options, read once (optionsOnce), with the region they write to: or the
@@ -91,9 +93,7 @@ const sinkOptions = <O extends object>(
     return optionError("options", `must be an object naming ${region}, ${what}, got ${kindOf(given)}`)
   }
   const read = readOnce(given, keys)
-  if (Either.isLeft(read)) {
-    return optionError(read.left.key, unreadableDetail(read.left))
-  }
+  if (Either.isLeft(read)) return unreadable(read.left)
   const options = read.right as O
   return isRegion(options[region])
     ? Effect.succeed(options)
@@ -571,13 +571,11 @@ export const readRing = (
     if (!LocalMr.isLocalMr(ring) && !CmEndpoint.isRegion(ring)) {
       return optionError(
         "ring",
-        `must be a region (a LocalMr, or a CmEndpoint.Region) holding the ring, not ${
-          ring === null ? "null" : typeof ring === "object" ? "another object" : typeof ring
-        }`
+        `must be a region (a LocalMr, or a CmEndpoint.Region) holding the ring, not ${kindOf(ring)}`
       )
     }
     const read = readOnce(given, { pollInterval: true })
-    if (Either.isLeft(read)) return optionError(read.left.key, unreadableDetail(read.left))
+    if (Either.isLeft(read)) return unreadable(read.left)
     const options = read.right
     const memory = ring.memory
     const capacity = memory.byteLength - RING_HEADER
@@ -660,9 +658,7 @@ const messageStream = <E>(
 const poolOf = (given: RdmaStream.MessagesOptions | undefined) =>
   Effect.gen(function*() {
     const read = readOnce(given, { count: true, size: true })
-    if (Either.isLeft(read)) {
-      return yield* optionError(read.left.key, unreadableDetail(read.left))
-    }
+    if (Either.isLeft(read)) return yield* unreadable(read.left)
     const options = read.right
     const count = positiveInt("count", options?.count, 16)
     if (typeof count !== "number") return yield* count

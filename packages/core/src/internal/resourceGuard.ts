@@ -25,7 +25,9 @@ import { isConnection } from "./connectionImpl.js"
 
 const isObject = (value: unknown): boolean => value !== null && typeof value === "object"
 
-const kindOf = (value: unknown): string => value === null ? "null" : isObject(value) ? "another object" : typeof value
+/** What a value is, in a refusal's words. */
+export const kindOf = (value: unknown): string =>
+  value === null ? "null" : isObject(value) ? "another object" : typeof value
 
 /** librpma's answer to a NULL handle: RPMA_E_INVAL, saying which resource goes there. */
 const nullHandle = (operation: string, what: string, value: unknown): RpmaError | undefined =>
