@@ -15,11 +15,11 @@ import type { RdmaDriver } from "./Driver.js"
 import type { AddressKind } from "./DriverModel.js"
 import * as handles from "./internal/handles.js"
 import * as instrument from "./internal/instrument.js"
-import { readOnce, unreadableWords } from "./internal/optionsOnce.js"
+import { readRpmaSettings } from "./internal/optionsOnce.js"
 import * as Owner from "./internal/owner.js"
 import { isPeer as isPeerImpl, ownerOf, PeerImpl, TypeId as typeId } from "./internal/peer.js"
 import { release } from "./internal/release.js"
-import { fromRpmaCode, RpmaCode, type RpmaError } from "./RdmaError.js"
+import type { RpmaError } from "./RdmaError.js"
 
 /**
  * What marks a {@link Peer}.
@@ -81,12 +81,8 @@ export const make = (
   options?: MakeOptions
 ): Effect.Effect<Peer, RpmaError, RdmaDriver | Scope.Scope> =>
   Effect.flatMap(instrument.driver, (driver) => {
-    const read = readOnce(options, { kind: true })
-    if (Either.isLeft(read)) {
-      return Effect.fail(
-        fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_utils_get_ibv_context", unreadableWords(read.left))
-      )
-    }
+    const read = readRpmaSettings(options, "rpma_utils_get_ibv_context", { kind: true })
+    if (Either.isLeft(read)) return Effect.fail(read.left)
     return Effect.acquireRelease(
       driver.getIbvContext(address, read.right?.kind ?? "local").pipe(
         Effect.flatMap(driver.peerNew),

@@ -34,7 +34,7 @@ import { timeoutMillis } from "./connectionConfig.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
-import { type Keys, readOnce, unreadableWords } from "./optionsOnce.js"
+import { type Keys, readCmSettings } from "./optionsOnce.js"
 import * as Owner from "./owner.js"
 import * as polling from "./polling.js"
 import type { Poster } from "./poster.js"
@@ -121,14 +121,6 @@ export const endpointKeys: Keys<CmEndpoint.Options> = {
   initiatorDepth: true,
   polling: true
 }
-
-/** Settings read once (optionsOnce), or EINVAL of `operation` when reading them throws. */
-export const readCmSettings = <O extends object>(
-  options: O | undefined,
-  operation: string,
-  keys: Keys<O>
-): Either.Either<O | undefined, RdmaCmError> =>
-  Either.mapLeft(readOnce(options, keys), (unreadable) => invalid(operation, unreadableWords(unreadable)))
 
 /** The settings made and checked, then `use`d; refused with EINVAL before the driver is called. */
 export const withConfig = <A>(

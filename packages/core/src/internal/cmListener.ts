@@ -31,11 +31,10 @@ import {
   invalid,
   isCmEndpoint,
   privateDataProblem,
-  readCmSettings,
   withConfig
 } from "./cmEndpoint.js"
 import * as instrument from "./instrument.js"
-import type { Keys } from "./optionsOnce.js"
+import { type Keys, readCmSettings } from "./optionsOnce.js"
 import * as Owner from "./owner.js"
 import { release } from "./release.js"
 import { dataFirst, notAnEndpoint } from "./resourceGuard.js"

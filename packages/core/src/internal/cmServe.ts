@@ -22,8 +22,8 @@ import type * as CmListener from "../CmListener.js"
 import type { RdmaDriver } from "../Driver.js"
 import type { RdmaCmError } from "../RdmaError.js"
 import { AdmissionImpl, AdmissionRefusedError, InvalidTokenError } from "./admission.js"
-import { readCmSettings } from "./cmEndpoint.js"
 import { admit, isCmListener, next } from "./cmListener.js"
+import { readCmSettings } from "./optionsOnce.js"
 import { dataFirst } from "./resourceGuard.js"
 
 /** A client whose request is spent on its own account: gone before its accept, or refused admission. */

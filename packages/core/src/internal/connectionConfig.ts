@@ -2,13 +2,13 @@
  * Connection settings as a user gives them, and the driver's configuration they make.
  */
 import * as Duration from "effect/Duration"
-import * as Either from "effect/Either"
+import type * as Either from "effect/Either"
 import type { Options } from "../Connection.js"
 import * as DriverArguments from "../DriverArguments.js"
 import type { ConnConfig } from "../DriverModel.js"
 import { fromRpmaCode, RpmaCode, type RpmaError } from "../RdmaError.js"
 import * as handles from "./handles.js"
-import { type Keys, readOnce, unreadableWords } from "./optionsOnce.js"
+import { type Keys, readRpmaSettings } from "./optionsOnce.js"
 import * as srq from "./srq.js"
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
@@ -42,11 +42,7 @@ export const readSettings = <O extends Options>(
   options: O | undefined,
   operation: string,
   keys: Keys<O> = connectionKeys as Keys<O>
-): Either.Either<O | undefined, RpmaError> =>
-  Either.mapLeft(
-    readOnce(options, keys),
-    (unreadable) => fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, unreadableWords(unreadable))
-  )
+): Either.Either<O | undefined, RpmaError> => readRpmaSettings(options, operation, keys)
 
 /** The driver's configuration that connection settings make (every default filled in). */
 export const toConfig = (options: Options | undefined): ConnConfig => {

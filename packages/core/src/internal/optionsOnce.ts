@@ -6,6 +6,7 @@
  * another. Only objects are copied: anything else goes on as given, for the call's own checks.
  */
 import * as Either from "effect/Either"
+import { Errno, fromErrno, fromRpmaCode, type RdmaCmError, RpmaCode, type RpmaError } from "../RdmaError.js"
 
 /** Every key of `O`, so that a key added to an options interface cannot be left out of its copy. */
 export type Keys<O> = { readonly [K in keyof Required<O>]: true }
@@ -51,3 +52,25 @@ export const readOnce = <O extends object>(
   }
   return Either.right(copy as O)
 }
+
+/** Settings read once, or librpma's answer to arguments it cannot use (RPMA_E_INVAL of `operation`). */
+export const readRpmaSettings = <O extends object>(
+  options: O | undefined,
+  operation: string,
+  keys: Keys<O>
+): Either.Either<O | undefined, RpmaError> =>
+  Either.mapLeft(
+    readOnce(options, keys),
+    (unreadable) => fromRpmaCode(RpmaCode.RPMA_E_INVAL, operation, unreadableWords(unreadable))
+  )
+
+/** Settings read once, or librdmacm's answer to arguments it cannot use (EINVAL of `operation`). */
+export const readCmSettings = <O extends object>(
+  options: O | undefined,
+  operation: string,
+  keys: Keys<O>
+): Either.Either<O | undefined, RdmaCmError> =>
+  Either.mapLeft(
+    readOnce(options, keys),
+    (unreadable) => fromErrno(Errno.EINVAL, operation, unreadableWords(unreadable))
+  )

@@ -17,13 +17,13 @@ import type { OperationError } from "../ConnectionError.js"
 import type { Driver, RdmaDriver } from "../Driver.js"
 import type { Completion as DriverCompletion, SrqHandle } from "../DriverModel.js"
 import type { Peer } from "../Peer.js"
-import { fromRpmaCode, RpmaCode, type RpmaError, RpmaInvalidError } from "../RdmaError.js"
+import { type RpmaError, RpmaInvalidError } from "../RdmaError.js"
 import type * as SharedReceiveQueue from "../SharedReceiveQueue.js"
 import { PendingTable, runAll, Slots } from "./dataPath.js"
 import * as handles from "./handles.js"
 import * as instrument from "./instrument.js"
 import { Operations } from "./operationTable.js"
-import { readOnce, unreadableWords } from "./optionsOnce.js"
+import { readRpmaSettings } from "./optionsOnce.js"
 import * as Owner from "./owner.js"
 import { ownerOf as peerOwner } from "./peer.js"
 import type { Poster } from "./poster.js"
@@ -162,10 +162,8 @@ export const make = (
   Effect.flatMap(instrument.driver, (driver) => {
     const notPeer = notAPeer("rpma_srq_new", peer)
     if (notPeer !== undefined) return instrument.refused(notPeer)
-    const read = readOnce(options, { receiveQueueSize: true, completionQueueSize: true })
-    if (Either.isLeft(read)) {
-      return Effect.fail(fromRpmaCode(RpmaCode.RPMA_E_INVAL, "rpma_srq_new", unreadableWords(read.left)))
-    }
+    const read = readRpmaSettings(options, "rpma_srq_new", { receiveQueueSize: true, completionQueueSize: true })
+    if (Either.isLeft(read)) return Effect.fail(read.left)
     const rqSize = read.right?.receiveQueueSize ?? 64
     return open(driver, peer, { rqSize, rcqSize: read.right?.completionQueueSize ?? rqSize })
   })
