@@ -19,8 +19,10 @@
  * A bad offer (not an object, regions missing or not descriptors, a config its schema refuses, a
  * getter that throws, an offer Effect that dies) is a failed attempt ({@link InvalidOfferError}),
  * followed by another on the schedule. A server that rejects the connection is an
- * {@link AdmissionRejectedError}: librpma's rejection carries no reason, so it says what the client
- * knows; a token this client was admitted with before is spent, and ends the client (`Closed`).
+ * {@link AdmissionRejectedError}: librpma's rejection carries no reason (a port nobody listens on is
+ * rejected the same way), so it says what the client knows and is retried on the schedule; on
+ * `"cm"` a server that says the token's uses are spent, of a token this client was admitted with,
+ * ends the client (`Closed`).
  *
  * Everything a session acquired (remote regions, the connection) is released when it ends, within
  * the connection's `timeout`; closing the client's scope stops the supervisor and closes the
@@ -114,7 +116,7 @@ export type RegionsWith<Regions extends RegionUsages, F extends Flag> =
 /**
  * Where the client is: connecting for the first time, connected, waiting for (or making) its
  * `attempt`-th reconnect since the last connection, or closed (its scope ended, its schedule did,
- * or its token is spent: with the last failure).
+ * or the server said its token is spent: with the last failure).
  *
  * @since 1.0.0
  * @category models
@@ -176,7 +178,7 @@ export interface RdmaClient<Regions extends RegionUsages, Config = Offer["config
    */
   readonly state: Effect.Effect<State>
   /**
-   * Its state, the current one first, then every change.
+   * Its state, the current one first, then every change; it ends after `Closed`.
    *
    * @since 1.0.0
    */
@@ -224,17 +226,20 @@ export const InvalidOfferError: typeof errors.InvalidOfferError = errors.Invalid
 export type InvalidOfferError = errors.InvalidOfferError
 
 /**
- * The server rejected the connection that carried the offer's token. `"Spent"`: the offer gave
- * again a token this client was admitted with before (a token admits a bounded number of
- * connections, one by default: the client closes with this error, since every attempt would be
- * refused the same way). Admitted means the server accepted the connection, whatever came after:
+ * The server rejected the connection that carried the offer's token. `"Spent"` (`"cm"` transport):
+ * the offer gave again a token this client was admitted with before, and the server says its uses
+ * are spent (a token admits a bounded number of connections, one by default: the client closes
+ * with this error, since every attempt would be refused the same way). Admitted means the server accepted the connection, whatever came after:
  * an attempt that then failed (on `"cm"`, an acceptance without the keys the client needs) spent
  * its token too. On the `"cm"` transport the server's admission says why it refused (its
  * rejection's private data): `"WrongToken"`, `"TokenUsed"` (by another client: a token this client
  * spent is `"Spent"`) or `"TooSoon"` (its window's uses are spent), each retried on the schedule.
- * librpma's rejection carries no reason (rpma_conn_req_delete sends no private data), nor does a
- * cm server's that is not an admission's: `"Unexplained"` (nobody listens, the token is wrong or
- * expired, or another client spent it: retried on the schedule).
+ * librpma's rejection carries no reason (rpma_conn_req_delete sends no private data, and a port
+ * nobody listens on is rejected the same way), nor does a cm server's that is not an admission's:
+ * `"Unexplained"` (nobody listens, the token is wrong or expired, or its uses are spent: retried on
+ * the schedule, so a server restarting with the same multi-use token takes the client back);
+ * `admittedBefore` says the token is one this client was admitted with, whose own earlier use may
+ * have spent it.
  *
  * @since 1.0.0
  * @category errors
@@ -491,12 +496,26 @@ export interface ReadArgs<K extends string> extends Omit<Connection.ReadArgs, "s
  * @since 1.0.0
  * @category models
  */
-export interface FlushArgs<K extends string> {
-  /** Default 0. */
-  readonly offset?: number | undefined
-  readonly length: number
-  readonly dst: K
-}
+export type FlushArgs<K extends string, P extends string = never> =
+  | {
+    readonly dst: K
+    /** Default 0: as `Connection.flush` names it. */
+    readonly dstOffset?: number | undefined
+    /** @deprecated The old name of `dstOffset`, read only when `dstOffset` is not given. */
+    readonly offset?: number | undefined
+    readonly length: number
+    /** Default `"visibility"`. */
+    readonly type?: "visibility" | undefined
+  }
+  | {
+    /** A region the client's `regions` give `FLUSH_TYPE_PERSISTENT`. */
+    readonly dst: P
+    readonly dstOffset?: number | undefined
+    /** @deprecated The old name of `dstOffset`, read only when `dstOffset` is not given. */
+    readonly offset?: number | undefined
+    readonly length: number
+    readonly type: "persistent"
+  }
 
 /**
  * `Connection.write` into the region named `dst`, on the current connection.
@@ -569,21 +588,28 @@ export const read = <Regions extends RegionUsages>(
     ))
 
 /**
- * `Connection.flush` of the region named `dst`, on the current connection.
+ * `Connection.flush` of the region named `dst`, on the current connection: `dstOffset` and `type`
+ * as `Connection.flush` takes them.
  *
  * @since 1.0.0
  * @category operations
  */
 export const flush = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
-  args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">>
+  args: FlushArgs<RegionsWith<Regions, "FLUSH_TYPE_VISIBILITY">, RegionsWith<Regions, "FLUSH_TYPE_PERSISTENT">>
 ): Effect.Effect<void, Connection.FlushError | NotConnectedError | WrongTransportError> =>
   internal.withArgs("rpma_flush", args, (args) =>
     internal.useRegion(
       client,
       "rpma_flush",
       args.dst,
-      (s, dst) => Connection.flush(s.connection, { dst, dstOffset: args.offset, length: args.length })
+      (s, dst) =>
+        Connection.flush(s.connection, {
+          dst,
+          dstOffset: args.dstOffset ?? args.offset,
+          length: args.length,
+          type: args.type
+        } as Connection.FlushArgs)
     ))
 
 /**

@@ -383,7 +383,7 @@ describe("RdmaClient", () => {
       assert.strictEqual(server.memory()![6], 1)
     })))
 
-  it.live("a spent single-use token ends the client in Closed saying so; a wrong one says what the rejection can mean and is retried", () =>
+  it.live("librpma's rejection says nothing: a token this client spent is said as a possibility and retried until the schedule ends; a wrong one says what the rejection can mean", () =>
     inWorld(Effect.gen(function*() {
       const port = 7491
       const peer = yield* Peer.make(address)
@@ -409,18 +409,27 @@ describe("RdmaClient", () => {
           token
         })
       })
-      const { client, src } = yield* clientOf(offerWith(token))
+      const { client, src } = yield* clientOf(offerWith(token), {
+        reconnect: Schedule.intersect(fast, Schedule.recurs(4))
+      })
       yield* waitFor(client, "Connected")
       yield* SimulatedDriver.fail({ operation: "rpma_write", nth: 1, loseConnection: true })
       yield* Effect.flip(put(client, src, 7, 1))
-      yield* waitFor(client, "Closed")
-      const closed = yield* client.state
-      const spent = (closed as { lastError: { _tag: string; reason: string; message: string } }).lastError
+      const retried = yield* client.changes.pipe(
+        Stream.filter((s) => s._tag === "Reconnecting" && s.attempt >= 2),
+        Stream.runHead,
+        Effect.timeout("5 seconds")
+      )
+      assert.isTrue(retried._tag === "Some", "a rejection that says nothing is retried")
+      const spent = (retried as { value: { lastError: RdmaClient.AdmissionRejectedError } }).value.lastError
       assert.strictEqual(spent._tag, "AdmissionRejectedError")
-      assert.strictEqual(spent.reason, "Spent")
-      assert.match(spent.message, /a token this client was admitted with before: it is spent/)
+      assert.strictEqual(spent.reason, "Unexplained")
+      assert.isTrue(spent.admittedBefore)
+      assert.match(spent.message, /this client's earlier connection spent the token .*give each offer a new token/)
+      // The schedule's end closes it, with that error.
+      yield* waitFor(client, "Closed")
       const refused = yield* Effect.flip(put(client, src, 7, 2))
-      assert.match(refused.message, /it is closed: .*spent/)
+      assert.match(refused.message, /it is closed: its reconnect schedule ended .*spent the token/)
 
       const { client: wrong } = yield* clientOf(offerWith(new Uint8Array([9, 9, 9])))
       const third = yield* wrong.changes.pipe(
@@ -429,11 +438,104 @@ describe("RdmaClient", () => {
         Effect.timeout("5 seconds")
       )
       assert.isTrue(third._tag === "Some")
-      const unexplained =
-        (third as { value: { lastError: { _tag: string; reason: string; message: string } } }).value.lastError
+      const unexplained = (third as { value: { lastError: RdmaClient.AdmissionRejectedError } }).value.lastError
       assert.strictEqual(unexplained._tag, "AdmissionRejectedError")
       assert.strictEqual(unexplained.reason, "Unexplained")
+      assert.isFalse(unexplained.admittedBefore)
       assert.match(unexplained.message, /carries no reason: nobody listens there, the token is wrong or expired/)
+    })))
+
+  it.live("a server down for a while, then back with the same multi-use token: the rejections in between are retried, and the client connects again", () =>
+    inWorld(Effect.gen(function*() {
+      const port = 7497
+      const token = new Uint8Array([3, 1, 4, 1, 5, 9, 2, 6])
+      const peer = yield* Peer.make(address)
+      const mr = yield* LocalMr.allocate(peer, 4096, storeUsage)
+      // The offer stays as it was while the server is down (a cached offer, a fixed token).
+      const descriptor = yield* LocalMr.descriptor(mr)
+      const offer = Effect.succeed<RdmaClient.Offer>({
+        rdma: { address, port },
+        regions: { store: descriptor },
+        config: {},
+        token
+      })
+      const serve = Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        yield* Effect.gen(function*() {
+          const admission = yield* Admission.make(token, { uses: 100 })
+          const listener = yield* Listener.make(peer, address, port)
+          yield* Effect.forkScoped(
+            Listener.serve(listener, Connection.awaitClosed, { admission, isolation: "shared" })
+          )
+        }).pipe(Scope.extend(scope))
+        return scope
+      })
+      const first = yield* serve
+      const { client, src } = yield* clientOf({ offer })
+      yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
+      yield* Scope.close(first, Exit.void)
+      // Nobody listens: librpma's rejection, of a token this client was admitted with.
+      const down = yield* client.changes.pipe(
+        Stream.filter((s) => s._tag === "Reconnecting" && s.attempt >= 3),
+        Stream.runHead,
+        Effect.timeout("5 seconds")
+      )
+      assert.isTrue(down._tag === "Some")
+      const rejected = (down as { value: { lastError: RdmaClient.AdmissionRejectedError } }).value.lastError
+      assert.strictEqual(rejected._tag, "AdmissionRejectedError")
+      assert.strictEqual(rejected.reason, "Unexplained")
+      const second = yield* serve
+      yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
+      yield* put(client, src, 9, 4)
+      assert.strictEqual(mr.memory[9], 4)
+      yield* Scope.close(second, Exit.void)
+    })))
+
+  it.live("flush takes dstOffset as Connection.flush names it (offset, its old name, still read)", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7499)
+      yield* server.start()
+      const { client, src } = yield* clientOf(server)
+      yield* RdmaClient.awaitConnected(client).pipe(Effect.timeout("5 seconds"))
+      yield* put(client, src, 4, 9)
+      yield* RdmaClient.flush(client, { dst: "store", dstOffset: 4088, length: 8 })
+      const beyond = yield* Effect.flip(RdmaClient.flush(client, { dst: "store", dstOffset: 4096, length: 1 }))
+      assert.strictEqual(beyond._tag, "OutOfRangeError")
+      assert.match(beyond.message, /4096/)
+      const old = yield* Effect.flip(RdmaClient.flush(client, { dst: "store", offset: 4096, length: 1 }))
+      assert.strictEqual(old._tag, "OutOfRangeError")
+      // A persistent flush names a region the client's usages give FLUSH_TYPE_PERSISTENT.
+      // @ts-expect-error: "store" is not FLUSH_TYPE_PERSISTENT
+      const persistent = yield* Effect.flip(RdmaClient.flush(client, { dst: "store", length: 1, type: "persistent" }))
+      // The type reaches Connection.flush: librpma refuses it here (no persistent memory).
+      assert.strictEqual(persistent._tag, "RpmaNoSupportError")
+      assert.strictEqual((yield* client.state)._tag, "Connected")
+    })))
+
+  it.live("closing the client wakes what waits for a connection: operations and awaitConnected fail at once, and changes ends with Closed", () =>
+    inWorld(Effect.gen(function*() {
+      const server = yield* makeServer(7498)
+      const scope = yield* Scope.make()
+      const { client, src } = yield* clientOf(server, { whileDisconnected: { wait: "1 hour" } }).pipe(
+        Scope.extend(scope)
+      )
+      const states = yield* Effect.fork(Stream.runCollect(client.changes))
+      yield* waitFor(client, "Reconnecting")
+      const operation = yield* Effect.fork(Effect.flip(put(client, src, 1, 1)))
+      const awaiting = yield* Effect.fork(Effect.flip(RdmaClient.awaitConnected(client)))
+      // Both are waiting on the client (the operation's bound is an hour) when it closes.
+      yield* Effect.yieldNow().pipe(Effect.repeatN(20))
+      yield* Scope.close(scope, Exit.void)
+      const failed = yield* Fiber.join(operation).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(failed._tag, "NotConnectedError")
+      assert.strictEqual((failed as RdmaClient.NotConnectedError).state._tag, "Closed")
+      assert.match(failed.message, /no connection will come/)
+      const notConnected = yield* Fiber.join(awaiting).pipe(Effect.timeout("5 seconds"))
+      assert.strictEqual(notConnected._tag, "NotConnectedError")
+      assert.strictEqual(notConnected.state._tag, "Closed")
+      const seen = Chunk.toReadonlyArray(yield* Fiber.join(states).pipe(Effect.timeout("5 seconds")))
+      assert.strictEqual(seen.at(-1)?._tag, "Closed")
+      assert.isTrue(seen.some((s) => s._tag === "Reconnecting"))
     })))
 
   it.live("awaitConnected waits for a connection, bounded by its caller and interruptible; it fails once the client is closed", () =>

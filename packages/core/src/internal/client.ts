@@ -19,7 +19,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import type * as Stream from "effect/Stream"
+import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Admission from "../Admission.js"
 import * as CmEndpoint from "../CmEndpoint.js"
@@ -85,7 +85,7 @@ export class ClientImpl<
   session: Session | undefined = undefined
   /** Completed with the next session, or failed once closed; replaced when a session ends. */
   ready: Deferred.Deferred<Session, RdmaClient.NotConnectedError> = Deferred.unsafeMake(FiberId.none)
-  /** The token the server last admitted (see {@link admitted}): offered again and rejected, it is spent. */
+  /** The token the server last admitted (see {@link admitted}): offered again and refused as used, it is spent. */
   admittedWith: Uint8Array | undefined = undefined
   constructor(
     readonly stateRef: SubscriptionRef.SubscriptionRef<RdmaClient.State>,
@@ -99,8 +99,9 @@ export class ClientImpl<
   get state(): Effect.Effect<RdmaClient.State> {
     return SubscriptionRef.get(this.stateRef)
   }
+  /** Ends after Closed, as a connection's changes end after its last state: no state follows it. */
   get changes(): Stream.Stream<RdmaClient.State> {
-    return this.stateRef.changes
+    return Stream.takeUntil(this.stateRef.changes, (state) => state._tag === "Closed")
   }
   get offer(): Effect.Effect<RdmaClient.ClientOffer<Config>, RdmaClient.NotConnectedError> {
     return useSession(this, "RdmaClient.offer", (session) => Effect.succeed(session.offer))
@@ -117,8 +118,8 @@ export class ClientImpl<
     )
   }
   /**
-   * The server admitted the attempt with `offer`'s token: it is spent from here on, whatever becomes
-   * of the attempt (an acceptance the client then refuses spent it too).
+   * The server admitted the attempt with `offer`'s token: one of its uses is spent from here on,
+   * whatever becomes of the attempt (an acceptance the client then refuses spent one too).
    */
   admitted(offer: RdmaClient.ClientOffer<unknown>): Effect.Effect<void> {
     return Effect.sync(() => {
@@ -155,9 +156,15 @@ export class ClientImpl<
     const state: RdmaClient.State = { _tag: "Closed", lastError }
     return Effect.suspend(() => {
       this.session = undefined
-      // A Deferred of its own: the last one may hold the session just retired.
+      // Operations already waiting wait on the last Deferred: failed too (a no-op where it holds the
+      // session just retired). Later ones find a Deferred of its own, failed.
+      const waited = this.ready
       this.ready = Deferred.unsafeMake(FiberId.none)
-      return Effect.zipRight(this.setState(state), Deferred.fail(this.ready, notConnected("RdmaClient", state, 0)))
+      const error = notConnected("RdmaClient", state, 0)
+      return Effect.zipRight(
+        this.setState(state),
+        Effect.zipRight(Deferred.fail(waited, error), Deferred.fail(this.ready, error))
+      )
     })
   }
   setState(state: RdmaClient.State): Effect.Effect<void> {
@@ -411,7 +418,9 @@ export const readOffer = <Config>(
 /**
  * What a rejection of the offer's `token` means to the client: the reason the server said (a
  * librdmacm admission's), or none (librpma's rejection carries none: rpma_conn_req_delete sends no
- * private data). Either way a token it was admitted with before is spent: no attempt can succeed.
+ * private data, and a port nobody listens on is rejected the same way). A token it was admitted
+ * with before is spent only when the server says its uses are: a rejection that says nothing may be
+ * a server restarting with the same multi-use token, so it is retried on the schedule.
  */
 export const admissionRejected = (
   offer: RdmaClient.ClientOffer<unknown>,
@@ -422,12 +431,8 @@ export const admissionRejected = (
 ): RdmaClient.AdmissionRejectedError => {
   const again = admittedWith !== undefined && admittedWith.byteLength === token.byteLength &&
     admittedWith.every((byte, i) => byte === token[i])
-  const reason = said === "WrongToken" || said === "TooSoon"
-    ? said
-    : again
-    ? "Spent"
-    : said ?? "Unexplained"
-  return new AdmissionRejectedErrorImpl({ ...offer.rdma, reason, cause })
+  const reason = said === undefined ? "Unexplained" : said === "TokenUsed" && again ? "Spent" : said
+  return new AdmissionRejectedErrorImpl({ ...offer.rdma, reason, cause, admittedBefore: again })
 }
 
 /** What a rejected connect means to the client: with a token, an admission refusal. */

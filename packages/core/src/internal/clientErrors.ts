@@ -56,18 +56,21 @@ export class AdmissionRejectedError extends Data.TaggedError("AdmissionRejectedE
   readonly address: string
   readonly port: number
   /**
-   * `"Spent"`: a token this client was admitted with before (ends the client); `"WrongToken"`,
-   * `"TokenUsed"`, `"TooSoon"`: what a librdmacm server's admission said (`"cm"` transport);
-   * `"Unexplained"`: the rejection said nothing (librpma's never does).
+   * `"Spent"`: the server says the token's uses are spent, and this client was admitted with it
+   * before (ends the client); `"WrongToken"`, `"TokenUsed"`, `"TooSoon"`: what a librdmacm server's
+   * admission said (`"cm"` transport); `"Unexplained"`: the rejection said nothing (librpma's never
+   * does), retried.
    */
   readonly reason: "Spent" | "WrongToken" | "TokenUsed" | "TooSoon" | "Unexplained"
   readonly cause: unknown
+  /** The token is one this client was admitted with before (its own earlier use may have spent it). */
+  readonly admittedBefore?: boolean | undefined
 }> {
   override get message(): string {
     const head = `the server at ${this.address}:${this.port} rejected the connection carrying the offer's token`
     switch (this.reason) {
       case "Spent":
-        return `${head}, a token this client was admitted with before: it is spent (Admission.make admits one connection unless given more uses), and a spent token is not retried; the server's offer must carry a new token for each connection, or admit more uses`
+        return `${head}, a token this client was admitted with before: the server says its uses are spent (Admission.make admits one connection unless given more uses), and a spent token is not retried; the server's offer must carry a new token for each connection, or admit more uses`
       case "WrongToken":
         return `${head}: the server says it is not the token it expects (retried on the reconnect schedule, with the offer fetched again)`
       case "TokenUsed":
@@ -75,7 +78,9 @@ export class AdmissionRejectedError extends Data.TaggedError("AdmissionRejectedE
       case "TooSoon":
         return `${head}: the server says its uses in its window are spent (retried on the reconnect schedule)`
       case "Unexplained":
-        return `${head}; the rejection carries no reason: nobody listens there, the token is wrong or expired, or another client spent it (librpma's rejection never says which; retried on the reconnect schedule)`
+        return this.admittedBefore === true
+          ? `${head}; the rejection carries no reason: nobody listens there (a server restarting), or this client's earlier connection spent the token (Admission.make admits one connection unless given more uses: give each offer a new token, or admit more uses), or it is wrong or expired (librpma's rejection never says which; retried on the reconnect schedule)`
+          : `${head}; the rejection carries no reason: nobody listens there, the token is wrong or expired, or another client spent it (librpma's rejection never says which; retried on the reconnect schedule)`
     }
   }
 }
