@@ -7,6 +7,7 @@ import type * as Effect from "effect/Effect"
 import type * as Stream from "effect/Stream"
 import type * as Connection from "../Connection.js"
 import type { ConnHandle } from "../DriverModel.js"
+import type { Peer } from "../Peer.js"
 import type { Poster } from "./poster.js"
 import { PipeableBase } from "./resource.js"
 
@@ -30,7 +31,9 @@ export class ConnectionImpl extends PipeableBase implements Connection.Connectio
     /** Disconnects and releases it, bounded by its timeout; once (the scope's finalizer calls it too). */
     readonly close: Effect.Effect<void>,
     /** Posts on the queue pair and reads its completions (internal/poster.ts). */
-    readonly kernel: Poster
+    readonly kernel: Poster,
+    /** The peer whose protection domain its queue pair is on: local regions must be registered there. */
+    readonly peer: Peer
   ) {
     super()
   }

@@ -13,6 +13,7 @@ import type * as Connection from "../Connection.js"
 import { OutOfRangeError } from "../ConnectionError.js"
 import type { Completion, Signal, WorkRequest } from "../DriverModel.js"
 import type { LocalMr } from "../LocalMr.js"
+import { RpmaInvalidError } from "../RdmaError.js"
 import type { RemoteMr } from "../RemoteMr.js"
 import { impl } from "./connectionImpl.js"
 import { type Owners, ownersOf, ownersOfOne } from "./dataPath.js"
@@ -104,6 +105,29 @@ export const checkImm = (operation: string, imm: number | undefined): OutOfRange
 export const recvLength = (args: Connection.RecvArgs): number =>
   args.length ?? Math.max(args.dst.size - (args.offset ?? 0), 0)
 
+/**
+ * A local region registered on another peer than the connection's: another protection domain,
+ * which the device refuses only when it runs the request (IBV_WC_LOC_PROT_ERR), failing the
+ * connection with it. Refused before posting, as librpma's post functions refuse what they can
+ * tell is wrong. A region whose peer cannot be read is left to the driver.
+ */
+export const foreignRegion = (
+  conn: Connection.Connection,
+  operation: string,
+  name: string,
+  mr: LocalMr<any>
+): RpmaInvalidError | undefined => {
+  const peer = mr.peer
+  const own = impl(conn).peer
+  return peer === own || peer === undefined || handles.peer(peer) === handles.peer(own)
+    ? undefined
+    : new RpmaInvalidError({
+      operation,
+      detail: `the ${name} region is registered on another peer than the connection's (the peer at ${own.address}): ` +
+        "register it on the peer the connection was made with (RdmaClient.withConnection gives the client's)"
+    })
+}
+
 /** The regions of a request that holds none of ours (a flush, an atomic write: remote only). */
 const NO_REGIONS: ReadonlyArray<LocalMr<any>> = []
 
@@ -126,10 +150,13 @@ const prepareTransfer = (
   { dst, dstOffset = 0, length, src, srcOffset = 0 }: TransferArgs,
   /** The operation's fiber, when called inside its `withFiberRuntime`; undefined for a prepared Effect. */
   fiber?: Fiber.RuntimeFiber<any, any>
-): Effect.Effect<void, TransferError> | OutOfRangeError => {
+): Effect.Effect<void, TransferError> | Refusal => {
   const operation = spec.name
   const refused = checkRange(operation, "destination", dstOffset, length, dst.size) ??
-    checkRange(operation, "source", srcOffset, length, src.size)
+    checkRange(operation, "source", srcOffset, length, src.size) ??
+    (spec.op === "write"
+      ? foreignRegion(conn, operation, "source", src as LocalMr<any>)
+      : foreignRegion(conn, operation, "destination", dst as LocalMr<any>))
   if (refused !== undefined) return refused
   const dstHandle = handles.region(dst)
   const srcHandle = handles.region(src)
@@ -144,8 +171,13 @@ const prepareTransfer = (
     : kernel.start<TransferError>(fiber, spec, regions, build, undefined, AWAIT_VOID)
 }
 
-const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError): Effect.Effect<A, TransferError> =>
-  prepared instanceof OutOfRangeError ? instrument.refused(prepared) : prepared
+/** What a request's checks refuse it with before anything is posted. */
+type Refusal = OutOfRangeError | RpmaInvalidError
+
+const isRefusal = (u: unknown): u is Refusal => u instanceof OutOfRangeError || u instanceof RpmaInvalidError
+
+const orFail = <A>(prepared: Effect.Effect<A, TransferError> | Refusal): Effect.Effect<A, TransferError> =>
+  isRefusal(prepared) ? instrument.refused(prepared) : prepared
 
 /**
  * A prepared request on `conn`: what `prepare` made, or its refusal. On anything but a connection,
@@ -154,13 +186,18 @@ const orFail = <A>(prepared: Effect.Effect<A, TransferError> | OutOfRangeError):
 const prepared = (
   conn: Connection.Connection,
   operation: string,
-  prepare: () => Effect.Effect<void, TransferError> | OutOfRangeError
+  prepare: () => Effect.Effect<void, TransferError> | Refusal
 ): Effect.Effect<Effect.Effect<void, TransferError>, OutOfRangeError> =>
   Effect.suspend(() => {
     const notConnection = notAConnection(operation, conn)
     if (notConnection !== undefined) return Effect.succeed(Effect.suspend(() => instrument.refused(notConnection)))
     const made = prepare()
-    return made instanceof OutOfRangeError ? instrument.refused(made) : Effect.succeed(made)
+    // A region of another peer fails the prepared Effect as the operation fails (RPMA_E_INVAL).
+    return made instanceof OutOfRangeError
+      ? instrument.refused(made)
+      : made instanceof RpmaInvalidError
+      ? Effect.succeed(Effect.suspend(() => instrument.refused(made)))
+      : Effect.succeed(made)
   })
 
 /** The awaited form of a request posted without waiting (a write or send with immediate data). */
@@ -259,6 +296,8 @@ export const writeMany = (
         const next = nextSrc
         const refused = notRegion(operation, "src", next)
         if (refused !== undefined) return instrument.refused(inBatch(refused, i))
+        const foreign = foreignRegion(conn, operation, `write ${i} of the batch: its source`, next)
+        if (foreign !== undefined) return instrument.refused(foreign)
         src = next
         srcSize = next.size
         srcHandle = handles.localMr(next)
@@ -429,7 +468,8 @@ export const send = (conn: Connection.Connection, args: Connection.SendArgs): Ef
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     if (args.imm !== undefined) return sendWithImm(conn, args)
     const { length, offset = 0, src } = args
-    const refused = checkRange(Operations.send.name, "source", offset, length, src.size)
+    const refused = checkRange(Operations.send.name, "source", offset, length, src.size) ??
+      foreignRegion(conn, Operations.send.name, "source", src)
     if (refused !== undefined) return instrument.refused(refused)
     const srcHandle = handles.localMr(src)
     return impl(conn).kernel.start<TransferError>(
@@ -455,7 +495,8 @@ export const awaitRecv = <A>(
     if (malformedArgs !== undefined) return instrument.refused(malformedArgs)
     const { dst, offset = 0 } = args
     const length = recvLength(args)
-    const refused = checkRange(Operations.recv.name, "destination", offset, length, dst.size)
+    const refused = checkRange(Operations.recv.name, "destination", offset, length, dst.size) ??
+      foreignRegion(conn, Operations.recv.name, "destination", dst)
     if (refused !== undefined) return instrument.refused(refused)
     const dstHandle = handles.localMr(dst)
     return impl(conn).kernel.start<TransferError>(

@@ -25,6 +25,7 @@ import {
   awaitRecv,
   checkImm,
   checkRange,
+  foreignRegion,
   malformed,
   notRegion,
   recvLength,
@@ -102,7 +103,7 @@ export const postWrite = (
       fiber,
       spec,
       checkImm(operation, imm) ?? checkRange(operation, "destination", dstOffset, length, dst.size) ??
-        checkRange(operation, "source", srcOffset, length, src.size),
+        checkRange(operation, "source", srcOffset, length, src.size) ?? foreignRegion(conn, operation, "source", src),
       [src],
       (id) => ({ op: "write", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length, imm }),
       completion,
@@ -127,7 +128,8 @@ export const postRead = (
       fiber,
       Operations.read,
       checkRange(operation, "destination", dstOffset, length, dst.size) ??
-        checkRange(operation, "source", srcOffset, length, src.size),
+        checkRange(operation, "source", srcOffset, length, src.size) ??
+        foreignRegion(conn, operation, "destination", dst),
       [dst],
       (id) => ({ op: "read", id, dst: dstHandle, dstOffset, src: srcHandle, srcOffset, length }),
       completion,
@@ -150,7 +152,8 @@ export const postSend = (
       impl(conn).kernel,
       fiber,
       spec,
-      checkImm(spec.name, imm) ?? checkRange(spec.name, "source", offset, length, src.size),
+      checkImm(spec.name, imm) ?? checkRange(spec.name, "source", offset, length, src.size) ??
+        foreignRegion(conn, spec.name, "source", src),
       [src],
       (id) => ({ op: "send", id, src: srcHandle, offset, length, imm }),
       completion,
@@ -192,8 +195,6 @@ export const submitRecv = <C>(
     )
   })
 
-const noRefusal = () => undefined
-
 export const postRecv = (
   conn: Connection.Connection,
   args: Connection.RecvArgs
@@ -201,7 +202,13 @@ export const postRecv = (
   Effect.suspend(() => {
     const notConnection = notAConnection(Operations.recv.name, conn)
     return notConnection === undefined
-      ? submitRecv(impl(conn).kernel, Operations.recv, args, noRefusal, toCompletion)
+      ? submitRecv(
+        impl(conn).kernel,
+        Operations.recv,
+        args,
+        ({ dst }) => foreignRegion(conn, Operations.recv.name, "destination", dst),
+        toCompletion
+      )
       : instrument.refused(notConnection)
   })
 
@@ -212,6 +219,7 @@ export const recv = (
 
 /** The two requests of a call or a reply, checked (the receive first), or why not. */
 const exchanged = (
+  conn: Connection.Connection,
   args: Connection.ExchangeArgs
 ): readonly [Exchanged<WorkRequest>, Exchanged<WorkRequest>] | TransferError => {
   if (args === null || typeof args !== "object" || args.send == null || args.recv == null) {
@@ -223,11 +231,13 @@ const exchanged = (
   if (malformedArgs !== undefined) return malformedArgs
   const { dst, offset: recvOffset = 0 } = recv
   const recvLengthOf = recvLength(recv)
-  const refused = checkRange(Operations.recv.name, "destination", recvOffset, recvLengthOf, dst.size)
+  const refused = checkRange(Operations.recv.name, "destination", recvOffset, recvLengthOf, dst.size) ??
+    foreignRegion(conn, Operations.recv.name, "destination", dst)
   if (refused !== undefined) return refused
   const { imm, length, offset = 0, src } = send
   const spec = imm === undefined ? Operations.send : Operations.sendWithImm
-  const sendRefused = checkImm(spec.name, imm) ?? checkRange(spec.name, "source", offset, length, src.size)
+  const sendRefused = checkImm(spec.name, imm) ?? checkRange(spec.name, "source", offset, length, src.size) ??
+    foreignRegion(conn, spec.name, "source", src)
   if (sendRefused !== undefined) return sendRefused
   const dstHandle = handles.localMr(dst)
   const srcHandle = handles.localMr(src)
@@ -248,7 +258,7 @@ const exchange = (
   then: typeof AWAIT | typeof SUBMIT
 ): Effect.Effect<any, TransferError> =>
   Effect.withFiberRuntime((fiber) => {
-    const prepared = notAConnection(Operations.send.name, conn) ?? exchanged(args)
+    const prepared = notAConnection(Operations.send.name, conn) ?? exchanged(conn, args)
     if (!Array.isArray(prepared)) return instrument.refused(prepared as TransferError)
     const [recv, send] = prepared
     const kernel = impl(conn).kernel

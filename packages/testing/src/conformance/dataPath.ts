@@ -7,7 +7,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type { Case } from "../Conformance.js"
 import { connectedPair, exposed } from "./pair.js"
-import { check } from "./support.js"
+import { check, messageOf, tagOf } from "./support.js"
 
 /** A connected pair whose send queues hold `sendQueueSize` requests, and a 64 KiB source on the client. */
 const pairWithSource = (address: string, port: number, sendQueueSize: number) =>
@@ -18,6 +18,49 @@ const pairWithSource = (address: string, port: number, sendQueueSize: number) =>
   })
 
 export const dataPathCases: ReadonlyArray<Case> = [
+  {
+    name: "a local region of another peer (another protection domain) is refused before posting (RPMA_E_INVAL) by " +
+      "every operation that takes one; the connection carries a write after them",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const { client, clientPeer, remote, target } = yield* connectedPair(address, port)
+        const otherPeer = yield* Peer.make(address)
+        const foreign = yield* LocalMr.allocate(otherPeer, 64, Usage.combine(Usage.WRITE_SRC, Usage.READ_DST))
+        const foreignSend = yield* LocalMr.allocate(otherPeer, 64, Usage.SEND)
+        const foreignRecv = yield* LocalMr.allocate(otherPeer, 64, Usage.RECV)
+        const own = yield* LocalMr.allocate(clientPeer, 64, Usage.combine(Usage.SEND, Usage.RECV))
+        foreign.memory.fill(0xee)
+        const attempts: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
+          ["write", Connection.write(client, { dst: remote, src: foreign, length: 8 })],
+          ["postWrite", Connection.postWrite(client, { dst: remote, src: foreign, length: 8 })],
+          ["writeMany", Connection.writeMany(client, [{ dst: remote, src: foreign, length: 8 }])],
+          ["prepareWrite", Effect.flatten(Connection.prepareWrite(client, { dst: remote, src: foreign, length: 8 }))],
+          ["read", Connection.read(client, { dst: foreign, src: remote, length: 8 })],
+          ["postRead", Connection.postRead(client, { dst: foreign, src: remote, length: 8 })],
+          ["send", Connection.send(client, { src: foreignSend, length: 8 })],
+          ["postSend", Connection.postSend(client, { src: foreignSend, length: 8 })],
+          ["recv", Connection.recv(client, { dst: foreignRecv, length: 8 })],
+          ["postRecv", Connection.postRecv(client, { dst: foreignRecv, length: 8 })],
+          ["call, its receive", Connection.call(client, { send: { src: own, length: 8 }, recv: { dst: foreignRecv } })],
+          ["call, its send", Connection.call(client, { send: { src: foreignSend, length: 8 }, recv: { dst: own } })]
+        ]
+        for (const [name, attempt] of attempts) {
+          const exit = yield* Effect.exit(Effect.timeout(attempt, "10 seconds"))
+          yield* check(tagOf(exit) === "RpmaInvalidError", `${name} from a region of another peer: ${tagOf(exit)}`)
+          yield* check(
+            messageOf(exit).includes("registered on another peer than the connection's"),
+            `${name}: the refusal says why: ${messageOf(exit)}`
+          )
+        }
+        // Nothing was posted: the connection works on, and nothing of the foreign region arrived.
+        const src = yield* LocalMr.allocate(clientPeer, 64, Usage.WRITE_SRC)
+        src.memory.fill(7)
+        yield* Connection.write(client, { dst: remote, src, length: 8 })
+        yield* Connection.flush(client, { dst: remote, dstOffset: 0, length: 8 })
+        yield* check(target.memory[0] === 7, `the write after the refusals arrived: ${target.memory[0]}`)
+        yield* check((yield* Connection.state(client)) === "Connected", "the connection is still connected")
+      })
+  },
   {
     name:
       "Connection.writeMany: 256 writes through a 16-entry send queue all arrive; a bad span posts nothing; prepared writes",
