@@ -31,6 +31,27 @@ const sinkFailure = <E, R>(sink: Sink.Sink<number, Uint8Array, never, E, R>) =>
   Effect.flip(Stream.run(Stream.make(new Uint8Array(8)), sink))
 
 describe("RdmaStream.writeRange", () => {
+  it.effect("a staging region already released is a StreamOptionError on both Sinks, not a defect", () =>
+    inWorld(Effect.gen(function*() {
+      const { client, clientPeer, remote, serverPeer } = yield* pair()
+      const ringMr = yield* LocalMr.allocate(
+        serverPeer,
+        RdmaStream.RING_HEADER + 1024,
+        Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
+      )
+      const ring = yield* LocalMr.descriptor(ringMr).pipe(
+        Effect.flatMap(RemoteMr.fromDescriptor),
+        Effect.flatMap(RemoteMr.require(Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)))
+      )
+      const released = yield* Effect.scoped(LocalMr.allocate(clientPeer, 4096, Usage.WRITE_SRC))
+      const range = yield* sinkFailure(RdmaStream.writeRange(clientPeer, client, { dst: remote, staging: released }))
+      const toRing = yield* sinkFailure(RdmaStream.writeRing(clientPeer, client, { ring, staging: released }))
+      for (const error of [range, toRing]) {
+        assert.strictEqual(error._tag, "StreamOptionError")
+        assert.include(error.message, "staging was released")
+      }
+    })))
+
   it.effect("writes a Stream's chunks one after another and ends with the bytes written", () =>
     inWorld(Effect.gen(function*() {
       const { client, clientPeer, remote, target } = yield* pair()

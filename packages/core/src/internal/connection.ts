@@ -21,6 +21,7 @@ import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as PubSub from "effect/PubSub"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -225,7 +226,7 @@ export const open = (
           return yield* Effect.fail(new ConnectionFailedError({ ...where, event: event ?? "TIMEOUT" }))
         }
         attempt.established = true
-        const connection = yield* establish(driver, attempt.handle, config, pollingSetting, prepared)
+        const connection = yield* establish(driver, peer, attempt.handle, config, pollingSetting, prepared)
         attempt.close = connection.close
         return connection.connection
       }).pipe(Effect.onError(() => close))
@@ -239,6 +240,7 @@ export const open = (
  */
 const establish = (
   driver: Driver,
+  peer: Peer,
   handle: ConnHandle,
   config: ConnConfig,
   pollingSetting: Polling.Polling,
@@ -375,10 +377,7 @@ const establish = (
 
     // Bounded as a whole by the timeout: the other side may never answer (a dead host, a peer that
     // never disconnects). On Effect's Clock, as its waits are: a TestClock drives the whole close.
-    let closing = false
-    const close: Effect.Effect<void> = Effect.gen(function*() {
-      if (closing) return
-      closing = true
+    const closeOnce: Effect.Effect<void> = Effect.gen(function*() {
       const bound = yield* deadline(config.timeoutMs)
       if (state === "Connected") {
         enter("Closing")
@@ -401,6 +400,19 @@ const establish = (
       yield* release("rpma_conn_delete", "a connection", driver.connDelete(handle))
       yield* runAll(table.releaseHeld())
     })
+    // Run once, to its end, in a fiber of its own: a caller interrupted part-way (a timeout around
+    // Connection.close) stops waiting, not closing, and every later caller (the scope's finalizer
+    // among them) waits for that same close. Cut short, it would leave the connection, its channel
+    // and its peer alive, with nothing left to delete them.
+    let closed: Deferred.Deferred<void> | undefined
+    const close: Effect.Effect<void> = Effect.suspend(() => {
+      if (closed !== undefined) return Deferred.await(closed)
+      const done = Deferred.unsafeMake<void>(FiberId.none)
+      closed = done
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(Effect.forkDaemon(Effect.intoDeferred(closeOnce, done)), restore(Deferred.await(done)))
+      )
+    })
 
     const connection = new ConnectionImpl(
       handle,
@@ -409,7 +421,8 @@ const establish = (
       Stream.fromPubSub(states).pipe(Stream.takeUntil((s) => s === "Closed" || s === "Lost")),
       Deferred.await(final),
       close,
-      poster
+      poster,
+      peer
     )
     return { connection, close }
   })
@@ -464,7 +477,8 @@ export const connect: Connect = (peer, address, port, given) =>
     const conn = yield* Scope.extend(connectDirect(peer, address, port, options), first)
     const answer = rendezvousAnswer.decode(conn.privateData)
     if (answer === undefined) return conn
-    yield* Scope.close(first, Exit.void)
+    // Uninterruptible: a scope closed part-way is marked closed with its later finalizers unrun.
+    yield* Effect.uninterruptible(Scope.close(first, Exit.void))
     return yield* connectDirect(peer, address, answer.port, { ...options, privateData: answer.privateData })
   })
 

@@ -176,6 +176,10 @@ const staging = <M, E>(
   return problem === undefined ? Effect.succeed(given) : optionError("staging", problem)
 }
 
+/** Memory whose buffer is detached: the region was released (allocated memory goes with it). */
+const gone = (memory: Uint8Array): string | undefined =>
+  memory.byteLength === 0 ? "was released (its memory is gone): give a region whose scope is open" : undefined
+
 /** On the librpma path: a WRITE_SRC region of the Sink's peer. */
 const rpmaStaging = (
   peer: Peer,
@@ -191,7 +195,7 @@ const rpmaStaging = (
         ? "must be a LocalMr registered with Usage.WRITE_SRC"
         : given.peer !== peer
         ? "must be a region of the Sink's peer (the connection's)"
-        : undefined
+        : gone(given.memory)
   )
 
 /** On the librdmacm path: a message region of the Sink's endpoint (rdma_reg_msgs). */
@@ -209,7 +213,7 @@ const cmStaging = (
         ? "must be a region of CmEndpoint.registerMessages"
         : given.endpoint !== endpoint
         ? "must be a region of the Sink's endpoint (registered on it)"
-        : undefined
+        : gone(given.memory)
   )
 
 const rpmaPath = (
@@ -250,7 +254,9 @@ const stager = <A, E>(path: WritePath<A, E>) => {
   const stage = (bytes: Uint8Array, dstOffset: number) =>
     Effect.suspend(() => {
       const staged = Effect.sync(() => {
-        path.memory.set(bytes, used)
+        // Released while the Sink ran, its memory detached under it: nothing to copy into, and the
+        // batch's write refuses the released region with its tagged error.
+        if (path.memory.byteLength > 0) path.memory.set(bytes, used)
         batch.push(path.request(used, dstOffset, bytes.length))
         used += bytes.length
       })

@@ -175,6 +175,77 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       })
   },
   {
+    name: "Connection.close interrupted at any point goes on to its end: the scope's close waits for it, and the " +
+      "connection and its peer are released",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverPeer = yield* Peer.make(address)
+        const ep = yield* Listener.make(serverPeer, address, port)
+        yield* Listener.requests(ep, { timeout: TIMEOUT }).pipe(
+          Stream.runForEach((req) =>
+            Effect.forkDaemon(
+              Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))))
+            )
+          ),
+          Effect.forkScoped
+        )
+        const before = yield* live
+        for (let k = 0; k < 12; k++) {
+          const scope = yield* Scope.make()
+          const conn = yield* Effect.flatMap(
+            Peer.make(address),
+            (peer) => Connection.connect(peer, address, port, { timeout: TIMEOUT })
+          ).pipe(Scope.extend(scope))
+          const closing = yield* Effect.fork(Connection.close(conn))
+          for (let y = 0; y < k; y++) yield* Effect.yieldNow()
+          yield* Fiber.interrupt(closing)
+          yield* Scope.close(scope, Exit.void)
+          const state = yield* Connection.state(conn)
+          yield* check(
+            state === "Closed",
+            `interrupted after ${k} yields: the scope closed with the connection ${state}`
+          )
+          const after = yield* live
+          yield* check(
+            after.connections === before.connections && after.peers === before.peers,
+            `interrupted after ${k} yields: left ${JSON.stringify(after)} (before ${JSON.stringify(before)})`
+          )
+        }
+      })
+  },
+  {
+    name: "connect to an isolating server interrupted at any point of its rendezvous leaves nothing alive",
+    run: (address, port) =>
+      Effect.gen(function*() {
+        const serverScope = yield* Scope.make()
+        const ep = yield* Effect.flatMap(Peer.make(address), (peer) => Listener.make(peer, address, port)).pipe(
+          Scope.extend(serverScope)
+        )
+        yield* Effect.forkIn(
+          Listener.serve(ep, (conn) => Connection.awaitClosed(conn), { timeout: TIMEOUT }),
+          serverScope
+        )
+        const before = yield* live
+        for (let k = 0; k < 40; k += 3) {
+          const connecting = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+            const peer = yield* Peer.make(address)
+            yield* Connection.connect(peer, address, port, { timeout: TIMEOUT })
+            yield* Effect.never
+          })))
+          for (let y = 0; y < k; y++) yield* Effect.yieldNow()
+          yield* Fiber.interrupt(connecting)
+        }
+        yield* Scope.close(serverScope, Exit.void)
+        // What the server's side held ends within its timeout of the client's end.
+        yield* Effect.sleep(`${TIMEOUT_MS * 2} millis`)
+        const after = yield* live
+        yield* check(
+          after.connections === before.connections && after.peers < before.peers,
+          `left: ${JSON.stringify(after)} (before ${JSON.stringify(before)}, the server's peer among them)`
+        )
+      })
+  },
+  {
     name:
       "connect refuses settings under which operations would wait forever (no send queue, completions lost, no timeout)",
     run: (address, port) =>
