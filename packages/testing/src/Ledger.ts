@@ -19,10 +19,12 @@
  * @since 0.1.0
  */
 import { type Model, RdmaDriver } from "@effect-rdma/core/Driver"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Schedule from "effect/Schedule"
 import { type LedgerEntry, SimulationControl } from "./SimulatedDriver.js"
 
@@ -61,8 +63,23 @@ export const assertEmpty: Effect.Effect<void, LeakError, SimulationControl> = Ef
   (leaked) => leaked.length === 0 ? Effect.void : Effect.fail(new LeakError({ leaked }))
 )
 
+// The leak, then the effect's own cause, kept beside it. The leak first: it is the failure that
+// Effect.flip, catchTag and Cause.failureOption see, so that code which catches the effect's error
+// outside the check can never hide a leak.
+const withLeak = <A, E, L>(exit: Exit.Exit<A, E>, leak: L): Cause.Cause<E | L> =>
+  Exit.isFailure(exit) ? Cause.sequential(Cause.fail(leak), exit.cause) : Cause.fail(leak)
+
 /**
- * Runs `effect` and then asserts that the ledger is empty, whatever the outcome of `effect`.
+ * Runs `effect` and then asserts that the ledger is empty, whatever the outcome of `effect`:
+ *
+ * - `effect` succeeds and nothing is alive: its value.
+ * - `effect` succeeds and something is alive: fails with a {@link LeakError}.
+ * - `effect` fails, dies or is interrupted and nothing is alive: its own cause, unchanged.
+ * - `effect` fails, dies or is interrupted and something is alive: the {@link LeakError}, with the
+ *   effect's own cause after it (`Cause.sequential(Cause.fail(leak), cause)`): `Cause.pretty` shows
+ *   both, and the `LeakError` is the first failure, the one `Effect.flip`, `Effect.catchTag` and
+ *   `Cause.failureOption` see (`Cause.failures` has the effect's own error too), so that catching
+ *   the effect's error outside the check never hides a leak.
  *
  * @since 0.1.0
  * @category assertions
@@ -70,7 +87,11 @@ export const assertEmpty: Effect.Effect<void, LeakError, SimulationControl> = Ef
 export const checked = <A, E, R>(
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | LeakError, R | SimulationControl> =>
-  Effect.exit(effect).pipe(Effect.zipLeft(assertEmpty), Effect.flatten)
+  Effect.flatMap(Effect.exit(effect), (exit) =>
+    Effect.matchEffect(assertEmpty, {
+      onFailure: (leak) => Effect.failCause(withLeak(exit, leak)),
+      onSuccess: () => exit
+    }))
 
 /**
  * Handles a driver still held after a checked piece of work, beyond those it held before: the
@@ -101,6 +122,15 @@ const grownKinds = (before: Model.LiveHandles, after: Model.LiveHandles): Readon
  * connections, ...; `Driver.live`). Handles released by another fiber a moment after `effect` ends
  * are waited for, up to `within` (default 2 seconds) of real time, under a `TestClock` too (the
  * releases it waits for come from real events); a leak is reported only after it.
+ *
+ * - `effect` succeeds and no kind grew: its value.
+ * - `effect` succeeds and some kind grew: fails with a {@link HandleLeakError}.
+ * - `effect` fails, dies or is interrupted and no kind grew: its own cause, unchanged.
+ * - `effect` fails, dies or is interrupted and some kind grew: the {@link HandleLeakError}, with the
+ *   effect's own cause after it (`Cause.sequential(Cause.fail(leak), cause)`): `Cause.pretty` shows
+ *   both, and the `HandleLeakError` is the first failure, the one `Effect.flip`, `Effect.catchTag`
+ *   and `Cause.failureOption` see, so that catching the effect's error outside the check never
+ *   hides a leak.
  *
  * @example
  * ```ts
@@ -134,7 +164,9 @@ export const checkedOnAnyDriver = <A, E, R>(
       Effect.withClock(Clock.make())
     )
     if (leaked._tag === "Some") {
-      return yield* Effect.fail(new HandleLeakError({ driver: driver.name, before, after: leaked.value }))
+      return yield* Effect.failCause(
+        withLeak(exit, new HandleLeakError({ driver: driver.name, before, after: leaked.value }))
+      )
     }
     return yield* exit
   })
