@@ -187,7 +187,8 @@ export interface RpmaServingOptions extends RdmaChannel.Options {
   /**
    * Accept only the connection requests that carry this admission's token (`Listener.accept` with
    * `{ admission }`; the client gives the token as {@link RpmaTarget}'s `token`); the others are
-   * rejected. Without it, every request is accepted.
+   * rejected, and logged at debug level (as `Listener.serve` logs them: a refused client is no
+   * server problem). Without it, every request is accepted.
    */
   readonly admission?: Admission.Admission | undefined
   /**
@@ -242,7 +243,7 @@ export interface CmServerOptions extends CmChannelOptions {
   readonly transport: "cm"
   readonly address: string
   readonly port: number
-  /** Accept only the requests that carry this admission's token; the others are rejected. */
+  /** Accept only the requests that carry this admission's token; the others are rejected, and logged at debug level. */
   readonly admission?: Admission.Admission | undefined
   /** How long a client has from its request to an open channel (accepted, both HELLOs). Default 10 seconds. */
   readonly handshakeTimeout?: Duration.DurationInput | undefined
@@ -262,7 +263,8 @@ export type ServerOptions = RpmaServerOptions | CmServerOptions
  * A client protocol that dials the server, and dials again as `retrySchedule` says after a failed
  * dial or a lost connection (the calls waiting then fail with `RpcClientError`, as over a socket).
  * The `"rpma"` transport connects with the context's `Peer`. Fails only for options out of range
- * (`RdmaChannelError`, `reason: "Protocol"`).
+ * (`RdmaChannelError`, `reason: "Protocol"`). Options whose transport is chosen at run time (a
+ * {@link ClientOptions}) are taken too: the protocol then needs what either transport needs.
  *
  * @since 1.0.0
  * @category constructors
@@ -278,12 +280,18 @@ export const makeProtocolClient: {
     RdmaChannel.ChannelError,
     Scope.Scope | Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
   >
+  <R = never>(options: ClientOptions<R>): Effect.Effect<
+    RpcClient.Protocol["Type"],
+    RdmaChannel.ChannelError,
+    Scope.Scope | Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
+  >
 } = internal.makeProtocolClient as any
 
 /**
  * A server protocol listening on `address`:`port` until the scope closes, one client per
  * connection, each in a fiber and a scope of its own. The `"rpma"` transport listens with the
- * context's `Peer`.
+ * context's `Peer`. Options whose transport is chosen at run time (a {@link ServerOptions}) are
+ * taken too: the protocol then needs what either transport needs, and fails as either can.
  *
  * @since 1.0.0
  * @category constructors
@@ -297,6 +305,11 @@ export const makeProtocolServer: {
   (options: RpmaServerOptions): Effect.Effect<
     RpcServer.Protocol["Type"],
     RdmaError.RpmaError | RdmaChannel.ChannelError,
+    Scope.Scope | Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+  (options: ServerOptions): Effect.Effect<
+    RpcServer.Protocol["Type"],
+    RdmaError.RdmaCmError | RdmaError.RpmaError | RdmaChannel.ChannelError,
     Scope.Scope | Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
   >
 } = internal.makeProtocolServer as any
@@ -332,6 +345,11 @@ export const layerProtocolClient: {
     RdmaChannel.ChannelError,
     Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
   >
+  <R = never>(options: ClientOptions<R>): Layer.Layer<
+    RpcClient.Protocol,
+    RdmaChannel.ChannelError,
+    Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
+  >
 } = internal.layerProtocolClient as any
 
 /**
@@ -360,6 +378,11 @@ export const layerProtocolServer: {
   (options: RpmaServerOptions): Layer.Layer<
     RpcServer.Protocol,
     RdmaError.RpmaError | RdmaChannel.ChannelError,
+    Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
+  >
+  (options: ServerOptions): Layer.Layer<
+    RpcServer.Protocol,
+    RdmaError.RdmaCmError | RdmaError.RpmaError | RdmaChannel.ChannelError,
     Peer.Peer | RpcSerialization.RpcSerialization | Driver.RdmaDriver
   >
 } = internal.layerProtocolServer as any

@@ -13,6 +13,7 @@ import { type FromClientEncoded, type FromServerEncoded, ResponseDefectEncoded }
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as RpcServer from "@effect/rpc/RpcServer"
 import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -297,6 +298,18 @@ export interface Accepting<Req> {
   readonly reject: (req: Req) => Effect.Effect<void, never, Driver.RdmaDriver>
 }
 
+/**
+ * The admission's refusal that `cause` is, if it is one and nothing else: a request whose private
+ * data did not carry the token, or carried a spent one (`Admission.AdmissionRefusedError`).
+ */
+const admissionRefusal = (cause: Cause.Cause<unknown>): Admission.AdmissionRefusedError | undefined => {
+  if (Cause.isDie(cause) || Cause.isInterrupted(cause)) return undefined
+  const failures = Chunk.toReadonlyArray(Cause.failures(cause))
+  return failures.length > 0 && failures.every((error) => error instanceof Admission.AdmissionRefusedError)
+    ? failures[0] as Admission.AdmissionRefusedError
+    : undefined
+}
+
 /** The server protocol over `transport`: one client per request, each in a fiber and a scope of its own. */
 export const serving = <Req>(
   transport: Accepting<Req>,
@@ -359,7 +372,13 @@ export const serving = <Req>(
             const opened = yield* Effect.exit(open(req, id, clientScope)).pipe(Effect.ensuring(handshakes.release(1)))
             if (Exit.isFailure(opened)) {
               // Logged first: the reason is known now, and the close may wait for the endpoint's drain.
-              yield* Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
+              // A request the admission refused is the server doing its job (a client with a wrong or
+              // spent token), logged at debug level as Listener.serve does; any other failure (a
+              // handshake that broke the protocol or did not finish in time) is worth a warning.
+              const refused = admissionRefusal(opened.cause)
+              yield* refused === undefined
+                ? Effect.logWarning(`RDMA RPC: client ${id} was not accepted`, opened.cause)
+                : Effect.logDebug(`RDMA RPC: client ${id} was not admitted (${refused.reason}): ${refused.message}`)
               return yield* Effect.uninterruptible(Scope.close(clientScope, Exit.void))
             }
             const { ch, parser, registered } = opened.value
