@@ -166,7 +166,7 @@ export const isAdmission: (u: unknown) => u is Admission = internal.isAdmission
 export const make: (token: Uint8Array, options?: Options) => Effect.Effect<Admission, InvalidTokenError> = internal.make
 
 /**
- * The private data a client sends to be admitted with `token` (was `Admission.privateData`;
+ * The private data a client sends to be admitted with `token` (was `Endpoint.tokenPrivateData`; given as
  * `Connection.connect(peer, address, port, { privateData })`): one byte holding the token's length
  * (1 to {@link MAX_TOKEN}), then the token's bytes. A client in C sends the same:
  * `buf[0] = len; memcpy(buf + 1, token, len);` then
