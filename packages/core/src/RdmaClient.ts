@@ -474,6 +474,9 @@ export interface WriteArgs<K extends string> extends Omit<Connection.WriteArgs, 
 }
 
 /**
+ * The batch as `RdmaClient.writeMany` took it before it took an array of {@link WriteArgs}.
+ *
+ * @deprecated Give `writeMany` an array of writes, each naming its `dst`, as `Connection.writeMany` takes one.
  * @since 1.0.0
  * @category models
  */
@@ -540,27 +543,72 @@ export const write = <Regions extends RegionUsages>(
       })))
 
 /**
- * `Connection.writeMany` into the region named `dst`, on the current connection.
+ * `Connection.writeMany` on the current connection: an array of writes, each into the region its
+ * `dst` names, posted as one batch (a name that is not one of the client's regions refuses the
+ * whole batch before anything is posted). The older form, `{ dst, src, spans }`, is still taken.
  *
  * @since 1.0.0
  * @category operations
  */
-export const writeMany = <Regions extends RegionUsages>(
+export const writeMany: {
+  <Regions extends RegionUsages>(
+    client: RdmaClient<Regions, any>,
+    writes: ReadonlyArray<WriteArgs<RegionsWith<Regions, "WRITE_DST">>>
+  ): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError>
+  /** @deprecated Give an array of writes, each naming its `dst`. */
+  <Regions extends RegionUsages>(
+    client: RdmaClient<Regions, any>,
+    args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
+  ): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError>
+} = <Regions extends RegionUsages>(
   client: RdmaClient<Regions, any>,
-  args: WriteManyArgs<RegionsWith<Regions, "WRITE_DST">>
+  args: ReadonlyArray<WriteArgs<string>> | WriteManyArgs<string>
 ): Effect.Effect<void, Connection.TransferError | NotConnectedError | WrongTransportError> =>
-  internal.withArgs("rpma_write", args, (args) =>
-    internal.useRegion(
-      client,
-      "rpma_write",
-      args.dst,
-      (s, dst) =>
-        Array.isArray(args.spans)
-          ? Connection.writeMany(s.connection, args.spans.map((span) => ({ dst, src: args.src, ...span })))
-          : Effect.fail(
-            new Connection.OutOfRangeError({ operation: "rpma_write", detail: "the spans must be an array" })
+  Array.isArray(args)
+    ? internal.use(client, "rpma_write", (s) => {
+      const writes: Array<Connection.WriteArgs> = new Array(args.length)
+      for (let i = 0; i < args.length; i++) {
+        const w = args[i] as WriteArgs<string>
+        // Not an object: Connection.writeMany refuses it as such, naming its place.
+        if (w === null || typeof w !== "object") {
+          writes[i] = w
+          continue
+        }
+        const name = w.dst
+        if (typeof name !== "string" || !Object.hasOwn(client.regions, name)) {
+          return Effect.fail(
+            new Connection.OutOfRangeError({
+              operation: "rpma_write",
+              detail: `write ${i} of the batch: no region named ${JSON.stringify(name)}: the client's regions are ${
+                Object.keys(client.regions).map((n) => JSON.stringify(n)).join(", ") || "none"
+              }`
+            })
           )
-    ))
+        }
+        writes[i] = {
+          dst: s.regions[name]!,
+          dstOffset: w.dstOffset,
+          src: w.src,
+          srcOffset: w.srcOffset,
+          length: w.length,
+          // Read to be refused: a batch carries no immediate data.
+          imm: w.imm
+        }
+      }
+      return Connection.writeMany(s.connection, writes)
+    })
+    : internal.withArgs("rpma_write", args as WriteManyArgs<string>, (args) =>
+      internal.useRegion(
+        client,
+        "rpma_write",
+        args.dst,
+        (s, dst) =>
+          Array.isArray(args.spans)
+            ? Connection.writeMany(s.connection, args.spans.map((span) => ({ dst, src: args.src, ...span })))
+            : Effect.fail(
+              new Connection.OutOfRangeError({ operation: "rpma_write", detail: "the spans must be an array" })
+            )
+      ))
 
 /**
  * `Connection.read` from the region named `src`, on the current connection.

@@ -157,6 +157,25 @@ describe("RdmaClient", () => {
         spans: [{ dstOffset: 100, srcOffset: 10, length: 1 }, { dstOffset: 200, srcOffset: 10, length: 1 }]
       })
       assert.strictEqual(server.memory()![200], 42)
+      // The array form, as Connection.writeMany takes it: each write names its region.
+      yield* RdmaClient.writeMany(client, [
+        { dst: "store", dstOffset: 300, src, srcOffset: 10, length: 1 },
+        { dst: "store", dstOffset: 400, src, srcOffset: 10, length: 1 }
+      ])
+      assert.strictEqual(server.memory()![300], 42)
+      assert.strictEqual(server.memory()![400], 42)
+      const unknown = yield* Effect.flip(RdmaClient.writeMany(client, [
+        { dst: "store", dstOffset: 500, src, srcOffset: 10, length: 1 },
+        // From untyped code: not one of the client's regions (a type error in TypeScript).
+        { dst: "elsewhere" as "store", dstOffset: 0, src, srcOffset: 10, length: 1 }
+      ]))
+      assert.strictEqual(unknown._tag, "OutOfRangeError")
+      assert.match(unknown.message, /write 1 of the batch: no region named "elsewhere"/)
+      assert.strictEqual(server.memory()![500], 0, "a refused batch posts nothing")
+      const withImm = yield* Effect.flip(RdmaClient.writeMany(client, [
+        { dst: "store", dstOffset: 500, src, srcOffset: 10, length: 1, imm: 7 }
+      ]))
+      assert.match(withImm.message, /carries no immediate data/)
       assert.strictEqual((yield* client.offer).rdma.port, 7481)
       yield* Scope.close(clientScope, Exit.void)
       assert.strictEqual((yield* client.state)._tag, "Closed")

@@ -13,6 +13,7 @@ import {
   Effect,
   Exit,
   Fiber,
+  Scope,
   type Sink,
   Stream,
   TestClock,
@@ -280,6 +281,25 @@ describe("RdmaStream.writeRing / readRing", () => {
 })
 
 describe("RdmaStream.writeRing / readRing: bad options", () => {
+  it.effect("readRing on a ring whose allocated region was released, before or while it reads: StreamOptionError, not a defect", () =>
+    inWorld(Effect.gen(function*() {
+      const { serverPeer } = yield* pair()
+      const usage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
+      const before = yield* Effect.scoped(LocalMr.allocate(serverPeer, RdmaStream.RING_HEADER + 64, usage))
+      const early = yield* Effect.flip(Stream.runDrain(RdmaStream.readRing(before)))
+      assert.strictEqual(early._tag, "StreamOptionError")
+      assert.include(early.message, "ring was released")
+      const scope = yield* Scope.make()
+      const during = yield* LocalMr.allocate(serverPeer, RdmaStream.RING_HEADER + 64, usage).pipe(Scope.extend(scope))
+      const reading = yield* Effect.fork(Effect.flip(Stream.runDrain(RdmaStream.readRing(during))))
+      yield* TestClock.adjust("5 millis")
+      yield* Scope.close(scope, Exit.void)
+      yield* TestClock.adjust("5 millis")
+      const late = yield* Fiber.join(reading)
+      assert.strictEqual(late._tag, "StreamOptionError")
+      assert.include(late.message, "released while the Stream read it")
+    })))
+
   it.effect("a duration that is none, or no ring, fails with StreamOptionError naming it, never thrown", () =>
     inWorld(Effect.gen(function*() {
       const { client, clientPeer, remoteRing, ring } = yield* ringPair(1024)

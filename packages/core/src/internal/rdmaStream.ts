@@ -584,12 +584,16 @@ export const readRing = (
     if (Either.isLeft(read)) return unreadable(read.left)
     const options = read.right
     const memory = ring.memory
+    const released = gone(memory)
+    if (released !== undefined) return optionError("ring", released)
     const capacity = memory.byteLength - RING_HEADER
     if (capacity <= 0) {
       return optionError("ring", `must be larger than its ${RING_HEADER}-byte header, got ${memory.byteLength} bytes`)
     }
     return Effect.map(durationOption("pollInterval", options?.pollInterval, "1 millis", true), (pollInterval) => {
-      const next: Effect.Effect<Uint8Array> = Effect.suspend(() => {
+      const next: Effect.Effect<Uint8Array, StreamOptionError> = Effect.suspend(() => {
+        // Its allocated memory goes with the region: the ring was released under the Stream.
+        if (memory.byteLength === 0) return optionError("ring", "was released while the Stream read it")
         const head = readU64(memory, HEAD_AT)
         const tail = readU64(memory, TAIL_AT)
         if (tail === head) return Effect.zipRight(Effect.sleep(pollInterval), next)
