@@ -193,6 +193,7 @@ const registered = <F extends Flag>(
 /** The release: now, or once the requests in flight that use the region have completed. */
 const releaser = (mr: LocalMr<any>): Effect.Effect<void> => {
   const region = mr as Region<any>
+  region.released = true
   const dereg = releaseNowThen(deregistration, Region.registrationOf(region).driver.mrDereg, region.handle, region)
   // No owner record: no request ever used it (the data path makes one), so nothing to wait for.
   const owner = Owner.peek(mr)

@@ -350,11 +350,14 @@ describe("CmEndpoint", () => {
       const error = yield* Effect.flip(CmEndpoint.make(address, 1, { maxSendWr: 0 }))
       assert.strictEqual(error.errnoName, "EINVAL")
       assert.match(error.message, /maxSendWr/)
-      for (const timeout of ["soon", Infinity, "30 days"] as const) {
+      // Negative amounts too (Duration.decode would read them as 0), and 0: as a connection refuses them.
+      for (const timeout of ["soon", Infinity, "30 days", 0, -1, "-1 seconds", "0 millis"] as const) {
         const refused = yield* Effect.flip(CmEndpoint.make(address, 1, { timeout: timeout as Duration.DurationInput }))
         assert.strictEqual(refused.errnoName, "EINVAL")
-        assert.match(refused.message, /timeout is .*: it must be a duration/)
+        assert.match(refused.message, /timeout is .*: it must be a duration from 1 ms/)
       }
+      const negative = yield* Effect.flip(CmEndpoint.make(address, 1, { timeout: -5 }))
+      assert.include(negative.message, "a negative one")
       for (
         const [setting, most] of [[{ retryCount: 8 }, 7], [{ rnrRetryCount: -1 }, 7], [
           { initiatorDepth: 256 },

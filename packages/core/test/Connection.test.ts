@@ -17,6 +17,21 @@ const inWorld = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Ledger.checked(Effect.scoped(effect)).pipe(Effect.provide(SimulatedDriver.layer))
 
 describe("connections", () => {
+  it.effect("a timeout that is negative is refused as such (not read as 0); a fraction of a millisecond is rounded up, not refused", () =>
+    inWorld(Effect.gen(function*() {
+      const peer = yield* Peer.make(address)
+      for (const timeout of [-1, "-2 seconds"] as const) {
+        const refused = yield* Effect.flip(Effect.scoped(Connection.connect(peer, address, 7471, { timeout })))
+        assert.strictEqual(refused._tag, "RpmaInvalidError")
+        assert.include(refused.message, "a negative one")
+      }
+      // Nobody listens: a fractional timeout gets as far as the connect, which is rejected.
+      for (const timeout of [0.5, "1 nanos"] as const) {
+        const failed = yield* Effect.flip(Effect.scoped(Connection.connect(peer, address, 7471, { timeout })))
+        assert.strictEqual(failed._tag, "ConnectionFailedError", `timeout ${timeout}: ${failed.message}`)
+      }
+    })))
+
   it.effect("connect, accept, exchange private data; the client's close is seen by the server", () =>
     inWorld(Effect.gen(function*() {
       const serverPeer = yield* Peer.make(address)

@@ -6,7 +6,7 @@
 import { CmEndpoint, CmListener, RdmaStream, RemoteKey } from "@effect-rdma/core"
 import { Ledger, SimulatedDriver } from "@effect-rdma/testing"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, type Duration, Effect, Fiber, type Sink, Stream, TestClock } from "effect"
+import { Chunk, type Duration, Effect, Exit, Fiber, Scope, type Sink, Stream, TestClock } from "effect"
 import { concat, records } from "./streamData.js"
 
 const address = SimulatedDriver.DEFAULT_ADDRESS
@@ -125,6 +125,25 @@ describe("RdmaStream.writeRing / readRing on CmEndpoints", () => {
       const headRegion = yield* CmEndpoint.registerRead(server, memory)
       return { client, ring, key: RemoteKey.make(ring), head: RemoteKey.make(headRegion) }
     })
+
+  it.effect("readRing on a region whose scope closed, before or while it reads, fails with StreamOptionError, never polls on", () =>
+    inWorld(Effect.gen(function*() {
+      const { server } = yield* connectedPair
+      const memory = new Uint8Array(256 + RdmaStream.RING_HEADER)
+      const before = yield* Effect.scoped(CmEndpoint.registerWrite(server, memory))
+      const early = yield* Effect.flip(Stream.runDrain(RdmaStream.readRing(before)))
+      assert.strictEqual(early._tag, "StreamOptionError")
+      assert.include(early.message, "ring was released")
+      const scope = yield* Scope.make()
+      const during = yield* CmEndpoint.registerWrite(server, memory).pipe(Scope.extend(scope))
+      const reading = yield* Effect.fork(Effect.flip(Stream.runDrain(RdmaStream.readRing(during))))
+      yield* TestClock.adjust("5 millis")
+      yield* Scope.close(scope, Exit.void)
+      yield* TestClock.adjust("5 millis")
+      const late = yield* Fiber.join(reading)
+      assert.strictEqual(late._tag, "StreamOptionError")
+      assert.include(late.message, "released while the Stream read it")
+    })))
 
   it.effect("carries 20 KB through a 1 KiB ring, wrapping, the reader freeing space (TestClock drives the polls)", () =>
     inWorld(Effect.gen(function*() {

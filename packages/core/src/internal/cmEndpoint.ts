@@ -81,14 +81,14 @@ const CONN_PARAM_MAX: Partial<Record<string, number>> = {
   initiatorDepth: 255
 }
 
-/** A setting that is not a positive integer, or a timeout that is not a non-negative one. */
+/** A setting that is not a positive integer, or a timeout that is not a positive one (as a connection's). */
 const configProblem = (config: CmEpConfig): string | undefined => {
   for (const [name, value] of Object.entries(config)) {
     if (name === "timeoutMs") {
-      if (!(value >= 0 && value <= 2 ** 31 - 1)) {
+      if (!(value >= 1 && value <= 2 ** 31 - 1)) {
         return `timeout is ${
-          Number.isNaN(value) ? "not a duration" : `${value} ms`
-        }: it must be a duration from 0 to about 24 days (a Duration or a string such as "5 seconds")`
+          Number.isNaN(value) ? "not a duration (or a negative one)" : `${value} ms`
+        }: it must be a duration from 1 ms to about 24 days (a Duration or a string such as "5 seconds")`
       }
       continue
     }

@@ -29,6 +29,8 @@ export class RegionImpl<K extends CmRegistrationKind> extends PipeableBase
   implements CmEndpoint.Region<K>, handles.Handled<CmMrHandle>
 {
   readonly [RegionTypeId]: CmEndpoint.RegionTypeId = RegionTypeId
+  /** Its scope closed: the deregistration is asked for (it may wait for requests in flight). */
+  released = false
   readonly address: bigint
   readonly length: number
   readonly lkey: number
@@ -49,6 +51,9 @@ export class RegionImpl<K extends CmRegistrationKind> extends PipeableBase
 }
 
 export const isRegion = (u: unknown): u is CmEndpoint.Region => u instanceof RegionImpl
+
+/** A region whose scope has closed: nothing may use it from here on. */
+export const isReleased = (u: unknown): boolean => u instanceof RegionImpl && u.released
 
 /** The C call of each kind. */
 export const registrationCalls: Record<CmRegistrationKind, string> = {
@@ -105,7 +110,11 @@ const register = <K extends CmRegistrationKind>(
         ),
         (registering) => instrument.registration(registrationCalls[kind], registering)
       ),
-      (mr) => Owner.releaseWhenUnused(regionOwner(mr), deregister(mr.memory, handles.cmRegion(mr)))
+      (mr) =>
+        Effect.suspend(() => {
+          ;(mr as RegionImpl<K>).released = true
+          return Owner.releaseWhenUnused(regionOwner(mr), deregister(mr.memory, handles.cmRegion(mr)))
+        })
     )
   })
 

@@ -84,7 +84,9 @@ const GRACE_MS = 200
 /** What the C libraries would accept but a connection cannot live with (queues that lose completions, no timeout). */
 const configProblem = (config: ConnConfig): string | undefined =>
   !(config.timeoutMs > 0 && config.timeoutMs <= 2 ** 31 - 1)
-    ? `timeout ${config.timeoutMs} ms is not a duration between 1 ms and about 24 days`
+    ? `timeout ${
+      Number.isNaN(config.timeoutMs) ? "(not a duration, or a negative one)" : `${config.timeoutMs} ms`
+    } is not a duration between 1 ms and about 24 days`
     : queueSizesProblem(config)
 
 /** What one attempt has created so far: what its finalizer must release. */

@@ -13,8 +13,13 @@ import * as srq from "./srq.js"
 
 /** A timeout in milliseconds; NaN for what is not a duration (refused before anything opens). */
 export const timeoutMillis = (timeout: Duration.DurationInput | undefined): number => {
+  // Duration.decode reads a negative amount as zero: refused as what it is instead.
+  if (typeof timeout === "number" ? !(timeout >= 0) : typeof timeout === "string" && /^\s*-/.test(timeout)) {
+    return Number.NaN
+  }
   try {
-    return Duration.toMillis(Duration.decode(timeout ?? "5 seconds"))
+    // Whole milliseconds, as the C libraries take them: a fraction of one is rounded up, never to 0.
+    return Math.ceil(Duration.toMillis(Duration.decode(timeout ?? "5 seconds")))
   } catch {
     return Number.NaN
   }

@@ -30,6 +30,8 @@ export interface Registration {
 export class Region<F extends Flag> extends PipeableBase implements LocalMr.LocalMr<F> {
   readonly [TypeId]: LocalMr.TypeId = TypeId
   readonly #registration: Registration
+  /** Its scope closed: the deregistration is asked for (it may wait for requests in flight). */
+  released = false
   constructor(
     readonly handle: MrHandle,
     readonly peer: Peer.Peer,
@@ -48,6 +50,9 @@ export class Region<F extends Flag> extends PipeableBase implements LocalMr.Loca
 }
 
 export const isLocalMr = (u: unknown): u is LocalMr.LocalMr => u instanceof Region
+
+/** A region whose scope has closed: nothing may use it from here on. */
+export const isReleased = (u: unknown): boolean => u instanceof Region && u.released
 
 /** The requests in flight that use a region: it is deregistered after the last completes. */
 export const ownerOf = (mr: LocalMr.LocalMr<any>): Owner.Owner => Owner.of(mr, () => `a ${mr.size}-byte region`)

@@ -25,6 +25,8 @@ import type * as RdmaStream from "../RdmaStream.js"
 import type * as RemoteKey from "../RemoteKey.js"
 import { isRemoteMr, type RemoteMr } from "../RemoteMr.js"
 import * as Usage from "../Usage.js"
+import { isReleased as isCmRegionReleased } from "./cmRegistration.js"
+import { isReleased as isLocalMrReleased } from "./localMr.js"
 import { type Keys, readOnce, type Unreadable, unreadableDetail } from "./optionsOnce.js"
 import { kindOf } from "./resourceGuard.js"
 
@@ -176,9 +178,11 @@ const staging = <M, E>(
   return problem === undefined ? Effect.succeed(given) : optionError("staging", problem)
 }
 
-/** Memory whose buffer is detached: the region was released (allocated memory goes with it). */
-const gone = (memory: Uint8Array): string | undefined =>
-  memory.byteLength === 0 ? "was released (its memory is gone): give a region whose scope is open" : undefined
+/** A region whose scope closed (allocated memory goes with it: its buffer is detached). */
+const gone = (region: LocalMr.LocalMr<any> | CmEndpoint.Region<any>): string | undefined =>
+  isLocalMrReleased(region) || isCmRegionReleased(region) || region.memory.byteLength === 0
+    ? "was released: give a region whose scope is open"
+    : undefined
 
 /** On the librpma path: a WRITE_SRC region of the Sink's peer. */
 const rpmaStaging = (
@@ -195,7 +199,7 @@ const rpmaStaging = (
         ? "must be a LocalMr registered with Usage.WRITE_SRC"
         : given.peer !== peer
         ? "must be a region of the Sink's peer (the connection's)"
-        : gone(given.memory)
+        : gone(given)
   )
 
 /** On the librdmacm path: a message region of the Sink's endpoint (rdma_reg_msgs). */
@@ -213,7 +217,7 @@ const cmStaging = (
         ? "must be a region of CmEndpoint.registerMessages"
         : given.endpoint !== endpoint
         ? "must be a region of the Sink's endpoint (registered on it)"
-        : gone(given.memory)
+        : gone(given)
   )
 
 const rpmaPath = (
@@ -584,16 +588,17 @@ export const readRing = (
     if (Either.isLeft(read)) return unreadable(read.left)
     const options = read.right
     const memory = ring.memory
-    const released = gone(memory)
-    if (released !== undefined) return optionError("ring", released)
+    // Released: nothing writes into it any more, and its memory may be gone.
+    const released = () => isLocalMrReleased(ring) || isCmRegionReleased(ring)
+    const refused = gone(ring)
+    if (refused !== undefined) return optionError("ring", refused)
     const capacity = memory.byteLength - RING_HEADER
     if (capacity <= 0) {
       return optionError("ring", `must be larger than its ${RING_HEADER}-byte header, got ${memory.byteLength} bytes`)
     }
     return Effect.map(durationOption("pollInterval", options?.pollInterval, "1 millis", true), (pollInterval) => {
       const next: Effect.Effect<Uint8Array, StreamOptionError> = Effect.suspend(() => {
-        // Its allocated memory goes with the region: the ring was released under the Stream.
-        if (memory.byteLength === 0) return optionError("ring", "was released while the Stream read it")
+        if (released()) return optionError("ring", "was released while the Stream read it")
         const head = readU64(memory, HEAD_AT)
         const tail = readU64(memory, TAIL_AT)
         if (tail === head) return Effect.zipRight(Effect.sleep(pollInterval), next)
