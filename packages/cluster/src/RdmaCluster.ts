@@ -31,9 +31,13 @@ import type * as Schedule from "effect/Schedule"
 import * as internal from "./internal/runner.js"
 
 /**
- * The runner's configuration cannot make an RDMA runner: `detail` says what is missing and what to
- * set (a runner that serves needs `ShardingConfig.runnerAddress` or `runnerListenAddress`; a
- * client-only one needs `peerAddress`).
+ * The runner's configuration cannot make an RDMA runner: `detail` says what is missing or wrong and
+ * what to set (a runner that serves needs `ShardingConfig.runnerAddress` or `runnerListenAddress`; a
+ * client-only one needs `peerAddress`). {@link layer} also fails with it, before building anything,
+ * on options that are no object or cannot be read, a `storage` or `serialization` that is none of
+ * the documented values, a `serializationMaxBufferSize` below 1, a `shardingConfig.runnerAddress` or
+ * `runnerListenAddress` that is not an `Option` of a `RunnerAddress` (wrap it in `Option.some(...)`),
+ * and a `shardingConfig.shardsPerGroup` that is not an integer of at least 1.
  *
  * @since 1.0.0
  * @category errors
@@ -180,7 +184,7 @@ export const layer = <
     : "byo" extends Storage ? MessageStorage.MessageStorage | RunnerStorage.RunnerStorage
     : SqlClient)
 > => {
-  const options = internal.readOptions(given)
+  const options = internal.readRunnerOptions(given)
   if (options instanceof internal.RdmaClusterConfigError) return Layer.fail(options)
   const client = layerClientProtocol(options)
   const runner: Layer.Layer<any, any, any> = options?.clientOnly

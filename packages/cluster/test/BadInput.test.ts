@@ -67,6 +67,43 @@ describe("@effect/cluster over RDMA: bad input", () => {
       }
     }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 
+  it.live("untyped option values cluster would misread fail the Layer with RdmaClusterConfigError naming the option", () =>
+    Effect.gen(function*() {
+      const at = (port: number) => ({ runnerAddress: Option.some(RunnerAddress.make(address, port)) })
+      const cases: ReadonlyArray<readonly [unknown, RegExp]> = [
+        [
+          { storage: "local", shardingConfig: { runnerAddress: RunnerAddress.make(address, 7624) } },
+          /shardingConfig\.runnerAddress must be an Option .*wrap it in Option\.some\(\.\.\.\)/
+        ],
+        [
+          { storage: "local", shardingConfig: { runnerListenAddress: RunnerAddress.make(address, 7624) } },
+          /shardingConfig\.runnerListenAddress must be an Option .*wrap it in Option\.some\(\.\.\.\)/
+        ],
+        [{ storage: "memory", shardingConfig: at(7624) }, /storage must be "sql" .*"local" .*"byo" .*got "memory"/],
+        ["local", /the options must be an object .*got "local"/],
+        [5, /the options must be an object .*got 5/],
+        [
+          { storage: "local", serialization: "json", shardingConfig: at(7624) },
+          /serialization must be "msgpack" .*"ndjson"/
+        ],
+        [
+          { storage: "local", serializationMaxBufferSize: -1, shardingConfig: at(7624) },
+          /serializationMaxBufferSize must be a number of bytes of at least 1, or "unbounded", got -1/
+        ],
+        [
+          { storage: "local", shardingConfig: { ...at(7624), shardsPerGroup: 0 } },
+          /shardingConfig\.shardsPerGroup must be an integer of at least 1/
+        ]
+      ]
+      for (const [options, expected] of cases) {
+        const error = yield* Layer.build(RdmaCluster.layer(options as RdmaCluster.Options<false, "local">)).pipe(
+          Effect.flip
+        )
+        assert.strictEqual(error._tag, "RdmaClusterConfigError", String(expected))
+        assert.match(error.message, expected)
+      }
+    }).pipe(Effect.scoped, Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
   it.live(
     "nothing listening, a peer that is not a runner, or one speaking garbage: RunnerUnavailable, and the runner serves on",
     () =>

@@ -28,10 +28,16 @@ const annotations = { package: "@effect-rdma/cluster", service: "Runner" }
 
 /**
  * The options' values, read once into a plain object the layers are built from: a getter or Proxy
- * trap that throws is the layer's RdmaClusterConfigError, not a throw as the layer is made.
+ * trap that throws is the layer's RdmaClusterConfigError, not a throw as the layer is made, and so
+ * are options that are no object (a string, a number) where they were read as no options.
  */
 export const readOptions = <O extends object>(options: O | undefined): O | undefined | RdmaClusterConfigError => {
-  if (options === null || typeof options !== "object") return options
+  if (options === undefined || options === null) return options
+  if (typeof options !== "object") {
+    return new RdmaClusterConfigError({
+      detail: `the options must be an object (RdmaCluster.Options), got ${show(options)}: give { ... } or nothing`
+    })
+  }
   try {
     const copy: Record<string, unknown> = {}
     for (const key in options) copy[key] = options[key]
@@ -39,6 +45,99 @@ export const readOptions = <O extends object>(options: O | undefined): O | undef
   } catch (cause) {
     return new RdmaClusterConfigError({ detail: `the options cannot be read (${String(cause)}): give plain options` })
   }
+}
+
+/** A value as a message shows it: strings quoted, objects by their class. */
+const show = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value)
+  if (typeof value === "function") return "a function"
+  if (typeof value === "object" && value !== null) {
+    const name = (value as { constructor?: { name?: unknown } }).constructor?.name
+    return typeof name === "string" && name !== "Object" ? `a ${name}` : "an object"
+  }
+  return String(value)
+}
+
+const storages: ReadonlyArray<unknown> = ["sql", "local", "byo"]
+const serializations: ReadonlyArray<unknown> = ["msgpack", "ndjson"]
+
+/** What is wrong with an Option field of ShardingConfig, if anything. */
+const addressProblem = (name: string, value: unknown): string | undefined => {
+  if (value === undefined) return undefined
+  if (!Option.isOption(value)) {
+    return `shardingConfig.${name} must be an Option of a RunnerAddress, got ${show(value)}: ` +
+      `wrap it in Option.some(...), as Option.some(RunnerAddress.make(host, port)), or give Option.none()`
+  }
+  if (Option.isSome(value)) {
+    const address = value.value as { readonly host?: unknown; readonly port?: unknown } | null | undefined
+    if (
+      typeof address !== "object" || address === null || typeof address.host !== "string" ||
+      typeof address.port !== "number"
+    ) {
+      return `shardingConfig.${name} must hold a RunnerAddress, got Option.some(${show(address)}): ` +
+        `give Option.some(RunnerAddress.make(host, port))`
+    }
+  }
+  return undefined
+}
+
+/** What is wrong with a runner's options (read once by readOptions), if anything. */
+const runnerOptionsProblem = (options: Record<string, unknown>): string | undefined => {
+  const { serialization, serializationMaxBufferSize, shardingConfig, storage } = options
+  if (storage !== undefined && !storages.includes(storage)) {
+    return `storage must be "sql" (the default: through the context's SqlClient), "local" (in memory, one runner) ` +
+      `or "byo" (MessageStorage and RunnerStorage from the context), got ${show(storage)}`
+  }
+  if (serialization !== undefined && !serializations.includes(serialization)) {
+    return `serialization must be "msgpack" (the default) or "ndjson", the same on every runner, got ${
+      show(serialization)
+    }`
+  }
+  if (
+    serializationMaxBufferSize !== undefined && serializationMaxBufferSize !== "unbounded" &&
+    !(typeof serializationMaxBufferSize === "number" && serializationMaxBufferSize >= 1)
+  ) {
+    return `serializationMaxBufferSize must be a number of bytes of at least 1, or "unbounded", got ${
+      show(serializationMaxBufferSize)
+    }`
+  }
+  if (shardingConfig === undefined || shardingConfig === null) return undefined
+  if (typeof shardingConfig !== "object") {
+    return `shardingConfig must be an object of ShardingConfig fields, got ${show(shardingConfig)}`
+  }
+  const { runnerAddress, runnerListenAddress, shardsPerGroup } = shardingConfig as Record<string, unknown>
+  const problem = addressProblem("runnerAddress", runnerAddress) ??
+    addressProblem("runnerListenAddress", runnerListenAddress)
+  if (problem !== undefined) return problem
+  if (shardsPerGroup !== undefined && !(Number.isSafeInteger(shardsPerGroup) && (shardsPerGroup as number) >= 1)) {
+    return `shardingConfig.shardsPerGroup must be an integer of at least 1, the same on every runner (default 300), ` +
+      `got ${show(shardsPerGroup)}`
+  }
+  return undefined
+}
+
+/**
+ * A runner's options, read once as {@link readOptions} does (its `shardingConfig` too), and checked:
+ * a value cluster would take for another (an unknown `storage` as `"sql"`, an unknown
+ * `serialization` as `"msgpack"`) or break on later (an address not in an Option, no shards) is the
+ * layer's RdmaClusterConfigError, naming the option and what to give.
+ */
+export const readRunnerOptions = <O extends object>(
+  given: O | undefined
+): O | undefined | RdmaClusterConfigError => {
+  const options = readOptions(given)
+  if (options === undefined || options === null || options instanceof RdmaClusterConfigError) return options
+  const record = options as Record<string, unknown>
+  const shardingConfig = record.shardingConfig
+  if (typeof shardingConfig === "object" && shardingConfig !== null) {
+    const copy = readOptions(shardingConfig)
+    if (copy instanceof RdmaClusterConfigError) {
+      return new RdmaClusterConfigError({ detail: `shardingConfig: ${copy.detail}` })
+    }
+    record.shardingConfig = copy
+  }
+  const problem = runnerOptionsProblem(record)
+  return problem === undefined ? options : new RdmaClusterConfigError({ detail: problem })
 }
 
 /** Where the runner's server listens: the listen address, else the advertised one, as cluster's socket runner. */
