@@ -3,6 +3,13 @@
  * memory when mapped and writes it back when unmapped (the msync), with the native driver's checks
  * and errors. Unlike a real shared mapping, the file does not see the writes before the unmap,
  * and devices (a device DAX) are refused: only regular files can be simulated.
+ *
+ * As a shared mapping holds the file (its inode), not its path, the descriptor opened to map it
+ * stays open for the mapping's life and the write-back goes through it: a file unlinked, renamed
+ * or replaced while mapped does not fail the unmap (the bytes go to the file mapped, gone if it was
+ * unlinked), and one truncated while mapped gets only the bytes still within its end (the pages
+ * past it are gone), never its old length back. The descriptor is closed by the unmap, or when the
+ * memory is garbage-collected without one.
  */
 import { RdmaError } from "@effect-rdma/core"
 import type { Model } from "@effect-rdma/core/Driver"
@@ -15,9 +22,30 @@ const pageSize = 4096
 /** What the native driver refuses too: a Uint8Array's limit on this Node.js (v8::TypedArray::kMaxLength). */
 const maxLength = bufferConstants.MAX_LENGTH
 
+interface Mapping {
+  readonly path: string
+  readonly offset: number
+  /** The descriptor opened to map the file: the mapping's hold on it, whatever happens to its path. */
+  readonly fd: number
+}
+
+/** Closes a descriptor that is no longer needed: Linux frees it even when close reports an error. */
+const closeQuietly = (fd: number) => {
+  try {
+    fs.closeSync(fd)
+  } catch {
+    // nothing to do: the descriptor is gone either way
+  }
+}
+
 export const makeFiles = () => {
-  const mapped = new WeakMap<ArrayBufferLike, { readonly path: string; readonly offset: number }>()
+  const mapped = new WeakMap<ArrayBufferLike, Mapping>()
   let live = 0
+  // A mapping whose memory is collected without an unmap is gone (the native driver munmaps it).
+  const collected = new FinalizationRegistry<number>((fd) => {
+    live--
+    closeQuietly(fd)
+  })
 
   const fail = (path: string, operation: string, reason: string | undefined, errno: number, detail?: string) =>
     Effect.fail(RdmaError.mapFileError({ path, operation, reason, errno, detail }))
@@ -50,13 +78,15 @@ export const makeFiles = () => {
       if (size !== undefined && size > maxLength) return fail(path, "mmap", "OutOfRange", constants.errno.EINVAL)
       let fd: number | undefined
       let created = false
+      let kept = false
       try {
         if (create) {
           try {
             fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600)
             created = true
-          } catch (cause) {
-            if ((cause as { readonly code?: unknown })?.code !== "EEXIST") throw cause
+          } catch {
+            // As the native driver: whatever stopped the creation, the open below says (EEXIST maps
+            // the file there; a missing directory is open's ENOENT, not the mapping's).
           }
         }
         try {
@@ -91,15 +121,23 @@ export const makeFiles = () => {
         }
         if (length > maxLength) return fail(path, "mmap", "OutOfRange", constants.errno.EINVAL)
         const bytes = new Uint8Array(length)
-        fs.readSync(fd, bytes, 0, length, offset)
-        mapped.set(bytes.buffer, { path, offset })
+        let read = 0
+        while (read < length) {
+          const n = fs.readSync(fd, bytes, read, length - read, offset + read)
+          if (n === 0) break // the file shrank meanwhile: the rest reads as zeros, as a page past its end
+          read += n
+        }
+        mapped.set(bytes.buffer, { path, offset, fd })
+        collected.register(bytes.buffer, fd, bytes.buffer)
         live++
+        kept = true
         return Effect.succeed(bytes)
       } catch (cause) {
         if (created) fs.rmSync(path, { force: true })
         return failed(path, "mmap", cause)
       } finally {
-        if (fd !== undefined) fs.closeSync(fd)
+        // Kept open by a mapping until its unmap; closed on every other way out.
+        if (fd !== undefined && !kept) closeQuietly(fd)
       }
     })
 
@@ -112,18 +150,26 @@ export const makeFiles = () => {
       const mapping = mapped.get(memory.buffer)
       if (mapping === undefined) return refuse("was not mapped")
       mapped.delete(memory.buffer)
+      collected.unregister(memory.buffer)
       live--
       let result: Effect.Effect<void, RdmaError.MapFileError> = Effect.void
       try {
-        const fd = fs.openSync(mapping.path, fs.constants.O_RDWR)
-        try {
-          fs.writeSync(fd, memory, 0, memory.byteLength, mapping.offset)
-          fs.fsyncSync(fd)
-        } finally {
-          fs.closeSync(fd)
+        // The msync: through the descriptor of the file mapped, whatever its path names now, and
+        // only up to the file's end now (a shared mapping's pages past it are gone, they do not
+        // extend the file). The whole mapping, as the native driver msyncs it, whatever view came.
+        const bytes = new Uint8Array(memory.buffer)
+        const end = Math.min(bytes.byteLength, Math.max(0, fs.fstatSync(mapping.fd).size - mapping.offset))
+        let written = 0
+        while (written < end) {
+          const n = fs.writeSync(mapping.fd, bytes, written, end - written, mapping.offset + written)
+          if (n === 0) break
+          written += n
         }
+        fs.fsyncSync(mapping.fd)
       } catch (cause) {
         result = failed(mapping.path, "msync", cause)
+      } finally {
+        closeQuietly(mapping.fd)
       }
       // Detached whatever the write-back said, as the native driver does.
       structuredClone(memory.buffer, { transfer: [memory.buffer as ArrayBuffer] })
