@@ -627,25 +627,27 @@ export const read: {
 } = posting.read
 
 /**
- * A send (one segment or several) posted without waiting.
+ * A send posted without waiting: `send`'s arguments (one region or plain bytes) or `sendv`'s
+ * (segments).
  *
  * @since 1.0.0
  * @category operations
  */
 export const postSend: {
-  (args: SendvArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
-  (self: CmEndpoint, args: SendvArgs): Effect.Effect<Posted, TransferError>
+  (args: SendArgs | SendvArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
+  (self: CmEndpoint, args: SendArgs | SendvArgs): Effect.Effect<Posted, TransferError>
 } = posting.postSend
 
 /**
- * A receive posted without waiting (before connect or accept, say).
+ * A receive posted without waiting (before connect or accept, say): `recv`'s arguments (one
+ * region) or `recvv`'s (segments).
  *
  * @since 1.0.0
  * @category operations
  */
 export const postRecv: {
-  (args: RecvvArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
-  (self: CmEndpoint, args: RecvvArgs): Effect.Effect<Posted, TransferError>
+  (args: RecvArgs | RecvvArgs): (self: CmEndpoint) => Effect.Effect<Posted, TransferError>
+  (self: CmEndpoint, args: RecvArgs | RecvvArgs): Effect.Effect<Posted, TransferError>
 } = posting.postRecv
 
 /**

@@ -82,6 +82,21 @@ describe("CmEndpoint", () => {
       assert.strictEqual(text(p.clientInbox.memory, 5), "pong!")
     })))
 
+  it.effect("postSend and postRecv take their waiting verbs' arguments (one region, plain bytes) as well as segments", () =>
+    inWorld(Effect.gen(function*() {
+      const p = yield* connectedPair()
+      p.clientOutbox.memory.set(bytesOf("first"))
+      const sent = yield* CmEndpoint.postSend(p.client, { src: p.clientOutbox, length: 5 })
+      yield* sent.completion
+      assert.strictEqual((yield* p.serverFirst.completion).byteLength, 5)
+      assert.strictEqual(text(p.serverInbox.memory, 5), "first")
+      const inbox = yield* CmEndpoint.registerMessages(p.server, new Uint8Array(64))
+      const posted = yield* CmEndpoint.postRecv(p.server, { dst: inbox, length: 16 })
+      yield* CmEndpoint.postSend(p.client, { src: bytesOf("plain"), length: 5 })
+      assert.strictEqual((yield* posted.completion).byteLength, 5)
+      assert.strictEqual(text(inbox.memory, 5), "plain")
+    })))
+
   it.effect("sendv gathers, recvv scatters; a send larger than the granted inline size goes from the region", () =>
     inWorld(Effect.gen(function*() {
       const p = yield* connectedPair()

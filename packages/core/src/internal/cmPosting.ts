@@ -401,22 +401,31 @@ const ticket = (ep: CmEndpoint.CmEndpoint, spec: OperationSpec) => (entry: Pendi
   }
 }
 
-export const postSend: Operation<CmEndpoint.SendvArgs, CmEndpoint.Posted> = dual(
+/** As its waiting verb takes it: one region (`send`'s, `recv`'s arguments) or segments (`sendv`'s, `recvv`'s). */
+export const postSend: Operation<CmEndpoint.SendArgs | CmEndpoint.SendvArgs, CmEndpoint.Posted> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendvArgs) =>
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.SendArgs | CmEndpoint.SendvArgs) =>
     submit(
       ep,
-      () => notAnObject(Operations.cmSendv, args) ?? prepareSend(ep, args, args.segments?.length === 1),
+      () =>
+        notAnObject(Operations.cmSendv, args) ??
+          (isVectored(args)
+            ? prepareSend(ep, args, args.segments?.length === 1)
+            : prepareSend(ep, sendOne(args), true)),
       () => args.completion ?? "always"
     )
 )
 
-export const postRecv: Operation<CmEndpoint.RecvvArgs, CmEndpoint.Posted> = dual(
+export const postRecv: Operation<CmEndpoint.RecvArgs | CmEndpoint.RecvvArgs, CmEndpoint.Posted> = dual(
   2,
-  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvvArgs) =>
+  (ep: CmEndpoint.CmEndpoint, args: CmEndpoint.RecvArgs | CmEndpoint.RecvvArgs) =>
     submit(
       ep,
-      () => notAnObject(Operations.cmRecvv, args) ?? prepareRecv(ep, args, args.segments?.length === 1),
+      () =>
+        notAnObject(Operations.cmRecvv, args) ??
+          (isVectored(args)
+            ? prepareRecv(ep, args, args.segments?.length === 1)
+            : prepareRecv(ep, recvOne(args), true)),
       () => undefined
     )
 )
