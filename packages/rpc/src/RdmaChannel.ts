@@ -22,13 +22,21 @@ import * as internal from "./internal/channel.js"
  * @category models
  */
 export interface Options {
-  /** Each receive buffer's size; messages up to this size less 8 bytes go inline. Default 4096. */
+  /**
+   * Each receive buffer's size; messages up to this size less 8 bytes go inline. 72 to 1 GiB
+   * (2^30); default 4096. `receives` × `inlineSize` and `sends` × `inlineSize` (the two pools) must
+   * each be at most 2^31 - 1 bytes.
+   */
   readonly inlineSize?: number | undefined
-  /** Receives kept posted: the messages the other side can send ahead. Default 16. */
+  /**
+   * Receives kept posted: the messages the other side can send ahead. 2 to 65536 (a queue's most
+   * entries); default 16. They must fit the connection's receive queue: the RPC protocols size it
+   * for them unless `connection.receiveQueueSize` is given, and refuse a smaller one.
+   */
   readonly receives?: number | undefined
-  /** Sends in flight at once. Default 8. */
+  /** Sends in flight at once. 1 to 65536 (a queue's most entries); default 8. */
   readonly sends?: number | undefined
-  /** The landing region's size: larger messages are written in pieces of this size. Default 1 MiB. */
+  /** The landing region's size: larger messages are written in pieces of this size. 1 to 2^31 - 1 bytes; default 1 MiB. */
   readonly landingSize?: number | undefined
   /**
    * The largest message taken from the other side, assembled: a larger one (or its first piece

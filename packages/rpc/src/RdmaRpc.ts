@@ -66,11 +66,13 @@ export interface CmChannelOptions {
    * and `sends`, (16 + 8) × 32 KiB = 768 KiB registered per channel on each side (the librpma
    * transport's landing region alone is 1 MiB); each frame is a send, a receive and its repost,
    * which cost far more than the bytes on an emulated device, so fewer, larger frames are faster.
+   * 72 to 1 GiB (2^30); `receives` × `inlineSize` and `sends` × `inlineSize` (the two pools) must
+   * each be at most 2^31 - 1 bytes.
    */
   readonly inlineSize?: number | undefined
-  /** Receives kept posted: the frames the other side can send ahead (its credits). At least 3; default 16. */
+  /** Receives kept posted: the frames the other side can send ahead (its credits). 3 to 65536 (a queue's most entries); default 16. */
   readonly receives?: number | undefined
-  /** Sends in flight at once. Default 8. */
+  /** Sends in flight at once. 1 to 65536 (a queue's most entries); default 8. */
   readonly sends?: number | undefined
   /**
    * The largest message taken from the other side, assembled: a larger one ends the channel (on the
@@ -182,7 +184,14 @@ export type ClientOptions<R = never> = RpmaClientOptions<R> | CmClientOptions
  * @category models
  */
 export interface RpmaServingOptions extends RdmaChannel.Options {
-  /** The settings of each accepted connection. */
+  /**
+   * The settings of each accepted connection. Settings core would refuse every accept for (a
+   * `timeout`, queue size, `polling` or `privateData` out of range) fail the server when it is
+   * made, before it listens, with core's own refusal (`RpmaInvalidError`; over the caller's
+   * listener, {@link makeRpmaProtocolServer}, a `"Protocol"` RdmaChannelError with it as cause).
+   * The same goes for `isolation` and `ports`, and for an `admission` that is no `Admission`
+   * (a `"Protocol"` RdmaChannelError on both).
+   */
   readonly connection?: Connection.Options | undefined
   /**
    * Accept only the connection requests that carry this admission's token (`Listener.accept` with

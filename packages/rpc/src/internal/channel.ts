@@ -36,13 +36,13 @@ import { type Channel, ChannelError, HEADER, protocol, transfer } from "./framin
 export { type Channel, ChannelError } from "./framing.js"
 
 export interface ChannelOptions {
-  /** Each receive buffer's size; messages that fit after an 8-byte header go inline. Default 4096. */
+  /** Each receive buffer's size; messages that fit after an 8-byte header go inline. 72 to 1 GiB (2^30); default 4096. */
   readonly inlineSize?: number | undefined
-  /** Receives kept posted. Default 16. */
+  /** Receives kept posted. 2 to 65536 (and `receives` × `inlineSize` at most 2^31 - 1 bytes); default 16. */
   readonly receives?: number | undefined
-  /** Sends in flight at once. Default 8. */
+  /** Sends in flight at once. 1 to 65536 (and `sends` × `inlineSize` at most 2^31 - 1 bytes); default 8. */
   readonly sends?: number | undefined
-  /** The landing region's size: larger messages are written into it in pieces of this size. Default 1 MiB. */
+  /** The landing region's size: larger messages are written into it in pieces of this size. 1 to 2^31 - 1; default 1 MiB. */
   readonly landingSize?: number | undefined
   /** The largest message taken from the other side: a larger one ends the channel. Default 64 MiB. */
   readonly maxMessageSize?: number | undefined
@@ -77,17 +77,21 @@ const MAX_PENDING_RELEASES = 2
 /** What HELLO's region allows: the other side writes large messages into it and reads it to keep alive. */
 const landingUsage = Usage.combine(Usage.WRITE_DST, Usage.READ_SRC)
 
-/** Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is out of range. */
+/**
+ * Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is
+ * out of range (with its value and the range allowed), or the pool (`receives` or `sends` times
+ * `inlineSize`) larger than 2^31 - 1 bytes.
+ */
 export const settings = (options?: ChannelOptions): Effect.Effect<Settings, ChannelError> =>
   Effect.all({
-    inlineSize: framing.integer("inlineSize", options?.inlineSize, 4096, HEADER + 64),
-    receives: framing.integer("receives", options?.receives, 16, 2),
-    sends: framing.integer("sends", options?.sends, 8, 1),
-    landingSize: framing.integer("landingSize", options?.landingSize, 1 << 20, 1),
+    inlineSize: framing.integer("inlineSize", options?.inlineSize, 4096, HEADER + 64, framing.MAX_INLINE),
+    receives: framing.integer("receives", options?.receives, 16, 2, framing.MAX_QUEUE),
+    sends: framing.integer("sends", options?.sends, 8, 1, framing.MAX_QUEUE),
+    landingSize: framing.integer("landingSize", options?.landingSize, 1 << 20, 1, framing.MAX_POOL),
     maxMessageSize: framing.integer("maxMessageSize", options?.maxMessageSize, 64 << 20, 1),
     ackTimeout: framing.finiteDuration("ackTimeout", options?.ackTimeout, "30 seconds"),
     keepAlive: framing.keepAliveDuration(options?.keepAlive)
-  })
+  }).pipe(Effect.flatMap(framing.pools))
 
 /**
  * Opens a channel on `conn`: posts its receives, sends HELLO, and runs its receive loop

@@ -53,11 +53,11 @@ import * as framing from "./framing.js"
 import { type Channel, ChannelError, HEADER, protocol, transfer } from "./framing.js"
 
 export interface CmChannelOptions {
-  /** Each receive buffer's and send slot's size. Default 32768. */
+  /** Each receive buffer's and send slot's size. 72 to 1 GiB (2^30); default 32768. */
   readonly inlineSize?: number | undefined
-  /** Receives kept posted. Default 16. */
+  /** Receives kept posted. 3 to 65536 (and `receives` × `inlineSize` at most 2^31 - 1 bytes); default 16. */
   readonly receives?: number | undefined
-  /** Sends in flight at once. Default 8. */
+  /** Sends in flight at once. 1 to 65536 (and `sends` × `inlineSize` at most 2^31 - 1 bytes); default 8. */
   readonly sends?: number | undefined
   /** The largest message taken from the other side: a larger one ends the channel. Default 64 MiB. */
   readonly maxMessageSize?: number | undefined
@@ -86,17 +86,22 @@ const FINAL = 1
 const MOST_RETURNED = 0xffff
 const LEAST_INLINE = HEADER + 64
 
+/**
+ * Checks `options` and fills in the defaults: a `"Protocol"` ChannelError names the first that is
+ * out of range (with its value and the range allowed), or the pool (`receives` or `sends` times
+ * `inlineSize`) larger than 2^31 - 1 bytes.
+ */
 export const settings = (options?: CmChannelOptions): Effect.Effect<CmSettings, ChannelError> =>
   Effect.all({
-    inlineSize: framing.integer("inlineSize", options?.inlineSize, 32768, LEAST_INLINE),
+    inlineSize: framing.integer("inlineSize", options?.inlineSize, 32768, LEAST_INLINE, framing.MAX_INLINE),
     // At least 3: half of them (the most owed before a CREDIT frame) is then at least 2, so a CREDIT
     // frame alone never makes the other side owe enough to send one back.
-    receives: framing.integer("receives", options?.receives, 16, 3),
-    sends: framing.integer("sends", options?.sends, 8, 1),
+    receives: framing.integer("receives", options?.receives, 16, 3, framing.MAX_QUEUE),
+    sends: framing.integer("sends", options?.sends, 8, 1, framing.MAX_QUEUE),
     maxMessageSize: framing.integer("maxMessageSize", options?.maxMessageSize, 64 << 20, 1),
     ackTimeout: framing.finiteDuration("ackTimeout", options?.ackTimeout, "30 seconds"),
     keepAlive: framing.keepAliveDuration(options?.keepAlive)
-  })
+  }).pipe(Effect.flatMap(framing.pools))
 
 /**
  * The channel's half before the connection: regions registered on `ep` and every receive posted,

@@ -87,14 +87,57 @@ const parked = (park: (wake: () => void) => void, unpark: () => void): Effect.Ef
     return Effect.sync(unpark)
   })
 
-/** A positive integer option with its default, or a `"Protocol"` ChannelError naming it. */
-export const integer = (name: string, value: number | undefined, fallback: number, least: number) =>
+/**
+ * A positive integer option with its default, or a `"Protocol"` ChannelError naming it, its value
+ * and the range allowed: at least `least`, and at most `most` when given.
+ */
+export const integer = (name: string, value: number | undefined, fallback: number, least: number, most?: number) =>
   Effect.suspend(() => {
     const v = value ?? fallback
-    return Number.isSafeInteger(v) && v >= least
+    return Number.isSafeInteger(v) && v >= least && (most === undefined || v <= most)
       ? Effect.succeed(v)
-      : Effect.fail(protocol(`${name} must be an integer of at least ${least}, got ${v}`))
+      : Effect.fail(protocol(
+        most === undefined
+          ? `${name} must be an integer of at least ${least}, got ${v}`
+          : `${name} must be an integer from ${least} to ${most}, got ${v}`
+      ))
   })
+
+/**
+ * The most `receives` and `sends` can be: the most entries core allows a connection's queues
+ * (`Connection.Options.sendQueueSize` / `receiveQueueSize`, and a librdmacm endpoint's, are 1 to
+ * 65536).
+ */
+export const MAX_QUEUE = 65536
+/** The most `inlineSize` can be: 1 GiB. */
+export const MAX_INLINE = 2 ** 30
+/**
+ * The most bytes one pool (`receives` × `inlineSize`, `sends` × `inlineSize`) or the librpma
+ * landing region can take: 2^31 - 1, what one registration and one librpma length are sure to hold.
+ */
+export const MAX_POOL = 2 ** 31 - 1
+
+/**
+ * A pool of `count` buffers of `inlineSize` bytes, or a `"Protocol"` ChannelError naming both when
+ * it is larger than {@link MAX_POOL}: each is in range alone, so it says to lower one of them.
+ */
+export const pool = (countName: "receives" | "sends", count: number, inlineSize: number) =>
+  count * inlineSize <= MAX_POOL
+    ? Effect.void
+    : Effect.fail(protocol(
+      `${countName} × inlineSize must be at most ${MAX_POOL} bytes, got ${count} × ${inlineSize} = ${
+        count * inlineSize
+      }: lower ${countName} or inlineSize`
+    ))
+
+/** Both pools of `settings` checked ({@link pool}): the settings, or the first pool out of range. */
+export const pools = <S extends { readonly inlineSize: number; readonly receives: number; readonly sends: number }>(
+  settings: S
+): Effect.Effect<S, ChannelError> =>
+  pool("receives", settings.receives, settings.inlineSize).pipe(
+    Effect.zipRight(pool("sends", settings.sends, settings.inlineSize)),
+    Effect.as(settings)
+  )
 
 /** A positive, finite duration option with its default. */
 export const finiteDuration = (name: string, value: Duration.DurationInput | undefined, fallback: string) =>

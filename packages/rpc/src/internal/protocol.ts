@@ -5,8 +5,9 @@
  * Declared and documented in RdmaRpc.ts (the `"rpma"` transport's; the shared client and server
  * loops serve the `"cm"` transport too).
  */
-import { Admission, Connection, Listener, type Peer } from "@effect-rdma/core"
+import { Admission, Connection, Listener, type Peer, RdmaError } from "@effect-rdma/core"
 import type * as Driver from "@effect-rdma/core/Driver"
+import * as DriverArguments from "@effect-rdma/core/DriverArguments"
 import * as RpcClient from "@effect/rpc/RpcClient"
 import { RpcClientError } from "@effect/rpc/RpcClientError"
 import { type FromClientEncoded, type FromServerEncoded, ResponseDefectEncoded } from "@effect/rpc/RpcMessage"
@@ -143,7 +144,7 @@ export const makeReconnectingClientProtocol = <R>(
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
 > =>
   Effect.gen(function*() {
-    yield* channel.settings(options)
+    const connection = yield* fitReceives((yield* channel.settings(options)).receives, options.connection)
     const handshake = yield* handshakeBound(options.handshakeTimeout)
     const target = "offer" in options
       ? Effect.map(options.offer, (offer) => ({ ...offer.rdma, token: offer.token }))
@@ -155,7 +156,7 @@ export const makeReconnectingClientProtocol = <R>(
           const privateData = token === undefined ? undefined : yield* Admission.privateData(token)
           const conn = yield* Connection.connect(peer, address, port, {
             ...(privateData === undefined ? {} : { privateData }),
-            ...options.connection
+            ...connection
           })
           return yield* channel.make(peer, conn, onMessage, options).pipe(
             withinHandshake(handshake, `the channel to ${address}:${port}`)
@@ -257,6 +258,132 @@ const handshakesAtOnce = (value: number | undefined): Effect.Effect<number, chan
     )
 }
 
+const showOption = (value: unknown): string => {
+  try {
+    return typeof value === "string" ? JSON.stringify(value) : DriverArguments.show(value)
+  } catch {
+    return typeof value
+  }
+}
+
+/**
+ * What would refuse every client of a `"rpma"` server, found before it takes any (else each client
+ * is refused, with a warning, and the server looks healthy). Core has no check of these options
+ * apart from a request's accept, so core is let refuse them where it can without one:
+ *
+ * - `connection`: a connect with those settings (its private data left out) to port 0 of `address`,
+ *   which core checks the settings of first (timeout, queue sizes, polling: the checks an accept
+ *   makes) and the driver then refuses for its port before any request is made: nothing is dialed.
+ *   Core's refusal is the failure, an `RpmaInvalidError` (as `Listener.acceptClient` gives). The
+ *   private data is checked with the accept's limit (`DriverArguments.privateData`), as the accept does.
+ * - `isolation` and `ports` (when isolated): an `RpmaInvalidError` of rpma_ep_listen, as
+ *   `Listener.acceptClient` refuses them, each port by `DriverArguments.port`.
+ * - `admission`: not an `Admission` is a `"Protocol"` ChannelError (core's refusal, an
+ *   `InvalidTokenError`, is no error the server's constructors fail with).
+ */
+export const servingProblem = (
+  peer: Peer.Peer,
+  address: unknown,
+  options: RdmaRpc.RpmaServingOptions | undefined
+): Effect.Effect<void, RdmaError.RpmaError | channel.ChannelError, Driver.RdmaDriver> =>
+  Effect.suspend((): Effect.Effect<void, RdmaError.RpmaError | channel.ChannelError, Driver.RdmaDriver> => {
+    const invalid = (operation: string, detail: string) =>
+      Effect.fail(RdmaError.fromRpmaCode(RdmaError.RpmaCode.RPMA_E_INVAL, operation, detail))
+    const admission: unknown = options?.admission
+    if (admission !== undefined && !Admission.isAdmission(admission)) {
+      return Effect.fail(
+        new channel.ChannelError({
+          reason: "Protocol",
+          detail: `admission must be an Admission (Admission.make(token)), not ${showOption(admission)}`
+        })
+      )
+    }
+    const isolation: unknown = options?.isolation
+    if (isolation !== undefined && isolation !== "perClient" && isolation !== "shared") {
+      return invalid(
+        "rpma_ep_listen",
+        `isolation must be "perClient" (the default) or "shared", not ${showOption(isolation)}`
+      )
+    }
+    if (isolation !== "shared" && options?.ports !== undefined) {
+      let refused: string | undefined
+      try {
+        const ports: unknown = options.ports
+        const { from, to } = (typeof ports === "object" && ports !== null ? ports : {}) as {
+          readonly from?: unknown
+          readonly to?: unknown
+        }
+        refused = DriverArguments.port(from) ?? DriverArguments.port(to) ??
+          ((from as number) <= (to as number) ? undefined : `from ${String(from)} is after to ${String(to)}`)
+        if (refused !== undefined) {
+          refused = `ports must be { from, to } of 1 to 65535, from <= to, not ${showOption(ports)}: ${refused}`
+        }
+      } catch (cause) {
+        refused = `ports cannot be read (${String(cause)}): give plain options`
+      }
+      if (refused !== undefined) return invalid("rpma_ep_listen", refused)
+    }
+    const given: unknown = options?.connection
+    if (typeof given !== "object" || given === null || typeof address !== "string") return Effect.void
+    let settings: Connection.Options
+    let privateData: unknown
+    try {
+      privateData = (given as Connection.Options).privateData
+      settings = { ...(given as Connection.Options), privateData: undefined }
+    } catch (cause) {
+      return invalid("rpma_conn_req_connect", `connection cannot be read (${String(cause)}): give plain options`)
+    }
+    const privateDataRefused = privateData === undefined
+      ? undefined
+      : DriverArguments.privateData(privateData, "accept")
+    if (privateDataRefused !== undefined) return invalid("rpma_conn_req_connect", privateDataRefused)
+    // The probe's own refusal: its port, which the driver checks after the settings core checked.
+    const portRefused = DriverArguments.port(0)
+    return Connection.connect(peer, address, 0, settings).pipe(
+      Effect.scoped,
+      Effect.asVoid,
+      Effect.catchAll((error) =>
+        error._tag === "RpmaInvalidError" && error.detail !== portRefused ? Effect.fail(error) : Effect.void
+      )
+    )
+  })
+
+/** A connection's receive queue unless its options say otherwise (Connection.Options' default). */
+const DEFAULT_RECEIVE_QUEUE = 64
+
+/**
+ * The connection options a channel of `receives` runs on. The channel posts all its receives
+ * before it says HELLO, so they must fit the connection's receive queue: one more would wait for a
+ * slot only a message frees, and no message comes before HELLO (a hang). Not given, the queue is
+ * sized for them; given smaller, refused.
+ */
+const fitReceives = (
+  receives: number,
+  connection: Connection.Options | undefined
+): Effect.Effect<Connection.Options | undefined, channel.ChannelError> => {
+  let given: unknown
+  try {
+    given = connection?.receiveQueueSize
+  } catch {
+    // Unreadable: core refuses such options where the connection is made, saying so.
+    return Effect.succeed(connection)
+  }
+  if (given === undefined) {
+    return Effect.succeed(
+      receives <= DEFAULT_RECEIVE_QUEUE ? connection : { ...connection, receiveQueueSize: receives }
+    )
+  }
+  return typeof given === "number" && given < receives
+    ? Effect.fail(
+      new channel.ChannelError({
+        reason: "Protocol",
+        detail: `receives (${receives}) must fit the connection's receiveQueueSize (${given}): ` +
+          `raise connection.receiveQueueSize to ${receives} or more, or lower receives`
+      })
+    )
+    : Effect.succeed(connection)
+}
+
 export const makeServerProtocol = (
   endpoint: Listener.Listener,
   options?: RdmaRpc.RpmaServingOptions
@@ -266,14 +393,24 @@ export const makeServerProtocol = (
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
 > =>
   Effect.gen(function*() {
-    yield* channel.settings(options)
+    const connection = yield* fitReceives((yield* channel.settings(options)).receives, options?.connection)
+    // This constructor fails with ChannelErrors only: core's refusal is the cause of a "Protocol" one.
+    yield* Effect.mapError(
+      servingProblem(endpoint.peer, endpoint.address, options),
+      (error) =>
+        error._tag === "RdmaChannelError" ? error : new channel.ChannelError({
+          reason: "Protocol",
+          detail: `the server's options are refused (${error.operation}): ${error.detail ?? error.message}`,
+          cause: error
+        })
+    )
     return yield* serving<Listener.ConnectionRequest>({
-      next: Listener.next(endpoint, options?.connection),
+      next: Listener.next(endpoint, connection),
       // Isolated by default: the client's channel and its regions live in a peer of its own.
       open: (req, onMessage) =>
         Effect.flatMap(
           Listener.acceptClient(req, {
-            ...options?.connection,
+            ...connection,
             admission: options?.admission,
             isolation: options?.isolation,
             ports: options?.ports

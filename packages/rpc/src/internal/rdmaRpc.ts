@@ -208,6 +208,9 @@ export const makeProtocolServer = (options: RdmaRpc.ServerOptions): ServerMade =
       )
       : Effect.gen(function*() {
         const peer = yield* Peer.Peer
+        // Options that would refuse every client are refused before the listen (RpmaInvalidError,
+        // as core gives; a non-Admission `admission`, a "Protocol" ChannelError).
+        yield* protocol.servingProblem(peer, options.address, options)
         const endpoint = yield* Listener.make(peer, options.address, options.port)
         return yield* protocol.makeServerProtocol(endpoint, options)
       }))
