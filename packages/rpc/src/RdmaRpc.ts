@@ -70,7 +70,12 @@ export interface CmChannelOptions {
    * each be at most 2^31 - 1 bytes.
    */
   readonly inlineSize?: number | undefined
-  /** Receives kept posted: the frames the other side can send ahead (its credits). 3 to 65536 (a queue's most entries); default 16. */
+  /**
+   * Receives kept posted: the frames the other side can send ahead (its credits). 3 to 65536 (a
+   * queue's most entries); default 16. They must fit the endpoint's `maxRecvWr`: the protocols size
+   * it for them unless `endpoint.maxRecvWr` is given, and refuse a smaller one (a listener of your
+   * own is taken as it is: make it with `maxRecvWr` at least `receives`).
+   */
   readonly receives?: number | undefined
   /** Sends in flight at once. 1 to 65536 (a queue's most entries); default 8. */
   readonly sends?: number | undefined

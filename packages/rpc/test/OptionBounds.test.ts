@@ -239,3 +239,34 @@ describe("RdmaRpc: a \"rpma\" channel's receives and its connection's receive qu
       }
     })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
 })
+
+describe("RdmaRpc: a \"cm\" channel's receives and its endpoint's receive queue", () => {
+  const serve = (port: number, options: { readonly receives?: number; readonly endpoint?: object }) =>
+    RpcServer.layer(Group).pipe(
+      Layer.provide(Handlers),
+      Layer.provide(RdmaRpc.layerProtocolServer({ transport: "cm", address, port, ...options })),
+      Layer.provide(RpcSerialization.layerMsgPack)
+    )
+  const clientOf = (port: number, options: { readonly receives?: number; readonly endpoint?: object }) =>
+    RdmaRpc.layerProtocolClient({ transport: "cm", address, port, retrySchedule: Schedule.stop, ...options }).pipe(
+      Layer.provide(RpcSerialization.layerMsgPack)
+    )
+
+  it.live("more receives than the default queue holds: the queue is sized for them, and calls are answered", () =>
+    Effect.scoped(Effect.gen(function*() {
+      yield* Layer.build(serve(7895, { receives: 128 }))
+      const protocol = yield* Layer.build(clientOf(7895, { receives: 128 }))
+      const client = yield* Effect.provide(RpcClient.make(Group), protocol)
+      assert.strictEqual(yield* client.Add({ a: 2, b: 3 }).pipe(Effect.timeout("20 seconds")), 5)
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+
+  it.effect("a receive queue given smaller than the receives fails the layer at build, on both sides", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const options = { receives: 32, endpoint: { maxRecvWr: 16 } }
+      for (const layer of [serve(7896, options), clientOf(7896, options)]) {
+        const error = yield* Effect.flip(Effect.scoped(Layer.build(layer)))
+        assert.strictEqual((error as { _tag: string })._tag, "RdmaChannelError")
+        assert.match((error as Error).message, /receives \(32\) must fit the endpoint's maxRecvWr \(16\)/)
+      }
+    })).pipe(Ledger.checked, Effect.provide(SimulatedDriver.layer)))
+})

@@ -144,7 +144,12 @@ export const makeReconnectingClientProtocol = <R>(
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver | R
 > =>
   Effect.gen(function*() {
-    const connection = yield* fitReceives((yield* channel.settings(options)).receives, options.connection)
+    const connection = yield* fitReceives(
+      (yield* channel.settings(options)).receives,
+      options.connection,
+      "receiveQueueSize",
+      "connection"
+    )
     const handshake = yield* handshakeBound(options.handshakeTimeout)
     const target = "offer" in options
       ? Effect.map(options.offer, (offer) => ({ ...offer.rdma, token: offer.token }))
@@ -348,40 +353,41 @@ export const servingProblem = (
     )
   })
 
-/** A connection's receive queue unless its options say otherwise (Connection.Options' default). */
+/** A connection's (or an endpoint's) receive queue unless its options say otherwise (core's default). */
 const DEFAULT_RECEIVE_QUEUE = 64
 
 /**
- * The connection options a channel of `receives` runs on. The channel posts all its receives
- * before it says HELLO, so they must fit the connection's receive queue: one more would wait for a
- * slot only a message frees, and no message comes before HELLO (a hang). Not given, the queue is
- * sized for them; given smaller, refused.
+ * The connection (or endpoint) options a channel of `receives` runs on. The channel posts all its
+ * receives before it says HELLO, so they must fit the receive queue: one more would wait for a slot
+ * only a message frees, and no message comes before HELLO (a hang). Not given, the queue is sized
+ * for them; given smaller, refused. `key`: the queue's option, `receiveQueueSize` (librpma) or
+ * `maxRecvWr` (librdmacm); `where`: the options' name in the protocol's options.
  */
-const fitReceives = (
+export const fitReceives = <O extends object>(
   receives: number,
-  connection: Connection.Options | undefined
-): Effect.Effect<Connection.Options | undefined, channel.ChannelError> => {
+  options: O | undefined,
+  key: "receiveQueueSize" | "maxRecvWr",
+  where: "connection" | "endpoint"
+): Effect.Effect<O | undefined, channel.ChannelError> => {
   let given: unknown
   try {
-    given = connection?.receiveQueueSize
+    given = (options as Record<string, unknown> | undefined)?.[key]
   } catch {
     // Unreadable: core refuses such options where the connection is made, saying so.
-    return Effect.succeed(connection)
+    return Effect.succeed(options)
   }
   if (given === undefined) {
-    return Effect.succeed(
-      receives <= DEFAULT_RECEIVE_QUEUE ? connection : { ...connection, receiveQueueSize: receives }
-    )
+    return Effect.succeed(receives <= DEFAULT_RECEIVE_QUEUE ? options : { ...options, [key]: receives } as O)
   }
   return typeof given === "number" && given < receives
     ? Effect.fail(
       new channel.ChannelError({
         reason: "Protocol",
-        detail: `receives (${receives}) must fit the connection's receiveQueueSize (${given}): ` +
-          `raise connection.receiveQueueSize to ${receives} or more, or lower receives`
+        detail: `receives (${receives}) must fit the ${where}'s ${key} (${given}): ` +
+          `raise ${where}.${key} to ${receives} or more, or lower receives`
       })
     )
-    : Effect.succeed(connection)
+    : Effect.succeed(options)
 }
 
 export const makeServerProtocol = (
@@ -393,7 +399,12 @@ export const makeServerProtocol = (
   Scope.Scope | RpcSerialization.RpcSerialization | Driver.RdmaDriver
 > =>
   Effect.gen(function*() {
-    const connection = yield* fitReceives((yield* channel.settings(options)).receives, options?.connection)
+    const connection = yield* fitReceives(
+      (yield* channel.settings(options)).receives,
+      options?.connection,
+      "receiveQueueSize",
+      "connection"
+    )
     // This constructor fails with ChannelErrors only: core's refusal is the cause of a "Protocol" one.
     yield* Effect.mapError(
       servingProblem(endpoint.peer, endpoint.address, options),

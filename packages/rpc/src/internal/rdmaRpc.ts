@@ -28,13 +28,14 @@ export const makeCmClientProtocol = (
 > =>
   Effect.gen(function*() {
     const settings = yield* cmChannel.settings(options)
+    const endpoint = yield* protocol.fitReceives(settings.receives, options.endpoint, "maxRecvWr", "endpoint")
     const handshake = yield* protocol.handshakeBound(options.handshakeTimeout)
     const { address, port, token } = options
     return yield* protocol.reconnecting(
       (onMessage) =>
         Effect.gen(function*() {
           const privateData = token === undefined ? undefined : yield* Admission.privateData(token)
-          const ep = yield* CmEndpoint.make(address, port, options.endpoint)
+          const ep = yield* CmEndpoint.make(address, port, endpoint)
           // Every receive is posted before the connect: the server may send at once.
           const half = yield* cmChannel.prepare(ep, onMessage, settings)
           yield* CmEndpoint.establish(ep, privateData === undefined ? undefined : { privateData })
@@ -203,8 +204,15 @@ export const makeProtocolServer = (options: RdmaRpc.ServerOptions): ServerMade =
   checked(options, "server", (options): ServerMade =>
     options.transport === "cm"
       ? Effect.flatMap(
-        CmListener.make(options.address, options.port, options.endpoint),
-        (listener) => makeCmServerProtocol(listener, options)
+        Effect.flatMap(
+          cmChannel.settings(options),
+          (settings) => protocol.fitReceives(settings.receives, options.endpoint, "maxRecvWr", "endpoint")
+        ),
+        (endpoint) =>
+          Effect.flatMap(
+            CmListener.make(options.address, options.port, endpoint),
+            (listener) => makeCmServerProtocol(listener, options)
+          )
       )
       : Effect.gen(function*() {
         const peer = yield* Peer.Peer
