@@ -140,7 +140,7 @@ const kv = (client: Store, peer: Peer.Peer) =>
         const at = slotOf(k) * SLOT
         const length = 4 + k.length + v.length
         return RdmaClient.write(client, { dst: "store", dstOffset: at, src: staging, length }).pipe(
-          Effect.zipRight(RdmaClient.flush(client, { dst: "store", offset: at, length }))
+          Effect.zipRight(RdmaClient.flush(client, { dst: "store", dstOffset: at, length }))
         )
       })
     const get = (key: string) =>

@@ -131,7 +131,7 @@ const put = (
   Effect.gen(function*() {
     src.memory[at] = byte
     yield* RdmaClient.write(client, { dst: "store", dstOffset: at, src, srcOffset: at, length: 1 })
-    yield* RdmaClient.flush(client, { dst: "store", offset: at, length: 1 })
+    yield* RdmaClient.flush(client, { dst: "store", dstOffset: at, length: 1 })
   })
 
 describe("RdmaClient", () => {

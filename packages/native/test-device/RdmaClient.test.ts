@@ -75,7 +75,7 @@ describe("RdmaClient on the device", () => {
             Effect.gen(function*() {
               src.memory[at] = byte
               yield* RdmaClient.write(client, { dst: "store", dstOffset: at, src, srcOffset: at, length: 1 })
-              yield* RdmaClient.flush(client, { dst: "store", offset: at, length: 1 })
+              yield* RdmaClient.flush(client, { dst: "store", dstOffset: at, length: 1 })
             })
           yield* waitFor(client, "Connected")
           yield* put(1, 11)

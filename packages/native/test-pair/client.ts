@@ -246,7 +246,7 @@ const workload = (c: ClientUnderTest, peer: Peer.Peer) =>
           const op = kind === "write"
             ? RdmaClient.write(c.client, { dst: "store", dstOffset: at, src, srcOffset: at, length: SPAN })
             : kind === "flush"
-            ? RdmaClient.flush(c.client, { dst: "store", offset: at, length: SPAN })
+            ? RdmaClient.flush(c.client, { dst: "store", dstOffset: at, length: SPAN })
             : RdmaClient.read(c.client, { dst, dstOffset: at, src: "store", srcOffset: at, length: SPAN })
           const startedAt = performance.now()
           const exit = yield* Effect.exit(op)

@@ -181,7 +181,7 @@ describe("a simulated network shared by two processes", () => {
             Effect.gen(function*() {
               src.memory.fill(0).set(bytes(value))
               yield* RdmaClient.write(client, { dst: "table", dstOffset: 0, src, srcOffset: 0, length: 16 })
-              yield* RdmaClient.flush(client, { dst: "table", offset: 0, length: 16 })
+              yield* RdmaClient.flush(client, { dst: "table", dstOffset: 0, length: 16 })
             })
           const get = Effect.gen(function*() {
             yield* RdmaClient.read(client, { dst, dstOffset: 0, src: "table", srcOffset: 0, length: 16 })
