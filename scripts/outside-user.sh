@@ -132,8 +132,12 @@ cat >"$app/package.json" <<'EOF'
 { "name": "outside-user", "version": "1.0.0", "private": true, "type": "module" }
 EOF
 start=$(date +%s)
+# @effect/vitest too (testing's peer, which its @examples import): found in the app, beside the app's
+# effect. Missing there, an import of it resolves up to this workspace's, built against the lockfile's
+# effect: another copy of Effect's types, which the app's newer effect 3.x does not match.
 (cd "$app" && npm install --no-audit --no-fund --prefer-offline --loglevel=warn \
   "$core" "$testing" "$native" "$effect_spec" "@types/node@^20.19.0" typescript@5.9.3 \
+  "@effect/vitest@^0.30.0" "vitest@^3.2.0" \
   "$rpc" "@effect/rpc@^0.76.2" "@effect/platform@^0.97.1" \
   "$cluster" "@effect/cluster@^0.60.2" "@effect/sql@^0.52.1") 2>&1 | tee "$work/npm.log"
 no_peer_warnings "$work/npm.log" "npm install"
