@@ -51,6 +51,21 @@ const silentServer = (address: string, port: number) =>
     return accepted
   })
 
+/** A server on `port` that accepts every client, each until its connection ends, for the case's scope. */
+const acceptingServer = (address: string, port: number) =>
+  Effect.gen(function*() {
+    const serverPeer = yield* Peer.make(address)
+    const ep = yield* Listener.make(serverPeer, address, port)
+    yield* Listener.requests(ep, { timeout: TIMEOUT }).pipe(
+      Stream.runForEach((req) =>
+        Effect.forkDaemon(
+          Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))))
+        )
+      ),
+      Effect.forkScoped
+    )
+  })
+
 export const lifecycleCases: ReadonlyArray<Case> = [
   {
     name: "close: the other side never answers the disconnect → the scope still closes within the timeout",
@@ -147,16 +162,7 @@ export const lifecycleCases: ReadonlyArray<Case> = [
     name: "connect interrupted at any point leaves nothing alive, without garbage collection",
     run: (address, port) =>
       Effect.gen(function*() {
-        const serverPeer = yield* Peer.make(address)
-        const ep = yield* Listener.make(serverPeer, address, port)
-        yield* Listener.requests(ep, { timeout: TIMEOUT }).pipe(
-          Stream.runForEach((req) =>
-            Effect.forkDaemon(
-              Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))))
-            )
-          ),
-          Effect.forkScoped
-        )
+        yield* acceptingServer(address, port)
         for (let i = 0; i < 24; i++) {
           const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
             const peer = yield* Peer.make(address)
@@ -179,16 +185,7 @@ export const lifecycleCases: ReadonlyArray<Case> = [
       "connection and its peer are released",
     run: (address, port) =>
       Effect.gen(function*() {
-        const serverPeer = yield* Peer.make(address)
-        const ep = yield* Listener.make(serverPeer, address, port)
-        yield* Listener.requests(ep, { timeout: TIMEOUT }).pipe(
-          Stream.runForEach((req) =>
-            Effect.forkDaemon(
-              Effect.ignore(Effect.scoped(Effect.flatMap(Listener.accept(req), (c) => Connection.awaitClosed(c))))
-            )
-          ),
-          Effect.forkScoped
-        )
+        yield* acceptingServer(address, port)
         const before = yield* live
         for (let k = 0; k < 12; k++) {
           const scope = yield* Scope.make()
