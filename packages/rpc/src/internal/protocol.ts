@@ -405,16 +405,6 @@ export const makeServerProtocol = (
       "receiveQueueSize",
       "connection"
     )
-    // This constructor fails with ChannelErrors only: core's refusal is the cause of a "Protocol" one.
-    yield* Effect.mapError(
-      servingProblem(endpoint.peer, endpoint.address, options),
-      (error) =>
-        error._tag === "RdmaChannelError" ? error : new channel.ChannelError({
-          reason: "Protocol",
-          detail: `the server's options are refused (${error.operation}): ${error.detail ?? error.message}`,
-          cause: error
-        })
-    )
     return yield* serving<Listener.ConnectionRequest>({
       next: Listener.next(endpoint, connection),
       // Isolated by default: the client's channel and its regions live in a peer of its own.

@@ -16,7 +16,7 @@ import type * as Scope from "effect/Scope"
 import type * as RdmaRpc from "../RdmaRpc.js"
 import * as cmChannel from "./cmChannel.js"
 import * as framing from "./framing.js"
-import type { ChannelError } from "./framing.js"
+import { ChannelError } from "./framing.js"
 import * as protocol from "./protocol.js"
 
 export const makeCmClientProtocol = (
@@ -153,7 +153,21 @@ export const makeRpmaServerProtocol: typeof protocol.makeServerProtocol = (liste
     Listener.isListener,
     "a Listener (Listener.make)",
     options,
-    (copy) => protocol.makeServerProtocol(listener, copy)
+    (copy) =>
+      Effect.zipRight(
+        // Checked here, once: a server that made its own listener checked before it listened. This
+        // constructor fails with ChannelErrors only: core's refusal is the cause of a "Protocol" one.
+        Effect.mapError(
+          protocol.servingProblem(listener.peer, listener.address, copy),
+          (error) =>
+            error._tag === "RdmaChannelError" ? error : new ChannelError({
+              reason: "Protocol",
+              detail: `the server's options are refused (${error.operation}): ${error.detail ?? error.message}`,
+              cause: error
+            })
+        ),
+        protocol.makeServerProtocol(listener, copy)
+      )
   )
 
 /**
